@@ -1,0 +1,2 @@
+# cli/cli.mk: the planc driver.
+PLANC_SRCS += cli/planc.c

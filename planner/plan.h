@@ -1,0 +1,142 @@
+/*
+ * plan.h: the checked Plan, the contract between the front end and the rest.
+ *
+ * planner/sema.c turns the AST of a .plan file into a Plan: every name is
+ * resolved, every unit converted to SI base units (bytes, bytes/s, FLOP/s,
+ * seconds), every `repeat` expanded, every value range-checked. Everything
+ * after sema (memory and cost models, lowering to the Program, search,
+ * codegen) reads only this struct and never the AST, so it can also be built
+ * directly in C (tests and the search do exactly that).
+ *
+ * Units: sizes in bytes (uint64_t), bandwidths in bytes per second, compute
+ * in FLOP/s, times in seconds (double). Counts are int64_t.
+ */
+#ifndef PLANC_PLAN_H
+#define PLANC_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A field of the plan block that the user left out or wrote as `auto`:
+ * the search fills it; `check` needs it set (or uses the stated default). */
+#define PLAN_AUTO (-1)
+
+typedef enum {
+    DTYPE_FP32,     /* 4 bytes */
+    DTYPE_BF16,     /* 2 bytes, mixed precision with fp32 master weights */
+    DTYPE_FP16,     /* 2 bytes, mixed precision with fp32 master weights */
+} PlanDtype;
+
+typedef enum {
+    LAYER_EMBEDDING,   /* token embedding (+ learned positions) */
+    LAYER_ATTENTION,   /* pre-norm causal self-attention sublayer + residual */
+    LAYER_MLP,         /* pre-norm MLP sublayer + residual */
+    LAYER_NORM,        /* final norm */
+    LAYER_LM_HEAD,     /* logits over the vocabulary (tied or not) */
+} LayerKind;
+
+typedef enum { POS_LEARNED, POS_ROPE, POS_NONE } PosKind;
+typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
+typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU } ActKind;
+
+/* One layer of the flattened model (repeat blocks are expanded). Only the
+ * fields of its kind are meaningful; the rest are zero. */
+typedef struct {
+    LayerKind kind;
+    int       line, col;    /* where the layer was written (0 if built in C) */
+    /* LAYER_EMBEDDING */
+    PosKind   position;
+    /* LAYER_ATTENTION */
+    int64_t   heads;        /* query heads */
+    int64_t   kv_heads;     /* key/value heads (== heads unless GQA) */
+    /* LAYER_MLP */
+    int64_t   hidden;       /* MLP inner size (per branch for swiglu) */
+    ActKind   act;
+    /* LAYER_ATTENTION, LAYER_MLP, LAYER_NORM */
+    NormKind  norm;         /* the sublayer's pre-norm, or the final norm */
+    bool      bias;         /* linear layers carry biases (GPT-2: yes) */
+    /* LAYER_LM_HEAD */
+    bool      tied;         /* shares the embedding matrix */
+} Layer;
+
+typedef struct {
+    const char *name;
+    int64_t     vocab;      /* vocabulary size */
+    int64_t     seq;        /* sequence length in tokens */
+    int64_t     dim;        /* model width h, from the embedding block */
+    PlanDtype   dtype;      /* compute dtype */
+    Layer      *layers;     /* flattened, in order */
+    int         n_layers;
+    int         n_blocks;   /* transformer blocks = attention sublayers; the
+                               unit a pipeline stage is split by */
+} Model;
+
+typedef struct {
+    const char *name;       /* preset name, or "custom" */
+    uint64_t    memory;     /* bytes of device memory */
+    double      flops_fp32; /* dense peak FLOP/s in fp32 */
+    double      flops_16;   /* dense peak FLOP/s in bf16/fp16 (no sparsity) */
+    double      hbm;        /* memory bandwidth, bytes/s */
+} Device;
+
+/* A link, per GPU and per direction. */
+typedef struct {
+    double bandwidth;       /* bytes/s */
+    double latency;         /* seconds */
+} Link;
+
+typedef struct {
+    const char *name;
+    int64_t     nodes;
+    int64_t     gpus_per_node;
+    Device      device;
+    Link        intra;      /* inside a node (NVLink) */
+    Link        inter;      /* between nodes (InfiniBand), per GPU */
+} Cluster;
+
+typedef enum {
+    SCHED_GPIPE,        /* all forwards, then all backwards */
+    SCHED_1F1B,         /* PipeDream-Flush: warm-up, one-forward-one-backward */
+    SCHED_INTERLEAVED,  /* Megatron interleaved 1F1B with `chunks` per rank */
+    SCHED_ZB_H1,        /* zero-bubble H1: backward split into input and weight */
+} Schedule;
+
+typedef enum {
+    RECOMPUTE_NONE,      /* keep every activation */
+    RECOMPUTE_SELECTIVE, /* recompute attention scores/softmax (Korthikanti) */
+    RECOMPUTE_FULL,      /* keep only each layer's input; recompute the layer */
+} Recompute;
+
+/* The parallel layout. Any int field may be PLAN_AUTO. */
+typedef struct {
+    int      dp, tp, pp;
+    int      zero;               /* 0..3 */
+    int64_t  micro_batch;        /* sequences per micro-batch per DP rank */
+    int64_t  global_batch;       /* sequences per step over all DP ranks */
+    int      schedule;           /* Schedule or PLAN_AUTO */
+    int      chunks;             /* model chunks per pipeline rank (interleaved) */
+    int      recompute;          /* Recompute or PLAN_AUTO */
+    int      sequence_parallel;  /* 0, 1 or PLAN_AUTO */
+} Layout;
+
+typedef struct {
+    int64_t     steps;
+    double      lr;
+    int64_t     warmup;          /* steps of linear warm-up */
+    uint64_t    seed;
+    double      grad_clip;       /* global-norm clip; 0 = off */
+    double      beta1, beta2, eps, weight_decay;   /* AdamW */
+    const char *data;            /* path of the training data, or NULL */
+} Train;
+
+typedef struct {
+    const char *file;            /* the .plan file it came from */
+    Model       model;
+    Cluster     cluster;
+    bool        has_layout;      /* a plan block was given */
+    Layout      layout;
+    bool        has_train;       /* a train block was given */
+    Train       train;
+} Plan;
+
+#endif /* PLANC_PLAN_H */

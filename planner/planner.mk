@@ -1,0 +1,2 @@
+# planner/planner.mk: sema, model arithmetic, memory, cost, Program, simulation.
+PLANC_SRCS += planner/report.c

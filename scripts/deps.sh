@@ -1,0 +1,32 @@
+#!/bin/sh
+# deps.sh: install the Debian packages planc needs, only those that are missing.
+# Called by `make demo` and `make test`, so a fresh Debian 12 machine needs
+# nothing but these two commands. Safe to run again: it does nothing when all
+# packages are present.
+set -eu
+
+PKGS="make gcc flex bison libcmocka-dev libopenmpi-dev openmpi-bin \
+libopenblas-dev pkg-config python3"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+        echo "deps: need root (or sudo) to install:$missing" >&2
+        exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "deps: done"
