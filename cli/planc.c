@@ -1,3 +1,188 @@
-/* planc.c: the driver (placeholder until the front end lands). */
+/*
+ * planc.c: the driver. It parses the command line, runs the stages in
+ * order (dsl -> planner/sema -> planner report, codegen later) and turns
+ * their status into the exit code of DESIGN.md:
+ *
+ *     0  success (the plan fits)
+ *     1  the plan does not fit, or its layout is invalid for the cluster
+ *     2  bad input (syntax, names, units, ranges, divisibility) or bad usage
+ *
+ * Diagnostics go to stderr and nothing else does; results go to stdout.
+ * Only this file calls exit(); the stages return a status.
+ */
+#include <stdbool.h>
 #include <stdio.h>
-int main(void) { puts("planc 0.1"); return 0; }
+#include <string.h>
+
+#include "dsl/dsl.h"
+#include "planner/plan.h"
+#include "planner/report.h"
+#include "planner/sema.h"
+#include "cli/commands.h"
+
+#define PLANC_VERSION "0.1.0"
+
+static const char USAGE[] =
+    "usage: planc COMMAND FILE [options]\n"
+    "\n"
+    "planc compiles a .plan file (model, cluster, parallel layout) into a\n"
+    "checked plan, its predicted cost, and a training program.\n"
+    "\n"
+    "commands:\n"
+    "  check FILE [--json]        parse and validate; print the model, cluster and layout\n"
+    "  fmt FILE                   print FILE in canonical form\n"
+    "  search FILE                rank the valid layouts (not implemented yet)\n"
+    "  emit FILE [-o OUT.cu]      print the generated program (not implemented yet)\n"
+    "  build FILE -o EXE          emit and compile (not implemented yet)\n"
+    "  trace FILE -o OUT          draw the simulated step (not implemented yet)\n"
+    "\n"
+    "options:\n"
+    "  -h, --help                 this help; `planc COMMAND --help` for one command\n"
+    "  --version                  print the version\n"
+    "\n"
+    "exit status: 0 success, 1 does not fit or layout invalid for the cluster,\n"
+    "2 bad input or usage. Diagnostics: FILE:LINE:COL: error: MESSAGE on stderr.\n";
+
+static const char CHECK_HELP[] =
+    "usage: planc check FILE [--json]\n"
+    "\n"
+    "Parse FILE (and the files it includes), check every key, unit, range and\n"
+    "the divisibility the layout needs, then print the resolved model (one row\n"
+    "per layer, exact parameter count), the cluster and the layout.\n"
+    "\n"
+    "  --json    print one JSON object instead of tables\n"
+    "\n"
+    "exit status: 0 fits, 1 does not fit or dp x tp x pp does not match the\n"
+    "cluster, 2 bad input.\n";
+
+static const char FMT_HELP[] =
+    "usage: planc fmt FILE\n"
+    "\n"
+    "Print FILE in canonical form on stdout: one statement per line, four-space\n"
+    "indentation, short blocks on one line, comments kept. Includes are not\n"
+    "followed. fmt of fmt's output is identical.\n"
+    "\n"
+    "exit status: 0, or 2 if FILE does not parse.\n";
+
+static const char LATER_HELP[] =
+    "usage: planc %s FILE ...\n"
+    "\n"
+    "'%s' comes with a later version of planc; see README.md.\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "planc: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(run 'planc --help' for usage)\n");
+    return 2;
+}
+
+static bool is_help(const char *a)
+{
+    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+}
+
+/* planc check FILE [--json] */
+static int cmd_check(int argc, char **argv)
+{
+    const char *file = NULL;
+    bool json = false;
+    for (int i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(CHECK_HELP, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return usage_error("check: unknown option '%s'", argv[i]);
+        } else if (file) {
+            return usage_error("check: more than one file ('%s')", argv[i]);
+        } else {
+            file = argv[i];
+        }
+    }
+    if (!file) return usage_error("%scheck needs a FILE", "");
+
+    DslArena arena = { 0 };
+    DslDiag diag;
+    dsl_diag_init(&diag, stderr);
+    Plan plan;
+    int rc;
+    DslFile *f = dsl_load(&arena, &diag, file);
+    if (!f || plan_sema(f, &diag, &arena, &plan) != 0) {
+        rc = dsl_diag_exit_code(&diag);
+        if (rc == 0) rc = 2;
+    } else {
+        fflush(stdout);
+        rc = plan_check_report(stdout, &plan, json);
+    }
+    dsl_arena_free(&arena);
+    return rc;
+}
+
+/* planc fmt FILE */
+static int cmd_fmt(int argc, char **argv)
+{
+    const char *file = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (is_help(argv[i])) {
+            fputs(FMT_HELP, stdout);
+            return 0;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return usage_error("fmt: unknown option '%s'", argv[i]);
+        } else if (file) {
+            return usage_error("fmt: more than one file ('%s')", argv[i]);
+        } else {
+            file = argv[i];
+        }
+    }
+    if (!file) return usage_error("%sfmt needs a FILE", "");
+    DslArena arena = { 0 };
+    DslDiag diag;
+    dsl_diag_init(&diag, stderr);
+    DslFile *f = dsl_parse_file(&arena, &diag, file);
+    int rc = 2;
+    if (f) {
+        dsl_format(stdout, f);
+        rc = 0;
+    }
+    dsl_arena_free(&arena);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (is_help(cmd) || strcmp(cmd, "help") == 0) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("planc %s\n", PLANC_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
+    if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 2, argv + 2);
+    if (strcmp(cmd, "search") == 0) return planc_cmd_search(argc - 2, argv + 2);
+    if (strcmp(cmd, "trace") == 0) return planc_cmd_trace(argc - 2, argv + 2);
+    static const char *const later[] = { "emit", "build" };
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(cmd, later[i]) != 0) continue;
+        if (argc > 2 && is_help(argv[2])) {
+            printf(LATER_HELP, cmd, cmd);
+            return 0;
+        }
+        fprintf(stderr, "planc: '%s' is not implemented yet\n", cmd);
+        return 2;
+    }
+    static const char *const cmds[] = { "check", "fmt", "search", "emit", "build", "trace" };
+    const char *hint = dsl_suggest(cmd, cmds, 6);
+    fprintf(stderr, "planc: error: unknown command '%s'", cmd);
+    if (hint) fprintf(stderr, "; did you mean '%s'?", hint);
+    fprintf(stderr, "\n(run 'planc --help' for usage)\n");
+    return 2;
+}

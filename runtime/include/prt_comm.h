@@ -1,4 +1,216 @@
-/* prt_comm.h: collectives (see runtime/comm.mk). */
+/*
+ * prt_comm.h: the communication half of planrt — the context, the groups of
+ * a DP x TP x PP layout, collectives and point-to-point messages.
+ *
+ * A program starts with prt_init(), which initialises MPI (launched by
+ * `mpirun` or `srun`), checks that the world size is dp * tp * pp, and builds
+ * one communicator per group this rank belongs to.  Ranks are laid out as in
+ * Megatron-LM (DESIGN.md): tp varies fastest, then dp, then pp,
+ *
+ *     rank = tp + TP * (dp + DP * pp)
+ *
+ * so a TP group is TP consecutive ranks (inside a node), a DP group is the
+ * ranks with the same (tp, pp), and a PP group the ranks with the same
+ * (tp, dp).  Generated code reads like the step it runs:
+ *
+ *     prt_all_reduce(c->tp, y, y, n, PRT_FP32, PRT_SUM);          // TP partial sums
+ *     prt_reduce_scatter(c->dp, g, shard, n / dp, PRT_FP32, PRT_AVG);  // ZeRO
+ *     prt_send(c->pp, act, n, PRT_FP32, c->coord.pp + 1, tag);      // next stage
+ *
+ * Buffers are host pointers in libplanrt.a (Open MPI) and device pointers in
+ * libplanrt_cuda.a (NCCL, bootstrapped over MPI, one GPU per rank chosen by
+ * local rank).  Counts are elements, never bytes.  Every collective is
+ * in-place when sendbuf == recvbuf (for the gathering/scattering ones: when
+ * the rank's own block of the big buffer is the small buffer), and has an
+ * `_async` twin that returns a request to prt_wait()/prt_test() — the
+ * `async_op=True` of torch.distributed — so gradient reductions can overlap
+ * the backward pass.  All ranks of a group must call collectives on that
+ * group in the same order (MPI's and NCCL's rule).
+ *
+ * Algorithms: PRT_ALGO_NATIVE hands the operation to the backend (MPI's tuned
+ * collectives, NCCL); PRT_ALGO_RING and PRT_ALGO_TREE run planrt's own
+ * algorithms built on the backend's send/recv (ring reduce-scatter,
+ * all-gather and all-reduce; binomial-tree broadcast and reduce;
+ * recursive-doubling all-reduce).  The default comes from the environment
+ * variable PLANRT_ALGO=native|ring|tree; prt_comm_set_algo() changes it for
+ * the calls that follow on one communicator.  An operation that has no own
+ * variant for the chosen algorithm runs natively (README: runtime-comm).
+ *
+ * Errors: every function returns prt_status; the reason, with the rank and
+ * the call, is in prt_comm_last_error().  Nothing is ever silently truncated.
+ */
 #ifndef PRT_COMM_H
 #define PRT_COMM_H
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* Reduction operators. ORDER PRT_REDOP: keep prt_redop_name() in step. */
+typedef enum {
+    PRT_SUM,  /* element-wise sum */
+    PRT_AVG,  /* sum divided by the group size (integers: truncated) */
+    PRT_MAX,  /* element-wise maximum */
+    PRT_MIN,  /* element-wise minimum */
+} prt_redop;
+
+/* Who moves the bytes. ORDER PRT_ALGO: keep prt_algo_name() in step. */
+typedef enum {
+    PRT_ALGO_DEFAULT = -1, /* the communicator's current choice */
+    PRT_ALGO_NATIVE  = 0,  /* the backend's own collective (MPI, NCCL) */
+    PRT_ALGO_RING,         /* planrt's ring (bandwidth-optimal) */
+    PRT_ALGO_TREE,         /* planrt's binomial tree / recursive doubling */
+} prt_algo;
+
+typedef struct prt_comm    prt_comm;     /* one group: world, DP, TP or PP */
+typedef struct prt_request prt_request;  /* an operation in flight */
+
+/* A layout (group sizes) or a rank's coordinates in it. */
+typedef struct {
+    int dp; /* data-parallel */
+    int tp; /* tensor-parallel, fastest-varying */
+    int pp; /* pipeline-parallel, slowest-varying */
+} prt_layout;
+
+/* What a rank knows about itself and its groups. Read-only for users. */
+typedef struct prt_ctx {
+    int rank;           /* world rank, 0 .. size-1 */
+    int size;           /* world size = dp * tp * pp */
+    int local_rank;     /* rank among the ranks on this node (GPU index) */
+    int local_size;     /* ranks on this node */
+    prt_layout layout;  /* group sizes */
+    prt_layout coord;   /* this rank's coordinates: coord.tp is its TP rank */
+    prt_comm  *world;   /* every rank */
+    prt_comm  *dp;      /* ranks with this (tp, pp): gradient reductions */
+    prt_comm  *tp;      /* ranks with this (dp, pp): tensor-parallel sums */
+    prt_comm  *pp;      /* ranks with this (tp, dp): pipeline send/recv */
+    int        device;  /* CUDA device used (libplanrt_cuda.a), else -1 */
+    void      *impl;    /* backend state */
+} prt_ctx;
+
+/* ---- context ----------------------------------------------------------- */
+
+/* Initialise MPI (if not yet) and build the groups of a dp x tp x pp layout;
+ * PRT_ERR_ARG with a clear message when the world size is not dp*tp*pp. */
+prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **out);
+/* Free the groups and finalise MPI when prt_init initialised it;
+ * prt_finalize(NULL) after a failed prt_init only finalises MPI. */
+void       prt_finalize(prt_ctx *c);
+
+/* The rank's place in a group and the group's size. */
+int        prt_comm_rank(const prt_comm *g);
+int        prt_comm_size(const prt_comm *g);
+/* World rank of rank r of group g (for logs and tests). */
+int        prt_comm_world_rank(const prt_comm *g, int r);
+/* Choose the algorithm for the following calls on g; returns the previous. */
+prt_algo   prt_comm_set_algo(prt_comm *g, prt_algo a);
+prt_algo   prt_comm_algo(const prt_comm *g);
+
+/* Why the last call on this thread failed ("" after success). */
+const char *prt_comm_last_error(void);
+const char *prt_algo_name(prt_algo a);   /* "native", "ring", "tree" */
+const char *prt_redop_name(prt_redop op); /* "sum", "avg", "max", "min" */
+/* Parse "native|ring|tree"; PRT_ERR_ARG otherwise. */
+prt_status  prt_algo_parse(const char *s, prt_algo *out);
+/* The backend's name: "mpi" or "nccl". */
+const char *prt_comm_backend(void);
+
+/* Buffers the backend can send: host memory on CPU, device memory on GPU. */
+void      *prt_comm_alloc(size_t bytes);
+void       prt_comm_free(void *p);
+/* Copy between host memory and a prt_comm_alloc buffer. */
+prt_status prt_comm_upload(void *dst, const void *host, size_t bytes);
+prt_status prt_comm_download(void *host, const void *src, size_t bytes);
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* Block until r completes (or the PLANRT_TIMEOUT_S deadline passes), then
+ * free it. r == NULL is a no-op. */
+prt_status prt_wait(prt_request *r);
+/* Advance r; *done = true once complete (then r is freed: do not wait). */
+prt_status prt_test(prt_request *r, bool *done);
+/* Wait for n requests, in order; returns the first failure. */
+prt_status prt_wait_all(prt_request **r, int n);
+
+/* ---- collectives -------------------------------------------------------
+ * Notation: P = group size, r = this rank, n = count.  "Per-rank" counts
+ * are what NCCL calls recvcount/sendcount: the total is n * P, so
+ * divisibility never arises; prt_shard() splits a flat buffer unevenly and
+ * the `v` variants take one count per rank. */
+
+/* root's n elements to every rank, in buf. */
+prt_status prt_broadcast(prt_comm *g, void *buf, size_t n, prt_dtype t, int root);
+/* root's sendbuf (n*P) split: block i to rank i's recvbuf (n). */
+prt_status prt_scatter(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                       prt_dtype t, int root);
+/* every rank's sendbuf (n) into block r of root's recvbuf (n*P). */
+prt_status prt_gather(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                      prt_dtype t, int root);
+/* op over every rank's sendbuf (n) into root's recvbuf (n). */
+prt_status prt_reduce(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                      prt_dtype t, prt_redop op, int root);
+/* every rank's sendbuf (n) into block i of everyone's recvbuf (n*P). */
+prt_status prt_all_gather(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                          prt_dtype t);
+/* op over everyone's sendbuf (n*P); block r of the result into recvbuf (n). */
+prt_status prt_reduce_scatter(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                              prt_dtype t, prt_redop op);
+/* op over everyone's sendbuf (n) into everyone's recvbuf (n). */
+prt_status prt_all_reduce(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                          prt_dtype t, prt_redop op);
+/* block j of sendbuf (n*P) goes to rank j, arriving as block r of its recvbuf. */
+prt_status prt_all_to_all(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                          prt_dtype t);
+prt_status prt_barrier(prt_comm *g);
+
+/* Uneven blocks: counts[i] elements for rank i, packed without gaps. */
+prt_status prt_all_gather_v(prt_comm *g, const void *sendbuf, void *recvbuf,
+                            const size_t *counts, prt_dtype t);
+prt_status prt_reduce_scatter_v(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                const size_t *counts, prt_dtype t, prt_redop op);
+/* Rank r's block of n elements split over P ranks: the first n % P ranks get
+ * one more; *off is the block's first element. */
+void       prt_shard(size_t n, int P, int r, size_t *off, size_t *count);
+
+/* The same, asynchronous: *req receives the handle for prt_wait/prt_test.
+ * Buffers must stay untouched until the request completes. */
+prt_status prt_broadcast_async(prt_comm *g, void *buf, size_t n, prt_dtype t, int root,
+                               prt_request **req);
+prt_status prt_scatter_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                             prt_dtype t, int root, prt_request **req);
+prt_status prt_gather_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                            prt_dtype t, int root, prt_request **req);
+prt_status prt_reduce_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                            prt_dtype t, prt_redop op, int root, prt_request **req);
+prt_status prt_all_gather_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                size_t n, prt_dtype t, prt_request **req);
+prt_status prt_reduce_scatter_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                    size_t n, prt_dtype t, prt_redop op,
+                                    prt_request **req);
+prt_status prt_all_reduce_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                size_t n, prt_dtype t, prt_redop op, prt_request **req);
+prt_status prt_all_to_all_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                size_t n, prt_dtype t, prt_request **req);
+prt_status prt_barrier_async(prt_comm *g, prt_request **req);
+prt_status prt_all_gather_v_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                  const size_t *counts, prt_dtype t, prt_request **req);
+prt_status prt_reduce_scatter_v_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                      const size_t *counts, prt_dtype t, prt_redop op,
+                                      prt_request **req);
+
+/* ---- point to point (pipeline stages) ----------------------------------
+ * peer is a rank of g; tag >= 0 tells messages between the same pair apart
+ * (the pipeline uses the micro-batch index).  Messages between a pair with
+ * the same tag arrive in the order they were sent. */
+prt_status prt_send(prt_comm *g, const void *buf, size_t n, prt_dtype t, int peer, int tag);
+prt_status prt_recv(prt_comm *g, void *buf, size_t n, prt_dtype t, int peer, int tag);
+prt_status prt_send_async(prt_comm *g, const void *buf, size_t n, prt_dtype t, int peer,
+                          int tag, prt_request **req);
+prt_status prt_recv_async(prt_comm *g, void *buf, size_t n, prt_dtype t, int peer,
+                          int tag, prt_request **req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PRT_COMM_H */

@@ -1,4 +1,238 @@
-/* prt_ops.h: compute (see runtime/ops.mk). */
+/*
+ * prt_ops.h: the runtime's compute half: layers (forward and backward),
+ * AdamW, initialisation, data loading and memory helpers.
+ *
+ * Generated code calls these once per layer with the shapes one rank holds,
+ * so every function takes explicit dimensions and never assumes it holds a
+ * whole layer: a tensor-parallel rank passes its local heads, its slice of
+ * the MLP and its slice of the vocabulary. Combining partial results across
+ * ranks (the all-reduce after a row-parallel linear, the max and sum
+ * all-reduces of vocab-parallel cross-entropy) is the caller's job, done
+ * with prt_comm.h.
+ *
+ * Two builds, one API:
+ *   CPU  (libplanrt.a)      prt_act is float; GEMMs are cblas_sgemm.
+ *   CUDA (libplanrt_cuda.a) prt_act is bf16 in device memory; GEMMs are
+ *        cuBLAS with fp32 accumulation; master weights, weight gradients,
+ *        AdamW state and the statistics of norms and cross-entropy are fp32.
+ * Pointers to tensors are device pointers in the CUDA build; int32 token
+ * arrays passed to layers too. Data loading and initialisation helpers say
+ * where their output lives.
+ *
+ * Layout conventions (row-major everywhere; N = B*T rows):
+ *   activations     (N, C)
+ *   linear weight   (out, in), as PyTorch: y = x W^T + b
+ *   qkv             (N, (H + 2*Hkv) * D): per row the H query heads, then
+ *                   the Hkv key heads, then the Hkv value heads, D each
+ *   attention probs (B, H, T, T)
+ *   swiglu input    (N, 2*F): per row the gate half, then the up half
+ *   logits          (N, Vl): the local vocabulary slice [v0, v0+Vl)
+ * Gradient conventions: weight and bias gradients are fp32 and accumulate
+ * (+=), so micro-batches add up without copies; input gradients overwrite,
+ * except the norms', which accumulate into dx so the residual stream's
+ * gradient flows through them (as llm.c). Activations may not alias unless
+ * a function says so.
+ */
 #ifndef PRT_OPS_H
 #define PRT_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* The element type of activations and of the weights a layer reads. */
+#ifdef PRT_CUDA
+typedef struct { uint16_t bits; } prt_bf16;  /* bfloat16, fp32's top half */
+typedef prt_bf16 prt_act;
+#else
+typedef float prt_act;
+#endif
+
+/* ---- setup and memory ---------------------------------------------------
+ * prt_ops_init binds the device (CUDA: cudaSetDevice, cuBLAS handle; CPU:
+ * nothing). Ops are asynchronous on CUDA: prt_ops_sync waits and reports
+ * the first error since the last call, naming the op. */
+prt_status prt_ops_init(int device);
+void       prt_ops_finalize(void);
+prt_status prt_ops_sync(void);
+const char *prt_ops_last_error(void);   /* text of the last failure, or "" */
+
+void      *prt_alloc(size_t bytes);     /* device memory on CUDA, zeroed; NULL on failure */
+void       prt_free(void *p);
+prt_status prt_zero(void *p, size_t bytes);
+prt_status prt_copy_to_device(void *dst, const void *src_host, size_t bytes);
+prt_status prt_copy_to_host(void *dst_host, const void *src, size_t bytes);
+prt_status prt_copy(void *dst, const void *src, size_t bytes);  /* device to device */
+/* fp32 master weights -> compute copy, and back (CPU: a copy; may alias) */
+void       prt_to_act(prt_act *dst, const float *src, size_t n);
+void       prt_from_act(float *dst, const prt_act *src, size_t n);
+
+/* ---- embeddings -------------------------------------------------------- */
+/* out (N, C) = wte[tok - v0] for tokens in [v0, v0+Vl), else zeros. */
+void prt_embedding_fwd(prt_act *out, const int32_t *tokens, const prt_act *wte,
+                       size_t N, size_t C, size_t v0, size_t Vl);
+/* dwte (Vl, C) += rows of dout for tokens in the slice. */
+void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
+                       size_t N, size_t C, size_t v0, size_t Vl);
+/* x (B, T, C) += wpe (T, C), the learned positions; in place. */
+void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C);
+/* dwpe (T, C) += sum over the batch of dx. */
+void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C);
+/* RoPE (Su et al. 2021, interleaved pairs (2i, 2i+1) as Meta's Llama),
+ * in place on the query and key heads of qkv; angle t * theta^(-2i/D). */
+void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
+                  size_t D, float theta);
+/* The inverse rotation, in place on dqkv's query and key parts. */
+void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
+                  size_t D, float theta);
+
+/* ---- norms --------------------------------------------------------------
+ * mean, rstd (N) are fp32 and kept for backward. dx, dw, db accumulate. */
+void prt_layernorm_fwd(prt_act *out, float *mean, float *rstd, const prt_act *x,
+                       const prt_act *w, const prt_act *b, size_t N, size_t C, float eps);
+void prt_layernorm_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
+                       const prt_act *x, const prt_act *w, const float *mean,
+                       const float *rstd, size_t N, size_t C);
+void prt_rmsnorm_fwd(prt_act *out, float *rstd, const prt_act *x, const prt_act *w,
+                     size_t N, size_t C, float eps);
+void prt_rmsnorm_bwd(prt_act *dx, float *dw, const prt_act *dout, const prt_act *x,
+                     const prt_act *w, const float *rstd, size_t N, size_t C);
+
+/* ---- linear -------------------------------------------------------------
+ * out (N, O) = x (N, K) W^T + b; W (O, K); b (O) or NULL. Column-parallel:
+ * O is the local slice; row-parallel: K is, out holds partial sums and b is
+ * passed on one TP rank only. bwd_input and bwd_weight are the two halves
+ * of the backward (zero-bubble schedules run them apart). */
+void prt_linear_fwd(prt_act *out, const prt_act *x, const prt_act *w, const prt_act *b,
+                    size_t N, size_t K, size_t O);
+void prt_linear_bwd_input(prt_act *dx, const prt_act *dout, const prt_act *w,
+                          size_t N, size_t K, size_t O);
+void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout, const prt_act *x,
+                           size_t N, size_t K, size_t O);
+void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
+                    const prt_act *x, const prt_act *w, size_t N, size_t K, size_t O);
+
+/* ---- attention ----------------------------------------------------------
+ * Causal multi-head / grouped-query attention on the local heads: H query
+ * heads, Hkv key/value heads (H % Hkv == 0, group G = H/Hkv), head size D,
+ * scale 1/sqrt(D). out (N, H*D); att (B, H, T, T) receives the softmax
+ * probabilities (kept for backward under recompute none; under selective
+ * it may be a scratch buffer shared by all layers). */
+void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D);
+/* dqkv (N, (H+2Hkv)D) is overwritten; datt (B, H, T, T) is scratch. With
+ * recompute, att is first rebuilt from qkv (selective recomputation). */
+void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
+                       const prt_act *qkv, prt_act *att, bool recompute,
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D);
+
+/* ---- activations and residual (n elements; dx overwrites) -------------- */
+void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n);    /* tanh form, GPT-2 */
+void prt_gelu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n);
+void prt_relu_fwd(prt_act *out, const prt_act *x, size_t n);
+void prt_relu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n);
+/* out (N, F) = silu(gate) * up, gu (N, 2F) = [gate | up] (Shazeer 2020). */
+void prt_swiglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F);
+void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F);
+/* out = a + b; out may alias a or b. Backward: the gradient goes to both. */
+void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n);
+/* dst += src, for gradients that meet (e.g. tied embeddings, branches). */
+void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n);
+
+/* ---- softmax cross-entropy, in pieces for vocab-parallel TP --------------
+ * 1. prt_xent_max: mx (N) = max over the local logits; all-reduce MAX.
+ * 2. prt_xent_sumexp: se (N) = sum exp(l - mx), tgt (N) = the target's
+ *    logit if this rank holds it, else 0; all-reduce SUM both.
+ * 3. prt_xent_loss: loss (N) = log(se) + mx - tgt (nats).
+ * 4. prt_xent_bwd: dlogits = scale * (softmax - onehot); may alias logits;
+ *    scale is usually 1 / (tokens in the global batch).
+ * Targets < 0 are ignored (loss 0, gradient 0). mx, se, tgt, loss are fp32
+ * device arrays on CUDA. */
+void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl);
+void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *mx,
+                     const int32_t *targets, size_t N, size_t Vl, size_t v0);
+void prt_xent_loss(float *loss, const float *mx, const float *se, const float *tgt,
+                   const int32_t *targets, size_t N);
+void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
+                  const float *se, const int32_t *targets, size_t N, size_t Vl,
+                  size_t v0, float scale);
+
+/* ---- optimizer ---------------------------------------------------------- */
+typedef struct {
+    float lr;            /* peak learning rate */
+    float min_lr;        /* floor of the cosine decay */
+    long  warmup;        /* steps of linear warm-up */
+    long  total;         /* steps until min_lr (cosine decay after warm-up) */
+    float beta1, beta2, eps;
+    float weight_decay;  /* decoupled (Loshchilov & Hutter 2019) */
+    float clip;          /* max global gradient norm; <= 0 disables */
+} prt_adamw_cfg;
+
+/* Learning rate at step (0-based): linear warm-up to lr over `warmup`
+ * steps, then cosine decay to min_lr at `total` (as llm.c and nanoGPT). */
+float prt_lr_at(const prt_adamw_cfg *cfg, long step);
+/* Sum of squares of g (n) in fp64, this rank's part of the global norm;
+ * the caller sums it across ranks (the clipping hook). */
+double prt_grad_sq_norm(const float *g, size_t n);
+/* Factor to multiply gradients by: min(1, clip / sqrt(global_sq)). */
+float prt_clip_scale(double global_sq, float clip);
+/* One AdamW update of p, m, v (n, fp32) from g * grad_scale, step t >= 1
+ * for bias correction. Elementwise, so any [offset, offset+n) slice of a
+ * flat buffer gives the same result as the whole (ZeRO shards by offset).
+ * wd is the decay for this range (0 for biases and norms, by convention). */
+void prt_adamw_step(float *p, const float *g, float *m, float *v, size_t n,
+                    const prt_adamw_cfg *cfg, long t, float lr, float wd,
+                    float grad_scale);
+
+/* ---- initialisation -----------------------------------------------------
+ * Element i of parameter `pid` is a function of (seed, pid, i) alone
+ * (Philox 4x32-10, Salmon et al. 2011, counter (i, pid), key seed; Box-
+ * Muller), so any shard initialises its slice alone and matches the full
+ * tensor bit for bit. dst is fp32 (device memory on CUDA). */
+prt_status prt_init_normal(float *dst, size_t n, uint64_t seed, uint64_t pid,
+                           uint64_t first_index, float std);
+/* The sub-matrix rows [r0, r1), cols [c0, c1) of a global (R, C) matrix,
+ * element (r, c) having index r*C + c; dst is (r1-r0, c1-c0). */
+prt_status prt_init_normal_2d(float *dst, size_t R, size_t C, size_t r0, size_t r1,
+                              size_t c0, size_t c1, uint64_t seed, uint64_t pid, float std);
+prt_status prt_init_const(float *dst, size_t n, float value);
+/* GPT-2 scale: 0.02, or 0.02/sqrt(2 L) for residual projections. */
+float prt_gpt2_std(bool residual_proj, int n_layer);
+/* The raw generator, for tests: the normal of element i. */
+float prt_philox_normal(uint64_t seed, uint64_t pid, uint64_t i);
+
+/* ---- data ---------------------------------------------------------------
+ * Raw text (every byte a token, vocab 256) or an llm.c token shard (256
+ * int32 header: magic 20240520, version 1, token count; then uint16
+ * tokens). Sequence s of step k of the global batch starts at a position
+ * drawn from (seed, k, s) alone, so a DP rank that owns sequences [a, b)
+ * reads exactly those, whatever the layout. */
+typedef enum {
+    PRT_DATA_AUTO,  /* .bin: llm.c shard; anything else: text */
+    PRT_DATA_TEXT,  /* bytes, vocab 256 */
+    PRT_DATA_LLMC,  /* llm.c token shard */
+} prt_data_format;
+
+typedef struct prt_data prt_data;
+
+/* Open a file for sequences of T tokens (T+1 with the shifted target).
+ * Tokens >= vocab are an error. On failure err names the file and the
+ * problem (missing, empty, truncated, wrong magic, too short). */
+prt_status prt_data_open(prt_data **out, const char *path, prt_data_format fmt,
+                         size_t T, size_t vocab, char *err, size_t errlen);
+size_t     prt_data_tokens(const prt_data *d);
+/* inputs, targets (n_seq, T) in host memory: the sequences [s0, s0+n_seq)
+ * of step `step`'s global batch. */
+void       prt_data_batch(const prt_data *d, uint64_t seed, uint64_t step, size_t s0,
+                          size_t n_seq, int32_t *inputs, int32_t *targets);
+void       prt_data_close(prt_data *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PRT_OPS_H */

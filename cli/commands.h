@@ -1,0 +1,22 @@
+/*
+ * commands.h: the subcommands of planc that live in their own files.
+ *
+ * cli/planc.c parses the command name and hands the rest of the command
+ * line (argv[0] is the first argument after the command) to one of these.
+ * Each returns the exit status of DESIGN.md (0, 1, 2) and never exits.
+ */
+#ifndef PLANC_CLI_COMMANDS_H
+#define PLANC_CLI_COMMANDS_H
+
+#include "dsl/dsl.h"
+#include "planner/plan.h"
+
+/* Parse FILE with its includes and check it into *plan, allocating from
+ * arena; diagnostics go to d. Returns 0, or the exit status to give
+ * (1: layout invalid for the cluster only, 2: bad input). */
+int planc_load_plan(const char *file, DslArena *arena, DslDiag *d, Plan *plan);
+
+int planc_cmd_search(int argc, char **argv);   /* cli/cmd_search.c */
+int planc_cmd_trace(int argc, char **argv);    /* cli/cmd_trace.c */
+
+#endif

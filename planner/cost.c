@@ -1,0 +1,465 @@
+/*
+ * cost.c: seconds per micro-batch of every pipeline chunk, and the
+ * closed-form step time of a layout (the fast path of `check` and `search`).
+ *
+ * Compute is timed per kernel, not from a global efficiency: each GEMM is
+ * a roofline of its tile- and wave-quantised tensor-core time against its
+ * HBM traffic (so the attention score/context GEMMs with k or n = head dim,
+ * or the GEMMs of a thin tensor-parallel shard, fall below peak by
+ * themselves), each elementwise kernel (norms, softmax, dropout, GeLU,
+ * residual, cross-entropy) is its bytes over the HBM bandwidth, and every
+ * kernel pays a small launch gap. TP collectives are synchronous in
+ * Megatron, so they add to the forward and backward; DP, ZeRO and PP
+ * collectives are left to the schedule (closed forms here, the simulator
+ * for the Program).
+ *
+ * What this file must not do: derive a schedule. It gives per-chunk costs
+ * and closed forms; the op order lives in lower.c only.
+ */
+#include "planner/cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include "planner/comm.h"
+#include "planner/model.h"
+
+/* ---- kernels ---------------------------------------------------------- */
+
+double plan_gemm_time(const Device *d, double peak, double e,
+                      double m, double n, double k, double batch)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+    double tm = ceil(m / PLAN_TILE_MN), tn = ceil(n / PLAN_TILE_MN);
+    double kp = ceil(k / PLAN_TILE_K) * PLAN_TILE_K;
+    double tiles = tm * tn * batch;
+    double waves = ceil(tiles / PLAN_WAVE_TILES);
+    /* one wave: PLAN_WAVE_TILES tiles of 2 * 128 * 128 * kp FLOPs in parallel */
+    double compute = waves * PLAN_WAVE_TILES * 2.0 * PLAN_TILE_MN * PLAN_TILE_MN * kp /
+                     (peak * PLAN_GEMM_EFF);
+    double traffic = (m * k + k * n + m * n) * e * batch / (d->hbm * PLAN_HBM_EFF);
+    return fmax(compute, traffic) + PLAN_KERNEL_GAP;
+}
+
+static double stream_time(const Device *d, double bytes, int kernels)
+{
+    return bytes / (d->hbm * PLAN_HBM_EFF) + kernels * PLAN_KERNEL_GAP;
+}
+
+/* ---- one layer -------------------------------------------------------- */
+
+typedef struct {
+    double   fwd, bwd_in, bwd_w, rec;   /* compute, s */
+    double   tp_f, tp_b, tp_rec;        /* TP collectives, s */
+    double   flops_fwd, flops_rec;
+    uint64_t params;
+    double   act_kept, act_rebuild;
+    double   tp_bytes;
+} LayerTime;
+
+static double tp_time(const Cluster *cl, PlanGroup g, const PlanTpColls *k, double bytes)
+{
+    if (g.size <= 1) return 0;
+    return k->ar * plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, g, bytes).time +
+           k->ag * plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, g, bytes).time +
+           k->rs * plan_comm_cost(cl, COLL_REDUCE_SCATTER, ALGO_AUTO, g, bytes).time;
+}
+
+/* Why: one place turns a layer's counted work into seconds, so every
+ * consumer (closed forms, lowering, report) agrees. */
+static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
+                       PlanGroup tpg, double peak, bool *ovf, LayerTime *t)
+{
+    const Device *d = &p->cluster.device;
+    double e = plan_dtype_bytes(p->model.dtype);
+    PlanLayerWork w;
+    plan_layer_work(&p->model, ly, prev, cut, &w);
+    memset(t, 0, sizeof *t);
+    double core_f = 0, core_b = 0;
+    for (int i = 0; i < w.n_gemm; i++) {
+        const PlanGemm *g = &w.gemm[i];
+        double f = plan_gemm_time(d, peak, e, g->m, g->n, g->k, g->batch);
+        double dx = plan_gemm_time(d, peak, e, g->m, g->k, g->n, g->batch);  /* dA = dC B^T */
+        double dw = plan_gemm_time(d, peak, e, g->k, g->n, g->m, g->batch);  /* dB = A^T dC */
+        t->fwd += f;
+        t->bwd_in += dx;
+        if (g->core) { t->bwd_in += dw; core_f += f; core_b += dx + dw; }
+        else t->bwd_w += dw;
+    }
+    (void)core_b;
+    t->fwd += stream_time(d, w.ew_fwd, w.ew_kernels);
+    t->bwd_in += stream_time(d, w.ew_bwd, w.ew_kernels);
+    t->tp_bytes = w.tp_bytes;
+    t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);
+    t->tp_b = tp_time(&p->cluster, tpg, &w.tp_bwd, w.tp_bytes);
+    t->flops_fwd = w.flops_fwd;
+    if (cut->recompute == RECOMPUTE_FULL && w.recomputed) {
+        t->rec = t->fwd;
+        t->tp_rec = t->tp_f;
+        t->flops_rec = w.flops_fwd;
+    } else if (cut->recompute == RECOMPUTE_SELECTIVE && w.recomputed) {
+        t->rec = core_f + stream_time(d, w.ew_core_fwd, w.ew_core_fwd > 0 ? 2 : 0);
+        t->flops_rec = w.flops_core;
+    }
+    t->params = plan_layer_params(&p->model, ly, cut->tp, ovf);
+    t->act_kept = w.act_kept;
+    t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
+}
+
+/* Memo key of a layer: its shape fields, without the source position. */
+typedef struct {
+    Layer key;
+    bool  after_attention;
+    LayerTime t;
+} Memo;
+
+static Layer layer_key(const Layer *l)
+{
+    Layer k;
+    memset(&k, 0, sizeof k);
+    k.kind = l->kind; k.position = l->position; k.heads = l->heads;
+    k.kv_heads = l->kv_heads; k.hidden = l->hidden; k.act = l->act;
+    k.norm = l->norm; k.bias = l->bias; k.tied = l->tied;
+    return k;
+}
+
+/* ---- the cost table --------------------------------------------------- */
+
+/* Time of a collective split into `n` equal buckets (each pays latency). */
+static double bucketed(const Cluster *cl, PlanCollective c, PlanGroup g, double bytes, int n)
+{
+    if (n < 1) n = 1;
+    return n * plan_comm_cost(cl, c, ALGO_AUTO, g, bytes / n).time;
+}
+
+bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
+{
+    const Model *mo = &p->model;
+    const Cluster *cl = &p->cluster;
+    memset(out, 0, sizeof *out);
+    out->layout = *l;
+    out->n_micro = plan_micro_batches(l);
+    out->n_chunks = l->pp * l->chunks;
+    out->chunk = calloc((size_t)out->n_chunks, sizeof *out->chunk);
+    out->cost = calloc((size_t)out->n_chunks, sizeof *out->cost);
+    out->opt = calloc((size_t)l->pp, sizeof *out->opt);
+    out->opt_params = calloc((size_t)l->pp, sizeof *out->opt_params);
+    if (!out->chunk || !out->cost || !out->opt || !out->opt_params) return false;
+    if (!plan_split(mo, l->pp, l->chunks, out->chunk)) return false;
+    out->peak_flops = mo->dtype == DTYPE_FP32 ? cl->device.flops_fp32 : cl->device.flops_16;
+
+    PlanCut cut = { .micro_batch = l->micro_batch, .tp = l->tp,
+                    .sp = l->sequence_parallel == 1, .recompute = l->recompute };
+    PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
+    PlanGroup dpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_DP);
+    PlanGroup ppg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_PP);
+    PlanGroup pair = ppg.local >= 2 ? (PlanGroup){ 2, 2, 1 } : (PlanGroup){ 2, 1, 2 };
+    double e = plan_dtype_bytes(mo->dtype);
+    bool ovf = false;
+
+    int emb_chunk = -1, head_chunk = -1;
+    Memo memo[16];
+    int n_memo = 0;
+    for (int k = 0; k < out->n_chunks; k++) {
+        PlanChunkCost *c = &out->cost[k];
+        const PlanChunk *ch = &out->chunk[k];
+        for (int i = ch->first; i < ch->end; i++) {
+            const Layer *ly = &mo->layers[i], *prev = i ? &mo->layers[i - 1] : NULL;
+            Layer key = layer_key(ly);
+            bool after = prev && prev->kind == LAYER_ATTENTION;
+            const LayerTime *t = NULL;
+            LayerTime tmp;
+            for (int j = 0; j < n_memo && !t; j++)
+                if (memo[j].after_attention == after && !memcmp(&memo[j].key, &key, sizeof key))
+                    t = &memo[j].t;
+            if (!t) {
+                layer_time(p, ly, prev, &cut, tpg, out->peak_flops, &ovf, &tmp);
+                if (n_memo < 16) {
+                    memo[n_memo] = (Memo){ key, after, tmp };
+                    t = &memo[n_memo++].t;
+                } else {
+                    t = &tmp;
+                }
+            }
+            if (ly->kind == LAYER_EMBEDDING) emb_chunk = k;
+            if (ly->kind == LAYER_LM_HEAD) head_chunk = k;
+            c->fwd += t->fwd + t->tp_f;
+            c->bwd += t->bwd_in + t->bwd_w + t->rec + t->tp_b + t->tp_rec;
+            c->bwd_weight += t->bwd_w;
+            c->fwd_tp += t->tp_f;
+            c->bwd_tp += t->tp_b + t->tp_rec;
+            c->recompute += t->rec + t->tp_rec;
+            c->flops_fwd += t->flops_fwd;
+            c->flops_recompute += t->flops_rec;
+            c->params += t->params;
+            c->act_kept += t->act_kept;
+            c->act_layer_max = fmax(c->act_layer_max, t->act_rebuild);
+            if (t->params > c->layer_params_max) c->layer_params_max = t->params;
+            c->layers++;
+        }
+        c->bwd_input = c->bwd - c->bwd_weight;
+    }
+    /* a tied head on another stage than the embedding keeps its own copy
+     * of the word table (Megatron), updated like any other weight */
+    if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
+        for (int i = 0; i < mo->n_layers; i++)
+            if (mo->layers[i].kind == LAYER_LM_HEAD && mo->layers[i].tied) {
+                uint64_t v = ((uint64_t)mo->vocab * (uint64_t)mo->dim + (uint64_t)l->tp - 1) /
+                             (uint64_t)l->tp;
+                out->cost[head_chunk].params += v;
+            }
+    }
+    double T = (double)l->micro_batch * (double)mo->seq;
+    for (int k = 0; k < out->n_chunks; k++) {
+        PlanChunkCost *c = &out->cost[k];
+        c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
+        c->p2p = l->pp > 1 ? plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, c->p2p_bytes).time : 0;
+        c->grad_bytes = e * (double)c->params;
+        if (l->dp > 1) {
+            c->reduce = bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER,
+                                 dpg, c->grad_bytes, c->layers);
+            if (l->zero >= 3) c->gather = bucketed(cl, COLL_ALL_GATHER, dpg, c->grad_bytes, c->layers);
+            if (l->zero == 1 || l->zero == 2)
+                c->sync = plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, dpg, c->grad_bytes).time;
+        }
+        out->opt_params[k % l->pp] += c->params;
+    }
+    for (int s = 0; s < l->pp; s++) {
+        if (l->zero >= 1) out->opt_params[s] = (out->opt_params[s] + (uint64_t)l->dp - 1) / (uint64_t)l->dp;
+        out->opt[s] = stream_time(&cl->device, PLAN_ADAM_BYTES * (double)out->opt_params[s], 1);
+    }
+    return !ovf;
+}
+
+void plan_costs_free(PlanCosts *c)
+{
+    free(c->chunk); free(c->cost); free(c->opt); free(c->opt_params);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- closed forms ----------------------------------------------------- */
+
+double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
+                               double F, double B, double W)
+{
+    double dm = (double)m;
+    switch (schedule) {
+    case SCHED_INTERLEAVED: return (p - 1) / ((double)v * dm);
+    case SCHED_ZB_H1:       return (p - 1) * fmax(F + B - W, 0) / (dm * (F + B + W));
+    default:                return (p - 1) / dm;
+    }
+}
+
+/* A compute op pipelined with a bucketed collective of n pieces that must
+ * each finish before (gather) its layer computes: end - start. */
+static double gathered(double compute, double gather, int n)
+{
+    if (gather <= 0) return compute;
+    if (n < 1) n = 1;
+    return fmax(compute + gather / n, gather + compute / n);
+}
+
+/* The bucketed reduce that follows a compute op of `compute` seconds, each
+ * bucket ready as its layer finishes: time it runs past the compute's end. */
+static double reduce_tail(double compute, double reduce, int n)
+{
+    if (reduce <= 0) return 0;
+    if (n < 1) n = 1;
+    return fmax(reduce / n, reduce - compute + compute / n);
+}
+
+typedef struct {
+    double F, B, Bi, W, X, comm;   /* per stage per micro-batch */
+} StageSum;
+
+static void stage_sums(const PlanCosts *c, StageSum *ss)
+{
+    const Layout *l = &c->layout;
+    for (int s = 0; s < l->pp; s++) {
+        StageSum *t = &ss[s];
+        memset(t, 0, sizeof *t);
+        for (int v = 0; v < l->chunks; v++) {
+            const PlanChunkCost *k = &c->cost[v * l->pp + s];
+            double f = gathered(k->fwd, k->gather, k->layers);
+            double b = gathered(k->bwd, k->gather, k->layers);
+            t->F += f;
+            t->B += b;
+            t->W += k->bwd_weight;
+            t->Bi += b - k->bwd_weight;
+            t->comm += 2 * k->gather + (l->zero >= 2 ? k->reduce : 0);
+        }
+        t->X = fmax(t->F + t->B, t->comm);
+    }
+}
+
+static double max_p2p(const PlanCosts *c)
+{
+    double x = 0;
+    for (int k = 0; k < c->n_chunks; k++) x = fmax(x, c->cost[k].p2p);
+    return x;
+}
+
+/* Why: the pipeline part of a step in closed form, so search need not
+ * lower and simulate (tests hold it to the simulator). */
+static double pipeline_time(const PlanCosts *c, const StageSum *ss, double *busy)
+{
+    const Layout *l = &c->layout;
+    int p = l->pp, v = l->chunks;
+    double m = (double)c->n_micro, cp = max_p2p(c);
+    double maxF = 0, maxB = 0, sumF = 0, sumB = 0, maxX = 0, sumX = 0, maxY = 0, sumY = 0;
+    for (int s = 0; s < p; s++) {
+        maxF = fmax(maxF, ss[s].F); sumF += ss[s].F;
+        maxB = fmax(maxB, ss[s].B); sumB += ss[s].B;
+        maxX = fmax(maxX, ss[s].X); sumX += ss[s].X;
+        double y = fmax(ss[s].F + ss[s].Bi - ss[s].W, 0);
+        maxY = fmax(maxY, y); sumY += y;
+    }
+    *busy = m * maxX;
+    switch (l->schedule) {
+    case SCHED_GPIPE:
+        return sumF + (m - 1) * maxF + sumB + (m - 1) * maxB + 2 * (p - 1) * cp;
+    case SCHED_ZB_H1:
+        return m * maxX + (sumY - maxY) + 2 * (p - 1) * cp;
+    default:   /* 1F1B; interleaved fills (p-1)/v of the bubble */
+        return m * maxX + (sumX - maxX) / v + 2 * (p - 1) * cp;
+    }
+}
+
+double plan_pipeline_time(const PlanCosts *c)
+{
+    StageSum *ss = calloc((size_t)c->layout.pp, sizeof *ss);
+    if (!ss) return 0;
+    double busy;
+    stage_sums(c, ss);
+    double t = pipeline_time(c, ss, &busy);
+    free(ss);
+    return t;
+}
+
+/* Step time and its breakdown from the closed forms. */
+static void step_times(const Plan *pl, const PlanCosts *c, PlanEval *ev)
+{
+    const Layout *l = &c->layout;
+    int p = l->pp;
+    double m = (double)c->n_micro, cp = max_p2p(c);
+    StageSum *ss = calloc((size_t)p, sizeof *ss);
+    if (!ss) return;
+    stage_sums(c, ss);
+    double busy, T = pipeline_time(c, ss, &busy);
+    double step = 0, offset = 0;
+    int crit = 0;
+    double crit_tail = 0, crit_dp = 0;
+    for (int s = 0; s < p; s++) {
+        /* the stage's last gradient reduce follows the backward (ZB-H1:
+         * the weight pass) of its chunk 0, the last it runs */
+        const PlanChunkCost *k0 = &c->cost[s];
+        double last = l->schedule == SCHED_ZB_H1 ? k0->bwd_weight : k0->bwd;
+        double dp = reduce_tail(last, k0->reduce, k0->layers);
+        double sync = 0;
+        for (int v = 0; v < l->chunks; v++) sync += c->cost[v * p + s].sync;
+        double tail = dp + c->opt[s] + sync;
+        double end = T - offset + tail;
+        if (end > step) { step = end; crit = s; crit_tail = tail; crit_dp = dp; }
+        offset += ss[s].B / l->chunks + cp;
+    }
+    (void)crit_tail;
+    ev->step_time = step;
+    ev->bubble_fraction = busy > 0 ? (T - busy) / busy : 0;
+
+    PlanTimes *t = &ev->times;
+    memset(t, 0, sizeof *t);
+    for (int v = 0; v < l->chunks; v++) {
+        const PlanChunkCost *k = &c->cost[v * p + crit];
+        t->compute += m * (k->fwd - k->fwd_tp + k->bwd - k->bwd_tp);
+        t->recompute += m * (k->recompute);
+        t->tp += m * (k->fwd_tp + k->bwd_tp);
+        t->dp_total += (l->zero >= 2 ? m : 1) * k->reduce;
+        t->gather_total += 2 * m * k->gather;
+        t->gather_exposed += m * (gathered(k->fwd, k->gather, k->layers) - k->fwd +
+                                  gathered(k->bwd, k->gather, k->layers) - k->bwd);
+        t->sync += k->sync;
+    }
+    t->p2p = 2 * (p - 1) * cp;
+    t->dp_exposed = crit_dp;
+    t->optimizer = c->opt[crit];
+    t->bubble = fmax(0, step - t->compute - t->tp - t->p2p - t->dp_exposed -
+                        t->gather_exposed - t->sync - t->optimizer);
+    free(ss);
+    (void)pl;
+}
+
+/* ---- evaluation ------------------------------------------------------- */
+
+static const char *largest_item(const PlanStageMem *m, uint64_t *bytes)
+{
+    const char *name = "parameters";
+    *bytes = m->params_bytes;
+    if (m->grads_bytes > *bytes) { name = "gradients"; *bytes = m->grads_bytes; }
+    if (m->optimizer_bytes > *bytes) { name = "optimizer state"; *bytes = m->optimizer_bytes; }
+    if (m->activations_bytes > *bytes) { name = "activations"; *bytes = m->activations_bytes; }
+    if (m->buffers_bytes > *bytes) { name = "buffers"; *bytes = m->buffers_bytes; }
+    return name;
+}
+
+void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->layout = *l;
+    ev->pp = l->pp;
+    if (!plan_model_params(&p->model, &ev->params)) {
+        snprintf(ev->why, sizeof ev->why, "the parameter count overflows 64 bits");
+        return;
+    }
+    if (!plan_layout_check(p, l, ev->why, sizeof ev->why)) return;
+    PlanCosts c;
+    if (!plan_costs(p, l, &c)) {
+        snprintf(ev->why, sizeof ev->why, "the cost table could not be built (overflow or out of memory)");
+        plan_costs_free(&c);
+        return;
+    }
+    ev->valid = true;
+    ev->n_micro = c.n_micro;
+    ev->stages = calloc((size_t)l->pp, sizeof *ev->stages);
+    if (!ev->stages) { ev->valid = false; plan_costs_free(&c); return; }
+    plan_memory(p, &c, ev->stages);
+    ev->feasible = true;
+    int64_t worst = INT64_MAX;
+    for (int s = 0; s < l->pp; s++) {
+        if (ev->stages[s].total_bytes > ev->peak_memory) ev->peak_memory = ev->stages[s].total_bytes;
+        if (ev->stages[s].headroom < worst) { worst = ev->stages[s].headroom; ev->worst_stage = s; }
+    }
+    if (worst < 0) {
+        const PlanStageMem *m = &ev->stages[ev->worst_stage];
+        uint64_t b;
+        const char *item = largest_item(m, &b);
+        ev->feasible = false;
+        snprintf(ev->why, sizeof ev->why,
+                 "stage %d does not fit: needs %.2f GiB of %.2f GiB; largest item: %s %.2f GiB",
+                 ev->worst_stage, m->total_bytes / 1073741824.0, m->capacity / 1073741824.0,
+                 item, b / 1073741824.0);
+    }
+    step_times(p, &c, ev);
+    double gpus = (double)l->dp * l->tp * l->pp;
+    ev->model_flops = plan_model_flops_step(&p->model, l->global_batch);
+    ev->hw_flops = ev->model_flops + plan_recompute_flops_step(&p->model, l->global_batch, l->recompute);
+    if (ev->step_time > 0) {
+        ev->tokens_per_s = (double)l->global_batch * (double)p->model.seq / ev->step_time;
+        ev->tflops_per_gpu = ev->model_flops / ev->step_time / gpus / 1e12;
+        ev->mfu = ev->model_flops / (ev->step_time * gpus * c.peak_flops);
+        ev->hfu = ev->hw_flops / (ev->step_time * gpus * c.peak_flops);
+    }
+    plan_costs_free(&c);
+}
+
+void plan_evaluate(const Plan *p, PlanEval *ev)
+{
+    Layout l = plan_layout_defaults(p);
+    plan_evaluate_layout(p, &l, ev);
+}
+
+void plan_eval_free(PlanEval *ev)
+{
+    free(ev->stages);
+    ev->stages = NULL;
+}

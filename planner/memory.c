@@ -1,0 +1,106 @@
+/*
+ * memory.c: what one GPU of each pipeline stage holds at its peak.
+ *
+ * Items, per GPU of stage s:
+ *  - model states (Rajbhandari et al. 2020, "ZeRO", Sec. 3): with mixed
+ *    precision AdamW, 2 bytes of 16-bit parameters, 2 of 16-bit gradients
+ *    and 12 of optimizer state (fp32 master copy, momentum, variance) per
+ *    parameter; fp32 training keeps 4 + 4 + 8. ZeRO-1 divides the optimizer
+ *    state by the DP degree, ZeRO-2 also the gradients, ZeRO-3 also the
+ *    parameters. The parameters are those of the stage's chunks after the
+ *    tensor-parallel split (the first stage holds the embedding, the last
+ *    the head; a tied head on another stage than the embedding keeps a
+ *    copy, as Megatron does).
+ *  - activations (Korthikanti et al. 2022, Sec. 4): each chunk's kept bytes
+ *    per micro-batch (model.c) times the micro-batches in flight at the
+ *    stage's peak (Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023 for
+ *    ZB-H1), plus, under recomputation, the one layer whose activations are
+ *    rebuilt during its backward.
+ *  - buffers: p2p send and receive buffers of one activation each; under
+ *    ZeRO-3 two gathered layers (the one computing, the one prefetched);
+ *    under ZeRO >= 1 two gradient buckets of the largest layer.
+ *  - reserve: plan_memory_reserve().
+ */
+#include "planner/memory.h"
+
+#include <math.h>
+#include "planner/cost.h"
+#include "planner/model.h"
+
+uint64_t plan_memory_reserve(uint64_t capacity)
+{
+    uint64_t r = (1ull << 30) + capacity / 20;
+    return r > capacity / 4 ? capacity / 4 : r;
+}
+
+void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
+                       uint64_t *params, uint64_t *grads, uint64_t *opt)
+{
+    uint64_t e = (uint64_t)plan_dtype_bytes(dtype);
+    uint64_t k = dtype == DTYPE_FP32 ? 8 : 12;    /* (master,) m, v in fp32 */
+    uint64_t d = dp > 0 ? (uint64_t)dp : 1;
+    /* psi <= 10^13 and the factors <= 12: no overflow below 2^64 */
+    *params = e * psi;
+    *grads = e * psi;
+    *opt = k * psi;
+    if (zero >= 1) *opt = (*opt + d - 1) / d;
+    if (zero >= 2) *grads = (*grads + d - 1) / d;
+    if (zero >= 3) *params = (*params + d - 1) / d;
+}
+
+double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
+{
+    double dm = (double)m;
+    switch (schedule) {
+    case SCHED_GPIPE:
+        return dm;
+    case SCHED_INTERLEAVED: {
+        /* Megatron: warm-up 2(p-s-1) + (v-1)p chunk forwards, + 1 in steady state */
+        double n = 2.0 * (p - s - 1) + (double)(v - 1) * p + 1;
+        return fmin(n, dm * v) / v;
+    }
+    default:   /* 1F1B, ZB-H1 */
+        return fmin((double)(p - s), dm);
+    }
+}
+
+static uint64_t ceil_u64(double x)
+{
+    return x <= 0 ? 0 : (uint64_t)ceil(x);
+}
+
+void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
+{
+    const Layout *l = &c->layout;
+    double e = plan_dtype_bytes(p->model.dtype);
+    uint64_t cap = p->cluster.device.memory;
+    for (int s = 0; s < l->pp; s++) {
+        PlanStageMem *m = &out[s];
+        uint64_t psi = 0;
+        double act = 0, rebuild = 0, p2p = 0, layer_max = 0;
+        for (int v = 0; v < l->chunks; v++) {
+            const PlanChunkCost *k = &c->cost[v * l->pp + s];
+            psi += k->params;
+            act += k->act_kept;
+            rebuild = fmax(rebuild, k->act_layer_max);
+            p2p = fmax(p2p, k->p2p_bytes);
+            layer_max = fmax(layer_max, (double)k->layer_params_max);
+        }
+        m->stage = s;
+        m->params = psi;
+        plan_model_states(psi, p->model.dtype, l->zero, l->dp,
+                          &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
+        m->in_flight = plan_in_flight(l->schedule, l->pp, s, c->n_micro, l->chunks);
+        m->activations_bytes = ceil_u64(m->in_flight * act + rebuild);
+        double buf = 0;
+        if (l->pp > 1) buf += 2 * p2p;                    /* send + receive */
+        if (l->zero >= 3) buf += 2 * layer_max * e;       /* gathered + prefetched layer */
+        if (l->zero >= 1) buf += 2 * layer_max * e;       /* two gradient buckets */
+        m->buffers_bytes = ceil_u64(buf);
+        m->reserve_bytes = plan_memory_reserve(cap);
+        m->total_bytes = m->params_bytes + m->grads_bytes + m->optimizer_bytes +
+                         m->activations_bytes + m->buffers_bytes + m->reserve_bytes;
+        m->capacity = cap;
+        m->headroom = (int64_t)cap - (int64_t)m->total_bytes;
+    }
+}

@@ -1,0 +1,48 @@
+/*
+ * memory.h: bytes per GPU of every pipeline stage, item by item.
+ */
+#ifndef PLANC_MEMORY_H
+#define PLANC_MEMORY_H
+
+#include <stdint.h>
+#include "planner/plan.h"
+
+struct PlanCosts;
+
+/* What one GPU of one pipeline stage holds at its peak. */
+typedef struct {
+    int      stage;
+    uint64_t params_bytes;      /* model parameters in the compute dtype (ZeRO-3: shard) */
+    uint64_t grads_bytes;       /* gradients (ZeRO-2/3: shard) */
+    uint64_t optimizer_bytes;   /* AdamW state (ZeRO >= 1: shard) */
+    uint64_t activations_bytes; /* kept activations x micro-batches in flight (+ recompute buffer) */
+    uint64_t buffers_bytes;     /* p2p, ZeRO-3 gathered layers, communication buckets */
+    uint64_t reserve_bytes;     /* CUDA context, NCCL, workspace, fragmentation */
+    uint64_t total_bytes;       /* sum of the above */
+    uint64_t capacity;          /* device memory */
+    int64_t  headroom;          /* capacity - total (negative: does not fit) */
+    double   in_flight;         /* micro-batches whose activations are alive at the peak */
+    uint64_t params;            /* parameters on this GPU (after TP, before ZeRO) */
+} PlanStageMem;
+
+/* Bytes of the reserve on a device of `capacity` bytes: 1 GiB (CUDA
+ * context ~0.5 GiB, NCCL buffers, cuBLAS workspace) + 5 % of capacity for
+ * the caching allocator's fragmentation, at most a quarter of capacity. */
+uint64_t plan_memory_reserve(uint64_t capacity);
+
+/* ZeRO paper (Rajbhandari et al. 2020, Sec. 3 and Fig. 1) model-state bytes
+ * per GPU for psi parameters with mixed-precision AdamW (2 + 2 + 12 bytes
+ * per parameter; fp32: 4 + 4 + 8), DP degree dp, stage zero: params,
+ * grads and optimizer state written to the three outputs. */
+void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
+                       uint64_t *params, uint64_t *grads, uint64_t *opt);
+
+/* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B
+ * and ZB-H1 min(p - s, m), interleaved (in units of whole-stage
+ * micro-batches) min(2(p-s-1) + (v-1)p + 1, m v) / v. */
+double plan_in_flight(int schedule, int p, int s, int64_t m, int v);
+
+/* Fill out[0..pp-1] from a cost table. */
+void plan_memory(const Plan *p, const struct PlanCosts *c, PlanStageMem *out);
+
+#endif /* PLANC_MEMORY_H */

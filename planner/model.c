@@ -1,0 +1,375 @@
+/*
+ * model.c: parameters, FLOPs and activation bytes of every layer.
+ *
+ * This file counts; it never times. For each layer kind it lists the GEMMs
+ * one GPU runs in the forward pass (the backward GEMMs are the two
+ * transposed products of each), the elementwise kernels' HBM traffic, the
+ * tensors kept for the backward pass and the tensor-parallel collectives.
+ *
+ * Sources:
+ *  - FLOPs: Narayanan et al. 2021 ("Efficient Large-Scale Language Model
+ *    Training on GPU Clusters Using Megatron-LM"), Appendix: every GEMM costs
+ *    2mnk, the attention score (QK^T) and context (PV) GEMMs are counted,
+ *    the logits GEMM is counted, backward = 2 x forward.
+ *  - Activations: Korthikanti et al. 2022 ("Reducing Activation
+ *    Recomputation in Large Transformer Models"), Sec. 4.1: per transformer
+ *    layer sbh(34 + 5as/h) bytes with 16-bit activations and dropout;
+ *    replicated parts 10sbh, tensor-parallel parts 24sbh + 5as^2b; here the
+ *    same inventory is written per tensor so GQA, SwiGLU, RMSNorm and fp32
+ *    fall out of the same lines.
+ *
+ * Notation in comments: s sequence, b micro-batch, h width, a heads,
+ * d = h/a head dim, h_kv = kv_heads*d, f MLP width, V vocab, t TP degree,
+ * e bytes per element of the dtype, T = b*s tokens.
+ */
+#include "planner/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int plan_dtype_bytes(PlanDtype d)
+{
+    return d == DTYPE_FP32 ? 4 : 2;
+}
+
+int64_t plan_head_dim(const Model *m, const Layer *l)
+{
+    return l->heads > 0 ? m->dim / l->heads : m->dim;
+}
+
+bool plan_model_dropout(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_NORM || m->layers[i].kind == LAYER_ATTENTION)
+            return m->layers[i].norm == NORM_LAYERNORM;
+    return false;
+}
+
+const char *plan_layer_kind_name(LayerKind k)
+{
+    switch (k) {   /* ORDER LayerKind */
+    case LAYER_EMBEDDING: return "embedding";
+    case LAYER_ATTENTION: return "attention";
+    case LAYER_MLP:       return "mlp";
+    case LAYER_NORM:      return "norm";
+    case LAYER_LM_HEAD:   return "lm_head";
+    }
+    return "?";
+}
+
+/* ---- exact parameter counts ----------------------------------------- */
+
+static uint64_t mul(uint64_t a, uint64_t b, bool *ovf)
+{
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) { *ovf = true; return UINT64_MAX; }
+    return r;
+}
+
+static uint64_t add(uint64_t a, uint64_t b, bool *ovf)
+{
+    uint64_t r;
+    if (__builtin_add_overflow(a, b, &r)) { *ovf = true; return UINT64_MAX; }
+    return r;
+}
+
+/* A weight split over t ranks (column or row parallel); Megatron pads an
+ * uneven split, so a rank holds the ceiling. */
+static uint64_t split(uint64_t n, int t)
+{
+    return (n + (uint64_t)t - 1) / (uint64_t)t;
+}
+
+static uint64_t norm_params(const Model *m, NormKind k)
+{
+    return (uint64_t)m->dim * (k == NORM_LAYERNORM ? 2u : 1u);   /* gain (+ bias) */
+}
+
+uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *ovf)
+{
+    uint64_t h = (uint64_t)m->dim, V = (uint64_t)m->vocab;
+    switch (l->kind) {
+    case LAYER_EMBEDDING: {
+        /* word table V x h, vocab-parallel; learned positions s x h replicated */
+        uint64_t n = split(mul(V, h, ovf), tp);
+        if (l->position == POS_LEARNED) n = add(n, mul((uint64_t)m->seq, h, ovf), ovf);
+        return n;
+    }
+    case LAYER_ATTENTION: {
+        uint64_t d = (uint64_t)plan_head_dim(m, l);
+        uint64_t qkv_out = add(h, mul(2u * (uint64_t)l->kv_heads, d, ovf), ovf); /* h + 2h_kv */
+        uint64_t n = norm_params(m, l->norm);
+        n = add(n, split(mul(h, qkv_out, ovf), tp), ovf);          /* QKV, column-parallel */
+        n = add(n, split(mul(h, h, ovf), tp), ovf);                /* output, row-parallel */
+        if (l->bias) n = add(n, add(split(qkv_out, tp), h, ovf), ovf);
+        return n;
+    }
+    case LAYER_MLP: {
+        uint64_t f = (uint64_t)l->hidden;
+        uint64_t mats = l->act == ACT_SWIGLU ? 3u : 2u;            /* (gate,) up, down */
+        uint64_t n = norm_params(m, l->norm);
+        n = add(n, split(mul(mats, mul(h, f, ovf), ovf), tp), ovf);
+        if (l->bias) n = add(n, add(split(mul(mats - 1u, f, ovf), tp), h, ovf), ovf);
+        return n;
+    }
+    case LAYER_NORM:
+        return norm_params(m, l->norm);
+    case LAYER_LM_HEAD:
+        return l->tied ? 0 : split(mul(V, h, ovf), tp);
+    }
+    return 0;
+}
+
+bool plan_model_params(const Model *m, uint64_t *total)
+{
+    bool ovf = false;
+    uint64_t n = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        n = add(n, plan_layer_params(m, &m->layers[i], 1, &ovf), &ovf);
+    *total = n;
+    return !ovf;
+}
+
+/* ---- work of one layer ---------------------------------------------- */
+
+static void gemm(PlanLayerWork *w, double m, double n, double k, double batch, bool core)
+{
+    PlanGemm *g = &w->gemm[w->n_gemm++];
+    g->m = m; g->n = n; g->k = k; g->batch = batch; g->core = core;
+    w->flops_fwd += 2.0 * m * n * k * batch;          /* 2mnk FLOPs per GEMM */
+    if (core) w->flops_core += 2.0 * m * n * k * batch;
+}
+
+/* One elementwise kernel: `fwd` and `bwd` bytes of HBM traffic. */
+static void ew(PlanLayerWork *w, double fwd, double bwd, bool core)
+{
+    w->ew_fwd += fwd;
+    w->ew_bwd += bwd;
+    if (core) w->ew_core_fwd += fwd;
+    w->ew_kernels++;
+}
+
+/* The pre-norm of a sublayer: reads x, writes y (forward); reads dy, x,
+ * writes dx (backward). `r` is 1/t under sequence parallelism, else 1. */
+static void norm_work(PlanLayerWork *w, double Th, double e, double r)
+{
+    ew(w, 2 * e * Th * r, 3 * e * Th * r, false);
+}
+
+/* Residual add with (fused) dropout: reads branch and residual, writes the
+ * sum and a 1-byte mask; backward reads the gradient (and mask) and writes
+ * the branch gradient. Megatron's bias-dropout-add fusion. */
+static void residual_work(PlanLayerWork *w, double Th, double e, double r, bool dropout)
+{
+    ew(w, (3 * e + (dropout ? 1 : 0)) * Th * r, (2 * e + (dropout ? 1 : 0)) * Th * r, false);
+}
+
+/* Positions are declared on the embedding layer. */
+static PosKind model_position(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_EMBEDDING) return m->layers[i].position;
+    return POS_NONE;
+}
+
+static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
+                           bool dropout, PlanLayerWork *w)
+{
+    double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
+    double t = c->tp, e = plan_dtype_bytes(m->dtype);
+    double a = (double)l->heads, d = (double)plan_head_dim(m, l);
+    double hkv = (double)l->kv_heads * d;
+    double T = b * s, r = c->sp ? 1.0 / t : 1.0;
+    double bat = b * a / t;                  /* (sequence, head) pairs on this GPU */
+
+    /* GEMMs (Narayanan et al. 2021, Appendix): QKV 2T h (h + 2h_kv)/t,
+     * scores 2 b (a/t) s^2 d, context the same, output 2T h^2/t. */
+    gemm(w, T, (h + 2 * hkv) / t, h, 1, false);
+    gemm(w, s, s, d, bat, true);
+    gemm(w, s, d, s, bat, true);
+    gemm(w, T, h, h / t, 1, false);
+
+    norm_work(w, T * h, e, r);
+    /* fused scale-mask-softmax: forward reads S writes P; backward reads
+     * dP, P and writes dS. */
+    ew(w, 2 * e * bat * s * s, 3 * e * bat * s * s, true);
+    if (dropout)   /* attention dropout: P -> P' plus a 1-byte mask */
+        ew(w, (2 * e + 1) * bat * s * s, (2 * e + 1) * bat * s * s, true);
+    if (model_position(m) == POS_ROPE)
+        ew(w, 2 * e * T * (h + hkv) / t, 2 * e * T * (h + hkv) / t, false);
+    residual_work(w, T * h, e, r, dropout);
+
+    /* Stored activations (Korthikanti et al. 2022, Sec. 4.1, attention
+     * block + its LayerNorm): replicated unless SP — norm input eTh, QKV
+     * input eTh, dropout mask Th; split over t — Q eTh, K and V 2eT h_kv,
+     * output-projection input eTh; core — softmax output e b a s^2,
+     * dropout mask b a s^2, dropout output e b a s^2 (all /t). With e = 2,
+     * dropout and h_kv = h this is 13sbh (11sbh + 2sbh LayerNorm) + 5as^2b. */
+    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
+    double tpart = (e * T * h + 2 * e * T * hkv + e * T * h) / t;
+    double core = (e + (dropout ? 1 + e : 0)) * bat * s * s;
+    w->act_none = repl + tpart + core;
+    w->act_selective = repl + tpart;
+    w->act_full = e * T * h * r;             /* the block input, 2sbh (Korthikanti) */
+    w->recomputed = true;
+    w->tp_bytes = e * T * h;
+}
+
+static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
+                     const PlanCut *c, bool dropout, PlanLayerWork *w)
+{
+    double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
+    double t = c->tp, e = plan_dtype_bytes(m->dtype);
+    double f = (double)l->hidden, T = b * s, r = c->sp ? 1.0 / t : 1.0;
+    bool glu = l->act == ACT_SWIGLU;
+
+    /* GEMMs: up (and gate, fused) 2T h f/t each, down 2T f h/t. */
+    gemm(w, T, (glu ? 2 : 1) * f / t, h, 1, false);
+    gemm(w, T, h, f / t, 1, false);
+
+    norm_work(w, T * h, e, r);
+    /* activation: GeLU reads x writes y; backward reads dy, x, writes dx.
+     * SwiGLU reads gate and up, writes their product; backward reads dy,
+     * gate, up and writes both gradients. */
+    if (glu) ew(w, 3 * e * T * f / t, 5 * e * T * f / t, false);
+    else     ew(w, 2 * e * T * f / t, 3 * e * T * f / t, false);
+    residual_work(w, T * h, e, r, dropout);
+
+    /* Stored (Korthikanti Sec. 4.1, MLP + LayerNorm): replicated — norm
+     * input eTh, up input eTh, dropout mask Th; split — activation input
+     * eTf (SwiGLU: gate and up, 2eTf), down input eTf. f = 4h: 21sbh. */
+    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
+    double tpart = ((glu ? 2 : 1) * e * T * f + e * T * f) / t;
+    w->act_none = w->act_selective = repl + tpart;
+    /* under full recomputation a block keeps only its input, at the
+     * attention sublayer; a lone MLP keeps its own */
+    w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
+    w->recomputed = true;
+    w->tp_bytes = e * T * h;
+}
+
+void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
+                     const PlanCut *c, PlanLayerWork *w)
+{
+    memset(w, 0, sizeof *w);
+    bool dropout = plan_model_dropout(m);
+    double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
+    double t = c->tp, e = plan_dtype_bytes(m->dtype), V = (double)m->vocab;
+    double T = b * s, r = c->sp ? 1.0 / t : 1.0;
+
+    switch (l->kind) {
+    case LAYER_ATTENTION:
+        attention_work(m, l, c, dropout, w);
+        /* f in forward, g in backward: one all-reduce each way; with SP an
+         * all-gather before QKV and a reduce-scatter after the output. */
+        if (c->sp) { w->tp_fwd.ag = w->tp_fwd.rs = w->tp_bwd.ag = w->tp_bwd.rs = 1; }
+        else       { w->tp_fwd.ar = w->tp_bwd.ar = 1; }
+        break;
+    case LAYER_MLP:
+        mlp_work(m, l, prev, c, dropout, w);
+        if (c->sp) { w->tp_fwd.ag = w->tp_fwd.rs = w->tp_bwd.ag = w->tp_bwd.rs = 1; }
+        else       { w->tp_fwd.ar = w->tp_bwd.ar = 1; }
+        break;
+    case LAYER_EMBEDDING:
+        /* gather rows (write eTh), add positions, dropout; backward
+         * scatter-adds eTh into the table. Vocab-parallel: each rank
+         * writes its rows then an all-reduce (SP: reduce-scatter) sums. */
+        ew(w, 2 * e * T * h, 2 * e * T * h, false);
+        if (l->position == POS_LEARNED) ew(w, 3 * e * T * h, 0, false);
+        if (dropout) ew(w, (2 * e + 1) * T * h * r, (2 * e + 1) * T * h * r, false);
+        w->act_none = w->act_selective = w->act_full = dropout ? T * h * r : 0;
+        w->tp_bytes = e * T * h;
+        if (c->tp > 1) {
+            if (c->sp) { w->tp_fwd.rs = 1; w->tp_bwd.ag = 1; }
+            else       { w->tp_fwd.ar = 1; }
+        }
+        break;
+    case LAYER_NORM:
+        norm_work(w, T * h, e, r);
+        w->act_none = w->act_selective = w->act_full = e * T * h * r;
+        break;
+    case LAYER_LM_HEAD:
+        /* logits GEMM 2T h V/t (Narayanan: counted), vocab-parallel
+         * cross-entropy in fp32: forward reads logits (e) and keeps fp32
+         * exponentials (4 bytes); backward reads them, writes the
+         * gradient (e). */
+        gemm(w, T, V / t, h, 1, false);
+        ew(w, (e + 4) * T * V / t, (4 + e) * T * V / t, false);
+        /* keeps its input (e T h, gathered copy unless SP) and the fp32
+         * logits 4 T V / t (Korthikanti Sec. 4.3) */
+        w->act_none = w->act_selective = w->act_full = e * T * h * r + 4 * T * V / t;
+        w->tp_bytes = e * T * h;
+        if (c->tp > 1) {
+            if (c->sp) { w->tp_fwd.ag = 1; w->tp_bwd.rs = 1; }
+            else       { w->tp_bwd.ar = 1; }
+        }
+        break;
+    }
+    if (c->tp <= 1) {
+        memset(&w->tp_fwd, 0, sizeof w->tp_fwd);
+        memset(&w->tp_bwd, 0, sizeof w->tp_bwd);
+    }
+    switch (c->recompute) {
+    case RECOMPUTE_SELECTIVE: w->act_kept = w->act_selective; break;
+    case RECOMPUTE_FULL:      w->act_kept = w->recomputed ? w->act_full : w->act_none; break;
+    default:                  w->act_kept = w->act_none; break;
+    }
+}
+
+/* ---- step totals ------------------------------------------------------ */
+
+static double forward_flops_per_seq(const Model *m, bool core_only, bool recomputed_only)
+{
+    PlanCut c = { .micro_batch = 1, .tp = 1, .sp = false, .recompute = RECOMPUTE_NONE };
+    double f = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        PlanLayerWork w;
+        plan_layer_work(m, &m->layers[i], i ? &m->layers[i - 1] : NULL, &c, &w);
+        if (recomputed_only && !w.recomputed) continue;
+        f += core_only ? w.flops_core : w.flops_fwd;
+    }
+    return f;
+}
+
+double plan_model_flops_step(const Model *m, int64_t global_batch)
+{
+    return 3.0 * forward_flops_per_seq(m, false, false) * (double)global_batch;
+}
+
+double plan_recompute_flops_step(const Model *m, int64_t global_batch, int recompute)
+{
+    if (recompute == RECOMPUTE_FULL)
+        return forward_flops_per_seq(m, false, true) * (double)global_batch;
+    if (recompute == RECOMPUTE_SELECTIVE)
+        return forward_flops_per_seq(m, true, true) * (double)global_batch;
+    return 0;
+}
+
+void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
+{
+    static const char *acts[] = { "gelu", "relu", "swiglu" };  /* ORDER ActKind */
+    static const char *norms[] = { "layernorm", "rmsnorm" };   /* ORDER NormKind */
+    switch (l->kind) {
+    case LAYER_EMBEDDING:
+        snprintf(buf, (size_t)len, "%lld x %lld%s", (long long)m->vocab, (long long)m->dim,
+                 l->position == POS_LEARNED ? " + learned pos" :
+                 l->position == POS_ROPE ? ", rope" : "");
+        break;
+    case LAYER_ATTENTION:
+        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s", (long long)l->heads,
+                 (long long)l->kv_heads, (long long)plan_head_dim(m, l), norms[l->norm],
+                 l->bias ? ", bias" : "");
+        break;
+    case LAYER_MLP:
+        snprintf(buf, (size_t)len, "%lld -> %lld %s, %s%s", (long long)m->dim,
+                 (long long)l->hidden, acts[l->act], norms[l->norm], l->bias ? ", bias" : "");
+        break;
+    case LAYER_NORM:
+        snprintf(buf, (size_t)len, "%s %lld", norms[l->norm], (long long)m->dim);
+        break;
+    case LAYER_LM_HEAD:
+        snprintf(buf, (size_t)len, "%lld -> %lld%s", (long long)m->dim, (long long)m->vocab,
+                 l->tied ? ", tied" : "");
+        break;
+    }
+}

@@ -1,0 +1,101 @@
+/*
+ * model.h: the arithmetic of one model — parameters, FLOPs, GEMM shapes,
+ * elementwise memory traffic and stored activations, layer by layer.
+ *
+ * Everything here is a pure function of the Model and of how one layer is
+ * cut (micro-batch, tensor-parallel degree, sequence parallelism,
+ * recomputation). Nothing here knows about time, links or schedules: the
+ * cost model (cost.h) turns this work into seconds, the memory model
+ * (memory.h) into bytes per stage.
+ *
+ * Parameter counts are exact uint64_t with checked arithmetic (a model of
+ * 10^13 parameters must not wrap); FLOPs and byte traffic are doubles.
+ */
+#ifndef PLANC_MODEL_H
+#define PLANC_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "planner/plan.h"
+
+/* How one layer is cut on one GPU. */
+typedef struct {
+    int64_t micro_batch;    /* b: sequences per micro-batch */
+    int     tp;             /* t: tensor-parallel degree */
+    bool    sp;             /* sequence parallelism (Korthikanti et al. 2022) */
+    int     recompute;      /* Recompute */
+} PlanCut;
+
+/* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */
+typedef struct {
+    double m, n, k, batch;
+    bool   core;            /* attention score/context GEMM (selective recompute) */
+} PlanGemm;
+
+#define PLAN_MAX_GEMMS 4
+
+/* Tensor-parallel collectives of one layer, each moving the full activation
+ * tensor b*s*h elements (Megatron's f and g conjugate operators; with
+ * sequence parallelism an all-reduce becomes a reduce-scatter or an
+ * all-gather, Korthikanti et al. 2022 Sec. 4.2.2). */
+typedef struct {
+    int ar, ag, rs;
+} PlanTpColls;
+
+/* The work of one layer for one micro-batch on one GPU. */
+typedef struct {
+    PlanGemm    gemm[PLAN_MAX_GEMMS];  /* forward GEMMs; backward are derived */
+    int         n_gemm;
+    double      flops_fwd;      /* forward GEMM FLOPs, 2mnk each (Megatron counting) */
+    double      flops_core;     /* of which attention score + context */
+    double      ew_fwd;         /* elementwise HBM traffic, forward, bytes */
+    double      ew_bwd;         /* elementwise HBM traffic, backward, bytes */
+    double      ew_core_fwd;    /* of ew_fwd: softmax + attention dropout */
+    int         ew_kernels;     /* elementwise kernels in the forward */
+    double      act_none;       /* activation bytes kept for backward, no recompute */
+    double      act_selective;  /* ... with selective recomputation */
+    double      act_full;       /* ... with full recomputation (layer input only) */
+    double      act_kept;       /* the one of the three that cut.recompute selects */
+    double      tp_bytes;       /* bytes of one TP collective (b*s*h*e) */
+    PlanTpColls tp_fwd, tp_bwd; /* TP collectives in forward / backward */
+    bool        recomputed;     /* full recompute re-runs this layer's forward */
+} PlanLayerWork;
+
+/* Bytes of one element of the model's dtype (2 for bf16/fp16, 4 for fp32). */
+int plan_dtype_bytes(PlanDtype d);
+
+/* Head dimension, key/value width and MLP width of a layer's model. */
+int64_t plan_head_dim(const Model *m, const Layer *l);
+
+/* Whether the model trains with dropout: LayerNorm models (GPT, Megatron
+ * defaults 0.1) do, RMSNorm models (Llama) do not. */
+bool plan_model_dropout(const Model *m);
+
+/* Parameters of one layer held by one tensor-parallel rank (tp 1: the whole
+ * layer). A tied LM head holds none (it is the embedding). Sets *overflow
+ * when the count does not fit in 64 bits. */
+uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *overflow);
+
+/* Total parameters of the model, exact; false on overflow. */
+bool plan_model_params(const Model *m, uint64_t *total);
+
+/* The work of layer `l` of model `m` under cut `c`; `prev` is the layer
+ * before it (NULL for the first), which decides what full recomputation
+ * keeps. */
+void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
+                     const PlanCut *c, PlanLayerWork *w);
+
+/* Model FLOPs of one training step over all GPUs, Megatron counting:
+ * forward GEMMs x 3 (backward = 2 x forward), no recomputation. */
+double plan_model_flops_step(const Model *m, int64_t global_batch);
+
+/* Extra forward FLOPs per step that recomputation adds (for HFU). */
+double plan_recompute_flops_step(const Model *m, int64_t global_batch, int recompute);
+
+/* A short human name for a layer kind ("attention", ...). */
+const char *plan_layer_kind_name(LayerKind k);
+
+/* Write a short shape description of layer l into buf ("heads 32 kv 8 d 128"). */
+void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len);
+
+#endif /* PLANC_MODEL_H */

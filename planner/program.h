@@ -1,0 +1,113 @@
+/*
+ * program.h: the Program IR — for every pipeline stage, the ordered list of
+ * operations one rank runs in one training step.
+ *
+ * The Program is the single source of truth for the schedule: the
+ * simulator (simulate.h) times it, the timeline draws it (one row per
+ * stage, one box per op, labelled with micro-batch and chunk), and the code
+ * generator emits each stage's list in order as calls into the runtime.
+ * Nothing else may re-derive a schedule.
+ *
+ * Every DP and TP rank of a stage runs the same list (rank layout
+ * rank = tp + TP*(dp + DP*pp), as Megatron). Each op carries its predicted
+ * duration (from cost.h), so the simulator needs nothing but the Program.
+ */
+#ifndef PLANC_PROGRAM_H
+#define PLANC_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "planner/plan.h"
+#include "planner/comm.h"
+
+typedef enum {
+    OP_FWD,            /* forward of (mb, chunk); TP collectives inside */
+    OP_BWD,            /* full backward of (mb, chunk), recomputation included */
+    OP_BWD_INPUT,      /* zb-h1: gradient w.r.t. the chunk's input */
+    OP_BWD_WEIGHT,     /* zb-h1: gradient w.r.t. the chunk's weights */
+    OP_SEND_ACT,       /* send (mb, chunk)'s output activation to `peer` */
+    OP_RECV_ACT,       /* receive (mb, chunk)'s input activation from `peer` */
+    OP_SEND_GRAD,      /* send the gradient of (mb, chunk)'s input to `peer` */
+    OP_RECV_GRAD,      /* receive the gradient of (mb, chunk)'s output from `peer` */
+    OP_GATHER_PARAMS,  /* ZeRO-3: all-gather the chunk's parameters over DP, layer by layer */
+    OP_REDUCE_GRADS,   /* all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1) the chunk's gradients over DP */
+    OP_OPT_STEP,       /* AdamW on this rank's parameters (ZeRO >= 1: its shard) */
+    OP_SYNC_PARAMS,    /* ZeRO-1/2: all-gather the updated parameter shards over DP */
+} PlanOpKind;          /* ORDER PlanOpKind */
+
+#define PLAN_N_OPKINDS 12
+
+typedef enum {
+    STREAM_COMPUTE,    /* kernels, TP collectives, waits on receives */
+    STREAM_COMM,       /* DP / ZeRO collectives, overlapped with compute */
+    STREAM_P2P,        /* pipeline sends */
+} PlanStream;
+
+typedef struct {
+    PlanOpKind     kind;
+    int            mb;          /* micro-batch, -1 for step-level ops */
+    int            chunk;       /* model chunk on this stage (0..chunks-1), -1: all */
+    int            vstage;      /* virtual stage = chunk * pp + stage, -1: all */
+    int            peer;        /* p2p: the other stage; -1 otherwise */
+    int            first_layer; /* layer range [first_layer, end_layer) of the chunk */
+    int            end_layer;
+    PlanCollective coll;        /* comm ops: the collective */
+    PlanGroupKind  group;       /* comm ops: over which group */
+    double         bytes;       /* bytes moved (comm) */
+    int            buckets;     /* GATHER/REDUCE: pieces, one per layer */
+    int            pair;        /* GATHER: index of the compute op it feeds;
+                                   REDUCE: of the compute op it drains; -1 */
+    PlanStream     stream;
+    double         dur;         /* predicted seconds (the whole op) */
+} PlanOp;
+
+typedef struct {
+    int     stage;
+    int     n_ops, cap;
+    PlanOp *ops;
+} PlanStageProgram;
+
+typedef struct {
+    int               pp, dp, tp, chunks, zero;
+    int               schedule;        /* Schedule */
+    int64_t           n_micro;         /* micro-batches per step */
+    PlanStageProgram *stages;          /* [pp] */
+} PlanProgram;
+
+/* Forward, backward and p2p durations the lowering needs; normally from
+ * the cost table (plan_lower), or written by hand (tests). */
+typedef struct {
+    int     pp, chunks, zero;
+    int     schedule;
+    int64_t n_micro;
+    /* per virtual stage k = chunk * pp + stage: */
+    double *fwd, *bwd, *bwd_input, *bwd_weight, *p2p, *p2p_bytes;
+    double *reduce, *gather, *sync, *grad_bytes;
+    int    *first_layer, *end_layer, *layers;
+    /* per stage: */
+    double *opt;
+} PlanOpCosts;
+
+/* Lower plan p (layout resolved with plan_layout_defaults and checked)
+ * into its Program with durations from the cost model. Returns false
+ * (with a reason in why) when the layout is invalid. */
+bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len);
+
+/* Lower from an explicit cost table (used by plan_lower and tests). */
+bool plan_lower_costs(const PlanOpCosts *c, PlanProgram *out);
+
+void plan_program_free(PlanProgram *p);
+
+/* Allocate / free the arrays of a PlanOpCosts for pp stages x chunks. */
+bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks);
+void plan_op_costs_free(PlanOpCosts *c);
+
+const char *plan_op_name(PlanOpKind k);
+
+/* Largest number of micro-batches whose forward has run and whose
+ * backward (zb-h1: weight pass) has not, over the list of stage s, in
+ * units of whole-stage micro-batches (chunk-micro-batches / chunks). */
+double plan_program_in_flight(const PlanProgram *p, int s);
+
+#endif /* PLANC_PROGRAM_H */

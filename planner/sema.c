@@ -1,0 +1,1065 @@
+/*
+ * sema.c: semantic analysis, the AST of a .plan file -> a checked Plan.
+ *
+ * The parser accepted any `key values { ... }` shape; this pass gives it a
+ * meaning. For each block it knows the keys, their value types, units,
+ * ranges and defaults (the tables below, mirrored by the README's language
+ * section), and reports:
+ *   - unknown keys, with "did you mean" by edit distance;
+ *   - duplicates, missing required keys, a value of the wrong kind or unit
+ *     kind (`memory 80 GB/s`), out-of-range values, sizes that overflow
+ *     64 bits;
+ *   - the model's structure (embedding first, lm_head last, repeat limits);
+ *   - the divisibility the layout needs: tp against heads, kv_heads and the
+ *     MLP width, pp against the transformer blocks, global_batch against
+ *     dp x micro_batch; and dp x tp x pp against the cluster's GPUs (class
+ *     DSL_ERR_CLUSTER: a valid plan for another cluster, exit 1).
+ * All errors are reported in one run. Fields of the plan block that are left
+ * out or `auto` stay PLAN_AUTO; filling them is the planner's job, not this
+ * file's. It must not compute memory or time either.
+ *
+ * Units: sizes in bytes, bandwidths in bytes/s, compute in FLOP/s, times in
+ * seconds (plan.h).
+ */
+#include "planner/sema.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Device presets: public datasheet figures, dense (no sparsity).
+ *   A100 SXM4 80GB: NVIDIA A100 datasheet: 80 GB HBM2e, 312 TFLOPS
+ *     bf16/fp16 tensor core, 19.5 TFLOPS fp32, 2,039 GB/s.
+ *   H100 SXM5 80GB: NVIDIA H100 datasheet: 80 GB HBM3, 989 TFLOPS bf16/fp16
+ *     dense (1,979 with sparsity), 67 TFLOPS fp32, 3.35 TB/s.
+ *   H200 SXM 141GB: NVIDIA H200 datasheet: 141 GB HBM3e, same compute as
+ *     H100 SXM, 4.8 TB/s.
+ *   cpu: a 2-core laptop or VM running the fp32 CPU target with OpenBLAS:
+ *     8 GiB, 2 cores x 3 GHz x 16 fp32 FLOP/cycle (one AVX2 FMA per cycle)
+ *     ~ 100 GFLOPS for both "fp32" and "16-bit" (the CPU target computes in
+ *     fp32), dual-channel DDR4 ~ 20 GB/s.
+ * "80 GB" of the A100/H100 is 80 GiB of usable HBM; the H200's 141 GB is
+ * decimal. */
+static const Device PRESETS[] = {
+    { "a100-sxm-80gb",  80ull << 30,       19.5e12, 312e12, 2.039e12 },
+    { "h100-sxm-80gb",  80ull << 30,       67e12,   989e12, 3.35e12 },
+    { "h200-sxm-141gb", 141000000000ull,   67e12,   989e12, 4.8e12 },
+    { "cpu",            8ull << 30,        100e9,   100e9,  20e9 },
+};
+#define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
+
+const Device *plan_device_preset(const char *name)
+{
+    for (int i = 0; i < N_PRESETS; i++)
+        if (strcmp(PRESETS[i].name, name) == 0) return &PRESETS[i];
+    return NULL;
+}
+
+/* Bounds on counts, generous but small enough that products of a few of
+ * them stay far from int64 overflow. */
+#define MAX_DIM       (1 << 20)
+#define MAX_HEADS     (1 << 16)
+#define MAX_HIDDEN    (1 << 24)
+#define MAX_VOCAB     ((1ll << 31) - 1)
+#define MAX_SEQ       (1 << 24)
+#define MAX_NODES     (1 << 20)
+#define MAX_GPN       1024
+#define MAX_PAR       (1 << 20)       /* dp, tp, pp */
+#define MAX_BATCH     (1ll << 40)
+#define MAX_CHUNKS    1024
+
+#define N_ELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+typedef struct {
+    DslDiag  *d;
+    DslArena *a;
+} Sema;
+
+/* ---- statements and values -------------------------------------------- */
+
+/* A block's statements by key, for blocks whose keys appear at most once. */
+#define MAX_KEYS 16
+typedef struct {
+    const char        *what;            /* "plan", "attention", ... */
+    const char *const *keys;
+    int                n;
+    const DslStmt     *slot[MAX_KEYS];
+} Fields;
+
+/* Suggest a key for an unknown one, or list the valid keys. */
+static void unknown_key(Sema *S, const DslStmt *st, const char *what, const char *const *keys, int n)
+{
+    const char *hint = dsl_suggest(st->key, keys, n);
+    if (hint) {
+        dsl_error(S->d, st->key_loc, "unknown key '%s' in %s; did you mean '%s'?", st->key, what, hint);
+        return;
+    }
+    char list[512] = "";
+    size_t len = 0;
+    for (int i = 0; i < n && len < sizeof list - 40; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", keys[i]);
+    dsl_error(S->d, st->key_loc, "unknown key '%s' in %s (expected one of: %s)", st->key, what, list);
+}
+
+static int key_index(const char *key, const char *const *keys, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(key, keys[i]) == 0) return i;
+    return -1;
+}
+
+/* Sort the statements of a block into F's slots: unknown keys and
+ * duplicates are errors. */
+static void collect(Sema *S, Fields *F, const DslStmt *body)
+{
+    for (const DslStmt *st = body; st; st = st->next) {
+        int k = key_index(st->key, F->keys, F->n);
+        if (k < 0) {
+            unknown_key(S, st, F->what, F->keys, F->n);
+        } else if (F->slot[k]) {
+            dsl_error(S->d, st->key_loc, "duplicate '%s' in %s (first set at line %d)", st->key, F->what,
+                      F->slot[k]->key_loc.line);
+        } else {
+            F->slot[k] = st;
+        }
+    }
+}
+
+static const DslStmt *field(const Fields *F, const char *key)
+{
+    int k = key_index(key, F->keys, F->n);
+    return k >= 0 ? F->slot[k] : NULL;
+}
+
+/* The value of `key value`, or NULL after reporting what is wrong. */
+static const DslValue *entry_value(Sema *S, const DslStmt *st)
+{
+    if (st->kind == DSL_STMT_BLOCK) {
+        dsl_error(S->d, st->open, "'%s' takes a value, not a block", st->key);
+        return NULL;
+    }
+    if (st->n_args == 0) {
+        dsl_error(S->d, st->key_loc, "'%s' needs a value", st->key);
+        return NULL;
+    }
+    if (st->n_args > 1) {
+        dsl_error(S->d, st->args->next->loc, "'%s' takes one value, got %d", st->key, st->n_args);
+        return NULL;
+    }
+    return st->args;
+}
+
+/* The value as written, for messages. */
+static const char *shown(Sema *S, const DslValue *v)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return "?";
+    dsl_value_print(m, v);
+    fclose(m);
+    char *out = dsl_arena_strdup(S->a, buf);
+    free(buf);
+    return out;
+}
+
+static bool is_auto(const DslValue *v)
+{
+    return v->kind == DSL_VAL_WORD && strcmp(v->text, "auto") == 0;
+}
+
+/* An integer in [lo, hi] (or `auto` -> PLAN_AUTO when allowed). */
+static bool get_int(Sema *S, const DslStmt *st, int64_t lo, int64_t hi, bool allow_auto, int64_t *out)
+{
+    const DslValue *v = entry_value(S, st);
+    if (!v) return false;
+    if (allow_auto && is_auto(v)) {
+        *out = PLAN_AUTO;
+        return true;
+    }
+    if (v->kind != DSL_VAL_NUMBER) {
+        dsl_error(S->d, v->loc, "'%s' expects an integer%s, got %s", st->key, allow_auto ? " or auto" : "",
+                  shown(S, v));
+        return false;
+    }
+    if (v->overflow) return false;   /* reported by the scanner */
+    if (v->unit) {
+        dsl_error(S->d, v->loc, "'%s' takes a plain integer, not a %s (%s)", st->key,
+                  dsl_unit_kind_name(v->unit->kind), shown(S, v));
+        return false;
+    }
+    if (!v->is_int) {
+        dsl_error(S->d, v->loc, "'%s' must be an integer, got %s", st->key, v->text);
+        return false;
+    }
+    if (v->i < lo || v->i > hi) {
+        dsl_error(S->d, v->loc, "'%s' must be between %" PRId64 " and %" PRId64 ", got %" PRId64, st->key, lo, hi,
+                  v->i);
+        return false;
+    }
+    *out = v->i;
+    return true;
+}
+
+/* A plain number in the range described by lo/hi (open or closed ends). */
+static bool get_real(Sema *S, const DslStmt *st, double lo, bool lo_open, double hi, bool hi_open, double *out)
+{
+    const DslValue *v = entry_value(S, st);
+    if (!v) return false;
+    if (v->kind != DSL_VAL_NUMBER) {
+        dsl_error(S->d, v->loc, "'%s' expects a number, got %s", st->key, shown(S, v));
+        return false;
+    }
+    if (v->overflow) return false;
+    if (v->unit) {
+        dsl_error(S->d, v->loc, "'%s' takes a plain number, not a %s (%s)", st->key,
+                  dsl_unit_kind_name(v->unit->kind), shown(S, v));
+        return false;
+    }
+    double x = v->d;
+    bool below = lo_open ? !(x > lo) : !(x >= lo);
+    bool above = hi_open ? !(x < hi) : !(x <= hi);
+    if (below || above) {
+        dsl_error(S->d, v->loc, "'%s' must be in %c%g, %g%c, got %s", st->key, lo_open ? '(' : '[', lo, hi,
+                  hi_open ? ')' : ']', v->text);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+/* Units of each kind, for messages. ORDER UNITKIND */
+static const char *const UNIT_LISTS[] = {
+    "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
+    "B/s, KB/s, MB/s, GB/s, TB/s, Gb/s, Tb/s",
+    "GFLOPS, TFLOPS, PFLOPS",
+    "ns, us, ms, s",
+};
+static const char *const UNIT_EXAMPLES[] = { "80 GiB", "300 GB/s", "312 TFLOPS", "5 us" };
+
+/* A quantity of the given unit kind in base units; sizes also exactly in
+ * bytes (*bytes, may be NULL). Negative values are errors, and so is zero
+ * unless zero_ok. */
+static bool get_quantity(Sema *S, const DslStmt *st, DslUnitKind kind, bool zero_ok, double *out, uint64_t *bytes)
+{
+    const DslValue *v = entry_value(S, st);
+    if (!v) return false;
+    if (v->kind != DSL_VAL_NUMBER) {
+        dsl_error(S->d, v->loc, "'%s' expects a %s such as %s, got %s", st->key, dsl_unit_kind_name(kind),
+                  UNIT_EXAMPLES[kind], shown(S, v));
+        return false;
+    }
+    if (v->overflow) return false;
+    if (!v->unit) {
+        dsl_error(S->d, v->loc, "'%s' needs a unit: a %s such as %s", st->key, dsl_unit_kind_name(kind),
+                  UNIT_EXAMPLES[kind]);
+        return false;
+    }
+    if (v->unit->kind != kind) {
+        dsl_error(S->d, v->loc, "'%s' expects a %s (%s), got a %s (%s)", st->key, dsl_unit_kind_name(kind),
+                  UNIT_LISTS[kind], dsl_unit_kind_name(v->unit->kind), shown(S, v));
+        return false;
+    }
+    if (v->d < 0 || (!zero_ok && v->d == 0)) {
+        dsl_error(S->d, v->loc, "'%s' must be %s, got %s", st->key, zero_ok ? "zero or more" : "positive",
+                  shown(S, v));
+        return false;
+    }
+    double x = v->d * v->unit->scale;
+    if (kind == DSL_UNIT_SIZE) {
+        uint64_t b;
+        if (v->is_int && v->unit->iscale) {
+            if ((uint64_t)v->i > UINT64_MAX / v->unit->iscale) {
+                dsl_error(S->d, v->loc, "'%s' %s does not fit in 64 bits", st->key, shown(S, v));
+                return false;
+            }
+            b = (uint64_t)v->i * v->unit->iscale;
+        } else {
+            if (!(x < 18446744073709551616.0)) {
+                dsl_error(S->d, v->loc, "'%s' %s does not fit in 64 bits", st->key, shown(S, v));
+                return false;
+            }
+            b = (uint64_t)llround(x);
+        }
+        if (bytes) *bytes = b;
+    }
+    if (!isfinite(x)) {
+        dsl_error(S->d, v->loc, "'%s' %s is out of range", st->key, shown(S, v));
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+/* One of a list of names (or `auto` -> PLAN_AUTO when allowed). */
+static bool get_enum(Sema *S, const DslStmt *st, const char *const *names, int n, bool allow_auto, int *out)
+{
+    const DslValue *v = entry_value(S, st);
+    if (!v) return false;
+    if (allow_auto && is_auto(v)) {
+        *out = PLAN_AUTO;
+        return true;
+    }
+    if (v->kind == DSL_VAL_WORD || v->kind == DSL_VAL_NUMBER) {
+        const char *text = v->kind == DSL_VAL_WORD ? v->text : v->text;
+        int k = key_index(text, names, n);
+        if (k >= 0 && !(v->kind == DSL_VAL_NUMBER && v->unit)) {
+            *out = k;
+            return true;
+        }
+    }
+    char list[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? (i == n - 1 && !allow_auto ? " or " : ", ") : "",
+                                names[i]);
+    if (allow_auto) snprintf(list + len, sizeof list - len, " or auto");
+    const char *hint = v->kind == DSL_VAL_WORD ? dsl_suggest(v->text, names, n) : NULL;
+    if (hint)
+        dsl_error(S->d, v->loc, "unknown %s %s (expected %s); did you mean '%s'?", st->key, shown(S, v), list, hint);
+    else
+        dsl_error(S->d, v->loc, "unknown %s %s (expected %s)", st->key, shown(S, v), list);
+    return false;
+}
+
+/* true/false (or `auto` -> PLAN_AUTO when allowed). */
+static bool get_bool(Sema *S, const DslStmt *st, bool allow_auto, int *out)
+{
+    const DslValue *v = entry_value(S, st);
+    if (!v) return false;
+    if (allow_auto && is_auto(v)) {
+        *out = PLAN_AUTO;
+        return true;
+    }
+    if (v->kind != DSL_VAL_BOOL) {
+        dsl_error(S->d, v->loc, "'%s' expects true or false%s, got %s", st->key, allow_auto ? " or auto" : "",
+                  shown(S, v));
+        return false;
+    }
+    *out = v->b;
+    return true;
+}
+
+static bool get_string(Sema *S, const DslStmt *st, const char **out)
+{
+    const DslValue *v = entry_value(S, st);
+    if (!v) return false;
+    if (v->kind != DSL_VAL_STRING) {
+        dsl_error(S->d, v->loc, "'%s' expects a double-quoted string, got %s", st->key, shown(S, v));
+        return false;
+    }
+    if (!v->text[0]) {
+        dsl_error(S->d, v->loc, "'%s' must not be empty", st->key);
+        return false;
+    }
+    *out = v->text;
+    return true;
+}
+
+/* A block statement's body; `key` alone (no braces) counts as an empty
+ * block. Reports values where none are allowed. */
+static bool block_body(Sema *S, const DslStmt *st, int max_args, const DslStmt **body)
+{
+    if (st->n_args > max_args) {
+        const DslValue *v = st->args;
+        for (int i = 0; i < max_args; i++) v = v->next;
+        dsl_error(S->d, v->loc, max_args ? "unexpected %s after '%s %s'" : "unexpected %s after '%s'%s", shown(S, v),
+                  st->key, max_args ? st->args->text : "");
+        return false;
+    }
+    *body = st->kind == DSL_STMT_BLOCK ? st->body : NULL;
+    return true;
+}
+
+static void missing(Sema *S, const DslStmt *st, const char *key, const char *example)
+{
+    dsl_error(S->d, st->key_loc, "%s needs '%s' (for example: %s)", st->key, key, example);
+}
+
+/* The single name after a block keyword (`model NAME {`). */
+static const char *block_name(Sema *S, const DslStmt *st)
+{
+    if (st->n_args == 0 || st->args->kind != DSL_VAL_WORD) {
+        dsl_error(S->d, st->n_args ? st->args->loc : st->key_loc, "%s needs a name: %s NAME { ... }", st->key,
+                  st->key);
+        return NULL;
+    }
+    if (st->n_args > 1) {
+        dsl_error(S->d, st->args->next->loc, "unexpected %s after '%s %s'", shown(S, st->args->next), st->key,
+                  st->args->text);
+        return NULL;
+    }
+    if (st->kind != DSL_STMT_BLOCK) {
+        dsl_error(S->d, st->loc, "%s %s needs a block: %s %s { ... }", st->key, st->args->text, st->key,
+                  st->args->text);
+        return NULL;
+    }
+    return st->args->text;
+}
+
+/* ---- model ------------------------------------------------------------- */
+
+static const char *const POS_NAMES[] = { "learned", "rope", "none" };          /* ORDER PosKind */
+static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };            /* ORDER NormKind */
+static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu" };           /* ORDER ActKind */
+static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
+
+/* Layers under construction (grown in the arena). */
+typedef struct {
+    Layer *v;
+    int    n, cap;
+    bool   too_many;    /* the layer limit was hit (reported once) */
+} Layers;
+
+static Layer *layers_push(Sema *S, Layers *L)
+{
+    if (L->n == L->cap) {
+        int cap = L->cap ? 2 * L->cap : 16;
+        Layer *v = dsl_arena_calloc(S->a, (size_t)cap, sizeof *v);
+        if (L->n) memcpy(v, L->v, (size_t)L->n * sizeof *v);
+        L->v = v;
+        L->cap = cap;
+    }
+    return &L->v[L->n++];
+}
+
+static void layer_at(Layer *l, LayerKind kind, const DslStmt *st)
+{
+    memset(l, 0, sizeof *l);
+    l->kind = kind;
+    l->line = st->key_loc.line;
+    l->col = st->key_loc.col;
+}
+
+static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
+{
+    static const char *const keys[] = { "dim", "position" };
+    Fields F = { "embedding", keys, N_ELEMS(keys), { 0 } };
+    const DslStmt *body;
+    layer_at(l, LAYER_EMBEDDING, st);
+    l->position = POS_LEARNED;
+    if (!block_body(S, st, 0, &body)) return;
+    collect(S, &F, body);
+    const DslStmt *s;
+    if ((s = field(&F, "dim"))) get_int(S, s, 1, MAX_DIM, false, dim);
+    else missing(S, st, "dim", "embedding { dim 768 }");
+    int pos;
+    if ((s = field(&F, "position")) && get_enum(S, s, POS_NAMES, N_ELEMS(POS_NAMES), false, &pos))
+        l->position = (PosKind)pos;
+}
+
+/* Shared tail of attention and mlp: the sublayer's pre-norm and biases. */
+static void sema_norm_bias(Sema *S, const Fields *F, Layer *l)
+{
+    const DslStmt *s;
+    int x;
+    l->norm = NORM_LAYERNORM;
+    l->bias = true;
+    if ((s = field(F, "norm")) && get_enum(S, s, NORM_NAMES, N_ELEMS(NORM_NAMES), false, &x)) l->norm = (NormKind)x;
+    if ((s = field(F, "bias")) && get_bool(S, s, false, &x)) l->bias = x;
+}
+
+static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
+{
+    static const char *const keys[] = { "heads", "kv_heads", "norm", "bias" };
+    Fields F = { "attention", keys, N_ELEMS(keys), { 0 } };
+    const DslStmt *body, *s;
+    layer_at(l, LAYER_ATTENTION, st);
+    sema_norm_bias(S, &F, l);
+    if (!block_body(S, st, 0, &body)) return;
+    collect(S, &F, body);
+    sema_norm_bias(S, &F, l);
+    const DslStmt *hs = field(&F, "heads");
+    if (!hs) {
+        missing(S, st, "heads", "attention { heads 12 }");
+        return;
+    }
+    if (!get_int(S, hs, 1, MAX_HEADS, false, &l->heads)) return;
+    l->kv_heads = l->heads;
+    if ((s = field(&F, "kv_heads")) && get_int(S, s, 1, MAX_HEADS, false, &l->kv_heads) && l->heads % l->kv_heads)
+        dsl_error(S->d, s->args->loc, "kv_heads %" PRId64 " does not divide heads %" PRId64
+                  " (each key/value head serves a group of query heads)", l->kv_heads, l->heads);
+    if (dim > 0 && dim % l->heads)
+        dsl_error(S->d, hs->args->loc, "heads %" PRId64 " does not divide the model dim %" PRId64, l->heads, dim);
+}
+
+static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
+{
+    static const char *const keys[] = { "hidden", "act", "norm", "bias" };
+    Fields F = { "mlp", keys, N_ELEMS(keys), { 0 } };
+    const DslStmt *body, *s;
+    layer_at(l, LAYER_MLP, st);
+    l->hidden = 4 * dim;
+    l->act = ACT_GELU;
+    sema_norm_bias(S, &F, l);
+    if (!block_body(S, st, 0, &body)) return;
+    collect(S, &F, body);
+    sema_norm_bias(S, &F, l);
+    if ((s = field(&F, "hidden"))) get_int(S, s, 1, MAX_HIDDEN, false, &l->hidden);
+    int x;
+    if ((s = field(&F, "act")) && get_enum(S, s, ACT_NAMES, N_ELEMS(ACT_NAMES), false, &x)) l->act = (ActKind)x;
+}
+
+static void sema_final_norm(Sema *S, const DslStmt *st, Layer *l)
+{
+    static const char *const keys[] = { "kind" };
+    Fields F = { "norm", keys, N_ELEMS(keys), { 0 } };
+    const DslStmt *body, *s;
+    int x;
+    layer_at(l, LAYER_NORM, st);
+    l->norm = NORM_LAYERNORM;
+    if (!block_body(S, st, 0, &body)) return;
+    collect(S, &F, body);
+    if ((s = field(&F, "kind")) && get_enum(S, s, NORM_NAMES, N_ELEMS(NORM_NAMES), false, &x)) l->norm = (NormKind)x;
+}
+
+static void sema_lm_head(Sema *S, const DslStmt *st, Layer *l)
+{
+    static const char *const keys[] = { "tied" };
+    Fields F = { "lm_head", keys, N_ELEMS(keys), { 0 } };
+    const DslStmt *body, *s;
+    int x;
+    layer_at(l, LAYER_LM_HEAD, st);
+    l->tied = true;
+    if (!block_body(S, st, 0, &body)) return;
+    collect(S, &F, body);
+    if ((s = field(&F, "tied")) && get_bool(S, s, false, &x)) l->tied = x;
+}
+
+static const char *const BLOCK_KEYS[] = { "attention", "mlp", "repeat" };
+
+/* Append the transformer sublayers of `st` (attention, mlp or a repeat of
+ * them) to L, expanding repeat; stops at PLAN_MAX_LAYERS. */
+static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
+{
+    if (L->too_many) return;
+    if (L->n >= PLAN_MAX_LAYERS) {
+        dsl_error(S->d, st->key_loc, "the model has more than %d layers", PLAN_MAX_LAYERS);
+        L->too_many = true;
+        return;
+    }
+    if (strcmp(st->key, "attention") == 0) {
+        sema_attention(S, st, layers_push(S, L), dim);
+        return;
+    }
+    if (strcmp(st->key, "mlp") == 0) {
+        sema_mlp(S, st, layers_push(S, L), dim);
+        return;
+    }
+    /* repeat N { ... }: expand the body once, then copy it N-1 times. */
+    if (st->n_args != 1 || st->kind != DSL_STMT_BLOCK) {
+        dsl_error(S->d, st->key_loc, "repeat needs a count and a block: repeat 12 { attention { ... } mlp { ... } }");
+        return;
+    }
+    int64_t n;
+    DslStmt count = *st;
+    count.kind = DSL_STMT_ENTRY;
+    if (!get_int(S, &count, 1, PLAN_MAX_REPEAT, false, &n)) return;
+    int start = L->n;
+    for (const DslStmt *b = st->body; b; b = b->next) {
+        if (key_index(b->key, BLOCK_KEYS, N_ELEMS(BLOCK_KEYS)) < 0) {
+            if (strcmp(b->key, "embedding") == 0 || strcmp(b->key, "norm") == 0 || strcmp(b->key, "lm_head") == 0)
+                dsl_error(S->d, b->key_loc, "'%s' is not allowed in repeat (only attention, mlp and repeat)",
+                          b->key);
+            else
+                unknown_key(S, b, "repeat", BLOCK_KEYS, N_ELEMS(BLOCK_KEYS));
+            continue;
+        }
+        expand_blocks(S, b, L, dim);
+        if (L->too_many) return;
+    }
+    int64_t len = L->n - start;
+    if (len == 0) {
+        dsl_error(S->d, st->key_loc, "empty repeat: put attention and mlp layers inside");
+        return;
+    }
+    if (n - 1 > (PLAN_MAX_LAYERS - L->n) / len) {
+        dsl_error(S->d, count.args->loc, "repeat %" PRId64 " makes the model more than %d layers", n,
+                  PLAN_MAX_LAYERS);
+        L->too_many = true;
+        return;
+    }
+    for (int64_t r = 1; r < n; r++)
+        for (int64_t i = 0; i < len; i++) *layers_push(S, L) = L->v[start + i];
+}
+
+static const char *const MODEL_KEYS[] = { "vocab", "seq", "dtype", "embedding", "attention",
+                                          "mlp", "repeat", "norm", "lm_head" };
+
+/* Where a layer may appear: 0 before the embedding, 1 the blocks, 2 after
+ * the final norm, 3 after the lm_head. */
+static bool layer_order(Sema *S, const DslStmt *st, int *stage, const DslStmt **seen_embed,
+                        const DslStmt **seen_norm, const DslStmt **seen_head)
+{
+    const char *k = st->key;
+    if (strcmp(k, "embedding") == 0) {
+        if (*seen_embed) {
+            dsl_error(S->d, st->key_loc, "duplicate 'embedding' (first at line %d); a model has one embedding",
+                      (*seen_embed)->key_loc.line);
+            return false;
+        }
+        if (*stage > 0 || *seen_norm || *seen_head) {
+            dsl_error(S->d, st->key_loc, "'embedding' must be the first layer");
+            return false;
+        }
+        *seen_embed = st;
+        *stage = 1;
+        return true;
+    }
+    if (strcmp(k, "norm") == 0 || strcmp(k, "lm_head") == 0) {
+        const DslStmt **seen = k[0] == 'n' ? seen_norm : seen_head;
+        if (*seen) {
+            dsl_error(S->d, st->key_loc, "duplicate '%s' (first at line %d)", k, (*seen)->key_loc.line);
+            return false;
+        }
+        if (k[0] == 'n' && *seen_head) {
+            dsl_error(S->d, st->key_loc, "the final 'norm' must come before 'lm_head'");
+            return false;
+        }
+        *seen = st;
+        *stage = k[0] == 'n' ? 2 : 3;
+        return true;
+    }
+    /* attention, mlp, repeat */
+    if (*stage == 0) {
+        dsl_error(S->d, st->key_loc, "'%s' before 'embedding'; the embedding is the first layer", k);
+        return false;
+    }
+    if (*stage > 1) {
+        dsl_error(S->d, st->key_loc, "'%s' after the final '%s'", k, *stage == 2 ? "norm" : "lm_head");
+        return false;
+    }
+    return true;
+}
+
+static void sema_model(Sema *S, const DslStmt *m, Model *M)
+{
+    memset(M, 0, sizeof *M);
+    M->dtype = DTYPE_BF16;
+    M->name = block_name(S, m);
+    if (!M->name) return;
+    M->name = dsl_arena_strdup(S->a, M->name);
+
+    const DslStmt *vocab = NULL, *seq = NULL, *dtype = NULL;
+    const DslStmt *embed = NULL, *norm = NULL, *head = NULL;
+    int stage = 0;
+    Layers L = { 0 };
+    Layer final_norm, lm_head, embedding;
+    for (const DslStmt *st = m->body; st; st = st->next) {
+        const DslStmt **scalar = strcmp(st->key, "vocab") == 0 ? &vocab
+                               : strcmp(st->key, "seq") == 0   ? &seq
+                               : strcmp(st->key, "dtype") == 0 ? &dtype : NULL;
+        if (scalar) {
+            if (*scalar)
+                dsl_error(S->d, st->key_loc, "duplicate '%s' in model (first set at line %d)", st->key,
+                          (*scalar)->key_loc.line);
+            else
+                *scalar = st;
+            continue;
+        }
+        if (key_index(st->key, MODEL_KEYS, N_ELEMS(MODEL_KEYS)) < 0) {
+            unknown_key(S, st, "model", MODEL_KEYS, N_ELEMS(MODEL_KEYS));
+            continue;
+        }
+        if (!layer_order(S, st, &stage, &embed, &norm, &head)) continue;
+        if (st == embed) {
+            sema_embedding(S, st, &embedding, &M->dim);
+            *layers_push(S, &L) = embedding;
+        } else if (st == norm) {
+            sema_final_norm(S, st, &final_norm);
+            *layers_push(S, &L) = final_norm;
+        } else if (st == head) {
+            sema_lm_head(S, st, &lm_head);
+            *layers_push(S, &L) = lm_head;
+        } else {
+            expand_blocks(S, st, &L, M->dim);
+        }
+    }
+    if (vocab) get_int(S, vocab, 1, MAX_VOCAB, false, &M->vocab);
+    else missing(S, m, "vocab", "vocab 50257");
+    if (seq) get_int(S, seq, 1, MAX_SEQ, false, &M->seq);
+    else missing(S, m, "seq", "seq 1024");
+    int x;
+    if (dtype && get_enum(S, dtype, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &x)) M->dtype = (PlanDtype)x;
+    if (!embed) missing(S, m, "embedding", "embedding { dim 768 }");
+    if (!head) missing(S, m, "lm_head", "lm_head { tied true }");
+    M->layers = L.v;
+    M->n_layers = L.n;
+    for (int i = 0; i < L.n; i++) M->n_blocks += L.v[i].kind == LAYER_ATTENTION;
+    if (M->n_blocks == 0 && embed && !L.too_many)
+        dsl_error(S->d, m->key_loc, "model %s has no attention layer (write them inside repeat N { ... })",
+                  M->name);
+}
+
+/* ---- cluster ----------------------------------------------------------- */
+
+static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm" };
+
+static void sema_device(Sema *S, const DslStmt *st, Device *D)
+{
+    const DslStmt *body = NULL;
+    const Device *preset = NULL;
+    memset(D, 0, sizeof *D);
+    D->name = "custom";
+    if (st->n_args > 1) {
+        dsl_error(S->d, st->args->next->loc, "unexpected %s after 'device %s'", shown(S, st->args->next),
+                  shown(S, st->args));
+        return;
+    }
+    if (st->n_args == 1) {
+        const DslValue *v = st->args;
+        const char *names[N_PRESETS];
+        for (int i = 0; i < N_PRESETS; i++) names[i] = PRESETS[i].name;
+        if (v->kind != DSL_VAL_WORD || !(preset = plan_device_preset(v->text))) {
+            const char *hint = v->kind == DSL_VAL_WORD ? dsl_suggest(v->text, names, N_PRESETS) : NULL;
+            if (hint)
+                dsl_error(S->d, v->loc, "unknown device %s; did you mean '%s'?", shown(S, v), hint);
+            else
+                dsl_error(S->d, v->loc, "unknown device %s (presets: a100-sxm-80gb, h100-sxm-80gb, "
+                          "h200-sxm-141gb, cpu; or write device { memory ...; flops ...; hbm ... })", shown(S, v));
+            return;
+        }
+        *D = *preset;
+    } else if (st->kind != DSL_STMT_BLOCK) {
+        dsl_error(S->d, st->key_loc, "device needs a preset name or a block: device h100-sxm-80gb, or "
+                  "device { memory 80 GiB; flops 989 TFLOPS; hbm 3.35 TB/s }");
+        return;
+    }
+    if (st->kind == DSL_STMT_BLOCK) body = st->body;
+    Fields F = { "device", DEVICE_KEYS, N_ELEMS(DEVICE_KEYS), { 0 } };
+    collect(S, &F, body);
+    const DslStmt *s;
+    double x;
+    uint64_t b;
+    if ((s = field(&F, "memory"))) {
+        if (get_quantity(S, s, DSL_UNIT_SIZE, false, &x, &b)) D->memory = b;
+    } else if (!preset) {
+        missing(S, st, "memory", "memory 80 GiB");
+    }
+    if ((s = field(&F, "flops"))) {
+        if (get_quantity(S, s, DSL_UNIT_COMPUTE, false, &x, NULL)) {
+            D->flops_16 = x;
+            if (!preset) D->flops_fp32 = x;
+        }
+    } else if (!preset) {
+        missing(S, st, "flops", "flops 312 TFLOPS");
+    }
+    if ((s = field(&F, "flops_fp32")) && get_quantity(S, s, DSL_UNIT_COMPUTE, false, &x, NULL)) D->flops_fp32 = x;
+    if ((s = field(&F, "hbm"))) {
+        if (get_quantity(S, s, DSL_UNIT_BANDWIDTH, false, &x, NULL)) D->hbm = x;
+    } else if (!preset) {
+        missing(S, st, "hbm", "hbm 2 TB/s");
+    }
+}
+
+static const char *const LINK_NAMES[] = { "intra", "inter" };
+static const char *const LINK_KEYS[] = { "bandwidth", "latency" };
+
+static void sema_link(Sema *S, const DslStmt *st, Link *l)
+{
+    Fields F = { "link", LINK_KEYS, N_ELEMS(LINK_KEYS), { 0 } };
+    const DslStmt *s, *body;
+    if (!block_body(S, st, 1, &body)) return;
+    if (st->kind != DSL_STMT_BLOCK) {
+        dsl_error(S->d, st->loc, "link needs a block: link %s { bandwidth 300 GB/s; latency 5 us }",
+                  st->args->text);
+        return;
+    }
+    collect(S, &F, body);
+    if ((s = field(&F, "bandwidth"))) get_quantity(S, s, DSL_UNIT_BANDWIDTH, false, &l->bandwidth, NULL);
+    else missing(S, st, "bandwidth", "bandwidth 300 GB/s");
+    if ((s = field(&F, "latency"))) get_quantity(S, s, DSL_UNIT_TIME, true, &l->latency, NULL);
+    else missing(S, st, "latency", "latency 5 us");
+}
+
+static const char *const CLUSTER_KEYS[] = { "nodes", "gpus_per_node", "device", "link" };
+
+static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
+{
+    memset(C, 0, sizeof *C);
+    C->name = block_name(S, c);
+    if (!C->name) return;
+    C->name = dsl_arena_strdup(S->a, C->name);
+    const DslStmt *nodes = NULL, *gpn = NULL, *dev = NULL, *links[2] = { NULL, NULL };
+    for (const DslStmt *st = c->body; st; st = st->next) {
+        int k = key_index(st->key, CLUSTER_KEYS, N_ELEMS(CLUSTER_KEYS));
+        if (k < 0) {
+            unknown_key(S, st, "cluster", CLUSTER_KEYS, N_ELEMS(CLUSTER_KEYS));
+            continue;
+        }
+        const DslStmt **slot = k == 0 ? &nodes : k == 1 ? &gpn : k == 2 ? &dev : NULL;
+        if (!slot) {   /* link intra|inter */
+            if (st->n_args < 1 || st->args->kind != DSL_VAL_WORD ||
+                key_index(st->args->text, LINK_NAMES, 2) < 0) {
+                dsl_error(S->d, st->n_args ? st->args->loc : st->key_loc,
+                          "link needs 'intra' (inside a node) or 'inter' (between nodes)");
+                continue;
+            }
+            slot = &links[key_index(st->args->text, LINK_NAMES, 2)];
+        }
+        if (*slot) {
+            dsl_error(S->d, st->key_loc, "duplicate '%s%s%s' in cluster (first set at line %d)", st->key,
+                      k == 3 ? " " : "", k == 3 ? st->args->text : "", (*slot)->key_loc.line);
+            continue;
+        }
+        *slot = st;
+    }
+    if (nodes) get_int(S, nodes, 1, MAX_NODES, false, &C->nodes);
+    else missing(S, c, "nodes", "nodes 4");
+    if (gpn) get_int(S, gpn, 1, MAX_GPN, false, &C->gpus_per_node);
+    else missing(S, c, "gpus_per_node", "gpus_per_node 8");
+    if (dev) sema_device(S, dev, &C->device);
+    else missing(S, c, "device", "device h100-sxm-80gb");
+    if (links[0]) sema_link(S, links[0], &C->intra);
+    else if (C->gpus_per_node > 1)
+        dsl_error(S->d, c->key_loc, "cluster %s has %" PRId64 " GPUs per node but no 'link intra { bandwidth ...; "
+                  "latency ... }'", C->name, C->gpus_per_node);
+    if (links[1]) sema_link(S, links[1], &C->inter);
+    else if (C->nodes > 1)
+        dsl_error(S->d, c->key_loc, "cluster %s has %" PRId64 " nodes but no 'link inter { bandwidth ...; "
+                  "latency ... }'", C->name, C->nodes);
+}
+
+/* ---- plan -------------------------------------------------------------- */
+
+static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
+                                         "schedule", "chunks", "recompute", "sequence_parallel" };
+static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
+static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
+
+/* The plan block's statements, kept for the locations of later checks. */
+typedef struct {
+    const DslStmt *block;
+    Fields         F;
+} PlanSrc;
+
+static void sema_layout(Sema *S, const DslStmt *p, Layout *L, PlanSrc *src)
+{
+    const DslStmt *body, *s;
+    int64_t x;
+    int e;
+    L->dp = L->tp = L->pp = L->zero = L->schedule = L->chunks = L->recompute = PLAN_AUTO;
+    L->sequence_parallel = PLAN_AUTO;
+    L->micro_batch = L->global_batch = PLAN_AUTO;
+    src->block = p;
+    src->F = (Fields){ "plan", PLAN_KEYS, N_ELEMS(PLAN_KEYS), { 0 } };
+    if (!block_body(S, p, 0, &body)) return;
+    if (p->kind != DSL_STMT_BLOCK) {
+        dsl_error(S->d, p->key_loc, "plan needs a block: plan { dp 2; tp 2; pp 2 }");
+        return;
+    }
+    collect(S, &src->F, body);
+    const Fields *F = &src->F;
+    if ((s = field(F, "dp")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->dp = (int)x;
+    if ((s = field(F, "tp")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->tp = (int)x;
+    if ((s = field(F, "pp")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->pp = (int)x;
+    if ((s = field(F, "zero")) && get_int(S, s, 0, 3, true, &x)) L->zero = (int)x;
+    if ((s = field(F, "micro_batch"))) get_int(S, s, 1, MAX_BATCH, true, &L->micro_batch);
+    if ((s = field(F, "global_batch"))) get_int(S, s, 1, MAX_BATCH, false, &L->global_batch);
+    if ((s = field(F, "schedule")) && get_enum(S, s, SCHED_NAMES, N_ELEMS(SCHED_NAMES), true, &e)) L->schedule = e;
+    if ((s = field(F, "chunks")) && get_int(S, s, 1, MAX_CHUNKS, true, &x)) L->chunks = (int)x;
+    if ((s = field(F, "recompute")) && get_enum(S, s, RECOMPUTE_NAMES, N_ELEMS(RECOMPUTE_NAMES), true, &e))
+        L->recompute = e;
+    if ((s = field(F, "sequence_parallel")) && get_bool(S, s, true, &e)) L->sequence_parallel = e;
+}
+
+/* Where to point at a plan field's value (or the plan keyword). */
+static DslLoc plan_loc(const PlanSrc *src, const char *key)
+{
+    const DslStmt *s = field(&src->F, key);
+    return s && s->args ? s->args->loc : src->block->key_loc;
+}
+
+/* The divisibility the layout needs against the model: Megatron splits
+ * heads, key/value heads and the MLP width over tp, and the transformer
+ * blocks over pp (x chunks when interleaved); each DP rank takes whole
+ * micro-batches of the global batch. */
+static void check_layout_model(Sema *S, const Layout *L, const Model *M, const PlanSrc *src)
+{
+    if (L->tp > 1) {
+        for (int i = 0; i < M->n_layers; i++) {
+            const Layer *l = &M->layers[i];
+            const char *what = NULL;
+            int64_t n = 0;
+            if (l->kind == LAYER_ATTENTION && l->heads % L->tp) what = "heads", n = l->heads;
+            else if (l->kind == LAYER_ATTENTION && l->kv_heads % L->tp) what = "kv_heads", n = l->kv_heads;
+            else if (l->kind == LAYER_MLP && l->hidden % L->tp) what = "mlp hidden", n = l->hidden;
+            if (what) {
+                dsl_error(S->d, plan_loc(src, "tp"), "tp %d does not divide %s %" PRId64 " (layer at line %d)",
+                          L->tp, what, n, l->line);
+                break;
+            }
+        }
+    }
+    if (L->pp != PLAN_AUTO && M->n_blocks > 0) {
+        if (L->pp > M->n_blocks)
+            dsl_error(S->d, plan_loc(src, "pp"), "pp %d is more than the %d transformer blocks of model %s", L->pp,
+                      M->n_blocks, M->name);
+        else if (M->n_blocks % L->pp)
+            dsl_error(S->d, plan_loc(src, "pp"), "pp %d does not divide the %d transformer blocks of model %s",
+                      L->pp, M->n_blocks, M->name);
+        else if (L->chunks > 1 && M->n_blocks % ((int64_t)L->pp * L->chunks))
+            dsl_error(S->d, plan_loc(src, "chunks"),
+                      "pp %d x chunks %d = %" PRId64 " does not divide the %d transformer blocks", L->pp, L->chunks,
+                      (int64_t)L->pp * L->chunks, M->n_blocks);
+    }
+    if (L->chunks > 1 && L->schedule != PLAN_AUTO && L->schedule != SCHED_INTERLEAVED)
+        dsl_error(S->d, plan_loc(src, "chunks"), "chunks %d needs schedule interleaved (got %s)", L->chunks,
+                  SCHED_NAMES[L->schedule]);
+    if (L->schedule == SCHED_INTERLEAVED && L->pp == 1)
+        dsl_error(S->d, plan_loc(src, "schedule"), "schedule interleaved needs pp of at least 2");
+    if (L->global_batch != PLAN_AUTO) {
+        int64_t dp = L->dp == PLAN_AUTO ? 1 : L->dp;
+        int64_t mb = L->micro_batch == PLAN_AUTO ? 1 : L->micro_batch;
+        int64_t unit = dp * mb;   /* both <= 2^40, dp <= 2^20: no overflow */
+        if (unit > 1 && L->global_batch % unit) {
+            if (L->dp != PLAN_AUTO && L->micro_batch != PLAN_AUTO)
+                dsl_error(S->d, plan_loc(src, "global_batch"),
+                          "global_batch %" PRId64 " is not a multiple of dp %d x micro_batch %" PRId64 " = %" PRId64,
+                          L->global_batch, L->dp, L->micro_batch, unit);
+            else if (L->dp != PLAN_AUTO)
+                dsl_error(S->d, plan_loc(src, "global_batch"), "global_batch %" PRId64 " is not a multiple of dp %d",
+                          L->global_batch, L->dp);
+            else
+                dsl_error(S->d, plan_loc(src, "global_batch"),
+                          "global_batch %" PRId64 " is not a multiple of micro_batch %" PRId64, L->global_batch,
+                          L->micro_batch);
+        }
+    }
+}
+
+/* The layout against the cluster: every GPU gets one rank, and a
+ * tensor-parallel group stays inside a node. Class DSL_ERR_CLUSTER. */
+static void check_layout_cluster(Sema *S, const Layout *L, const Cluster *C, const PlanSrc *src)
+{
+    int64_t gpus = C->nodes * C->gpus_per_node;   /* <= 2^30 */
+    int64_t known = 1;
+    int n_auto = 0;
+    int par[3] = { L->dp, L->tp, L->pp };
+    for (int i = 0; i < 3; i++) {
+        if (par[i] == PLAN_AUTO) n_auto++;
+        else known *= par[i];            /* <= 2^60 */
+    }
+    if (L->tp != PLAN_AUTO && L->tp > C->gpus_per_node)
+        dsl_error_class(S->d, DSL_ERR_CLUSTER, plan_loc(src, "tp"),
+                        "tp %d is more than the %" PRId64 " GPUs of a node of cluster %s (tensor parallelism "
+                        "stays inside a node)", L->tp, C->gpus_per_node, C->name);
+    if (n_auto == 0 && known != gpus)
+        dsl_error_class(S->d, DSL_ERR_CLUSTER, src->block->key_loc,
+                        "dp %d x tp %d x pp %d = %" PRId64 " ranks, but cluster %s has %" PRId64 " GPUs (%" PRId64
+                        " node%s x %" PRId64 ")", L->dp, L->tp, L->pp, known, C->name, gpus, C->nodes,
+                        C->nodes == 1 ? "" : "s", C->gpus_per_node);
+    else if (n_auto > 0 && gpus % known)
+        dsl_error_class(S->d, DSL_ERR_CLUSTER, src->block->key_loc,
+                        "the fixed parallel degrees multiply to %" PRId64 ", which does not divide the %" PRId64
+                        " GPUs of cluster %s", known, gpus, C->name);
+}
+
+/* ---- train ------------------------------------------------------------- */
+
+static const char *const TRAIN_KEYS[] = { "steps", "lr", "warmup", "seed", "grad_clip", "optimizer", "data" };
+static const char *const ADAMW_KEYS[] = { "beta1", "beta2", "eps", "weight_decay" };
+static const char *const OPTIMIZERS[] = { "adamw" };
+
+static void sema_optimizer(Sema *S, const DslStmt *st, Train *T)
+{
+    const DslStmt *body, *s;
+    int k;
+    if (st->n_args == 0) {
+        dsl_error(S->d, st->key_loc, "optimizer needs a name: optimizer adamw { ... }");
+        return;
+    }
+    if (!block_body(S, st, 1, &body)) return;
+    DslStmt name = *st;
+    name.kind = DSL_STMT_ENTRY;
+    name.n_args = 1;
+    if (!get_enum(S, &name, OPTIMIZERS, N_ELEMS(OPTIMIZERS), false, &k)) return;
+    Fields F = { "optimizer adamw", ADAMW_KEYS, N_ELEMS(ADAMW_KEYS), { 0 } };
+    collect(S, &F, body);
+    if ((s = field(&F, "beta1"))) get_real(S, s, 0, false, 1, true, &T->beta1);
+    if ((s = field(&F, "beta2"))) get_real(S, s, 0, false, 1, true, &T->beta2);
+    if ((s = field(&F, "eps"))) get_real(S, s, 0, true, 1, false, &T->eps);
+    if ((s = field(&F, "weight_decay"))) get_real(S, s, 0, false, 10, false, &T->weight_decay);
+}
+
+static void sema_train(Sema *S, const DslStmt *t, Train *T)
+{
+    const DslStmt *body, *s;
+    int64_t x;
+    memset(T, 0, sizeof *T);
+    T->grad_clip = 1.0;
+    T->beta1 = 0.9;
+    T->beta2 = 0.999;
+    T->eps = 1e-8;
+    T->weight_decay = 0.01;
+    if (!block_body(S, t, 0, &body)) return;
+    if (t->kind != DSL_STMT_BLOCK) {
+        dsl_error(S->d, t->key_loc, "train needs a block: train { steps 100; lr 3e-4 }");
+        return;
+    }
+    Fields F = { "train", TRAIN_KEYS, N_ELEMS(TRAIN_KEYS), { 0 } };
+    collect(S, &F, body);
+    if ((s = field(&F, "steps"))) get_int(S, s, 1, INT64_C(1) << 40, false, &T->steps);
+    else missing(S, t, "steps", "steps 1000");
+    if ((s = field(&F, "lr"))) get_real(S, s, 0, true, 10, false, &T->lr);
+    else missing(S, t, "lr", "lr 3e-4");
+    if ((s = field(&F, "warmup"))) get_int(S, s, 0, INT64_C(1) << 40, false, &T->warmup);
+    if ((s = field(&F, "seed")) && get_int(S, s, 0, INT64_MAX, false, &x)) T->seed = (uint64_t)x;
+    if ((s = field(&F, "grad_clip"))) get_real(S, s, 0, false, 1e9, false, &T->grad_clip);
+    if ((s = field(&F, "optimizer"))) sema_optimizer(S, s, T);
+    if ((s = field(&F, "data"))) get_string(S, s, &T->data);
+}
+
+/* ---- the file ---------------------------------------------------------- */
+
+static const char *const TOP_KEYS[] = { "model", "cluster", "plan", "train" };
+
+int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
+{
+    Sema S = { d, a };
+    int before = d->n_errors;
+    memset(out, 0, sizeof *out);
+    out->file = f->src->name;
+
+    Fields F = { "the file", TOP_KEYS, N_ELEMS(TOP_KEYS), { 0 } };
+    for (const DslStmt *st = f->stmts; st; st = st->next) {
+        int k = key_index(st->key, TOP_KEYS, F.n);
+        if (k < 0) {
+            unknown_key(&S, st, "the file", TOP_KEYS, F.n);
+        } else if (F.slot[k]) {
+            const DslLoc *first = &F.slot[k]->key_loc;
+            dsl_error(d, st->key_loc, "a second %s block; a file has one %s (the first is at %s:%d)", st->key,
+                      st->key, first->src->name, first->line);
+        } else {
+            F.slot[k] = st;
+        }
+    }
+    DslLoc top = { f->src, 1, 1, 1, 1 };
+    const DslStmt *m = field(&F, "model"), *c = field(&F, "cluster");
+    const DslStmt *p = field(&F, "plan"), *t = field(&F, "train");
+    int e0 = d->n_errors;
+    if (m) sema_model(&S, m, &out->model);
+    else dsl_error(d, top, "no model block (a .plan file needs one model and one cluster)");
+    bool model_ok = m && d->n_errors == e0;
+    int e1 = d->n_errors;
+    if (c) sema_cluster(&S, c, &out->cluster);
+    else dsl_error(d, top, "no cluster block (a .plan file needs one model and one cluster)");
+    bool cluster_ok = c && d->n_errors == e1;
+    if (p) {
+        PlanSrc src;
+        int e2 = d->n_errors;
+        out->has_layout = true;
+        sema_layout(&S, p, &out->layout, &src);
+        if (d->n_errors == e2) {
+            if (model_ok) check_layout_model(&S, &out->layout, &out->model, &src);
+            if (cluster_ok) check_layout_cluster(&S, &out->layout, &out->cluster, &src);
+        }
+    }
+    if (t) {
+        out->has_train = true;
+        sema_train(&S, t, &out->train);
+    }
+    return d->n_errors - before;
+}

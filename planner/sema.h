@@ -1,0 +1,30 @@
+/*
+ * sema.h: from the syntax tree of a .plan file to a checked Plan.
+ *
+ * plan_sema resolves every key of the model, cluster, plan and train blocks,
+ * converts units to SI base units, fills defaults, expands `repeat`, looks
+ * up device presets and checks ranges and the divisibility the layout needs.
+ * Every problem is reported to the DslDiag (all of them, in one run); the
+ * layout not matching the cluster's GPU count is reported with class
+ * DSL_ERR_CLUSTER (exit 1), everything else with DSL_ERR_INPUT (exit 2).
+ */
+#ifndef PLANC_SEMA_H
+#define PLANC_SEMA_H
+
+#include "dsl/dsl.h"
+#include "planner/plan.h"
+
+/* Limits on what a .plan file may ask for, so nothing can hang or wrap. */
+#define PLAN_MAX_LAYERS   100000       /* flattened layers, after repeat */
+#define PLAN_MAX_REPEAT   100000       /* one repeat count */
+
+/* Check the loaded file f and fill *out (names and layers live in arena a).
+ * Returns the number of errors reported; *out is only meaningful when it
+ * returns 0. */
+int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out);
+
+/* The device preset called name (a100-sxm-80gb, h100-sxm-80gb,
+ * h200-sxm-141gb, cpu), or NULL. */
+const Device *plan_device_preset(const char *name);
+
+#endif /* PLANC_SEMA_H */

@@ -1,0 +1,333 @@
+/*
+ * coll.c: the public collectives — check the call, choose who runs it, run
+ * it now or hand back a request.
+ *
+ * Every operation goes through run(): validate() rejects what would
+ * otherwise be truncated or undefined (a root out of range, a count MPI
+ * cannot carry, buffers that overlap without being in place) with a message
+ * in prt_comm_last_error(); then the group's algorithm decides: an own
+ * algorithm (algos.c) becomes a schedule that the backend runs, anything
+ * else is the backend's native call.  A blocking call is the asynchronous
+ * one followed by prt_wait(), except a native call without a deadline
+ * (PLANRT_TIMEOUT_S unset), which calls the blocking MPI/NCCL function
+ * directly so that "native" costs exactly what the library costs.
+ *
+ * This file is identical for both backends; it never touches MPI or CUDA.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "comm_internal.h"
+
+/* ORDER COLL_KIND */
+static const char *const coll_name[COLL_KIND_COUNT] = {
+    "prt_broadcast", "prt_scatter", "prt_gather", "prt_reduce", "prt_all_gather",
+    "prt_reduce_scatter", "prt_all_reduce", "prt_all_to_all", "prt_barrier",
+    "prt_send", "prt_recv",
+};
+
+static bool has_root(coll_kind k)
+{
+    return k == COLL_BROADCAST || k == COLL_SCATTER || k == COLL_GATHER || k == COLL_REDUCE;
+}
+
+static bool reduces(coll_kind k)
+{
+    return k == COLL_REDUCE || k == COLL_REDUCE_SCATTER || k == COLL_ALL_REDUCE;
+}
+
+/* Bytes of the send and receive buffers and the offset of this rank's block
+ * in the big one, so that aliasing can be checked. */
+typedef struct {
+    size_t send, recv;    /* bytes this rank reads / writes (0: unused) */
+    size_t mine;          /* offset of my block in the big buffer */
+    bool   big_is_recv;   /* all-gather/gather: recvbuf is the big buffer */
+    bool   blocky;        /* in place means "my block", not "same pointer" */
+} extent;
+
+static extent extents(const prt_comm *g, const coll_args *a, size_t total)
+{
+    const size_t es = prt_dtype_size(a->type), n = a->n;
+    const int r = g->rank;
+    const bool root = has_root(a->kind) && r == a->root;
+    size_t mine = a->uneven ? 0 : (size_t)r * n;
+    for (int i = 0; a->uneven && i < r; i++)
+        mine += a->counts[i];
+    size_t myn = a->uneven ? a->counts[r] : n;
+    switch (a->kind) {
+    case COLL_SCATTER:
+        return (extent){ root ? total * es : 0, n * es, mine * es, false, true };
+    case COLL_GATHER:
+        return (extent){ n * es, root ? total * es : 0, mine * es, true, true };
+    case COLL_ALL_GATHER:
+        return (extent){ myn * es, total * es, mine * es, true, true };
+    case COLL_REDUCE_SCATTER:
+        return (extent){ total * es, myn * es, mine * es, false, true };
+    case COLL_REDUCE:
+        return (extent){ n * es, root ? n * es : 0, 0, false, false };
+    case COLL_ALL_REDUCE: case COLL_ALL_TO_ALL:
+        return (extent){ total * es, total * es, 0, false, false };
+    default:
+        return (extent){ 0, 0, 0, false, false };
+    }
+}
+
+/* Reject what cannot run correctly, saying why. */
+static prt_status validate(const prt_comm *g, const coll_args *a, size_t *total_out)
+{
+    const char *who = coll_name[a->kind];
+    if ((unsigned)a->type > PRT_INT64)
+        return prtc_error(PRT_ERR_ARG, g, "%s: unknown element type %d", who, (int)a->type);
+    if (reduces(a->kind) && (unsigned)a->op > PRT_MIN)
+        return prtc_error(PRT_ERR_ARG, g, "%s: unknown reduction %d", who, (int)a->op);
+    if (has_root(a->kind) && (a->root < 0 || a->root >= g->size))
+        return prtc_error(PRT_ERR_ARG, g, "%s: root %d is not a rank of this group of %d",
+                          who, a->root, g->size);
+    if (a->kind == COLL_SEND || a->kind == COLL_RECV) {
+        if (a->root < 0 || a->root >= g->size)
+            return prtc_error(PRT_ERR_ARG, g, "%s: peer %d is not a rank of this group of %d",
+                              who, a->root, g->size);
+        if (a->tag < 0 || a->tag > 32767)
+            return prtc_error(PRT_ERR_ARG, g, "%s: tag %d outside 0..32767", who, a->tag);
+    }
+    /* Totals, with overflow checked: a count times the group size times the
+     * element size must fit in memory, and each MPI message in an int. */
+    size_t total = a->n, es = prt_dtype_size(a->type);
+    if (a->uneven) {
+        if (!a->counts)
+            return prtc_error(PRT_ERR_ARG, g, "%s: counts is NULL", who);
+        total = 0;
+        for (int i = 0; i < g->size; i++) {
+            if (a->counts[i] > SIZE_MAX / es - total)
+                return prtc_error(PRT_ERR_ARG, g, "%s: counts overflow", who);
+            total += a->counts[i];
+        }
+    } else if (a->kind == COLL_SCATTER || a->kind == COLL_GATHER ||
+               a->kind == COLL_ALL_GATHER || a->kind == COLL_REDUCE_SCATTER ||
+               a->kind == COLL_ALL_TO_ALL) {
+        if (a->n > SIZE_MAX / es / (size_t)g->size)
+            return prtc_error(PRT_ERR_ARG, g, "%s: %zu x %d ranks overflows", who, a->n,
+                              g->size);
+        total = a->n * (size_t)g->size;
+    }
+    if (a->n > INT_MAX)
+        return prtc_error(PRT_ERR_ARG, g, "%s: count %zu exceeds the 2^31-1 elements one "
+                          "MPI/NCCL call carries\n  hint: split the buffer", who, a->n);
+    /* Aliasing: either exactly in place or not overlapping at all. */
+    extent e = extents(g, a, total);
+    const char *in_place_rule = e.blocky ? "the rank's own block of the big buffer" : "the same pointer";
+    if (e.send && e.recv && ranges_overlap(a->sendbuf, e.send, a->recvbuf, e.recv)) {
+        const char *big = e.big_is_recv ? a->recvbuf : a->sendbuf;
+        const char *small = e.big_is_recv ? a->sendbuf : a->recvbuf;
+        bool in_place = e.blocky ? small == big + e.mine : a->sendbuf == a->recvbuf;
+        if (!in_place)
+            return prtc_error(PRT_ERR_ARG, g, "%s: send and receive buffers overlap but are "
+                              "not in place (in place means %s)", who, in_place_rule);
+    }
+    if ((e.send && !a->sendbuf) || (e.recv && !a->recvbuf) ||
+        ((a->kind == COLL_BROADCAST || a->kind == COLL_RECV) && a->n && !a->recvbuf) ||
+        (a->kind == COLL_SEND && a->n && !a->sendbuf))
+        return prtc_error(PRT_ERR_ARG, g, "%s: a buffer is NULL", who);
+    *total_out = total;
+    return PRT_OK;
+}
+
+/* Check, choose native or own, run; blocking when req is NULL. */
+static prt_status run(prt_comm *g, coll_args a, prt_request **req)
+{
+    prtc_clear_error();
+    if (req)
+        *req = NULL;
+    if (!g)
+        return prtc_error(PRT_ERR_ARG, NULL, "%s: the group is NULL", coll_name[a.kind]);
+    size_t total;
+    prt_status s = validate(g, &a, &total);
+    if (s != PRT_OK)
+        return s;
+    prt_request *r = NULL;
+    if (!prtc_algo_exists(a.kind, g->algo)) {
+        if (!req && prtc_timeout_s() <= 0)
+            return prtc_backend_native(g, &a, NULL);
+        s = prtc_backend_native(g, &a, &r);
+    } else {
+        size_t *even = NULL;   /* per-rank counts of the even block collectives */
+        if (!a.counts && (a.kind == COLL_ALL_GATHER || a.kind == COLL_REDUCE_SCATTER)) {
+            if (!(even = malloc((size_t)g->size * sizeof *even)))
+                return prtc_error(PRT_ERR_NOMEM, g, "out of memory");
+            for (int i = 0; i < g->size; i++)
+                even[i] = a.n;
+            a.counts = even;
+        }
+        r = sch_new(g, a.kind, a.type, a.op);
+        s = r ? prtc_algo_build(r, &a, g->algo) : PRT_ERR_NOMEM;
+        free(even);
+        if (s == PRT_OK)
+            s = prtc_backend_start(r);
+        if (s != PRT_OK) {
+            sch_free(r);
+            if (!prt_comm_last_error()[0])
+                prtc_error(s, g, "%s: %s", coll_name[a.kind], prt_status_str(s));
+            return s;
+        }
+    }
+    if (s != PRT_OK)
+        return s;
+    if (!req)
+        return prt_wait(r);
+    *req = r;
+    return PRT_OK;
+}
+
+/* ---- the API: each operation, blocking and asynchronous --------------- */
+
+#define ARGS(k, ...) ((coll_args){ .kind = (k), __VA_ARGS__ })
+
+prt_status prt_broadcast_async(prt_comm *g, void *buf, size_t n, prt_dtype t, int root,
+                               prt_request **req)
+{
+    return run(g, ARGS(COLL_BROADCAST, .sendbuf = buf, .recvbuf = buf, .n = n, .type = t,
+                       .root = root), req);
+}
+
+prt_status prt_scatter_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                             prt_dtype t, int root, prt_request **req)
+{
+    return run(g, ARGS(COLL_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .type = t, .root = root), req);
+}
+
+prt_status prt_gather_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                            prt_dtype t, int root, prt_request **req)
+{
+    return run(g, ARGS(COLL_GATHER, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .type = t, .root = root), req);
+}
+
+prt_status prt_reduce_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                            prt_dtype t, prt_redop op, int root, prt_request **req)
+{
+    return run(g, ARGS(COLL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .type = t, .op = op, .root = root), req);
+}
+
+prt_status prt_all_gather_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                                prt_dtype t, prt_request **req)
+{
+    return run(g, ARGS(COLL_ALL_GATHER, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .type = t), req);
+}
+
+prt_status prt_reduce_scatter_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                    size_t n, prt_dtype t, prt_redop op, prt_request **req)
+{
+    return run(g, ARGS(COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .type = t, .op = op), req);
+}
+
+prt_status prt_all_reduce_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                                prt_dtype t, prt_redop op, prt_request **req)
+{
+    return run(g, ARGS(COLL_ALL_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .type = t, .op = op), req);
+}
+
+prt_status prt_all_to_all_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
+                                prt_dtype t, prt_request **req)
+{
+    return run(g, ARGS(COLL_ALL_TO_ALL, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .type = t), req);
+}
+
+prt_status prt_barrier_async(prt_comm *g, prt_request **req)
+{
+    return run(g, ARGS(COLL_BARRIER, .type = PRT_INT32), req);
+}
+
+/* For the v variants n is this rank's count (what MPI sends from it). */
+prt_status prt_all_gather_v_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                  const size_t *counts, prt_dtype t, prt_request **req)
+{
+    size_t n = g && counts ? counts[g->rank] : 0;
+    return run(g, ARGS(COLL_ALL_GATHER, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .counts = counts, .uneven = true, .type = t), req);
+}
+
+prt_status prt_reduce_scatter_v_async(prt_comm *g, const void *sendbuf, void *recvbuf,
+                                      const size_t *counts, prt_dtype t, prt_redop op,
+                                      prt_request **req)
+{
+    size_t n = g && counts ? counts[g->rank] : 0;
+    return run(g, ARGS(COLL_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .counts = counts, .uneven = true, .type = t, .op = op), req);
+}
+
+prt_status prt_send_async(prt_comm *g, const void *buf, size_t n, prt_dtype t, int peer,
+                          int tag, prt_request **req)
+{
+    return run(g, ARGS(COLL_SEND, .sendbuf = buf, .n = n, .type = t, .root = peer,
+                       .tag = tag), req);
+}
+
+prt_status prt_recv_async(prt_comm *g, void *buf, size_t n, prt_dtype t, int peer, int tag,
+                          prt_request **req)
+{
+    return run(g, ARGS(COLL_RECV, .recvbuf = buf, .n = n, .type = t, .root = peer,
+                       .tag = tag), req);
+}
+
+/* Blocking forms: the same call with no request. */
+prt_status prt_broadcast(prt_comm *g, void *buf, size_t n, prt_dtype t, int root)
+{
+    return prt_broadcast_async(g, buf, n, t, root, NULL);
+}
+prt_status prt_scatter(prt_comm *g, const void *s, void *r, size_t n, prt_dtype t, int root)
+{
+    return prt_scatter_async(g, s, r, n, t, root, NULL);
+}
+prt_status prt_gather(prt_comm *g, const void *s, void *r, size_t n, prt_dtype t, int root)
+{
+    return prt_gather_async(g, s, r, n, t, root, NULL);
+}
+prt_status prt_reduce(prt_comm *g, const void *s, void *r, size_t n, prt_dtype t,
+                      prt_redop op, int root)
+{
+    return prt_reduce_async(g, s, r, n, t, op, root, NULL);
+}
+prt_status prt_all_gather(prt_comm *g, const void *s, void *r, size_t n, prt_dtype t)
+{
+    return prt_all_gather_async(g, s, r, n, t, NULL);
+}
+prt_status prt_reduce_scatter(prt_comm *g, const void *s, void *r, size_t n, prt_dtype t,
+                              prt_redop op)
+{
+    return prt_reduce_scatter_async(g, s, r, n, t, op, NULL);
+}
+prt_status prt_all_reduce(prt_comm *g, const void *s, void *r, size_t n, prt_dtype t,
+                          prt_redop op)
+{
+    return prt_all_reduce_async(g, s, r, n, t, op, NULL);
+}
+prt_status prt_all_to_all(prt_comm *g, const void *s, void *r, size_t n, prt_dtype t)
+{
+    return prt_all_to_all_async(g, s, r, n, t, NULL);
+}
+prt_status prt_barrier(prt_comm *g) { return prt_barrier_async(g, NULL); }
+prt_status prt_all_gather_v(prt_comm *g, const void *s, void *r, const size_t *counts,
+                            prt_dtype t)
+{
+    return prt_all_gather_v_async(g, s, r, counts, t, NULL);
+}
+prt_status prt_reduce_scatter_v(prt_comm *g, const void *s, void *r, const size_t *counts,
+                                prt_dtype t, prt_redop op)
+{
+    return prt_reduce_scatter_v_async(g, s, r, counts, t, op, NULL);
+}
+prt_status prt_send(prt_comm *g, const void *buf, size_t n, prt_dtype t, int peer, int tag)
+{
+    return prt_send_async(g, buf, n, t, peer, tag, NULL);
+}
+prt_status prt_recv(prt_comm *g, void *buf, size_t n, prt_dtype t, int peer, int tag)
+{
+    return prt_recv_async(g, buf, n, t, peer, tag, NULL);
+}

@@ -1,0 +1,167 @@
+/*
+ * comm_internal.h: what the files of runtime/comm share, and the seam
+ * between the generic part and a backend.  Not installed, not included by
+ * users (they include planrt.h).
+ *
+ * The generic part (context.c, coll.c, algos.c, sched.c) validates calls,
+ * picks an algorithm and describes planc's own algorithms as *schedules*: a
+ * list of rounds, each a set of sends and receives that may run at once,
+ * followed by local steps (reduce a received block, copy, scale).  A backend
+ * runs them:
+ *
+ *   CPU (native_mpi.c, reduce_cpu.c):  rounds are MPI_Isend/MPI_Irecv, advanced
+ *        round by round by prt_test/prt_wait; local steps are C loops.
+ *   GPU (runtime/cuda/comm_nccl.c, comm_kernels.cu): every round is enqueued at
+ *        once on the NCCL stream as ncclSend/ncclRecv groups and kernels;
+ *        completion is a CUDA event.
+ *
+ * "native" operations go straight to the backend (MPI collectives, NCCL).
+ */
+#ifndef PRT_COMM_INTERNAL_H
+#define PRT_COMM_INTERNAL_H
+
+#include <mpi.h>
+#include "planrt.h"
+
+/* The collectives, for dispatch and messages. ORDER COLL_KIND. */
+typedef enum {
+    COLL_BROADCAST,      /* root's buf to all */
+    COLL_SCATTER,        /* root's blocks to each */
+    COLL_GATHER,         /* each block to root */
+    COLL_REDUCE,         /* op to root */
+    COLL_ALL_GATHER,     /* blocks to all (counts[] per rank) */
+    COLL_REDUCE_SCATTER, /* op, block r to rank r (counts[] per rank) */
+    COLL_ALL_REDUCE,     /* op to all */
+    COLL_ALL_TO_ALL,     /* block j to rank j */
+    COLL_BARRIER,        /* nothing moves */
+    COLL_SEND,           /* point to point */
+    COLL_RECV,           /* point to point */
+    COLL_KIND_COUNT
+} coll_kind;
+
+/* One call, as the user made it. */
+typedef struct {
+    coll_kind    kind;
+    const void  *sendbuf;
+    void        *recvbuf;
+    size_t       n;       /* elements (per rank for the block collectives) */
+    const size_t *counts; /* per-rank counts (all-gather, reduce-scatter), else NULL */
+    bool         uneven;  /* counts[] came from the user (v variant) */
+    prt_dtype    type;
+    prt_redop    op;
+    int          root;    /* or peer for send/recv */
+    int          tag;     /* send/recv */
+} coll_args;
+
+struct prt_comm {
+    prt_ctx  *ctx;
+    MPI_Comm  mpi;          /* native collectives and user send/recv */
+    MPI_Comm  own;          /* messages of planc's own algorithms */
+    int       rank, size;
+    int      *world_ranks;  /* (size) world rank of each group rank */
+    prt_algo  algo;         /* default for calls on this group */
+    unsigned  seq;          /* own collectives started: message tags */
+    void     *scratch;      /* reused work buffer of own algorithms */
+    size_t    scratch_bytes;
+    bool      scratch_busy; /* held by a request in flight */
+    void     *backend;      /* ncclComm_t on GPU */
+};
+
+/* One step of a schedule. ORDER STEP_KIND. */
+typedef enum {
+    STEP_SEND,   /* send n elements of src to peer */
+    STEP_RECV,   /* receive n elements from peer into dst */
+    STEP_REDUCE, /* dst[i] = op(src[i], src2[i]); dst may be src */
+    STEP_COPY,   /* dst[i] = src[i] */
+    STEP_SCALE,  /* dst[i] /= group size (PRT_AVG) */
+} step_kind;
+
+typedef struct {
+    step_kind   kind;
+    int         peer;   /* group rank (send/recv) */
+    void       *dst;
+    const void *src;
+    const void *src2;   /* second operand of STEP_REDUCE */
+    size_t      n;      /* elements */
+} sched_step;
+
+struct prt_request {
+    prt_comm   *g;
+    coll_kind   kind;
+    prt_dtype   type;
+    prt_redop   op;
+    size_t      esize;      /* bytes per element */
+    int         tag;        /* on g->own */
+    sched_step *steps;
+    int         nsteps, steps_cap;
+    int        *round_end;  /* round i is steps [round_end[i-1], round_end[i]) */
+    int         nrounds, rounds_cap;
+    int         cur;        /* round in progress */
+    bool        posted;     /* its messages are posted */
+    bool        failed_alloc;
+    MPI_Request *mreq;      /* outstanding MPI requests of round cur */
+    int         nmreq, mreq_cap;
+    void       *scratch;    /* work memory of this request */
+    bool        scratch_owned; /* ours to free (else g->scratch) */
+    void       *aux;        /* malloc'd arguments MPI keeps until completion */
+    void       *backend;    /* cudaEvent_t on GPU */
+};
+
+/* ---- context.c ---- */
+prt_status prtc_error(prt_status s, const prt_comm *g, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void       prtc_clear_error(void);
+double     prtc_timeout_s(void);          /* PLANRT_TIMEOUT_S, 0 = none */
+
+/* ---- sched.c: building and running schedules ---- */
+prt_request *sch_new(prt_comm *g, coll_kind k, prt_dtype t, prt_redop op);
+void         sch_free(prt_request *r);
+void        *sch_scratch(prt_request *r, size_t bytes);
+void         sch_send(prt_request *r, int peer, const void *src, size_t n);
+void         sch_recv(prt_request *r, int peer, void *dst, size_t n);
+void         sch_reduce(prt_request *r, void *dst, const void *a, const void *b, size_t n);
+void         sch_copy(prt_request *r, void *dst, const void *src, size_t n);
+void         sch_scale(prt_request *r, void *dst, size_t n);
+void         sch_end_round(prt_request *r);
+/* Element i of buf, as a byte pointer. */
+static inline void *sch_at(const prt_request *r, const void *buf, size_t i)
+{
+    return (char *)buf + i * r->esize;
+}
+
+/* ---- algos.c: planc's own algorithms; false if none for (kind, algo) ---- */
+bool       prtc_algo_exists(coll_kind k, prt_algo a);
+prt_status prtc_algo_build(prt_request *r, const coll_args *a, prt_algo algo);
+
+/* ---- the backend (native_mpi.c on CPU, runtime/cuda/comm_nccl.c on GPU) ---- */
+prt_status prtc_backend_init(prt_ctx *c);
+void       prtc_backend_finalize(prt_ctx *c);
+prt_status prtc_backend_comm_init(prt_comm *g);
+void       prtc_backend_comm_free(prt_comm *g);
+/* A native collective; blocking when req is NULL, else *req is filled. */
+prt_status prtc_backend_native(prt_comm *g, const coll_args *a, prt_request **req);
+/* Start a built schedule; prtc_backend_progress advances it. */
+prt_status prtc_backend_start(prt_request *r);
+prt_status prtc_backend_progress(prt_request *r, bool *done);
+void       prtc_backend_request_free(prt_request *r);
+void      *prtc_backend_alloc(size_t bytes);
+void       prtc_backend_free(void *p);
+
+/* ---- reduce_cpu.c: local arithmetic on the host ---- */
+void     prtc_reduce(void *dst, const void *a, const void *b, size_t n, prt_dtype t,
+                     prt_redop op);
+void     prtc_scale(void *buf, size_t n, prt_dtype t, int P);
+float    prtc_half_to_float(uint16_t h);
+uint16_t prtc_float_to_half(float x);
+float    prtc_bf16_to_float(uint16_t h);
+uint16_t prtc_float_to_bf16(float x);
+
+/* ---- helpers shared by both backends ---- */
+/* Does the buffer range [p, p+bytes) overlap [q, q+qbytes)? */
+static inline bool ranges_overlap(const void *p, size_t bytes, const void *q, size_t qbytes)
+{
+    const char *a = p, *b = q;
+    return bytes && qbytes && a < b + qbytes && b < a + bytes;
+}
+
+#endif /* PRT_COMM_INTERNAL_H */

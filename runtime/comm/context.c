@@ -1,0 +1,267 @@
+/*
+ * context.c: the runtime context — MPI start-up, the DP/TP/PP groups of a
+ * layout, error messages, names.
+ *
+ * Groups follow DESIGN.md's Megatron layout, rank = tp + TP*(dp + DP*pp):
+ * MPI_Comm_split with colour = "the coordinates a group shares" and key =
+ * "the coordinate that varies inside it" gives each rank its three groups in
+ * one call each.  The node-local rank (which GPU to use) comes from
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), so it works the same under
+ * mpirun and srun.  This file never moves data: collectives are in coll.c.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_internal.h"
+
+static _Thread_local char last_error[512];
+static double timeout_s;   /* PLANRT_TIMEOUT_S, read once in prt_init */
+
+/* Record why a call failed, with the rank, so a log line from any rank says
+ * who failed; returns s so callers can `return prtc_error(...)`. */
+prt_status prtc_error(prt_status s, const prt_comm *g, const char *fmt, ...)
+{
+    int n = 0;
+    if (g)
+        n = snprintf(last_error, sizeof last_error, "rank %d (group rank %d of %d): ",
+                     g->world_ranks[g->rank], g->rank, g->size);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void prtc_clear_error(void) { last_error[0] = '\0'; }
+const char *prt_comm_last_error(void) { return last_error; }
+double prtc_timeout_s(void) { return timeout_s; }
+
+/* ORDER PRT_ALGO */
+const char *prt_algo_name(prt_algo a)
+{
+    switch (a) {
+    case PRT_ALGO_DEFAULT: return "default";
+    case PRT_ALGO_NATIVE:  return "native";
+    case PRT_ALGO_RING:    return "ring";
+    case PRT_ALGO_TREE:    return "tree";
+    }
+    return "?";
+}
+
+prt_status prt_algo_parse(const char *s, prt_algo *out)
+{
+    static const prt_algo all[] = { PRT_ALGO_NATIVE, PRT_ALGO_RING, PRT_ALGO_TREE };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (s && strcmp(s, prt_algo_name(all[i])) == 0) {
+            *out = all[i];
+            return PRT_OK;
+        }
+    return prtc_error(PRT_ERR_ARG, NULL, "unknown algorithm '%s' (native, ring or tree)",
+                      s ? s : "(null)");
+}
+
+/* ORDER PRT_REDOP */
+const char *prt_redop_name(prt_redop op)
+{
+    switch (op) {
+    case PRT_SUM: return "sum";
+    case PRT_AVG: return "avg";
+    case PRT_MAX: return "max";
+    case PRT_MIN: return "min";
+    }
+    return "?";
+}
+
+int prt_comm_rank(const prt_comm *g) { return g->rank; }
+int prt_comm_size(const prt_comm *g) { return g->size; }
+prt_algo prt_comm_algo(const prt_comm *g) { return g->algo; }
+
+int prt_comm_world_rank(const prt_comm *g, int r)
+{
+    return r >= 0 && r < g->size ? g->world_ranks[r] : -1;
+}
+
+prt_algo prt_comm_set_algo(prt_comm *g, prt_algo a)
+{
+    prt_algo old = g->algo;
+    if (a != PRT_ALGO_DEFAULT)
+        g->algo = a;
+    return old;
+}
+
+/* Rank r's block of n elements over P ranks: the first n % P get one more. */
+void prt_shard(size_t n, int P, int r, size_t *off, size_t *count)
+{
+    size_t q = n / (size_t)P, rem = n % (size_t)P, ur = (size_t)r;
+    *count = q + (ur < rem);
+    *off = ur * q + (ur < rem ? ur : rem);
+}
+
+void *prt_comm_alloc(size_t bytes) { return prtc_backend_alloc(bytes); }
+void prt_comm_free(void *p) { prtc_backend_free(p); }
+
+/* Wrap an MPI communicator as a group (takes ownership of mpi). */
+static prt_status prtc_make(prt_ctx *c, MPI_Comm mpi, prt_algo algo, prt_comm **out)
+{
+    prt_comm *g = calloc(1, sizeof *g);
+    if (!g)
+        return prtc_error(PRT_ERR_NOMEM, NULL, "prt_init: out of memory");
+    g->ctx = c;
+    g->mpi = mpi;
+    g->algo = algo;
+    MPI_Comm_rank(mpi, &g->rank);
+    MPI_Comm_size(mpi, &g->size);
+    g->world_ranks = malloc((size_t)g->size * sizeof(int));
+    if (!g->world_ranks) {
+        free(g);
+        return prtc_error(PRT_ERR_NOMEM, NULL, "prt_init: out of memory");
+    }
+    /* Every rank tells the group its world rank: a table for logs and tests. */
+    MPI_Allgather(&c->rank, 1, MPI_INT, g->world_ranks, 1, MPI_INT, mpi);
+    /* Own algorithms talk on a duplicate, so their messages never match a
+     * user's prt_recv on the same group. */
+    if (MPI_Comm_dup(mpi, &g->own) != MPI_SUCCESS) {
+        free(g->world_ranks);
+        free(g);
+        return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Comm_dup failed");
+    }
+    *out = g;
+    return prtc_backend_comm_init(g);
+}
+
+static void prtc_destroy(prt_comm *g)
+{
+    if (!g)
+        return;
+    prtc_backend_comm_free(g);
+    if (g->scratch)
+        prtc_backend_free(g->scratch);
+    MPI_Comm_free(&g->own);
+    if (g->mpi != MPI_COMM_WORLD)
+        MPI_Comm_free(&g->mpi);
+    free(g->world_ranks);
+    free(g);
+}
+
+/* The default algorithm: PLANRT_ALGO, else native. */
+static prt_status default_algo(prt_algo *out)
+{
+    const char *s = getenv("PLANRT_ALGO");
+    *out = PRT_ALGO_NATIVE;
+    if (!s || !*s)
+        return PRT_OK;
+    if (prt_algo_parse(s, out) != PRT_OK)
+        return prtc_error(PRT_ERR_ARG, NULL,
+                          "PLANRT_ALGO=%s: expected native, ring or tree", s);
+    return PRT_OK;
+}
+
+/* Split the world into the group that shares (colour) and orders by key. */
+static prt_status split(prt_ctx *c, int colour, int key, prt_algo algo, prt_comm **out)
+{
+    MPI_Comm m;
+    if (MPI_Comm_split(MPI_COMM_WORLD, colour, key, &m) != MPI_SUCCESS)
+        return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Comm_split failed");
+    return prtc_make(c, m, algo, out);
+}
+
+/* Build world, DP, TP and PP groups of c's layout. */
+static prt_status make_groups(prt_ctx *c, prt_algo algo)
+{
+    const prt_layout L = c->layout, x = c->coord;
+    prt_status s;
+    if ((s = prtc_make(c, MPI_COMM_WORLD, algo, &c->world)))
+        return s;
+    /* TP group: same (dp, pp), ordered by tp. */
+    if ((s = split(c, x.dp + L.dp * x.pp, x.tp, algo, &c->tp)))
+        return s;
+    /* DP group: same (tp, pp), ordered by dp. */
+    if ((s = split(c, x.tp + L.tp * x.pp, x.dp, algo, &c->dp)))
+        return s;
+    /* PP group: same (tp, dp), ordered by pp. */
+    return split(c, x.tp + L.tp * x.dp, x.pp, algo, &c->pp);
+}
+
+static void ctx_destroy(prt_ctx *c);
+static bool mpi_started_here;
+static int live_contexts;
+
+/* Initialise MPI and the groups of a dp x tp x pp layout. */
+prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **out)
+{
+    *out = NULL;
+    prtc_clear_error();
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (MPI_Init(argc, argv) != MPI_SUCCESS)
+            return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Init failed");
+        mpi_started_here = true;
+    }
+    const char *t = getenv("PLANRT_TIMEOUT_S");
+    timeout_s = t ? atof(t) : 0.0;
+
+    prt_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return prtc_error(PRT_ERR_NOMEM, NULL, "prt_init: out of memory");
+    c->device = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    if (dp < 1 || tp < 1 || pp < 1 || (long long)dp * tp * pp != c->size) {
+        prtc_error(PRT_ERR_ARG, NULL,
+                   "prt_init: %d ranks were started but the layout dp %d x tp %d x pp %d "
+                   "needs %lld\n  hint: run `mpirun -np %lld ...` or change the plan",
+                   c->size, dp, tp, pp, (long long)dp * tp * pp, (long long)dp * tp * pp);
+        free(c);
+        return PRT_ERR_ARG;
+    }
+    c->layout = (prt_layout){ .dp = dp, .tp = tp, .pp = pp };
+    c->coord = (prt_layout){ .tp = c->rank % tp, .dp = (c->rank / tp) % dp,
+                             .pp = c->rank / (tp * dp) };
+
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &c->local_rank);
+    MPI_Comm_size(node, &c->local_size);
+    MPI_Comm_free(&node);
+
+    prt_algo algo;
+    prt_status s = default_algo(&algo);
+    if (s == PRT_OK)
+        s = prtc_backend_init(c);
+    if (s == PRT_OK)
+        s = make_groups(c, algo);
+    if (s != PRT_OK) {
+        ctx_destroy(c);
+        return s;
+    }
+    live_contexts++;
+    *out = c;
+    return PRT_OK;
+}
+
+/* Free a context's groups and backend state. */
+static void ctx_destroy(prt_ctx *c)
+{
+    prtc_destroy(c->pp);
+    prtc_destroy(c->dp);
+    prtc_destroy(c->tp);
+    prtc_destroy(c->world);
+    prtc_backend_finalize(c);
+    free(c);
+}
+
+/* prt_finalize(NULL) after a failed prt_init still ends MPI cleanly. */
+void prt_finalize(prt_ctx *c)
+{
+    if (c) {
+        ctx_destroy(c);
+        live_contexts--;
+    }
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (mpi_started_here && live_contexts == 0 && !fin)
+        MPI_Finalize();
+}

@@ -1,0 +1,188 @@
+/*
+ * ops_gemm.cu: the GEMM-shaped layers of the CUDA build, linear and
+ * attention, through cuBLAS (bf16 inputs, fp32 accumulation
+ * (CUBLAS_COMPUTE_32F); weight gradients written straight into fp32).
+ *
+ * cuBLAS is column-major; a row-major (M, N) matrix is its column-major
+ * transpose, so every product below is the row-major formula of the CPU
+ * build (runtime/ops/linear.c, attention.c) with operands swapped, as in
+ * llm.c's matmul_forward_cublaslt. Attention reads Q, K, V in place from
+ * the fused qkv rows (leading dimension (H+2Hkv)D) and runs one strided
+ * batched GEMM per query head over the B sequences, so grouped-query
+ * heads need no copies; the causal softmax and its backward are kernels.
+ */
+#include "ops_kernels.cuh"
+
+/* C = alpha op(A) op(B) + beta C, column-major, batched with strides. */
+static void gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, size_t m, size_t n,
+                 size_t k, float alpha, const void *A, size_t lda, long long sa, const void *B,
+                 size_t ldb, long long sb, float beta, void *C, cudaDataType ct, size_t ldc,
+                 long long sc, size_t batch)
+{
+    cublasHandle_t h = prt_cuda_blas();
+    if (!h)
+        return;
+    PRT_CUBLAS(op, cublasGemmStridedBatchedEx(h, ta, tb, (int)m, (int)n, (int)k, &alpha,
+                                              A, CUDA_R_16BF, (int)lda, sa,
+                                              B, CUDA_R_16BF, (int)ldb, sb, &beta,
+                                              C, ct, (int)ldc, sc, (int)batch,
+                                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* ---- linear -------------------------------------------------------------------- */
+
+__global__ static void k_add_bias(bf *out, const bf *b, size_t N, size_t O)
+{
+    size_t idx = gtid();
+    if (idx < N * O) out[idx] = to_bf(ld(out, idx) + ld(b, idx % O));
+}
+
+/* db (O) += column sums of dout (N, O): a thread sums 256 rows of one
+ * column, then one atomic. */
+__global__ static void k_bias_grad(float *db, const bf *dout, size_t N, size_t O)
+{
+    size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x, r0 = (size_t)blockIdx.y * 256;
+    if (o >= O) return;
+    float s = 0.0f;
+    for (size_t r = r0; r < r0 + 256 && r < N; r++)
+        s += ld(dout, r * O + o);
+    atomicAdd(&db[o], s);
+}
+
+extern "C" void prt_linear_fwd(prt_act *out, const prt_act *x, const prt_act *w, const prt_act *b,
+                               size_t N, size_t K, size_t O)
+{
+    /* out^T (O, N) = W (O, K) x^T (K, N) */
+    gemm("prt_linear_fwd", CUBLAS_OP_T, CUBLAS_OP_N, O, N, K, 1.0f, w, K, 0, x, K, 0, 0.0f,
+         out, CUDA_R_16BF, O, 0, 1);
+    if (b) {
+        k_add_bias<<<grid_for(N * O), THREADS>>>(BF(out), CBF(b), N, O);
+        PRT_CUDA_LAUNCHED("prt_linear_fwd");
+    }
+}
+
+extern "C" void prt_linear_bwd_input(prt_act *dx, const prt_act *dout, const prt_act *w,
+                                     size_t N, size_t K, size_t O)
+{
+    /* dx^T (K, N) = W^T (K, O) dout^T (O, N) */
+    gemm("prt_linear_bwd_input", CUBLAS_OP_N, CUBLAS_OP_N, K, N, O, 1.0f, w, K, 0, dout, O, 0,
+         0.0f, dx, CUDA_R_16BF, K, 0, 1);
+}
+
+extern "C" void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout, const prt_act *x,
+                                      size_t N, size_t K, size_t O)
+{
+    /* dW^T (K, O) += x^T (K, N) dout (N, O), into fp32 */
+    gemm("prt_linear_bwd_weight", CUBLAS_OP_N, CUBLAS_OP_T, K, O, N, 1.0f, x, K, 0, dout, O, 0,
+         1.0f, dw, CUDA_R_32F, K, 0, 1);
+    if (db) {
+        dim3 grid(grid_for(O), (unsigned)((N + 255) / 256));
+        k_bias_grad<<<grid, THREADS>>>(db, CBF(dout), N, O);
+        PRT_CUDA_LAUNCHED("prt_linear_bwd_weight");
+    }
+}
+
+extern "C" void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
+                               const prt_act *x, const prt_act *w, size_t N, size_t K, size_t O)
+{
+    if (dx)
+        prt_linear_bwd_input(dx, dout, w, N, K, O);
+    prt_linear_bwd_weight(dw, db, dout, x, N, K, O);
+}
+
+/* ---- attention ------------------------------------------------------------------ */
+
+/* Causal softmax in place over rows of S (B*H*T rows of T); row r is
+ * query position r % T. The scale is already in S. */
+__global__ static void k_softmax_causal(bf *S, size_t rows, size_t T)
+{
+    size_t row = gwarp();
+    int lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    size_t t = row % T;
+    bf *r = S + row * T;
+    float m = -INFINITY, s = 0.0f;
+    for (size_t j = lane; j <= t; j += 32)
+        m = fmaxf(m, __bfloat162float(r[j]));
+    m = warp_max(m);
+    for (size_t j = lane; j <= t; j += 32)
+        s += expf(__bfloat162float(r[j]) - m);
+    float inv = 1.0f / warp_sum(s);
+    for (size_t j = lane; j < T; j += 32)
+        r[j] = to_bf(j <= t ? expf(__bfloat162float(r[j]) - m) * inv : 0.0f);
+}
+
+/* dS = P (dP - rowsum(P dP)) * scale, in place over dP. */
+__global__ static void k_softmax_bwd(bf *dP, const bf *P, size_t rows, size_t T, float scale)
+{
+    size_t row = gwarp();
+    int lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    size_t t = row % T;
+    bf *d = dP + row * T;
+    const bf *p = P + row * T;
+    float dot = 0.0f;
+    for (size_t j = lane; j <= t; j += 32)
+        dot += __bfloat162float(p[j]) * __bfloat162float(d[j]);
+    dot = warp_sum(dot);
+    for (size_t j = lane; j < T; j += 32)
+        d[j] = to_bf(j <= t ? __bfloat162float(p[j]) * (__bfloat162float(d[j]) - dot) * scale : 0.0f);
+}
+
+/* Scores and causal softmax of every (b, h) into att (B, H, T, T). */
+static void scores_softmax(bf *att, const bf *qkv, size_t B, size_t T, size_t H, size_t Hkv,
+                           size_t D, const char *op)
+{
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv;
+    float scale = 1.0f / sqrtf((float)D);
+    for (size_t h = 0; h < H; h++)   /* S^T (T, T) = K (T, D) Q^T (D, T), per sequence */
+        gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, scale, qkv + (H + h / G) * D, R,
+             (long long)(T * R), qkv + h * D, R, (long long)(T * R), 0.0f, att + h * T * T,
+             CUDA_R_16BF, T, (long long)(H * T * T), B);
+    k_softmax_causal<<<grid_rows(B * H * T), THREADS>>>(att, B * H * T, T);
+    PRT_CUDA_LAUNCHED(op);
+}
+
+extern "C" void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
+                                  size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+{
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
+    scores_softmax(BF(att), CBF(qkv), B, T, H, Hkv, D, "prt_attention_fwd");
+    for (size_t h = 0; h < H; h++)   /* O^T (D, T) = V^T (D, T) P^T (T, T) */
+        gemm("prt_attention_fwd", CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f,
+             CBF(qkv) + (H + Hkv + h / G) * D, R, (long long)(T * R),
+             CBF(att) + h * T * T, T, (long long)(H * T * T), 0.0f,
+             BF(out) + h * D, CUDA_R_16BF, HD, (long long)(T * HD), B);
+}
+
+extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
+                                  const prt_act *qkv, prt_act *att, bool recompute,
+                                  size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+{
+    const char *op = "prt_attention_bwd";
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
+    long long sq = (long long)(T * R), so = (long long)(T * HD), ss = (long long)(H * T * T);
+    const bf *q = CBF(qkv), *dO = CBF(dout);
+    bf *P = BF(att), *dP = BF(datt), *dq = BF(dqkv);
+    if (recompute)
+        scores_softmax(P, q, B, T, H, Hkv, D, op);
+    if (cudaMemsetAsync(dqkv, 0, B * T * R * sizeof(bf), 0) != cudaSuccess)
+        prt_cuda_note(op, "cudaMemsetAsync failed");
+    for (size_t h = 0; h < H; h++)   /* dP^T (T, T) = V (T, D) dO^T (D, T) */
+        gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1.0f, q + (H + Hkv + h / G) * D, R, sq,
+             dO + h * D, HD, so, 0.0f, dP + h * T * T, CUDA_R_16BF, T, ss, B);
+    k_softmax_bwd<<<grid_rows(B * H * T), THREADS>>>(dP, P, B * H * T, T, 1.0f / sqrtf((float)D));
+    PRT_CUDA_LAUNCHED(op);
+    for (size_t h = 0; h < H; h++) {
+        size_t kq = (H + h / G) * D, kv = (H + Hkv + h / G) * D;
+        /* dQ^T (D, T) = K^T (D, T) dS^T (T, T) */
+        gemm(op, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f, q + kq, R, sq, dP + h * T * T, T, ss,
+             0.0f, dq + h * D, CUDA_R_16BF, R, sq, B);
+        /* dK^T (D, T) += Q^T (D, T) dS (T, T) */
+        gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, q + h * D, R, sq, dP + h * T * T, T, ss,
+             1.0f, dq + kq, CUDA_R_16BF, R, sq, B);
+        /* dV^T (D, T) += dO^T (D, T) P (T, T) */
+        gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, dO + h * D, HD, so, P + h * T * T, T, ss,
+             1.0f, dq + kv, CUDA_R_16BF, R, sq, B);
+    }
+}

@@ -1,0 +1,456 @@
+/*
+ * ops_layers.cu: the elementwise and row-wise layers of the CUDA build:
+ * embeddings, positions, RoPE, LayerNorm, RMSNorm, GeLU, ReLU, SwiGLU,
+ * residual add, the cross-entropy pieces and the fp32 <-> bf16 casts.
+ *
+ * Same functions, same layouts, same gradient conventions as the CPU
+ * build (runtime/ops/layers.c), which is the reference they are checked
+ * against on a GPU (tests/gpu/check-ops.sh). Activations are bf16; every
+ * sum is fp32; parameter gradients are fp32 and accumulated with atomics,
+ * per block first where many rows hit the same column (norm weights).
+ * Row-wise kernels give one warp to a row.
+ */
+#include "ops_kernels.cuh"
+
+/* ---- embeddings ------------------------------------------------------------ */
+
+__global__ static void k_embedding_fwd(bf *out, const int32_t *tok, const bf *wte, size_t N,
+                                       size_t C, size_t v0, size_t Vl)
+{
+    size_t idx = gtid();
+    if (idx >= N * C) return;
+    size_t i = idx / C, c = idx % C;
+    long long local = (long long)tok[i] - (long long)v0;
+    out[idx] = (local >= 0 && (size_t)local < Vl) ? wte[(size_t)local * C + c] : to_bf(0.0f);
+}
+
+__global__ static void k_embedding_bwd(float *dwte, const int32_t *tok, const bf *dout, size_t N,
+                                       size_t C, size_t v0, size_t Vl)
+{
+    size_t idx = gtid();
+    if (idx >= N * C) return;
+    size_t i = idx / C, c = idx % C;
+    long long local = (long long)tok[i] - (long long)v0;
+    if (local >= 0 && (size_t)local < Vl)
+        atomicAdd(&dwte[(size_t)local * C + c], ld(dout, idx));
+}
+
+__global__ static void k_position_fwd(bf *x, const bf *wpe, size_t B, size_t T, size_t C)
+{
+    size_t idx = gtid();
+    if (idx >= B * T * C) return;
+    size_t t = (idx / C) % T, c = idx % C;
+    x[idx] = to_bf(ld(x, idx) + ld(wpe, t * C + c));
+}
+
+__global__ static void k_position_bwd(float *dwpe, const bf *dx, size_t B, size_t T, size_t C)
+{
+    size_t idx = gtid();
+    if (idx >= T * C) return;
+    float s = 0.0f;
+    for (size_t b = 0; b < B; b++)
+        s += ld(dx, b * T * C + idx);
+    dwpe[idx] += s;
+}
+
+extern "C" void prt_embedding_fwd(prt_act *out, const int32_t *tokens, const prt_act *wte,
+                                  size_t N, size_t C, size_t v0, size_t Vl)
+{
+    k_embedding_fwd<<<grid_for(N * C), THREADS>>>(BF(out), tokens, CBF(wte), N, C, v0, Vl);
+    PRT_CUDA_LAUNCHED("prt_embedding_fwd");
+}
+
+extern "C" void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
+                                  size_t N, size_t C, size_t v0, size_t Vl)
+{
+    k_embedding_bwd<<<grid_for(N * C), THREADS>>>(dwte, tokens, CBF(dout), N, C, v0, Vl);
+    PRT_CUDA_LAUNCHED("prt_embedding_bwd");
+}
+
+extern "C" void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C)
+{
+    k_position_fwd<<<grid_for(B * T * C), THREADS>>>(BF(x), CBF(wpe), B, T, C);
+    PRT_CUDA_LAUNCHED("prt_position_fwd");
+}
+
+extern "C" void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C)
+{
+    k_position_bwd<<<grid_for(T * C), THREADS>>>(dwpe, CBF(dx), B, T, C);
+    PRT_CUDA_LAUNCHED("prt_position_bwd");
+}
+
+/* ---- RoPE -------------------------------------------------------------------- */
+
+/* One thread per rotated pair; the angle in double, as the CPU build. */
+__global__ static void k_rope(bf *qkv, size_t B, size_t T, size_t H, size_t Hkv, size_t D,
+                              float theta, float sign)
+{
+    size_t half = D / 2, heads = H + Hkv, idx = gtid();
+    if (idx >= B * T * heads * half) return;
+    size_t i = idx % half, hh = (idx / half) % heads, row = idx / (half * heads);
+    size_t t = row % T;
+    double a = (double)t * pow((double)theta, -2.0 * (double)i / (double)D);
+    float co = (float)cos(a), si = sign * (float)sin(a);
+    bf *x = qkv + row * (H + 2 * Hkv) * D + hh * D + 2 * i;
+    float x0 = __bfloat162float(x[0]), x1 = __bfloat162float(x[1]);
+    x[0] = to_bf(x0 * co - x1 * si);
+    x[1] = to_bf(x0 * si + x1 * co);
+}
+
+extern "C" void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
+                             size_t D, float theta)
+{
+    k_rope<<<grid_for(B * T * (H + Hkv) * (D / 2)), THREADS>>>(BF(qkv), B, T, H, Hkv, D, theta, 1.0f);
+    PRT_CUDA_LAUNCHED("prt_rope_fwd");
+}
+
+extern "C" void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
+                             size_t D, float theta)
+{
+    k_rope<<<grid_for(B * T * (H + Hkv) * (D / 2)), THREADS>>>(BF(dqkv), B, T, H, Hkv, D, theta, -1.0f);
+    PRT_CUDA_LAUNCHED("prt_rope_bwd");
+}
+
+/* ---- norms --------------------------------------------------------------------- */
+
+__global__ static void k_layernorm_fwd(bf *out, float *mean, float *rstd, const bf *x,
+                                       const bf *w, const bf *b, size_t N, size_t C, float eps)
+{
+    size_t row = gwarp();
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const bf *xi = x + row * C;
+    float s = 0.0f;
+    for (size_t c = lane; c < C; c += 32)
+        s += ld(xi, c);
+    float m = warp_sum(s) / (float)C, v = 0.0f;
+    for (size_t c = lane; c < C; c += 32) {
+        float d = ld(xi, c) - m;
+        v += d * d;
+    }
+    float r = rsqrtf(warp_sum(v) / (float)C + eps);
+    for (size_t c = lane; c < C; c += 32)
+        out[row * C + c] = to_bf((ld(xi, c) - m) * r * ld(w, c) + (b ? ld(b, c) : 0.0f));
+    if (lane == 0) {
+        if (mean) mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+/* LayerNorm (mean != NULL) or RMSNorm backward. Weight and bias
+ * gradients gather in shared memory per block (when C fits), then one
+ * atomic per column per block. */
+__global__ static void k_norm_bwd(bf *dx, float *dw, float *db, const bf *dout, const bf *x,
+                                  const bf *w, const float *mean, const float *rstd, size_t N,
+                                  size_t C, bool shared_ok)
+{
+    extern __shared__ float sh[];   /* dw (C), then db (C) */
+    float *sdw = sh, *sdb = sh + C;
+    if (shared_ok) {
+        for (size_t c = threadIdx.x; c < 2 * C; c += blockDim.x)
+            sh[c] = 0.0f;
+        __syncthreads();
+    }
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (size_t row = (size_t)blockIdx.x * WARPS + warp; row < N; row += (size_t)gridDim.x * WARPS) {
+        const bf *g = dout + row * C, *xi = x + row * C;
+        float m = mean ? mean[row] : 0.0f, s = rstd[row], a = 0.0f, bsum = 0.0f;
+        for (size_t c = lane; c < C; c += 32) {
+            float norm = (ld(xi, c) - m) * s, dn = ld(g, c) * ld(w, c);
+            a += dn;
+            bsum += dn * norm;
+        }
+        float dmean = mean ? warp_sum(a) / (float)C : 0.0f;
+        float dnm = warp_sum(bsum) / (float)C;
+        for (size_t c = lane; c < C; c += 32) {
+            float norm = (ld(xi, c) - m) * s, gc = ld(g, c), dn = gc * ld(w, c);
+            dx[row * C + c] = to_bf(ld(dx, row * C + c) + (dn - dmean - norm * dnm) * s);
+            if (shared_ok) {
+                atomicAdd(&sdw[c], gc * norm);
+                if (db) atomicAdd(&sdb[c], gc);
+            } else {
+                atomicAdd(&dw[c], gc * norm);
+                if (db) atomicAdd(&db[c], gc);
+            }
+        }
+    }
+    if (shared_ok) {
+        __syncthreads();
+        for (size_t c = threadIdx.x; c < C; c += blockDim.x) {
+            atomicAdd(&dw[c], sdw[c]);
+            if (db) atomicAdd(&db[c], sdb[c]);
+        }
+    }
+}
+
+__global__ static void k_rmsnorm_fwd(bf *out, float *rstd, const bf *x, const bf *w, size_t N,
+                                     size_t C, float eps)
+{
+    size_t row = gwarp();
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const bf *xi = x + row * C;
+    float ss = 0.0f;
+    for (size_t c = lane; c < C; c += 32)
+        ss += ld(xi, c) * ld(xi, c);
+    float r = rsqrtf(warp_sum(ss) / (float)C + eps);
+    for (size_t c = lane; c < C; c += 32)
+        out[row * C + c] = to_bf(ld(xi, c) * r * ld(w, c));
+    if (lane == 0)
+        rstd[row] = r;
+}
+
+static void norm_bwd(const char *op, bf *dx, float *dw, float *db, const bf *dout, const bf *x,
+                     const bf *w, const float *mean, const float *rstd, size_t N, size_t C)
+{
+    size_t shmem = 2 * C * sizeof(float);
+    bool shared_ok = shmem <= 48 * 1024;
+    unsigned blocks = grid_rows(N);
+    if (blocks > 1024)
+        blocks = 1024;   /* more rows per block: fewer global atomics */
+    k_norm_bwd<<<blocks, THREADS, shared_ok ? shmem : 0>>>(dx, dw, db, dout, x, w, mean, rstd,
+                                                           N, C, shared_ok);
+    PRT_CUDA_LAUNCHED(op);
+}
+
+extern "C" void prt_layernorm_fwd(prt_act *out, float *mean, float *rstd, const prt_act *x,
+                                  const prt_act *w, const prt_act *b, size_t N, size_t C, float eps)
+{
+    k_layernorm_fwd<<<grid_rows(N), THREADS>>>(BF(out), mean, rstd, CBF(x), CBF(w), CBF(b), N, C, eps);
+    PRT_CUDA_LAUNCHED("prt_layernorm_fwd");
+}
+
+extern "C" void prt_layernorm_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
+                                  const prt_act *x, const prt_act *w, const float *mean,
+                                  const float *rstd, size_t N, size_t C)
+{
+    norm_bwd("prt_layernorm_bwd", BF(dx), dw, db, CBF(dout), CBF(x), CBF(w), mean, rstd, N, C);
+}
+
+extern "C" void prt_rmsnorm_fwd(prt_act *out, float *rstd, const prt_act *x, const prt_act *w,
+                                size_t N, size_t C, float eps)
+{
+    k_rmsnorm_fwd<<<grid_rows(N), THREADS>>>(BF(out), rstd, CBF(x), CBF(w), N, C, eps);
+    PRT_CUDA_LAUNCHED("prt_rmsnorm_fwd");
+}
+
+extern "C" void prt_rmsnorm_bwd(prt_act *dx, float *dw, const prt_act *dout, const prt_act *x,
+                                const prt_act *w, const float *rstd, size_t N, size_t C)
+{
+    norm_bwd("prt_rmsnorm_bwd", BF(dx), dw, NULL, CBF(dout), CBF(x), CBF(w), NULL, rstd, N, C);
+}
+
+/* ---- activations ------------------------------------------------------------------ */
+
+#define GELU_K 0.7978845608028654f   /* sqrt(2/pi) */
+
+__global__ static void k_gelu_fwd(bf *out, const bf *x, size_t n)
+{
+    size_t i = gtid();
+    if (i >= n) return;
+    float v = ld(x, i), t = tanhf(GELU_K * (v + 0.044715f * v * v * v));
+    out[i] = to_bf(0.5f * v * (1.0f + t));
+}
+
+__global__ static void k_gelu_bwd(bf *dx, const bf *x, const bf *dout, size_t n)
+{
+    size_t i = gtid();
+    if (i >= n) return;
+    float v = ld(x, i), t = tanhf(GELU_K * (v + 0.044715f * v * v * v));
+    float dt = (1.0f - t * t) * GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+    dx[i] = to_bf(ld(dout, i) * (0.5f * (1.0f + t) + 0.5f * v * dt));
+}
+
+__global__ static void k_relu_fwd(bf *out, const bf *x, size_t n)
+{
+    size_t i = gtid();
+    if (i < n) out[i] = to_bf(fmaxf(ld(x, i), 0.0f));
+}
+
+__global__ static void k_relu_bwd(bf *dx, const bf *x, const bf *dout, size_t n)
+{
+    size_t i = gtid();
+    if (i < n) dx[i] = ld(x, i) > 0.0f ? dout[i] : to_bf(0.0f);
+}
+
+__global__ static void k_swiglu_fwd(bf *out, const bf *gu, size_t N, size_t F)
+{
+    size_t idx = gtid();
+    if (idx >= N * F) return;
+    size_t i = idx / F, j = idx % F;
+    float g = ld(gu, i * 2 * F + j), u = ld(gu, i * 2 * F + F + j);
+    out[idx] = to_bf(g / (1.0f + expf(-g)) * u);
+}
+
+__global__ static void k_swiglu_bwd(bf *dgu, const bf *gu, const bf *dout, size_t N, size_t F)
+{
+    size_t idx = gtid();
+    if (idx >= N * F) return;
+    size_t i = idx / F, j = idx % F;
+    float g = ld(gu, i * 2 * F + j), u = ld(gu, i * 2 * F + F + j), d = ld(dout, idx);
+    float s = 1.0f / (1.0f + expf(-g));
+    dgu[i * 2 * F + F + j] = to_bf(d * g * s);
+    dgu[i * 2 * F + j] = to_bf(d * u * s * (1.0f + g * (1.0f - s)));
+}
+
+__global__ static void k_add(bf *out, const bf *a, const bf *b, size_t n)
+{
+    size_t i = gtid();
+    if (i < n) out[i] = to_bf(ld(a, i) + ld(b, i));
+}
+
+extern "C" void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n)
+{
+    k_gelu_fwd<<<grid_for(n), THREADS>>>(BF(out), CBF(x), n);
+    PRT_CUDA_LAUNCHED("prt_gelu_fwd");
+}
+
+extern "C" void prt_gelu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
+{
+    k_gelu_bwd<<<grid_for(n), THREADS>>>(BF(dx), CBF(x), CBF(dout), n);
+    PRT_CUDA_LAUNCHED("prt_gelu_bwd");
+}
+
+extern "C" void prt_relu_fwd(prt_act *out, const prt_act *x, size_t n)
+{
+    k_relu_fwd<<<grid_for(n), THREADS>>>(BF(out), CBF(x), n);
+    PRT_CUDA_LAUNCHED("prt_relu_fwd");
+}
+
+extern "C" void prt_relu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
+{
+    k_relu_bwd<<<grid_for(n), THREADS>>>(BF(dx), CBF(x), CBF(dout), n);
+    PRT_CUDA_LAUNCHED("prt_relu_bwd");
+}
+
+extern "C" void prt_swiglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
+{
+    k_swiglu_fwd<<<grid_for(N * F), THREADS>>>(BF(out), CBF(gu), N, F);
+    PRT_CUDA_LAUNCHED("prt_swiglu_fwd");
+}
+
+extern "C" void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F)
+{
+    k_swiglu_bwd<<<grid_for(N * F), THREADS>>>(BF(dgu), CBF(gu), CBF(dout), N, F);
+    PRT_CUDA_LAUNCHED("prt_swiglu_bwd");
+}
+
+extern "C" void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n)
+{
+    k_add<<<grid_for(n), THREADS>>>(BF(out), CBF(a), CBF(b), n);
+    PRT_CUDA_LAUNCHED("prt_residual_add");
+}
+
+extern "C" void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
+{
+    k_add<<<grid_for(n), THREADS>>>(BF(dst), CBF(dst), CBF(src), n);
+    PRT_CUDA_LAUNCHED("prt_add_inplace");
+}
+
+/* ---- cross-entropy ------------------------------------------------------------------ */
+
+__global__ static void k_xent_max(float *mx, const bf *logits, size_t N, size_t Vl)
+{
+    size_t row = gwarp();
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    float m = -INFINITY;
+    for (size_t j = lane; j < Vl; j += 32)
+        m = fmaxf(m, ld(logits, row * Vl + j));
+    m = warp_max(m);
+    if (lane == 0) mx[row] = m;
+}
+
+__global__ static void k_xent_sumexp(float *se, float *tgt, const bf *logits, const float *mx,
+                                     const int32_t *targets, size_t N, size_t Vl, size_t v0)
+{
+    size_t row = gwarp();
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    float s = 0.0f, m = mx[row];
+    for (size_t j = lane; j < Vl; j += 32)
+        s += expf(ld(logits, row * Vl + j) - m);
+    s = warp_sum(s);
+    if (lane == 0) {
+        se[row] = s;
+        long long local = (long long)targets[row] - (long long)v0;
+        tgt[row] = (targets[row] >= 0 && local >= 0 && (size_t)local < Vl)
+                 ? ld(logits, row * Vl + (size_t)local) : 0.0f;
+    }
+}
+
+__global__ static void k_xent_loss(float *loss, const float *mx, const float *se, const float *tgt,
+                                   const int32_t *targets, size_t N)
+{
+    size_t i = gtid();
+    if (i < N) loss[i] = targets[i] < 0 ? 0.0f : logf(se[i]) + mx[i] - tgt[i];
+}
+
+__global__ static void k_xent_bwd(bf *dl, const bf *logits, const float *mx, const float *se,
+                                  const int32_t *targets, size_t N, size_t Vl, size_t v0, float scale)
+{
+    size_t idx = gtid();
+    if (idx >= N * Vl) return;
+    size_t i = idx / Vl, j = idx % Vl;
+    if (targets[i] < 0) {
+        dl[idx] = to_bf(0.0f);
+        return;
+    }
+    long long local = (long long)targets[i] - (long long)v0;
+    float p = expf(ld(logits, idx) - mx[i]) / se[i];
+    dl[idx] = to_bf(scale * (p - ((long long)j == local ? 1.0f : 0.0f)));
+}
+
+extern "C" void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl)
+{
+    k_xent_max<<<grid_rows(N), THREADS>>>(mx, CBF(logits), N, Vl);
+    PRT_CUDA_LAUNCHED("prt_xent_max");
+}
+
+extern "C" void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *mx,
+                                const int32_t *targets, size_t N, size_t Vl, size_t v0)
+{
+    k_xent_sumexp<<<grid_rows(N), THREADS>>>(se, tgt, CBF(logits), mx, targets, N, Vl, v0);
+    PRT_CUDA_LAUNCHED("prt_xent_sumexp");
+}
+
+extern "C" void prt_xent_loss(float *loss, const float *mx, const float *se, const float *tgt,
+                              const int32_t *targets, size_t N)
+{
+    k_xent_loss<<<grid_for(N), THREADS>>>(loss, mx, se, tgt, targets, N);
+    PRT_CUDA_LAUNCHED("prt_xent_loss");
+}
+
+extern "C" void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
+                             const float *se, const int32_t *targets, size_t N, size_t Vl,
+                             size_t v0, float scale)
+{
+    k_xent_bwd<<<grid_for(N * Vl), THREADS>>>(BF(dlogits), CBF(logits), mx, se, targets, N, Vl, v0, scale);
+    PRT_CUDA_LAUNCHED("prt_xent_bwd");
+}
+
+/* ---- casts ------------------------------------------------------------------------------ */
+
+__global__ static void k_to_act(bf *dst, const float *src, size_t n)
+{
+    size_t i = gtid();
+    if (i < n) dst[i] = to_bf(src[i]);
+}
+
+__global__ static void k_from_act(float *dst, const bf *src, size_t n)
+{
+    size_t i = gtid();
+    if (i < n) dst[i] = ld(src, i);
+}
+
+extern "C" void prt_to_act(prt_act *dst, const float *src, size_t n)
+{
+    k_to_act<<<grid_for(n), THREADS>>>(BF(dst), src, n);
+    PRT_CUDA_LAUNCHED("prt_to_act");
+}
+
+extern "C" void prt_from_act(float *dst, const prt_act *src, size_t n)
+{
+    k_from_act<<<grid_for(n), THREADS>>>(dst, CBF(src), n);
+    PRT_CUDA_LAUNCHED("prt_from_act");
+}

@@ -1,0 +1,107 @@
+/*
+ * attention.c: causal multi-head and grouped-query attention of the CPU
+ * build, one cblas_sgemm per head and product.
+ *
+ * For each sequence b and query head h (key/value head g = h / (H/Hkv)):
+ *   S = Q K^T / sqrt(D)        (T, T)   sgemm
+ *   P = causal softmax(S)      (T, T)   row loop, kept in att
+ *   O = P V                    (T, D)   sgemm
+ * Q, K, V are read in place from the fused qkv rows (leading dimension
+ * (H+2Hkv)*D), O is written in place into (N, H*D), so nothing is permuted.
+ * The backward (Vaswani et al. 2017; softmax Jacobian as in llm.c):
+ *   dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(D),
+ *   dQ = dS K, dK += dS^T Q, dV += P^T dO
+ * where dK, dV accumulate over the G query heads that share them. Under
+ * selective recomputation the backward first rebuilds P from qkv.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+#include "planrt.h"
+
+/* Scores and causal softmax of one (b, h) into S (T, T); row t keeps
+ * columns j <= t, the rest are exact zeros. */
+static void scores_softmax(float *S, const float *Q, const float *K, size_t ld,
+                           size_t T, size_t D)
+{
+    float scale = 1.0f / sqrtf((float)D);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)D,
+                scale, Q, (int)ld, K, (int)ld, 0.0f, S, (int)T);
+    for (size_t t = 0; t < T; t++) {
+        float *r = S + t * T, m = -INFINITY, sum = 0.0f;
+        for (size_t j = 0; j <= t; j++)
+            m = fmaxf(m, r[j]);
+        for (size_t j = 0; j <= t; j++) {
+            r[j] = expf(r[j] - m);
+            sum += r[j];
+        }
+        float inv = 1.0f / sum;
+        for (size_t j = 0; j <= t; j++)
+            r[j] *= inv;
+        for (size_t j = t + 1; j < T; j++)
+            r[j] = 0.0f;
+    }
+}
+
+void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+{
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            const float *base = qkv + b * T * R;
+            const float *Q = base + h * D, *K = base + (H + h / G) * D;
+            const float *V = base + (H + Hkv + h / G) * D;
+            float *S = att + (b * H + h) * T * T;
+            scores_softmax(S, Q, K, R, T, D);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)D, (int)T,
+                        1.0f, S, (int)T, V, (int)R, 0.0f, out + b * T * HD + h * D, (int)HD);
+        }
+}
+
+/* dS = P (dP - rowsum(P dP)) * scale, in place over dP; causal zeros stay. */
+static void softmax_bwd(float *dP, const float *P, size_t T, float scale)
+{
+    for (size_t t = 0; t < T; t++) {
+        float *d = dP + t * T, dot = 0.0f;
+        const float *p = P + t * T;
+        for (size_t j = 0; j <= t; j++)
+            dot += p[j] * d[j];
+        for (size_t j = 0; j <= t; j++)
+            d[j] = p[j] * (d[j] - dot) * scale;
+        for (size_t j = t + 1; j < T; j++)
+            d[j] = 0.0f;
+    }
+}
+
+void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
+                       const prt_act *qkv, prt_act *att, bool recompute,
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+{
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
+    float scale = 1.0f / sqrtf((float)D);
+    memset(dqkv, 0, B * T * R * sizeof *dqkv);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            size_t g = h / G;
+            const float *base = qkv + b * T * R;
+            const float *Q = base + h * D, *K = base + (H + g) * D;
+            const float *V = base + (H + Hkv + g) * D;
+            const float *dO = dout + b * T * HD + h * D;
+            float *dbase = dqkv + b * T * R;
+            float *dQ = dbase + h * D, *dK = dbase + (H + g) * D;
+            float *dV = dbase + (H + Hkv + g) * D;
+            float *P = att + (b * H + h) * T * T, *dP = datt + (b * H + h) * T * T;
+            if (recompute)
+                scores_softmax(P, Q, K, R, T, D);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)D,
+                        1.0f, dO, (int)HD, V, (int)R, 0.0f, dP, (int)T);
+            softmax_bwd(dP, P, T, scale);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)D, (int)T,
+                        1.0f, dP, (int)T, K, (int)R, 0.0f, dQ, (int)R);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)D, (int)T,
+                        1.0f, dP, (int)T, Q, (int)R, 1.0f, dK, (int)R);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)D, (int)T,
+                        1.0f, P, (int)T, dO, (int)HD, 1.0f, dV, (int)R);
+        }
+}

@@ -1,0 +1,330 @@
+/*
+ * layers.c: the elementwise and row-wise layers of the CPU build (fp32):
+ * embeddings, learned positions, RoPE, LayerNorm, RMSNorm, GeLU, ReLU,
+ * SwiGLU, residual add and the pieces of softmax cross-entropy.
+ *
+ * These are memory-bound loops; the GEMM-shaped work (linear, attention)
+ * lives in linear.c and attention.c and goes through cblas_sgemm. Every
+ * function works on the slice of a layer one rank holds, with the
+ * dimensions it is given, and keeps the conventions of prt_ops.h:
+ * parameter gradients and norm input gradients accumulate, other input
+ * gradients overwrite. Formulas follow llm.c (train_gpt2.c) unless a
+ * comment names another source.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "planrt.h"
+
+/* ---- embeddings ---------------------------------------------------------- */
+
+void prt_embedding_fwd(prt_act *out, const int32_t *tokens, const prt_act *wte,
+                       size_t N, size_t C, size_t v0, size_t Vl)
+{
+    for (size_t i = 0; i < N; i++) {
+        float *o = out + i * C;
+        int64_t local = (int64_t)tokens[i] - (int64_t)v0;
+        if (local >= 0 && (size_t)local < Vl)
+            memcpy(o, wte + (size_t)local * C, C * sizeof *o);
+        else
+            memset(o, 0, C * sizeof *o);
+    }
+}
+
+void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
+                       size_t N, size_t C, size_t v0, size_t Vl)
+{
+    for (size_t i = 0; i < N; i++) {
+        int64_t local = (int64_t)tokens[i] - (int64_t)v0;
+        if (local < 0 || (size_t)local >= Vl)
+            continue;
+        float *d = dwte + (size_t)local * C;
+        const float *g = dout + i * C;
+        for (size_t c = 0; c < C; c++)
+            d[c] += g[c];
+    }
+}
+
+void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            float *row = x + (b * T + t) * C;
+            const float *p = wpe + t * C;
+            for (size_t c = 0; c < C; c++)
+                row[c] += p[c];
+        }
+}
+
+void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            const float *g = dx + (b * T + t) * C;
+            float *d = dwpe + t * C;
+            for (size_t c = 0; c < C; c++)
+                d[c] += g[c];
+        }
+}
+
+/* ---- RoPE ---------------------------------------------------------------- */
+
+/* Rotate every (2i, 2i+1) pair of the query and key heads by +angle
+ * (forward) or -angle (backward: the rotation is orthogonal, so its
+ * transpose is its inverse). Angles t * theta^(-2i/D), Su et al. 2021. */
+static void rope_apply(float *qkv, size_t B, size_t T, size_t H, size_t Hkv,
+                       size_t D, float theta, float sign)
+{
+    size_t half = D / 2, row = (H + 2 * Hkv) * D, heads = H + Hkv;
+    float *cs = malloc(T * half * 2 * sizeof *cs);
+    if (!cs)
+        abort();   /* a few KiB: treated as fatal like a failed stack push */
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < half; i++) {
+            double freq = pow((double)theta, -2.0 * (double)i / (double)D);
+            double a = (double)t * freq;
+            cs[(t * half + i) * 2] = (float)cos(a);
+            cs[(t * half + i) * 2 + 1] = sign * (float)sin(a);
+        }
+    for (size_t b = 0; b < B; b++)
+        for (size_t t = 0; t < T; t++) {
+            float *r = qkv + (b * T + t) * row;
+            const float *c = cs + t * half * 2;
+            for (size_t h = 0; h < heads; h++) {   /* q heads then k heads */
+                float *x = r + h * D;
+                for (size_t i = 0; i < half; i++) {
+                    float x0 = x[2 * i], x1 = x[2 * i + 1];
+                    float co = c[2 * i], si = c[2 * i + 1];
+                    x[2 * i] = x0 * co - x1 * si;
+                    x[2 * i + 1] = x0 * si + x1 * co;
+                }
+            }
+        }
+    free(cs);
+}
+
+void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
+                  size_t D, float theta)
+{
+    rope_apply(qkv, B, T, H, Hkv, D, theta, 1.0f);
+}
+
+void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
+                  size_t D, float theta)
+{
+    rope_apply(dqkv, B, T, H, Hkv, D, theta, -1.0f);
+}
+
+/* ---- norms --------------------------------------------------------------- */
+
+void prt_layernorm_fwd(prt_act *out, float *mean, float *rstd, const prt_act *x,
+                       const prt_act *w, const prt_act *b, size_t N, size_t C, float eps)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *xi = x + i * C;
+        float *o = out + i * C;
+        float m = 0.0f, v = 0.0f;
+        for (size_t c = 0; c < C; c++)
+            m += xi[c];
+        m /= (float)C;
+        for (size_t c = 0; c < C; c++)
+            v += (xi[c] - m) * (xi[c] - m);
+        v /= (float)C;
+        float s = 1.0f / sqrtf(v + eps);
+        for (size_t c = 0; c < C; c++)
+            o[c] = (xi[c] - m) * s * w[c] + (b ? b[c] : 0.0f);
+        mean[i] = m;
+        rstd[i] = s;
+    }
+}
+
+void prt_layernorm_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
+                       const prt_act *x, const prt_act *w, const float *mean,
+                       const float *rstd, size_t N, size_t C)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *g = dout + i * C, *xi = x + i * C;
+        float *d = dx + i * C, m = mean[i], s = rstd[i];
+        float dmean = 0.0f, dnormmean = 0.0f;
+        for (size_t c = 0; c < C; c++) {
+            float norm = (xi[c] - m) * s, dnorm = g[c] * w[c];
+            dmean += dnorm;
+            dnormmean += dnorm * norm;
+        }
+        dmean /= (float)C;
+        dnormmean /= (float)C;
+        for (size_t c = 0; c < C; c++) {
+            float norm = (xi[c] - m) * s, dnorm = g[c] * w[c];
+            if (db)
+                db[c] += g[c];
+            dw[c] += norm * g[c];
+            d[c] += (dnorm - dmean - norm * dnormmean) * s;
+        }
+    }
+}
+
+/* RMSNorm, Zhang & Sennrich 2019: x / sqrt(mean(x^2) + eps) * w. */
+void prt_rmsnorm_fwd(prt_act *out, float *rstd, const prt_act *x, const prt_act *w,
+                     size_t N, size_t C, float eps)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *xi = x + i * C;
+        float *o = out + i * C, ss = 0.0f;
+        for (size_t c = 0; c < C; c++)
+            ss += xi[c] * xi[c];
+        float s = 1.0f / sqrtf(ss / (float)C + eps);
+        for (size_t c = 0; c < C; c++)
+            o[c] = xi[c] * s * w[c];
+        rstd[i] = s;
+    }
+}
+
+void prt_rmsnorm_bwd(prt_act *dx, float *dw, const prt_act *dout, const prt_act *x,
+                     const prt_act *w, const float *rstd, size_t N, size_t C)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *g = dout + i * C, *xi = x + i * C;
+        float *d = dx + i * C, s = rstd[i], dot = 0.0f;
+        for (size_t c = 0; c < C; c++)
+            dot += g[c] * w[c] * xi[c] * s;
+        dot /= (float)C;
+        for (size_t c = 0; c < C; c++) {
+            float norm = xi[c] * s;
+            dw[c] += g[c] * norm;
+            d[c] += s * (g[c] * w[c] - norm * dot);
+        }
+    }
+}
+
+/* ---- activations ----------------------------------------------------------- */
+
+#define GELU_K 0.7978845608028654f   /* sqrt(2/pi), Hendrycks & Gimpel 2016 */
+
+/* tanh through one exp, so the loop vectorises with glibc's vector expf. */
+static inline float fast_tanh(float u)
+{
+    u = fminf(fmaxf(u, -15.0f), 15.0f);
+    float e = expf(2.0f * u);
+    return (e - 1.0f) / (e + 1.0f);
+}
+
+void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float t = fast_tanh(GELU_K * (v + 0.044715f * v * v * v));
+        out[i] = 0.5f * v * (1.0f + t);
+    }
+}
+
+void prt_gelu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float t = fast_tanh(GELU_K * (v + 0.044715f * v * v * v));
+        float dt = (1.0f - t * t) * GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+    }
+}
+
+void prt_relu_fwd(prt_act *out, const prt_act *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void prt_relu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = x[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+void prt_swiglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *g = gu + i * 2 * F, *u = g + F;
+        float *o = out + i * F;
+        for (size_t j = 0; j < F; j++)
+            o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    }
+}
+
+/* d silu(g)/dg = s (1 + g (1 - s)), s = sigmoid(g). */
+void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *g = gu + i * 2 * F, *u = g + F, *d = dout + i * F;
+        float *dg = dgu + i * 2 * F, *du = dg + F;
+        for (size_t j = 0; j < F; j++) {
+            float s = 1.0f / (1.0f + expf(-g[j]));
+            du[j] = d[j] * g[j] * s;
+            dg[j] = d[j] * u[j] * s * (1.0f + g[j] * (1.0f - s));
+        }
+    }
+}
+
+void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------ */
+
+void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *l = logits + i * Vl;
+        float m = -INFINITY;
+        for (size_t j = 0; j < Vl; j++)
+            m = fmaxf(m, l[j]);
+        mx[i] = m;
+    }
+}
+
+void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *mx,
+                     const int32_t *targets, size_t N, size_t Vl, size_t v0)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *l = logits + i * Vl;
+        float s = 0.0f;
+        for (size_t j = 0; j < Vl; j++)
+            s += expf(l[j] - mx[i]);
+        se[i] = s;
+        int64_t local = (int64_t)targets[i] - (int64_t)v0;
+        tgt[i] = (targets[i] >= 0 && local >= 0 && (size_t)local < Vl) ? l[local] : 0.0f;
+    }
+}
+
+void prt_xent_loss(float *loss, const float *mx, const float *se, const float *tgt,
+                   const int32_t *targets, size_t N)
+{
+    for (size_t i = 0; i < N; i++)
+        loss[i] = targets[i] < 0 ? 0.0f : logf(se[i]) + mx[i] - tgt[i];
+}
+
+void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
+                  const float *se, const int32_t *targets, size_t N, size_t Vl,
+                  size_t v0, float scale)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *l = logits + i * Vl;
+        float *d = dlogits + i * Vl;
+        if (targets[i] < 0) {
+            memset(d, 0, Vl * sizeof *d);
+            continue;
+        }
+        float inv = 1.0f / se[i];
+        int64_t local = (int64_t)targets[i] - (int64_t)v0;
+        for (size_t j = 0; j < Vl; j++) {
+            float p = expf(l[j] - mx[i]) * inv;
+            d[j] = scale * (p - ((int64_t)j == local ? 1.0f : 0.0f));
+        }
+    }
+}

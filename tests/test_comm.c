@@ -1,0 +1,539 @@
+/*
+ * test_comm.c: the collectives of planrt against values computed locally,
+ * run under real mpirun (tests: `make test-comm` runs it on 1, 2, 3, 4, 5
+ * and 8 ranks).
+ *
+ * One launch covers every operation x element type x reduction x algorithm
+ * (native, ring, tree) x mode (out of place, in place, asynchronous) x
+ * count {0, 1, 7} and, for a subset (fp32 and bf16 sums, every algorithm and
+ * mode; fp32 max) the count 1000003, which does not divide by any rank
+ * count above 1 — so the uneven blocks of the ring algorithms are exercised.
+ * Inputs are small integers (-5..5), so sums are exact in every type and
+ * the check can be tight: |got - want| <= atol + rtol |want| per type.
+ *
+ * Also checked: the groups of every dp x tp x pp layout of the world size
+ * (for 8 ranks this includes dp2 x tp2 x pp2) carry exactly the ranks of
+ * rank = tp + TP*(dp + DP*pp); collectives on sub-groups; several requests in
+ * flight at once; point-to-point (blocking and async); and the errors a
+ * caller must get (wrong world size, bad root, overlapping buffers).
+ *
+ * A case fails when it fails on any rank; rank 0 prints the failures and
+ * the closing line "N passed, N failed".  Exit status 1 on any failure.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planrt.h"
+#include "runtime/comm/comm_internal.h"   /* fp16/bf16 conversions */
+
+/* The operations under test. ORDER TOP: keep top_name in step. */
+typedef enum {
+    T_BCAST, T_SCATTER, T_GATHER, T_REDUCE, T_ALL_GATHER, T_REDUCE_SCATTER,
+    T_ALL_REDUCE, T_ALL_TO_ALL, T_ALL_GATHER_V, T_REDUCE_SCATTER_V, T_COUNT
+} top;
+static const char *const top_name[T_COUNT] = {
+    "broadcast", "scatter", "gather", "reduce", "all_gather", "reduce_scatter",
+    "all_reduce", "all_to_all", "all_gather_v", "reduce_scatter_v",
+};
+enum { M_OUT, M_IN, M_ASYNC, M_COUNT };  /* out of place, in place, async */
+static const char *const mode_name[M_COUNT] = { "out-of-place", "in-place", "async" };
+static const char *const type_name[] = { "fp32", "fp16", "bf16", "int32", "int64" };
+
+/* Results of every case, per rank, reduced at the end. */
+#define MAX_CASES 20000
+static unsigned char failed[MAX_CASES];
+static char names[MAX_CASES][96];
+static int ncases;
+static int world_rank, world_size;
+
+/* Input value of element i on (group) rank r: a small integer. */
+static double val(int r, size_t i, int salt)
+{
+    return (double)((int)((i * 7 + (size_t)r * 13 + (size_t)salt) % 11) - 5);
+}
+
+static void put(void *buf, size_t i, prt_dtype t, double v)
+{
+    switch (t) {
+    case PRT_FP32:  ((float *)buf)[i] = (float)v; break;
+    case PRT_FP16:  ((uint16_t *)buf)[i] = prtc_float_to_half((float)v); break;
+    case PRT_BF16:  ((uint16_t *)buf)[i] = prtc_float_to_bf16((float)v); break;
+    case PRT_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case PRT_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    }
+}
+
+static double get(const void *buf, size_t i, prt_dtype t)
+{
+    switch (t) {
+    case PRT_FP32:  return ((const float *)buf)[i];
+    case PRT_FP16:  return prtc_half_to_float(((const uint16_t *)buf)[i]);
+    case PRT_BF16:  return prtc_bf16_to_float(((const uint16_t *)buf)[i]);
+    case PRT_INT32: return ((const int32_t *)buf)[i];
+    case PRT_INT64: return (double)((const int64_t *)buf)[i];
+    }
+    return NAN;
+}
+
+/* op over ranks 0..P-1 of val(j, i); PRT_AVG as the library defines it. */
+static double reduced(prt_redop op, prt_dtype t, int P, size_t i, int salt)
+{
+    double acc = val(0, i, salt);
+    for (int j = 1; j < P; j++) {
+        double v = val(j, i, salt);
+        acc = op == PRT_MAX ? fmax(acc, v) : op == PRT_MIN ? fmin(acc, v) : acc + v;
+    }
+    if (op == PRT_AVG)
+        acc = (t == PRT_INT32 || t == PRT_INT64) ? (double)((long long)acc / P) : acc / P;
+    return acc;
+}
+
+/* First mismatch of got[0..n) against want(i), or -1. */
+typedef double (*want_fn)(size_t i, const void *ctx);
+static long first_mismatch(const void *got, size_t n, prt_dtype t, want_fn want,
+                           const void *ctx, double *g, double *w)
+{
+    static const double tol[] = { 1e-6, 2e-3, 1.6e-2, 0, 0 };  /* ORDER PRT_DTYPE */
+    for (size_t i = 0; i < n; i++) {
+        double x = get(got, i, t), y = want(i, ctx);
+        if (!(fabs(x - y) <= tol[t] + tol[t] * fabs(y))) {
+            *g = x;
+            *w = y;
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+/* What one case checks: where the result is and what it must be. */
+typedef struct {
+    prt_redop op; prt_dtype t; int P, salt, root, r;
+    size_t n;               /* per-rank count */
+    const size_t *counts;   /* v variants */
+    size_t base;            /* first element index of the expected block */
+    top k;
+} expect;
+
+static double want_reduced(size_t i, const void *c)
+{
+    const expect *e = c;
+    return reduced(e->op, e->t, e->P, e->base + i, e->salt);
+}
+static double want_from_root(size_t i, const void *c)
+{
+    const expect *e = c;
+    return val(e->root, e->base + i, e->salt);
+}
+/* Concatenated blocks: block j (n elements, or counts[j]) holds rank j's
+ * data, element i of it being val(j, i + offset the sender used). */
+static double want_blocks(size_t i, const void *c)
+{
+    const expect *e = c;
+    size_t j = 0, off = 0;
+    if (e->counts) {
+        while (i - off >= e->counts[j])
+            off += e->counts[j++];
+    } else {
+        j = i / e->n;
+        off = j * e->n;
+    }
+    return val((int)j, e->base + (i - off), e->salt);
+}
+
+static void record(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void record(bool ok, const char *fmt, ...)
+{
+    if (ncases >= MAX_CASES) {
+        fprintf(stderr, "test_comm: too many cases\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(names[ncases], sizeof names[0], fmt, ap);
+    va_end(ap);
+    failed[ncases++] = !ok;
+}
+
+/* Wait for a request, testing it a few times first as a user overlapping
+ * work would. */
+static prt_status finish(prt_request *req)
+{
+    bool done = false;
+    for (int i = 0; i < 3 && !done; i++) {
+        prt_status s = prt_test(req, &done);
+        if (s != PRT_OK)
+            return s;
+    }
+    return done ? PRT_OK : prt_wait(req);
+}
+
+/* Run one case of operation k on group g and check the result on this
+ * rank; returns false (and says why) on a mismatch or error. */
+static bool run_case(prt_comm *g, top k, prt_dtype t, prt_redop op, int mode, size_t n,
+                     int root, int salt, char *why, size_t why_len)
+{
+    const int P = prt_comm_size(g), r = prt_comm_rank(g);
+    const size_t es = prt_dtype_size(t);
+    size_t counts[64], cbase = 0, total = n * (size_t)P;
+    bool v = k == T_ALL_GATHER_V || k == T_REDUCE_SCATTER_V;
+    if (v) {      /* uneven: rank j contributes n + j elements */
+        total = 0;
+        for (int j = 0; j < P; j++) {
+            counts[j] = n + (size_t)j;
+            if (j < r)
+                cbase += counts[j];
+            total += counts[j];
+        }
+    }
+    size_t myn = v ? counts[r] : n;
+    char *big = malloc(total * es + 1), *small = malloc((k == T_ALL_REDUCE || k == T_REDUCE ||
+                                                          k == T_BCAST ? n : myn) * es + 1);
+    bool in = mode == M_IN;
+    prt_request *req = NULL, **rq = mode == M_ASYNC ? &req : NULL;
+    expect e = { .op = op, .t = t, .P = P, .salt = salt, .root = root, .r = r, .n = n,
+                 .counts = v ? counts : NULL, .k = k };
+    const void *res = NULL;   /* where the result is */
+    size_t res_n = 0;
+    want_fn want = want_reduced;
+    prt_status s = PRT_OK;
+
+    switch (k) {
+    case T_BCAST:   /* in place by nature */
+        for (size_t i = 0; i < n; i++)
+            put(small, i, t, r == root ? val(root, i, salt) : -99);
+        s = rq ? prt_broadcast_async(g, small, n, t, root, rq) : prt_broadcast(g, small, n, t, root);
+        res = small, res_n = n, want = want_from_root;
+        break;
+    case T_SCATTER: {
+        for (size_t i = 0; i < total; i++)
+            put(big, i, t, val(root, i, salt));
+        void *out = in && r == root ? big + (size_t)r * n * es : small;
+        s = rq ? prt_scatter_async(g, big, out, n, t, root, rq) : prt_scatter(g, big, out, n, t, root);
+        res = out, res_n = n, want = want_from_root, e.base = (size_t)r * n;
+        break;
+    }
+    case T_GATHER: {
+        const void *src = small;
+        for (size_t i = 0; i < n; i++)
+            put(small, i, t, val(r, i, salt));
+        if (in && r == root) {
+            src = big + (size_t)r * n * es;
+            memcpy(big + (size_t)r * n * es, small, n * es);
+        }
+        s = rq ? prt_gather_async(g, src, big, n, t, root, rq) : prt_gather(g, src, big, n, t, root);
+        if (r == root)
+            res = big, res_n = total, want = want_blocks;
+        break;
+    }
+    case T_REDUCE: case T_ALL_REDUCE: {
+        for (size_t i = 0; i < n; i++)
+            put(small, i, t, val(r, i, salt));
+        void *out = in ? small : big;
+        if (k == T_REDUCE)
+            s = rq ? prt_reduce_async(g, small, out, n, t, op, root, rq)
+                   : prt_reduce(g, small, out, n, t, op, root);
+        else
+            s = rq ? prt_all_reduce_async(g, small, out, n, t, op, rq)
+                   : prt_all_reduce(g, small, out, n, t, op);
+        if (k == T_ALL_REDUCE || r == root)
+            res = out, res_n = n;
+        break;
+    }
+    case T_ALL_GATHER: case T_ALL_GATHER_V: {
+        const void *src = small;
+        for (size_t i = 0; i < myn; i++)
+            put(small, i, t, val(r, i, salt));
+        size_t off = v ? cbase : (size_t)r * n;
+        if (in) {
+            src = big + off * es;
+            memcpy(big + off * es, small, myn * es);
+        }
+        if (v)
+            s = rq ? prt_all_gather_v_async(g, src, big, counts, t, rq)
+                   : prt_all_gather_v(g, src, big, counts, t);
+        else
+            s = rq ? prt_all_gather_async(g, src, big, n, t, rq) : prt_all_gather(g, src, big, n, t);
+        res = big, res_n = total, want = want_blocks;
+        break;
+    }
+    case T_REDUCE_SCATTER: case T_REDUCE_SCATTER_V: {
+        for (size_t i = 0; i < total; i++)
+            put(big, i, t, val(r, i, salt));
+        size_t off = v ? cbase : (size_t)r * n;
+        void *out = in ? big + off * es : small;
+        if (v)
+            s = rq ? prt_reduce_scatter_v_async(g, big, out, counts, t, op, rq)
+                   : prt_reduce_scatter_v(g, big, out, counts, t, op);
+        else
+            s = rq ? prt_reduce_scatter_async(g, big, out, n, t, op, rq)
+                   : prt_reduce_scatter(g, big, out, n, t, op);
+        res = out, res_n = myn, e.base = off;
+        break;
+    }
+    case T_ALL_TO_ALL: {
+        /* rank r sends val(r, j*n + i) to rank j; rank r's block j holds
+         * val(j, r*n + i) */
+        char *sb = in ? big : small;
+        if (!in)
+            sb = realloc(small, total * es + 1), small = sb;
+        for (size_t i = 0; i < total; i++)
+            put(sb, i, t, val(r, i, salt));
+        s = rq ? prt_all_to_all_async(g, sb, big, n, t, rq) : prt_all_to_all(g, sb, big, n, t);
+        res = big, res_n = total, want = want_blocks, e.base = (size_t)r * n;
+        break;
+    }
+    case T_COUNT:
+        break;
+    }
+    if (s == PRT_OK && req)
+        s = finish(req);
+    bool ok = s == PRT_OK;
+    if (!ok) {
+        snprintf(why, why_len, "%s: %s", prt_status_str(s), prt_comm_last_error());
+    } else if (res) {
+        double got = 0, w = 0;
+        long bad = first_mismatch(res, res_n, t, want, &e, &got, &w);
+        if (bad >= 0) {
+            snprintf(why, why_len, "element %ld of %zu: got %g, want %g", bad, res_n, got, w);
+            ok = false;
+        }
+    }
+    free(big);
+    free(small);
+    return ok;
+}
+
+static bool reduces(top k)
+{
+    return k == T_REDUCE || k == T_ALL_REDUCE || k == T_REDUCE_SCATTER || k == T_REDUCE_SCATTER_V;
+}
+
+/* Which (type, reduction) pairs run at the big count: kept to a subset so
+ * that the whole test stays under a minute on 2 cores. */
+static bool big_case(top k, prt_dtype t, prt_redop op, prt_algo a)
+{
+    if (k == T_ALL_GATHER_V || k == T_REDUCE_SCATTER_V || k == T_ALL_TO_ALL ||
+        k == T_SCATTER || k == T_GATHER)
+        return t == PRT_FP32 && a == PRT_ALGO_NATIVE;
+    if (!reduces(k))
+        return t == PRT_FP32;
+    return (t == PRT_FP32 && (op == PRT_SUM || (op == PRT_MAX && a == PRT_ALGO_RING))) ||
+           (t == PRT_BF16 && op == PRT_AVG && a != PRT_ALGO_NATIVE);
+}
+
+/* Every operation x type x reduction x algorithm x mode x count on g. */
+static void sweep(prt_comm *g, const char *gname, bool big)
+{
+    static const size_t counts[] = { 0, 1, 7, 1000003 };
+    static const prt_algo algos[] = { PRT_ALGO_NATIVE, PRT_ALGO_RING, PRT_ALGO_TREE };
+    const int P = prt_comm_size(g);
+    int salt = 0;
+    char why[256];
+    for (top k = 0; k < T_COUNT; k++)
+        for (prt_dtype t = PRT_FP32; t <= PRT_INT64; t++)
+            for (prt_redop op = PRT_SUM; op <= (reduces(k) ? PRT_MIN : PRT_SUM); op++)
+                for (size_t a = 0; a < 3; a++)
+                    for (int m = 0; m < M_COUNT; m++)
+                        for (size_t c = 0; c < 4; c++) {
+                            if (c == 3 && (!big || !big_case(k, t, op, algos[a]) || m == M_IN))
+                                continue;
+                            int root = (salt * 5 + 1) % P;
+                            salt++;
+                            prt_comm_set_algo(g, algos[a]);
+                            why[0] = '\0';
+                            bool ok = run_case(g, k, t, op, m, counts[c], root, salt, why,
+                                               sizeof why);
+                            record(ok, "%s %s %s %s %s %s n=%zu root=%d", gname, top_name[k],
+                                   type_name[t], reduces(k) ? prt_redop_name(op) : "-",
+                                   prt_algo_name(algos[a]), mode_name[m], counts[c], root);
+                            if (!ok)
+                                fprintf(stderr, "rank %d: FAIL %s: %s\n", world_rank,
+                                        names[ncases - 1], why);
+                        }
+    prt_comm_set_algo(g, PRT_ALGO_NATIVE);
+}
+
+/* The groups of layout (dp, tp, pp) hold the ranks DESIGN.md names, and a
+ * sum over each group proves they talk. */
+static void check_layout(int dp, int tp, int pp)
+{
+    prt_ctx *c;
+    prt_status s = prt_init(NULL, NULL, dp, tp, pp, &c);
+    if (s != PRT_OK) {
+        record(false, "layout dp%d tp%d pp%d: init", dp, tp, pp);
+        return;
+    }
+    int R = c->rank, x = R % tp, d = (R / tp) % dp, p = R / (tp * dp);
+    bool ok = c->coord.tp == x && c->coord.dp == d && c->coord.pp == p &&
+              c->layout.dp == dp && c->layout.tp == tp && c->layout.pp == pp &&
+              prt_comm_size(c->tp) == tp && prt_comm_size(c->dp) == dp &&
+              prt_comm_size(c->pp) == pp && prt_comm_size(c->world) == world_size &&
+              prt_comm_rank(c->tp) == x && prt_comm_rank(c->dp) == d && prt_comm_rank(c->pp) == p;
+    for (int i = 0; i < tp; i++)
+        ok &= prt_comm_world_rank(c->tp, i) == i + tp * (d + dp * p);
+    for (int i = 0; i < dp; i++)
+        ok &= prt_comm_world_rank(c->dp, i) == x + tp * (i + dp * p);
+    for (int i = 0; i < pp; i++)
+        ok &= prt_comm_world_rank(c->pp, i) == x + tp * (d + dp * i);
+    prt_comm *groups[3] = { c->tp, c->dp, c->pp };
+    for (int j = 0; j < 3; j++) {   /* sum of world ranks over the group, ring algorithm */
+        int64_t mine = R, sum = -1, want = 0;
+        prt_comm_set_algo(groups[j], PRT_ALGO_RING);
+        ok &= prt_all_reduce(groups[j], &mine, &sum, 1, PRT_INT64, PRT_SUM) == PRT_OK;
+        for (int i = 0; i < prt_comm_size(groups[j]); i++)
+            want += prt_comm_world_rank(groups[j], i);
+        ok &= sum == want;
+    }
+    ok &= c->local_rank >= 0 && c->local_rank < c->local_size;
+    record(ok, "layout dp%d tp%d pp%d: groups, coordinates, group sums", dp, tp, pp);
+    if (dp == 2 && tp == 2 && pp == 2 && world_size == 8)
+        sweep(c->dp, "dp-group", false);   /* every small case again on a sub-group */
+    prt_finalize(c);
+}
+
+/* Point to point around a ring: blocking (ordered to avoid deadlock),
+ * then async with several tags in flight, received in reverse order. */
+static void check_p2p(prt_ctx *c)
+{
+    prt_comm *g = c->world;
+    const int P = prt_comm_size(g), r = prt_comm_rank(g);
+    const int next = (r + 1) % P, prev = (r + P - 1) % P;
+    enum { N = 100003, TAGS = 4 };
+    float *out = malloc(TAGS * N * sizeof(float)), *in = malloc(TAGS * N * sizeof(float));
+    for (int i = 0; i < TAGS * N; i++)
+        out[i] = (float)(r * 1000 + i % 997);
+    bool ok = true;
+    if (P > 1) {
+        if (r % 2 == 0) {
+            ok &= prt_send(g, out, N, PRT_FP32, next, 7) == PRT_OK;
+            ok &= prt_recv(g, in, N, PRT_FP32, prev, 7) == PRT_OK;
+        } else {
+            ok &= prt_recv(g, in, N, PRT_FP32, prev, 7) == PRT_OK;
+            ok &= prt_send(g, out, N, PRT_FP32, next, 7) == PRT_OK;
+        }
+        for (int i = 0; i < N; i++)
+            ok &= in[i] == (float)(prev * 1000 + i % 997);
+    }
+    record(ok, "p2p blocking ring");
+    ok = true;
+    if (P > 1) {
+        prt_request *rq[2 * TAGS];
+        for (int tag = 0; tag < TAGS; tag++)
+            ok &= prt_send_async(g, out + tag * N, N, PRT_FP32, next, tag, &rq[tag]) == PRT_OK;
+        for (int tag = TAGS - 1; tag >= 0; tag--)
+            ok &= prt_recv_async(g, in + tag * N, N, PRT_FP32, prev, tag,
+                                 &rq[TAGS + tag]) == PRT_OK;
+        ok &= prt_wait_all(rq, 2 * TAGS) == PRT_OK;
+        for (int i = 0; i < TAGS * N; i++)
+            ok &= in[i] == (float)(prev * 1000 + i % 997);
+    }
+    record(ok, "p2p async, %d tags in flight", TAGS);
+    free(out);
+    free(in);
+}
+
+/* Several own-algorithm collectives in flight on one group at once. */
+static void check_overlap(prt_ctx *c)
+{
+    prt_comm *g = c->world;
+    const int P = prt_comm_size(g), r = prt_comm_rank(g);
+    enum { N = 5003, K = 3 };
+    prt_algo algos[K] = { PRT_ALGO_RING, PRT_ALGO_TREE, PRT_ALGO_NATIVE };
+    float *x = malloc(K * N * sizeof(float));
+    prt_request *rq[K];
+    bool ok = true;
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < N; i++)
+            x[k * N + i] = (float)(r + k + i % 13);
+        prt_comm_set_algo(g, algos[k]);
+        ok &= prt_all_reduce_async(g, x + k * N, x + k * N, N, PRT_FP32, PRT_SUM, &rq[k]) == PRT_OK;
+    }
+    prt_comm_set_algo(g, PRT_ALGO_NATIVE);
+    for (int k = K - 1; k >= 0; k--)
+        ok &= prt_wait(rq[k]) == PRT_OK;
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < N; i++)
+            ok &= x[k * N + i] == (float)(P * (P - 1) / 2 + P * (k + i % 13));
+    record(ok, "3 all-reduces in flight (ring, tree, native), waited in reverse");
+    free(x);
+}
+
+/* What a caller must be told, not silently given. */
+static void check_errors(prt_ctx *c)
+{
+    prt_comm *g = c->world;
+    const int P = prt_comm_size(g);
+    float buf[16] = { 0 };
+    prt_status s = prt_broadcast(g, buf, 4, PRT_FP32, P);
+    record(s == PRT_ERR_ARG && strstr(prt_comm_last_error(), "root"), "error: root out of range");
+    s = prt_all_reduce(g, buf, buf + 1, 4, PRT_FP32, PRT_SUM);
+    record(s == PRT_ERR_ARG && strstr(prt_comm_last_error(), "overlap"),
+           "error: overlapping all-reduce buffers");
+    s = prt_all_reduce(g, buf, buf + 8, (size_t)1 << 31, PRT_FP32, PRT_SUM);
+    record(s == PRT_ERR_ARG, "error: count beyond 2^31-1");
+    s = prt_send(g, buf, 1, PRT_FP32, 0, -1);
+    record(s == PRT_ERR_ARG, "error: negative tag");
+    s = prt_all_reduce(g, buf, buf + 8, 4, PRT_FP32, (prt_redop)9);
+    record(s == PRT_ERR_ARG, "error: unknown reduction");
+    s = prt_barrier(g);
+    record(s == PRT_OK, "barrier");
+    prt_request *rq;
+    s = prt_barrier_async(g, &rq);
+    record(s == PRT_OK && prt_wait(rq) == PRT_OK, "barrier async");
+    size_t off, cnt, sum = 0;
+    bool ok = true;
+    for (int i = 0; i < 5; i++) {
+        prt_shard(13, 5, i, &off, &cnt);
+        ok &= off == sum && cnt == (i < 3 ? 3u : 2u);
+        sum += cnt;
+    }
+    record(ok && sum == 13, "prt_shard splits 13 over 5 as 3 3 3 2 2");
+}
+
+int main(int argc, char **argv)
+{
+    /* A layout that does not match the world size is refused clearly. */
+    prt_ctx *bad = NULL;
+    prt_status s0 = prt_init(&argc, &argv, 1, 1, 1000, &bad);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    record(s0 == PRT_ERR_ARG && !bad && strstr(prt_comm_last_error(), "1000"),
+           "error: world size != dp*tp*pp");
+
+    prt_ctx *c;
+    if (prt_init(&argc, &argv, world_size, 1, 1, &c) != PRT_OK) {
+        fprintf(stderr, "rank %d: prt_init: %s\n", world_rank, prt_comm_last_error());
+        return 1;
+    }
+    double t0 = MPI_Wtime();
+    check_errors(c);
+    check_p2p(c);
+    check_overlap(c);
+    sweep(c->world, "world", true);
+    for (int dp = 1; dp <= world_size; dp++)
+        for (int tp = 1; tp <= world_size / dp; tp++)
+            if (world_size % (dp * tp) == 0)
+                check_layout(dp, tp, world_size / (dp * tp));
+
+    /* A case failed if it failed anywhere. */
+    static unsigned char any[MAX_CASES];
+    int n = ncases;
+    MPI_Reduce(failed, any, n, MPI_UNSIGNED_CHAR, MPI_MAX, 0, MPI_COMM_WORLD);
+    int nfail = 0;
+    if (world_rank == 0) {
+        for (int i = 0; i < n; i++)
+            if (any[i]) {
+                if (nfail++ < 20)
+                    fprintf(stderr, "FAIL: %s\n", names[i]);
+            }
+        fprintf(stderr, "test_comm on %d ranks (%s): %.1f s\n", world_size, prt_comm_backend(),
+                MPI_Wtime() - t0);
+        printf("%d passed, %d failed\n", n - nfail, nfail);
+    }
+    MPI_Bcast(&nfail, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    prt_finalize(c);
+    return nfail ? 1 : 0;
+}

@@ -1,0 +1,374 @@
+/*
+ * test_dsl_sema.c: planner/sema.c, the AST -> Plan pass: unit conversion,
+ * presets and overrides, defaults, `auto`, repeat expansion, the examples'
+ * shapes, and a table of checks (message and exit class) that the
+ * malformed-file corpus does not already pin down.
+ *
+ * Run from the repository root (make test-dsl-sema does).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dsl/dsl.h"
+#include "planner/sema.h"
+
+/* A cluster and a model that are valid; cases append or replace parts. */
+static const char CLUSTER[] =
+    "cluster c {\n"
+    "    nodes 2; gpus_per_node 4\n"
+    "    device a100-sxm-80gb\n"
+    "    link intra { bandwidth 300 GB/s; latency 2 us }\n"
+    "    link inter { bandwidth 200 Gb/s; latency 5 us }\n"
+    "}\n";
+static const char MODEL[] =
+    "model m {\n"
+    "    vocab 1000; seq 128\n"
+    "    embedding { dim 256 }\n"
+    "    repeat 8 { attention { heads 8 }; mlp {} }\n"
+    "    norm {}\n"
+    "    lm_head\n"
+    "}\n";
+
+typedef struct {
+    DslArena a;
+    DslDiag  d;
+    Plan     p;
+    char    *diag;
+    size_t   diag_len;
+    int      errors;
+} Run;
+
+/* Parse and check text; diagnostics are kept in r->diag. */
+static void run(Run *r, const char *text)
+{
+    memset(r, 0, sizeof *r);
+    FILE *m = open_memstream(&r->diag, &r->diag_len);
+    dsl_diag_init(&r->d, m);
+    DslSource *src = dsl_source_from_string(&r->a, "t.plan", text, strlen(text));
+    DslFile *f = dsl_parse_source(&r->a, &r->d, src);
+    r->errors = f ? plan_sema(f, &r->d, &r->a, &r->p) : -1;
+    fclose(m);
+}
+
+static void done(Run *r)
+{
+    free(r->diag);
+    dsl_arena_free(&r->a);
+}
+
+static char *cat3(const char *x, const char *y, const char *z)
+{
+    size_t n = strlen(x) + strlen(y) + strlen(z) + 1;
+    char *s = malloc(n);
+    snprintf(s, n, "%s%s%s", x, y, z);
+    return s;
+}
+
+static void test_units_and_presets(void **state)
+{
+    (void)state;
+    Run r;
+    char *text = cat3(CLUSTER, MODEL, "");
+    run(&r, text);
+    if (r.errors) fprintf(stderr, "%s", r.diag);
+    assert_int_equal(r.errors, 0);
+    const Cluster *c = &r.p.cluster;
+    assert_string_equal(c->name, "c");
+    assert_int_equal(c->nodes, 2);
+    assert_int_equal(c->gpus_per_node, 4);
+    assert_string_equal(c->device.name, "a100-sxm-80gb");
+    assert_true(c->device.memory == 80ull << 30);
+    assert_true(c->device.flops_16 == 312e12);
+    assert_true(c->device.flops_fp32 == 19.5e12);
+    assert_true(c->device.hbm == 2.039e12);
+    assert_true(c->intra.bandwidth == 300e9);
+    assert_true(fabs(c->intra.latency - 2e-6) < 1e-18);
+    assert_true(c->inter.bandwidth == 25e9);          /* 200 Gb/s = 25 GB/s */
+    assert_true(fabs(c->inter.latency - 5e-6) < 1e-18);
+    assert_false(r.p.has_layout);
+    assert_false(r.p.has_train);
+    done(&r);
+    free(text);
+
+    const Device *h = plan_device_preset("h200-sxm-141gb");
+    assert_non_null(h);
+    assert_true(h->memory == 141000000000ull && h->flops_16 == 989e12 && h->hbm == 4.8e12);
+    h = plan_device_preset("h100-sxm-80gb");
+    assert_true(h->memory == 80ull << 30 && h->flops_16 == 989e12 && h->flops_fp32 == 67e12 && h->hbm == 3.35e12);
+    assert_non_null(plan_device_preset("cpu"));
+    assert_null(plan_device_preset("a100"));
+}
+
+static void test_device_override_and_custom(void **state)
+{
+    (void)state;
+    Run r;
+    char *text = cat3("cluster c { nodes 1; gpus_per_node 1\n"
+                      "  device h100-sxm-80gb { memory 94 GB; hbm 3.9 TB/s } }\n",
+                      MODEL, "");
+    run(&r, text);
+    assert_int_equal(r.errors, 0);
+    assert_true(r.p.cluster.device.memory == 94000000000ull);
+    assert_true(r.p.cluster.device.hbm == 3.9e12);
+    assert_true(r.p.cluster.device.flops_16 == 989e12);     /* kept from the preset */
+    done(&r);
+    free(text);
+
+    text = cat3("cluster c { nodes 1; gpus_per_node 1\n"
+                "  device { memory 1.5 GiB; flops 2 TFLOPS; hbm 100 GB/s } }\n",
+                MODEL, "");
+    run(&r, text);
+    assert_int_equal(r.errors, 0);
+    assert_string_equal(r.p.cluster.device.name, "custom");
+    assert_true(r.p.cluster.device.memory == 1610612736ull);
+    assert_true(r.p.cluster.device.flops_16 == 2e12 && r.p.cluster.device.flops_fp32 == 2e12);
+    done(&r);
+    free(text);
+}
+
+static void test_model_defaults_and_repeat(void **state)
+{
+    (void)state;
+    Run r;
+    char *text = cat3(CLUSTER,
+                      "model m {\n"
+                      "  vocab 1000; seq 128\n"
+                      "  embedding { dim 256 }\n"
+                      "  repeat 2 { repeat 3 { attention { heads 8; kv_heads 2 } mlp { act swiglu } } mlp {} }\n"
+                      "  lm_head { tied false }\n"
+                      "}\n",
+                      "");
+    run(&r, text);
+    if (r.errors) fprintf(stderr, "%s", r.diag);
+    assert_int_equal(r.errors, 0);
+    const Model *m = &r.p.model;
+    assert_int_equal(m->dim, 256);
+    assert_int_equal(m->dtype, DTYPE_BF16);           /* default */
+    assert_int_equal(m->n_layers, 1 + 2 * (3 * 2 + 1) + 1);
+    assert_int_equal(m->n_blocks, 6);
+    assert_int_equal(m->layers[0].kind, LAYER_EMBEDDING);
+    assert_int_equal(m->layers[0].position, POS_LEARNED);
+    const Layer *att = &m->layers[1], *mlp = &m->layers[2], *plain = &m->layers[7];
+    assert_int_equal(att->kind, LAYER_ATTENTION);
+    assert_int_equal(att->heads, 8);
+    assert_int_equal(att->kv_heads, 2);
+    assert_int_equal(att->norm, NORM_LAYERNORM);
+    assert_true(att->bias);
+    assert_int_equal(att->line, 10);   /* 6 lines of cluster, then line 4 */
+    assert_int_equal(mlp->kind, LAYER_MLP);
+    assert_int_equal(mlp->act, ACT_SWIGLU);
+    assert_int_equal(mlp->hidden, 4 * 256);           /* default 4 x dim */
+    assert_int_equal(plain->kind, LAYER_MLP);
+    assert_int_equal(plain->act, ACT_GELU);
+    assert_int_equal(m->layers[m->n_layers - 1].kind, LAYER_LM_HEAD);
+    assert_false(m->layers[m->n_layers - 1].tied);
+    done(&r);
+    free(text);
+}
+
+static void test_plan_auto_and_train(void **state)
+{
+    (void)state;
+    Run r;
+    char *text = cat3(CLUSTER, MODEL,
+                      "plan { dp auto; tp 2; schedule auto; sequence_parallel true; global_batch 64 }\n"
+                      "train { steps 1_000; lr 3e-4; data \"d \\\"q\\\".bin\"; optimizer adamw { beta2 0.95 } }\n");
+    run(&r, text);
+    if (r.errors) fprintf(stderr, "%s", r.diag);
+    assert_int_equal(r.errors, 0);
+    const Layout *L = &r.p.layout;
+    assert_true(r.p.has_layout);
+    assert_int_equal(L->dp, PLAN_AUTO);
+    assert_int_equal(L->tp, 2);
+    assert_int_equal(L->pp, PLAN_AUTO);              /* left out */
+    assert_int_equal(L->zero, PLAN_AUTO);
+    assert_int_equal(L->micro_batch, PLAN_AUTO);
+    assert_int_equal(L->global_batch, 64);
+    assert_int_equal(L->schedule, PLAN_AUTO);
+    assert_int_equal(L->chunks, PLAN_AUTO);
+    assert_int_equal(L->recompute, PLAN_AUTO);
+    assert_int_equal(L->sequence_parallel, 1);
+    const Train *T = &r.p.train;
+    assert_true(r.p.has_train);
+    assert_int_equal(T->steps, 1000);
+    assert_true(T->lr == 3e-4);
+    assert_string_equal(T->data, "d \"q\".bin");
+    assert_true(T->beta1 == 0.9 && T->beta2 == 0.95 && T->eps == 1e-8 && T->weight_decay == 0.01);
+    assert_true(T->grad_clip == 1.0);
+    done(&r);
+    free(text);
+}
+
+typedef struct {
+    const char *plan;       /* text after the cluster and model */
+    const char *first;      /* the first diagnostic line, exactly */
+    int         errors;
+    int         exit_code;
+} CheckCase;
+
+static void test_checks(void **state)
+{
+    (void)state;
+    static const CheckCase cases[] = {
+        /* layout against the cluster: exit 1 */
+        { "plan { dp 2; tp 2; pp 1 }\n",
+          "t.plan:14:1: error: dp 2 x tp 2 x pp 1 = 4 ranks, but cluster c has 8 GPUs (2 nodes x 4)", 1, 1 },
+        { "plan { dp 1; tp 8; pp 1 }\n",
+          "t.plan:14:17: error: tp 8 is more than the 4 GPUs of a node of cluster c (tensor parallelism stays "
+          "inside a node)", 1, 1 },
+        { "plan { dp auto; tp 1; pp 3 }\n",
+          "t.plan:14:26: error: pp 3 does not divide the 8 transformer blocks of model m", 2, 2 },
+        /* both kinds: input errors decide the exit code */
+        { "plan { dp 3; tp 4; pp 1; global_batch 8; micro_batch 2 }\n",
+          "t.plan:14:39: error: global_batch 8 is not a multiple of dp 3 x micro_batch 2 = 6", 2, 2 },
+        { "plan { dp 2; tp 4; pp 1; chunks 2; schedule interleaved }\n",
+          "t.plan:14:45: error: schedule interleaved needs pp of at least 2", 1, 2 },
+        { "plan { dp 2; tp 2; pp 2; chunks 3 }\n",
+          "t.plan:14:33: error: pp 2 x chunks 3 = 6 does not divide the 8 transformer blocks", 1, 2 },
+        { "plan { dp 2; tp 2; pp 2; chunks 4; schedule interleaved; zero 3; recompute selective }\n", "", 0, 0 },
+        { "plan { zero auto; recompute fulll }\n",
+          "t.plan:14:29: error: unknown recompute fulll (expected none, selective, full or auto); did you mean "
+          "'full'?", 1, 2 },
+        { "plan { sequence_parallel maybe }\n",
+          "t.plan:14:26: error: 'sequence_parallel' expects true or false or auto, got maybe", 1, 2 },
+        { "plan { dp 2 4 }\n", "t.plan:14:13: error: 'dp' takes one value, got 2", 1, 2 },
+        { "plan { dp { } }\n", "t.plan:14:11: error: 'dp' takes a value, not a block", 1, 2 },
+        { "plan { micro_batch 2 GB }\n",
+          "t.plan:14:20: error: 'micro_batch' takes a plain integer, not a size (2 GB)", 1, 2 },
+        { "train { lr 0 }\n", "t.plan:14:1: error: train needs 'steps' (for example: steps 1000)", 2, 2 },
+        { "train { steps 1; lr 1e-3; optimizer sgd }\n",
+          "t.plan:14:37: error: unknown optimizer sgd (expected adamw)", 1, 2 },
+        { "train { steps 1; lr 1e-3; data 42 }\n",
+          "t.plan:14:32: error: 'data' expects a double-quoted string, got 42", 1, 2 },
+        { "train { steps 1; lr 1e-3; optimizer adamw { beta1 1.0 } }\n",
+          "t.plan:14:51: error: 'beta1' must be in [0, 1), got 1.0", 1, 2 },
+        { "plan {}\nplan {}\n",
+          "t.plan:15:1: error: a second plan block; a file has one plan (the first is at t.plan:14)", 1, 2 },
+        { "cluster d { nodes 1 }\n",
+          "t.plan:14:1: error: a second cluster block; a file has one cluster (the first is at t.plan:1)", 1, 2 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, cases[i].plan);
+        run(&r, text);
+        if (strcmp(r.d.first, cases[i].first) != 0 || r.errors != cases[i].errors)
+            fprintf(stderr, "case %zu (%d errors):\n%s", i, r.errors, r.diag);
+        assert_string_equal(r.d.first, cases[i].first);
+        assert_int_equal(r.errors, cases[i].errors);
+        assert_int_equal(dsl_diag_exit_code(&r.d), cases[i].exit_code);
+        done(&r);
+        free(text);
+    }
+}
+
+static void test_every_error_reported(void **state)
+{
+    (void)state;
+    Run r;
+    char *text = cat3(CLUSTER,
+                      "model m {\n"
+                      "  vocab 0; seq 64; dtype fp8\n"
+                      "  embedding { dim 64; position alibi }\n"
+                      "  repeat 2 { attention { heads 5; kv_heads 2 }; mlp { hidden 3.5; act tanh } }\n"
+                      "  lm_head { tied 1 }\n"
+                      "}\n",
+                      "plan { tpp 2 }\n");
+    run(&r, text);
+    /* vocab, dtype, position, heads vs dim, kv_heads, hidden, act, tied,
+       tpp: each once, although the repeat makes two copies. */
+    assert_int_equal(r.errors, 9);
+    assert_non_null(strstr(r.diag, "unknown key 'tpp' in plan; did you mean 'tp'?"));
+    assert_non_null(strstr(r.diag, "unknown dtype fp8 (expected fp32, bf16 or fp16)"));
+    assert_non_null(strstr(r.diag, "heads 5 does not divide the model dim 64"));
+    done(&r);
+    free(text);
+}
+
+static void test_limits_are_fast(void **state)
+{
+    (void)state;
+    Run r;
+    char *text = cat3(CLUSTER,
+                      "model m { vocab 10; seq 10; embedding { dim 8 }\n"
+                      "  repeat 100000 { repeat 100000 { repeat 100000 { attention { heads 1 } } } }\n"
+                      "  lm_head }\n",
+                      "");
+    run(&r, text);
+    assert_int_equal(r.errors, 1);
+    assert_non_null(strstr(r.d.first, "makes the model more than 100000 layers"));
+    done(&r);
+    free(text);
+    /* Exactly at the limit is allowed. */
+    text = cat3(CLUSTER,
+                "model m { vocab 10; seq 10; embedding { dim 8 }\n"
+                "  repeat 49999 { attention { heads 1 }; mlp {} }\n  lm_head }\n",
+                "");
+    run(&r, text);
+    assert_int_equal(r.errors, 0);
+    assert_int_equal(r.p.model.n_layers, 2 + 2 * 49999);
+    done(&r);
+    free(text);
+}
+
+/* The examples check, and their shapes are the published ones. */
+static void test_examples(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file;
+        int64_t     vocab, seq, dim, blocks, heads, kv_heads, hidden;
+        int         dp, tp, pp;
+    } ex[] = {
+        { "examples/tiny.plan",       256,    64,   64,    4,  4,  4,  256,   2,  2, 2 },
+        { "examples/gpt2-small.plan", 50257,  1024, 768,   12, 12, 12, 3072,  8,  1, 1 },
+        { "examples/gpt3-175b.plan",  51200,  2048, 12288, 96, 96, 96, 49152, 12, 8, 16 },
+        { "examples/llama3-8b.plan",  128256, 8192, 4096,  32, 32, 8,  14336, 16, 8, 1 },
+        { "examples/llama3-70b.plan", 128256, 8192, 8192,  80, 64, 8,  28672, 4,  8, 4 },
+    };
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
+        DslArena a = { 0 };
+        DslDiag d;
+        dsl_diag_init(&d, stderr);
+        DslFile *f = dsl_load(&a, &d, ex[i].file);
+        assert_non_null(f);
+        Plan p;
+        assert_int_equal(plan_sema(f, &d, &a, &p), 0);
+        const Model *m = &p.model;
+        assert_int_equal(m->vocab, ex[i].vocab);
+        assert_int_equal(m->seq, ex[i].seq);
+        assert_int_equal(m->dim, ex[i].dim);
+        assert_int_equal(m->n_blocks, ex[i].blocks);
+        assert_int_equal(m->layers[1].heads, ex[i].heads);
+        assert_int_equal(m->layers[1].kv_heads, ex[i].kv_heads);
+        assert_int_equal(m->layers[2].hidden, ex[i].hidden);
+        assert_int_equal(p.layout.dp, ex[i].dp);
+        assert_int_equal(p.layout.tp, ex[i].tp);
+        assert_int_equal(p.layout.pp, ex[i].pp);
+        assert_int_equal((int64_t)p.layout.dp * p.layout.tp * p.layout.pp,
+                         p.cluster.nodes * p.cluster.gpus_per_node);
+        dsl_arena_free(&a);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_units_and_presets),
+        cmocka_unit_test(test_device_override_and_custom),
+        cmocka_unit_test(test_model_defaults_and_repeat),
+        cmocka_unit_test(test_plan_auto_and_train),
+        cmocka_unit_test(test_checks),
+        cmocka_unit_test(test_every_error_reported),
+        cmocka_unit_test(test_limits_are_fast),
+        cmocka_unit_test(test_examples),
+    };
+    return cmocka_run_group_tests_name("sema", tests, NULL, NULL);
+}

@@ -1,0 +1,582 @@
+/*
+ * test_ops.c: the CPU compute ops against references (cmocka).
+ *
+ * Every backward is checked against central finite differences of a
+ * scalar loss L = sum(out * r) (r fixed random) evaluated in double, and
+ * every forward against a naive double-precision reference. Mismatches
+ * are printed as llm.c's validate_result does: the first few, with the
+ * tolerance atol + rtol * |ref|.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "planrt.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t rng_state = 42;
+
+static float frand(void)   /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+static float *rnd(size_t n, float scale)
+{
+    float *p = malloc(n * sizeof *p + 4);
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand() * scale;
+    return p;
+}
+
+static float *zeros(size_t n) { return calloc(n + 1, sizeof(float)); }
+
+/* Count and print (the first 5) mismatches beyond atol + rtol*|ref|. */
+static int validate(const char *name, const float *got, const double *ref, size_t n,
+                    double atol, double rtol)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double tol = atol + rtol * fabs(ref[i]);
+        if (!(fabs((double)got[i] - ref[i]) <= tol)) {
+            if (bad < 5)
+                print_message("  %s mismatch at %zu: ref %.7g got %.7g (tol %.3g)\n",
+                              name, i, ref[i], (double)got[i], tol);
+            bad++;
+        }
+    }
+    if (bad)
+        print_message("  %s: %d of %zu mismatches\n", name, bad, n);
+    return bad;
+}
+
+static int validate_f(const char *name, const float *got, const float *ref, size_t n,
+                      double atol, double rtol)
+{
+    double *r = malloc(n * sizeof *r + 8);
+    for (size_t i = 0; i < n; i++)
+        r[i] = ref[i];
+    int bad = validate(name, got, r, n, atol, rtol);
+    free(r);
+    return bad;
+}
+
+/* ---- finite differences ---------------------------------------------------
+ * A case runs its forward on the current inputs; the loss is sum(out * r)
+ * in double. grad is what the backward gave for a tensor; we perturb up to
+ * 40 of its elements by +-h and compare. */
+typedef struct {
+    const char *name;
+    float *x, *grad;
+    size_t n;
+} FdTensor;
+
+typedef void (*FwdFn)(void *ctx);
+
+static double fd_loss(FwdFn f, void *ctx, const float *out, const float *r, size_t nout)
+{
+    f(ctx);
+    double s = 0.0;
+    for (size_t i = 0; i < nout; i++)
+        s += (double)out[i] * r[i];
+    return s;
+}
+
+static int fd_check(FwdFn f, void *ctx, const float *out, const float *r, size_t nout,
+                    FdTensor *ts, int nt, double h, double atol, double rtol)
+{
+    int bad = 0;
+    for (int t = 0; t < nt; t++) {
+        size_t n = ts[t].n, stride = n > 40 ? n / 40 : 1, cnt = 0;
+        float *got = malloc(n * sizeof *got);
+        double *ref = malloc(n * sizeof *ref);
+        for (size_t i = (size_t)t % stride; i < n; i += stride, cnt++) {
+            float x0 = ts[t].x[i];
+            ts[t].x[i] = (float)(x0 + h);
+            double lp = fd_loss(f, ctx, out, r, nout);
+            ts[t].x[i] = (float)(x0 - h);
+            double lm = fd_loss(f, ctx, out, r, nout);
+            ts[t].x[i] = x0;
+            ref[cnt] = (lp - lm) / (2.0 * h);
+            got[cnt] = ts[t].grad[i];
+        }
+        bad += validate(ts[t].name, got, ref, cnt, atol, rtol);
+        free(got);
+        free(ref);
+    }
+    f(ctx);   /* leave the unperturbed forward in out */
+    return bad;
+}
+
+/* ---- linear --------------------------------------------------------------- */
+
+typedef struct { float *out, *x, *w, *b; size_t N, K, O; } LinCtx;
+static void lin_fwd(void *p) { LinCtx *c = p; prt_linear_fwd(c->out, c->x, c->w, c->b, c->N, c->K, c->O); }
+
+static void test_linear(void **state)
+{
+    (void)state;
+    LinCtx c = {.N = 6, .K = 5, .O = 7};
+    c.x = rnd(c.N * c.K, 1); c.w = rnd(c.O * c.K, 1); c.b = rnd(c.O, 1);
+    c.out = zeros(c.N * c.O);
+    lin_fwd(&c);
+    double *ref = malloc(c.N * c.O * sizeof *ref);
+    for (size_t i = 0; i < c.N; i++)
+        for (size_t o = 0; o < c.O; o++) {
+            double s = c.b[o];
+            for (size_t k = 0; k < c.K; k++)
+                s += (double)c.x[i * c.K + k] * c.w[o * c.K + k];
+            ref[i * c.O + o] = s;
+        }
+    assert_int_equal(validate("linear fwd", c.out, ref, c.N * c.O, 1e-5, 1e-5), 0);
+    float *r = rnd(c.N * c.O, 1), *dx = zeros(c.N * c.K), *dw = zeros(c.O * c.K), *db = zeros(c.O);
+    prt_linear_bwd(dx, dw, db, r, c.x, c.w, c.N, c.K, c.O);
+    FdTensor ts[] = {{"linear dx", c.x, dx, c.N * c.K}, {"linear dw", c.w, dw, c.O * c.K},
+                     {"linear db", c.b, db, c.O}};
+    assert_int_equal(fd_check(lin_fwd, &c, c.out, r, c.N * c.O, ts, 3, 1e-2, 1e-3, 1e-3), 0);
+    /* weight and bias gradients accumulate */
+    float db1[7];
+    memcpy(db1, db, sizeof db1);
+    prt_linear_bwd_weight(dw, db, r, c.x, c.N, c.K, c.O);
+    for (size_t i = 0; i < c.O; i++)
+        assert_float_equal(db[i], 2 * db1[i], 1e-6);
+    free(ref); free(r); free(dx); free(dw); free(db);
+    free(c.x); free(c.w); free(c.b); free(c.out);
+}
+
+/* ---- norms ------------------------------------------------------------------ */
+
+typedef struct { float *out, *mean, *rstd, *x, *w, *b; size_t N, C; bool rms; } NormCtx;
+static void norm_fwd(void *p)
+{
+    NormCtx *c = p;
+    if (c->rms)
+        prt_rmsnorm_fwd(c->out, c->rstd, c->x, c->w, c->N, c->C, 1e-5f);
+    else
+        prt_layernorm_fwd(c->out, c->mean, c->rstd, c->x, c->w, c->b, c->N, c->C, 1e-5f);
+}
+
+static void check_norm(bool rms)
+{
+    NormCtx c = {.N = 4, .C = 9, .rms = rms};
+    c.x = rnd(c.N * c.C, 2); c.w = rnd(c.C, 1); c.b = rnd(c.C, 1);
+    c.out = zeros(c.N * c.C); c.mean = zeros(c.N); c.rstd = zeros(c.N);
+    norm_fwd(&c);
+    double *ref = malloc(c.N * c.C * sizeof *ref);
+    for (size_t i = 0; i < c.N; i++) {
+        double m = 0, v = 0;
+        for (size_t k = 0; k < c.C; k++)
+            m += c.x[i * c.C + k];
+        m = rms ? 0.0 : m / c.C;
+        for (size_t k = 0; k < c.C; k++)
+            v += (c.x[i * c.C + k] - m) * (c.x[i * c.C + k] - m);
+        double s = 1.0 / sqrt(v / c.C + 1e-5);
+        for (size_t k = 0; k < c.C; k++)
+            ref[i * c.C + k] = (c.x[i * c.C + k] - m) * s * c.w[k] + (rms ? 0.0 : c.b[k]);
+    }
+    assert_int_equal(validate(rms ? "rmsnorm fwd" : "layernorm fwd", c.out, ref, c.N * c.C, 1e-5, 1e-4), 0);
+    float *r = rnd(c.N * c.C, 1), *dx = zeros(c.N * c.C), *dw = zeros(c.C), *db = zeros(c.C);
+    if (rms)
+        prt_rmsnorm_bwd(dx, dw, r, c.x, c.w, c.rstd, c.N, c.C);
+    else
+        prt_layernorm_bwd(dx, dw, db, r, c.x, c.w, c.mean, c.rstd, c.N, c.C);
+    FdTensor ts[] = {{"norm dx", c.x, dx, c.N * c.C}, {"norm dw", c.w, dw, c.C}, {"norm db", c.b, db, c.C}};
+    assert_int_equal(fd_check(norm_fwd, &c, c.out, r, c.N * c.C, ts, rms ? 2 : 3, 1e-2, 2e-3, 2e-3), 0);
+    free(ref); free(r); free(dx); free(dw); free(db);
+    free(c.x); free(c.w); free(c.b); free(c.out); free(c.mean); free(c.rstd);
+}
+
+static void test_layernorm(void **state) { (void)state; check_norm(false); }
+static void test_rmsnorm(void **state) { (void)state; check_norm(true); }
+
+/* ---- activations ------------------------------------------------------------ */
+
+typedef struct { float *out, *x; size_t n, N, F; int kind; } ActCtx;  /* 0 gelu 1 relu 2 swiglu */
+static void act_fwd(void *p)
+{
+    ActCtx *c = p;
+    if (c->kind == 0) prt_gelu_fwd(c->out, c->x, c->n);
+    else if (c->kind == 1) prt_relu_fwd(c->out, c->x, c->n);
+    else prt_swiglu_fwd(c->out, c->x, c->N, c->F);
+}
+
+static void check_act(int kind)
+{
+    ActCtx c = {.N = 3, .F = 8, .kind = kind};
+    size_t nin = kind == 2 ? c.N * 2 * c.F : c.N * c.F, nout = c.N * c.F;
+    c.n = nout;
+    c.x = rnd(nin, 3);
+    for (size_t i = 0; i < nin; i++)   /* keep ReLU's kink away from the probes */
+        if (fabsf(c.x[i]) < 0.05f)
+            c.x[i] = 0.3f;
+    c.out = zeros(nout);
+    act_fwd(&c);
+    double *ref = malloc(nout * sizeof *ref);
+    for (size_t i = 0; i < nout; i++) {
+        if (kind == 0) {
+            double v = c.x[i];
+            ref[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        } else if (kind == 1) {
+            ref[i] = c.x[i] > 0 ? c.x[i] : 0;
+        } else {
+            size_t row = i / c.F, j = i % c.F;
+            double g = c.x[row * 2 * c.F + j], u = c.x[row * 2 * c.F + c.F + j];
+            ref[i] = g / (1 + exp(-g)) * u;
+        }
+    }
+    const char *names[] = {"gelu", "relu", "swiglu"};
+    assert_int_equal(validate(names[kind], c.out, ref, nout, 1e-5, 1e-4), 0);
+    float *r = rnd(nout, 1), *dx = zeros(nin);
+    if (kind == 0) prt_gelu_bwd(dx, c.x, r, nout);
+    else if (kind == 1) prt_relu_bwd(dx, c.x, r, nout);
+    else prt_swiglu_bwd(dx, c.x, r, c.N, c.F);
+    FdTensor ts[] = {{names[kind], c.x, dx, nin}};
+    assert_int_equal(fd_check(act_fwd, &c, c.out, r, nout, ts, 1, 1e-2, 1e-3, 2e-3), 0);
+    free(ref); free(r); free(dx); free(c.x); free(c.out);
+}
+
+static void test_gelu(void **state) { (void)state; check_act(0); }
+static void test_relu(void **state) { (void)state; check_act(1); }
+static void test_swiglu(void **state) { (void)state; check_act(2); }
+
+static void test_residual(void **state)
+{
+    (void)state;
+    float a[5] = {1, 2, 3, 4, 5}, b[5] = {.5f, -1, 0, 2, 1};
+    prt_residual_add(a, a, b, 5);   /* in place */
+    float want[5] = {1.5f, 1, 3, 6, 6};
+    assert_int_equal(validate_f("residual", a, want, 5, 0, 0), 0);
+    prt_add_inplace(a, b, 5);
+    assert_float_equal(a[3], 8.0f, 0);
+}
+
+/* ---- embeddings and RoPE ------------------------------------------------------ */
+
+typedef struct { float *out, *wte, *wpe; int32_t *tok; size_t B, T, C, v0, Vl; } EmbCtx;
+static void emb_fwd(void *p)
+{
+    EmbCtx *c = p;
+    prt_embedding_fwd(c->out, c->tok, c->wte, c->B * c->T, c->C, c->v0, c->Vl);
+    prt_position_fwd(c->out, c->wpe, c->B, c->T, c->C);
+}
+
+static void test_embedding(void **state)
+{
+    (void)state;
+    EmbCtx c = {.B = 2, .T = 4, .C = 3, .v0 = 5, .Vl = 4};   /* slice [5, 9) of a vocab */
+    int32_t tok[8] = {5, 8, 2, 6, 6, 9, 7, 5};
+    c.tok = tok;
+    c.wte = rnd(c.Vl * c.C, 1); c.wpe = rnd(c.T * c.C, 1); c.out = zeros(8 * c.C);
+    emb_fwd(&c);
+    double ref[24];
+    for (size_t i = 0; i < 8; i++)
+        for (size_t k = 0; k < 3; k++) {
+            bool in = tok[i] >= 5 && tok[i] < 9;
+            ref[i * 3 + k] = (in ? c.wte[(tok[i] - 5) * 3 + k] : 0.0) + c.wpe[(i % 4) * 3 + k];
+        }
+    assert_int_equal(validate("embedding fwd", c.out, ref, 24, 0, 1e-6), 0);
+    float *r = rnd(24, 1), *dwte = zeros(c.Vl * c.C), *dwpe = zeros(c.T * c.C);
+    prt_embedding_bwd(dwte, tok, r, 8, c.C, c.v0, c.Vl);
+    prt_position_bwd(dwpe, r, c.B, c.T, c.C);
+    FdTensor ts[] = {{"dwte", c.wte, dwte, c.Vl * c.C}, {"dwpe", c.wpe, dwpe, c.T * c.C}};
+    assert_int_equal(fd_check(emb_fwd, &c, c.out, r, 24, ts, 2, 1e-2, 1e-4, 1e-3), 0);
+    free(r); free(dwte); free(dwpe); free(c.wte); free(c.wpe); free(c.out);
+}
+
+typedef struct { float *qkv, *in; size_t B, T, H, Hkv, D; } RopeCtx;
+static void rope_fwd(void *p)
+{
+    RopeCtx *c = p;
+    size_t n = c->B * c->T * (c->H + 2 * c->Hkv) * c->D;
+    memcpy(c->qkv, c->in, n * sizeof *c->qkv);
+    prt_rope_fwd(c->qkv, c->B, c->T, c->H, c->Hkv, c->D, 100.0f);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    RopeCtx c = {.B = 2, .T = 5, .H = 4, .Hkv = 2, .D = 6};   /* GQA shapes */
+    size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.B * c.T * R;
+    c.in = rnd(n, 1); c.qkv = zeros(n);
+    rope_fwd(&c);
+    double *ref = malloc(n * sizeof *ref);
+    for (size_t row = 0; row < c.B * c.T; row++) {
+        size_t t = row % c.T;
+        for (size_t j = 0; j < R; j++) {
+            size_t head = j / c.D, d = j % c.D, i = d / 2;
+            const float *x = c.in + row * R + head * c.D;
+            if (head >= c.H + c.Hkv) {   /* values are not rotated */
+                ref[row * R + j] = c.in[row * R + j];
+                continue;
+            }
+            double a = t * pow(100.0, -2.0 * i / c.D);   /* complex multiply by e^{ia} */
+            double re = x[2 * i], im = x[2 * i + 1];
+            ref[row * R + j] = d % 2 == 0 ? re * cos(a) - im * sin(a) : re * sin(a) + im * cos(a);
+        }
+    }
+    assert_int_equal(validate("rope fwd", c.qkv, ref, n, 1e-6, 1e-5), 0);
+    float *r = rnd(n, 1), *d = malloc(n * sizeof *d);
+    memcpy(d, r, n * sizeof *d);
+    prt_rope_bwd(d, c.B, c.T, c.H, c.Hkv, c.D, 100.0f);
+    FdTensor ts[] = {{"rope dx", c.in, d, n}};
+    assert_int_equal(fd_check(rope_fwd, &c, c.qkv, r, n, ts, 1, 1e-2, 1e-4, 1e-3), 0);
+    free(ref); free(r); free(d); free(c.in); free(c.qkv);
+}
+
+/* ---- attention ---------------------------------------------------------------- */
+
+typedef struct { float *out, *att, *qkv; size_t B, T, H, Hkv, D; } AttCtx;
+static void att_fwd(void *p)
+{
+    AttCtx *c = p;
+    prt_attention_fwd(c->out, c->att, c->qkv, c->B, c->T, c->H, c->Hkv, c->D);
+}
+
+/* Naive causal attention in double, element by element. */
+static void att_ref(double *out, const float *qkv, size_t B, size_t T, size_t H,
+                    size_t Hkv, size_t D)
+{
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv;
+    double *p = malloc(T * sizeof *p);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t t = 0; t < T; t++) {
+                const float *q = qkv + (b * T + t) * R + h * D;
+                double m = -INFINITY, s = 0;
+                for (size_t j = 0; j <= t; j++) {
+                    const float *k = qkv + (b * T + j) * R + (H + h / G) * D;
+                    double dot = 0;
+                    for (size_t d = 0; d < D; d++)
+                        dot += (double)q[d] * k[d];
+                    p[j] = dot / sqrt((double)D);
+                    m = fmax(m, p[j]);
+                }
+                for (size_t j = 0; j <= t; j++)
+                    s += p[j] = exp(p[j] - m);
+                for (size_t d = 0; d < D; d++) {
+                    double o = 0;
+                    for (size_t j = 0; j <= t; j++)
+                        o += p[j] / s * qkv[(b * T + j) * R + (H + Hkv + h / G) * D + d];
+                    out[(b * T + t) * H * D + h * D + d] = o;
+                }
+            }
+    free(p);
+}
+
+static void check_attention(size_t H, size_t Hkv, bool recompute)
+{
+    AttCtx c = {.B = 2, .T = 5, .H = H, .Hkv = Hkv, .D = 4};
+    size_t R = (H + 2 * Hkv) * c.D, N = c.B * c.T, nout = N * H * c.D;
+    size_t natt = c.B * H * c.T * c.T;
+    c.qkv = rnd(N * R, 1.5f); c.out = zeros(nout); c.att = zeros(natt);
+    att_fwd(&c);
+    double *ref = malloc(nout * sizeof *ref);
+    att_ref(ref, c.qkv, c.B, c.T, H, Hkv, c.D);
+    assert_int_equal(validate("attention fwd", c.out, ref, nout, 1e-5, 1e-4), 0);
+    float *r = rnd(nout, 1), *dqkv = zeros(N * R), *datt = zeros(natt);
+    if (recompute)
+        memset(c.att, 0, natt * sizeof *c.att);   /* backward must rebuild it */
+    prt_attention_bwd(dqkv, datt, r, c.qkv, c.att, recompute, c.B, c.T, H, Hkv, c.D);
+    FdTensor ts[] = {{"attention dqkv", c.qkv, dqkv, N * R}};
+    assert_int_equal(fd_check(att_fwd, &c, c.out, r, nout, ts, 1, 1e-2, 1e-3, 2e-3), 0);
+    free(ref); free(r); free(dqkv); free(datt); free(c.qkv); free(c.out); free(c.att);
+}
+
+static void test_attention_mha(void **state) { (void)state; check_attention(3, 3, false); }
+static void test_attention_gqa(void **state) { (void)state; check_attention(4, 2, false); }
+static void test_attention_mqa_recompute(void **state) { (void)state; check_attention(4, 1, true); }
+
+/* ---- cross-entropy ----------------------------------------------------------- */
+
+typedef struct { float *logits, *loss, *mx, *se, *tgt; int32_t *targets; size_t N, V; } XentCtx;
+static void xent_fwd(void *p)
+{
+    XentCtx *c = p;
+    prt_xent_max(c->mx, c->logits, c->N, c->V);
+    prt_xent_sumexp(c->se, c->tgt, c->logits, c->mx, c->targets, c->N, c->V, 0);
+    prt_xent_loss(c->loss, c->mx, c->se, c->tgt, c->targets, c->N);
+}
+
+static void test_xent(void **state)
+{
+    (void)state;
+    XentCtx c = {.N = 5, .V = 11};
+    int32_t targets[5] = {3, 0, 10, -1, 7};   /* -1: ignored position */
+    c.targets = targets;
+    c.logits = rnd(c.N * c.V, 4); c.loss = zeros(c.N);
+    c.mx = zeros(c.N); c.se = zeros(c.N); c.tgt = zeros(c.N);
+    xent_fwd(&c);
+    double ref[5];
+    for (size_t i = 0; i < c.N; i++) {
+        double s = 0;
+        for (size_t j = 0; j < c.V; j++)
+            s += exp(c.logits[i * c.V + j]);
+        ref[i] = targets[i] < 0 ? 0 : log(s) - c.logits[i * c.V + targets[i]];
+    }
+    assert_int_equal(validate("xent loss", c.loss, ref, c.N, 1e-5, 1e-5), 0);
+    float *r = rnd(c.N, 1), *dl = zeros(c.N * c.V), *acc = zeros(c.N * c.V);
+    for (size_t i = 0; i < c.N; i++) {   /* dL/dlogits with L = sum r_i loss_i */
+        prt_xent_bwd(dl, c.logits, c.mx, c.se, c.targets, c.N, c.V, 0, r[i]);
+        for (size_t j = 0; j < c.V; j++)
+            acc[i * c.V + j] = dl[i * c.V + j];
+    }
+    FdTensor ts[] = {{"xent dlogits", c.logits, acc, c.N * c.V}};
+    assert_int_equal(fd_check(xent_fwd, &c, c.loss, r, c.N, ts, 1, 1e-2, 1e-4, 1e-3), 0);
+
+    /* vocab-parallel: two slices [0, 4) and [4, 11), combined as the caller
+     * would with max and sum all-reduces, give the same loss and gradient */
+    size_t cut = 4, Vs[2] = {cut, c.V - cut}, v0s[2] = {0, cut};
+    float mx[2][5], se[2][5], tg[2][5], gmx[5], gse[5], gtg[5], loss[5];
+    float *sl[2], *dsl[2];
+    for (int k = 0; k < 2; k++) {
+        sl[k] = zeros(c.N * Vs[k]); dsl[k] = zeros(c.N * Vs[k]);
+        for (size_t i = 0; i < c.N; i++)
+            memcpy(sl[k] + i * Vs[k], c.logits + i * c.V + v0s[k], Vs[k] * sizeof(float));
+        prt_xent_max(mx[k], sl[k], c.N, Vs[k]);
+    }
+    for (size_t i = 0; i < c.N; i++)
+        gmx[i] = fmaxf(mx[0][i], mx[1][i]);
+    for (int k = 0; k < 2; k++)
+        prt_xent_sumexp(se[k], tg[k], sl[k], gmx, c.targets, c.N, Vs[k], v0s[k]);
+    for (size_t i = 0; i < c.N; i++) {
+        gse[i] = se[0][i] + se[1][i];
+        gtg[i] = tg[0][i] + tg[1][i];
+    }
+    prt_xent_loss(loss, gmx, gse, gtg, c.targets, c.N);
+    assert_int_equal(validate("xent vocab-parallel loss", loss, ref, c.N, 1e-5, 1e-5), 0);
+    prt_xent_bwd(dl, c.logits, c.mx, c.se, c.targets, c.N, c.V, 0, 0.5f);
+    for (int k = 0; k < 2; k++) {
+        prt_xent_bwd(dsl[k], sl[k], gmx, gse, c.targets, c.N, Vs[k], v0s[k], 0.5f);
+        for (size_t i = 0; i < c.N; i++)
+            assert_int_equal(validate_f("xent vocab-parallel dlogits", dsl[k] + i * Vs[k],
+                                        dl + i * c.V + v0s[k], Vs[k], 1e-6, 1e-5), 0);
+        free(sl[k]); free(dsl[k]);
+    }
+    free(r); free(dl); free(acc); free(c.logits); free(c.loss); free(c.mx); free(c.se); free(c.tgt);
+}
+
+/* ---- AdamW ------------------------------------------------------------------- */
+
+static void test_adamw(void **state)
+{
+    (void)state;
+    prt_adamw_cfg cfg = {.lr = 1e-2f, .min_lr = 1e-3f, .warmup = 2, .total = 10,
+                         .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                         .clip = 1.0f};
+    size_t n = 37;
+    float *p = rnd(n, 1), *m = zeros(n), *v = zeros(n), *ps = malloc(n * sizeof *ps);
+    float *ms = zeros(n), *vs = zeros(n);
+    double *pr = malloc(n * sizeof *pr), *mr = calloc(n, sizeof *mr), *vr = calloc(n, sizeof *vr);
+    memcpy(ps, p, n * sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        pr[i] = p[i];
+    for (long t = 1; t <= 3; t++) {
+        float *g = rnd(n, 2);
+        float scale = prt_clip_scale(prt_grad_sq_norm(g, n), cfg.clip);
+        float lr = prt_lr_at(&cfg, t - 1);
+        prt_adamw_step(p, g, m, v, n, &cfg, t, lr, cfg.weight_decay, scale);
+        /* the same update on slices [0,10), [10,11), [11,37) */
+        size_t cuts[4] = {0, 10, 11, n};
+        for (int k = 0; k < 3; k++)
+            prt_adamw_step(ps + cuts[k], g + cuts[k], ms + cuts[k], vs + cuts[k],
+                           cuts[k + 1] - cuts[k], &cfg, t, lr, cfg.weight_decay, scale);
+        for (size_t i = 0; i < n; i++) {   /* reference in double */
+            double gi = (double)g[i] * scale;
+            mr[i] = 0.9 * mr[i] + 0.1 * gi;
+            vr[i] = 0.95 * vr[i] + 0.05 * gi * gi;
+            double mh = mr[i] / (1 - pow(0.9, t)), vh = vr[i] / (1 - pow(0.95, t));
+            pr[i] -= lr * (mh / (sqrt(vh) + 1e-8) + 0.1 * pr[i]);
+        }
+        free(g);
+    }
+    assert_memory_equal(p, ps, n * sizeof *p);
+    assert_int_equal(validate("adamw", p, pr, n, 1e-6, 1e-5), 0);
+    /* schedule: warm-up, peak, cosine midpoint, floor */
+    assert_float_equal(prt_lr_at(&cfg, 0), 5e-3f, 1e-9);
+    assert_float_equal(prt_lr_at(&cfg, 2), 1e-2f, 1e-9);
+    assert_float_equal(prt_lr_at(&cfg, 6), 5.5e-3f, 1e-7);
+    assert_float_equal(prt_lr_at(&cfg, 10), 1e-3f, 1e-9);
+    assert_float_equal(prt_clip_scale(4.0, 1.0f), 0.5f, 1e-7);
+    assert_float_equal(prt_clip_scale(0.25, 1.0f), 1.0f, 0);
+    free(p); free(m); free(v); free(ps); free(ms); free(vs); free(pr); free(mr); free(vr);
+}
+
+/* ---- initialisation --------------------------------------------------------- */
+
+static void test_init_shards(void **state)
+{
+    (void)state;
+    size_t R = 12, C = 10;
+    float *full = zeros(R * C), *part = zeros(R * C);
+    assert_int_equal(prt_init_normal(full, R * C, 7, 3, 0, 0.02f), PRT_OK);
+    /* ZeRO-style ranges */
+    for (size_t off = 0; off < R * C; off += 17)
+        prt_init_normal(part + off, off + 17 > R * C ? R * C - off : 17, 7, 3, off, 0.02f);
+    assert_memory_equal(full, part, R * C * sizeof *full);
+    /* TP shards: column-parallel (rows) and row-parallel (cols), tp = 2 */
+    float *sub = zeros(R * C);
+    for (int k = 0; k < 2; k++) {
+        prt_init_normal_2d(sub, R, C, 0, R, k * C / 2, (k + 1) * C / 2, 7, 3, 0.02f);
+        for (size_t r = 0; r < R; r++)
+            assert_memory_equal(sub + r * C / 2, full + r * C + k * C / 2, C / 2 * sizeof *sub);
+        prt_init_normal_2d(sub, R, C, k * R / 2, (k + 1) * R / 2, 0, C, 7, 3, 0.02f);
+        assert_memory_equal(sub, full + k * R / 2 * C, R / 2 * C * sizeof *sub);
+    }
+    assert_int_equal(prt_init_normal_2d(sub, R, C, 0, R + 1, 0, C, 7, 3, 0.02f), PRT_ERR_ARG);
+    /* a different parameter id or seed gives different values */
+    prt_init_normal(part, R * C, 7, 4, 0, 0.02f);
+    assert_memory_not_equal(full, part, R * C * sizeof *full);
+    prt_init_normal(part, R * C, 8, 3, 0, 0.02f);
+    assert_memory_not_equal(full, part, R * C * sizeof *full);
+    free(full); free(part); free(sub);
+}
+
+static void test_init_statistics(void **state)
+{
+    (void)state;
+    size_t n = 200000;
+    float *x = zeros(n);
+    prt_init_normal(x, n, 1, 0, 0, 2.0f);
+    double m = 0, v = 0;
+    for (size_t i = 0; i < n; i++)
+        m += x[i];
+    m /= n;
+    for (size_t i = 0; i < n; i++)
+        v += (x[i] - m) * (x[i] - m);
+    v /= n;
+    assert_true(fabs(m) < 0.02);            /* 4.5 sigma of the mean's error */
+    assert_true(fabs(sqrt(v) - 2.0) < 0.02);
+    assert_float_equal(prt_gpt2_std(false, 12), 0.02f, 0);
+    assert_float_equal(prt_gpt2_std(true, 12), 0.02f / sqrtf(24.0f), 1e-9);
+    free(x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_relu),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attention_mha),
+        cmocka_unit_test(test_attention_gqa),
+        cmocka_unit_test(test_attention_mqa_recompute),
+        cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_init_shards),
+        cmocka_unit_test(test_init_statistics),
+    };
+    return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
+}

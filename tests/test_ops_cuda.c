@@ -1,0 +1,439 @@
+/*
+ * test_ops_cuda.c: every CUDA op against the CPU op on random inputs, and
+ * the time of a GPT-2-small training step; run by tests/gpu/check-ops.sh
+ * on a machine with a GPU.
+ *
+ * Built with PRT_CUDA against libplanrt_cuda.a. The CPU ops come from
+ * libplanrt_ref.a: the CPU objects with every prt_ symbol renamed ref_prt_
+ * (objcopy), declared by a header generated from prt_ops.h the same way,
+ * so both builds of one op live in one program. Inputs are drawn in fp32
+ * and rounded to bf16 first, so both sides see the same numbers; outputs
+ * are compared with a bf16 tolerance and the first mismatches printed as
+ * llm.c's validate_result does.
+ *
+ * Without a GPU it stops at start with a message and exit status 77
+ * ("skipped"), which is how `make test` checks that the CUDA ops link.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "planrt.h"
+#include "prt_ops_ref.h"
+#include "test_ops_gpt.h"
+
+static int failures, checks;
+
+/* ---- bf16 on the host ---------------------------------------------------- */
+
+static uint16_t f2bf(float f)   /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf2f(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint64_t rng = 0x1234567;
+
+static float frand(void)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+/* Random host values, already rounded to bf16. */
+static float *hrand(size_t n, float scale)
+{
+    float *p = malloc(n * sizeof *p + 4);
+    for (size_t i = 0; i < n; i++)
+        p[i] = bf2f(f2bf(frand() * scale));
+    return p;
+}
+
+static float *hzeros(size_t n) { return calloc(n + 1, sizeof(float)); }
+
+/* A device bf16 copy of host values. */
+static prt_act *dact(const float *h, size_t n)
+{
+    uint16_t *tmp = malloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = f2bf(h[i]);
+    prt_act *d = prt_alloc(n * 2);
+    prt_copy_to_device(d, tmp, n * 2);
+    free(tmp);
+    return d;
+}
+
+static float *dfloat(const float *h, size_t n)
+{
+    float *d = prt_alloc(n * 4);
+    prt_copy_to_device(d, h, n * 4);
+    return d;
+}
+
+static void *dbytes(const void *h, size_t bytes)
+{
+    void *d = prt_alloc(bytes);
+    prt_copy_to_device(d, h, bytes);
+    return d;
+}
+
+/* Compare n device values (bf16 if act, else fp32) with the CPU result. */
+static void validate(const char *name, const void *dev, bool act, const float *ref, size_t n,
+                     double atol, double rtol)
+{
+    float *got = malloc(n * sizeof *got + 4);
+    if (act) {
+        uint16_t *tmp = malloc(n * 2 + 2);
+        prt_copy_to_host(tmp, dev, n * 2);
+        for (size_t i = 0; i < n; i++)
+            got[i] = bf2f(tmp[i]);
+        free(tmp);
+    } else {
+        prt_copy_to_host(got, dev, n * 4);
+    }
+    int bad = 0;
+    double maxerr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]), tol = atol + rtol * fabs(ref[i]);
+        maxerr = err > maxerr ? err : maxerr;
+        if (!(err <= tol)) {
+            if (bad < 5)
+                printf("  %s mismatch at %zu: cpu %.6g gpu %.6g (tol %.3g)\n", name, i,
+                       (double)ref[i], (double)got[i], tol);
+            bad++;
+        }
+    }
+    checks++;
+    if (bad)
+        failures++;
+    printf("%-28s %9zu elements  max |err| %.3g  %s\n", name, n, maxerr,
+           bad ? "MISMATCH" : "ok");
+    free(got);
+}
+
+#define ATOL 2e-2
+#define RTOL 2e-2
+
+/* ---- the checks ------------------------------------------------------------ */
+
+static void check_linear(size_t N, size_t K, size_t O)
+{
+    float *x = hrand(N * K, 1), *w = hrand(O * K, 0.2f), *b = hrand(O, 1), *g = hrand(N * O, 1);
+    float *out = hzeros(N * O), *dx = hzeros(N * K), *dw = hzeros(O * K), *db = hzeros(O);
+    ref_prt_linear_fwd(out, x, w, b, N, K, O);
+    ref_prt_linear_bwd(dx, dw, db, g, x, w, N, K, O);
+    prt_act *dx_d = dact(dx, N * K), *x_d = dact(x, N * K), *w_d = dact(w, O * K);
+    prt_act *b_d = dact(b, O), *g_d = dact(g, N * O), *out_d = prt_alloc(N * O * 2);
+    float *dw_d = prt_alloc(O * K * 4), *db_d = prt_alloc(O * 4);
+    prt_linear_fwd(out_d, x_d, w_d, b_d, N, K, O);
+    prt_linear_bwd(dx_d, dw_d, db_d, g_d, x_d, w_d, N, K, O);
+    validate("linear fwd", out_d, true, out, N * O, ATOL, RTOL);
+    validate("linear bwd dx", dx_d, true, dx, N * K, ATOL, RTOL);
+    validate("linear bwd dw (fp32)", dw_d, false, dw, O * K, 1e-2 * sqrt((double)N), RTOL);
+    validate("linear bwd db (fp32)", db_d, false, db, O, 1e-3 * N, RTOL);
+    void *p[] = {x, w, b, g, out, dx, dw, db};
+    for (size_t i = 0; i < 8; i++) free(p[i]);
+    void *d[] = {dx_d, x_d, w_d, b_d, g_d, out_d, dw_d, db_d};
+    for (size_t i = 0; i < 8; i++) prt_free(d[i]);
+}
+
+static void check_norm(bool rms, size_t N, size_t C)
+{
+    float *x = hrand(N * C, 2), *w = hrand(C, 1), *b = hrand(C, 1), *g = hrand(N * C, 1);
+    float *out = hzeros(N * C), *mean = hzeros(N), *rstd = hzeros(N);
+    float *dx = hrand(N * C, 1), *dw = hzeros(C), *db = hzeros(C);
+    prt_act *x_d = dact(x, N * C), *w_d = dact(w, C), *b_d = dact(b, C), *g_d = dact(g, N * C);
+    prt_act *dx_d = dact(dx, N * C), *out_d = prt_alloc(N * C * 2);   /* dx accumulates */
+    float *mean_d = prt_alloc(N * 4), *rstd_d = prt_alloc(N * 4);
+    float *dw_d = prt_alloc(C * 4), *db_d = prt_alloc(C * 4);
+    if (rms) {
+        ref_prt_rmsnorm_fwd(out, rstd, x, w, N, C, 1e-5f);
+        ref_prt_rmsnorm_bwd(dx, dw, g, x, w, rstd, N, C);
+        prt_rmsnorm_fwd(out_d, rstd_d, x_d, w_d, N, C, 1e-5f);
+        prt_rmsnorm_bwd(dx_d, dw_d, g_d, x_d, w_d, rstd_d, N, C);
+    } else {
+        ref_prt_layernorm_fwd(out, mean, rstd, x, w, b, N, C, 1e-5f);
+        ref_prt_layernorm_bwd(dx, dw, db, g, x, w, mean, rstd, N, C);
+        prt_layernorm_fwd(out_d, mean_d, rstd_d, x_d, w_d, b_d, N, C, 1e-5f);
+        prt_layernorm_bwd(dx_d, dw_d, db_d, g_d, x_d, w_d, mean_d, rstd_d, N, C);
+        validate("layernorm mean", mean_d, false, mean, N, 1e-4, 1e-4);
+        validate("layernorm db", db_d, false, db, C, 1e-3 * N, 1e-3);
+    }
+    validate(rms ? "rmsnorm fwd" : "layernorm fwd", out_d, true, out, N * C, ATOL, RTOL);
+    validate(rms ? "rmsnorm rstd" : "layernorm rstd", rstd_d, false, rstd, N, 1e-4, 1e-4);
+    validate(rms ? "rmsnorm bwd dx" : "layernorm bwd dx", dx_d, true, dx, N * C, 5e-2, RTOL);
+    validate(rms ? "rmsnorm bwd dw" : "layernorm bwd dw", dw_d, false, dw, C, 1e-3 * N, 1e-2);
+    void *p[] = {x, w, b, g, out, mean, rstd, dx, dw, db};
+    for (size_t i = 0; i < 10; i++) free(p[i]);
+    void *d[] = {x_d, w_d, b_d, g_d, dx_d, out_d, mean_d, rstd_d, dw_d, db_d};
+    for (size_t i = 0; i < 10; i++) prt_free(d[i]);
+}
+
+static void check_pointwise(size_t N, size_t F)
+{
+    size_t n = N * F;
+    float *x = hrand(2 * n, 3), *g = hrand(2 * n, 1), *out = hzeros(2 * n), *dx = hzeros(2 * n);
+    prt_act *x_d = dact(x, 2 * n), *g_d = dact(g, 2 * n), *o_d = prt_alloc(4 * n), *dx_d = prt_alloc(4 * n);
+    const char *names[3][2] = {{"gelu fwd", "gelu bwd"}, {"relu fwd", "relu bwd"},
+                               {"swiglu fwd", "swiglu bwd"}};
+    for (int k = 0; k < 3; k++) {
+        if (k == 0) {
+            ref_prt_gelu_fwd(out, x, n); ref_prt_gelu_bwd(dx, x, g, n);
+            prt_gelu_fwd(o_d, x_d, n); prt_gelu_bwd(dx_d, x_d, g_d, n);
+        } else if (k == 1) {
+            ref_prt_relu_fwd(out, x, n); ref_prt_relu_bwd(dx, x, g, n);
+            prt_relu_fwd(o_d, x_d, n); prt_relu_bwd(dx_d, x_d, g_d, n);
+        } else {
+            ref_prt_swiglu_fwd(out, x, N, F); ref_prt_swiglu_bwd(dx, x, g, N, F);
+            prt_swiglu_fwd(o_d, x_d, N, F); prt_swiglu_bwd(dx_d, x_d, g_d, N, F);
+        }
+        validate(names[k][0], o_d, true, out, n, ATOL, RTOL);
+        validate(names[k][1], dx_d, true, dx, k == 2 ? 2 * n : n, ATOL, RTOL);
+    }
+    ref_prt_residual_add(out, x, g, 2 * n);
+    prt_residual_add(o_d, x_d, g_d, 2 * n);
+    validate("residual add", o_d, true, out, 2 * n, ATOL, RTOL);
+    free(x); free(g); free(out); free(dx);
+    prt_free(x_d); prt_free(g_d); prt_free(o_d); prt_free(dx_d);
+}
+
+static void check_embedding(size_t B, size_t T, size_t C, size_t V)
+{
+    size_t N = B * T, v0 = V / 4, Vl = V / 2;   /* a TP slice of the vocabulary */
+    int32_t *tok = malloc(N * sizeof *tok);
+    for (size_t i = 0; i < N; i++)
+        tok[i] = (int32_t)((i * 7919) % V);
+    float *wte = hrand(Vl * C, 1), *wpe = hrand(T * C, 1), *g = hrand(N * C, 1);
+    float *out = hzeros(N * C), *dwte = hzeros(Vl * C), *dwpe = hzeros(T * C);
+    ref_prt_embedding_fwd(out, tok, wte, N, C, v0, Vl);
+    ref_prt_position_fwd(out, wpe, B, T, C);
+    ref_prt_embedding_bwd(dwte, tok, g, N, C, v0, Vl);
+    ref_prt_position_bwd(dwpe, g, B, T, C);
+    int32_t *tok_d = dbytes(tok, N * 4);
+    prt_act *wte_d = dact(wte, Vl * C), *wpe_d = dact(wpe, T * C), *g_d = dact(g, N * C);
+    prt_act *out_d = prt_alloc(N * C * 2);
+    float *dwte_d = prt_alloc(Vl * C * 4), *dwpe_d = prt_alloc(T * C * 4);
+    prt_embedding_fwd(out_d, tok_d, wte_d, N, C, v0, Vl);
+    prt_position_fwd(out_d, wpe_d, B, T, C);
+    prt_embedding_bwd(dwte_d, tok_d, g_d, N, C, v0, Vl);
+    prt_position_bwd(dwpe_d, g_d, B, T, C);
+    validate("embedding+position fwd", out_d, true, out, N * C, ATOL, RTOL);
+    validate("embedding bwd (fp32)", dwte_d, false, dwte, Vl * C, 1e-4, 1e-4);
+    validate("position bwd (fp32)", dwpe_d, false, dwpe, T * C, 1e-4, 1e-4);
+    free(tok); free(wte); free(wpe); free(g); free(out); free(dwte); free(dwpe);
+    void *d[] = {tok_d, wte_d, wpe_d, g_d, out_d, dwte_d, dwpe_d};
+    for (size_t i = 0; i < 7; i++) prt_free(d[i]);
+}
+
+static void check_rope(size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+{
+    size_t n = B * T * (H + 2 * Hkv) * D;
+    float *x = hrand(n, 1), *r = malloc(n * 4);
+    memcpy(r, x, n * 4);
+    prt_act *x_d = dact(x, n);
+    ref_prt_rope_fwd(r, B, T, H, Hkv, D, 10000.0f);
+    prt_rope_fwd(x_d, B, T, H, Hkv, D, 10000.0f);
+    validate("rope fwd", x_d, true, r, n, 1e-2, 1e-2);
+    ref_prt_rope_bwd(r, B, T, H, Hkv, D, 10000.0f);   /* back to x */
+    prt_rope_bwd(x_d, B, T, H, Hkv, D, 10000.0f);
+    validate("rope bwd", x_d, true, r, n, 2e-2, 2e-2);
+    free(x); free(r); prt_free(x_d);
+}
+
+static void check_attention(size_t B, size_t T, size_t H, size_t Hkv, size_t D, bool recompute)
+{
+    size_t R = (H + 2 * Hkv) * D, N = B * T, HD = H * D, natt = B * H * T * T;
+    float *qkv = hrand(N * R, 1.5f), *g = hrand(N * HD, 1), *out = hzeros(N * HD);
+    float *att = hzeros(natt), *datt = hzeros(natt), *dqkv = hzeros(N * R);
+    ref_prt_attention_fwd(out, att, qkv, B, T, H, Hkv, D);
+    ref_prt_attention_bwd(dqkv, datt, g, qkv, att, false, B, T, H, Hkv, D);
+    prt_act *qkv_d = dact(qkv, N * R), *g_d = dact(g, N * HD), *out_d = prt_alloc(N * HD * 2);
+    prt_act *att_d = prt_alloc(natt * 2), *datt_d = prt_alloc(natt * 2), *dqkv_d = prt_alloc(N * R * 2);
+    prt_attention_fwd(out_d, att_d, qkv_d, B, T, H, Hkv, D);
+    if (recompute)
+        prt_zero(att_d, natt * 2);
+    prt_attention_bwd(dqkv_d, datt_d, g_d, qkv_d, att_d, recompute, B, T, H, Hkv, D);
+    char name[64];
+    snprintf(name, sizeof name, "attention fwd H%zu/%zu", H, Hkv);
+    validate(name, out_d, true, out, N * HD, ATOL, 5e-2);
+    snprintf(name, sizeof name, "attention bwd H%zu/%zu%s", H, Hkv, recompute ? " rc" : "");
+    validate(name, dqkv_d, true, dqkv, N * R, 5e-2, 5e-2);
+    free(qkv); free(g); free(out); free(att); free(datt); free(dqkv);
+    void *d[] = {qkv_d, g_d, out_d, att_d, datt_d, dqkv_d};
+    for (size_t i = 0; i < 6; i++) prt_free(d[i]);
+}
+
+static void check_xent(size_t N, size_t V)
+{
+    size_t v0 = 3, Vl = V - 3;   /* one slice of a vocab-parallel split */
+    int32_t *tg = malloc(N * 4);
+    for (size_t i = 0; i < N; i++)
+        tg[i] = i % 7 == 0 ? -1 : (int32_t)((i * 31) % V);
+    float *l = hrand(N * Vl, 4), *mx = hzeros(N), *se = hzeros(N), *t = hzeros(N);
+    float *loss = hzeros(N), *dl = hzeros(N * Vl);
+    ref_prt_xent_max(mx, l, N, Vl);
+    ref_prt_xent_sumexp(se, t, l, mx, tg, N, Vl, v0);
+    ref_prt_xent_loss(loss, mx, se, t, tg, N);
+    ref_prt_xent_bwd(dl, l, mx, se, tg, N, Vl, v0, 1.0f / (float)N);
+    int32_t *tg_d = dbytes(tg, N * 4);
+    prt_act *l_d = dact(l, N * Vl);
+    float *mx_d = prt_alloc(N * 4), *se_d = prt_alloc(N * 4), *t_d = prt_alloc(N * 4);
+    float *loss_d = prt_alloc(N * 4);
+    prt_xent_max(mx_d, l_d, N, Vl);
+    prt_xent_sumexp(se_d, t_d, l_d, mx_d, tg_d, N, Vl, v0);
+    prt_xent_loss(loss_d, mx_d, se_d, t_d, tg_d, N);
+    validate("xent max", mx_d, false, mx, N, 1e-6, 1e-6);
+    validate("xent sumexp", se_d, false, se, N, 1e-3, 1e-3);
+    validate("xent target logit", t_d, false, t, N, 1e-6, 1e-6);
+    validate("xent loss", loss_d, false, loss, N, 1e-3, 1e-3);
+    prt_xent_bwd(l_d, l_d, mx_d, se_d, tg_d, N, Vl, v0, 1.0f / (float)N);   /* in place */
+    validate("xent bwd (in place)", l_d, true, dl, N * Vl, 1e-4 / N, RTOL);
+    free(tg); free(l); free(mx); free(se); free(t); free(loss); free(dl);
+    void *d[] = {tg_d, l_d, mx_d, se_d, t_d, loss_d};
+    for (size_t i = 0; i < 6; i++) prt_free(d[i]);
+}
+
+static void check_adamw_init(size_t n)
+{
+    prt_adamw_cfg cfg = {.lr = 1e-3f, .min_lr = 1e-4f, .warmup = 2, .total = 10, .beta1 = 0.9f,
+                         .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .clip = 1.0f};
+    ref_prt_adamw_cfg rcfg;
+    memcpy(&rcfg, &cfg, sizeof cfg);
+    float *p = hzeros(n), *m = hzeros(n), *v = hzeros(n), *g = hrand(n, 1);
+    ref_prt_init_normal(p, n, 5, 9, 100, 0.02f);
+    float *p_d = prt_alloc(n * 4), *m_d = prt_alloc(n * 4), *v_d = prt_alloc(n * 4);
+    float *g_d = dfloat(g, n);
+    prt_init_normal(p_d, n, 5, 9, 100, 0.02f);
+    validate("init (bit-exact)", p_d, false, p, n, 0, 0);
+    double sq = ref_prt_grad_sq_norm(g, n), sq_d = prt_grad_sq_norm(g_d, n);
+    printf("%-28s cpu %.9g gpu %.9g  %s\n", "grad sq norm", sq, sq_d,
+           fabs(sq - sq_d) <= 1e-9 * sq ? "ok" : "MISMATCH");
+    checks++;
+    failures += fabs(sq - sq_d) > 1e-9 * sq;
+    for (long t = 1; t <= 3; t++) {
+        ref_prt_adamw_step(p, g, m, v, n, &rcfg, t, 1e-3f, 0.1f, 0.5f);
+        prt_adamw_step(p_d, g_d, m_d, v_d, n, &cfg, t, 1e-3f, 0.1f, 0.5f);
+    }
+    validate("adamw params", p_d, false, p, n, 1e-6, 1e-5);
+    validate("adamw m", m_d, false, m, n, 1e-6, 1e-5);
+    validate("adamw v", v_d, false, v, n, 1e-7, 1e-5);
+    prt_act *a_d = prt_alloc(n * 2);
+    float *back_d = prt_alloc(n * 4);
+    prt_to_act(a_d, p_d, n);
+    prt_from_act(back_d, a_d, n);
+    validate("fp32 -> bf16 -> fp32", back_d, false, p, n, 0, 1.0 / 256);
+    free(p); free(m); free(v); free(g);
+    void *d[] = {p_d, m_d, v_d, g_d, a_d, back_d};
+    for (size_t i = 0; i < 6; i++) prt_free(d[i]);
+}
+
+/* ---- GPT-2 small step ------------------------------------------------------ */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void time_gpt2_small(size_t B, int steps)
+{
+    GptConfig c = {.V = 50257, .C = 768, .L = 12, .H = 12, .Hkv = 12, .F = 3072, .T = 1024,
+                   .B = B, .llama = false, .recompute = RC_NONE};
+    Gpt *g = gpt_new(&c, 1);
+    prt_adamw_cfg cfg = {.lr = 6e-4f, .min_lr = 6e-5f, .warmup = 2, .total = 100, .beta1 = 0.9f,
+                         .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .clip = 1.0f};
+    size_t N = B * c.T;
+    int32_t *in = malloc(N * 4), *tg = malloc(N * 4);
+    for (size_t i = 0; i < N; i++) {   /* a repeating pattern the model can learn */
+        in[i] = (int32_t)((i * 131) % 5000);
+        tg[i] = (int32_t)(((i + 1) * 131) % 5000);
+    }
+    float first = 0, loss = 0;
+    for (int s = 0; s < 2; s++) {   /* warm-up: cuBLAS heuristics, allocations */
+        gpt_zero_grad(g);
+        loss = gpt_forward_backward(g, in, tg);
+        gpt_adamw(g, &cfg, s + 1);
+        if (s == 0) first = loss;
+    }
+    prt_status st = prt_ops_sync();
+    double t0 = now();
+    for (int s = 0; s < steps; s++) {
+        gpt_zero_grad(g);
+        loss = gpt_forward_backward(g, in, tg);
+        gpt_adamw(g, &cfg, s + 3);
+    }
+    st = st ? st : prt_ops_sync();
+    double dt = (now() - t0) / steps, flops = gpt_flops_per_step(&c);
+    printf("# GPT-2 small (124M, vocab 50257, seq 1024, micro-batch %zu, bf16, recompute none)\n", B);
+    printf("%-28s %12.1f\n", "step time (ms)", dt * 1e3);
+    printf("%-28s %12.0f\n", "tokens/s", (double)N / dt);
+    printf("%-28s %12.1f\n", "model TFLOP/s", flops / dt / 1e12);
+    printf("%-28s %12.3f -> %.3f\n", "loss", first, loss);
+    if (st != PRT_OK || !isfinite(loss) || loss >= first) {
+        printf("  GPT-2 step failed: %s, loss %g -> %g\n", prt_ops_last_error(), first, loss);
+        failures++;
+    }
+    checks++;
+    /* where the time goes, with a sync around every op */
+    gpt_prof_on = true;
+    gpt_zero_grad(g);
+    t0 = now();
+    gpt_forward_backward(g, in, tg);
+    gpt_adamw(g, &cfg, steps + 3);
+    prt_ops_sync();
+    double tot = now() - t0;
+    static const char *kinds[PROF_COUNT] = {"linear (cuBLAS)", "attention", "norms",
+                                            "gelu, residual", "cross-entropy", "embeddings",
+                                            "adamw + clip"};
+    printf("# where the time goes (one step, synchronised per op: %.1f ms)\n", tot * 1e3);
+    for (int k = 0; k < PROF_COUNT; k++)
+        printf("%-28s %11.1f%%\n", kinds[k], 100.0 * gpt_prof[k] / tot);
+    gpt_prof_on = false;
+    free(in); free(tg);
+    gpt_free(g);
+}
+
+int main(int argc, char **argv)
+{
+    prt_status st = prt_ops_init(0);
+    if (st != PRT_OK) {
+        fprintf(stderr, "test_ops_cuda: the CUDA ops linked, but there is no GPU to run them "
+                        "on (%s: %s); skipped\n", prt_status_str(st), prt_ops_last_error());
+        return 77;
+    }
+    size_t B = argc > 1 ? (size_t)atoi(argv[1]) : 8;
+    printf("# CUDA ops vs CPU ops, bf16 storage / fp32 accumulation\n");
+    check_linear(64, 96, 80);
+    check_linear(256, 768, 2304);
+    check_norm(false, 64, 768);
+    check_norm(true, 64, 768);
+    check_pointwise(64, 384);
+    check_embedding(4, 32, 64, 1000);
+    check_rope(2, 16, 4, 2, 64);
+    check_attention(2, 64, 4, 4, 32, false);
+    check_attention(2, 64, 8, 2, 32, false);
+    check_attention(2, 100, 4, 1, 64, true);
+    check_xent(64, 1000);
+    check_adamw_init(100003);
+    st = prt_ops_sync();
+    if (st != PRT_OK) {
+        printf("CUDA error: %s\n", prt_ops_last_error());
+        failures++;
+    }
+    time_gpt2_small(B, 10);
+    printf("# %d of %d checks failed\n", failures, checks);
+    prt_ops_finalize();
+    return failures ? 1 : 0;
+}
