@@ -45,7 +45,7 @@ BLAS_LIBS    := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenbla
 CMOCKA_LIBS  := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 NVCC_ARCH    := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-NVCCFLAGS    ?= -O2 -g $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Iruntime/include \
+NVCCFLAGS    ?= -O2 -g -MMD -MP $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Iruntime/include \
                 $(shell $(MPICC) --showme:compile 2>/dev/null)
 CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 

@@ -18,5 +18,7 @@ int planc_load_plan(const char *file, DslArena *arena, DslDiag *d, Plan *plan);
 
 int planc_cmd_search(int argc, char **argv);   /* cli/cmd_search.c */
 int planc_cmd_trace(int argc, char **argv);    /* cli/cmd_trace.c */
+int planc_cmd_emit(int argc, char **argv);     /* cli/cmd_emit.c */
+int planc_cmd_build(int argc, char **argv);    /* cli/cmd_emit.c */
 
 #endif

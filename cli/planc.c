@@ -64,11 +64,6 @@ static const char FMT_HELP[] =
     "\n"
     "exit status: 0, or 2 if FILE does not parse.\n";
 
-static const char LATER_HELP[] =
-    "usage: planc %s FILE ...\n"
-    "\n"
-    "'%s' comes with a later version of planc; see README.md.\n";
-
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "planc: error: ");
@@ -169,16 +164,8 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 2, argv + 2);
     if (strcmp(cmd, "search") == 0) return planc_cmd_search(argc - 2, argv + 2);
     if (strcmp(cmd, "trace") == 0) return planc_cmd_trace(argc - 2, argv + 2);
-    static const char *const later[] = { "emit", "build" };
-    for (int i = 0; i < 2; i++) {
-        if (strcmp(cmd, later[i]) != 0) continue;
-        if (argc > 2 && is_help(argv[2])) {
-            printf(LATER_HELP, cmd, cmd);
-            return 0;
-        }
-        fprintf(stderr, "planc: '%s' is not implemented yet\n", cmd);
-        return 2;
-    }
+    if (strcmp(cmd, "emit") == 0) return planc_cmd_emit(argc - 2, argv + 2);
+    if (strcmp(cmd, "build") == 0) return planc_cmd_build(argc - 2, argv + 2);
     static const char *const cmds[] = { "check", "fmt", "search", "emit", "build", "trace" };
     const char *hint = dsl_suggest(cmd, cmds, 6);
     fprintf(stderr, "planc: error: unknown command '%s'", cmd);

@@ -53,7 +53,6 @@ typedef struct {
     int   n_errors;         /* all errors */
     int   n_input;          /* errors of class DSL_ERR_INPUT */
     int   n_cluster;        /* errors of class DSL_ERR_CLUSTER */
-    bool  color;            /* reserved; always false for now */
     char  first[512];       /* the first error's "file:line:col: error: msg" */
 } DslDiag;
 

@@ -24,8 +24,9 @@ DSL_OBJS := $(addprefix $(BUILD)/obj/dsl/,arena.o diag.o ast.o parse.o format.o)
             $(DSL_GEN)/parser.gen.o $(DSL_GEN)/lexer.gen.o
 
 # ---- tests ----------------------------------------------------------------
-# test-dsl: cmocka unit tests of the scanner, parser and formatter, then the
-# malformed-input corpus tests/bad/ (exact first diagnostic and exit code).
+# test-dsl: cmocka unit tests of the scanner, parser and formatter, the
+# malformed-input corpus tests/bad/ (exact first diagnostic and exit code),
+# and the driver's front-end behaviour (help, usage, exit codes, examples).
 # update-bad rewrites tests/bad/*.err from planc's output; review the diff.
 DSL_TEST := $(BUILD)/tests/test_dsl
 
@@ -39,6 +40,7 @@ TEST_TARGETS += test-dsl
 test-dsl: $(DSL_TEST) $(PLANC)
 	$(DSL_TEST)
 	tests/run_bad.sh $(PLANC)
+	tests/test_dsl_cli.sh $(PLANC)
 
 update-bad: $(PLANC)
 	tests/run_bad.sh $(PLANC) --update

@@ -56,6 +56,7 @@ void dsl_value_print(FILE *out, const DslValue *v)
     }
 }
 
+/* `key value value`, without the block or the terminator. */
 static void print_head(FILE *out, const DslStmt *s)
 {
     fputs(s->key, out);

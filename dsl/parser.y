@@ -12,7 +12,10 @@
  * where it can ("'}' expected (to close '{' at line 12)", "'}' without a
  * matching '{'"). Error productions recover at the next ';' or newline, or
  * just before the '}' of the enclosing block, so one run reports every
- * syntax error; a '{' on its own line gets its own hint.
+ * syntax error; a '{' on its own line gets its own hint. Default reductions
+ * are limited to consistent states and LAC is on, so an error is caught on
+ * the token that causes it, while the parser is still inside the right
+ * block, and recovery does not swallow the '}' that closes it.
  *
  * Memory: every semantic value (strings, values, statements) is allocated in
  * the compilation arena (dsl/arena.h) and freed with it, so nothing needs a

@@ -27,10 +27,16 @@
 
 /* ---- kernels ---------------------------------------------------------- */
 
-double plan_gemm_time(const Device *d, double peak, double e,
-                      double m, double n, double k, double batch)
+/* A GEMM whose output C is read `c_reads` times besides being written
+ * (1 for a weight-gradient GEMM accumulating into the gradient buffer,
+ * beta = 1, as gradient accumulation over micro-batches does). */
+static double gemm_time(const Device *d, double peak, double e, double m, double n, double k,
+                        double batch, int c_reads)
 {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+    double traffic = (m * k + k * n + (1 + c_reads) * m * n) * e * batch / (d->hbm * PLAN_HBM_EFF);
+    if (!(d->flops_16 > 2 * d->flops_fp32))   /* no tensor cores (a CPU): plain roofline */
+        return fmax(2 * m * n * k * batch / (peak * PLAN_GEMM_EFF), traffic) + PLAN_KERNEL_GAP;
     double tm = ceil(m / PLAN_TILE_MN), tn = ceil(n / PLAN_TILE_MN);
     double kp = ceil(k / PLAN_TILE_K) * PLAN_TILE_K;
     double tiles = tm * tn * batch;
@@ -38,8 +44,13 @@ double plan_gemm_time(const Device *d, double peak, double e,
     /* one wave: PLAN_WAVE_TILES tiles of 2 * 128 * 128 * kp FLOPs in parallel */
     double compute = waves * PLAN_WAVE_TILES * 2.0 * PLAN_TILE_MN * PLAN_TILE_MN * kp /
                      (peak * PLAN_GEMM_EFF);
-    double traffic = (m * k + k * n + m * n) * e * batch / (d->hbm * PLAN_HBM_EFF);
     return fmax(compute, traffic) + PLAN_KERNEL_GAP;
+}
+
+double plan_gemm_time(const Device *d, double peak, double e,
+                      double m, double n, double k, double batch)
+{
+    return gemm_time(d, peak, e, m, n, k, batch, 0);
 }
 
 static double stream_time(const Device *d, double bytes, int kernels)
@@ -81,7 +92,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         const PlanGemm *g = &w.gemm[i];
         double f = plan_gemm_time(d, peak, e, g->m, g->n, g->k, g->batch);
         double dx = plan_gemm_time(d, peak, e, g->m, g->k, g->n, g->batch);  /* dA = dC B^T */
-        double dw = plan_gemm_time(d, peak, e, g->k, g->n, g->m, g->batch);  /* dB = A^T dC */
+        double dw = gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, !g->core); /* dB = A^T dC, accumulated */
         t->fwd += f;
         t->bwd_in += dx;
         if (g->core) { t->bwd_in += dw; core_f += f; core_b += dx + dw; }
@@ -124,6 +135,13 @@ static Layer layer_key(const Layer *l)
     return k;
 }
 
+static bool same_shape(const Layer *a, const Layer *b)
+{
+    return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
+           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
+           a->bias == b->bias && a->tied == b->tied && a->position == b->position;
+}
+
 /* ---- the cost table --------------------------------------------------- */
 
 /* Time of a collective split into `n` equal buckets (each pays latency). */
@@ -159,27 +177,43 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     bool ovf = false;
 
     int emb_chunk = -1, head_chunk = -1;
+    /* memo of distinct layer shapes; cls[i] is layer i's entry. A layer
+     * like the one two back (the same sublayer of the previous block)
+     * takes its entry without a search. */
     Memo memo[16];
     int n_memo = 0;
+    int *cls = malloc(sizeof(int) * (size_t)(mo->n_layers > 0 ? mo->n_layers : 1));
+    if (!cls) return false;
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
         const PlanChunk *ch = &out->chunk[k];
         for (int i = ch->first; i < ch->end; i++) {
             const Layer *ly = &mo->layers[i], *prev = i ? &mo->layers[i - 1] : NULL;
-            Layer key = layer_key(ly);
             bool after = prev && prev->kind == LAYER_ATTENTION;
             const LayerTime *t = NULL;
             LayerTime tmp;
-            for (int j = 0; j < n_memo && !t; j++)
-                if (memo[j].after_attention == after && !memcmp(&memo[j].key, &key, sizeof key))
-                    t = &memo[j].t;
+            cls[i] = -1;
+            if (i >= 2 && cls[i - 2] >= 0 && memo[cls[i - 2]].after_attention == after &&
+                same_shape(ly, &mo->layers[i - 2])) {
+                cls[i] = cls[i - 2];
+                t = &memo[cls[i]].t;
+            }
             if (!t) {
-                layer_time(p, ly, prev, &cut, tpg, out->peak_flops, &ovf, &tmp);
-                if (n_memo < 16) {
-                    memo[n_memo] = (Memo){ key, after, tmp };
-                    t = &memo[n_memo++].t;
-                } else {
-                    t = &tmp;
+                Layer key = layer_key(ly);
+                for (int j = 0; j < n_memo && !t; j++)
+                    if (memo[j].after_attention == after && !memcmp(&memo[j].key, &key, sizeof key)) {
+                        t = &memo[j].t;
+                        cls[i] = j;
+                    }
+                if (!t) {
+                    layer_time(p, ly, prev, &cut, tpg, out->peak_flops, &ovf, &tmp);
+                    if (n_memo < 16) {
+                        memo[n_memo] = (Memo){ key, after, tmp };
+                        cls[i] = n_memo;
+                        t = &memo[n_memo++].t;
+                    } else {
+                        t = &tmp;
+                    }
                 }
             }
             if (ly->kind == LAYER_EMBEDDING) emb_chunk = k;
@@ -200,6 +234,7 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
         }
         c->bwd_input = c->bwd - c->bwd_weight;
     }
+    free(cls);
     /* a tied head on another stage than the embedding keeps its own copy
      * of the word table (Megatron), updated like any other weight */
     if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
@@ -213,6 +248,13 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     double T = (double)l->micro_batch * (double)mo->seq;
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
+        const PlanChunkCost *q = k ? &out->cost[k - 1] : NULL;
+        if (q && q->params == c->params && q->layers == c->layers) {   /* same collectives */
+            c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->grad_bytes = q->grad_bytes;
+            c->reduce = q->reduce; c->gather = q->gather; c->sync = q->sync;
+            out->opt_params[k % l->pp] += c->params;
+            continue;
+        }
         c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
         c->p2p = l->pp > 1 ? plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, c->p2p_bytes).time : 0;
         c->grad_bytes = e * (double)c->params;
@@ -270,7 +312,7 @@ static double reduce_tail(double compute, double reduce, int n)
 }
 
 typedef struct {
-    double F, B, Bi, W, X, comm;   /* per stage per micro-batch */
+    double F, B, Bi, W, X;   /* per stage per micro-batch */
 } StageSum;
 
 static void stage_sums(const PlanCosts *c, StageSum *ss)
@@ -283,13 +325,20 @@ static void stage_sums(const PlanCosts *c, StageSum *ss)
             const PlanChunkCost *k = &c->cost[v * l->pp + s];
             double f = gathered(k->fwd, k->gather, k->layers);
             double b = gathered(k->bwd, k->gather, k->layers);
+            /* ZeRO-3: the next gather queues behind this reduce on the comm stream */
+            if (l->zero >= 3)
+                b += reduce_tail(l->schedule == SCHED_ZB_H1 ? k->bwd_weight : k->bwd, k->reduce,
+                                 k->layers);
+            /* the comm stream serialises each pass's gather (and the
+             * backward's reduction): a pass lasts at least as long */
+            f = fmax(f, k->gather);
+            b = fmax(b, k->gather + (l->zero >= 2 ? k->reduce : 0));
             t->F += f;
             t->B += b;
             t->W += k->bwd_weight;
             t->Bi += b - k->bwd_weight;
-            t->comm += 2 * k->gather + (l->zero >= 2 ? k->reduce : 0);
         }
-        t->X = fmax(t->F + t->B, t->comm);
+        t->X = t->F + t->B;
     }
 }
 
@@ -355,7 +404,8 @@ static void step_times(const Plan *pl, const PlanCosts *c, PlanEval *ev)
          * the weight pass) of its chunk 0, the last it runs */
         const PlanChunkCost *k0 = &c->cost[s];
         double last = l->schedule == SCHED_ZB_H1 ? k0->bwd_weight : k0->bwd;
-        double dp = reduce_tail(last, k0->reduce, k0->layers);
+        /* (ZeRO-3 counts every reduction's tail in its backward already) */
+        double dp = l->zero >= 3 ? 0 : reduce_tail(last, k0->reduce, k0->layers);
         double sync = 0;
         for (int v = 0; v < l->chunks; v++) sync += c->cost[v * p + s].sync;
         double tail = dp + c->opt[s] + sync;
@@ -441,8 +491,13 @@ void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
     }
     step_times(p, &c, ev);
     double gpus = (double)l->dp * l->tp * l->pp;
-    ev->model_flops = plan_model_flops_step(&p->model, l->global_batch);
-    ev->hw_flops = ev->model_flops + plan_recompute_flops_step(&p->model, l->global_batch, l->recompute);
+    /* every GEMM is split t ways, so the step's FLOPs are t x dp x m x the
+     * per-GPU forward FLOPs of all chunks (x 3: backward = 2 x forward) */
+    double fwd = 0, rec = 0;
+    for (int k = 0; k < c.n_chunks; k++) { fwd += c.cost[k].flops_fwd; rec += c.cost[k].flops_recompute; }
+    double reps = (double)l->tp * l->dp * (double)c.n_micro;
+    ev->model_flops = 3 * fwd * reps;
+    ev->hw_flops = ev->model_flops + rec * reps;
     if (ev->step_time > 0) {
         ev->tokens_per_s = (double)l->global_batch * (double)p->model.seq / ev->step_time;
         ev->tflops_per_gpu = ev->model_flops / ev->step_time / gpus / 1e12;

@@ -21,7 +21,8 @@
 #include "planner/layout.h"
 #include "planner/memory.h"
 
-/* Device efficiency assumptions (README, section planner). */
+/* Device efficiency assumptions (README, section planner). Tile and wave
+ * quantisation apply to tensor-core devices (16-bit peak > 2 x fp32 peak). */
 #define PLAN_GEMM_EFF    0.80   /* fraction of dense peak large cuBLAS GEMMs reach */
 #define PLAN_HBM_EFF     0.85   /* fraction of HBM bandwidth streaming kernels reach */
 #define PLAN_KERNEL_GAP  2e-6   /* s, launch/ramp gap per kernel */

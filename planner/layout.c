@@ -65,6 +65,7 @@ int64_t plan_micro_batches(const Layout *l)
 /* Heads (or kv heads, MLP width) that tp must divide. */
 static bool tp_divides_layers(const Model *m, int tp, char *why, size_t len)
 {
+    if (tp == 1) return true;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *ly = &m->layers[i];
         if (ly->kind == LAYER_ATTENTION && (ly->heads % tp || ly->kv_heads % tp)) {

@@ -233,43 +233,47 @@ static int interleaved(int p, int s, int m, int v, Step *out)
     return n;
 }
 
-/* ZB-H1 by list scheduling over all stages at once (see the essay). Fills
- * order[s] with stage s's steps. Why a scheduler and not a fixed pattern:
- * the best place for each W depends on F, B and W's relative cost. */
+/* ZB-H1 by list scheduling over all stages at once (see the essay): each
+ * stage runs its forwards and input-gradient passes in 1F1B order, and
+ * slots a weight pass in whenever the next F/B is not ready yet, or when a
+ * forward would put more than p micro-batches between forward and weight
+ * pass (1F1B's peak, that of its stage 0). Why a scheduler and not a fixed
+ * pattern: the best place for each W depends on F, B and W's costs. */
 static bool zb_h1(const PlanOpCosts *c, Step **order, int *len)
 {
     int p = c->pp, m = (int)c->n_micro;
     double *act = malloc(sizeof(double) * (size_t)(p * m));   /* input of F(mb) at stage s arrives */
     double *grad = malloc(sizeof(double) * (size_t)(p * m));  /* output grad of B(mb) at s arrives */
     int *nf = calloc((size_t)p, sizeof(int)), *nb = calloc((size_t)p, sizeof(int));
-    int *nw = calloc((size_t)p, sizeof(int));
+    int *nw = calloc((size_t)p, sizeof(int)), *pos = calloc((size_t)p, sizeof(int));
     double *free_t = calloc((size_t)p, sizeof(double));
-    bool ok = act && grad && nf && nb && nw && free_t;
+    Step *fb = malloc(sizeof(Step) * (size_t)(2 * m) * (size_t)p);
+    bool ok = act && grad && nf && nb && nw && pos && free_t && fb;
     for (int i = 0; ok && i < p * m; i++) { act[i] = INFINITY; grad[i] = INFINITY; }
     for (int i = 0; ok && i < m; i++) act[i] = 0;        /* stage 0 reads the data */
+    for (int t = 0; ok && t < p; t++) one_f_one_b(p, t, m, fb + (size_t)t * 2 * m);
     int done = 0, need = 3 * p * m;
     while (ok && done < need) {
         /* the stage that can act first; an earlier arrival for it could
          * only come from a stage acting earlier, which would be chosen */
         int s = -1;
         double now = INFINITY;
+        bool take_x = false;
         for (int t = 0; t < p; t++) {
             if (nw[t] >= m) continue;
-            int lim = p - t < m ? p - t : m;
-            double tb = nb[t] < nf[t] ? grad[t * m + nb[t]] : INFINITY;
-            double tf = nf[t] < m && nf[t] - nw[t] < lim ? act[t * m + nf[t]] : INFINITY;
-            double at = nw[t] < nb[t] ? free_t[t] : fmax(free_t[t], fmin(tb, tf));
-            if (at < now) { now = at; s = t; }
+            const Step *x = pos[t] < 2 * m ? &fb[(size_t)t * 2 * m + pos[t]] : NULL;
+            double tx = !x ? INFINITY : x->kind == STEP_F ? act[t * m + x->mb] : grad[t * m + x->mb];
+            bool forced = x && x->kind == STEP_F && nf[t] - nw[t] >= p;
+            bool pending = nb[t] > nw[t];
+            double at = pending ? free_t[t] : fmax(free_t[t], tx);
+            if (at < now) {
+                now = at; s = t;
+                take_x = x && !forced && tx <= at;
+            }
         }
-        if (s < 0) { ok = false; break; }
-        int lim = p - s < m ? p - s : m;
-        double tb = nb[s] < nf[s] ? grad[s * m + nb[s]] : INFINITY;
-        double tf = nf[s] < m && nf[s] - nw[s] < lim ? act[s * m + nf[s]] : INFINITY;
+        if (s < 0 || now == INFINITY) { ok = false; break; }
+        Step st = take_x ? fb[(size_t)s * 2 * m + pos[s]] : (Step){ STEP_W, nw[s], 0 };
         int k = s;   /* zb-h1 has one chunk: vstage = stage */
-        Step st;
-        if (tb <= now) st = (Step){ STEP_B, nb[s], 0 };
-        else if (tf <= now) st = (Step){ STEP_F, nf[s], 0 };
-        else st = (Step){ STEP_W, nw[s], 0 };
         double dur = st.kind == STEP_F ? c->fwd[k] : st.kind == STEP_B ? c->bwd_input[k]
                                                                        : c->bwd_weight[k];
         double end = now + dur;
@@ -278,16 +282,18 @@ static bool zb_h1(const PlanOpCosts *c, Step **order, int *len)
             if (s + 1 < p) act[(s + 1) * m + st.mb] = end + c->p2p[k];
             else grad[s * m + st.mb] = end;            /* the last stage's loss gradient */
             nf[s]++;
+            pos[s]++;
         } else if (st.kind == STEP_B) {
             if (s > 0) grad[(s - 1) * m + st.mb] = end + c->p2p[k];
             nb[s]++;
+            pos[s]++;
         } else {
             nw[s]++;
         }
         free_t[s] = end;
         done++;
     }
-    free(act); free(grad); free(nf); free(nb); free(nw); free(free_t);
+    free(act); free(grad); free(nf); free(nb); free(nw); free(pos); free(free_t); free(fb);
     return ok && done == need;
 }
 

@@ -55,11 +55,17 @@ double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
     case SCHED_GPIPE:
         return dm;
     case SCHED_INTERLEAVED: {
-        /* Megatron: warm-up 2(p-s-1) + (v-1)p chunk forwards, + 1 in steady state */
-        double n = 2.0 * (p - s - 1) + (double)(v - 1) * p + 1;
+        /* Megatron: warm-up 2(p-s-1) + (v-1)p chunk forwards, + 1 in steady
+         * state; with m == p every forward runs in the warm-up */
+        double n = m == p ? dm * v : 2.0 * (p - s - 1) + (double)(v - 1) * p + 1;
         return fmin(n, dm * v) / v;
     }
-    default:   /* 1F1B, ZB-H1 */
+    case SCHED_ZB_H1:
+        /* forward to weight pass: at most p on every stage (lower.c);
+         * counted as whole micro-batches, an upper bound (between B and W
+         * only the linear layers' inputs are kept) */
+        return fmin((double)p, dm);
+    default:   /* 1F1B */
         return fmin((double)(p - s), dm);
     }
 }

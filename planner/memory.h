@@ -38,8 +38,10 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt);
 
 /* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B
- * and ZB-H1 min(p - s, m), interleaved (in units of whole-stage
- * micro-batches) min(2(p-s-1) + (v-1)p + 1, m v) / v. */
+ * min(p - s, m), ZB-H1 min(p, m) (later stages defer weight passes up to
+ * 1F1B's peak), interleaved (in units of whole-stage
+ * micro-batches) min(2(p-s-1) + (v-1)p + 1, m v) / v (m v / v = m when
+ * m == p: Megatron then runs every forward in the warm-up). */
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v);
 
 /* Fill out[0..pp-1] from a cost table. */

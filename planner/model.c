@@ -123,9 +123,19 @@ uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *ovf)
 bool plan_model_params(const Model *m, uint64_t *total)
 {
     bool ovf = false;
-    uint64_t n = 0;
-    for (int i = 0; i < m->n_layers; i++)
-        n = add(n, plan_layer_params(m, &m->layers[i], 1, &ovf), &ovf);
+    uint64_t n = 0, last[2] = { 0, 0 };
+    for (int i = 0; i < m->n_layers; i++) {
+        /* a layer like the one two back (the same sublayer of the previous
+         * block) has its count: no need to redo the checked products */
+        const Layer *a = &m->layers[i], *b = i >= 2 ? &m->layers[i - 2] : NULL;
+        uint64_t k = b && a->kind == b->kind && a->heads == b->heads &&
+                     a->kv_heads == b->kv_heads && a->hidden == b->hidden && a->act == b->act &&
+                     a->norm == b->norm && a->bias == b->bias && a->tied == b->tied &&
+                     a->position == b->position
+                   ? last[i % 2] : plan_layer_params(m, a, 1, &ovf);
+        last[i % 2] = k;
+        n = add(n, k, &ovf);
+    }
     *total = n;
     return !ovf;
 }

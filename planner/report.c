@@ -1,8 +1,290 @@
-/* report.c: PLACEHOLDER, replaced by the planner (issue 3). */
+/*
+ * report.c: what `planc check` prints — the resolved model, cluster and
+ * layout, memory per stage, the time of one step item by item, and the
+ * throughput figures — as text or as one JSON object.
+ *
+ * It computes nothing of its own: memory and the time breakdown come from
+ * the fast path (plan_evaluate), the step time and bubble from lowering the
+ * plan into its Program and simulating it (plan_lower, plan_simulate). When
+ * a stage does not fit, the report still prints, names the stage and the
+ * largest item on stderr, and returns 1.
+ */
 #include "planner/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "planner/comm.h"
+#include "planner/cost.h"
+#include "planner/layout.h"
+#include "planner/model.h"
+#include "planner/program.h"
+#include "planner/simulate.h"
+
+static const double GiB = 1073741824.0;
+
+/* Integer with thousands separators (exact, any uint64_t). */
+static const char *grouped(uint64_t v, char *buf)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v), o = 0;
+    for (int i = 0; i < n; i++) {
+        if (i && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+/* Same shape, same parameters: consecutive blocks print as one row. */
+static bool same_layer(const Layer *a, const Layer *b)
+{
+    return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
+           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
+           a->bias == b->bias && a->tied == b->tied && a->position == b->position;
+}
+
+static void print_model(FILE *out, const Plan *p, uint64_t total)
+{
+    const Model *m = &p->model;
+    static const char *dt[] = { "fp32", "bf16", "fp16" };   /* ORDER PlanDtype */
+    char b1[32], b2[32], shape[96];
+    fprintf(out, "model %s: %d layers (%d blocks), %s parameters, %s, seq %lld, vocab %lld, dim %lld\n",
+            m->name ? m->name : "?", m->n_layers, m->n_blocks, grouped(total, b1), dt[m->dtype],
+            (long long)m->seq, (long long)m->vocab, (long long)m->dim);
+    fprintf(out, "  %-11s %-10s %-44s %16s %18s\n", "layers", "kind", "shape", "params each", "params");
+    int i = 0;
+    while (i < m->n_layers) {
+        const Layer *l = &m->layers[i];
+        /* a run of identical (attention, mlp) pairs, or of one layer kind */
+        int period = (i + 1 < m->n_layers && l->kind == LAYER_ATTENTION) ? 2 : 1, reps = 1;
+        while (i + (reps + 1) * period <= m->n_layers) {
+            bool same = true;
+            for (int k = 0; k < period && same; k++)
+                same = same_layer(&m->layers[i + k], &m->layers[i + reps * period + k]);
+            if (!same) break;
+            reps++;
+        }
+        for (int k = 0; k < period; k++) {
+            const Layer *lk = &m->layers[i + k];
+            bool ovf = false;
+            uint64_t each = plan_layer_params(m, lk, 1, &ovf);
+            char range[48];
+            if (reps > 1) snprintf(range, sizeof range, "%d..%d", i + k, i + k + (reps - 1) * period);
+            else snprintf(range, sizeof range, "%d", i + k);
+            plan_layer_shape(m, lk, shape, sizeof shape);
+            fprintf(out, "  %-11s %-10s %-44s %16s %18s%s\n", range, plan_layer_kind_name(lk->kind),
+                    shape, grouped(each, b1), grouped(each * (uint64_t)reps, b2),
+                    reps > 1 ? "" : "");
+        }
+        if (reps > 1) fprintf(out, "  %-11s (the %d rows above repeat %d times)\n", "", period, reps);
+        i += period * reps;
+    }
+    fprintf(out, "  %-11s %-10s %-44s %16s %18s\n", "total", "", "", "", grouped(total, b1));
+}
+
+static void print_cluster(FILE *out, const Cluster *c)
+{
+    fprintf(out, "cluster %s: %lld nodes x %lld GPUs = %lld x %s (%.1f GiB, %.4g TFLOPS 16-bit, "
+                 "%.4g TFLOPS fp32, HBM %.4g TB/s)\n",
+            c->name ? c->name : "?", (long long)c->nodes, (long long)c->gpus_per_node,
+            (long long)(c->nodes * c->gpus_per_node), c->device.name ? c->device.name : "?",
+            (double)c->device.memory / GiB, c->device.flops_16 / 1e12, c->device.flops_fp32 / 1e12,
+            c->device.hbm / 1e12);
+    fprintf(out, "  links per GPU per direction: intra %.1f GB/s, %.1f us; inter %.1f GB/s, %.1f us\n",
+            c->intra.bandwidth / 1e9, c->intra.latency * 1e6, c->inter.bandwidth / 1e9,
+            c->inter.latency * 1e6);
+}
+
+static void print_group(FILE *out, const char *name, PlanGroup g)
+{
+    fprintf(out, "  %s group: %lld GPUs, %lld per node over %lld node%s (%s link)\n", name,
+            (long long)g.size, (long long)g.local, (long long)g.nodes, g.nodes > 1 ? "s" : "",
+            g.nodes > 1 ? "inter" : "intra");
+}
+
+static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_micro)
+{
+    fprintf(out, "layout: dp %d x tp %d x pp %d, zero %d, micro_batch %lld, global_batch %lld "
+                 "(%lld micro-batches per pipeline), schedule %s, chunks %d, recompute %s, "
+                 "sequence_parallel %s\n",
+            l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
+            (long long)n_micro, plan_schedule_name(l->schedule), l->chunks,
+            plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "on" : "off");
+    print_group(out, "TP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_TP));
+    print_group(out, "DP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP));
+    print_group(out, "PP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_PP));
+}
+
+static void print_memory(FILE *out, const PlanEval *ev, const PlanChunk *chunks)
+{
+    fprintf(out, "\nmemory per GPU (GiB)\n");
+    fprintf(out, "%5s %-10s %8s %8s %9s %11s %8s %8s %8s %8s %9s %9s\n", "stage", "layers", "params",
+            "grads", "optimizer", "activations", "buffers", "reserve", "total", "capacity",
+            "headroom", "in-flight");
+    for (int s = 0; s < ev->pp; s++) {
+        const PlanStageMem *m = &ev->stages[s];
+        char layers[64] = "";
+        int o = 0;
+        for (int v = 0; v < ev->layout.chunks && o < 50; v++) {
+            const PlanChunk *c = &chunks[v * ev->pp + s];
+            o += snprintf(layers + o, sizeof layers - (size_t)o, "%s%d-%d", v ? "," : "", c->first,
+                          c->end - 1);
+        }
+        fprintf(out, "%5d %-10s %8.2f %8.2f %9.2f %11.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.2f%s\n", s,
+                layers, m->params_bytes / GiB, m->grads_bytes / GiB, m->optimizer_bytes / GiB,
+                m->activations_bytes / GiB, m->buffers_bytes / GiB, m->reserve_bytes / GiB,
+                m->total_bytes / GiB, m->capacity / GiB, (double)m->headroom / GiB, m->in_flight,
+                m->headroom < 0 ? "  DOES NOT FIT" : "");
+    }
+}
+
+static void print_times(FILE *out, const PlanEval *ev, double step, double bubble, double closed)
+{
+    const PlanTimes *t = &ev->times;
+    double other = t->compute + t->tp + t->p2p + t->dp_exposed + t->gather_exposed + t->sync +
+                   t->optimizer;
+    double bub = fmax(0, step - other);
+    fprintf(out, "\ntime per step (seconds, the stage that ends last)\n");
+    fprintf(out, "  %-28s %10.4f   (of which recomputation %.4f)\n", "compute", t->compute, t->recompute);
+    fprintf(out, "  %-28s %10.4f   exposed (synchronous)\n", "TP collectives", t->tp);
+    fprintf(out, "  %-28s %10.4f   exposed\n", "PP send/recv", t->p2p);
+    fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "DP gradient reduce",
+            t->dp_total, t->dp_exposed, fmax(0, t->dp_total - t->dp_exposed));
+    fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "ZeRO-3 parameter gathers",
+            t->gather_total, t->gather_exposed, fmax(0, t->gather_total - t->gather_exposed));
+    fprintf(out, "  %-28s %10.4f   exposed\n", "ZeRO-1/2 parameter all-gather", t->sync);
+    fprintf(out, "  %-28s %10.4f\n", "optimizer (AdamW)", t->optimizer);
+    fprintf(out, "  %-28s %10.4f   (bubble fraction %.4f)\n", "pipeline bubble", bub, bubble);
+    fprintf(out, "  %-28s %10.4f   simulated (closed form %.4f)\n", "step", step, closed);
+}
+
+/* The JSON object of DESIGN.md (`check --json`). */
+static void print_json(FILE *out, const Plan *p, const PlanEval *ev, double step, double bubble,
+                       const PlanChunk *chunks, const char *error)
+{
+    const Layout *l = &ev->layout;
+    fprintf(out, "{\n  \"model\": ");
+    json_str(out, p->model.name);
+    fprintf(out, ",\n  \"cluster\": ");
+    json_str(out, p->cluster.name);
+    fprintf(out, ",\n  \"feasible\": %s,\n  \"params\": %llu,\n", ev->feasible ? "true" : "false",
+            (unsigned long long)ev->params);
+    fprintf(out, "  \"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %lld, "
+                 "\"global_batch\": %lld, \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
+                 "\"sequence_parallel\": %s},\n",
+            l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
+            plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
+            l->sequence_parallel == 1 ? "true" : "false");
+    if (error) {
+        fprintf(out, "  \"error\": ");
+        json_str(out, error);
+        fprintf(out, ",\n");
+    }
+    if (!ev->valid) {
+        fprintf(out, "  \"stages\": []\n}\n");
+        return;
+    }
+    fprintf(out, "  \"micro_batches\": %lld,\n  \"peak_memory_bytes\": %llu,\n", (long long)ev->n_micro,
+            (unsigned long long)ev->peak_memory);
+    fprintf(out, "  \"step_time_s\": %.9g,\n  \"step_time_closed_form_s\": %.9g,\n", step, ev->step_time);
+    fprintf(out, "  \"tokens_per_s\": %.9g,\n  \"tflops_per_gpu\": %.9g,\n  \"mfu\": %.6f,\n  \"hfu\": %.6f,\n",
+            ev->tokens_per_s * ev->step_time / step, ev->tflops_per_gpu * ev->step_time / step,
+            ev->mfu * ev->step_time / step, ev->hfu * ev->step_time / step);
+    fprintf(out, "  \"bubble_fraction\": %.6f,\n", bubble);
+    const PlanTimes *t = &ev->times;
+    fprintf(out, "  \"times\": {\"compute_s\": %.9g, \"recompute_s\": %.9g, \"tp_s\": %.9g, \"p2p_s\": %.9g, "
+                 "\"dp_total_s\": %.9g, \"dp_exposed_s\": %.9g, \"gather_total_s\": %.9g, "
+                 "\"gather_exposed_s\": %.9g, \"sync_s\": %.9g, \"optimizer_s\": %.9g},\n",
+            t->compute, t->recompute, t->tp, t->p2p, t->dp_total, t->dp_exposed, t->gather_total,
+            t->gather_exposed, t->sync, t->optimizer);
+    fprintf(out, "  \"stages\": [");
+    for (int s = 0; s < ev->pp; s++) {
+        const PlanStageMem *m = &ev->stages[s];
+        fprintf(out, "%s\n    {\"stage\": %d, \"first_layer\": %d, \"end_layer\": %d, "
+                     "\"params_bytes\": %llu, \"grads_bytes\": %llu, \"optimizer_bytes\": %llu, "
+                     "\"activations_bytes\": %llu, \"buffers_bytes\": %llu, \"reserve_bytes\": %llu, "
+                     "\"total_bytes\": %llu, \"capacity_bytes\": %llu, \"headroom_bytes\": %lld, "
+                     "\"in_flight\": %.4g, \"fits\": %s}",
+                s ? "," : "", s, chunks[s].first, chunks[(l->chunks - 1) * l->pp + s].end,
+                (unsigned long long)m->params_bytes, (unsigned long long)m->grads_bytes,
+                (unsigned long long)m->optimizer_bytes, (unsigned long long)m->activations_bytes,
+                (unsigned long long)m->buffers_bytes, (unsigned long long)m->reserve_bytes,
+                (unsigned long long)m->total_bytes, (unsigned long long)m->capacity,
+                (long long)m->headroom, m->in_flight, m->headroom < 0 ? "false" : "true");
+    }
+    fprintf(out, "\n  ]\n}\n");
+}
+
 int plan_check_report(FILE *out, const Plan *p, bool json)
 {
-    if (json) fprintf(out, "{\"model\": \"%s\"}\n", p->model.name);
-    else fprintf(out, "model %s: %d layers\n", p->model.name, p->model.n_layers);
-    return 0;
+    PlanEval ev;
+    plan_evaluate(p, &ev);
+    const char *file = p->file ? p->file : "planc";
+    if (!json) {
+        print_model(out, p, ev.params);
+        print_cluster(out, &p->cluster);
+        print_layout(out, p, &ev.layout, plan_micro_batches(&ev.layout));
+    }
+    if (!ev.valid) {
+        fprintf(stderr, "%s: error: %s\n", file, ev.why);
+        if (json) print_json(out, p, &ev, 0, 0, NULL, ev.why);
+        plan_eval_free(&ev);
+        return 1;
+    }
+    /* the full path: the Program the code generator emits, simulated */
+    double step = ev.step_time, bubble = ev.bubble_fraction;
+    PlanProgram prog;
+    PlanSimResult sim;
+    char why[256];
+    if (plan_lower(p, &prog, why, sizeof why)) {
+        if (plan_simulate(&prog, &sim)) {
+            step = sim.step_time;
+            bubble = sim.bubble_fraction;
+            plan_sim_free(&sim);
+        }
+        plan_program_free(&prog);
+    }
+    PlanChunk *chunks = calloc((size_t)ev.layout.pp * (size_t)ev.layout.chunks, sizeof *chunks);
+    if (!chunks || !plan_split(&p->model, ev.layout.pp, ev.layout.chunks, chunks)) {
+        fprintf(stderr, "%s: error: out of memory\n", file);
+        free(chunks);
+        plan_eval_free(&ev);
+        return 1;
+    }
+    if (json) {
+        print_json(out, p, &ev, step, bubble, chunks, ev.feasible ? NULL : ev.why);
+    } else {
+        print_memory(out, &ev, chunks);
+        print_times(out, &ev, step, bubble, ev.step_time);
+        double scale = ev.step_time / step;   /* rates at the simulated step time */
+        fprintf(out, "\nthroughput: %.0f tokens/s, %.4g TFLOP/s per GPU (model), %.4g with recomputation\n",
+                ev.tokens_per_s * scale, ev.tflops_per_gpu * scale,
+                ev.tflops_per_gpu * scale * (ev.model_flops > 0 ? ev.hw_flops / ev.model_flops : 1));
+        fprintf(out, "MFU %.1f %%, HFU %.1f %% (of %.4g TFLOPS dense per GPU)\n", 100 * ev.mfu * scale,
+                100 * ev.hfu * scale,
+                (p->model.dtype == DTYPE_FP32 ? p->cluster.device.flops_fp32 : p->cluster.device.flops_16) / 1e12);
+        if (ev.feasible)
+            fprintf(out, "fits: yes (least headroom %.2f GiB on stage %d)\n",
+                    (double)ev.stages[ev.worst_stage].headroom / GiB, ev.worst_stage);
+        else
+            fprintf(out, "fits: no — %s\n", ev.why);
+    }
+    if (!ev.feasible) fprintf(stderr, "%s: error: %s\n", file, ev.why);
+    int rc = ev.feasible ? 0 : 1;
+    free(chunks);
+    plan_eval_free(&ev);
+    return rc;
 }

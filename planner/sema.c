@@ -303,8 +303,7 @@ static bool get_enum(Sema *S, const DslStmt *st, const char *const *names, int n
         return true;
     }
     if (v->kind == DSL_VAL_WORD || v->kind == DSL_VAL_NUMBER) {
-        const char *text = v->kind == DSL_VAL_WORD ? v->text : v->text;
-        int k = key_index(text, names, n);
+        int k = key_index(v->text, names, n);   /* `zero`-like enums may be numbers */
         if (k >= 0 && !(v->kind == DSL_VAL_NUMBER && v->unit)) {
             *out = k;
             return true;
@@ -342,6 +341,7 @@ static bool get_bool(Sema *S, const DslStmt *st, bool allow_auto, int *out)
     return true;
 }
 
+/* A non-empty string (the scanner has already refused control characters). */
 static bool get_string(Sema *S, const DslStmt *st, const char **out)
 {
     const DslValue *v = entry_value(S, st);
@@ -373,6 +373,7 @@ static bool block_body(Sema *S, const DslStmt *st, int max_args, const DslStmt *
     return true;
 }
 
+/* A required key is absent: point at the block and show an example. */
 static void missing(Sema *S, const DslStmt *st, const char *key, const char *example)
 {
     dsl_error(S->d, st->key_loc, "%s needs '%s' (for example: %s)", st->key, key, example);
@@ -433,6 +434,7 @@ static void layer_at(Layer *l, LayerKind kind, const DslStmt *st)
     l->col = st->key_loc.col;
 }
 
+/* embedding { dim; position }: the model width comes from here. */
 static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
 {
     static const char *const keys[] = { "dim", "position" };
@@ -461,6 +463,8 @@ static void sema_norm_bias(Sema *S, const Fields *F, Layer *l)
     if ((s = field(F, "bias")) && get_bool(S, s, false, &x)) l->bias = x;
 }
 
+/* attention { heads; kv_heads; norm; bias }: heads must divide the width
+ * (head dim = dim / heads) and kv_heads the heads (GQA groups). */
 static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "heads", "kv_heads", "norm", "bias" };
@@ -485,6 +489,7 @@ static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
         dsl_error(S->d, hs->args->loc, "heads %" PRId64 " does not divide the model dim %" PRId64, l->heads, dim);
 }
 
+/* mlp { hidden; act; norm; bias }: hidden defaults to 4 x dim (GPT-2). */
 static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "hidden", "act", "norm", "bias" };
@@ -502,6 +507,7 @@ static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     if ((s = field(&F, "act")) && get_enum(S, s, ACT_NAMES, N_ELEMS(ACT_NAMES), false, &x)) l->act = (ActKind)x;
 }
 
+/* norm { kind }: the final norm before the head. */
 static void sema_final_norm(Sema *S, const DslStmt *st, Layer *l)
 {
     static const char *const keys[] = { "kind" };
@@ -515,6 +521,7 @@ static void sema_final_norm(Sema *S, const DslStmt *st, Layer *l)
     if ((s = field(&F, "kind")) && get_enum(S, s, NORM_NAMES, N_ELEMS(NORM_NAMES), false, &x)) l->norm = (NormKind)x;
 }
 
+/* lm_head { tied }: tied by default, as GPT-2. */
 static void sema_lm_head(Sema *S, const DslStmt *st, Layer *l)
 {
     static const char *const keys[] = { "tied" };
@@ -634,6 +641,8 @@ static bool layer_order(Sema *S, const DslStmt *st, int *stage, const DslStmt **
     return true;
 }
 
+/* model NAME { ... }: scalars in any order, layers in the order
+ * embedding, blocks, final norm, lm_head; repeat is expanded here. */
 static void sema_model(Sema *S, const DslStmt *m, Model *M)
 {
     memset(M, 0, sizeof *M);
@@ -697,6 +706,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
 
 static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm" };
 
+/* device PRESET, device { ... } or device PRESET { overrides }. */
 static void sema_device(Sema *S, const DslStmt *st, Device *D)
 {
     const DslStmt *body = NULL;
@@ -757,6 +767,7 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
 static const char *const LINK_NAMES[] = { "intra", "inter" };
 static const char *const LINK_KEYS[] = { "bandwidth", "latency" };
 
+/* link intra|inter { bandwidth; latency }: per GPU and per direction. */
 static void sema_link(Sema *S, const DslStmt *st, Link *l)
 {
     Fields F = { "link", LINK_KEYS, N_ELEMS(LINK_KEYS), { 0 } };
@@ -776,6 +787,8 @@ static void sema_link(Sema *S, const DslStmt *st, Link *l)
 
 static const char *const CLUSTER_KEYS[] = { "nodes", "gpus_per_node", "device", "link" };
 
+/* cluster NAME { ... }: links are required only where there is traffic
+ * over them (more than one GPU per node, more than one node). */
 static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
 {
     memset(C, 0, sizeof *C);
@@ -835,6 +848,8 @@ typedef struct {
     Fields         F;
 } PlanSrc;
 
+/* plan { ... }: every field may be absent or `auto` (PLAN_AUTO); only
+ * ranges are checked here, the cross-checks come after model and cluster. */
 static void sema_layout(Sema *S, const DslStmt *p, Layout *L, PlanSrc *src)
 {
     const DslStmt *body, *s;
@@ -963,6 +978,7 @@ static const char *const TRAIN_KEYS[] = { "steps", "lr", "warmup", "seed", "grad
 static const char *const ADAMW_KEYS[] = { "beta1", "beta2", "eps", "weight_decay" };
 static const char *const OPTIMIZERS[] = { "adamw" };
 
+/* optimizer adamw { beta1; beta2; eps; weight_decay }. */
 static void sema_optimizer(Sema *S, const DslStmt *st, Train *T)
 {
     const DslStmt *body, *s;
@@ -984,6 +1000,8 @@ static void sema_optimizer(Sema *S, const DslStmt *st, Train *T)
     if ((s = field(&F, "weight_decay"))) get_real(S, s, 0, false, 10, false, &T->weight_decay);
 }
 
+/* train { ... }: steps and lr are required; the rest default to the
+ * PyTorch AdamW defaults and a global-norm clip of 1.0. */
 static void sema_train(Sema *S, const DslStmt *t, Train *T)
 {
     const DslStmt *body, *s;
@@ -1016,6 +1034,9 @@ static void sema_train(Sema *S, const DslStmt *t, Train *T)
 
 static const char *const TOP_KEYS[] = { "model", "cluster", "plan", "train" };
 
+/* The file: one model and one cluster are required, plan and train are
+ * optional; a cross-check runs only when the blocks it reads checked
+ * cleanly, so one mistake does not cascade. */
 int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
 {
     Sema S = { d, a };

@@ -25,7 +25,7 @@ test-ops: $(OPS_TEST_BINS)
 
 BENCH_TARGETS += bench-ops
 bench-ops: $(BUILD)/tests/test_ops_bench
-	$(BUILD)/tests/test_ops_bench 3
+	$(BUILD)/tests/test_ops_bench 4
 
 # ---- CUDA build ---------------------------------------------------------------
 PRT_CUDA_SRCS += runtime/cuda/ops_mem.c runtime/cuda/ops_layers.cu runtime/cuda/ops_gemm.cu \

@@ -243,6 +243,10 @@ static void test_lex_strings(void **state)
     assert_int_equal(errors, 1);
     lex_all(&a, "\"never closed\n", t, 8, &errors);
     assert_int_equal(errors, 1);
+    lex_all(&a, "\"bell \a\"", t, 8, &errors);
+    assert_int_equal(errors, 1);
+    lex_all(&a, "\"tab\tok\"", t, 8, &errors);
+    assert_int_equal(errors, 0);
     dsl_arena_free(&a);
 }
 

@@ -90,18 +90,19 @@ static void check_recompute(bool llama)
 static void test_recompute_gpt2(void **state) { (void)state; check_recompute(false); }
 static void test_recompute_llama(void **state) { (void)state; check_recompute(true); }
 
-/* 60 AdamW steps must take the loss from about ln(256) = 5.55 to well
- * under the unigram entropy of the text (about 3 nats). */
+/* 100 AdamW steps must take the loss from about ln(256) = 5.55 to well
+ * under the unigram (byte-frequency) entropy of the text, 2.62 nats: the
+ * model must have learned context, not just letter counts. */
 static void check_training(bool llama)
 {
     GptConfig c = small(llama, llama ? RC_SELECTIVE : RC_NONE);
     Gpt *g = gpt_new(&c, 7);
-    prt_adamw_cfg cfg = {.lr = 3e-3f, .min_lr = 3e-4f, .warmup = 5, .total = 60,
+    prt_adamw_cfg cfg = {.lr = 3e-3f, .min_lr = 3e-4f, .warmup = 5, .total = 100,
                          .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                          .weight_decay = 0.1f, .clip = 1.0f};
     int32_t in[128], tg[128];
     float first = 0, last = 0;
-    for (long step = 0; step < 60; step++) {
+    for (long step = 0; step < 100; step++) {
         batch(in, tg, &c, (uint64_t)step);
         gpt_zero_grad(g);
         float loss = gpt_forward_backward(g, in, tg);
@@ -113,7 +114,7 @@ static void check_training(bool llama)
     }
     print_message("  %s: loss %.3f -> %.3f\n", llama ? "llama" : "gpt2", first, last);
     assert_true(first > 5.0f);
-    assert_true(last < 2.5f);
+    assert_true(last < 2.2f);
     gpt_free(g);
 }
 

@@ -86,7 +86,7 @@ static void ring_reduce_scatter_into(prt_request *q, const void *src, void *buf,
     const int P = q->g->size, r = q->g->rank;
     const int next = MOD(r + 1, P), prev = MOD(r - 1, P);
     for (int k = 0; k < P - 1; k++) {
-        int sb = MOD(r - k - 1, P), rb = MOD(r - k - 1, P);
+        int sb = MOD(r - k - 1, P), rb = MOD(r - k - 2, P);
         const void *from = k == 0 ? src : buf;
         sch_send(q, next, sch_at(q, from, b->off[sb]), b->cnt[sb]);
         sch_recv(q, prev, tmp, b->cnt[rb]);

@@ -57,5 +57,6 @@ size_t      prt_dtype_size(prt_dtype t);
 /* The two halves of the runtime. */
 #include "prt_comm.h"   /* context, groups, collectives, point-to-point */
 #include "prt_ops.h"    /* layers, optimizer, initialisation, data */
+#include "prt_par.h"    /* ZeRO sharding, TP splits, pipeline transfers */
 
 #endif /* PLANRT_H */

@@ -106,7 +106,8 @@ void prt_rmsnorm_bwd(prt_act *dx, float *dw, const prt_act *dout, const prt_act 
  * out (N, O) = x (N, K) W^T + b; W (O, K); b (O) or NULL. Column-parallel:
  * O is the local slice; row-parallel: K is, out holds partial sums and b is
  * passed on one TP rank only. bwd_input and bwd_weight are the two halves
- * of the backward (zero-bubble schedules run them apart). */
+ * of the backward (zero-bubble schedules run them apart); prt_linear_bwd
+ * skips the input half when dx is NULL. */
 void prt_linear_fwd(prt_act *out, const prt_act *x, const prt_act *w, const prt_act *b,
                     size_t N, size_t K, size_t O);
 void prt_linear_bwd_input(prt_act *dx, const prt_act *dout, const prt_act *w,
@@ -121,7 +122,9 @@ void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
  * heads, Hkv key/value heads (H % Hkv == 0, group G = H/Hkv), head size D,
  * scale 1/sqrt(D). out (N, H*D); att (B, H, T, T) receives the softmax
  * probabilities (kept for backward under recompute none; under selective
- * it may be a scratch buffer shared by all layers). */
+ * it may be a scratch buffer shared by all layers). Under TP a rank's fused
+ * QKV weight is three row blocks of the global one: its query heads, its
+ * key heads, its value heads (tests/test_ops.c, test_tp_attention_mlp). */
 void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
                        size_t B, size_t T, size_t H, size_t Hkv, size_t D);
 /* dqkv (N, (H+2Hkv)D) is overwritten; datt (B, H, T, T) is scratch. With

@@ -7,9 +7,9 @@
  * Nothing carries state from one element to the next, so a ZeRO shard
  * (a range of indices) or a TP shard (a sub-matrix: rows r0..r1, cols
  * c0..c1 of the global matrix) produces exactly the values the whole
- * tensor would. The arithmetic runs on the host in double for both
- * targets, so the CPU and CUDA builds agree bit for bit; the CUDA build
- * copies each chunk to the device.
+ * tensor would. The arithmetic runs on the host for both targets, so the
+ * CPU and CUDA builds agree bit for bit; the CUDA build copies each chunk
+ * to the device.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -37,9 +37,9 @@ float prt_philox_normal(uint64_t seed, uint64_t pid, uint64_t i)
 {
     uint32_t c[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)pid, (uint32_t)(pid >> 32)};
     philox4x32(c, (uint32_t)seed, (uint32_t)(seed >> 32));
-    double u1 = ((double)c[0] + 1.0) / 4294967296.0;   /* (0, 1] */
-    double u2 = (double)c[1] / 4294967296.0;           /* [0, 1) */
-    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+    float u1 = (float)((c[0] >> 8) + 1) * 0x1p-24f;   /* (0, 1], 24 bits */
+    float u2 = (float)(c[1] >> 8) * 0x1p-24f;         /* [0, 1) */
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795865f * u2);
 }
 
 static void fill_normal(float *dst, size_t n, uint64_t seed, uint64_t pid,

@@ -1,0 +1,52 @@
+/*
+ * codegen.h: the code generator — a checked Plan in, one readable C/CUDA
+ * program out, and the compiler runs that turn it into an executable.
+ *
+ * cg_emit() lowers the plan to its Program (planner/program.h) and writes
+ * one file that includes only planrt.h: a header comment with the layout and
+ * planc's predictions, the parameter table, the layers' forward and backward
+ * passes with every tensor-parallel collective spelled out, one step
+ * function per pipeline stage that is that stage's op list in order, and
+ * main. The same file compiles as C (CPU target) and as CUDA (nvcc).
+ * Emission is deterministic: same plan, same bytes.
+ *
+ * cg_build() starts the compiler with posix_spawnp (never a shell) and
+ * returns its status; the compiler's own messages go to the terminal.
+ */
+#ifndef PLANC_CODEGEN_H
+#define PLANC_CODEGEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include "planner/plan.h"
+
+typedef enum {
+    CG_TARGET_CPU,   /* mpicc -x c, libplanrt.a, OpenBLAS */
+    CG_TARGET_CUDA,  /* nvcc sm_80 + sm_90, libplanrt_cuda.a, cuBLAS, NCCL, MPI */
+} CgTarget;
+
+/* Write the program of plan p (from file plan_path) to out. Returns false
+ * with the reason in why when the plan cannot be emitted (invalid layout,
+ * a model the generator does not handle). */
+bool cg_emit(const Plan *p, FILE *out, char *why, size_t len);
+
+/* Where the runtime lives: its header directory and library directory. */
+typedef struct {
+    const char *include_dir;   /* holds planrt.h */
+    const char *lib_dir;       /* holds libplanrt.a / libplanrt_cuda.a */
+    const char *cuda_home;     /* CUDA target: holds bin/nvcc, lib64 (NULL: nvcc on PATH) */
+} CgRuntime;
+
+/* Compile src (a file cg_emit wrote) into exe for target t. Returns the
+ * compiler's exit status (0 success); -1 when it could not be started,
+ * with the reason in why. */
+int cg_build(const char *src, const char *exe, CgTarget t, const CgRuntime *rt,
+             char *why, size_t len);
+
+/* Make s safe inside a C comment (no "*" followed by "/", printable ASCII
+ * only) or a C string literal (escaped), into buf of n bytes. */
+void cg_comment_text(const char *s, char *buf, size_t n);
+void cg_string_literal(const char *s, char *buf, size_t n);
+
+#endif

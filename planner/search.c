@@ -1,0 +1,975 @@
+/*
+ * search.c: `planc search`, exhaustive and fast.
+ *
+ * The space is every combination of dp x tp x pp = the cluster's GPUs (tp
+ * dividing every layer's heads, kv heads and MLP width, inside a node
+ * unless asked otherwise; pp up to the blocks, uneven splits allowed),
+ * ZeRO 0-3, micro-batches dividing the per-DP-rank batch, the schedules
+ * gpipe, 1f1b, zb-h1 and interleaved with every chunk count v >= 2 that
+ * fits (pp*v <= blocks, micro-batches a multiple of pp), recomputation
+ * none/selective/full and sequence parallelism on/off when tp > 1. Fields
+ * the plan block sets are constraints; only the others are searched.
+ *
+ * How it stays exhaustive and still fast (Llama 3 405B on 16,384 GPUs: a
+ * few hundred thousand layouts):
+ *
+ *  1. Memoised per-block costs. The cost of one block for one micro-batch
+ *     depends only on how a layer is cut: (tp, sequence parallelism,
+ *     micro-batch, recomputation). For each such cut, one plan_costs()
+ *     call with one pipeline chunk per block gives every block's forward,
+ *     backward, parameters and kept activations (the first chunk carries
+ *     the embedding, the last the final norm and head: exactly where
+ *     plan_split() puts them). A layout's chunks are then sums of blocks.
+ *  2. Estimates from the planner's own closed forms. From those sums the
+ *     search builds the layout's cost table (without the DP/ZeRO
+ *     collectives) and hands it to plan_memory() and plan_pipeline_time(),
+ *     the functions `check` uses. Memory comes out equal to check's up to
+ *     the rounding of a different summation order; the pipeline time
+ *     without the DP collectives, pipeline sends and the step's tail
+ *     (gradient reduce, optimizer, ZeRO all-gathers) is a lower bound of
+ *     the step time, since every one of those only adds time.
+ *  3. Bounds that never drop a layout that should be kept. A layout whose
+ *     memory estimate exceeds the capacity by more than the rounding slack
+ *     is infeasible for certain; one below it by more than the slack fits
+ *     for certain; only those in between are evaluated to decide.
+ *     Feasible layouts are then evaluated in full with
+ *     plan_evaluate_layout(), in increasing order of their time bound,
+ *     until the bound exceeds the K-th best step time found: no layout
+ *     left can enter the top K. Every full evaluation also checks the
+ *     bounds against the exact figures (search.bound_violations); if one
+ *     ever fails, the search reruns without pruning.
+ *
+ * The ranked results are exactly what plan_evaluate_layout() — `check` —
+ * says of those layouts. tests/test_search.c compares the pruned search
+ * with brute force (every layout evaluated in full).
+ *
+ * What this file must not do: invent costs. Every number comes from
+ * cost.h and memory.h; this file only adds per-block figures up.
+ */
+#include "planner/search.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "planner/comm.h"
+#include "planner/layout.h"
+#include "planner/memory.h"
+#include "planner/model.h"
+#include "planner/program.h"
+#include "planner/simulate.h"
+
+/* Relative slack of the estimates against the exact figures: the
+ * estimates add the same numbers in another order, so they differ by a
+ * few ulps (1e-16 relative) per addition; 1e-9 is orders of magnitude
+ * above that and far below any difference that matters. */
+#define SEARCH_REL_SLACK 1e-9
+#define SEARCH_ABS_SLACK 64     /* bytes: ceil() of a stage's activations may move by one */
+
+PlanSearchOptions plan_search_defaults(void)
+{
+    return (PlanSearchOptions){ .top = 10, .max_tp = 0, .tp_in_node = true,
+                                .prune = true, .record = false };
+}
+
+/* ---- growable arrays -------------------------------------------------- */
+
+typedef struct {
+    int64_t *v;
+    int      n, cap;
+} I64List;
+
+static bool i64_push(I64List *l, int64_t x)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 16;
+        int64_t *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = x;
+    return true;
+}
+
+/* Divisors of n in increasing order (n <= 2^40: trial division to sqrt). */
+static bool divisors(int64_t n, I64List *out)
+{
+    out->n = 0;
+    I64List hi = { 0 };
+    bool ok = true;
+    for (int64_t d = 1; d * d <= n && ok; d++) {
+        if (n % d) continue;
+        ok = i64_push(out, d);
+        if (ok && d != n / d) ok = i64_push(&hi, n / d);
+    }
+    for (int i = hi.n - 1; i >= 0 && ok; i--) ok = i64_push(out, hi.v[i]);
+    free(hi.v);
+    return ok;
+}
+
+/* ---- memoised per-block costs ----------------------------------------- */
+
+/* How a layer is cut, the key of the memo. */
+typedef struct {
+    int     tp, sp, rec;
+    int64_t mb;
+} CutKey;
+
+/* Costs of every block under one cut: block k is pipeline chunk k of the
+ * model split into one chunk per block. */
+typedef struct {
+    CutKey         key;
+    PlanChunkCost *blk;        /* [n_blocks] */
+    uint64_t       head_copy;  /* parameters of a tied head's copy (only when pp > 1) */
+    double         p2p_lo;     /* s: one activation send, the cheaper of NVLink and IB */
+} CutCosts;
+
+typedef struct {
+    const Plan *p;
+    CutCosts   *cut;
+    int         n, cap;
+} CutMemo;
+
+/* Why: one plan_costs() pass per cut gives every block's cost, so a
+ * layout's chunks are sums instead of a walk over the model's layers. */
+static bool cut_build(const Plan *p, const CutKey *k, const uint64_t *head_copy, CutCosts *out)
+{
+    int nb = p->model.n_blocks;
+    Layout l = { .dp = 1, .tp = k->tp, .pp = nb, .zero = 0, .micro_batch = k->mb,
+                 .global_batch = k->mb, .schedule = SCHED_1F1B, .chunks = 1,
+                 .recompute = k->rec, .sequence_parallel = k->sp };
+    PlanCosts per, whole;
+    memset(out, 0, sizeof *out);
+    out->key = *k;
+    if (!plan_costs(p, &l, &per)) { plan_costs_free(&per); return false; }
+    if (head_copy) {
+        out->head_copy = *head_copy;
+    } else {
+        l.pp = 1;
+        if (!plan_costs(p, &l, &whole)) { plan_costs_free(&per); plan_costs_free(&whole); return false; }
+        uint64_t sum = 0;
+        for (int b = 0; b < nb; b++) sum += per.cost[b].params;
+        out->head_copy = sum - whole.cost[0].params;   /* 0 unless the head is tied */
+        plan_costs_free(&whole);
+    }
+    double bytes = per.cost[0].p2p_bytes;
+    out->p2p_lo = fmin(plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 2, 1 }, bytes).time,
+                       plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 1, 2 }, bytes).time);
+    out->blk = per.cost;
+    per.cost = NULL;
+    plan_costs_free(&per);
+    return true;
+}
+
+static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
+{
+    for (int i = 0; i < m->n; i++) {
+        const CutKey *c = &m->cut[i].key;
+        if (c->tp == k->tp && c->sp == k->sp && c->rec == k->rec && c->mb == k->mb) return &m->cut[i];
+    }
+    if (m->n == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 32;
+        CutCosts *c = realloc(m->cut, (size_t)cap * sizeof *c);
+        if (!c) return NULL;
+        m->cut = c;
+        m->cap = cap;
+    }
+    /* the head's copy depends on tp only: reuse it from any cut of that tp */
+    const uint64_t *hc = NULL;
+    for (int i = 0; i < m->n && !hc; i++)
+        if (m->cut[i].key.tp == k->tp) hc = &m->cut[i].head_copy;
+    uint64_t copy = hc ? *hc : 0;
+    if (!cut_build(m->p, k, hc ? &copy : NULL, &m->cut[m->n])) return NULL;
+    return &m->cut[m->n++];
+}
+
+static void cut_memo_free(CutMemo *m)
+{
+    for (int i = 0; i < m->n; i++) free(m->cut[i].blk);
+    free(m->cut);
+}
+
+/* ---- a layout's estimated cost table ---------------------------------- */
+
+/* What memory.c adds up per stage, over the stage's chunks. */
+typedef struct {
+    uint64_t psi;         /* parameters per GPU before ZeRO */
+    double   act;         /* bytes kept per micro-batch */
+    double   rebuild;     /* bytes of the largest recomputed layer */
+    double   layer_max;   /* parameters of the largest layer */
+} StageAgg;
+
+/* Scratch for one (cut, pp, v): the chunk table built from block sums and
+ * its per-stage aggregates. */
+typedef struct {
+    PlanCosts     c;
+    PlanChunk    *chunk;
+    PlanChunkCost*cost;
+    StageAgg     *agg;
+    int           cap_chunks, cap_stages;
+} Synth;
+
+static bool synth_reserve(Synth *s, int chunks, int stages)
+{
+    if (chunks > s->cap_chunks) {
+        free(s->chunk); free(s->cost);
+        s->chunk = calloc((size_t)chunks, sizeof *s->chunk);
+        s->cost = calloc((size_t)chunks, sizeof *s->cost);
+        s->cap_chunks = chunks;
+        if (!s->chunk || !s->cost) return false;
+    }
+    if (stages > s->cap_stages) {
+        free(s->agg);
+        s->agg = calloc((size_t)stages, sizeof *s->agg);
+        s->cap_stages = stages;
+        if (!s->agg) return false;
+    }
+    return true;
+}
+
+static void synth_free(Synth *s)
+{
+    free(s->chunk); free(s->cost); free(s->agg);
+}
+
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* Why: the chunks of a (pp, v) split are sums of the memoised blocks.
+ * Only the fields plan_memory() and plan_pipeline_time() read are filled;
+ * the DP and ZeRO collectives stay zero (the time bound omits them) and
+ * every chunk's send costs the cheaper of an NVLink and an InfiniBand hop. */
+static bool synth_chunks(const Plan *p, const CutCosts *cc, int pp, int v, Synth *s)
+{
+    int n = pp * v;
+    if (!synth_reserve(s, n, pp)) return false;
+    if (!plan_split(&p->model, pp, v, s->chunk)) return false;
+    const PlanChunkCost *x = cc->blk;
+    double p2p = pp > 1 ? cc->p2p_lo : 0;
+    for (int k = 0; k < n; k++) {
+        PlanChunkCost *c = &s->cost[k];
+        double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
+        uint64_t params = 0, pmax = 0;
+        int layers = 0;
+        for (int j = 0; j < s->chunk[k].blocks; j++, x++) {
+            fwd += x->fwd;
+            bwd += x->bwd;
+            bw += x->bwd_weight;
+            params += x->params;
+            act += x->act_kept;
+            amax = dmax(amax, x->act_layer_max);
+            if (x->layer_params_max > pmax) pmax = x->layer_params_max;
+            layers += x->layers;
+        }
+        memset(c, 0, sizeof *c);
+        c->fwd = fwd;
+        c->bwd = bwd;
+        c->bwd_weight = bw;
+        c->bwd_input = bwd - bw;
+        c->params = params;
+        c->act_kept = act;
+        c->act_layer_max = amax;
+        c->layer_params_max = pmax;
+        c->layers = layers;
+        c->p2p_bytes = cc->blk[0].p2p_bytes;
+        c->p2p = p2p;
+    }
+    if (pp == 1) s->cost[n - 1].params -= cc->head_copy;
+    for (int st = 0; st < pp; st++) {
+        StageAgg *g = &s->agg[st];
+        memset(g, 0, sizeof *g);
+        for (int j = 0; j < v; j++) {     /* the order plan_memory() adds in */
+            const PlanChunkCost *c = &s->cost[j * pp + st];
+            g->psi += c->params;
+            g->act += c->act_kept;
+            g->rebuild = dmax(g->rebuild, c->act_layer_max);
+            g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
+        }
+    }
+    s->c.n_chunks = n;
+    s->c.chunk = s->chunk;
+    s->c.cost = s->cost;
+    return true;
+}
+
+/* ---- candidates ------------------------------------------------------- */
+
+enum { FIT_NO, FIT_YES, FIT_MAYBE };
+
+typedef struct {
+    Layout   l;
+    double   t_lb;       /* s: lower bound of the step time (slack applied) */
+    uint64_t mem_lo;     /* bytes: lower bound of the peak memory */
+    uint64_t mem_est;    /* bytes: the estimate itself */
+    uint64_t mem_hi;     /* bytes: upper bound */
+    int      fit;        /* FIT_* */
+    int      order;      /* position in the enumeration (tie-break) */
+} Cand;
+
+typedef struct {
+    Cand   *v;
+    int64_t n, cap;
+} CandList;
+
+static bool cand_push(CandList *l, const Cand *c)
+{
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 1024;
+        Cand *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *c;
+    return true;
+}
+
+/* The value set of one field: `fixed` when the plan block sets it. */
+static bool fixed(int64_t v) { return v != PLAN_AUTO; }
+
+/* Whether tp can cut every layer (heads, kv heads, MLP width). */
+static bool tp_divides(const Model *m, int64_t tp)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *ly = &m->layers[i];
+        if (ly->kind == LAYER_ATTENTION && (ly->heads % tp || ly->kv_heads % tp)) return false;
+        if (ly->kind == LAYER_MLP && ly->hidden % tp) return false;
+    }
+    return true;
+}
+
+typedef struct {
+    const Plan              *p;
+    const PlanSearchOptions *o;
+    PlanSearch              *s;
+    CandList                 cands;
+    CutMemo                  memo;
+    Synth                    syn;
+    char                     invalid_why[256];
+} Ctx;
+
+/* Bytes of stage s of layout l from its aggregates: memory.c's items
+ * (model states, activations in flight, buffers, reserve) over the same
+ * inputs. This is the one formula the search restates rather than calls,
+ * because plan_memory() walks every chunk for every ZeRO stage and
+ * schedule; every full evaluation checks it (bound_violations), and
+ * tests/test_search.c holds it to plan_memory() over whole spaces. */
+static uint64_t stage_bytes(const Plan *p, const Layout *l, int64_t n_micro,
+                            const StageAgg *g, int s, double p2p_bytes, uint64_t reserve)
+{
+    double e = plan_dtype_bytes(p->model.dtype);
+    uint64_t pb, gb, ob;
+    plan_model_states(g->psi, p->model.dtype, l->zero, l->dp, &pb, &gb, &ob);
+    double in_flight = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks);
+    double act = in_flight * g->act + g->rebuild;
+    double buf = 0;
+    if (l->pp > 1) buf += 2 * p2p_bytes;
+    if (l->zero >= 3) buf += 2 * g->layer_max * e;
+    if (l->zero >= 1) buf += 2 * g->layer_max * e;
+    return pb + gb + ob + (act > 0 ? (uint64_t)ceil(act) : 0) + (buf > 0 ? (uint64_t)ceil(buf) : 0) +
+           reserve;
+}
+
+/* Why: fill the estimate fields of a candidate: its peak memory with
+ * slack both ways (so fitting or not is certain outside the slack) and
+ * its time bound. */
+static void estimate(Ctx *x, Cand *c, double t_est)
+{
+    Synth *s = &x->syn;
+    uint64_t cap = x->p->cluster.device.memory, reserve = plan_memory_reserve(cap);
+    int64_t n_micro = plan_micro_batches(&c->l);
+    uint64_t peak = 0;
+    for (int st = 0; st < c->l.pp; st++) {
+        uint64_t b = stage_bytes(x->p, &c->l, n_micro, &s->agg[st], st, s->cost[0].p2p_bytes, reserve);
+        if (b > peak) peak = b;
+    }
+    double slack = (double)peak * SEARCH_REL_SLACK + SEARCH_ABS_SLACK;
+    c->mem_est = peak;
+    c->mem_lo = (double)peak > slack ? peak - (uint64_t)slack : 0;
+    c->mem_hi = peak + (uint64_t)slack;
+    c->fit = c->mem_lo > cap ? FIT_NO : c->mem_hi <= cap ? FIT_YES : FIT_MAYBE;
+    c->t_lb = t_est * (1 - SEARCH_REL_SLACK);
+}
+
+/* Lower bound of the pipeline time of schedule `sched` on the synthetic
+ * table with n_micro micro-batches. */
+static double time_bound(Ctx *x, const Layout *l)
+{
+    Synth *s = &x->syn;
+    s->c.layout = *l;
+    s->c.n_micro = plan_micro_batches(l);
+    return plan_pipeline_time(&s->c);
+}
+
+static bool add_zeros(Ctx *x, Layout l, double t_est, bool with_estimates)
+{
+    const Layout *L = &x->p->layout;
+    for (int z = 0; z <= 3; z++) {
+        if (fixed(L->zero) && L->zero != z) continue;
+        l.zero = z;
+        Cand c = { .l = l, .order = (int)x->cands.n };
+        if (with_estimates) estimate(x, &c, t_est);
+        if (!cand_push(&x->cands, &c)) return false;
+    }
+    return true;
+}
+
+/* A schedule and chunk count, valid for one (tp, pp, micro-batch). */
+typedef struct { int sched, v; } Shape;
+
+/* Why: validity depends on the degrees, the micro-batch, the schedule and
+ * the chunks, not on recomputation, sequence parallelism or ZeRO, so it is
+ * decided once per shape (plan_layout_check, as `check` decides it; every
+ * layout evaluated in full is checked again in full). Shapes come out
+ * ordered by v, the three flat schedules first. Returns the count. */
+static int shapes(Ctx *x, Layout l, Shape *out, int64_t others)
+{
+    const Plan *p = x->p;
+    const Layout *L = &p->layout;
+    int nb = p->model.n_blocks, n = 0;
+    int64_t m = plan_micro_batches(&l);
+    static const int ORDER[] = { SCHED_GPIPE, SCHED_1F1B, SCHED_ZB_H1, SCHED_INTERLEAVED };
+    for (int i = 0; i < 4; i++) {
+        int sc = ORDER[i];
+        if (fixed(L->schedule) && L->schedule != sc) continue;
+        int vlo = 1, vhi = 1;
+        if (sc == SCHED_INTERLEAVED) {
+            if (l.pp < 2 || m % l.pp) continue;       /* Megatron's interleaving needs both */
+            vlo = 2;
+            vhi = nb / l.pp;
+            if (fixed(L->chunks)) vlo = vhi = L->chunks;
+        } else if (fixed(L->chunks) && L->chunks != 1) {
+            continue;
+        }
+        for (int v = vlo; v <= vhi && (int64_t)l.pp * v <= nb; v++) {
+            l.schedule = sc;
+            l.chunks = v;
+            char why[256];
+            if (!plan_layout_check(p, &l, why, sizeof why)) {
+                x->s->considered += others;
+                x->s->dropped.invalid += others;
+                if (!x->invalid_why[0]) snprintf(x->invalid_why, sizeof x->invalid_why, "%s", why);
+                continue;
+            }
+            out[n++] = (Shape){ sc, v };
+        }
+    }
+    return n;
+}
+
+/* Every shape and ZeRO stage of one (tp, pp, mb, rec, sp). */
+static bool add_shapes(Ctx *x, Layout l, const Shape *sh, int n, const CutCosts *cc)
+{
+    int built = 0;
+    for (int i = 0; i < n; i++) {
+        l.schedule = sh[i].sched;
+        l.chunks = sh[i].v;
+        double t = 0;
+        if (cc) {
+            if (built != sh[i].v && !synth_chunks(x->p, cc, l.pp, sh[i].v, &x->syn)) return false;
+            built = sh[i].v;
+            t = time_bound(x, &l);
+        }
+        if (!add_zeros(x, l, t, cc != NULL)) return false;
+    }
+    return true;
+}
+
+/* Why: the enumeration, outermost the degrees, innermost ZeRO, so the
+ * memoised cut and chunk sums are reused by every inner combination. */
+static bool enumerate(Ctx *x)
+{
+    const Plan *p = x->p;
+    const Layout *L = &p->layout;
+    const Cluster *cl = &p->cluster;
+    int64_t gpus = cl->nodes * cl->gpus_per_node;
+    int64_t gb = L->global_batch;
+    I64List tps = { 0 }, pps = { 0 }, mbs = { 0 };
+    Shape *sh = malloc((size_t)(p->model.n_blocks + 4) * sizeof *sh);
+    bool ok = sh && divisors(gpus, &tps);
+    for (int i = 0; ok && i < tps.n; i++) {
+        int64_t tp = tps.v[i];
+        if (fixed(L->tp) && L->tp != tp) continue;
+        if (x->o->max_tp > 0 && tp > x->o->max_tp) continue;
+        if (x->o->tp_in_node && cl->gpus_per_node % tp) continue;
+        if (!tp_divides(&p->model, tp)) continue;
+        int n_rec = fixed(L->recompute) ? 1 : 3;
+        int n_sp = fixed(L->sequence_parallel) || tp == 1 ? 1 : 2;
+        int n_zero = fixed(L->zero) ? 1 : 4;
+        ok = divisors(gpus / tp, &pps);
+        for (int j = 0; ok && j < pps.n; j++) {
+            int64_t pp = pps.v[j], dp = gpus / tp / pp;
+            if (pp > p->model.n_blocks) break;
+            if (fixed(L->pp) && L->pp != pp) continue;
+            if (fixed(L->dp) && L->dp != dp) continue;
+            if (gb % dp) continue;
+            ok = divisors(gb / dp, &mbs);
+            for (int k = 0; ok && k < mbs.n; k++) {
+                int64_t mb = mbs.v[k];
+                if (fixed(L->micro_batch) && L->micro_batch != mb) continue;
+                Layout l = { .dp = (int)dp, .tp = (int)tp, .pp = (int)pp, .zero = 0,
+                             .micro_batch = mb, .global_batch = gb, .schedule = SCHED_1F1B,
+                             .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0 };
+                if (fixed(L->recompute)) l.recompute = L->recompute;
+                if (fixed(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
+                int n_sh = shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero);
+                for (int rec = 0; ok && n_sh && rec < 3; rec++) {
+                    if (fixed(L->recompute) && L->recompute != rec) continue;
+                    for (int sp = 0; ok && sp < 2; sp++) {
+                        if (fixed(L->sequence_parallel) ? L->sequence_parallel != sp : sp && tp == 1)
+                            continue;
+                        l.recompute = rec;
+                        l.sequence_parallel = sp;
+                        const CutCosts *cc = NULL;
+                        if (x->o->prune) {
+                            CutKey key = { (int)tp, sp, rec, mb };
+                            cc = cut_get(&x->memo, &key);
+                            ok = cc != NULL;
+                        }
+                        if (ok) ok = add_shapes(x, l, sh, n_sh, cc);
+                    }
+                }
+            }
+        }
+    }
+    free(tps.v); free(pps.v); free(mbs.v); free(sh);
+    return ok;
+}
+
+/* ---- ranking ---------------------------------------------------------- */
+
+/* Result order: step time, then peak memory, then enumeration order. */
+static int better(const PlanEval *a, int ia, const PlanEval *b, int ib)
+{
+    if (a->step_time != b->step_time) return a->step_time < b->step_time;
+    if (a->peak_memory != b->peak_memory) return a->peak_memory < b->peak_memory;
+    return ia < ib;
+}
+
+typedef struct {
+    PlanEval *ev;     /* [k] sorted best first */
+    int      *order;
+    int       n, k;
+} TopK;
+
+/* Insert ev (taking ownership) if it belongs in the top K. */
+static void topk_offer(TopK *t, PlanEval *ev, int order)
+{
+    if (t->n == t->k && !better(ev, order, &t->ev[t->n - 1], t->order[t->n - 1])) {
+        plan_eval_free(ev);
+        return;
+    }
+    if (t->n == t->k) { plan_eval_free(&t->ev[t->n - 1]); t->n--; }
+    int i = t->n;
+    while (i > 0 && better(ev, order, &t->ev[i - 1], t->order[i - 1])) {
+        t->ev[i] = t->ev[i - 1];
+        t->order[i] = t->order[i - 1];
+        i--;
+    }
+    t->ev[i] = *ev;
+    t->order[i] = order;
+    t->n++;
+}
+
+/* Closest-to-fitting bookkeeping: the smallest peak memory. */
+static void closest_offer(PlanSearch *s, int *closest_order, PlanEval *ev, int order)
+{
+    if (!s->has_closest || ev->peak_memory < s->closest.peak_memory ||
+        (ev->peak_memory == s->closest.peak_memory && order < *closest_order)) {
+        if (s->has_closest) plan_eval_free(&s->closest);
+        s->closest = *ev;
+        s->has_closest = true;
+        *closest_order = order;
+        ev->stages = NULL;
+    }
+}
+
+/* Why: one full evaluation, with the bounds checked against it. */
+static void evaluate(Ctx *x, const Cand *c, PlanEval *ev)
+{
+    plan_evaluate_layout(x->p, &c->l, ev);
+    x->s->evaluated++;
+    if (!x->o->prune || !ev->valid) return;
+    bool fits = ev->feasible;
+    if (ev->peak_memory < c->mem_lo || ev->peak_memory > c->mem_hi ||
+        ev->step_time < c->t_lb || (c->fit == FIT_YES && !fits) || (c->fit == FIT_NO && fits))
+        x->s->bound_violations++;
+}
+
+static int by_time_bound(const void *a, const void *b)
+{
+    const Cand *x = *(const Cand *const *)a, *y = *(const Cand *const *)b;
+    if (x->t_lb != y->t_lb) return x->t_lb < y->t_lb ? -1 : 1;
+    return x->order - y->order;
+}
+
+static int by_mem_bound(const void *a, const void *b)
+{
+    const Cand *x = *(const Cand *const *)a, *y = *(const Cand *const *)b;
+    if (x->mem_lo != y->mem_lo) return x->mem_lo < y->mem_lo ? -1 : 1;
+    return x->order - y->order;
+}
+
+static void record(Ctx *x, const Cand *c, const PlanEval *ev, bool feasible)
+{
+    if (!x->o->record) return;
+    PlanSearchPoint *pt = &x->s->points[c->order];
+    pt->layout = c->l;
+    pt->feasible = feasible;
+    pt->exact = ev != NULL;
+    pt->step_time = ev ? ev->step_time : c->t_lb;
+    pt->peak_memory = ev ? ev->peak_memory : c->mem_est;
+}
+
+/* Every layout evaluated in full, in enumeration order. */
+static void rank_brute(Ctx *x, TopK *t)
+{
+    PlanSearch *s = x->s;
+    int closest_order = 0;
+    for (int64_t i = 0; i < x->cands.n; i++) {
+        const Cand *c = &x->cands.v[i];
+        PlanEval ev;
+        evaluate(x, c, &ev);
+        record(x, c, &ev, ev.feasible);
+        if (!ev.valid) {
+            s->dropped.invalid++;
+            if (!x->invalid_why[0]) snprintf(x->invalid_why, sizeof x->invalid_why, "%s", ev.why);
+            plan_eval_free(&ev);
+        } else if (!ev.feasible) {
+            s->dropped.memory++;
+            closest_offer(s, &closest_order, &ev, c->order);
+            plan_eval_free(&ev);
+        } else {
+            s->feasible++;
+            topk_offer(t, &ev, c->order);
+        }
+    }
+    if (s->feasible > 0 && s->has_closest) { plan_eval_free(&s->closest); s->has_closest = false; }
+}
+
+/* Best-first over the time bounds; see the essay at the top. */
+static bool rank_pruned(Ctx *x, TopK *t)
+{
+    PlanSearch *s = x->s;
+    int64_t n = x->cands.n, nf = 0;
+    Cand **fit = malloc((size_t)(n ? n : 1) * sizeof *fit);
+    if (!fit) return false;
+    for (int64_t i = 0; i < n; i++) {
+        Cand *c = &x->cands.v[i];
+        if (c->fit == FIT_NO) { s->dropped.memory++; record(x, c, NULL, false); }
+        else fit[nf++] = c;
+    }
+    qsort(fit, (size_t)nf, sizeof *fit, by_time_bound);
+    bool done = false;
+    for (int64_t i = 0; i < nf; i++) {
+        Cand *c = fit[i];
+        if (!done && t->n == t->k && c->t_lb > t->ev[t->n - 1].step_time) done = true;
+        if (done && c->fit == FIT_YES) {      /* fits, cannot enter the top K */
+            s->feasible++;
+            s->pruned++;
+            record(x, c, NULL, true);
+            continue;
+        }
+        PlanEval ev;                           /* a candidate, or a fit to settle */
+        evaluate(x, c, &ev);
+        record(x, c, &ev, ev.valid && ev.feasible);
+        if (!ev.valid) {
+            s->dropped.invalid++;
+            plan_eval_free(&ev);
+        } else if (!ev.feasible) {
+            s->dropped.memory++;
+            plan_eval_free(&ev);
+        } else {
+            s->feasible++;
+            if (done) { s->pruned++; plan_eval_free(&ev); }
+            else topk_offer(t, &ev, c->order);
+        }
+    }
+    if (s->feasible == 0) {
+        /* nothing fits: the smallest peak memory, best-first on its bound */
+        int closest_order = 0;
+        nf = 0;
+        for (int64_t i = 0; i < n; i++) fit[nf++] = &x->cands.v[i];
+        qsort(fit, (size_t)nf, sizeof *fit, by_mem_bound);
+        for (int64_t i = 0; i < nf; i++) {
+            if (s->has_closest && fit[i]->mem_lo > s->closest.peak_memory) break;
+            PlanEval ev;
+            evaluate(x, fit[i], &ev);
+            if (ev.valid) closest_offer(s, &closest_order, &ev, fit[i]->order);
+            plan_eval_free(&ev);
+        }
+    }
+    free(fit);
+    return true;
+}
+
+/* Why: `check` reports the simulated Program's step time; the search
+ * shows its results the same way, so each row re-checks to the digit. */
+static bool simulate_results(const Plan *p, PlanSearch *s)
+{
+    int n = s->n_results;
+    s->sim_step = calloc((size_t)(n ? n : 1), sizeof *s->sim_step);
+    s->sim_bubble = calloc((size_t)(n ? n : 1), sizeof *s->sim_bubble);
+    if (!s->sim_step || !s->sim_bubble) return false;
+    for (int i = 0; i < n; i++) {
+        const PlanEval *e = &s->results[i];
+        Plan q = *p;
+        q.has_layout = true;
+        q.layout = e->layout;
+        s->sim_step[i] = e->step_time;
+        s->sim_bubble[i] = e->bubble_fraction;
+        PlanProgram prog;
+        PlanSimResult sim;
+        char why[256];
+        if (!plan_lower(&q, &prog, why, sizeof why)) continue;
+        if (plan_simulate(&prog, &sim)) {
+            s->sim_step[i] = sim.step_time;
+            s->sim_bubble[i] = sim.bubble_fraction;
+            plan_sim_free(&sim);
+        }
+        plan_program_free(&prog);
+    }
+    return true;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char *why, size_t len)
+{
+    Ctx x = { .p = p, .o = o, .s = s, .memo = { .p = p } };
+    TopK t = { .k = o->top > 0 ? o->top : 1 };
+    bool ok = enumerate(&x);
+    if (!ok) snprintf(why, len, "out of memory while enumerating the layouts");
+    s->considered += x.cands.n;
+    if (ok && o->record) {
+        s->points = calloc((size_t)(x.cands.n ? x.cands.n : 1), sizeof *s->points);
+        s->n_points = x.cands.n;
+        ok = s->points != NULL;
+    }
+    if (ok) {
+        t.ev = calloc((size_t)t.k, sizeof *t.ev);
+        t.order = calloc((size_t)t.k, sizeof *t.order);
+        ok = t.ev && t.order;
+    }
+    if (ok) ok = o->prune ? rank_pruned(&x, &t) : (rank_brute(&x, &t), true);
+    if (ok) {
+        s->n_results = t.n;
+        s->results = t.ev;
+        s->top = t.k;
+        t.ev = NULL;
+        if (!simulate_results(p, s)) snprintf(why, len, "out of memory while simulating the results");
+        else if (s->considered == 0)
+            snprintf(why, len, "no layout satisfies the plan block's constraints on this cluster");
+        else if (s->dropped.invalid == s->considered)
+            snprintf(why, len, "no layout is valid: %s", x.invalid_why);
+        ok = s->sim_step && s->sim_bubble && s->considered > 0 && s->dropped.invalid < s->considered;
+    }
+    free(t.ev);
+    free(t.order);
+    free(x.cands.v);
+    cut_memo_free(&x.memo);
+    synth_free(&x.syn);
+    return ok;
+}
+
+bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char *why, size_t len)
+{
+    memset(s, 0, sizeof *s);
+    if (why && len) why[0] = 0;
+    double t0 = now_s();
+    if (!p->has_layout || p->layout.global_batch == PLAN_AUTO) {
+        snprintf(why, len, "search needs global_batch in the plan block (sequences per step: a "
+                 "training choice, not a layout one)");
+        return false;
+    }
+    if (p->model.n_blocks < 1) {
+        snprintf(why, len, "model %s has no transformer block to lay out", p->model.name);
+        return false;
+    }
+    bool ok = search_once(p, o, s, why, len);
+    if (ok && s->bound_violations > 0) {
+        /* the cost model no longer matches the estimates: be right, not fast */
+        int64_t v = s->bound_violations;
+        PlanSearchOptions brute = *o;
+        brute.prune = false;
+        plan_search_free(s);
+        ok = search_once(p, &brute, s, why, len);
+        s->bound_violations = v;
+    }
+    s->search_time_s = now_s() - t0;
+    return ok;
+}
+
+void plan_search_free(PlanSearch *s)
+{
+    for (int i = 0; i < s->n_results; i++) plan_eval_free(&s->results[i]);
+    free(s->results);
+    free(s->sim_step);
+    free(s->sim_bubble);
+    if (s->has_closest) plan_eval_free(&s->closest);
+    free(s->points);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+const char *plan_search_dominant(const PlanEval *e)
+{
+    const PlanTimes *t = &e->times;
+    struct { const char *name; double s; } c[] = {   /* the parts of PlanTimes */
+        { "compute", t->compute - t->recompute },
+        { "recompute", t->recompute },
+        { "TP comm", t->tp },
+        { "PP p2p", t->p2p },
+        { "DP comm", t->dp_exposed },
+        { "ZeRO-3 gather", t->gather_exposed },
+        { "ZeRO sync", t->sync },
+        { "optimizer", t->optimizer },
+        { "bubble", t->bubble },
+    };
+    int best = 0;
+    for (int i = 1; i < (int)(sizeof c / sizeof c[0]); i++)
+        if (c[i].s > c[best].s) best = i;
+    return c[best].name;
+}
+
+static const double GIB = 1073741824.0;
+
+/* "interleaved:2" for interleaved schedules, the plain name otherwise. */
+static void schedule_text(const Layout *l, char *buf, size_t len)
+{
+    if (l->schedule == SCHED_INTERLEAVED) snprintf(buf, len, "interleaved:%d", l->chunks);
+    else snprintf(buf, len, "%s", plan_schedule_name(l->schedule));
+}
+
+void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
+{
+    const Cluster *cl = &p->cluster;
+    uint64_t params = 0;
+    plan_model_params(&p->model, &params);
+    fprintf(out, "# planc search: model %s (%.2fB parameters, %d blocks) on %s: %" PRId64
+            " x %" PRId64 " %s (%.0f GiB), global batch %" PRId64 " x %" PRId64 " tokens\n",
+            p->model.name, params / 1e9, p->model.n_blocks, cl->name ? cl->name : "cluster",
+            cl->nodes, cl->gpus_per_node, cl->device.name ? cl->device.name : "GPU",
+            cl->device.memory / GIB, p->layout.global_batch, p->model.seq);
+    fprintf(out, "# %" PRId64 " layouts: %" PRId64 " feasible, %" PRId64 " over memory",
+            s->considered, s->feasible, s->dropped.memory);
+    if (s->dropped.invalid) fprintf(out, ", %" PRId64 " invalid", s->dropped.invalid);
+    fprintf(out, "; %" PRId64 " evaluated in full, %" PRId64 " ruled out of the top %d by a bound\n",
+            s->evaluated, s->pruned, s->top);
+    fprintf(out, "# search time %.3f s (%.0f layouts/s)\n", s->search_time_s,
+            s->search_time_s > 0 ? (double)s->considered / s->search_time_s : 0.0);
+    if (s->n_results == 0) return;
+    fprintf(out, "%4s %6s %3s %4s %4s %5s %-15s %-9s %-3s %10s %12s %6s %9s %7s  %s\n",
+            "rank", "dp", "tp", "pp", "zero", "mb", "schedule", "recompute", "sp",
+            "step(s)", "tokens/s", "MFU", "mem(GiB)", "bubble", "dominant");
+    for (int i = 0; i < s->n_results; i++) {
+        const PlanEval *e = &s->results[i];
+        const Layout *l = &e->layout;
+        double step = s->sim_step[i], scale = step > 0 ? e->step_time / step : 1;
+        char sched[32];
+        schedule_text(l, sched, sizeof sched);
+        fprintf(out, "%4d %6d %3d %4d %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
+                i + 1, l->dp, l->tp, l->pp, l->zero, l->micro_batch, sched,
+                plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "on" : "off",
+                step, e->tokens_per_s * scale, 100 * e->mfu * scale, e->peak_memory / GIB,
+                100 * s->sim_bubble[i], plan_search_dominant(e));
+    }
+}
+
+static void json_str(FILE *out, const char *str)
+{
+    fputc('"', out);
+    for (; str && *str; str++) {
+        unsigned char c = (unsigned char)*str;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+/* One result as the object `check --json` prints for that layout: the
+ * same keys, values and number formats (the step time and bubble of the
+ * simulated Program, the rates at that step time), plus "dominant". */
+static void json_eval(FILE *out, const Plan *p, const PlanEval *e, double step, double bubble)
+{
+    const Layout *l = &e->layout;
+    const PlanTimes *t = &e->times;
+    double scale = step > 0 ? e->step_time / step : 1;
+    fprintf(out, "{\"model\": ");
+    json_str(out, p->model.name);
+    fprintf(out, ", \"cluster\": ");
+    json_str(out, p->cluster.name);
+    fprintf(out, ", \"feasible\": %s, \"params\": %" PRIu64 ", ", e->feasible ? "true" : "false", e->params);
+    fprintf(out, "\"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %" PRId64
+            ", \"global_batch\": %" PRId64 ", \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
+            "\"sequence_parallel\": %s}, ", l->dp, l->tp, l->pp, l->zero, l->micro_batch, l->global_batch,
+            plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
+            l->sequence_parallel == 1 ? "true" : "false");
+    fprintf(out, "\"micro_batches\": %" PRId64 ", \"peak_memory_bytes\": %" PRIu64 ", ", e->n_micro,
+            e->peak_memory);
+    fprintf(out, "\"step_time_s\": %.9g, \"step_time_closed_form_s\": %.9g, ", step, e->step_time);
+    fprintf(out, "\"tokens_per_s\": %.9g, \"tflops_per_gpu\": %.9g, \"mfu\": %.6f, \"hfu\": %.6f, ",
+            e->tokens_per_s * scale, e->tflops_per_gpu * scale, e->mfu * scale, e->hfu * scale);
+    fprintf(out, "\"bubble_fraction\": %.6f, \"dominant\": \"%s\", ", bubble, plan_search_dominant(e));
+    fprintf(out, "\"times\": {\"compute_s\": %.9g, \"recompute_s\": %.9g, \"tp_s\": %.9g, \"p2p_s\": %.9g, "
+            "\"dp_total_s\": %.9g, \"dp_exposed_s\": %.9g, \"gather_total_s\": %.9g, "
+            "\"gather_exposed_s\": %.9g, \"sync_s\": %.9g, \"optimizer_s\": %.9g, \"bubble_s\": %.9g}, ",
+            t->compute, t->recompute, t->tp, t->p2p, t->dp_total, t->dp_exposed, t->gather_total,
+            t->gather_exposed, t->sync, t->optimizer, t->bubble);
+    PlanChunk *ch = calloc((size_t)l->pp * (size_t)l->chunks, sizeof *ch);
+    bool split = ch && plan_split(&p->model, l->pp, l->chunks, ch);
+    fprintf(out, "\"stages\": [");
+    for (int s = 0; s < e->pp && e->stages; s++) {
+        const PlanStageMem *m = &e->stages[s];
+        fprintf(out, "%s{\"stage\": %d, ", s ? ", " : "", s);
+        if (split)
+            fprintf(out, "\"first_layer\": %d, \"end_layer\": %d, ", ch[s].first,
+                    ch[(l->chunks - 1) * l->pp + s].end);
+        fprintf(out, "\"params_bytes\": %" PRIu64 ", \"grads_bytes\": %" PRIu64 ", \"optimizer_bytes\": %" PRIu64
+                ", \"activations_bytes\": %" PRIu64 ", \"buffers_bytes\": %" PRIu64 ", \"reserve_bytes\": %" PRIu64
+                ", \"total_bytes\": %" PRIu64 ", \"capacity_bytes\": %" PRIu64 ", \"headroom_bytes\": %" PRId64
+                ", \"in_flight\": %.4g, \"fits\": %s}",
+                m->params_bytes, m->grads_bytes, m->optimizer_bytes, m->activations_bytes,
+                m->buffers_bytes, m->reserve_bytes, m->total_bytes, m->capacity, m->headroom,
+                m->in_flight, m->headroom < 0 ? "false" : "true");
+    }
+    fprintf(out, "]}");
+    free(ch);
+}
+
+void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
+{
+    fprintf(out, "{\"evaluated\": %" PRId64 ", \"feasible\": %" PRId64 ", \"search_time_s\": %.6f"
+            ", \"evaluated_in_full\": %" PRId64 ", \"pruned\": %" PRId64
+            ", \"dropped\": {\"memory\": %" PRId64 ", \"invalid\": %" PRId64 "}, \"results\": [",
+            s->considered, s->feasible, s->search_time_s, s->evaluated, s->pruned,
+            s->dropped.memory, s->dropped.invalid);
+    for (int i = 0; i < s->n_results; i++) {
+        fputs(i ? ",\n  " : "\n  ", out);
+        json_eval(out, p, &s->results[i], s->sim_step[i], s->sim_bubble[i]);
+    }
+    fprintf(out, "%s]", s->n_results ? "\n" : "");
+    if (s->has_closest) {
+        fprintf(out, ", \"closest\": ");
+        json_eval(out, p, &s->closest, s->closest.step_time, s->closest.bubble_fraction);
+    }
+    fprintf(out, "}\n");
+}
+
+void plan_search_print_layout_block(FILE *out, const Layout *l)
+{
+    fprintf(out, "plan {\n    dp %d\n    tp %d\n    pp %d\n    zero %d\n    micro_batch %" PRId64
+            "\n    global_batch %" PRId64 "\n    schedule %s\n", l->dp, l->tp, l->pp, l->zero,
+            l->micro_batch, l->global_batch, plan_schedule_name(l->schedule));
+    if (l->schedule == SCHED_INTERLEAVED) fprintf(out, "    chunks %d\n", l->chunks);
+    fprintf(out, "    recompute %s\n    sequence_parallel %s\n}\n",
+            plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "true" : "false");
+}

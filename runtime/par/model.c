@@ -1,0 +1,559 @@
+/*
+ * model.c: the parameter table laid out on one rank, and ZeRO 0/1/2/3 on it.
+ *
+ * A rank holds the tensors of its pipeline stage's chunks, each cut to its
+ * TP slice, in one flat fp32 index space [0, P): chunk by chunk, and inside
+ * a chunk layer by layer, so a layer is a contiguous gradient bucket. Each
+ * chunk's slice of that space is its own allocation (ZeRO-3 allocates and
+ * frees it around every use). The DP shard of rank r is
+ * prt_shard(P, dp, r); a collective over a range [a, b) of the flat space
+ * passes one count per DP rank, |[a, b) ∩ shard_i|, so buckets, chunks and
+ * shards never have to line up.
+ *
+ * ZeRO stages (Rajbhandari et al. 2020), what each rank stores:
+ *   0  full weights, full gradients, full AdamW state; gradients all-reduced
+ *   1  full weights and gradients, state of its shard; gradients
+ *      reduce-scattered once per step, shards all-gathered after the update
+ *   2  as 1, but gradients are reduce-scattered after every micro-batch's
+ *      backward and the full buffer freed; the shard accumulates
+ *   3  as 2, and weights are sharded too: all-gathered before each
+ *      forward and backward of a chunk, freed after
+ * With dp == 1 every stage is stage 0 (a shard of one rank is the whole).
+ *
+ * Gradients are summed over DP (the loss is already divided by the tokens of
+ * the global batch), so any split of the batch gives the same sum.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "par_internal.h"
+
+#define NOWHERE ((size_t)-1)
+
+typedef struct {
+    prt_request **req;   /* [n_layers] reductions in flight */
+    int           n_req;
+    bool          reduced;   /* reduced at least once this step */
+    bool          free_after;/* ZeRO-2/3: free the gradients once reduced */
+    int           gathered;  /* ZeRO-3: users of the gathered weights */
+} ChunkState;
+
+struct prt_model {
+    prt_ctx         *c;
+    const prt_param *tab;
+    int              n, n_layers, chunks, zero;   /* zero: effective stage */
+    int              pp, tp, dp, stage, tpr, dpr;
+    size_t          *off, *rows, *cols;  /* [n] offset (NOWHERE: not here), local shape */
+    size_t          *b0, *b1;            /* [n_layers] bucket range, NOWHERE: not here */
+    size_t          *c0, *c1;            /* [chunks] chunk range */
+    size_t           P, so, sc;          /* flat size, DP shard offset and count */
+    float          **par;                /* [chunks] fp32 weights (ZeRO-3: while gathered) */
+    prt_act        **w;                  /* [chunks] compute copy (aliases par on the CPU) */
+    float          **grad;               /* [chunks] fp32 gradients */
+    float           *pshard, *gshard;    /* ZeRO-3 weights, ZeRO >= 1 gradients: (sc) */
+    float           *mom, *var;          /* AdamW state: (P) or (sc) */
+    size_t          *counts;             /* [dp] scratch for the v collectives */
+    ChunkState      *cs;                 /* [chunks] */
+};
+
+static size_t numel(const prt_model *m, int i) { return m->rows[i] * m->cols[i]; }
+
+/* ---- layout ------------------------------------------------------------ */
+
+/* The local shape of tensor i on TP rank t of tp. */
+static prt_status local_shape(const prt_param *p, int tp, size_t *rows, size_t *cols)
+{
+    *rows = p->rows;
+    *cols = p->cols;
+    if (p->split == PRT_SPLIT_ROWS) {
+        size_t r = 0, sum = 0;
+        int np = p->nparts > 0 ? p->nparts : 1;
+        for (int k = 0; k < np; k++) {
+            size_t part = p->nparts > 0 ? p->part[k] : p->rows;
+            if (part % (size_t)tp)
+                return prtp_fail(PRT_ERR_ARG, "%s: %zu rows do not split over tp %d",
+                                 p->name, part, tp);
+            r += part / (size_t)tp;
+            sum += part;
+        }
+        if (sum != p->rows)
+            return prtp_fail(PRT_ERR_ARG, "%s: row groups do not add up", p->name);
+        *rows = r;
+    } else if (p->split == PRT_SPLIT_COLS) {
+        if (p->cols % (size_t)tp)
+            return prtp_fail(PRT_ERR_ARG, "%s: %zu columns do not split over tp %d",
+                             p->name, p->cols, tp);
+        *cols = p->cols / (size_t)tp;
+    }
+    return PRT_OK;
+}
+
+/* Give every local tensor its place in the flat space, chunk by chunk. */
+static prt_status lay_out(prt_model *m)
+{
+    size_t at = 0;
+    for (int l = 0; l < m->n_layers; l++) m->b0[l] = m->b1[l] = NOWHERE;
+    for (int ch = 0; ch < m->chunks; ch++) {
+        m->c0[ch] = at;
+        int vs = ch * m->pp + m->stage;
+        for (int i = 0; i < m->n; i++) {
+            const prt_param *p = &m->tab[i];
+            if (p->vstage != vs) continue;
+            if (p->layer < 0 || p->layer >= m->n_layers)
+                return prtp_fail(PRT_ERR_ARG, "%s: layer %d out of range", p->name, p->layer);
+            prt_status st = local_shape(p, m->tp, &m->rows[i], &m->cols[i]);
+            if (st) return st;
+            if (m->b0[p->layer] == NOWHERE) m->b0[p->layer] = at;
+            m->off[i] = at;
+            at += numel(m, i);
+            m->b1[p->layer] = at;
+        }
+        m->c1[ch] = at;
+    }
+    m->P = at;
+    return PRT_OK;
+}
+
+/* Initialise tensor i's local slice into dst from (seed, i, global index). */
+static prt_status init_tensor(const prt_model *m, int i, float *dst, uint64_t seed)
+{
+    const prt_param *p = &m->tab[i];
+    size_t n = numel(m, i), t = (size_t)m->tpr, tp = (size_t)m->tp;
+    if (p->init == PRT_INIT_ONES) return prt_init_const(dst, n, 1.0f);
+    if (p->init == PRT_INIT_ZEROS) return prt_init_const(dst, n, 0.0f);
+    if (p->split == PRT_REPLICATED) return prt_init_normal(dst, n, seed, (uint64_t)i, 0, p->std);
+    if (p->split == PRT_SPLIT_COLS) {
+        size_t w = p->cols / tp;
+        return prt_init_normal_2d(dst, p->rows, p->cols, 0, p->rows, t * w, (t + 1) * w,
+                                  seed, (uint64_t)i, p->std);
+    }
+    int np = p->nparts > 0 ? p->nparts : 1;
+    size_t global0 = 0, local0 = 0;
+    for (int k = 0; k < np; k++) {
+        size_t part = p->nparts > 0 ? p->part[k] : p->rows, h = part / tp;
+        prt_status st = prt_init_normal_2d(dst + local0 * p->cols, p->rows, p->cols,
+                                           global0 + t * h, global0 + (t + 1) * h, 0, p->cols,
+                                           seed, (uint64_t)i, p->std);
+        if (st) return st;
+        global0 += part;
+        local0 += h;
+    }
+    return PRT_OK;
+}
+
+static void *zalloc(size_t bytes) { return prt_alloc(bytes ? bytes : 1); }
+
+/* Allocate chunk ch's weights (and compute copy on CUDA). */
+static prt_status alloc_weights(prt_model *m, int ch)
+{
+    size_t n = m->c1[ch] - m->c0[ch];
+    m->par[ch] = (float *)zalloc(n * sizeof(float));
+#ifdef PRT_CUDA
+    m->w[ch] = (prt_act *)zalloc(n * sizeof(prt_act));
+#else
+    m->w[ch] = (prt_act *)m->par[ch];
+#endif
+    if (!m->par[ch] || !m->w[ch]) return prtp_fail(PRT_ERR_NOMEM, "weights of chunk %d: out of memory", ch);
+    return PRT_OK;
+}
+
+static void free_weights(prt_model *m, int ch)
+{
+#ifdef PRT_CUDA
+    prt_free(m->w[ch]);
+#endif
+    prt_free(m->par[ch]);
+    m->par[ch] = NULL;
+    m->w[ch] = NULL;
+}
+
+/* Per-rank counts of the range [a, b) over the DP shards; returns this
+ * rank's first element of the range inside its shard (offset in the shard). */
+static size_t range_counts(prt_model *m, size_t a, size_t b, size_t *mine_at)
+{
+    for (int r = 0; r < m->dp; r++) {
+        size_t o, k;
+        prt_shard(m->P, m->dp, r, &o, &k);
+        size_t lo = prtp_max(a, o), hi = prtp_min(b, o + k);
+        m->counts[r] = hi > lo ? hi - lo : 0;
+    }
+    size_t lo = prtp_max(a, m->so);
+    *mine_at = lo < m->so + m->sc ? lo - m->so : 0;
+    return m->counts[m->dpr];
+}
+
+static void refresh_act(prt_model *m, int ch)
+{
+    prt_to_act(m->w[ch], m->par[ch], m->c1[ch] - m->c0[ch]);
+}
+
+prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_layers,
+                         int chunks, int zero, uint64_t seed, prt_model **out)
+{
+    prtp_clear();
+    *out = NULL;
+    if (zero < 0 || zero > 3 || chunks < 1 || n_params < 1)
+        return prtp_fail(PRT_ERR_ARG, "prt_model_new: zero %d, chunks %d, %d tensors", zero,
+                         chunks, n_params);
+    prt_model *m = (prt_model *)calloc(1, sizeof *m);
+    if (!m) return prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
+    m->c = c; m->tab = tab; m->n = n_params; m->n_layers = n_layers; m->chunks = chunks;
+    m->pp = c->layout.pp; m->tp = c->layout.tp; m->dp = c->layout.dp;
+    m->stage = c->coord.pp; m->tpr = c->coord.tp; m->dpr = c->coord.dp;
+    m->zero = m->dp == 1 ? 0 : zero;
+    m->off = (size_t *)calloc((size_t)n_params, sizeof(size_t));
+    m->rows = (size_t *)calloc((size_t)n_params, sizeof(size_t));
+    m->cols = (size_t *)calloc((size_t)n_params, sizeof(size_t));
+    m->b0 = (size_t *)calloc((size_t)n_layers + 1, sizeof(size_t));
+    m->b1 = (size_t *)calloc((size_t)n_layers + 1, sizeof(size_t));
+    m->c0 = (size_t *)calloc((size_t)chunks, sizeof(size_t));
+    m->c1 = (size_t *)calloc((size_t)chunks, sizeof(size_t));
+    m->par = (float **)calloc((size_t)chunks, sizeof(float *));
+    m->w = (prt_act **)calloc((size_t)chunks, sizeof(prt_act *));
+    m->grad = (float **)calloc((size_t)chunks, sizeof(float *));
+    m->counts = (size_t *)calloc((size_t)m->dp, sizeof(size_t));
+    m->cs = (ChunkState *)calloc((size_t)chunks, sizeof(ChunkState));
+    if (!m->off || !m->rows || !m->cols || !m->b0 || !m->b1 || !m->c0 || !m->c1 || !m->par ||
+        !m->w || !m->grad || !m->counts || !m->cs) {
+        prt_model_free(m);
+        return prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
+    }
+    for (int i = 0; i < n_params; i++) m->off[i] = NOWHERE;
+    prt_status st = lay_out(m);
+    if (m->zero == 0) { m->so = 0; m->sc = m->P; }
+    else prt_shard(m->P, m->dp, m->dpr, &m->so, &m->sc);
+    size_t state = m->zero == 0 ? m->P : m->sc;
+    for (int ch = 0; !st && ch < chunks; ch++) {
+        m->cs[ch].req = (prt_request **)calloc((size_t)n_layers + 1, sizeof(prt_request *));
+        if (!m->cs[ch].req) st = prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
+        if (!st) st = alloc_weights(m, ch);
+        if (!st && m->zero <= 1) {
+            m->grad[ch] = (float *)zalloc((m->c1[ch] - m->c0[ch]) * sizeof(float));
+            if (!m->grad[ch]) st = prtp_fail(PRT_ERR_NOMEM, "gradients: out of memory");
+        }
+    }
+    for (int i = 0; !st && i < n_params; i++)
+        if (m->off[i] != NOWHERE) {
+            int ch = tab[i].vstage / m->pp;
+            st = init_tensor(m, i, m->par[ch] + (m->off[i] - m->c0[ch]), seed);
+        }
+    if (!st) {
+        m->mom = (float *)zalloc(state * sizeof(float));
+        m->var = (float *)zalloc(state * sizeof(float));
+        if (m->zero >= 1) m->gshard = (float *)zalloc(m->sc * sizeof(float));
+        if (m->zero == 3) m->pshard = (float *)zalloc(m->sc * sizeof(float));
+        if (!m->mom || !m->var || (m->zero >= 1 && !m->gshard) || (m->zero == 3 && !m->pshard))
+            st = prtp_fail(PRT_ERR_NOMEM, "optimizer state: out of memory");
+    }
+    for (int ch = 0; !st && ch < chunks; ch++) {
+        if (m->zero == 3) {
+            /* keep only this rank's shard of the chunk's weights */
+            size_t lo = prtp_max(m->c0[ch], m->so), hi = prtp_min(m->c1[ch], m->so + m->sc);
+            if (hi > lo)
+                st = prt_copy(m->pshard + (lo - m->so), m->par[ch] + (lo - m->c0[ch]),
+                              (hi - lo) * sizeof(float));
+            free_weights(m, ch);
+        } else {
+            refresh_act(m, ch);
+        }
+    }
+    if (st) {
+        prt_model_free(m);
+        return st;
+    }
+    *out = m;
+    return PRT_OK;
+}
+
+void prt_model_free(prt_model *m)
+{
+    if (!m) return;
+    for (int ch = 0; ch < m->chunks; ch++) {
+        if (m->cs) {
+            for (int k = 0; k < m->cs[ch].n_req; k++) prt_wait(m->cs[ch].req[k]);
+            free(m->cs[ch].req);
+        }
+        if (m->par && m->par[ch]) free_weights(m, ch);
+        if (m->grad && m->grad[ch]) prt_free(m->grad[ch]);
+    }
+    prt_free(m->pshard); prt_free(m->gshard); prt_free(m->mom); prt_free(m->var);
+    free(m->off); free(m->rows); free(m->cols); free(m->b0); free(m->b1); free(m->c0);
+    free(m->c1); free(m->par); free(m->w); free(m->grad); free(m->counts); free(m->cs);
+    free(m);
+}
+
+static int chunk_of(const prt_model *m, int i) { return m->tab[i].vstage / m->pp; }
+
+prt_act *prt_w(prt_model *m, int i)
+{
+    if (i < 0 || i >= m->n || m->off[i] == NOWHERE) return NULL;
+    int ch = chunk_of(m, i);
+    return m->w[ch] ? m->w[ch] + (m->off[i] - m->c0[ch]) : NULL;
+}
+
+float *prt_g(prt_model *m, int i)
+{
+    if (i < 0 || i >= m->n || m->off[i] == NOWHERE) return NULL;
+    int ch = chunk_of(m, i);
+    return m->grad[ch] ? m->grad[ch] + (m->off[i] - m->c0[ch]) : NULL;
+}
+
+size_t prt_param_rows(const prt_model *m, int i) { return m->rows[i]; }
+size_t prt_param_cols(const prt_model *m, int i) { return m->cols[i]; }
+size_t prt_model_numel(const prt_model *m) { return m->P; }
+size_t prt_model_shard_numel(const prt_model *m) { return m->sc; }
+
+/* ---- ZeRO ------------------------------------------------------------------ */
+
+prt_status prt_zero_gather(prt_model *m, int ch)
+{
+    prtp_clear();
+    if (m->zero != 3) return PRT_OK;
+    if (m->cs[ch].gathered++ > 0) return PRT_OK;
+    prt_status st = alloc_weights(m, ch);
+    prt_request **req = m->cs[ch].req;
+    int n = 0;
+    /* one all-gather per bucket (layer), all in flight together */
+    for (int l = 0; !st && l < m->n_layers; l++) {
+        size_t a = m->b0[l], b = m->b1[l], at;
+        if (a == NOWHERE || a < m->c0[ch] || b > m->c1[ch] || a == b) continue;
+        range_counts(m, a, b, &at);
+        st = prtp_check(prt_all_gather_v_async(m->c->dp, m->pshard + at,
+                                               m->par[ch] + (a - m->c0[ch]), m->counts,
+                                               PRT_FP32, &req[n++]),
+                        "ZeRO-3 parameter all-gather");
+    }
+    prt_status w = prtp_check(prt_wait_all(req, n), "ZeRO-3 parameter all-gather");
+    if (!st) st = w;
+    if (!st) refresh_act(m, ch);
+    return st;
+}
+
+void prt_zero_release(prt_model *m, int ch)
+{
+    if (m->zero != 3 || m->cs[ch].gathered == 0) return;
+    if (--m->cs[ch].gathered == 0) free_weights(m, ch);
+}
+
+/* Wait for chunk ch's reductions; free its full gradients when told. */
+static prt_status drain(prt_model *m, int ch)
+{
+    ChunkState *s = &m->cs[ch];
+    prt_status st = prtp_check(prt_wait_all(s->req, s->n_req), "gradient reduction");
+    s->n_req = 0;
+    if (s->free_after && m->grad[ch]) {
+        prt_free(m->grad[ch]);
+        m->grad[ch] = NULL;
+    }
+    s->free_after = false;
+    return st;
+}
+
+prt_status prt_zero_grads(prt_model *m, int ch)
+{
+    prtp_clear();
+    prt_status st = drain(m, ch);
+    if (st || m->grad[ch]) return st;
+    size_t n = m->c1[ch] - m->c0[ch];
+    m->grad[ch] = (float *)zalloc(n * sizeof(float));
+    if (!m->grad[ch]) return prtp_fail(PRT_ERR_NOMEM, "gradients of chunk %d: out of memory", ch);
+    /* seed this rank's block with the shard so far: the reduce-scatter adds to it */
+    size_t lo = prtp_max(m->c0[ch], m->so), hi = prtp_min(m->c1[ch], m->so + m->sc);
+    if (hi > lo)
+        st = prt_copy(m->grad[ch] + (lo - m->c0[ch]), m->gshard + (lo - m->so),
+                      (hi - lo) * sizeof(float));
+    return st;
+}
+
+prt_status prt_zero_reduce(prt_model *m, int ch)
+{
+    prtp_clear();
+    ChunkState *s = &m->cs[ch];
+    if (!m->grad[ch]) return prtp_fail(PRT_ERR_ARG, "reduce of chunk %d: no gradients", ch);
+    s->reduced = true;
+    if (m->dp == 1) return PRT_OK;
+    prt_status st = PRT_OK;
+    /* buckets last layer first: the order backward finishes them */
+    for (int l = m->n_layers - 1; !st && l >= 0; l--) {
+        size_t a = m->b0[l], b = m->b1[l], at;
+        if (a == NOWHERE || a < m->c0[ch] || b > m->c1[ch] || a == b) continue;
+        float *g = m->grad[ch] + (a - m->c0[ch]);
+        if (m->zero == 0)
+            st = prtp_check(prt_all_reduce_async(m->c->dp, g, g, b - a, PRT_FP32, PRT_SUM,
+                                                 &s->req[s->n_req++]),
+                            "ZeRO-0 gradient all-reduce");
+        else {
+            range_counts(m, a, b, &at);
+            st = prtp_check(prt_reduce_scatter_v_async(m->c->dp, g, m->gshard + at, m->counts,
+                                                       PRT_FP32, PRT_SUM, &s->req[s->n_req++]),
+                            "ZeRO gradient reduce-scatter");
+        }
+    }
+    s->free_after = m->zero >= 2;
+    return st;
+}
+
+/* Where element e of the flat space keeps its weight, gradient and state. */
+static float *p_at(prt_model *m, int ch, size_t e)
+{
+    return m->zero == 3 ? m->pshard + (e - m->so) : m->par[ch] + (e - m->c0[ch]);
+}
+static float *g_at(prt_model *m, int ch, size_t e)
+{
+    return m->zero == 0 ? m->grad[ch] + (e - m->c0[ch]) : m->gshard + (e - m->so);
+}
+
+/* This rank's part of the squared global gradient norm: its DP shard of
+ * every tensor, replicated tensors on TP rank 0 only, so the world sum
+ * counts each gradient element once. */
+static double local_sq(prt_model *m)
+{
+    size_t so, sc;
+    prt_shard(m->P, m->dp, m->dpr, &so, &sc);
+    double sq = 0;
+    for (int i = 0; i < m->n; i++) {
+        if (m->off[i] == NOWHERE) continue;
+        if (m->tab[i].split == PRT_REPLICATED && m->tpr != 0) continue;
+        size_t lo = prtp_max(m->off[i], so), hi = prtp_min(m->off[i] + numel(m, i), so + sc);
+        if (hi > lo) sq += prt_grad_sq_norm(g_at(m, chunk_of(m, i), lo), hi - lo);
+    }
+    return sq;
+}
+
+prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
+{
+    prtp_clear();
+    prt_status st = PRT_OK;
+    for (int ch = 0; !st && ch < m->chunks; ch++) {
+        /* a chunk the program never reduced (it has no DP reduction) */
+        if (m->zero >= 1 && !m->cs[ch].reduced && m->grad[ch]) st = prt_zero_reduce(m, ch);
+        if (!st) st = drain(m, ch);
+        m->cs[ch].reduced = false;
+    }
+    if (st) return st;
+    float scale = 1.0f;
+    if (cfg->clip > 0) {
+        float sq = (float)local_sq(m);
+        st = prtp_check(prt_all_reduce(m->c->world, &sq, &sq, 1, PRT_FP32, PRT_SUM),
+                        "gradient norm all-reduce");
+        if (st) return st;
+        scale = prt_clip_scale((double)sq, cfg->clip);
+    }
+    float lr = prt_lr_at(cfg, step - 1);
+    for (int i = 0; i < m->n; i++) {
+        if (m->off[i] == NOWHERE) continue;
+        int ch = chunk_of(m, i);
+        size_t lo = prtp_max(m->off[i], m->so), hi = prtp_min(m->off[i] + numel(m, i), m->so + m->sc);
+        if (hi <= lo) continue;
+        size_t s = m->zero == 0 ? lo : lo - m->so;
+        prt_adamw_step(p_at(m, ch, lo), g_at(m, ch, lo), m->mom + s, m->var + s, hi - lo, cfg,
+                       step, lr, m->tab[i].decay ? cfg->weight_decay : 0.0f, scale);
+    }
+    for (int ch = 0; ch < m->chunks; ch++) {
+        if (m->zero <= 1) st = prt_zero(m->grad[ch], (m->c1[ch] - m->c0[ch]) * sizeof(float));
+        if (m->zero == 0) refresh_act(m, ch);
+    }
+    if (m->zero >= 1) st = prt_zero(m->gshard, m->sc * sizeof(float));
+    return st;
+}
+
+prt_status prt_zero_sync(prt_model *m)
+{
+    prtp_clear();
+    if (m->zero != 1 && m->zero != 2) return PRT_OK;
+    prt_status st = PRT_OK;
+    for (int ch = 0; !st && ch < m->chunks; ch++) {
+        size_t at;
+        if (m->c1[ch] == m->c0[ch]) continue;
+        size_t mine = range_counts(m, m->c0[ch], m->c1[ch], &at);
+        float *own = m->par[ch] + (mine ? m->so + at - m->c0[ch] : 0);
+        float *sb = mine ? own : m->par[ch];
+        st = prtp_check(prt_all_gather_v(m->c->dp, sb, m->par[ch], m->counts, PRT_FP32),
+                        "ZeRO parameter all-gather");
+        if (!st) refresh_act(m, ch);
+    }
+    return st;
+}
+
+/* ---- dump -------------------------------------------------------------- */
+
+/* Place TP rank t's slice (host, local shape) into the whole tensor. */
+static void place(const prt_param *p, int tp, int t, const float *slice, size_t lr, size_t lc,
+                  float *whole)
+{
+    if (p->split == PRT_SPLIT_COLS) {
+        for (size_t r = 0; r < lr; r++)
+            memcpy(whole + r * p->cols + (size_t)t * lc, slice + r * lc, lc * sizeof(float));
+        return;
+    }
+    if (p->split == PRT_REPLICATED) {
+        memcpy(whole, slice, lr * lc * sizeof(float));
+        return;
+    }
+    int np = p->nparts > 0 ? p->nparts : 1;
+    size_t g0 = 0, l0 = 0;
+    for (int k = 0; k < np; k++) {
+        size_t part = p->nparts > 0 ? p->part[k] : p->rows, h = part / (size_t)tp;
+        memcpy(whole + (g0 + (size_t)t * h) * p->cols, slice + l0 * lc, h * lc * sizeof(float));
+        g0 += part;
+        l0 += h;
+    }
+}
+
+static void put_u32(FILE *f, uint32_t v) { fwrite(&v, sizeof v, 1, f); }
+static void put_u64(FILE *f, uint64_t v) { fwrite(&v, sizeof v, 1, f); }
+
+prt_status prt_model_dump(prt_model *m, const char *path)
+{
+    prtp_clear();
+    prt_status st = PRT_OK;
+    for (int ch = 0; !st && ch < m->chunks; ch++) st = prt_zero_gather(m, ch);
+    if (st) return st;
+    bool root = m->c->rank == 0, sender = m->dpr == 0;
+    FILE *f = NULL;
+    if (root && !(f = fopen(path, "wb")))
+        st = prtp_fail(PRT_ERR_IO, "%s: cannot write the parameter dump", path);
+    if (f) { fwrite("PRTDUMP1", 1, 8, f); put_u32(f, (uint32_t)m->n); }
+    for (int i = 0; i < m->n; i++) {
+        const prt_param *p = &m->tab[i];
+        int stage = p->vstage % m->pp;
+        size_t lr, lc;
+        local_shape(p, m->tp, &lr, &lc);
+        size_t ln = lr * lc;
+        int ntp = p->split == PRT_REPLICATED ? 1 : m->tp;
+        if (sender && stage == m->stage && m->tpr < ntp && !root) {
+            int ch = chunk_of(m, i);
+            const float *src = m->par[ch] + (m->off[i] - m->c0[ch]);
+            prt_status s2 = prtp_check(prt_send(m->c->world, src, ln, PRT_FP32, 0, i), "dump send");
+            if (!st) st = s2;
+        }
+        if (!root) continue;
+        float *whole = (float *)calloc(p->rows * p->cols + 1, sizeof(float));
+        float *host = (float *)calloc(ln + 1, sizeof(float));
+        float *buf = (float *)prt_comm_alloc((ln + 1) * sizeof(float));
+        for (int t = 0; t < ntp && whole && host && buf; t++) {
+            int src = t + m->tp * (m->dp * stage);
+            if (src == 0) {
+                int ch = chunk_of(m, i);
+                prt_copy_to_host(host, m->par[ch] + (m->off[i] - m->c0[ch]), ln * sizeof(float));
+            } else {
+                prt_status s2 = prtp_check(prt_recv(m->c->world, buf, ln, PRT_FP32, src, i),
+                                           "dump receive");
+                if (!st) st = s2;
+                prt_comm_download(host, buf, ln * sizeof(float));
+            }
+            place(p, m->tp, t, host, lr, lc, whole);
+        }
+        if (f && whole) {
+            put_u32(f, (uint32_t)strlen(p->name));
+            fwrite(p->name, 1, strlen(p->name), f);
+            put_u64(f, p->rows);
+            put_u64(f, p->cols);
+            fwrite(whole, sizeof(float), p->rows * p->cols, f);
+        }
+        free(whole); free(host); prt_comm_free(buf);
+    }
+    if (f && fclose(f) != 0 && !st) st = prtp_fail(PRT_ERR_IO, "%s: write failed", path);
+    for (int ch = 0; ch < m->chunks; ch++) prt_zero_release(m, ch);
+    return st;
+}

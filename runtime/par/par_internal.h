@@ -1,0 +1,22 @@
+/*
+ * par_internal.h: what the files of runtime/par share and nobody else sees:
+ * the last-error text and small range arithmetic.
+ */
+#ifndef PRT_PAR_INTERNAL_H
+#define PRT_PAR_INTERNAL_H
+
+#include "planrt.h"
+
+/* Record why a call failed (printf-style); returns st so callers can
+ * `return prtp_fail(...)`. */
+prt_status prtp_fail(prt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void       prtp_clear(void);
+
+/* Copy the comm or ops layer's message when a call below us failed. */
+prt_status prtp_check(prt_status st, const char *what);
+
+static inline size_t prtp_min(size_t a, size_t b) { return a < b ? a : b; }
+static inline size_t prtp_max(size_t a, size_t b) { return a > b ? a : b; }
+
+#endif

@@ -1,0 +1,191 @@
+/*
+ * pipe.c: pipeline slots and the point-to-point transfers between stages.
+ *
+ * A slot holds what one (micro-batch, chunk) keeps from its forward to its
+ * backward. Slots come from a per-chunk pool: taken on the first op that
+ * names (mb, chunk) in a step (its receive or its forward), given back
+ * after its backward once the sends that read it have completed, so a
+ * schedule holds as many slots as it has micro-batches in flight (1F1B:
+ * p - s on stage s; GPipe: all m). The pool only ever tests a send, never
+ * waits on one mid-step, so a slow receiver can never deadlock the sender.
+ *
+ * Messages are tagged by (micro-batch, receiving virtual stage, direction),
+ * so activations and gradients between the same two stages never mix,
+ * whatever order the schedule sends them in. The op list (the Program)
+ * decides when each transfer happens; this file only moves the bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "par_internal.h"
+
+struct prt_pipe {
+    prt_ctx          *c;
+    int               n_micro, chunks, pp, stage;
+    size_t            count;          /* elements of x, y, d: N * C */
+    prt_slot_alloc_fn alloc;
+    prt_slot_free_fn  free_fn;
+    void             *user;
+    prt_slot        **map;            /* [n_micro * chunks] slot of (mb, chunk) in this step */
+    prt_slot        **pool;           /* every slot made, busy or not */
+    int               n_pool, cap;
+};
+
+prt_status prt_pipe_new(prt_ctx *c, int n_micro, int chunks, size_t act_count,
+                        prt_slot_alloc_fn alloc, prt_slot_free_fn free_fn, void *user,
+                        prt_pipe **out)
+{
+    prtp_clear();
+    prt_pipe *p = (prt_pipe *)calloc(1, sizeof *p);
+    if (!p) return prtp_fail(PRT_ERR_NOMEM, "prt_pipe_new: out of memory");
+    p->c = c; p->n_micro = n_micro; p->chunks = chunks; p->count = act_count;
+    p->pp = c->layout.pp; p->stage = c->coord.pp;
+    p->alloc = alloc; p->free_fn = free_fn; p->user = user;
+    p->map = (prt_slot **)calloc((size_t)n_micro * (size_t)chunks, sizeof(prt_slot *));
+    if (!p->map) {
+        free(p);
+        return prtp_fail(PRT_ERR_NOMEM, "prt_pipe_new: out of memory");
+    }
+    *out = p;
+    return PRT_OK;
+}
+
+static void free_slot(prt_pipe *p, prt_slot *s)
+{
+    prt_wait(s->req);
+    if (p->free_fn) p->free_fn(s, s->chunk, p->user);
+    prt_free(s->x); prt_free(s->y); prt_free(s->d);
+    free(s);
+}
+
+void prt_pipe_free(prt_pipe *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n_pool; i++) free_slot(p, p->pool[i]);
+    free(p->pool);
+    free(p->map);
+    free(p);
+}
+
+/* A slot of chunk ch that is free now: not busy and its send delivered. */
+static prt_slot *idle_slot(prt_pipe *p, int ch)
+{
+    for (int i = 0; i < p->n_pool; i++) {
+        prt_slot *s = p->pool[i];
+        if (s->busy || s->chunk != ch) continue;
+        if (s->req) {
+            bool done = false;
+            if (prt_test(s->req, &done) != PRT_OK || !done) continue;
+            s->req = NULL;
+        }
+        return s;
+    }
+    return NULL;
+}
+
+/* Make a new slot of chunk ch: the transfer buffers and the layers' part. */
+static prt_status new_slot(prt_pipe *p, int ch, prt_slot **out)
+{
+    prt_slot *s = (prt_slot *)calloc(1, sizeof *s);
+    if (!s) return prtp_fail(PRT_ERR_NOMEM, "pipeline slot: out of memory");
+    s->chunk = ch;
+    size_t bytes = (p->count ? p->count : 1) * sizeof(prt_act);
+    s->x = (prt_act *)prt_alloc(bytes);
+    s->y = (prt_act *)prt_alloc(bytes);
+    s->d = (prt_act *)prt_alloc(bytes);
+    prt_status st = s->x && s->y && s->d ? PRT_OK
+                  : prtp_fail(PRT_ERR_NOMEM, "pipeline slot: out of memory");
+    if (!st && p->alloc) st = p->alloc(s, ch, p->user);
+    if (!st && p->n_pool == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 8;
+        prt_slot **n = (prt_slot **)realloc(p->pool, (size_t)cap * sizeof *n);
+        if (!n) st = prtp_fail(PRT_ERR_NOMEM, "pipeline slot: out of memory");
+        else { p->pool = n; p->cap = cap; }
+    }
+    if (st) {
+        prt_free(s->x); prt_free(s->y); prt_free(s->d);
+        free(s);
+        return st;
+    }
+    p->pool[p->n_pool++] = s;
+    *out = s;
+    return PRT_OK;
+}
+
+prt_status prt_pipe_slot(prt_pipe *p, int mb, int ch, prt_slot **out)
+{
+    prtp_clear();
+    if (mb < 0 || mb >= p->n_micro || ch < 0 || ch >= p->chunks)
+        return prtp_fail(PRT_ERR_ARG, "pipeline slot (mb %d, chunk %d) out of range", mb, ch);
+    prt_slot **at = &p->map[mb * p->chunks + ch];
+    if (!*at) {
+        prt_slot *s = idle_slot(p, ch);
+        if (!s) {
+            prt_status st = new_slot(p, ch, &s);
+            if (st) return st;
+        }
+        s->mb = mb;
+        s->busy = true;
+        *at = s;
+    }
+    *out = *at;
+    return PRT_OK;
+}
+
+void prt_pipe_done(prt_pipe *p, int mb, int ch)
+{
+    prt_slot **at = &p->map[mb * p->chunks + ch];
+    if (*at) (*at)->busy = false;
+    *at = NULL;
+}
+
+/* Tag of a message to virtual stage `dst` about micro-batch mb. */
+static int tag_of(const prt_pipe *p, int mb, int dst, int grad)
+{
+    return ((mb * p->pp * p->chunks) + dst) * 2 + grad;
+}
+
+static prt_status send_from(prt_pipe *p, int mb, int ch, int peer, bool grad)
+{
+    prt_slot *s;
+    prt_status st = prt_pipe_slot(p, mb, ch, &s);
+    if (st) return st;
+    int k = ch * p->pp + p->stage, dst = grad ? k - 1 : k + 1;
+    prt_wait(s->req);   /* a slot sends its activation, later its gradient */
+    s->req = NULL;
+    return prtp_check(prt_send_async(p->c->pp, grad ? s->d : s->y, p->count,
+                                     sizeof(prt_act) == 4 ? PRT_FP32 : PRT_BF16, peer,
+                                     tag_of(p, mb, dst, grad), &s->req),
+                      grad ? "pipeline gradient send" : "pipeline activation send");
+}
+
+static prt_status recv_into(prt_pipe *p, int mb, int ch, int peer, bool grad)
+{
+    prt_slot *s;
+    prt_status st = prt_pipe_slot(p, mb, ch, &s);
+    if (st) return st;
+    int k = ch * p->pp + p->stage;
+    return prtp_check(prt_recv(p->c->pp, grad ? s->d : s->x, p->count,
+                               sizeof(prt_act) == 4 ? PRT_FP32 : PRT_BF16, peer,
+                               tag_of(p, mb, k, grad)),
+                      grad ? "pipeline gradient receive" : "pipeline activation receive");
+}
+
+prt_status prt_pipe_send_act(prt_pipe *p, int mb, int ch, int peer) { return send_from(p, mb, ch, peer, false); }
+prt_status prt_pipe_send_grad(prt_pipe *p, int mb, int ch, int peer) { return send_from(p, mb, ch, peer, true); }
+prt_status prt_pipe_recv_act(prt_pipe *p, int mb, int ch, int peer) { return recv_into(p, mb, ch, peer, false); }
+prt_status prt_pipe_recv_grad(prt_pipe *p, int mb, int ch, int peer) { return recv_into(p, mb, ch, peer, true); }
+
+prt_status prt_pipe_flush(prt_pipe *p)
+{
+    prtp_clear();
+    prt_status st = PRT_OK;
+    for (int i = 0; i < p->n_pool; i++) {
+        prt_slot *s = p->pool[i];
+        prt_status w = prtp_check(prt_wait(s->req), "pipeline send");
+        s->req = NULL;
+        s->busy = false;
+        if (!st) st = w;
+    }
+    memset(p->map, 0, (size_t)p->n_micro * (size_t)p->chunks * sizeof *p->map);
+    return st;
+}

@@ -1,0 +1,480 @@
+/*
+ * test_trace.c: cmocka tests of trace/ — the pictures must show the
+ * Program the planner built and the times the simulator gave it.
+ *
+ * The SVG is read back the way a person reads it: boxes are counted per
+ * stage row and idle time is measured from their drawn x and width (the
+ * root element gives the axis origin and scale), then compared with the
+ * Program's op counts and the simulator's bubble. Programs come from
+ * hand-written cost tables (exact closed-form bubbles: GPipe and 1F1B
+ * (p-1)/m, interleaved (p-1)/(v m)) and from a real plan under every
+ * schedule. Well-formedness (XML and JSON parsers) and the goldens are
+ * checked by tests/trace/run.sh on planc's own output.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dsl/dsl.h"
+#include "planner/layout.h"
+#include "planner/search.h"
+#include "planner/sema.h"
+#include "trace/trace.h"
+
+#define MAX_ST 64
+
+/* What one panel of an SVG timeline shows, measured from the drawing. */
+typedef struct {
+    int    stages;
+    int    boxes[MAX_ST];     /* op boxes per stage row */
+    double busy_px[MAX_ST];   /* drawn width of forward/backward boxes */
+    double pipe_end_px;       /* right edge of the last forward/backward box */
+    double x0, px_per_ms;
+    int    labels, tooltips;
+} Drawn;
+
+static double attr(const char *from, const char *name)
+{
+    const char *a = strstr(from, name);
+    assert_non_null(a);
+    return strtod(a + strlen(name), NULL);
+}
+
+static bool is_compute_class(const char *cls)
+{
+    return !strncmp(cls, "FWD ", 4) || !strncmp(cls, "FWD\"", 4) || !strncmp(cls, "BWD", 3);
+}
+
+/* Measure panel `which` (0 first) of svg. */
+static Drawn measure(const char *svg, int which)
+{
+    Drawn d;
+    memset(&d, 0, sizeof d);
+    d.x0 = attr(svg, "data-x0=\"");
+    d.px_per_ms = attr(svg, "data-px-per-ms=\"");
+    const char *p = svg;
+    for (int i = 0; i <= which; i++) {
+        p = strstr(p + 1, "<g class=\"panel\"");
+        assert_non_null(p);
+    }
+    const char *end = strstr(p + 1, "<g class=\"panel\"");
+    if (!end) end = strstr(p, "<g class=\"legend\"");
+    assert_non_null(end);
+    double right = d.x0;
+    for (const char *g = strstr(p, "<g class=\"stage\""); g && g < end;
+         g = strstr(g + 1, "<g class=\"stage\"")) {
+        int s = (int)attr(g, "data-stage=\"");
+        assert_true(s >= 0 && s < MAX_ST);
+        if (s + 1 > d.stages) d.stages = s + 1;
+        const char *gend = strstr(g, "</g>");
+        for (const char *r = strstr(g, "<rect class=\"op "); r && r < gend;
+             r = strstr(r + 1, "<rect class=\"op ")) {
+            const char *cls = r + strlen("<rect class=\"op ");
+            double x = attr(r, " x=\""), w = attr(r, " width=\"");
+            d.boxes[s]++;
+            if (is_compute_class(cls)) {
+                d.busy_px[s] += w;
+                right = fmax(right, x + w);
+            }
+            const char *close = strchr(r, '>');
+            if (close && !strncmp(close + 1, "<title>", 7)) d.tooltips++;
+        }
+        for (const char *t = strstr(g, "<text class=\"lbl\""); t && t < gend;
+             t = strstr(t + 1, "<text class=\"lbl\""))
+            d.labels++;
+    }
+    d.pipe_end_px = right;
+    return d;
+}
+
+/* The bubble as drawn: idle of the busiest row over its compute width. */
+static double drawn_bubble(const Drawn *d)
+{
+    double busy = 0;
+    for (int s = 0; s < d->stages; s++) busy = fmax(busy, d->busy_px[s]);
+    return (d->pipe_end_px - d->x0 - busy) / busy;
+}
+
+/* Render panels to a string (caller frees). */
+static char *render(const TrTimeline *const *panels, int n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_true(tr_write_svg(f, panels, n));
+    fclose(f);
+    return buf;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* A Program of p uniform stages from a hand-written cost table:
+ * forward F, backward 2F (input F + weight F), no communication cost,
+ * a 1 ms optimizer step. */
+static void uniform_program(int sched, int p, int v, int m, PlanProgram *out)
+{
+    PlanOpCosts c;
+    assert_true(plan_op_costs_alloc(&c, p, v));
+    c.zero = 0;
+    c.schedule = sched;
+    c.n_micro = m;
+    double f = 1e-3 / v;   /* 1 ms of forward per stage and micro-batch */
+    for (int k = 0; k < p * v; k++) {
+        c.fwd[k] = f; c.bwd[k] = 2 * f; c.bwd_input[k] = f; c.bwd_weight[k] = f;
+        c.first_layer[k] = k; c.end_layer[k] = k + 1; c.layers[k] = 1;
+    }
+    for (int s = 0; s < p; s++) c.opt[s] = 1e-3;   /* after the pipeline: no effect on the bubble */
+    assert_true(plan_lower_costs(&c, out));
+    out->dp = 1; out->tp = 1;
+    plan_op_costs_free(&c);
+}
+
+/* Draw program prog; check box counts and that drawn idle == simulated
+ * bubble. Returns the drawn bubble. */
+static double check_drawn(const PlanProgram *prog, char **svg_out)
+{
+    PlanSimResult sim;
+    assert_true(plan_simulate(prog, &sim));
+    TrTimeline t;
+    assert_true(tr_from_program(prog, &sim, "t", &t));
+    const TrTimeline *panels[] = { &t };
+    char *svg = render(panels, 1);
+    Drawn d = measure(svg, 0);
+    assert_int_equal(d.stages, prog->pp);
+    for (int s = 0; s < prog->pp; s++) assert_int_equal(d.boxes[s], prog->stages[s].n_ops);
+    double b = drawn_bubble(&d);
+    if (fabs(b - sim.bubble_fraction) > 5e-4)
+        fail_msg("drawn bubble %.6f, simulated %.6f", b, sim.bubble_fraction);
+    assert_true(fabs(tr_bubble_of(&t) - sim.bubble_fraction) < 1e-9);
+    tr_timeline_free(&t);
+    plan_sim_free(&sim);
+    if (svg_out) *svg_out = svg;
+    else free(svg);
+    return b;
+}
+
+/* GPipe and 1F1B both idle (p-1)/m; interleaving divides that by v;
+ * ZB-H1 beats 1F1B — each as drawn. */
+static void test_uniform_schedules(void **state)
+{
+    (void)state;
+    PlanProgram g, o, il, zb;
+    uniform_program(SCHED_GPIPE, 4, 1, 8, &g);
+    uniform_program(SCHED_1F1B, 4, 1, 8, &o);
+    uniform_program(SCHED_INTERLEAVED, 4, 2, 8, &il);
+    uniform_program(SCHED_ZB_H1, 4, 1, 8, &zb);
+    double bg = check_drawn(&g, NULL), bo = check_drawn(&o, NULL);
+    double bi = check_drawn(&il, NULL), bz = check_drawn(&zb, NULL);
+    assert_true(fabs(bg - 3.0 / 8) < 5e-4);
+    assert_true(fabs(bo - 3.0 / 8) < 5e-4);
+    assert_true(fabs(bi - 3.0 / 16) < 5e-4);
+    /* ZB-H1 closed form (p-1)(F+B-W)/(m(F+B+W)) = 3/24; the list
+     * scheduler may only do as well or better */
+    assert_true(bz <= 3.0 / 24 + 5e-4);
+    assert_true(bz < bo);
+    plan_program_free(&g); plan_program_free(&o);
+    plan_program_free(&il); plan_program_free(&zb);
+}
+
+static Plan load(const char *path, DslArena *arena)
+{
+    DslDiag diag;
+    dsl_diag_init(&diag, stderr);
+    Plan p;
+    DslFile *f = dsl_load(arena, &diag, path);
+    assert_non_null(f);
+    assert_int_equal(plan_sema(f, &diag, arena, &p), 0);
+    return p;
+}
+
+/* One real plan (tests/trace/pipe4.plan) under gpipe, 1f1b and zb-h1:
+ * boxes per stage == ops, drawn idle == simulated bubble, zb-h1 idles
+ * least. */
+static void test_plan_schedules(void **state)
+{
+    (void)state;
+    DslArena arena = { 0 };
+    Plan p = load("tests/trace/pipe4.plan", &arena);
+    int sched[] = { SCHED_GPIPE, SCHED_1F1B, SCHED_ZB_H1 };
+    double b[3];
+    for (int i = 0; i < 3; i++) {
+        p.layout.schedule = sched[i];
+        PlanProgram prog;
+        char why[256];
+        if (!plan_lower(&p, &prog, why, sizeof why)) fail_msg("lower: %s", why);
+        b[i] = check_drawn(&prog, NULL);
+        plan_program_free(&prog);
+    }
+    assert_true(b[2] < b[1]);
+    assert_true(b[2] < b[0]);
+    dsl_arena_free(&arena);
+}
+
+/* 64 stages x 256 micro-batches: every box drawn, labels thinned, no
+ * per-box tooltips, the file stays a few MB. */
+static void test_large(void **state)
+{
+    (void)state;
+    PlanProgram prog;
+    uniform_program(SCHED_1F1B, 64, 1, 256, &prog);
+    char *svg;
+    double b = check_drawn(&prog, &svg);
+    assert_true(fabs(b - 63.0 / 256) < 1e-3);
+    Drawn d = measure(svg, 0);
+    int boxes = 0;
+    for (int s = 0; s < 64; s++) boxes += d.boxes[s];
+    assert_true(d.labels < boxes / 2);
+    assert_int_equal(d.tooltips, 0);
+    assert_true(strlen(svg) < 16u << 20);
+    free(svg);
+    plan_program_free(&prog);
+}
+
+/* A small picture keeps a tooltip on every box and labels on the wide ones. */
+static void test_small_labels(void **state)
+{
+    (void)state;
+    PlanProgram prog;
+    uniform_program(SCHED_1F1B, 2, 1, 4, &prog);
+    char *svg;
+    check_drawn(&prog, &svg);
+    Drawn d = measure(svg, 0);
+    int boxes = d.boxes[0] + d.boxes[1];
+    assert_int_equal(d.tooltips, boxes);
+    assert_int_equal(d.labels, 2 * 8 + 2);   /* every F and B, and "opt" on each stage */
+    assert_non_null(strstr(svg, ">opt</text>"));
+    free(svg);
+    plan_program_free(&prog);
+}
+
+static void timeline_of(int sched, int p, int v, int m, TrTimeline *t, const char *name)
+{
+    PlanProgram prog;
+    PlanSimResult sim;
+    uniform_program(sched, p, v, m, &prog);
+    assert_true(plan_simulate(&prog, &sim));
+    assert_true(tr_from_program(&prog, &sim, name, t));
+    plan_sim_free(&sim);
+    plan_program_free(&prog);
+}
+
+static char *write_tmp(const char *text, char *path)
+{
+    strcpy(path, "/tmp/planc-trace-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* Chrome trace out and back in: the same boxes, times to 1 ns. */
+static void test_chrome_round_trip(void **state)
+{
+    (void)state;
+    TrTimeline t, back;
+    timeline_of(SCHED_INTERLEAVED, 4, 2, 8, &t, "rt \"quoted\"");
+    char path[64], why[128];
+    strcpy(path, "/tmp/planc-trace-XXXXXX");
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    assert_true(tr_write_chrome(f, &t));
+    fclose(f);
+    assert_true(tr_read_chrome(path, &back, why, sizeof why));
+    unlink(path);
+    assert_int_equal(back.n_boxes, t.n_boxes);
+    assert_int_equal(back.pp, t.pp);
+    assert_int_equal(back.chunks, 2);
+    assert_string_equal(back.name, "rt \"quoted\"");
+    assert_string_equal(back.source, "predicted");
+    for (int i = 0; i < t.n_boxes; i++) {
+        assert_int_equal(back.boxes[i].stage, t.boxes[i].stage);
+        assert_int_equal(back.boxes[i].op, t.boxes[i].op);
+        assert_int_equal(back.boxes[i].kind, t.boxes[i].kind);
+        assert_int_equal(back.boxes[i].mb, t.boxes[i].mb);
+        assert_int_equal(back.boxes[i].chunk, t.boxes[i].chunk);
+        assert_true(fabs(back.boxes[i].start - t.boxes[i].start) < 1e-9);
+        assert_true(fabs(back.boxes[i].end - t.boxes[i].end) < 1e-9);
+    }
+    assert_true(fabs(back.bubble_fraction - t.bubble_fraction) < 1e-6);
+    /* --compare: both panels drawn, each with the Program's boxes */
+    const TrTimeline *panels[] = { &t, &back };
+    char *svg = render(panels, 2);
+    for (int k = 0; k < 2; k++) {
+        Drawn d = measure(svg, k);
+        assert_int_equal(d.stages, 4);
+        int n = 0;
+        for (int s = 0; s < 4; s++) n += d.boxes[s];
+        assert_int_equal(n, t.n_boxes);
+    }
+    assert_non_null(strstr(svg, "rt &quot;quoted&quot;"));
+    free(svg);
+    tr_timeline_free(&t);
+    tr_timeline_free(&back);
+}
+
+/* A measured trace as an executable would write it: several ranks per
+ * stage (the lowest is kept), clock offset (removed), metadata and
+ * unknown fields (skipped). */
+static void test_read_measured(void **state)
+{
+    (void)state;
+    const char *json =
+        "{\"traceEvents\": [\n"
+        " {\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"stage 0\"}},\n"
+        " {\"name\":\"FWD 0\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":5000,\"dur\":1000,"
+        "  \"args\":{\"kind\":\"FWD\",\"mb\":0,\"chunk\":0,\"op\":0,\"rank\":2,\"extra\":[1,{\"a\":null}]}},\n"
+        " {\"name\":\"FWD 0\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":5010,\"dur\":990,"
+        "  \"args\":{\"kind\":\"FWD\",\"mb\":0,\"chunk\":0,\"op\":0,\"rank\":3}},\n"
+        " {\"name\":\"BWD 0\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":7000,\"dur\":2000,"
+        "  \"args\":{\"kind\":\"BWD\",\"mb\":0,\"chunk\":0,\"op\":2,\"rank\":2}},\n"
+        " {\"name\":\"SEND\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":6000,\"dur\":100,"
+        "  \"args\":{\"kind\":\"SEND_ACT\",\"mb\":0,\"chunk\":0,\"op\":1,\"rank\":2,\"bytes\":1e6}},\n"
+        " {\"name\":\"FWD 0\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":6100,\"dur\":1000,"
+        "  \"args\":{\"kind\":\"FWD\",\"mb\":0,\"chunk\":0,\"op\":1,\"rank\":6}},\n"
+        " {\"name\":\"BWD 0\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":7100,\"dur\":2000,"
+        "  \"args\":{\"kind\":\"BWD\",\"mb\":0,\"chunk\":0,\"op\":2,\"rank\":6}},\n"
+        " {\"name\":\"counter\",\"ph\":\"C\",\"pid\":1,\"ts\":1,\"args\":{\"x\":1}},\n"
+        " {\"name\":\"mystery\",\"ph\":\"X\",\"pid\":1,\"ts\":1,\"dur\":1,\"args\":{\"kind\":\"NOPE\"}}\n"
+        "], \"otherData\": {\"source\": \"measured\", \"name\": \"m\", \"chunks\": 1}}\n";
+    char path[64], why[128];
+    TrTimeline t;
+    write_tmp(json, path);
+    bool ok = tr_read_chrome(path, &t, why, sizeof why);
+    unlink(path);
+    if (!ok) fail_msg("%s", why);
+    assert_int_equal(t.pp, 2);
+    assert_int_equal(t.n_boxes, 5);
+    assert_string_equal(t.source, "measured");
+    assert_int_equal(t.boxes[0].kind, OP_FWD);
+    assert_true(fabs(t.boxes[0].start) < 1e-12);            /* shifted to 0 */
+    assert_true(fabs(t.boxes[0].end - 1e-3) < 1e-12);       /* rank 2's, not rank 3's */
+    assert_int_equal(t.boxes[1].kind, OP_SEND_ACT);         /* sorted by op index */
+    assert_true(fabs(t.boxes[1].bytes - 1e6) < 1e-6);
+    assert_true(fabs(t.step_time - 4.1e-3) < 1e-12);
+    /* bubble from the boxes: busiest stage 3 ms of compute, pipeline ends at 4.1 ms */
+    assert_true(fabs(t.bubble_fraction - (4.1 - 3.0) / 3.0) < 1e-9);
+    tr_timeline_free(&t);
+}
+
+/* Broken input is refused with a reason, never half-read. */
+static void test_read_errors(void **state)
+{
+    (void)state;
+    const char *bad[] = {
+        "{\"traceEvents\": [ {\"ph\":\"X\",\"pid\":0,\"ts\":1,\"dur\":1,\"args\":{\"kind\":\"FWD\"}}",
+        "{\"traceEvents\": [] }",
+        "[1, 2]",
+        "{\"traceEvents\": [ {\"ph\":\"X\",\"pid\":-1,\"ts\":1,\"dur\":1,\"args\":{\"kind\":\"FWD\"}} ] }",
+        "{\"traceEvents\": [ {\"ph\":\"X\" \"pid\":0} ] }",
+        "{\"traceEvents\": [ {\"ph\":\"X\",\"pid\":0,\"ts\":1,\"dur\":1,\"args\":{\"kind\":\"FWD\"}} ] } x",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[64], why[128] = "";
+        TrTimeline t;
+        write_tmp(bad[i], path);
+        bool ok = tr_read_chrome(path, &t, why, sizeof why);
+        unlink(path);
+        if (ok) fail_msg("case %zu was accepted", i);
+        assert_true(why[0] != 0);
+        assert_null(t.boxes);
+    }
+    char why[128];
+    TrTimeline t;
+    assert_false(tr_read_chrome("/nonexistent/trace.json", &t, why, sizeof why));
+    assert_non_null(strstr(why, "cannot open"));
+}
+
+/* The search plot: every point, grey beyond memory, front joined, best named. */
+static void test_search_plot(void **state)
+{
+    (void)state;
+    const double G = 1073741824.0;
+    TrPoint pts[] = {
+        { 0.100, 10 * G, true, true, "A" },
+        { 0.050, 20 * G, true, true, "B" },
+        { 0.120, 15 * G, true, true, "C dominated" },
+        { 0.030, 100 * G, false, true, "D too big" },
+        { 0.040, 30 * G, true, false, "E bound" },
+        { 0.020, 25 * G, true, true, "F fastest" },
+    };
+    TrSearchPlot plot = { "t <&>", 80 * G, 6, pts, -1 };
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_true(tr_write_search_svg(f, &plot));
+    fclose(f);
+    assert_int_equal(count(buf, "class=\"pt ok\""), 4);
+    assert_int_equal(count(buf, "class=\"pt ok bound\""), 1);
+    assert_int_equal(count(buf, "class=\"pt no\""), 1);
+    assert_int_equal(count(buf, "class=\"memline\""), 1);
+    /* front by memory: A (10 GiB), B (20), F (25): three points */
+    const char *pl = strstr(buf, "<polyline class=\"front\" points=\"");
+    assert_non_null(pl);
+    const char *pe = strchr(pl + 34, '"');
+    int commas = 0;
+    for (const char *c = pl; c < pe; c++) commas += *c == ',';
+    assert_int_equal(commas, 3);
+    assert_non_null(strstr(buf, "best: F fastest"));
+    assert_non_null(strstr(buf, "t &lt;&amp;&gt;"));
+    free(buf);
+}
+
+/* tr_search_svg on a real search of pipe4.plan with every point recorded. */
+static void test_search_file(void **state)
+{
+    (void)state;
+    DslArena arena = { 0 };
+    Plan p = load("tests/trace/pipe4.plan", &arena);
+    p.layout.schedule = PLAN_AUTO;
+    p.layout.micro_batch = PLAN_AUTO;
+    PlanSearchOptions o = plan_search_defaults();
+    o.record = true;
+    PlanSearch s;
+    char why[256], path[64];
+    if (!plan_search(&p, &o, &s, why, sizeof why)) fail_msg("search: %s", why);
+    assert_true(s.n_points > 1);
+    write_tmp("", path);
+    assert_int_equal(tr_search_svg(path, &p, &s), 0);
+    FILE *f = fopen(path, "r");
+    static char buf[4 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    unlink(path);
+    assert_int_equal((int64_t)count(buf, "<circle class=\"pt "), s.n_points);
+    assert_non_null(strstr(buf, "best: dp 2 tp 1 pp 4"));
+    plan_search_free(&s);
+    dsl_arena_free(&arena);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uniform_schedules),
+        cmocka_unit_test(test_plan_schedules),
+        cmocka_unit_test(test_large),
+        cmocka_unit_test(test_small_labels),
+        cmocka_unit_test(test_chrome_round_trip),
+        cmocka_unit_test(test_read_measured),
+        cmocka_unit_test(test_read_errors),
+        cmocka_unit_test(test_search_plot),
+        cmocka_unit_test(test_search_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,101 @@
+/*
+ * timeline.c: a Program and its simulated spans -> the boxes to draw.
+ *
+ * This file copies; it does not schedule. Every box is one op of the
+ * Program with exactly the start and end the simulator gave it, so the
+ * picture shows the very step the planner predicts (and the code generator
+ * emits). Lanes follow the op's stream: compute kernels on the stage's
+ * main row, pipeline sends and receive waits on a thin p2p lane, DP/ZeRO
+ * collectives on a thin lane beneath.
+ */
+#include "trace/trace.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "planner/layout.h"
+
+bool tr_is_compute(PlanOpKind k)
+{
+    return k == OP_FWD || k == OP_BWD || k == OP_BWD_INPUT || k == OP_BWD_WEIGHT;
+}
+
+TrLane tr_lane_of(PlanOpKind k)
+{
+    switch (k) {   /* ORDER PlanOpKind */
+    case OP_FWD: case OP_BWD: case OP_BWD_INPUT: case OP_BWD_WEIGHT: case OP_OPT_STEP:
+        return TR_LANE_COMPUTE;
+    case OP_SEND_ACT: case OP_RECV_ACT: case OP_SEND_GRAD: case OP_RECV_GRAD:
+        return TR_LANE_P2P;
+    case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS:
+        return TR_LANE_COLL;
+    }
+    return TR_LANE_COMPUTE;
+}
+
+/* "dp 2 x tp 2 x pp 2, ZeRO-1, 1f1b, 8 micro-batches" from the Program. */
+static void layout_line(const PlanProgram *p, char *buf, size_t len)
+{
+    char chunks[32] = "";
+    if (p->chunks > 1) snprintf(chunks, sizeof chunks, " x %d chunks", p->chunks);
+    snprintf(buf, len, "dp %d x tp %d x pp %d, ZeRO-%d, %s%s, %lld micro-batches",
+             p->dp, p->tp, p->pp, p->zero, plan_schedule_name(p->schedule), chunks,
+             (long long)p->n_micro);
+}
+
+bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *name,
+                     TrTimeline *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name ? name : "plan");
+    snprintf(out->source, sizeof out->source, "predicted");
+    layout_line(p, out->layout, sizeof out->layout);
+    out->pp = p->pp;
+    out->chunks = p->chunks > 0 ? p->chunks : 1;
+    size_t n = 0;
+    for (int s = 0; s < p->pp; s++) n += (size_t)p->stages[s].n_ops;
+    out->boxes = calloc(n ? n : 1, sizeof *out->boxes);
+    if (!out->boxes) return false;
+    out->cap = (int)n;
+    for (int s = 0; s < p->pp; s++) {
+        const PlanStageProgram *sp = &p->stages[s];
+        for (int i = 0; i < sp->n_ops; i++) {
+            const PlanOp *o = &sp->ops[i];
+            TrBox *b = &out->boxes[out->n_boxes++];
+            b->stage = s;
+            b->op = i;
+            b->kind = o->kind;
+            b->mb = o->mb;
+            b->chunk = o->chunk;
+            b->start = r->span[s][i].start;
+            b->end = r->span[s][i].end;
+            b->bytes = o->bytes;
+            out->step_time = fmax(out->step_time, b->end);
+        }
+    }
+    out->bubble_fraction = r->bubble_fraction;
+    return true;
+}
+
+void tr_timeline_free(TrTimeline *t)
+{
+    free(t->boxes);
+    memset(t, 0, sizeof *t);
+}
+
+double tr_bubble_of(const TrTimeline *t)
+{
+    double *busy = calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *busy);
+    if (!busy) return NAN;
+    double end = 0, busy_max = 0;
+    for (int i = 0; i < t->n_boxes; i++) {
+        const TrBox *b = &t->boxes[i];
+        if (!tr_is_compute(b->kind) || b->stage < 0 || b->stage >= t->pp) continue;
+        busy[b->stage] += b->end - b->start;
+        end = fmax(end, b->end);
+    }
+    for (int s = 0; s < t->pp; s++) busy_max = fmax(busy_max, busy[s]);
+    free(busy);
+    return busy_max > 0 ? (end - busy_max) / busy_max : 0;
+}

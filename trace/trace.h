@@ -1,0 +1,113 @@
+/*
+ * trace.h: pictures of a training step — the timeline of a Program as SVG
+ * or as a Chrome/Perfetto trace, reading such a trace back (measured runs),
+ * and the scatter plot of a layout search.
+ *
+ * The trace module only draws. A timeline is made from a Program and the
+ * simulator's spans (planner/program.h, planner/simulate.h) or read from a
+ * Chrome trace file; it never re-derives a schedule. Times inside are
+ * seconds from the start of the step; the SVG axis is in milliseconds and
+ * the Chrome trace in microseconds, as that format requires.
+ *
+ * The trace format (README, section trace) is shared with the generated
+ * executable's `--trace OUT.json`, so a measured timeline reads back into
+ * the same TrTimeline and is drawn beside the predicted one.
+ */
+#ifndef PLANC_TRACE_H
+#define PLANC_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include "planner/program.h"
+#include "planner/search.h"
+#include "planner/simulate.h"
+
+/* The lanes of a stage's row, top to bottom. The JSON `tid` is the lane. */
+typedef enum {
+    TR_LANE_COMPUTE,   /* forward, backward, optimizer; receive waits (JSON only) */
+    TR_LANE_P2P,       /* pipeline sends (filled) and receive waits (outlined) */
+    TR_LANE_COLL,      /* DP / ZeRO collectives: gathers, reductions, sync */
+} TrLane;
+
+#define TR_N_LANES 3
+
+/* One drawn box: one op of one stage. */
+typedef struct {
+    int        stage;       /* pipeline stage: the row */
+    int        op;          /* index in the stage's Program op list, -1 unknown */
+    PlanOpKind kind;
+    int        mb, chunk;   /* micro-batch, chunk; -1 for step-level ops */
+    double     start, end;  /* s from the start of the step */
+    double     bytes;       /* bytes moved (comm ops), 0 otherwise */
+} TrBox;
+
+/* A timeline: the boxes of every stage of one step. */
+typedef struct {
+    char    name[64];        /* model (plan) name */
+    char    layout[160];     /* "dp 2 x tp 2 x pp 2, ZeRO-1, 1f1b, 8 micro-batches" */
+    char    source[16];      /* "predicted" or "measured" */
+    int     pp, chunks;
+    int     n_boxes, cap;
+    TrBox  *boxes;           /* stage by stage, each in op-list order */
+    double  step_time;       /* s: last end of any box */
+    double  bubble_fraction; /* simulator's (predicted), or from the boxes (measured) */
+} TrTimeline;
+
+/* Build the timeline of Program p timed by r; `name` is the model's. */
+bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *name,
+                     TrTimeline *out);
+void tr_timeline_free(TrTimeline *t);
+
+/* Which lane an op kind is drawn in (receives: TR_LANE_P2P in the SVG). */
+TrLane tr_lane_of(PlanOpKind k);
+bool   tr_is_compute(PlanOpKind k);   /* FWD, BWD, BWD_INPUT, BWD_WEIGHT */
+
+/* Bubble of a timeline from its boxes, as the simulator defines it:
+ * (pipeline end - largest per-stage compute time) / that compute time,
+ * where the pipeline end is the last end of a forward/backward box. */
+double tr_bubble_of(const TrTimeline *t);
+
+/* Draw one timeline, or several stacked with one time axis (--compare:
+ * predicted above measured), as a standalone SVG document. */
+bool tr_write_svg(FILE *f, const TrTimeline *const *panels, int n);
+
+/* Write t as a Chrome Trace Event Format document (README, section trace). */
+bool tr_write_chrome(FILE *f, const TrTimeline *t);
+
+/* Read a Chrome trace in that format (e.g. a measured one) into out. For
+ * each stage only the events of its lowest `args.rank` are kept; times are
+ * shifted so the first event starts at 0. False with a reason in why. */
+bool tr_read_chrome(const char *path, TrTimeline *out, char *why, size_t len);
+
+/* ---- the layout-space plot of `planc search --svg` -------------------- */
+
+/* One evaluated layout. */
+typedef struct {
+    double      step_time;    /* s, predicted */
+    double      peak_memory;  /* bytes per GPU, the largest stage */
+    bool        feasible;     /* fits in device memory and is valid */
+    bool        exact;        /* evaluated in full; false: known by the search's bounds */
+    const char *label;        /* "dp 8 tp 2 pp 4 z1 1f1b mb 2" */
+} TrPoint;
+
+typedef struct {
+    const char    *title;     /* e.g. "gpt3-175b on dgx-a100 x 192" */
+    double         memory;    /* bytes of device memory: the memory line */
+    int            n;
+    const TrPoint *points;
+    int            best;      /* index of the chosen layout, -1 none */
+} TrSearchPlot;
+
+/* Every layout as a point (step time against peak memory per GPU),
+ * infeasible ones grey beyond the memory line, the Pareto front of the
+ * feasible ones joined, the best labelled. */
+bool tr_write_search_svg(FILE *f, const TrSearchPlot *s);
+
+/* The plot of search s of plan p into the file at path: every recorded
+ * layout (plan_search with PlanSearchOptions.record set; without it, the
+ * top results only), the best (results[0]) labelled. Returns 0, or 2 when
+ * the file cannot be written (the reason on stderr). */
+int tr_search_svg(const char *path, const Plan *p, const PlanSearch *s);
+
+#endif /* PLANC_TRACE_H */
