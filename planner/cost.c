@@ -64,7 +64,7 @@ typedef struct {
     double   fwd, bwd_in, bwd_w, rec;   /* compute, s */
     double   tp_f, tp_b, tp_rec;        /* TP collectives, s */
     double   flops_fwd, flops_rec;
-    uint64_t params;
+    uint64_t params, params_full;       /* per TP rank; whole layer */
     double   act_kept, act_rebuild;
     double   tp_bytes;
 } LayerTime;
@@ -87,7 +87,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     PlanLayerWork w;
     plan_layer_work(&p->model, ly, prev, cut, &w);
     memset(t, 0, sizeof *t);
-    double core_f = 0, core_b = 0;
+    double core_f = 0;
     for (int i = 0; i < w.n_gemm; i++) {
         const PlanGemm *g = &w.gemm[i];
         double f = plan_gemm_time(d, peak, e, g->m, g->n, g->k, g->batch);
@@ -95,10 +95,9 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         double dw = gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, !g->core); /* dB = A^T dC, accumulated */
         t->fwd += f;
         t->bwd_in += dx;
-        if (g->core) { t->bwd_in += dw; core_f += f; core_b += dx + dw; }
+        if (g->core) { t->bwd_in += dw; core_f += f; }
         else t->bwd_w += dw;
     }
-    (void)core_b;
     t->fwd += stream_time(d, w.ew_fwd, w.ew_kernels);
     t->bwd_in += stream_time(d, w.ew_bwd, w.ew_kernels);
     t->tp_bytes = w.tp_bytes;
@@ -114,6 +113,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         t->flops_rec = w.flops_core;
     }
     t->params = plan_layer_params(&p->model, ly, cut->tp, ovf);
+    t->params_full = plan_layer_params(&p->model, ly, 1, ovf);
     t->act_kept = w.act_kept;
     t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
 }
@@ -187,6 +187,7 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
         const PlanChunk *ch = &out->chunk[k];
+        double block_rebuild = 0;
         for (int i = ch->first; i < ch->end; i++) {
             const Layer *ly = &mo->layers[i], *prev = i ? &mo->layers[i - 1] : NULL;
             bool after = prev && prev->kind == LAYER_ATTENTION;
@@ -227,8 +228,11 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
             c->flops_fwd += t->flops_fwd;
             c->flops_recompute += t->flops_rec;
             c->params += t->params;
+            if (__builtin_add_overflow(out->params_total, t->params_full, &out->params_total)) ovf = true;
             c->act_kept += t->act_kept;
-            c->act_layer_max = fmax(c->act_layer_max, t->act_rebuild);
+            /* recomputation rebuilds a whole block (attention + MLP) at once */
+            block_rebuild = ly->kind == LAYER_ATTENTION ? t->act_rebuild : block_rebuild + t->act_rebuild;
+            c->act_layer_max = fmax(c->act_layer_max, block_rebuild);
             if (t->params > c->layer_params_max) c->layer_params_max = t->params;
             c->layers++;
         }
@@ -387,7 +391,7 @@ double plan_pipeline_time(const PlanCosts *c)
 }
 
 /* Step time and its breakdown from the closed forms. */
-static void step_times(const Plan *pl, const PlanCosts *c, PlanEval *ev)
+static void step_times(const PlanCosts *c, PlanEval *ev)
 {
     const Layout *l = &c->layout;
     int p = l->pp;
@@ -398,7 +402,7 @@ static void step_times(const Plan *pl, const PlanCosts *c, PlanEval *ev)
     double busy, T = pipeline_time(c, ss, &busy);
     double step = 0, offset = 0;
     int crit = 0;
-    double crit_tail = 0, crit_dp = 0;
+    double crit_dp = 0;
     for (int s = 0; s < p; s++) {
         /* the stage's last gradient reduce follows the backward (ZB-H1:
          * the weight pass) of its chunk 0, the last it runs */
@@ -410,10 +414,9 @@ static void step_times(const Plan *pl, const PlanCosts *c, PlanEval *ev)
         for (int v = 0; v < l->chunks; v++) sync += c->cost[v * p + s].sync;
         double tail = dp + c->opt[s] + sync;
         double end = T - offset + tail;
-        if (end > step) { step = end; crit = s; crit_tail = tail; crit_dp = dp; }
+        if (end > step) { step = end; crit = s; crit_dp = dp; }
         offset += ss[s].B / l->chunks + cp;
     }
-    (void)crit_tail;
     ev->step_time = step;
     ev->bubble_fraction = busy > 0 ? (T - busy) / busy : 0;
 
@@ -436,7 +439,6 @@ static void step_times(const Plan *pl, const PlanCosts *c, PlanEval *ev)
     t->bubble = fmax(0, step - t->compute - t->tp - t->p2p - t->dp_exposed -
                         t->gather_exposed - t->sync - t->optimizer);
     free(ss);
-    (void)pl;
 }
 
 /* ---- evaluation ------------------------------------------------------- */
@@ -457,17 +459,17 @@ void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
     memset(ev, 0, sizeof *ev);
     ev->layout = *l;
     ev->pp = l->pp;
-    if (!plan_model_params(&p->model, &ev->params)) {
-        snprintf(ev->why, sizeof ev->why, "the parameter count overflows 64 bits");
-        return;
-    }
-    if (!plan_layout_check(p, l, ev->why, sizeof ev->why)) return;
     PlanCosts c;
-    if (!plan_costs(p, l, &c)) {
-        snprintf(ev->why, sizeof ev->why, "the cost table could not be built (overflow or out of memory)");
-        plan_costs_free(&c);
+    bool legal = plan_layout_check(p, l, ev->why, sizeof ev->why);
+    if (!legal || !plan_costs(p, l, &c)) {
+        if (legal) plan_costs_free(&c);
+        if (!plan_model_params(&p->model, &ev->params))
+            snprintf(ev->why, sizeof ev->why, "the parameter count overflows 64 bits");
+        else if (legal)
+            snprintf(ev->why, sizeof ev->why, "the cost table could not be built (out of memory)");
         return;
     }
+    ev->params = c.params_total;
     ev->valid = true;
     ev->n_micro = c.n_micro;
     ev->stages = calloc((size_t)l->pp, sizeof *ev->stages);
@@ -489,7 +491,7 @@ void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
                  ev->worst_stage, m->total_bytes / 1073741824.0, m->capacity / 1073741824.0,
                  item, b / 1073741824.0);
     }
-    step_times(p, &c, ev);
+    step_times(&c, ev);
     double gpus = (double)l->dp * l->tp * l->pp;
     /* every GEMM is split t ways, so the step's FLOPs are t x dp x m x the
      * per-GPU forward FLOPs of all chunks (x 3: backward = 2 x forward) */

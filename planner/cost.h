@@ -64,6 +64,7 @@ typedef struct PlanCosts {
     double        *opt;       /* [pp] s: optimizer step per stage */
     uint64_t      *opt_params;/* [pp] parameters one GPU updates */
     double         peak_flops;/* dense peak of the model dtype */
+    uint64_t       params_total; /* parameters of the whole model, exact */
 } PlanCosts;
 
 /* Time breakdown of one step on the critical stage, seconds. */

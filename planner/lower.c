@@ -141,9 +141,10 @@ static bool expand(const PlanOpCosts *c, PlanStageProgram *sp, int s, Step st, b
     int g = -1, i;
     switch (st.kind) {
     case STEP_F: {
-        if (c->zero >= 3)
-            g = emit(sp, comm_op(c, OP_GATHER_PARAMS, s, st.mb, st.chunk, COLL_ALL_GATHER,
-                                 c->grad_bytes[k], c->gather[k]));
+        if (c->zero >= 3 && (g = emit(sp, comm_op(c, OP_GATHER_PARAMS, s, st.mb, st.chunk,
+                                                  COLL_ALL_GATHER, c->grad_bytes[k],
+                                                  c->gather[k]))) < 0)
+            return false;
         if (has_prev && emit(sp, p2p_op(c, OP_RECV_ACT, s, st.mb, st.chunk, prev,
                                         c->p2p_bytes[k], 0)) < 0) return false;
         PlanOp f = op_of(c, OP_FWD, s, st.mb, st.chunk);
@@ -155,9 +156,10 @@ static bool expand(const PlanOpCosts *c, PlanStageProgram *sp, int s, Step st, b
         return true;
     }
     case STEP_B: {
-        if (c->zero >= 3)
-            g = emit(sp, comm_op(c, OP_GATHER_PARAMS, s, st.mb, st.chunk, COLL_ALL_GATHER,
-                                 c->grad_bytes[k], c->gather[k]));
+        if (c->zero >= 3 && (g = emit(sp, comm_op(c, OP_GATHER_PARAMS, s, st.mb, st.chunk,
+                                                  COLL_ALL_GATHER, c->grad_bytes[k],
+                                                  c->gather[k]))) < 0)
+            return false;
         if (has_next && emit(sp, p2p_op(c, OP_RECV_GRAD, s, st.mb, st.chunk, next,
                                         c->p2p_bytes[k], 0)) < 0) return false;
         PlanOp b = op_of(c, split_bwd ? OP_BWD_INPUT : OP_BWD, s, st.mb, st.chunk);

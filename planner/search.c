@@ -117,11 +117,20 @@ typedef struct {
     int64_t mb;
 } CutKey;
 
+/* What the estimates read of one block, packed (one cache line). */
+typedef struct {
+    double   fwd, bwd, bwd_weight;  /* s per micro-batch */
+    double   act_kept, act_layer_max;
+    uint64_t params, layer_params_max;
+    int      layers;
+} Block;
+
 /* Costs of every block under one cut: block k is pipeline chunk k of the
  * model split into one chunk per block. */
 typedef struct {
     CutKey         key;
-    PlanChunkCost *blk;        /* [n_blocks] */
+    Block         *blk;        /* [n_blocks] */
+    double         p2p_bytes;  /* one activation sent between stages */
     uint64_t       head_copy;  /* parameters of a tied head's copy (only when pp > 1) */
     double         p2p_lo;     /* s: one activation send, the cheaper of NVLink and IB */
 } CutCosts;
@@ -157,10 +166,15 @@ static bool cut_build(const Plan *p, const CutKey *k, const uint64_t *head_copy,
     double bytes = per.cost[0].p2p_bytes;
     out->p2p_lo = fmin(plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 2, 1 }, bytes).time,
                        plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 1, 2 }, bytes).time);
-    out->blk = per.cost;
-    per.cost = NULL;
+    out->p2p_bytes = bytes;
+    out->blk = malloc((size_t)nb * sizeof *out->blk);
+    for (int b = 0; out->blk && b < nb; b++) {
+        const PlanChunkCost *c = &per.cost[b];
+        out->blk[b] = (Block){ c->fwd, c->bwd, c->bwd_weight, c->act_kept, c->act_layer_max,
+                               c->params, c->layer_params_max, c->layers };
+    }
     plan_costs_free(&per);
-    return true;
+    return out->blk != NULL;
 }
 
 static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
@@ -199,6 +213,7 @@ typedef struct {
     double   act;         /* bytes kept per micro-batch */
     double   rebuild;     /* bytes of the largest recomputed layer */
     double   layer_max;   /* parameters of the largest layer */
+    uint64_t fixed[4];    /* bytes by ZeRO stage: model states + buffers + reserve */
 } StageAgg;
 
 /* Scratch for one (cut, pp, v): the chunk table built from block sums and
@@ -236,16 +251,18 @@ static void synth_free(Synth *s)
 
 static double dmax(double a, double b) { return a > b ? a : b; }
 
+static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int pp, double p2p_bytes);
+
 /* Why: the chunks of a (pp, v) split are sums of the memoised blocks.
  * Only the fields plan_memory() and plan_pipeline_time() read are filled;
  * the DP and ZeRO collectives stay zero (the time bound omits them) and
  * every chunk's send costs the cheaper of an NVLink and an InfiniBand hop. */
-static bool synth_chunks(const Plan *p, const CutCosts *cc, int pp, int v, Synth *s)
+static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int v, Synth *s)
 {
     int n = pp * v;
     if (!synth_reserve(s, n, pp)) return false;
     if (!plan_split(&p->model, pp, v, s->chunk)) return false;
-    const PlanChunkCost *x = cc->blk;
+    const Block *x = cc->blk;
     double p2p = pp > 1 ? cc->p2p_lo : 0;
     for (int k = 0; k < n; k++) {
         PlanChunkCost *c = &s->cost[k];
@@ -272,7 +289,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int pp, int v, Synth
         c->act_layer_max = amax;
         c->layer_params_max = pmax;
         c->layers = layers;
-        c->p2p_bytes = cc->blk[0].p2p_bytes;
+        c->p2p_bytes = cc->p2p_bytes;
         c->p2p = p2p;
     }
     if (pp == 1) s->cost[n - 1].params -= cc->head_copy;
@@ -286,6 +303,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int pp, int v, Synth
             g->rebuild = dmax(g->rebuild, c->act_layer_max);
             g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
         }
+        for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, pp, cc->p2p_bytes);
     }
     s->c.n_chunks = n;
     s->c.chunk = s->chunk;
@@ -349,47 +367,60 @@ typedef struct {
     char                     invalid_why[256];
 } Ctx;
 
-/* Bytes of stage s of layout l from its aggregates: memory.c's items
- * (model states, activations in flight, buffers, reserve) over the same
- * inputs. This is the one formula the search restates rather than calls,
- * because plan_memory() walks every chunk for every ZeRO stage and
- * schedule; every full evaluation checks it (bound_violations), and
- * tests/test_search.c holds it to plan_memory() over whole spaces. */
-static uint64_t stage_bytes(const Plan *p, const Layout *l, int64_t n_micro,
-                            const StageAgg *g, int s, double p2p_bytes, uint64_t reserve)
+/* memory.c's items for one stage, over the same inputs: this is the one
+ * formula the search restates rather than calls, because plan_memory()
+ * walks every chunk for every ZeRO stage and schedule. Every full
+ * evaluation checks it (bound_violations), and tests/test_search.c holds
+ * it to plan_memory() layout by layout over whole spaces. */
+
+/* Bytes of stage g under ZeRO stage z that do not depend on the schedule:
+ * model states (ZeRO paper), p2p buffers, gathered layers and gradient
+ * buckets, the reserve. */
+static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int pp, double p2p_bytes)
 {
     double e = plan_dtype_bytes(p->model.dtype);
     uint64_t pb, gb, ob;
-    plan_model_states(g->psi, p->model.dtype, l->zero, l->dp, &pb, &gb, &ob);
-    double in_flight = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks);
-    double act = in_flight * g->act + g->rebuild;
+    plan_model_states(g->psi, p->model.dtype, z, dp, &pb, &gb, &ob);
     double buf = 0;
-    if (l->pp > 1) buf += 2 * p2p_bytes;
-    if (l->zero >= 3) buf += 2 * g->layer_max * e;
-    if (l->zero >= 1) buf += 2 * g->layer_max * e;
-    return pb + gb + ob + (act > 0 ? (uint64_t)ceil(act) : 0) + (buf > 0 ? (uint64_t)ceil(buf) : 0) +
-           reserve;
+    if (pp > 1) buf += 2 * p2p_bytes;
+    if (z >= 3) buf += 2 * g->layer_max * e;
+    if (z >= 1) buf += 2 * g->layer_max * e;
+    return pb + gb + ob + (buf > 0 ? (uint64_t)ceil(buf) : 0) +
+           plan_memory_reserve(p->cluster.device.memory);
 }
 
-/* Why: fill the estimate fields of a candidate: its peak memory with
- * slack both ways (so fitting or not is certain outside the slack) and
- * its time bound. */
-static void estimate(Ctx *x, Cand *c, double t_est)
+/* Activation bytes of stage s under the layout's schedule: kept bytes
+ * times the micro-batches in flight, plus the layer being rebuilt. */
+static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, int s)
+{
+    double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) * g->act + g->rebuild;
+    return act > 0 ? (uint64_t)ceil(act) : 0;
+}
+
+/* Why: fill the estimate fields of one candidate per ZeRO stage of a
+ * shape: peak memory with slack both ways (so fitting or not is certain
+ * outside the slack) and the time bound. */
+static void estimate(Ctx *x, Cand *c, int n, double t_est)
 {
     Synth *s = &x->syn;
-    uint64_t cap = x->p->cluster.device.memory, reserve = plan_memory_reserve(cap);
-    int64_t n_micro = plan_micro_batches(&c->l);
-    uint64_t peak = 0;
-    for (int st = 0; st < c->l.pp; st++) {
-        uint64_t b = stage_bytes(x->p, &c->l, n_micro, &s->agg[st], st, s->cost[0].p2p_bytes, reserve);
-        if (b > peak) peak = b;
+    uint64_t cap = x->p->cluster.device.memory, peak[4] = { 0 };
+    int64_t n_micro = plan_micro_batches(&c[0].l);
+    for (int st = 0; st < c[0].l.pp; st++) {
+        const StageAgg *g = &s->agg[st];
+        uint64_t act = stage_act(&c[0].l, n_micro, g, st);
+        for (int i = 0; i < n; i++) {
+            uint64_t b = g->fixed[c[i].l.zero] + act;
+            if (b > peak[i]) peak[i] = b;
+        }
     }
-    double slack = (double)peak * SEARCH_REL_SLACK + SEARCH_ABS_SLACK;
-    c->mem_est = peak;
-    c->mem_lo = (double)peak > slack ? peak - (uint64_t)slack : 0;
-    c->mem_hi = peak + (uint64_t)slack;
-    c->fit = c->mem_lo > cap ? FIT_NO : c->mem_hi <= cap ? FIT_YES : FIT_MAYBE;
-    c->t_lb = t_est * (1 - SEARCH_REL_SLACK);
+    for (int i = 0; i < n; i++) {
+        double slack = (double)peak[i] * SEARCH_REL_SLACK + SEARCH_ABS_SLACK;
+        c[i].mem_est = peak[i];
+        c[i].mem_lo = (double)peak[i] > slack ? peak[i] - (uint64_t)slack : 0;
+        c[i].mem_hi = peak[i] + (uint64_t)slack;
+        c[i].fit = c[i].mem_lo > cap ? FIT_NO : c[i].mem_hi <= cap ? FIT_YES : FIT_MAYBE;
+        c[i].t_lb = t_est * (1 - SEARCH_REL_SLACK);
+    }
 }
 
 /* Lower bound of the pipeline time of schedule `sched` on the synthetic
@@ -405,13 +436,17 @@ static double time_bound(Ctx *x, const Layout *l)
 static bool add_zeros(Ctx *x, Layout l, double t_est, bool with_estimates)
 {
     const Layout *L = &x->p->layout;
+    Cand c[4];
+    int n = 0;
     for (int z = 0; z <= 3; z++) {
         if (fixed(L->zero) && L->zero != z) continue;
         l.zero = z;
-        Cand c = { .l = l, .order = (int)x->cands.n };
-        if (with_estimates) estimate(x, &c, t_est);
-        if (!cand_push(&x->cands, &c)) return false;
+        c[n] = (Cand){ .l = l, .order = (int)x->cands.n + n };
+        n++;
     }
+    if (with_estimates) estimate(x, c, n, t_est);
+    for (int i = 0; i < n; i++)
+        if (!cand_push(&x->cands, &c[i])) return false;
     return true;
 }
 
@@ -467,7 +502,7 @@ static bool add_shapes(Ctx *x, Layout l, const Shape *sh, int n, const CutCosts 
         l.chunks = sh[i].v;
         double t = 0;
         if (cc) {
-            if (built != sh[i].v && !synth_chunks(x->p, cc, l.pp, sh[i].v, &x->syn)) return false;
+            if (built != sh[i].v && !synth_chunks(x->p, cc, l.dp, l.pp, sh[i].v, &x->syn)) return false;
             built = sh[i].v;
             t = time_bound(x, &l);
         }
@@ -763,12 +798,11 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
         s->results = t.ev;
         s->top = t.k;
         t.ev = NULL;
-        if (!simulate_results(p, s)) snprintf(why, len, "out of memory while simulating the results");
-        else if (s->considered == 0)
+        if (s->considered == 0)
             snprintf(why, len, "no layout satisfies the plan block's constraints on this cluster");
         else if (s->dropped.invalid == s->considered)
             snprintf(why, len, "no layout is valid: %s", x.invalid_why);
-        ok = s->sim_step && s->sim_bubble && s->considered > 0 && s->dropped.invalid < s->considered;
+        ok = s->considered > 0 && s->dropped.invalid < s->considered;
     }
     free(t.ev);
     free(t.order);
@@ -802,7 +836,13 @@ bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char 
         ok = search_once(p, &brute, s, why, len);
         s->bound_violations = v;
     }
-    s->search_time_s = now_s() - t0;
+    double t1 = now_s();
+    s->search_time_s = t1 - t0;
+    if (ok && !simulate_results(p, s)) {
+        snprintf(why, len, "out of memory while simulating the results");
+        ok = false;
+    }
+    s->simulate_time_s = now_s() - t1;
     return ok;
 }
 
@@ -863,22 +903,23 @@ void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
     if (s->dropped.invalid) fprintf(out, ", %" PRId64 " invalid", s->dropped.invalid);
     fprintf(out, "; %" PRId64 " evaluated in full, %" PRId64 " ruled out of the top %d by a bound\n",
             s->evaluated, s->pruned, s->top);
-    fprintf(out, "# search time %.3f s (%.0f layouts/s)\n", s->search_time_s,
-            s->search_time_s > 0 ? (double)s->considered / s->search_time_s : 0.0);
+    fprintf(out, "# search time %.3f s (%.0f layouts/s); simulating the top %d: %.3f s\n", s->search_time_s,
+            s->search_time_s > 0 ? (double)s->considered / s->search_time_s : 0.0, s->n_results,
+            s->simulate_time_s);
     if (s->n_results == 0) return;
-    fprintf(out, "%4s %6s %3s %4s %4s %5s %-15s %-9s %-3s %10s %12s %6s %9s %7s  %s\n",
+    fprintf(out, "%4s %6s %3s %4s %4s %5s %-15s %-9s %-3s %10s %10s %12s %6s %9s %7s  %s\n",
             "rank", "dp", "tp", "pp", "zero", "mb", "schedule", "recompute", "sp",
-            "step(s)", "tokens/s", "MFU", "mem(GiB)", "bubble", "dominant");
+            "step(s)", "closed(s)", "tokens/s", "MFU", "mem(GiB)", "bubble", "dominant");
     for (int i = 0; i < s->n_results; i++) {
         const PlanEval *e = &s->results[i];
         const Layout *l = &e->layout;
         double step = s->sim_step[i], scale = step > 0 ? e->step_time / step : 1;
         char sched[32];
         schedule_text(l, sched, sizeof sched);
-        fprintf(out, "%4d %6d %3d %4d %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
+        fprintf(out, "%4d %6d %3d %4d %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
                 i + 1, l->dp, l->tp, l->pp, l->zero, l->micro_batch, sched,
                 plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "on" : "off",
-                step, e->tokens_per_s * scale, 100 * e->mfu * scale, e->peak_memory / GIB,
+                step, e->step_time, e->tokens_per_s * scale, 100 * e->mfu * scale, e->peak_memory / GIB,
                 100 * s->sim_bubble[i], plan_search_dominant(e));
     }
 }
@@ -948,9 +989,9 @@ static void json_eval(FILE *out, const Plan *p, const PlanEval *e, double step, 
 void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
 {
     fprintf(out, "{\"evaluated\": %" PRId64 ", \"feasible\": %" PRId64 ", \"search_time_s\": %.6f"
-            ", \"evaluated_in_full\": %" PRId64 ", \"pruned\": %" PRId64
+            ", \"simulate_time_s\": %.6f, \"evaluated_in_full\": %" PRId64 ", \"pruned\": %" PRId64
             ", \"dropped\": {\"memory\": %" PRId64 ", \"invalid\": %" PRId64 "}, \"results\": [",
-            s->considered, s->feasible, s->search_time_s, s->evaluated, s->pruned,
+            s->considered, s->feasible, s->search_time_s, s->simulate_time_s, s->evaluated, s->pruned,
             s->dropped.memory, s->dropped.invalid);
     for (int i = 0; i < s->n_results; i++) {
         fputs(i ? ",\n  " : "\n  ", out);

@@ -57,7 +57,9 @@ typedef struct PlanSearch {
     int64_t          bound_violations; /* full evaluations that contradicted a bound
                                           (0 unless the cost model changed under the
                                           search; then it reran without pruning) */
-    double           search_time_s;/* wall time of plan_search */
+    double           search_time_s;  /* s: wall time of the search (enumeration, bounds,
+                                        full evaluations, ranking) */
+    double           simulate_time_s;/* s: then lowering and simulating the top K */
     int              n_results;
     PlanEval        *results;      /* [n_results] best first: step time, then peak memory */
     double          *sim_step;     /* [n_results] s: the result's Program simulated, the

@@ -908,17 +908,17 @@ static void check_layout_model(Sema *S, const Layout *L, const Model *M, const P
             }
         }
     }
+    /* Stages need not hold equal numbers of blocks (planner/layout.c
+     * spreads them as evenly as possible), but each chunk needs one. */
     if (L->pp != PLAN_AUTO && M->n_blocks > 0) {
+        int64_t chunks = L->chunks == PLAN_AUTO ? 1 : L->chunks;
         if (L->pp > M->n_blocks)
             dsl_error(S->d, plan_loc(src, "pp"), "pp %d is more than the %d transformer blocks of model %s", L->pp,
                       M->n_blocks, M->name);
-        else if (M->n_blocks % L->pp)
-            dsl_error(S->d, plan_loc(src, "pp"), "pp %d does not divide the %d transformer blocks of model %s",
-                      L->pp, M->n_blocks, M->name);
-        else if (L->chunks > 1 && M->n_blocks % ((int64_t)L->pp * L->chunks))
+        else if (chunks > 1 && (int64_t)L->pp * chunks > M->n_blocks)
             dsl_error(S->d, plan_loc(src, "chunks"),
-                      "pp %d x chunks %d = %" PRId64 " does not divide the %d transformer blocks", L->pp, L->chunks,
-                      (int64_t)L->pp * L->chunks, M->n_blocks);
+                      "pp %d x chunks %" PRId64 " = %" PRId64 " is more than the %d transformer blocks of model %s",
+                      L->pp, chunks, (int64_t)L->pp * chunks, M->n_blocks, M->name);
     }
     if (L->chunks > 1 && L->schedule != PLAN_AUTO && L->schedule != SCHED_INTERLEAVED)
         dsl_error(S->d, plan_loc(src, "chunks"), "chunks %d needs schedule interleaved (got %s)", L->chunks,

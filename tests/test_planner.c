@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "planner/comm.h"
 #include "planner/cost.h"
@@ -631,6 +633,119 @@ static void test_closed_form_vs_sim_real(void **state)
     print_message("closed form vs simulator: %d layouts, worst %.3f %%\n", n, 100 * worst);
 }
 
+
+/* The fast path's FLOPs (from per-GPU chunk costs) equal the model's
+ * Megatron count; MFU and HFU differ by the recomputed share. */
+static void test_eval_flops(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(24)];
+    int recs[] = { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
+    for (int i = 0; i < 3; i++) {
+        Plan p = gpt_plan(buf, 24, 2304, 24, 4, 4, 4, 2, 1, 2, 64, SCHED_1F1B, 1, recs[i], 1);
+        PlanEval ev;
+        plan_evaluate(&p, &ev);
+        assert_true(ev.valid);
+        assert_close(ev.model_flops, plan_model_flops_step(&p.model, 64), 0, 1e-9);
+        assert_close(ev.hw_flops - ev.model_flops,
+                     plan_recompute_flops_step(&p.model, 64, recs[i]), 1, 1e-9);
+        assert_close(ev.hfu / ev.mfu, ev.hw_flops / ev.model_flops, 0, 1e-12);
+        assert_close(ev.tokens_per_s, 64.0 * 2048 / ev.step_time, 0, 1e-12);
+        plan_eval_free(&ev);
+    }
+}
+
+/* The timeline: on each stage the compute ops run in list order without
+ * overlapping; every op has end >= start; an uneven interleaved split
+ * lowers and simulates. */
+static void test_timeline(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(10)];
+    Plan p = gpt_plan(buf, 10, 1024, 16, 1, 2, 1, 4, 1, 1, 16, SCHED_INTERLEAVED, 2,
+                      RECOMPUTE_NONE, 0);
+    PlanProgram pr;
+    PlanSimResult r;
+    char why[256];
+    assert_true(plan_lower(&p, &pr, why, sizeof why));
+    assert_true(plan_simulate(&pr, &r));
+    check_program(&pr);
+    for (int s = 0; s < pr.pp; s++) {
+        double t = 0;
+        for (int i = 0; i < pr.stages[s].n_ops; i++) {
+            const PlanOp *o = &pr.stages[s].ops[i];
+            assert_true(r.span[s][i].end >= r.span[s][i].start);
+            assert_true(o->end_layer > o->first_layer || o->chunk < 0);
+            if (o->stream == STREAM_COMPUTE) {
+                assert_true(r.span[s][i].start >= t - 1e-15);
+                t = r.span[s][i].end;
+            }
+        }
+    }
+    /* 10 blocks over 8 chunks: virtual stages 1 and 2 carry two blocks
+     * (4 layers), the others one; virtual stage 1 is stage 1's chunk 0 */
+    for (int s = 0; s < pr.pp; s++)
+        for (int i = 0; i < pr.stages[s].n_ops; i++) {
+            const PlanOp *o = &pr.stages[s].ops[i];
+            if (o->kind != OP_FWD || o->vstage == 0 || o->vstage == 7) continue;
+            assert_int_equal(o->end_layer - o->first_layer, o->vstage <= 2 ? 4 : 2);
+        }
+    plan_sim_free(&r);
+    plan_program_free(&pr);
+}
+
+
+/* Per-stage parameters: stage 0 holds the embedding, the last stage the
+ * final norm and a copy of the tied word table (Megatron); blocks split
+ * by TP; totals add up to the model when pp = tp = 1. */
+static void test_stage_params(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    const uint64_t h = 1024, V = 51200, s = 2048, t = 2;
+    Plan p = gpt_plan(buf, 8, (int64_t)h, 16, 1, 2, (int)t, 2, 0, 1, 8, SCHED_1F1B, 1,
+                      RECOMPUTE_NONE, 0);
+    PlanEval ev;
+    plan_evaluate(&p, &ev);
+    assert_true(ev.valid);
+    /* a block per TP rank: QKV (3h^2 + 3h)/t, out h^2/t + h, MLP (8h^2 + 4h)/t + h, 2 norms 4h */
+    uint64_t block = (3 * h * h + 3 * h) / t + h * h / t + h + (8 * h * h + 4 * h) / t + h + 4 * h;
+    assert_int_equal(ev.stages[0].params, V * h / t + s * h + 4 * block);
+    assert_int_equal(ev.stages[1].params, 4 * block + 2 * h + V * h / t);
+    plan_eval_free(&ev);
+}
+
+/* Hierarchical all-gather and reduce-scatter by hand; sequence
+ * parallelism trades each all-reduce for an all-gather + reduce-scatter. */
+static void test_comm_hier_and_sp(void **state)
+{
+    (void)state;
+    Cluster c = plan_preset_dgx_h100(4);
+    double M = 4e8, ai = 2e-6, ae = 5e-6;
+    double bi = 450e9 * PLAN_LINK_EFF_INTRA, be = 50e9 * PLAN_LINK_EFF_INTER;
+    PlanGroup g = { 16, 4, 4 };
+    double want = 3 * ai + 3.0 / 4 * M / bi + 3 * ae + 3.0 / 4 * (M / 4) / be;
+    assert_close(plan_comm_cost(&c, COLL_ALL_GATHER, ALGO_HIER, g, M).time, want, 0, 1e-12);
+    assert_close(plan_comm_cost(&c, COLL_REDUCE_SCATTER, ALGO_HIER, g, M).time, want, 0, 1e-12);
+    assert_close(plan_comm_cost(&c, COLL_BROADCAST, ALGO_RING, (PlanGroup){ 8, 8, 1 }, M).time,
+                 7 * ai + M / bi, 0, 1e-12);
+
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Model m;
+    plan_preset_llama(&m, buf, "l", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
+    PlanCut a = { 1, 4, false, RECOMPUTE_NONE }, b = { 1, 4, true, RECOMPUTE_NONE };
+    PlanLayerWork wa, wb;
+    plan_layer_work(&m, &m.layers[1], &m.layers[0], &a, &wa);
+    plan_layer_work(&m, &m.layers[1], &m.layers[0], &b, &wb);
+    assert_int_equal(wa.tp_fwd.ar, 1); assert_int_equal(wa.tp_fwd.ag + wa.tp_fwd.rs, 0);
+    assert_int_equal(wb.tp_fwd.ar, 0); assert_int_equal(wb.tp_fwd.ag, 1); assert_int_equal(wb.tp_fwd.rs, 1);
+    assert_close(wa.tp_bytes, 2.0 * 4096 * 4096, 0, 0);
+    assert_true(wb.act_kept < wa.act_kept);
+    /* GQA: K and V of width kv*d = 1024 instead of 4096 */
+    assert_close(wa.flops_fwd - wa.flops_core,
+                 2.0 * 4096 * 4096 * (4096 + 2 * 1024) / 4 + 2.0 * 4096 * 4096 * 4096 / 4, 0, 1e-12);
+}
+
 /* ---- report ---------------------------------------------------------------- */
 
 static char *report(const Plan *p, bool json, int *rc)
@@ -638,9 +753,15 @@ static char *report(const Plan *p, bool json, int *rc)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    FILE *err = freopen("/dev/null", "w", stderr) ? stderr : stderr;
-    (void)err;
+    /* the report's diagnostics go to stderr: silence them for the call only */
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
     *rc = plan_check_report(f, p, json);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(null);
     fclose(f);
     return buf;
 }
@@ -703,6 +824,10 @@ int main(void)
         cmocka_unit_test(test_p2p_wait),
         cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_closed_form_vs_sim_real),
+        cmocka_unit_test(test_eval_flops),
+        cmocka_unit_test(test_timeline),
+        cmocka_unit_test(test_stage_params),
+        cmocka_unit_test(test_comm_hier_and_sp),
         cmocka_unit_test(test_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

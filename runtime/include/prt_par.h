@@ -190,6 +190,10 @@ void prt_run_fail(prt_ctx *c, const char *call, prt_status st);
 /* Finalise the device and MPI. */
 void prt_run_end(prt_ctx *c);
 
+/* Zeroed host memory (the generated program includes nothing but planrt.h). */
+void *prt_host_alloc(size_t bytes);
+void  prt_host_free(void *p);
+
 /* The text of the last failure of a prt_par function ("" after success). */
 const char *prt_par_last_error(void);
 

@@ -41,6 +41,9 @@ prt_status prtp_check(prt_status st, const char *what)
 
 const char *prt_par_last_error(void) { return last_error; }
 
+void *prt_host_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+void  prt_host_free(void *p) { free(p); }
+
 /* ---- command line ------------------------------------------------------------ */
 
 const char *prt_usage(void)

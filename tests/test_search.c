@@ -1,0 +1,449 @@
+/*
+ * test_search.c: planner/search.c — the pruned search against brute force
+ * (every layout evaluated in full) over a table of small cases; the
+ * estimates against the exact figures, layout by layout; results that
+ * re-check identically; constraints; nothing-fits; and, given the path of
+ * planc as argv[1], the command line: --json, --write then `planc check`
+ * to the digit, exit 1 with the shortfall named.
+ *
+ * Run from the repository root (make test-search does).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "planner/cost.h"
+#include "planner/layout.h"
+#include "planner/presets.h"
+#include "planner/search.h"
+
+static const char *planc_path;   /* argv[1], for the command-line tests */
+
+/* ---- the cases -------------------------------------------------------- */
+
+#define MAXB 48
+typedef struct {
+    const char *name;
+    int   kind;          /* 0 GPT (tied head), 1 Llama (GQA, untied) */
+    int   blocks;
+    int64_t dim, heads, kv, ffn, seq, vocab;
+    int   nodes;         /* DGX A100 (kind 0) or H100 (kind 1) nodes */
+    int64_t gb;
+    double mem_gib;      /* device memory override; 0 keeps the preset's */
+    int   top;
+} Case;
+
+static const Case CASES[] = {
+    /* GPT-2 medium-ish on 2 nodes: tied head across stages, deep pipelines */
+    { "gpt-24x1024 / 16 A100, 12 GiB", 0, 24, 1024, 16, 16, 4096, 1024, 50304, 2, 64, 12, 10 },
+    /* 10 blocks: uneven splits, interleaving with few chunks */
+    { "gpt-10x512 / 8 A100", 0, 10, 512, 8, 8, 2048, 512, 32000, 1, 32, 0, 5 },
+    { "gpt-10x2048 / 8 A100, 5 GiB", 0, 10, 2048, 16, 16, 8192, 2048, 32000, 1, 32, 5, 5 },
+    /* an 8B-class Llama on 32 H100 with tight memory: most layouts do not fit */
+    { "llama-32x4096 / 32 H100, 24 GiB", 1, 32, 4096, 32, 8, 14336, 4096, 128256, 4, 64, 24, 10 },
+    /* top 1 and a large top K */
+    { "llama-16x2048 / 16 H100 top 1", 1, 16, 2048, 16, 4, 5632, 2048, 32000, 2, 96, 0, 1 },
+    { "llama-16x2048 / 16 H100 top 40, 20 GiB", 1, 16, 2048, 16, 4, 5632, 2048, 32000, 2, 96, 20, 40 },
+    /* fits nowhere: the closest layout must match */
+    { "llama-32x8192 / 8 H100, 16 GiB", 1, 32, 8192, 64, 8, 28672, 4096, 128256, 1, 16, 16, 5 },
+};
+#define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+static Layer layers[N_CASES][PLAN_PRESET_LAYERS(MAXB)];
+
+static Plan case_plan(int i)
+{
+    const Case *c = &CASES[i];
+    Model m;
+    Cluster cl;
+    if (c->kind == 0) {
+        plan_preset_gpt(&m, layers[i], c->name, c->blocks, c->dim, c->heads, c->seq, c->vocab, DTYPE_BF16);
+        cl = plan_preset_dgx_a100(c->nodes);
+    } else {
+        plan_preset_llama(&m, layers[i], c->name, c->blocks, c->dim, c->heads, c->kv, c->ffn, c->seq,
+                          c->vocab, DTYPE_BF16);
+        cl = plan_preset_dgx_h100(c->nodes);
+    }
+    if (c->mem_gib > 0) cl.device.memory = (uint64_t)(c->mem_gib * 1073741824.0);
+    return plan_preset_plan(m, cl, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, c->gb,
+                            PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO);
+}
+
+static void run(const Plan *p, int top, bool prune, bool rec, PlanSearch *s)
+{
+    PlanSearchOptions o = plan_search_defaults();
+    o.top = top;
+    o.prune = prune;
+    o.record = rec;
+    char why[256];
+    bool ok = plan_search(p, &o, s, why, sizeof why);
+    if (!ok) fprintf(stderr, "search failed: %s\n", why);
+    assert_true(ok);
+}
+
+static bool same_layout(const Layout *a, const Layout *b)
+{
+    return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->zero == b->zero &&
+           a->micro_batch == b->micro_batch && a->global_batch == b->global_batch &&
+           a->schedule == b->schedule && a->chunks == b->chunks && a->recompute == b->recompute &&
+           a->sequence_parallel == b->sequence_parallel;
+}
+
+/* ---- pruned == brute force -------------------------------------------- */
+
+static void test_pruned_equals_brute(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_CASES; i++) {
+        Plan p = case_plan(i);
+        PlanSearch b, s;
+        run(&p, CASES[i].top, false, false, &b);
+        run(&p, CASES[i].top, true, false, &s);
+        printf("  %-36s %6lld layouts %5lld feasible: brute %6lld evaluated, pruned %5lld\n",
+               CASES[i].name, (long long)b.considered, (long long)b.feasible,
+               (long long)b.evaluated, (long long)s.evaluated);
+        assert_true(b.considered > 0);
+        assert_int_equal(s.considered, b.considered);
+        assert_int_equal(b.evaluated, b.considered);           /* brute force: every layout */
+        assert_int_equal(s.feasible, b.feasible);
+        assert_int_equal(s.dropped.memory, b.dropped.memory);
+        assert_int_equal(s.dropped.invalid, b.dropped.invalid);
+        assert_int_equal(s.bound_violations, 0);
+        assert_int_equal(s.n_results, b.n_results);
+        for (int k = 0; k < s.n_results; k++) {
+            assert_true(same_layout(&s.results[k].layout, &b.results[k].layout));
+            assert_true(s.results[k].step_time == b.results[k].step_time);
+            assert_true(s.results[k].peak_memory == b.results[k].peak_memory);
+            if (k) assert_true(s.results[k - 1].step_time <= s.results[k].step_time);
+        }
+        assert_int_equal(s.has_closest, b.has_closest);
+        if (s.has_closest) {
+            assert_int_equal(s.n_results, 0);
+            assert_true(same_layout(&s.closest.layout, &b.closest.layout));
+            assert_true(s.closest.peak_memory == b.closest.peak_memory);
+        }
+        if (b.feasible > 0) assert_true(s.evaluated < b.evaluated);   /* the bounds did prune */
+        plan_search_free(&b);
+        plan_search_free(&s);
+    }
+}
+
+/* ---- the estimates, layout by layout ---------------------------------- */
+
+/* Every layout: the memory estimate within the slack of the exact peak,
+ * feasibility identical, the time bound below the exact step time. */
+static void test_estimates_bound_exact(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_CASES; i++) {
+        Plan p = case_plan(i);
+        PlanSearch b, s;
+        run(&p, 3, false, true, &b);
+        run(&p, 3, true, true, &s);
+        assert_int_equal(s.n_points, b.n_points);
+        int64_t bad = 0;
+        for (int64_t k = 0; k < b.n_points; k++) {
+            const PlanSearchPoint *x = &b.points[k], *e = &s.points[k];
+            assert_true(x->exact);
+            assert_true(same_layout(&x->layout, &e->layout));
+            double d = (double)x->peak_memory - (double)e->peak_memory;
+            if (d < 0) d = -d;
+            bool ok = e->feasible == x->feasible && d <= 1e-9 * (double)x->peak_memory + 64 &&
+                      e->step_time <= x->step_time;
+            if (!ok && bad++ < 5)
+                fprintf(stderr, "  layout %lld: exact %llu B %.9g s fits %d, estimate %llu B %.9g s fits %d\n",
+                        (long long)k, (unsigned long long)x->peak_memory, x->step_time, x->feasible,
+                        (unsigned long long)e->peak_memory, e->step_time, e->feasible);
+        }
+        assert_int_equal(bad, 0);
+        plan_search_free(&b);
+        plan_search_free(&s);
+    }
+}
+
+/* ---- results re-check ------------------------------------------------- */
+
+/* Each result is what plan_evaluate (check's evaluation) says of a plan
+ * whose plan block is that layout, bit for bit. */
+static void test_results_recheck(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_CASES; i++) {
+        Plan p = case_plan(i);
+        PlanSearch s;
+        run(&p, CASES[i].top, true, false, &s);
+        for (int k = 0; k < s.n_results; k++) {
+            Plan q = p;
+            q.layout = s.results[k].layout;
+            PlanEval ev;
+            plan_evaluate(&q, &ev);
+            assert_true(ev.valid && ev.feasible);
+            assert_true(same_layout(&ev.layout, &s.results[k].layout));
+            assert_true(ev.step_time == s.results[k].step_time);
+            assert_true(ev.peak_memory == s.results[k].peak_memory);
+            plan_eval_free(&ev);
+        }
+        plan_search_free(&s);
+    }
+}
+
+/* ---- constraints ------------------------------------------------------ */
+
+static bool matches(const Layout *c, const Layout *l)
+{
+    return (c->dp == PLAN_AUTO || c->dp == l->dp) && (c->tp == PLAN_AUTO || c->tp == l->tp) &&
+           (c->pp == PLAN_AUTO || c->pp == l->pp) && (c->zero == PLAN_AUTO || c->zero == l->zero) &&
+           (c->micro_batch == PLAN_AUTO || c->micro_batch == l->micro_batch) &&
+           (c->schedule == PLAN_AUTO || c->schedule == l->schedule) &&
+           (c->chunks == PLAN_AUTO || c->chunks == l->chunks) &&
+           (c->recompute == PLAN_AUTO || c->recompute == l->recompute) &&
+           (c->sequence_parallel == PLAN_AUTO || c->sequence_parallel == l->sequence_parallel);
+}
+
+/* A constrained search is the unconstrained space filtered: same count,
+ * every result inside the constraints, the same best. */
+static void test_constraints(void **state)
+{
+    (void)state;
+    Plan p = case_plan(0);
+    PlanSearch all;
+    run(&p, 1, false, true, &all);
+    Layout cons[] = {
+        { .dp = PLAN_AUTO, .tp = 2, .pp = PLAN_AUTO, .zero = 1, .micro_batch = PLAN_AUTO, .global_batch = 64,
+          .schedule = PLAN_AUTO, .chunks = PLAN_AUTO, .recompute = PLAN_AUTO, .sequence_parallel = PLAN_AUTO },
+        { .dp = PLAN_AUTO, .tp = PLAN_AUTO, .pp = 4, .zero = PLAN_AUTO, .micro_batch = 2, .global_batch = 64,
+          .schedule = SCHED_INTERLEAVED, .chunks = PLAN_AUTO, .recompute = RECOMPUTE_FULL,
+          .sequence_parallel = PLAN_AUTO },
+        { .dp = 2, .tp = PLAN_AUTO, .pp = PLAN_AUTO, .zero = PLAN_AUTO, .micro_batch = PLAN_AUTO,
+          .global_batch = 64, .schedule = SCHED_ZB_H1, .chunks = 1, .recompute = RECOMPUTE_SELECTIVE,
+          .sequence_parallel = PLAN_AUTO },
+    };
+    for (int c = 0; c < (int)(sizeof cons / sizeof cons[0]); c++) {
+        Plan q = p;
+        q.layout = cons[c];
+        PlanSearch s;
+        run(&q, 5, true, false, &s);
+        int64_t n = 0, feas = 0, best = -1;
+        for (int64_t k = 0; k < all.n_points; k++) {
+            const PlanSearchPoint *x = &all.points[k];
+            if (!matches(&cons[c], &x->layout)) continue;
+            n++;
+            if (!x->feasible) continue;
+            feas++;
+            if (best < 0 || x->step_time < all.points[best].step_time ||
+                (x->step_time == all.points[best].step_time && x->peak_memory < all.points[best].peak_memory))
+                best = k;
+        }
+        assert_int_equal(s.considered, n);
+        assert_int_equal(s.feasible, feas);
+        assert_true(s.n_results > 0 && best >= 0);
+        for (int k = 0; k < s.n_results; k++) assert_true(matches(&cons[c], &s.results[k].layout));
+        assert_true(same_layout(&s.results[0].layout, &all.points[best].layout));
+        plan_search_free(&s);
+    }
+    plan_search_free(&all);
+    /* sequence parallelism asked for: every layout has it (tp 1 included,
+     * where it changes nothing) */
+    Plan q = p;
+    q.layout.sequence_parallel = 1;
+    PlanSearch s;
+    run(&q, 50, true, false, &s);
+    assert_true(s.n_results == 50);
+    for (int k = 0; k < s.n_results; k++) assert_int_equal(s.results[k].layout.sequence_parallel, 1);
+    plan_search_free(&s);
+}
+
+/* Options: --max-tp and TP inside a node. */
+static void test_options(void **state)
+{
+    (void)state;
+    Plan p = case_plan(0);
+    PlanSearchOptions o = plan_search_defaults();
+    o.max_tp = 2;
+    PlanSearch s;
+    char why[256];
+    assert_true(plan_search(&p, &o, &s, why, sizeof why));
+    for (int k = 0; k < s.n_results; k++) assert_true(s.results[k].layout.tp <= 2);
+    plan_search_free(&s);
+    /* without a global batch there is nothing to rank */
+    p.layout.global_batch = PLAN_AUTO;
+    assert_false(plan_search(&p, &o, &s, why, sizeof why));
+    assert_non_null(strstr(why, "global_batch"));
+    plan_search_free(&s);
+}
+
+/* ---- the command line ------------------------------------------------- */
+
+static const char PLAN_FILE[] =
+    "# a searched plan\n"
+    "cluster c {\n"
+    "    nodes 2; gpus_per_node 8\n"
+    "    device a100-sxm-80gb\n"
+    "    link intra { bandwidth 300 GB/s; latency 2 us }\n"
+    "    link inter { bandwidth 200 Gb/s; latency 5 us }\n"
+    "}\n"
+    "model m {\n"
+    "    vocab 32000; seq 1024; dtype bf16\n"
+    "    embedding { dim 1024 }\n"
+    "    repeat 16 { attention { heads 16 }; mlp { hidden 4096 } }\n"
+    "    norm {}\n"
+    "    lm_head { tied true }\n"
+    "}\n"
+    "plan {\n"
+    "    global_batch 64   # sequences per step\n"
+    "    %s\n"
+    "}\n";
+
+static char *slurp(const char *cmd)
+{
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    pclose(f);
+    return buf;
+}
+
+/* The text after "key": up to the next ',' or '}' in a JSON line. */
+static void json_value(const char *json, const char *key, char *out, size_t len)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(json, pat);
+    assert_non_null(p);
+    p += strlen(pat);
+    size_t n = strcspn(p, ",}\n");
+    if (n >= len) n = len - 1;
+    memcpy(out, p, n);
+    out[n] = 0;
+}
+
+static void write_plan(const char *path, const char *extra)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, PLAN_FILE, extra);
+    fclose(f);
+}
+
+/* search --write, then check: the same layout, step time and memory, as
+ * printed, digit for digit; the written file is canonical. */
+static void test_cli_write_recheck(void **state)
+{
+    (void)state;
+    if (!planc_path) skip();
+    char dir[] = "/tmp/planc-search-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char in[256], out[256], cmd[1024];
+    snprintf(in, sizeof in, "%s/in.plan", dir);
+    snprintf(out, sizeof out, "%s/best.plan", dir);
+    write_plan(in, "tp auto");
+    snprintf(cmd, sizeof cmd, "%s search %s --json --top 3 --write %s", planc_path, in, out);
+    char *search = slurp(cmd);
+    snprintf(cmd, sizeof cmd, "%s check %s --json", planc_path, out);
+    char *check = slurp(cmd);
+    const char *first = strstr(search, "\"results\": [");
+    assert_non_null(first);
+    static const char *const keys[] = { "step_time_s", "step_time_closed_form_s", "peak_memory_bytes",
+                                        "tokens_per_s", "mfu", "bubble_fraction", "dp", "tp", "pp",
+                                        "zero", "micro_batch", "schedule", "chunks", "recompute",
+                                        "sequence_parallel" };
+    for (int k = 0; k < (int)(sizeof keys / sizeof keys[0]); k++) {
+        char a[64], b[64];
+        json_value(first, keys[k], a, sizeof a);
+        json_value(check, keys[k], b, sizeof b);
+        if (strcmp(a, b)) fprintf(stderr, "  %s: search %s, check %s\n", keys[k], a, b);
+        assert_string_equal(a, b);
+    }
+    snprintf(cmd, sizeof cmd, "%s fmt %s | cmp -s - %s", planc_path, out, out);
+    assert_int_equal(system(cmd), 0);
+    free(search);
+    free(check);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A model too big for the cluster: exit 1, the smallest shortfall named. */
+static void test_cli_nothing_fits(void **state)
+{
+    (void)state;
+    if (!planc_path) skip();
+    char dir[] = "/tmp/planc-search-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char in[256], cmd[1024];
+    snprintf(in, sizeof in, "%s/big.plan", dir);
+    FILE *f = fopen(in, "w");
+    assert_non_null(f);
+    fprintf(f, "cluster c { nodes 1; gpus_per_node 2; device a100-sxm-80gb; "
+               "link intra { bandwidth 300 GB/s; latency 2 us } }\n"
+               "model m { vocab 32000; seq 2048; dtype bf16; embedding { dim 8192 }\n"
+               "    repeat 80 { attention { heads 64 }; mlp { hidden 32768 } }\n"
+               "    norm {}; lm_head {} }\n"
+               "plan { global_batch 8 }\n");
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s search %s 2>&1; echo \"rc=$?\"", planc_path, in);
+    char *o = slurp(cmd);
+    assert_non_null(strstr(o, "best layout still needs"));
+    assert_non_null(strstr(o, "GiB on stage"));
+    assert_non_null(strstr(o, "> 80 GiB"));
+    assert_non_null(strstr(o, "rc=1"));
+    free(o);
+    /* a plan block without global_batch is bad input (exit 2) */
+    write_plan(in, "tp 2");
+    snprintf(cmd, sizeof cmd, "sed -i 's/global_batch 64//' %s && %s search %s 2>&1; echo \"rc=$?\"",
+             in, planc_path, in);
+    o = slurp(cmd);
+    assert_non_null(strstr(o, "global_batch"));
+    assert_non_null(strstr(o, "rc=2"));
+    free(o);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Every example searches (its plan block fixes the layout: one result,
+ * the example's own layout). */
+static void test_cli_examples(void **state)
+{
+    (void)state;
+    if (!planc_path) skip();
+    static const char *const ex[] = { "examples/tiny.plan", "examples/gpt2-small.plan",
+                                      "examples/llama3-8b.plan", "examples/llama3-70b.plan",
+                                      "examples/gpt3-175b.plan" };
+    for (int i = 0; i < (int)(sizeof ex / sizeof ex[0]); i++) {
+        if (access(ex[i], R_OK)) continue;
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "%s search %s --json >/dev/null 2>&1", planc_path, ex[i]);
+        int rc = system(cmd);
+        if (rc) fprintf(stderr, "  %s: exit %d\n", ex[i], rc);
+        assert_int_equal(rc, 0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) planc_path = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pruned_equals_brute),
+        cmocka_unit_test(test_estimates_bound_exact),
+        cmocka_unit_test(test_results_recheck),
+        cmocka_unit_test(test_constraints),
+        cmocka_unit_test(test_options),
+        cmocka_unit_test(test_cli_write_recheck),
+        cmocka_unit_test(test_cli_nothing_fits),
+        cmocka_unit_test(test_cli_examples),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
