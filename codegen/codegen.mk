@@ -19,3 +19,48 @@ $(BUILD)/gen/cg_program.gen.c: codegen/program.in
 	  echo 'const char cg_program_template[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@
+
+# ---- data the demo, the tests and the benchmark train on (made here) -----
+CG_DATA := examples/data/sample.txt
+$(CG_DATA): scripts/make-data.sh
+	@scripts/make-data.sh $@
+
+# ---- tests -----------------------------------------------------------------
+# test-codegen: determinism, step functions == Program, escaping, refusals,
+# -Werror compiles (cmocka). test-invariance: the layout matrix of
+# tests/invariance/cases.txt against the single-rank run.
+# (PLANC_OBJS is complete only when recipes run, so the link names them there.)
+$(BUILD)/tests/test_codegen: $(BUILD)/obj/tests/test_codegen.o $(PLANC)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $< $(filter-out $(BUILD)/obj/cli/planc.o,$(PLANC_OBJS)) -o $@ \
+	    $(CMOCKA_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/inv_compare: tests/invariance/compare.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< -o $@ -lm
+
+.PHONY: test-codegen test-invariance test-codegen-cuda bench-train
+TEST_TARGETS += test-codegen test-invariance
+test-codegen: $(BUILD)/tests/test_codegen $(LIBPRT)
+	$(BUILD)/tests/test_codegen examples/tiny.plan $(BUILD)/lib
+
+test-invariance: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DATA)
+	MPIRUN="$(MPIRUN)" tests/invariance/run.sh $(PLANC) $(abspath $(BUILD))/invariance \
+	    $(BUILD)/tests/inv_compare $(CASES)
+
+# The CUDA program of tiny.plan compiles and links; a one-rank build of it
+# started here (no GPU) must stop at start with a message, not crash.
+ifneq ($(NVCC),)
+TEST_TARGETS += test-codegen-cuda
+test-codegen-cuda: $(PLANC) $(LIBPRT_CUDA) $(CG_DATA)
+	@mkdir -p $(BUILD)/codegen
+	$(PLANC) build examples/tiny.plan -o $(BUILD)/codegen/tiny_cuda --target cuda
+	tests/invariance/make-plan.sh $(BUILD)/codegen/tiny1.plan 1 "dp 1; tp 1; pp 1; micro_batch 4;"
+	$(PLANC) build $(BUILD)/codegen/tiny1.plan -o $(BUILD)/codegen/tiny1_cuda --target cuda
+	@$(BUILD)/codegen/tiny1_cuda --steps 1 > $(BUILD)/codegen/tiny1_cuda.log 2>&1; rc=$$?; \
+	 cat $(BUILD)/codegen/tiny1_cuda.log | tail -n 3; \
+	 if [ $$rc = 0 ]; then echo "test-codegen-cuda: compiled, linked and trained one step (GPU present)"; \
+	 elif [ $$rc -lt 128 ] && grep -q error $(BUILD)/codegen/tiny1_cuda.log; then \
+	     echo "test-codegen-cuda: compiled and linked; without a GPU it stops at start with a message (status $$rc)"; \
+	 else echo "test-codegen-cuda: the CUDA program crashed (status $$rc)" >&2; exit 1; fi
+endif

@@ -144,8 +144,9 @@ static bool check_model(Cg *g, char *why, size_t len)
 {
     const Model *m = &g->p->model;
     int tp = g->l.tp;
-    if (g->l.sequence_parallel == 1) {
-        snprintf(why, len, "sequence parallelism is not generated yet; set sequence_parallel off");
+    if (g->l.sequence_parallel == 1 && (g->l.micro_batch * m->seq) % tp) {
+        snprintf(why, len, "sequence parallel: tp %d does not divide the %lld rows of a micro-batch",
+                 tp, (long long)(g->l.micro_batch * m->seq));
         return false;
     }
     if (m->vocab % tp) {
@@ -266,13 +267,14 @@ static void emit_constants(Cg *g)
            "    C = %lld, V = %lld, VL = V / TP, /* width, vocabulary, this rank's vocabulary slice */\n"
            "    GLOBAL_BATCH = %lld,         /* sequences per step, all DP ranks together */\n"
            "    N_LAYERS = %d, N_PARAMS = %d,\n"
+           "    SP = %d, NL = N / (SP ? TP : 1), /* sequence parallel; rows of the residual stream here */\n"
            "    RECOMPUTE = %d,              /* 0 none, 1 selective (attention scores), 2 full */\n"
            "    SPLIT_BWD = %d,              /* zb-h1: backward split into input and weight halves */\n"
            "    MAX_WIDTH = %lld, MAX_INNER = %lld, MAX_HEADS = %lld, /* widest layer, this rank */\n"
            "};\n\n",
            l->dp, l->tp, l->pp, l->chunks, l->zero, (long long)g->prog.n_micro,
            (long long)l->micro_batch, (long long)m->seq, (long long)m->dim, (long long)m->vocab,
-           (long long)l->global_batch, m->n_layers, g->n_params, l->recompute,
+           (long long)l->global_batch, m->n_layers, g->n_params, l->sequence_parallel == 1, l->recompute,
            l->schedule == SCHED_ZB_H1, (long long)max_width, (long long)max_inner,
            (long long)max_heads);
     char data[1024], name[256];
@@ -305,16 +307,18 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
                       const char *split, int nparts, const size_t *part, const char *init,
                       double std)
 {
+    /* under SP a norm's gain and bias see this rank's rows only */
+    bool tp_sum = g->l.sequence_parallel == 1 && g->l.tp > 1 && strstr(name, "norm.") != NULL;
     int tp = g->l.tp;
     char shard[64];
     if (!strcmp(split, "PRT_SPLIT_ROWS")) snprintf(shard, sizeof shard, "(%zu, %zu)", rows / (size_t)tp, cols);
     else if (!strcmp(split, "PRT_SPLIT_COLS")) snprintf(shard, sizeof shard, "(%zu, %zu)", rows, cols / (size_t)tp);
     else snprintf(shard, sizeof shard, "all");
     char sd[48];
-    out(g, "    { \"%s\", %d, %d, %zu, %zu, %s, %d, { %zu, %zu, %zu }, %s, %s, %s }, /* %d: this rank %s */\n",
+    out(g, "    { \"%s\", %d, %d, %zu, %zu, %s, %d, { %zu, %zu, %zu }, %s, %s, %s, %s }, /* %d: this rank %s */\n",
         name, layer, g->layer_vs[layer], rows, cols, split, nparts, nparts > 0 ? part[0] : 0,
         nparts > 1 ? part[1] : 0, nparts > 2 ? part[2] : 0, init, flt(sd, std),
-        cols > 1 ? "true" : "false", *id, shard);
+        cols > 1 ? "true" : "false", tp_sum ? "true" : "false", *id, shard);
     (*id)++;
 }
 
@@ -339,7 +343,7 @@ static int emit_params(Cg *g, bool write)
            : g->l.zero == 2 ? "shards the AdamW state and the gradients over DP"
            : "shards parameters, gradients and AdamW state over DP");
     out(g, "static const prt_param PARAMS[] = {\n"
-           "    /* name, layer, vstage, rows, cols, TP split, row groups, init, std, decay */\n");
+           "    /* name, layer, vstage, rows, cols, TP split, row groups, init, std, decay, tp_sum */\n");
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         size_t one[3] = { 0, 0, 0 };

@@ -61,6 +61,9 @@ static void print_excerpt(FILE *out, DslLoc loc)
  * keep the first error's header line for tests. */
 static void vreport(DslDiag *d, const char *kind, DslLoc loc, const char *fmt, va_list ap)
 {
+    /* Past the limit nothing is printed: do not even format (a file of a
+       million stray bytes must stay fast). */
+    if (d->n_errors > DSL_MAX_PRINTED_ERRORS + 1) return;
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     char head[1400];

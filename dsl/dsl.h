@@ -13,7 +13,16 @@
  *
  * Limits, so that no input can hang planc or exhaust memory: a source file
  * is at most DSL_MAX_FILE_SIZE bytes, blocks nest at most DSL_MAX_DEPTH
- * deep, includes at most DSL_MAX_INCLUDE_DEPTH deep (a cycle is an error).
+ * deep, includes at most DSL_MAX_INCLUDE_DEPTH deep (a cycle is an error),
+ * and one compilation reads at most DSL_MAX_INCLUDES included files and
+ * DSL_MAX_TOTAL_SIZE bytes in all (a file that includes another many times,
+ * which includes another many times, ... would otherwise grow exponentially).
+ *
+ * Names and strings end up in generated code, file names and command lines,
+ * so the scanner only accepts what can be written there safely: a name is
+ * ASCII letters, digits, '_', '.', '-' and at most DSL_MAX_NAME bytes; a
+ * string is valid UTF-8 without control characters (tab excepted) and at
+ * most DSL_MAX_STRING bytes once decoded.
  */
 #ifndef PLANC_DSL_DSL_H
 #define PLANC_DSL_DSL_H
@@ -26,6 +35,10 @@
 
 #define DSL_MAX_DEPTH          32   /* nested { } */
 #define DSL_MAX_INCLUDE_DEPTH  16   /* nested include */
+#define DSL_MAX_INCLUDES       256  /* included files per compilation */
+#define DSL_MAX_TOTAL_SIZE     (16u << 20)   /* bytes of all included files */
+#define DSL_MAX_NAME           128  /* bytes of a name */
+#define DSL_MAX_STRING         4095 /* bytes of a decoded string (PATH_MAX - 1) */
 
 /* Parse one source held in memory. */
 DslFile *dsl_parse_source(DslArena *a, DslDiag *d, const DslSource *src);

@@ -7,7 +7,10 @@
  * statements in place of the include, so sema sees one tree whose nodes
  * still point at their own files for diagnostics. A file that includes
  * itself, directly or not, is a cycle and an error; includes nest at most
- * DSL_MAX_INCLUDE_DEPTH deep. `include` is only meaningful at the top level.
+ * DSL_MAX_INCLUDE_DEPTH deep, and one load reads at most DSL_MAX_INCLUDES
+ * files and DSL_MAX_TOTAL_SIZE bytes (a file may include another many
+ * times, so without a total the work could grow exponentially with the
+ * depth). `include` is only meaningful at the top level.
  *
  * It must not look at keys or values: that is sema's job.
  */
@@ -70,6 +73,9 @@ typedef struct {
     const char *real[DSL_MAX_INCLUDE_DEPTH + 1];   /* realpath, to compare */
     const char *name[DSL_MAX_INCLUDE_DEPTH + 1];   /* as spelled, to report */
     int         depth;
+    int         n_files;    /* included files read so far */
+    size_t      bytes;      /* bytes of every file read so far */
+    bool        stopped;    /* a total limit was hit (reported once) */
 } IncludeStack;
 
 /* `dir of including file` + `/` + path, unless path is absolute. */
@@ -117,10 +123,23 @@ static DslStmt *expand_include(DslArena *a, DslDiag *d, const DslSource *from, D
         dsl_error(d, v->loc, "includes nested deeper than %d files", DSL_MAX_INCLUDE_DEPTH);
         return NULL;
     }
+    if (st->n_files >= DSL_MAX_INCLUDES) {
+        dsl_error(d, v->loc, "more than %d included files in all (does a file include others many times?)",
+                  DSL_MAX_INCLUDES);
+        st->stopped = true;
+        return NULL;
+    }
     const char *why = NULL;
     DslSource *src = dsl_source_read(a, path, &why);
     if (!src) {
         dsl_error(d, v->loc, "cannot include '%s': %s", path, why);
+        return NULL;
+    }
+    st->n_files++;
+    st->bytes += src->len;
+    if (st->bytes > DSL_MAX_TOTAL_SIZE) {
+        dsl_error(d, v->loc, "the included files come to more than %u MiB in all", DSL_MAX_TOTAL_SIZE >> 20);
+        st->stopped = true;
         return NULL;
     }
     DslFile *inner = dsl_parse_source(a, d, src);
@@ -157,6 +176,7 @@ static DslStmt *load_rec(DslArena *a, DslDiag *d, DslFile *f, IncludeStack *st)
             tail = s;
             continue;
         }
+        if (st->stopped) continue;   /* a total limit was hit: drop the rest */
         DslStmt *last;
         DslStmt *first = expand_include(a, d, f->src, s, st, &last);
         if (!first) continue;
@@ -172,7 +192,7 @@ DslFile *dsl_load(DslArena *a, DslDiag *d, const char *path)
     int before = d->n_errors;
     DslFile *f = dsl_parse_file(a, d, path);
     if (!f) return NULL;
-    IncludeStack st = { .depth = 0 };
+    IncludeStack st = { .depth = 0, .bytes = f->src->len };
     char *real = realpath(path, NULL);
     if (real) {
         st.real[st.depth] = dsl_arena_strdup(a, real);

@@ -358,25 +358,61 @@ static double max_p2p(const PlanCosts *c)
 static double pipeline_time(const PlanCosts *c, const StageSum *ss, double *busy)
 {
     const Layout *l = &c->layout;
-    int p = l->pp, v = l->chunks;
+    int p = l->pp, v = l->chunks, top = 0;
     double m = (double)c->n_micro, cp = max_p2p(c);
-    double maxF = 0, maxB = 0, sumF = 0, sumB = 0, maxX = 0, sumX = 0, maxY = 0, sumY = 0;
+    double maxF = 0, maxB = 0, sumF = 0, sumB = 0, maxX = 0, sumX = 0;
     for (int s = 0; s < p; s++) {
         maxF = fmax(maxF, ss[s].F); sumF += ss[s].F;
         maxB = fmax(maxB, ss[s].B); sumB += ss[s].B;
-        maxX = fmax(maxX, ss[s].X); sumX += ss[s].X;
-        double y = fmax(ss[s].F + ss[s].Bi - ss[s].W, 0);
-        maxY = fmax(maxY, y); sumY += y;
+        if (ss[s].X > maxX) { maxX = ss[s].X; top = s; }
+        sumX += ss[s].X;
     }
     *busy = m * maxX;
     switch (l->schedule) {
     case SCHED_GPIPE:
         return sumF + (m - 1) * maxF + sumB + (m - 1) * maxB + 2 * (p - 1) * cp;
-    case SCHED_ZB_H1:
-        return m * maxX + (sumY - maxY) + 2 * (p - 1) * cp;
-    default:   /* 1F1B; interleaved fills (p-1)/v of the bubble */
-        return m * maxX + (sumX - maxX) / v + 2 * (p - 1) * cp;
+    case SCHED_ZB_H1: {
+        /* each stage's share of the fill, (p-1)(F+B+W) in 1F1B, shrinks by
+         * W for the chain of input gradients and by up to W more for the
+         * weight passes that fill the cool-down — one per further
+         * micro-batch, at most p-1 (Qi et al. 2023: (p-1)(F+B-W) when m >= p) */
+        double k = p > 1 ? fmin(m - 1, p - 1) / (p - 1) : 0, fill = 0;
+        for (int s = 0; s < p; s++)
+            if (s != top) fill += fmax(ss[s].X - (1 + k) * ss[s].W, 0);
+        return m * maxX + fill + 2 * (p - 1) * cp;
     }
+    case SCHED_INTERLEAVED:
+        if (c->n_micro == p)   /* Megatron runs every forward in the warm-up */
+            return m * (maxF + maxB) + (sumF - maxF + sumB - maxB) / v + 2 * (p - 1) * cp;
+        return m * maxX + (sumX - maxX) / v + 2 * (p - 1) * cp;
+    default:   /* 1F1B */
+        return m * maxX + (sumX - maxX) + 2 * (p - 1) * cp;
+    }
+}
+
+/* Seconds the stage's last gradient reductions run past its last backward.
+ * Each chunk's reduction drains that chunk's last backward (ZB-H1: weight
+ * pass) bucket by bucket; under interleaving the chunks' last backwards
+ * come p steps apart (Megatron's cool-down: chunk v-1 first, chunk 0 last)
+ * and their reductions queue on the one comm stream. Bucket pipeline of n
+ * pieces over a compute span [a, a+b] with the stream free at t0 ends at
+ * max(t0 + R, a + b/n + R, a + b + R/n). */
+static double dp_tail(const PlanCosts *c, int s)
+{
+    const Layout *l = &c->layout;
+    int p = l->pp;
+    if (l->zero >= 3) return 0;   /* counted in every backward already */
+    double t = -INFINITY, e = 0;   /* e: end of chunk v-1's last backward, chunk 0's = 0 */
+    for (int v = 1; v < l->chunks; v++) e -= (double)(c->n_micro < p ? c->n_micro : p) * c->cost[v * p + s].bwd;
+    for (int v = l->chunks - 1; v >= 0; v--) {
+        const PlanChunkCost *k = &c->cost[v * p + s];
+        double b = l->schedule == SCHED_ZB_H1 ? k->bwd_weight : k->bwd;
+        double n = k->layers > 0 ? k->layers : 1, a = e - b;
+        if (k->reduce > 0)
+            t = fmax(t + k->reduce, fmax(a + b / n + k->reduce, a + b + k->reduce / n));
+        if (v > 0) e += (double)(c->n_micro < p ? c->n_micro : p) * c->cost[(v - 1) * p + s].bwd;
+    }
+    return fmax(t, 0);
 }
 
 double plan_pipeline_time(const PlanCosts *c)
@@ -404,12 +440,7 @@ static void step_times(const PlanCosts *c, PlanEval *ev)
     int crit = 0;
     double crit_dp = 0;
     for (int s = 0; s < p; s++) {
-        /* the stage's last gradient reduce follows the backward (ZB-H1:
-         * the weight pass) of its chunk 0, the last it runs */
-        const PlanChunkCost *k0 = &c->cost[s];
-        double last = l->schedule == SCHED_ZB_H1 ? k0->bwd_weight : k0->bwd;
-        /* (ZeRO-3 counts every reduction's tail in its backward already) */
-        double dp = l->zero >= 3 ? 0 : reduce_tail(last, k0->reduce, k0->layers);
+        double dp = dp_tail(c, s);
         double sync = 0;
         for (int v = 0; v < l->chunks; v++) sync += c->cost[v * p + s].sync;
         double tail = dp + c->opt[s] + sync;

@@ -193,8 +193,10 @@ static void print_json(FILE *out, const Plan *p, const PlanEval *ev, double step
         json_str(out, error);
         fprintf(out, ",\n");
     }
-    if (!ev->valid) {
-        fprintf(out, "  \"stages\": []\n}\n");
+    if (!ev->valid) {   /* every key present; the figures do not exist */
+        fprintf(out, "  \"peak_memory_bytes\": null,\n  \"step_time_s\": null,\n  \"tokens_per_s\": null,\n"
+                     "  \"tflops_per_gpu\": null,\n  \"mfu\": null,\n  \"hfu\": null,\n"
+                     "  \"bubble_fraction\": null,\n  \"stages\": []\n}\n");
         return;
     }
     fprintf(out, "  \"micro_batches\": %lld,\n  \"peak_memory_bytes\": %llu,\n", (long long)ev->n_micro,

@@ -10,8 +10,8 @@
  * none/selective/full and sequence parallelism on/off when tp > 1. Fields
  * the plan block sets are constraints; only the others are searched.
  *
- * How it stays exhaustive and still fast (Llama 3 405B on 16,384 GPUs: a
- * few hundred thousand layouts):
+ * How it stays exhaustive and still fast (Llama 3 405B on 16,384 GPUs:
+ * 7,704 layouts; a 1T GPT on 3,072 GPUs: 72,756; a few microseconds each):
  *
  *  1. Memoised per-block costs. The cost of one block for one micro-batch
  *     depends only on how a layer is cut: (tp, sequence parallelism,
@@ -19,15 +19,18 @@
  *     call with one pipeline chunk per block gives every block's forward,
  *     backward, parameters and kept activations (the first chunk carries
  *     the embedding, the last the final norm and head: exactly where
- *     plan_split() puts them). A layout's chunks are then sums of blocks.
- *  2. Estimates from the planner's own closed forms. From those sums the
- *     search builds the layout's cost table (without the DP/ZeRO
- *     collectives) and hands it to plan_memory() and plan_pipeline_time(),
- *     the functions `check` uses. Memory comes out equal to check's up to
- *     the rounding of a different summation order; the pipeline time
- *     without the DP collectives, pipeline sends and the step's tail
- *     (gradient reduce, optimizer, ZeRO all-gathers) is a lower bound of
- *     the step time, since every one of those only adds time.
+ *     plan_split() puts them). Identical consecutive blocks are kept as
+ *     runs, so a chunk's sums cost O(runs it spans), not O(blocks).
+ *  2. Estimates from the planner's own formulas. From those sums the
+ *     search builds the layout's chunk table (without the DP/ZeRO
+ *     collectives) and hands it to plan_pipeline_time(), the closed form
+ *     `check` uses: without the DP and ZeRO collectives, with the cheaper
+ *     of the two possible pipeline-send costs and without the step's tail
+ *     (gradient reduce, optimizer, ZeRO all-gathers) it is a lower bound
+ *     of the step time, since each of those only adds time. Memory per
+ *     stage is memory.c's formula over per-stage sums (stage_fixed,
+ *     stage_act): equal to check's up to the rounding of another
+ *     summation order.
  *  3. Bounds that never drop a layout that should be kept. A layout whose
  *     memory estimate exceeds the capacity by more than the rounding slack
  *     is infeasible for certain; one below it by more than the slack fits
@@ -39,12 +42,15 @@
  *     bounds against the exact figures (search.bound_violations); if one
  *     ever fails, the search reruns without pruning.
  *
- * The ranked results are exactly what plan_evaluate_layout() — `check` —
- * says of those layouts. tests/test_search.c compares the pruned search
- * with brute force (every layout evaluated in full).
+ * The ranked results are exactly what plan_evaluate_layout() — `check`'s
+ * fast path — says of those layouts; the K shown are then lowered and
+ * simulated, as `check` does, for the step time it prints.
+ * tests/test_search.c compares the pruned search with brute force (every
+ * layout evaluated in full) and every estimate with the exact figure.
  *
- * What this file must not do: invent costs. Every number comes from
- * cost.h and memory.h; this file only adds per-block figures up.
+ * What this file must not do: invent costs. Every time comes from cost.h
+ * and every byte from memory.h's items; this file only adds per-block
+ * figures up.
  */
 #include "planner/search.h"
 
@@ -127,9 +133,18 @@ typedef struct {
 
 /* Costs of every block under one cut: block k is pipeline chunk k of the
  * model split into one chunk per block. */
+/* Consecutive identical blocks, [first, end): a model written with
+ * `repeat` has three runs (the block with the embedding, the middle ones,
+ * the block with the head), so a chunk's sums cost O(1), not O(blocks). */
+typedef struct {
+    int   first, end;
+    Block b;
+} Run;
+
 typedef struct {
     CutKey         key;
-    Block         *blk;        /* [n_blocks] */
+    Run           *run;        /* [n_run] */
+    int            n_run;
     double         p2p_bytes;  /* one activation sent between stages */
     uint64_t       head_copy;  /* parameters of a tied head's copy (only when pp > 1) */
     double         p2p_lo;     /* s: one activation send, the cheaper of NVLink and IB */
@@ -167,14 +182,20 @@ static bool cut_build(const Plan *p, const CutKey *k, const uint64_t *head_copy,
     out->p2p_lo = fmin(plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 2, 1 }, bytes).time,
                        plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 1, 2 }, bytes).time);
     out->p2p_bytes = bytes;
-    out->blk = malloc((size_t)nb * sizeof *out->blk);
-    for (int b = 0; out->blk && b < nb; b++) {
+    out->run = malloc((size_t)nb * sizeof *out->run);
+    for (int b = 0; out->run && b < nb; b++) {
         const PlanChunkCost *c = &per.cost[b];
-        out->blk[b] = (Block){ c->fwd, c->bwd, c->bwd_weight, c->act_kept, c->act_layer_max,
-                               c->params, c->layer_params_max, c->layers };
+        Block x;
+        memset(&x, 0, sizeof x);            /* padding too: runs compare bytes */
+        x.fwd = c->fwd; x.bwd = c->bwd; x.bwd_weight = c->bwd_weight;
+        x.act_kept = c->act_kept; x.act_layer_max = c->act_layer_max;
+        x.params = c->params; x.layer_params_max = c->layer_params_max; x.layers = c->layers;
+        Run *last = out->n_run ? &out->run[out->n_run - 1] : NULL;
+        if (last && !memcmp(&last->b, &x, sizeof x)) last->end = b + 1;
+        else out->run[out->n_run++] = (Run){ b, b + 1, x };
     }
     plan_costs_free(&per);
-    return out->blk != NULL;
+    return out->run != NULL;
 }
 
 static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
@@ -201,7 +222,7 @@ static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
 
 static void cut_memo_free(CutMemo *m)
 {
-    for (int i = 0; i < m->n; i++) free(m->cut[i].blk);
+    for (int i = 0; i < m->n; i++) free(m->cut[i].run);
     free(m->cut);
 }
 
@@ -224,6 +245,7 @@ typedef struct {
     PlanChunkCost*cost;
     StageAgg     *agg;
     int           cap_chunks, cap_stages;
+    int           split_pp, split_v;  /* the split held in chunk[] */
 } Synth;
 
 static bool synth_reserve(Synth *s, int chunks, int stages)
@@ -233,6 +255,7 @@ static bool synth_reserve(Synth *s, int chunks, int stages)
         s->chunk = calloc((size_t)chunks, sizeof *s->chunk);
         s->cost = calloc((size_t)chunks, sizeof *s->cost);
         s->cap_chunks = chunks;
+        s->split_pp = s->split_v = 0;
         if (!s->chunk || !s->cost) return false;
     }
     if (stages > s->cap_stages) {
@@ -261,23 +284,32 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
 {
     int n = pp * v;
     if (!synth_reserve(s, n, pp)) return false;
-    if (!plan_split(&p->model, pp, v, s->chunk)) return false;
-    const Block *x = cc->blk;
+    if (s->split_pp != pp || s->split_v != v) {      /* the split depends on (pp, v) only */
+        if (!plan_split(&p->model, pp, v, s->chunk)) return false;
+        s->split_pp = pp;
+        s->split_v = v;
+    }
     double p2p = pp > 1 ? cc->p2p_lo : 0;
+    const Run *r = cc->run;
+    int b = 0;
     for (int k = 0; k < n; k++) {
         PlanChunkCost *c = &s->cost[k];
         double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
         uint64_t params = 0, pmax = 0;
-        int layers = 0;
-        for (int j = 0; j < s->chunk[k].blocks; j++, x++) {
-            fwd += x->fwd;
-            bwd += x->bwd;
-            bw += x->bwd_weight;
-            params += x->params;
-            act += x->act_kept;
+        int layers = 0, end = b + s->chunk[k].blocks;
+        while (b < end) {                  /* the runs this chunk's blocks lie in */
+            while (r->end <= b) r++;
+            int cnt = (r->end < end ? r->end : end) - b;
+            const Block *x = &r->b;
+            fwd += cnt * x->fwd;
+            bwd += cnt * x->bwd;
+            bw += cnt * x->bwd_weight;
+            params += (uint64_t)cnt * x->params;
+            act += cnt * x->act_kept;
             amax = dmax(amax, x->act_layer_max);
             if (x->layer_params_max > pmax) pmax = x->layer_params_max;
-            layers += x->layers;
+            layers += cnt * x->layers;
+            b += cnt;
         }
         memset(c, 0, sizeof *c);
         c->fwd = fwd;
@@ -295,6 +327,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
     if (pp == 1) s->cost[n - 1].params -= cc->head_copy;
     for (int st = 0; st < pp; st++) {
         StageAgg *g = &s->agg[st];
+        const StageAgg *prev = st ? &s->agg[st - 1] : NULL;
         memset(g, 0, sizeof *g);
         for (int j = 0; j < v; j++) {     /* the order plan_memory() adds in */
             const PlanChunkCost *c = &s->cost[j * pp + st];
@@ -303,7 +336,10 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             g->rebuild = dmax(g->rebuild, c->act_layer_max);
             g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
         }
-        for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, pp, cc->p2p_bytes);
+        if (prev && prev->psi == g->psi && prev->layer_max == g->layer_max)
+            memcpy(g->fixed, prev->fixed, sizeof g->fixed);   /* most stages are alike */
+        else
+            for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, pp, cc->p2p_bytes);
     }
     s->c.n_chunks = n;
     s->c.chunk = s->chunk;
@@ -364,6 +400,8 @@ typedef struct {
     CandList                 cands;
     CutMemo                  memo;
     Synth                    syn;
+    int64_t                  next_order;   /* layouts enumerated so far */
+    bool                     fits;         /* some layout so far fits for certain */
     char                     invalid_why[256];
 } Ctx;
 
@@ -400,7 +438,7 @@ static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, i
 /* Why: fill the estimate fields of one candidate per ZeRO stage of a
  * shape: peak memory with slack both ways (so fitting or not is certain
  * outside the slack) and the time bound. */
-static void estimate(Ctx *x, Cand *c, int n, double t_est)
+static void estimate(Ctx *x, Cand *c, int n)
 {
     Synth *s = &x->syn;
     uint64_t cap = x->p->cluster.device.memory, peak[4] = { 0 };
@@ -419,7 +457,6 @@ static void estimate(Ctx *x, Cand *c, int n, double t_est)
         c[i].mem_lo = (double)peak[i] > slack ? peak[i] - (uint64_t)slack : 0;
         c[i].mem_hi = peak[i] + (uint64_t)slack;
         c[i].fit = c[i].mem_lo > cap ? FIT_NO : c[i].mem_hi <= cap ? FIT_YES : FIT_MAYBE;
-        c[i].t_lb = t_est * (1 - SEARCH_REL_SLACK);
     }
 }
 
@@ -433,7 +470,10 @@ static double time_bound(Ctx *x, const Layout *l)
     return plan_pipeline_time(&s->c);
 }
 
-static bool add_zeros(Ctx *x, Layout l, double t_est, bool with_estimates)
+/* The ZeRO stages of one shape; with estimates, the time bound is only
+ * computed when one of them may fit (most layouts of a large model do not,
+ * and those are never ranked). */
+static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
 {
     const Layout *L = &x->p->layout;
     Cand c[4];
@@ -441,12 +481,29 @@ static bool add_zeros(Ctx *x, Layout l, double t_est, bool with_estimates)
     for (int z = 0; z <= 3; z++) {
         if (fixed(L->zero) && L->zero != z) continue;
         l.zero = z;
-        c[n] = (Cand){ .l = l, .order = (int)x->cands.n + n };
+        c[n] = (Cand){ .l = l, .order = (int)(x->next_order + n) };
         n++;
     }
-    if (with_estimates) estimate(x, c, n, t_est);
-    for (int i = 0; i < n; i++)
+    if (with_estimates) {
+        estimate(x, c, n);
+        bool any = false;
+        for (int i = 0; i < n; i++) any |= c[i].fit != FIT_NO;
+        double t = any || x->o->record ? time_bound(x, &l) * (1 - SEARCH_REL_SLACK) : INFINITY;
+        for (int i = 0; i < n; i++) c[i].t_lb = t;
+    }
+    x->next_order += n;
+    for (int i = 0; i < n; i++) {
+        x->fits |= c[i].fit == FIT_YES;
+        /* once something fits for certain, a layout that cannot is only
+         * counted: it is never ranked, and no closest-to-fitting layout
+         * will be asked for */
+        if (with_estimates && c[i].fit == FIT_NO && x->fits && !x->o->record) {
+            x->s->considered++;
+            x->s->dropped.memory++;
+            continue;
+        }
         if (!cand_push(&x->cands, &c[i])) return false;
+    }
     return true;
 }
 
@@ -500,13 +557,11 @@ static bool add_shapes(Ctx *x, Layout l, const Shape *sh, int n, const CutCosts 
     for (int i = 0; i < n; i++) {
         l.schedule = sh[i].sched;
         l.chunks = sh[i].v;
-        double t = 0;
         if (cc) {
             if (built != sh[i].v && !synth_chunks(x->p, cc, l.dp, l.pp, sh[i].v, &x->syn)) return false;
             built = sh[i].v;
-            t = time_bound(x, &l);
         }
-        if (!add_zeros(x, l, t, cc != NULL)) return false;
+        if (!add_zeros(x, l, cc != NULL)) return false;
     }
     return true;
 }
@@ -628,7 +683,7 @@ static void evaluate(Ctx *x, const Cand *c, PlanEval *ev)
     if (!x->o->prune || !ev->valid) return;
     bool fits = ev->feasible;
     if (ev->peak_memory < c->mem_lo || ev->peak_memory > c->mem_hi ||
-        ev->step_time < c->t_lb || (c->fit == FIT_YES && !fits) || (c->fit == FIT_NO && fits))
+        (isfinite(c->t_lb) && ev->step_time < c->t_lb) || (c->fit == FIT_YES && !fits) || (c->fit == FIT_NO && fits))
         x->s->bound_violations++;
 }
 
@@ -768,12 +823,14 @@ static bool simulate_results(const Plan *p, PlanSearch *s)
     return true;
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char *why, size_t len)
 {
@@ -816,7 +873,7 @@ bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char 
 {
     memset(s, 0, sizeof *s);
     if (why && len) why[0] = 0;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     if (!p->has_layout || p->layout.global_batch == PLAN_AUTO) {
         snprintf(why, len, "search needs global_batch in the plan block (sequences per step: a "
                  "training choice, not a layout one)");
@@ -838,6 +895,7 @@ bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char 
     }
     double t1 = now_s();
     s->search_time_s = t1 - t0;
+    s->search_cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     if (ok && !simulate_results(p, s)) {
         snprintf(why, len, "out of memory while simulating the results");
         ok = false;

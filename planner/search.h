@@ -59,6 +59,7 @@ typedef struct PlanSearch {
                                           search; then it reran without pruning) */
     double           search_time_s;  /* s: wall time of the search (enumeration, bounds,
                                         full evaluations, ranking) */
+    double           search_cpu_s;   /* s: CPU time of the same (one core, whatever the load) */
     double           simulate_time_s;/* s: then lowering and simulating the top K */
     int              n_results;
     PlanEval        *results;      /* [n_results] best first: step time, then peak memory */

@@ -3,6 +3,7 @@
 COMM_GENERIC := runtime/comm/context.c runtime/comm/sched.c runtime/comm/algos.c \
                 runtime/comm/coll.c runtime/comm/reduce_cpu.c
 PRT_SRCS     += $(COMM_GENERIC) runtime/comm/native_mpi.c
+PRT_CUDA_SRCS += $(COMM_GENERIC) runtime/cuda/comm_nccl.c runtime/cuda/comm_kernels.cu
 
 # ---- tests -----------------------------------------------------------------
 # test_comm runs under real mpirun on each rank count below; one launch
@@ -18,7 +19,32 @@ TEST_TARGETS += test-comm
 test-comm: $(BUILD)/tests/test_comm
 	@set -e; for np in $(COMM_TEST_RANKS); do \
 	    echo "-- test_comm on $$np ranks"; \
-	    $(MPIRUN) -np $$np $(BUILD)/tests/test_comm; done
+	    PLANRT_TIMEOUT_S=60 timeout 300 $(MPIRUN) -np $$np $(BUILD)/tests/test_comm; done
+
+# The same test program linked against the CUDA library (NCCL + cudart +
+# MPI).  With a GPU it runs on one rank per GPU; without one it must stop at
+# start with a clear message and exit status 77, which is what is checked.
+ifneq ($(NVCC),)
+$(BUILD)/obj-cuda/tests/test_comm.c.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(BUILD)/tests/test_comm_cuda: $(BUILD)/obj-cuda/tests/test_comm.c.o $(LIBPRT_CUDA)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) -lstdc++ $(LDLIBS)
+
+TEST_TARGETS += test-comm-cuda
+.PHONY: test-comm-cuda
+test-comm-cuda: $(BUILD)/tests/test_comm_cuda
+	@if [ "$(HAVE_GPU)" = 1 ]; then \
+	    np=$$(nvidia-smi -L | wc -l); echo "-- test_comm_cuda on $$np ranks (one per GPU)"; \
+	    PLANRT_TIMEOUT_S=120 timeout 600 $(MPIRUN) -np $$np $(BUILD)/tests/test_comm_cuda; \
+	else \
+	    rc=0; out=$$($(MPIRUN) -np 1 $(BUILD)/tests/test_comm_cuda 2>&1) || rc=$$?; \
+	    if [ $$rc = 77 ] && grep -q "no CUDA device" <<<"$$out"; then \
+	        echo "✓ test_comm_cuda links (NCCL, cudart, MPI) and stops cleanly without a GPU:"; \
+	        grep "no CUDA device" <<<"$$out" | head -1 | sed 's/^/    /'; \
+	    else echo "✗ test_comm_cuda: expected exit 77 and 'no CUDA device', got $$rc:"; \
+	        echo "$$out" | head -20; exit 1; fi; \
+	fi
+endif
 
 # ---- benchmark ---------------------------------------------------------------
 # planrt-bench (nccl-tests format).  `make bench` runs all-reduce on 4 ranks

@@ -224,15 +224,15 @@ static void test_checks(void **state)
         { "plan { dp 1; tp 8; pp 1 }\n",
           "t.plan:14:17: error: tp 8 is more than the 4 GPUs of a node of cluster c (tensor parallelism stays "
           "inside a node)", 1, 1 },
-        { "plan { dp auto; tp 1; pp 3 }\n",
-          "t.plan:14:26: error: pp 3 does not divide the 8 transformer blocks of model m", 2, 2 },
+        { "plan { dp auto; tp 1; pp 16 }\n",
+          "t.plan:14:26: error: pp 16 is more than the 8 transformer blocks of model m", 2, 2 },
         /* both kinds: input errors decide the exit code */
         { "plan { dp 3; tp 4; pp 1; global_batch 8; micro_batch 2 }\n",
           "t.plan:14:39: error: global_batch 8 is not a multiple of dp 3 x micro_batch 2 = 6", 2, 2 },
         { "plan { dp 2; tp 4; pp 1; chunks 2; schedule interleaved }\n",
           "t.plan:14:45: error: schedule interleaved needs pp of at least 2", 1, 2 },
-        { "plan { dp 2; tp 2; pp 2; chunks 3 }\n",
-          "t.plan:14:33: error: pp 2 x chunks 3 = 6 does not divide the 8 transformer blocks", 1, 2 },
+        { "plan { dp 2; tp 2; pp 2; chunks 5 }\n",
+          "t.plan:14:33: error: pp 2 x chunks 5 = 10 is more than the 8 transformer blocks of model m", 1, 2 },
         { "plan { dp 2; tp 2; pp 2; chunks 4; schedule interleaved; zero 3; recompute selective }\n", "", 0, 0 },
         { "plan { zero auto; recompute fulll }\n",
           "t.plan:14:29: error: unknown recompute fulll (expected none, selective, full or auto); did you mean "

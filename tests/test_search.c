@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -281,14 +282,17 @@ static void test_options(void **state)
 
 /* ---- the command line ------------------------------------------------- */
 
-static const char PLAN_FILE[] =
-    "# a searched plan\n"
+static const char CLUSTER_FILE[] =
     "cluster c {\n"
     "    nodes 2; gpus_per_node 8\n"
     "    device a100-sxm-80gb\n"
     "    link intra { bandwidth 300 GB/s; latency 2 us }\n"
     "    link inter { bandwidth 200 Gb/s; latency 5 us }\n"
-    "}\n"
+    "}\n";
+
+static const char PLAN_FILE[] =
+    "# a searched plan\n"
+    "include \"cl/c.plan\"\n"
     "model m {\n"
     "    vocab 32000; seq 1024; dtype bf16\n"
     "    embedding { dim 1024 }\n"
@@ -331,16 +335,26 @@ static void json_value(const char *json, const char *key, char *out, size_t len)
     out[n] = 0;
 }
 
-static void write_plan(const char *path, const char *extra)
+/* dir/in.plan including dir/cl/c.plan */
+static void write_plan(const char *dir, const char *path, const char *extra)
 {
-    FILE *f = fopen(path, "w");
+    char cl[512];
+    snprintf(cl, sizeof cl, "%s/cl", dir);
+    mkdir(cl, 0755);
+    snprintf(cl, sizeof cl, "%s/cl/c.plan", dir);
+    FILE *f = fopen(cl, "w");
+    assert_non_null(f);
+    fputs(CLUSTER_FILE, f);
+    fclose(f);
+    f = fopen(path, "w");
     assert_non_null(f);
     fprintf(f, PLAN_FILE, extra);
     fclose(f);
 }
 
 /* search --write, then check: the same layout, step time and memory, as
- * printed, digit for digit; the written file is canonical. */
+ * printed, digit for digit; the written file is canonical, and its
+ * relative include still resolves from another folder. */
 static void test_cli_write_recheck(void **state)
 {
     (void)state;
@@ -349,8 +363,10 @@ static void test_cli_write_recheck(void **state)
     assert_non_null(mkdtemp(dir));
     char in[256], out[256], cmd[1024];
     snprintf(in, sizeof in, "%s/in.plan", dir);
-    snprintf(out, sizeof out, "%s/best.plan", dir);
-    write_plan(in, "tp auto");
+    snprintf(out, sizeof out, "%s/sub", dir);
+    mkdir(out, 0755);
+    snprintf(out, sizeof out, "%s/sub/best.plan", dir);
+    write_plan(dir, in, "tp auto");
     snprintf(cmd, sizeof cmd, "%s search %s --json --top 3 --write %s", planc_path, in, out);
     char *search = slurp(cmd);
     snprintf(cmd, sizeof cmd, "%s check %s --json", planc_path, out);
@@ -369,6 +385,9 @@ static void test_cli_write_recheck(void **state)
         assert_string_equal(a, b);
     }
     snprintf(cmd, sizeof cmd, "%s fmt %s | cmp -s - %s", planc_path, out, out);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "grep -q '^# a searched plan' %s && grep -q '^include \"/.*/cl/c.plan\"' %s && "
+             "! grep -q 'sequences per step' %s", out, out, out);
     assert_int_equal(system(cmd), 0);
     free(search);
     free(check);
@@ -402,7 +421,7 @@ static void test_cli_nothing_fits(void **state)
     assert_non_null(strstr(o, "rc=1"));
     free(o);
     /* a plan block without global_batch is bad input (exit 2) */
-    write_plan(in, "tp 2");
+    write_plan(dir, in, "tp 2");
     snprintf(cmd, sizeof cmd, "sed -i 's/global_batch 64//' %s && %s search %s 2>&1; echo \"rc=$?\"",
              in, planc_path, in);
     o = slurp(cmd);

@@ -7,11 +7,12 @@
  * `layouts` is every layout of the space (nothing sampled); `evaluated`
  * how many of them needed the full evaluation of `planc check`, the rest
  * being settled by the memoised bounds (search.c); `time` is the search
- * (the issue's goal), `sim-K` the lowering and simulation of the K
- * results shown afterwards, as `check` would simulate them. Each case runs a few
- * times and reports the fastest run (the machine is shared); the exit
- * status is 1 when a case misses its goal by more than the noise allowance
- * given with --strict, 0 otherwise.
+ * (the issue's goal) in wall-clock seconds, `cpu` the same in CPU
+ * seconds of the one core it ran on (what the goal means on a loaded
+ * machine), `sim-K` the lowering and simulation of the K results shown
+ * afterwards, as `check` would simulate them. Each case runs a few
+ * times and reports the fastest run (the machine is shared); with
+ * --strict the exit status is 1 when a case's CPU time misses its goal.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +55,8 @@ int main(int argc, char **argv)
     int n = (int)(sizeof cases / sizeof cases[0]), missed = 0;
     PlanSearchOptions o = plan_search_defaults();
     printf("# planc search benchmark: exhaustive, one core, best of 3 runs; top %d kept\n", o.top);
-    printf("# %-26s %6s %9s %9s %9s %8s %10s %8s %9s  %s\n", "case", "gpus", "layouts", "feasible",
-           "evaluated", "time(s)", "layouts/s", "goal(s)", "sim-K(s)", "best layout");
+    printf("# %-26s %6s %9s %9s %9s %8s %8s %10s %8s %9s  %s\n", "case", "gpus", "layouts", "feasible",
+           "evaluated", "time(s)", "cpu(s)", "layouts/s", "goal(s)", "sim-K(s)", "best layout");
     for (int i = 0; i < n; i++) {
         PlanSearch best = { 0 };
         double tmin = 1e30;
@@ -85,15 +86,15 @@ int main(int argc, char **argv)
         const Cluster *c = &cases[i].plan.cluster;
         char goal[16] = "-";
         if (cases[i].goal > 0) snprintf(goal, sizeof goal, "%.1f", cases[i].goal);
-        printf("  %-26s %6lld %9lld %9lld %9lld %8.3f %10.0f %8s %9.3f  %s\n", cases[i].name,
+        printf("  %-26s %6lld %9lld %9lld %9lld %8.3f %8.3f %10.0f %8s %9.3f  %s\n", cases[i].name,
                (long long)(c->nodes * c->gpus_per_node), (long long)best.considered,
-               (long long)best.feasible, (long long)best.evaluated, tmin,
+               (long long)best.feasible, (long long)best.evaluated, tmin, best.search_cpu_s,
                tmin > 0 ? best.considered / tmin : 0, goal, best.simulate_time_s, lay);
         if (best.bound_violations) {
             fprintf(stderr, "%s: %lld bound violations\n", cases[i].name, (long long)best.bound_violations);
             missed++;
         }
-        if (cases[i].goal > 0 && tmin > cases[i].goal) missed++;
+        if (cases[i].goal > 0 && best.search_cpu_s > cases[i].goal) missed++;
         plan_search_free(&best);
     }
     return strict && missed ? 1 : 0;

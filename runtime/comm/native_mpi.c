@@ -107,6 +107,13 @@ prt_status prt_comm_download(void *host, const void *src, size_t bytes)
 
 const char *prt_comm_backend(void) { return "mpi"; }
 
+/* Host memory is ordered by program order: nothing to do. */
+void prt_comm_set_compute_stream(prt_ctx *c, void *stream)
+{
+    (void)c;
+    (void)stream;
+}
+
 /* Turn an MPI error code into PRT_ERR_MPI with MPI's own words. */
 static prt_status mpi_fail(const prt_comm *g, int rc, const char *what)
 {

@@ -122,6 +122,11 @@ void       prt_comm_free(void *p);
 prt_status prt_comm_upload(void *dst, const void *host, size_t bytes);
 prt_status prt_comm_download(void *host, const void *src, size_t bytes);
 
+/* GPU: the stream compute kernels run on (default: the legacy default
+ * stream).  Collectives wait for it, and it waits for them, through events.
+ * No effect on CPU. */
+void       prt_comm_set_compute_stream(prt_ctx *c, void *stream);
+
 /* ---- requests ---------------------------------------------------------- */
 
 /* Block until r completes (or the PLANRT_TIMEOUT_S deadline passes), then

@@ -74,6 +74,8 @@ typedef struct {
     prt_init_kind init;
     float         std;       /* PRT_INIT_NORMAL */
     bool          decay;     /* AdamW weight decay applies (matrices) */
+    bool          tp_sum;    /* its gradient is a partial sum over TP (sequence-parallel
+                                norms): summed over TP once per step before the update */
 } prt_param;
 
 typedef struct prt_model prt_model;

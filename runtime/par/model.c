@@ -420,6 +420,22 @@ static double local_sq(prt_model *m)
     return sq;
 }
 
+/* Sequence parallelism leaves the gradients of the norms partial over TP
+ * (each rank saw its rows): sum the part of them this rank updates. */
+static prt_status sum_over_tp(prt_model *m)
+{
+    prt_status st = PRT_OK;
+    for (int i = 0; !st && i < m->n; i++) {
+        if (m->off[i] == NOWHERE || !m->tab[i].tp_sum || m->tp == 1) continue;
+        size_t lo = prtp_max(m->off[i], m->so), hi = prtp_min(m->off[i] + numel(m, i), m->so + m->sc);
+        if (hi <= lo) continue;
+        float *g = g_at(m, chunk_of(m, i), lo);
+        st = prtp_check(prt_all_reduce(m->c->tp, g, g, hi - lo, PRT_FP32, PRT_SUM),
+                        "sequence-parallel norm gradient all-reduce over TP");
+    }
+    return st;
+}
+
 prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
 {
     prtp_clear();
@@ -430,6 +446,8 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
         if (!st) st = drain(m, ch);
         m->cs[ch].reduced = false;
     }
+    if (st) return st;
+    st = sum_over_tp(m);
     if (st) return st;
     float scale = 1.0f;
     if (cfg->clip > 0) {

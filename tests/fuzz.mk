@@ -1,0 +1,63 @@
+# tests/fuzz.mk: fuzzing the front end (libFuzzer) and replaying what it
+# found (tests/fuzz/).
+#
+#   make fuzz [FUZZ_TIME=60]   build both libFuzzer targets with clang
+#                              (-fsanitize=fuzzer,address,undefined) and run
+#                              each for FUZZ_TIME seconds; a crash, leak or an
+#                              input slower than 1 s fails, its input is left
+#                              in $(BUILD)/fuzz/artifacts/
+#   make test-fuzz-regress     (part of `make test`, gcc only) replay the kept
+#                              inputs tests/fuzz/regress/ and the seed corpus
+#                              through both targets, and the kept inputs
+#                              through `planc check` and `planc fmt`
+#
+# The targets: fuzz_check (scanner + parser + sema) and fuzz_fmt (parse ->
+# format -> parse gives an equal tree, and format is idempotent).
+
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 60
+FUZZ_DIR   := $(BUILD)/fuzz
+FUZZ_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_FLAGS := -g -O1 -std=gnu11 $(WARN) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_SRCS  := dsl/arena.c dsl/diag.c dsl/ast.c dsl/parse.c dsl/format.c planner/sema.c
+FUZZ_OBJS  := $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) \
+              $(FUZZ_DIR)/obj/gen/parser.gen.o $(FUZZ_DIR)/obj/gen/lexer.gen.o
+FUZZ_BINS  := $(FUZZ_DIR)/fuzz_check $(FUZZ_DIR)/fuzz_fmt
+
+$(FUZZ_DIR)/obj/%.o: %.c | $(DSL_GEN)/parser.gen.h $(DSL_GEN)/lexer.gen.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -I. -I$(BUILD)/gen $(FUZZ_FLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_DIR)/obj/gen/%.gen.o: $(DSL_GEN)/%.gen.c | $(DSL_GEN)/parser.gen.h $(DSL_GEN)/lexer.gen.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -I. -I$(BUILD)/gen $(FUZZ_FLAGS) -Wno-unused-function -Wno-sign-compare \
+	    -Wno-unused-but-set-variable -Wno-unreachable-code -c $< -o $@
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
+	$(FUZZ_CC) -I. -I$(BUILD)/gen -g -O1 -std=gnu11 $(WARN) $(FUZZ_SAN) -fsanitize=fuzzer $^ -o $@ -lm
+
+# The replay programs: the same targets with an ordinary main, built like
+# every test (so SAN=1 sanitizes them too).
+FUZZ_REPLAY := $(BUILD)/tests/fuzz_check_replay $(BUILD)/tests/fuzz_fmt_replay
+
+$(BUILD)/tests/fuzz_%_replay: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(DSL_OBJS) $(BUILD)/obj/planner/sema.o \
+                              | $(DSL_GEN)/parser.gen.h $(DSL_GEN)/lexer.gen.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
+
+FUZZ_SEEDS := examples/*.plan examples/clusters/*.plan tests/bad/*.plan tests/fuzz/regress tests/hostile
+
+.PHONY: fuzz fuzz-build test-fuzz-regress
+TEST_TARGETS += test-fuzz-regress
+
+.SECONDARY: $(FUZZ_OBJS)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: $(FUZZ_BINS)
+	tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_TIME) $(FUZZ_SEEDS)
+
+test-fuzz-regress: $(FUZZ_REPLAY) $(PLANC)
+	$(BUILD)/tests/fuzz_check_replay $(FUZZ_SEEDS)
+	$(BUILD)/tests/fuzz_fmt_replay $(FUZZ_SEEDS)
+	tests/fuzz/regress.sh $(PLANC)
