@@ -1,6 +1,6 @@
 /*
  * planc.c: the driver. It parses the command line, runs the stages in
- * order (dsl -> planner/sema -> planner report, codegen later) and turns
+ * order (dsl -> planner/sema -> planner / search / trace / codegen) and turns
  * their status into the exit code of DESIGN.md:
  *
  *     0  success (the plan fits)
@@ -31,10 +31,13 @@ static const char USAGE[] =
     "commands:\n"
     "  check FILE [--json]        parse and validate; print the model, cluster and layout\n"
     "  fmt FILE                   print FILE in canonical form\n"
-    "  search FILE                rank the valid layouts (not implemented yet)\n"
-    "  emit FILE [-o OUT.cu]      print the generated program (not implemented yet)\n"
-    "  build FILE -o EXE          emit and compile (not implemented yet)\n"
-    "  trace FILE -o OUT          draw the simulated step (not implemented yet)\n"
+    "  search FILE [--top K] [--json] [--write OUT.plan] [--svg OUT.svg]\n"
+    "                             rank every valid layout for the model and cluster\n"
+    "  emit FILE [-o OUT.cu]      print the generated training program\n"
+    "  build FILE -o EXE [--target cpu|cuda]\n"
+    "                             emit and compile it\n"
+    "  trace FILE -o OUT.svg|OUT.json\n"
+    "                             draw the simulated step, or write a Chrome trace\n"
     "\n"
     "options:\n"
     "  -h, --help                 this help; `planc COMMAND --help` for one command\n"

@@ -277,9 +277,10 @@ static double dmax(double a, double b) { return a > b ? a : b; }
 static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int pp, double p2p_bytes);
 
 /* Why: the chunks of a (pp, v) split are sums of the memoised blocks.
- * Only the fields plan_memory() and plan_pipeline_time() read are filled;
- * the DP and ZeRO collectives stay zero (the time bound omits them) and
- * every chunk's send costs the cheaper of an NVLink and an InfiniBand hop. */
+ * Only the fields plan_pipeline_time() reads are filled, and the per-stage
+ * sums of the memory formula; the DP and ZeRO collectives stay zero (the
+ * time bound omits them) and every chunk's send costs the cheaper of an
+ * NVLink and an InfiniBand hop. */
 static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int v, Synth *s)
 {
     int n = pp * v;
@@ -379,8 +380,8 @@ static bool cand_push(CandList *l, const Cand *c)
     return true;
 }
 
-/* The value set of one field: `fixed` when the plan block sets it. */
-static bool fixed(int64_t v) { return v != PLAN_AUTO; }
+/* Whether the plan block sets a field (a constraint) or leaves it to the search. */
+static bool is_set(int64_t v) { return v != PLAN_AUTO; }
 
 /* Whether tp can cut every layer (heads, kv heads, MLP width). */
 static bool tp_divides(const Model *m, int64_t tp)
@@ -460,8 +461,8 @@ static void estimate(Ctx *x, Cand *c, int n)
     }
 }
 
-/* Lower bound of the pipeline time of schedule `sched` on the synthetic
- * table with n_micro micro-batches. */
+/* The closed-form pipeline time of layout l on the synthetic table (its
+ * schedule, micro-batches and chunks): a lower bound of l's step time. */
 static double time_bound(Ctx *x, const Layout *l)
 {
     Synth *s = &x->syn;
@@ -479,7 +480,7 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
     Cand c[4];
     int n = 0;
     for (int z = 0; z <= 3; z++) {
-        if (fixed(L->zero) && L->zero != z) continue;
+        if (is_set(L->zero) && L->zero != z) continue;
         l.zero = z;
         c[n] = (Cand){ .l = l, .order = (int)(x->next_order + n) };
         n++;
@@ -524,14 +525,14 @@ static int shapes(Ctx *x, Layout l, Shape *out, int64_t others)
     static const int ORDER[] = { SCHED_GPIPE, SCHED_1F1B, SCHED_ZB_H1, SCHED_INTERLEAVED };
     for (int i = 0; i < 4; i++) {
         int sc = ORDER[i];
-        if (fixed(L->schedule) && L->schedule != sc) continue;
+        if (is_set(L->schedule) && L->schedule != sc) continue;
         int vlo = 1, vhi = 1;
         if (sc == SCHED_INTERLEAVED) {
             if (l.pp < 2 || m % l.pp) continue;       /* Megatron's interleaving needs both */
             vlo = 2;
             vhi = nb / l.pp;
-            if (fixed(L->chunks)) vlo = vhi = L->chunks;
-        } else if (fixed(L->chunks) && L->chunks != 1) {
+            if (is_set(L->chunks)) vlo = vhi = L->chunks;
+        } else if (is_set(L->chunks) && L->chunks != 1) {
             continue;
         }
         for (int v = vlo; v <= vhi && (int64_t)l.pp * v <= nb; v++) {
@@ -580,34 +581,34 @@ static bool enumerate(Ctx *x)
     bool ok = sh && divisors(gpus, &tps);
     for (int i = 0; ok && i < tps.n; i++) {
         int64_t tp = tps.v[i];
-        if (fixed(L->tp) && L->tp != tp) continue;
+        if (is_set(L->tp) && L->tp != tp) continue;
         if (x->o->max_tp > 0 && tp > x->o->max_tp) continue;
         if (x->o->tp_in_node && cl->gpus_per_node % tp) continue;
         if (!tp_divides(&p->model, tp)) continue;
-        int n_rec = fixed(L->recompute) ? 1 : 3;
-        int n_sp = fixed(L->sequence_parallel) || tp == 1 ? 1 : 2;
-        int n_zero = fixed(L->zero) ? 1 : 4;
+        int n_rec = is_set(L->recompute) ? 1 : 3;
+        int n_sp = is_set(L->sequence_parallel) || tp == 1 ? 1 : 2;
+        int n_zero = is_set(L->zero) ? 1 : 4;
         ok = divisors(gpus / tp, &pps);
         for (int j = 0; ok && j < pps.n; j++) {
             int64_t pp = pps.v[j], dp = gpus / tp / pp;
             if (pp > p->model.n_blocks) break;
-            if (fixed(L->pp) && L->pp != pp) continue;
-            if (fixed(L->dp) && L->dp != dp) continue;
+            if (is_set(L->pp) && L->pp != pp) continue;
+            if (is_set(L->dp) && L->dp != dp) continue;
             if (gb % dp) continue;
             ok = divisors(gb / dp, &mbs);
             for (int k = 0; ok && k < mbs.n; k++) {
                 int64_t mb = mbs.v[k];
-                if (fixed(L->micro_batch) && L->micro_batch != mb) continue;
+                if (is_set(L->micro_batch) && L->micro_batch != mb) continue;
                 Layout l = { .dp = (int)dp, .tp = (int)tp, .pp = (int)pp, .zero = 0,
                              .micro_batch = mb, .global_batch = gb, .schedule = SCHED_1F1B,
                              .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0 };
-                if (fixed(L->recompute)) l.recompute = L->recompute;
-                if (fixed(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
+                if (is_set(L->recompute)) l.recompute = L->recompute;
+                if (is_set(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
                 int n_sh = shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero);
                 for (int rec = 0; ok && n_sh && rec < 3; rec++) {
-                    if (fixed(L->recompute) && L->recompute != rec) continue;
+                    if (is_set(L->recompute) && L->recompute != rec) continue;
                     for (int sp = 0; ok && sp < 2; sp++) {
-                        if (fixed(L->sequence_parallel) ? L->sequence_parallel != sp : sp && tp == 1)
+                        if (is_set(L->sequence_parallel) ? L->sequence_parallel != sp : sp && tp == 1)
                             continue;
                         l.recompute = rec;
                         l.sequence_parallel = sp;
@@ -1047,9 +1048,11 @@ static void json_eval(FILE *out, const Plan *p, const PlanEval *e, double step, 
 void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
 {
     fprintf(out, "{\"evaluated\": %" PRId64 ", \"feasible\": %" PRId64 ", \"search_time_s\": %.6f"
-            ", \"simulate_time_s\": %.6f, \"evaluated_in_full\": %" PRId64 ", \"pruned\": %" PRId64
+            ", \"search_cpu_s\": %.6f, \"simulate_time_s\": %.6f, \"evaluated_in_full\": %" PRId64
+            ", \"pruned\": %" PRId64
             ", \"dropped\": {\"memory\": %" PRId64 ", \"invalid\": %" PRId64 "}, \"results\": [",
-            s->considered, s->feasible, s->search_time_s, s->simulate_time_s, s->evaluated, s->pruned,
+            s->considered, s->feasible, s->search_time_s, s->search_cpu_s, s->simulate_time_s, s->evaluated,
+            s->pruned,
             s->dropped.memory, s->dropped.invalid);
     for (int i = 0; i < s->n_results; i++) {
         fputs(i ? ",\n  " : "\n  ", out);

@@ -49,10 +49,10 @@ typedef struct {
 } PlanSearchDrops;
 
 typedef struct PlanSearch {
-    int64_t          considered;   /* layouts in the space */
+    int64_t          considered;   /* layouts in the space (JSON "evaluated") */
     int64_t          feasible;     /* of which fit in memory */
-    int64_t          evaluated;    /* of which evaluated in full */
-    int64_t          pruned;       /* feasible-or-unknown layouts a time bound ruled out of the top K */
+    int64_t          evaluated;    /* of which evaluated in full (JSON "evaluated_in_full") */
+    int64_t          pruned;       /* feasible layouts a time bound ruled out of the top K */
     PlanSearchDrops  dropped;
     int64_t          bound_violations; /* full evaluations that contradicted a bound
                                           (0 unless the cost model changed under the
@@ -84,13 +84,14 @@ bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s,
                  char *why, size_t len);
 void plan_search_free(PlanSearch *s);
 
-/* The largest cost of a result's step ("compute", "bubble", "tp comm", ...). */
+/* The largest part of a result's step ("compute", "bubble", "TP comm", ...). */
 const char *plan_search_dominant(const PlanEval *e);
 
-/* Print the table of the top results and the counts. */
+/* Print the counts and the table of the top results (README, search). */
 void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s);
 
-/* Print {"evaluated", "feasible", "search_time_s", "results": [...]}. */
+/* Print {"evaluated", "feasible", "search_time_s", "results": [...]}, each
+ * result the object `check --json` prints for its layout. */
 void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s);
 
 /* Print the plan block of layout l (`plan { dp 8; ... }`), as `planc fmt`

@@ -42,6 +42,7 @@ static const Case CASES[] = {
     { "pp2-gpipe",   1, 1, 2, 0, SCHED_GPIPE, 1, RECOMPUTE_NONE, 2 },
     { "pp4-1f1b",    2, 1, 4, 2, SCHED_1F1B, 1, RECOMPUTE_FULL, 1 },
     { "pp2-inter",   2, 2, 2, 1, SCHED_INTERLEAVED, 2, RECOMPUTE_NONE, 1 },
+    { "tp2-sp",      1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 4 },
     { "pp4-zbh1",    1, 2, 4, 3, SCHED_ZB_H1, 1, RECOMPUTE_FULL, 2 },
 };
 
@@ -58,7 +59,8 @@ static void load_case(const Case *c, DslArena *arena, Plan *p)
     p->has_layout = true;
     l->dp = c->dp; l->tp = c->tp; l->pp = c->pp; l->zero = c->zero;
     l->schedule = c->schedule; l->chunks = c->chunks; l->recompute = c->recompute;
-    l->micro_batch = c->micro_batch; l->global_batch = 16; l->sequence_parallel = 0;
+    l->micro_batch = c->micro_batch; l->global_batch = 16;
+    l->sequence_parallel = strstr(c->name, "-sp") != NULL;
 }
 
 /* The emitted text of p, or NULL with why filled. */
@@ -174,7 +176,7 @@ static void test_refusals(void **state)
     (void)state;
     struct { Case c; int seq_par; bool tied; const char *needle; } bad[] = {
         { { "tp3", 1, 3, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, false, "" },
-        { { "sp", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 1, false, "sequence" },
+        { { "tp8", 1, 8, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 1, false, "heads" },
         { { "tied-pp2", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, 0, true, "tied" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
