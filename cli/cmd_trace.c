@@ -40,7 +40,7 @@ static const char TRACE_HELP[] =
     "  -o OUT                   output file; .svg or .json chooses the format\n"
     "  --schedule S             draw under schedule S instead of the plan's\n"
     "                           (gpipe | 1f1b | interleaved | zb-h1)\n"
-    "  --chunks V               model chunks per stage (interleaved)\n"
+    "  --chunks V               model chunks per stage; V > 1 implies interleaved\n"
     "  --compare MEASURED.json  draw a measured trace (the executable's --trace\n"
     "                           output) beneath the prediction; SVG only\n"
     "\n"
@@ -113,6 +113,8 @@ static int parse_args(int argc, char **argv, TraceArgs *a)
     if (!a->json && !ends_with(a->out, ".svg"))
         return usage("cannot tell the format of '%s' (use .svg or .json)", a->out);
     if (a->json && a->compare) return usage("%s--compare draws an SVG; use -o OUT.svg", "");
+    if (a->chunks > 1 && a->schedule != PLAN_AUTO && a->schedule != SCHED_INTERLEAVED)
+        return usage("--chunks > 1 needs --schedule interleaved, not %s", plan_schedule_name(a->schedule));
     return -1;
 }
 
@@ -130,6 +132,7 @@ static void override_layout(Plan *p, const TraceArgs *a)
         if (a->schedule != SCHED_INTERLEAVED && a->chunks == PLAN_AUTO) p->layout.chunks = 1;
     }
     if (a->chunks != PLAN_AUTO) p->layout.chunks = a->chunks;
+    if (a->chunks > 1 && a->schedule == PLAN_AUTO) p->layout.schedule = SCHED_INTERLEAVED;
 }
 
 /* Write the picture or trace of the panels to a->out. */

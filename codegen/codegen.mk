@@ -64,3 +64,8 @@ test-codegen-cuda: $(PLANC) $(LIBPRT_CUDA) $(CG_DATA)
 	     echo "test-codegen-cuda: compiled and linked; without a GPU it stops at start with a message (status $$rc)"; \
 	 else echo "test-codegen-cuda: the CUDA program crashed (status $$rc)" >&2; exit 1; fi
 endif
+
+# ---- benchmark: DP scaling of a generated program, predicted vs measured ---
+BENCH_TARGETS += bench-train
+bench-train: $(PLANC) $(LIBPRT) $(CG_DATA)
+	MPIRUN="$(MPIRUN)" scripts/bench-train.sh $(PLANC) $(abspath $(BUILD))/bench-train

@@ -81,6 +81,8 @@ static int run(Argv *a, char *why, size_t len)
     return -1;
 }
 
+/* nvcc takes the program as CUDA by its .cu name; no `-x cu`, which would
+ * also apply to the libraries after it. */
 int cg_build(const char *src, const char *exe, CgTarget t, const CgRuntime *rt,
              char *why, size_t len)
 {
@@ -105,7 +107,7 @@ int cg_build(const char *src, const char *exe, CgTarget t, const CgRuntime *rt,
         if (rt->cuda_home) snprintf(nvcc, sizeof nvcc, "%s/bin/nvcc", rt->cuda_home);
         else snprintf(nvcc, sizeof nvcc, "nvcc");
         add(&a, nvcc);
-        add_words(&a, "-x cu -O2 -g -gencode arch=compute_80,code=sm_80 "
+        add_words(&a, "-O2 -g -gencode arch=compute_80,code=sm_80 "
                       "-gencode arch=compute_90,code=sm_90 -Xcompiler -Wall,-Wextra,-Werror -DPRT_CUDA");
         add(&a, inc);
         add_words(&a, CG_MPI_CFLAGS);

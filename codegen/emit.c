@@ -73,7 +73,7 @@ typedef struct {
     int        *layer_vs;  /* [n_layers] virtual stage of each layer */
     int        *pfirst;    /* [n_layers] first parameter id of each layer */
     int         n_params;
-    bool        tied_ok;
+    int         tie;       /* the tie column of the next parameter row */
 } Cg;
 
 static void out(Cg *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -154,7 +154,6 @@ static bool check_model(Cg *g, char *why, size_t len)
                  (long long)m->vocab);
         return false;
     }
-    int emb_vs = -1, head_vs = -1;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         if (L->kind == LAYER_ATTENTION) {
@@ -171,13 +170,6 @@ static bool check_model(Cg *g, char *why, size_t len)
                      (long long)L->hidden);
             return false;
         }
-        if (L->kind == LAYER_EMBEDDING) emb_vs = g->layer_vs[i];
-        if (L->kind == LAYER_LM_HEAD && L->tied) head_vs = g->layer_vs[i];
-    }
-    if (head_vs >= 0 && head_vs != emb_vs) {
-        snprintf(why, len, "a tied lm_head on another pipeline stage than the embedding is not "
-                 "generated yet; use `lm_head { tied false }` or pp 1");
-        return false;
     }
     if (m->layers[0].kind != LAYER_EMBEDDING || m->layers[m->n_layers - 1].kind != LAYER_LM_HEAD) {
         snprintf(why, len, "the model must start with an embedding and end with an lm_head");
@@ -292,7 +284,7 @@ static void emit_constants(Cg *g)
     out(g, "static const char *const BANNER = \"%s: dp %d x tp %d x pp %d, ZeRO-%d, %s\\n\";\n", lit,
         l->dp, l->tp, l->pp, l->zero, sched_title(l->schedule));
     double lr = p->has_train ? t->lr : 1e-3;
-    out(g, "/* AdamW: lr, min_lr (lr/10), warm-up, cosine horizon (train.steps), beta1, beta2,\n"
+    out(g, "/* AdamW: lr, min_lr (lr/10), warm-up, cosine horizon (train.steps; main sets --steps), beta1, beta2,\n"
            " * eps, weight decay (matrices only), clip (global gradient norm; 0 off) */\n");
     char f[7][48];
     out(g, "static const prt_adamw_cfg ADAMW = { %s, %s, %ld, %ld, %s, %s, %s, %s, %s };\n\n",
@@ -315,11 +307,22 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
     else if (!strcmp(split, "PRT_SPLIT_COLS")) snprintf(shard, sizeof shard, "(%zu, %zu)", rows, cols / (size_t)tp);
     else snprintf(shard, sizeof shard, "all");
     char sd[48];
-    out(g, "    { \"%s\", %d, %d, %zu, %zu, %s, %d, { %zu, %zu, %zu }, %s, %s, %s, %s }, /* %d: this rank %s */\n",
+    out(g, "    { \"%s\", %d, %d, %zu, %zu, %s, %d, { %zu, %zu, %zu }, %s, %s, %s, %s, %d }, /* %d: this rank %s */\n",
         name, layer, g->layer_vs[layer], rows, cols, split, nparts, nparts > 0 ? part[0] : 0,
         nparts > 1 ? part[1] : 0, nparts > 2 ? part[2] : 0, init, flt(sd, std),
-        cols > 1 ? "true" : "false", tp_sum ? "true" : "false", *id, shard);
+        cols > 1 ? "true" : "false", tp_sum ? "true" : "false", g->tie, *id, shard);
     (*id)++;
+}
+
+/* Whether layer i is a tied lm_head whose embedding is on another stage. */
+static bool tied_copy(const Cg *g, int i)
+{
+    const Model *m = &g->p->model;
+    if (m->layers[i].kind != LAYER_LM_HEAD || !m->layers[i].tied) return false;
+    for (int e = 0; e < m->n_layers; e++)
+        if (m->layers[e].kind == LAYER_EMBEDDING)
+            return g->layer_vs[e] % g->l.pp != g->layer_vs[i] % g->l.pp;
+    return false;
 }
 
 /* Walk the model's tensors in order; with write false only count them. */
@@ -328,7 +331,8 @@ static int emit_params(Cg *g, bool write)
     const Model *m = &g->p->model;
     FILE *keep = g->f;
     if (!write) g->f = NULL;
-    int id = 0;
+    int id = 0, wte = -1;
+    g->tie = -1;
     double s = 0.02, sr = 0.02 / sqrt(2.0 * (m->n_blocks > 0 ? m->n_blocks : 1));
     size_t C = (size_t)m->dim;
     char nm[128];
@@ -343,7 +347,7 @@ static int emit_params(Cg *g, bool write)
            : g->l.zero == 2 ? "shards the AdamW state and the gradients over DP"
            : "shards parameters, gradients and AdamW state over DP");
     out(g, "static const prt_param PARAMS[] = {\n"
-           "    /* name, layer, vstage, rows, cols, TP split, row groups, init, std, decay, tp_sum */\n");
+           "    /* name, layer, vstage, rows, cols, TP split, row groups, init, std, decay, tp_sum, tie */\n");
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         size_t one[3] = { 0, 0, 0 };
@@ -352,6 +356,7 @@ static int emit_params(Cg *g, bool write)
         switch (L->kind) {
         case LAYER_EMBEDDING:
             one[0] = (size_t)m->vocab;
+            wte = id;
             param_row(g, &id, "wte.weight", i, (size_t)m->vocab, C, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_NORMAL", s);
             if (L->position == POS_LEARNED)
                 param_row(g, &id, "wpe.weight", i, (size_t)m->seq, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
@@ -397,8 +402,14 @@ static int emit_params(Cg *g, bool write)
             break;
         case LAYER_LM_HEAD:
             one[0] = (size_t)m->vocab;
-            if (!L->tied)
+            if (tied_copy(g, i)) {   /* the embedding lives on another stage */
+                out(g, "    /* lm_head is tied to wte, which another stage holds: this copy starts\n"
+                       "     * from wte's values and is summed with it every step (tie column) */\n");
+                g->tie = wte;
+            }
+            if (!L->tied || tied_copy(g, i))
                 param_row(g, &id, "lm_head.weight", i, (size_t)m->vocab, C, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_NORMAL", s);
+            g->tie = -1;
             break;
         }
     }
@@ -447,7 +458,7 @@ static void emit_layers(Cg *g)
             if (ln) lb = p + 1;
             break;
         case LAYER_LM_HEAD:
-            w1 = L->tied ? wte : p;
+            w1 = L->tied && !tied_copy(g, i) ? wte : p;
             break;
         }
         static const char *kinds[] = { "EMBEDDING", "ATTENTION", "MLP", "NORM", "LM_HEAD" }; /* ORDER LayerKind */
@@ -623,7 +634,6 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
         emit_constants(&g);
         emit_params(&g, true);
         section(&g, "types", NULL, NULL, 0);
-        out(&g, "\n");
         emit_layers(&g);
         section(&g, "runtime", NULL, NULL, 0);
         section(&g, "layers", NULL, NULL, 0);

@@ -9,10 +9,12 @@
 #include "dsl/diag.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void dsl_diag_init(DslDiag *d, FILE *out)
 {
@@ -37,24 +39,40 @@ static bool source_line(const DslSource *src, int line, const char **start, size
     return true;
 }
 
+/* At most this many bytes of a source line are shown; a longer line is
+ * cut to a window around the column (a 4 MiB one-line file must not print
+ * 4 MiB per error). */
+#define EXCERPT_WIDTH 160
+
 /* Print the source line of loc and a caret (with ~ under the rest of a
- * single-line range), as GCC does. */
+ * single-line range), as GCC does; both lines are built in a buffer and
+ * written at once (stderr is unbuffered). */
 static void print_excerpt(FILE *out, DslLoc loc)
 {
     const char *line;
     size_t len;
     if (!loc.src || loc.line <= 0 || !source_line(loc.src, loc.line, &line, &len)) return;
-    fprintf(out, "%5d | %.*s\n      | ", loc.line, (int)len, line);
-    int col = loc.col > 0 ? loc.col : 1;
-    for (int i = 1; i < col; i++)
-        fputc((size_t)(i - 1) < len && line[i - 1] == '\t' ? '\t' : ' ', out);
-    fputc('^', out);
-    if (loc.end_line == loc.line && loc.end_col > col) {
-        int last = loc.end_col;
-        if ((size_t)last > len) last = (int)len;
-        for (int i = col + 1; i <= last; i++) fputc('~', out);
+    size_t col = loc.col > 0 ? (size_t)loc.col : 1;
+    size_t start = 0;
+    if (len > EXCERPT_WIDTH && col > EXCERPT_WIDTH / 2) start = col - EXCERPT_WIDTH / 2;
+    if (start > len) start = len;
+    size_t shown = len - start < EXCERPT_WIDTH ? len - start : EXCERPT_WIDTH;
+    const char *pre = start > 0 ? "..." : "", *post = start + shown < len ? "..." : "";
+    fprintf(out, "%5d | %s%.*s%s\n", loc.line, pre, (int)shown, line + start, post);
+    char caret[EXCERPT_WIDTH + 8];
+    size_t n = 0;
+    for (size_t i = 0; i < strlen(pre); i++) caret[n++] = ' ';
+    size_t at = col - 1 - start;   /* caret offset inside the window */
+    if (at > shown) at = shown;
+    for (size_t i = 0; i < at; i++) caret[n++] = line[start + i] == '\t' ? '\t' : ' ';
+    caret[n++] = '^';
+    if (loc.end_line == loc.line && loc.end_col > loc.col) {
+        size_t last = (size_t)loc.end_col;   /* 1-based, inclusive */
+        if (last > start + shown) last = start + shown;
+        for (size_t i = col + 1; i <= last && n < sizeof caret - 1; i++) caret[n++] = '~';
     }
-    fputc('\n', out);
+    caret[n] = '\0';
+    fprintf(out, "      | %s\n", caret);
 }
 
 /* Format "file:line:col: KIND: message", print it with its excerpt, and
@@ -165,17 +183,38 @@ DslSource *dsl_source_from_string(DslArena *a, const char *name, const char *tex
     return s;
 }
 
-DslSource *dsl_source_read(DslArena *a, const char *path, const char **why)
+/* Open path for reading without blocking: opening a FIFO with no writer
+ * (or a device) would otherwise hang before we could see what it is. */
+static FILE *open_regular(const char *path, const char **why)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         *why = strerror(errno);
         return NULL;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
         *why = "not a regular file";
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        *why = strerror(errno);
+        close(fd);
+    }
+    return f;
+}
+
+DslSource *dsl_source_read(DslArena *a, const char *path, const char **why)
+{
+    FILE *f = open_regular(path, why);
+    if (!f) return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        *why = strerror(errno);
         return NULL;
     }
     if ((uint64_t)st.st_size > DSL_MAX_FILE_SIZE) {

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <stdio.h>
 #include "planner/comm.h"
+#include "planner/simulate.h"
 #include "planner/model.h"
 
 /* ---- kernels ---------------------------------------------------------- */
@@ -40,10 +41,12 @@ static double gemm_time(const Device *d, double peak, double e, double m, double
     double tm = ceil(m / PLAN_TILE_MN), tn = ceil(n / PLAN_TILE_MN);
     double kp = ceil(k / PLAN_TILE_K) * PLAN_TILE_K;
     double tiles = tm * tn * batch;
-    double waves = ceil(tiles / PLAN_WAVE_TILES);
-    /* one wave: PLAN_WAVE_TILES tiles of 2 * 128 * 128 * kp FLOPs in parallel */
-    double compute = waves * PLAN_WAVE_TILES * 2.0 * PLAN_TILE_MN * PLAN_TILE_MN * kp /
-                     (peak * PLAN_GEMM_EFF);
+    /* one tile per SM at a time, so a wave is `sms` tiles of 2 * 128 *
+     * 128 * kp FLOPs in parallel, each SM at peak/sms: a GEMM of 109
+     * tiles on a 108-SM A100 takes two waves (wave quantisation) */
+    double sms = d->sms > 0 ? d->sms : PLAN_WAVE_TILES;
+    double waves = ceil(tiles / sms);
+    double compute = waves * sms * 2.0 * PLAN_TILE_MN * PLAN_TILE_MN * kp / (peak * PLAN_GEMM_EFF);
     return fmax(compute, traffic) + PLAN_KERNEL_GAP;
 }
 
@@ -151,12 +154,35 @@ static double bucketed(const Cluster *cl, PlanCollective c, PlanGroup g, double 
     return n * plan_comm_cost(cl, c, ALGO_AUTO, g, bytes / n).time;
 }
 
+/* A chunk's DP collectives from its gradient bytes and layers (one
+ * bucket per layer): the reduction (all-reduce under ZeRO 0, else
+ * reduce-scatter), ZeRO-3's parameter all-gather, ZeRO-1/2's all-gather
+ * of the updated shards. */
+static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, PlanChunkCost *c)
+{
+    c->reduce = c->gather = c->sync = 0;
+    if (l->dp <= 1) return;
+    c->reduce = bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER, dpg, c->grad_bytes,
+                         c->layers);
+    if (l->zero >= 3) c->gather = bucketed(cl, COLL_ALL_GATHER, dpg, c->grad_bytes, c->layers);
+    if (l->zero == 1 || l->zero == 2)
+        c->sync = plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, dpg, c->grad_bytes).time;
+}
+
+void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
+{
+    c->grad_bytes = plan_dtype_bytes(p->model.dtype) * (double)c->params;
+    dp_times(&p->cluster, l, plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP), c);
+}
+
 bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
 {
     const Model *mo = &p->model;
     const Cluster *cl = &p->cluster;
     memset(out, 0, sizeof *out);
     out->layout = *l;
+    out->reduce_after_flush = p->grad_reduce_after_flush;
+    out->p2p_blocking = p->p2p_blocking;
     out->n_micro = plan_micro_batches(l);
     out->n_chunks = l->pp * l->chunks;
     out->chunk = calloc((size_t)out->n_chunks, sizeof *out->chunk);
@@ -262,18 +288,27 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
         c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
         c->p2p = l->pp > 1 ? plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, c->p2p_bytes).time : 0;
         c->grad_bytes = e * (double)c->params;
-        if (l->dp > 1) {
-            c->reduce = bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER,
-                                 dpg, c->grad_bytes, c->layers);
-            if (l->zero >= 3) c->gather = bucketed(cl, COLL_ALL_GATHER, dpg, c->grad_bytes, c->layers);
-            if (l->zero == 1 || l->zero == 2)
-                c->sync = plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, dpg, c->grad_bytes).time;
-        }
+        dp_times(cl, l, dpg, c);
         out->opt_params[k % l->pp] += c->params;
     }
+    /* Megatron keeps the tied word table on the first and the last stage
+     * and all-reduces its gradient between the two every step, after the
+     * DP reduction and before the optimizer step, on the critical path
+     * (Shoeybi et al. 2019; Narayanan et al. 2021 Sec. 3: the embedding
+     * group; Megatron's _allreduce_embedding_grads): V h / t elements per
+     * TP rank, an all-reduce over 2 GPUs (bus factor 2(n-1)/n = 1) over
+     * the PP link. It is part of those stages' OPT_STEP time. */
+    if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp)
+        for (int i = 0; i < mo->n_layers; i++)
+            if (mo->layers[i].kind == LAYER_LM_HEAD && mo->layers[i].tied) {
+                double bytes = e * ceil((double)mo->vocab * (double)mo->dim / l->tp);
+                double t = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, pair, bytes).time;
+                out->cost[emb_chunk].embed = out->cost[head_chunk].embed = t;
+            }
     for (int s = 0; s < l->pp; s++) {
         if (l->zero >= 1) out->opt_params[s] = (out->opt_params[s] + (uint64_t)l->dp - 1) / (uint64_t)l->dp;
         out->opt[s] = stream_time(&cl->device, PLAN_ADAM_BYTES * (double)out->opt_params[s], 1);
+        for (int v = 0; v < l->chunks; v++) out->opt[s] += out->cost[v * l->pp + s].embed;
     }
     return !ovf;
 }
@@ -306,46 +341,6 @@ static double gathered(double compute, double gather, int n)
     return fmax(compute + gather / n, gather + compute / n);
 }
 
-/* The bucketed reduce that follows a compute op of `compute` seconds, each
- * bucket ready as its layer finishes: time it runs past the compute's end. */
-static double reduce_tail(double compute, double reduce, int n)
-{
-    if (reduce <= 0) return 0;
-    if (n < 1) n = 1;
-    return fmax(reduce / n, reduce - compute + compute / n);
-}
-
-typedef struct {
-    double F, B, Bi, W, X;   /* per stage per micro-batch */
-} StageSum;
-
-static void stage_sums(const PlanCosts *c, StageSum *ss)
-{
-    const Layout *l = &c->layout;
-    for (int s = 0; s < l->pp; s++) {
-        StageSum *t = &ss[s];
-        memset(t, 0, sizeof *t);
-        for (int v = 0; v < l->chunks; v++) {
-            const PlanChunkCost *k = &c->cost[v * l->pp + s];
-            double f = gathered(k->fwd, k->gather, k->layers);
-            double b = gathered(k->bwd, k->gather, k->layers);
-            /* ZeRO-3: the next gather queues behind this reduce on the comm stream */
-            if (l->zero >= 3)
-                b += reduce_tail(l->schedule == SCHED_ZB_H1 ? k->bwd_weight : k->bwd, k->reduce,
-                                 k->layers);
-            /* the comm stream serialises each pass's gather (and the
-             * backward's reduction): a pass lasts at least as long */
-            f = fmax(f, k->gather);
-            b = fmax(b, k->gather + (l->zero >= 2 ? k->reduce : 0));
-            t->F += f;
-            t->B += b;
-            t->W += k->bwd_weight;
-            t->Bi += b - k->bwd_weight;
-        }
-        t->X = t->F + t->B;
-    }
-}
-
 static double max_p2p(const PlanCosts *c)
 {
     double x = 0;
@@ -353,104 +348,55 @@ static double max_p2p(const PlanCosts *c)
     return x;
 }
 
-/* Why: the pipeline part of a step in closed form, so search need not
- * lower and simulate (tests hold it to the simulator). */
-static double pipeline_time(const PlanCosts *c, const StageSum *ss, double *busy)
-{
-    const Layout *l = &c->layout;
-    int p = l->pp, v = l->chunks, top = 0;
-    double m = (double)c->n_micro, cp = max_p2p(c);
-    double maxF = 0, maxB = 0, sumF = 0, sumB = 0, maxX = 0, sumX = 0;
-    for (int s = 0; s < p; s++) {
-        maxF = fmax(maxF, ss[s].F); sumF += ss[s].F;
-        maxB = fmax(maxB, ss[s].B); sumB += ss[s].B;
-        if (ss[s].X > maxX) { maxX = ss[s].X; top = s; }
-        sumX += ss[s].X;
-    }
-    *busy = m * maxX;
-    switch (l->schedule) {
-    case SCHED_GPIPE:
-        return sumF + (m - 1) * maxF + sumB + (m - 1) * maxB + 2 * (p - 1) * cp;
-    case SCHED_ZB_H1: {
-        /* each stage's share of the fill, (p-1)(F+B+W) in 1F1B, shrinks by
-         * W for the chain of input gradients and by up to W more for the
-         * weight passes that fill the cool-down — one per further
-         * micro-batch, at most p-1 (Qi et al. 2023: (p-1)(F+B-W) when m >= p) */
-        double k = p > 1 ? fmin(m - 1, p - 1) / (p - 1) : 0, fill = 0;
-        for (int s = 0; s < p; s++)
-            if (s != top) fill += fmax(ss[s].X - (1 + k) * ss[s].W, 0);
-        return m * maxX + fill + 2 * (p - 1) * cp;
-    }
-    case SCHED_INTERLEAVED:
-        if (c->n_micro == p)   /* Megatron runs every forward in the warm-up */
-            return m * (maxF + maxB) + (sumF - maxF + sumB - maxB) / v + 2 * (p - 1) * cp;
-        return m * maxX + (sumX - maxX) / v + 2 * (p - 1) * cp;
-    default:   /* 1F1B */
-        return m * maxX + (sumX - maxX) + 2 * (p - 1) * cp;
-    }
-}
-
-/* Seconds the stage's last gradient reductions run past its last backward.
- * Each chunk's reduction drains that chunk's last backward (ZB-H1: weight
- * pass) bucket by bucket; under interleaving the chunks' last backwards
- * come p steps apart (Megatron's cool-down: chunk v-1 first, chunk 0 last)
- * and their reductions queue on the one comm stream. Bucket pipeline of n
- * pieces over a compute span [a, a+b] with the stream free at t0 ends at
- * max(t0 + R, a + b/n + R, a + b + R/n). */
-static double dp_tail(const PlanCosts *c, int s)
-{
-    const Layout *l = &c->layout;
-    int p = l->pp;
-    if (l->zero >= 3) return 0;   /* counted in every backward already */
-    double t = -INFINITY, e = 0;   /* e: end of chunk v-1's last backward, chunk 0's = 0 */
-    for (int v = 1; v < l->chunks; v++) e -= (double)(c->n_micro < p ? c->n_micro : p) * c->cost[v * p + s].bwd;
-    for (int v = l->chunks - 1; v >= 0; v--) {
-        const PlanChunkCost *k = &c->cost[v * p + s];
-        double b = l->schedule == SCHED_ZB_H1 ? k->bwd_weight : k->bwd;
-        double n = k->layers > 0 ? k->layers : 1, a = e - b;
-        if (k->reduce > 0)
-            t = fmax(t + k->reduce, fmax(a + b / n + k->reduce, a + b + k->reduce / n));
-        if (v > 0) e += (double)(c->n_micro < p ? c->n_micro : p) * c->cost[(v - 1) * p + s].bwd;
-    }
-    return fmax(t, 0);
-}
-
 double plan_pipeline_time(const PlanCosts *c)
 {
-    StageSum *ss = calloc((size_t)c->layout.pp, sizeof *ss);
-    if (!ss) return 0;
-    double busy;
-    stage_sums(c, ss);
-    double t = pipeline_time(c, ss, &busy);
-    free(ss);
-    return t;
+    const Layout *l = &c->layout;
+    int p = l->pp, v = l->chunks;
+    bool zb = l->schedule == SCHED_ZB_H1;
+    double m = (double)c->n_micro, bound = 0, chain = 0;   /* chain: stages before s, chunk 0 */
+    for (int s = 0; s < p; s++) {
+        double X = 0;
+        for (int ch = 0; ch < v; ch++) X += c->cost[ch * p + s].fwd + c->cost[ch * p + s].bwd;
+        bound = fmax(bound, chain + m * X);
+        const PlanChunkCost *k = &c->cost[s];
+        chain += k->fwd + k->p2p + (zb ? 0 : k->bwd + k->p2p);
+        if (l->zero >= 3) {
+            /* the comm stream runs, first in first out, every pass's
+             * gather and, before the last backward's gather, every other
+             * backward's reduction (not counted under zb-h1, where they
+             * follow the deferred weight passes, nor when they wait for the
+             * flush); the last pass ends after its gather */
+            double G = 0, R = 0;
+            for (int ch = 0; ch < v; ch++) { G += c->cost[ch * p + s].gather; R += c->cost[ch * p + s].reduce; }
+            bound = fmax(bound, 2 * m * G + (zb || c->reduce_after_flush ? 0 : m * R - k->reduce));
+        }
+    }
+    return bound;
 }
 
-/* Step time and its breakdown from the closed forms. */
-static void step_times(const PlanCosts *c, PlanEval *ev)
+/* Why: the step time is the simulated time of the very Program `check`
+ * lowers — no closed form covers uneven chunks, m < p, ZeRO-3's gathers
+ * queueing behind reductions and zb-h1's list-scheduled weight passes at
+ * once — computed by plan_simulate_costs() over the micro-steps, without
+ * building the ops. The breakdown is of the stage that ends last. */
+static bool step_times(const PlanCosts *c, PlanEval *ev)
 {
     const Layout *l = &c->layout;
     int p = l->pp;
     double m = (double)c->n_micro, cp = max_p2p(c);
-    StageSum *ss = calloc((size_t)p, sizeof *ss);
-    if (!ss) return;
-    stage_sums(c, ss);
-    double busy, T = pipeline_time(c, ss, &busy);
-    double step = 0, offset = 0;
-    int crit = 0;
-    double crit_dp = 0;
-    for (int s = 0; s < p; s++) {
-        double dp = dp_tail(c, s);
-        double sync = 0;
-        for (int v = 0; v < l->chunks; v++) sync += c->cost[v * p + s].sync;
-        double tail = dp + c->opt[s] + sync;
-        double end = T - offset + tail;
-        if (end > step) { step = end; crit = s; crit_dp = dp; }
-        offset += ss[s].B / l->chunks + cp;
+    PlanOpCosts oc;
+    PlanSimSummary sm;
+    bool ok = plan_op_costs_alloc(&oc, p, l->chunks);
+    if (ok) {
+        plan_op_costs_fill(c, &oc);
+        ok = plan_simulate_costs(&oc, &sm);
     }
-    ev->step_time = step;
-    ev->bubble_fraction = busy > 0 ? (T - busy) / busy : 0;
+    plan_op_costs_free(&oc);
+    if (!ok) return false;
+    ev->step_time = sm.step_time;
+    ev->bubble_fraction = sm.bubble_fraction;
 
+    int crit = sm.critical;
     PlanTimes *t = &ev->times;
     memset(t, 0, sizeof *t);
     for (int v = 0; v < l->chunks; v++) {
@@ -463,13 +409,14 @@ static void step_times(const PlanCosts *c, PlanEval *ev)
         t->gather_exposed += m * (gathered(k->fwd, k->gather, k->layers) - k->fwd +
                                   gathered(k->bwd, k->gather, k->layers) - k->bwd);
         t->sync += k->sync;
+        t->embed += k->embed;
     }
     t->p2p = 2 * (p - 1) * cp;
-    t->dp_exposed = crit_dp;
-    t->optimizer = c->opt[crit];
-    t->bubble = fmax(0, step - t->compute - t->tp - t->p2p - t->dp_exposed -
-                        t->gather_exposed - t->sync - t->optimizer);
-    free(ss);
+    t->dp_exposed = sm.reduce_wait;
+    t->optimizer = c->opt[crit] - t->embed;
+    t->bubble = fmax(0, ev->step_time - t->compute - t->tp - t->p2p - t->dp_exposed -
+                        t->gather_exposed - t->sync - t->optimizer - t->embed);
+    return true;
 }
 
 /* ---- evaluation ------------------------------------------------------- */
@@ -522,7 +469,12 @@ void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
                  ev->worst_stage, m->total_bytes / 1073741824.0, m->capacity / 1073741824.0,
                  item, b / 1073741824.0);
     }
-    step_times(&c, ev);
+    if (!step_times(&c, ev)) {
+        ev->valid = ev->feasible = false;
+        snprintf(ev->why, sizeof ev->why, "the schedule could not be simulated (out of memory or deadlock)");
+        plan_costs_free(&c);
+        return;
+    }
     double gpus = (double)l->dp * l->tp * l->pp;
     /* every GEMM is split t ways, so the step's FLOPs are t x dp x m x the
      * per-GPU forward FLOPs of all chunks (x 3: backward = 2 x forward) */

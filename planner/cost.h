@@ -20,6 +20,7 @@
 #include "planner/plan.h"
 #include "planner/layout.h"
 #include "planner/memory.h"
+#include "planner/program.h"
 
 /* Device efficiency assumptions (README, section planner). Tile and wave
  * quantisation apply to tensor-core devices (16-bit peak > 2 x fp32 peak). */
@@ -28,7 +29,7 @@
 #define PLAN_KERNEL_GAP  2e-6   /* s, launch/ramp gap per kernel */
 #define PLAN_TILE_MN     128    /* GEMM output tile edge (cuBLAS/CUTLASS) */
 #define PLAN_TILE_K      32     /* GEMM k step */
-#define PLAN_WAVE_TILES  128    /* tiles run concurrently (one per SM, 108-132 SMs) */
+#define PLAN_WAVE_TILES  128    /* tiles run concurrently when Device.sms is 0 (one per SM) */
 #define PLAN_ADAM_BYTES  28.0   /* HBM bytes per parameter of one AdamW step */
 
 /* The cost of one model chunk (virtual stage) for one micro-batch on one GPU. */
@@ -52,6 +53,9 @@ typedef struct {
     double   reduce;         /* s: DP gradient all-reduce (ZeRO 0) or reduce-scatter */
     double   gather;         /* s: ZeRO-3 parameter all-gather of the chunk */
     double   sync;           /* s: ZeRO-1/2 all-gather of the updated parameters */
+    double   embed;          /* s: tied-embedding gradient all-reduce between the first and
+                                last stage (pp > 1, tied head), once per step, before the
+                                optimizer (counted in PlanCosts.opt of the stage) */
 } PlanChunkCost;
 
 /* Costs of one layout. */
@@ -65,6 +69,8 @@ typedef struct PlanCosts {
     uint64_t      *opt_params;/* [pp] parameters one GPU updates */
     double         peak_flops;/* dense peak of the model dtype */
     uint64_t       params_total; /* parameters of the whole model, exact */
+    bool           reduce_after_flush; /* Plan.grad_reduce_after_flush */
+    bool           p2p_blocking;       /* Plan.p2p_blocking */
 } PlanCosts;
 
 /* Time breakdown of one step on the critical stage, seconds. */
@@ -76,6 +82,8 @@ typedef struct {
     double dp_total, dp_exposed;        /* DP gradient reduce: total, not hidden */
     double gather_total, gather_exposed;/* ZeRO-3 parameter all-gathers */
     double sync;             /* ZeRO-1/2 parameter all-gather after the step */
+    double embed;            /* tied-embedding gradient all-reduce (first and last stage),
+                                before the optimizer step, exposed */
     double optimizer;        /* AdamW */
     double bubble;           /* pipeline idle time */
 } PlanTimes;
@@ -113,9 +121,23 @@ void plan_costs_free(PlanCosts *c);
 double plan_gemm_time(const Device *d, double peak, double e,
                       double m, double n, double k, double batch);
 
-/* Closed-form pipeline time of one step (forward/backward part only, no
- * DP tail), from per-stage costs. */
+/* A lower bound of the pipeline part of one step (forward/backward only,
+ * no DP tail) from per-chunk costs, whatever the collectives cost: every
+ * stage runs all its compute, after its first micro-batch's forward came
+ * through the stages before it and (all schedules but zb-h1, whose last
+ * ops are deferrable weight passes) before the last backward goes back
+ * through them; under ZeRO-3 its last pass also waits for every gather
+ * and earlier reduction its comm stream runs first. The search prunes with it; it never exceeds the
+ * simulated step time of the same table (tests hold it to that). */
 double plan_pipeline_time(const PlanCosts *c);
+
+/* Fill c's grad_bytes, reduce, gather and sync (the DP collectives) from
+ * its params and layers under layout l, as plan_costs does. */
+void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c);
+
+/* Copy a cost table into the lowering's per-virtual-stage arrays (oc
+ * allocated with plan_op_costs_alloc for the same pp and chunks). */
+void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc);
 
 /* The fast path: resolve defaults, check, cost, memory and closed-form
  * step time of plan p. Always fills ev (valid=false with a reason when the

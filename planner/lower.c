@@ -112,23 +112,30 @@ static PlanOp p2p_op(const PlanOpCosts *c, PlanOpKind kind, int s, int mb, int c
                      double bytes, double dur)
 {
     PlanOp o = op_of(c, kind, s, mb, chunk);
-    o.stream = kind == OP_SEND_ACT || kind == OP_SEND_GRAD ? STREAM_P2P : STREAM_COMPUTE;
+    o.stream = (kind == OP_SEND_ACT || kind == OP_SEND_GRAD) && !c->p2p_blocking ? STREAM_P2P : STREAM_COMPUTE;
     o.peer = peer;
     o.coll = COLL_P2P;
     o.group = GROUP_PP;
     o.bytes = bytes;
-    o.dur = o.stream == STREAM_P2P ? dur : 0;
+    o.dur = kind == OP_SEND_ACT || kind == OP_SEND_GRAD ? dur : 0;
     return o;
 }
 
-/* A compute micro-step of one stage's schedule. */
-typedef enum { STEP_F, STEP_B, STEP_W } StepKind;
-typedef struct { StepKind kind; int mb, chunk; } Step;
+typedef PlanStep Step;
+#define STEP_F PLAN_STEP_F
+#define STEP_B PLAN_STEP_B
+#define STEP_W PLAN_STEP_W
 
 /* Whether the gradient reduction of (mb, chunk) follows this step. */
 static bool reduces_after(const PlanOpCosts *c, int mb)
 {
     return c->zero >= 2 || mb == c->n_micro - 1;
+}
+
+double plan_reduce_after(const PlanOpCosts *c, int k, int mb)
+{
+    if (c->reduce_after_flush || !reduces_after(c, mb)) return 0;
+    return c->reduce[k];
 }
 
 /* Expand one micro-step into ops. */
@@ -168,9 +175,9 @@ static bool expand(const PlanOpCosts *c, PlanStageProgram *sp, int s, Step st, b
         if (g >= 0) sp->ops[g].pair = i;
         if (has_prev && emit(sp, p2p_op(c, OP_SEND_GRAD, s, st.mb, st.chunk, prev,
                                         c->p2p_bytes[k], c->p2p[k])) < 0) return false;
-        if (!split_bwd && reduces_after(c, st.mb) && c->reduce[k] > 0) {
-            PlanOp r = comm_op(c, OP_REDUCE_GRADS, s, st.mb, st.chunk, red, c->grad_bytes[k],
-                               c->reduce[k]);
+        double rd = plan_reduce_after(c, k, st.mb);
+        if (!split_bwd && rd > 0) {
+            PlanOp r = comm_op(c, OP_REDUCE_GRADS, s, st.mb, st.chunk, red, c->grad_bytes[k], rd);
             r.pair = i;
             if (emit(sp, r) < 0) return false;
         }
@@ -180,9 +187,9 @@ static bool expand(const PlanOpCosts *c, PlanStageProgram *sp, int s, Step st, b
         PlanOp w = op_of(c, OP_BWD_WEIGHT, s, st.mb, st.chunk);
         w.dur = c->bwd_weight[k];
         if ((i = emit(sp, w)) < 0) return false;
-        if (reduces_after(c, st.mb) && c->reduce[k] > 0) {
-            PlanOp r = comm_op(c, OP_REDUCE_GRADS, s, st.mb, st.chunk, red, c->grad_bytes[k],
-                               c->reduce[k]);
+        double rd = plan_reduce_after(c, k, st.mb);
+        if (rd > 0) {
+            PlanOp r = comm_op(c, OP_REDUCE_GRADS, s, st.mb, st.chunk, red, c->grad_bytes[k], rd);
             r.pair = i;
             if (emit(sp, r) < 0) return false;
         }
@@ -194,26 +201,6 @@ static bool expand(const PlanOpCosts *c, PlanStageProgram *sp, int s, Step st, b
 
 /* ---- the schedules as micro-step orders ------------------------------- */
 
-static int gpipe(int m, Step *out)
-{
-    int n = 0;
-    for (int i = 0; i < m; i++) out[n++] = (Step){ STEP_F, i, 0 };
-    for (int i = 0; i < m; i++) out[n++] = (Step){ STEP_B, i, 0 };
-    return n;
-}
-
-static int one_f_one_b(int p, int s, int m, Step *out)
-{
-    int w = p - s - 1 < m ? p - s - 1 : m, n = 0;
-    for (int i = 0; i < w; i++) out[n++] = (Step){ STEP_F, i, 0 };
-    for (int i = 0; i < m - w; i++) {
-        out[n++] = (Step){ STEP_F, w + i, 0 };
-        out[n++] = (Step){ STEP_B, i, 0 };
-    }
-    for (int i = m - w; i < m; i++) out[n++] = (Step){ STEP_B, i, 0 };
-    return n;
-}
-
 /* Megatron's get_model_chunk_id and micro-batch of micro-step k. */
 static Step interleaved_step(int p, int v, int k, bool fwd)
 {
@@ -221,18 +208,91 @@ static Step interleaved_step(int p, int v, int k, bool fwd)
     return (Step){ fwd ? STEP_F : STEP_B, (k / (p * v)) * p + k % p, fwd ? c : v - 1 - c };
 }
 
-static int interleaved(int p, int s, int m, int v, Step *out)
+/* GPipe, 1F1B and interleaved 1F1B share one shape: of T forwards, w run
+ * in the warm-up, then one forward / one backward T - w times, then w
+ * backwards in the cool-down. GPipe: w = T = m; 1F1B: T = m, w =
+ * min(p-s-1, m); interleaved: T = m v, w = 2(p-s-1) + (v-1)p (all of them
+ * when m == p), at most T. */
+PlanStep plan_schedule_step(int schedule, int p, int s, int64_t m, int v, int i)
 {
-    int total = m * v, n = 0;
-    int w = m == p ? total : 2 * (p - s - 1) + (v - 1) * p;
-    if (w > total) w = total;
-    for (int k = 0; k < w; k++) out[n++] = interleaved_step(p, v, k, true);
-    for (int i = 0; i < total - w; i++) {
-        out[n++] = interleaved_step(p, v, w + i, true);
-        out[n++] = interleaved_step(p, v, i, false);
+    int T = schedule == SCHED_INTERLEAVED ? (int)m * v : (int)m;
+    int w = schedule == SCHED_GPIPE ? T
+          : schedule == SCHED_INTERLEAVED ? (m == p ? T : 2 * (p - s - 1) + (v - 1) * p)
+          : p - s - 1;
+    if (w > T) w = T;
+    bool fwd;
+    int idx, j = i - w;
+    if (i < w) { fwd = true; idx = i; }
+    else if (j < 2 * (T - w)) { fwd = !(j & 1); idx = fwd ? w + j / 2 : j / 2; }
+    else { fwd = false; idx = T - w + (j - 2 * (T - w)); }
+    if (schedule == SCHED_INTERLEAVED) return interleaved_step(p, v, idx, fwd);
+    return (Step){ fwd ? STEP_F : STEP_B, idx, 0 };
+}
+
+static int one_f_one_b(int p, int s, int m, Step *out)
+{
+    for (int i = 0; i < 2 * m; i++) out[i] = plan_schedule_step(SCHED_1F1B, p, s, m, 1, i);
+    return 2 * m;
+}
+
+/* The state of zb-h1's list scheduler. */
+typedef struct {
+    int     p, m;
+    double *act;            /* [p*m] input of F(mb) at stage s arrives */
+    double *grad;           /* [p*m] output gradient of B(mb) at stage s arrives */
+    int    *nf, *nb, *nw;   /* [p] forwards, input and weight passes done */
+    int    *pos;            /* [p] next step of the stage's 1F1B order */
+    double *free_t;         /* [p] when the stage's compute is free */
+    Step   *fb;             /* [p][2m] each stage's 1F1B order of F and B */
+    double *key;            /* [p] when the stage can act next (INFINITY: never) */
+    bool   *take;           /* [p] whether that action is its next F/B (else a W) */
+    int    *heap, *where;   /* min-heap of stages by (key, stage) and its inverse */
+} Zb;
+
+/* When stage t can act next and whether that is its next F/B (else a W):
+ * a pending weight pass runs as soon as the stage is free, unless its next
+ * F/B is ready by then and would not put more than p micro-batches
+ * between forward and weight pass. */
+static double zb_at(const Zb *z, int t, bool *take_x)
+{
+    int m = z->m;
+    *take_x = false;
+    if (z->nw[t] >= m) return INFINITY;
+    const Step *x = z->pos[t] < 2 * m ? &z->fb[(size_t)t * 2 * m + z->pos[t]] : NULL;
+    double tx = !x ? INFINITY : x->kind == STEP_F ? z->act[t * m + x->mb] : z->grad[t * m + x->mb];
+    bool forced = x && x->kind == STEP_F && z->nf[t] - z->nw[t] >= z->p;
+    bool pending = z->nb[t] > z->nw[t];
+    double at = pending || z->free_t[t] > tx ? z->free_t[t] : tx;
+    *take_x = x && !forced && tx <= at;
+    return at;
+}
+
+static bool zb_less(const Zb *z, int a, int b)
+{
+    return z->key[a] < z->key[b] || (z->key[a] == z->key[b] && a < b);
+}
+
+static void zb_swap(Zb *z, int i, int j)
+{
+    int a = z->heap[i], b = z->heap[j];
+    z->heap[i] = b; z->heap[j] = a;
+    z->where[b] = i; z->where[a] = j;
+}
+
+/* Recompute stage t's key and restore the heap order around it. */
+static void zb_fix(Zb *z, int t)
+{
+    z->key[t] = zb_at(z, t, &z->take[t]);
+    int i = z->where[t];
+    while (i > 0 && zb_less(z, z->heap[i], z->heap[(i - 1) / 2])) { zb_swap(z, i, (i - 1) / 2); i = (i - 1) / 2; }
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, s = i;
+        if (l < z->p && zb_less(z, z->heap[l], z->heap[s])) s = l;
+        if (r < z->p && zb_less(z, z->heap[r], z->heap[s])) s = r;
+        if (s == i) break;
+        zb_swap(z, i, s);
+        i = s;
     }
-    for (int k = total - w; k < total; k++) out[n++] = interleaved_step(p, v, k, false);
-    return n;
 }
 
 /* ZB-H1 by list scheduling over all stages at once (see the essay): each
@@ -240,63 +300,78 @@ static int interleaved(int p, int s, int m, int v, Step *out)
  * slots a weight pass in whenever the next F/B is not ready yet, or when a
  * forward would put more than p micro-batches between forward and weight
  * pass (1F1B's peak, that of its stage 0). Why a scheduler and not a fixed
- * pattern: the best place for each W depends on F, B and W's costs. */
+ * pattern: the best place for each W depends on F, B and W's costs. The
+ * stage that can act first (the lowest on ties) acts next; its action
+ * changes only its own key and its neighbours', so a heap keeps the choice
+ * O(log p) per step. */
 static bool zb_h1(const PlanOpCosts *c, Step **order, int *len)
 {
     int p = c->pp, m = (int)c->n_micro;
-    double *act = malloc(sizeof(double) * (size_t)(p * m));   /* input of F(mb) at stage s arrives */
-    double *grad = malloc(sizeof(double) * (size_t)(p * m));  /* output grad of B(mb) at s arrives */
-    int *nf = calloc((size_t)p, sizeof(int)), *nb = calloc((size_t)p, sizeof(int));
-    int *nw = calloc((size_t)p, sizeof(int)), *pos = calloc((size_t)p, sizeof(int));
-    double *free_t = calloc((size_t)p, sizeof(double));
-    Step *fb = malloc(sizeof(Step) * (size_t)(2 * m) * (size_t)p);
-    bool ok = act && grad && nf && nb && nw && pos && free_t && fb;
-    for (int i = 0; ok && i < p * m; i++) { act[i] = INFINITY; grad[i] = INFINITY; }
-    for (int i = 0; ok && i < m; i++) act[i] = 0;        /* stage 0 reads the data */
-    for (int t = 0; ok && t < p; t++) one_f_one_b(p, t, m, fb + (size_t)t * 2 * m);
+    Zb z = { .p = p, .m = m };
+    z.act = malloc(sizeof(double) * (size_t)(p * m));
+    z.grad = malloc(sizeof(double) * (size_t)(p * m));
+    z.nf = calloc((size_t)p, sizeof(int)); z.nb = calloc((size_t)p, sizeof(int));
+    z.nw = calloc((size_t)p, sizeof(int)); z.pos = calloc((size_t)p, sizeof(int));
+    z.free_t = calloc((size_t)p, sizeof(double));
+    z.fb = malloc(sizeof(Step) * (size_t)(2 * m) * (size_t)p);
+    z.key = malloc(sizeof(double) * (size_t)p);
+    z.take = malloc(sizeof(bool) * (size_t)p);
+    z.heap = malloc(sizeof(int) * (size_t)p); z.where = malloc(sizeof(int) * (size_t)p);
+    bool ok = z.act && z.grad && z.nf && z.nb && z.nw && z.pos && z.free_t && z.fb && z.key &&
+              z.take && z.heap && z.where;
+    for (int i = 0; ok && i < p * m; i++) { z.act[i] = INFINITY; z.grad[i] = INFINITY; }
+    for (int i = 0; ok && i < m; i++) z.act[i] = 0;        /* stage 0 reads the data */
+    for (int t = 0; ok && t < p; t++) one_f_one_b(p, t, m, z.fb + (size_t)t * 2 * m);
+    for (int t = 0; ok && t < p; t++) { z.heap[t] = t; z.where[t] = t; z.key[t] = 0; }
+    for (int t = 0; ok && t < p; t++) zb_fix(&z, t);
     int done = 0, need = 3 * p * m;
     while (ok && done < need) {
-        /* the stage that can act first; an earlier arrival for it could
-         * only come from a stage acting earlier, which would be chosen */
-        int s = -1;
-        double now = INFINITY;
-        bool take_x = false;
-        for (int t = 0; t < p; t++) {
-            if (nw[t] >= m) continue;
-            const Step *x = pos[t] < 2 * m ? &fb[(size_t)t * 2 * m + pos[t]] : NULL;
-            double tx = !x ? INFINITY : x->kind == STEP_F ? act[t * m + x->mb] : grad[t * m + x->mb];
-            bool forced = x && x->kind == STEP_F && nf[t] - nw[t] >= p;
-            bool pending = nb[t] > nw[t];
-            double at = pending ? free_t[t] : fmax(free_t[t], tx);
-            if (at < now) {
-                now = at; s = t;
-                take_x = x && !forced && tx <= at;
-            }
-        }
-        if (s < 0 || now == INFINITY) { ok = false; break; }
-        Step st = take_x ? fb[(size_t)s * 2 * m + pos[s]] : (Step){ STEP_W, nw[s], 0 };
+        int s = z.heap[0];
+        bool take_x = z.take[s];
+        double now = z.key[s];
+        if (now == INFINITY) { ok = false; break; }
+        Step st = take_x ? z.fb[(size_t)s * 2 * m + z.pos[s]] : (Step){ STEP_W, z.nw[s], 0 };
         int k = s;   /* zb-h1 has one chunk: vstage = stage */
         double dur = st.kind == STEP_F ? c->fwd[k] : st.kind == STEP_B ? c->bwd_input[k]
                                                                        : c->bwd_weight[k];
         double end = now + dur;
         order[s][len[s]++] = st;
         if (st.kind == STEP_F) {
-            if (s + 1 < p) act[(s + 1) * m + st.mb] = end + c->p2p[k];
-            else grad[s * m + st.mb] = end;            /* the last stage's loss gradient */
-            nf[s]++;
-            pos[s]++;
+            if (s + 1 < p) z.act[(s + 1) * m + st.mb] = end + c->p2p[k];
+            else z.grad[s * m + st.mb] = end;            /* the last stage's loss gradient */
+            z.nf[s]++;
+            z.pos[s]++;
         } else if (st.kind == STEP_B) {
-            if (s > 0) grad[(s - 1) * m + st.mb] = end + c->p2p[k];
-            nb[s]++;
-            pos[s]++;
+            if (s > 0) z.grad[(s - 1) * m + st.mb] = end + c->p2p[k];
+            z.nb[s]++;
+            z.pos[s]++;
         } else {
-            nw[s]++;
+            z.nw[s]++;
         }
-        free_t[s] = end;
+        z.free_t[s] = end;
         done++;
+        /* a forward feeds the next stage, a backward the previous one */
+        zb_fix(&z, s);
+        if (st.kind == STEP_F && s + 1 < p) zb_fix(&z, s + 1);
+        if (st.kind == STEP_B && s > 0) zb_fix(&z, s - 1);
     }
-    free(act); free(grad); free(nf); free(nb); free(nw); free(pos); free(free_t); free(fb);
+    free(z.act); free(z.grad); free(z.nf); free(z.nb); free(z.nw); free(z.pos); free(z.free_t);
+    free(z.fb); free(z.key); free(z.take); free(z.heap); free(z.where);
     return ok && done == need;
+}
+
+bool plan_schedule_steps(const PlanOpCosts *c, PlanStep **order, int *len)
+{
+    int p = c->pp, v = c->chunks, m = (int)c->n_micro;
+    if (m <= 0) return false;
+    for (int s = 0; s < p; s++) len[s] = 0;
+    if (c->schedule == SCHED_ZB_H1) return zb_h1(c, order, len);
+    int n = 2 * m * (c->schedule == SCHED_INTERLEAVED ? v : 1);
+    for (int s = 0; s < p; s++) {
+        for (int i = 0; i < n; i++) order[s][i] = plan_schedule_step(c->schedule, p, s, m, v, i);
+        len[s] = n;
+    }
+    return true;
 }
 
 bool plan_lower_costs(const PlanOpCosts *c, PlanProgram *out)
@@ -313,18 +388,21 @@ bool plan_lower_costs(const PlanOpCosts *c, PlanProgram *out)
         out->stages[s].stage = s;
         ok = (order[s] = malloc(sizeof(Step) * (size_t)(3 * m * v))) != NULL;
     }
-    if (ok) {
-        if (c->schedule == SCHED_ZB_H1) ok = zb_h1(c, order, len);
-        else
-            for (int s = 0; s < p; s++)
-                len[s] = c->schedule == SCHED_GPIPE ? gpipe(m, order[s])
-                       : c->schedule == SCHED_INTERLEAVED ? interleaved(p, s, m, v, order[s])
-                       : one_f_one_b(p, s, m, order[s]);
-    }
+    if (ok) ok = plan_schedule_steps(c, order, len);
     for (int s = 0; ok && s < p; s++) {
         PlanStageProgram *sp = &out->stages[s];
         for (int i = 0; ok && i < len[s]; i++)
             ok = expand(c, sp, s, order[s][i], c->schedule == SCHED_ZB_H1);
+        /* reductions that wait for the flush: one per chunk, each the
+         * whole of it (pair -1: it drains nothing), then the step */
+        for (int ch = 0; ok && c->reduce_after_flush && ch < v; ch++) {
+            int k = ch * p + s;
+            double d = c->reduce[k];
+            if (d > 0)
+                ok = emit(sp, comm_op(c, OP_REDUCE_GRADS, s, m - 1, ch,
+                                      c->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER,
+                                      c->grad_bytes[k], d)) >= 0;
+        }
         PlanOp o = op_of(c, OP_OPT_STEP, s, -1, 0);
         o.chunk = -1; o.vstage = -1; o.dur = c->opt[s];
         ok = ok && emit(sp, o) >= 0;
@@ -343,6 +421,25 @@ bool plan_lower_costs(const PlanOpCosts *c, PlanProgram *out)
     return ok;
 }
 
+void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
+{
+    const Layout *l = &pc->layout;
+    oc->zero = l->zero; oc->schedule = l->schedule; oc->n_micro = pc->n_micro;
+    oc->reduce_after_flush = pc->reduce_after_flush;
+    oc->p2p_blocking = pc->p2p_blocking;
+    for (int k = 0; k < pc->n_chunks; k++) {
+        const PlanChunkCost *cc = &pc->cost[k];
+        oc->fwd[k] = cc->fwd; oc->bwd[k] = cc->bwd;
+        oc->bwd_input[k] = cc->bwd_input; oc->bwd_weight[k] = cc->bwd_weight;
+        oc->p2p[k] = cc->p2p; oc->p2p_bytes[k] = cc->p2p_bytes;
+        oc->reduce[k] = cc->reduce; oc->gather[k] = cc->gather; oc->sync[k] = cc->sync;
+        oc->grad_bytes[k] = cc->grad_bytes;
+        oc->first_layer[k] = pc->chunk[k].first; oc->end_layer[k] = pc->chunk[k].end;
+        oc->layers[k] = cc->layers;
+    }
+    for (int s = 0; s < l->pp; s++) oc->opt[s] = pc->opt ? pc->opt[s] : 0;
+}
+
 bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len)
 {
     Layout l = plan_layout_defaults(p);
@@ -356,18 +453,7 @@ bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len)
         plan_costs_free(&pc);
         return false;
     }
-    oc.zero = l.zero; oc.schedule = l.schedule; oc.n_micro = pc.n_micro;
-    for (int k = 0; k < pc.n_chunks; k++) {
-        const PlanChunkCost *cc = &pc.cost[k];
-        oc.fwd[k] = cc->fwd; oc.bwd[k] = cc->bwd;
-        oc.bwd_input[k] = cc->bwd_input; oc.bwd_weight[k] = cc->bwd_weight;
-        oc.p2p[k] = cc->p2p; oc.p2p_bytes[k] = cc->p2p_bytes;
-        oc.reduce[k] = cc->reduce; oc.gather[k] = cc->gather; oc.sync[k] = cc->sync;
-        oc.grad_bytes[k] = cc->grad_bytes;
-        oc.first_layer[k] = pc.chunk[k].first; oc.end_layer[k] = pc.chunk[k].end;
-        oc.layers[k] = cc->layers;
-    }
-    for (int s = 0; s < l.pp; s++) oc.opt[s] = pc.opt[s];
+    plan_op_costs_fill(&pc, &oc);
     ok = plan_lower_costs(&oc, out);
     if (ok) { out->dp = l.dp; out->tp = l.tp; }
     else snprintf(why, len, "the schedule could not be built (out of memory or deadlock)");

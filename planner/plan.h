@@ -77,6 +77,7 @@ typedef struct {
     double      flops_fp32; /* dense peak FLOP/s in fp32 */
     double      flops_16;   /* dense peak FLOP/s in bf16/fp16 (no sparsity) */
     double      hbm;        /* memory bandwidth, bytes/s */
+    int         sms;        /* streaming multiprocessors, 0 = unknown */
 } Device;
 
 /* A link, per GPU and per direction. */
@@ -137,6 +138,19 @@ typedef struct {
     Layout      layout;
     bool        has_train;       /* a train block was given */
     Train       train;
+    /* How the software that runs the plan reduces gradients: false (planc's
+     * own programs, and the default): each chunk's DP reduction drains its
+     * last backward bucket by bucket, overlapped; true: all of them run
+     * after the pipeline flush, before the optimizer step, as Megatron-LM
+     * did in 2021 (before --overlap-grad-reduce). Set only to model
+     * published runs (planner/validate.c); no .plan syntax sets it. */
+    bool        grad_reduce_after_flush;
+    /* false (planc, the default): pipeline sends run on their own stream
+     * and the sender computes on; true: a send holds the sender's compute
+     * stream until its transfer is done, as Megatron-LM's 2021
+     * p2p_communication (batch_isend_irecv, wait, then
+     * torch.cuda.synchronize()). Set only to model published runs. */
+    bool        p2p_blocking;
 } Plan;
 
 #endif /* PLANC_PLAN_H */

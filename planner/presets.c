@@ -54,7 +54,7 @@ static const uint64_t GiB = 1ull << 30;
 Cluster plan_preset_dgx_a100(int64_t nodes)
 {
     return (Cluster){ .name = "dgx-a100", .nodes = nodes, .gpus_per_node = 8,
-                      .device = { "a100-80gb", 80 * GiB, 19.5e12, 312e12, 2.039e12 },
+                      .device = { "a100-80gb", 80 * GiB, 19.5e12, 312e12, 2.039e12, 108 },
                       .intra = { 300e9, 2e-6 },
                       .inter = { 8 * 200e9 / 8 / 8, 5e-6 } };   /* 8 x 200 Gb/s per node, per GPU: 25 GB/s */
 }
@@ -62,7 +62,7 @@ Cluster plan_preset_dgx_a100(int64_t nodes)
 Cluster plan_preset_dgx_h100(int64_t nodes)
 {
     return (Cluster){ .name = "dgx-h100", .nodes = nodes, .gpus_per_node = 8,
-                      .device = { "h100-sxm", 80 * GiB, 67e12, 989e12, 3.35e12 },
+                      .device = { "h100-sxm", 80 * GiB, 67e12, 989e12, 3.35e12, 132 },
                       .intra = { 450e9, 2e-6 },
                       .inter = { 8 * 400e9 / 8 / 8, 5e-6 } };   /* 50 GB/s per GPU */
 }

@@ -86,8 +86,33 @@ typedef struct {
     double *reduce, *gather, *sync, *grad_bytes;
     int    *first_layer, *end_layer, *layers;
     /* per stage: */
-    double *opt;
+    double *opt;          /* s: the optimizer step (with the tied-embedding all-reduce before it) */
+    bool    reduce_after_flush;   /* Plan.grad_reduce_after_flush */
+    bool    p2p_blocking;         /* Plan.p2p_blocking: sends on the compute stream */
 } PlanOpCosts;
+
+/* One compute micro-step of a stage's schedule: the forward, the backward
+ * (zb-h1: its input-gradient part) or the zb-h1 weight pass of
+ * (mb, chunk). A stage's Program is its steps expanded into ops. */
+typedef enum { PLAN_STEP_F, PLAN_STEP_B, PLAN_STEP_W } PlanStepKind;
+typedef struct { PlanStepKind kind; int mb, chunk; } PlanStep;
+
+/* Every stage's schedule as its order of micro-steps, the order
+ * plan_lower_costs expands into ops: order[s] must hold 3 * n_micro *
+ * chunks steps; len[s] receives the count. False when n_micro < 1 or
+ * out of memory. */
+bool plan_schedule_steps(const PlanOpCosts *c, PlanStep **order, int *len);
+
+/* Micro-step i (0 <= i < 2 m, interleaved 2 m v) of stage s of p under a
+ * gpipe, 1f1b or interleaved schedule of m micro-batches and v chunks, in
+ * O(1) (zb-h1 is list-scheduled: use plan_schedule_steps). */
+PlanStep plan_schedule_step(int schedule, int p, int s, int64_t m, int v, int i);
+
+/* Seconds of the gradient reduction that follows the backward (zb-h1: the
+ * weight pass) of micro-batch mb of virtual stage k, 0 for none: the
+ * chunk's DP reduction after its last micro-batch (every one under
+ * ZeRO-2/3); none when the reductions wait for the pipeline flush. */
+double plan_reduce_after(const PlanOpCosts *c, int k, int mb);
 
 /* Lower plan p (layout resolved with plan_layout_defaults and checked)
  * into its Program with durations from the cost model. Returns false

@@ -155,7 +155,7 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
 {
     const PlanTimes *t = &ev->times;
     double other = t->compute + t->tp + t->p2p + t->dp_exposed + t->gather_exposed + t->sync +
-                   t->optimizer;
+                   t->optimizer + t->embed;
     double bub = fmax(0, step - other);
     fprintf(out, "\ntime per step (seconds, the stage that ends last)\n");
     fprintf(out, "  %-28s %10.4f   (of which recomputation %.4f)\n", "compute", t->compute, t->recompute);
@@ -166,68 +166,79 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
     fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "ZeRO-3 parameter gathers",
             t->gather_total, t->gather_exposed, fmax(0, t->gather_total - t->gather_exposed));
     fprintf(out, "  %-28s %10.4f   exposed\n", "ZeRO-1/2 parameter all-gather", t->sync);
+    if (t->embed > 0)
+        fprintf(out, "  %-28s %10.4f   exposed (first + last stage, before the optimizer)\n",
+                "tied-embedding all-reduce", t->embed);
     fprintf(out, "  %-28s %10.4f\n", "optimizer (AdamW)", t->optimizer);
     fprintf(out, "  %-28s %10.4f   (bubble fraction %.4f)\n", "pipeline bubble", bub, bubble);
     fprintf(out, "  %-28s %10.4f   simulated (closed form %.4f)\n", "step", step, closed);
 }
 
-/* The JSON object of DESIGN.md (`check --json`). */
-static void print_json(FILE *out, const Plan *p, const PlanEval *ev, double step, double bubble,
-                       const PlanChunk *chunks, const char *error)
+void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step, double bubble,
+                      const char *error, const char *dominant, bool compact)
 {
     const Layout *l = &ev->layout;
-    fprintf(out, "{\n  \"model\": ");
+    const char *nl = compact ? " " : "\n  ", *item = compact ? "" : "\n    ";
+    fprintf(out, "{%s\"model\": ", compact ? "" : "\n  ");
     json_str(out, p->model.name);
-    fprintf(out, ",\n  \"cluster\": ");
+    fprintf(out, ",%s\"cluster\": ", nl);
     json_str(out, p->cluster.name);
-    fprintf(out, ",\n  \"feasible\": %s,\n  \"params\": %llu,\n", ev->feasible ? "true" : "false",
-            (unsigned long long)ev->params);
-    fprintf(out, "  \"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %lld, "
+    fprintf(out, ",%s\"feasible\": %s,%s\"params\": %llu,%s", nl, ev->feasible ? "true" : "false", nl,
+            (unsigned long long)ev->params, nl);
+    fprintf(out, "\"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %lld, "
                  "\"global_batch\": %lld, \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
-                 "\"sequence_parallel\": %s},\n",
+                 "\"sequence_parallel\": %s},%s",
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
-            l->sequence_parallel == 1 ? "true" : "false");
+            l->sequence_parallel == 1 ? "true" : "false", nl);
     if (error) {
-        fprintf(out, "  \"error\": ");
+        fprintf(out, "\"error\": ");
         json_str(out, error);
-        fprintf(out, ",\n");
+        fprintf(out, ",%s", nl);
     }
-    if (!ev->valid) {   /* every key present; the figures do not exist */
-        fprintf(out, "  \"peak_memory_bytes\": null,\n  \"step_time_s\": null,\n  \"tokens_per_s\": null,\n"
-                     "  \"tflops_per_gpu\": null,\n  \"mfu\": null,\n  \"hfu\": null,\n"
-                     "  \"bubble_fraction\": null,\n  \"stages\": []\n}\n");
+    if (!ev->valid || !ev->stages) {   /* every key present; the figures do not exist */
+        fprintf(out, "\"peak_memory_bytes\": null,%s\"step_time_s\": null,%s\"tokens_per_s\": null,%s"
+                     "\"tflops_per_gpu\": null,%s\"mfu\": null,%s\"hfu\": null,%s"
+                     "\"bubble_fraction\": null,%s\"stages\": []%s}", nl, nl, nl, nl, nl, nl, nl,
+                compact ? "" : "\n");
         return;
     }
-    fprintf(out, "  \"micro_batches\": %lld,\n  \"peak_memory_bytes\": %llu,\n", (long long)ev->n_micro,
-            (unsigned long long)ev->peak_memory);
-    fprintf(out, "  \"step_time_s\": %.9g,\n  \"step_time_closed_form_s\": %.9g,\n", step, ev->step_time);
-    fprintf(out, "  \"tokens_per_s\": %.9g,\n  \"tflops_per_gpu\": %.9g,\n  \"mfu\": %.6f,\n  \"hfu\": %.6f,\n",
-            ev->tokens_per_s * ev->step_time / step, ev->tflops_per_gpu * ev->step_time / step,
-            ev->mfu * ev->step_time / step, ev->hfu * ev->step_time / step);
-    fprintf(out, "  \"bubble_fraction\": %.6f,\n", bubble);
+    double scale = step > 0 ? ev->step_time / step : 1;   /* rates at the simulated step time */
+    fprintf(out, "\"micro_batches\": %lld,%s\"peak_memory_bytes\": %llu,%s", (long long)ev->n_micro, nl,
+            (unsigned long long)ev->peak_memory, nl);
+    fprintf(out, "\"step_time_s\": %.9g,%s\"step_time_closed_form_s\": %.9g,%s", step, nl, ev->step_time, nl);
+    fprintf(out, "\"tokens_per_s\": %.9g,%s\"tflops_per_gpu\": %.9g,%s\"mfu\": %.6f,%s\"hfu\": %.6f,%s",
+            ev->tokens_per_s * scale, nl, ev->tflops_per_gpu * scale, nl, ev->mfu * scale, nl,
+            ev->hfu * scale, nl);
+    fprintf(out, "\"bubble_fraction\": %.6f,%s", bubble, nl);
+    if (dominant) fprintf(out, "\"dominant\": \"%s\",%s", dominant, nl);
     const PlanTimes *t = &ev->times;
-    fprintf(out, "  \"times\": {\"compute_s\": %.9g, \"recompute_s\": %.9g, \"tp_s\": %.9g, \"p2p_s\": %.9g, "
+    fprintf(out, "\"times\": {\"compute_s\": %.9g, \"recompute_s\": %.9g, \"tp_s\": %.9g, \"p2p_s\": %.9g, "
                  "\"dp_total_s\": %.9g, \"dp_exposed_s\": %.9g, \"gather_total_s\": %.9g, "
-                 "\"gather_exposed_s\": %.9g, \"sync_s\": %.9g, \"optimizer_s\": %.9g},\n",
+                 "\"gather_exposed_s\": %.9g, \"sync_s\": %.9g, \"optimizer_s\": %.9g, \"bubble_s\": %.9g, \"embed_s\": %.9g},%s",
             t->compute, t->recompute, t->tp, t->p2p, t->dp_total, t->dp_exposed, t->gather_total,
-            t->gather_exposed, t->sync, t->optimizer);
-    fprintf(out, "  \"stages\": [");
+            t->gather_exposed, t->sync, t->optimizer, t->bubble, t->embed, nl);
+    PlanChunk *ch = calloc((size_t)l->pp * (size_t)l->chunks, sizeof *ch);
+    bool split = ch && plan_split(&p->model, l->pp, l->chunks, ch);
+    fprintf(out, "\"stages\": [");
     for (int s = 0; s < ev->pp; s++) {
         const PlanStageMem *m = &ev->stages[s];
-        fprintf(out, "%s\n    {\"stage\": %d, \"first_layer\": %d, \"end_layer\": %d, "
-                     "\"params_bytes\": %llu, \"grads_bytes\": %llu, \"optimizer_bytes\": %llu, "
+        fprintf(out, "%s%s{\"stage\": %d, ", s ? "," : "", s ? (compact ? " " : item) : item, s);
+        if (split)
+            fprintf(out, "\"first_layer\": %d, \"end_layer\": %d, ", ch[s].first,
+                    ch[(l->chunks - 1) * l->pp + s].end);
+        fprintf(out, "\"params_bytes\": %llu, \"grads_bytes\": %llu, \"optimizer_bytes\": %llu, "
                      "\"activations_bytes\": %llu, \"buffers_bytes\": %llu, \"reserve_bytes\": %llu, "
                      "\"total_bytes\": %llu, \"capacity_bytes\": %llu, \"headroom_bytes\": %lld, "
                      "\"in_flight\": %.4g, \"fits\": %s}",
-                s ? "," : "", s, chunks[s].first, chunks[(l->chunks - 1) * l->pp + s].end,
                 (unsigned long long)m->params_bytes, (unsigned long long)m->grads_bytes,
                 (unsigned long long)m->optimizer_bytes, (unsigned long long)m->activations_bytes,
                 (unsigned long long)m->buffers_bytes, (unsigned long long)m->reserve_bytes,
                 (unsigned long long)m->total_bytes, (unsigned long long)m->capacity,
                 (long long)m->headroom, m->in_flight, m->headroom < 0 ? "false" : "true");
     }
-    fprintf(out, "\n  ]\n}\n");
+    fprintf(out, "%s]%s}", compact ? "" : "\n  ", compact ? "" : "\n");
+    free(ch);
 }
 
 int plan_check_report(FILE *out, const Plan *p, bool json)
@@ -242,7 +253,7 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
     }
     if (!ev.valid) {
         fprintf(stderr, "%s: error: %s\n", file, ev.why);
-        if (json) print_json(out, p, &ev, 0, 0, NULL, ev.why);
+        if (json) { plan_report_json(out, p, &ev, 0, 0, ev.why, NULL, false); fputc('\n', out); }
         plan_eval_free(&ev);
         return 1;
     }
@@ -267,7 +278,8 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
         return 1;
     }
     if (json) {
-        print_json(out, p, &ev, step, bubble, chunks, ev.feasible ? NULL : ev.why);
+        plan_report_json(out, p, &ev, step, bubble, ev.feasible ? NULL : ev.why, NULL, false);
+        fputc('\n', out);
     } else {
         print_memory(out, &ev, chunks);
         print_times(out, &ev, step, bubble, ev.step_time);

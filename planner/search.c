@@ -63,8 +63,7 @@
 #include "planner/layout.h"
 #include "planner/memory.h"
 #include "planner/model.h"
-#include "planner/program.h"
-#include "planner/simulate.h"
+#include "planner/report.h"
 
 /* Relative slack of the estimates against the exact figures: the
  * estimates add the same numbers in another order, so they differ by a
@@ -468,7 +467,29 @@ static double time_bound(Ctx *x, const Layout *l)
     Synth *s = &x->syn;
     s->c.layout = *l;
     s->c.n_micro = plan_micro_batches(l);
+    s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
     return plan_pipeline_time(&s->c);
+}
+
+/* The bound of layout l under ZeRO-3: the same table with every chunk's
+ * gathers and reductions (plan_chunk_dp_times, what plan_costs gives
+ * them), so that the comm stream's share of the bound counts; the
+ * collectives are cleared again for the other ZeRO stages. */
+static double time_bound_zero3(Ctx *x, const Layout *l)
+{
+    Synth *s = &x->syn;
+    PlanChunkCost *c = s->cost, *prev = NULL;
+    for (int k = 0; k < s->c.n_chunks; k++) {
+        if (prev && prev->params == c[k].params && prev->layers == c[k].layers) {
+            c[k].grad_bytes = prev->grad_bytes; c[k].reduce = prev->reduce; c[k].gather = prev->gather;
+        } else {
+            plan_chunk_dp_times(x->p, l, &c[k]);
+        }
+        prev = &c[k];
+    }
+    double t = time_bound(x, l);
+    for (int k = 0; k < s->c.n_chunks; k++) c[k].reduce = c[k].gather = c[k].sync = c[k].grad_bytes = 0;
+    return t;
 }
 
 /* The ZeRO stages of one shape; with estimates, the time bound is only
@@ -490,7 +511,11 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
         bool any = false;
         for (int i = 0; i < n; i++) any |= c[i].fit != FIT_NO;
         double t = any || x->o->record ? time_bound(x, &l) * (1 - SEARCH_REL_SLACK) : INFINITY;
-        for (int i = 0; i < n; i++) c[i].t_lb = t;
+        for (int i = 0; i < n; i++) {
+            c[i].t_lb = t;
+            if (c[i].l.zero >= 3 && isfinite(t) && (c[i].fit != FIT_NO || x->o->record))
+                c[i].t_lb = fmax(t, time_bound_zero3(x, &c[i].l) * (1 - SEARCH_REL_SLACK));
+        }
     }
     x->next_order += n;
     for (int i = 0; i < n; i++) {
@@ -795,31 +820,20 @@ static bool rank_pruned(Ctx *x, TopK *t)
     return true;
 }
 
-/* Why: `check` reports the simulated Program's step time; the search
- * shows its results the same way, so each row re-checks to the digit. */
+/* Why: `check` reports the simulated Program's step time, and so does
+ * plan_evaluate_layout() (cost.c runs the same simulation over the
+ * micro-steps, tests/test_planner.c holds the two equal), so each row
+ * re-checks to the digit without lowering the layout again. */
 static bool simulate_results(const Plan *p, PlanSearch *s)
 {
+    (void)p;
     int n = s->n_results;
     s->sim_step = calloc((size_t)(n ? n : 1), sizeof *s->sim_step);
     s->sim_bubble = calloc((size_t)(n ? n : 1), sizeof *s->sim_bubble);
     if (!s->sim_step || !s->sim_bubble) return false;
     for (int i = 0; i < n; i++) {
-        const PlanEval *e = &s->results[i];
-        Plan q = *p;
-        q.has_layout = true;
-        q.layout = e->layout;
-        s->sim_step[i] = e->step_time;
-        s->sim_bubble[i] = e->bubble_fraction;
-        PlanProgram prog;
-        PlanSimResult sim;
-        char why[256];
-        if (!plan_lower(&q, &prog, why, sizeof why)) continue;
-        if (plan_simulate(&prog, &sim)) {
-            s->sim_step[i] = sim.step_time;
-            s->sim_bubble[i] = sim.bubble_fraction;
-            plan_sim_free(&sim);
-        }
-        plan_program_free(&prog);
+        s->sim_step[i] = s->results[i].step_time;
+        s->sim_bubble[i] = s->results[i].bubble_fraction;
     }
     return true;
 }
@@ -983,68 +997,6 @@ void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
     }
 }
 
-static void json_str(FILE *out, const char *str)
-{
-    fputc('"', out);
-    for (; str && *str; str++) {
-        unsigned char c = (unsigned char)*str;
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c < 0x20) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
-    }
-    fputc('"', out);
-}
-
-/* One result as the object `check --json` prints for that layout: the
- * same keys, values and number formats (the step time and bubble of the
- * simulated Program, the rates at that step time), plus "dominant". */
-static void json_eval(FILE *out, const Plan *p, const PlanEval *e, double step, double bubble)
-{
-    const Layout *l = &e->layout;
-    const PlanTimes *t = &e->times;
-    double scale = step > 0 ? e->step_time / step : 1;
-    fprintf(out, "{\"model\": ");
-    json_str(out, p->model.name);
-    fprintf(out, ", \"cluster\": ");
-    json_str(out, p->cluster.name);
-    fprintf(out, ", \"feasible\": %s, \"params\": %" PRIu64 ", ", e->feasible ? "true" : "false", e->params);
-    fprintf(out, "\"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %" PRId64
-            ", \"global_batch\": %" PRId64 ", \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
-            "\"sequence_parallel\": %s}, ", l->dp, l->tp, l->pp, l->zero, l->micro_batch, l->global_batch,
-            plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
-            l->sequence_parallel == 1 ? "true" : "false");
-    fprintf(out, "\"micro_batches\": %" PRId64 ", \"peak_memory_bytes\": %" PRIu64 ", ", e->n_micro,
-            e->peak_memory);
-    fprintf(out, "\"step_time_s\": %.9g, \"step_time_closed_form_s\": %.9g, ", step, e->step_time);
-    fprintf(out, "\"tokens_per_s\": %.9g, \"tflops_per_gpu\": %.9g, \"mfu\": %.6f, \"hfu\": %.6f, ",
-            e->tokens_per_s * scale, e->tflops_per_gpu * scale, e->mfu * scale, e->hfu * scale);
-    fprintf(out, "\"bubble_fraction\": %.6f, \"dominant\": \"%s\", ", bubble, plan_search_dominant(e));
-    fprintf(out, "\"times\": {\"compute_s\": %.9g, \"recompute_s\": %.9g, \"tp_s\": %.9g, \"p2p_s\": %.9g, "
-            "\"dp_total_s\": %.9g, \"dp_exposed_s\": %.9g, \"gather_total_s\": %.9g, "
-            "\"gather_exposed_s\": %.9g, \"sync_s\": %.9g, \"optimizer_s\": %.9g, \"bubble_s\": %.9g}, ",
-            t->compute, t->recompute, t->tp, t->p2p, t->dp_total, t->dp_exposed, t->gather_total,
-            t->gather_exposed, t->sync, t->optimizer, t->bubble);
-    PlanChunk *ch = calloc((size_t)l->pp * (size_t)l->chunks, sizeof *ch);
-    bool split = ch && plan_split(&p->model, l->pp, l->chunks, ch);
-    fprintf(out, "\"stages\": [");
-    for (int s = 0; s < e->pp && e->stages; s++) {
-        const PlanStageMem *m = &e->stages[s];
-        fprintf(out, "%s{\"stage\": %d, ", s ? ", " : "", s);
-        if (split)
-            fprintf(out, "\"first_layer\": %d, \"end_layer\": %d, ", ch[s].first,
-                    ch[(l->chunks - 1) * l->pp + s].end);
-        fprintf(out, "\"params_bytes\": %" PRIu64 ", \"grads_bytes\": %" PRIu64 ", \"optimizer_bytes\": %" PRIu64
-                ", \"activations_bytes\": %" PRIu64 ", \"buffers_bytes\": %" PRIu64 ", \"reserve_bytes\": %" PRIu64
-                ", \"total_bytes\": %" PRIu64 ", \"capacity_bytes\": %" PRIu64 ", \"headroom_bytes\": %" PRId64
-                ", \"in_flight\": %.4g, \"fits\": %s}",
-                m->params_bytes, m->grads_bytes, m->optimizer_bytes, m->activations_bytes,
-                m->buffers_bytes, m->reserve_bytes, m->total_bytes, m->capacity, m->headroom,
-                m->in_flight, m->headroom < 0 ? "false" : "true");
-    }
-    fprintf(out, "]}");
-    free(ch);
-}
-
 void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
 {
     fprintf(out, "{\"evaluated\": %" PRId64 ", \"feasible\": %" PRId64 ", \"search_time_s\": %.6f"
@@ -1056,12 +1008,14 @@ void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
             s->dropped.memory, s->dropped.invalid);
     for (int i = 0; i < s->n_results; i++) {
         fputs(i ? ",\n  " : "\n  ", out);
-        json_eval(out, p, &s->results[i], s->sim_step[i], s->sim_bubble[i]);
+        plan_report_json(out, p, &s->results[i], s->sim_step[i], s->sim_bubble[i], NULL,
+                         plan_search_dominant(&s->results[i]), true);
     }
     fprintf(out, "%s]", s->n_results ? "\n" : "");
     if (s->has_closest) {
         fprintf(out, ", \"closest\": ");
-        json_eval(out, p, &s->closest, s->closest.step_time, s->closest.bubble_fraction);
+        plan_report_json(out, p, &s->closest, s->closest.step_time, s->closest.bubble_fraction,
+                         s->closest.feasible ? NULL : s->closest.why, plan_search_dominant(&s->closest), true);
     }
     fprintf(out, "}\n");
 }

@@ -41,12 +41,13 @@
  *     ~ 100 GFLOPS for both "fp32" and "16-bit" (the CPU target computes in
  *     fp32), dual-channel DDR4 ~ 20 GB/s.
  * "80 GB" of the A100/H100 is 80 GiB of usable HBM; the H200's 141 GB is
- * decimal. */
+ * decimal. SMs: 108 on the A100 SXM4 (A100 whitepaper), 132 on the H100 and
+ * H200 SXM (H100 whitepaper); 0 (unknown) for the CPU. */
 static const Device PRESETS[] = {
-    { "a100-sxm-80gb",  80ull << 30,       19.5e12, 312e12, 2.039e12 },
-    { "h100-sxm-80gb",  80ull << 30,       67e12,   989e12, 3.35e12 },
-    { "h200-sxm-141gb", 141000000000ull,   67e12,   989e12, 4.8e12 },
-    { "cpu",            8ull << 30,        100e9,   100e9,  20e9 },
+    { "a100-sxm-80gb",  80ull << 30,       19.5e12, 312e12, 2.039e12, 108 },
+    { "h100-sxm-80gb",  80ull << 30,       67e12,   989e12, 3.35e12,  132 },
+    { "h200-sxm-141gb", 141000000000ull,   67e12,   989e12, 4.8e12,   132 },
+    { "cpu",            8ull << 30,        100e9,   100e9,  20e9,     0 },
 };
 #define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
 
@@ -91,6 +92,11 @@ typedef struct {
 /* Suggest a key for an unknown one, or list the valid keys. */
 static void unknown_key(Sema *S, const DslStmt *st, const char *what, const char *const *keys, int n)
 {
+    if (S->d->n_errors > DSL_MAX_PRINTED_ERRORS) {
+        /* Not printed any more: count it without the costly suggestion. */
+        dsl_error(S->d, st->key_loc, "unknown key '%s' in %s", st->key, what);
+        return;
+    }
     const char *hint = dsl_suggest(st->key, keys, n);
     if (hint) {
         dsl_error(S->d, st->key_loc, "unknown key '%s' in %s; did you mean '%s'?", st->key, what, hint);

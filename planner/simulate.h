@@ -33,4 +33,18 @@ typedef struct {
 bool plan_simulate(const PlanProgram *p, PlanSimResult *out);
 void plan_sim_free(PlanSimResult *r);
 
+/* The figures of a simulation without its timeline. */
+typedef struct {
+    double step_time, pipeline_time, busy_max, bubble_fraction;   /* as PlanSimResult */
+    int    critical;        /* the stage whose last op ends last */
+    double reduce_wait;     /* s: how long that stage's optimizer step waits,
+                               after its last compute op, for its reductions */
+} PlanSimSummary;
+
+/* The same simulation, step for step, of the Program plan_lower_costs(c)
+ * would build, without building it: the fast path's step time (cost.c),
+ * equal to plan_simulate's up to rounding and linear in the number of
+ * micro-steps. False on a deadlock or out of memory. */
+bool plan_simulate_costs(const PlanOpCosts *c, PlanSimSummary *out);
+
 #endif /* PLANC_SIMULATE_H */

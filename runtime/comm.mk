@@ -57,7 +57,13 @@ $(PLANRT_BENCH): $(BUILD)/obj-rt/runtime/comm/planrt_bench.o $(LIBPRT)
 	@mkdir -p $(@D)
 	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(LDLIBS)
 
-$(BUILD)/obj-rt/runtime/comm/planrt_bench.o: CPPFLAGS += -Iruntime/comm
+# The same benchmark over NCCL, for tests/gpu/check-comm.sh.
+ifneq ($(NVCC),)
+ALL_TARGETS += $(BUILD)/bin/planrt-bench-cuda
+$(BUILD)/bin/planrt-bench-cuda: $(BUILD)/obj-cuda/runtime/comm/planrt_bench.c.o $(LIBPRT_CUDA)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) -lstdc++ $(LDLIBS)
+endif
 
 .PHONY: bench-comm
 BENCH_TARGETS += bench-comm

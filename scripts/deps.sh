@@ -5,8 +5,10 @@
 # packages are present.
 set -eu
 
+# clang + libclang-rt-14-dev: `make fuzz` (libFuzzer, ASan, UBSan runtimes);
+# strace: test-hostile checks that `planc build` starts no shell.
 PKGS="make gcc flex bison libcmocka-dev libopenmpi-dev openmpi-bin \
-libopenblas-dev pkg-config python3"
+libopenblas-dev pkg-config python3 clang libclang-rt-14-dev strace"
 
 missing=""
 for p in $PKGS; do

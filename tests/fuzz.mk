@@ -61,3 +61,17 @@ test-fuzz-regress: $(FUZZ_REPLAY) $(PLANC)
 	$(BUILD)/tests/fuzz_check_replay $(FUZZ_SEEDS)
 	$(BUILD)/tests/fuzz_fmt_replay $(FUZZ_SEEDS)
 	tests/fuzz/regress.sh $(PLANC)
+
+# ---- hostile input (tests/hostile/) ------------------------------------------------
+# test-hostile: hostile names and strings through check and fmt, resource
+# limits (timed; 2 s per input, 6 s under SAN=1), and hostile paths through
+# emit, build and the generated program, plus its command line and data.
+HOSTILE_LIMIT_S := $(if $(filter 1,$(SAN)),6,2)
+
+.PHONY: test-hostile
+TEST_TARGETS += test-hostile
+
+test-hostile: $(PLANC) $(LIBPRT)
+	tests/hostile/frontend.sh $(PLANC)
+	LIMIT_S=$(HOSTILE_LIMIT_S) tests/hostile/limits.sh $(PLANC)
+	MPIRUN="$(MPIRUN)" tests/hostile/codegen.sh $(PLANC)

@@ -6,10 +6,11 @@
  * One launch covers every operation x element type x reduction x algorithm
  * (native and each own one the operation has) x mode (out of place, in
  * place, asynchronous) x count {0, 1, 7}, trimmed as wanted() says, and for
- * a subset (big_case(): fp32 sums with every algorithm, fp32 max on the
- * ring, bf16 averages on the own algorithms, the rest fp32 native) the count
- * 1000003, which no rank count above 1 divides — so the uneven blocks of the
- * ring algorithms are exercised.
+ * a subset (big_case(): every operation and algorithm in fp32, plus async
+ * and bf16) the count 1000003, which no rank count above 1 divides — so the
+ * uneven blocks of the ring algorithms are exercised at size.  For the block
+ * collectives (per-rank counts) 1000003 is the whole buffer: each rank
+ * contributes 1000003 / P elements (the v variants P-1 more in all).
  * Inputs are small integers (-5..5), so sums are exact in every type and
  * the check can be tight: |got - want| <= atol + rtol |want| per type.
  *
@@ -183,6 +184,36 @@ typedef struct {
     size_t big_bytes, small_bytes;
 } bufs;
 
+/* The buffers of a case, reused from case to case (fresh allocations of
+ * tens of MB per case would cost more page faults than the collective). */
+static bool buffers(bufs *b, size_t big_bytes, size_t small_bytes)
+{
+    static bufs pool;
+    static size_t big_cap, small_cap;
+    if (big_bytes > big_cap) {
+        free(pool.big);
+        prt_comm_free(pool.dbig);
+        pool.big = malloc(big_bytes);
+        pool.dbig = prt_comm_alloc(big_bytes);
+        big_cap = pool.big && pool.dbig ? big_bytes : 0;
+    }
+    if (small_bytes > small_cap) {
+        free(pool.small);
+        prt_comm_free(pool.dsmall);
+        pool.small = malloc(small_bytes);
+        pool.dsmall = prt_comm_alloc(small_bytes);
+        small_cap = pool.small && pool.dsmall ? small_bytes : 0;
+    }
+    if (!big_cap || !small_cap)
+        return false;
+    *b = pool;
+    b->big_bytes = big_bytes;
+    b->small_bytes = small_bytes;
+    memset(b->big, 0x7f, big_bytes);   /* unwritten results show */
+    memset(b->small, 0x7f, small_bytes);
+    return true;
+}
+
 /* The library's pointer for a host pointer into big or small. */
 static void *dev(const bufs *b, const void *p)
 {
@@ -227,18 +258,16 @@ static bool run_case(prt_comm *g, top k, prt_dtype t, prt_redop op, int mode, si
     size_t myn = v ? counts[r] : n;
     /* Inputs are written and results read in host copies (big, small) of
      * the buffers the library sees (device memory in the CUDA build). */
-    size_t big_bytes = total * es + 1, small_bytes = (n > myn ? n : myn) * es + 1;
+    bool whole = k != T_BCAST && k != T_REDUCE && k != T_ALL_REDUCE;  /* big is n*P */
+    size_t big_bytes = (whole ? total : n) * es + 1, small_bytes = (n > myn ? n : myn) * es + 1;
     if (k == T_ALL_TO_ALL)
         small_bytes = big_bytes;
-    char *big = malloc(big_bytes), *small = malloc(small_bytes);
-    bufs B = { big, small, prt_comm_alloc(big_bytes), prt_comm_alloc(small_bytes),
-               big_bytes, small_bytes };
-    if (!big || !small || !B.dbig || !B.dsmall) {
+    bufs B;
+    if (!buffers(&B, big_bytes, small_bytes)) {
         snprintf(why, why_len, "out of memory");
         return false;
     }
-    memset(big, 0x7f, big_bytes);
-    memset(small, 0x7f, small_bytes);
+    char *big = B.big, *small = B.small;
     bool in = mode == M_IN;
     prt_request *req = NULL, **rq = mode == M_ASYNC ? &req : NULL;
     expect e = { .op = op, .t = t, .P = P, .salt = salt, .root = root, .r = r, .n = n,
@@ -354,10 +383,6 @@ static bool run_case(prt_comm *g, top k, prt_dtype t, prt_redop op, int mode, si
             ok = false;
         }
     }
-    free(big);
-    free(small);
-    prt_comm_free(B.dbig);
-    prt_comm_free(B.dsmall);
     return ok;
 }
 
@@ -366,26 +391,27 @@ static bool reduces(top k)
     return k == T_REDUCE || k == T_ALL_REDUCE || k == T_REDUCE_SCATTER || k == T_REDUCE_SCATTER_V;
 }
 
-/* Which (type, reduction) pairs run at the big count: kept to a subset so
- * that the whole test stays under a minute on 2 cores. */
-static bool big_case(top k, prt_dtype t, prt_redop op, prt_algo a)
+/* Which cases run at the big count: each operation with each of its
+ * algorithms once (fp32 sum, out of place), plus an async ring all-reduce
+ * and a bf16 average on the ring — a 4 MB case costs far more than the
+ * collective itself in filling and checking, so the subset keeps the whole
+ * test within a minute on 2 cores. */
+static bool big_case(top k, prt_dtype t, prt_redop op, prt_algo a, int mode)
 {
-    if (k == T_ALL_GATHER_V || k == T_REDUCE_SCATTER_V || k == T_ALL_TO_ALL ||
-        k == T_SCATTER || k == T_GATHER)
-        return t == PRT_FP32 && a == PRT_ALGO_NATIVE;
-    if (!reduces(k))
-        return t == PRT_FP32;
-    return (t == PRT_FP32 && (op == PRT_SUM || (op == PRT_MAX && a == PRT_ALGO_RING))) ||
-           (t == PRT_BF16 && op == PRT_AVG && a != PRT_ALGO_NATIVE);
+    if (k == T_ALL_REDUCE && a == PRT_ALGO_RING && mode == M_ASYNC)
+        return t == PRT_FP32 && op == PRT_SUM;
+    if (k == T_ALL_REDUCE && a == PRT_ALGO_RING && t == PRT_BF16 && op == PRT_AVG)
+        return mode == M_OUT;
+    return t == PRT_FP32 && op == PRT_SUM && mode == M_OUT;
 }
 
 /* The cross product, trimmed so that 8 oversubscribed ranks finish in
  * seconds while every dimension is still covered: algorithms an operation
  * does not have (they would run native again) are skipped; count 0 runs out
  * of place only; fp16, bf16 and int64 run max and min out of place only
- * (sum and avg, whose rounding and truncation differ, in every mode);
- * the big count runs the subset of big_case(), never in place (the in-place
- * paths are the same code at every size). */
+ * (sum and avg, whose rounding and truncation differ, in every mode); the
+ * big count runs the subset of big_case() (the in-place paths are the same
+ * code at every size). */
 static bool wanted(top k, prt_dtype t, prt_redop op, prt_algo a, int mode, size_t c, bool big,
                    bool full_types)
 {
@@ -398,7 +424,7 @@ static bool wanted(top k, prt_dtype t, prt_redop op, prt_algo a, int mode, size_
     if (!full_types && t != PRT_FP32)
         return false;
     if (c == 3)
-        return big && mode != M_IN && big_case(k, t, op, a);
+        return big && big_case(k, t, op, a, mode);
     if (c == 0 && mode != M_OUT)
         return false;
     if ((t == PRT_FP16 || t == PRT_BF16 || t == PRT_INT64) && op >= PRT_MAX && mode != M_OUT)
@@ -423,14 +449,19 @@ static void sweep(prt_comm *g, const char *gname, bool big, bool full_types)
                             if (!wanted(k, t, op, algos[a], m, c, big, full_types))
                                 continue;
                             int root = (salt * 5 + 1) % P;
+                            /* The big count is the whole buffer: per rank
+                             * for the block collectives (else their cost,
+                             * checks included, grows as P^2). */
+                            bool block = k != T_BCAST && k != T_REDUCE && k != T_ALL_REDUCE;
+                            size_t n = c == 3 && block ? counts[c] / (size_t)P : counts[c];
                             salt++;
                             prt_comm_set_algo(g, algos[a]);
                             why[0] = '\0';
-                            bool ok = run_case(g, k, t, op, m, counts[c], root, salt, why,
+                            bool ok = run_case(g, k, t, op, m, n, root, salt, why,
                                                sizeof why);
                             record(ok, "%s %s %s %s %s %s n=%zu root=%d", gname, top_name[k],
                                    type_name[t], reduces(k) ? prt_redop_name(op) : "-",
-                                   prt_algo_name(algos[a]), mode_name[m], counts[c], root);
+                                   prt_algo_name(algos[a]), mode_name[m], n, root);
                             if (!ok)
                                 fprintf(stderr, "rank %d: FAIL %s: %s\n", world_rank,
                                         names[ncases - 1], why);
@@ -463,8 +494,12 @@ static void check_layout(int dp, int tp, int pp)
     prt_comm *groups[3] = { c->tp, c->dp, c->pp };
     for (int j = 0; j < 3; j++) {   /* sum of world ranks over the group, ring algorithm */
         int64_t mine = R, sum = -1, want = 0;
+        int64_t *d = prt_comm_alloc(2 * sizeof *d);   /* device memory in the CUDA build */
         prt_comm_set_algo(groups[j], PRT_ALGO_RING);
-        ok &= prt_all_reduce(groups[j], &mine, &sum, 1, PRT_INT64, PRT_SUM) == PRT_OK;
+        ok &= d && prt_comm_upload(d, &mine, sizeof mine) == PRT_OK &&
+              prt_all_reduce(groups[j], d, d + 1, 1, PRT_INT64, PRT_SUM) == PRT_OK &&
+              prt_comm_download(&sum, d + 1, sizeof sum) == PRT_OK;
+        prt_comm_free(d);
         for (int i = 0; i < prt_comm_size(groups[j]); i++)
             want += prt_comm_world_rank(groups[j], i);
         ok &= sum == want;
@@ -487,15 +522,18 @@ static void check_p2p(prt_ctx *c)
     float *out = malloc(TAGS * N * sizeof(float)), *in = malloc(TAGS * N * sizeof(float));
     for (int i = 0; i < TAGS * N; i++)
         out[i] = (float)(r * 1000 + i % 997);
-    bool ok = true;
+    const size_t bytes = TAGS * N * sizeof(float);
+    float *dout = prt_comm_alloc(bytes), *din = prt_comm_alloc(bytes);
+    bool ok = dout && din && prt_comm_upload(dout, out, bytes) == PRT_OK;
     if (P > 1) {
         if (r % 2 == 0) {
-            ok &= prt_send(g, out, N, PRT_FP32, next, 7) == PRT_OK;
-            ok &= prt_recv(g, in, N, PRT_FP32, prev, 7) == PRT_OK;
+            ok &= prt_send(g, dout, N, PRT_FP32, next, 7) == PRT_OK;
+            ok &= prt_recv(g, din, N, PRT_FP32, prev, 7) == PRT_OK;
         } else {
-            ok &= prt_recv(g, in, N, PRT_FP32, prev, 7) == PRT_OK;
-            ok &= prt_send(g, out, N, PRT_FP32, next, 7) == PRT_OK;
+            ok &= prt_recv(g, din, N, PRT_FP32, prev, 7) == PRT_OK;
+            ok &= prt_send(g, dout, N, PRT_FP32, next, 7) == PRT_OK;
         }
+        ok &= prt_comm_download(in, din, N * sizeof(float)) == PRT_OK;
         for (int i = 0; i < N; i++)
             ok &= in[i] == (float)(prev * 1000 + i % 997);
     }
@@ -504,15 +542,18 @@ static void check_p2p(prt_ctx *c)
     if (P > 1) {
         prt_request *rq[2 * TAGS];
         for (int tag = 0; tag < TAGS; tag++)
-            ok &= prt_send_async(g, out + tag * N, N, PRT_FP32, next, tag, &rq[tag]) == PRT_OK;
+            ok &= prt_send_async(g, dout + tag * N, N, PRT_FP32, next, tag, &rq[tag]) == PRT_OK;
         for (int tag = TAGS - 1; tag >= 0; tag--)
-            ok &= prt_recv_async(g, in + tag * N, N, PRT_FP32, prev, tag,
+            ok &= prt_recv_async(g, din + tag * N, N, PRT_FP32, prev, tag,
                                  &rq[TAGS + tag]) == PRT_OK;
         ok &= prt_wait_all(rq, 2 * TAGS) == PRT_OK;
+        ok &= prt_comm_download(in, din, bytes) == PRT_OK;
         for (int i = 0; i < TAGS * N; i++)
             ok &= in[i] == (float)(prev * 1000 + i % 997);
     }
     record(ok, "p2p async, %d tags in flight", TAGS);
+    prt_comm_free(dout);
+    prt_comm_free(din);
     free(out);
     free(in);
 }
@@ -524,22 +565,25 @@ static void check_overlap(prt_ctx *c)
     const int P = prt_comm_size(g), r = prt_comm_rank(g);
     enum { N = 5003, K = 3 };
     prt_algo algos[K] = { PRT_ALGO_RING, PRT_ALGO_TREE, PRT_ALGO_NATIVE };
-    float *x = malloc(K * N * sizeof(float));
+    float *x = malloc(K * N * sizeof(float)), *dx = prt_comm_alloc(K * N * sizeof(float));
     prt_request *rq[K];
-    bool ok = true;
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++)
         for (int i = 0; i < N; i++)
             x[k * N + i] = (float)(r + k + i % 13);
+    bool ok = dx && prt_comm_upload(dx, x, K * N * sizeof(float)) == PRT_OK;
+    for (int k = 0; k < K; k++) {
         prt_comm_set_algo(g, algos[k]);
-        ok &= prt_all_reduce_async(g, x + k * N, x + k * N, N, PRT_FP32, PRT_SUM, &rq[k]) == PRT_OK;
+        ok &= prt_all_reduce_async(g, dx + k * N, dx + k * N, N, PRT_FP32, PRT_SUM, &rq[k]) == PRT_OK;
     }
     prt_comm_set_algo(g, PRT_ALGO_NATIVE);
     for (int k = K - 1; k >= 0; k--)
         ok &= prt_wait(rq[k]) == PRT_OK;
+    ok &= prt_comm_download(x, dx, K * N * sizeof(float)) == PRT_OK;
     for (int k = 0; k < K; k++)
         for (int i = 0; i < N; i++)
             ok &= x[k * N + i] == (float)(P * (P - 1) / 2 + P * (k + i % 13));
     record(ok, "3 all-reduces in flight (ring, tree, native), waited in reverse");
+    prt_comm_free(dx);
     free(x);
 }
 
@@ -565,6 +609,24 @@ static void check_errors(prt_ctx *c)
     prt_request *rq;
     s = prt_barrier_async(g, &rq);
     record(s == PRT_OK && prt_wait(rq) == PRT_OK, "barrier async");
+    /* A receive whose sender never sends times out instead of hanging;
+     * then the message is sent (to self) so the abandoned receive ends.
+     * (Not on NCCL: the stuck receive would block its stream for good.) */
+    bool mpi = strcmp(prt_comm_backend(), "mpi") == 0;
+    float *d = prt_comm_alloc(sizeof(float));
+    if (mpi) {
+        double old = prt_comm_set_timeout(0.3);
+        double t0 = MPI_Wtime();
+        s = prt_recv(g, d, 1, PRT_FP32, prt_comm_rank(g), 999);
+        double waited = MPI_Wtime() - t0;
+        prt_comm_set_timeout(old);
+        record(s == PRT_ERR_TIMEOUT && waited >= 0.3 && waited < 5 &&
+               strstr(prt_comm_last_error(), "PLANRT_TIMEOUT_S"),
+               "timeout: a receive nobody answers");
+        if (s == PRT_ERR_TIMEOUT)
+            prt_send(g, d, 1, PRT_FP32, prt_comm_rank(g), 999);
+    }
+    prt_comm_free(d);
     size_t off, cnt, sum = 0;
     bool ok = true;
     for (int i = 0; i < 5; i++) {

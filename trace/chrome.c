@@ -51,6 +51,7 @@ static int tid_of(PlanOpKind k)
     }
 }
 
+/* Name stage s and its three lanes, so Perfetto shows "stage 3 / compute". */
 static void metadata(FILE *f, int s)
 {
     static const char *threads[] = { "compute", "p2p sends", "DP/ZeRO collectives" };

@@ -26,6 +26,7 @@
 #define MT 56.0
 #define MB 64.0
 #define GIB 1073741824.0
+#define SEARCH_TOOLTIP_MAX 20000   /* points: above this, no <title> per point */
 
 typedef struct {
     double lo, hi;
@@ -89,29 +90,39 @@ static int ticks(const Axis *a, double *out, int max)
     return n;
 }
 
-static void axes(FILE *f, const Axis *x, const Axis *y)
+/* A tick label: plain digits up to 10^7, then %g. */
+static void tick_text(char *buf, size_t len, double v)
 {
+    if (v >= 1e4 && v < 1e7) snprintf(buf, len, "%.0f", v);
+    else snprintf(buf, len, "%g", v);
+}
+
+/* Grid, ticks, frame and axis titles (the unit and whether log is used). */
+static void axes(FILE *f, const Axis *x, const Axis *y, const char *yunit)
+{
+    char tl[32];
     double t[64];
     int n = ticks(x, t, 64);
     for (int i = 0; i < n; i++) {
         double px = xpx(x, t[i]);
         fprintf(f, "<line class=\"grid\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
-                   "<text class=\"tx\" x=\"%.2f\" y=\"%.1f\">%g</text>\n",
-                px, MT, px, PH - MB + 4, px, PH - MB + 17, t[i]);
+                   "<text class=\"tx\" x=\"%.2f\" y=\"%.1f\">%s</text>\n",
+                px, MT, px, PH - MB + 4, px, PH - MB + 17, (tick_text(tl, sizeof tl, t[i]), tl));
     }
     n = ticks(y, t, 64);
     for (int i = 0; i < n; i++) {
         double py = ypx(y, t[i]);
         fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\"/>"
-                   "<text class=\"ty\" x=\"%.1f\" y=\"%.2f\">%g</text>\n",
-                ML - 4, py, PW - MR, py, ML - 7, py + 3.5, t[i]);
+                   "<text class=\"ty\" x=\"%.1f\" y=\"%.2f\">%s</text>\n",
+                ML - 4, py, PW - MR, py, ML - 7, py + 3.5, (tick_text(tl, sizeof tl, t[i]), tl));
     }
     fprintf(f, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>\n",
             ML, MT, PW - ML - MR, PH - MT - MB);
     fprintf(f, "<text class=\"lab\" x=\"%.1f\" y=\"%.1f\">peak memory per GPU (GiB%s)</text>\n",
             (ML + PW - MR) / 2, PH - 22, x->log ? ", log scale" : "");
     fprintf(f, "<text class=\"lab\" transform=\"translate(20 %.1f) rotate(-90)\">"
-               "predicted step time (ms%s)</text>\n", (MT + PH - MB) / 2, y->log ? ", log scale" : "");
+               "predicted step time (%s%s)</text>\n", (MT + PH - MB) / 2, yunit,
+            y->log ? ", log scale" : "");
 }
 
 static bool drawable(const TrPoint *p)
@@ -156,14 +167,20 @@ bool tr_write_search_svg(FILE *f, const TrSearchPlot *s)
 {
     double xlo = INFINITY, xhi = 0, ylo = INFINITY, yhi = 0;
     int nf = 0, shown = 0;
+    bool tooltips = s->n <= SEARCH_TOOLTIP_MAX;
     for (int i = 0; i < s->n; i++) {
         const TrPoint *p = &s->points[i];
         if (!drawable(p)) continue;
         shown++;
         nf += p->feasible;
         xlo = fmin(xlo, p->peak_memory / GIB); xhi = fmax(xhi, p->peak_memory / GIB);
-        ylo = fmin(ylo, p->step_time * 1e3); yhi = fmax(yhi, p->step_time * 1e3);
+        ylo = fmin(ylo, p->step_time); yhi = fmax(yhi, p->step_time);
     }
+    /* the y unit: ms, or s once steps reach 10 s */
+    double ys = yhi >= 10 ? 1 : 1e3;
+    const char *yunit = ys == 1 ? "s" : "ms";
+    ylo *= ys;
+    yhi *= ys;
     if (s->memory > 0) { xlo = fmin(xlo, s->memory / GIB); xhi = fmax(xhi, s->memory / GIB); }
     Axis x = axis_over(xlo, xhi), y = axis_over(ylo, yhi);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -178,7 +195,8 @@ bool tr_write_search_svg(FILE *f, const TrSearchPlot *s)
                ".ok{fill:#4e79a7;fill-opacity:.75}.no{fill:#b8b8b8;fill-opacity:.8}\n"
                ".bound{fill-opacity:0;stroke-width:.8}.ok.bound{stroke:#4e79a7}.no.bound{stroke:#b8b8b8}\n"
                ".front{fill:none;stroke:#f28e2b;stroke-width:1.8}\n"
-               ".best{fill:none;stroke:#e15759;stroke-width:2}.bestlab{font-size:12px;font-weight:bold}\n"
+               ".best{fill:none;stroke:#e15759;stroke-width:2}\n"
+               ".bestlab{font-size:12px;font-weight:bold;paint-order:stroke;stroke:#fff;stroke-width:3px}\n"
                "</style>\n<rect width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n",
             PW, PH, PW, PH, PW, PH);
     fputs("<text class=\"title\" x=\"12\" y=\"22\">", f);
@@ -191,7 +209,7 @@ bool tr_write_search_svg(FILE *f, const TrSearchPlot *s)
         fprintf(f, "<rect class=\"beyond\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\"/>\n",
                 mx, MT, fmax(0, PW - MR - mx), PH - MT - MB);
     }
-    axes(f, &x, &y);
+    axes(f, &x, &y, yunit);
     if (s->memory > 0) {
         double mx = xpx(&x, s->memory / GIB);
         fprintf(f, "<line class=\"memline\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\"/>"
@@ -203,9 +221,11 @@ bool tr_write_search_svg(FILE *f, const TrSearchPlot *s)
         for (int i = 0; i < s->n; i++) {
             const TrPoint *p = &s->points[i];
             if (!drawable(p) || p->feasible != (pass == 1)) continue;
-            fprintf(f, "<circle class=\"pt %s%s\" cx=\"%.2f\" cy=\"%.2f\" r=\"3\"><title>",
+            fprintf(f, "<circle class=\"pt %s%s\" cx=\"%.2f\" cy=\"%.2f\" r=\"3\"%s",
                     p->feasible ? "ok" : "no", p->exact ? "" : " bound",
-                    xpx(&x, p->peak_memory / GIB), ypx(&y, p->step_time * 1e3));
+                    xpx(&x, p->peak_memory / GIB), ypx(&y, p->step_time * ys),
+                    tooltips ? "><title>" : "/>\n");
+            if (!tooltips) continue;
             esc(f, p->label);
             fprintf(f, ": %s%.3f ms, %.2f GiB%s</title></circle>\n", p->exact ? "" : "at least ",
                     p->step_time * 1e3, p->peak_memory / GIB, p->feasible ? "" : " (does not fit)");
@@ -217,7 +237,7 @@ bool tr_write_search_svg(FILE *f, const TrSearchPlot *s)
         fputs("<polyline class=\"front\" points=\"", f);
         for (int i = 0; i < m; i++) {
             const TrPoint *p = &s->points[front[i]];
-            fprintf(f, "%s%.2f,%.2f", i ? " " : "", xpx(&x, p->peak_memory / GIB), ypx(&y, p->step_time * 1e3));
+            fprintf(f, "%s%.2f,%.2f", i ? " " : "", xpx(&x, p->peak_memory / GIB), ypx(&y, p->step_time * ys));
         }
         fputs("\"/>\n", f);
     }
@@ -227,13 +247,21 @@ bool tr_write_search_svg(FILE *f, const TrSearchPlot *s)
     free(front);
     if (best >= 0) {
         const TrPoint *p = &s->points[best];
-        double bx = xpx(&x, p->peak_memory / GIB), by = ypx(&y, p->step_time * 1e3);
-        bool left = bx > (ML + PW - MR) / 2;
+        double bx = xpx(&x, p->peak_memory / GIB), by = ypx(&y, p->step_time * ys);
+        char lab[160], num[64];
+        snprintf(lab, sizeof lab, "best: %s", p->label ? p->label : "");
+        snprintf(num, sizeof num, "%.4g %s per step, %.3g GiB per GPU", p->step_time * ys, yunit,
+                 p->peak_memory / GIB);
+        /* beside the point where it fits (right, else left), else in the top-left corner */
+        double w = fmax(strlen(lab), strlen(num)) * 6.6, lx = bx + 10, ly = by - 22;
+        const char *anchor = "start";
+        if (lx + w > PW - MR) { lx = bx - 10; anchor = "end"; }
+        if (lx - w < ML && anchor[0] == 'e') { lx = ML + 8; ly = MT + 18; anchor = "start"; }
+        if (ly < MT + 14) ly = by + 22;
         fprintf(f, "<circle class=\"best\" cx=\"%.2f\" cy=\"%.2f\" r=\"7\"/>"
-                   "<text class=\"bestlab\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"%s\">best: ",
-                bx, by, bx + (left ? -10 : 10), by - 10, left ? "end" : "start");
-        esc(f, p->label);
-        fprintf(f, " (%.3f ms, %.2f GiB)</text>\n", p->step_time * 1e3, p->peak_memory / GIB);
+                   "<text class=\"bestlab\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"%s\">", bx, by, lx, ly, anchor);
+        esc(f, lab);
+        fprintf(f, "<tspan x=\"%.2f\" dy=\"15\">%s</tspan></text>\n", lx, num);
     }
     fputs("</svg>\n", f);
     return !ferror(f);

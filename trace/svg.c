@@ -53,7 +53,8 @@ static bool is_recv(PlanOpKind k)
     return k == OP_RECV_ACT || k == OP_RECV_GRAD;
 }
 
-/* Row geometry, scaled to the number of stages. */
+/* Row geometry, scaled to the number of stages so that 2 and 64 stages
+ * both fill a screen-sized picture. */
 typedef struct {
     double row, lane, gap;     /* px: compute lane, each thin lane, between stages */
     double font;               /* px: box labels (0: none) */
@@ -116,13 +117,18 @@ static void box_label(const TrTimeline *t, const TrBox *b, char *buf, size_t len
     else snprintf(buf, len, "%d", b->mb);
 }
 
-/* The heading of a panel: source, step time and bubble. */
-static void heading(FILE *f, const TrTimeline *t, double y)
+/* The heading of a panel: source, step time and bubble; under --compare,
+ * also the step time's error against the first (predicted) panel. */
+static void heading(FILE *f, const TrTimeline *t, const TrTimeline *ref, double y)
 {
     fprintf(f, "<text class=\"head\" x=\"%.1f\" y=\"%.1f\">", SVG_LEFT, y + 15);
     xml_text(f, t->source);
-    fprintf(f, ": step %.3f ms, bubble %.1f %%", t->step_time * 1e3,
-            100 * t->bubble_fraction);
+    fprintf(f, ": step %.3f ms", t->step_time * 1e3);
+    if (ref && ref->step_time > 0) {
+        double err = 100 * (t->step_time - ref->step_time) / ref->step_time;
+        fprintf(f, " (%+.1f %% against the prediction)", fabs(err) < 0.05 ? 0 : err);
+    }
+    fprintf(f, ", bubble %.1f %%", 100 * t->bubble_fraction);
     fputs("</text>\n", f);
 }
 
@@ -177,14 +183,14 @@ static void box(FILE *f, const TrTimeline *t, const TrBox *b, const Rows *r, dou
 }
 
 /* One panel: heading, stage rows with their boxes, axis. Returns its height. */
-static double panel(FILE *f, const TrTimeline *t, double y0, double tmax_ms, double px_per_ms,
-                    bool tooltip)
+static double panel(FILE *f, const TrTimeline *t, const TrTimeline *ref, double y0,
+                    double tmax_ms, double px_per_ms, bool tooltip)
 {
     Rows r = rows_for(t->pp);
     fprintf(f, "<g class=\"panel\" data-source=\"");
     xml_text(f, t->source);
     fputs("\">\n", f);
-    heading(f, t, y0);
+    heading(f, t, ref, y0);
     double top = y0 + SVG_HEAD_H, sh = stage_h(&r);
     double y_axis = top + t->pp * sh;
     axis(f, top, y_axis, tmax_ms, px_per_ms);
@@ -315,11 +321,16 @@ bool tr_write_svg(FILE *f, const TrTimeline *const *panels, int n)
     fprintf(f, "<text class=\"sub\" x=\"12\" y=\"38\">step %.3f ms, bubble %.1f %% "
                "(idle time of the busiest stage over its compute time)",
             t->step_time * 1e3, 100 * t->bubble_fraction);
-    if (n > 1) fputs("; predicted above, measured below", f);
+    for (int p = 1; p < n; p++) {
+        fputs(p == 1 ? "; beneath: the " : ", the ", f);
+        xml_text(f, panels[p]->source);
+        fputs(" trace", f);
+    }
     fputs("</text>\n", f);
     double y = SVG_TITLE_H;
     for (int p = 0; p < n; p++)
-        y += panel(f, panels[p], y, tmax_ms, px_per_ms, boxes <= SVG_TOOLTIP_MAX);
+        y += panel(f, panels[p], p > 0 ? panels[0] : NULL, y, tmax_ms, px_per_ms,
+                   boxes <= SVG_TOOLTIP_MAX);
     legend(f, panels, n, y + 6);
     fputs("</svg>\n", f);
     return !ferror(f);

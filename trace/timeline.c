@@ -21,6 +21,8 @@ bool tr_is_compute(PlanOpKind k)
     return k == OP_FWD || k == OP_BWD || k == OP_BWD_INPUT || k == OP_BWD_WEIGHT;
 }
 
+/* Lanes follow the simulator's streams, except that receive waits, which
+ * block the compute stream, are drawn beside the sends they wait for. */
 TrLane tr_lane_of(PlanOpKind k)
 {
     switch (k) {   /* ORDER PlanOpKind */

@@ -24,7 +24,8 @@ $(TRACE_TEST): tests/test_trace.c $(TRACE_TEST_DEP)
 TEST_TARGETS += test-trace
 
 test-trace: $(TRACE_TEST) $(PLANC)
-	$(TRACE_TEST)
+	@mkdir -p $(BUILD)/tests/trace-out
+	TRACE_OUT=$(BUILD)/tests/trace-out $(TRACE_TEST)
 	tests/trace/run.sh $(PLANC) $(BUILD)/tests/trace-out
 
 update-trace-golden: $(PLANC)

@@ -38,6 +38,13 @@ void prtc_clear_error(void) { last_error[0] = '\0'; }
 const char *prt_comm_last_error(void) { return last_error; }
 double prtc_timeout_s(void) { return timeout_s; }
 
+double prt_comm_set_timeout(double seconds)
+{
+    double old = timeout_s;
+    timeout_s = seconds > 0 ? seconds : 0;
+    return old;
+}
+
 /* ORDER PRT_ALGO */
 const char *prt_algo_name(prt_algo a)
 {
@@ -103,7 +110,7 @@ void *prt_comm_alloc(size_t bytes) { return prtc_backend_alloc(bytes); }
 void prt_comm_free(void *p) { prtc_backend_free(p); }
 
 /* Wrap an MPI communicator as a group (takes ownership of mpi). */
-static prt_status prtc_make(prt_ctx *c, MPI_Comm mpi, prt_algo algo, prt_comm **out)
+static prt_status group_new(prt_ctx *c, MPI_Comm mpi, prt_algo algo, prt_comm **out)
 {
     prt_comm *g = calloc(1, sizeof *g);
     if (!g)
@@ -131,7 +138,7 @@ static prt_status prtc_make(prt_ctx *c, MPI_Comm mpi, prt_algo algo, prt_comm **
     return prtc_backend_comm_init(g);
 }
 
-static void prtc_destroy(prt_comm *g)
+static void group_free(prt_comm *g)
 {
     if (!g)
         return;
@@ -139,8 +146,7 @@ static void prtc_destroy(prt_comm *g)
     if (g->scratch)
         prtc_backend_free(g->scratch);
     MPI_Comm_free(&g->own);
-    if (g->mpi != MPI_COMM_WORLD)
-        MPI_Comm_free(&g->mpi);
+    MPI_Comm_free(&g->mpi);
     free(g->world_ranks);
     free(g);
 }
@@ -164,7 +170,7 @@ static prt_status split(prt_ctx *c, int colour, int key, prt_algo algo, prt_comm
     MPI_Comm m;
     if (MPI_Comm_split(MPI_COMM_WORLD, colour, key, &m) != MPI_SUCCESS)
         return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Comm_split failed");
-    return prtc_make(c, m, algo, out);
+    return group_new(c, m, algo, out);
 }
 
 /* Build world, DP, TP and PP groups of c's layout. */
@@ -172,7 +178,12 @@ static prt_status make_groups(prt_ctx *c, prt_algo algo)
 {
     const prt_layout L = c->layout, x = c->coord;
     prt_status s;
-    if ((s = prtc_make(c, MPI_COMM_WORLD, algo, &c->world)))
+    /* World too is a duplicate: planrt's error handler and messages stay
+     * off the user's MPI_COMM_WORLD. */
+    MPI_Comm w;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &w) != MPI_SUCCESS)
+        return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Comm_dup failed");
+    if ((s = group_new(c, w, algo, &c->world)))
         return s;
     /* TP group: same (dp, pp), ordered by tp. */
     if ((s = split(c, x.dp + L.dp * x.pp, x.tp, algo, &c->tp)))
@@ -245,10 +256,10 @@ prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **o
 /* Free a context's groups and backend state. */
 static void ctx_destroy(prt_ctx *c)
 {
-    prtc_destroy(c->pp);
-    prtc_destroy(c->dp);
-    prtc_destroy(c->tp);
-    prtc_destroy(c->world);
+    group_free(c->pp);
+    group_free(c->dp);
+    group_free(c->tp);
+    group_free(c->world);
     prtc_backend_finalize(c);
     free(c);
 }

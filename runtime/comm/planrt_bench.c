@@ -11,7 +11,8 @@
  *   size  count  type  time(us)  algbw(GB/s)  busbw(GB/s)  #wrong
  *
  * time is the mean time of one call, the maximum over ranks (the slowest
- * rank finishes the collective).  algbw = size / time.  busbw = algbw x
+ * rank finishes the collective); with several algorithms their batches of
+ * calls alternate (time_algos) so that varying load hits them alike.  algbw = size / time.  busbw = algbw x
  * the nccl-tests factor (docs/PERFORMANCE.md), which makes the number
  * comparable with the hardware link bandwidth whatever the rank count:
  *
@@ -34,7 +35,7 @@
 #include <string.h>
 
 #include "planrt.h"
-#include "comm_internal.h"
+#include "runtime/comm/comm_internal.h"
 
 /* The collectives. ORDER BENCH_COLL: keep the tables below in step. */
 typedef enum { B_ALLREDUCE, B_ALLGATHER, B_REDUCESCATTER, B_BROADCAST, B_REDUCE,
@@ -225,7 +226,8 @@ static int raw_call(bcoll k, const options *o, void *sb, void *rb, size_t n)
     switch (k) {
     case B_ALLREDUCE:     return MPI_Allreduce(s, rb, c, dt, op, MPI_COMM_WORLD);
     case B_ALLGATHER:     return MPI_Allgather(s, c, dt, rb, c, dt, MPI_COMM_WORLD);
-    case B_REDUCESCATTER: return MPI_Reduce_scatter_block(sb, rb, c, dt, op, MPI_COMM_WORLD);
+    case B_REDUCESCATTER: /* MPI's in place differs from NCCL's: always out of place */
+        return MPI_Reduce_scatter_block(sb, rb, c, dt, op, MPI_COMM_WORLD);
     case B_BROADCAST:     return MPI_Bcast(rb, c, dt, 0, MPI_COMM_WORLD);
     case B_REDUCE:        return MPI_Reduce(me == 0 ? s : sb, rb, c, dt, op, 0, MPI_COMM_WORLD);
     case B_ALLTOALL:      return MPI_Alltoall(s, c, dt, rb, c, dt, MPI_COMM_WORLD);
@@ -350,7 +352,7 @@ static long check(prt_comm *g, int algo, bcoll k, const options *o, void *sb, vo
         wrong = (long)sh.recv + 1;
     const void *res = rb;
     size_t len = sh.recv;
-    if (k == B_REDUCESCATTER && o->in_place)    /* result in my block of sendbuf */
+    if (k == B_REDUCESCATTER && o->in_place && algo != ALGO_RAW)  /* in my block of sendbuf */
         prt_comm_download(hs, sb, sh.send * es), res = (char *)hs + (size_t)me * sh.n * es;
     else
         prt_comm_download(hr, rb, sh.recv * es), res = hr;
@@ -369,22 +371,49 @@ static long check(prt_comm *g, int algo, bcoll k, const options *o, void *sb, vo
 
 /* ---- timing --------------------------------------------------------------- */
 
-/* Mean seconds per call, the slowest rank's; negative on failure. */
-static double time_calls(prt_comm *g, int algo, bcoll k, const options *o, void *sb, void *rb,
-                         size_t n)
+/* Seconds for `calls` back-to-back calls, the slowest rank's; negative on
+ * failure. */
+static double time_batch(prt_comm *g, int algo, bcoll k, const options *o, void *sb, void *rb,
+                         size_t n, int calls)
 {
     bool ok = true;
-    for (int i = 0; i < o->warmup && ok; i++)
-        ok = call(g, algo, k, o, sb, rb, n);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < o->iters && ok; i++)
+    for (int i = 0; i < calls && ok; i++)
         ok = call(g, algo, k, o, sb, rb, n);
-    double t = (MPI_Wtime() - t0) / o->iters, tmax;
+    double t = MPI_Wtime() - t0, tmax;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     int bad = !ok, anybad;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     return anybad ? -1 : tmax;
+}
+
+/* Mean seconds per call of each algorithm at one size.  The iterations run
+ * in up to 5 rounds, each giving every algorithm a batch in turn, so that
+ * load from other processes, which comes and goes, falls on all alike. */
+static void time_algos(prt_comm *g, bcoll k, const options *o, void *sb, void *rb, size_t n,
+                       const bool *skip, double *t)
+{
+    int rounds = o->iters < 5 ? o->iters : 5, done = 0;
+    for (int a = 0; a < o->nalgo; a++) {
+        t[a] = 0;
+        for (int i = 0; i < o->warmup && !skip[a]; i++)
+            if (!call(g, o->algos[a], k, o, sb, rb, n))
+                t[a] = -1;
+    }
+    for (int round = 0; round < rounds; round++) {
+        int calls = (o->iters - done) / (rounds - round);
+        for (int a = 0; a < o->nalgo; a++) {
+            if (skip[a] || t[a] < 0)
+                continue;
+            double s = time_batch(g, o->algos[a], k, o, sb, rb, n, calls);
+            t[a] = s < 0 ? -1 : t[a] + s;
+        }
+        done += calls;
+    }
+    for (int a = 0; a < o->nalgo; a++)
+        if (t[a] > 0)
+            t[a] /= o->iters;
 }
 
 typedef struct { size_t bytes, count; double us, algbw, busbw; long wrong; } row;
@@ -416,15 +445,22 @@ static long bench_coll(prt_comm *g, bcoll k, const options *o, double *last, siz
     long wrong = 0;
     for (double b = (double)o->min_bytes; si < nsizes; b *= o->factor, si++) {
         shape sh = shape_of(k, (size_t)b, es);
+        bool skip[MAX_ALGOS];
+        double times[MAX_ALGOS];
+        for (int a = 0; a < o->nalgo; a++)   /* raw MPI: host memory, MPI's types, no avg */
+            skip[a] = o->algos[a] == ALGO_RAW && (raw_type(o->type) == MPI_DATATYPE_NULL ||
+                                                  o->op == PRT_AVG ||
+                                                  strcmp(prt_comm_backend(), "mpi") != 0);
+        time_algos(g, k, o, sb, rb, sh.n, skip, times);
         for (int a = 0; a < o->nalgo; a++) {
             row *w = &rows[(size_t)a * nsizes + si];
             w->bytes = sh.bytes;
             w->count = sh.bytes / es;
-            if (o->algos[a] == ALGO_RAW && raw_type(o->type) == MPI_DATATYPE_NULL) {
+            if (skip[a]) {
                 w->us = -1;
                 continue;
             }
-            double t = time_calls(g, o->algos[a], k, o, sb, rb, sh.n);
+            double t = times[a];
             w->wrong = o->check ? check(g, o->algos[a], k, o, sb, rb, sh) : 0;
             w->us = t < 0 ? -1 : t * 1e6;
             wrong += w->wrong + (t < 0);

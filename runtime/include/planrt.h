@@ -58,5 +58,6 @@ size_t      prt_dtype_size(prt_dtype t);
 #include "prt_comm.h"   /* context, groups, collectives, point-to-point */
 #include "prt_ops.h"    /* layers, optimizer, initialisation, data */
 #include "prt_par.h"    /* ZeRO sharding, TP splits, pipeline transfers */
+#include "prt_ckpt.h"   /* safetensors checkpoints */
 
 #endif /* PLANRT_H */

@@ -127,6 +127,11 @@ prt_status prt_comm_download(void *host, const void *src, size_t bytes);
  * No effect on CPU. */
 void       prt_comm_set_compute_stream(prt_ctx *c, void *stream);
 
+/* Seconds a wait may last without progress before PRT_ERR_TIMEOUT (a dead
+ * peer must not hang the others); 0 waits forever.  prt_init reads
+ * PLANRT_TIMEOUT_S.  Returns the previous value. */
+double     prt_comm_set_timeout(double seconds);
+
 /* ---- requests ---------------------------------------------------------- */
 
 /* Block until r completes (or the PLANRT_TIMEOUT_S deadline passes), then

@@ -76,6 +76,10 @@ typedef struct {
     bool          decay;     /* AdamW weight decay applies (matrices) */
     bool          tp_sum;    /* its gradient is a partial sum over TP (sequence-parallel
                                 norms): summed over TP once per step before the update */
+    int           tie;       /* -1, or the id of the tensor this one copies (a tied
+                                lm_head on another stage than the embedding): starts
+                                from that id's values, gradients summed with it over PP
+                                every step, left out of dumps */
 } prt_param;
 
 typedef struct prt_model prt_model;

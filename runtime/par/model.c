@@ -119,6 +119,7 @@ static prt_status init_tensor(const prt_model *m, int i, float *dst, uint64_t se
 {
     const prt_param *p = &m->tab[i];
     size_t n = numel(m, i), t = (size_t)m->tpr, tp = (size_t)m->tp;
+    if (p->tie >= 0) i = p->tie;   /* a tied copy starts as the original */
     if (p->init == PRT_INIT_ONES) return prt_init_const(dst, n, 1.0f);
     if (p->init == PRT_INIT_ZEROS) return prt_init_const(dst, n, 0.0f);
     if (p->split == PRT_REPLICATED) return prt_init_normal(dst, n, seed, (uint64_t)i, 0, p->std);
@@ -413,7 +414,7 @@ static double local_sq(prt_model *m)
     double sq = 0;
     for (int i = 0; i < m->n; i++) {
         if (m->off[i] == NOWHERE) continue;
-        if (m->tab[i].split == PRT_REPLICATED && m->tpr != 0) continue;
+        if ((m->tab[i].split == PRT_REPLICATED && m->tpr != 0) || m->tab[i].tie >= 0) continue;
         size_t lo = prtp_max(m->off[i], so), hi = prtp_min(m->off[i] + numel(m, i), so + sc);
         if (hi > lo) sq += prt_grad_sq_norm(g_at(m, chunk_of(m, i), lo), hi - lo);
     }
@@ -436,6 +437,55 @@ static prt_status sum_over_tp(prt_model *m)
     return st;
 }
 
+/* Tensor t's whole (TP-local) gradient into buf: ZeRO 0 holds it; else the
+ * DP shards are all-gathered. */
+static prt_status full_grad(prt_model *m, int t, float *buf)
+{
+    size_t n = numel(m, t), at;
+    int ch = chunk_of(m, t);
+    if (m->zero == 0) return prt_copy(buf, m->grad[ch] + (m->off[t] - m->c0[ch]), n * sizeof(float));
+    size_t mine = range_counts(m, m->off[t], m->off[t] + n, &at);
+    return prtp_check(prt_all_gather_v(m->c->dp, mine ? m->gshard + at : m->gshard, buf, m->counts,
+                                       PRT_FP32), "tied gradient all-gather over DP");
+}
+
+/* Write back the part of buf this rank updates. */
+static prt_status own_grad(prt_model *m, int t, const float *buf)
+{
+    size_t n = numel(m, t);
+    int ch = chunk_of(m, t);
+    if (m->zero == 0) return prt_copy(m->grad[ch] + (m->off[t] - m->c0[ch]), buf, n * sizeof(float));
+    size_t lo = prtp_max(m->off[t], m->so), hi = prtp_min(m->off[t] + n, m->so + m->sc);
+    if (hi <= lo) return PRT_OK;
+    return prt_copy(m->gshard + (lo - m->so), buf + (lo - m->off[t]), (hi - lo) * sizeof(float));
+}
+
+/* A tied lm_head on another stage than the embedding is a copy: both get
+ * the sum of both gradients (Megatron's embedding group), summed with one
+ * all-reduce over the PP group to which the stages holding neither add
+ * zeros, so their updates stay identical. */
+static prt_status sum_tied(prt_model *m)
+{
+    prt_status st = PRT_OK;
+    for (int i = 0; !st && i < m->n; i++) {
+        int j = m->tab[i].tie;
+        if (j < 0) continue;
+        size_t lr, lc;
+        st = local_shape(&m->tab[i], m->tp, &lr, &lc);
+        if (st) break;
+        size_t n = lr * lc;
+        float *buf = (float *)zalloc(n * sizeof(float));
+        if (!buf) return prtp_fail(PRT_ERR_NOMEM, "tied gradient: out of memory");
+        int t = m->off[i] != NOWHERE ? i : m->off[j] != NOWHERE ? j : -1;
+        if (t >= 0) st = full_grad(m, t, buf);
+        if (!st) st = prtp_check(prt_all_reduce(m->c->pp, buf, buf, n, PRT_FP32, PRT_SUM),
+                                 "tied embedding gradient all-reduce over PP");
+        if (!st && t >= 0) st = own_grad(m, t, buf);
+        prt_free(buf);
+    }
+    return st;
+}
+
 prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
 {
     prtp_clear();
@@ -448,6 +498,7 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
     }
     if (st) return st;
     st = sum_over_tp(m);
+    if (!st) st = sum_tied(m);
     if (st) return st;
     float scale = 1.0f;
     if (cfg->clip > 0) {
@@ -531,9 +582,12 @@ prt_status prt_model_dump(prt_model *m, const char *path)
     FILE *f = NULL;
     if (root && !(f = fopen(path, "wb")))
         st = prtp_fail(PRT_ERR_IO, "%s: cannot write the parameter dump", path);
-    if (f) { fwrite("PRTDUMP1", 1, 8, f); put_u32(f, (uint32_t)m->n); }
+    uint32_t count = 0;
+    for (int i = 0; i < m->n; i++) count += m->tab[i].tie < 0;
+    if (f) { fwrite("PRTDUMP1", 1, 8, f); put_u32(f, count); }
     for (int i = 0; i < m->n; i++) {
         const prt_param *p = &m->tab[i];
+        if (p->tie >= 0) continue;   /* a copy: the original is dumped */
         int stage = p->vstage % m->pp;
         size_t lr, lc;
         local_shape(p, m->tp, &lr, &lc);

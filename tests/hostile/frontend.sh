@@ -38,7 +38,7 @@ refuse_name 'a;b'          'error: '
 refuse_name 'a b'          'error: '
 refuse_name 'café'         'stray byte 0xc3 in input'
 refuse_name "$long"        'name of 200 characters is longer than the 128 allowed'
-[ -e PWNED ] && { echo "FAIL: a file PWNED appeared"; fail=$((fail + 1)); }
+[ ! -e PWNED ]; verdict "no file PWNED appeared" $(( $? == 0 )) "a file PWNED appeared"
 
 # ---- strings that cannot be represented: refused --------------------------------
 refuse_data() {   # LABEL DATA_TEXT REGEX [fmt-too]
@@ -61,16 +61,12 @@ accept_data() {   # LABEL DATA_TEXT
     plan_text "$ok128" one "$2" >"$p"
     expect "data $1: check" 0 '' "$planc" check "$p"
     expect "data $1: check --json" 0 '' "$planc" check --json "$p"
-    if ! python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$HTMP/out" 2>/dev/null; then
-        echo "FAIL data $1: check --json printed invalid JSON"; fail=$((fail + 1))
-    fi
+    python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$HTMP/out" 2>/dev/null
+    verdict "data $1: --json is valid JSON" $(( $? == 0 )) "invalid JSON"
     "$planc" fmt "$p" >"$HTMP/f1.plan" 2>/dev/null
     "$planc" fmt "$HTMP/f1.plan" >"$HTMP/f2.plan" 2>/dev/null
-    if ! grep -qF -- "$2" "$HTMP/f1.plan" || ! cmp -s "$HTMP/f1.plan" "$HTMP/f2.plan"; then
-        echo "FAIL data $1: fmt changed the string or is not idempotent"; fail=$((fail + 1))
-    else
-        pass=$((pass + 1))
-    fi
+    grep -qF -- "$2" "$HTMP/f1.plan" && cmp -s "$HTMP/f1.plan" "$HTMP/f2.plan"
+    verdict "data $1: fmt keeps it" $(( $? == 0 )) "fmt changed the string or is not idempotent"
 }
 accept_data quotes       '"we\"ird\".txt"'
 accept_data backslashes  '"a\\b\\\\c.txt"'
@@ -81,5 +77,5 @@ accept_data spaces-tab   $'"a b\tc .txt"'
 accept_data non-ascii    '"données-数据-🚀.txt"'
 accept_data trigraph     '"??/??=??(.txt"'
 accept_data 4095-bytes   "\"$(printf 'q%.0s' $(seq 4095))\""
-[ -e PWNED ] && { echo "FAIL: a file PWNED appeared"; fail=$((fail + 1)); }
+[ ! -e PWNED ]; verdict "no file PWNED appeared" $(( $? == 0 )) "a file PWNED appeared"
 finish "hostile front end"

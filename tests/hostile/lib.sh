@@ -9,7 +9,26 @@
 #                                or sanitizer report ended it; prints the time
 #                                it took when TIMED=1 and fails above LIMIT_S
 # finish LABEL                   print the counts and return the status
-pass=0 fail=0
+#
+# A case whose name is listed in tests/hostile/known-bugs (a bug in another
+# module, reported to its owner) is counted as XFAIL instead of failing; if
+# it passes, XPASS says to take it off the list.
+pass=0 fail=0 xfail=0
+KNOWN_BUGS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/known-bugs
+is_known() { grep -qxF -- "$1" "$KNOWN_BUGS" 2>/dev/null; }
+verdict() {   # NAME OK WHY: count one case
+    if [ "$2" = 1 ]; then
+        pass=$((pass + 1))
+        is_known "$1" && echo "XPASS $1: fixed; remove it from tests/hostile/known-bugs"
+        return 0
+    fi
+    if is_known "$1"; then
+        xfail=$((xfail + 1)); echo "XFAIL $1: $3 (known bug, see tests/hostile/known-bugs)"
+    else
+        fail=$((fail + 1)); echo "FAIL $1: $3"
+    fi
+    return 1
+}
 HTMP=$(mktemp -d)
 trap 'rm -rf "$HTMP"' EXIT
 
@@ -33,6 +52,8 @@ expect() {
     t1=$(now_ms)
     if [ "$want" = any ]; then
         [ $rc -le 2 ] || { ok=0; why="exit $rc"; }
+    elif [ "$want" = refused ]; then   # a clean refusal: 1..123, not a timeout or signal
+        [ $rc -ge 1 ] && [ $rc -le 123 ] || { ok=0; why="exit $rc, want a refusal"; }
     elif [ "$rc" != "$want" ]; then
         ok=0; why="exit $rc, want $want"
     fi
@@ -42,17 +63,14 @@ expect() {
     if [ "${TIMED:-0}" = 1 ] && [ "$ms" -gt $(( ${LIMIT_S:-2} * 1000 )) ]; then
         ok=0; why="$why; took $ms ms (limit ${LIMIT_S:-2} s)"
     fi
-    if [ $ok = 1 ]; then
-        pass=$((pass + 1))
+    if verdict "$name" $ok "$why"; then
         if [ "${TIMED:-0}" = 1 ]; then printf '  ok %-44s exit %d %6d ms\n' "$name" "$rc" "$ms"; fi
     else
-        fail=$((fail + 1))
-        echo "FAIL $name: $why"
         head -c 600 "$HTMP/err" | sed 's/^/    /'
     fi
 }
 
 finish() {
-    echo "$1: $pass passed, $fail failed"
+    echo "$1: $pass passed, $fail failed, $xfail known bugs of other modules"
     [ "$fail" -eq 0 ]
 }

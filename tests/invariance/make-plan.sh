@@ -3,11 +3,14 @@
 # data and training — with another plan block, on a one-node cluster of
 # laptop.plan's device with exactly as many ranks as the layout needs.
 #   usage: make-plan.sh OUT.plan RANKS "PLAN BLOCK BODY" [ADAMW_EPS]
+# A body containing `tied_head;` ties the lm_head to the embedding.
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 case "$body" in *global_batch*) ;; *) body="$body global_batch 16;" ;; esac
+tied=false
+case "$body" in *tied_head\;*) tied=true; body=${body//tied_head;/} ;; esac
 {
     sed -e "s/^cluster laptop/cluster cpu$np/" -e "s/gpus_per_node *[0-9]*/gpus_per_node $np/" \
         "$root/examples/clusters/laptop.plan"
@@ -16,6 +19,6 @@ case "$body" in *global_batch*) ;; *) body="$body global_batch 16;" ;; esac
         /^plan[ \t]*\{/ { print "plan { " body " }"; skip = 1; next }
         skip && /^\}/ { skip = 0; next }
         skip { next }
-        { print }' "$root/examples/tiny.plan" |
+        { print }' "$root/examples/tiny.plan" | sed -e "s/tied false/tied $tied/" |
     if [ -n "$eps" ]; then sed -e "s/adamw *{/adamw { eps $eps;/"; else cat; fi
 } > "$out"

@@ -27,9 +27,12 @@ mkdir -p "$dir"
 make_plan() { "$here/make-plan.sh" "$dir/$1.plan" "$2" "$3" "$eps"; }
 
 fails=0; n=0; t0=$(date +%s)
+ref=
 while read -r name np body; do
     case "$name" in ''|'#'*) continue ;; esac
-    if [ "$name" != ref ] && [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
+    is_ref=false
+    if [ "$name" = reference ]; then is_ref=true; name=$np; np=${body%% *}; body=${body#* }; fi
+    if ! $is_ref && [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
     make_plan "$name" "$np" "$body"
     if ! "$planc" build "$dir/$name.plan" -o "$dir/$name" < /dev/null 2> "$dir/$name.build.log"; then
         echo "FAIL $name: planc build failed:"; cat "$dir/$name.build.log"; fails=$((fails + 1)); continue
@@ -39,16 +42,17 @@ while read -r name np body; do
             --dump-params "$dir/$name.dump" < /dev/null > "$dir/$name.log" 2>&1); then
         echo "FAIL $name: training failed:"; tail -n 20 "$dir/$name.log"; fails=$((fails + 1)); continue
     fi
-    if [ "$name" = ref ]; then
-        echo "ref ($np rank): losses $(sed -n 's/.*"loss": \([0-9.]*\).*/\1/p' "$dir/ref.jsonl" | tr '\n' ' ')"
+    if $is_ref; then
+        ref=$name
+        echo "reference $ref ($np rank): losses $(sed -n 's/.*"loss": \([0-9.]*\).*/\1/p' "$dir/$ref.jsonl" | tr '\n' ' ')"
         continue
     fi
     n=$((n + 1))
-    if out=$("$compare" "$dir/ref.jsonl" "$dir/ref.dump" "$dir/$name.jsonl" "$dir/$name.dump"); then
+    if out=$("$compare" "$dir/$ref.jsonl" "$dir/$ref.dump" "$dir/$name.jsonl" "$dir/$name.dump"); then
         printf 'ok   %-20s %d ranks  %s\n' "$name" "$np" "$(echo "$out" | tail -n 1 | sed 's/^ *//')"
     else
         printf 'FAIL %-20s %d ranks\n%s\n' "$name" "$np" "$out"; fails=$((fails + 1))
     fi
 done < "$here/cases.txt"
-echo "invariance: $n layouts against the single-rank run, $fails failed, $(( $(date +%s) - t0 )) s"
+echo "invariance: $n layouts against their single-rank run, $fails failed, $(( $(date +%s) - t0 )) s"
 [ "$fails" = 0 ]

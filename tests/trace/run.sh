@@ -7,7 +7,8 @@
 #  2. every example (and every plan here) drawn as SVG and JSON, and tiny
 #     under every schedule, all checked by check.py (XML / JSON parsers,
 #     boxes per stage == trace events per stage);
-#  3. --compare of a trace planc wrote, and the usage errors (exit 2).
+#  3. --compare of a trace planc wrote, the usage errors (exit 2), a plan
+#     that does not fit (exit 1, still drawn) and an invalid layout (exit 1).
 set -u
 planc=$1 out=$2 update=${3:-}
 here=$(dirname "$0")
@@ -55,6 +56,26 @@ done
 files+=("$out/tiny-compare.svg")
 grep -q 'data-source="predicted"' "$out/tiny-compare.svg" && \
     [ "$(grep -c '<g class="panel"' "$out/tiny-compare.svg")" = 2 ] || bad "--compare: not two panels"
+# a "measured" trace as the executable would write it: another clock
+# origin, every op 10 % slower, two ranks per stage (rank 0 and a replica)
+python3 - "$out/tiny.json" "$out/measured.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ev = []
+for e in doc["traceEvents"]:
+    if e["ph"] != "X":
+        continue
+    for rank, skew in ((0, 0.0), (1, 7.0)):
+        m = dict(e, ts=1e6 + 1.1 * e["ts"] + skew, dur=1.1 * e["dur"], args=dict(e["args"], rank=rank))
+        ev.append(m)
+json.dump({"traceEvents": ev[::-1], "otherData": {"source": "measured"}}, open(sys.argv[2], "w"))
+PY
+"$planc" trace examples/tiny.plan --compare "$out/measured.json" -o "$out/tiny-measured.svg" >/dev/null \
+    || bad "--compare measured.json"
+grep -q 'measured: step [0-9.]* ms (+10.0 % against the prediction)' "$out/tiny-measured.svg" \
+    || bad "--compare: the measured panel does not show +10.0 %"
+files+=("$out/tiny-measured.svg")
+[ -s "$out/search.svg" ] && files+=("$out/search.svg")   # written by test_trace
 python3 "$here/check.py" "${files[@]}" || bad "check.py"
 
 expect2() {
@@ -67,7 +88,25 @@ expect2 examples/tiny.plan
 expect2 examples/tiny.plan -o "$out/x.svg" --schedule nope
 expect2 examples/tiny.plan -o "$out/x.svg" --compare /nonexistent.json
 expect2 examples/tiny.plan -o "$out/x.json" --compare "$out/tiny.json"
+expect2 examples/tiny.plan -o "$out/x.svg" --schedule 1f1b --chunks 2
+expect2 examples/tiny.plan -o "$out/x.svg" --chunks 0
 expect2 examples/tiny.plan -o "$out/x.svg" --compare "$out/pipe4.json"   # 4 stages vs 2
+
+# a plan that does not fit: still drawn, exit 1; an invalid layout: exit 1
+sed 's/memory 1 GiB/memory 1 MiB/' "$here/pipe4.plan" > "$out/nofit.plan"
+rm -f "$out/nofit.svg"
+"$planc" trace "$out/nofit.plan" -o "$out/nofit.svg" >/dev/null 2>&1
+[ $? = 1 ] && [ -s "$out/nofit.svg" ] || bad "a plan that does not fit: exit 1, picture written"
+sed 's/dp 2; tp 1; pp 4/dp 1; tp 1; pp 4/' "$here/pipe4.plan" > "$out/badlayout.plan"
+"$planc" trace "$out/badlayout.plan" -o "$out/badlayout.svg" >/dev/null 2>&1
+[ $? = 1 ] || bad "dp x tp x pp != GPUs: exit 1"
+
+# the README's pictures: stale ones are reported (not a failure: any change
+# to the cost model moves them; `make pictures` redraws them)
+for s in gpipe 1f1b interleaved zb-h1; do
+    cmp -s "$out/tiny-$s.svg" "docs/img/trace-$s.svg" || \
+        echo "note: docs/img/trace-$s.svg differs from planc's drawing; run 'make pictures'" >&2
+done
 
 n=${#files[@]}
 if [ $fails -gt 0 ]; then echo "trace: $fails check(s) failed" >&2; exit 1; fi
