@@ -172,6 +172,26 @@ static void test_gemm_efficiency(void **state)
     assert_true(thin < big * 0.8);
 }
 
+/* Wave quantisation by the device's SM count: on 108 SMs a GEMM of 217
+ * tiles takes three waves and one of 216 two; at the fallback of 128
+ * tiles per wave both take two. */
+static void test_wave_sms(void **state)
+{
+    (void)state;
+    Device d = plan_preset_dgx_a100(1).device;
+    assert_int_equal(d.sms, 108);
+    assert_int_equal(plan_preset_dgx_h100(1).device.sms, 132);
+    double peak = d.flops_16;
+    /* 7 x 31 = 217 tiles and 8 x 27 = 216 tiles, k 8192: compute-bound */
+    double t217 = plan_gemm_time(&d, peak, 2, 7 * 128, 31 * 128, 8192, 1);
+    double t216 = plan_gemm_time(&d, peak, 2, 8 * 128, 27 * 128, 8192, 1);
+    assert_close(t217 / t216, 1.5, 0, 0.01);
+    d.sms = 0;
+    t217 = plan_gemm_time(&d, peak, 2, 7 * 128, 31 * 128, 8192, 1);
+    t216 = plan_gemm_time(&d, peak, 2, 8 * 128, 27 * 128, 8192, 1);
+    assert_close(t217 / t216, 1.0, 0, 0.01);
+}
+
 /* ---- communication ------------------------------------------------------ */
 
 static void test_bus_factors(void **state)
@@ -840,6 +860,105 @@ static void test_random_layouts(void **state)
     free(buf);
 }
 
+/* The tied embedding's gradient all-reduce between the first and the last
+ * stage: only with pp > 1 and a tied head, V h / t elements over the PP
+ * pair, once per step, inside those stages' optimizer step. */
+static void test_tied_embedding_allreduce(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)], lb[PLAN_PRESET_LAYERS(8)];
+    for (int pp = 1; pp <= 4; pp *= 2) {
+        Plan p = gpt_plan(buf, 8, 1024, 16, 4, 4, 2, pp, 1, 1, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+        Layout l = plan_layout_defaults(&p);
+        PlanCosts c;
+        assert_true(plan_costs(&p, &l, &c));
+        PlanGroup g = plan_layout_group(&p.cluster, l.dp, l.tp, l.pp, GROUP_PP);
+        PlanGroup pair = g.local >= 2 ? (PlanGroup){ 2, 2, 1 } : (PlanGroup){ 2, 1, 2 };
+        double want = pp > 1 ? plan_comm_cost(&p.cluster, COLL_ALL_REDUCE, ALGO_AUTO, pair,
+                                              2.0 * 51200 * 1024 / 2).time : 0;
+        assert_close(c.cost[0].embed, want, 1e-15, 1e-12);
+        assert_close(c.cost[pp - 1].embed, want, 1e-15, 1e-12);
+        for (int s = 1; s + 1 < pp; s++) assert_true(c.cost[s].embed == 0);
+        PlanEval ev;
+        plan_evaluate(&p, &ev);
+        /* the breakdown is of the stage that ends last: a first or last one
+         * pays the all-reduce, a middle one does not */
+        if (pp <= 2) assert_close(ev.times.embed, want, 1e-15, 1e-12);
+        else assert_true(ev.times.embed == 0 || fabs(ev.times.embed - want) <= 1e-12 * want);
+        if (pp > 1) {   /* inside stage 0's optimizer step (its parameters do not
+                           change when the head on the last stage is untied) */
+            PlanCosts d;
+            Layer *head = &p.model.layers[p.model.n_layers - 1];
+            head->tied = false;
+            assert_true(plan_costs(&p, &l, &d));
+            head->tied = true;
+            assert_close(c.opt[0] - d.opt[0], want, 1e-15, 1e-9);
+            plan_costs_free(&d);
+        }
+        plan_eval_free(&ev);
+        plan_costs_free(&c);
+        /* an untied head (Llama) has nothing to all-reduce */
+        Model m;
+        plan_preset_llama(&m, lb, "l", 8, 1024, 16, 8, 2816, 2048, 32000, DTYPE_BF16);
+        Plan q = plan_preset_plan(m, plan_preset_dgx_h100(4), 4, 2, pp, 1, 1, 64, SCHED_1F1B, 1,
+                                  RECOMPUTE_NONE, 0);
+        l = plan_layout_defaults(&q);
+        assert_true(plan_costs(&q, &l, &c));
+        for (int k = 0; k < c.n_chunks; k++) assert_true(c.cost[k].embed == 0);
+        plan_costs_free(&c);
+    }
+}
+
+/* The two switches that model Megatron-LM 2021 (planner/validate.c): the
+ * DP reductions after the flush (each stage's REDUCE_GRADS after its last
+ * compute op, draining nothing, one per chunk) and blocking sends (on the
+ * compute stream); each only adds time, and the default is neither. */
+static void test_megatron_2021_switches(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(16)];
+    int scheds[] = { SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1 };
+    for (int i = 0; i < 3; i++) {
+        int v = scheds[i] == SCHED_INTERLEAVED ? 2 : 1;
+        Plan p = gpt_plan(buf, 16, 2048, 16, 4, 4, 2, 4, 1, 1, 64, scheds[i], v, RECOMPUTE_NONE, 0);
+        assert_false(p.grad_reduce_after_flush || p.p2p_blocking);
+        PlanEval base, late, block;
+        plan_evaluate(&p, &base);
+        p.grad_reduce_after_flush = true;
+        plan_evaluate(&p, &late);
+        PlanProgram pr;
+        char why[256];
+        assert_true(plan_lower(&p, &pr, why, sizeof why));
+        for (int s = 0; s < pr.pp; s++) {
+            const PlanStageProgram *sp = &pr.stages[s];
+            int last_compute = -1, reduces = 0;
+            for (int j = 0; j < sp->n_ops; j++) {
+                PlanOpKind k = sp->ops[j].kind;
+                if (k == OP_FWD || k == OP_BWD || k == OP_BWD_INPUT || k == OP_BWD_WEIGHT) last_compute = j;
+                if (k == OP_REDUCE_GRADS) {
+                    assert_true(j > last_compute);
+                    assert_int_equal(sp->ops[j].pair, -1);
+                    reduces++;
+                }
+            }
+            assert_int_equal(reduces, v);
+        }
+        plan_program_free(&pr);
+        p.grad_reduce_after_flush = false;
+        p.p2p_blocking = true;
+        plan_evaluate(&p, &block);
+        assert_true(plan_lower(&p, &pr, why, sizeof why));
+        for (int s = 0; s < pr.pp; s++)
+            for (int j = 0; j < pr.stages[s].n_ops; j++)
+                if (pr.stages[s].ops[j].kind == OP_SEND_ACT || pr.stages[s].ops[j].kind == OP_SEND_GRAD)
+                    assert_int_equal(pr.stages[s].ops[j].stream, STREAM_COMPUTE);
+        plan_program_free(&pr);
+        assert_true(late.step_time > base.step_time);
+        assert_true(block.step_time > base.step_time);
+        plan_eval_free(&base); plan_eval_free(&late); plan_eval_free(&block);
+    }
+}
+
 /* ---- report ---------------------------------------------------------------- */
 
 static char *report(const Plan *p, bool json, int *rc)
@@ -922,6 +1041,9 @@ int main(void)
         cmocka_unit_test(test_timeline),
         cmocka_unit_test(test_stage_params),
         cmocka_unit_test(test_comm_hier_and_sp),
+        cmocka_unit_test(test_wave_sms),
+        cmocka_unit_test(test_tied_embedding_allreduce),
+        cmocka_unit_test(test_megatron_2021_switches),
         cmocka_unit_test(test_random_layouts),
         cmocka_unit_test(test_report),
     };
