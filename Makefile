@@ -31,8 +31,9 @@ HAVE_GPU     := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)
 # runtime, the tests, and the programs the tests generate (mpicc takes the
 # flags from OMPI_CFLAGS/OMPI_LDFLAGS, which planc build inherits). nvcc's
 # host code takes no sanitizer, so the CUDA library is skipped. Leak reports
-# for Open MPI's own allocations are suppressed (tests/san/lsan.supp); any
-# report is fatal.
+# for Open MPI's own allocations are suppressed (tests/san/lsan.supp; the
+# slow unwinder, fast_unwind_on_malloc=0, reaches the libmpi frames above
+# the plugins Open MPI unloads before the leak check); any report is fatal.
 SAN          ?= 0
 ifeq ($(SAN),1)
 override BUILD := $(BUILD)/san
@@ -41,7 +42,7 @@ SANFLAGS     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-saniti
 SAN_MPI_LDIR := $(filter-out -l%,$(shell mpicc --showme:link 2>/dev/null))
 export OMPI_CFLAGS   := $(SANFLAGS)
 export OMPI_LDFLAGS  := $(SAN_MPI_LDIR) $(SANFLAGS)
-export ASAN_OPTIONS  := detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1
+export ASAN_OPTIONS  := detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1
 export LSAN_OPTIONS  := suppressions=$(CURDIR)/tests/san/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 endif

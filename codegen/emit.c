@@ -74,6 +74,7 @@ typedef struct {
     int        *pfirst;    /* [n_layers] first parameter id of each layer */
     int         n_params;
     int         tie;       /* the tie column of the next parameter row */
+    uint64_t   *stage_numel; /* [pp] elements of each stage's flat buffer (one TP rank) */
 } Cg;
 
 static void out(Cg *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -84,6 +85,18 @@ static void out(Cg *g, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(g->f, fmt, ap);
     va_end(ap);
+}
+
+/* One line of code, padded, with a comment at column 44. */
+static void col(Cg *g, const char *fmt, const char *comment, ...) __attribute__((format(printf, 2, 4)));
+static void col(Cg *g, const char *fmt, const char *comment, ...)
+{
+    char code[256];
+    va_list ap;
+    va_start(ap, comment);
+    vsnprintf(code, sizeof code, fmt, ap);
+    va_end(ap);
+    out(g, "%-43s /* %s */\n", code, comment);
 }
 
 /* Write section `name` of the template, replacing @KEY@ from keys/vals. */
@@ -249,26 +262,27 @@ static void emit_constants(Cg *g)
             if (f > max_inner) max_inner = f;
         }
     }
+    long long B = l->micro_batch, T = m->seq, sp = l->sequence_parallel == 1 ? l->tp : 1;
     out(g, "/* ---- the layout -------------------------------------------------------- */\n");
-    out(g, "enum {\n"
-           "    DP = %d, TP = %d, PP = %d,   /* data-, tensor-, pipeline-parallel degrees */\n"
-           "    CHUNKS = %d,                 /* model chunks per pipeline stage */\n"
-           "    ZERO = %d,                   /* ZeRO stage */\n"
-           "    N_MICRO = %lld,              /* micro-batches per step on each pipeline */\n"
-           "    B = %lld, T = %lld, N = B * T, /* sequences per micro-batch, tokens each, rows */\n"
-           "    C = %lld, V = %lld, VL = V / TP, /* width, vocabulary, this rank's vocabulary slice */\n"
-           "    GLOBAL_BATCH = %lld,         /* sequences per step, all DP ranks together */\n"
-           "    N_LAYERS = %d, N_PARAMS = %d,\n"
-           "    SP = %d, NL = N / (SP ? TP : 1), /* sequence parallel; rows of the residual stream here */\n"
-           "    RECOMPUTE = %d,              /* 0 none, 1 selective (attention scores), 2 full */\n"
-           "    SPLIT_BWD = %d,              /* zb-h1: backward split into input and weight halves */\n"
-           "    MAX_WIDTH = %lld, MAX_INNER = %lld, MAX_HEADS = %lld, /* widest layer, this rank */\n"
-           "};\n\n",
-           l->dp, l->tp, l->pp, l->chunks, l->zero, (long long)g->prog.n_micro,
-           (long long)l->micro_batch, (long long)m->seq, (long long)m->dim, (long long)m->vocab,
-           (long long)l->global_batch, m->n_layers, g->n_params, l->sequence_parallel == 1, l->recompute,
-           l->schedule == SCHED_ZB_H1, (long long)max_width, (long long)max_inner,
-           (long long)max_heads);
+    out(g, "enum {\n");
+    col(g, "    DP = %d, TP = %d, PP = %d,", "data-, tensor-, pipeline-parallel degrees", l->dp, l->tp, l->pp);
+    col(g, "    CHUNKS = %d,", "model chunks per pipeline stage", l->chunks);
+    col(g, "    ZERO = %d,", "ZeRO stage", l->zero);
+    col(g, "    N_MICRO = %lld,", "micro-batches per step on each pipeline", (long long)g->prog.n_micro);
+    col(g, "    N_LAYERS = %d, N_PARAMS = %d,", "layers of the model, tensors of PARAMS", m->n_layers, g->n_params);
+    col(g, "    SP = %d,", "sequence parallel", l->sequence_parallel == 1);
+    col(g, "    RECOMPUTE = %d,", "0 none, 1 selective (attention scores), 2 full", l->recompute);
+    col(g, "    SPLIT_BWD = %d,", "zb-h1: backward split into input and weight halves",
+        l->schedule == SCHED_ZB_H1);
+    out(g, "};\n/* sizes as size_t, so products of them never overflow an int */\nstatic const size_t\n");
+    col(g, "    B = %lld, T = %lld, N = %lld,", "sequences per micro-batch, tokens each, rows B*T", B, T, B * T);
+    col(g, "    NL = %lld,", "rows of the residual stream here (SP: N/TP)", B * T / sp);
+    col(g, "    C = %lld, V = %lld, VL = %lld,", "width, vocabulary, this rank's slice V/TP",
+        (long long)m->dim, (long long)m->vocab, (long long)(m->vocab / l->tp));
+    col(g, "    GLOBAL_BATCH = %lld,", "sequences per step, all DP ranks together", (long long)l->global_batch);
+    col(g, "    MAX_WIDTH = %lld, MAX_INNER = %lld, MAX_HEADS = %lld;", "widest layer, this rank",
+        (long long)max_width, (long long)max_inner, (long long)max_heads);
+    out(g, "\n");
     char data[1024], name[256];
     cg_string_literal(p->has_train && p->train.data ? p->train.data : "", data, sizeof data);
     cg_comment_text(m->name, name, sizeof name);
@@ -303,6 +317,8 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
     bool tp_sum = g->l.sequence_parallel == 1 && g->l.tp > 1 && strstr(name, "norm.") != NULL;
     int tp = g->l.tp;
     char shard[64];
+    uint64_t local = (uint64_t)rows * cols / (strcmp(split, "PRT_REPLICATED") ? (uint64_t)tp : 1);
+    g->stage_numel[g->layer_vs[layer] % g->l.pp] += local;
     if (!strcmp(split, "PRT_SPLIT_ROWS")) snprintf(shard, sizeof shard, "(%zu, %zu)", rows / (size_t)tp, cols);
     else if (!strcmp(split, "PRT_SPLIT_COLS")) snprintf(shard, sizeof shard, "(%zu, %zu)", rows, cols / (size_t)tp);
     else snprintf(shard, sizeof shard, "all");
@@ -325,6 +341,26 @@ static bool tied_copy(const Cg *g, int i)
     return false;
 }
 
+/* A comment with each stage's flat buffer and its DP shards (the rule of
+ * prt_shard: the first n % DP ranks hold one element more). */
+static void emit_shards(Cg *g)
+{
+    int dp = g->l.dp;
+    out(g, "/* Flat buffer of one rank (its TP slices, chunk by chunk, layer by layer):\n");
+    for (int s = 0; s < g->l.pp; s++) {
+        uint64_t n = g->stage_numel[s], q = n / (uint64_t)dp, rem = n % (uint64_t)dp;
+        out(g, " *   stage %d: %llu elements", s, (unsigned long long)n);
+        if (g->l.zero == 0 || dp == 1) { out(g, ", replicated over DP\n"); continue; }
+        out(g, "; ZeRO-%d shard of DP rank r:", g->l.zero);
+        for (int r = 0; r < dp && r < 4; r++) {
+            uint64_t ur = (uint64_t)r, off = ur * q + (ur < rem ? ur : rem), cnt = q + (ur < rem);
+            out(g, " %d [%llu, %llu)", r, (unsigned long long)off, (unsigned long long)(off + cnt));
+        }
+        out(g, "%s\n", dp > 4 ? " ..." : "");
+    }
+    out(g, " */\n\n");
+}
+
 /* Walk the model's tensors in order; with write false only count them. */
 static int emit_params(Cg *g, bool write)
 {
@@ -333,6 +369,7 @@ static int emit_params(Cg *g, bool write)
     if (!write) g->f = NULL;
     int id = 0, wte = -1;
     g->tie = -1;
+    memset(g->stage_numel, 0, sizeof(uint64_t) * (size_t)g->l.pp);
     double s = 0.02, sr = 0.02 / sqrt(2.0 * (m->n_blocks > 0 ? m->n_blocks : 1));
     size_t C = (size_t)m->dim;
     char nm[128];
@@ -413,7 +450,8 @@ static int emit_params(Cg *g, bool write)
             break;
         }
     }
-    out(g, "};\n\n");
+    out(g, "};\n");
+    emit_shards(g);
     g->f = keep;
     return id;
 }
@@ -621,7 +659,8 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     g.chunk = calloc((size_t)g.nv, sizeof *g.chunk);
     g.layer_vs = calloc((size_t)m->n_layers, sizeof(int));
     g.pfirst = calloc((size_t)m->n_layers, sizeof(int));
-    bool ok = g.chunk && g.layer_vs && g.pfirst;
+    g.stage_numel = calloc((size_t)g.l.pp, sizeof(uint64_t));
+    bool ok = g.chunk && g.layer_vs && g.pfirst && g.stage_numel;
     if (!ok) snprintf(why, len, "out of memory");
     if (ok && !(ok = plan_split(m, g.l.pp, g.l.chunks, g.chunk)))
         snprintf(why, len, "%d blocks cannot be cut into %d pipeline chunks", m->n_blocks, g.nv);
@@ -653,6 +692,7 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     free(g.chunk);
     free(g.layer_vs);
     free(g.pfirst);
+    free(g.stage_numel);
     plan_program_free(&g.prog);
     return ok;
 }

@@ -1,6 +1,6 @@
 /*
- * cost.c: seconds per micro-batch of every pipeline chunk, and the
- * closed-form step time of a layout (the fast path of `check` and `search`).
+ * cost.c: seconds per micro-batch of every pipeline chunk, and the step
+ * time of a layout (the fast path of `check` and `search`).
  *
  * Compute is timed per kernel, not from a global efficiency: each GEMM is
  * a roofline of its tile- and wave-quantised tensor-core time against its
@@ -10,11 +10,15 @@
  * residual, cross-entropy) is its bytes over the HBM bandwidth, and every
  * kernel pays a small launch gap. TP collectives are synchronous in
  * Megatron, so they add to the forward and backward; DP, ZeRO and PP
- * collectives are left to the schedule (closed forms here, the simulator
- * for the Program).
+ * collectives are left to the schedule. The step time is the simulated
+ * time of the layout's Program, computed over its micro-steps without
+ * building it (simulate.c: plan_simulate_costs): no closed form is exact
+ * once chunks are uneven, m < p, ZeRO-3 gathers queue behind reductions or
+ * ZB-H1 places its weight passes by list scheduling. The search prunes
+ * with a proven lower bound of it (plan_pipeline_time).
  *
  * What this file must not do: derive a schedule. It gives per-chunk costs
- * and closed forms; the op order lives in lower.c only.
+ * and bounds; the op order lives in lower.c only.
  */
 #include "planner/cost.h"
 
@@ -81,7 +85,7 @@ static double tp_time(const Cluster *cl, PlanGroup g, const PlanTpColls *k, doub
 }
 
 /* Why: one place turns a layer's counted work into seconds, so every
- * consumer (closed forms, lowering, report) agrees. */
+ * consumer (fast path, lowering, report) agrees. */
 static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
                        PlanGroup tpg, double peak, bool *ovf, LayerTime *t)
 {
@@ -319,7 +323,7 @@ void plan_costs_free(PlanCosts *c)
     memset(c, 0, sizeof *c);
 }
 
-/* ---- closed forms ----------------------------------------------------- */
+/* ---- closed forms (uniform stages) and bounds ------------------------- */
 
 double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
                                double F, double B, double W)

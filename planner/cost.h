@@ -1,15 +1,16 @@
 /*
  * cost.h: the planner's fast path — per-chunk costs of a layout and the
- * closed-form evaluation of one layout (memory per stage and step time)
- * without building the Program.
+ * evaluation of one layout (memory per stage and step time) without
+ * building the Program.
  *
  * plan_costs() computes, for every model chunk (virtual pipeline stage),
  * the time of one micro-batch's forward and backward on one GPU, the
  * bytes and times of its collectives and what it keeps in memory. Costs of
  * identical layers are computed once (memoised by layer shape), so a layout
  * costs O(distinct layers + layers) to evaluate. plan_lower() reads the same
- * table to give the Program's ops their durations, so the closed forms and
- * the simulator time the same work.
+ * table to give the Program's ops their durations, and the fast path's
+ * step time is the simulation of that same Program over its micro-steps
+ * (simulate.h, plan_simulate_costs), so `check` and `search` agree.
  */
 #ifndef PLANC_COST_H
 #define PLANC_COST_H
@@ -139,8 +140,8 @@ void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c);
  * allocated with plan_op_costs_alloc for the same pp and chunks). */
 void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc);
 
-/* The fast path: resolve defaults, check, cost, memory and closed-form
- * step time of plan p. Always fills ev (valid=false with a reason when the
+/* The fast path: resolve defaults, check, cost, memory and step time (the
+ * simulated Program's, without building it) of plan p. Always fills ev (valid=false with a reason when the
  * layout is illegal). Free with plan_eval_free. */
 void plan_evaluate(const Plan *p, PlanEval *ev);
 /* The same for an explicit resolved layout (used by search). */

@@ -9,6 +9,9 @@
  * (every backward under ZeRO-2/3, whose gradients are sharded), then the
  * optimizer step and, under ZeRO-1/2, the all-gather of updated shards.
  *
+ * The step orders are public (plan_schedule_step, plan_schedule_steps):
+ * the fast path's simulation (simulate.c) walks them without building ops.
+ *
  * Schedules (p stages, m micro-batches, v chunks, stage s):
  *  - GPipe (Huang et al. 2019): all m forwards, then all m backwards.
  *  - 1F1B (PipeDream-Flush, Narayanan et al. 2021): min(p-s-1, m) warm-up

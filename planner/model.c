@@ -328,15 +328,30 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
 
 /* ---- step totals ------------------------------------------------------ */
 
+/* Whether two layers have the same shape (their source position aside). */
+static bool same_shape(const Layer *a, const Layer *b)
+{
+    return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
+           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
+           a->bias == b->bias && a->tied == b->tied && a->position == b->position;
+}
+
+/* Why memoised: a layer's work depends only on its shape and the layer
+ * before it, so the sublayer of each repeated block is worked out once
+ * (the one two back, same shape after the same kind of layer, is reused):
+ * O(distinct layers) calls to plan_layer_work instead of one per layer. */
 static double forward_flops_per_seq(const Model *m, bool core_only, bool recomputed_only)
 {
     PlanCut c = { .micro_batch = 1, .tp = 1, .sp = false, .recompute = RECOMPUTE_NONE };
     double f = 0;
+    PlanLayerWork ring[2];
     for (int i = 0; i < m->n_layers; i++) {
-        PlanLayerWork w;
-        plan_layer_work(m, &m->layers[i], i ? &m->layers[i - 1] : NULL, &c, &w);
-        if (recomputed_only && !w.recomputed) continue;
-        f += core_only ? w.flops_core : w.flops_fwd;
+        const Layer *l = &m->layers[i];
+        PlanLayerWork *w = &ring[i % 2];
+        if (!(i >= 3 && same_shape(l, l - 2) && same_shape(l - 1, l - 3)))
+            plan_layer_work(m, l, i ? l - 1 : NULL, &c, w);
+        if (recomputed_only && !w->recomputed) continue;
+        f += core_only ? w->flops_core : w->flops_fwd;
     }
     return f;
 }

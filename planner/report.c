@@ -171,7 +171,7 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
                 "tied-embedding all-reduce", t->embed);
     fprintf(out, "  %-28s %10.4f\n", "optimizer (AdamW)", t->optimizer);
     fprintf(out, "  %-28s %10.4f   (bubble fraction %.4f)\n", "pipeline bubble", bub, bubble);
-    fprintf(out, "  %-28s %10.4f   simulated (closed form %.4f)\n", "step", step, closed);
+    fprintf(out, "  %-28s %10.4f   simulated (fast path %.4f)\n", "step", step, closed);
 }
 
 void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step, double bubble,

@@ -11,7 +11,8 @@
  * the plan block sets are constraints; only the others are searched.
  *
  * How it stays exhaustive and still fast (Llama 3 405B on 16,384 GPUs:
- * 7,704 layouts; a 1T GPT on 3,072 GPUs: 72,756; a few microseconds each):
+ * 7,704 layouts; a 1T GPT on 3,072 GPUs: 72,756; all but a few hundred
+ * settled by bounds):
  *
  *  1. Memoised per-block costs. The cost of one block for one micro-batch
  *     depends only on how a layer is cut: (tp, sequence parallelism,
@@ -23,11 +24,14 @@
  *     runs, so a chunk's sums cost O(runs it spans), not O(blocks).
  *  2. Estimates from the planner's own formulas. From those sums the
  *     search builds the layout's chunk table (without the DP/ZeRO
- *     collectives) and hands it to plan_pipeline_time(), the closed form
- *     `check` uses: without the DP and ZeRO collectives, with the cheaper
- *     of the two possible pipeline-send costs and without the step's tail
- *     (gradient reduce, optimizer, ZeRO all-gathers) it is a lower bound
- *     of the step time, since each of those only adds time. Memory per
+ *     collectives) and hands it to plan_pipeline_time(), cost.c's proven
+ *     lower bound of the simulated step (tests/test_planner.c checks it
+ *     on thousands of layouts); with the cheaper of the two possible
+ *     pipeline-send costs and without the step's tail it stays one. For
+ *     ZeRO-3 the chunks also get their gathers and reductions
+ *     (plan_chunk_dp_times), so the bound counts what the comm stream must
+ *     run before the last pass: a ZeRO-3 layout bound by its gathers is
+ *     pruned without being simulated. Memory per
  *     stage is memory.c's formula over per-stage sums (stage_fixed,
  *     stage_act): equal to check's up to the rounding of another
  *     summation order.
@@ -43,8 +47,9 @@
  *     ever fails, the search reruns without pruning.
  *
  * The ranked results are exactly what plan_evaluate_layout() — `check`'s
- * fast path — says of those layouts; the K shown are then lowered and
- * simulated, as `check` does, for the step time it prints.
+ * fast path — says of those layouts, whose step time is the simulated
+ * time of the layout's Program, so the ranking is by the step time
+ * `check` prints.
  * tests/test_search.c compares the pruned search with brute force (every
  * layout evaluated in full) and every estimate with the exact figure.
  *
@@ -460,8 +465,9 @@ static void estimate(Ctx *x, Cand *c, int n)
     }
 }
 
-/* The closed-form pipeline time of layout l on the synthetic table (its
- * schedule, micro-batches and chunks): a lower bound of l's step time. */
+/* cost.c's lower bound of the pipeline time of layout l on the synthetic
+ * table (its schedule, micro-batches and chunks): a lower bound of l's
+ * step time. */
 static double time_bound(Ctx *x, const Layout *l)
 {
     Synth *s = &x->syn;

@@ -63,9 +63,9 @@ typedef struct PlanSearch {
     double           simulate_time_s;/* s: then lowering and simulating the top K */
     int              n_results;
     PlanEval        *results;      /* [n_results] best first: step time, then peak memory */
-    double          *sim_step;     /* [n_results] s: the result's Program simulated, the
-                                      step time `check` reports (ranking uses the closed
-                                      form results[i].step_time, which tests hold equal) */
+    double          *sim_step;     /* [n_results] s: the step time `check` reports, the
+                                      result's Program simulated (= results[i].step_time,
+                                      the same simulation over the micro-steps) */
     double          *sim_bubble;   /* [n_results] the simulated bubble fraction */
     int              top;          /* K asked for */
     /* when nothing fits: the layout with the smallest peak memory */

@@ -88,7 +88,7 @@ static int validate(void)
            "# pipeline sends (Megatron-LM 2021);\n"
            "# A100 108 SMs; tied-embedding all-reduce. TFLOP/s per GPU as the paper counts them.\n");
     printf("%-8s %3s %3s %5s %5s %10s %10s %10s %8s %8s %7s\n", "model", "tp", "pp", "gpus",
-           "batch", "published", "simulated", "closed", "error%", "bubble", "mfu");
+           "batch", "published", "simulated", "fast", "error%", "bubble", "mfu");
     for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++) {
         const Row *r = &ROWS[i];
         Layer *buf = calloc((size_t)PLAN_PRESET_LAYERS(r->layers), sizeof *buf);

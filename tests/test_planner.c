@@ -868,7 +868,7 @@ static void test_tied_embedding_allreduce(void **state)
     (void)state;
     Layer buf[PLAN_PRESET_LAYERS(8)], lb[PLAN_PRESET_LAYERS(8)];
     for (int pp = 1; pp <= 4; pp *= 2) {
-        Plan p = gpt_plan(buf, 8, 1024, 16, 4, 4, 2, pp, 1, 1, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+        Plan p = gpt_plan(buf, 8, 1024, 16, 4, 16 / pp, 2, pp, 1, 1, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
         Layout l = plan_layout_defaults(&p);
         PlanCosts c;
         assert_true(plan_costs(&p, &l, &c));
@@ -881,6 +881,7 @@ static void test_tied_embedding_allreduce(void **state)
         for (int s = 1; s + 1 < pp; s++) assert_true(c.cost[s].embed == 0);
         PlanEval ev;
         plan_evaluate(&p, &ev);
+        assert_true(ev.valid);
         /* the breakdown is of the stage that ends last: a first or last one
          * pays the all-reduce, a middle one does not */
         if (pp <= 2) assert_close(ev.times.embed, want, 1e-15, 1e-12);
@@ -900,7 +901,7 @@ static void test_tied_embedding_allreduce(void **state)
         /* an untied head (Llama) has nothing to all-reduce */
         Model m;
         plan_preset_llama(&m, lb, "l", 8, 1024, 16, 8, 2816, 2048, 32000, DTYPE_BF16);
-        Plan q = plan_preset_plan(m, plan_preset_dgx_h100(4), 4, 2, pp, 1, 1, 64, SCHED_1F1B, 1,
+        Plan q = plan_preset_plan(m, plan_preset_dgx_h100(4), 16 / pp, 2, pp, 1, 1, 64, SCHED_1F1B, 1,
                                   RECOMPUTE_NONE, 0);
         l = plan_layout_defaults(&q);
         assert_true(plan_costs(&q, &l, &c));
@@ -924,6 +925,7 @@ static void test_megatron_2021_switches(void **state)
         assert_false(p.grad_reduce_after_flush || p.p2p_blocking);
         PlanEval base, late, block;
         plan_evaluate(&p, &base);
+        assert_true(base.valid);
         p.grad_reduce_after_flush = true;
         plan_evaluate(&p, &late);
         PlanProgram pr;

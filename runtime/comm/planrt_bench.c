@@ -389,8 +389,9 @@ static double time_batch(prt_comm *g, int algo, bcoll k, const options *o, void 
 }
 
 /* Mean seconds per call of each algorithm at one size.  The iterations run
- * in up to 5 rounds, each giving every algorithm a batch in turn, so that
- * load from other processes, which comes and goes, falls on all alike. */
+ * in up to 5 rounds, each giving every algorithm a batch in turn (a
+ * different one first each round), so that load from other processes,
+ * which comes and goes, falls on all alike. */
 static void time_algos(prt_comm *g, bcoll k, const options *o, void *sb, void *rb, size_t n,
                        const bool *skip, double *t)
 {
@@ -403,7 +404,8 @@ static void time_algos(prt_comm *g, bcoll k, const options *o, void *sb, void *r
     }
     for (int round = 0; round < rounds; round++) {
         int calls = (o->iters - done) / (rounds - round);
-        for (int a = 0; a < o->nalgo; a++) {
+        for (int j = 0; j < o->nalgo; j++) {
+            int a = (j + round) % o->nalgo;   /* rotate who goes first */
             if (skip[a] || t[a] < 0)
                 continue;
             double s = time_batch(g, o->algos[a], k, o, sb, rb, n, calls);

@@ -32,6 +32,7 @@
 
 typedef struct {
     prt_request **req;   /* [n_layers] reductions in flight */
+    prt_request **greq;  /* [n_layers] ZeRO-3 gathers (waited before the gather returns) */
     int           n_req;
     bool          reduced;   /* reduced at least once this step */
     bool          free_after;/* ZeRO-2/3: free the gradients once reduced */
@@ -226,7 +227,8 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     size_t state = m->zero == 0 ? m->P : m->sc;
     for (int ch = 0; !st && ch < chunks; ch++) {
         m->cs[ch].req = (prt_request **)calloc((size_t)n_layers + 1, sizeof(prt_request *));
-        if (!m->cs[ch].req) st = prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
+        m->cs[ch].greq = (prt_request **)calloc((size_t)n_layers + 1, sizeof(prt_request *));
+        if (!m->cs[ch].req || !m->cs[ch].greq) st = prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
         if (!st) st = alloc_weights(m, ch);
         if (!st && m->zero <= 1) {
             m->grad[ch] = (float *)zalloc((m->c1[ch] - m->c0[ch]) * sizeof(float));
@@ -273,6 +275,7 @@ void prt_model_free(prt_model *m)
         if (m->cs) {
             for (int k = 0; k < m->cs[ch].n_req; k++) prt_wait(m->cs[ch].req[k]);
             free(m->cs[ch].req);
+            free(m->cs[ch].greq);
         }
         if (m->par && m->par[ch]) free_weights(m, ch);
         if (m->grad && m->grad[ch]) prt_free(m->grad[ch]);
@@ -312,7 +315,7 @@ prt_status prt_zero_gather(prt_model *m, int ch)
     if (m->zero != 3) return PRT_OK;
     if (m->cs[ch].gathered++ > 0) return PRT_OK;
     prt_status st = alloc_weights(m, ch);
-    prt_request **req = m->cs[ch].req;
+    prt_request **req = m->cs[ch].greq;   /* not .req: a reduction may be in flight */
     int n = 0;
     /* one all-gather per bucket (layer), all in flight together */
     for (int l = 0; !st && l < m->n_layers; l++) {
@@ -503,7 +506,7 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
     float scale = 1.0f;
     if (cfg->clip > 0) {
         float sq = (float)local_sq(m);
-        st = prtp_check(prt_all_reduce(m->c->world, &sq, &sq, 1, PRT_FP32, PRT_SUM),
+        st = prtp_check(prtp_all_reduce_host(m->c->world, &sq, 1, PRT_FP32, PRT_SUM),
                         "gradient norm all-reduce");
         if (st) return st;
         scale = prt_clip_scale((double)sq, cfg->clip);

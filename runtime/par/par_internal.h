@@ -16,6 +16,11 @@ void       prtp_clear(void);
 /* Copy the comm or ops layer's message when a call below us failed. */
 prt_status prtp_check(prt_status st, const char *what);
 
+/* A collective on a few host values: staged through a buffer the backend
+ * can send (device memory under NCCL), so it works in both builds. */
+prt_status prtp_all_reduce_host(prt_comm *g, void *vals, size_t n, prt_dtype t, prt_redop op);
+prt_status prtp_broadcast_host(prt_comm *g, void *vals, size_t n, prt_dtype t, int root);
+
 static inline size_t prtp_min(size_t a, size_t b) { return a < b ? a : b; }
 static inline size_t prtp_max(size_t a, size_t b) { return a > b ? a : b; }
 

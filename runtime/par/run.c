@@ -41,6 +41,30 @@ prt_status prtp_check(prt_status st, const char *what)
 
 const char *prt_par_last_error(void) { return last_error; }
 
+/* Stage n host values of type t through backend memory around call. */
+static prt_status staged(prt_comm *g, void *vals, size_t n, prt_dtype t, int root, prt_redop op,
+                         bool bcast)
+{
+    size_t bytes = n * prt_dtype_size(t);
+    void *buf = prt_comm_alloc(bytes ? bytes : 1);
+    if (!buf) return prtp_fail(PRT_ERR_NOMEM, "staging buffer: out of memory");
+    prt_status st = prt_comm_upload(buf, vals, bytes);
+    if (!st) st = bcast ? prt_broadcast(g, buf, n, t, root) : prt_all_reduce(g, buf, buf, n, t, op);
+    if (!st) st = prt_comm_download(vals, buf, bytes);
+    prt_comm_free(buf);
+    return st;
+}
+
+prt_status prtp_all_reduce_host(prt_comm *g, void *vals, size_t n, prt_dtype t, prt_redop op)
+{
+    return staged(g, vals, n, t, 0, op, false);
+}
+
+prt_status prtp_broadcast_host(prt_comm *g, void *vals, size_t n, prt_dtype t, int root)
+{
+    return staged(g, vals, n, t, root, PRT_SUM, true);
+}
+
 void *prt_host_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
 void  prt_host_free(void *p) { free(p); }
 
@@ -182,7 +206,7 @@ prt_status prt_log_step_end(prt_log *l, long step, double loss_sum, double token
     /* a double as two floats (high part, remainder): the sum keeps ~48 bits */
     float v[2] = { (float)loss_sum, 0.0f };
     v[1] = (float)(loss_sum - (double)v[0]);
-    prt_status st = prtp_check(prt_all_reduce(l->c->world, v, v, 2, PRT_FP32, PRT_SUM),
+    prt_status st = prtp_check(prtp_all_reduce_host(l->c->world, v, 2, PRT_FP32, PRT_SUM),
                                "loss all-reduce");
     double dt = now_s() - l->t0;
     if (st || l->c->rank != 0) return st;
@@ -214,11 +238,33 @@ static bool readable(const char *path)
     return f != NULL;
 }
 
+/* Rank 0 of the launch, as the launcher tells it before MPI starts (Open MPI,
+ * MPICH/Slurm PMI), so a usage error is printed once; true when unknown. */
+static bool launch_rank0(void)
+{
+    const char *vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v) return atoi(v) == 0;
+    }
+    return true;
+}
+
 int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
                   const char *data, const char *banner, prt_args *args, prt_ctx **ctx)
 {
     *ctx = NULL;
-    prt_status st = prt_init(argc, argv, dp, tp, pp, ctx);
+    /* the command line first: --help and usage errors need no MPI */
+    bool help = false;
+    prt_status st = prt_args_parse(*argc, *argv, steps, data, args, &help);
+    if (help || st) {
+        if (launch_rank0()) {
+            if (help) fputs(prt_usage(), stdout);
+            else fprintf(stderr, "error: %s\n", prt_par_last_error());
+        }
+        return help ? 0 : 2;
+    }
+    st = prt_init(argc, argv, dp, tp, pp, ctx);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (st) {
@@ -227,18 +273,14 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
         return 1;
     }
     prt_ctx *c = *ctx;
-    bool help = false;
-    st = prt_args_parse(*argc, *argv, steps, data, args, &help);
-    int code = st ? 2 : help ? -1 : 0;
-    if (!code && rank == 0 && !readable(args->data)) {
+    int code = 0;
+    if (rank == 0 && !readable(args->data)) {
         fprintf(stderr, "error: training data '%s' not found or not readable\n"
                         "  hint: make it with scripts/make-data.sh, or pass --data PATH\n", args->data);
         code = 1;
     }
-    if (rank == 0 && st) fprintf(stderr, "error: %s\n", prt_par_last_error());
-    if (rank == 0 && help) fputs(prt_usage(), stdout);
     /* every rank takes rank 0's verdict, so all stop or none does */
-    prt_broadcast(c->world, &code, 1, PRT_INT32, 0);
+    prtp_broadcast_host(c->world, &code, 1, PRT_INT32, 0);
     if (!code) {
         st = prt_ops_init(c->device);
         if (st) {
@@ -250,7 +292,7 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
     if (code) {
         prt_finalize(c);
         *ctx = NULL;
-        return code < 0 ? 0 : code;
+        return code;
     }
     if (rank == 0 && banner) { fputs(banner, stdout); fflush(stdout); }
     return 0;

@@ -2,9 +2,10 @@
 # run.sh: the layout-invariance test. Every line of cases.txt is a plan
 # block; the plan is examples/tiny.plan with that block and a one-node CPU
 # cluster of as many ranks as the layout needs (laptop.plan's device). Each
-# case is built with `planc build`, trained 5 steps under mpirun and held to
-# the first case (the single-rank run) by compare: losses within 1e-5
-# relative, final parameters within 1e-4 of each tensor's largest magnitude.
+# case is built with `planc build` (two at a time), trained 5 steps under
+# mpirun and held to its single-rank run (the `reference` line above it) by
+# compare: losses within 1e-5 relative, final parameters within 1e-4 of each
+# tensor's largest magnitude.
 #
 #   usage: run.sh PLANC OUTDIR COMPARE [NAME...]   (MPIRUN from the environment)
 set -u
@@ -27,22 +28,35 @@ mkdir -p "$dir"
 make_plan() { "$here/make-plan.sh" "$dir/$1.plan" "$2" "$3" "$eps"; }
 
 fails=0; n=0; t0=$(date +%s)
+
+# The cases to run, as "ref|case NAME RANKS BODY" lines (filtered by NAME...).
+selected() {
+    while read -r name np body; do
+        case "$name" in ''|'#'*) continue ;; esac
+        if [ "$name" = reference ]; then echo "ref $np $body"; continue; fi
+        if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
+        echo "case $name $np $body"
+    done < "$here/cases.txt"
+}
+
+# Pass 1: write every plan and build every program, two compilers at a time.
+selected | while read -r kind name np body; do make_plan "$name" "$np" "$body"; echo "$name"; done |
+    xargs -P 2 -I{} sh -c '"$1" build "$2/$3.plan" -o "$2/$3" < /dev/null 2> "$2/$3.build.log" || touch "$2/$3.build-failed"' \
+        sh "$planc" "$dir" {}
+
+# Pass 2: train each (one mpirun at a time: they use every core) and compare.
 ref=
-while read -r name np body; do
-    case "$name" in ''|'#'*) continue ;; esac
-    is_ref=false
-    if [ "$name" = reference ]; then is_ref=true; name=$np; np=${body%% *}; body=${body#* }; fi
-    if ! $is_ref && [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
-    make_plan "$name" "$np" "$body"
-    if ! "$planc" build "$dir/$name.plan" -o "$dir/$name" < /dev/null 2> "$dir/$name.build.log"; then
-        echo "FAIL $name: planc build failed:"; cat "$dir/$name.build.log"; fails=$((fails + 1)); continue
+while read -r kind name np body; do
+    if [ -e "$dir/$name.build-failed" ]; then
+        echo "FAIL $name: planc build failed:"; cat "$dir/$name.build.log"; rm -f "$dir/$name.build-failed"
+        fails=$((fails + 1)); continue
     fi
     rm -f "$dir/$name.jsonl" "$dir/$name.dump"
     if ! (cd "$root" && $mpirun -np "$np" "$dir/$name" --steps $steps --log-json "$dir/$name.jsonl" \
             --dump-params "$dir/$name.dump" < /dev/null > "$dir/$name.log" 2>&1); then
         echo "FAIL $name: training failed:"; tail -n 20 "$dir/$name.log"; fails=$((fails + 1)); continue
     fi
-    if $is_ref; then
+    if [ "$kind" = ref ]; then
         ref=$name
         echo "reference $ref ($np rank): losses $(sed -n 's/.*"loss": \([0-9.]*\).*/\1/p' "$dir/$ref.jsonl" | tr '\n' ' ')"
         continue
@@ -53,6 +67,6 @@ while read -r name np body; do
     else
         printf 'FAIL %-20s %d ranks\n%s\n' "$name" "$np" "$out"; fails=$((fails + 1))
     fi
-done < "$here/cases.txt"
+done < <(selected)
 echo "invariance: $n layouts against their single-rank run, $fails failed, $(( $(date +%s) - t0 )) s"
 [ "$fails" = 0 ]
