@@ -14,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 planc=${PLANC:-build/bin/planc}
-steps=${DEMO_STEPS:-800}
+steps=${DEMO_STEPS:-600}
 mpirun=${MPIRUN:-mpirun --oversubscribe --bind-to none}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 status=0
