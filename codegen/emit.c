@@ -534,8 +534,10 @@ static void emit_chunks(Cg *g)
         }
         if (m->layers[e - 1].kind == LAYER_LM_HEAD) out(g, "    (void)s;\n");
         out(g, "}\n\nstatic void bwd_v%d(prt_slot *s, LayerActs *a, int part)\n{\n", k);
-        for (int i = e - 1; i >= a; i--)
+        for (int i = e - 1; i >= a; i--) {
             out(g, "    %s_bwd(&LAYERS[%d], &a[%d], s->d, part);\n", fn[m->layers[i].kind], i, i - a);
+            out(g, "    grads_done(%d, part);\n", i);
+        }
         out(g, "}\n");
     }
     out(g, "\nstatic void chunk_fwd(int chunk, prt_slot *s)\n{\n"
@@ -611,6 +613,11 @@ static void emit_stage(Cg *g, int s)
     for (int i = 0; i < sp->n_ops; i++) {
         const PlanOp *o = &sp->ops[i];
         char c[256], call[96];
+        for (int j = i + 1; j < sp->n_ops && g->l.dp > 1; j++)
+            if (sp->ops[j].kind == OP_REDUCE_GRADS && sp->ops[j].pair == i) {
+                snprintf(call, sizeof call, "op(REDUCE_DURING, %d, %d, -1);", o->mb, o->chunk);
+                out(g, "    %-30s /* its reduction below starts layer by layer inside the next op */\n", call);
+            }
         op_comment(g, o, c, sizeof c);
         snprintf(call, sizeof call, "op(%s, %d, %d, %d);", op_enum(o->kind), o->mb, o->chunk, o->peer);
         out(g, "    %-30s /* %s */\n", call, c);

@@ -20,12 +20,47 @@
  *    ZeRO-3 two gathered layers (the one computing, the one prefetched);
  *    under ZeRO >= 1 two gradient buckets of the largest layer.
  *  - reserve: plan_memory_reserve().
+ *
+ * Byte counts saturate at 2^64 - 1 instead of wrapping: sema admits models
+ * of ~2*10^18 parameters, whose 16 bytes per parameter do not fit in 64
+ * bits, and such a stage must read as not fitting, not as a small number.
  */
 #include "planner/memory.h"
 
 #include <math.h>
 #include "planner/cost.h"
 #include "planner/model.h"
+
+/* a + b and a * b, saturating at UINT64_MAX. */
+uint64_t plan_bytes_add(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* ceil(x / d) without the overflow of (x + d - 1) / d; a saturated x stays so. */
+static uint64_t ceil_div(uint64_t x, uint64_t d)
+{
+    if (x == UINT64_MAX) return x;
+    return x / d + (x % d != 0);
+}
+
+int64_t plan_headroom(uint64_t capacity, uint64_t total)
+{
+    if (total <= capacity) {
+        uint64_t d = capacity - total;
+        return d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
+    }
+    uint64_t d = total - capacity;
+    return d > (uint64_t)INT64_MAX ? INT64_MIN : -(int64_t)d;
+}
 
 uint64_t plan_memory_reserve(uint64_t capacity)
 {
@@ -39,13 +74,12 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
     uint64_t e = (uint64_t)plan_dtype_bytes(dtype);
     uint64_t k = dtype == DTYPE_FP32 ? 8 : 12;    /* (master,) m, v in fp32 */
     uint64_t d = dp > 0 ? (uint64_t)dp : 1;
-    /* psi <= 10^13 and the factors <= 12: no overflow below 2^64 */
-    *params = e * psi;
-    *grads = e * psi;
-    *opt = k * psi;
-    if (zero >= 1) *opt = (*opt + d - 1) / d;
-    if (zero >= 2) *grads = (*grads + d - 1) / d;
-    if (zero >= 3) *params = (*params + d - 1) / d;
+    *params = sat_mul(e, psi);
+    *grads = sat_mul(e, psi);
+    *opt = sat_mul(k, psi);
+    if (zero >= 1) *opt = ceil_div(*opt, d);
+    if (zero >= 2) *grads = ceil_div(*grads, d);
+    if (zero >= 3) *params = ceil_div(*params, d);
 }
 
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
@@ -70,9 +104,11 @@ double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
     }
 }
 
-static uint64_t ceil_u64(double x)
+uint64_t plan_bytes(double x)
 {
-    return x <= 0 ? 0 : (uint64_t)ceil(x);
+    if (!(x > 0)) return 0;
+    if (x >= 18446744073709551616.0) return UINT64_MAX;
+    return (uint64_t)ceil(x);
 }
 
 void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
@@ -86,7 +122,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         double act = 0, rebuild = 0, p2p = 0, layer_max = 0;
         for (int v = 0; v < l->chunks; v++) {
             const PlanChunkCost *k = &c->cost[v * l->pp + s];
-            psi += k->params;
+            psi = plan_bytes_add(psi, k->params);
             act += k->act_kept;
             rebuild = fmax(rebuild, k->act_layer_max);
             p2p = fmax(p2p, k->p2p_bytes);
@@ -97,16 +133,17 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         plan_model_states(psi, p->model.dtype, l->zero, l->dp,
                           &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
         m->in_flight = plan_in_flight(l->schedule, l->pp, s, c->n_micro, l->chunks);
-        m->activations_bytes = ceil_u64(m->in_flight * act + rebuild);
+        m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
         double buf = 0;
         if (l->pp > 1) buf += 2 * p2p;                    /* send + receive */
         if (l->zero >= 3) buf += 2 * layer_max * e;       /* gathered + prefetched layer */
         if (l->zero >= 1) buf += 2 * layer_max * e;       /* two gradient buckets */
-        m->buffers_bytes = ceil_u64(buf);
+        m->buffers_bytes = plan_bytes(buf);
         m->reserve_bytes = plan_memory_reserve(cap);
-        m->total_bytes = m->params_bytes + m->grads_bytes + m->optimizer_bytes +
-                         m->activations_bytes + m->buffers_bytes + m->reserve_bytes;
+        m->total_bytes = plan_bytes_add(plan_bytes_add(plan_bytes_add(m->params_bytes, m->grads_bytes),
+                                         plan_bytes_add(m->optimizer_bytes, m->activations_bytes)),
+                                 plan_bytes_add(m->buffers_bytes, m->reserve_bytes));
         m->capacity = cap;
-        m->headroom = (int64_t)cap - (int64_t)m->total_bytes;
+        m->headroom = plan_headroom(cap, m->total_bytes);
     }
 }

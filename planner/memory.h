@@ -30,10 +30,20 @@ typedef struct {
  * the caching allocator's fragmentation, at most a quarter of capacity. */
 uint64_t plan_memory_reserve(uint64_t capacity);
 
+/* Bytes ceil(x) (0 for x <= 0, UINT64_MAX from 2^64 on) and a + b
+ * saturating at UINT64_MAX: byte counts never wrap. */
+uint64_t plan_bytes(double x);
+uint64_t plan_bytes_add(uint64_t a, uint64_t b);
+
+/* capacity - total as a signed byte count, clamped to int64_t (a total
+ * beyond it reads as INT64_MIN: does not fit). */
+int64_t plan_headroom(uint64_t capacity, uint64_t total);
+
 /* ZeRO paper (Rajbhandari et al. 2020, Sec. 3 and Fig. 1) model-state bytes
  * per GPU for psi parameters with mixed-precision AdamW (2 + 2 + 12 bytes
  * per parameter; fp32: 4 + 4 + 8), DP degree dp, stage zero: params,
- * grads and optimizer state written to the three outputs. */
+ * grads and optimizer state written to the three outputs, each saturating
+ * at UINT64_MAX. */
 void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt);
 

@@ -250,6 +250,8 @@ typedef struct {
     StageAgg     *agg;
     int           cap_chunks, cap_stages;
     int           split_pp, split_v;  /* the split held in chunk[] */
+    PlanChunk   **split;              /* [v]: the splits of pp split_pp into v chunks, or NULL */
+    int           n_split;            /* entries of split[] */
 } Synth;
 
 static bool synth_reserve(Synth *s, int chunks, int stages)
@@ -259,7 +261,7 @@ static bool synth_reserve(Synth *s, int chunks, int stages)
         s->chunk = calloc((size_t)chunks, sizeof *s->chunk);
         s->cost = calloc((size_t)chunks, sizeof *s->cost);
         s->cap_chunks = chunks;
-        s->split_pp = s->split_v = 0;
+        s->split_v = 0;   /* chunk[] is new: copy the split again */
         if (!s->chunk || !s->cost) return false;
     }
     if (stages > s->cap_stages) {
@@ -271,9 +273,49 @@ static bool synth_reserve(Synth *s, int chunks, int stages)
     return true;
 }
 
+static void synth_forget_splits(Synth *s)
+{
+    for (int v = 0; v < s->n_split; v++) free(s->split[v]);
+    free(s->split);
+    s->split = NULL;
+    s->n_split = 0;
+}
+
 static void synth_free(Synth *s)
 {
     free(s->chunk); free(s->cost); free(s->agg);
+    synth_forget_splits(s);
+}
+
+/* Why: the split depends on (pp, v) only, and the enumeration visits the
+ * chunk counts of one pp again for every micro-batch, recomputation and
+ * sequence-parallel setting; plan_split walks every layer, so the splits
+ * of the current pp are kept, one per v. */
+static bool synth_split(const Plan *p, int pp, int v, Synth *s)
+{
+    if (s->split_pp == pp && s->split_v == v) return true;
+    if (s->split_pp != pp) synth_forget_splits(s);
+    if (v >= s->n_split) {
+        int n = v + 1;
+        PlanChunk **sp = realloc(s->split, (size_t)n * sizeof *sp);
+        if (!sp) return false;
+        for (int i = s->n_split; i < n; i++) sp[i] = NULL;
+        s->split = sp;
+        s->n_split = n;
+    }
+    size_t n = (size_t)pp * (size_t)v;
+    if (!s->split[v]) {
+        if (!(s->split[v] = malloc(n * sizeof **s->split))) return false;
+        if (!plan_split(&p->model, pp, v, s->split[v])) {
+            free(s->split[v]);
+            s->split[v] = NULL;
+            return false;
+        }
+    }
+    memcpy(s->chunk, s->split[v], n * sizeof *s->chunk);
+    s->split_pp = pp;
+    s->split_v = v;
+    return true;
 }
 
 static double dmax(double a, double b) { return a > b ? a : b; }
@@ -289,11 +331,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
 {
     int n = pp * v;
     if (!synth_reserve(s, n, pp)) return false;
-    if (s->split_pp != pp || s->split_v != v) {      /* the split depends on (pp, v) only */
-        if (!plan_split(&p->model, pp, v, s->chunk)) return false;
-        s->split_pp = pp;
-        s->split_v = v;
-    }
+    if (!synth_split(p, pp, v, s)) return false;
     double p2p = pp > 1 ? cc->p2p_lo : 0;
     const Run *r = cc->run;
     int b = 0;
@@ -428,8 +466,8 @@ static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int
     if (pp > 1) buf += 2 * p2p_bytes;
     if (z >= 3) buf += 2 * g->layer_max * e;
     if (z >= 1) buf += 2 * g->layer_max * e;
-    return pb + gb + ob + (buf > 0 ? (uint64_t)ceil(buf) : 0) +
-           plan_memory_reserve(p->cluster.device.memory);
+    return plan_bytes_add(plan_bytes_add(plan_bytes_add(pb, gb), ob),
+                          plan_bytes_add(plan_bytes(buf), plan_memory_reserve(p->cluster.device.memory)));
 }
 
 /* Activation bytes of stage s under the layout's schedule: kept bytes
@@ -437,7 +475,7 @@ static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int
 static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, int s)
 {
     double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) * g->act + g->rebuild;
-    return act > 0 ? (uint64_t)ceil(act) : 0;
+    return plan_bytes(act);
 }
 
 /* Why: fill the estimate fields of one candidate per ZeRO stage of a
@@ -452,7 +490,7 @@ static void estimate(Ctx *x, Cand *c, int n)
         const StageAgg *g = &s->agg[st];
         uint64_t act = stage_act(&c[0].l, n_micro, g, st);
         for (int i = 0; i < n; i++) {
-            uint64_t b = g->fixed[c[i].l.zero] + act;
+            uint64_t b = plan_bytes_add(g->fixed[c[i].l.zero], act);
             if (b > peak[i]) peak[i] = b;
         }
     }
@@ -460,7 +498,7 @@ static void estimate(Ctx *x, Cand *c, int n)
         double slack = (double)peak[i] * SEARCH_REL_SLACK + SEARCH_ABS_SLACK;
         c[i].mem_est = peak[i];
         c[i].mem_lo = (double)peak[i] > slack ? peak[i] - (uint64_t)slack : 0;
-        c[i].mem_hi = peak[i] + (uint64_t)slack;
+        c[i].mem_hi = plan_bytes_add(peak[i], (uint64_t)slack);
         c[i].fit = c[i].mem_lo > cap ? FIT_NO : c[i].mem_hi <= cap ? FIT_YES : FIT_MAYBE;
     }
 }

@@ -206,7 +206,6 @@ void plan_sim_free(PlanSimResult *r)
 
 /* ---- the same simulation over the micro-steps ------------------------- */
 
-
 /* One stage's state in plan_simulate_costs: the three streams of
  * step_op(), the next micro-step, and what the summary needs. */
 typedef struct {

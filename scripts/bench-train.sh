@@ -10,6 +10,8 @@
 # BLAS thread per rank; the median tokens/s over the steps after the first
 # WARMUP is reported, with the ratio (goal >= 1.7 on 2 cores), and the
 # median ms/step beside `planc check --json`'s step_time_s for that cluster.
+# A machine check (two 1-rank runs at once) says how many cores were really
+# free, since a busy machine caps the ratio whatever the program does.
 #
 # usage: bench-train.sh PLANC OUTDIR    (MPIRUN, STEPS, WARMUP from the environment)
 set -euo pipefail
@@ -40,6 +42,14 @@ for dp in 1 2; do
         printf "%-6s %6d %12.0f %12.1f %14.1f %7.0f%%\n", n, r, t, ms, pm, e }'
     tps[$dp]=$t
 done
+# How many cores are really free: two 1-rank runs at once against one alone
+# (1.0: two idle cores, so dp 2 can reach 2x; 2.0: one core's worth, so 1x).
+(cd "$root" && $mpirun -np 1 "$dir/dp1" --steps "$steps" --log-json "$dir/pair-a.jsonl" > /dev/null) &
+(cd "$root" && $mpirun -np 1 "$dir/dp1" --steps "$steps" --log-json "$dir/pair-b.jsonl" > /dev/null)
+wait
+pa=$(field ms "$dir/pair-a.jsonl"); pb=$(field ms "$dir/pair-b.jsonl"); solo=$(field ms "$dir/dp1.jsonl")
+awk -v a="$pa" -v b="$pb" -v s="$solo" 'BEGIN {
+    printf "# machine check: two 1-rank runs at once take %.2fx the step of one alone (1.00 = two free cores)\n", (a + b) / 2 / s }'
 awk -v a="${tps[1]}" -v b="${tps[2]}" 'BEGIN {
     r = b / a; note = (r >= 1.7) ? "" : "  -- below the goal"
     printf "# dp 2 / dp 1 tokens/s: %.2f (goal >= 1.7)%s\n", r, note }'

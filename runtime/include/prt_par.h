@@ -117,6 +117,12 @@ prt_status prt_zero_grads(prt_model *m, int chunk);
  * ZeRO 0 all-reduce (sum), ZeRO >= 1 reduce-scatter into this rank's shard;
  * ZeRO-2/3 free the full buffer once it is done. */
 prt_status prt_zero_reduce(prt_model *m, int chunk);
+/* Arm the reduction that follows chunk's next backward: from then on,
+ * prt_zero_layer_done(layer) starts that layer's bucket as soon as the
+ * backward has finished its gradients, overlapping the layers still to
+ * run; prt_zero_reduce then starts whatever is left. */
+prt_status prt_zero_reduce_during(prt_model *m, int chunk);
+prt_status prt_zero_layer_done(prt_model *m, int layer);
 /* Wait for every reduction, clip by the global gradient norm, AdamW on the
  * part this rank owns (ZeRO 0: all of it; else its shard), zero the
  * gradients for the next step. `step` counts from 1. */

@@ -36,6 +36,7 @@ typedef struct {
     int           n_req;
     bool          reduced;   /* reduced at least once this step */
     bool          free_after;/* ZeRO-2/3: free the gradients once reduced */
+    bool          armed;     /* the next backward starts its buckets' reductions */
     int           gathered;  /* ZeRO-3: users of the gathered weights */
 } ChunkState;
 
@@ -46,6 +47,8 @@ struct prt_model {
     int              pp, tp, dp, stage, tpr, dpr;
     size_t          *off, *rows, *cols;  /* [n] offset (NOWHERE: not here), local shape */
     size_t          *b0, *b1;            /* [n_layers] bucket range, NOWHERE: not here */
+    int             *bch;                /* [n_layers] chunk of each local bucket */
+    unsigned char   *launched;           /* [n_layers] its reduction started this round */
     size_t          *c0, *c1;            /* [chunks] chunk range */
     size_t           P, so, sc;          /* flat size, DP shard offset and count */
     float          **par;                /* [chunks] fp32 weights (ZeRO-3: while gathered) */
@@ -105,6 +108,7 @@ static prt_status lay_out(prt_model *m)
             prt_status st = local_shape(p, m->tp, &m->rows[i], &m->cols[i]);
             if (st) return st;
             if (m->b0[p->layer] == NOWHERE) m->b0[p->layer] = at;
+            m->bch[p->layer] = ch;
             m->off[i] = at;
             at += numel(m, i);
             m->b1[p->layer] = at;
@@ -208,6 +212,8 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     m->cols = (size_t *)calloc((size_t)n_params, sizeof(size_t));
     m->b0 = (size_t *)calloc((size_t)n_layers + 1, sizeof(size_t));
     m->b1 = (size_t *)calloc((size_t)n_layers + 1, sizeof(size_t));
+    m->bch = (int *)calloc((size_t)n_layers + 1, sizeof(int));
+    m->launched = (unsigned char *)calloc((size_t)n_layers + 1, 1);
     m->c0 = (size_t *)calloc((size_t)chunks, sizeof(size_t));
     m->c1 = (size_t *)calloc((size_t)chunks, sizeof(size_t));
     m->par = (float **)calloc((size_t)chunks, sizeof(float *));
@@ -215,7 +221,7 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     m->grad = (float **)calloc((size_t)chunks, sizeof(float *));
     m->counts = (size_t *)calloc((size_t)m->dp, sizeof(size_t));
     m->cs = (ChunkState *)calloc((size_t)chunks, sizeof(ChunkState));
-    if (!m->off || !m->rows || !m->cols || !m->b0 || !m->b1 || !m->c0 || !m->c1 || !m->par ||
+    if (!m->off || !m->rows || !m->cols || !m->b0 || !m->b1 || !m->bch || !m->launched || !m->c0 || !m->c1 || !m->par ||
         !m->w || !m->grad || !m->counts || !m->cs) {
         prt_model_free(m);
         return prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
@@ -281,7 +287,8 @@ void prt_model_free(prt_model *m)
         if (m->grad && m->grad[ch]) prt_free(m->grad[ch]);
     }
     prt_free(m->pshard); prt_free(m->gshard); prt_free(m->mom); prt_free(m->var);
-    free(m->off); free(m->rows); free(m->cols); free(m->b0); free(m->b1); free(m->c0);
+    free(m->off); free(m->rows); free(m->cols); free(m->b0); free(m->b1); free(m->bch);
+    free(m->launched); free(m->c0);
     free(m->c1); free(m->par); free(m->w); free(m->grad); free(m->counts); free(m->cs);
     free(m);
 }
@@ -369,29 +376,55 @@ prt_status prt_zero_grads(prt_model *m, int ch)
     return st;
 }
 
+/* Start the DP reduction of bucket (layer) l of chunk ch, async. */
+static prt_status launch_bucket(prt_model *m, int ch, int l)
+{
+    ChunkState *s = &m->cs[ch];
+    size_t a = m->b0[l], b = m->b1[l], at;
+    m->launched[l] = 1;
+    if (a == b) return PRT_OK;
+    float *g = m->grad[ch] + (a - m->c0[ch]);
+    if (m->zero == 0)
+        return prtp_check(prt_all_reduce_async(m->c->dp, g, g, b - a, PRT_FP32, PRT_SUM,
+                                               &s->req[s->n_req++]),
+                          "ZeRO-0 gradient all-reduce");
+    range_counts(m, a, b, &at);
+    return prtp_check(prt_reduce_scatter_v_async(m->c->dp, g, m->gshard + at, m->counts,
+                                                 PRT_FP32, PRT_SUM, &s->req[s->n_req++]),
+                      "ZeRO gradient reduce-scatter");
+}
+
+prt_status prt_zero_reduce_during(prt_model *m, int ch)
+{
+    prtp_clear();
+    m->cs[ch].armed = m->dp > 1;
+    return PRT_OK;
+}
+
+prt_status prt_zero_layer_done(prt_model *m, int layer)
+{
+    prtp_clear();
+    if (layer < 0 || layer >= m->n_layers || m->b0[layer] == NOWHERE) return PRT_OK;
+    int ch = m->bch[layer];
+    if (!m->cs[ch].armed || m->launched[layer]) return PRT_OK;
+    if (!m->grad[ch]) return prtp_fail(PRT_ERR_ARG, "layer %d: no gradients to reduce", layer);
+    return launch_bucket(m, ch, layer);
+}
+
 prt_status prt_zero_reduce(prt_model *m, int ch)
 {
     prtp_clear();
     ChunkState *s = &m->cs[ch];
     if (!m->grad[ch]) return prtp_fail(PRT_ERR_ARG, "reduce of chunk %d: no gradients", ch);
     s->reduced = true;
-    if (m->dp == 1) return PRT_OK;
+    s->armed = false;
     prt_status st = PRT_OK;
-    /* buckets last layer first: the order backward finishes them */
-    for (int l = m->n_layers - 1; !st && l >= 0; l--) {
-        size_t a = m->b0[l], b = m->b1[l], at;
-        if (a == NOWHERE || a < m->c0[ch] || b > m->c1[ch] || a == b) continue;
-        float *g = m->grad[ch] + (a - m->c0[ch]);
-        if (m->zero == 0)
-            st = prtp_check(prt_all_reduce_async(m->c->dp, g, g, b - a, PRT_FP32, PRT_SUM,
-                                                 &s->req[s->n_req++]),
-                            "ZeRO-0 gradient all-reduce");
-        else {
-            range_counts(m, a, b, &at);
-            st = prtp_check(prt_reduce_scatter_v_async(m->c->dp, g, m->gshard + at, m->counts,
-                                                       PRT_FP32, PRT_SUM, &s->req[s->n_req++]),
-                            "ZeRO gradient reduce-scatter");
-        }
+    /* the buckets the backward has not started yet, last layer first (the
+     * order backward finishes them); then a fresh round */
+    for (int l = m->n_layers - 1; l >= 0; l--) {
+        if (m->b0[l] == NOWHERE || m->bch[l] != ch) continue;
+        if (!st && m->dp > 1 && !m->launched[l]) st = launch_bucket(m, ch, l);
+        m->launched[l] = 0;
     }
     s->free_after = m->zero >= 2;
     return st;

@@ -138,10 +138,14 @@ void prt_pipe_done(prt_pipe *p, int mb, int ch)
     *at = NULL;
 }
 
-/* Tag of a message to virtual stage `dst` about micro-batch mb. */
+/* Tag of a message to virtual stage `dst` about micro-batch mb. MPI
+ * promises tags up to 32767; wrapping is safe because two messages between
+ * a pair with equal tags would have to be thousands of micro-batches apart,
+ * and at most pp * chunks of them are ever in flight. */
 static int tag_of(const prt_pipe *p, int mb, int dst, int grad)
 {
-    return ((mb * p->pp * p->chunks) + dst) * 2 + grad;
+    long t = ((long)mb * p->pp * p->chunks + dst) * 2 + grad;
+    return (int)(t % 32767);
 }
 
 static prt_status send_from(prt_pipe *p, int mb, int ch, int peer, bool grad)

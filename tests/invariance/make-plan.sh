@@ -3,7 +3,8 @@
 # data and training — with another plan block, on a one-node cluster of
 # laptop.plan's device with exactly as many ranks as the layout needs.
 #   usage: make-plan.sh OUT.plan RANKS "PLAN BLOCK BODY" [ADAMW_EPS]
-# A body containing `tied_head;` ties the lm_head to the embedding.
+# A body containing `tied_head;` ties the lm_head to the embedding; one
+# containing `llama;` swaps in a Llama-style model of the same size.
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
@@ -11,11 +12,28 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 case "$body" in *global_batch*) ;; *) body="$body global_batch 16;" ;; esac
 tied=false
 case "$body" in *tied_head\;*) tied=true; body=${body//tied_head;/} ;; esac
+# `llama;`: tiny's size with Llama's layers instead (RoPE, grouped-query
+# attention 4 heads / 2 kv heads, SwiGLU, RMSNorm, no biases)
+llama=false
+case "$body" in *llama\;*) llama=true; body=${body//llama;/} ;; esac
+llama_model='model tinyllama {
+    vocab 256;  seq 64;  dtype fp32;
+    embedding { dim 64; position rope }
+    repeat 4 {
+        attention { heads 4; kv_heads 2; norm rmsnorm; bias false }
+        mlp       { hidden 128; act swiglu; norm rmsnorm; bias false }
+    }
+    norm    { kind rmsnorm }
+    lm_head { tied false }
+}' 
 {
     sed -e "s/^cluster laptop/cluster cpu$np/" -e "s/gpus_per_node *[0-9]*/gpus_per_node $np/" \
         "$root/examples/clusters/laptop.plan"
-    awk -v body="$body" '
+    awk -v body="$body" -v llama="$llama" -v model="$llama_model" '
         /^include/ { next }
+        llama == "true" && /^model[ \t]/ { print model; inmodel = 1; next }
+        inmodel && /^\}/ { inmodel = 0; next }
+        inmodel { next }
         /^plan[ \t]*\{/ { print "plan { " body " }"; skip = 1; next }
         skip && /^\}/ { skip = 0; next }
         skip { next }
