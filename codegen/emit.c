@@ -10,9 +10,11 @@
  * stage that is that stage's op list from the Program, in order, and main.
  *
  * This file never decides a schedule: the step functions are a straight
- * transcription of plan_lower()'s ops. It adds two kinds of bookkeeping
- * lines the Program implies: RELEASE_PARAMS after the op a ZeRO-3 gather
- * feeds (the op's `pair`), and FREE_SLOT after the last op that touches a
+ * transcription of plan_lower()'s ops. It adds three kinds of bookkeeping
+ * lines the Program implies: REDUCE_DURING before the compute op a
+ * REDUCE_GRADS drains (its `pair`), so the reduction starts bucket by
+ * bucket inside that backward; RELEASE_PARAMS after the op a ZeRO-3 gather
+ * feeds (its `pair`); and FREE_SLOT after the last op that touches a
  * (micro-batch, chunk), which is when its activations may be reused.
  *
  * Text from the .plan (the model name, the file and data paths) is made
@@ -571,7 +573,6 @@ static const char *reduce_text(int zero)
 
 static void op_comment(Cg *g, const PlanOp *o, char *buf, size_t n)
 {
-    int s = 0;
     switch (o->kind) {
     case OP_FWD: snprintf(buf, n, "forward   mb %d, chunk %d (layers %d-%d)", o->mb, o->chunk,
                           o->first_layer, o->end_layer - 1); break;
@@ -588,13 +589,10 @@ static void op_comment(Cg *g, const PlanOp *o, char *buf, size_t n)
     case OP_OPT_STEP: snprintf(buf, n, "clip, AdamW on %s", g->l.zero ? "this rank's shard" : "all of this rank's parameters"); break;
     case OP_SYNC_PARAMS: snprintf(buf, n, "ZeRO-%d: all-gather the updated shards over DP", g->l.zero); break;
     }
-    (void)s;
 }
 
-static const char *op_enum(PlanOpKind k)
-{
-    return plan_op_name(k);   /* the generated OpKind names match planner's */
-}
+/* The generated OpKind names are the planner's own (ORDER PlanOpKind). */
+static const char *op_enum(PlanOpKind k) { return plan_op_name(k); }
 
 static void emit_stage(Cg *g, int s)
 {

@@ -279,6 +279,28 @@ static void test_zero_paper(void **state)
     assert_int_equal(p + g + o, 120000000000ull);
 }
 
+/* Byte counts saturate instead of wrapping: 2*10^18 parameters need 2.4e19
+ * bytes of optimizer state, more than 2^64; ZeRO's division keeps a
+ * saturated count saturated; the headroom reads "does not fit". */
+static void test_bytes_saturate(void **state)
+{
+    (void)state;
+    uint64_t p, g, o;
+    plan_model_states(2000000000000000000ull, DTYPE_BF16, 1, 64, &p, &g, &o);
+    assert_true(p == 4000000000000000000ull && g == p);
+    assert_true(o == UINT64_MAX);
+    plan_model_states(UINT64_MAX / 2 + 1, DTYPE_BF16, 3, 7, &p, &g, &o);   /* 2 x 2^63 */
+    assert_true(p == UINT64_MAX && g == UINT64_MAX && o == UINT64_MAX);
+    plan_model_states(10, DTYPE_BF16, 3, 3, &p, &g, &o);   /* ceil(20 / 3), ceil(120 / 3) */
+    assert_true(p == 7 && g == 7 && o == 40);
+    assert_true(plan_bytes(1e30) == UINT64_MAX && plan_bytes(-1) == 0 && plan_bytes(NAN) == 0);
+    assert_true(plan_bytes(2.5) == 3);
+    assert_true(plan_bytes_add(UINT64_MAX - 1, 5) == UINT64_MAX);
+    assert_true(plan_headroom(80, UINT64_MAX) == INT64_MIN);
+    assert_true(plan_headroom(80, 100) == -20 && plan_headroom(100, 80) == 20);
+    assert_true(plan_headroom(UINT64_MAX, 0) == INT64_MAX);
+}
+
 static void test_in_flight_formulas(void **state)
 {
     (void)state;
@@ -1028,6 +1050,7 @@ int main(void)
         cmocka_unit_test(test_group_shapes),
         cmocka_unit_test(test_comm_costs),
         cmocka_unit_test(test_zero_paper),
+        cmocka_unit_test(test_bytes_saturate),
         cmocka_unit_test(test_in_flight_formulas),
         cmocka_unit_test(test_memory_knobs),
         cmocka_unit_test(test_infeasible),
