@@ -59,5 +59,6 @@ size_t      prt_dtype_size(prt_dtype t);
 #include "prt_ops.h"    /* layers, optimizer, initialisation, data */
 #include "prt_par.h"    /* ZeRO sharding, TP splits, pipeline transfers */
 #include "prt_ckpt.h"   /* safetensors checkpoints */
+#include "prt_trace.h"  /* measured traces of a step (Chrome trace format) */
 
 #endif /* PLANRT_H */
