@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "planner/cost.h"
+#include "planner/model.h"
 #include "planner/layout.h"
 #include "planner/program.h"
 
@@ -77,7 +78,16 @@ typedef struct {
     int         n_params;
     int         tie;       /* the tie column of the next parameter row */
     uint64_t   *stage_numel; /* [pp] elements of each stage's flat buffer (one TP rank) */
+    uint64_t    hash;      /* FNV-1a of the checkpointed tensors' names and shapes */
 } Cg;
+
+/* FNV-1a (64-bit) of n bytes, continuing from h. */
+static uint64_t fnv1a(uint64_t h, const void *buf, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)buf;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
 
 static void out(Cg *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(Cg *g, const char *fmt, ...)
@@ -299,6 +309,16 @@ static void emit_constants(Cg *g)
         (unsigned long long)(p->has_train ? t->seed : 0));
     out(g, "static const char *const BANNER = \"%s: dp %d x tp %d x pp %d, ZeRO-%d, %s\\n\";\n", lit,
         l->dp, l->tp, l->pp, l->zero, sched_title(l->schedule));
+    out(g, "static const char *const MODEL_NAME = \"%s\";   /* a resume checks the checkpoint's */\n", lit);
+    out(g, "static const char *const PLAN_HASH = \"fnv1a64:%016llx\"; /* of the tensors' names and shapes, "
+           "recorded in checkpoints */\n", (unsigned long long)g->hash);
+    /* MFU's numerator and denominator (planner/model.h, planner/cost.c) */
+    const Device *dev = &p->cluster.device;
+    double peak = m->dtype == DTYPE_FP32 ? dev->flops_fp32 : dev->flops_16;
+    out(g, "static const double MODEL_FLOPS = %.6g;  /* model FLOPs of one step, all ranks (Megatron counting) */\n",
+        plan_model_flops_step(m, l->global_batch));
+    out(g, "static const double PEAK_FLOPS = %.6g;   /* dense peak FLOP/s of one %s (%s): MFU's denominator */\n",
+        peak, dev->name ? dev->name : "device", m->dtype == DTYPE_FP32 ? "fp32" : "16-bit");
     double lr = p->has_train ? t->lr : 1e-3;
     out(g, "/* AdamW: lr, min_lr (lr/10), warm-up, cosine horizon (train.steps; main sets --steps), beta1, beta2,\n"
            " * eps, weight decay (matrices only), clip (global gradient norm; 0 off) */\n");
@@ -324,7 +344,11 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
     if (!strcmp(split, "PRT_SPLIT_ROWS")) snprintf(shard, sizeof shard, "(%zu, %zu)", rows / (size_t)tp, cols);
     else if (!strcmp(split, "PRT_SPLIT_COLS")) snprintf(shard, sizeof shard, "(%zu, %zu)", rows, cols / (size_t)tp);
     else snprintf(shard, sizeof shard, "all");
-    char sd[48];
+    char sd[48], key[160];
+    if (g->tie < 0) {   /* what a checkpoint holds: layout-free, so every layout hashes alike */
+        int k = snprintf(key, sizeof key, "%s %zu %zu;", name, rows, cols);
+        g->hash = fnv1a(g->hash, key, (size_t)k < sizeof key ? (size_t)k : sizeof key - 1);
+    }
     out(g, "    { \"%s\", %d, %d, %zu, %zu, %s, %d, { %zu, %zu, %zu }, %s, %s, %s, %s, %d }, /* %d: this rank %s */\n",
         name, layer, g->layer_vs[layer], rows, cols, split, nparts, nparts > 0 ? part[0] : 0,
         nparts > 1 ? part[1] : 0, nparts > 2 ? part[2] : 0, init, flt(sd, std),
@@ -371,6 +395,7 @@ static int emit_params(Cg *g, bool write)
     if (!write) g->f = NULL;
     int id = 0, wte = -1;
     g->tie = -1;
+    g->hash = 14695981039346656037ULL;   /* FNV-1a offset basis */
     memset(g->stage_numel, 0, sizeof(uint64_t) * (size_t)g->l.pp);
     double s = 0.02, sr = 0.02 / sqrt(2.0 * (m->n_blocks > 0 ? m->n_blocks : 1));
     size_t C = (size_t)m->dim;

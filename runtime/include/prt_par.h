@@ -136,6 +136,36 @@ prt_status prt_zero_sync(prt_model *m);
  * Collective over the world. */
 prt_status prt_model_dump(prt_model *m, const char *path);
 
+/* The global gradient norm of the last prt_zero_opt_step (computed every
+ * step, clipping or not). A NaN or Inf norm makes that call fail before the
+ * update, with the step in the message; prt_run_fail then stops every rank
+ * cleanly (they all saw the same all-reduced norm). PLANRT_TEST_NAN_STEP=k
+ * makes step k's norm NaN, for tests. */
+double     prt_model_grad_norm(const prt_model *m);
+
+/* ---- checkpoints (runtime/ckpt's sharded safetensors) ------------------ */
+
+/* What a checkpoint records about the run besides the layout. */
+typedef struct {
+    uint64_t    seed;        /* initialisation and data order */
+    const char *model;       /* the model's name: a resume checks it */
+    const char *plan_hash;   /* hash of the plan's model (recorded) */
+} prt_save_info;
+
+/* Write ROOT/step-<step>/: every rank its DP shard of its weights and AdamW
+ * moments ("opt.exp_avg.NAME", "opt.exp_avg_sq.NAME") as pieces of the
+ * global tensors, then world rank 0 the index. Collective over the world;
+ * the step directory goes to dir (cap bytes) when dir != NULL. */
+prt_status prt_model_save(prt_model *m, const char *root, long step, const prt_save_info *info,
+                          char *dir, size_t cap);
+/* Load the checkpoint at path (a step directory with index.json, or the
+ * newest complete one under a root), written on any layout: world rank 0
+ * checks every file's checksum, the tensors against this model, the model
+ * name and the seed; then each rank reads the elements it holds. *step is
+ * the checkpoint's step (steps done). Collective over the world. */
+prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *info, long *step,
+                          char *dir, size_t cap);
+
 /* ---- pipeline slots and transfers ------------------------------------- */
 
 /* The activations of one (micro-batch, chunk): x, y and d are what the
@@ -176,10 +206,15 @@ prt_status prt_pipe_flush(prt_pipe *p);
 /* ---- the executable --------------------------------------------------- */
 
 typedef struct {
-    long        steps;        /* --steps S */
+    long        steps;        /* --steps S: total steps of the run (resumed or not) */
     const char *data;         /* --data PATH */
     const char *log_json;     /* --log-json PATH */
     const char *dump_params;  /* --dump-params PATH (tests: final weights) */
+    const char *save;         /* --save DIR: checkpoints under DIR/step-N */
+    long        save_every;   /* --save-every K: also every K steps (0: at the end only) */
+    const char *resume;       /* --resume DIR: continue from its newest checkpoint */
+    const char *export_path;  /* --export PATH: the model as one safetensors file at the end */
+    double      timeout;      /* --timeout S: a collective without progress for S s fails (< 0: unset) */
 } prt_args;
 
 /* Parse the executable's options over the plan's defaults; PRT_ERR_ARG with
@@ -197,8 +232,13 @@ const char *prt_usage(void);
 int  prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
                    const char *data, const char *banner, prt_args *args, prt_ctx **ctx);
 /* A call failed mid-run: print rank, the call and the reason, then end
- * every rank (MPI_Abort), since the others would wait on this one. */
+ * every rank (MPI_Abort), since the others would wait on this one. A
+ * non-finite loss or gradient norm is seen by every rank alike: then rank 0
+ * alone prints and every rank finalises and exits with status 3. */
 void prt_run_fail(prt_ctx *c, const char *call, prt_status st);
+/* A failure every rank agrees on (a checkpoint rank 0 refused): rank 0
+ * prints prt_par_last_error(), every rank finalises and exits with 1. */
+void prt_run_stop(prt_ctx *c) __attribute__((noreturn));
 /* Finalise the device and MPI. */
 void prt_run_end(prt_ctx *c);
 
@@ -219,14 +259,24 @@ void       prt_batch_close(prt_batch *b);
 /* (B*T) tokens and targets of micro-batch mb of step `step` (0-based). */
 prt_status prt_batch_load(prt_batch *b, long step, int mb, int32_t *tokens, int32_t *targets);
 
-/* Step timing and logs: rank 0 prints one line per step and, with
- * --log-json, writes {"step", "loss", "tokens_per_s", "ms"}. */
+/* Step timing and progress: rank 0 prints one line per step
+ *   step K/TOTAL | loss X | N tok/s | M ms/step | MFU P% | ETA T
+ * (K = steps done, 1-based), redrawn in place when stdout is a terminal;
+ * with --log-json it writes the same as one JSON object per line:
+ * {"step", "total", "loss", "grad_norm", "tokens_per_s", "ms", "mfu", "eta_s"}. */
 typedef struct prt_log prt_log;
 prt_status prt_log_open(prt_ctx *c, const char *json_path, prt_log **out);
+/* The run's shape for the progress line: total steps, the step it starts
+ * at (a resume), model FLOPs of one step over all ranks, and the peak
+ * FLOP/s of one device (the plan's cluster) for MFU. */
+void       prt_log_plan(prt_log *l, long total, long first, double flops_step, double peak_flops);
 void       prt_log_step_begin(prt_log *l);
 /* loss_sum: this rank's summed token losses (0 where it computes none);
- * summed over the world and divided by tokens. */
-prt_status prt_log_step_end(prt_log *l, long step, double loss_sum, double tokens);
+ * summed over the world and divided by tokens; step: steps done (1-based).
+ * A NaN or Inf loss fails with the step (prt_run_fail stops every rank). */
+prt_status prt_log_step_end(prt_log *l, long step, double loss_sum, double tokens, double grad_norm);
+/* A line of its own on rank 0 (after a redrawn progress line: a newline first). */
+void       prt_log_note(prt_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void       prt_log_close(prt_log *l);
 
 #ifdef __cplusplus

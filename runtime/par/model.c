@@ -23,42 +23,13 @@
  * Gradients are summed over DP (the loss is already divided by the tokens of
  * the global batch), so any split of the batch gives the same sum.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "par_internal.h"
 
-#define NOWHERE ((size_t)-1)
-
-typedef struct {
-    prt_request **req;   /* [n_layers] reductions in flight */
-    prt_request **greq;  /* [n_layers] ZeRO-3 gathers (waited before the gather returns) */
-    int           n_req;
-    bool          reduced;   /* reduced at least once this step */
-    bool          free_after;/* ZeRO-2/3: free the gradients once reduced */
-    bool          armed;     /* the next backward starts its buckets' reductions */
-    int           gathered;  /* ZeRO-3: users of the gathered weights */
-} ChunkState;
-
-struct prt_model {
-    prt_ctx         *c;
-    const prt_param *tab;
-    int              n, n_layers, chunks, zero;   /* zero: effective stage */
-    int              pp, tp, dp, stage, tpr, dpr;
-    size_t          *off, *rows, *cols;  /* [n] offset (NOWHERE: not here), local shape */
-    size_t          *b0, *b1;            /* [n_layers] bucket range, NOWHERE: not here */
-    int             *bch;                /* [n_layers] chunk of each local bucket */
-    unsigned char   *launched;           /* [n_layers] its reduction started this round */
-    size_t          *c0, *c1;            /* [chunks] chunk range */
-    size_t           P, so, sc;          /* flat size, DP shard offset and count */
-    float          **par;                /* [chunks] fp32 weights (ZeRO-3: while gathered) */
-    prt_act        **w;                  /* [chunks] compute copy (aliases par on the CPU) */
-    float          **grad;               /* [chunks] fp32 gradients */
-    float           *pshard, *gshard;    /* ZeRO-3 weights, ZeRO >= 1 gradients: (sc) */
-    float           *mom, *var;          /* AdamW state: (P) or (sc) */
-    size_t          *counts;             /* [dp] scratch for the v collectives */
-    ChunkState      *cs;                 /* [chunks] */
-};
+#include "par_model.h"
 
 static size_t numel(const prt_model *m, int i) { return m->rows[i] * m->cols[i]; }
 
@@ -188,7 +159,7 @@ static size_t range_counts(prt_model *m, size_t a, size_t b, size_t *mine_at)
     return m->counts[m->dpr];
 }
 
-static void refresh_act(prt_model *m, int ch)
+void prtp_refresh_act(prt_model *m, int ch)
 {
     prt_to_act(m->w[ch], m->par[ch], m->c1[ch] - m->c0[ch]);
 }
@@ -263,7 +234,7 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
                               (hi - lo) * sizeof(float));
             free_weights(m, ch);
         } else {
-            refresh_act(m, ch);
+            prtp_refresh_act(m, ch);
         }
     }
     if (st) {
@@ -336,7 +307,7 @@ prt_status prt_zero_gather(prt_model *m, int ch)
     }
     prt_status w = prtp_check(prt_wait_all(req, n), "ZeRO-3 parameter all-gather");
     if (!st) st = w;
-    if (!st) refresh_act(m, ch);
+    if (!st) prtp_refresh_act(m, ch);
     return st;
 }
 
@@ -522,6 +493,16 @@ static prt_status sum_tied(prt_model *m)
     return st;
 }
 
+/* PLANRT_TEST_NAN_STEP=k makes step k's gradient norm NaN (tests of the
+ * stop on a non-finite norm); -1 when unset. */
+static long test_nan_step(void)
+{
+    const char *v = getenv("PLANRT_TEST_NAN_STEP");
+    return v && *v ? strtol(v, NULL, 10) : -1;
+}
+
+double prt_model_grad_norm(const prt_model *m) { return m->grad_norm; }
+
 prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
 {
     prtp_clear();
@@ -536,14 +517,21 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
     st = sum_over_tp(m);
     if (!st) st = sum_tied(m);
     if (st) return st;
-    float scale = 1.0f;
-    if (cfg->clip > 0) {
-        float sq = (float)local_sq(m);
-        st = prtp_check(prtp_all_reduce_host(m->c->world, &sq, 1, PRT_FP32, PRT_SUM),
-                        "gradient norm all-reduce");
-        if (st) return st;
-        scale = prt_clip_scale((double)sq, cfg->clip);
+    /* the global gradient norm, every step: it clips, it is logged, and a
+     * NaN or Inf in it stops the run before the update spoils the weights */
+    float sq = (float)local_sq(m);
+    st = prtp_check(prtp_all_reduce_host(m->c->world, &sq, 1, PRT_FP32, PRT_SUM),
+                    "gradient norm all-reduce");
+    if (st) return st;
+    if (step == test_nan_step()) sq = NAN;   /* test hook: PLANRT_TEST_NAN_STEP */
+    m->grad_norm = sqrt((double)sq);
+    if (!isfinite(sq)) {
+        prtp_set_diverged();
+        return prtp_fail(PRT_ERR_ARG, "the gradient norm is %s at step %ld: stopping before the "
+                         "update (the weights and checkpoints are those of step %ld)",
+                         isnan(sq) ? "NaN" : "Inf", step, step - 1);
     }
+    float scale = cfg->clip > 0 ? prt_clip_scale((double)sq, cfg->clip) : 1.0f;
     float lr = prt_lr_at(cfg, step - 1);
     for (int i = 0; i < m->n; i++) {
         if (m->off[i] == NOWHERE) continue;
@@ -556,7 +544,7 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
     }
     for (int ch = 0; ch < m->chunks; ch++) {
         if (m->zero <= 1) st = prt_zero(m->grad[ch], (m->c1[ch] - m->c0[ch]) * sizeof(float));
-        if (m->zero == 0) refresh_act(m, ch);
+        if (m->zero == 0) prtp_refresh_act(m, ch);
     }
     if (m->zero >= 1) st = prt_zero(m->gshard, m->sc * sizeof(float));
     return st;
@@ -575,7 +563,7 @@ prt_status prt_zero_sync(prt_model *m)
         float *sb = mine ? own : m->par[ch];
         st = prtp_check(prt_all_gather_v(m->c->dp, sb, m->par[ch], m->counts, PRT_FP32),
                         "ZeRO parameter all-gather");
-        if (!st) refresh_act(m, ch);
+        if (!st) prtp_refresh_act(m, ch);
     }
     return st;
 }

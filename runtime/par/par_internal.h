@@ -21,6 +21,10 @@ prt_status prtp_check(prt_status st, const char *what);
 prt_status prtp_all_reduce_host(prt_comm *g, void *vals, size_t n, prt_dtype t, prt_redop op);
 prt_status prtp_broadcast_host(prt_comm *g, void *vals, size_t n, prt_dtype t, int root);
 
+/* A non-finite loss or gradient norm was seen (by every rank alike). */
+void       prtp_set_diverged(void);
+bool       prtp_diverged(void);
+
 static inline size_t prtp_min(size_t a, size_t b) { return a < b ? a : b; }
 static inline size_t prtp_max(size_t a, size_t b) { return a > b ? a : b; }
 

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
+#include <unistd.h>
 #include <mpi.h>
 #include "par_internal.h"
 
@@ -73,12 +75,33 @@ void  prt_host_free(void *p) { free(p); }
 const char *prt_usage(void)
 {
     return "usage: mpirun -np N ./EXE [--steps S] [--data PATH] [--log-json PATH]\n"
-           "                          [--dump-params PATH]\n"
+           "                          [--save DIR [--save-every K]] [--resume DIR]\n"
+           "                          [--export PATH] [--timeout S] [--dump-params PATH]\n"
+           "                          [--trace PATH [--trace-step K]]\n"
            "  N must be dp x tp x pp of the plan the program was built from.\n"
-           "  --steps S           train S steps (default: the plan's train.steps)\n"
+           "  --steps S           total steps of the run, resumed or not (default: train.steps)\n"
            "  --data PATH         token data: raw text, or an llm.c .bin shard\n"
-           "  --log-json PATH     one JSON object per step: step, loss, tokens_per_s, ms\n"
-           "  --dump-params PATH  after training, write every parameter, whole, to PATH\n";
+           "  --log-json PATH     one JSON object per step: step, total, loss, grad_norm,\n"
+           "                      tokens_per_s, ms, mfu, eta_s\n"
+           "  --save DIR          checkpoint (weights + AdamW state) to DIR/step-N at the end\n"
+           "  --save-every K      ... and after every K steps\n"
+           "  --resume DIR        continue from DIR's newest complete checkpoint (any layout)\n"
+           "  --export PATH       at the end, the model alone as one safetensors file\n"
+           "  --timeout S         a collective or transfer without progress for S seconds\n"
+           "                      fails and ends the job (default: PLANRT_TIMEOUT_S, else 300)\n"
+           "  --dump-params PATH  after training, write every parameter, whole, to PATH\n"
+           "  --trace PATH        write step K's measured timeline (Chrome trace JSON) to PATH\n"
+           "  --trace-step K      the step --trace records, 0-based (default: the last)\n";
+}
+
+/* A whole non-negative number (steps, seconds) from v; false if it is not. */
+static bool parse_number(const char *v, double *out)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !(x >= 0) || x > 1e12) return false;
+    *out = x;
+    return true;
 }
 
 prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
@@ -88,7 +111,9 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
     memset(out, 0, sizeof *out);
     out->steps = steps;
     out->data = data;
+    out->timeout = -1;
     *help = false;
+    const char *trace = NULL, *trace_step = NULL;   /* --trace, --trace-step: runtime/par/trace.c */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -96,20 +121,39 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
         if (!strcmp(a, "--data")) dst = &out->data;
         else if (!strcmp(a, "--log-json")) dst = &out->log_json;
         else if (!strcmp(a, "--dump-params")) dst = &out->dump_params;
-        else if (strcmp(a, "--steps") != 0)
+        else if (!strcmp(a, "--save")) dst = &out->save;
+        else if (!strcmp(a, "--resume")) dst = &out->resume;
+        else if (!strcmp(a, "--export")) dst = &out->export_path;
+        else if (!strcmp(a, "--trace")) dst = &trace;
+        else if (!strcmp(a, "--trace-step")) dst = &trace_step;
+        else if (strcmp(a, "--steps") && strcmp(a, "--save-every") && strcmp(a, "--timeout"))
             return prtp_fail(PRT_ERR_ARG, "unknown option '%s'\n%s", a, prt_usage());
         if (i + 1 >= argc)
             return prtp_fail(PRT_ERR_ARG, "option '%s' needs a value\n%s", a, prt_usage());
         const char *v = argv[++i];
-        if (dst) { *dst = v; continue; }
-        char *end;
-        long s = strtol(v, &end, 10);
-        if (*v == '\0' || *end != '\0' || s < 0)
-            return prtp_fail(PRT_ERR_ARG, "--steps '%s': expected a number of steps >= 0", v);
-        out->steps = s;
+        if (dst) {
+            if (!*v) return prtp_fail(PRT_ERR_ARG, "option '%s' needs a non-empty value", a);
+            *dst = v;
+            continue;
+        }
+        double x;
+        bool timeout = !strcmp(a, "--timeout");
+        if (!parse_number(v, &x) || (!timeout && x != (double)(long)x))
+            return prtp_fail(PRT_ERR_ARG, "%s '%s': expected a %s >= 0", a, v,
+                             timeout ? "number of seconds" : "whole number of steps");
+        if (timeout) out->timeout = x;
+        else if (!strcmp(a, "--steps")) out->steps = (long)x;
+        else out->save_every = (long)x;
     }
     if (!out->data)
         return prtp_fail(PRT_ERR_ARG, "no training data: the plan names none; pass --data PATH");
+    char why[256];
+    if (prt_trace_setup(trace, trace_step, out->steps, argv[0], why, sizeof why))
+        return prtp_fail(PRT_ERR_ARG, "%s", why);
+    if (out->save_every && !out->save)
+        return prtp_fail(PRT_ERR_ARG, "--save-every needs --save DIR");
+    if (out->export_path && !out->save)
+        return prtp_fail(PRT_ERR_ARG, "--export PATH is written from the final checkpoint: it needs --save DIR");
     return PRT_OK;
 }
 
@@ -172,10 +216,18 @@ prt_status prt_batch_load(prt_batch *b, long step, int mb, int32_t *tokens, int3
 
 /* ---- log ----------------------------------------------------------------- */
 
+static bool diverged;
+void prtp_set_diverged(void) { diverged = true; }
+bool prtp_diverged(void) { return diverged; }
+
 struct prt_log {
     prt_ctx *c;
     FILE    *json;
-    double   t0;
+    bool     tty;          /* stdout is a terminal: redraw one line */
+    bool     open_line;    /* a redrawn line waits for its newline */
+    long     total, first; /* steps of the run, the step it started at */
+    double   flops, peak;  /* model FLOPs per step (all ranks), peak FLOP/s per device */
+    double   t0, t_first;  /* this step's start, the first step's start */
 };
 
 static double now_s(void)
@@ -185,12 +237,26 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Whether the progress line is redrawn in place: PLANRT_PROGRESS=redraw or
+ * =lines decides; else stdout must be a terminal, and not Open MPI's: it
+ * hands every rank a pseudo-terminal even when mpirun's own output goes to
+ * a file, so under mpirun the default is one line per step. */
+static bool redraw(void)
+{
+    const char *v = getenv("PLANRT_PROGRESS");
+    if (v && !strcmp(v, "redraw")) return true;
+    if (v && !strcmp(v, "lines")) return false;
+    return isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE");
+}
+
 prt_status prt_log_open(prt_ctx *c, const char *json_path, prt_log **out)
 {
     prtp_clear();
     prt_log *l = (prt_log *)calloc(1, sizeof *l);
     if (!l) return prtp_fail(PRT_ERR_NOMEM, "log: out of memory");
     l->c = c;
+    l->tty = redraw();
+    l->t_first = -1;
     if (json_path && c->rank == 0 && !(l->json = fopen(json_path, "w"))) {
         free(l);
         return prtp_fail(PRT_ERR_IO, "%s: cannot write the JSON log", json_path);
@@ -199,23 +265,75 @@ prt_status prt_log_open(prt_ctx *c, const char *json_path, prt_log **out)
     return PRT_OK;
 }
 
-void prt_log_step_begin(prt_log *l) { l->t0 = now_s(); }
+void prt_log_plan(prt_log *l, long total, long first, double flops_step, double peak_flops)
+{
+    l->total = total;
+    l->first = first;
+    l->flops = flops_step;
+    l->peak = peak_flops;
+}
 
-prt_status prt_log_step_end(prt_log *l, long step, double loss_sum, double tokens)
+void prt_log_step_begin(prt_log *l)
+{
+    l->t0 = now_s();
+    if (l->t_first < 0) l->t_first = l->t0;
+}
+
+/* "1h02m", "3m05s", "12s" into buf. */
+static const char *eta_text(char *buf, size_t n, double s)
+{
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, n, "%lds", t);
+    return buf;
+}
+
+void prt_log_note(prt_log *l, const char *fmt, ...)
+{
+    if (l->c->rank != 0) return;
+    if (l->open_line) { fputc('\n', stdout); l->open_line = false; }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+prt_status prt_log_step_end(prt_log *l, long step, double loss_sum, double tokens, double grad_norm)
 {
     /* a double as two floats (high part, remainder): the sum keeps ~48 bits */
     float v[2] = { (float)loss_sum, 0.0f };
     v[1] = (float)(loss_sum - (double)v[0]);
     prt_status st = prtp_check(prtp_all_reduce_host(l->c->world, v, 2, PRT_FP32, PRT_SUM),
                                "loss all-reduce");
-    double dt = now_s() - l->t0;
-    if (st || l->c->rank != 0) return st;
-    double loss = ((double)v[0] + (double)v[1]) / tokens, tps = dt > 0 ? tokens / dt : 0;
-    printf("step %4ld | loss %.6f | %9.0f tok/s | %8.1f ms/step\n", step, loss, tps, 1e3 * dt);
+    double end = now_s(), dt = end - l->t0;
+    if (st) return st;
+    double loss = ((double)v[0] + (double)v[1]) / tokens;
+    if (!isfinite(loss)) {
+        /* every rank has the same sum: all stop here together */
+        prtp_set_diverged();
+        return prtp_fail(PRT_ERR_ARG, "the loss is %s at step %ld: stopping (checkpoints end at step %ld)",
+                         isnan(loss) ? "NaN" : "Inf", step, step - 1);
+    }
+    if (l->c->rank != 0) return PRT_OK;
+    double tps = dt > 0 ? tokens / dt : 0;
+    /* MFU: model FLOPs of the step over what the world's devices could do
+     * in its time at dense peak (PaLM's definition, Chowdhery et al. 2022) */
+    double mfu = dt > 0 && l->peak > 0 ? l->flops / (dt * l->peak * (double)l->c->size) : 0;
+    long done = step - l->first, left = l->total > step ? l->total - step : 0;
+    double per = done > 0 ? (end - l->t_first) / (double)done : dt, eta = per * (double)left;
+    char e[32];
+    if (l->open_line) fputc('\r', stdout);
+    printf("step %4ld/%ld | loss %.6f | %9.0f tok/s | %8.1f ms/step | MFU %5.2f%% | ETA %s%s",
+           step, l->total, loss, tps, 1e3 * dt, 100 * mfu, eta_text(e, sizeof e, eta),
+           l->tty ? "\033[K" : "\n");
+    l->open_line = l->tty;
     fflush(stdout);
     if (l->json) {
-        fprintf(l->json, "{\"step\": %ld, \"loss\": %.9g, \"tokens_per_s\": %.1f, \"ms\": %.3f}\n",
-                step, loss, tps, 1e3 * dt);
+        fprintf(l->json, "{\"step\": %ld, \"total\": %ld, \"loss\": %.9g, \"grad_norm\": %.9g, "
+                "\"tokens_per_s\": %.1f, \"ms\": %.3f, \"mfu\": %.6f, \"eta_s\": %.1f}\n",
+                step, l->total, loss, grad_norm, tps, 1e3 * dt, mfu, eta);
         fflush(l->json);
     }
     return PRT_OK;
@@ -224,6 +342,8 @@ prt_status prt_log_step_end(prt_log *l, long step, double loss_sum, double token
 void prt_log_close(prt_log *l)
 {
     if (!l) return;
+    if (l->open_line) fputc('\n', stdout);
+    fflush(stdout);
     if (l->json) fclose(l->json);
     free(l);
 }
@@ -273,6 +393,9 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
         return 1;
     }
     prt_ctx *c = *ctx;
+    /* --timeout over PLANRT_TIMEOUT_S over 300 s: a dead peer ends the job */
+    if (args->timeout >= 0) prt_comm_set_timeout(args->timeout);
+    else if (!getenv("PLANRT_TIMEOUT_S")) prt_comm_set_timeout(300);
     int code = 0;
     if (rank == 0 && !readable(args->data)) {
         fprintf(stderr, "error: training data '%s' not found or not readable\n"
@@ -301,6 +424,19 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
 void prt_run_fail(prt_ctx *c, const char *call, prt_status st)
 {
     const char *why = prt_par_last_error();
+    if (prtp_diverged()) {
+        /* every rank saw the same all-reduced value: stop together, cleanly */
+        if (!c || c->rank == 0) {
+            fflush(stdout);
+            fprintf(stderr, "\nerror: %s\n", why);
+            fflush(stderr);
+        }
+        prt_ops_sync();
+        MPI_Barrier(MPI_COMM_WORLD);
+        prt_ops_finalize();
+        prt_finalize(c);
+        exit(3);
+    }
     if (!*why) why = prt_comm_last_error();
     if (!why || !*why) why = prt_ops_last_error();
     fprintf(stderr, "error: rank %d: %s: %s%s%s\n", c ? c->rank : -1, call, prt_status_str(st),
@@ -309,8 +445,23 @@ void prt_run_fail(prt_ctx *c, const char *call, prt_status st)
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+void prt_run_stop(prt_ctx *c)
+{
+    if (!c || c->rank == 0) {
+        fflush(stdout);
+        fprintf(stderr, "error: %s\n", prt_par_last_error());
+        fflush(stderr);
+    }
+    prt_ops_sync();
+    prt_ops_finalize();
+    prt_finalize(c);
+    exit(1);
+}
+
 void prt_run_end(prt_ctx *c)
 {
+    if (prt_trace_write(c))   /* --trace: gather the traced step to rank 0, which writes it */
+        fprintf(stderr, "error: rank %d: %s\n", c->rank, prt_trace_last_error());
     prt_ops_sync();
     prt_ops_finalize();
     prt_finalize(c);

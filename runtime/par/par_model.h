@@ -1,0 +1,47 @@
+/*
+ * par_model.h: the layout of prt_model, shared by model.c (ZeRO on it) and
+ * save.c (checkpoints of it), nobody else.
+ */
+#ifndef PRT_PAR_MODEL_H
+#define PRT_PAR_MODEL_H
+
+#include "par_internal.h"
+
+#define NOWHERE ((size_t)-1)
+
+typedef struct {
+    prt_request **req;   /* [n_layers] reductions in flight */
+    prt_request **greq;  /* [n_layers] ZeRO-3 gathers (waited before the gather returns) */
+    int           n_req;
+    bool          reduced;   /* reduced at least once this step */
+    bool          free_after;/* ZeRO-2/3: free the gradients once reduced */
+    bool          armed;     /* the next backward starts its buckets' reductions */
+    int           gathered;  /* ZeRO-3: users of the gathered weights */
+} ChunkState;
+
+struct prt_model {
+    prt_ctx         *c;
+    const prt_param *tab;
+    int              n, n_layers, chunks, zero;   /* zero: effective stage */
+    int              pp, tp, dp, stage, tpr, dpr;
+    size_t          *off, *rows, *cols;  /* [n] offset (NOWHERE: not here), local shape */
+    size_t          *b0, *b1;            /* [n_layers] bucket range, NOWHERE: not here */
+    int             *bch;                /* [n_layers] chunk of each local bucket */
+    unsigned char   *launched;           /* [n_layers] its reduction started this round */
+    size_t          *c0, *c1;            /* [chunks] chunk range */
+    size_t           P, so, sc;          /* flat size, DP shard offset and count */
+    float          **par;                /* [chunks] fp32 weights (ZeRO-3: while gathered) */
+    prt_act        **w;                  /* [chunks] compute copy (aliases par on the CPU) */
+    float          **grad;               /* [chunks] fp32 gradients */
+    float           *pshard, *gshard;    /* ZeRO-3 weights, ZeRO >= 1 gradients: (sc) */
+    float           *mom, *var;          /* AdamW state: (P) or (sc) */
+    size_t          *counts;             /* [dp] scratch for the v collectives */
+    ChunkState      *cs;                 /* [chunks] */
+    double           grad_norm;          /* global gradient norm of the last step */
+};
+
+
+/* Chunk ch's compute copy from its fp32 weights (a no-op copy on the CPU). */
+void prtp_refresh_act(prt_model *m, int ch);
+
+#endif
