@@ -115,15 +115,41 @@ static bool find_runtime(CgRuntime *rt, char *inc, char *lib, size_t n)
     return true;
 }
 
+/* --launch slurm: EXE.sbatch beside the executable (absolute path to it,
+ * so the job finds it from any submit directory). */
+static int write_sbatch(const Plan *plan, const char *exe, CgTarget t)
+{
+    char path[PATH_MAX + 16], abs_exe[PATH_MAX + 8], dir[PATH_MAX], why[512] = "";
+    snprintf(path, sizeof path, "%s.sbatch", exe);
+    if (exe[0] == '/' || !getcwd(dir, sizeof dir)) snprintf(abs_exe, sizeof abs_exe, "%s", exe);
+    else snprintf(abs_exe, sizeof abs_exe, "%.*s/%s", (int)(sizeof abs_exe / 2), dir, exe);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "planc build: cannot write %s\n", path);
+        return 1;
+    }
+    bool ok = cg_sbatch(plan, abs_exe, t, f, why, sizeof why);
+    if (fclose(f) != 0 && ok) { ok = false; snprintf(why, sizeof why, "write error"); }
+    if (!ok) {
+        remove(path);
+        fprintf(stderr, "planc build: --launch slurm: %s\n", why);
+        return 1;
+    }
+    chmod(path, 0755);
+    fprintf(stderr, "planc build: wrote %s (sbatch %s [options])\n", path, path);
+    return 0;
+}
+
 int planc_cmd_build(int argc, char **argv)
 {
-    const char *file = NULL, *exe = NULL, *target = "cpu";
+    const char *file = NULL, *exe = NULL, *target = "cpu", *launch = "mpirun";
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) exe = argv[++i];
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
+        else if (!strcmp(argv[i], "--launch") && i + 1 < argc) launch = argv[++i];
         else if (argv[i][0] == '-') {
             fprintf(stderr, "planc build: unknown option '%s'\n"
-                            "usage: planc build FILE -o EXE [--target cpu|cuda]\n", argv[i]);
+                            "usage: planc build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n", argv[i]);
             return 2;
         } else if (!file) file = argv[i];
         else {
@@ -132,7 +158,7 @@ int planc_cmd_build(int argc, char **argv)
         }
     }
     if (!file || !exe) {
-        fprintf(stderr, "usage: planc build FILE -o EXE [--target cpu|cuda]\n");
+        fprintf(stderr, "usage: planc build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n");
         return 2;
     }
     CgTarget t;
@@ -140,6 +166,10 @@ int planc_cmd_build(int argc, char **argv)
     else if (!strcmp(target, "cuda")) t = CG_TARGET_CUDA;
     else {
         fprintf(stderr, "planc build: unknown target '%s' (cpu or cuda)\n", target);
+        return 2;
+    }
+    if (strcmp(launch, "mpirun") && strcmp(launch, "slurm")) {
+        fprintf(stderr, "planc build: unknown launcher '%s' (mpirun or slurm)\n", launch);
         return 2;
     }
     char inc[PATH_MAX + 32], lib[PATH_MAX + 32];
@@ -162,9 +192,10 @@ int planc_cmd_build(int argc, char **argv)
     char src[PATH_MAX + 8];
     snprintf(src, sizeof src, "%s.cu", exe);
     if (!rc) rc = emit_to(&plan, src);
+    char why[512] = "";
+    if (!rc && !strcmp(launch, "slurm")) rc = write_sbatch(&plan, exe, t);
     dsl_arena_free(&arena);
     if (rc) return rc;
-    char why[512] = "";
     int st = cg_build(src, exe, t, &rt, why, sizeof why);
     if (st != 0) {
         if (st < 0) fprintf(stderr, "planc build: %s\n", why);

@@ -44,6 +44,14 @@ typedef struct {
 int cg_build(const char *src, const char *exe, CgTarget t, const CgRuntime *rt,
              char *why, size_t len);
 
+/* Write the sbatch script that runs exe (target t) for plan p: nodes,
+ * tasks per node and GPUs per task from the layout and the cluster block,
+ * srun with --kill-on-bad-exit, the script's arguments passed on to exe.
+ * User text is sanitised (job name) or single-quoted (path); false with
+ * the reason in why when the layout does not fit the cluster or the path
+ * cannot be quoted. */
+bool cg_sbatch(const Plan *p, const char *exe, CgTarget t, FILE *out, char *why, size_t len);
+
 /* Make s safe inside a C comment (no "*" followed by "/", printable ASCII
  * only) or a C string literal (escaped), into buf of n bytes. */
 void cg_comment_text(const char *s, char *buf, size_t n);

@@ -3,7 +3,7 @@
 #
 # codegen/program.in is the fixed text of generated programs (layers, slots,
 # op dispatcher, main); it is turned into a C string in $(BUILD)/gen.
-PLANC_SRCS     += codegen/emit.c codegen/compile.c
+PLANC_SRCS     += codegen/emit.c codegen/compile.c codegen/launch.c
 PLANC_GEN_SRCS += $(BUILD)/gen/cg_program.gen.c
 
 CG_MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)

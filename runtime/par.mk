@@ -4,3 +4,12 @@
 PRT_PAR_SRCS  := runtime/par/model.c runtime/par/pipe.c runtime/par/run.c runtime/par/save.c
 PRT_SRCS      += $(PRT_PAR_SRCS)
 PRT_CUDA_SRCS += $(PRT_PAR_SRCS)
+
+# test-resilience: checkpoints, exact and cross-layout resume, refusals of
+# bad checkpoints, a killed or hung rank, an injected NaN, the consolidated
+# model (tests/resilience/run.sh says what each check holds).
+.PHONY: test-resilience
+TEST_TARGETS += test-resilience
+test-resilience: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DATA)
+	MPIRUN="$(MPIRUN)" tests/resilience/run.sh $(PLANC) $(abspath $(BUILD))/resilience \
+	    $(BUILD)/tests/inv_compare

@@ -197,6 +197,54 @@ static void test_refusals(void **state)
     }
 }
 
+/* The sbatch script of plan p for exe, or NULL with why filled. */
+static char *sbatch_text(const Plan *p, const char *exe, CgTarget t, char *why, size_t len)
+{
+    char *buf = NULL;
+    size_t n;
+    FILE *f = open_memstream(&buf, &n);
+    bool ok = cg_sbatch(p, exe, t, f, why, len);
+    fclose(f);
+    if (!ok) { free(buf); return NULL; }
+    return buf;
+}
+
+/* --launch slurm: the job's shape from the layout and the cluster block;
+ * user text (model name, path) cannot break out of its place. */
+static void test_sbatch(void **state)
+{
+    (void)state;
+    DslArena a;
+    Plan p;
+    char why[256] = "";
+    load_case(&CASES[0], &a, &p);
+    p.layout.dp = 4; p.layout.tp = 2; p.layout.pp = 2;        /* 16 ranks */
+    p.cluster.nodes = 4; p.cluster.gpus_per_node = 8;
+    p.model.name = "evil\n$(rm -rf /) `x`;";
+    char *s = sbatch_text(&p, "/jobs/it's $HOME/run", CG_TARGET_CUDA, why, sizeof why);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "#SBATCH --nodes=2\n"));
+    assert_non_null(strstr(s, "#SBATCH --ntasks=16\n"));
+    assert_non_null(strstr(s, "#SBATCH --ntasks-per-node=8\n"));
+    assert_non_null(strstr(s, "#SBATCH --gpus-per-task=1\n"));
+    assert_non_null(strstr(s, "#SBATCH --job-name=evil___rm_-rf_____x__\n"));
+    assert_non_null(strstr(s, "srun --kill-on-bad-exit=1 '/jobs/it'\\''s $HOME/run' \"$@\"\n"));
+    assert_null(strstr(s, "$(rm"));
+    free(s);
+    /* CPU target: no GPUs asked; a path with a newline is refused */
+    s = sbatch_text(&p, "/jobs/run", CG_TARGET_CPU, why, sizeof why);
+    assert_non_null(s);
+    assert_null(strstr(s, "gpus-per-task"));
+    free(s);
+    assert_null(sbatch_text(&p, "/jobs/a\nrm -rf /", CG_TARGET_CPU, why, sizeof why));
+    assert_non_null(strstr(why, "control character"));
+    /* more ranks than the cluster holds */
+    p.cluster.nodes = 1;
+    assert_null(sbatch_text(&p, "/jobs/run", CG_TARGET_CPU, why, sizeof why));
+    assert_non_null(strstr(why, "need 2 nodes"));
+    dsl_arena_free(&a);
+}
+
 /* Emit case c to DIR/name.cu and build it; returns the compiler status. */
 static int build_case(const Plan *p, const char *name, const char *extra)
 {
@@ -248,6 +296,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_steps_are_the_program),
         cmocka_unit_test(test_text_is_escaped),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

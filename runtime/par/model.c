@@ -527,8 +527,8 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
     m->grad_norm = sqrt((double)sq);
     if (!isfinite(sq)) {
         prtp_set_diverged();
-        return prtp_fail(PRT_ERR_ARG, "the gradient norm is %s at step %ld: stopping before the "
-                         "update (the weights and checkpoints are those of step %ld)",
+        return prtp_fail(PRT_ERR_ARG, "the gradient norm is %s at step %ld: stopped before its "
+                         "update (the weights are those after step %ld; nothing later is saved)",
                          isnan(sq) ? "NaN" : "Inf", step, step - 1);
     }
     float scale = cfg->clip > 0 ? prt_clip_scale((double)sq, cfg->clip) : 1.0f;

@@ -313,7 +313,7 @@ prt_status prt_log_step_end(prt_log *l, long step, double loss_sum, double token
     if (!isfinite(loss)) {
         /* every rank has the same sum: all stop here together */
         prtp_set_diverged();
-        return prtp_fail(PRT_ERR_ARG, "the loss is %s at step %ld: stopping (checkpoints end at step %ld)",
+        return prtp_fail(PRT_ERR_ARG, "the loss is %s at step %ld: stopped (nothing after step %ld is saved)",
                          isnan(loss) ? "NaN" : "Inf", step, step - 1);
     }
     if (l->c->rank != 0) return PRT_OK;

@@ -260,7 +260,8 @@ static prt_status check_on_root(prt_model *m, const char *path, const prt_save_i
         fclose(f);
         snprintf(dir, cap, "%s", path);
     } else if (prt_ckpt_latest(path, dir, cap, &step)) {
-        return prtp_fail(PRT_ERR_IO, "--resume %s: no complete checkpoint there (%s)", path,
+        return prtp_fail(PRT_ERR_IO, "--resume %s: no %s/index.json and no complete checkpoint "
+                         "(a step-N directory with its index.json) under it: %s", path, path,
                          prt_ckpt_last_error());
     }
     prt_ckpt *ck = NULL;
