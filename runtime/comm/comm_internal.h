@@ -116,6 +116,7 @@ double     prtc_timeout_s(void);          /* PLANRT_TIMEOUT_S, 0 = none */
 /* ---- sched.c: building and running schedules ---- */
 prt_request *sch_new(prt_comm *g, coll_kind k, prt_dtype t, prt_redop op);
 void         sch_free(prt_request *r);
+void         prtc_free_abandoned(void);   /* requests given up at a timeout */
 void        *sch_scratch(prt_request *r, size_t bytes);
 void         sch_send(prt_request *r, int peer, const void *src, size_t n);
 void         sch_recv(prt_request *r, int peer, void *dst, size_t n);

@@ -267,6 +267,7 @@ static void ctx_destroy(prt_ctx *c)
 /* prt_finalize(NULL) after a failed prt_init still ends MPI cleanly. */
 void prt_finalize(prt_ctx *c)
 {
+    prtc_free_abandoned();   /* before the groups their scratch points into */
     if (c) {
         ctx_destroy(c);
         live_contexts--;

@@ -144,6 +144,34 @@ void sch_end_round(prt_request *r)
     r->round_end[r->nrounds++] = r->nsteps;
 }
 
+/* Requests given up at a timeout. MPI may still complete them, so they are
+ * not freed then; prt_finalize frees them (prtc_free_abandoned), so a job
+ * that survives a timeout (a test, a caller that retries) leaks nothing. */
+static prt_request **abandoned;
+static int n_abandoned, cap_abandoned;
+
+static void abandon(prt_request *r)
+{
+    if (n_abandoned == cap_abandoned) {
+        int cap = cap_abandoned ? 2 * cap_abandoned : 8;
+        prt_request **p = realloc(abandoned, (size_t)cap * sizeof *p);
+        if (!p)
+            return;   /* out of memory on an error path: let it leak */
+        abandoned = p;
+        cap_abandoned = cap;
+    }
+    abandoned[n_abandoned++] = r;
+}
+
+void prtc_free_abandoned(void)
+{
+    for (int i = 0; i < n_abandoned; i++)
+        sch_free(abandoned[i]);
+    free(abandoned);
+    abandoned = NULL;
+    n_abandoned = cap_abandoned = 0;
+}
+
 /* Seconds since an arbitrary start, for deadlines. */
 static double now_s(void) { return MPI_Wtime(); }
 
@@ -164,7 +192,8 @@ prt_status prt_wait(prt_request *r)
             s = prtc_error(PRT_ERR_TIMEOUT, r->g,
                            "no progress for %.1f s (PLANRT_TIMEOUT_S); a peer has "
                            "probably died\n  hint: look for the first rank that failed", limit);
-            return s;   /* the request is abandoned: MPI may still write into it */
+            abandon(r);   /* MPI may still write into it: freed at prt_finalize */
+            return s;
         }
         if (spins > 64)
             sched_yield();
