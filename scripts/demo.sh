@@ -7,8 +7,10 @@
 #  3. `planc build examples/tiny.plan` for the CPU (dp 2 x tp 2 x pp 2,
 #     ZeRO-1, 1F1B): one generated C program, compiled against libplanrt;
 #  4. trains it on 8 MPI ranks for about two minutes on text the project
-#     makes itself (scripts/make-data.sh), printing the loss as it falls;
-#  5. says where the generated source is, to read.
+#     makes itself (scripts/make-data.sh), printing the loss as it falls,
+#     saving a checkpoint every 200 steps and the model as one safetensors
+#     file at the end;
+#  5. says where the generated source and the checkpoints are.
 #
 # usage: scripts/demo.sh     (PLANC=path/to/planc, DEMO_STEPS=N, MPIRUN=...)
 set -uo pipefail
@@ -45,9 +47,12 @@ if ! "$planc" build examples/tiny.plan -o "$out/tiny"; then
     exit 1
 fi
 echo
-echo "==== mpirun -np 8 $out/tiny --steps $steps   (every 10th step shown; full log: $out/train.jsonl)"
-$mpirun -np 8 "$out/tiny" --steps "$steps" --log-json "$out/train.jsonl" |
-    awk -v last="$((steps - 1))" '!/^step/ || $2 % 10 == 0 || $2 == last'
+rm -rf "$out/ckpt"
+echo "==== mpirun -np 8 $out/tiny --steps $steps --save $out/ckpt --save-every 200 --export $out/model.safetensors"
+echo "     (every 10th step shown; full log: $out/train.jsonl)"
+$mpirun -np 8 "$out/tiny" --steps "$steps" --log-json "$out/train.jsonl" --save "$out/ckpt" \
+        --save-every 200 --export "$out/model.safetensors" |
+    awk -v last="$steps" '!/^step/ || $2 % 10 == 0 || $2 == last'
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then
     echo "demo: training exited with $rc" >&2
@@ -58,4 +63,6 @@ final=$(sed -n '$s/.*"loss": \([0-9.]*\).*/\1/p' "$out/train.jsonl")
 echo
 echo "loss $first -> $final over $steps steps (ln 256 = 5.545 is a uniform guess over bytes)"
 echo "the generated program is $out/tiny.cu: read it from the top (planc emit prints the same)"
+echo "checkpoints: $(ls "$out/ckpt" | tr '\n' ' ')(resume with --resume $out/ckpt, on any layout)"
+echo "the trained model as one safetensors file: $out/model.safetensors"
 exit $status

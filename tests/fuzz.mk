@@ -45,7 +45,7 @@ $(BUILD)/tests/fuzz_%_replay: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(DSL_OBJS
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
 
-FUZZ_SEEDS := examples/*.plan examples/clusters/*.plan tests/bad/*.plan tests/fuzz/regress tests/hostile
+FUZZ_SEEDS := examples/*.plan examples/clusters/*.plan tests/bad/*.plan tests/fuzz/regress
 
 .PHONY: fuzz fuzz-build test-fuzz-regress
 TEST_TARGETS += test-fuzz-regress

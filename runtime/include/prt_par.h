@@ -166,6 +166,11 @@ prt_status prt_model_save(prt_model *m, const char *root, long step, const prt_s
 prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *info, long *step,
                           char *dir, size_t cap);
 
+/* World rank 0 writes the checkpoint ROOT/step-<step> consolidated into one
+ * safetensors file at path, without the optimizer state ("opt." tensors):
+ * the model alone, whole tensors under their global names. Collective. */
+prt_status prt_model_export(prt_model *m, const char *root, long step, const char *path);
+
 /* ---- pipeline slots and transfers ------------------------------------- */
 
 /* The activations of one (micro-batch, chunk): x, y and d are what the

@@ -370,3 +370,19 @@ prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *i
     if (dir_out) snprintf(dir_out, cap, "%s", dir);
     return PRT_OK;
 }
+
+prt_status prt_model_export(prt_model *m, const char *root, long step, const char *path)
+{
+    prtp_clear();
+    char dir[4096];
+    prt_status st = PRT_OK;
+    if (m->c->rank == 0) {
+        if (prt_ckpt_step_dir(root, step, dir, sizeof dir) ||
+            prt_ckpt_consolidate(dir, path, "opt."))   /* the model alone */
+            st = prtp_fail(PRT_ERR_IO, "--export %s: %s", path, prt_ckpt_last_error());
+    }
+    int bad = st != PRT_OK;
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad && !st) st = prtp_fail(PRT_ERR_IO, "--export %s failed on rank 0", path);
+    return st;
+}
