@@ -119,10 +119,10 @@ static bool find_runtime(CgRuntime *rt, char *inc, char *lib, size_t n)
  * so the job finds it from any submit directory). */
 static int write_sbatch(const Plan *plan, const char *exe, CgTarget t)
 {
-    char path[PATH_MAX + 16], abs_exe[PATH_MAX + 8], dir[PATH_MAX], why[512] = "";
+    char path[PATH_MAX + 16], abs_exe[2 * PATH_MAX + 8], dir[PATH_MAX], why[512] = "";
     snprintf(path, sizeof path, "%s.sbatch", exe);
     if (exe[0] == '/' || !getcwd(dir, sizeof dir)) snprintf(abs_exe, sizeof abs_exe, "%s", exe);
-    else snprintf(abs_exe, sizeof abs_exe, "%.*s/%s", (int)(sizeof abs_exe / 2), dir, exe);
+    else snprintf(abs_exe, sizeof abs_exe, "%s/%s", dir, exe);
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "planc build: cannot write %s\n", path);
@@ -160,6 +160,13 @@ int planc_cmd_build(int argc, char **argv)
     if (!file || !exe) {
         fprintf(stderr, "usage: planc build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n");
         return 2;
+    }
+    /* a relative output path starting with '-' would read as a compiler
+     * option ("-oops.cu" is "-o ops.cu"): make it "./-oops" */
+    char dashed[PATH_MAX + 3];
+    if (exe[0] == '-') {
+        snprintf(dashed, sizeof dashed, "./%s", exe);
+        exe = dashed;
     }
     CgTarget t;
     if (!strcmp(target, "cpu")) t = CG_TARGET_CPU;

@@ -43,8 +43,10 @@ void cg_comment_text(const char *s, char *buf, size_t n)
     for (; s && *s && j + 2 < n; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch < 0x20 || ch > 0x7e) ch = '?';
-        if (ch == '/' && j > 0 && buf[j - 1] == '*') buf[j++] = ' ';   /* no end of comment */
-        if (ch == '*' && s[1] == '/') { buf[j++] = '*'; buf[j++] = ' '; continue; }
+        char prev = j > 0 ? buf[j - 1] : '\0';
+        /* neither the end of the comment nor "/" "*" (a nested opening, an
+         * error under -Werror=comment): a space between */
+        if ((ch == '/' && prev == '*') || (ch == '*' && prev == '/')) buf[j++] = ' ';
         buf[j++] = (char)ch;
     }
     buf[j < n ? j : n - 1] = '\0';
@@ -317,8 +319,10 @@ static void emit_constants(Cg *g)
     double peak = m->dtype == DTYPE_FP32 ? dev->flops_fp32 : dev->flops_16;
     out(g, "static const double MODEL_FLOPS = %.6g;  /* model FLOPs of one step, all ranks (Megatron counting) */\n",
         plan_model_flops_step(m, l->global_batch));
-    out(g, "static const double PEAK_FLOPS = %.6g;   /* dense peak FLOP/s of one %s (%s): MFU's denominator */\n",
-        peak, dev->name ? dev->name : "device", m->dtype == DTYPE_FP32 ? "fp32" : "16-bit");
+    char devname[128];
+    cg_comment_text(dev->name ? dev->name : "device", devname, sizeof devname);
+    out(g, "static const double PEAK_FLOPS = %.6g;   /* dense peak FLOP/s of one device, %s (%s): MFU's denominator */\n",
+        peak, devname, m->dtype == DTYPE_FP32 ? "fp32" : "16-bit");
     double lr = p->has_train ? t->lr : 1e-3;
     out(g, "/* AdamW: lr, min_lr (lr/10), warm-up, cosine horizon (train.steps; main sets --steps), beta1, beta2,\n"
            " * eps, weight decay (matrices only), clip (global gradient norm; 0 off) */\n");

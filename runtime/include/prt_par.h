@@ -22,7 +22,11 @@
  *    chunk), allocated when its forward starts and recycled once its
  *    backward and its sends are done, and the transfers of activations and
  *    gradients between stages keyed by (micro-batch, virtual stage);
- *  - the executable's command line, data, step timing and logs (prt_run_*).
+ *  - checkpoints of the weights and AdamW state (prt_model_save / _load,
+ *    runtime/ckpt's sharded safetensors), resumable on any layout;
+ *  - the executable's command line, data, progress line and logs, and how
+ *    it stops: a failed call aborts every rank, a non-finite loss or
+ *    gradient norm stops them all cleanly (prt_run_*).
  *
  * Shard arithmetic: the stage's flat buffer has P elements; DP rank r owns
  * [off_r, off_r + count_r) = prt_shard(P, dp, r). A bucket [a, b) is
@@ -241,8 +245,9 @@ int  prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
  * non-finite loss or gradient norm is seen by every rank alike: then rank 0
  * alone prints and every rank finalises and exits with status 3. */
 void prt_run_fail(prt_ctx *c, const char *call, prt_status st);
-/* A failure every rank agrees on (a checkpoint rank 0 refused): rank 0
- * prints prt_par_last_error(), every rank finalises and exits with 1. */
+/* A failure every rank agrees on (a checkpoint rank 0 refused, or one a
+ * rank could not read): rank 0 and the rank that failed print
+ * prt_par_last_error(), every rank finalises and exits with 1. */
 void prt_run_stop(prt_ctx *c) __attribute__((noreturn));
 /* Finalise the device and MPI. */
 void prt_run_end(prt_ctx *c);

@@ -21,14 +21,16 @@
  * With dp == 1 every stage is stage 0 (a shard of one rank is the whole).
  *
  * Gradients are summed over DP (the loss is already divided by the tokens of
- * the global batch), so any split of the batch gives the same sum.
+ * the global batch), so any split of the batch gives the same sum. The
+ * global gradient norm is all-reduced every step (clipping or not): it is
+ * logged, and a NaN or Inf in it stops the run before the update. The
+ * struct itself is in par_model.h, which save.c (checkpoints) shares.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "par_internal.h"
-
 #include "par_model.h"
 
 static size_t numel(const prt_model *m, int i) { return m->rows[i] * m->cols[i]; }

@@ -21,6 +21,10 @@ prt_status prtp_check(prt_status st, const char *what);
 prt_status prtp_all_reduce_host(prt_comm *g, void *vals, size_t n, prt_dtype t, prt_redop op);
 prt_status prtp_broadcast_host(prt_comm *g, void *vals, size_t n, prt_dtype t, int root);
 
+/* This rank's own call failed in a collective verdict (not just the others'
+ * report of it): prt_run_stop prints its message too, not only rank 0's. */
+void       prtp_mark_own_failure(void);
+
 /* A non-finite loss or gradient norm was seen (by every rank alike). */
 void       prtp_set_diverged(void);
 bool       prtp_diverged(void);

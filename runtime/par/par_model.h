@@ -7,7 +7,7 @@
 
 #include "par_internal.h"
 
-#define NOWHERE ((size_t)-1)
+#define NOWHERE ((size_t)-1)   /* offset of a tensor another stage holds */
 
 typedef struct {
     prt_request **req;   /* [n_layers] reductions in flight */

@@ -1,11 +1,16 @@
 /*
  * run.c: the generated executable's surroundings — its command line, its
- * training data per DP rank, step timing and the per-step log — and the
- * last-error text of runtime/par.
+ * training data per DP rank, the per-step progress line and JSON log, how
+ * it stops — and the last-error text of runtime/par.
  *
  * The step itself (which op runs when) is in the generated program; this
- * file only answers "which sequences does this rank read" and "what does
- * rank 0 print".
+ * file only answers "which sequences does this rank read", "what does
+ * rank 0 print" and "how do all ranks end". A failed call aborts the job
+ * (the others would wait on the failed rank; every wait has a deadline,
+ * --timeout, so a dead or silent peer turns into such a failure). A NaN or
+ * Inf loss or gradient norm is different: it is an all-reduced value, so
+ * every rank sees it at the same point and they can stop together, rank 0
+ * alone saying why.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -153,7 +158,8 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
     if (out->save_every && !out->save)
         return prtp_fail(PRT_ERR_ARG, "--save-every needs --save DIR");
     if (out->export_path && !out->save)
-        return prtp_fail(PRT_ERR_ARG, "--export PATH is written from the final checkpoint: it needs --save DIR");
+        return prtp_fail(PRT_ERR_ARG, "--export PATH is written from the final checkpoint: "
+                                      "it needs --save DIR");
     return PRT_OK;
 }
 
@@ -216,7 +222,8 @@ prt_status prt_batch_load(prt_batch *b, long step, int mb, int32_t *tokens, int3
 
 /* ---- log ----------------------------------------------------------------- */
 
-static bool diverged;
+static bool diverged, own_failure;
+void prtp_mark_own_failure(void) { own_failure = true; }
 void prtp_set_diverged(void) { diverged = true; }
 bool prtp_diverged(void) { return diverged; }
 
@@ -447,9 +454,10 @@ void prt_run_fail(prt_ctx *c, const char *call, prt_status st)
 
 void prt_run_stop(prt_ctx *c)
 {
-    if (!c || c->rank == 0) {
+    if (!c || c->rank == 0 || own_failure) {
         fflush(stdout);
-        fprintf(stderr, "error: %s\n", prt_par_last_error());
+        if (c && c->rank != 0) fprintf(stderr, "error: rank %d: %s\n", c->rank, prt_par_last_error());
+        else fprintf(stderr, "error: %s\n", prt_par_last_error());
         fflush(stderr);
     }
     prt_ops_sync();

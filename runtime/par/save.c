@@ -27,7 +27,6 @@
  * and the learning-rate schedule are functions of it) and the data order
  * (a function of (seed, step)). Nothing else carries state across steps.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +41,10 @@ typedef struct {
     size_t r0, r1, c0, c1, f0, f1, lo, hi;
 } Piece;
 
-/* The pieces of local elements [a, b) of tensor p's TP slice (local shape
- * lr x lc) on TP rank t of tp; returns how many (at most 3). */
-static int pieces_of(const prt_param *p, int tp, int t, size_t lr, size_t lc, size_t a, size_t b,
-                     Piece out[3])
+/* The pieces of local elements [a, b) of tensor p's TP slice (lc local
+ * columns) on TP rank t of tp; returns how many (at most 3). */
+static int pieces_of(const prt_param *p, int tp, int t, size_t lc, size_t a, size_t b, Piece out[3])
 {
-    (void)lr;
     int n = 0;
     if (b <= a) return 0;
     if (p->split != PRT_SPLIT_ROWS) {
@@ -126,8 +123,7 @@ static prt_status put_all(prt_model *m, const Stage *s, prt_ckpt_writer *w)
         size_t lo = prtp_max(m->off[i], s->wo), hi = prtp_min(m->off[i] + n, s->wo + s->wc);
         if (hi <= lo) continue;
         Piece pc[3];
-        int np = pieces_of(p, m->tp, m->tpr, m->rows[i], m->cols[i], lo - m->off[i],
-                           hi - m->off[i], pc);
+        int np = pieces_of(p, m->tp, m->tpr, m->cols[i], lo - m->off[i], hi - m->off[i], pc);
         for (int k = 0; k < 3; k++)
             for (int j = 0; j < np; j++) {
                 const float *src = s->h[k] + (m->off[i] + pc[j].lo - s->wo);
@@ -214,7 +210,8 @@ prt_status prt_model_save(prt_model *m, const char *root, long step, const prt_s
     st = write_index(m, path, &meta, man, len);
     free(man);
     snprintf(why, sizeof why, "%s", prt_par_last_error());
-    if (agree(st != PRT_OK)) return prtp_fail(st ? st : PRT_ERR_IO, "%s", st ? why : "checkpoint index failed on rank 0");
+    if (agree(st != PRT_OK))
+        return prtp_fail(st ? st : PRT_ERR_IO, "%s", st ? why : "checkpoint index failed on rank 0");
     if (dir) snprintf(dir, cap, "%s", path);
     return PRT_OK;
 }
@@ -295,7 +292,7 @@ static prt_status read_range(prt_model *m, prt_ckpt *ck, int i, int k, size_t a,
     const prt_param *src = p->tie >= 0 ? &m->tab[p->tie] : p;   /* a tied copy equals its original */
     char nm[512];
     Piece pc[3];
-    int np = pieces_of(p, m->tp, m->tpr, m->rows[i], m->cols[i], a, b, pc);
+    int np = pieces_of(p, m->tp, m->tpr, m->cols[i], a, b, pc);
     for (int j = 0; j < np; j++)
         if (prt_ckpt_read_flat(ck, state_name(nm, sizeof nm, KIND_PREFIX[k], src->name), pc[j].r0,
                                pc[j].r1, pc[j].c0, pc[j].c1, pc[j].f0, pc[j].f1,
@@ -362,6 +359,7 @@ prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *i
     MPI_Bcast(dir, (int)sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(&at, 1, MPI_LONG, 0, MPI_COMM_WORLD);
     st = load_local(m, dir);
+    if (st) prtp_mark_own_failure();
     char why[1024];
     snprintf(why, sizeof why, "%s", prt_par_last_error());
     if (agree(st != PRT_OK))

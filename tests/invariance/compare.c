@@ -40,6 +40,12 @@ static int read_losses(const char *path, double *loss, int max)
     return n;
 }
 
+static void free_dump(Tensor *t, int n)
+{
+    for (int i = 0; t && i < n; i++) { free(t[i].name); free(t[i].v); }
+    free(t);
+}
+
 static int read_dump(const char *path, Tensor **out)
 {
     FILE *f = fopen(path, "rb");
@@ -52,6 +58,7 @@ static int read_dump(const char *path, Tensor **out)
         return -1;
     }
     Tensor *t = calloc(n + 1, sizeof *t);
+    if (!t) { fclose(f); return -1; }
     for (uint32_t i = 0; i < n; i++) {
         uint32_t len;
         if (fread(&len, 4, 1, f) != 1 || len > 4096) goto bad;
@@ -68,6 +75,7 @@ static int read_dump(const char *path, Tensor **out)
 bad:
     fprintf(stderr, "compare: %s is truncated\n", path);
     fclose(f);
+    free_dump(t, (int)n);
     return -1;
 }
 
@@ -95,7 +103,11 @@ int main(int argc, char **argv)
     }
     Tensor *tr = NULL, *tc = NULL;
     int mr = read_dump(argv[2], &tr), mc = read_dump(argv[4], &tc);
-    if (mr < 0 || mc < 0) return 2;
+    if (mr < 0 || mc < 0) {
+        free_dump(tr, mr);
+        free_dump(tc, mc);
+        return 2;
+    }
     if (mr != mc) {
         printf("  tensors: reference %d, this layout %d\n", mr, mc);
         bad++;
@@ -125,5 +137,7 @@ int main(int argc, char **argv)
     printf("  %d steps, %d tensors: worst loss error %.2e (tol %.0e), worst parameter error "
            "%.2e of max |w| (tol %.0e): %s\n", nc, mc, worst_loss, LOSS_RTOL, worst_param,
            PARAM_TOL, bad ? "FAIL" : "ok");
+    free_dump(tr, mr);
+    free_dump(tc, mc);
     return bad ? 1 : 0;
 }

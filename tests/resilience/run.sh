@@ -25,7 +25,10 @@
 #     step 4's, which resumes;
 #  6. --export's consolidated safetensors file: its header is JSON and its
 #     tensors equal the run's --dump-params bit for bit
-#     (runtime/ckpt/check_consolidated.py).
+#     (runtime/ckpt/check_consolidated.py);
+# and that `planc build --launch slurm` wrote a valid sbatch script, that the
+# progress line and the JSON log have every field (and PLANRT_PROGRESS=redraw
+# redraws one line), and that a host list (mpirun -H) launches.
 set -u
 planc=$1; dir=$2; compare=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,12 +49,20 @@ sed -i 's|^include "clusters/laptop.plan"|include "'"$root"'/examples/clusters/l
 "$inv" "$dir/one.plan" 1 "dp 1; tp 1; pp 1; zero 0; micro_batch 16; schedule 1f1b;"
 "$inv" "$dir/llama.plan" 8 "llama; dp 2; tp 2; pp 2; zero 1; micro_batch 2; schedule 1f1b;"
 printf '%s\n' tiny tp4 z3 one llama |
-    xargs -P 2 -I{} sh -c '"$1" build "$2/$3.plan" -o "$2/$3" > "$2/$3.build.log" 2>&1 || touch "$2/$3.build-failed"' \
+    xargs -P 2 -I{} sh -c '"$1" build "$2/$3.plan" -o "$2/$3" --launch slurm > "$2/$3.build.log" 2>&1 || touch "$2/$3.build-failed"' \
         sh "$planc" "$dir" {}
 for b in tiny tp4 z3 one llama; do
     if [ -e "$dir/$b.build-failed" ]; then fail "planc build $b" "$dir/$b.build.log"; echo "resilience: cannot go on"; exit 1; fi
 done
 steps=12
+# --launch slurm: the sbatch script beside the executable, sized from the plan
+sb="$dir/tiny.sbatch"
+if [ -x "$sb" ] && bash -n "$sb" && grep -q '^#SBATCH --nodes=1$' "$sb" && grep -q '^#SBATCH --ntasks=8$' "$sb" &&
+   grep -q '^#SBATCH --ntasks-per-node=8$' "$sb" && grep -qF "srun --kill-on-bad-exit=1 '$dir/tiny' \"\$@\"" "$sb"; then
+    ok "planc build --launch slurm: tiny.sbatch, 1 node x 8 tasks, srun of the executable"
+else
+    fail "planc build --launch slurm: tiny.sbatch" "$sb"
+fi
 
 # The "loss" field of every line of a JSON log, as "STEP LOSS" text.
 losses() { sed -n 's/.*"step": \([0-9]*\),.*"loss": \([^,]*\),.*/\1 \2/p' "$1"; }
@@ -82,8 +93,28 @@ else
     fail "resume after kill -9 (from '$from'): losses differ"; paste <(losses "$dir/full.jsonl") <(losses "$dir/resumed.jsonl") | head -n 12
 fi
 
+# ---- progress line and JSON log ---------------------------------------------------
+# one line per step when stdout is no terminal (under mpirun: see README);
+# PLANRT_PROGRESS=redraw redraws one line in place
+re='^step +[0-9]+/12 \| loss [0-9.]+ \| +[0-9]+ tok/s \| +[0-9.]+ ms/step \| MFU +[0-9.]+% \| ETA [0-9hms]+$'
+keys='"step": [0-9]+, "total": 12, "loss": [0-9.e+-]+, "grad_norm": [0-9.e+-]+, "tokens_per_s": [0-9.]+, "ms": [0-9.]+, "mfu": [0-9.e+-]+, "eta_s": [0-9.]+'
+PLANRT_PROGRESS=redraw run 8 "$dir/tiny" --steps 2 > "$dir/redraw.log" 2>&1
+if [ "$(grep -cE "$re" "$dir/full.log")" = $steps ] && [ "$(grep -cE "$keys" "$dir/full.jsonl")" = $steps ] &&
+   [ "$(tr -cd '\r' < "$dir/redraw.log" | wc -c)" = 1 ] && [ "$(grep -c 'step ' "$dir/redraw.log")" = 1 ]; then
+    ok "progress: $steps lines '$(grep -m 1 '^step' "$dir/full.log" | tr -s ' ')'; JSON with every field; PLANRT_PROGRESS=redraw: one line redrawn"
+else
+    fail "progress line or JSON log" "$dir/full.log"; head -n 2 "$dir/full.jsonl"; od -c "$dir/redraw.log" | head -n 5
+fi
+
+# a host list, as across machines (here: this one, 8 slots)
+if (cd "$root" && $mpirun -H localhost:8 -np 8 "$dir/tiny" --steps 2 < /dev/null > "$dir/hosts.log" 2>&1) &&
+   [ "$(grep -c '^step' "$dir/hosts.log")" = 2 ]; then
+    ok "mpirun -H localhost:8 -np 8: trains"
+else
+    fail "mpirun -H localhost:8" "$dir/hosts.log"
+fi
+
 # ---- 2. resume on other layouts -------------------------------------------------
-losses "$dir/full.jsonl" > /dev/null
 sed -n '4,$p' "$dir/full.jsonl" > "$dir/ref-after3.jsonl"
 for c in "tp4 8" "z3 4" "one 1"; do
     set -- $c
@@ -100,7 +131,7 @@ done
 # expect NAME WHAT PATTERN: the last run failed cleanly, its log matching PATTERN.
 refused() {
     local name=$1 rc=$2 pat=$3 log=$4
-    if [ "$rc" != 0 ] && [ "$rc" -lt 128 ] && grep -q -- "$pat" "$log" && ! grep -qi 'segmentation\|core dumped' "$log"; then
+    if [ "$rc" != 0 ] && [ "$rc" -lt 128 ] && grep -q -- "$pat" "$log" && ! grep -qi 'segmentation\|core dumped\|Sanitizer' "$log"; then
         ok "$name refused: $(grep -m 1 -- "$pat" "$log" | cut -c 1-150)"
     else
         fail "$name: status $rc, expected a message matching '$pat'" "$log"
