@@ -42,7 +42,7 @@ SANFLAGS     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-saniti
 SAN_MPI_LDIR := $(filter-out -l%,$(shell mpicc --showme:link 2>/dev/null))
 export OMPI_CFLAGS   := $(SANFLAGS)
 export OMPI_LDFLAGS  := $(SAN_MPI_LDIR) $(SANFLAGS)
-export ASAN_OPTIONS  := detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1
+export ASAN_OPTIONS  := detect_leaks=1:fast_unwind_on_malloc=0:detect_stack_use_after_return=1:check_initialization_order=1
 export LSAN_OPTIONS  := suppressions=$(CURDIR)/tests/san/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 endif
