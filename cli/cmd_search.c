@@ -47,14 +47,6 @@ static const char SEARCH_HELP[] =
     "exit status: 0 a layout fits, 1 nothing fits (the closest layout and its\n"
     "shortfall are named), 2 bad input or usage.\n";
 
-static int usage(const char *msg, const char *arg)
-{
-    fprintf(stderr, "planc: error: search: ");
-    fprintf(stderr, msg, arg);
-    fprintf(stderr, "\n(run 'planc search --help' for usage)\n");
-    return 2;
-}
-
 /* A positive integer option value, or -1. */
 static long positive(const char *s)
 {
@@ -196,15 +188,15 @@ int planc_cmd_search(int argc, char **argv)
             json = true;
         } else if (strcmp(a, "--top") == 0 || strcmp(a, "--max-tp") == 0) {
             long v = has_next ? positive(argv[i + 1]) : -1;
-            if (v < 0) return usage("%s needs a positive integer", a);
+            if (v < 0) return planc_usage_error("search", "%s needs a positive integer", a);
             if (a[2] == 't') o.top = (int)v;
             else o.max_tp = (int)v;
             i++;
         } else if (strcmp(a, "--write") == 0) {
-            if (!has_next) return usage("%s needs a file name", a);
+            if (!has_next) return planc_usage_error("search", "%s needs a file name", a);
             write = argv[++i];
         } else if (strcmp(a, "--svg") == 0) {         /* the search plot (trace/, issue 9) */
-            if (!has_next) return usage("%s needs a file name", a);
+            if (!has_next) return planc_usage_error("search", "%s needs a file name", a);
             svg = argv[++i];
             o.record = true;
         } else if (strcmp(a, "--tp-in-node") == 0) {
@@ -212,14 +204,14 @@ int planc_cmd_search(int argc, char **argv)
         } else if (strcmp(a, "--no-tp-in-node") == 0) {
             o.tp_in_node = false;
         } else if (a[0] == '-' && a[1]) {
-            return usage("unknown option '%s'", a);
+            return planc_usage_error("search", "unknown option '%s'", a);
         } else if (file) {
-            return usage("more than one file ('%s')", a);
+            return planc_usage_error("search", "more than one file ('%s')", a);
         } else {
             file = a;
         }
     }
-    if (!file) return usage("%sneeds a FILE", "");
+    if (!file) return planc_usage_error("search", "%sneeds a FILE", "");
 
     DslArena arena = { 0 };
     DslDiag diag;

@@ -53,14 +53,6 @@ typedef struct {
     bool        json;
 } TraceArgs;
 
-static int usage(const char *msg, const char *arg)
-{
-    fprintf(stderr, "planc: error: trace: ");
-    fprintf(stderr, msg, arg);
-    fprintf(stderr, "\n(run 'planc trace --help' for usage)\n");
-    return 2;
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
@@ -86,35 +78,35 @@ static int parse_args(int argc, char **argv, TraceArgs *a)
             return 0;
         } else if (!strcmp(o, "-o") || !strcmp(o, "--compare") || !strcmp(o, "--schedule") ||
                    !strcmp(o, "--chunks")) {
-            if (!has_val) return usage("'%s' needs a value", o);
+            if (!has_val) return planc_usage_error("trace", "'%s' needs a value", o);
             const char *v = argv[++i];
             if (!strcmp(o, "-o")) a->out = v;
             else if (!strcmp(o, "--compare")) a->compare = v;
             else if (!strcmp(o, "--schedule")) {
                 if ((a->schedule = schedule_named(v)) < 0)
-                    return usage("unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1)", v);
+                    return planc_usage_error("trace", "unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1)", v);
             } else {
                 char *end;
                 long c = strtol(v, &end, 10);
-                if (*end || c < 1 || c > PLAN_MAX_VSTAGES) return usage("bad --chunks '%s'", v);
+                if (*end || c < 1 || c > PLAN_MAX_VSTAGES) return planc_usage_error("trace", "bad --chunks '%s'", v);
                 a->chunks = (int)c;
             }
         } else if (o[0] == '-' && o[1]) {
-            return usage("unknown option '%s'", o);
+            return planc_usage_error("trace", "unknown option '%s'", o);
         } else if (a->file) {
-            return usage("more than one file ('%s')", o);
+            return planc_usage_error("trace", "more than one file ('%s')", o);
         } else {
             a->file = o;
         }
     }
-    if (!a->file) return usage("%sneeds a FILE", "");
-    if (!a->out) return usage("%sneeds -o OUT.svg or -o OUT.json", "");
+    if (!a->file) return planc_usage_error("trace", "%sneeds a FILE", "");
+    if (!a->out) return planc_usage_error("trace", "%sneeds -o OUT.svg or -o OUT.json", "");
     a->json = ends_with(a->out, ".json");
     if (!a->json && !ends_with(a->out, ".svg"))
-        return usage("cannot tell the format of '%s' (use .svg or .json)", a->out);
-    if (a->json && a->compare) return usage("%s--compare draws an SVG; use -o OUT.svg", "");
+        return planc_usage_error("trace", "cannot tell the format of '%s' (use .svg or .json)", a->out);
+    if (a->json && a->compare) return planc_usage_error("trace", "%s--compare draws an SVG; use -o OUT.svg", "");
     if (a->chunks > 1 && a->schedule != PLAN_AUTO && a->schedule != SCHED_INTERLEAVED)
-        return usage("--chunks > 1 needs --schedule interleaved, not %s", plan_schedule_name(a->schedule));
+        return planc_usage_error("trace", "--chunks > 1 needs --schedule interleaved, not %s", plan_schedule_name(a->schedule));
     return -1;
 }
 

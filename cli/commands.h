@@ -16,6 +16,10 @@
  * (1: layout invalid for the cluster only, 2: bad input). */
 int planc_load_plan(const char *file, DslArena *arena, DslDiag *d, Plan *plan);
 
+/* Report a usage error of subcommand cmd (fmt has one %s for arg) with
+ * a pointer to its --help; returns 2, the exit status of bad usage. */
+int planc_usage_error(const char *cmd, const char *fmt, const char *arg);
+
 int planc_cmd_search(int argc, char **argv);   /* cli/cmd_search.c */
 int planc_cmd_trace(int argc, char **argv);    /* cli/cmd_trace.c */
 int planc_cmd_emit(int argc, char **argv);     /* cli/cmd_emit.c */

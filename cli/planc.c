@@ -67,14 +67,6 @@ static const char FMT_HELP[] =
     "\n"
     "exit status: 0, or 2 if FILE does not parse.\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "planc: error: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(run 'planc --help' for usage)\n");
-    return 2;
-}
-
 static bool is_help(const char *a)
 {
     return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
@@ -92,14 +84,14 @@ static int cmd_check(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return usage_error("check: unknown option '%s'", argv[i]);
+            return planc_usage_error("check", "unknown option '%s'", argv[i]);
         } else if (file) {
-            return usage_error("check: more than one file ('%s')", argv[i]);
+            return planc_usage_error("check", "more than one file ('%s')", argv[i]);
         } else {
             file = argv[i];
         }
     }
-    if (!file) return usage_error("%scheck needs a FILE", "");
+    if (!file) return planc_usage_error("check", "%sneeds a FILE", "");
 
     DslArena arena = { 0 };
     DslDiag diag;
@@ -127,14 +119,14 @@ static int cmd_fmt(int argc, char **argv)
             fputs(FMT_HELP, stdout);
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return usage_error("fmt: unknown option '%s'", argv[i]);
+            return planc_usage_error("fmt", "unknown option '%s'", argv[i]);
         } else if (file) {
-            return usage_error("fmt: more than one file ('%s')", argv[i]);
+            return planc_usage_error("fmt", "more than one file ('%s')", argv[i]);
         } else {
             file = argv[i];
         }
     }
-    if (!file) return usage_error("%sfmt needs a FILE", "");
+    if (!file) return planc_usage_error("fmt", "%sneeds a FILE", "");
     DslArena arena = { 0 };
     DslDiag diag;
     dsl_diag_init(&diag, stderr);
