@@ -37,7 +37,7 @@ expect check-help     0 'usage: planc check FILE'     ''  -- check --help
 expect fmt-help       0 'usage: planc fmt FILE'       ''  -- fmt -h
 expect no-args        2 '' 'usage: planc COMMAND'         --
 expect unknown-cmd    2 '' "unknown command 'chek'; did you mean 'check'\?" -- chek x.plan
-expect no-file        2 '' 'check needs a FILE'           -- check
+expect no-file        2 '' 'check: needs a FILE'         -- check
 expect bad-option     2 '' "unknown option '--jsn'"       -- check --jsn examples/tiny.plan
 expect missing-file   2 '' "^planc: error: cannot read 'no/such.plan'" -- check no/such.plan
 expect fmt-syntax     2 '' 'tests/bad/unclosed-brace.plan:[0-9]+:[0-9]+: error: ' -- fmt tests/bad/unclosed-brace.plan
