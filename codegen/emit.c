@@ -617,6 +617,9 @@ static void op_comment(Cg *g, const PlanOp *o, char *buf, size_t n)
     case OP_REDUCE_GRADS: snprintf(buf, n, "%s", g->l.dp > 1 ? reduce_text(g->l.zero) : "dp 1: nothing to reduce"); break;
     case OP_OPT_STEP: snprintf(buf, n, "clip, AdamW on %s", g->l.zero ? "this rank's shard" : "all of this rank's parameters"); break;
     case OP_SYNC_PARAMS: snprintf(buf, n, "ZeRO-%d: all-gather the updated shards over DP", g->l.zero); break;
+    case OP_SP_NORM_REDUCE: snprintf(buf, n, "sequence parallel: sum the norm-weight gradients over TP"); break;
+    case OP_EMBED_REDUCE: snprintf(buf, n, "tied embedding: sum the word-embedding gradient of the first and last stage"); break;
+    case OP_NORM_REDUCE: snprintf(buf, n, "global gradient norm: sum the squares over all ranks"); break;
     }
 }
 

@@ -40,7 +40,8 @@ const char *plan_op_name(PlanOpKind k)
 {
     static const char *names[] = {   /* ORDER PlanOpKind */
         "FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "SEND_ACT", "RECV_ACT", "SEND_GRAD",
-        "RECV_GRAD", "GATHER_PARAMS", "REDUCE_GRADS", "OPT_STEP", "SYNC_PARAMS" };
+        "RECV_GRAD", "GATHER_PARAMS", "REDUCE_GRADS", "OPT_STEP", "SYNC_PARAMS",
+        "SP_NORM_REDUCE", "EMBED_REDUCE", "NORM_REDUCE" };
     return (unsigned)k < PLAN_N_OPKINDS ? names[k] : "?";
 }
 

@@ -27,6 +27,12 @@
 #include <stdio.h>
 #include <string.h>
 
+int64_t plan_vocab_padded(const Model *m, int tp)
+{
+    int64_t mult = (m->vocab_multiple > 0 ? m->vocab_multiple : 1) * (tp > 0 ? tp : 1);
+    return (m->vocab + mult - 1) / mult * mult;
+}
+
 int plan_dtype_bytes(PlanDtype d)
 {
     return d == DTYPE_FP32 ? 4 : 2;

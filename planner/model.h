@@ -61,6 +61,13 @@ typedef struct {
     bool        recomputed;     /* full recompute re-runs this layer's forward */
 } PlanLayerWork;
 
+/* Rows of the word embedding and the LM head under tensor parallelism tp:
+ * the vocabulary rounded up to a multiple of vocab_multiple * tp, so every
+ * TP rank holds the same number of rows (Megatron pads the same way). The
+ * padding rows are never looked up and their logits are masked out of the
+ * softmax, so they change no loss; they count in memory and FLOPs. */
+int64_t plan_vocab_padded(const Model *m, int tp);
+
 /* Bytes of one element of the model's dtype (2 for bf16/fp16, 4 for fp32). */
 int plan_dtype_bytes(PlanDtype d);
 

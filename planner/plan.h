@@ -61,7 +61,10 @@ typedef struct {
 
 typedef struct {
     const char *name;
-    int64_t     vocab;      /* vocabulary size */
+    int64_t     vocab;      /* vocabulary size (the real tokens) */
+    int64_t     vocab_multiple; /* embedding and head rows are padded to a multiple of
+                               vocab_multiple * tp (Megatron's
+                               --make-vocab-size-divisible-by); >= 1, default 1 */
     int64_t     seq;        /* sequence length in tokens */
     int64_t     dim;        /* model width h, from the embedding block */
     PlanDtype   dtype;      /* compute dtype */

@@ -34,9 +34,16 @@ typedef enum {
     OP_REDUCE_GRADS,   /* all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1) the chunk's gradients over DP */
     OP_OPT_STEP,       /* AdamW on this rank's parameters (ZeRO >= 1: its shard) */
     OP_SYNC_PARAMS,    /* ZeRO-1/2: all-gather the updated parameter shards over DP */
+    OP_SP_NORM_REDUCE, /* sequence parallel, tp > 1: all-reduce over TP of the norm weights'
+                          gradients (each TP rank saw only its rows); before OP_OPT_STEP */
+    OP_EMBED_REDUCE,   /* tied head, pp > 1: all-reduce of the word-embedding gradient between
+                          the first and the last stage (Megatron's embedding group); first and
+                          last stage only, before OP_NORM_REDUCE */
+    OP_NORM_REDUCE,    /* all-reduce over all ranks of the squared gradient norm (clipping,
+                          logging, the NaN stop); every stage, right before OP_OPT_STEP */
 } PlanOpKind;          /* ORDER PlanOpKind */
 
-#define PLAN_N_OPKINDS 12
+#define PLAN_N_OPKINDS 15
 
 typedef enum {
     STREAM_COMPUTE,    /* kernels, TP collectives, waits on receives */

@@ -692,6 +692,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
             expand_blocks(S, st, &L, M->dim);
         }
     }
+    M->vocab_multiple = 1;   /* the key itself: see the front-end rules (vocab_multiple) */
     if (vocab) get_int(S, vocab, 1, MAX_VOCAB, false, &M->vocab);
     else missing(S, m, "vocab", "vocab 50257");
     if (seq) get_int(S, seq, 1, MAX_SEQ, false, &M->seq);

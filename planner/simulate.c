@@ -126,6 +126,9 @@ static bool step_op(const PlanProgram *p, int s, StageState *st, PlanSpan *span,
         if (o->pair < 0) sn->end = sn->start + o->dur;
         st->t_comm = sn->end;
         break;
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE:
+        /* blocking step-level collectives: they wait for the reductions
+         * and hold the compute stream (the optimizer needs their sums) */
     case OP_OPT_STEP:
         sn->start = later(st->t_comp, st->t_comm);
         sn->end = sn->start + o->dur;

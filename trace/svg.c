@@ -46,6 +46,9 @@ static const struct { const char *cls, *fill, *ink, *legend; } KIND[PLAN_N_OPKIN
     { "RED",  "#e15759", "#ffffff", "gradient reduce" },
     { "OPT",  "#79706e", "#ffffff", "optimizer" },
     { "SYNC", "#9c755f", "#ffffff", "parameter sync" },
+    { "SPNR", "#d37295", "#ffffff", "SP norm-gradient all-reduce" },
+    { "EMBR", "#fabfd2", "#000000", "tied-embedding all-reduce" },
+    { "NRMR", "#bab0ac", "#000000", "gradient-norm all-reduce" },
 };
 
 static bool is_recv(PlanOpKind k)

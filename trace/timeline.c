@@ -31,6 +31,7 @@ TrLane tr_lane_of(PlanOpKind k)
     case OP_SEND_ACT: case OP_RECV_ACT: case OP_SEND_GRAD: case OP_RECV_GRAD:
         return TR_LANE_P2P;
     case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS:
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE:
         return TR_LANE_COLL;
     }
     return TR_LANE_COMPUTE;
