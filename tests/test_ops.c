@@ -399,8 +399,8 @@ typedef struct { float *logits, *loss, *mx, *se, *tgt; int32_t *targets; size_t 
 static void xent_fwd(void *p)
 {
     XentCtx *c = p;
-    prt_xent_max(c->mx, c->logits, c->N, c->V);
-    prt_xent_sumexp(c->se, c->tgt, c->logits, c->mx, c->targets, c->N, c->V, 0);
+    prt_xent_max(c->mx, c->logits, c->N, c->V, 0, c->V);
+    prt_xent_sumexp(c->se, c->tgt, c->logits, c->mx, c->targets, c->N, c->V, 0, c->V);
     prt_xent_loss(c->loss, c->mx, c->se, c->tgt, c->targets, c->N);
 }
 
@@ -423,7 +423,7 @@ static void test_xent(void **state)
     assert_int_equal(validate("xent loss", c.loss, ref, c.N, 1e-5, 1e-5), 0);
     float *r = rnd(c.N, 1), *dl = zeros(c.N * c.V), *acc = zeros(c.N * c.V);
     for (size_t i = 0; i < c.N; i++) {   /* dL/dlogits with L = sum r_i loss_i */
-        prt_xent_bwd(dl, c.logits, c.mx, c.se, c.targets, c.N, c.V, 0, r[i]);
+        prt_xent_bwd(dl, c.logits, c.mx, c.se, c.targets, c.N, c.V, 0, c.V, r[i]);
         for (size_t j = 0; j < c.V; j++)
             acc[i * c.V + j] = dl[i * c.V + j];
     }
@@ -439,27 +439,118 @@ static void test_xent(void **state)
         sl[k] = zeros(c.N * Vs[k]); dsl[k] = zeros(c.N * Vs[k]);
         for (size_t i = 0; i < c.N; i++)
             memcpy(sl[k] + i * Vs[k], c.logits + i * c.V + v0s[k], Vs[k] * sizeof(float));
-        prt_xent_max(mx[k], sl[k], c.N, Vs[k]);
+        prt_xent_max(mx[k], sl[k], c.N, Vs[k], v0s[k], c.V);
     }
     for (size_t i = 0; i < c.N; i++)
         gmx[i] = fmaxf(mx[0][i], mx[1][i]);
     for (int k = 0; k < 2; k++)
-        prt_xent_sumexp(se[k], tg[k], sl[k], gmx, c.targets, c.N, Vs[k], v0s[k]);
+        prt_xent_sumexp(se[k], tg[k], sl[k], gmx, c.targets, c.N, Vs[k], v0s[k], c.V);
     for (size_t i = 0; i < c.N; i++) {
         gse[i] = se[0][i] + se[1][i];
         gtg[i] = tg[0][i] + tg[1][i];
     }
     prt_xent_loss(loss, gmx, gse, gtg, c.targets, c.N);
     assert_int_equal(validate("xent vocab-parallel loss", loss, ref, c.N, 1e-5, 1e-5), 0);
-    prt_xent_bwd(dl, c.logits, c.mx, c.se, c.targets, c.N, c.V, 0, 0.5f);
+    prt_xent_bwd(dl, c.logits, c.mx, c.se, c.targets, c.N, c.V, 0, c.V, 0.5f);
     for (int k = 0; k < 2; k++) {
-        prt_xent_bwd(dsl[k], sl[k], gmx, gse, c.targets, c.N, Vs[k], v0s[k], 0.5f);
+        prt_xent_bwd(dsl[k], sl[k], gmx, gse, c.targets, c.N, Vs[k], v0s[k], c.V, 0.5f);
         for (size_t i = 0; i < c.N; i++)
             assert_int_equal(validate_f("xent vocab-parallel dlogits", dsl[k] + i * Vs[k],
                                         dl + i * c.V + v0s[k], Vs[k], 1e-6, 1e-5), 0);
         free(sl[k]); free(dsl[k]);
     }
     free(r); free(dl); free(acc); free(c.logits); free(c.loss); free(c.mx); free(c.se); free(c.tgt);
+}
+
+/* ---- padded vocabulary -------------------------------------------------------
+ * Vp = V rounded up so that tp divides it (as plan_vocab_padded does): the
+ * logits have Vp columns, the last Vp - V of them padding (filled here with
+ * large values, so any leak into the softmax shows). Each of tp slices of
+ * VL = Vp / tp columns is computed alone and combined as the program's MAX
+ * and SUM all-reduces would. The loss and the real columns' gradient must
+ * equal, bit for bit, those of the unpadded (N, V) logits cut at the same
+ * places (the last real slice narrower, no all-padding slice), and the
+ * padding columns' gradient must be exactly 0. */
+
+/* Vocab-parallel cross-entropy over tp slices of width VL of the (N, W)
+ * logits (the last slice may be narrower), V real columns: loss (N) and
+ * dl (N, W). */
+static void xent_sliced(float *loss, float *dl, const float *logits, const int32_t *targets,
+                        size_t N, size_t W, size_t V, size_t VL, float scale)
+{
+    size_t ns = (W + VL - 1) / VL;
+    float *mx = zeros(N * ns), *se = zeros(N * ns), *tg = zeros(N * ns);
+    float *gmx = zeros(N), *gse = zeros(N), *gtg = zeros(N), *sl = zeros(N * VL);
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t k = 0; k < ns; k++) {
+            size_t v0 = k * VL, w = W - v0 < VL ? W - v0 : VL;
+            for (size_t i = 0; i < N; i++)
+                memcpy(sl + i * w, logits + i * W + v0, w * sizeof *sl);
+            if (pass == 0) {
+                prt_xent_max(mx + k * N, sl, N, w, v0, V);
+                for (size_t i = 0; i < N; i++)       /* all-reduce MAX over TP */
+                    gmx[i] = k ? fmaxf(gmx[i], mx[k * N + i]) : mx[i];
+            } else if (pass == 1) {
+                prt_xent_sumexp(se + k * N, tg + k * N, sl, gmx, targets, N, w, v0, V);
+                for (size_t i = 0; i < N; i++) {     /* all-reduce SUM over TP, rank order */
+                    gse[i] = k ? gse[i] + se[k * N + i] : se[i];
+                    gtg[i] = k ? gtg[i] + tg[k * N + i] : tg[i];
+                }
+            } else {
+                prt_xent_bwd(sl, sl, gmx, gse, targets, N, w, v0, V, scale);   /* in place */
+                for (size_t i = 0; i < N; i++)
+                    memcpy(dl + i * W + v0, sl + i * w, w * sizeof *sl);
+            }
+        }
+    prt_xent_loss(loss, gmx, gse, gtg, targets, N);
+    free(mx); free(se); free(tg); free(gmx); free(gse); free(gtg); free(sl);
+}
+
+static void test_xent_padded(void **state)
+{
+    (void)state;
+    /* V, tp, vocab_multiple: Vp = V rounded up to a multiple of mult * tp */
+    static const struct { size_t V, tp, mult; } cases[] = {
+        { 11, 1, 8 },    /* one rank, 5 padding columns */
+        { 11, 2, 1 },    /* Vp 12: the last slice ends in one padding column */
+        { 11, 4, 1 },    /* Vp 12, VL 3: the last slice is 1 real, 2 padding */
+        { 9,  4, 2 },    /* Vp 16, VL 4: slice 2 is 1 real, slice 3 all padding */
+        { 5,  4, 4 },    /* Vp 16, VL 4: slices 2 and 3 all padding */
+    };
+    enum { N = 6 };
+    int32_t targets[N] = {3, 0, -1, 4, 2, 1};   /* -1: ignored position; all < every V */
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t V = cases[c].V, tp = cases[c].tp, mult = cases[c].mult * tp;
+        size_t Vp = (V + mult - 1) / mult * mult, VL = Vp / tp;
+        targets[N - 1] = (int32_t)V - 1;         /* the last real row */
+        float *full = rnd(N * V, 4), *pad = zeros(N * Vp);
+        for (size_t i = 0; i < N; i++) {
+            memcpy(pad + i * Vp, full + i * V, V * sizeof *pad);
+            for (size_t j = V; j < Vp; j++)
+                pad[i * Vp + j] = 50.0f + (float)j;   /* would dominate the softmax */
+        }
+        float ref_loss[N], got_loss[N];
+        float *ref_dl = zeros(N * V), *got_dl = zeros(N * Vp);
+        xent_sliced(ref_loss, ref_dl, full, targets, N, V, V, VL, 0.25f);
+        xent_sliced(got_loss, got_dl, pad, targets, N, Vp, V, VL, 0.25f);
+        print_message("  V %zu tp %zu -> Vp %zu, VL %zu\n", V, tp, Vp, VL);
+        assert_memory_equal(got_loss, ref_loss, sizeof ref_loss);
+        for (size_t i = 0; i < N; i++) {
+            assert_memory_equal(got_dl + i * Vp, ref_dl + i * V, V * sizeof(float));
+            for (size_t j = V; j < Vp; j++)
+                assert_true(got_dl[i * Vp + j] == 0.0f);
+        }
+        /* and the unpadded reference is the true loss (double precision) */
+        double exact[N];
+        for (size_t i = 0; i < N; i++) {
+            double s = 0;
+            for (size_t j = 0; j < V; j++)
+                s += exp(full[i * V + j]);
+            exact[i] = targets[i] < 0 ? 0 : log(s) - full[i * V + targets[i]];
+        }
+        assert_int_equal(validate("padded xent loss", got_loss, exact, N, 1e-5, 1e-5), 0);
+        free(full); free(pad); free(ref_dl); free(got_dl);
+    }
 }
 
 /* ---- tensor-parallel composition -------------------------------------------
@@ -675,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_mqa_recompute),
         cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_xent_padded),
         cmocka_unit_test(test_tp_attention_mlp),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_init_shards),

@@ -274,30 +274,32 @@ static void check_attention(size_t B, size_t T, size_t H, size_t Hkv, size_t D, 
     for (size_t i = 0; i < 6; i++) prt_free(d[i]);
 }
 
-static void check_xent(size_t N, size_t V)
+/* One slice [3, V + pad) of a vocab-parallel split whose last pad columns
+ * are padding (global index >= V: masked). */
+static void check_xent(size_t N, size_t V, size_t pad)
 {
-    size_t v0 = 3, Vl = V - 3;   /* one slice of a vocab-parallel split */
+    size_t v0 = 3, Vl = V + pad - 3;
     int32_t *tg = malloc(N * 4);
     for (size_t i = 0; i < N; i++)
         tg[i] = i % 7 == 0 ? -1 : (int32_t)((i * 31) % V);
     float *l = hrand(N * Vl, 4), *mx = hzeros(N), *se = hzeros(N), *t = hzeros(N);
     float *loss = hzeros(N), *dl = hzeros(N * Vl);
-    ref_prt_xent_max(mx, l, N, Vl);
-    ref_prt_xent_sumexp(se, t, l, mx, tg, N, Vl, v0);
+    ref_prt_xent_max(mx, l, N, Vl, v0, V);
+    ref_prt_xent_sumexp(se, t, l, mx, tg, N, Vl, v0, V);
     ref_prt_xent_loss(loss, mx, se, t, tg, N);
-    ref_prt_xent_bwd(dl, l, mx, se, tg, N, Vl, v0, 1.0f / (float)N);
+    ref_prt_xent_bwd(dl, l, mx, se, tg, N, Vl, v0, V, 1.0f / (float)N);
     int32_t *tg_d = dbytes(tg, N * 4);
     prt_act *l_d = dact(l, N * Vl);
     float *mx_d = prt_alloc(N * 4), *se_d = prt_alloc(N * 4), *t_d = prt_alloc(N * 4);
     float *loss_d = prt_alloc(N * 4);
-    prt_xent_max(mx_d, l_d, N, Vl);
-    prt_xent_sumexp(se_d, t_d, l_d, mx_d, tg_d, N, Vl, v0);
+    prt_xent_max(mx_d, l_d, N, Vl, v0, V);
+    prt_xent_sumexp(se_d, t_d, l_d, mx_d, tg_d, N, Vl, v0, V);
     prt_xent_loss(loss_d, mx_d, se_d, t_d, tg_d, N);
     validate("xent max", mx_d, false, mx, N, 1e-6, 1e-6);
     validate("xent sumexp", se_d, false, se, N, 1e-3, 1e-3);
     validate("xent target logit", t_d, false, t, N, 1e-6, 1e-6);
     validate("xent loss", loss_d, false, loss, N, 1e-3, 1e-3);
-    prt_xent_bwd(l_d, l_d, mx_d, se_d, tg_d, N, Vl, v0, 1.0f / (float)N);   /* in place */
+    prt_xent_bwd(l_d, l_d, mx_d, se_d, tg_d, N, Vl, v0, V, 1.0f / (float)N);   /* in place */
     validate("xent bwd (in place)", l_d, true, dl, N * Vl, 1e-4 / N, RTOL);
     free(tg); free(l); free(mx); free(se); free(t); free(loss); free(dl);
     void *d[] = {tg_d, l_d, mx_d, se_d, t_d, loss_d};
@@ -425,7 +427,8 @@ int main(int argc, char **argv)
     check_attention(2, 64, 4, 4, 32, false);
     check_attention(2, 64, 8, 2, 32, false);
     check_attention(2, 100, 4, 1, 64, true);
-    check_xent(64, 1000);
+    check_xent(64, 1000, 0);
+    check_xent(64, 1000, 24);   /* a padded vocabulary: 24 masked columns */
     check_adamw_init(100003);
     st = prt_ops_sync();
     if (st != PRT_OK) {

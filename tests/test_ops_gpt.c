@@ -320,8 +320,8 @@ float gpt_forward(Gpt *g, const int32_t *tokens, const int32_t *targets)
         block_fwd(g, l);
     TIMED(PROF_NORM, norm_fwd(g, g->lnf, g->lnf_mean, g->lnf_rstd, g->x[c->L], g->lnf_w, g->lnf_b));
     TIMED(PROF_LINEAR, prt_linear_fwd(g->logits, g->lnf, W(g, g->head_w), NULL, N, C, c->V));
-    TIMED(PROF_XENT, prt_xent_max(g->mx, g->logits, N, c->V));
-    TIMED(PROF_XENT, prt_xent_sumexp(g->se, g->tgt, g->logits, g->mx, g->targets, N, c->V, 0));
+    TIMED(PROF_XENT, prt_xent_max(g->mx, g->logits, N, c->V, 0, c->V));
+    TIMED(PROF_XENT, prt_xent_sumexp(g->se, g->tgt, g->logits, g->mx, g->targets, N, c->V, 0, c->V));
     TIMED(PROF_XENT, prt_xent_loss(g->loss, g->mx, g->se, g->tgt, g->targets, N));
     prt_copy_to_host(g->loss_host, g->loss, N * sizeof(float));
     double sum = 0.0;
@@ -335,7 +335,7 @@ float gpt_forward_backward(Gpt *g, const int32_t *tokens, const int32_t *targets
     const GptConfig *c = &g->c;
     size_t N = g->N, C = c->C;
     float loss = gpt_forward(g, tokens, targets);
-    TIMED(PROF_XENT, prt_xent_bwd(g->logits, g->logits, g->mx, g->se, g->targets, N, c->V, 0,
+    TIMED(PROF_XENT, prt_xent_bwd(g->logits, g->logits, g->mx, g->se, g->targets, N, c->V, 0, c->V,
                                   1.0f / (float)N));
     TIMED(PROF_LINEAR, prt_linear_bwd(g->d_ln, G(g, g->head_w), NULL, g->logits, g->lnf,
                                       W(g, g->head_w), N, C, c->V));

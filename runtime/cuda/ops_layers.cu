@@ -347,34 +347,37 @@ extern "C" void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
     PRT_CUDA_LAUNCHED("prt_add_inplace");
 }
 
-/* ---- cross-entropy ------------------------------------------------------------------ */
+/* ---- cross-entropy ------------------------------------------------------------------
+ * nv = prt_xent_real_cols(Vl, v0, V) of a row's Vl columns are real; the
+ * padding after them is outside the softmax and gets a zero gradient. */
 
-__global__ static void k_xent_max(float *mx, const bf *logits, size_t N, size_t Vl)
+__global__ static void k_xent_max(float *mx, const bf *logits, size_t N, size_t Vl, size_t nv)
 {
     size_t row = gwarp();
     int lane = threadIdx.x % 32;
     if (row >= N) return;
     float m = -INFINITY;
-    for (size_t j = lane; j < Vl; j += 32)
+    for (size_t j = lane; j < nv; j += 32)
         m = fmaxf(m, ld(logits, row * Vl + j));
     m = warp_max(m);
     if (lane == 0) mx[row] = m;
 }
 
 __global__ static void k_xent_sumexp(float *se, float *tgt, const bf *logits, const float *mx,
-                                     const int32_t *targets, size_t N, size_t Vl, size_t v0)
+                                     const int32_t *targets, size_t N, size_t Vl, size_t v0,
+                                     size_t nv)
 {
     size_t row = gwarp();
     int lane = threadIdx.x % 32;
     if (row >= N) return;
     float s = 0.0f, m = mx[row];
-    for (size_t j = lane; j < Vl; j += 32)
+    for (size_t j = lane; j < nv; j += 32)
         s += expf(ld(logits, row * Vl + j) - m);
     s = warp_sum(s);
     if (lane == 0) {
         se[row] = s;
         long long local = (long long)targets[row] - (long long)v0;
-        tgt[row] = (targets[row] >= 0 && local >= 0 && (size_t)local < Vl)
+        tgt[row] = (targets[row] >= 0 && local >= 0 && (size_t)local < nv)
                  ? ld(logits, row * Vl + (size_t)local) : 0.0f;
     }
 }
@@ -387,12 +390,13 @@ __global__ static void k_xent_loss(float *loss, const float *mx, const float *se
 }
 
 __global__ static void k_xent_bwd(bf *dl, const bf *logits, const float *mx, const float *se,
-                                  const int32_t *targets, size_t N, size_t Vl, size_t v0, float scale)
+                                  const int32_t *targets, size_t N, size_t Vl, size_t v0,
+                                  size_t nv, float scale)
 {
     size_t idx = gtid();
     if (idx >= N * Vl) return;
     size_t i = idx / Vl, j = idx % Vl;
-    if (targets[i] < 0) {
+    if (targets[i] < 0 || j >= nv) {
         dl[idx] = to_bf(0.0f);
         return;
     }
@@ -401,16 +405,18 @@ __global__ static void k_xent_bwd(bf *dl, const bf *logits, const float *mx, con
     dl[idx] = to_bf(scale * (p - ((long long)j == local ? 1.0f : 0.0f)));
 }
 
-extern "C" void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl)
+extern "C" void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl, size_t v0,
+                             size_t V)
 {
-    k_xent_max<<<grid_rows(N), THREADS>>>(mx, CBF(logits), N, Vl);
+    k_xent_max<<<grid_rows(N), THREADS>>>(mx, CBF(logits), N, Vl, prt_xent_real_cols(Vl, v0, V));
     PRT_CUDA_LAUNCHED("prt_xent_max");
 }
 
 extern "C" void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *mx,
-                                const int32_t *targets, size_t N, size_t Vl, size_t v0)
+                                const int32_t *targets, size_t N, size_t Vl, size_t v0, size_t V)
 {
-    k_xent_sumexp<<<grid_rows(N), THREADS>>>(se, tgt, CBF(logits), mx, targets, N, Vl, v0);
+    k_xent_sumexp<<<grid_rows(N), THREADS>>>(se, tgt, CBF(logits), mx, targets, N, Vl, v0,
+                                             prt_xent_real_cols(Vl, v0, V));
     PRT_CUDA_LAUNCHED("prt_xent_sumexp");
 }
 
@@ -423,9 +429,10 @@ extern "C" void prt_xent_loss(float *loss, const float *mx, const float *se, con
 
 extern "C" void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
                              const float *se, const int32_t *targets, size_t N, size_t Vl,
-                             size_t v0, float scale)
+                             size_t v0, size_t V, float scale)
 {
-    k_xent_bwd<<<grid_for(N * Vl), THREADS>>>(BF(dlogits), CBF(logits), mx, se, targets, N, Vl, v0, scale);
+    k_xent_bwd<<<grid_for(N * Vl), THREADS>>>(BF(dlogits), CBF(logits), mx, se, targets, N, Vl, v0,
+                                              prt_xent_real_cols(Vl, v0, V), scale);
     PRT_CUDA_LAUNCHED("prt_xent_bwd");
 }
 

@@ -75,7 +75,9 @@ void       prt_from_act(float *dst, const prt_act *src, size_t n);
 /* out (N, C) = wte[tok - v0] for tokens in [v0, v0+Vl), else zeros. */
 void prt_embedding_fwd(prt_act *out, const int32_t *tokens, const prt_act *wte,
                        size_t N, size_t C, size_t v0, size_t Vl);
-/* dwte (Vl, C) += rows of dout for tokens in the slice. */
+/* dwte (Vl, C) += rows of dout for tokens in the slice. Rows of a padded
+ * vocabulary (>= V, see prt_xent_*) are never looked up, since every token
+ * is < V (prt_data_open checks): their gradient stays 0. */
 void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
                        size_t N, size_t C, size_t v0, size_t Vl);
 /* x (B, T, C) += wpe (T, C), the learned positions; in place. */
@@ -147,22 +149,35 @@ void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n
 void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n);
 
 /* ---- softmax cross-entropy, in pieces for vocab-parallel TP --------------
- * 1. prt_xent_max: mx (N) = max over the local logits; all-reduce MAX.
+ * This rank holds columns [v0, v0 + Vl) of the (N, Vp) logits; columns with
+ * global index >= V (the real vocabulary) are padding (Vp = V rounded up so
+ * that TP divides it, Megatron's --make-vocab-size-divisible-by) and are
+ * masked: they take no probability and get a zero gradient, so a padded
+ * vocabulary trains exactly like the unpadded one. A slice may be all
+ * padding (its max is -inf, its sums 0).
+ * 1. prt_xent_max: mx (N) = max over the local real logits; all-reduce MAX.
  * 2. prt_xent_sumexp: se (N) = sum exp(l - mx), tgt (N) = the target's
  *    logit if this rank holds it, else 0; all-reduce SUM both.
  * 3. prt_xent_loss: loss (N) = log(se) + mx - tgt (nats).
- * 4. prt_xent_bwd: dlogits = scale * (softmax - onehot); may alias logits;
- *    scale is usually 1 / (tokens in the global batch).
- * Targets < 0 are ignored (loss 0, gradient 0). mx, se, tgt, loss are fp32
- * device arrays on CUDA. */
-void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl);
+ * 4. prt_xent_bwd: dlogits = scale * (softmax - onehot), 0 on padding; may
+ *    alias logits; scale is usually 1 / (tokens in the global batch).
+ * Targets < 0 are ignored (loss 0, gradient 0); targets must be < V. mx,
+ * se, tgt, loss are fp32 device arrays on CUDA. */
+void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl, size_t v0, size_t V);
 void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *mx,
-                     const int32_t *targets, size_t N, size_t Vl, size_t v0);
+                     const int32_t *targets, size_t N, size_t Vl, size_t v0, size_t V);
 void prt_xent_loss(float *loss, const float *mx, const float *se, const float *tgt,
                    const int32_t *targets, size_t N);
 void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
                   const float *se, const int32_t *targets, size_t N, size_t Vl,
-                  size_t v0, float scale);
+                  size_t v0, size_t V, float scale);
+/* The real (unpadded) columns of the slice [v0, v0 + Vl) of a vocabulary of
+ * V: min(Vl, V - v0), 0 when the slice is all padding. The one place both
+ * targets' kernels take the mask from. */
+static inline size_t prt_xent_real_cols(size_t Vl, size_t v0, size_t V)
+{
+    return V <= v0 ? 0 : V - v0 < Vl ? V - v0 : Vl;
+}
 
 /* ---- optimizer ---------------------------------------------------------- */
 typedef struct {

@@ -290,12 +290,15 @@ void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
 
 /* ---- softmax cross-entropy ------------------------------------------------ */
 
-void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl)
+/* Only the nv = prt_xent_real_cols(...) real columns of a row count: the
+ * padding columns after them (global index >= V) are not in the softmax. */
+void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl, size_t v0, size_t V)
 {
+    size_t nv = prt_xent_real_cols(Vl, v0, V);
     for (size_t i = 0; i < N; i++) {
         const float *l = logits + i * Vl;
-        float m = -INFINITY;
-        for (size_t j = 0; j < Vl; j++)
+        float m = -INFINITY;   /* an all-padding slice: the MAX all-reduce ignores it */
+        for (size_t j = 0; j < nv; j++)
             m = fmaxf(m, l[j]);
         mx[i] = m;
     }
@@ -304,16 +307,17 @@ void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl)
 /* Sums are taken against the global max so that TP ranks' partial sums
  * can simply be added (Megatron's vocab-parallel cross-entropy). */
 void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *mx,
-                     const int32_t *targets, size_t N, size_t Vl, size_t v0)
+                     const int32_t *targets, size_t N, size_t Vl, size_t v0, size_t V)
 {
+    size_t nv = prt_xent_real_cols(Vl, v0, V);
     for (size_t i = 0; i < N; i++) {
         const float *l = logits + i * Vl;
         float s = 0.0f;
-        for (size_t j = 0; j < Vl; j++)
+        for (size_t j = 0; j < nv; j++)
             s += expf(l[j] - mx[i]);
         se[i] = s;
         int64_t local = (int64_t)targets[i] - (int64_t)v0;
-        tgt[i] = (targets[i] >= 0 && local >= 0 && (size_t)local < Vl) ? l[local] : 0.0f;
+        tgt[i] = (targets[i] >= 0 && local >= 0 && (size_t)local < nv) ? l[local] : 0.0f;
     }
 }
 
@@ -325,11 +329,13 @@ void prt_xent_loss(float *loss, const float *mx, const float *se, const float *t
 }
 
 /* Each element reads only its own logit before writing, so dlogits may
- * alias logits and the (N, V) buffer is reused, as llm.c does. */
+ * alias logits and the (N, V) buffer is reused, as llm.c does. Padding
+ * columns get 0: their weight rows then stay exactly zero. */
 void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
                   const float *se, const int32_t *targets, size_t N, size_t Vl,
-                  size_t v0, float scale)
+                  size_t v0, size_t V, float scale)
 {
+    size_t nv = prt_xent_real_cols(Vl, v0, V);
     for (size_t i = 0; i < N; i++) {
         const float *l = logits + i * Vl;
         float *d = dlogits + i * Vl;
@@ -339,9 +345,10 @@ void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
         }
         float inv = 1.0f / se[i];
         int64_t local = (int64_t)targets[i] - (int64_t)v0;
-        for (size_t j = 0; j < Vl; j++) {
+        for (size_t j = 0; j < nv; j++) {
             float p = expf(l[j] - mx[i]) * inv;
             d[j] = scale * (p - ((int64_t)j == local ? 1.0f : 0.0f));
         }
+        memset(d + nv, 0, (Vl - nv) * sizeof *d);
     }
 }
