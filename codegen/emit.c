@@ -79,6 +79,8 @@ typedef struct {
     int        *pfirst;    /* [n_layers] first parameter id of each layer */
     int         n_params;
     int         tie;       /* the tie column of the next parameter row */
+    size_t      logical;   /* the logical-rows column of the next row (V of a padded
+                              vocabulary; 0: every row is the model's) */
     uint64_t   *stage_numel; /* [pp] elements of each stage's flat buffer (one TP rank) */
     uint64_t    hash;      /* FNV-1a of the checkpointed tensors' names and shapes */
 } Cg;
@@ -174,11 +176,6 @@ static bool check_model(Cg *g, char *why, size_t len)
     if (g->l.sequence_parallel == 1 && (g->l.micro_batch * m->seq) % tp) {
         snprintf(why, len, "sequence parallel: tp %d does not divide the %lld rows of a micro-batch",
                  tp, (long long)(g->l.micro_batch * m->seq));
-        return false;
-    }
-    if (m->vocab % tp) {
-        snprintf(why, len, "tp %d does not divide the vocabulary %lld (vocab-parallel embedding)", tp,
-                 (long long)m->vocab);
         return false;
     }
     for (int i = 0; i < m->n_layers; i++) {
@@ -291,8 +288,8 @@ static void emit_constants(Cg *g)
     out(g, "};\n/* sizes as size_t, so products of them never overflow an int */\nstatic const size_t\n");
     col(g, "    B = %lld, T = %lld, N = %lld,", "sequences per micro-batch, tokens each, rows B*T", B, T, B * T);
     col(g, "    NL = %lld,", "rows of the residual stream here (SP: N/TP)", B * T / sp);
-    col(g, "    C = %lld, V = %lld, VL = %lld,", "width, vocabulary, this rank's slice V/TP",
-        (long long)m->dim, (long long)m->vocab, (long long)(m->vocab / l->tp));
+    col(g, "    C = %lld, V = %lld, VL = %lld,", "width, vocabulary, this rank's slice Vp/TP (Vp: V padded)",
+        (long long)m->dim, (long long)m->vocab, (long long)(plan_vocab_padded(m, l->tp) / l->tp));
     col(g, "    GLOBAL_BATCH = %lld,", "sequences per step, all DP ranks together", (long long)l->global_batch);
     col(g, "    MAX_WIDTH = %lld, MAX_INNER = %lld, MAX_HEADS = %lld;", "widest layer, this rank",
         (long long)max_width, (long long)max_inner, (long long)max_heads);
@@ -350,13 +347,13 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
     else snprintf(shard, sizeof shard, "all");
     char sd[48], key[160];
     if (g->tie < 0) {   /* what a checkpoint holds: layout-free, so every layout hashes alike */
-        int k = snprintf(key, sizeof key, "%s %zu %zu;", name, rows, cols);
+        int k = snprintf(key, sizeof key, "%s %zu %zu;", name, g->logical ? g->logical : rows, cols);
         g->hash = fnv1a(g->hash, key, (size_t)k < sizeof key ? (size_t)k : sizeof key - 1);
     }
-    out(g, "    { \"%s\", %d, %d, %zu, %zu, %s, %d, { %zu, %zu, %zu }, %s, %s, %s, %s, %d }, /* %d: this rank %s */\n",
+    out(g, "    { \"%s\", %d, %d, %zu, %zu, %s, %d, { %zu, %zu, %zu }, %s, %s, %s, %s, %d, %zu }, /* %d: this rank %s */\n",
         name, layer, g->layer_vs[layer], rows, cols, split, nparts, nparts > 0 ? part[0] : 0,
         nparts > 1 ? part[1] : 0, nparts > 2 ? part[2] : 0, init, flt(sd, std),
-        cols > 1 ? "true" : "false", tp_sum ? "true" : "false", g->tie, *id, shard);
+        cols > 1 ? "true" : "false", tp_sum ? "true" : "false", g->tie, g->logical, *id, shard);
     (*id)++;
 }
 
@@ -415,7 +412,9 @@ static int emit_params(Cg *g, bool write)
            : g->l.zero == 2 ? "shards the AdamW state and the gradients over DP"
            : "shards parameters, gradients and AdamW state over DP");
     out(g, "static const prt_param PARAMS[] = {\n"
-           "    /* name, layer, vstage, rows, cols, TP split, row groups, init, std, decay, tp_sum, tie */\n");
+           "    /* name, layer, vstage, rows, cols, TP split, row groups, init, std, decay, tp_sum, tie,\n"
+           "     * logical rows (a padded vocabulary: rows Vp, the model's V; the padding rows\n"
+           "     * after V stay 0 and are not checkpointed) */\n");
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         size_t one[3] = { 0, 0, 0 };
@@ -423,9 +422,11 @@ static int emit_params(Cg *g, bool write)
         bool ln = L->norm == NORM_LAYERNORM;
         switch (L->kind) {
         case LAYER_EMBEDDING:
-            one[0] = (size_t)m->vocab;
+            one[0] = (size_t)plan_vocab_padded(m, g->l.tp);
             wte = id;
-            param_row(g, &id, "wte.weight", i, (size_t)m->vocab, C, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_NORMAL", s);
+            g->logical = (size_t)m->vocab;
+            param_row(g, &id, "wte.weight", i, one[0], C, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_NORMAL", s);
+            g->logical = 0;
             if (L->position == POS_LEARNED)
                 param_row(g, &id, "wpe.weight", i, (size_t)m->seq, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             break;
@@ -469,15 +470,17 @@ static int emit_params(Cg *g, bool write)
             if (ln) param_row(g, &id, "norm.bias", i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0);
             break;
         case LAYER_LM_HEAD:
-            one[0] = (size_t)m->vocab;
+            one[0] = (size_t)plan_vocab_padded(m, g->l.tp);
             if (tied_copy(g, i)) {   /* the embedding lives on another stage */
                 out(g, "    /* lm_head is tied to wte, which another stage holds: this copy starts\n"
                        "     * from wte's values and is summed with it every step (tie column) */\n");
                 g->tie = wte;
             }
+            g->logical = (size_t)m->vocab;
             if (!L->tied || tied_copy(g, i))
-                param_row(g, &id, "lm_head.weight", i, (size_t)m->vocab, C, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_NORMAL", s);
+                param_row(g, &id, "lm_head.weight", i, one[0], C, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_NORMAL", s);
             g->tie = -1;
+            g->logical = 0;
             break;
         }
     }

@@ -176,10 +176,9 @@ static void test_text_is_escaped(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    struct { Case c; int seq_par; bool odd_vocab; const char *needle; } bad[] = {
-        { { "tp3", 1, 3, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, false, "" },
-        { { "tp8", 1, 8, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, false, "heads" },
-        { { "vocab255", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, true, "vocab" },
+    struct { Case c; int seq_par; const char *needle; } bad[] = {
+        { { "tp3", 1, 3, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, "" },
+        { { "tp8", 1, 8, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, "heads" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         DslArena a;
@@ -188,11 +187,59 @@ static void test_refusals(void **state)
         size_t n;
         load_case(&bad[i].c, &a, &p);
         p.layout.sequence_parallel = bad[i].seq_par;
-        if (bad[i].odd_vocab) p.model.vocab = 255;
         char *text = emit_text(&p, why, sizeof why, &n);
         if (text) fail_msg("%s: emitted, expected a refusal", bad[i].c.name);
         assert_true(why[0] != '\0');
         assert_non_null(strstr(why, bad[i].needle));
+        dsl_arena_free(&a);
+    }
+}
+
+/* A vocabulary tp does not divide is padded (Megatron's
+ * --make-vocab-size-divisible-by): the program's slice is VL = Vp / TP rows
+ * with Vp = V rounded up to a multiple of vocab_multiple * tp, the real V
+ * goes to the cross-entropy, and wte / lm_head have Vp rows of which V are
+ * logical (the last column of their parameter row). */
+static void test_padded_vocab(void **state)
+{
+    (void)state;
+    static const struct { Case c; int64_t vocab, mult; } cases[] = {
+        { { "v255-tp2", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 8 }, 255, 1 },
+        { { "v259-tp4", 1, 4, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 4 }, 259, 1 },
+        { { "v250-tp2-m8", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 8 }, 250, 8 },
+        { { "v257-pp2-tied", 1, 2, 2, 1, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, 257, 1 },
+        { { "v256-tp4", 1, 4, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 4 }, 256, 1 },  /* no padding */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        DslArena a;
+        Plan p;
+        char why[256] = "", want[128];
+        size_t n;
+        load_case(&cases[i].c, &a, &p);
+        p.model.vocab = cases[i].vocab;
+        p.model.vocab_multiple = cases[i].mult;
+        int64_t m = cases[i].mult * cases[i].c.tp, Vp = (cases[i].vocab + m - 1) / m * m;
+        char *text = emit_text(&p, why, sizeof why, &n);
+        if (!text) fail_msg("%s: refused: %s", cases[i].c.name, why);
+        snprintf(want, sizeof want, "V = %lld, VL = %lld,", (long long)cases[i].vocab,
+                 (long long)(Vp / cases[i].c.tp));
+        if (!strstr(text, want)) fail_msg("%s: no '%s'", cases[i].c.name, want);
+        const char *names[] = { "\"wte.weight\"", "\"lm_head.weight\"" };
+        for (int k = 0; k < 2; k++) {
+            const char *row = strstr(text, names[k]);
+            if (!row) continue;   /* a tied head on the embedding's stage has no row */
+            const char *end = strchr(row, '}');
+            end = end ? strchr(end + 1, '}') : NULL;   /* past the row groups' braces */
+            assert_non_null(end);
+            char line[512];
+            snprintf(line, sizeof line, "%.*s", (int)(end - row + 1), row);
+            snprintf(want, sizeof want, ", %lld, 64, PRT_SPLIT_ROWS, 1, { %lld, 0, 0 },",
+                     (long long)Vp, (long long)Vp);
+            if (!strstr(line, want)) fail_msg("%s: %s has no '%s'", cases[i].c.name, line, want);
+            snprintf(want, sizeof want, ", %lld }", (long long)cases[i].vocab);
+            if (!strstr(line, want)) fail_msg("%s: %s does not end in '%s'", cases[i].c.name, line, want);
+        }
+        free(text);
         dsl_arena_free(&a);
     }
 }
@@ -296,6 +343,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_steps_are_the_program),
         cmocka_unit_test(test_text_is_escaped),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_padded_vocab),
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),
     };

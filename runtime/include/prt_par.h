@@ -84,6 +84,12 @@ typedef struct {
                                 lm_head on another stage than the embedding): starts
                                 from that id's values, gradients summed with it over PP
                                 every step, left out of dumps */
+    size_t        logical_rows; /* rows that belong to the model, 0: all of them. A
+                                padded vocabulary (wte, lm_head: rows Vp, logical
+                                rows V) has rows - logical_rows padding rows at the
+                                end: zero from the start and forever (never looked
+                                up, masked out of the softmax, so zero gradient and
+                                zero decay), not in checkpoints or dumps */
 } prt_param;
 
 typedef struct prt_model prt_model;

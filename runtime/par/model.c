@@ -42,6 +42,9 @@ static prt_status local_shape(const prt_param *p, int tp, size_t *rows, size_t *
 {
     *rows = p->rows;
     *cols = p->cols;
+    if (p->logical_rows > p->rows)
+        return prtp_fail(PRT_ERR_ARG, "%s: %zu logical rows of %zu", p->name, p->logical_rows,
+                         p->rows);
     if (p->split == PRT_SPLIT_ROWS) {
         size_t r = 0, sum = 0;
         int np = p->nparts > 0 ? p->nparts : 1;
@@ -92,8 +95,8 @@ static prt_status lay_out(prt_model *m)
     return PRT_OK;
 }
 
-/* Initialise tensor i's local slice into dst from (seed, i, global index). */
-static prt_status init_tensor(const prt_model *m, int i, float *dst, uint64_t seed)
+/* Tensor i's local slice from (seed, i, global index), padding included. */
+static prt_status init_values(const prt_model *m, int i, float *dst, uint64_t seed)
 {
     const prt_param *p = &m->tab[i];
     size_t n = numel(m, i), t = (size_t)m->tpr, tp = (size_t)m->tp;
@@ -118,6 +121,45 @@ static prt_status init_tensor(const prt_model *m, int i, float *dst, uint64_t se
         local0 += h;
     }
     return PRT_OK;
+}
+
+/* The global row of local row lr of tensor p's slice on TP rank t of tp. */
+static size_t global_row(const prt_param *p, int tp, int t, size_t lr)
+{
+    if (p->split != PRT_SPLIT_ROWS) return lr;
+    int np = p->nparts > 0 ? p->nparts : 1;
+    size_t g0 = 0;
+    for (int k = 0; k < np; k++) {
+        size_t part = p->nparts > 0 ? p->part[k] : p->rows, h = part / (size_t)tp;
+        if (lr < h) return g0 + (size_t)t * h + lr;
+        lr -= h;
+        g0 += part;
+    }
+    return p->rows;   /* not reached for a valid local row */
+}
+
+/* Zero the padding rows (global row >= logical rows) of tensor i's local
+ * slice dst: a padded vocabulary's rows past V start at 0, and nothing
+ * ever moves them (see prt_param.logical_rows). */
+static prt_status zero_padding(const prt_model *m, int i, float *dst)
+{
+    const prt_param *p = &m->tab[i];
+    size_t R = prtp_logical_rows(p);
+    for (size_t r = 0; R < p->rows && r < m->rows[i]; r++)
+        if (global_row(p, m->tp, m->tpr, r) >= R) {
+            prt_status st = prt_init_const(dst + r * m->cols[i], m->cols[i], 0.0f);
+            if (st) return st;
+        }
+    return PRT_OK;
+}
+
+/* Initialise tensor i's local slice into dst from (seed, i, global index):
+ * row-major, so a real row of a padded tensor gets the values it has in the
+ * unpadded one (index row * cols + col either way); padding rows are 0. */
+static prt_status init_tensor(const prt_model *m, int i, float *dst, uint64_t seed)
+{
+    prt_status st = init_values(m, i, dst, seed);
+    return st ? st : zero_padding(m, i, dst);
 }
 
 static void *zalloc(size_t bytes) { return prt_alloc(bytes ? bytes : 1); }
@@ -645,9 +687,9 @@ prt_status prt_model_dump(prt_model *m, const char *path)
         if (f && whole) {
             put_u32(f, (uint32_t)strlen(p->name));
             fwrite(p->name, 1, strlen(p->name), f);
-            put_u64(f, p->rows);
+            put_u64(f, prtp_logical_rows(p));   /* the model's rows: padding is not dumped */
             put_u64(f, p->cols);
-            fwrite(whole, sizeof(float), p->rows * p->cols, f);
+            fwrite(whole, sizeof(float), prtp_logical_rows(p) * p->cols, f);
         }
         free(whole); free(host); prt_comm_free(buf);
     }

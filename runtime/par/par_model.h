@@ -41,6 +41,12 @@ struct prt_model {
 };
 
 
+/* Rows of tensor p that are the model: the rest, at the end, are padding. */
+static inline size_t prtp_logical_rows(const prt_param *p)
+{
+    return p->logical_rows ? p->logical_rows : p->rows;
+}
+
 /* Chunk ch's compute copy from its fp32 weights (a no-op copy on the CPU). */
 void prtp_refresh_act(prt_model *m, int ch);
 

@@ -7,7 +7,10 @@
  * are equal, so each writes a disjoint share), as pieces of the global
  * tensors: a tensor's part of the shard is a flat range of its TP slice,
  * and a TP slice is one rectangle of the global tensor (SPLIT_COLS,
- * REPLICATED) or one per row group (SPLIT_ROWS: QKV's q, k, v). Replicated
+ * REPLICATED) or one per row group (SPLIT_ROWS: QKV's q, k, v), cut to the
+ * tensor's logical rows (a padded vocabulary's padding rows are not part of
+ * the model: a checkpoint holds the (V, C) tensor, so it resumes on any tp,
+ * and loading leaves the padding 0). Replicated
  * tensors are written by TP rank 0 only and tied copies not at all, so the
  * pieces cover every tensor exactly once. AdamW's first and second moments
  * go under "opt.exp_avg.NAME" and "opt.exp_avg_sq.NAME" with the same
@@ -67,6 +70,32 @@ static int pieces_of(const prt_param *p, int tp, int t, size_t lc, size_t a, siz
     return n;
 }
 
+/* Cut pieces to the tensor's logical rows R (a padded vocabulary's real
+ * rows): padding rows are the end of a rectangle (rows [r0, r1), w columns,
+ * row-major), so a piece loses the tail of its flat range past row R, or
+ * all of it. Returns how many pieces are left. */
+static int clip_to_rows(Piece *pc, int n, size_t R)
+{
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        Piece q = pc[j];
+        size_t w = q.c1 - q.c0, rr = R <= q.r0 ? 0 : prtp_min(q.r1, R) - q.r0;
+        size_t f1 = prtp_min(q.f1, rr * w);
+        if (f1 <= q.f0) continue;
+        q.hi = q.lo + (f1 - q.f0);
+        q.f1 = f1;
+        q.r1 = q.r0 + rr;
+        pc[k++] = q;
+    }
+    return k;
+}
+
+/* The pieces of tensor p that a checkpoint holds: its logical rows only. */
+static int ckpt_pieces(const prt_param *p, int tp, int t, size_t lc, size_t a, size_t b, Piece out[3])
+{
+    return clip_to_rows(out, pieces_of(p, tp, t, lc, a, b, out), prtp_logical_rows(p));
+}
+
 static int ndim_of(const prt_param *p) { return p->cols == 1 ? 1 : 2; }
 
 /* "opt.exp_avg.NAME" style names, into buf. */
@@ -123,12 +152,13 @@ static prt_status put_all(prt_model *m, const Stage *s, prt_ckpt_writer *w)
         size_t lo = prtp_max(m->off[i], s->wo), hi = prtp_min(m->off[i] + n, s->wo + s->wc);
         if (hi <= lo) continue;
         Piece pc[3];
-        int np = pieces_of(p, m->tp, m->tpr, m->cols[i], lo - m->off[i], hi - m->off[i], pc);
+        int np = ckpt_pieces(p, m->tp, m->tpr, m->cols[i], lo - m->off[i], hi - m->off[i], pc);
         for (int k = 0; k < 3; k++)
             for (int j = 0; j < np; j++) {
                 const float *src = s->h[k] + (m->off[i] + pc[j].lo - s->wo);
                 prt_status st = prt_ckpt_put_flat(w, state_name(nm, sizeof nm, KIND_PREFIX[k], p->name),
-                                                  PRT_FP32, ndim_of(p), p->rows, p->cols, pc[j].r0,
+                                                  PRT_FP32, ndim_of(p), prtp_logical_rows(p),
+                                                  p->cols, pc[j].r0,
                                                   pc[j].r1, pc[j].c0, pc[j].c1, pc[j].f0, pc[j].f1, src);
                 if (st) return prtp_fail(st, "checkpoint: %s", prt_ckpt_last_error());
             }
@@ -234,7 +264,7 @@ static prt_ckpt_tensor *wanted(const prt_model *m, char ***names, int *n)
             nm[k] = (char *)malloc(len);
             if (!nm[k]) continue;
             snprintf(nm[k], len, "%s%s", KIND_PREFIX[j], p->name);
-            t[k] = (prt_ckpt_tensor){ nm[k], PRT_FP32, ndim_of(p), p->rows, p->cols, 0 };
+            t[k] = (prt_ckpt_tensor){ nm[k], PRT_FP32, ndim_of(p), prtp_logical_rows(p), p->cols, 0 };
             k++;
         }
     }
@@ -292,7 +322,7 @@ static prt_status read_range(prt_model *m, prt_ckpt *ck, int i, int k, size_t a,
     const prt_param *src = p->tie >= 0 ? &m->tab[p->tie] : p;   /* a tied copy equals its original */
     char nm[512];
     Piece pc[3];
-    int np = pieces_of(p, m->tp, m->tpr, m->cols[i], a, b, pc);
+    int np = ckpt_pieces(p, m->tp, m->tpr, m->cols[i], a, b, pc);
     for (int j = 0; j < np; j++)
         if (prt_ckpt_read_flat(ck, state_name(nm, sizeof nm, KIND_PREFIX[k], src->name), pc[j].r0,
                                pc[j].r1, pc[j].c0, pc[j].c1, pc[j].f0, pc[j].f1,
@@ -310,7 +340,7 @@ static prt_status fill(prt_model *m, prt_ckpt *ck, int k, size_t lo, size_t hi, 
         size_t n = m->rows[i] * m->cols[i];
         size_t a = prtp_max(m->off[i], lo), b = prtp_min(m->off[i] + n, hi);
         if (b <= a) continue;
-        float *h = (float *)malloc((b - a) * sizeof(float));
+        float *h = (float *)calloc(b - a, sizeof(float));   /* padding rows are not read: 0 */
         if (!h) return prtp_fail(PRT_ERR_NOMEM, "resume: out of memory");
         prt_status st = read_range(m, ck, i, k, a - m->off[i], b - m->off[i], h);
         if (!st) st = prtp_check(prt_copy_to_device(dev + (a - base), h, (b - a) * sizeof(float)),
