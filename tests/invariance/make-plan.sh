@@ -4,7 +4,9 @@
 # laptop.plan's device with exactly as many ranks as the layout needs.
 #   usage: make-plan.sh OUT.plan RANKS "PLAN BLOCK BODY" [ADAMW_EPS]
 # A body containing `tied_head;` ties the lm_head to the embedding; one
-# containing `llama;` swaps in a Llama-style model of the same size.
+# containing `llama;` swaps in a Llama-style model of the same size; one
+# containing `vocabN;` sets the vocabulary to N (padded where tp does not
+# divide it).
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
@@ -16,6 +18,12 @@ case "$body" in *tied_head\;*) tied=true; body=${body//tied_head;/} ;; esac
 # attention 4 heads / 2 kv heads, SwiGLU, RMSNorm, no biases)
 llama=false
 case "$body" in *llama\;*) llama=true; body=${body//llama;/} ;; esac
+# `vocabN;` (e.g. vocab259;): the vocabulary is N instead of 256, so tp need
+# not divide it and the runtime pads it (the data's tokens stay bytes < 256)
+vocab=
+case "$body" in *vocab[0-9]*\;*)
+    vocab=$(echo "$body" | sed -n 's/.*vocab\([0-9][0-9]*\);.*/\1/p')
+    body=$(echo "$body" | sed -e "s/vocab$vocab;//") ;; esac
 llama_model='model tinyllama {
     vocab 256;  seq 64;  dtype fp32;
     embedding { dim 64; position rope }
@@ -38,5 +46,6 @@ llama_model='model tinyllama {
         skip && /^\}/ { skip = 0; next }
         skip { next }
         { print }' "$root/examples/tiny.plan" | sed -e "s/tied false/tied $tied/" |
+    if [ -n "$vocab" ]; then sed -e "s/vocab 256;/vocab $vocab;/"; else cat; fi |
     if [ -n "$eps" ]; then sed -e "s/adamw *{/adamw { eps $eps;/"; else cat; fi
 } > "$out"

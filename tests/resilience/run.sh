@@ -13,7 +13,10 @@
 #     run's in all 9 printed digits of the JSON log;
 #  2. resume on other layouts: the killed run's step-3 checkpoint resumed on
 #     the three other layouts: losses within 1e-5 relative and final weights
-#     within 1e-4 (COMPARE, tests/invariance/compare.c);
+#     within 1e-4 (COMPARE, tests/invariance/compare.c); and the same for a
+#     padded vocabulary (257: tp 2 pads it to 258 rows, tp 4 to 260, one
+#     rank not at all): a tp 2 checkpoint holds wte and lm_head as (257, 64)
+#     and resumes on tp 4 and on one rank;
 #  3. refusals: a truncated rank file, a flipped byte, a missing index.json
 #     and another model's checkpoint each stop the run (non-zero, no crash)
 #     with a message naming the file or the mismatch;
@@ -48,10 +51,13 @@ sed -i 's|^include "clusters/laptop.plan"|include "'"$root"'/examples/clusters/l
 "$inv" "$dir/z3.plan"  4 "dp 2; tp 1; pp 2; zero 3; micro_batch 2; schedule interleaved; chunks 2;"
 "$inv" "$dir/one.plan" 1 "dp 1; tp 1; pp 1; zero 0; micro_batch 16; schedule 1f1b;"
 "$inv" "$dir/llama.plan" 8 "llama; dp 2; tp 2; pp 2; zero 1; micro_batch 2; schedule 1f1b;"
-printf '%s\n' tiny tp4 z3 one llama |
+"$inv" "$dir/v257.plan" 4 "vocab257; dp 1; tp 2; pp 2; zero 1; micro_batch 2; schedule 1f1b;"
+"$inv" "$dir/v257-tp4.plan" 4 "vocab257; dp 1; tp 4; pp 1; zero 0; micro_batch 4; schedule 1f1b;"
+"$inv" "$dir/v257-one.plan" 1 "vocab257; dp 1; tp 1; pp 1; zero 0; micro_batch 16; schedule 1f1b;"
+printf '%s\n' tiny tp4 z3 one llama v257 v257-tp4 v257-one |
     xargs -P 2 -I{} sh -c '"$1" build "$2/$3.plan" -o "$2/$3" --launch slurm > "$2/$3.build.log" 2>&1 || touch "$2/$3.build-failed"' \
         sh "$planc" "$dir" {}
-for b in tiny tp4 z3 one llama; do
+for b in tiny tp4 z3 one llama v257 v257-tp4 v257-one; do
     if [ -e "$dir/$b.build-failed" ]; then fail "planc build $b" "$dir/$b.build.log"; echo "resilience: cannot go on"; exit 1; fi
 done
 steps=12
@@ -124,6 +130,32 @@ for c in "tp4 8" "z3 4" "one 1"; do
         ok "dp2 tp2 pp2 checkpoint resumed on $1 ($2 ranks): $(echo "$out" | tail -n 1 | sed 's/^ *//')"
     else
         fail "resume on $1: $out"
+    fi
+done
+
+# a padded vocabulary: the checkpoint holds the model's (257, 64) tensors,
+# not tp 2's 258 padded rows, so tp 4 (260 rows) and one rank (257) resume it
+run 4 "$dir/v257" --steps 6 --save "$dir/ck257" --save-every 3 --log-json "$dir/v257.jsonl" \
+    --dump-params "$dir/v257.dump" --export "$dir/v257.safetensors" > "$dir/v257.log" 2>&1 ||
+    fail "padded vocabulary: tp 2 run" "$dir/v257.log"
+shapes=$(python3 -c '
+import json, struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+print(h["wte.weight"]["shape"], h["lm_head.weight"]["shape"])' "$dir/v257.safetensors" 2>&1)
+if [ "$shapes" = "[257, 64] [257, 64]" ]; then
+    ok "padded vocabulary: the tp 2 checkpoint's wte and lm_head are $shapes (no padding rows)"
+else
+    fail "padded vocabulary: exported shapes '$shapes', expected [257, 64] [257, 64]"
+fi
+sed -n '4,$p' "$dir/v257.jsonl" > "$dir/v257-after3.jsonl"
+for c in "v257-tp4 4" "v257-one 1"; do
+    set -- $c
+    run "$2" "$dir/$1" --steps 6 --resume "$dir/ck257/step-00000003" --log-json "$dir/$1.jsonl" \
+        --dump-params "$dir/$1.dump" > "$dir/$1.log" 2>&1 || { fail "resume on $1" "$dir/$1.log"; continue; }
+    if out=$("$compare" "$dir/v257-after3.jsonl" "$dir/v257.dump" "$dir/$1.jsonl" "$dir/$1.dump"); then
+        ok "vocab 257: tp 2 (258 rows) checkpoint resumed on $1 ($2 ranks): $(echo "$out" | tail -n 1 | sed 's/^ *//')"
+    else
+        fail "vocab 257: resume on $1: $out"
     fi
 done
 
