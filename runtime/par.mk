@@ -13,3 +13,16 @@ TEST_TARGETS += test-resilience
 test-resilience: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DATA)
 	MPIRUN="$(MPIRUN)" tests/resilience/run.sh $(PLANC) $(abspath $(BUILD))/resilience \
 	    $(BUILD)/tests/inv_compare
+
+# test-par-vocab: a padded vocabulary in the parameter table on 2 TP ranks:
+# initial values, padding rows 0 through AdamW, checkpoints of the logical
+# rows loaded into another padding (tests/test_par_vocab.c).
+$(BUILD)/tests/test_par_vocab: $(BUILD)/obj-rt/tests/test_par_vocab.o $(LIBPRT)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(BLAS_LIBS) $(LDLIBS)
+
+.PHONY: test-par-vocab
+TEST_TARGETS += test-par-vocab
+test-par-vocab: $(BUILD)/tests/test_par_vocab
+	rm -rf $(BUILD)/par-vocab && mkdir -p $(BUILD)/par-vocab
+	timeout 120 $(MPIRUN) -np 2 $(BUILD)/tests/test_par_vocab $(BUILD)/par-vocab
