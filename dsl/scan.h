@@ -28,7 +28,7 @@ typedef struct DslScan {
     bool             has_suspect;
     int              pending_close;      /* synthetic '}' still to return */
     int              spare_closes;       /* '}' at depth 0 to drop: a synthetic one came first */
-    bool             held;               /* a name to return after them */
+    int              held;               /* token to return after them (WORD, INCLUDE), or 0 */
     const char      *held_str;
     int              held_line, held_col, held_eline, held_ecol;
     int              last_tok;           /* token most recently returned */

@@ -431,6 +431,9 @@ static void test_text_as_editors_write_it(void **state)
         { "model m {\n  a 1\ntrain { steps 1 }\nplan {}\n", 1,
           "t.plan:3:1: error: '{' at line 1 is not closed before 'train'", NULL },
         { "a {\n  b {\n    c 1\n}\n", 1, "t.plan:4:2: error: '}' expected (to close '{' at line 2)", NULL },
+        { "a {\n  b 1\ninclude \"x.plan\"\n", 1, "t.plan:3:1: error: '{' at line 1 is not closed before 'include'",
+          NULL },
+        { "a {\n  include \"x.plan\"\n}\n", 0, "", NULL },   /* indented: parse.c's "only at the top level" */
         { "a {\n  model 1 }\n", 1, "t.plan:2:3: error: '{' at line 1 is not closed before 'model'", NULL },
         { "cluster c {\n  nodes 1\n  plan {\n    dp 1\n  }\n}\nmodel m { = }\n", 2,
           "t.plan:3:3: error: '{' at line 1 is not closed before 'plan'", NULL },   /* then only the '=' */
