@@ -65,24 +65,55 @@ static int emit_to(const Plan *plan, const char *path)
     return 0;
 }
 
+static const char EMIT_HELP[] =
+    "usage: planc emit FILE [-o OUT.cu]\n"
+    "\n"
+    "Check FILE as `planc check` does, lower its layout to the Program (the\n"
+    "per-stage op lists that check times and trace draws) and print the\n"
+    "training program: one C file that includes only planrt.h and compiles as\n"
+    "C (CPU target) or as CUDA (GPU target). The same plan gives the same bytes.\n"
+    "\n"
+    "  -o OUT.cu   write the program to OUT.cu instead of stdout (- is stdout)\n"
+    "\n"
+    "exit status: 0 written, 1 layout invalid for the cluster or not one the\n"
+    "generator can handle (the reason is printed), 2 bad input or usage.\n";
+
+static const char BUILD_HELP[] =
+    "usage: planc build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n"
+    "\n"
+    "Emit FILE's training program to EXE.cu (kept beside EXE, so you can read\n"
+    "what runs) and compile it against the planrt runtime: mpicc and OpenBLAS\n"
+    "for the CPU, nvcc, cuBLAS and NCCL for CUDA. Run it with\n"
+    "`mpirun -np N ./EXE`, N = dp x tp x pp.\n"
+    "\n"
+    "  -o EXE                  the executable to write (required)\n"
+    "  --target cpu|cuda       what to compile for (default cpu)\n"
+    "  --launch mpirun|slurm   slurm also writes EXE.sbatch (default mpirun)\n"
+    "\n"
+    "The runtime is found beside planc (BIN/../lib, BIN/../include or the\n"
+    "source tree); PLANRT_HOME=DIR overrides it with DIR/include and DIR/lib.\n"
+    "\n"
+    "exit status: 0 built, 1 the layout cannot be generated, the runtime is\n"
+    "missing or the compiler failed, 2 bad input or usage.\n";
+
 int planc_cmd_emit(int argc, char **argv)
 {
     const char *file = NULL, *outp = NULL;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) outp = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "planc emit: unknown option '%s'\nusage: planc emit FILE [-o OUT.cu]\n", argv[i]);
-            return 2;
-        } else if (!file) file = argv[i];
-        else {
-            fprintf(stderr, "planc emit: one FILE expected\n");
-            return 2;
+        if (planc_is_help(argv[i])) {
+            fputs(EMIT_HELP, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "-o")) {
+            if (!(outp = planc_option_value("emit", argc, argv, &i, "OUT.cu"))) return 2;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return planc_usage_error("emit", "unknown option '%s'", argv[i]);
+        } else if (file) {
+            return planc_usage_error("emit", "more than one file ('%s')", argv[i]);
+        } else {
+            file = argv[i];
         }
     }
-    if (!file) {
-        fprintf(stderr, "usage: planc emit FILE [-o OUT.cu]\n");
-        return 2;
-    }
+    if (!file) return planc_usage_error("emit", "%sneeds a FILE", "");
     DslArena arena;
     DslDiag diag;
     Plan plan;
@@ -144,23 +175,26 @@ int planc_cmd_build(int argc, char **argv)
 {
     const char *file = NULL, *exe = NULL, *target = "cpu", *launch = "mpirun";
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) exe = argv[++i];
-        else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
-        else if (!strcmp(argv[i], "--launch") && i + 1 < argc) launch = argv[++i];
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "planc build: unknown option '%s'\n"
-                            "usage: planc build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n", argv[i]);
-            return 2;
-        } else if (!file) file = argv[i];
-        else {
-            fprintf(stderr, "planc build: one FILE expected\n");
-            return 2;
+        const char *a = argv[i];
+        const char **val = !strcmp(a, "-o") ? &exe : !strcmp(a, "--target") ? &target
+                         : !strcmp(a, "--launch") ? &launch : NULL;
+        static const char *const metas[] = { "EXE", "cpu|cuda", "mpirun|slurm" };
+        if (planc_is_help(a)) {
+            fputs(BUILD_HELP, stdout);
+            return 0;
+        } else if (val) {
+            const char *meta = metas[val == &exe ? 0 : val == &target ? 1 : 2];
+            if (!(*val = planc_option_value("build", argc, argv, &i, meta))) return 2;
+        } else if (a[0] == '-') {
+            return planc_usage_error("build", "unknown option '%s'", a);
+        } else if (file) {
+            return planc_usage_error("build", "more than one file ('%s')", a);
+        } else {
+            file = a;
         }
     }
-    if (!file || !exe) {
-        fprintf(stderr, "usage: planc build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n");
-        return 2;
-    }
+    if (!file) return planc_usage_error("build", "%sneeds a FILE", "");
+    if (!exe) return planc_usage_error("build", "%sneeds -o EXE", "");
     /* a relative output path starting with '-' would read as a compiler
      * option ("-oops.cu" is "-o ops.cu"): make it "./-oops" */
     char dashed[PATH_MAX + 3];
@@ -171,14 +205,9 @@ int planc_cmd_build(int argc, char **argv)
     CgTarget t;
     if (!strcmp(target, "cpu")) t = CG_TARGET_CPU;
     else if (!strcmp(target, "cuda")) t = CG_TARGET_CUDA;
-    else {
-        fprintf(stderr, "planc build: unknown target '%s' (cpu or cuda)\n", target);
-        return 2;
-    }
-    if (strcmp(launch, "mpirun") && strcmp(launch, "slurm")) {
-        fprintf(stderr, "planc build: unknown launcher '%s' (mpirun or slurm)\n", launch);
-        return 2;
-    }
+    else return planc_usage_error("build", "unknown target '%s' (cpu or cuda)", target);
+    if (strcmp(launch, "mpirun") && strcmp(launch, "slurm"))
+        return planc_usage_error("build", "unknown launcher '%s' (mpirun or slurm)", launch);
     char inc[PATH_MAX + 32], lib[PATH_MAX + 32];
     CgRuntime rt;
     if (!find_runtime(&rt, inc, lib, sizeof inc)) {

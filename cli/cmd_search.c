@@ -180,24 +180,22 @@ int planc_cmd_search(int argc, char **argv)
     PlanSearchOptions o = plan_search_defaults();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        bool has_next = i + 1 < argc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        if (planc_is_help(a)) {
             fputs(SEARCH_HELP, stdout);
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             json = true;
         } else if (strcmp(a, "--top") == 0 || strcmp(a, "--max-tp") == 0) {
-            long v = has_next ? positive(argv[i + 1]) : -1;
+            const char *val = planc_option_value("search", argc, argv, &i, a[2] == 't' ? "K" : "N");
+            if (!val) return 2;
+            long v = positive(val);
             if (v < 0) return planc_usage_error("search", "%s needs a positive integer", a);
             if (a[2] == 't') o.top = (int)v;
             else o.max_tp = (int)v;
-            i++;
         } else if (strcmp(a, "--write") == 0) {
-            if (!has_next) return planc_usage_error("search", "%s needs a file name", a);
-            write = argv[++i];
+            if (!(write = planc_option_value("search", argc, argv, &i, "OUT.plan"))) return 2;
         } else if (strcmp(a, "--svg") == 0) {         /* the search plot (trace/, issue 9) */
-            if (!has_next) return planc_usage_error("search", "%s needs a file name", a);
-            svg = argv[++i];
+            if (!(svg = planc_option_value("search", argc, argv, &i, "OUT.svg"))) return 2;
             o.record = true;
         } else if (strcmp(a, "--tp-in-node") == 0) {
             o.tp_in_node = true;

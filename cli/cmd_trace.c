@@ -11,7 +11,7 @@
  * schedule. --compare draws a measured trace (same JSON format) beneath the
  * predicted one on one time axis.
  *
- * Exit status as DESIGN.md: 0 written; 1 the layout is invalid for the
+ * Exit status as docs/DESIGN.md: 0 written; 1 the layout is invalid for the
  * cluster or does not fit in memory (the picture is still written when the
  * layout is valid); 2 bad input, bad usage or an unwritable output.
  */
@@ -72,14 +72,15 @@ static int parse_args(int argc, char **argv, TraceArgs *a)
     *a = (TraceArgs){ .schedule = PLAN_AUTO, .chunks = PLAN_AUTO };
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+        if (planc_is_help(o)) {
             fputs(TRACE_HELP, stdout);
             return 0;
         } else if (!strcmp(o, "-o") || !strcmp(o, "--compare") || !strcmp(o, "--schedule") ||
                    !strcmp(o, "--chunks")) {
-            if (!has_val) return planc_usage_error("trace", "'%s' needs a value", o);
-            const char *v = argv[++i];
+            const char *meta = !strcmp(o, "-o") ? "OUT.svg" : !strcmp(o, "--compare") ? "MEASURED.json"
+                             : !strcmp(o, "--schedule") ? "1f1b" : "V";
+            const char *v = planc_option_value("trace", argc, argv, &i, meta);
+            if (!v) return 2;
             if (!strcmp(o, "-o")) a->out = v;
             else if (!strcmp(o, "--compare")) a->compare = v;
             else if (!strcmp(o, "--schedule")) {

@@ -1,8 +1,10 @@
 /*
  * load.c: what every subcommand shares: parsing a .plan file and its
- * includes and checking it into a Plan, and the usage-error message.
+ * includes and checking it into a Plan, and the command line's help
+ * option, option values and usage-error message (one wording for all).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/commands.h"
 #include "planner/sema.h"
@@ -21,4 +23,19 @@ int planc_usage_error(const char *cmd, const char *fmt, const char *arg)
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n(run 'planc %s --help' for usage)\n", cmd);
     return 2;
+}
+
+bool planc_is_help(const char *arg)
+{
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+const char *planc_option_value(const char *cmd, int argc, char **argv, int *i, const char *meta)
+{
+    const char *opt = argv[*i];
+    if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0) return argv[++*i];
+    char msg[256];
+    snprintf(msg, sizeof msg, "option '%s' needs a value (planc %s %s %s)", opt, cmd, opt, meta);
+    planc_usage_error(cmd, "%s", msg);
+    return NULL;
 }

@@ -1,7 +1,7 @@
 /*
  * planc.c: the driver. It parses the command line, runs the stages in
  * order (dsl -> planner/sema -> planner / search / trace / codegen) and turns
- * their status into the exit code of DESIGN.md:
+ * their status into the exit code of docs/DESIGN.md:
  *
  *     0  success (the plan fits)
  *     1  the plan does not fit, or its layout is invalid for the cluster
@@ -34,9 +34,9 @@ static const char USAGE[] =
     "  search FILE [--top K] [--json] [--write OUT.plan] [--svg OUT.svg]\n"
     "                             rank every valid layout for the model and cluster\n"
     "  emit FILE [-o OUT.cu]      print the generated training program\n"
-    "  build FILE -o EXE [--target cpu|cuda]\n"
+    "  build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n"
     "                             emit and compile it\n"
-    "  trace FILE -o OUT.svg|OUT.json\n"
+    "  trace FILE -o OUT.svg|OUT.json [--schedule S] [--chunks V] [--compare M.json]\n"
     "                             draw the simulated step, or write a Chrome trace\n"
     "\n"
     "options:\n"
@@ -67,18 +67,13 @@ static const char FMT_HELP[] =
     "\n"
     "exit status: 0, or 2 if FILE does not parse.\n";
 
-static bool is_help(const char *a)
-{
-    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
-}
-
 /* planc check FILE [--json] */
 static int cmd_check(int argc, char **argv)
 {
     const char *file = NULL;
     bool json = false;
     for (int i = 0; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (planc_is_help(argv[i])) {
             fputs(CHECK_HELP, stdout);
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
@@ -115,7 +110,7 @@ static int cmd_fmt(int argc, char **argv)
 {
     const char *file = NULL;
     for (int i = 0; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (planc_is_help(argv[i])) {
             fputs(FMT_HELP, stdout);
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -147,7 +142,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    if (is_help(cmd) || strcmp(cmd, "help") == 0) {
+    if (planc_is_help(cmd) || strcmp(cmd, "help") == 0) {
         fputs(USAGE, stdout);
         return 0;
     }

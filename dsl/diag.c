@@ -39,6 +39,12 @@ static bool source_line(const DslSource *src, int line, const char **start, size
     return true;
 }
 
+/* A UTF-8 continuation byte (10xxxxxx): not the start of a character. */
+static bool is_continuation(char c)
+{
+    return ((unsigned char)c & 0xc0) == 0x80;
+}
+
 /* At most this many bytes of a source line are shown; a longer line is
  * cut to a window around the column (a 4 MiB one-line file must not print
  * 4 MiB per error). */
@@ -62,14 +68,18 @@ static void print_excerpt(FILE *out, DslLoc loc)
     char caret[EXCERPT_WIDTH + 8];
     size_t n = 0;
     for (size_t i = 0; i < strlen(pre); i++) caret[n++] = ' ';
-    size_t at = col - 1 - start;   /* caret offset inside the window */
+    size_t at = col - 1 - start;   /* caret offset inside the window, in bytes */
     if (at > shown) at = shown;
-    for (size_t i = 0; i < at; i++) caret[n++] = line[start + i] == '\t' ? '\t' : ' ';
+    /* Columns count bytes, the terminal shows characters: one blank (or
+       tab) per character, none for UTF-8 continuation bytes. */
+    for (size_t i = 0; i < at; i++)
+        if (!is_continuation(line[start + i])) caret[n++] = line[start + i] == '\t' ? '\t' : ' ';
     caret[n++] = '^';
     if (loc.end_line == loc.line && loc.end_col > loc.col) {
         size_t last = (size_t)loc.end_col;   /* 1-based, inclusive */
         if (last > start + shown) last = start + shown;
-        for (size_t i = col + 1; i <= last && n < sizeof caret - 1; i++) caret[n++] = '~';
+        for (size_t i = col + 1; i <= last && n < sizeof caret - 1; i++)
+            if (!is_continuation(line[i - 1])) caret[n++] = '~';
     }
     caret[n] = '\0';
     fprintf(out, "      | %s\n", caret);
@@ -174,8 +184,21 @@ const char *dsl_suggest(const char *word, const char *const *candidates, int n)
     return best;
 }
 
+/* The UTF-8 byte-order mark some editors (Notepad, Visual Studio) write at
+ * the start of a file. It is not part of the text: a source never holds
+ * it, so line 1's columns count from the byte after it (as GCC's do). */
+static const char BOM[] = "\xef\xbb\xbf";
+
+static size_t bom_len(const char *text, size_t len)
+{
+    return len >= 3 && memcmp(text, BOM, 3) == 0 ? 3 : 0;
+}
+
 DslSource *dsl_source_from_string(DslArena *a, const char *name, const char *text, size_t len)
 {
+    size_t skip = bom_len(text, len);
+    text += skip;
+    len -= skip;
     DslSource *s = dsl_arena_alloc(a, sizeof *s);
     s->name = dsl_arena_strdup(a, name);
     s->text = dsl_arena_strndup(a, text, len);
@@ -231,9 +254,10 @@ DslSource *dsl_source_read(DslArena *a, const char *path, const char **why)
         return NULL;
     }
     buf[len] = '\0';
+    size_t skip = bom_len(buf, len);
     DslSource *s = dsl_arena_alloc(a, sizeof *s);
     s->name = dsl_arena_strdup(a, path);
-    s->text = buf;
-    s->len = len;
+    s->text = buf + skip;
+    s->len = len - skip;
     return s;
 }

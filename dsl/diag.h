@@ -10,7 +10,7 @@
  *
  * Diagnostics go to one stream (stderr in the driver, a memory stream in the
  * tests); nothing else is written to it. Errors are counted by class, which
- * decides the exit status (DESIGN.md): input errors give 2, an otherwise
+ * decides the exit status (docs/DESIGN.md): input errors give 2, an otherwise
  * valid plan whose layout does not match the cluster gives 1.
  *
  * This file knows nothing of the language; the scanner, parser and sema call
@@ -28,12 +28,14 @@
 /* One source file held in memory for the whole compilation. */
 typedef struct {
     const char *name;       /* path as the user or an include spelled it */
-    const char *text;       /* contents, NUL-terminated */
+    const char *text;       /* contents, NUL-terminated, without a leading UTF-8 BOM */
     size_t      len;
 } DslSource;
 
 /* A range in a source file; lines and columns start at 1, columns count
- * bytes. src == NULL means "no location" (command-line problems). */
+ * bytes (as GCC's do: after `µ`, two bytes, the next column is 3 more; the
+ * caret of an excerpt is placed by characters). src == NULL means "no
+ * location" (command-line problems). */
 typedef struct {
     const DslSource *src;
     int line, col;          /* first character */
@@ -77,11 +79,12 @@ int dsl_edit_distance(const char *a, const char *b);
  * (distance <= 2 and smaller than the word), else NULL. */
 const char *dsl_suggest(const char *word, const char *const *candidates, int n);
 
-/* Read a whole file into the arena as a DslSource. Returns NULL and sets
- * *why to a static reason on failure (missing, too large, not a file). */
+/* Read a whole file into the arena as a DslSource (a UTF-8 byte-order mark
+ * at its start is dropped). Returns NULL and sets *why to a static reason
+ * on failure (missing, too large, not a file). */
 #define DSL_MAX_FILE_SIZE (4u << 20)   /* 4 MiB per source file */
 DslSource *dsl_source_read(DslArena *a, const char *path, const char **why);
-/* Wrap text already in memory (copied into the arena). */
+/* Wrap text already in memory (copied into the arena, without a BOM). */
 DslSource *dsl_source_from_string(DslArena *a, const char *name, const char *text, size_t len);
 
 #endif /* PLANC_DSL_DIAG_H */

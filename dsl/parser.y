@@ -10,7 +10,8 @@
  *
  * Error handling: yyerror turns Bison's message into one that names the fix
  * where it can ("'}' expected (to close '{' at line 12)", "'}' without a
- * matching '{'"). Error productions recover at the next ';' or newline, or
+ * matching '{'"); a '{' left open before the next top-level block is found
+ * and closed by the scanner (lexer.l), so the parse goes on there. Error productions recover at the next ';' or newline, or
  * just before the '}' of the enclosing block, so one run reports every
  * syntax error; a '{' on its own line gets its own hint. Default reductions
  * are limited to consistent states and LAC is on, so an error is caught on
@@ -202,7 +203,9 @@ void dsl_yyerror(DSL_YYLTYPE *loc, void *scanner, DslScan *ctx, const char *msg)
     ctx->n_errors++;
     DslLoc l = loc_of(ctx, *loc);
     if (ctx->last_tok == 0 && ctx->depth > 0) {
-        dsl_error(ctx->diag, l, "'}' expected (to close '{' at line %d)", ctx->braces[ctx->depth - 1].line);
+        const char *key;
+        DslLoc open = dsl_scan_unclosed(ctx, &key);
+        dsl_error(ctx->diag, l, "'}' expected (to close '{' at line %d)", open.line);
     } else if (ctx->last_tok == '}' && ctx->last_unmatched) {
         dsl_error(ctx->diag, l, "'}' without a matching '{'");
     } else {

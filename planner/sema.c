@@ -660,6 +660,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     const DslStmt *vocab = NULL, *seq = NULL, *dtype = NULL;
     const DslStmt *embed = NULL, *norm = NULL, *head = NULL;
     int stage = 0;
+    int errors_before = S->d->n_errors;   /* to tell whether the model already has an error */
     Layers L = { 0 };
     Layer final_norm, lm_head, embedding;
     for (const DslStmt *st = m->body; st; st = st->next) {
@@ -704,7 +705,9 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     M->layers = L.v;
     M->n_layers = L.n;
     for (int i = 0; i < L.n; i++) M->n_blocks += L.v[i].kind == LAYER_ATTENTION;
-    if (M->n_blocks == 0 && embed && !L.too_many)
+    /* No blocks because of an error already reported (`repeat 0`, a
+       misspelt `repeat`) is that error, not a second one. */
+    if (M->n_blocks == 0 && embed && S->d->n_errors == errors_before)
         dsl_error(S->d, m->key_loc, "model %s has no attention layer (write them inside repeat N { ... })",
                   M->name);
 }

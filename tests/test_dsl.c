@@ -379,6 +379,93 @@ static void test_parse_errors(void **state)
     }
 }
 
+/* Text as editors write it: one diagnostic per non-ASCII character (named,
+ * with a hint), a BOM skipped, an unclosed block found at the next
+ * top-level keyword with recovery after it. `caret` is the excerpt's caret
+ * line, or NULL not to check it. */
+typedef struct {
+    const char *text;
+    int         errors;
+    const char *first;
+    const char *caret;
+} EditorCase;
+
+static void test_text_as_editors_write_it(void **state)
+{
+    (void)state;
+    static const EditorCase cases[] = {
+        { "\xef\xbb\xbf" "a 1\n", 0, "", NULL },
+        { "\xef\xbb\xbf" "a $\n", 1, "t.plan:1:3: error: stray '$' in input", "      |   ^" },
+        { "l { latency 5 \xc2\xb5s }\n", 1,
+          "t.plan:1:15: error: stray U+00B5 '\xc2\xb5' in input; write 'us' for microseconds", NULL },
+        { "l { latency 5\xce\xbcs }\n", 1,
+          "t.plan:1:14: error: stray U+03BC '\xce\xbc' in input; write 'us' for microseconds", NULL },
+        { "model caf\xc3\xa9 {}\n", 1,
+          "t.plan:1:10: error: stray U+00E9 '\xc3\xa9' in input; names are ASCII (letters a-z A-Z, digits, '_', "
+          "'.', '-')", NULL },
+        /* columns count bytes; the caret counts characters */
+        { "a \xc3\xa9 = 1\n", 2, "t.plan:1:3: error: stray U+00E9 '\xc3\xa9' in input; names are ASCII "
+          "(letters a-z A-Z, digits, '_', '.', '-')", "      |   ^" },
+        { "a \xe2\x80\x94 $\n", 2, "t.plan:1:3: error: stray U+2014 '\xe2\x80\x94' in input; write '-'", NULL },
+        { "\xe2\x80\x94\xc3\xa9$\n", 3, "t.plan:1:1: error: stray U+2014 '\xe2\x80\x94' in input; write '-'", NULL },
+        { "a\xc2\xa0" "1\n", 1, "t.plan:1:2: error: stray U+00A0 (no-break space) in input; use a plain space", NULL },
+        { "d \xe2\x80\x9cx.bin\xe2\x80\x9d\n", 1,
+          "t.plan:1:3: error: string in curly quotes; write straight double quotes: \"x.bin\"", "      |   ^~~~~~~" },
+        { "a \xe2\x80\x99s\n", 1,
+          "t.plan:1:3: error: stray U+2019 '\xe2\x80\x99' in input; strings take straight double quotes: \"...\"", NULL },
+        { "a \xe2\x86\x92 b\n", 1, "t.plan:1:3: error: stray U+2192 '\xe2\x86\x92' in input (outside strings and "
+          "comments a .plan file is ASCII)", NULL },
+        { "a 1 \xef\xbb\xbf\n", 1, "t.plan:1:5: error: stray U+FEFF (byte-order mark) in input; a byte-order mark "
+          "is only allowed at the start of a file", NULL },
+        /* invalid UTF-8: one error per bad sequence, naming its first byte */
+        { "a \xe9\xa0 b \xff\xfe\n", 2,
+          "t.plan:1:3: error: stray byte 0xe9 in input (not valid UTF-8; save the file as UTF-8)", NULL },
+        { "a \xc3\xa9\xa9\n", 2, "t.plan:1:3: error: stray U+00E9 '\xc3\xa9' in input; names are ASCII (letters "
+          "a-z A-Z, digits, '_', '.', '-')", NULL },
+        { "# \xc2\xb5 and \xe9 in a comment\nd \"\xc2\xb5s\"\n", 0, "", NULL },
+        /* a top-level keyword inside a block: the unclosed '{', then recovery */
+        { "model m {\n  r 4 {\n    a {}\n  x 1\n}\ncluster c {\n  n = 1\n}\n", 2,
+          "t.plan:6:1: error: '{' at line 2 is not closed before 'cluster'", NULL },
+        { "cluster c {\n  link intra { b 1\n  n 2\n}\nplan { dp 1 }\n", 1,
+          "t.plan:5:1: error: '{' at line 2 is not closed before 'plan'", NULL },
+        { "model m {\n  a 1\ntrain { steps 1 }\nplan {}\n", 1,
+          "t.plan:3:1: error: '{' at line 1 is not closed before 'train'", NULL },
+        { "a {\n  b {\n    c 1\n}\n", 1, "t.plan:4:2: error: '}' expected (to close '{' at line 2)", NULL },
+        { "a {\n  b 1\ninclude \"x.plan\"\n", 1, "t.plan:3:1: error: '{' at line 1 is not closed before 'include'",
+          NULL },
+        { "a {\n  include \"x.plan\"\n}\n", 0, "", NULL },   /* indented: parse.c's "only at the top level" */
+        { "a {\n  model 1 }\n", 1, "t.plan:2:3: error: '{' at line 1 is not closed before 'model'", NULL },
+        { "cluster c {\n  nodes 1\n  plan {\n    dp 1\n  }\n}\nmodel m { = }\n", 2,
+          "t.plan:3:3: error: '{' at line 1 is not closed before 'plan'", NULL },   /* then only the '=' */
+        { "a { model 1 }\n", 0, "", NULL },   /* not first on its line: sema's unknown key */
+        { "a {\n  b model }\n", 0, "", NULL },   /* a value, not a statement */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        DslArena a = { 0 };
+        DslDiag d;
+        char *txt;
+        size_t len;
+        DslFile *f = parse_str(&a, cases[i].text, &d, &txt, &len);
+        if (strcmp(d.first, cases[i].first) != 0 || d.n_errors != cases[i].errors)
+            fprintf(stderr, "case %zu: got %d errors:\n%s", i, d.n_errors, txt);
+        assert_string_equal(d.first, cases[i].first);
+        assert_int_equal(d.n_errors, cases[i].errors);
+        if (cases[i].errors == 0) assert_non_null(f);
+        else assert_null(f);
+        if (cases[i].caret) {
+            /* the caret line is the third line of the output */
+            const char *l3 = strchr(strchr(txt, '\n') + 1, '\n') + 1;
+            size_t n = strcspn(l3, "\n");
+            if (strlen(cases[i].caret) != n || strncmp(l3, cases[i].caret, n) != 0)
+                fprintf(stderr, "case %zu: caret line '%.*s'\n", i, (int)n, l3);
+            assert_int_equal(n, strlen(cases[i].caret));
+            assert_memory_equal(l3, cases[i].caret, n);
+        }
+        free(txt);
+        dsl_arena_free(&a);
+    }
+}
+
 static void test_parse_diagnostic_format(void **state)
 {
     (void)state;
@@ -439,10 +526,10 @@ static void test_load_includes(void **state)
     snprintf(p2, sizeof p2, "%s/sub/c.plan", dir);
     snprintf(p3, sizeof p3, "%s/sub/d.plan", dir);
     FILE *f = fopen(p1, "w");
-    fputs("a 1\ninclude \"sub/c.plan\"\nb 2\n", f);
+    fputs("\xef\xbb\xbf" "a 1\ninclude \"sub/c.plan\"\nb 2\n", f);   /* a BOM is skipped, */
     fclose(f);
     f = fopen(p2, "w");
-    fputs("c 3\ninclude \"d.plan\"\n", f);     /* relative to sub/ */
+    fputs("\xef\xbb\xbf" "c 3\ninclude \"d.plan\"\n", f);     /* also in an included file; relative to sub/ */
     fclose(f);
     f = fopen(p3, "w");
     fputs("d 4\n", f);
@@ -460,6 +547,8 @@ static void test_load_includes(void **state)
     }
     assert_null(s);
     assert_string_equal(file->stmts->next->loc.src->name, p2);   /* nodes keep their file */
+    assert_int_equal(file->stmts->key_loc.col, 1);                /* columns start after the BOM */
+    assert_int_equal(file->stmts->next->key_loc.col, 1);
     remove(p3);
     remove(p2);
     remove(p1);
@@ -598,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_parse_diagnostic_format),
         cmocka_unit_test(test_parse_limits),
+        cmocka_unit_test(test_text_as_editors_write_it),
         cmocka_unit_test(test_load_includes),
         cmocka_unit_test(test_format_canonical),
         cmocka_unit_test(test_format_round_trip_examples),

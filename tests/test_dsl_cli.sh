@@ -43,6 +43,51 @@ expect missing-file   2 '' "^planc: error: cannot read 'no/such.plan'" -- check 
 expect fmt-syntax     2 '' 'tests/bad/unclosed-brace.plan:[0-9]+:[0-9]+: error: ' -- fmt tests/bad/unclosed-brace.plan
 expect json           0 '^\{' ''                          -- check --json examples/tiny.plan
 expect bad-no-stdout  2 '' 'error: '                      -- check --json tests/bad/bad-enum.plan
+# Every subcommand: -h and --help print its usage on stdout and exit 0.
+for cmd in check fmt search emit build trace; do
+    for h in -h --help; do
+        expect "$cmd $h" 0 "^usage: planc $cmd FILE" '' -- $cmd $h
+        expect "$cmd FILE $h" 0 "^usage: planc $cmd FILE" '' -- $cmd examples/tiny.plan $h
+    done
+done
+# An option without its value says so, with an example, and exits 2.
+# (subcommand, option, the example's value)
+while read -r cmd opt meta; do
+    want="^planc: error: $cmd: option '$opt' needs a value \\(planc $cmd $opt $meta\\)\$"
+    expect "$cmd $opt (last)" 2 '' "$want" -- $cmd examples/tiny.plan $opt
+    expect "$cmd $opt --json" 2 '' "$want" -- $cmd examples/tiny.plan $opt --json
+done <<'EOF_OPTS'
+emit -o OUT.cu
+build -o EXE
+build --target cpu\|cuda
+build --launch mpirun\|slurm
+trace -o OUT.svg
+trace --schedule 1f1b
+trace --chunks V
+trace --compare MEASURED.json
+search --top K
+search --max-tp N
+search --write OUT.plan
+search --svg OUT.svg
+EOF_OPTS
+expect emit-no-file   2 '' "^planc: error: emit: needs a FILE"        -- emit
+expect build-no-exe   2 '' "^planc: error: build: needs -o EXE"       -- build examples/tiny.plan
+expect emit-bad-opt   2 '' "^planc: error: emit: unknown option '-x'" -- emit examples/tiny.plan -x
+expect build-target   2 '' "unknown target 'gpu' \(cpu or cuda\)"    -- build examples/tiny.plan -o x --target gpu
+expect emit-two-files 2 '' "more than one file \('b.plan'\)"         -- emit a.plan b.plan
+
+# A UTF-8 byte-order mark (as some editors write) is skipped, in the file
+# and in the files it includes: the same output as without one.
+bom=$(mktemp -d)
+mkdir "$bom/clusters"
+printf '\xef\xbb\xbf' | cat - examples/tiny.plan >"$bom/tiny.plan"
+printf '\xef\xbb\xbf' | cat - examples/clusters/laptop.plan >"$bom/clusters/laptop.plan"
+"$planc" check --json examples/tiny.plan 2>&1 | sed 's|examples/||g' >"$bom/want"
+expect "check with BOM" 0 '.' '' -- check --json "$bom/tiny.plan"
+sed "s|$bom/||g" "$out" | cmp -s - "$bom/want" && pass=$((pass + 1)) || {
+    fail=$((fail + 1)); echo "FAIL check with BOM: output differs from examples/tiny.plan's"; }
+rm -rf "$bom"
+
 for f in examples/*.plan; do
     expect "check $f" 0 '.' '' -- check "$f"
 done
