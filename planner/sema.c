@@ -11,9 +11,13 @@
  *     64 bits;
  *   - the model's structure (embedding first, lm_head last, repeat limits);
  *   - the divisibility the layout needs: tp against heads, kv_heads and the
- *     MLP width, pp against the transformer blocks, global_batch against
- *     dp x micro_batch; and dp x tp x pp against the cluster's GPUs (class
- *     DSL_ERR_CLUSTER: a valid plan for another cluster, exit 1).
+ *     MLP width, sequence-parallel rows, pp against the transformer blocks,
+ *     global_batch against dp x micro_batch; and dp x tp x pp against the
+ *     cluster's GPUs (class DSL_ERR_CLUSTER: a valid plan for another
+ *     cluster, exit 1). These are planner/layout.c's rules, asked of the
+ *     fields the plan block fixes: this file only points at the field, so
+ *     its words are `check`'s words;
+ *   - warnings that change no exit code (sequence_parallel with tp 1).
  * All errors are reported in one run. Fields of the plan block that are left
  * out or `auto` stay PLAN_AUTO; filling them is the planner's job, not this
  * file's. It must not compute memory or time either.
