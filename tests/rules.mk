@@ -4,6 +4,8 @@
 # vocabulary, the keys of sema this part reads (vocab_multiple, device sms
 # and flops_fp32, the SP-at-tp-1 warning), one buffer formula, one device
 # table. It links the whole compiler (planner, sema, codegen) but not main.
+# Then tests/rules_cli.sh: GPT-2 at tp 1/2/4/8 through `planc check` and
+# `planc emit`.
 $(BUILD)/tests/test_rules: $(BUILD)/obj/tests/test_rules.o $(PLANC)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $< $(filter-out $(BUILD)/obj/cli/planc.o,$(PLANC_OBJS)) -o $@ \
@@ -11,5 +13,6 @@ $(BUILD)/tests/test_rules: $(BUILD)/obj/tests/test_rules.o $(PLANC)
 
 .PHONY: test-rules
 TEST_TARGETS += test-rules
-test-rules: $(BUILD)/tests/test_rules
+test-rules: $(BUILD)/tests/test_rules $(PLANC)
 	$(BUILD)/tests/test_rules
+	tests/rules_cli.sh $(PLANC)
