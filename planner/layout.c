@@ -12,6 +12,7 @@
 #include "planner/layout.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -136,12 +137,16 @@ bool plan_rule_tp_split(const Model *m, int tp, char *why, size_t len)
 bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char *why, size_t len)
 {
     if (sp != 1 || !set(tp) || tp <= 1 || !set(micro_batch)) return true;
-    int64_t rows = micro_batch * m->seq;   /* both <= 2^40 and 2^24 in sema: no overflow */
-    if (rows % tp)
-        return refuse(why, len, "sequence_parallel needs tp %d to divide the %lld rows of a micro-batch "
-                      "(micro_batch %lld x seq %lld)", tp, (long long)rows, (long long)micro_batch,
-                      (long long)m->seq);
-    return true;
+    /* rows mod tp from the factors: micro_batch (<= 2^40 in sema) times
+     * seq (<= 2^24) may not fit in 64 bits, their residues (< 2^20) do */
+    if ((micro_batch % tp) * (m->seq % tp) % tp == 0) return true;
+    int64_t rows;
+    if (__builtin_mul_overflow(micro_batch, m->seq, &rows))
+        return refuse(why, len, "sequence_parallel needs tp %d to divide the rows of a micro-batch "
+                      "(micro_batch %lld x seq %lld)", tp, (long long)micro_batch, (long long)m->seq);
+    return refuse(why, len, "sequence_parallel needs tp %d to divide the %lld rows of a micro-batch "
+                  "(micro_batch %lld x seq %lld)", tp, (long long)rows, (long long)micro_batch,
+                  (long long)m->seq);
 }
 
 bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len)
@@ -161,7 +166,7 @@ bool plan_rule_ranks(const Cluster *c, int dp, int tp, int pp, char *why, size_t
     int par[3] = { dp, tp, pp };
     for (int i = 0; i < 3; i++) {
         if (!set(par[i])) n_auto++;
-        else known *= par[i];            /* each <= 2^20 in sema: <= 2^60 */
+        else if (__builtin_mul_overflow(known, (int64_t)par[i], &known)) known = INT64_MAX;   /* > any cluster */
     }
     const char *name = c->name ? c->name : "?";
     if (n_auto == 0 && known != gpus)
@@ -203,7 +208,9 @@ bool plan_rule_schedule(int schedule, int pp, int chunks, char *why, size_t len)
 bool plan_rule_batch(int64_t global_batch, int dp, int64_t micro_batch, char *why, size_t len)
 {
     if (!set(global_batch)) return true;
-    int64_t unit = (set(dp) ? dp : 1) * (set(micro_batch) ? micro_batch : 1);   /* <= 2^60 */
+    int64_t unit;   /* <= 2^60 from sema; a product past 2^63 exceeds any global_batch */
+    if (__builtin_mul_overflow((int64_t)(set(dp) ? dp : 1), set(micro_batch) ? micro_batch : 1, &unit))
+        unit = INT64_MAX;
     if (unit <= 1 || global_batch % unit == 0) return true;
     if (set(dp) && set(micro_batch))
         return refuse(why, len, "global_batch %lld is not a multiple of dp %d x micro_batch %lld = %lld",
