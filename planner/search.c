@@ -664,6 +664,12 @@ static bool enumerate(Ctx *x)
                     for (int sp = 0; ok && sp < 2; sp++) {
                         if (sp && tp == 1) continue;   /* means nothing at tp 1: off (layout.h) */
                         if (is_set(L->sequence_parallel) && tp > 1 && L->sequence_parallel != sp) continue;
+                        if (sp && !plan_rule_sp_rows(&p->model, (int)tp, mb, 1, x->invalid_why[0] ? NULL :
+                                                     x->invalid_why, sizeof x->invalid_why)) {
+                            x->s->considered += (int64_t)n_sh * n_zero;   /* layout.c's rule: invalid */
+                            x->s->dropped.invalid += (int64_t)n_sh * n_zero;
+                            continue;
+                        }
                         l.recompute = rec;
                         l.sequence_parallel = sp;
                         const CutCosts *cc = NULL;

@@ -182,7 +182,7 @@ static void test_search_results_pass_check(void **state)
 {
     (void)state;
     const Cluster clusters[] = { cluster(2, 8), cluster(2, 6) };
-    int ranked = 0, padded = 0;
+    int ranked = 0, padded = 0, counted = 0;
     for (size_t mi = 0; mi < sizeof MODELS / sizeof MODELS[0]; mi++)
         for (int ci = 0; ci < 2; ci++) {
             Built b;
@@ -202,9 +202,24 @@ static void test_search_results_pass_check(void **state)
                 ranked++;
             }
             plan_search_free(&s);
+            /* and every layout it counts as feasible (ranked or ruled out
+             * by a bound) is one the rule accepts */
+            o.record = true;
+            assert_true(plan_search(&b.p, &o, &s, why, sizeof why));
+            for (int64_t k = 0; k < s.n_points; k++) {
+                const PlanSearchPoint *pt = &s.points[k];
+                if (!pt->feasible) continue;
+                if (!plan_layout_check(&b.p, &pt->layout, why, sizeof why)) {
+                    print_error("%s: search counts a layout feasible that the rule refuses: %s\n",
+                                MODELS[mi].name, why);
+                    fail();
+                }
+                counted++;
+            }
+            plan_search_free(&s);
         }
-    print_message("search: %d ranked layouts pass check and emit (%d with a padded vocabulary)\n", ranked,
-                  padded);
+    print_message("search: %d ranked layouts pass check and emit (%d with a padded vocabulary); %d counted "
+                  "feasible pass the rule\n", ranked, padded, counted);
     assert_true(padded > 0);
 }
 
