@@ -142,6 +142,14 @@ void dsl_note(DslDiag *d, DslLoc loc, const char *fmt, ...)
     va_end(ap);
 }
 
+void dsl_warning(DslDiag *d, DslLoc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(d, "warning", loc, fmt, ap);
+    va_end(ap);
+}
+
 int dsl_diag_exit_code(const DslDiag *d)
 {
     if (d->n_input) return 2;

@@ -70,6 +70,11 @@ void dsl_error_class(DslDiag *d, DslErrClass cls, DslLoc loc, const char *fmt, .
 void dsl_note(DslDiag *d, DslLoc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A warning at loc: printed like an error, not counted (the exit status
+ * does not change). */
+void dsl_warning(DslDiag *d, DslLoc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* 0 without errors, 2 if any input error, else 1 (cluster errors only). */
 int dsl_diag_exit_code(const DslDiag *d);
 

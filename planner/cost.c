@@ -120,7 +120,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         t->flops_rec = w.flops_core;
     }
     t->params = plan_layer_params(&p->model, ly, cut->tp, ovf);
-    t->params_full = plan_layer_params(&p->model, ly, 1, ovf);
+    t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     t->act_kept = w.act_kept;
     t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
 }
@@ -274,8 +274,7 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
         for (int i = 0; i < mo->n_layers; i++)
             if (mo->layers[i].kind == LAYER_LM_HEAD && mo->layers[i].tied) {
-                uint64_t v = ((uint64_t)mo->vocab * (uint64_t)mo->dim + (uint64_t)l->tp - 1) /
-                             (uint64_t)l->tp;
+                uint64_t v = (uint64_t)(plan_vocab_padded(mo, l->tp) / l->tp) * (uint64_t)mo->dim;
                 out->cost[head_chunk].params += v;
             }
     }
@@ -305,7 +304,7 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp)
         for (int i = 0; i < mo->n_layers; i++)
             if (mo->layers[i].kind == LAYER_LM_HEAD && mo->layers[i].tied) {
-                double bytes = e * ceil((double)mo->vocab * (double)mo->dim / l->tp);
+                double bytes = e * (double)(plan_vocab_padded(mo, l->tp) / l->tp) * (double)mo->dim;
                 double t = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, pair, bytes).time;
                 out->cost[emb_chunk].embed = out->cost[head_chunk].embed = t;
             }

@@ -4,9 +4,15 @@
  *
  * This is the only place that decides which layers a stage runs; the
  * memory model, the cost model and the lowering all read plan_split().
+ * It is also the only place that says which layouts are valid: every rule
+ * is one predicate below, and plan_layout_check() asks them all; sema
+ * (diagnostics on the fields a plan block fixes), the search, `check` and
+ * the code generator ask the same functions and nothing else.
  */
 #include "planner/layout.h"
 
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,7 +58,7 @@ Layout plan_layout_defaults(const Plan *p)
     if (l.schedule == PLAN_AUTO)
         l.schedule = l.chunks > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
     if (l.recompute == PLAN_AUTO) l.recompute = RECOMPUTE_NONE;
-    if (l.sequence_parallel == PLAN_AUTO) l.sequence_parallel = 0;
+    if (l.sequence_parallel == PLAN_AUTO || l.tp == 1) l.sequence_parallel = 0;
     return l;
 }
 
@@ -62,72 +68,186 @@ int64_t plan_micro_batches(const Layout *l)
     return per > 0 ? l->global_batch / per : 0;
 }
 
-/* Heads (or kv heads, MLP width) that tp must divide. */
-static bool tp_divides_layers(const Model *m, int tp, char *why, size_t len)
+/* ---- the rules of a layout (one place: see layout.h) ---------------- */
+
+/* Write a reason into why (which may be NULL) and say false. */
+static bool refuse(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool refuse(char *why, size_t len, const char *fmt, ...)
 {
-    if (tp == 1) return true;
+    if (why && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, len, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+static bool set(int64_t v) { return v != PLAN_AUTO; }
+
+static const char *model_name(const Model *m) { return m->name ? m->name : "?"; }
+
+/* "layer at line 14" for a layer from a .plan file, "layer 3" for one built in C. */
+static const char *layer_where(const Model *m, int i, char *buf, size_t len)
+{
+    if (m->layers[i].line > 0) snprintf(buf, len, "layer at line %d", m->layers[i].line);
+    else snprintf(buf, len, "layer %d", i);
+    return buf;
+}
+
+bool plan_rule_model(const Model *m, char *why, size_t len)
+{
+    char at[48];
+    if (m->n_layers < 2 || m->layers[0].kind != LAYER_EMBEDDING ||
+        m->layers[m->n_layers - 1].kind != LAYER_LM_HEAD)
+        return refuse(why, len, "model %s must start with an embedding and end with an lm_head",
+                      model_name(m));
     for (int i = 0; i < m->n_layers; i++) {
-        const Layer *ly = &m->layers[i];
-        if (ly->kind == LAYER_ATTENTION && (ly->heads % tp || ly->kv_heads % tp)) {
-            snprintf(why, len, "tp %d does not divide the %lld heads (%lld kv heads) of layer %d",
-                     tp, (long long)ly->heads, (long long)ly->kv_heads, i);
-            return false;
-        }
-        if (ly->kind == LAYER_MLP && ly->hidden % tp) {
-            snprintf(why, len, "tp %d does not divide the MLP width %lld of layer %d",
-                     tp, (long long)ly->hidden, i);
-            return false;
+        const Layer *l = &m->layers[i];
+        if (l->kind != LAYER_ATTENTION) continue;
+        if (l->heads < 1 || m->dim % l->heads)
+            return refuse(why, len, "heads %lld does not divide the model dim %lld (%s)", (long long)l->heads,
+                          (long long)m->dim, layer_where(m, i, at, sizeof at));
+        if (l->kv_heads < 1 || l->heads % l->kv_heads)
+            return refuse(why, len, "kv_heads %lld does not divide heads %lld (%s)", (long long)l->kv_heads,
+                          (long long)l->heads, layer_where(m, i, at, sizeof at));
+    }
+    return true;
+}
+
+bool plan_rule_tp_split(const Model *m, int tp, char *why, size_t len)
+{
+    if (!set(tp) || tp <= 1) return true;
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *l = &m->layers[i];
+        const char *what = NULL;
+        int64_t n = 0;
+        if (l->kind == LAYER_ATTENTION && l->heads % tp) what = "heads", n = l->heads;
+        else if (l->kind == LAYER_ATTENTION && l->kv_heads % tp) what = "kv_heads", n = l->kv_heads;
+        else if (l->kind == LAYER_MLP && l->hidden % tp) what = "mlp hidden", n = l->hidden;
+        if (what) {
+            char at[48];
+            return refuse(why, len, "tp %d does not divide %s %lld (%s)", tp, what, (long long)n,
+                          layer_where(m, i, at, sizeof at));
         }
     }
     return true;
 }
 
+bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char *why, size_t len)
+{
+    if (sp != 1 || !set(tp) || tp <= 1 || !set(micro_batch)) return true;
+    /* rows mod tp from the factors: micro_batch (<= 2^40 in sema) times
+     * seq (<= 2^24) may not fit in 64 bits, their residues (< 2^20) do */
+    if ((micro_batch % tp) * (m->seq % tp) % tp == 0) return true;
+    int64_t rows;
+    if (__builtin_mul_overflow(micro_batch, m->seq, &rows))
+        return refuse(why, len, "sequence_parallel needs tp %d to divide the rows of a micro-batch "
+                      "(micro_batch %lld x seq %lld)", tp, (long long)micro_batch, (long long)m->seq);
+    return refuse(why, len, "sequence_parallel needs tp %d to divide the %lld rows of a micro-batch "
+                  "(micro_batch %lld x seq %lld)", tp, (long long)rows, (long long)micro_batch,
+                  (long long)m->seq);
+}
+
+bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len)
+{
+    if (set(tp) && tp > c->gpus_per_node)
+        return refuse(why, len, "tp %d is more than the %lld GPUs of a node of cluster %s (tensor "
+                      "parallelism stays inside a node)", tp, (long long)c->gpus_per_node,
+                      c->name ? c->name : "?");
+    return true;
+}
+
+bool plan_rule_ranks(const Cluster *c, int dp, int tp, int pp, char *why, size_t len)
+{
+    int64_t gpus = c->nodes * c->gpus_per_node;   /* <= 2^30 */
+    int64_t known = 1;
+    int n_auto = 0;
+    int par[3] = { dp, tp, pp };
+    for (int i = 0; i < 3; i++) {
+        if (!set(par[i])) n_auto++;
+        else if (__builtin_mul_overflow(known, (int64_t)par[i], &known)) known = INT64_MAX;   /* > any cluster */
+    }
+    const char *name = c->name ? c->name : "?";
+    if (n_auto == 0 && known != gpus)
+        return refuse(why, len, "dp %d x tp %d x pp %d = %lld ranks, but cluster %s has %lld GPUs (%lld node%s x %lld)",
+                      dp, tp, pp, (long long)known, name, (long long)gpus, (long long)c->nodes,
+                      c->nodes == 1 ? "" : "s", (long long)c->gpus_per_node);
+    if (n_auto > 0 && (known < 1 || gpus % known))
+        return refuse(why, len, "the fixed parallel degrees multiply to %lld, which does not divide the %lld "
+                      "GPUs of cluster %s", (long long)known, (long long)gpus, name);
+    return true;
+}
+
+bool plan_rule_pp_blocks(const Model *m, int pp, int chunks, char *why, size_t len)
+{
+    if (!set(pp)) return true;
+    int64_t v = set(chunks) ? chunks : 1;
+    if (pp > m->n_blocks)
+        return refuse(why, len, "pp %d is more than the %d transformer blocks of model %s", pp, m->n_blocks,
+                      model_name(m));
+    if ((int64_t)pp * v > m->n_blocks)
+        return refuse(why, len, "pp %d x chunks %lld = %lld is more than the %d transformer blocks of model %s",
+                      pp, (long long)v, (long long)pp * v, m->n_blocks, model_name(m));
+    if ((int64_t)pp * v > PLAN_MAX_VSTAGES)
+        return refuse(why, len, "pp %d x chunks %lld = %lld pipeline chunks is more than planc handles (%d)",
+                      pp, (long long)v, (long long)pp * v, PLAN_MAX_VSTAGES);
+    return true;
+}
+
+bool plan_rule_schedule(int schedule, int pp, int chunks, char *why, size_t len)
+{
+    if (set(chunks) && chunks > 1 && set(schedule) && schedule != SCHED_INTERLEAVED)
+        return refuse(why, len, "chunks %d needs schedule interleaved (got %s)", chunks,
+                      plan_schedule_name(schedule));
+    if (schedule == SCHED_INTERLEAVED && pp == 1)
+        return refuse(why, len, "schedule interleaved needs pp of at least 2");
+    return true;
+}
+
+bool plan_rule_batch(int64_t global_batch, int dp, int64_t micro_batch, char *why, size_t len)
+{
+    if (!set(global_batch)) return true;
+    int64_t unit;   /* <= 2^60 from sema; a product past 2^63 exceeds any global_batch */
+    if (__builtin_mul_overflow((int64_t)(set(dp) ? dp : 1), set(micro_batch) ? micro_batch : 1, &unit))
+        unit = INT64_MAX;
+    if (unit <= 1 || global_batch % unit == 0) return true;
+    if (set(dp) && set(micro_batch))
+        return refuse(why, len, "global_batch %lld is not a multiple of dp %d x micro_batch %lld = %lld",
+                      (long long)global_batch, dp, (long long)micro_batch, (long long)unit);
+    if (set(dp))
+        return refuse(why, len, "global_batch %lld is not a multiple of dp %d", (long long)global_batch, dp);
+    return refuse(why, len, "global_batch %lld is not a multiple of micro_batch %lld", (long long)global_batch,
+                  (long long)micro_batch);
+}
+
+bool plan_rule_interleaved_batches(const Layout *l, char *why, size_t len)
+{
+    if (l->schedule != SCHED_INTERLEAVED || !set(l->pp) || l->pp <= 1 || !set(l->dp) ||
+        !set(l->micro_batch) || !set(l->global_batch))
+        return true;
+    int64_t m = plan_micro_batches(l);
+    if (m % l->pp)
+        return refuse(why, len, "interleaved 1F1B needs the %lld micro-batches to be a multiple of pp %d",
+                      (long long)m, l->pp);
+    return true;
+}
+
 bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len)
 {
-    const Cluster *c = &p->cluster;
-    int64_t gpus = c->nodes * c->gpus_per_node;
-    if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->chunks < 1 || l->micro_batch < 1) {
-        snprintf(why, len, "dp, tp, pp, chunks and micro_batch must be at least 1");
-        return false;
-    }
-    if ((int64_t)l->dp * l->tp * l->pp != gpus) {
-        snprintf(why, len, "dp %d x tp %d x pp %d = %lld GPUs, but cluster %s has %lld",
-                 l->dp, l->tp, l->pp, (long long)l->dp * l->tp * l->pp,
-                 c->name ? c->name : "", (long long)gpus);
-        return false;
-    }
-    if (l->tp > c->gpus_per_node) {
-        snprintf(why, len, "tp %d exceeds the %lld GPUs of a node (TP groups stay inside a node)",
-                 l->tp, (long long)c->gpus_per_node);
-        return false;
-    }
-    if (!tp_divides_layers(&p->model, l->tp, why, len)) return false;
-    if (l->global_batch % ((int64_t)l->dp * l->micro_batch)) {
-        snprintf(why, len, "global_batch %lld is not a multiple of dp %d x micro_batch %lld",
-                 (long long)l->global_batch, l->dp, (long long)l->micro_batch);
-        return false;
-    }
-    if (l->zero < 0 || l->zero > 3) {
-        snprintf(why, len, "zero %d is not 0..3", l->zero);
-        return false;
-    }
-    if (l->chunks > 1 && l->schedule != SCHED_INTERLEAVED) {
-        snprintf(why, len, "chunks %d needs schedule interleaved", l->chunks);
-        return false;
-    }
-    int64_t vs = (int64_t)l->pp * l->chunks;
-    if (vs > PLAN_MAX_VSTAGES || vs > p->model.n_blocks) {
-        snprintf(why, len, "pp %d x chunks %d = %lld pipeline chunks, but the model has %d blocks",
-                 l->pp, l->chunks, (long long)vs, p->model.n_blocks);
-        return false;
-    }
-    int64_t m = plan_micro_batches(l);
-    if (l->schedule == SCHED_INTERLEAVED && l->pp > 1 && m % l->pp) {
-        snprintf(why, len, "interleaved 1F1B needs the %lld micro-batches to be a multiple of pp %d",
-                 (long long)m, l->pp);
-        return false;
-    }
-    return true;
+    const Model *m = &p->model;
+    if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->chunks < 1 || l->micro_batch < 1 || l->global_batch < 1)
+        return refuse(why, len, "dp, tp, pp, chunks, micro_batch and global_batch must be at least 1");
+    if (l->zero < 0 || l->zero > 3) return refuse(why, len, "zero %d is not 0..3", l->zero);
+    return plan_rule_model(m, why, len) &&
+           plan_rule_ranks(&p->cluster, l->dp, l->tp, l->pp, why, len) &&
+           plan_rule_tp_node(&p->cluster, l->tp, why, len) &&
+           plan_rule_tp_split(m, l->tp, why, len) &&
+           plan_rule_sp_rows(m, l->tp, l->micro_batch, l->sequence_parallel, why, len) &&
+           plan_rule_batch(l->global_batch, l->dp, l->micro_batch, why, len) &&
+           plan_rule_schedule(l->schedule, l->pp, l->chunks, why, len) &&
+           plan_rule_pp_blocks(m, l->pp, l->chunks, why, len) &&
+           plan_rule_interleaved_batches(l, why, len);
 }
 
 bool plan_split(const Model *m, int pp, int chunks, PlanChunk *out)

@@ -23,12 +23,50 @@ typedef struct {
  * has no plan block) with planc's defaults: tp 1, pp 1,
  * dp = GPUs/(tp*pp), zero 0, micro_batch 1, global_batch = dp*micro_batch,
  * schedule 1f1b (interleaved when chunks > 1 is given), chunks 1,
- * recompute none, sequence_parallel off. */
+ * recompute none, sequence_parallel off. Sequence parallelism with tp 1
+ * means nothing, so it is off there whatever the plan block says. */
 Layout plan_layout_defaults(const Plan *p);
 
 /* Whether a resolved layout can run the model on the cluster; if not,
- * writes the reason to why. */
+ * writes the reason to why. This is the one place that decides it:
+ * `check` (plan_evaluate), `search`, `emit` and `build` (cg_emit) all ask
+ * it, so whatever one accepts the others accept. It asks every rule below
+ * in turn. */
 bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len);
+
+/* The rules. Each judges only the fields it is given that are set: a
+ * PLAN_AUTO argument constrains nothing, so sema asks the same predicates
+ * about the fields a plan block fixes (and points its diagnostic at them),
+ * and the wording cannot drift between `check` and the diagnostics. Each
+ * returns true when the rule holds, else writes the reason to why (why may
+ * be NULL). The vocabulary is no rule: the embedding and the head are
+ * padded to a multiple of vocab_multiple * tp rows (plan_vocab_padded). */
+
+/* The model's own shape, for Plans built in C (sema reports these at the
+ * model's keys): heads divide the width, kv heads the heads, the model
+ * starts with an embedding and ends with an lm_head. */
+bool plan_rule_model(const Model *m, char *why, size_t len);
+/* Megatron splits the query heads, the key/value heads and the MLP width
+ * of every layer over tp. */
+bool plan_rule_tp_split(const Model *m, int tp, char *why, size_t len);
+/* Sequence parallelism (sp 1) cuts the micro_batch * seq rows of a
+ * micro-batch over tp. */
+bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char *why, size_t len);
+/* A tensor-parallel group stays inside a node. */
+bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len);
+/* One rank per GPU: dp x tp x pp equals the cluster's GPUs (with some
+ * degrees PLAN_AUTO: the fixed ones divide it). */
+bool plan_rule_ranks(const Cluster *c, int dp, int tp, int pp, char *why, size_t len);
+/* Every pipeline chunk holds a block: pp x chunks <= the model's blocks
+ * (and <= PLAN_MAX_VSTAGES). chunks PLAN_AUTO counts as 1. */
+bool plan_rule_pp_blocks(const Model *m, int pp, int chunks, char *why, size_t len);
+/* chunks > 1 needs the interleaved schedule, which needs pp >= 2. */
+bool plan_rule_schedule(int schedule, int pp, int chunks, char *why, size_t len);
+/* Each DP rank takes whole micro-batches: global_batch is a multiple of
+ * dp x micro_batch. */
+bool plan_rule_batch(int64_t global_batch, int dp, int64_t micro_batch, char *why, size_t len);
+/* Megatron's interleaved 1F1B runs the micro-batches in groups of pp. */
+bool plan_rule_interleaved_batches(const Layout *l, char *why, size_t len);
 
 /* Micro-batches per step per pipeline: global_batch / (dp * micro_batch). */
 int64_t plan_micro_batches(const Layout *l);

@@ -111,10 +111,18 @@ uint64_t plan_bytes(double x)
     return (uint64_t)ceil(x);
 }
 
+uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype)
+{
+    double e = plan_dtype_bytes(dtype), buf = 0;
+    if (pp > 1) buf += 2 * p2p_bytes;                    /* send + receive */
+    if (zero >= 3) buf += 2 * layer_params_max * e;      /* gathered + prefetched layer */
+    if (zero >= 1) buf += 2 * layer_params_max * e;      /* two gradient buckets */
+    return plan_bytes(buf);
+}
+
 void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
 {
     const Layout *l = &c->layout;
-    double e = plan_dtype_bytes(p->model.dtype);
     uint64_t cap = p->cluster.device.memory;
     for (int s = 0; s < l->pp; s++) {
         PlanStageMem *m = &out[s];
@@ -134,11 +142,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
                           &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
         m->in_flight = plan_in_flight(l->schedule, l->pp, s, c->n_micro, l->chunks);
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
-        double buf = 0;
-        if (l->pp > 1) buf += 2 * p2p;                    /* send + receive */
-        if (l->zero >= 3) buf += 2 * layer_max * e;       /* gathered + prefetched layer */
-        if (l->zero >= 1) buf += 2 * layer_max * e;       /* two gradient buckets */
-        m->buffers_bytes = plan_bytes(buf);
+        m->buffers_bytes = plan_memory_buffers(l->pp, l->zero, p2p, layer_max, p->model.dtype);
         m->reserve_bytes = plan_memory_reserve(cap);
         m->total_bytes = plan_bytes_add(plan_bytes_add(plan_bytes_add(m->params_bytes, m->grads_bytes),
                                          plan_bytes_add(m->optimizer_bytes, m->activations_bytes)),

@@ -30,6 +30,13 @@ typedef struct {
  * the caching allocator's fragmentation, at most a quarter of capacity. */
 uint64_t plan_memory_reserve(uint64_t capacity);
 
+/* Bytes of one stage's buffers, per GPU: p2p send and receive buffers of
+ * p2p_bytes each when pp > 1; under ZeRO-3 two gathered layers (the one
+ * computing, the one prefetched); under ZeRO >= 1 two gradient buckets of
+ * the largest layer (layer_params_max parameters, in the compute dtype).
+ * The one formula: plan_memory() and the search's bounds both call it. */
+uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype);
+
 /* Bytes ceil(x) (0 for x <= 0, UINT64_MAX from 2^64 on) and a + b
  * saturating at UINT64_MAX: byte counts never wrap. */
 uint64_t plan_bytes(double x);

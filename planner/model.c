@@ -19,8 +19,10 @@
  *    fall out of the same lines.
  *
  * Notation in comments: s sequence, b micro-batch, h width, a heads,
- * d = h/a head dim, h_kv = kv_heads*d, f MLP width, V vocab, t TP degree,
- * e bytes per element of the dtype, T = b*s tokens.
+ * d = h/a head dim, h_kv = kv_heads*d, f MLP width, V vocab (padded to a
+ * multiple of vocab_multiple * t: the embedding and the head hold, and the
+ * logits GEMM computes, the padded rows), t TP degree, e bytes per element
+ * of the dtype, T = b*s tokens.
  */
 #include "planner/model.h"
 
@@ -91,9 +93,11 @@ static uint64_t norm_params(const Model *m, NormKind k)
     return (uint64_t)m->dim * (k == NORM_LAYERNORM ? 2u : 1u);   /* gain (+ bias) */
 }
 
-uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *ovf)
+/* Parameters of layer l on one of tp ranks when the word table has V rows
+ * (the real vocabulary, or the padded one that divides by tp). */
+static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V, bool *ovf)
 {
-    uint64_t h = (uint64_t)m->dim, V = (uint64_t)m->vocab;
+    uint64_t h = (uint64_t)m->dim;
     switch (l->kind) {
     case LAYER_EMBEDDING: {
         /* word table V x h, vocab-parallel; learned positions s x h replicated */
@@ -126,7 +130,18 @@ uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *ovf)
     return 0;
 }
 
-bool plan_model_params(const Model *m, uint64_t *total)
+uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *ovf)
+{
+    return layer_params(m, l, tp, (uint64_t)plan_vocab_padded(m, tp), ovf);
+}
+
+uint64_t plan_layer_params_real(const Model *m, const Layer *l, bool *ovf)
+{
+    return layer_params(m, l, 1, (uint64_t)m->vocab, ovf);
+}
+
+/* The whole model (every layer unsplit) with a word table of V rows. */
+static bool model_params(const Model *m, uint64_t V, uint64_t *total)
 {
     bool ovf = false;
     uint64_t n = 0, last[2] = { 0, 0 };
@@ -138,12 +153,22 @@ bool plan_model_params(const Model *m, uint64_t *total)
                      a->kv_heads == b->kv_heads && a->hidden == b->hidden && a->act == b->act &&
                      a->norm == b->norm && a->bias == b->bias && a->tied == b->tied &&
                      a->position == b->position
-                   ? last[i % 2] : plan_layer_params(m, a, 1, &ovf);
+                   ? last[i % 2] : layer_params(m, a, 1, V, &ovf);
         last[i % 2] = k;
         n = add(n, k, &ovf);
     }
     *total = n;
     return !ovf;
+}
+
+bool plan_model_params(const Model *m, uint64_t *total)
+{
+    return model_params(m, (uint64_t)m->vocab, total);
+}
+
+bool plan_model_params_padded(const Model *m, int tp, uint64_t *total)
+{
+    return model_params(m, (uint64_t)plan_vocab_padded(m, tp), total);
 }
 
 /* ---- work of one layer ---------------------------------------------- */
@@ -270,7 +295,9 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
     memset(w, 0, sizeof *w);
     bool dropout = plan_model_dropout(m);
     double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
-    double t = c->tp, e = plan_dtype_bytes(m->dtype), V = (double)m->vocab;
+    /* the head computes the padded rows too (their logits are masked out
+     * of the softmax): V is the vocabulary padded for tp */
+    double t = c->tp, e = plan_dtype_bytes(m->dtype), V = (double)plan_vocab_padded(m, c->tp);
     double T = b * s, r = c->sp ? 1.0 / t : 1.0;
 
     switch (l->kind) {

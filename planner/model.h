@@ -78,13 +78,24 @@ int64_t plan_head_dim(const Model *m, const Layer *l);
  * defaults 0.1) do, RMSNorm models (Llama) do not. */
 bool plan_model_dropout(const Model *m);
 
-/* Parameters of one layer held by one tensor-parallel rank (tp 1: the whole
- * layer). A tied LM head holds none (it is the embedding). Sets *overflow
- * when the count does not fit in 64 bits. */
+/* Parameters of one layer held by one tensor-parallel rank, as laid out:
+ * the embedding and an untied head hold plan_vocab_padded(m, tp) / tp rows
+ * (tp 1: the whole layer, padded to vocab_multiple). A tied LM head holds
+ * none (it is the embedding). Sets *overflow when the count does not fit
+ * in 64 bits. The memory and cost models count these. */
 uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *overflow);
 
-/* Total parameters of the model, exact; false on overflow. */
+/* Parameters of one whole layer of the real model (vocabulary unpadded). */
+uint64_t plan_layer_params_real(const Model *m, const Layer *l, bool *overflow);
+
+/* Total parameters of the real model (vocabulary unpadded), exact; false
+ * on overflow. This is what `check` reports as `params`. */
 bool plan_model_params(const Model *m, uint64_t *total);
+
+/* Total parameters of the model as laid out for tp: the word table (and an
+ * untied head) padded to plan_vocab_padded(m, tp) rows. `check` reports it
+ * as `params_padded` when it differs from plan_model_params. */
+bool plan_model_params_padded(const Model *m, int tp, uint64_t *total);
 
 /* The work of layer `l` of model `m` under cut `c`; `prev` is the layer
  * before it (NULL for the first), which decides what full recomputation

@@ -1,10 +1,22 @@
 /*
- * presets.c: model and cluster presets built in C (see presets.h).
+ * presets.c: model, device and cluster presets built in C (see presets.h).
  *
- * Figures are the vendors' data-sheet numbers: A100 SXM4 80 GB (NVIDIA
- * A100 datasheet: 312 TFLOPS dense bf16/fp16, 19.5 TFLOPS fp32, 2,039 GB/s
- * HBM2e), H100 SXM5 (989 TFLOPS dense bf16, 67 TFLOPS fp32, 3.35 TB/s
- * HBM3); NVLink 3 / 4 give 300 / 450 GB/s per direction per GPU; the IB
+ * Device figures are the vendors' data-sheet numbers, dense (no sparsity):
+ *   A100 SXM4 80GB: NVIDIA A100 datasheet: 80 GB HBM2e, 312 TFLOPS
+ *     bf16/fp16 tensor core, 19.5 TFLOPS fp32, 2,039 GB/s.
+ *   H100 SXM5 80GB: NVIDIA H100 datasheet: 80 GB HBM3, 989 TFLOPS bf16/fp16
+ *     dense (1,979 with sparsity), 67 TFLOPS fp32, 3.35 TB/s.
+ *   H200 SXM 141GB: NVIDIA H200 datasheet: 141 GB HBM3e, same compute as
+ *     H100 SXM, 4.8 TB/s.
+ *   cpu: a 2-core laptop or VM running the fp32 CPU target with OpenBLAS:
+ *     8 GiB, 2 cores x 3 GHz x 16 fp32 FLOP/cycle (one AVX2 FMA per cycle)
+ *     ~ 100 GFLOPS for both "fp32" and "16-bit" (the CPU target computes in
+ *     fp32), dual-channel DDR4 ~ 20 GB/s.
+ * "80 GB" of the A100/H100 is 80 GiB of usable HBM; the H200's 141 GB is
+ * decimal. SMs: 108 on the A100 SXM4 (A100 whitepaper), 132 on the H100 and
+ * H200 SXM (H100 whitepaper); 0 (unknown) for the CPU.
+ *
+ * Links: NVLink 3 / 4 give 300 / 450 GB/s per direction per GPU; the IB
  * rails are 200 / 400 Gb/s each, one per GPU. Link latencies are typical
  * NCCL per-hop figures (NVLink ~2 us, InfiniBand ~5 us).
  */
@@ -49,12 +61,24 @@ void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64
                   .layers = buf, .n_layers = n, .n_blocks = blocks };
 }
 
-static const uint64_t GiB = 1ull << 30;
+const Device plan_device_presets[PLAN_N_DEVICES] = {
+    { "a100-sxm-80gb",  80ull << 30,       19.5e12, 312e12, 2.039e12, 108 },
+    { "h100-sxm-80gb",  80ull << 30,       67e12,   989e12, 3.35e12,  132 },
+    { "h200-sxm-141gb", 141000000000ull,   67e12,   989e12, 4.8e12,   132 },
+    { "cpu",            8ull << 30,        100e9,   100e9,  20e9,     0 },
+};
+
+const Device *plan_device_preset(const char *name)
+{
+    for (int i = 0; i < PLAN_N_DEVICES; i++)
+        if (strcmp(plan_device_presets[i].name, name) == 0) return &plan_device_presets[i];
+    return NULL;
+}
 
 Cluster plan_preset_dgx_a100(int64_t nodes)
 {
     return (Cluster){ .name = "dgx-a100", .nodes = nodes, .gpus_per_node = 8,
-                      .device = { "a100-80gb", 80 * GiB, 19.5e12, 312e12, 2.039e12, 108 },
+                      .device = *plan_device_preset("a100-sxm-80gb"),
                       .intra = { 300e9, 2e-6 },
                       .inter = { 8 * 200e9 / 8 / 8, 5e-6 } };   /* 8 x 200 Gb/s per node, per GPU: 25 GB/s */
 }
@@ -62,7 +86,7 @@ Cluster plan_preset_dgx_a100(int64_t nodes)
 Cluster plan_preset_dgx_h100(int64_t nodes)
 {
     return (Cluster){ .name = "dgx-h100", .nodes = nodes, .gpus_per_node = 8,
-                      .device = { "h100-sxm", 80 * GiB, 67e12, 989e12, 3.35e12, 132 },
+                      .device = *plan_device_preset("h100-sxm-80gb"),
                       .intra = { 450e9, 2e-6 },
                       .inter = { 8 * 400e9 / 8 / 8, 5e-6 } };   /* 50 GB/s per GPU */
 }

@@ -10,6 +10,15 @@
 #include <stdint.h>
 #include "planner/plan.h"
 
+/* The device presets, the one table of device figures (dense peaks, no
+ * sparsity): a100-sxm-80gb, h100-sxm-80gb, h200-sxm-141gb, cpu. sema reads
+ * it for `device PRESET`, the cluster presets below for their nodes. */
+#define PLAN_N_DEVICES 4
+extern const Device plan_device_presets[PLAN_N_DEVICES];
+
+/* The device preset called name, or NULL. */
+const Device *plan_device_preset(const char *name);
+
 /* Layers a preset model of `blocks` blocks needs in its buffer. */
 #define PLAN_PRESET_LAYERS(blocks) (2 * (blocks) + 3)
 

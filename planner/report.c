@@ -56,7 +56,15 @@ static bool same_layer(const Layer *a, const Layer *b)
            a->bias == b->bias && a->tied == b->tied && a->position == b->position;
 }
 
-static void print_model(FILE *out, const Plan *p, uint64_t total)
+/* Parameters of the model as laid out for tp (vocabulary padded,
+ * plan_vocab_padded), or 0 when that equals the real count `params`. */
+static uint64_t params_padded(const Plan *p, int tp, uint64_t params)
+{
+    uint64_t n;
+    return plan_model_params_padded(&p->model, tp, &n) && n != params ? n : 0;
+}
+
+static void print_model(FILE *out, const Plan *p, uint64_t total, int tp)
 {
     const Model *m = &p->model;
     static const char *dt[] = { "fp32", "bf16", "fp16" };   /* ORDER PlanDtype */
@@ -80,7 +88,7 @@ static void print_model(FILE *out, const Plan *p, uint64_t total)
         for (int k = 0; k < period; k++) {
             const Layer *lk = &m->layers[i + k];
             bool ovf = false;
-            uint64_t each = plan_layer_params(m, lk, 1, &ovf);
+            uint64_t each = plan_layer_params_real(m, lk, &ovf);
             char range[48];
             if (reps > 1) snprintf(range, sizeof range, "%d..%d", i + k, i + k + (reps - 1) * period);
             else snprintf(range, sizeof range, "%d", i + k);
@@ -93,6 +101,13 @@ static void print_model(FILE *out, const Plan *p, uint64_t total)
         i += period * reps;
     }
     fprintf(out, "  %-11s %-10s %-44s %16s %18s\n", "total", "", "", "", grouped(total, b1));
+    uint64_t padded = params_padded(p, tp, total);
+    if (padded) {   /* the model as laid out: embedding and head rows padded for tp */
+        int64_t mult = (m->vocab_multiple > 0 ? m->vocab_multiple : 1) * tp;
+        snprintf(shape, sizeof shape, "vocab %lld padded to %lld rows (multiple of %lld)",
+                 (long long)m->vocab, (long long)plan_vocab_padded(m, tp), (long long)mult);
+        fprintf(out, "  %-11s %-10s %-44s %16s %18s\n", "padded", "", shape, "", grouped(padded, b1));
+    }
 }
 
 static void print_cluster(FILE *out, const Cluster *c)
@@ -185,6 +200,8 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     json_str(out, p->cluster.name);
     fprintf(out, ",%s\"feasible\": %s,%s\"params\": %llu,%s", nl, ev->feasible ? "true" : "false", nl,
             (unsigned long long)ev->params, nl);
+    uint64_t padded = params_padded(p, l->tp, ev->params);
+    if (padded) fprintf(out, "\"params_padded\": %llu,%s", (unsigned long long)padded, nl);
     fprintf(out, "\"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %lld, "
                  "\"global_batch\": %lld, \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
                  "\"sequence_parallel\": %s},%s",
@@ -247,7 +264,7 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
     plan_evaluate(p, &ev);
     const char *file = p->file ? p->file : "planc";
     if (!json) {
-        print_model(out, p, ev.params);
+        print_model(out, p, ev.params, ev.layout.tp);
         print_cluster(out, &p->cluster);
         print_layout(out, p, &ev.layout, plan_micro_batches(&ev.layout));
     }

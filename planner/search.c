@@ -425,17 +425,6 @@ static bool cand_push(CandList *l, const Cand *c)
 /* Whether the plan block sets a field (a constraint) or leaves it to the search. */
 static bool is_set(int64_t v) { return v != PLAN_AUTO; }
 
-/* Whether tp can cut every layer (heads, kv heads, MLP width). */
-static bool tp_divides(const Model *m, int64_t tp)
-{
-    for (int i = 0; i < m->n_layers; i++) {
-        const Layer *ly = &m->layers[i];
-        if (ly->kind == LAYER_ATTENTION && (ly->heads % tp || ly->kv_heads % tp)) return false;
-        if (ly->kind == LAYER_MLP && ly->hidden % tp) return false;
-    }
-    return true;
-}
-
 typedef struct {
     const Plan              *p;
     const PlanSearchOptions *o;
@@ -456,18 +445,14 @@ typedef struct {
 
 /* Bytes of stage g under ZeRO stage z that do not depend on the schedule:
  * model states (ZeRO paper), p2p buffers, gathered layers and gradient
- * buckets, the reserve. */
+ * buckets, the reserve, each from memory.c's own function. */
 static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int pp, double p2p_bytes)
 {
-    double e = plan_dtype_bytes(p->model.dtype);
     uint64_t pb, gb, ob;
     plan_model_states(g->psi, p->model.dtype, z, dp, &pb, &gb, &ob);
-    double buf = 0;
-    if (pp > 1) buf += 2 * p2p_bytes;
-    if (z >= 3) buf += 2 * g->layer_max * e;
-    if (z >= 1) buf += 2 * g->layer_max * e;
+    uint64_t buf = plan_memory_buffers(pp, z, p2p_bytes, g->layer_max, p->model.dtype);
     return plan_bytes_add(plan_bytes_add(plan_bytes_add(pb, gb), ob),
-                          plan_bytes_add(plan_bytes(buf), plan_memory_reserve(p->cluster.device.memory)));
+                          plan_bytes_add(buf, plan_memory_reserve(p->cluster.device.memory)));
 }
 
 /* Activation bytes of stage s under the layout's schedule: kept bytes
@@ -653,7 +638,7 @@ static bool enumerate(Ctx *x)
         if (is_set(L->tp) && L->tp != tp) continue;
         if (x->o->max_tp > 0 && tp > x->o->max_tp) continue;
         if (x->o->tp_in_node && cl->gpus_per_node % tp) continue;
-        if (!tp_divides(&p->model, tp)) continue;
+        if (!plan_rule_tp_split(&p->model, (int)tp, NULL, 0)) continue;   /* layout.c's rule */
         int n_rec = is_set(L->recompute) ? 1 : 3;
         int n_sp = is_set(L->sequence_parallel) || tp == 1 ? 1 : 2;
         int n_zero = is_set(L->zero) ? 1 : 4;
@@ -677,8 +662,14 @@ static bool enumerate(Ctx *x)
                 for (int rec = 0; ok && n_sh && rec < 3; rec++) {
                     if (is_set(L->recompute) && L->recompute != rec) continue;
                     for (int sp = 0; ok && sp < 2; sp++) {
-                        if (is_set(L->sequence_parallel) ? L->sequence_parallel != sp : sp && tp == 1)
+                        if (sp && tp == 1) continue;   /* means nothing at tp 1: off (layout.h) */
+                        if (is_set(L->sequence_parallel) && tp > 1 && L->sequence_parallel != sp) continue;
+                        if (sp && !plan_rule_sp_rows(&p->model, (int)tp, mb, 1, x->invalid_why[0] ? NULL :
+                                                     x->invalid_why, sizeof x->invalid_why)) {
+                            x->s->considered += (int64_t)n_sh * n_zero;   /* layout.c's rule: invalid */
+                            x->s->dropped.invalid += (int64_t)n_sh * n_zero;
                             continue;
+                        }
                         l.recompute = rec;
                         l.sequence_parallel = sp;
                         const CutCosts *cc = NULL;

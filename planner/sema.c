@@ -11,9 +11,13 @@
  *     64 bits;
  *   - the model's structure (embedding first, lm_head last, repeat limits);
  *   - the divisibility the layout needs: tp against heads, kv_heads and the
- *     MLP width, pp against the transformer blocks, global_batch against
- *     dp x micro_batch; and dp x tp x pp against the cluster's GPUs (class
- *     DSL_ERR_CLUSTER: a valid plan for another cluster, exit 1).
+ *     MLP width, sequence-parallel rows, pp against the transformer blocks,
+ *     global_batch against dp x micro_batch; and dp x tp x pp against the
+ *     cluster's GPUs (class DSL_ERR_CLUSTER: a valid plan for another
+ *     cluster, exit 1). These are planner/layout.c's rules, asked of the
+ *     fields the plan block fixes: this file only points at the field, so
+ *     its words are `check`'s words;
+ *   - warnings that change no exit code (sequence_parallel with tp 1).
  * All errors are reported in one run. Fields of the plan block that are left
  * out or `auto` stay PLAN_AUTO; filling them is the planner's job, not this
  * file's. It must not compute memory or time either.
@@ -23,40 +27,14 @@
  */
 #include "planner/sema.h"
 
+#include "planner/layout.h"
+#include "planner/presets.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Device presets: public datasheet figures, dense (no sparsity).
- *   A100 SXM4 80GB: NVIDIA A100 datasheet: 80 GB HBM2e, 312 TFLOPS
- *     bf16/fp16 tensor core, 19.5 TFLOPS fp32, 2,039 GB/s.
- *   H100 SXM5 80GB: NVIDIA H100 datasheet: 80 GB HBM3, 989 TFLOPS bf16/fp16
- *     dense (1,979 with sparsity), 67 TFLOPS fp32, 3.35 TB/s.
- *   H200 SXM 141GB: NVIDIA H200 datasheet: 141 GB HBM3e, same compute as
- *     H100 SXM, 4.8 TB/s.
- *   cpu: a 2-core laptop or VM running the fp32 CPU target with OpenBLAS:
- *     8 GiB, 2 cores x 3 GHz x 16 fp32 FLOP/cycle (one AVX2 FMA per cycle)
- *     ~ 100 GFLOPS for both "fp32" and "16-bit" (the CPU target computes in
- *     fp32), dual-channel DDR4 ~ 20 GB/s.
- * "80 GB" of the A100/H100 is 80 GiB of usable HBM; the H200's 141 GB is
- * decimal. SMs: 108 on the A100 SXM4 (A100 whitepaper), 132 on the H100 and
- * H200 SXM (H100 whitepaper); 0 (unknown) for the CPU. */
-static const Device PRESETS[] = {
-    { "a100-sxm-80gb",  80ull << 30,       19.5e12, 312e12, 2.039e12, 108 },
-    { "h100-sxm-80gb",  80ull << 30,       67e12,   989e12, 3.35e12,  132 },
-    { "h200-sxm-141gb", 141000000000ull,   67e12,   989e12, 4.8e12,   132 },
-    { "cpu",            8ull << 30,        100e9,   100e9,  20e9,     0 },
-};
-#define N_PRESETS ((int)(sizeof PRESETS / sizeof PRESETS[0]))
-
-const Device *plan_device_preset(const char *name)
-{
-    for (int i = 0; i < N_PRESETS; i++)
-        if (strcmp(PRESETS[i].name, name) == 0) return &PRESETS[i];
-    return NULL;
-}
 
 /* Bounds on counts, generous but small enough that products of a few of
  * them stay far from int64 overflow. */
@@ -64,6 +42,8 @@ const Device *plan_device_preset(const char *name)
 #define MAX_HEADS     (1 << 16)
 #define MAX_HIDDEN    (1 << 24)
 #define MAX_VOCAB     ((1ll << 31) - 1)
+#define MAX_VOCAB_MULTIPLE (1 << 20)
+#define MAX_SMS       (1 << 16)
 #define MAX_SEQ       (1 << 24)
 #define MAX_NODES     (1 << 20)
 #define MAX_GPN       1024
@@ -76,6 +56,9 @@ const Device *plan_device_preset(const char *name)
 typedef struct {
     DslDiag  *d;
     DslArena *a;
+    /* a device written from scratch without flops_fp32 (NULL if none):
+     * an error once the model turns out to train in fp32 */
+    const DslStmt *device_no_fp32;
 } Sema;
 
 /* ---- statements and values -------------------------------------------- */
@@ -598,8 +581,8 @@ static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
         for (int64_t i = 0; i < len; i++) *layers_push(S, L) = L->v[start + i];
 }
 
-static const char *const MODEL_KEYS[] = { "vocab", "seq", "dtype", "embedding", "attention",
-                                          "mlp", "repeat", "norm", "lm_head" };
+static const char *const MODEL_KEYS[] = { "vocab", "vocab_multiple", "seq", "dtype", "embedding",
+                                          "attention", "mlp", "repeat", "norm", "lm_head" };
 
 /* Where a layer may appear: 0 before the embedding, 1 the blocks, 2 after
  * the final norm, 3 after the lm_head. */
@@ -657,7 +640,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     if (!M->name) return;
     M->name = dsl_arena_strdup(S->a, M->name);
 
-    const DslStmt *vocab = NULL, *seq = NULL, *dtype = NULL;
+    const DslStmt *vocab = NULL, *vmult = NULL, *seq = NULL, *dtype = NULL;
     const DslStmt *embed = NULL, *norm = NULL, *head = NULL;
     int stage = 0;
     int errors_before = S->d->n_errors;   /* to tell whether the model already has an error */
@@ -665,6 +648,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     Layer final_norm, lm_head, embedding;
     for (const DslStmt *st = m->body; st; st = st->next) {
         const DslStmt **scalar = strcmp(st->key, "vocab") == 0 ? &vocab
+                               : strcmp(st->key, "vocab_multiple") == 0 ? &vmult
                                : strcmp(st->key, "seq") == 0   ? &seq
                                : strcmp(st->key, "dtype") == 0 ? &dtype : NULL;
         if (scalar) {
@@ -693,7 +677,10 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
             expand_blocks(S, st, &L, M->dim);
         }
     }
-    M->vocab_multiple = 1;   /* the key itself: see the front-end rules (vocab_multiple) */
+    /* embedding and head rows are padded to a multiple of vocab_multiple x
+     * tp (Megatron's --make-vocab-size-divisible-by); 1: to tp only */
+    M->vocab_multiple = 1;
+    if (vmult) get_int(S, vmult, 1, MAX_VOCAB_MULTIPLE, false, &M->vocab_multiple);
     if (vocab) get_int(S, vocab, 1, MAX_VOCAB, false, &M->vocab);
     else missing(S, m, "vocab", "vocab 50257");
     if (seq) get_int(S, seq, 1, MAX_SEQ, false, &M->seq);
@@ -714,7 +701,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
 
 /* ---- cluster ----------------------------------------------------------- */
 
-static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm" };
+static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm", "sms" };
 
 /* device PRESET, device { ... } or device PRESET { overrides }. */
 static void sema_device(Sema *S, const DslStmt *st, Device *D)
@@ -730,10 +717,10 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
     }
     if (st->n_args == 1) {
         const DslValue *v = st->args;
-        const char *names[N_PRESETS];
-        for (int i = 0; i < N_PRESETS; i++) names[i] = PRESETS[i].name;
+        const char *names[PLAN_N_DEVICES];
+        for (int i = 0; i < PLAN_N_DEVICES; i++) names[i] = plan_device_presets[i].name;
         if (v->kind != DSL_VAL_WORD || !(preset = plan_device_preset(v->text))) {
-            const char *hint = v->kind == DSL_VAL_WORD ? dsl_suggest(v->text, names, N_PRESETS) : NULL;
+            const char *hint = v->kind == DSL_VAL_WORD ? dsl_suggest(v->text, names, PLAN_N_DEVICES) : NULL;
             if (hint)
                 dsl_error(S->d, v->loc, "unknown device %s; did you mean '%s'?", shown(S, v), hint);
             else
@@ -761,17 +748,28 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
     if ((s = field(&F, "flops"))) {
         if (get_quantity(S, s, DSL_UNIT_COMPUTE, false, &x, NULL)) {
             D->flops_16 = x;
+            /* from scratch and no flops_fp32: one rate for both, a device
+             * without a separate tensor-core path (as the cpu preset);
+             * refused for an fp32 model (plan_sema), which runs at it */
             if (!preset) D->flops_fp32 = x;
         }
     } else if (!preset) {
         missing(S, st, "flops", "flops 312 TFLOPS");
     }
-    if ((s = field(&F, "flops_fp32")) && get_quantity(S, s, DSL_UNIT_COMPUTE, false, &x, NULL)) D->flops_fp32 = x;
+    if ((s = field(&F, "flops_fp32"))) {
+        if (get_quantity(S, s, DSL_UNIT_COMPUTE, false, &x, NULL)) D->flops_fp32 = x;
+    } else if (!preset) {
+        S->device_no_fp32 = st;
+    }
     if ((s = field(&F, "hbm"))) {
         if (get_quantity(S, s, DSL_UNIT_BANDWIDTH, false, &x, NULL)) D->hbm = x;
     } else if (!preset) {
         missing(S, st, "hbm", "hbm 2 TB/s");
     }
+    /* streaming multiprocessors: the GEMM model's wave size; 0 (the
+     * default of a device from scratch) uses PLAN_WAVE_TILES */
+    int64_t n;
+    if ((s = field(&F, "sms")) && get_int(S, s, 1, MAX_SMS, false, &n)) D->sms = (int)n;
 }
 
 static const char *const LINK_NAMES[] = { "intra", "inter" };
@@ -897,89 +895,45 @@ static DslLoc plan_loc(const PlanSrc *src, const char *key)
     return s && s->args ? s->args->loc : src->block->key_loc;
 }
 
-/* The divisibility the layout needs against the model: Megatron splits
- * heads, key/value heads and the MLP width over tp, and the transformer
- * blocks over pp (x chunks when interleaved); each DP rank takes whole
- * micro-batches of the global batch. */
-static void check_layout_model(Sema *S, const Layout *L, const Model *M, const PlanSrc *src)
+/* The divisibility the layout needs against the model (tp against heads,
+ * kv heads and MLP widths, sequence-parallel rows, pp x chunks against the
+ * blocks, the schedule, the batch), asked of planner/layout.c's rules for
+ * the fields the plan block fixes, so a diagnostic here and `check`'s
+ * verdict on the resolved layout say the same words. This pass only picks
+ * the field to point at. */
+static void check_layout_model(Sema *S, Layout *L, const Model *M, const PlanSrc *src)
 {
-    if (L->tp > 1) {
-        for (int i = 0; i < M->n_layers; i++) {
-            const Layer *l = &M->layers[i];
-            const char *what = NULL;
-            int64_t n = 0;
-            if (l->kind == LAYER_ATTENTION && l->heads % L->tp) what = "heads", n = l->heads;
-            else if (l->kind == LAYER_ATTENTION && l->kv_heads % L->tp) what = "kv_heads", n = l->kv_heads;
-            else if (l->kind == LAYER_MLP && l->hidden % L->tp) what = "mlp hidden", n = l->hidden;
-            if (what) {
-                dsl_error(S->d, plan_loc(src, "tp"), "tp %d does not divide %s %" PRId64 " (layer at line %d)",
-                          L->tp, what, n, l->line);
-                break;
-            }
-        }
-    }
-    /* Stages need not hold equal numbers of blocks (planner/layout.c
-     * spreads them as evenly as possible), but each chunk needs one. */
-    if (L->pp != PLAN_AUTO && M->n_blocks > 0) {
-        int64_t chunks = L->chunks == PLAN_AUTO ? 1 : L->chunks;
-        if (L->pp > M->n_blocks)
-            dsl_error(S->d, plan_loc(src, "pp"), "pp %d is more than the %d transformer blocks of model %s", L->pp,
-                      M->n_blocks, M->name);
-        else if (chunks > 1 && (int64_t)L->pp * chunks > M->n_blocks)
-            dsl_error(S->d, plan_loc(src, "chunks"),
-                      "pp %d x chunks %" PRId64 " = %" PRId64 " is more than the %d transformer blocks of model %s",
-                      L->pp, chunks, (int64_t)L->pp * chunks, M->n_blocks, M->name);
-    }
-    if (L->chunks > 1 && L->schedule != PLAN_AUTO && L->schedule != SCHED_INTERLEAVED)
-        dsl_error(S->d, plan_loc(src, "chunks"), "chunks %d needs schedule interleaved (got %s)", L->chunks,
-                  SCHED_NAMES[L->schedule]);
-    if (L->schedule == SCHED_INTERLEAVED && L->pp == 1)
-        dsl_error(S->d, plan_loc(src, "schedule"), "schedule interleaved needs pp of at least 2");
-    if (L->global_batch != PLAN_AUTO) {
-        int64_t dp = L->dp == PLAN_AUTO ? 1 : L->dp;
-        int64_t mb = L->micro_batch == PLAN_AUTO ? 1 : L->micro_batch;
-        int64_t unit = dp * mb;   /* both <= 2^40, dp <= 2^20: no overflow */
-        if (unit > 1 && L->global_batch % unit) {
-            if (L->dp != PLAN_AUTO && L->micro_batch != PLAN_AUTO)
-                dsl_error(S->d, plan_loc(src, "global_batch"),
-                          "global_batch %" PRId64 " is not a multiple of dp %d x micro_batch %" PRId64 " = %" PRId64,
-                          L->global_batch, L->dp, L->micro_batch, unit);
-            else if (L->dp != PLAN_AUTO)
-                dsl_error(S->d, plan_loc(src, "global_batch"), "global_batch %" PRId64 " is not a multiple of dp %d",
-                          L->global_batch, L->dp);
-            else
-                dsl_error(S->d, plan_loc(src, "global_batch"),
-                          "global_batch %" PRId64 " is not a multiple of micro_batch %" PRId64, L->global_batch,
-                          L->micro_batch);
-        }
+    char why[512];
+    if (!plan_rule_tp_split(M, L->tp, why, sizeof why)) dsl_error(S->d, plan_loc(src, "tp"), "%s", why);
+    if (M->n_blocks > 0 && !plan_rule_pp_blocks(M, L->pp, L->chunks, why, sizeof why))
+        dsl_error(S->d, plan_loc(src, L->pp > M->n_blocks ? "pp" : "chunks"), "%s", why);
+    if (!plan_rule_schedule(L->schedule, L->pp, L->chunks, why, sizeof why))
+        dsl_error(S->d, plan_loc(src, L->chunks > 1 && L->schedule != SCHED_INTERLEAVED ? "chunks" : "schedule"),
+                  "%s", why);
+    if (!plan_rule_batch(L->global_batch, L->dp, L->micro_batch, why, sizeof why))
+        dsl_error(S->d, plan_loc(src, "global_batch"), "%s", why);
+    else if (!plan_rule_interleaved_batches(L, why, sizeof why))
+        dsl_error(S->d, plan_loc(src, "global_batch"), "%s", why);
+    if (!plan_rule_sp_rows(M, L->tp, L->micro_batch, L->sequence_parallel, why, sizeof why))
+        dsl_error(S->d, plan_loc(src, "sequence_parallel"), "%s", why);
+    /* sequence parallelism cuts the activations over the TP group: with
+     * tp 1 there is none, and the layout runs without it */
+    if (L->tp == 1 && L->sequence_parallel == 1) {
+        dsl_warning(S->d, plan_loc(src, "sequence_parallel"), "sequence_parallel has no effect with tp 1");
+        L->sequence_parallel = 0;
     }
 }
 
 /* The layout against the cluster: every GPU gets one rank, and a
- * tensor-parallel group stays inside a node. Class DSL_ERR_CLUSTER. */
+ * tensor-parallel group stays inside a node (planner/layout.c's rules).
+ * Class DSL_ERR_CLUSTER: a valid plan for another cluster, exit 1. */
 static void check_layout_cluster(Sema *S, const Layout *L, const Cluster *C, const PlanSrc *src)
 {
-    int64_t gpus = C->nodes * C->gpus_per_node;   /* <= 2^30 */
-    int64_t known = 1;
-    int n_auto = 0;
-    int par[3] = { L->dp, L->tp, L->pp };
-    for (int i = 0; i < 3; i++) {
-        if (par[i] == PLAN_AUTO) n_auto++;
-        else known *= par[i];            /* <= 2^60 */
-    }
-    if (L->tp != PLAN_AUTO && L->tp > C->gpus_per_node)
-        dsl_error_class(S->d, DSL_ERR_CLUSTER, plan_loc(src, "tp"),
-                        "tp %d is more than the %" PRId64 " GPUs of a node of cluster %s (tensor parallelism "
-                        "stays inside a node)", L->tp, C->gpus_per_node, C->name);
-    if (n_auto == 0 && known != gpus)
-        dsl_error_class(S->d, DSL_ERR_CLUSTER, src->block->key_loc,
-                        "dp %d x tp %d x pp %d = %" PRId64 " ranks, but cluster %s has %" PRId64 " GPUs (%" PRId64
-                        " node%s x %" PRId64 ")", L->dp, L->tp, L->pp, known, C->name, gpus, C->nodes,
-                        C->nodes == 1 ? "" : "s", C->gpus_per_node);
-    else if (n_auto > 0 && gpus % known)
-        dsl_error_class(S->d, DSL_ERR_CLUSTER, src->block->key_loc,
-                        "the fixed parallel degrees multiply to %" PRId64 ", which does not divide the %" PRId64
-                        " GPUs of cluster %s", known, gpus, C->name);
+    char why[512];
+    if (!plan_rule_tp_node(C, L->tp, why, sizeof why))
+        dsl_error_class(S->d, DSL_ERR_CLUSTER, plan_loc(src, "tp"), "%s", why);
+    if (!plan_rule_ranks(C, L->dp, L->tp, L->pp, why, sizeof why))
+        dsl_error_class(S->d, DSL_ERR_CLUSTER, src->block->key_loc, "%s", why);
 }
 
 /* ---- train ------------------------------------------------------------- */
@@ -1049,7 +1003,7 @@ static const char *const TOP_KEYS[] = { "model", "cluster", "plan", "train" };
  * cleanly, so one mistake does not cascade. */
 int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
 {
-    Sema S = { d, a };
+    Sema S = { d, a, NULL };
     int before = d->n_errors;
     memset(out, 0, sizeof *out);
     out->file = f->src->name;
@@ -1088,6 +1042,9 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
             if (cluster_ok) check_layout_cluster(&S, &out->layout, &out->cluster, &src);
         }
     }
+    if (model_ok && cluster_ok && S.device_no_fp32 && out->model.dtype == DTYPE_FP32)
+        dsl_error(d, S.device_no_fp32->key_loc, "device needs 'flops_fp32' when model %s trains in fp32 "
+                  "(for example: flops_fp32 19.5 TFLOPS)", out->model.name);
     if (t) {
         out->has_train = true;
         sema_train(&S, t, &out->train);

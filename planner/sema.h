@@ -23,8 +23,7 @@
  * returns 0. */
 int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out);
 
-/* The device preset called name (a100-sxm-80gb, h100-sxm-80gb,
- * h200-sxm-141gb, cpu), or NULL. */
-const Device *plan_device_preset(const char *name);
+/* The device presets (plan_device_preset) live in planner/presets.h. */
+#include "planner/presets.h"
 
 #endif /* PLANC_SEMA_H */

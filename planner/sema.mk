@@ -5,9 +5,12 @@ PLANC_SRCS += planner/sema.c
 # the checks and their exit classes, the examples' shapes).
 SEMA_TEST := $(BUILD)/tests/test_dsl_sema
 
-$(SEMA_TEST): tests/test_dsl_sema.c $(DSL_OBJS) $(BUILD)/obj/planner/sema.o
+# sema asks planner/layout.c's rules and reads planner/presets.c's device table
+SEMA_OBJS := $(BUILD)/obj/planner/sema.o $(BUILD)/obj/planner/layout.o $(BUILD)/obj/planner/presets.o
+
+$(SEMA_TEST): tests/test_dsl_sema.c $(DSL_OBJS) $(SEMA_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(DSL_OBJS) $(BUILD)/obj/planner/sema.o -o $@ $(CMOCKA_LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(DSL_OBJS) $(SEMA_OBJS) -o $@ $(CMOCKA_LIBS) $(LDLIBS)
 
 .PHONY: test-dsl-sema
 TEST_TARGETS += test-dsl-sema

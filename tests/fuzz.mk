@@ -19,7 +19,8 @@ FUZZ_TIME  ?= 60
 FUZZ_DIR   := $(BUILD)/fuzz
 FUZZ_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_FLAGS := -g -O1 -std=gnu11 $(WARN) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
-FUZZ_SRCS  := dsl/arena.c dsl/diag.c dsl/ast.c dsl/parse.c dsl/format.c planner/sema.c
+FUZZ_SRCS  := dsl/arena.c dsl/diag.c dsl/ast.c dsl/parse.c dsl/format.c planner/sema.c \
+              planner/layout.c planner/presets.c
 FUZZ_OBJS  := $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) \
               $(FUZZ_DIR)/obj/gen/parser.gen.o $(FUZZ_DIR)/obj/gen/lexer.gen.o
 FUZZ_BINS  := $(FUZZ_DIR)/fuzz_check $(FUZZ_DIR)/fuzz_fmt
@@ -40,7 +41,7 @@ $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
 # every test (so SAN=1 sanitizes them too).
 FUZZ_REPLAY := $(BUILD)/tests/fuzz_check_replay $(BUILD)/tests/fuzz_fmt_replay
 
-$(BUILD)/tests/fuzz_%_replay: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(DSL_OBJS) $(BUILD)/obj/planner/sema.o \
+$(BUILD)/tests/fuzz_%_replay: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(DSL_OBJS) $(SEMA_OBJS) \
                               | $(DSL_GEN)/parser.gen.h $(DSL_GEN)/lexer.gen.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)

@@ -179,6 +179,7 @@ static void test_refusals(void **state)
     struct { Case c; int seq_par; const char *needle; } bad[] = {
         { { "tp3", 1, 3, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, "" },
         { { "tp8", 1, 8, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, "heads" },
+        /* a vocabulary tp does not divide is padded, not refused (tests/test_rules.c) */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         DslArena a;
