@@ -962,6 +962,163 @@ static void test_tied_embedding_allreduce(void **state)
     }
 }
 
+/* The code generator's contract (program.h): after each stage's last
+ * compute op (and the sends and reductions that follow it) come
+ * SP_NORM_REDUCE (sequence parallel, tp > 1; TP; the stage's norm-weight
+ * gradient bytes), EMBED_REDUCE (tied head, pp > 1, first and last stage;
+ * the embedding group; V h / t elements), NORM_REDUCE (every stage; all
+ * ranks; 4 bytes), OPT_STEP, then SYNC_PARAMS (ZeRO-1/2, dp > 1) — each
+ * costed by comm.c on its group's link, for a table of layouts. */
+static void test_step_collectives_contract(void **state)
+{
+    (void)state;
+    static const struct { bool gpt; int dp, tp, pp, zero, sched, v, sp; } T[] = {
+        { true,  8, 1, 1, 0, SCHED_1F1B, 1, 0 },        { true,  4, 2, 1, 1, SCHED_1F1B, 1, 1 },
+        { true,  4, 1, 2, 1, SCHED_1F1B, 1, 0 },        { true,  2, 2, 2, 2, SCHED_GPIPE, 1, 1 },
+        { true,  1, 2, 4, 3, SCHED_ZB_H1, 1, 1 },       { true,  2, 1, 4, 1, SCHED_INTERLEAVED, 2, 0 },
+        { true,  1, 4, 2, 0, SCHED_INTERLEAVED, 2, 1 }, { false, 2, 2, 2, 1, SCHED_1F1B, 1, 1 },
+        { false, 1, 2, 4, 2, SCHED_ZB_H1, 1, 0 },       { true, 16, 2, 2, 1, SCHED_1F1B, 1, 1 },
+    };
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    const int64_t h = 1024, V = 51200;
+    for (size_t t = 0; t < sizeof T / sizeof T[0]; t++) {
+        Model m;
+        if (T[t].gpt) plan_preset_gpt(&m, buf, "g", 8, h, 16, 2048, V, DTYPE_BF16);
+        else plan_preset_llama(&m, buf, "l", 8, h, 16, 8, 2816, 2048, V, DTYPE_BF16);
+        int gpus = T[t].dp * T[t].tp * T[t].pp;
+        Cluster cl = plan_preset_dgx_a100(gpus > 8 ? gpus / 8 : 1);
+        Plan p = plan_preset_plan(m, cl, T[t].dp, T[t].tp, T[t].pp, T[t].zero, 1,
+                                  (int64_t)T[t].dp * 4 * T[t].pp, T[t].sched, T[t].v, RECOMPUTE_NONE,
+                                  T[t].sp);
+        PlanProgram pr;
+        char why[256];
+        if (!plan_lower(&p, &pr, why, sizeof why)) fail_msg("row %zu: %s", t, why);
+        int pp = T[t].pp, tp = T[t].tp, dp = T[t].dp;
+        PlanGroup all = plan_layout_group(&cl, dp, tp, pp, GROUP_ALL);
+        PlanGroup tpg = plan_layout_group(&cl, dp, tp, pp, GROUP_TP);
+        PlanGroup eg = plan_layout_group(&cl, dp, tp, pp, GROUP_EMBED);
+        assert_int_equal(all.size, gpus);
+        assert_int_equal(eg.size, pp > 1 ? 2 : 1);
+        for (int s = 0; s < pp; s++) {
+            const PlanStageProgram *sp = &pr.stages[s];
+            int last = -1, blocks = 0;
+            bool final_norm = false;
+            for (int i = 0; i < sp->n_ops; i++) {
+                const PlanOp *o = &sp->ops[i];
+                if (o->kind == OP_FWD || o->kind == OP_BWD || o->kind == OP_BWD_INPUT ||
+                    o->kind == OP_BWD_WEIGHT)
+                    last = i;
+                if (o->kind == OP_FWD && o->mb == 0)   /* the stage's layers, chunk by chunk */
+                    for (int l = o->first_layer; l < o->end_layer; l++) {
+                        blocks += p.model.layers[l].kind == LAYER_ATTENTION;
+                        final_norm |= p.model.layers[l].kind == LAYER_NORM;
+                    }
+            }
+            int i = last + 1;
+            while (i < sp->n_ops && (sp->ops[i].kind == OP_SEND_GRAD || sp->ops[i].kind == OP_SEND_ACT ||
+                                     sp->ops[i].kind == OP_REDUCE_GRADS))
+                i++;
+            PlanOpKind want[5];
+            int n = 0;
+            bool has_sp = T[t].sp && tp > 1, has_embed = T[t].gpt && pp > 1 && (s == 0 || s == pp - 1);
+            if (has_sp) want[n++] = OP_SP_NORM_REDUCE;
+            if (has_embed) want[n++] = OP_EMBED_REDUCE;
+            want[n++] = OP_NORM_REDUCE;
+            want[n++] = OP_OPT_STEP;
+            if ((T[t].zero == 1 || T[t].zero == 2) && dp > 1) want[n++] = OP_SYNC_PARAMS;
+            if (sp->n_ops - i != n) fail_msg("row %zu stage %d: %d ops after the compute, want %d", t, s,
+                                             sp->n_ops - i, n);
+            for (int j = 0; j < n; j++) {
+                const PlanOp *o = &sp->ops[i + j];
+                assert_int_equal(o->kind, want[j]);
+                if (o->kind == OP_SP_NORM_REDUCE) {
+                    /* GPT: two LayerNorms (gain + bias, 2h) per block, the final one 2h */
+                    double bytes = 2.0 * (4 * h * blocks + (final_norm ? 2 * h : 0));
+                    assert_int_equal(o->group, GROUP_TP);
+                    assert_int_equal(o->coll, COLL_ALL_REDUCE);
+                    if (T[t].gpt) assert_true(o->bytes == bytes);
+                    assert_true(o->dur == plan_comm_cost(&cl, COLL_ALL_REDUCE, ALGO_AUTO, tpg, o->bytes).time);
+                }
+                if (o->kind == OP_EMBED_REDUCE) {
+                    assert_int_equal(o->group, GROUP_EMBED);
+                    assert_int_equal(o->peer, s == 0 ? pp - 1 : 0);
+                    assert_true(o->bytes == 2.0 * V * h / tp);
+                    assert_true(o->dur == plan_comm_cost(&cl, COLL_ALL_REDUCE, ALGO_AUTO, eg, o->bytes).time);
+                    assert_true(o->dur > 0);
+                }
+                if (o->kind == OP_NORM_REDUCE) {
+                    assert_int_equal(o->group, GROUP_ALL);
+                    assert_true(o->bytes == 4);
+                    assert_true(o->dur == plan_comm_cost(&cl, COLL_ALL_REDUCE, ALGO_AUTO, all, 4).time);
+                    assert_true((o->dur > 0) == (gpus > 1));
+                }
+                assert_int_equal(o->mb, -1);
+            }
+        }
+        plan_program_free(&pr);
+    }
+}
+
+/* One bubble definition (simulate.h): pp 1 has none (0 s, fraction 0),
+ * whatever the network — ZeRO-3 waiting for gathers on a slow link is
+ * exposed gather time, not bubble; on uniform stages 1F1B gives
+ * Narayanan's (p-1)/m; and everywhere bubble seconds / the critical
+ * stage's compute = the fraction, and the breakdown adds up to the step. */
+static void test_bubble_definition(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(16)];
+    for (int z = 0; z <= 3; z++)
+        for (int slow = 0; slow < 2; slow++) {
+            Plan p = gpt_plan(buf, 16, 2048, 16, 4, 32, 1, 1, z, 1, 256, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+            if (slow) { p.cluster.inter.bandwidth = 1e8; p.cluster.intra.bandwidth = 1e9; }
+            PlanEval ev;
+            PlanProgram pr;
+            PlanSimResult r;
+            char why[256];
+            plan_evaluate(&p, &ev);
+            assert_true(ev.valid);
+            assert_true(plan_lower(&p, &pr, why, sizeof why));
+            assert_true(plan_simulate(&pr, &r));
+            assert_true(ev.bubble_fraction == 0 && ev.times.bubble == 0);
+            assert_true(r.bubble == 0 && r.bubble_fraction == 0);
+            if (slow && z == 3) assert_true(ev.times.gather_exposed > ev.times.compute);
+            plan_sim_free(&r);
+            plan_program_free(&pr);
+            plan_eval_free(&ev);
+        }
+    /* uniform 1F1B: (p-1)/m in seconds and as a fraction */
+    for (int pp = 2; pp <= 8; pp *= 2)
+        for (int m = pp; m <= 4 * pp; m += pp) {
+            PlanOpCosts c;
+            PlanSimSummary sm;
+            assert_true(synthetic(&c, pp, 1, m, SCHED_1F1B, 0, 1.0, 2.0, 1.0));
+            assert_true(plan_simulate_costs(&c, &sm));
+            assert_close(sm.bubble_fraction, (pp - 1.0) / m, 0, 1e-12);
+            assert_close(sm.bubble, (pp - 1.0) * 3.0, 0, 1e-12);
+            plan_op_costs_free(&c);
+        }
+    /* real layouts, pipelined: seconds and fraction agree, items add up */
+    int scheds[] = { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1 };
+    for (int si = 0; si < 4; si++)
+        for (int pp = 2; pp <= 4; pp *= 2)
+            for (int z = 0; z <= 3; z++) {
+                int v = scheds[si] == SCHED_INTERLEAVED ? 2 : 1;
+                Plan p = gpt_plan(buf, 16, 2048, 16, 2, 16 / (2 * pp), 2, pp, z, 1, 64, scheds[si], v,
+                                  RECOMPUTE_SELECTIVE, z % 2);
+                PlanEval ev;
+                plan_evaluate(&p, &ev);
+                assert_true(ev.valid);
+                const PlanTimes *t = &ev.times;
+                double sum = t->compute + t->tp + t->p2p + t->dp_exposed + t->gather_exposed + t->sp_norm +
+                             t->embed + t->norm + t->optimizer + t->sync + t->bubble;
+                assert_close(sum, ev.step_time, 0, 1e-9);
+                assert_close(t->bubble, ev.bubble_fraction * (t->compute + t->tp), 0, 1e-9);
+                assert_true(t->bubble > 0 && t->bubble < ev.step_time);
+                plan_eval_free(&ev);
+            }
+}
+
 /* The two switches that model Megatron-LM 2021 (planner/validate.c): the
  * DP reductions after the flush (each stage's REDUCE_GRADS after its last
  * compute op, draining nothing, one per chunk) and blocking sends (on the
@@ -1044,7 +1201,7 @@ static void test_report(void **state)
     const char *keys[] = { "\"feasible\": true", "\"params\": ", "\"layout\": {\"dp\": 2, \"tp\": 2, \"pp\": 2",
                            "\"peak_memory_bytes\"", "\"step_time_s\"", "\"tokens_per_s\"",
                            "\"tflops_per_gpu\"", "\"mfu\"", "\"hfu\"", "\"bubble_fraction\"",
-                           "\"stages\"", "\"params_bytes\"", "\"grads_bytes\"", "\"optimizer_bytes\"",
+                           "\"stages\"", "\"params_bytes\"", "\"norm_s\"", "\"sp_norm_s\"", "\"embed_s\"", "\"grads_bytes\"", "\"optimizer_bytes\"",
                            "\"activations_bytes\"", "\"buffers_bytes\"", "\"total_bytes\"",
                            "\"schedule\": \"1f1b\"", "\"recompute\": \"selective\"",
                            "\"sequence_parallel\": true" };
@@ -1098,6 +1255,8 @@ int main(void)
         cmocka_unit_test(test_comm_hier_and_sp),
         cmocka_unit_test(test_wave_sms),
         cmocka_unit_test(test_tied_embedding_allreduce),
+        cmocka_unit_test(test_step_collectives_contract),
+        cmocka_unit_test(test_bubble_definition),
         cmocka_unit_test(test_megatron_2021_switches),
         cmocka_unit_test(test_random_layouts),
         cmocka_unit_test(test_report),
