@@ -82,41 +82,54 @@ static int emit(PlanStageProgram *sp, PlanOp op)
     return sp->n_ops++;
 }
 
+/* The op builders write each field in place: the fast path builds every
+ * op of every micro-step, and building a struct on the stack to copy it
+ * (or a memset read back whole) stalls the store buffer — it was more
+ * than half of the search's time. */
+
 /* An op of (mb, chunk) on stage s with the chunk's layer range filled in. */
-static PlanOp op_of(const PlanOpCosts *c, PlanOpKind kind, int s, int mb, int chunk)
+static inline void set_op(PlanOp *o, const PlanOpCosts *c, PlanOpKind kind, int s, int mb, int chunk)
 {
     int k = chunk * c->pp + s;
+    o->kind = kind; o->mb = mb; o->chunk = chunk; o->vstage = k; o->peer = -1;
+    o->first_layer = c->first_layer[k]; o->end_layer = c->end_layer[k];
+    o->coll = COLL_ALL_REDUCE; o->group = GROUP_TP; o->bytes = 0; o->buckets = 0; o->pair = -1;
+    o->stream = STREAM_COMPUTE; o->dur = 0;
+}
+
+/* A DP/ZeRO collective of the chunk, one bucket per layer. */
+static inline void set_comm(PlanOp *o, const PlanOpCosts *c, PlanOpKind kind, int s, int mb, int chunk,
+                            PlanCollective coll, double bytes, double dur)
+{
+    set_op(o, c, kind, s, mb, chunk);
+    int layers = c->layers[chunk * c->pp + s];
+    o->stream = STREAM_COMM; o->coll = coll; o->group = GROUP_DP; o->bytes = bytes;
+    o->buckets = layers > 0 ? layers : 1; o->dur = dur;
+}
+
+/* A pipeline send (its transfer time) or receive (0: the wait is simulated). */
+static inline void set_p2p(PlanOp *o, const PlanOpCosts *c, PlanOpKind kind, int s, int mb, int chunk,
+                           int peer, double bytes, double dur)
+{
+    set_op(o, c, kind, s, mb, chunk);
+    bool send = kind == OP_SEND_ACT || kind == OP_SEND_GRAD;
+    o->stream = send && !c->p2p_blocking ? STREAM_P2P : STREAM_COMPUTE;
+    o->peer = peer; o->coll = COLL_P2P; o->group = GROUP_PP; o->bytes = bytes;
+    o->dur = send ? dur : 0;
+}
+
+static PlanOp op_of(const PlanOpCosts *c, PlanOpKind kind, int s, int mb, int chunk)
+{
     PlanOp o;
-    memset(&o, 0, sizeof o);
-    o.kind = kind; o.mb = mb; o.chunk = chunk; o.vstage = k; o.peer = -1; o.pair = -1;
-    o.first_layer = c->first_layer[k]; o.end_layer = c->end_layer[k];
-    o.stream = STREAM_COMPUTE;
+    set_op(&o, c, kind, s, mb, chunk);
     return o;
 }
 
 static PlanOp comm_op(const PlanOpCosts *c, PlanOpKind kind, int s, int mb, int chunk,
                       PlanCollective coll, double bytes, double dur)
 {
-    PlanOp o = op_of(c, kind, s, mb, chunk);
-    o.stream = STREAM_COMM;
-    o.coll = coll;
-    o.group = GROUP_DP;
-    o.bytes = bytes;
-    o.buckets = c->layers[chunk * c->pp + s] > 0 ? c->layers[chunk * c->pp + s] : 1;
-    o.dur = dur;
-    return o;
-}
-
-static PlanOp p2p_op(const PlanOpCosts *c, PlanOpKind kind, int s, int mb, int chunk, int peer,
-                     double bytes, double dur)
-{
-    PlanOp o = op_of(c, kind, s, mb, chunk);
-    o.stream = (kind == OP_SEND_ACT || kind == OP_SEND_GRAD) && !c->p2p_blocking ? STREAM_P2P : STREAM_COMPUTE;
-    o.peer = peer;
-    o.coll = COLL_P2P;
-    o.group = GROUP_PP;
-    o.bytes = bytes;
-    o.dur = kind == OP_SEND_ACT || kind == OP_SEND_GRAD ? dur : 0;
+    PlanOp o;
+    set_comm(&o, c, kind, s, mb, chunk, coll, bytes, dur);
     return o;
 }
 
@@ -139,31 +152,29 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
     bool split_bwd = c->schedule == SCHED_ZB_H1;
     PlanCollective red = c->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER;
     if (st.kind != PLAN_STEP_W && c->zero >= 3)
-        g = put(out, &cnt, comm_op(c, OP_GATHER_PARAMS, s, st.mb, st.chunk, COLL_ALL_GATHER,
-                                   c->grad_bytes[k], c->gather[k]));
+        set_comm(&out[g = cnt++], c, OP_GATHER_PARAMS, s, st.mb, st.chunk, COLL_ALL_GATHER,
+                 c->grad_bytes[k], c->gather[k]);
     if (st.kind == PLAN_STEP_F && has_prev)
-        put(out, &cnt, p2p_op(c, OP_RECV_ACT, s, st.mb, st.chunk, prev, c->p2p_bytes[k], 0));
+        set_p2p(&out[cnt++], c, OP_RECV_ACT, s, st.mb, st.chunk, prev, c->p2p_bytes[k], 0);
     if (st.kind == PLAN_STEP_B && has_next)
-        put(out, &cnt, p2p_op(c, OP_RECV_GRAD, s, st.mb, st.chunk, next, c->p2p_bytes[k], 0));
+        set_p2p(&out[cnt++], c, OP_RECV_GRAD, s, st.mb, st.chunk, next, c->p2p_bytes[k], 0);
     PlanOpKind kind = st.kind == PLAN_STEP_F ? OP_FWD : st.kind == PLAN_STEP_W ? OP_BWD_WEIGHT
                     : split_bwd ? OP_BWD_INPUT : OP_BWD;
-    PlanOp x = op_of(c, kind, s, st.mb, st.chunk);
-    x.dur = kind == OP_FWD ? c->fwd[k] : kind == OP_BWD_WEIGHT ? c->bwd_weight[k]
-          : kind == OP_BWD_INPUT ? c->bwd_input[k] : c->bwd[k];
-    i = put(out, &cnt, x);
+    set_op(&out[i = cnt++], c, kind, s, st.mb, st.chunk);
+    out[i].dur = kind == OP_FWD ? c->fwd[k] : kind == OP_BWD_WEIGHT ? c->bwd_weight[k]
+               : kind == OP_BWD_INPUT ? c->bwd_input[k] : c->bwd[k];
     if (g >= 0) out[g].pair = i;
     if (st.kind == PLAN_STEP_F && has_next)
-        put(out, &cnt, p2p_op(c, OP_SEND_ACT, s, st.mb, st.chunk, next, c->p2p_bytes[k], c->p2p[k]));
+        set_p2p(&out[cnt++], c, OP_SEND_ACT, s, st.mb, st.chunk, next, c->p2p_bytes[k], c->p2p[k]);
     if (st.kind == PLAN_STEP_B && has_prev)
-        put(out, &cnt, p2p_op(c, OP_SEND_GRAD, s, st.mb, st.chunk, prev, c->p2p_bytes[k], c->p2p[k]));
+        set_p2p(&out[cnt++], c, OP_SEND_GRAD, s, st.mb, st.chunk, prev, c->p2p_bytes[k], c->p2p[k]);
     /* the reduction drains the op that finishes the chunk's gradients:
      * the backward, or zb-h1's weight pass */
     bool drains = st.kind == PLAN_STEP_W || (st.kind == PLAN_STEP_B && !split_bwd);
     double rd = drains ? plan_reduce_after(c, k, st.mb) : 0;
     if (rd > 0) {
-        PlanOp r = comm_op(c, OP_REDUCE_GRADS, s, st.mb, st.chunk, red, c->grad_bytes[k], rd);
-        r.pair = i;
-        put(out, &cnt, r);
+        set_comm(&out[cnt], c, OP_REDUCE_GRADS, s, st.mb, st.chunk, red, c->grad_bytes[k], rd);
+        out[cnt++].pair = i;
     }
     return cnt;
 }
