@@ -2,23 +2,29 @@
  * evaluate.c: the evaluation driver — plan_evaluate, what `check` prints
  * and `search` ranks.
  *
- * The planner core runs one way. Each arrow is "calls"; no two files call
- * each other, and only this file (and the callers outside the core) call
- * more than one of them:
+ * The planner core runs one way: each file calls only files on rows below
+ * its own, so no two files call each other.
  *
- *     search.c, report.c, validate.c, cmd_trace.c, emit.c
- *            |
- *            v
- *     evaluate.c ----------------------------+---------------+
- *       |         \             \            |               |
- *       v          v             v           v               v
- *     layout.c   memory.c    simulate.c --> lower.c ---> schedule.c
- *                  |            |  \          |   (plan_expand_step,
- *                  v            |   +---------|--> schedule.c
- *                cost.c <-------|-------------+   (plan_lower: plan_costs)
- *                  |            |
- *                  v            v
- *            model.c, comm.c   (program.h: the Program's types)
+ *     row 4   evaluate.c           <- search.c, report.c, validate.c,
+ *               |  |  |  |  |         cli/cmd_trace.c, codegen/emit.c
+ *     row 3   simulate.c  |  |  |
+ *               |  |      |  |  |
+ *     row 2   lower.c <---+  |  |     (evaluate: plan_op_costs_fill)
+ *               |  |  |      |  |
+ *     row 1   schedule.c  memory.c
+ *                  |  |         |
+ *     row 0   cost.c <----------+--   (evaluate and lower: plan_costs)
+ *               |
+ *     base    model.c  comm.c  layout.c
+ *
+ *   evaluate.c -> simulate.c (plan_simulate_costs), lower.c
+ *                 (plan_op_costs_fill), memory.c, cost.c, layout.c (check)
+ *   simulate.c -> lower.c (plan_expand_step, plan_expand_tail), schedule.c
+ *   lower.c    -> schedule.c (step orders, plan_reduce_after); cost.c and
+ *                 layout.c (plan_lower builds the table of a Plan)
+ *   memory.c   -> model.c (it reads the cost table's fields, calls nothing of it)
+ *   schedule.c -> nothing (it reads the tables' durations)
+ *   cost.c     -> model.c, comm.c, layout.c
  *
  *   - cost.c: the cost table only (per-chunk seconds and bytes, per-stage
  *     optimizer and step-level collectives); calls model.c and comm.c.
