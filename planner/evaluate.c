@@ -5,17 +5,15 @@
  * The planner core runs one way: each file calls only files on rows below
  * its own, so no two files call each other.
  *
- *     row 4   evaluate.c           <- search.c, report.c, validate.c,
- *               |  |  |  |  |         cli/cmd_trace.c, codegen/emit.c
- *     row 3   simulate.c  |  |  |
- *               |  |      |  |  |
- *     row 2   lower.c <---+  |  |     (evaluate: plan_op_costs_fill)
- *               |  |  |      |  |
- *     row 1   schedule.c  memory.c
- *                  |  |         |
- *     row 0   cost.c <----------+--   (evaluate and lower: plan_costs)
- *               |
- *     base    model.c  comm.c  layout.c
+ *     row 4   evaluate.c       (called by search.c, report.c, validate.c,
+ *                                cli/cmd_trace.c, codegen/emit.c)
+ *     row 3   simulate.c
+ *     row 2   lower.c
+ *     row 1   schedule.c   memory.c
+ *     row 0   cost.c
+ *     base    model.c   comm.c   layout.c
+ *
+ * and the calls, each downwards:
  *
  *   evaluate.c -> simulate.c (plan_simulate_costs), lower.c
  *                 (plan_op_costs_fill), memory.c, cost.c, layout.c (check)
