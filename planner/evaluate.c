@@ -16,7 +16,8 @@
  * and the calls, each downwards:
  *
  *   evaluate.c -> simulate.c (plan_simulate_costs), lower.c
- *                 (plan_op_costs_fill), memory.c, cost.c, layout.c (check)
+ *                 (plan_op_costs_fill), memory.c, cost.c, layout.c (check),
+ *                 model.c (the parameter count)
  *   simulate.c -> lower.c (plan_expand_step, plan_expand_tail), schedule.c
  *   lower.c    -> schedule.c (step orders, plan_reduce_after); cost.c and
  *                 layout.c (plan_lower builds the table of a Plan)
