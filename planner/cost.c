@@ -179,8 +179,9 @@ void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
 /* Why: the collectives the runtime runs once per step, after the DP
  * reductions and before the optimizer step, are costed here so the
  * Program shows them as ops (lower.c's tail) instead of hiding them in
- * the optimizer's time. Each is an all-reduce (alpha-beta with the bus
- * factor of comm.c) on the link its group spans:
+ * the optimizer's time. Each is an all-reduce, seconds by comm.c's
+ * alpha-beta model with the all-reduce bus factor 2(n-1)/n over the n
+ * members of its group, on the link the group spans; sizes in bytes:
  *  - sequence parallelism leaves the norm weights' gradients partial over
  *    TP (each rank saw its rows): an all-reduce over TP of the stage's
  *    norm gains (and LayerNorm biases), e bytes each (Korthikanti et al.
