@@ -122,7 +122,7 @@ static bool run_op(const PlanOp *o, int s, Clock *c, Shared *sh, const PlanOp *f
         sn->end = feeder ? fed(sn->start, o->dur, feeder_span->start, feeder->dur, feeder->buckets)
                          : sn->start + o->dur;
         a->busy += o->dur;
-        a->stall += sn->end - sn->start - o->dur;
+        if (feeder) a->stall += later(0, sn->end - sn->start - o->dur);   /* (not rounding) */
         c->t_comp = c->comp_end = sn->end;
         break;
     case OP_RECV_ACT: case OP_RECV_GRAD: {
