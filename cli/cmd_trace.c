@@ -22,6 +22,7 @@
 
 #include "cli/commands.h"
 #include "planner/cost.h"
+#include "planner/evaluate.h"
 #include "planner/layout.h"
 #include "planner/program.h"
 #include "planner/simulate.h"

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "planner/cost.h"
+#include "planner/evaluate.h"
 #include "planner/model.h"
 #include "planner/layout.h"
 #include "planner/program.h"

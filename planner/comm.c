@@ -75,6 +75,9 @@ PlanGroup plan_layout_group(const Cluster *cl, int dp, int tp, int pp, PlanGroup
     case GROUP_TP: return plan_group_shape(G, 1, tp);
     case GROUP_DP: return plan_group_shape(G, tp, dp);
     case GROUP_PP: return plan_group_shape(G, (int64_t)tp * dp, pp);
+    case GROUP_EMBED:   /* two members (pp > 1), tp*dp*(pp-1) ranks apart */
+        return pp > 1 ? plan_group_shape(G, (int64_t)tp * dp * (pp - 1), 2) : plan_group_shape(G, 1, 1);
+    case GROUP_ALL: return plan_group_shape(G, 1, (int64_t)tp * dp * pp);
     }
     return plan_group_shape(G, 1, 1);
 }

@@ -31,7 +31,14 @@ typedef enum {
     ALGO_HIER,            /* inside the node, across nodes, inside again */
 } PlanAlgo;               /* ORDER PlanAlgo */
 
-typedef enum { GROUP_TP, GROUP_DP, GROUP_PP } PlanGroupKind;
+typedef enum {
+    GROUP_TP,             /* the tensor-parallel ranks of a stage */
+    GROUP_DP,             /* the data-parallel replicas of a stage's shard */
+    GROUP_PP,             /* the stages of one pipeline */
+    GROUP_EMBED,          /* Megatron's embedding group: the first and the last stage of a
+                             pipeline (same dp and tp rank), which both hold the tied word table */
+    GROUP_ALL,            /* every rank (the gradient-norm all-reduce) */
+} PlanGroupKind;          /* ORDER PlanGroupKind */
 
 /* A group's shape on the topology. */
 typedef struct {

@@ -1,6 +1,7 @@
 /*
- * cost.c: seconds per micro-batch of every pipeline chunk, and the step
- * time of a layout (the fast path of `check` and `search`).
+ * cost.c: the cost table — seconds per micro-batch of every pipeline
+ * chunk, the bytes and seconds of its collectives, and per stage the
+ * optimizer step and the step-level collectives.
  *
  * Compute is timed per kernel, not from a global efficiency: each GEMM is
  * a roofline of its tile- and wave-quantised tensor-core time against its
@@ -10,15 +11,12 @@
  * residual, cross-entropy) is its bytes over the HBM bandwidth, and every
  * kernel pays a small launch gap. TP collectives are synchronous in
  * Megatron, so they add to the forward and backward; DP, ZeRO and PP
- * collectives are left to the schedule. The step time is the simulated
- * time of the layout's Program, computed over its micro-steps without
- * building it (simulate.c: plan_simulate_costs): no closed form is exact
- * once chunks are uneven, m < p, ZeRO-3 gathers queue behind reductions or
- * ZB-H1 places its weight passes by list scheduling. The search prunes
- * with a proven lower bound of it (plan_pipeline_time).
+ * collectives and the step-level ones are separate entries that the
+ * Program places (lower.c) and the simulator times (simulate.c).
  *
- * What this file must not do: derive a schedule. It gives per-chunk costs
- * and bounds; the op order lives in lower.c only.
+ * What this file must not do: derive a schedule, build ops or simulate.
+ * It calls the model arithmetic (model.c) and the collective costs
+ * (comm.c) only; see evaluate.c for the call graph.
  */
 #include "planner/cost.h"
 
@@ -27,7 +25,6 @@
 #include <string.h>
 #include <stdio.h>
 #include "planner/comm.h"
-#include "planner/simulate.h"
 #include "planner/model.h"
 
 /* ---- kernels ---------------------------------------------------------- */
@@ -179,6 +176,52 @@ void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
     dp_times(&p->cluster, l, plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP), c);
 }
 
+/* Why: the collectives the runtime runs once per step, after the DP
+ * reductions and before the optimizer step, are costed here so the
+ * Program shows them as ops (lower.c's tail) instead of hiding them in
+ * the optimizer's time. Each is an all-reduce, seconds by comm.c's
+ * alpha-beta model with the all-reduce bus factor 2(n-1)/n over the n
+ * members of its group, on the link the group spans; sizes in bytes:
+ *  - sequence parallelism leaves the norm weights' gradients partial over
+ *    TP (each rank saw its rows): an all-reduce over TP of the stage's
+ *    norm gains (and LayerNorm biases), e bytes each (Korthikanti et al.
+ *    2022 Sec. 4.2.2; Megatron's allreduce_layernorm_grads);
+ *  - a tied head on another stage than the embedding keeps a copy of the
+ *    word table: the first and the last stage all-reduce its gradient,
+ *    V h / t elements per TP rank (Shoeybi et al. 2019; Narayanan et al.
+ *    2021 Sec. 3, the embedding group; Megatron's _allreduce_embedding_grads);
+ *  - the squared gradient norm, one fp32 (4 bytes), over all ranks (for
+ *    clipping, logging and the NaN stop), every stage. */
+static void step_collectives(const Plan *p, const Layout *l, int emb_chunk, int head_chunk,
+                             PlanCosts *out)
+{
+    const Model *mo = &p->model;
+    const Cluster *cl = &p->cluster;
+    double e = plan_dtype_bytes(mo->dtype);
+    if (l->sequence_parallel == 1 && l->tp > 1) {
+        PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
+        for (int k = 0; k < out->n_chunks; k++)
+            for (int i = out->chunk[k].first; i < out->chunk[k].end; i++)
+                out->sp_norm_bytes[k % l->pp] += e * (double)plan_layer_norm_params(mo, &mo->layers[i]);
+        for (int s = 0; s < l->pp; s++)
+            if (out->sp_norm_bytes[s] > 0)
+                out->sp_norm[s] = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, tpg,
+                                                 out->sp_norm_bytes[s]).time;
+    }
+    bool tied = false;
+    for (int i = 0; i < mo->n_layers; i++) tied |= mo->layers[i].kind == LAYER_LM_HEAD && mo->layers[i].tied;
+    if (tied && head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
+        PlanGroup eg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_EMBED);
+        double bytes = e * ceil((double)plan_vocab_padded(mo, l->tp) * (double)mo->dim / l->tp);
+        double t = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, eg, bytes).time;
+        int ends[2] = { emb_chunk % l->pp, head_chunk % l->pp };
+        for (int j = 0; j < 2; j++) { out->embed[ends[j]] = t; out->embed_bytes[ends[j]] = bytes; }
+    }
+    PlanGroup all = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_ALL);
+    out->norm_bytes = 4;
+    out->norm = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, all, out->norm_bytes).time;
+}
+
 bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
 {
     const Model *mo = &p->model;
@@ -193,7 +236,13 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     out->cost = calloc((size_t)out->n_chunks, sizeof *out->cost);
     out->opt = calloc((size_t)l->pp, sizeof *out->opt);
     out->opt_params = calloc((size_t)l->pp, sizeof *out->opt_params);
-    if (!out->chunk || !out->cost || !out->opt || !out->opt_params) return false;
+    out->sp_norm = calloc((size_t)l->pp, sizeof *out->sp_norm);
+    out->sp_norm_bytes = calloc((size_t)l->pp, sizeof *out->sp_norm_bytes);
+    out->embed = calloc((size_t)l->pp, sizeof *out->embed);
+    out->embed_bytes = calloc((size_t)l->pp, sizeof *out->embed_bytes);
+    if (!out->chunk || !out->cost || !out->opt || !out->opt_params || !out->sp_norm ||
+        !out->sp_norm_bytes || !out->embed || !out->embed_bytes)
+        return false;
     if (!plan_split(mo, l->pp, l->chunks, out->chunk)) return false;
     out->peak_flops = mo->dtype == DTYPE_FP32 ? cl->device.flops_fp32 : cl->device.flops_16;
 
@@ -294,24 +343,10 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
         dp_times(cl, l, dpg, c);
         out->opt_params[k % l->pp] += c->params;
     }
-    /* Megatron keeps the tied word table on the first and the last stage
-     * and all-reduces its gradient between the two every step, after the
-     * DP reduction and before the optimizer step, on the critical path
-     * (Shoeybi et al. 2019; Narayanan et al. 2021 Sec. 3: the embedding
-     * group; Megatron's _allreduce_embedding_grads): V h / t elements per
-     * TP rank, an all-reduce over 2 GPUs (bus factor 2(n-1)/n = 1) over
-     * the PP link. It is part of those stages' OPT_STEP time. */
-    if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp)
-        for (int i = 0; i < mo->n_layers; i++)
-            if (mo->layers[i].kind == LAYER_LM_HEAD && mo->layers[i].tied) {
-                double bytes = e * (double)(plan_vocab_padded(mo, l->tp) / l->tp) * (double)mo->dim;
-                double t = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, pair, bytes).time;
-                out->cost[emb_chunk].embed = out->cost[head_chunk].embed = t;
-            }
+    step_collectives(p, l, emb_chunk, head_chunk, out);
     for (int s = 0; s < l->pp; s++) {
         if (l->zero >= 1) out->opt_params[s] = (out->opt_params[s] + (uint64_t)l->dp - 1) / (uint64_t)l->dp;
         out->opt[s] = stream_time(&cl->device, PLAN_ADAM_BYTES * (double)out->opt_params[s], 1);
-        for (int v = 0; v < l->chunks; v++) out->opt[s] += out->cost[v * l->pp + s].embed;
     }
     return !ovf;
 }
@@ -319,190 +354,6 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
 void plan_costs_free(PlanCosts *c)
 {
     free(c->chunk); free(c->cost); free(c->opt); free(c->opt_params);
+    free(c->sp_norm); free(c->sp_norm_bytes); free(c->embed); free(c->embed_bytes);
     memset(c, 0, sizeof *c);
-}
-
-/* ---- closed forms (uniform stages) and bounds ------------------------- */
-
-double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
-                               double F, double B, double W)
-{
-    double dm = (double)m;
-    switch (schedule) {
-    case SCHED_INTERLEAVED: return (p - 1) / ((double)v * dm);
-    case SCHED_ZB_H1:       return (p - 1) * fmax(F + B - W, 0) / (dm * (F + B + W));
-    default:                return (p - 1) / dm;
-    }
-}
-
-/* A compute op pipelined with a bucketed collective of n pieces that must
- * each finish before (gather) its layer computes: end - start. */
-static double gathered(double compute, double gather, int n)
-{
-    if (gather <= 0) return compute;
-    if (n < 1) n = 1;
-    return fmax(compute + gather / n, gather + compute / n);
-}
-
-static double max_p2p(const PlanCosts *c)
-{
-    double x = 0;
-    for (int k = 0; k < c->n_chunks; k++) x = fmax(x, c->cost[k].p2p);
-    return x;
-}
-
-double plan_pipeline_time(const PlanCosts *c)
-{
-    const Layout *l = &c->layout;
-    int p = l->pp, v = l->chunks;
-    bool zb = l->schedule == SCHED_ZB_H1;
-    double m = (double)c->n_micro, bound = 0, chain = 0;   /* chain: stages before s, chunk 0 */
-    for (int s = 0; s < p; s++) {
-        double X = 0;
-        for (int ch = 0; ch < v; ch++) X += c->cost[ch * p + s].fwd + c->cost[ch * p + s].bwd;
-        bound = fmax(bound, chain + m * X);
-        const PlanChunkCost *k = &c->cost[s];
-        chain += k->fwd + k->p2p + (zb ? 0 : k->bwd + k->p2p);
-        if (l->zero >= 3) {
-            /* the comm stream runs, first in first out, every pass's
-             * gather and, before the last backward's gather, every other
-             * backward's reduction (not counted under zb-h1, where they
-             * follow the deferred weight passes, nor when they wait for the
-             * flush); the last pass ends after its gather */
-            double G = 0, R = 0;
-            for (int ch = 0; ch < v; ch++) { G += c->cost[ch * p + s].gather; R += c->cost[ch * p + s].reduce; }
-            bound = fmax(bound, 2 * m * G + (zb || c->reduce_after_flush ? 0 : m * R - k->reduce));
-        }
-    }
-    return bound;
-}
-
-/* Why: the step time is the simulated time of the very Program `check`
- * lowers — no closed form covers uneven chunks, m < p, ZeRO-3's gathers
- * queueing behind reductions and zb-h1's list-scheduled weight passes at
- * once — computed by plan_simulate_costs() over the micro-steps, without
- * building the ops. The breakdown is of the stage that ends last. */
-static bool step_times(const PlanCosts *c, PlanEval *ev)
-{
-    const Layout *l = &c->layout;
-    int p = l->pp;
-    double m = (double)c->n_micro, cp = max_p2p(c);
-    PlanOpCosts oc;
-    PlanSimSummary sm;
-    bool ok = plan_op_costs_alloc(&oc, p, l->chunks);
-    if (ok) {
-        plan_op_costs_fill(c, &oc);
-        ok = plan_simulate_costs(&oc, &sm);
-    }
-    plan_op_costs_free(&oc);
-    if (!ok) return false;
-    ev->step_time = sm.step_time;
-    ev->bubble_fraction = sm.bubble_fraction;
-
-    int crit = sm.critical;
-    PlanTimes *t = &ev->times;
-    memset(t, 0, sizeof *t);
-    for (int v = 0; v < l->chunks; v++) {
-        const PlanChunkCost *k = &c->cost[v * p + crit];
-        t->compute += m * (k->fwd - k->fwd_tp + k->bwd - k->bwd_tp);
-        t->recompute += m * (k->recompute);
-        t->tp += m * (k->fwd_tp + k->bwd_tp);
-        t->dp_total += (l->zero >= 2 ? m : 1) * k->reduce;
-        t->gather_total += 2 * m * k->gather;
-        t->gather_exposed += m * (gathered(k->fwd, k->gather, k->layers) - k->fwd +
-                                  gathered(k->bwd, k->gather, k->layers) - k->bwd);
-        t->sync += k->sync;
-        t->embed += k->embed;
-    }
-    t->p2p = 2 * (p - 1) * cp;
-    t->dp_exposed = sm.reduce_wait;
-    t->optimizer = c->opt[crit] - t->embed;
-    t->bubble = fmax(0, ev->step_time - t->compute - t->tp - t->p2p - t->dp_exposed -
-                        t->gather_exposed - t->sync - t->optimizer - t->embed);
-    return true;
-}
-
-/* ---- evaluation ------------------------------------------------------- */
-
-static const char *largest_item(const PlanStageMem *m, uint64_t *bytes)
-{
-    const char *name = "parameters";
-    *bytes = m->params_bytes;
-    if (m->grads_bytes > *bytes) { name = "gradients"; *bytes = m->grads_bytes; }
-    if (m->optimizer_bytes > *bytes) { name = "optimizer state"; *bytes = m->optimizer_bytes; }
-    if (m->activations_bytes > *bytes) { name = "activations"; *bytes = m->activations_bytes; }
-    if (m->buffers_bytes > *bytes) { name = "buffers"; *bytes = m->buffers_bytes; }
-    return name;
-}
-
-void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
-{
-    memset(ev, 0, sizeof *ev);
-    ev->layout = *l;
-    ev->pp = l->pp;
-    PlanCosts c;
-    bool legal = plan_layout_check(p, l, ev->why, sizeof ev->why);
-    if (!legal || !plan_costs(p, l, &c)) {
-        if (legal) plan_costs_free(&c);
-        if (!plan_model_params(&p->model, &ev->params))
-            snprintf(ev->why, sizeof ev->why, "the parameter count overflows 64 bits");
-        else if (legal)
-            snprintf(ev->why, sizeof ev->why, "the cost table could not be built (out of memory)");
-        return;
-    }
-    ev->params = c.params_total;
-    ev->valid = true;
-    ev->n_micro = c.n_micro;
-    ev->stages = calloc((size_t)l->pp, sizeof *ev->stages);
-    if (!ev->stages) { ev->valid = false; plan_costs_free(&c); return; }
-    plan_memory(p, &c, ev->stages);
-    ev->feasible = true;
-    int64_t worst = INT64_MAX;
-    for (int s = 0; s < l->pp; s++) {
-        if (ev->stages[s].total_bytes > ev->peak_memory) ev->peak_memory = ev->stages[s].total_bytes;
-        if (ev->stages[s].headroom < worst) { worst = ev->stages[s].headroom; ev->worst_stage = s; }
-    }
-    if (worst < 0) {
-        const PlanStageMem *m = &ev->stages[ev->worst_stage];
-        uint64_t b;
-        const char *item = largest_item(m, &b);
-        ev->feasible = false;
-        snprintf(ev->why, sizeof ev->why,
-                 "stage %d does not fit: needs %.2f GiB of %.2f GiB; largest item: %s %.2f GiB",
-                 ev->worst_stage, m->total_bytes / 1073741824.0, m->capacity / 1073741824.0,
-                 item, b / 1073741824.0);
-    }
-    if (!step_times(&c, ev)) {
-        ev->valid = ev->feasible = false;
-        snprintf(ev->why, sizeof ev->why, "the schedule could not be simulated (out of memory or deadlock)");
-        plan_costs_free(&c);
-        return;
-    }
-    double gpus = (double)l->dp * l->tp * l->pp;
-    /* every GEMM is split t ways, so the step's FLOPs are t x dp x m x the
-     * per-GPU forward FLOPs of all chunks (x 3: backward = 2 x forward) */
-    double fwd = 0, rec = 0;
-    for (int k = 0; k < c.n_chunks; k++) { fwd += c.cost[k].flops_fwd; rec += c.cost[k].flops_recompute; }
-    double reps = (double)l->tp * l->dp * (double)c.n_micro;
-    ev->model_flops = 3 * fwd * reps;
-    ev->hw_flops = ev->model_flops + rec * reps;
-    if (ev->step_time > 0) {
-        ev->tokens_per_s = (double)l->global_batch * (double)p->model.seq / ev->step_time;
-        ev->tflops_per_gpu = ev->model_flops / ev->step_time / gpus / 1e12;
-        ev->mfu = ev->model_flops / (ev->step_time * gpus * c.peak_flops);
-        ev->hfu = ev->hw_flops / (ev->step_time * gpus * c.peak_flops);
-    }
-    plan_costs_free(&c);
-}
-
-void plan_evaluate(const Plan *p, PlanEval *ev)
-{
-    Layout l = plan_layout_defaults(p);
-    plan_evaluate_layout(p, &l, ev);
-}
-
-void plan_eval_free(PlanEval *ev)
-{
-    free(ev->stages);
-    ev->stages = NULL;
 }

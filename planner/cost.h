@@ -1,16 +1,14 @@
 /*
- * cost.h: the planner's fast path — per-chunk costs of a layout and the
- * evaluation of one layout (memory per stage and step time) without
- * building the Program.
+ * cost.h: the cost table of a layout — per model chunk (virtual pipeline
+ * stage) the time of one micro-batch's forward and backward on one GPU,
+ * the bytes and times of its collectives and what it keeps in memory; per
+ * stage the optimizer step and the step-level collectives.
  *
- * plan_costs() computes, for every model chunk (virtual pipeline stage),
- * the time of one micro-batch's forward and backward on one GPU, the
- * bytes and times of its collectives and what it keeps in memory. Costs of
- * identical layers are computed once (memoised by layer shape), so a layout
- * costs O(distinct layers + layers) to evaluate. plan_lower() reads the same
- * table to give the Program's ops their durations, and the fast path's
- * step time is the simulation of that same Program over its micro-steps
- * (simulate.h, plan_simulate_costs), so `check` and `search` agree.
+ * plan_costs() computes it; costs of identical layers are computed once
+ * (memoised by layer shape), so a layout costs O(distinct layers + layers).
+ * This module computes costs only: it derives no schedule (schedule.h),
+ * builds no Program (program.h) and simulates nothing (simulate.h); the
+ * evaluation driver (evaluate.h) puts them together.
  */
 #ifndef PLANC_COST_H
 #define PLANC_COST_H
@@ -21,7 +19,6 @@
 #include "planner/plan.h"
 #include "planner/layout.h"
 #include "planner/memory.h"
-#include "planner/program.h"
 
 /* Device efficiency assumptions (README, section planner). Tile and wave
  * quantisation apply to tensor-core devices (16-bit peak > 2 x fp32 peak). */
@@ -54,9 +51,6 @@ typedef struct {
     double   reduce;         /* s: DP gradient all-reduce (ZeRO 0) or reduce-scatter */
     double   gather;         /* s: ZeRO-3 parameter all-gather of the chunk */
     double   sync;           /* s: ZeRO-1/2 all-gather of the updated parameters */
-    double   embed;          /* s: tied-embedding gradient all-reduce between the first and
-                                last stage (pp > 1, tied head), once per step, before the
-                                optimizer (counted in PlanCosts.opt of the stage) */
 } PlanChunkCost;
 
 /* Costs of one layout. */
@@ -66,50 +60,21 @@ typedef struct PlanCosts {
     int            n_chunks;  /* pp * chunks */
     PlanChunk     *chunk;     /* [n_chunks] layer ranges */
     PlanChunkCost *cost;      /* [n_chunks] */
-    double        *opt;       /* [pp] s: optimizer step per stage */
+    double        *opt;       /* [pp] s: optimizer step (AdamW) per stage */
     uint64_t      *opt_params;/* [pp] parameters one GPU updates */
+    /* the step-level collectives, once per step after the reductions and
+     * before the optimizer step (lower.c's tail), per stage: */
+    double        *sp_norm, *sp_norm_bytes; /* [pp] s, bytes: TP all-reduce of the norm weights'
+                                               gradients (sequence parallel, tp > 1), else 0 */
+    double        *embed, *embed_bytes;     /* [pp] s, bytes: tied word-embedding gradient
+                                               all-reduce, first and last stage (pp > 1), else 0 */
+    double         norm, norm_bytes;        /* s, bytes: all-ranks all-reduce of the squared
+                                               gradient norm (one fp32), every stage */
     double         peak_flops;/* dense peak of the model dtype */
     uint64_t       params_total; /* parameters of the whole model, exact */
     bool           reduce_after_flush; /* Plan.grad_reduce_after_flush */
     bool           p2p_blocking;       /* Plan.p2p_blocking */
 } PlanCosts;
-
-/* Time breakdown of one step on the critical stage, seconds. */
-typedef struct {
-    double compute;          /* forward + backward GEMMs and kernels (incl. recompute) */
-    double recompute;        /* of which recomputation */
-    double tp;               /* TP collectives, exposed (synchronous) */
-    double p2p;              /* PP sends on the critical path */
-    double dp_total, dp_exposed;        /* DP gradient reduce: total, not hidden */
-    double gather_total, gather_exposed;/* ZeRO-3 parameter all-gathers */
-    double sync;             /* ZeRO-1/2 parameter all-gather after the step */
-    double embed;            /* tied-embedding gradient all-reduce (first and last stage),
-                                before the optimizer step, exposed */
-    double optimizer;        /* AdamW */
-    double bubble;           /* pipeline idle time */
-} PlanTimes;
-
-/* Everything `check` reports about one layout. */
-typedef struct {
-    bool       valid;          /* layout is legal for model and cluster */
-    bool       feasible;       /* valid and every stage fits */
-    char       why[256];       /* reason when not valid or not feasible */
-    Layout     layout;
-    int64_t    n_micro;
-    uint64_t   params;         /* total, exact */
-    int        pp;
-    PlanStageMem *stages;      /* [pp] */
-    int        worst_stage;    /* stage with the least headroom */
-    uint64_t   peak_memory;    /* bytes, largest stage total */
-    double     step_time;      /* s */
-    double     bubble_fraction;/* pipeline idle / busy of the critical stage */
-    double     tokens_per_s;
-    double     tflops_per_gpu; /* model FLOPs / step / GPU / 1e12 */
-    double     mfu, hfu;       /* model / hardware FLOPs utilisation */
-    double     model_flops;    /* per step, all GPUs */
-    double     hw_flops;       /* per step, all GPUs, with recomputation */
-    PlanTimes  times;
-} PlanEval;
 
 /* Build the cost table of layout `l` (resolved and checked); false on
  * overflow of a parameter count. Free with plan_costs_free. */
@@ -122,35 +87,8 @@ void plan_costs_free(PlanCosts *c);
 double plan_gemm_time(const Device *d, double peak, double e,
                       double m, double n, double k, double batch);
 
-/* A lower bound of the pipeline part of one step (forward/backward only,
- * no DP tail) from per-chunk costs, whatever the collectives cost: every
- * stage runs all its compute, after its first micro-batch's forward came
- * through the stages before it and (all schedules but zb-h1, whose last
- * ops are deferrable weight passes) before the last backward goes back
- * through them; under ZeRO-3 its last pass also waits for every gather
- * and earlier reduction its comm stream runs first. The search prunes with it; it never exceeds the
- * simulated step time of the same table (tests hold it to that). */
-double plan_pipeline_time(const PlanCosts *c);
-
 /* Fill c's grad_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c);
-
-/* Copy a cost table into the lowering's per-virtual-stage arrays (oc
- * allocated with plan_op_costs_alloc for the same pp and chunks). */
-void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc);
-
-/* The fast path: resolve defaults, check, cost, memory and step time (the
- * simulated Program's, without building it) of plan p. Always fills ev (valid=false with a reason when the
- * layout is illegal). Free with plan_eval_free. */
-void plan_evaluate(const Plan *p, PlanEval *ev);
-/* The same for an explicit resolved layout (used by search). */
-void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev);
-void plan_eval_free(PlanEval *ev);
-
-/* Closed-form bubble fractions of the schedules (uniform stages): GPipe and
- * 1F1B (p-1)/m, interleaved (p-1)/(v m), ZB-H1 (p-1)(F+B-W)/(m(F+B+W)). */
-double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
-                               double F, double B, double W);
 
 #endif /* PLANC_COST_H */

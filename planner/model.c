@@ -431,3 +431,9 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
         break;
     }
 }
+
+uint64_t plan_layer_norm_params(const Model *m, const Layer *l)
+{
+    bool normed = l->kind == LAYER_ATTENTION || l->kind == LAYER_MLP || l->kind == LAYER_NORM;
+    return normed ? norm_params(m, l->norm) : 0;
+}

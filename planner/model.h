@@ -116,4 +116,10 @@ const char *plan_layer_kind_name(LayerKind k);
 /* Write a short shape description of layer l into buf ("heads 32 kv 8 d 128"). */
 void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len);
 
+/* Parameters of a layer's norm (gain, and bias for LayerNorm), which every
+ * TP rank holds whole: of an attention or MLP sublayer its pre-norm, of a
+ * norm layer itself, else 0. The sequence-parallel TP all-reduce sums
+ * their gradients (cost.c). */
+uint64_t plan_layer_norm_params(const Model *m, const Layer *l);
+
 #endif /* PLANC_MODEL_H */

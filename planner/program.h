@@ -93,7 +93,10 @@ typedef struct {
     double *reduce, *gather, *sync, *grad_bytes;
     int    *first_layer, *end_layer, *layers;
     /* per stage: */
-    double *opt;          /* s: the optimizer step (with the tied-embedding all-reduce before it) */
+    double *opt;          /* s: the optimizer step (AdamW only) */
+    double *sp_norm, *sp_norm_bytes;  /* s, bytes: OP_SP_NORM_REDUCE; bytes 0: no such op */
+    double *embed, *embed_bytes;      /* s, bytes: OP_EMBED_REDUCE; bytes 0: no such op */
+    double  norm, norm_bytes;         /* s, bytes: OP_NORM_REDUCE (every stage) */
     bool    reduce_after_flush;   /* Plan.grad_reduce_after_flush */
     bool    p2p_blocking;         /* Plan.p2p_blocking: sends on the compute stream */
 } PlanOpCosts;
@@ -104,22 +107,27 @@ typedef struct {
 typedef enum { PLAN_STEP_F, PLAN_STEP_B, PLAN_STEP_W } PlanStepKind;
 typedef struct { PlanStepKind kind; int mb, chunk; } PlanStep;
 
-/* Every stage's schedule as its order of micro-steps, the order
- * plan_lower_costs expands into ops: order[s] must hold 3 * n_micro *
- * chunks steps; len[s] receives the count. False when n_micro < 1 or
- * out of memory. */
-bool plan_schedule_steps(const PlanOpCosts *c, PlanStep **order, int *len);
+/* The most ops one micro-step expands into: a gather, a receive, the
+ * compute op, a send and a reduction. */
+#define PLAN_STEP_OPS_MAX 5
 
-/* Micro-step i (0 <= i < 2 m, interleaved 2 m v) of stage s of p under a
- * gpipe, 1f1b or interleaved schedule of m micro-batches and v chunks, in
- * O(1) (zb-h1 is list-scheduled: use plan_schedule_steps). */
-PlanStep plan_schedule_step(int schedule, int p, int s, int64_t m, int v, int i);
+/* The ops micro-step st of stage s expands into, in list order, written
+ * to out; their `pair` indices count from out[0]. Returns how many. The
+ * one rule of the expansion: plan_lower_costs appends these ops, and the
+ * fast path (plan_simulate_costs) times them without keeping them. */
+int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_STEP_OPS_MAX]);
 
-/* Seconds of the gradient reduction that follows the backward (zb-h1: the
- * weight pass) of micro-batch mb of virtual stage k, 0 for none: the
- * chunk's DP reduction after its last micro-batch (every one under
- * ZeRO-2/3); none when the reductions wait for the pipeline flush. */
-double plan_reduce_after(const PlanOpCosts *c, int k, int mb);
+/* The most ops of a stage's tail: a reduction per chunk after the flush,
+ * the three step-level collectives, the optimizer step, the sync. */
+#define PLAN_TAIL_OPS_MAX(chunks) ((chunks) + 5)
+
+/* The ops that close stage s's list after its last micro-step, written to
+ * out (PLAN_TAIL_OPS_MAX(chunks) of room): the reductions that wait for
+ * the flush, OP_SP_NORM_REDUCE (sequence parallel, tp > 1), OP_EMBED_REDUCE
+ * (tied head, pp > 1, first and last stage; `peer` is the other end),
+ * OP_NORM_REDUCE (every stage), OP_OPT_STEP, OP_SYNC_PARAMS (ZeRO-1/2).
+ * Returns how many. */
+int plan_expand_tail(const PlanOpCosts *c, int s, PlanOp *out);
 
 /* Lower plan p (layout resolved with plan_layout_defaults and checked)
  * into its Program with durations from the cost model. Returns false
@@ -130,6 +138,12 @@ bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len);
 bool plan_lower_costs(const PlanOpCosts *c, PlanProgram *out);
 
 void plan_program_free(PlanProgram *p);
+
+/* Copy a cost table (cost.h) into the lowering's per-virtual-stage
+ * arrays (oc allocated with plan_op_costs_alloc for the same pp and
+ * chunks). */
+struct PlanCosts;
+void plan_op_costs_fill(const struct PlanCosts *pc, PlanOpCosts *oc);
 
 /* Allocate / free the arrays of a PlanOpCosts for pp stages x chunks. */
 bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks);

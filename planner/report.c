@@ -166,26 +166,31 @@ static void print_memory(FILE *out, const PlanEval *ev, const PlanChunk *chunks)
     }
 }
 
+/* The breakdown of the critical stage's step (evaluate.h: the items add up
+ * to the step); `bubble` is its fraction, by the one definition of
+ * simulate.h. */
 static void print_times(FILE *out, const PlanEval *ev, double step, double bubble, double closed)
 {
     const PlanTimes *t = &ev->times;
-    double other = t->compute + t->tp + t->p2p + t->dp_exposed + t->gather_exposed + t->sync +
-                   t->optimizer + t->embed;
-    double bub = fmax(0, step - other);
-    fprintf(out, "\ntime per step (seconds, the stage that ends last)\n");
+    fprintf(out, "\ntime per step (seconds, stage %d, the one that ends last)\n", ev->critical);
     fprintf(out, "  %-28s %10.4f   (of which recomputation %.4f)\n", "compute", t->compute, t->recompute);
     fprintf(out, "  %-28s %10.4f   exposed (synchronous)\n", "TP collectives", t->tp);
-    fprintf(out, "  %-28s %10.4f   exposed\n", "PP send/recv", t->p2p);
+    fprintf(out, "  %-28s %10.4f   exposed (blocking sends)\n", "PP send/recv", t->p2p);
     fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "DP gradient reduce",
             t->dp_total, t->dp_exposed, fmax(0, t->dp_total - t->dp_exposed));
     fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "ZeRO-3 parameter gathers",
             t->gather_total, t->gather_exposed, fmax(0, t->gather_total - t->gather_exposed));
     fprintf(out, "  %-28s %10.4f   exposed\n", "ZeRO-1/2 parameter all-gather", t->sync);
+    if (t->sp_norm > 0)
+        fprintf(out, "  %-28s %10.4f   exposed (TP group, sequence-parallel norm gradients)\n",
+                "SP norm all-reduce", t->sp_norm);
     if (t->embed > 0)
         fprintf(out, "  %-28s %10.4f   exposed (first + last stage, before the optimizer)\n",
                 "tied-embedding all-reduce", t->embed);
+    fprintf(out, "  %-28s %10.4f   exposed (all ranks, one fp32)\n", "gradient-norm all-reduce", t->norm);
     fprintf(out, "  %-28s %10.4f\n", "optimizer (AdamW)", t->optimizer);
-    fprintf(out, "  %-28s %10.4f   (bubble fraction %.4f)\n", "pipeline bubble", bub, bubble);
+    fprintf(out, "  %-28s %10.4f   (bubble fraction %.4f: waiting for other stages / compute)\n",
+            "pipeline bubble", t->bubble, bubble);
     fprintf(out, "  %-28s %10.4f   simulated (fast path %.4f)\n", "step", step, closed);
 }
 
@@ -232,9 +237,10 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     const PlanTimes *t = &ev->times;
     fprintf(out, "\"times\": {\"compute_s\": %.9g, \"recompute_s\": %.9g, \"tp_s\": %.9g, \"p2p_s\": %.9g, "
                  "\"dp_total_s\": %.9g, \"dp_exposed_s\": %.9g, \"gather_total_s\": %.9g, "
-                 "\"gather_exposed_s\": %.9g, \"sync_s\": %.9g, \"optimizer_s\": %.9g, \"bubble_s\": %.9g, \"embed_s\": %.9g},%s",
+                 "\"gather_exposed_s\": %.9g, \"sync_s\": %.9g, \"optimizer_s\": %.9g, \"bubble_s\": %.9g, "
+                 "\"sp_norm_s\": %.9g, \"embed_s\": %.9g, \"norm_s\": %.9g},%s",
             t->compute, t->recompute, t->tp, t->p2p, t->dp_total, t->dp_exposed, t->gather_total,
-            t->gather_exposed, t->sync, t->optimizer, t->bubble, t->embed, nl);
+            t->gather_exposed, t->sync, t->optimizer, t->bubble, t->sp_norm, t->embed, t->norm, nl);
     PlanChunk *ch = calloc((size_t)l->pp * (size_t)l->chunks, sizeof *ch);
     bool split = ch && plan_split(&p->model, l->pp, l->chunks, ch);
     fprintf(out, "\"stages\": [");

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include "planner/plan.h"
-#include "planner/cost.h"
+#include "planner/evaluate.h"
 
 /* Print the model, cluster and layout tables (and, as the planner grows,
  * memory per stage and the predicted step) of a checked plan, as text or as

@@ -69,6 +69,7 @@
 #include "planner/memory.h"
 #include "planner/model.h"
 #include "planner/report.h"
+#include "planner/schedule.h"
 
 /* Relative slack of the estimates against the exact figures: the
  * estimates add the same numbers in another order, so they differ by a

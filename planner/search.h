@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include "planner/plan.h"
 #include "planner/cost.h"
+#include "planner/evaluate.h"
 
 typedef struct {
     int  top;          /* K: results kept, best first (>= 1) */

@@ -2,9 +2,10 @@
  * simulate.c: time a Program, op by op, over all stages.
  *
  * Each stage has three streams: compute (forward/backward kernels with
- * their synchronous TP collectives, receive waits, optimizer), comm
- * (DP and ZeRO collectives, which overlap compute) and p2p (pipeline
- * sends, asynchronous). Ops of a stage are issued in list order; an op
+ * their synchronous TP collectives, receive waits, the step-level
+ * collectives, the optimizer), comm (DP and ZeRO collectives, which
+ * overlap compute) and p2p (pipeline sends, asynchronous unless the plan
+ * makes them blocking). Ops of a stage are issued in list order; an op
  * starts when its stream is free and its inputs are there:
  *  - a RECV_ACT/RECV_GRAD ends when the matching SEND's data has arrived
  *    (send start + transfer), and the compute stream waits for it;
@@ -14,17 +15,24 @@
  *  - a REDUCE_GRADS runs in `buckets` pieces; piece j may start once layer
  *    j of the op it drains has produced its gradients (DDP / ZeRO bucket
  *    overlap with the backward);
+ *  - SP_NORM_REDUCE, EMBED_REDUCE and NORM_REDUCE need every gradient of
+ *    the stage: they start when all three streams are idle, and the last
+ *    two, collectives over several stages, when every member stage has
+ *    got there (the embedding group's two ends; all stages); they block
+ *    the compute stream;
  *  - OPT_STEP waits for all of the stage's reductions; SYNC_PARAMS follows it.
  *
- * The simulator advances every stage as far as it can and repeats until
- * all ops ran; a pass that moves nothing means a deadlock.
- *
- * plan_simulate_costs() is the same simulation for the fast path: it runs
- * each stage's micro-steps (lower.c's schedule orders) through exactly the
- * ops expand() would make of them, with the same arithmetic (fed(),
- * drain()), keeping only the streams' clocks and the arrival tables — no
- * op list, no timeline. tests/test_planner.c holds the two equal on
- * thousands of random layouts.
+ * One function times one op (run_op) and books where the compute stream's
+ * time went (PlanStageTimes: the bubble is its waiting for other stages,
+ * see simulate.h). Two drivers feed it:
+ *  - plan_simulate walks the Program's op lists and keeps every span;
+ *  - plan_simulate_costs, the fast path, walks each stage's micro-steps
+ *    (schedule.c) and feeds run_op the ops plan_expand_step and
+ *    plan_expand_tail (lower.c) make of them — the very ops
+ *    plan_lower_costs puts in the Program — keeping only one step's spans.
+ * Both advance every stage as far as it can and repeat until all ops ran
+ * (a pass that moves nothing is a deadlock), so their figures are equal
+ * doubles; tests/test_planner.c holds them equal with ==.
  */
 #include "planner/simulate.h"
 
@@ -32,20 +40,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include "planner/plan.h"
+#include "planner/schedule.h"
 
 /* fmax without the NaN handling (no time here is NaN), inlined. */
 static inline double later(double a, double b) { return a > b ? a : b; }
 
+/* One stage's streams and its books. */
 typedef struct {
-    int    pc;                     /* next op */
     double t_comp, t_comm, t_p2p;  /* when each stream is free */
-} StageState;
+    double comp_end;               /* the last forward/backward ends */
+    PlanStageTimes acc;
+} Clock;
 
-/* Index of a (vstage, mb) send in the arrival tables. */
-static size_t slot(const PlanProgram *p, int vstage, int mb)
-{
-    return (size_t)vstage * (size_t)p->n_micro + (size_t)mb;
-}
+/* What the stages share: the arrival of every send, and who has reached
+ * each collective over several stages (NaN: not yet). */
+typedef struct {
+    int     pp;
+    size_t  m;                     /* micro-batches: slots per virtual stage */
+    double *act, *grad;            /* [pp * chunks * m] when a send's data arrives */
+    double *ready[2];              /* [pp] EMBED_REDUCE, NORM_REDUCE: when the stage got there */
+    int     arrived[2];            /* members there */
+    double  start[2];              /* the latest of their arrivals */
+} Shared;
 
 static bool is_compute(PlanOpKind k)
 {
@@ -63,11 +79,6 @@ static double fed(double start, double dur, double g0, double gdur, int n)
     return later(start + dur, later(g0 + gdur / n + dur, g0 + gdur + dur / n));
 }
 
-static double fed_end(double start, double dur, const PlanOp *g, const PlanSpan *gs)
-{
-    return fed(start, dur, gs->start, g->dur, g->buckets);
-}
-
 /* Start and end of a reduction of rdur seconds in n buckets draining
  * compute span c: bucket j starts once layer j has produced its gradients
  * and the previous bucket is done; unrolled as in fed(). */
@@ -79,83 +90,161 @@ static PlanSpan drain(double comm_free, double rdur, int n, PlanSpan c)
                        later(comm_free + rdur, later(c.start + layer + rdur, c.end + rdur / n)) };
 }
 
-static PlanSpan drained(double comm_free, const PlanOp *r, PlanSpan c)
+/* When stage s's collective over several stages (0: the embedding group,
+ * 1: all stages) may start: once every member has got there; false while
+ * one has not. Arriving twice changes nothing (the caller retries). */
+static bool meet(Shared *sh, int which, int s, double ready, int members, double *start)
 {
-    return drain(comm_free, r->dur, r->buckets, c);
+    double *r = sh->ready[which];
+    if (isnan(r[s])) {
+        r[s] = ready;
+        sh->arrived[which]++;
+        sh->start[which] = later(sh->start[which], ready);
+    }
+    if (sh->arrived[which] < members) return false;
+    *start = sh->start[which];
+    return true;
 }
 
-/* Try to run the next op of stage s; false if it must wait for a send. */
-static bool step_op(const PlanProgram *p, int s, StageState *st, PlanSpan *span,
-                    double *act_arr, double *grad_arr, int *feeder)
+/* Why one function: both simulators time every op here, so the fast path
+ * and the Program's simulation cannot disagree. Run op o of stage s on
+ * clock c, writing its span; `feeder` is the gather feeding it (compute
+ * ops, or NULL) with its span, `pair` the span of the compute op a
+ * REDUCE_GRADS drains. False, changing nothing that matters, when it must
+ * wait for another stage (a send not made yet, a member not arrived). */
+static bool run_op(const PlanOp *o, int s, Clock *c, Shared *sh, const PlanOp *feeder,
+                   const PlanSpan *feeder_span, const PlanSpan *pair, PlanSpan *sn)
 {
-    const PlanStageProgram *sp = &p->stages[s];
-    const PlanOp *o = &sp->ops[st->pc];
-    PlanSpan *sn = &span[st->pc];
+    PlanStageTimes *a = &c->acc;
     switch (o->kind) {
-    case OP_FWD: case OP_BWD: case OP_BWD_INPUT: case OP_BWD_WEIGHT: {
-        sn->start = st->t_comp;
-        int g = feeder[st->pc];
-        sn->end = g >= 0 ? fed_end(sn->start, o->dur, &sp->ops[g], &span[g]) : sn->start + o->dur;
-        st->t_comp = sn->end;
+    case OP_FWD: case OP_BWD: case OP_BWD_INPUT: case OP_BWD_WEIGHT:
+        sn->start = c->t_comp;
+        sn->end = feeder ? fed(sn->start, o->dur, feeder_span->start, feeder->dur, feeder->buckets)
+                         : sn->start + o->dur;
+        a->busy += o->dur;
+        if (feeder) a->stall += later(0, sn->end - sn->start - o->dur);   /* (not rounding) */
+        c->t_comp = c->comp_end = sn->end;
         break;
-    }
     case OP_RECV_ACT: case OP_RECV_GRAD: {
         int from = o->kind == OP_RECV_ACT ? o->vstage - 1 : o->vstage + 1;
-        double arr = (o->kind == OP_RECV_ACT ? act_arr : grad_arr)[slot(p, from, o->mb)];
+        double arr = (o->kind == OP_RECV_ACT ? sh->act : sh->grad)[(size_t)from * sh->m + (size_t)o->mb];
         if (isnan(arr)) return false;
-        sn->start = st->t_comp;
-        sn->end = later(st->t_comp, arr);
-        st->t_comp = sn->end;
+        sn->start = c->t_comp;
+        sn->end = later(c->t_comp, arr);
+        a->bubble += sn->end - sn->start;
+        c->t_comp = sn->end;
         break;
     }
     case OP_SEND_ACT: case OP_SEND_GRAD:
-        sn->start = later(st->t_comp, st->t_p2p);
+        sn->start = later(c->t_comp, c->t_p2p);
         sn->end = sn->start + o->dur;
-        st->t_p2p = sn->end;
-        if (o->stream == STREAM_COMPUTE) st->t_comp = sn->end;   /* a blocking send */
-        (o->kind == OP_SEND_ACT ? act_arr : grad_arr)[slot(p, o->vstage, o->mb)] = sn->end;
+        if (o->stream == STREAM_COMPUTE) {   /* a blocking send */
+            a->p2p += sn->end - c->t_comp;
+            c->t_comp = sn->end;
+        }
+        c->t_p2p = sn->end;
+        (o->kind == OP_SEND_ACT ? sh->act : sh->grad)[(size_t)o->vstage * sh->m + (size_t)o->mb] = sn->end;
         break;
     case OP_GATHER_PARAMS:
-        sn->start = later(st->t_comp, st->t_comm);
+        sn->start = later(c->t_comp, c->t_comm);
         sn->end = sn->start + o->dur;
-        st->t_comm = sn->end;
+        c->t_comm = sn->end;
         break;
     case OP_REDUCE_GRADS:
-        *sn = o->pair >= 0 ? drained(st->t_comm, o, span[o->pair])
-                           : (PlanSpan){ later(st->t_comm, st->t_comp), 0 };
-        if (o->pair < 0) sn->end = sn->start + o->dur;
-        st->t_comm = sn->end;
+        if (pair) {
+            *sn = drain(c->t_comm, o->dur, o->buckets, *pair);
+        } else {   /* after the flush: the whole of it, once the compute is done */
+            sn->start = later(c->t_comm, c->t_comp);
+            sn->end = sn->start + o->dur;
+        }
+        c->t_comm = sn->end;
         break;
-    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE:
-        /* blocking step-level collectives: they wait for the reductions
-         * and hold the compute stream (the optimizer needs their sums) */
-    case OP_OPT_STEP:
-        sn->start = later(st->t_comp, st->t_comm);
-        sn->end = sn->start + o->dur;
-        st->t_comp = sn->end;
-        break;
-    case OP_SYNC_PARAMS:
-        sn->start = later(st->t_comp, st->t_comm);
-        sn->end = sn->start + o->dur;
-        st->t_comm = st->t_comp = sn->end;
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: {
+        double own = later(c->t_comp, c->t_comm), ready = later(own, c->t_p2p), start = ready;
+        if (o->kind == OP_EMBED_REDUCE && !meet(sh, 0, s, ready, 2, &start)) return false;
+        if (o->kind == OP_NORM_REDUCE && !meet(sh, 1, s, ready, sh->pp, &start)) return false;
+        sn->start = start;
+        sn->end = start + o->dur;
+        a->comm_wait += own - c->t_comp;
+        a->p2p += ready - own;
+        a->bubble += start - ready;
+        *(o->kind == OP_SP_NORM_REDUCE ? &a->sp_norm : o->kind == OP_EMBED_REDUCE ? &a->embed
+                                                                                  : &a->norm) += o->dur;
+        c->t_comp = sn->end;
         break;
     }
-    st->pc++;
+    case OP_OPT_STEP: case OP_SYNC_PARAMS:
+        sn->start = later(c->t_comp, c->t_comm);
+        sn->end = sn->start + o->dur;
+        a->comm_wait += sn->start - c->t_comp;
+        *(o->kind == OP_OPT_STEP ? &a->opt : &a->sync) += o->dur;
+        c->t_comp = sn->end;
+        if (o->kind == OP_SYNC_PARAMS) c->t_comm = sn->end;
+        break;
+    }
     return true;
 }
+
+/* Shared tables for pp stages of `chunks` chunks and m micro-batches. */
+static bool shared_init(Shared *sh, int pp, int chunks, int64_t m)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->pp = pp;
+    sh->m = m > 0 ? (size_t)m : 0;
+    size_t slots = (size_t)pp * (size_t)chunks * sh->m;
+    sh->act = malloc((slots + 1) * sizeof *sh->act);
+    sh->grad = malloc((slots + 1) * sizeof *sh->grad);
+    sh->ready[0] = malloc((size_t)pp * sizeof(double));
+    sh->ready[1] = malloc((size_t)pp * sizeof(double));
+    if (!sh->act || !sh->grad || !sh->ready[0] || !sh->ready[1]) return false;
+    /* all-ones bytes are a NaN: "not sent yet", "not arrived" */
+    memset(sh->act, 0xff, slots * sizeof *sh->act);
+    memset(sh->grad, 0xff, slots * sizeof *sh->grad);
+    memset(sh->ready[0], 0xff, (size_t)pp * sizeof(double));
+    memset(sh->ready[1], 0xff, (size_t)pp * sizeof(double));
+    return true;
+}
+
+static void shared_free(Shared *sh)
+{
+    free(sh->act); free(sh->grad); free(sh->ready[0]); free(sh->ready[1]);
+}
+
+/* The figures both drivers report, from every stage's clock. */
+static void summarise(const Clock *c, int pp, PlanSimSummary *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int s = 0; s < pp; s++) {
+        const Clock *k = &c[s];
+        double end = later(k->t_comp, later(k->t_comm, k->t_p2p));
+        out->pipeline_time = later(out->pipeline_time, k->comp_end);
+        out->busy_max = later(out->busy_max, k->acc.busy);
+        if (s == 0 || end > out->step_time) {
+            out->step_time = end;
+            out->critical = s;
+        }
+    }
+    out->times = c[out->critical].acc;
+    out->times.end = out->step_time;
+    out->bubble = out->times.bubble;
+    out->bubble_fraction = out->times.busy > 0 ? out->bubble / out->times.busy : 0;
+}
+
+/* ---- the Program ------------------------------------------------------ */
 
 bool plan_simulate(const PlanProgram *p, PlanSimResult *out)
 {
     memset(out, 0, sizeof *out);
     out->pp = p->pp;
-    size_t slots = (size_t)p->pp * (size_t)p->chunks * (size_t)p->n_micro;
-    double *act = malloc(slots * sizeof *act), *grad = malloc(slots * sizeof *grad);
-    StageState *st = calloc((size_t)p->pp, sizeof *st);
+    Shared sh;
+    Clock *ck = calloc((size_t)p->pp, sizeof *ck);
+    int *pc = calloc((size_t)p->pp, sizeof *pc);
     int **feeder = calloc((size_t)p->pp, sizeof *feeder);
     out->span = calloc((size_t)p->pp, sizeof *out->span);
     out->busy = calloc((size_t)p->pp, sizeof *out->busy);
-    bool ok = act && grad && st && feeder && out->span && out->busy;
-    for (size_t i = 0; ok && i < slots; i++) act[i] = grad[i] = NAN;
+    out->times = calloc((size_t)p->pp, sizeof *out->times);
+    bool ok = shared_init(&sh, p->pp, p->chunks, p->n_micro) && ck && pc && feeder && out->span &&
+              out->busy && out->times;
     for (int s = 0; ok && s < p->pp; s++) {
         const PlanStageProgram *sp = &p->stages[s];
         out->span[s] = calloc((size_t)sp->n_ops + 1, sizeof **out->span);
@@ -172,29 +261,39 @@ bool plan_simulate(const PlanProgram *p, PlanSimResult *out)
         moved = false;
         all = true;
         for (int s = 0; s < p->pp; s++) {
-            while (st[s].pc < p->stages[s].n_ops &&
-                   step_op(p, s, &st[s], out->span[s], act, grad, feeder[s]))
+            const PlanStageProgram *sp = &p->stages[s];
+            while (pc[s] < sp->n_ops) {
+                const PlanOp *o = &sp->ops[pc[s]];
+                int g = feeder[s][pc[s]];
+                if (!run_op(o, s, &ck[s], &sh, g >= 0 ? &sp->ops[g] : NULL, g >= 0 ? &out->span[s][g] : NULL,
+                            o->kind == OP_REDUCE_GRADS && o->pair >= 0 ? &out->span[s][o->pair] : NULL,
+                            &out->span[s][pc[s]]))
+                    break;
+                pc[s]++;
                 moved = true;
-            if (st[s].pc < p->stages[s].n_ops) all = false;
+            }
+            if (pc[s] < sp->n_ops) all = false;
         }
     }
     ok = ok && all;
-    for (int s = 0; ok && s < p->pp; s++) {
-        const PlanStageProgram *sp = &p->stages[s];
-        for (int i = 0; i < sp->n_ops; i++) {
-            PlanSpan sn = out->span[s][i];
-            out->step_time = later(out->step_time, sn.end);
-            if (is_compute(sp->ops[i].kind)) {
-                out->pipeline_time = later(out->pipeline_time, sn.end);
-                out->busy[s] += sp->ops[i].dur;
-            }
+    if (ok) {
+        PlanSimSummary sm;
+        summarise(ck, p->pp, &sm);
+        out->step_time = sm.step_time;
+        out->pipeline_time = sm.pipeline_time;
+        out->busy_max = sm.busy_max;
+        out->critical = sm.critical;
+        out->bubble = sm.bubble;
+        out->bubble_fraction = sm.bubble_fraction;
+        for (int s = 0; s < p->pp; s++) {
+            out->times[s] = ck[s].acc;
+            out->times[s].end = later(ck[s].t_comp, later(ck[s].t_comm, ck[s].t_p2p));
+            out->busy[s] = ck[s].acc.busy;
         }
-        out->busy_max = later(out->busy_max, out->busy[s]);
     }
-    if (ok && out->busy_max > 0)
-        out->bubble_fraction = (out->pipeline_time - out->busy_max) / out->busy_max;
     for (int s = 0; feeder && s < p->pp; s++) free(feeder[s]);
-    free(feeder); free(st); free(act); free(grad);
+    free(feeder); free(ck); free(pc);
+    shared_free(&sh);
     if (!ok) plan_sim_free(out);
     return ok;
 }
@@ -204,62 +303,52 @@ void plan_sim_free(PlanSimResult *r)
     for (int s = 0; r->span && s < r->pp; s++) free(r->span[s]);
     free(r->span);
     free(r->busy);
+    free(r->times);
     memset(r, 0, sizeof *r);
 }
 
 /* ---- the same simulation over the micro-steps ------------------------- */
 
-/* One stage's state in plan_simulate_costs: the three streams of
- * step_op(), the next micro-step, and what the summary needs. */
+/* One stage of the fast path: its clock, the micro-step being run, the
+ * ops the expansion made of it and how far they ran. */
 typedef struct {
-    int    next;
-    PlanStep cur;                  /* the step at `next` */
-    double t_comp, t_comm, t_p2p;
-    double busy, comp_end;
-} StepState;
+    Clock    clock;
+    int      next;                 /* micro-steps begun; len: the tail */
+    PlanOp  *ops;                  /* the current step's (or the tail's) ops */
+    PlanSpan *span;
+    int      n, at;                /* ops, and the next to run */
+} Walker;
 
-/* Why: run one micro-step exactly as step_op() runs the ops expand()
- * (lower.c) makes of it — the gather (ZeRO-3), the receive, the compute
- * op, the send, the reduction — or return false, changing nothing, when
- * its receive's data has not been sent yet. */
-static bool run_step(const PlanOpCosts *c, int s, StepState *st, PlanStep x, double *act,
-                     double *grad, double *end_max)
+/* Expand what stage s runs next into w's ops: micro-step `next`, or after
+ * the last one the tail; false when nothing is left. */
+static bool walker_load(const PlanOpCosts *c, int s, Walker *w, PlanStep *const *order, int len)
 {
-    int p = c->pp, n = p * c->chunks, k = x.chunk * p + s;
-    size_t m = (size_t)c->n_micro;
-    bool split = c->schedule == SCHED_ZB_H1;
-    bool has_prev = k > 0 && p > 1, has_next = k < n - 1 && p > 1;
-    double arr = -INFINITY;
-    if (x.kind == PLAN_STEP_F && has_prev) arr = act[(size_t)(k - 1) * m + (size_t)x.mb];
-    if (x.kind == PLAN_STEP_B && has_next) arr = grad[(size_t)(k + 1) * m + (size_t)x.mb];
-    if (isnan(arr)) return false;
-    bool gathers = c->zero >= 3 && x.kind != PLAN_STEP_W;
-    double g0 = 0;
-    if (gathers) {
-        g0 = later(st->t_comp, st->t_comm);
-        st->t_comm = g0 + c->gather[k];
+    if (w->next > len) return false;
+    if (w->next < len) {
+        PlanStep st = order ? order[s][w->next]
+                            : plan_schedule_step(c->schedule, c->pp, s, c->n_micro, c->chunks, w->next);
+        w->n = plan_expand_step(c, s, st, w->ops);
+    } else {
+        w->n = plan_expand_tail(c, s, w->ops);
     }
-    double dur = x.kind == PLAN_STEP_F ? c->fwd[k]
-               : x.kind == PLAN_STEP_W ? c->bwd_weight[k]
-               : split ? c->bwd_input[k] : c->bwd[k];
-    int buckets = c->layers[k] > 0 ? c->layers[k] : 1;
-    PlanSpan sp = { later(st->t_comp, arr), 0 };
-    sp.end = gathers ? fed(sp.start, dur, g0, c->gather[k], buckets) : sp.start + dur;
-    st->t_comp = st->comp_end = sp.end;
-    st->busy += dur;
-    *end_max = later(*end_max, sp.end);
-    if ((x.kind == PLAN_STEP_F && has_next) || (x.kind == PLAN_STEP_B && has_prev)) {
-        double e = later(sp.end, st->t_p2p) + c->p2p[k];
-        st->t_p2p = e;
-        if (c->p2p_blocking) st->t_comp = e;
-        (x.kind == PLAN_STEP_F ? act : grad)[(size_t)k * m + (size_t)x.mb] = e;
-        *end_max = later(*end_max, e);
-    }
-    bool drains = x.kind == PLAN_STEP_W || (x.kind == PLAN_STEP_B && !split);
-    double rd = drains ? plan_reduce_after(c, k, x.mb) : 0;
-    if (rd > 0) {
-        st->t_comm = drain(st->t_comm, rd, buckets, sp).end;
-        *end_max = later(*end_max, st->t_comm);
+    w->next++;
+    w->at = 0;
+    return true;
+}
+
+/* Run w's loaded ops as far as they go; true when all ran. */
+static bool walker_run(Walker *w, int s, Shared *sh, bool *moved)
+{
+    while (w->at < w->n) {
+        const PlanOp *o = &w->ops[w->at];
+        const PlanOp *g = NULL;
+        const PlanSpan *gs = NULL;
+        for (int j = 0; j < w->at && is_compute(o->kind); j++)
+            if (w->ops[j].kind == OP_GATHER_PARAMS && w->ops[j].pair == w->at) { g = &w->ops[j]; gs = &w->span[j]; }
+        const PlanSpan *pair = o->kind == OP_REDUCE_GRADS && o->pair >= 0 ? &w->span[o->pair] : NULL;
+        if (!run_op(o, s, &w->clock, sh, g, gs, pair, &w->span[w->at])) return false;
+        w->at++;
+        *moved = true;
     }
     return true;
 }
@@ -267,68 +356,47 @@ static bool run_step(const PlanOpCosts *c, int s, StepState *st, PlanStep x, dou
 bool plan_simulate_costs(const PlanOpCosts *c, PlanSimSummary *out)
 {
     int p = c->pp, v = c->chunks;
-    size_t m = c->n_micro > 0 ? (size_t)c->n_micro : 0, per = 3 * m * (size_t)v;
     memset(out, 0, sizeof *out);
-    size_t slots = (size_t)p * (size_t)v * m;
-    double *act = malloc((slots + 1) * sizeof *act), *grad = malloc((slots + 1) * sizeof *grad);
+    if (c->n_micro <= 0) return false;
+    int len = plan_schedule_len(c), room = PLAN_TAIL_OPS_MAX(v) > PLAN_STEP_OPS_MAX
+                                           ? PLAN_TAIL_OPS_MAX(v) : PLAN_STEP_OPS_MAX;
     bool zb = c->schedule == SCHED_ZB_H1;   /* list-scheduled: the steps are built first */
-    PlanStep *buf = malloc(((zb ? (size_t)p * per : 0) + 1) * sizeof *buf);
-    PlanStep **order = malloc((size_t)p * sizeof *order);
-    int *len = calloc((size_t)p, sizeof *len);
-    StepState *st = calloc((size_t)p, sizeof *st);
-    bool ok = m > 0 && act && grad && buf && order && len && st;
+    Shared sh;
+    Walker *w = calloc((size_t)p, sizeof *w);
+    PlanOp *ops = malloc(sizeof(PlanOp) * (size_t)room * (size_t)p);
+    PlanSpan *spans = malloc(sizeof(PlanSpan) * (size_t)room * (size_t)p);
+    PlanStep *buf = zb ? malloc(sizeof(PlanStep) * (size_t)len * (size_t)p) : NULL;
+    PlanStep **order = zb ? malloc(sizeof(PlanStep *) * (size_t)p) : NULL;
+    int *lens = zb ? calloc((size_t)p, sizeof *lens) : NULL;
+    bool ok = shared_init(&sh, p, v, c->n_micro) && w && ops && spans && (!zb || (buf && order && lens));
+    for (int s = 0; ok && zb && s < p; s++) order[s] = buf + (size_t)s * (size_t)len;
+    ok = ok && (!zb || plan_schedule_steps(c, order, lens));
     for (int s = 0; ok && s < p; s++) {
-        order[s] = zb ? buf + (size_t)s * per : NULL;
-        len[s] = 2 * (int)m * (c->schedule == SCHED_INTERLEAVED ? v : 1);
-    }
-    ok = ok && (!zb || plan_schedule_steps(c, order, len));
-    for (int s = 0; ok && s < p; s++)
-        st[s].cur = zb ? order[s][0] : plan_schedule_step(c->schedule, p, s, (int64_t)m, v, 0);
-    if (ok) {   /* all-ones bytes are a NaN: "not sent yet" */
-        memset(act, 0xff, slots * sizeof *act);
-        memset(grad, 0xff, slots * sizeof *grad);
+        w[s].ops = ops + (size_t)s * (size_t)room;
+        w[s].span = spans + (size_t)s * (size_t)room;
+        walker_load(c, s, &w[s], order, len);
     }
     /* advance every stage until blocked; repeat while anything moves */
-    double end_max = 0;
     bool moved = true, all = false;
     while (ok && moved && !all) {
         moved = false;
         all = true;
         for (int s = 0; s < p; s++) {
-            StepState *t = &st[s];
-            while (t->next < len[s] && run_step(c, s, t, t->cur, act, grad, &end_max)) {
-                if (++t->next < len[s])
-                    t->cur = zb ? order[s][t->next]
-                                : plan_schedule_step(c->schedule, p, s, (int64_t)m, v, t->next);
-                moved = true;
-            }
-            if (t->next < len[s]) all = false;
+            bool done = false;
+            while (walker_run(&w[s], s, &sh, &moved))
+                if (!walker_load(c, s, &w[s], order, len)) { done = true; break; }
+            if (!done) all = false;
         }
     }
     ok = ok && all;
-    for (int s = 0; ok && s < p; s++) {
-        StepState *t = &st[s];
-        for (int ch = 0; c->reduce_after_flush && ch < v; ch++) {   /* after the flush */
-            int k = ch * p + s;
-            double d = c->reduce[k];
-            if (d > 0) t->t_comm = later(t->t_comm, t->t_comp) + d;
-        }
-        out->pipeline_time = later(out->pipeline_time, t->comp_end);
-        out->busy_max = later(out->busy_max, t->busy);
-        /* OPT_STEP waits for every reduction; SYNC_PARAMS follows it */
-        double opt0 = later(t->t_comp, t->t_comm), end = opt0 + c->opt[s], sync = 0;
-        for (int ch = 0; ch < v; ch++) sync += c->sync[ch * p + s];
-        if (sync > 0) end = later(end, t->t_comm) + sync;
-        double stage_end = later(end, later(t->t_p2p, t->t_comm));
-        if (s == 0 || stage_end > out->step_time) {
-            out->step_time = stage_end;
-            out->critical = s;
-            out->reduce_wait = opt0 - t->t_comp;
-        }
+    if (ok) {
+        Clock *ck = malloc(sizeof *ck * (size_t)p);
+        ok = ck != NULL;
+        for (int s = 0; ok && s < p; s++) ck[s] = w[s].clock;
+        if (ok) summarise(ck, p, out);
+        free(ck);
     }
-    if (ok) out->step_time = later(out->step_time, end_max);
-    if (ok && out->busy_max > 0)
-        out->bubble_fraction = (out->pipeline_time - out->busy_max) / out->busy_max;
-    free(act); free(grad); free(buf); free(order); free(len); free(st);
+    free(w); free(ops); free(spans); free(buf); free(order); free(lens);
+    shared_free(&sh);
     return ok;
 }

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 #include "planner/cost.h"
+#include "planner/evaluate.h"
 #include "planner/layout.h"
 #include "planner/memory.h"
 #include "planner/presets.h"

@@ -26,6 +26,7 @@
 
 #include "dsl/dsl.h"
 #include "planner/layout.h"
+#include "planner/presets.h"
 #include "planner/search.h"
 #include "planner/sema.h"
 #include "trace/trace.h"
@@ -37,6 +38,9 @@ typedef struct {
     int    stages;
     int    boxes[MAX_ST];     /* op boxes per stage row */
     double busy_px[MAX_ST];   /* drawn width of forward/backward boxes */
+    double wait_px[MAX_ST];   /* drawn waits for other stages: receive-wait boxes, and the
+                                 gap before a tied-embedding or gradient-norm all-reduce */
+    double end_px[MAX_ST];    /* right edge of the row's last box */
     double pipe_end_px;       /* right edge of the last forward/backward box */
     double x0, px_per_ms;
     int    labels, tooltips;
@@ -97,6 +101,13 @@ static Drawn measure(const char *svg, int which)
                 d.busy_px[s] += w;
                 right = fmax(right, x + w);
             }
+            bool recv = false;
+            for (const char *q = cls; *q && *q != '"' && !recv; q++) recv = starts(q, " recv");
+            if (recv) d.wait_px[s] += w;
+            if ((starts(cls, "EMBR") || starts(cls, "NRMR")) && d.end_px[s] > 0 && x > d.end_px[s])
+                d.wait_px[s] += x - d.end_px[s];
+            if (d.end_px[s] == 0) d.end_px[s] = d.x0;
+            d.end_px[s] = fmax(d.end_px[s], x + w);
             const char *close = strchr(c, '>');
             if (close && starts(close + 1, "<title>")) d.tooltips++;
         }
@@ -106,12 +117,16 @@ static Drawn measure(const char *svg, int which)
     return d;
 }
 
-/* The bubble as drawn: idle of the busiest row over its compute width. */
+/* The bubble as drawn (planner/simulate.h's definition): on the row that
+ * ends last (the first within a pixel's rounding), its waits for other
+ * stages over its compute width. */
 static double drawn_bubble(const Drawn *d)
 {
-    double busy = 0;
-    for (int s = 0; s < d->stages; s++) busy = fmax(busy, d->busy_px[s]);
-    return (d->pipe_end_px - d->x0 - busy) / busy;
+    double end = 0;
+    for (int s = 0; s < d->stages; s++) end = fmax(end, d->end_px[s]);
+    int crit = 0;
+    while (crit + 1 < d->stages && d->end_px[crit] < end - 1e-2) crit++;
+    return d->busy_px[crit] > 0 ? d->wait_px[crit] / d->busy_px[crit] : 0;
 }
 
 /* Render panels to a string (caller frees). */
@@ -356,6 +371,8 @@ static void test_read_measured(void **state)
         "  \"args\":{\"kind\":\"BWD\",\"mb\":0,\"chunk\":0,\"op\":2,\"rank\":2}},\n"
         " {\"name\":\"SEND\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":6000,\"dur\":100,"
         "  \"args\":{\"kind\":\"SEND_ACT\",\"mb\":0,\"chunk\":0,\"op\":1,\"rank\":2,\"bytes\":1e6}},\n"
+        " {\"name\":\"RECV_ACT 0\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":5000,\"dur\":1100,"
+        "  \"args\":{\"kind\":\"RECV_ACT\",\"mb\":0,\"chunk\":0,\"op\":0,\"rank\":6}},\n"
         " {\"name\":\"FWD 0\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":6100,\"dur\":1000,"
         "  \"args\":{\"kind\":\"FWD\",\"mb\":0,\"chunk\":0,\"op\":1,\"rank\":6}},\n"
         " {\"name\":\"BWD 0\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":7100,\"dur\":2000,"
@@ -370,7 +387,7 @@ static void test_read_measured(void **state)
     unlink(path);
     if (!ok) fail_msg("%s", why);
     assert_int_equal(t.pp, 2);
-    assert_int_equal(t.n_boxes, 5);
+    assert_int_equal(t.n_boxes, 6);
     assert_string_equal(t.source, "measured");
     assert_int_equal(t.boxes[0].kind, OP_FWD);
     assert_true(fabs(t.boxes[0].start) < 1e-12);            /* shifted to 0 */
@@ -378,8 +395,9 @@ static void test_read_measured(void **state)
     assert_int_equal(t.boxes[1].kind, OP_SEND_ACT);         /* sorted by op index */
     assert_true(fabs(t.boxes[1].bytes - 1e6) < 1e-6);
     assert_true(fabs(t.step_time - 4.1e-3) < 1e-12);
-    /* bubble from the boxes: busiest stage 3 ms of compute, pipeline ends at 4.1 ms */
-    assert_true(fabs(t.bubble_fraction - (4.1 - 3.0) / 3.0) < 1e-9);
+    /* bubble from the boxes: stage 1 ends last (4.1 ms); it waited 1.1 ms
+     * for stage 0's activation, over 3 ms of compute */
+    assert_true(fabs(t.bubble_fraction - 1.1 / 3.0) < 1e-9);
     tr_timeline_free(&t);
 }
 
@@ -477,6 +495,54 @@ static void test_search_file(void **state)
     dsl_arena_free(&arena);
 }
 
+/* The step-level collectives are drawn: in the Chrome trace an event per
+ * op named for what it sums ("norm" and "all-reduce"; "embed" and
+ * "all-reduce"), on the collectives tid, in the SVG a box with that
+ * tooltip — the gradient norm on every stage, the tied embedding on the
+ * first and the last, the SP norms on every stage. */
+static void test_step_collectives_drawn(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    Model m;
+    plan_preset_gpt(&m, buf, "g", 8, 512, 8, 1024, 8192, DTYPE_BF16);   /* tied head */
+    for (int pp = 1; pp <= 4; pp *= 2) {
+        Plan p = plan_preset_plan(m, plan_preset_dgx_a100(1), 4 / pp, 2, pp, 1, 1, 4 * pp, SCHED_1F1B, 1,
+                                  RECOMPUTE_NONE, 1);
+        PlanProgram prog;
+        PlanSimResult sim;
+        TrTimeline t;
+        char why[256];
+        if (!plan_lower(&p, &prog, why, sizeof why)) fail_msg("lower: %s", why);
+        assert_true(plan_simulate(&prog, &sim));
+        assert_true(tr_from_program(&prog, &sim, "g", &t));
+        char *json = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&json, &len);
+        assert_true(tr_write_chrome(f, &t));
+        fclose(f);
+        const TrTimeline *panels[] = { &t };
+        char *svg = render(panels, 1);
+        size_t norm = count(json, "{\"name\":\"gradient-norm all-reduce (all ranks)\",\"cat\":\"NORM_REDUCE\","
+                                  "\"ph\":\"X\",\"pid\":");
+        size_t embed = count(json, "{\"name\":\"tied-embedding all-reduce (first + last stage)\","
+                                   "\"cat\":\"EMBED_REDUCE\"");
+        size_t spn = count(json, "{\"name\":\"SP norm-gradient all-reduce (TP)\",\"cat\":\"SP_NORM_REDUCE\"");
+        assert_int_equal(norm, (size_t)pp);
+        assert_int_equal(embed, pp > 1 ? 2 : 0);
+        assert_int_equal(spn, (size_t)pp);
+        assert_int_equal(count(json, "\"cat\":\"NORM_REDUCE\",\"ph\":\"X\",\"pid\":0,\"tid\":2,"), 1);
+        assert_int_equal(count(svg, "<title>gradient-norm all-reduce (all ranks)"), (size_t)pp);
+        assert_int_equal(count(svg, "<title>tied-embedding all-reduce"), pp > 1 ? 2 : 0);
+        assert_int_equal(count(svg, "<title>SP norm-gradient all-reduce"), (size_t)pp);
+        free(json);
+        free(svg);
+        tr_timeline_free(&t);
+        plan_sim_free(&sim);
+        plan_program_free(&prog);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_read_errors),
         cmocka_unit_test(test_search_plot),
         cmocka_unit_test(test_search_file),
+        cmocka_unit_test(test_step_collectives_drawn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,8 +5,9 @@
  * with `traceEvents`, one "X" (complete) event per op with `ts` and `dur`
  * in microseconds (the format's unit), `pid` = pipeline stage, `tid` = the
  * stream the op ran on (0 compute, including receive waits and the
- * optimizer; 1 pipeline sends; 2 DP/ZeRO collectives), so events on one
- * tid never overlap and Perfetto nests nothing wrongly. `args` carries the
+ * optimizer; 1 pipeline sends; 2 DP/ZeRO and step-level collectives, the
+ * latter after the reductions they wait for), so events on one tid never
+ * overlap and Perfetto nests nothing wrongly. `args` carries the
  * link back to the Program: `op` (index in the stage's op list), `kind`
  * (plan_op_name), `mb`, `chunk`, `bytes`. `otherData` says what the file
  * is (`format` "planc-trace", `version` 1, `source` predicted|measured,
@@ -46,7 +47,8 @@ static int tid_of(PlanOpKind k)
 {
     switch (k) {   /* ORDER PlanOpKind */
     case OP_SEND_ACT: case OP_SEND_GRAD: return 1;
-    case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS: return 2;
+    case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS:
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: return 2;
     default: return 0;
     }
 }
@@ -54,7 +56,7 @@ static int tid_of(PlanOpKind k)
 /* Name stage s and its three lanes, so Perfetto shows "stage 3 / compute". */
 static void metadata(FILE *f, int s)
 {
-    static const char *threads[] = { "compute", "p2p sends", "DP/ZeRO collectives" };
+    static const char *threads[] = { "compute", "p2p sends", "collectives" };
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                "\"args\":{\"name\":\"stage %d\"}},\n", s, s);
     fprintf(f, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
@@ -79,9 +81,9 @@ bool tr_write_chrome(FILE *f, const TrTimeline *t)
     for (int s = 0; s < t->pp; s++) metadata(f, s);
     for (int i = 0; i < t->n_boxes; i++) {
         const TrBox *b = &t->boxes[i];
-        char name[48];
+        char name[64];
         const char *kind = plan_op_name(b->kind);
-        if (b->mb < 0) snprintf(name, sizeof name, "%s", kind);
+        if (b->mb < 0) snprintf(name, sizeof name, "%s", tr_op_title(b->kind));
         else if (t->chunks > 1) snprintf(name, sizeof name, "%s %d.%d", kind, b->mb, b->chunk);
         else snprintf(name, sizeof name, "%s %d", kind, b->mb);
         /* round both ends to the ns, so back-to-back events stay disjoint */

@@ -168,7 +168,7 @@ static void box(FILE *f, const TrTimeline *t, const TrBox *b, const Rows *r, dou
     fprintf(f, "<rect class=\"op %s%s%s\" x=\"%.3f\" y=\"%.1f\" width=\"%.3f\" height=\"%.1f\"",
             cls, is_recv(b->kind) ? " recv" : "", odd ? " odd" : "", x, y, w, h);
     if (tooltip) {
-        fprintf(f, "><title>%s", plan_op_name(b->kind));
+        fprintf(f, "><title>%s", tr_op_title(b->kind));
         if (b->mb >= 0) fprintf(f, " mb %d", b->mb);
         if (b->chunk >= 0 && t->chunks > 1) fprintf(f, " chunk %d", b->chunk);
         fprintf(f, ": %.3f-%.3f ms", b->start * 1e3, b->end * 1e3);

@@ -37,6 +37,16 @@ TrLane tr_lane_of(PlanOpKind k)
     return TR_LANE_COMPUTE;
 }
 
+const char *tr_op_title(PlanOpKind k)
+{
+    switch (k) {
+    case OP_SP_NORM_REDUCE: return "SP norm-gradient all-reduce (TP)";
+    case OP_EMBED_REDUCE:   return "tied-embedding all-reduce (first + last stage)";
+    case OP_NORM_REDUCE:    return "gradient-norm all-reduce (all ranks)";
+    default:                return plan_op_name(k);
+    }
+}
+
 /* "dp 2 x tp 2 x pp 2, ZeRO-1, 1f1b, 8 micro-batches" from the Program. */
 static void layout_line(const PlanProgram *p, char *buf, size_t len)
 {
@@ -87,18 +97,31 @@ void tr_timeline_free(TrTimeline *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Why: one bubble definition for predicted and measured timelines
+ * (planner/simulate.h): on the stage whose last box ends last (the lowest
+ * on ties), the time its compute stream waited for another stage — its
+ * receive-wait boxes, and before a collective over several stages (the
+ * tied-embedding and gradient-norm all-reduces) the gap since the stage's
+ * previous boxes ended — over its forward/backward box time. */
 double tr_bubble_of(const TrTimeline *t)
 {
-    double *busy = calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *busy);
-    if (!busy) return NAN;
-    double end = 0, busy_max = 0;
-    for (int i = 0; i < t->n_boxes; i++) {
+    int pp = t->pp > 0 ? t->pp : 1;
+    double *busy = calloc((size_t)pp, sizeof *busy), *wait = calloc((size_t)pp, sizeof *wait);
+    double *end = calloc((size_t)pp, sizeof *end);
+    if (!busy || !wait || !end) { free(busy); free(wait); free(end); return NAN; }
+    for (int i = 0; i < t->n_boxes; i++) {   /* a stage's boxes come in op order */
         const TrBox *b = &t->boxes[i];
-        if (!tr_is_compute(b->kind) || b->stage < 0 || b->stage >= t->pp) continue;
-        busy[b->stage] += b->end - b->start;
-        end = fmax(end, b->end);
+        if (b->stage < 0 || b->stage >= pp) continue;
+        int s = b->stage;
+        if (tr_is_compute(b->kind)) busy[s] += b->end - b->start;
+        if (b->kind == OP_RECV_ACT || b->kind == OP_RECV_GRAD) wait[s] += b->end - b->start;
+        if ((b->kind == OP_EMBED_REDUCE || b->kind == OP_NORM_REDUCE) && b->start > end[s])
+            wait[s] += b->start - end[s];
+        end[s] = fmax(end[s], b->end);
     }
-    for (int s = 0; s < t->pp; s++) busy_max = fmax(busy_max, busy[s]);
-    free(busy);
-    return busy_max > 0 ? (end - busy_max) / busy_max : 0;
+    int crit = 0;
+    for (int s = 1; s < pp; s++) if (end[s] > end[crit]) crit = s;
+    double f = busy[crit] > 0 ? wait[crit] / busy[crit] : 0;
+    free(busy); free(wait); free(end);
+    return f;
 }

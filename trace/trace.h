@@ -62,10 +62,17 @@ void tr_timeline_free(TrTimeline *t);
 /* Which lane an op kind is drawn in (receives: TR_LANE_P2P in the SVG). */
 TrLane tr_lane_of(PlanOpKind k);
 bool   tr_is_compute(PlanOpKind k);   /* FWD, BWD, BWD_INPUT, BWD_WEIGHT */
+/* The name an op's box or event carries: plan_op_name, except the
+ * step-level collectives, which say what they sum over which group
+ * ("gradient-norm all-reduce (all ranks)", "tied-embedding all-reduce
+ * (first + last stage)", "SP norm-gradient all-reduce (TP)"). */
+const char *tr_op_title(PlanOpKind k);
 
-/* Bubble of a timeline from its boxes, as the simulator defines it:
- * (pipeline end - largest per-stage compute time) / that compute time,
- * where the pipeline end is the last end of a forward/backward box. */
+/* Bubble fraction of a timeline from its boxes, as the simulator defines
+ * it (planner/simulate.h): on the stage that ends last, its receive waits
+ * and its waits before the collectives over several stages, over its
+ * forward/backward box time (a box of a ZeRO-3 compute op includes its
+ * waits for gathers, so there the two differ by those). */
 double tr_bubble_of(const TrTimeline *t);
 
 /* Draw one timeline, or several stacked with one time axis (--compare:
