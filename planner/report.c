@@ -143,26 +143,49 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
     print_group(out, "PP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_PP));
 }
 
+/* Stage s's layer ranges, every one, "a-b,c-d,..." into buf (grown as
+ * needed; NULL when out of memory): with interleaving a stage holds
+ * `chunks` ranges, chunk v being virtual stage v * pp + s. */
+static char *stage_ranges(const PlanChunk *chunks, int pp, int n_chunks, int s)
+{
+    size_t cap = 24 * (size_t)n_chunks + 1, o = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    buf[0] = '\0';
+    for (int v = 0; v < n_chunks; v++) {
+        const PlanChunk *c = &chunks[v * pp + s];
+        o += (size_t)snprintf(buf + o, cap - o, "%s%d-%d", v ? "," : "", c->first, c->end - 1);
+    }
+    return buf;
+}
+
 static void print_memory(FILE *out, const PlanEval *ev, const PlanChunk *chunks)
 {
+    int v = ev->layout.chunks;
     fprintf(out, "\nmemory per GPU (GiB)\n");
     fprintf(out, "%5s %-10s %8s %8s %9s %11s %8s %8s %8s %8s %9s %9s\n", "stage", "layers", "params",
             "grads", "optimizer", "activations", "buffers", "reserve", "total", "capacity",
             "headroom", "in-flight");
     for (int s = 0; s < ev->pp; s++) {
         const PlanStageMem *m = &ev->stages[s];
-        char layers[64] = "";
-        int o = 0;
-        for (int v = 0; v < ev->layout.chunks && o < 50; v++) {
-            const PlanChunk *c = &chunks[v * ev->pp + s];
-            o += snprintf(layers + o, sizeof layers - (size_t)o, "%s%d-%d", v ? "," : "", c->first,
-                          c->end - 1);
-        }
+        /* one range fits the column; several are listed in full below */
+        char layers[32];
+        const PlanChunk *c = &chunks[s];
+        if (v > 1) snprintf(layers, sizeof layers, "%d ranges", v);
+        else snprintf(layers, sizeof layers, "%d-%d", c->first, c->end - 1);
         fprintf(out, "%5d %-10s %8.2f %8.2f %9.2f %11.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.2f%s\n", s,
                 layers, m->params_bytes / GiB, m->grads_bytes / GiB, m->optimizer_bytes / GiB,
                 m->activations_bytes / GiB, m->buffers_bytes / GiB, m->reserve_bytes / GiB,
                 m->total_bytes / GiB, m->capacity / GiB, (double)m->headroom / GiB, m->in_flight,
                 m->headroom < 0 ? "  DOES NOT FIT" : "");
+    }
+    if (v == 1) return;
+    fprintf(out, "layers of each stage (%d interleaved chunks, chunk v of stage s is virtual stage v*%d+s)\n",
+            v, ev->pp);
+    for (int s = 0; s < ev->pp; s++) {
+        char *r = stage_ranges(chunks, ev->pp, v, s);
+        fprintf(out, "%5d %s\n", s, r ? r : "(out of memory)");
+        free(r);
     }
 }
 
@@ -247,9 +270,16 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     for (int s = 0; s < ev->pp; s++) {
         const PlanStageMem *m = &ev->stages[s];
         fprintf(out, "%s%s{\"stage\": %d, ", s ? "," : "", s ? (compact ? " " : item) : item, s);
-        if (split)
-            fprintf(out, "\"first_layer\": %d, \"end_layer\": %d, ", ch[s].first,
-                    ch[(l->chunks - 1) * l->pp + s].end);
+        /* layer ranges [first, end), one per chunk of the stage: with
+         * interleaving a stage's layers are not one range */
+        if (split && l->chunks == 1)
+            fprintf(out, "\"first_layer\": %d, \"end_layer\": %d, ", ch[s].first, ch[s].end);
+        if (split) {
+            fprintf(out, "\"layers\": [");
+            for (int v = 0; v < l->chunks; v++)
+                fprintf(out, "%s[%d, %d]", v ? ", " : "", ch[v * l->pp + s].first, ch[v * l->pp + s].end);
+            fprintf(out, "], ");
+        }
         fprintf(out, "\"params_bytes\": %llu, \"grads_bytes\": %llu, \"optimizer_bytes\": %llu, "
                      "\"activations_bytes\": %llu, \"buffers_bytes\": %llu, \"reserve_bytes\": %llu, "
                      "\"total_bytes\": %llu, \"capacity_bytes\": %llu, \"headroom_bytes\": %lld, "

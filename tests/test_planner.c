@@ -1190,6 +1190,44 @@ static char *report(const Plan *p, bool json, int *rc)
     return buf;
 }
 
+/* An interleaved stage holds `chunks` layer ranges: check lists every one
+ * (text) and gives them as disjoint [first, end) pairs (JSON) that cover
+ * the model exactly once; it used to print 9 of 20 ranges and JSON
+ * first/end pairs that overlapped between stages. */
+static void test_report_interleaved_ranges(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(40)];
+    Plan p = gpt_plan(buf, 40, 1024, 16, 1, 2, 2, 2, 1, 1, 16, SCHED_INTERLEAVED, 20, RECOMPUTE_NONE, 0);
+    int rc;
+    char *s = report(&p, true, &rc);
+    assert_int_equal(rc, 0);
+    int covered[PLAN_PRESET_LAYERS(40)] = { 0 };
+    int n_ranges = 0;
+    for (const char *q = strstr(s, "\"layers\": ["); q; q = strstr(q + 1, "\"layers\": [")) {
+        const char *r = q + strlen("\"layers\": [");
+        int a, b, used;
+        while (sscanf(r, " [%d, %d]%n", &a, &b, &used) == 2) {
+            assert_true(a >= 0 && a < b && b <= p.model.n_layers);
+            for (int i = a; i < b; i++) covered[i]++;
+            n_ranges++;
+            r += used;
+            if (*r == ',') r++;
+        }
+    }
+    assert_int_equal(n_ranges, 2 * 20);
+    for (int i = 0; i < p.model.n_layers; i++) assert_int_equal(covered[i], 1);
+    assert_null(strstr(s, "\"first_layer\""));   /* one range per stage only when chunks == 1 */
+    free(s);
+    s = report(&p, false, &rc);
+    const char *list = strstr(s, "layers of each stage");
+    assert_non_null(list);
+    int commas = 0;
+    for (const char *q = strchr(list, '\n') + 1; *q && *q != '\n'; q++) commas += *q == ',';
+    assert_int_equal(commas, 20 - 1);   /* stage 0's line names all 20 ranges */
+    free(s);
+}
+
 static void test_report(void **state)
 {
     (void)state;
@@ -1260,6 +1298,7 @@ int main(void)
         cmocka_unit_test(test_megatron_2021_switches),
         cmocka_unit_test(test_random_layouts),
         cmocka_unit_test(test_report),
+        cmocka_unit_test(test_report_interleaved_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
