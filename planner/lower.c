@@ -495,6 +495,44 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
     for (int s = 0; s < l->pp; s++) oc->opt[s] = pc->opt ? pc->opt[s] : 0;
 }
 
+/* Whether the model's lm_head is tied to its embedding. */
+static bool head_tied(const Model *m)
+{
+    return m->n_layers > 0 && m->layers[m->n_layers - 1].kind == LAYER_LM_HEAD &&
+           m->layers[m->n_layers - 1].tied;
+}
+
+/* A minimal lowering of the step-level collectives (h-codegen's, until
+ * h-core's costed one replaces it): SP_NORM_REDUCE (SP, tp > 1),
+ * EMBED_REDUCE (tied head, pp > 1, first and last stage), NORM_REDUCE
+ * (every stage), in that order right before each stage's OPT_STEP. Their
+ * durations are 0 here. */
+static bool add_step_collectives(const Plan *p, const Layout *l, PlanProgram *out)
+{
+    for (int s = 0; s < out->pp; s++) {
+        PlanStageProgram *sp = &out->stages[s];
+        int at = 0;
+        while (at < sp->n_ops && sp->ops[at].kind != OP_OPT_STEP) at++;
+        PlanOpKind add[3];
+        int n = 0;
+        if (l->sequence_parallel == 1 && l->tp > 1) add[n++] = OP_SP_NORM_REDUCE;
+        if (head_tied(&p->model) && l->pp > 1 && (s == 0 || s == l->pp - 1)) add[n++] = OP_EMBED_REDUCE;
+        add[n++] = OP_NORM_REDUCE;
+        for (int k = 0; k < n; k++) {
+            PlanOp o;
+            memset(&o, 0, sizeof o);
+            o.kind = add[k]; o.mb = -1; o.chunk = -1; o.vstage = -1; o.peer = -1; o.pair = -1;
+            o.first_layer = o.end_layer = 0;
+            o.coll = COLL_ALL_REDUCE; o.stream = STREAM_COMPUTE;
+            o.group = add[k] == OP_SP_NORM_REDUCE ? GROUP_TP : GROUP_PP;
+            if (emit(sp, o) < 0) return false;
+            memmove(&sp->ops[at + 1], &sp->ops[at], sizeof(PlanOp) * (size_t)(sp->n_ops - 1 - at));
+            sp->ops[at++] = o;
+        }
+    }
+    return true;
+}
+
 bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len)
 {
     Layout l = plan_layout_defaults(p);
@@ -509,7 +547,7 @@ bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len)
         return false;
     }
     plan_op_costs_fill(&pc, &oc);
-    ok = plan_lower_costs(&oc, out);
+    ok = plan_lower_costs(&oc, out) && add_step_collectives(p, &l, out);
     if (ok) { out->dp = l.dp; out->tp = l.tp; }
     else snprintf(why, len, "the schedule could not be built (out of memory or deadlock)");
     plan_op_costs_free(&oc);

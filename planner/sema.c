@@ -1007,18 +1007,29 @@ static void sema_optimizer(Sema *S, const DslStmt *st, Train *T)
     if ((s = field(&F, "weight_decay"))) get_real(S, s, 0, false, 10, false, &T->weight_decay);
 }
 
-/* train { ... }: steps and lr are required; the rest default to the
- * PyTorch AdamW defaults and a global-norm clip of 1.0. */
-static void sema_train(Sema *S, const DslStmt *t, Train *T)
+/* The train defaults, the one place they are written (README's train
+ * section): the PyTorch AdamW defaults, a global-norm clip of 1.0, no
+ * warm-up, seed 0, no data; steps and lr, which a train block must give,
+ * are 10 steps at 1e-3 for a file without one. Plan.train always holds
+ * them, so the generated program reads nothing else. */
+static void train_defaults(Train *T)
 {
-    const DslStmt *body, *s;
-    int64_t x;
     memset(T, 0, sizeof *T);
+    T->steps = 10;
+    T->lr = 1e-3;
     T->grad_clip = 1.0;
     T->beta1 = 0.9;
     T->beta2 = 0.999;
     T->eps = 1e-8;
     T->weight_decay = 0.01;
+}
+
+/* train { ... }: steps and lr are required; the rest keep train_defaults. */
+static void sema_train(Sema *S, const DslStmt *t, Train *T)
+{
+    const DslStmt *body, *s;
+    int64_t x;
+    train_defaults(T);
     if (!block_body(S, t, 0, &body)) return;
     if (t->kind != DSL_STMT_BLOCK) {
         dsl_error(S->d, t->key_loc, "train needs a block: train { steps 100; lr 3e-4 }");
@@ -1085,6 +1096,7 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
             if (cluster_ok) check_layout_cluster(&S, &out->layout, &out->cluster, &src);
         }
     }
+    train_defaults(&out->train);
     if (t) {
         out->has_train = true;
         sema_train(&S, t, &out->train);
