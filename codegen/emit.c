@@ -2,15 +2,27 @@
  * emit.c: Plan -> one C/CUDA program.
  *
  * The program is written in the order a reader needs it: what was planned
- * and predicted (header comment), the constants of the layout, the
- * parameter table, the layer table, the layers' forward and backward
- * passes (fixed text from codegen/program.in, where every TP collective
- * is spelled out), one forward and one backward function per model chunk
- * listing its layers, the op dispatcher, one step function per pipeline
- * stage that is that stage's op list from the Program, in order, and main.
+ * and predicted (header comment: memory from the planner, time from
+ * plan_simulate of the very Program below), the constants of the layout,
+ * the parameter table, the layer table, the layers' forward and backward
+ * passes (sections of codegen/program_template.c, where every TP
+ * collective is spelled out), one forward and one backward function per
+ * model chunk listing its layers, the op dispatcher, one step function per
+ * pipeline stage that is that stage's op list from the Program, in order,
+ * and main.
+ *
+ * The program is of its plan alone: the template's #if lines name the
+ * features a plan fixes (set_features: sequence parallelism, recompute
+ * mode, split backward, norm and activation kinds, RoPE, the Program's op
+ * kinds) and section() keeps the branches the plan takes, without the
+ * directives. Train settings come from Plan.train only (sema fills the
+ * documented defaults).
  *
  * This file never decides a schedule: the step functions are a straight
- * transcription of plan_lower()'s ops. It adds three kinds of bookkeeping
+ * transcription of plan_lower()'s ops; a regular schedule's rounds are
+ * written as loops (loop_pieces), kept only when they expand back to the
+ * op list exactly (pieces_expand_to), and ZB-H1 is listed op by op. It
+ * adds three kinds of bookkeeping
  * lines the Program implies: REDUCE_DURING before the compute op a
  * REDUCE_GRADS drains (its `pair`), so the reduction starts bucket by
  * bucket inside that backward; RELEASE_PARAMS after the op a ZeRO-3 gather
@@ -186,8 +198,8 @@ static bool directive(const char *s, const char *e, const char *d, const char **
 
 /* Write section `name` of the template: its #if/#elif/#else/#endif lines
  * resolved against the plan's features (the lines of the branches the
- * plan takes are copied, the directives themselves are not), @KEY@
- * replaced from keys/vals. A condition on an unknown name sets g->bad. */
+ * plan takes are copied, the directives themselves are not, and never two
+ * blank lines in a row), @KEY@ replaced from keys/vals. A condition on an unknown name sets g->bad. */
 static void section(Cg *g, const char *name, const char *const *keys, const char *const *vals,
                     int nk)
 {
@@ -200,6 +212,7 @@ static void section(Cg *g, const char *name, const char *const *keys, const char
     e = e ? e + 1 : s + strlen(s);
     struct { bool taking, taken; } st[16];   /* one per open #if */
     int depth = 0, off = 0;                  /* off: open levels not taken */
+    bool blank_prev = false;
     while (s < e) {
         const char *nl = memchr(s, '\n', (size_t)(e - s));
         const char *le = nl ? nl + 1 : e, *c;
@@ -227,7 +240,9 @@ static void section(Cg *g, const char *name, const char *const *keys, const char
             depth--;
             off -= !st[depth].taking;
         } else if (!off) {
-            template_line(g, s, le, keys, vals, nk);
+            bool blank = ce == s;
+            if (!(blank && blank_prev)) template_line(g, s, le, keys, vals, nk);   /* one blank line where a dropped branch leaves two */
+            blank_prev = blank;
         }
         s = le;
         continue;
@@ -449,7 +464,8 @@ static void emit_constants(Cg *g)
     col(g, "    N_LAYERS = %d, N_PARAMS = %d,", "layers of the model, tensors of PARAMS", m->n_layers, g->n_params);
     out(g, "};\n/* sizes as size_t, so products of them never overflow an int */\nstatic const size_t\n");
     col(g, "    B = %lld, T = %lld, N = %lld,", "sequences per micro-batch, tokens each, rows B*T", B, T, B * T);
-    col(g, "    NL = %lld,", "rows of the residual stream here (SP: N/TP)", B * T / sp);
+    col(g, "    NL = %lld,", sp > 1 ? "rows of the residual stream here: sequence parallel, N/TP"
+                                      : "rows of the residual stream here: all of them", B * T / sp);
     col(g, "    C = %lld, V = %lld, VL = %lld,", "width, vocabulary, this rank's slice V/TP",
         (long long)m->dim, (long long)m->vocab, (long long)(m->vocab / l->tp));
     col(g, "    GLOBAL_BATCH = %lld,", "sequences per step, all DP ranks together", (long long)l->global_batch);
@@ -1092,7 +1108,6 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
                                                                : "AdamW on every parameter this rank holds");
         const char *vals[] = { g.l.dp > 1 ? reduce_text(g.l.zero) : "dp 1: no reduction", opt };
         section(&g, "dispatch", keys, vals, 2);
-        out(&g, "\n");
         emit_steps(&g);
         section(&g, "main", NULL, NULL, 0);
         if (g.bad[0]) { snprintf(why, len, "%s", g.bad); ok = false; }

@@ -29,7 +29,7 @@ enum {
 /* sizes as size_t, so products of them never overflow an int */
 static const size_t
     B = 2, T = 64, N = 128,                 /* sequences per micro-batch, tokens each, rows B*T */
-    NL = 128,                               /* rows of the residual stream here (SP: N/TP) */
+    NL = 128,                               /* rows of the residual stream here: all of them */
     C = 64, V = 256, VL = 128,              /* width, vocabulary, this rank's slice V/TP */
     GLOBAL_BATCH = 16,                      /* sequences per step, all DP ranks together */
     MAX_WIDTH = 128, MAX_INNER = 128, MAX_HEADS = 2; /* widest layer, this rank */
@@ -247,7 +247,6 @@ static void sum_partials(prt_act *p, prt_act *y)
     CHECK(prt_all_reduce(R.c->tp, p, p, N * C, PRT_ACT, PRT_SUM));        /* TP: sum the partials */
 }
 
-
 /* The partial input gradient dp (N, C) of a column-parallel linear, summed
  * over TP, into dx (N, C). */
 static void sum_input_grad(prt_act *dp, prt_act *dx)
@@ -306,7 +305,6 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
 }
 
-
 /* MLP sublayer, tensor-parallel as Megatron-LM: the up projection is
  * column-parallel (this rank's L->f hidden units; SwiGLU: its slice of
  * both the gate and the up half), the down projection row-parallel,
@@ -342,7 +340,6 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
 }
-
 
 /* The final norm, on this rank's rows. */
 static void final_norm_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
@@ -393,7 +390,6 @@ static void lm_head_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_linear_bwd(S.dlnf, G(L->w1), NULL, a->logits, head_in(a), W(L->w1), N, C, VL);
     sum_input_grad(S.dlnf, d);         /* vocab-parallel input gradient: a partial sum over TP */
 }
-
 
 /* Layer l's gradients are final for this backward: when the reduction is
  * armed (REDUCE_DURING), its bucket's DP reduction starts now, async,
@@ -611,7 +607,6 @@ static void op(OpKind kind, int mb, int chunk, int peer)
     }
     prt_trace_end();                                  /* --trace: its end */
 }
-
 
 /* ---- one training step per pipeline stage ----------------------------------
  * Each is the Program planc scheduled for that stage (plan_lower), in order;
