@@ -14,7 +14,7 @@
  * The program is of its plan alone: the template's #if lines name the
  * features a plan fixes (set_features: sequence parallelism, recompute
  * mode, split backward, norm and activation kinds, RoPE, the Program's op
- * kinds) and section() keeps the branches the plan takes, without the
+ * kinds, biases) and section() keeps the branches the plan takes, without the
  * directives. Train settings come from Plan.train only (sema fills the
  * documented defaults).
  *
@@ -345,7 +345,7 @@ static void set_features(Cg *g)
 {
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
-    int rms = 0, ln = 0, act[3] = { 0, 0, 0 }, mlp = 0, final_norm = 0, pos = POS_NONE;
+    int rms = 0, ln = 0, act[3] = { 0, 0, 0 }, mlp = 0, final_norm = 0, pos = POS_NONE, bias = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
@@ -353,6 +353,7 @@ static void set_features(Cg *g)
             *(L->norm == NORM_RMSNORM ? &rms : &ln) += 1;
         if (L->kind == LAYER_MLP) { mlp++; act[L->act]++; }
         if (L->kind == LAYER_NORM) final_norm++;
+        if ((L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP) && L->bias) bias++;
     }
     int kinds = (act[ACT_GELU] > 0) + (act[ACT_RELU] > 0) + (act[ACT_SWIGLU] > 0);
     g->n_feat = 0;
@@ -369,6 +370,7 @@ static void set_features(Cg *g)
     set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
     set_feature(g, "HAS_MLP", mlp > 0);
     set_feature(g, "HAS_FINAL_NORM", final_norm > 0);
+    set_feature(g, "HAS_BIAS", bias > 0);
     set_feature(g, "PIPELINE", l->pp > 1);
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];

@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, ROPE,
- * LEARNED_POS, HAS_MLP, HAS_FINAL_NORM, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
+ * LEARNED_POS, HAS_MLP, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
  * is copied as it is. @KEY@ (in comments only, so this file stays C) is
@@ -60,6 +60,9 @@
 #endif
 #ifndef HAS_FINAL_NORM
 #define HAS_FINAL_NORM 1
+#endif
+#ifndef HAS_BIAS
+#define HAS_BIAS 1
 #endif
 #ifndef PIPELINE
 #define PIPELINE 0
@@ -366,8 +369,11 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 /* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
  * 2019): QKV is column-parallel (this rank computes its L->h query and
  * L->hkv key/value heads without communication), the output projection is
- * row-parallel (a partial sum over this rank's heads), summed over TP. The
- * bias is added on TP rank 0 only, so the sum holds it once. */
+ * row-parallel (a partial sum over this rank's heads), summed over TP.
+#if HAS_BIAS
+ * The output bias is added on TP rank 0 only, so the sum holds it once.
+#endif
+ */
 static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
 #if RECOMPUTE_SELECTIVE
@@ -383,7 +389,11 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, 10000.0f);  /* rotary positions */
 #endif
     prt_attention_fwd(a->a, att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
+#if HAS_BIAS
     prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel: partial sums */
+#else
+    prt_linear_fwd(p, a->a, W(L->w2), NULL, N, L->inner, C);             /* row-parallel: partial sums */
+#endif
     sum_partials(p, y);
     prt_residual_add(y, a->x, y, NL * C);
 }
@@ -498,7 +508,11 @@ static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel up */
     mlp_act_fwd(L, a->a, a->h);
+#if HAS_BIAS
     prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel down */
+#else
+    prt_linear_fwd(p, a->a, W(L->w2), NULL, N, L->inner, C);             /* row-parallel down */
+#endif
     sum_partials(p, y);
     prt_residual_add(y, a->x, y, NL * C);
 }

@@ -14,6 +14,7 @@
  *  - codegen/program_template.c compiles on its own with -Werror for a
  *    table of feature combinations;
  *  - a plan without a train block gets the documented train defaults;
+ *  - the header's step time and bubble are plan_simulate's of the Program;
  *  - text from the plan cannot break out of a comment or a string;
  *  - layouts the generator does not handle are refused with a reason;
  *  - the emitted program compiles with -Wall -Wextra -Werror for the CPU
@@ -39,6 +40,7 @@
 #include "codegen/codegen.h"
 #include "planner/layout.h"
 #include "planner/program.h"
+#include "planner/simulate.h"
 
 static const char *plan_file, *lib_dir, *golden_file;
 extern char **environ;
@@ -277,6 +279,33 @@ static void test_one_code_path(void **state)
     }
 }
 
+/* The header's step time and bubble are plan_simulate's of the Program
+ * the file transcribes, for every case. */
+static void test_header_is_the_simulation(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        DslArena a;
+        Plan p;
+        char why[256], want[128];
+        size_t n;
+        load_case(&CASES[i], &a, &p);
+        PlanProgram prog;
+        PlanSimResult sim;
+        assert_true(plan_lower(&p, &prog, why, sizeof why));
+        assert_true(plan_simulate(&prog, &sim));
+        snprintf(want, sizeof want, " *   step %.3f ms, pipeline bubble %.1f %%,", 1e3 * sim.step_time,
+                 100.0 * sim.bubble_fraction);
+        char *text = emit_text(&p, why, sizeof why, &n);
+        assert_non_null(text);
+        if (!strstr(text, want)) fail_msg("%s: the header lacks '%s'", CASES[i].name, want);
+        free(text);
+        plan_sim_free(&sim);
+        plan_program_free(&prog);
+        dsl_arena_free(&a);
+    }
+}
+
 /* tiny.plan emits the golden program, byte for byte. */
 static void test_golden(void **state)
 {
@@ -329,6 +358,7 @@ static void test_template_compiles(void **state)
         { "-DRECOMPUTE_SELECTIVE=1", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
         { "-DNORM_MIXED=1", "-DMLP_ACTS_MIXED=1", "-DUSES_SYNC_PARAMS=1", "-DUSES_EMBED_REDUCE=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MLP=0", "-DHAS_FINAL_NORM=0", "-DUSES_REDUCE_GRADS=0", "-DUSES_GATHER_PARAMS=1", "-DMLP_RELU=1", NULL },
+        { "-DHAS_BIAS=0", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -553,6 +583,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_steps_are_the_program),
         cmocka_unit_test(test_one_code_path),
+        cmocka_unit_test(test_header_is_the_simulation),
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_template_compiles),
         cmocka_unit_test(test_train_defaults),

@@ -277,8 +277,9 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 /* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
  * 2019): QKV is column-parallel (this rank computes its L->h query and
  * L->hkv key/value heads without communication), the output projection is
- * row-parallel (a partial sum over this rank's heads), summed over TP. The
- * bias is added on TP rank 0 only, so the sum holds it once. */
+ * row-parallel (a partial sum over this rank's heads), summed over TP.
+ * The output bias is added on TP rank 0 only, so the sum holds it once.
+ */
 static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
     prt_act *att = a->att;
