@@ -427,8 +427,11 @@ static void emit_header(Cg *g)
            " * how TP splits it), the layer table, the layers' forward and backward\n"
            " * passes (every TP collective is a call you can see), one forward and one\n"
            " * backward per model chunk, then step_stageN: pipeline stage N's ops for\n"
-           " * one training step, in the order planc scheduled them. Ranks are\n"
-           " * rank = tp + TP*(dp + DP*pp); every rank of a stage runs its step.\n"
+           " * one training step, in the order planc scheduled them (rounds of a\n"
+           " * regular schedule as loops), every collective of the step among them.\n"
+           " * Ranks are rank = tp + TP*(dp + DP*pp); every rank of a stage runs its\n"
+           " * step. The code is this plan's alone: features it does not use are not\n"
+           " * in it.\n"
            " */\n#include \"planrt.h\"\n\n");
 }
 
@@ -1031,7 +1034,7 @@ static void emit_stage(Cg *g, int s)
         loops = false;
     }
     out(g, "/* Stage %d of %d under %s: %d forwards and %d backwards of (micro-batch,\n"
-           " * chunk), %d forwards before the first backward. %d ops%s. */\n",
+           " * chunk), %d before the first backward. %d ops%s. */\n",
         s, g->l.pp, sched_title(g->l.schedule), fwd, bwd, warm, sp->n_ops,
         loops ? "; the loops are rounds of the\n * same ops, the micro-batch one round further each time"
               : ", listed one by one");

@@ -13,8 +13,11 @@
  * how TP splits it), the layer table, the layers' forward and backward
  * passes (every TP collective is a call you can see), one forward and one
  * backward per model chunk, then step_stageN: pipeline stage N's ops for
- * one training step, in the order planc scheduled them. Ranks are
- * rank = tp + TP*(dp + DP*pp); every rank of a stage runs its step.
+ * one training step, in the order planc scheduled them (rounds of a
+ * regular schedule as loops), every collective of the step among them.
+ * Ranks are rank = tp + TP*(dp + DP*pp); every rank of a stage runs its
+ * step. The code is this plan's alone: features it does not use are not
+ * in it.
  */
 #include "planrt.h"
 
@@ -615,7 +618,7 @@ static void op(OpKind kind, int mb, int chunk, int peer)
  * Every collective of the step is a line here or inside the layers above. */
 
 /* Stage 0 of 2 under 1F1B: 4 forwards and 4 backwards of (micro-batch,
- * chunk), 2 forwards before the first backward. 20 ops; the loops are rounds of the
+ * chunk), 2 before the first backward. 20 ops; the loops are rounds of the
  * same ops, the micro-batch one round further each time. */
 static void step_stage0(void)
 {
@@ -646,7 +649,7 @@ static void step_stage0(void)
 }
 
 /* Stage 1 of 2 under 1F1B: 4 forwards and 4 backwards of (micro-batch,
- * chunk), 1 forwards before the first backward. 20 ops; the loops are rounds of the
+ * chunk), 1 before the first backward. 20 ops; the loops are rounds of the
  * same ops, the micro-batch one round further each time. */
 static void step_stage1(void)
 {
