@@ -82,8 +82,9 @@ typedef struct {
                                 norms): summed over TP once per step before the update */
     int           tie;       /* -1, or the id of the tensor this one copies (a tied
                                 lm_head on another stage than the embedding): starts
-                                from that id's values, gradients summed with it over PP
-                                every step, left out of dumps */
+                                from that id's values, gradients summed with it over
+                                the embedding group (first and last stage) every
+                                step by prt_zero_embed_reduce, left out of dumps */
 } prt_param;
 
 typedef struct prt_model prt_model;
