@@ -4,11 +4,14 @@
  *
  * cg_emit() lowers the plan to its Program (planner/program.h) and writes
  * one file that includes only planrt.h: a header comment with the layout and
- * planc's predictions, the parameter table, the layers' forward and backward
- * passes with every tensor-parallel collective spelled out, one step
- * function per pipeline stage that is that stage's op list in order, and
- * main. The same file compiles as C (CPU target) and as CUDA (nvcc).
- * Emission is deterministic: same plan, same bytes.
+ * planc's predictions (the simulated Program's time), the parameter table,
+ * the layers' forward and backward passes of this plan alone (the features
+ * it fixes resolved from codegen/program_template.c) with every
+ * tensor-parallel collective spelled out, one step function per pipeline
+ * stage that is that stage's op list in order (regular rounds as loops,
+ * the step-level collectives as lines), and main. The same file compiles
+ * as C (CPU target) and as CUDA (nvcc). Emission is deterministic: same
+ * plan, same bytes.
  *
  * cg_build() starts the compiler with posix_spawnp (never a shell) and
  * returns its status; the compiler's own messages go to the terminal.

@@ -1,8 +1,9 @@
 # codegen/codegen.mk: the code generator (Plan -> one .cu program), its
 # template, its tests (test-codegen, test-invariance) and bench-train.
 #
-# codegen/program.in is the fixed text of generated programs (layers, slots,
-# op dispatcher, main); it is turned into a C string in $(BUILD)/gen.
+# codegen/program_template.c is the fixed text of generated programs (layers,
+# slots, op dispatcher, main), itself a C file that compiles; it is turned
+# into a C string in $(BUILD)/gen.
 PLANC_SRCS     += codegen/emit.c codegen/compile.c codegen/launch.c
 PLANC_GEN_SRCS += $(BUILD)/gen/cg_program.gen.c
 
@@ -13,9 +14,9 @@ CG_DEFS       := -DCG_SOURCE_DIR='"$(CURDIR)"' -DCG_CUDA_HOME='"$(CUDA_HOME)"' \
                  -DCG_MPI_LIBS='"$(strip $(CG_MPI_LIBS))"'
 $(BUILD)/obj/codegen/compile.o $(BUILD)/obj/cli/cmd_emit.o: CPPFLAGS += $(CG_DEFS)
 
-$(BUILD)/gen/cg_program.gen.c: codegen/program.in
+$(BUILD)/gen/cg_program.gen.c: codegen/program_template.c
 	@mkdir -p $(@D)
-	{ echo '/* generated from codegen/program.in by codegen/codegen.mk */'; \
+	{ echo '/* generated from codegen/program_template.c by codegen/codegen.mk */'; \
 	  echo 'const char cg_program_template[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@
@@ -26,8 +27,9 @@ $(CG_DATA): scripts/make-data.sh
 	@scripts/make-data.sh $@
 
 # ---- tests -----------------------------------------------------------------
-# test-codegen: determinism, step functions == Program, escaping, refusals,
-# -Werror compiles (cmocka). test-invariance: the layout matrix of
+# test-codegen: determinism, the golden program, step functions == Program
+# (loops expanded), one code path, the template compiles alone, train
+# defaults, escaping, refusals, -Werror compiles (cmocka). test-invariance: the layout matrix of
 # tests/invariance/cases.txt against the single-rank run.
 # (PLANC_OBJS is complete only when recipes run, so the link names them there.)
 $(BUILD)/tests/test_codegen: $(BUILD)/obj/tests/test_codegen.o $(PLANC)
@@ -39,10 +41,19 @@ $(BUILD)/tests/inv_compare: tests/invariance/compare.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $< -o $@ -lm
 
-.PHONY: test-codegen test-invariance test-codegen-cuda bench-train
+.PHONY: test-codegen test-invariance test-codegen-cuda bench-train update-codegen-golden
 TEST_TARGETS += test-codegen test-invariance
+CG_GOLDEN := tests/codegen/tiny.golden.cu
 test-codegen: $(BUILD)/tests/test_codegen $(LIBPRT)
-	$(BUILD)/tests/test_codegen examples/tiny.plan $(BUILD)/lib
+	$(BUILD)/tests/test_codegen examples/tiny.plan $(BUILD)/lib $(CG_GOLDEN)
+
+# The golden program: `planc emit examples/tiny.plan`, which test-codegen
+# compares byte for byte. After a change of the generator (or of what it
+# predicts), rewrite it and review the diff.
+update-codegen-golden: $(PLANC)
+	@mkdir -p $(dir $(CG_GOLDEN))
+	$(PLANC) emit examples/tiny.plan -o $(CG_GOLDEN)
+	@git diff --stat -- $(CG_GOLDEN) 2>/dev/null || true
 
 test-invariance: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DATA)
 	MPIRUN="$(MPIRUN)" tests/invariance/run.sh $(PLANC) $(abspath $(BUILD))/invariance \

@@ -2,15 +2,27 @@
  * emit.c: Plan -> one C/CUDA program.
  *
  * The program is written in the order a reader needs it: what was planned
- * and predicted (header comment), the constants of the layout, the
- * parameter table, the layer table, the layers' forward and backward
- * passes (fixed text from codegen/program.in, where every TP collective
- * is spelled out), one forward and one backward function per model chunk
- * listing its layers, the op dispatcher, one step function per pipeline
- * stage that is that stage's op list from the Program, in order, and main.
+ * and predicted (header comment: memory from the planner, time from
+ * plan_simulate of the very Program below), the constants of the layout,
+ * the parameter table, the layer table, the layers' forward and backward
+ * passes (sections of codegen/program_template.c, where every TP
+ * collective is spelled out), one forward and one backward function per
+ * model chunk listing its layers, the op dispatcher, one step function per
+ * pipeline stage that is that stage's op list from the Program, in order,
+ * and main.
+ *
+ * The program is of its plan alone: the template's #if lines name the
+ * features a plan fixes (set_features: sequence parallelism, recompute
+ * mode, split backward, norm and activation kinds, RoPE, the Program's op
+ * kinds, biases) and section() keeps the branches the plan takes, without the
+ * directives. Train settings come from Plan.train only (sema fills the
+ * documented defaults).
  *
  * This file never decides a schedule: the step functions are a straight
- * transcription of plan_lower()'s ops. It adds three kinds of bookkeeping
+ * transcription of plan_lower()'s ops; a regular schedule's rounds are
+ * written as loops (loop_pieces), kept only when they expand back to the
+ * op list exactly (pieces_expand_to), and ZB-H1 is listed op by op. It
+ * adds three kinds of bookkeeping
  * lines the Program implies: REDUCE_DURING before the compute op a
  * REDUCE_GRADS drains (its `pair`), so the reduction starts bucket by
  * bucket inside that backward; RELEASE_PARAMS after the op a ZeRO-3 gather
@@ -33,8 +45,9 @@
 #include "planner/model.h"
 #include "planner/layout.h"
 #include "planner/program.h"
+#include "planner/simulate.h"
 
-extern const char cg_program_template[];   /* codegen/program.in, built into $(BUILD)/gen */
+extern const char cg_program_template[];   /* codegen/program_template.c, built into $(BUILD)/gen */
 
 /* ---- text safety --------------------------------------------------------- */
 
@@ -69,6 +82,14 @@ void cg_string_literal(const char *s, char *buf, size_t n)
 
 /* ---- output ------------------------------------------------------------------ */
 
+/* A feature of the plan the template's #if lines test (program_template.c). */
+typedef struct {
+    char name[32];
+    bool on;
+} CgFeature;
+
+#define CG_MAX_FEATURES 40
+
 typedef struct {
     FILE       *f;
     const Plan *p;
@@ -84,6 +105,9 @@ typedef struct {
                               vocabulary; 0: every row is the model's) */
     uint64_t   *stage_numel; /* [pp] elements of each stage's flat buffer (one TP rank) */
     uint64_t    hash;      /* FNV-1a of the checkpointed tensors' names and shapes */
+    CgFeature   feat[CG_MAX_FEATURES];   /* what the plan fixes, for the template's #if lines */
+    int         n_feat;
+    char        bad[160];  /* a template line emit could not resolve (a bug of the template) */
 } Cg;
 
 /* FNV-1a (64-bit) of n bytes, continuing from h. */
@@ -116,17 +140,40 @@ static void col(Cg *g, const char *fmt, const char *comment, ...)
     out(g, "%-43s /* %s */\n", code, comment);
 }
 
-/* Write section `name` of the template, replacing @KEY@ from keys/vals. */
-static void section(Cg *g, const char *name, const char *const *keys, const char *const *vals,
-                    int nk)
+/* The value of feature `name` (n bytes), -1 when the plan has no such one. */
+static int feature(const Cg *g, const char *name, size_t n)
 {
-    char mark[64];
-    snprintf(mark, sizeof mark, "//@@ %s\n", name);
-    const char *s = strstr(cg_program_template, mark);
-    if (!s) return;
-    s += strlen(mark);
-    const char *e = strstr(s, "\n//@@ ");
-    e = e ? e + 1 : s + strlen(s);
+    for (int i = 0; i < g->n_feat; i++)
+        if (strlen(g->feat[i].name) == n && !strncmp(g->feat[i].name, name, n)) return g->feat[i].on;
+    return -1;
+}
+
+/* A template condition: NAME or !NAME joined by && and || (&& binds
+ * tighter), as the compiler reads it; -1 on a name no feature has. */
+static int condition(const Cg *g, const char *e, const char *end)
+{
+    bool any = false, all = true;   /* || of && terms */
+    while (e < end) {
+        while (e < end && (*e == ' ' || *e == '\t')) e++;
+        bool neg = e < end && *e == '!';
+        if (neg) e++;
+        const char *w = e;
+        while (e < end && (*e == '_' || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9'))) e++;
+        int v = feature(g, w, (size_t)(e - w));
+        if (v < 0) return -1;
+        all = all && (neg ? !v : v);
+        while (e < end && (*e == ' ' || *e == '\t')) e++;
+        if (e + 1 < end && e[0] == '|' && e[1] == '|') { any = any || all; all = true; e += 2; }
+        else if (e + 1 < end && e[0] == '&' && e[1] == '&') e += 2;
+        else if (e < end) return -1;
+    }
+    return any || all;
+}
+
+/* Write one template line, replacing @KEY@ from keys/vals. */
+static void template_line(Cg *g, const char *s, const char *e, const char *const *keys,
+                          const char *const *vals, int nk)
+{
     while (s < e) {
         const char *at = memchr(s, '@', (size_t)(e - s));
         if (!at) { fwrite(s, 1, (size_t)(e - s), g->f); break; }
@@ -139,6 +186,75 @@ static void section(Cg *g, const char *name, const char *const *keys, const char
         if (k < nk) { fputs(vals[k], g->f); s = at + strlen(keys[k]) + 2; }
         else { fputc('@', g->f); s = at + 1; }
     }
+}
+
+/* Whether line [s, e) is the directive d ("#if", "#elif", ...), and where
+ * its condition starts. */
+static bool directive(const char *s, const char *e, const char *d, const char **cond)
+{
+    size_t n = strlen(d);
+    if ((size_t)(e - s) < n || strncmp(s, d, n)) return false;
+    if (s + n < e && s[n] != ' ' && s[n] != '\n') return false;
+    *cond = s + n;
+    return true;
+}
+
+/* Write section `name` of the template: its #if/#elif/#else/#endif lines
+ * resolved against the plan's features (the lines of the branches the
+ * plan takes are copied, the directives themselves are not, and never two
+ * blank lines in a row), @KEY@ replaced from keys/vals. A condition on an unknown name sets g->bad. */
+static void section(Cg *g, const char *name, const char *const *keys, const char *const *vals,
+                    int nk)
+{
+    char mark[64];
+    snprintf(mark, sizeof mark, "//@@ %s\n", name);
+    const char *s = strstr(cg_program_template, mark);
+    if (!s) { snprintf(g->bad, sizeof g->bad, "the template has no section %s", name); return; }
+    s += strlen(mark);
+    const char *e = strstr(s, "\n//@@ ");
+    e = e ? e + 1 : s + strlen(s);
+    struct { bool taking, taken; } st[16];   /* one per open #if */
+    int depth = 0, off = 0;                  /* off: open levels not taken */
+    bool blank_prev = false;
+    while (s < e) {
+        const char *nl = memchr(s, '\n', (size_t)(e - s));
+        const char *le = nl ? nl + 1 : e, *c;
+        const char *ce = nl ? nl : e;
+        int v = 0;
+        if (directive(s, ce, "#if", &c)) {
+            if (depth == 16 || (v = condition(g, c, ce)) < 0) goto bad;
+            st[depth].taking = st[depth].taken = v;
+            off += !v;
+            depth++;
+        } else if (directive(s, ce, "#elif", &c)) {
+            if (!depth || (v = condition(g, c, ce)) < 0) goto bad;
+            off -= !st[depth - 1].taking;
+            st[depth - 1].taking = !st[depth - 1].taken && v;
+            st[depth - 1].taken = st[depth - 1].taken || v;
+            off += !st[depth - 1].taking;
+        } else if (directive(s, ce, "#else", &c)) {
+            if (!depth) goto bad;
+            off -= !st[depth - 1].taking;
+            st[depth - 1].taking = !st[depth - 1].taken;
+            st[depth - 1].taken = true;
+            off += !st[depth - 1].taking;
+        } else if (directive(s, ce, "#endif", &c)) {
+            if (!depth) goto bad;
+            depth--;
+            off -= !st[depth].taking;
+        } else if (!off) {
+            bool blank = ce == s;
+            if (!(blank && blank_prev)) template_line(g, s, le, keys, vals, nk);   /* one blank line where a dropped branch leaves two */
+            blank_prev = blank;
+        }
+        s = le;
+        continue;
+    bad:
+        snprintf(g->bad, sizeof g->bad, "template section %s: cannot resolve '%.*s'", name,
+                 (int)(ce - s) > 80 ? 80 : (int)(ce - s), s);
+        return;
+    }
+    if (depth) snprintf(g->bad, sizeof g->bad, "template section %s: an #if is not closed", name);
 }
 
 /* A float literal C and C++ accept: "0.02f", "1.0f", "1e-08f". */
@@ -165,6 +281,64 @@ static const char *sched_title(int s)
     case SCHED_ZB_H1: return "ZB-H1";
     }
     return "?";
+}
+
+/* ---- what the plan fixes ------------------------------------------------- */
+
+static void set_feature(Cg *g, const char *name, bool on)
+{
+    if (g->n_feat == CG_MAX_FEATURES) return;
+    snprintf(g->feat[g->n_feat].name, sizeof g->feat[0].name, "%s", name);
+    g->feat[g->n_feat++].on = on;
+}
+
+/* Whether any stage's Program has an op of kind k. */
+static bool program_uses(const Cg *g, PlanOpKind k)
+{
+    for (int s = 0; s < g->prog.pp; s++)
+        for (int i = 0; i < g->prog.stages[s].n_ops; i++)
+            if (g->prog.stages[s].ops[i].kind == k) return true;
+    return false;
+}
+
+/* The features the template's #if lines test, from the layout, the model's
+ * layers and the Program's op kinds (USES_<kind>). */
+static void set_features(Cg *g)
+{
+    const Model *m = &g->p->model;
+    const Layout *l = &g->l;
+    int rms = 0, ln = 0, act[3] = { 0, 0, 0 }, mlp = 0, final_norm = 0, pos = POS_NONE, bias = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        if (L->kind == LAYER_EMBEDDING) pos = L->position;
+        if (L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP || L->kind == LAYER_NORM)
+            *(L->norm == NORM_RMSNORM ? &rms : &ln) += 1;
+        if (L->kind == LAYER_MLP) { mlp++; act[L->act]++; }
+        if (L->kind == LAYER_NORM) final_norm++;
+        if ((L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP) && L->bias) bias++;
+    }
+    int kinds = (act[ACT_GELU] > 0) + (act[ACT_RELU] > 0) + (act[ACT_SWIGLU] > 0);
+    g->n_feat = 0;
+    set_feature(g, "SP", l->sequence_parallel == 1 && l->tp > 1);   /* tp 1: nothing to split */
+    set_feature(g, "RECOMPUTE_SELECTIVE", l->recompute == RECOMPUTE_SELECTIVE);
+    set_feature(g, "RECOMPUTE_FULL", l->recompute == RECOMPUTE_FULL);
+    set_feature(g, "SPLIT_BWD", program_uses(g, OP_BWD_INPUT));
+    set_feature(g, "NORM_MIXED", rms > 0 && ln > 0);
+    set_feature(g, "NORM_RMS", rms > 0 && ln == 0);
+    set_feature(g, "MLP_ACTS_MIXED", kinds > 1);
+    set_feature(g, "MLP_SWIGLU", kinds == 1 && act[ACT_SWIGLU] > 0);
+    set_feature(g, "MLP_RELU", kinds == 1 && act[ACT_RELU] > 0);
+    set_feature(g, "ROPE", pos == POS_ROPE);
+    set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
+    set_feature(g, "HAS_MLP", mlp > 0);
+    set_feature(g, "HAS_FINAL_NORM", final_norm > 0);
+    set_feature(g, "HAS_BIAS", bias > 0);
+    set_feature(g, "PIPELINE", l->pp > 1);
+    for (int k = 0; k < PLAN_N_OPKINDS; k++) {
+        char n[32];
+        snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
+        set_feature(g, n, program_uses(g, (PlanOpKind)k));
+    }
 }
 
 /* ---- the header comment -------------------------------------------------- */
@@ -200,8 +374,14 @@ static void emit_header(Cg *g)
                 "activations %.1f)\n", s, mib(ev.stages[s].total_bytes),
                 mib(ev.stages[s].params_bytes), mib(ev.stages[s].grads_bytes),
                 mib(ev.stages[s].optimizer_bytes), mib(ev.stages[s].activations_bytes));
-        out(g, " *   step %.3f ms, pipeline bubble %.1f %%, %.0f tokens/s\n", 1e3 * ev.step_time,
-            100.0 * ev.bubble_fraction, ev.tokens_per_s);
+        /* time: the simulation of the very Program this file transcribes */
+        PlanSimResult sim;
+        memset(&sim, 0, sizeof sim);
+        if (plan_simulate(&g->prog, &sim) && sim.step_time > 0)
+            out(g, " *   step %.3f ms, pipeline bubble %.1f %%, %.0f tokens/s (the simulated Program "
+                "below)\n", 1e3 * sim.step_time, 100.0 * sim.bubble_fraction,
+                (double)l->global_batch * (double)m->seq / sim.step_time);
+        plan_sim_free(&sim);
     }
     plan_eval_free(&ev);
     out(g, " *\n"
@@ -209,8 +389,11 @@ static void emit_header(Cg *g)
            " * how TP splits it), the layer table, the layers' forward and backward\n"
            " * passes (every TP collective is a call you can see), one forward and one\n"
            " * backward per model chunk, then step_stageN: pipeline stage N's ops for\n"
-           " * one training step, in the order planc scheduled them. Ranks are\n"
-           " * rank = tp + TP*(dp + DP*pp); every rank of a stage runs its step.\n"
+           " * one training step, in the order planc scheduled them (rounds of a\n"
+           " * regular schedule as loops), every collective of the step among them.\n"
+           " * Ranks are rank = tp + TP*(dp + DP*pp); every rank of a stage runs its\n"
+           " * step. The code is this plan's alone: features it does not use are not\n"
+           " * in it.\n"
            " */\n#include \"planrt.h\"\n\n");
 }
 
@@ -238,7 +421,7 @@ static void emit_constants(Cg *g)
             if (f > max_inner) max_inner = f;
         }
     }
-    long long B = l->micro_batch, T = m->seq, sp = l->sequence_parallel == 1 ? l->tp : 1;
+    long long B = l->micro_batch, T = m->seq, sp = feature(g, "SP", 2) == 1 ? l->tp : 1;
     out(g, "/* ---- the layout -------------------------------------------------------- */\n");
     out(g, "enum {\n");
     col(g, "    DP = %d, TP = %d, PP = %d,", "data-, tensor-, pipeline-parallel degrees", l->dp, l->tp, l->pp);
@@ -246,13 +429,10 @@ static void emit_constants(Cg *g)
     col(g, "    ZERO = %d,", "ZeRO stage", l->zero);
     col(g, "    N_MICRO = %lld,", "micro-batches per step on each pipeline", (long long)g->prog.n_micro);
     col(g, "    N_LAYERS = %d, N_PARAMS = %d,", "layers of the model, tensors of PARAMS", m->n_layers, g->n_params);
-    col(g, "    SP = %d,", "sequence parallel", l->sequence_parallel == 1);
-    col(g, "    RECOMPUTE = %d,", "0 none, 1 selective (attention scores), 2 full", l->recompute);
-    col(g, "    SPLIT_BWD = %d,", "zb-h1: backward split into input and weight halves",
-        l->schedule == SCHED_ZB_H1);
     out(g, "};\n/* sizes as size_t, so products of them never overflow an int */\nstatic const size_t\n");
     col(g, "    B = %lld, T = %lld, N = %lld,", "sequences per micro-batch, tokens each, rows B*T", B, T, B * T);
-    col(g, "    NL = %lld,", "rows of the residual stream here (SP: N/TP)", B * T / sp);
+    col(g, "    NL = %lld,", sp > 1 ? "rows of the residual stream here: sequence parallel, N/TP"
+                                      : "rows of the residual stream here: all of them", B * T / sp);
     col(g, "    C = %lld, V = %lld, VL = %lld,", "width, vocabulary, this rank's slice Vp/TP (Vp: V padded)",
         (long long)m->dim, (long long)m->vocab, (long long)(plan_vocab_padded(m, l->tp) / l->tp));
     col(g, "    GLOBAL_BATCH = %lld,", "sequences per step, all DP ranks together", (long long)l->global_batch);
@@ -260,17 +440,17 @@ static void emit_constants(Cg *g)
         (long long)max_width, (long long)max_inner, (long long)max_heads);
     out(g, "\n");
     char data[1024], name[256];
-    cg_string_literal(p->has_train && p->train.data ? p->train.data : "", data, sizeof data);
+    cg_string_literal(p->train.data ? p->train.data : "", data, sizeof data);
     cg_comment_text(m->name, name, sizeof name);
     char lit[300];
     cg_string_literal(name, lit, sizeof lit);
-    const Train *t = &p->train;
-    long steps = p->has_train ? (long)t->steps : 10;
+    const Train *t = &p->train;   /* sema fills the documented defaults, train block or not */
+    long steps = (long)t->steps;
     out(g, "static const long  STEPS = %ld;                 /* default of --steps */\n", steps);
     if (data[0]) out(g, "static const char *const DATA = \"%s\"; /* default of --data, relative to the working directory */\n", data);
     else out(g, "static const char *const DATA = 0;              /* the plan names no data: --data is required */\n");
     out(g, "static const uint64_t SEED = %lluULL;           /* initialisation and data order */\n",
-        (unsigned long long)(p->has_train ? t->seed : 0));
+        (unsigned long long)t->seed);
     out(g, "static const char *const BANNER = \"%s: dp %d x tp %d x pp %d, ZeRO-%d, %s\\n\";\n", lit,
         l->dp, l->tp, l->pp, l->zero, sched_title(l->schedule));
     out(g, "static const char *const MODEL_NAME = \"%s\";   /* a resume checks the checkpoint's */\n", lit);
@@ -285,15 +465,13 @@ static void emit_constants(Cg *g)
     cg_comment_text(dev->name ? dev->name : "device", devname, sizeof devname);
     out(g, "static const double PEAK_FLOPS = %.6g;   /* dense peak FLOP/s of one device, %s (%s): MFU's denominator */\n",
         peak, devname, m->dtype == DTYPE_FP32 ? "fp32" : "16-bit");
-    double lr = p->has_train ? t->lr : 1e-3;
+    double lr = t->lr;
     out(g, "/* AdamW: lr, min_lr (lr/10), warm-up, cosine horizon (train.steps; main sets --steps), beta1, beta2,\n"
            " * eps, weight decay (matrices only), clip (global gradient norm; 0 off) */\n");
     char f[7][48];
     out(g, "static const prt_adamw_cfg ADAMW = { %s, %s, %ld, %ld, %s, %s, %s, %s, %s };\n\n",
-        flt(f[0], lr), flt(f[1], lr / 10), (long)(p->has_train ? t->warmup : 0), steps,
-        flt(f[2], p->has_train ? t->beta1 : 0.9), flt(f[3], p->has_train ? t->beta2 : 0.95),
-        flt(f[4], p->has_train ? t->eps : 1e-8), flt(f[5], p->has_train ? t->weight_decay : 0.0),
-        flt(f[6], p->has_train ? t->grad_clip : 1.0));
+        flt(f[0], lr), flt(f[1], lr / 10), (long)t->warmup, steps, flt(f[2], t->beta1),
+        flt(f[3], t->beta2), flt(f[4], t->eps), flt(f[5], t->weight_decay), flt(f[6], t->grad_clip));
 }
 
 /* One row of the parameter table. */
@@ -461,18 +639,17 @@ static void emit_layers(Cg *g)
     const Model *m = &g->p->model;
     int tp = g->l.tp, wte = -1;
     out(g, "static const LayerSpec LAYERS[N_LAYERS] = {\n"
-           "    /* kind, w1, b1, w2, b2, ln_w, ln_b, rms, h, hkv, d, f, act, rope */\n");
-    bool rope = false;
+           "    /* kind, w1, b1, w2, b2, ln_w, ln_b, norm, h, hkv, d, f, act, width, inner */\n");
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         int p = g->pfirst[i], w1 = -1, b1 = -1, w2 = -1, b2 = -1, lw = -1, lb = -1, h = 0, hkv = 0,
-            d = 0, f = 0, act = 0;
+            d = 0, f = 0;
+        long long width = 0, inner = 0;
         bool ln = L->norm == NORM_LAYERNORM;
         switch (L->kind) {
         case LAYER_EMBEDDING:
             w1 = wte = p;
             if (L->position == POS_LEARNED) w2 = p + 1;
-            rope = L->position == POS_ROPE;
             break;
         case LAYER_ATTENTION: case LAYER_MLP:
             lw = p++;
@@ -485,9 +662,12 @@ static void emit_layers(Cg *g)
                 h = local_heads(L, tp);
                 hkv = (int)(L->kv_heads / tp);
                 d = (int)(m->dim / L->heads);
+                width = (long long)(h + 2 * hkv) * d;
+                inner = (long long)h * d;
             } else {
                 f = (int)(L->hidden / tp);
-                act = L->act == ACT_SWIGLU ? 2 : L->act == ACT_RELU ? 1 : 0;
+                width = L->act == ACT_SWIGLU ? 2LL * f : f;
+                inner = f;
             }
             break;
         case LAYER_NORM:
@@ -499,9 +679,11 @@ static void emit_layers(Cg *g)
             break;
         }
         static const char *kinds[] = { "EMBEDDING", "ATTENTION", "MLP", "NORM", "LM_HEAD" }; /* ORDER LayerKind */
-        out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %d, %d, %d, %d, %d, %d, %d }, /* layer %d: %s */\n",
-            kinds[L->kind], w1, b1, w2, b2, lw, lb, L->norm == NORM_RMSNORM ? 1 : 0, h, hkv, d, f,
-            act, L->kind == LAYER_ATTENTION && rope ? 1 : 0, i, kind_name(L->kind));
+        static const char *acts[] = { "ACT_GELU", "ACT_RELU", "ACT_SWIGLU" };              /* ORDER ActKind */
+        out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %s, %d, %d, %d, %d, %s, %lld, %lld }, /* layer %d: %s */\n",
+            kinds[L->kind], w1, b1, w2, b2, lw, lb,
+            L->norm == NORM_RMSNORM ? "NORM_RMSNORM" : "NORM_LAYERNORM", h, hkv, d, f,
+            acts[L->kind == LAYER_MLP ? L->act : ACT_GELU], width, inner, i, kind_name(L->kind));
     }
     out(g, "};\n\n/* The layers [first, end) of each virtual stage (chunk * PP + stage). */\n");
     out(g, "static const int VSTAGE_FIRST[%d] = {", g->nv);
@@ -513,10 +695,49 @@ static void emit_layers(Cg *g)
 
 /* ---- chunks ------------------------------------------------------------------ */
 
+/* The layers' functions by kind (ORDER LayerKind): forward, whole
+ * backward, zb-h1's input half and weight half (NULL: the kind has no
+ * weight half; its gradients come with the input half). */
+static const char *const FN_FWD[] = { "embedding_fwd", "attention_fwd", "mlp_fwd", "final_norm_fwd", "lm_head_fwd" };
+static const char *const FN_BWD[] = { "embedding_bwd", "attention_bwd", "mlp_bwd", "final_norm_bwd", "lm_head_bwd" };
+static const char *const FN_BWD_INPUT[] = { "embedding_bwd", "attention_bwd_input", "mlp_bwd_input",
+                                            "final_norm_bwd", "lm_head_bwd_input" };
+static const char *const FN_BWD_WEIGHT[] = { NULL, "attention_bwd_weight", "mlp_bwd_weight", NULL,
+                                             "lm_head_bwd_weight" };
+
+/* The backward of virtual stage k, the layers in reverse: `fn` per kind,
+ * grads_done after each unless `input` (zb-h1's B: the W half says when
+ * a layer's gradients are final). */
+static void emit_chunk_bwd(Cg *g, int k, const char *name, const char *const *fn, bool input)
+{
+    const Model *m = &g->p->model;
+    int a = g->chunk[k].first, e = g->chunk[k].end, uses = 0;
+    bool weight = fn == FN_BWD_WEIGHT;
+    out(g, "\nstatic void %s_v%d(%sLayerActs *a)\n{\n", name, k, weight ? "" : "prt_slot *s, ");
+    for (int i = e - 1; i >= a; i--) {
+        const char *f = fn[m->layers[i].kind];
+        if (f && weight) { out(g, "    %s(&LAYERS[%d], &a[%d]);\n", f, i, i - a); uses++; }
+        else if (f) { out(g, "    %s(&LAYERS[%d], &a[%d], s->d);\n", f, i, i - a); uses++; }
+        if (!input) out(g, "    grads_done(%d);\n", i);
+    }
+    if (!uses) out(g, "    (void)a;\n");
+    out(g, "}\n");
+}
+
+/* One dispatcher: chunk (on this stage) -> its virtual stage's function. */
+static void emit_chunk_switch(Cg *g, const char *name, const char *args, const char *pass)
+{
+    out(g, "\nstatic void %s(int chunk, prt_slot *s%s)\n{\n"
+           "    LayerActs *a = ((SlotActs *)s->acts)->a;\n"
+           "    switch (chunk * PP + R.c->coord.pp) {\n", name, args);
+    for (int k = 0; k < g->nv; k++) out(g, "    case %d: %s_v%d(%s); break;\n", k, name, k, pass);
+    out(g, "    }\n}\n");
+}
+
 static void emit_chunks(Cg *g)
 {
     const Model *m = &g->p->model;
-    static const char *fn[] = { "embedding", "attention", "mlp", "final_norm", "lm_head" }; /* ORDER LayerKind */
+    bool full = feature(g, "USES_BWD", 8) == 1, split = feature(g, "SPLIT_BWD", 9) == 1;
     out(g, "/* ---- model chunks ------------------------------------------------------------\n"
            " * Virtual stage k = chunk * PP + stage runs layers [VSTAGE_FIRST[k],\n"
            " * VSTAGE_END[k]). Each layer's output is the next one's input. */\n");
@@ -524,30 +745,30 @@ static void emit_chunks(Cg *g)
         int a = g->chunk[k].first, e = g->chunk[k].end;
         out(g, "\n/* virtual stage %d (stage %d, chunk %d): layers %d-%d */\n", k, k % g->l.pp,
             k / g->l.pp, a, e - 1);
-        out(g, "static void fwd_v%d(prt_slot *s, LayerActs *a)\n{\n", k);
+        out(g, "static void chunk_fwd_v%d(prt_slot *s, LayerActs *a)\n{\n", k);
         for (int i = a; i < e; i++) {
+            LayerKind kind = m->layers[i].kind;
             char y[32];
+            if (kind == LAYER_LM_HEAD) { out(g, "    %s(&LAYERS[%d], &a[%d]);\n", FN_FWD[kind], i, i - a); continue; }
             if (i + 1 < e) snprintf(y, sizeof y, "a[%d].x", i + 1 - a);
-            else snprintf(y, sizeof y, m->layers[i].kind == LAYER_LM_HEAD ? "NULL" : "s->y");
-            out(g, "    %s_fwd(&LAYERS[%d], &a[%d], %s);\n", fn[m->layers[i].kind], i, i - a, y);
+            else snprintf(y, sizeof y, "s->y");
+            out(g, "    %s(&LAYERS[%d], &a[%d], %s);\n", FN_FWD[kind], i, i - a, y);
         }
         if (m->layers[e - 1].kind == LAYER_LM_HEAD) out(g, "    (void)s;\n");
-        out(g, "}\n\nstatic void bwd_v%d(prt_slot *s, LayerActs *a, int part)\n{\n", k);
-        for (int i = e - 1; i >= a; i--) {
-            out(g, "    %s_bwd(&LAYERS[%d], &a[%d], s->d, part);\n", fn[m->layers[i].kind], i, i - a);
-            out(g, "    grads_done(%d, part);\n", i);
-        }
         out(g, "}\n");
+        if (full) emit_chunk_bwd(g, k, "chunk_bwd", FN_BWD, false);
+        if (split) {
+            emit_chunk_bwd(g, k, "chunk_bwd_input", FN_BWD_INPUT, true);
+            emit_chunk_bwd(g, k, "chunk_bwd_weight", FN_BWD_WEIGHT, false);
+        }
     }
-    out(g, "\nstatic void chunk_fwd(int chunk, prt_slot *s)\n{\n"
-           "    LayerActs *a = ((SlotActs *)s->acts)->a;\n"
-           "    switch (chunk * PP + R.c->coord.pp) {\n");
-    for (int k = 0; k < g->nv; k++) out(g, "    case %d: fwd_v%d(s, a); break;\n", k, k);
-    out(g, "    }\n}\n\nstatic void chunk_bwd(int chunk, prt_slot *s, int part)\n{\n"
-           "    LayerActs *a = ((SlotActs *)s->acts)->a;\n"
-           "    switch (chunk * PP + R.c->coord.pp) {\n");
-    for (int k = 0; k < g->nv; k++) out(g, "    case %d: bwd_v%d(s, a, part); break;\n", k, k);
-    out(g, "    }\n}\n\n");
+    emit_chunk_switch(g, "chunk_fwd", "", "s, a");
+    if (full) emit_chunk_switch(g, "chunk_bwd", "", "s, a");
+    if (split) {
+        emit_chunk_switch(g, "chunk_bwd_input", "", "s, a");
+        emit_chunk_switch(g, "chunk_bwd_weight", "", "a");
+    }
+    out(g, "\n");
 }
 
 /* ---- stage step functions ---------------------------------------------------- */
@@ -568,80 +789,250 @@ static const char *reduce_text(int zero)
     }
 }
 
-static void op_comment(Cg *g, const PlanOp *o, char *buf, size_t n)
+/* The program's bookkeeping kinds, numbered after PlanOpKind as the
+ * template's OpKind numbers them. */
+enum { CG_RELEASE_PARAMS = PLAN_N_OPKINDS, CG_REDUCE_DURING, CG_FREE_SLOT };
+
+/* One op(kind, mb, chunk, peer) line of a step function. */
+typedef struct { int kind, mb, chunk, peer; } CgLine;
+
+/* A piece of a step function: lines [start, start + k), once (r = 1), or
+ * r times with every micro-batch d higher each time (a loop). */
+typedef struct { int start, k, r, d; } CgPiece;
+
+#define CG_MAX_BODY 512   /* lines in a loop body, at most */
+
+static const char *line_kind(int k)
 {
-    switch (o->kind) {
-    case OP_FWD: snprintf(buf, n, "forward   mb %d, chunk %d (layers %d-%d)", o->mb, o->chunk,
-                          o->first_layer, o->end_layer - 1); break;
-    case OP_BWD: snprintf(buf, n, "backward  mb %d, chunk %d", o->mb, o->chunk); break;
-    case OP_BWD_INPUT: snprintf(buf, n, "backward  mb %d, chunk %d: input gradients (B)", o->mb, o->chunk); break;
-    case OP_BWD_WEIGHT: snprintf(buf, n, "backward  mb %d, chunk %d: weight gradients (W)", o->mb, o->chunk); break;
-    case OP_SEND_ACT: snprintf(buf, n, "activation of mb %d -> stage %d", o->mb, o->peer); break;
-    case OP_RECV_ACT: snprintf(buf, n, "activation of mb %d <- stage %d", o->mb, o->peer); break;
-    case OP_SEND_GRAD: snprintf(buf, n, "input gradient of mb %d -> stage %d", o->mb, o->peer); break;
-    case OP_RECV_GRAD: snprintf(buf, n, "output gradient of mb %d <- stage %d", o->mb, o->peer); break;
+    if (k == CG_RELEASE_PARAMS) return "RELEASE_PARAMS";
+    if (k == CG_REDUCE_DURING) return "REDUCE_DURING";
+    if (k == CG_FREE_SLOT) return "FREE_SLOT";
+    return plan_op_name((PlanOpKind)k);
+}
+
+/* What line l of stage s does; mb is the micro-batch as the code writes it. */
+static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *buf, size_t n)
+{
+    const PlanChunk *ch = l->chunk >= 0 ? &g->chunk[l->chunk * g->l.pp + s] : NULL;
+    int ranks = g->l.dp * g->l.tp * g->l.pp;
+    switch (l->kind) {
+    case OP_FWD: snprintf(buf, n, "forward   mb %s, chunk %d (layers %d-%d)", mb, l->chunk,
+                          ch->first, ch->end - 1); break;
+    case OP_BWD: snprintf(buf, n, "backward  mb %s, chunk %d", mb, l->chunk); break;
+    case OP_BWD_INPUT: snprintf(buf, n, "backward  mb %s, chunk %d: input gradients (B)", mb, l->chunk); break;
+    case OP_BWD_WEIGHT: snprintf(buf, n, "backward  mb %s, chunk %d: weight gradients (W)", mb, l->chunk); break;
+    case OP_SEND_ACT: snprintf(buf, n, "activation of mb %s -> stage %d", mb, l->peer); break;
+    case OP_RECV_ACT: snprintf(buf, n, "activation of mb %s <- stage %d", mb, l->peer); break;
+    case OP_SEND_GRAD: snprintf(buf, n, "input gradient of mb %s -> stage %d", mb, l->peer); break;
+    case OP_RECV_GRAD: snprintf(buf, n, "output gradient of mb %s <- stage %d", mb, l->peer); break;
     case OP_GATHER_PARAMS: snprintf(buf, n, "ZeRO-3: all-gather chunk %d's parameters over DP (%d layers)",
-                                    o->chunk, o->buckets); break;
+                                    l->chunk, ch->end - ch->first); break;
     case OP_REDUCE_GRADS: snprintf(buf, n, "%s", g->l.dp > 1 ? reduce_text(g->l.zero) : "dp 1: nothing to reduce"); break;
-    case OP_OPT_STEP: snprintf(buf, n, "clip, AdamW on %s", g->l.zero ? "this rank's shard" : "all of this rank's parameters"); break;
+    case OP_OPT_STEP: snprintf(buf, n, "AdamW on %s, clipped by the norm above",
+                               g->l.zero && g->l.dp > 1 ? "this rank's shard" : "all of this rank's parameters"); break;
     case OP_SYNC_PARAMS: snprintf(buf, n, "ZeRO-%d: all-gather the updated shards over DP", g->l.zero); break;
-    case OP_SP_NORM_REDUCE: snprintf(buf, n, "sequence parallel: sum the norm-weight gradients over TP"); break;
-    case OP_EMBED_REDUCE: snprintf(buf, n, "tied embedding: sum the word-embedding gradient of the first and last stage"); break;
-    case OP_NORM_REDUCE: snprintf(buf, n, "global gradient norm: sum the squares over all ranks"); break;
+    case OP_SP_NORM_REDUCE:
+        snprintf(buf, n, "TP (%d ranks): all-reduce the norm weights' gradients: under sequence "
+                 "parallelism each TP rank saw only its 1/%d of the rows", g->l.tp, g->l.tp); break;
+    case OP_EMBED_REDUCE:
+        snprintf(buf, n, "first + last stage (2 ranks): all-reduce the tied word-embedding gradient, "
+                 "so wte and its lm_head copy take the same update"); break;
+    case OP_NORM_REDUCE:
+        snprintf(buf, n, "all %d ranks: all-reduce the squared gradient norm: it clips, is logged, "
+                 "and a NaN or Inf stops the run here", ranks); break;
+    case CG_RELEASE_PARAMS: snprintf(buf, n, "ZeRO-3: free chunk %d's gathered parameters", l->chunk); break;
+    case CG_REDUCE_DURING: snprintf(buf, n, "its reduction below starts layer by layer inside the next op"); break;
+    case CG_FREE_SLOT: snprintf(buf, n, "mb %s, chunk %d: activations may be reused", mb, l->chunk); break;
+    default: snprintf(buf, n, "?"); break;
     }
 }
 
-/* The generated OpKind names are the planner's own (ORDER PlanOpKind). */
-static const char *op_enum(PlanOpKind k) { return plan_op_name(k); }
+/* Stage s's step as lines: its Program op for op, with the bookkeeping
+ * the Program implies (REDUCE_DURING before the op a REDUCE_GRADS drains,
+ * RELEASE_PARAMS after the op a ZeRO-3 gather feeds, FREE_SLOT after the
+ * last op of a (micro-batch, chunk)). *n receives the count; NULL when out
+ * of memory. */
+static CgLine *stage_lines(Cg *g, int s, int *n)
+{
+    const PlanStageProgram *sp = &g->prog.stages[s];
+    CgLine *L = malloc(sizeof *L * (size_t)(3 * sp->n_ops + 1));
+    *n = 0;
+    if (!L) return NULL;
+    int *last = calloc((size_t)sp->n_ops + 1, sizeof(int));   /* op i is its slot's last use */
+    int *release = malloc(sizeof(int) * ((size_t)sp->n_ops + 1)); /* the gather that feeds op i */
+    bool *during = calloc((size_t)sp->n_ops + 1, sizeof(bool));
+    if (!last || !release || !during) { free(L); free(last); free(release); free(during); return NULL; }
+    for (int i = 0; i < sp->n_ops; i++) release[i] = -1;
+    for (int j = 0; j < sp->n_ops; j++) {
+        const PlanOp *o = &sp->ops[j];
+        if (o->kind == OP_GATHER_PARAMS && o->pair >= 0) release[o->pair] = j;
+        if (o->kind == OP_REDUCE_GRADS && o->pair >= 0 && g->l.dp > 1) during[o->pair] = true;
+    }
+    /* the last op of each (mb, chunk): scan backwards, first seen wins */
+    for (int i = sp->n_ops - 1; i >= 0; i--) {
+        const PlanOp *o = &sp->ops[i];
+        if (!uses_slot(o->kind)) continue;
+        bool later = false;
+        for (int j = i + 1; j < sp->n_ops && !later; j++)
+            later = uses_slot(sp->ops[j].kind) && sp->ops[j].mb == o->mb && sp->ops[j].chunk == o->chunk;
+        last[i] = !later;
+    }
+    for (int i = 0; i < sp->n_ops; i++) {
+        const PlanOp *o = &sp->ops[i];
+        if (during[i]) L[(*n)++] = (CgLine){ CG_REDUCE_DURING, o->mb, o->chunk, -1 };
+        L[(*n)++] = (CgLine){ (int)o->kind, o->mb, o->chunk, o->peer };
+        if (release[i] >= 0) L[(*n)++] = (CgLine){ CG_RELEASE_PARAMS, o->mb, o->chunk, -1 };
+        if (last[i]) L[(*n)++] = (CgLine){ CG_FREE_SLOT, o->mb, o->chunk, -1 };
+    }
+    free(last); free(release); free(during);
+    return L;
+}
+
+/* Whether b is a with its micro-batch `shift` higher (step-level ops,
+ * mb -1, stay as they are). */
+static bool shifted(const CgLine *a, const CgLine *b, int shift)
+{
+    return a->kind == b->kind && a->chunk == b->chunk && a->peer == b->peer &&
+           b->mb == (a->mb < 0 ? a->mb : a->mb + shift);
+}
+
+/* The longest run at i of the k lines there repeated with the micro-batch
+ * d higher each time: its repeat count (1: no loop), d in *d. */
+static int repeats(const CgLine *L, int n, int i, int k, int *d)
+{
+    int u = 0;
+    while (u < k && L[i + u].mb < 0) u++;
+    if (u == k || i + 2 * k > n) return 1;
+    *d = L[i + k + u].mb - L[i + u].mb;
+    if (*d < 1) return 1;
+    int r = 1;
+    for (; i + (r + 1) * k <= n; r++) {
+        bool same = true;
+        for (int v = 0; v < k && same; v++) same = shifted(&L[i + v], &L[i + r * k + v], r * *d);
+        if (!same) break;
+    }
+    return r;
+}
+
+/* Cut lines L[0, n) into pieces: at each line the loop that covers most
+ * lines (shortest body on a tie; at least two rounds and four lines), else
+ * the line alone. Returns the number of pieces. */
+static int loop_pieces(const CgLine *L, int n, CgPiece *out)
+{
+    int np = 0;
+    for (int i = 0; i < n;) {
+        CgPiece best = { i, 1, 1, 0 };
+        for (int k = 1; k <= CG_MAX_BODY && i + 2 * k <= n; k++) {
+            int d = 0, r = repeats(L, n, i, k, &d);
+            if (r >= 2 && r * k >= 4 && r * k > best.r * best.k) best = (CgPiece){ i, k, r, d };
+        }
+        out[np++] = best;
+        i += best.k * best.r;
+    }
+    return np;
+}
+
+/* The pieces expanded back into lines equal L, line for line: the check
+ * that a loop form says exactly what the Program says. */
+static bool pieces_expand_to(const CgPiece *pc, int np, const CgLine *L, int n)
+{
+    int at = 0;
+    for (int p = 0; p < np; p++)
+        for (int r = 0; r < pc[p].r; r++)
+            for (int u = 0; u < pc[p].k; u++, at++)
+                if (at >= n || !shifted(&L[pc[p].start + u], &L[at], r * pc[p].d)) return false;
+    return at == n;
+}
+
+/* The micro-batch of a loop line as C: base + d * i. */
+static void mb_text(char *buf, size_t n, int mb, int d, bool loop)
+{
+    if (!loop || mb < 0) snprintf(buf, n, "%d", mb);
+    else if (mb == 0) snprintf(buf, n, d == 1 ? "i" : "%d * i", d);
+    else if (d == 1) snprintf(buf, n, "%d + i", mb);
+    else snprintf(buf, n, "%d + %d * i", mb, d);
+}
+
+static void emit_line(Cg *g, int s, const CgLine *l, int d, bool loop)
+{
+    char mb[48], c[256], call[128];
+    mb_text(mb, sizeof mb, l->mb, d, loop);
+    line_comment(g, s, l, mb, c, sizeof c);
+    snprintf(call, sizeof call, "op(%s, %s, %d, %d);", line_kind(l->kind), mb, l->chunk, l->peer);
+    out(g, "%s%-30s /* %s */\n", loop ? "        " : "    ", call, c);
+}
+
+/* A loop's title: warm-up (forwards only, before the first backward),
+ * steady state (forwards and backwards), cool-down (backwards only). */
+static const char *loop_title(const CgLine *L, const CgPiece *pc, bool seen_bwd)
+{
+    int f = 0, b = 0;
+    for (int u = 0; u < pc->k; u++) {
+        int k = L[pc->start + u].kind;
+        f += k == OP_FWD;
+        b += k == OP_BWD || k == OP_BWD_INPUT || k == OP_BWD_WEIGHT;
+    }
+    if (f && b) return "steady state";
+    if (f) return seen_bwd ? "forwards" : "warm-up";
+    if (b) return "cool-down";
+    return "repeated";
+}
 
 static void emit_stage(Cg *g, int s)
 {
     const PlanStageProgram *sp = &g->prog.stages[s];
-    int warm = 0, fwd = 0, bwd = 0;
+    int warm = 0, fwd = 0, bwd = 0, n = 0, np = 0;
     bool seen_b = false;
     for (int i = 0; i < sp->n_ops; i++) {
         PlanOpKind k = sp->ops[i].kind;
         if (k == OP_FWD) { fwd++; if (!seen_b) warm++; }
         if (k == OP_BWD || k == OP_BWD_INPUT) { bwd++; seen_b = true; }
     }
+    CgLine *L = stage_lines(g, s, &n);
+    CgPiece *pc = L ? malloc(sizeof *pc * (size_t)(n + 1)) : NULL;
+    if (!pc) { snprintf(g->bad, sizeof g->bad, "out of memory"); free(L); return; }
+    /* ZB-H1 is list-scheduled: its order has no regular rounds, so it is
+     * listed op by op; so is any list whose loop form would not expand to
+     * exactly the Program */
+    bool loops = g->l.schedule != SCHED_ZB_H1;
+    if (loops) np = loop_pieces(L, n, pc);
+    if (!loops || !pieces_expand_to(pc, np, L, n)) {
+        for (int i = 0; i < n; i++) pc[i] = (CgPiece){ i, 1, 1, 0 };
+        np = n;
+        loops = false;
+    }
     out(g, "/* Stage %d of %d under %s: %d forwards and %d backwards of (micro-batch,\n"
-           " * chunk), %d forwards before the first backward. %d ops. */\n",
-        s, g->l.pp, sched_title(g->l.schedule), fwd, bwd, warm, sp->n_ops);
+           " * chunk), %d before the first backward. %d ops%s. */\n",
+        s, g->l.pp, sched_title(g->l.schedule), fwd, bwd, warm, sp->n_ops,
+        loops ? "; the loops are rounds of the\n * same ops, the micro-batch one round further each time"
+              : ", listed one by one");
     out(g, "static void step_stage%d(void)\n{\n", s);
-    for (int i = 0; i < sp->n_ops; i++) {
-        const PlanOp *o = &sp->ops[i];
-        char c[256], call[96];
-        for (int j = i + 1; j < sp->n_ops && g->l.dp > 1; j++)
-            if (sp->ops[j].kind == OP_REDUCE_GRADS && sp->ops[j].pair == i) {
-                snprintf(call, sizeof call, "op(REDUCE_DURING, %d, %d, -1);", o->mb, o->chunk);
-                out(g, "    %-30s /* its reduction below starts layer by layer inside the next op */\n", call);
-            }
-        op_comment(g, o, c, sizeof c);
-        snprintf(call, sizeof call, "op(%s, %d, %d, %d);", op_enum(o->kind), o->mb, o->chunk, o->peer);
-        out(g, "    %-30s /* %s */\n", call, c);
-        for (int j = 0; j < sp->n_ops; j++)
-            if (sp->ops[j].kind == OP_GATHER_PARAMS && sp->ops[j].pair == i) {
-                snprintf(call, sizeof call, "op(RELEASE_PARAMS, %d, %d, -1);", o->mb, o->chunk);
-                out(g, "    %-30s /* ZeRO-3: free chunk %d's gathered parameters */\n", call, o->chunk);
-            }
-        if (!uses_slot(o->kind)) continue;
-        bool last = true;
-        for (int j = i + 1; j < sp->n_ops && last; j++)
-            if (uses_slot(sp->ops[j].kind) && sp->ops[j].mb == o->mb && sp->ops[j].chunk == o->chunk)
-                last = false;
-        if (last) {
-            snprintf(call, sizeof call, "op(FREE_SLOT, %d, %d, -1);", o->mb, o->chunk);
-            out(g, "    %-30s /* mb %d, chunk %d: activations may be reused */\n", call, o->mb, o->chunk);
+    seen_b = false;
+    for (int p = 0; p < np; p++) {
+        if (pc[p].r == 1) {
+            for (int u = 0; u < pc[p].k; u++) emit_line(g, s, &L[pc[p].start + u], 0, false);
+        } else {
+            out(g, "    /* %s: %d rounds */\n", loop_title(L, &pc[p], seen_b), pc[p].r);
+            out(g, "    for (int i = 0; i < %d; i++) {\n", pc[p].r);
+            for (int u = 0; u < pc[p].k; u++) emit_line(g, s, &L[pc[p].start + u], pc[p].d, true);
+            out(g, "    }\n");
+        }
+        for (int u = 0; u < pc[p].k; u++) {
+            int k = L[pc[p].start + u].kind;
+            seen_b = seen_b || k == OP_BWD || k == OP_BWD_INPUT;
         }
     }
     out(g, "}\n\n");
+    free(pc);
+    free(L);
 }
 
 static void emit_steps(Cg *g)
 {
     out(g, "/* ---- one training step per pipeline stage ----------------------------------\n"
-           " * Each is the Program planc scheduled for that stage (plan_lower), op by op;\n"
-           " * `planc trace` draws the same list. op(kind, micro-batch, chunk, peer stage). */\n\n");
+           " * Each is the Program planc scheduled for that stage (plan_lower), in order;\n"
+           " * `planc trace` draws the same list. op(kind, micro-batch, chunk, peer stage).\n"
+           " * Every collective of the step is a line here or inside the layers above. */\n\n");
     for (int s = 0; s < g->l.pp; s++) emit_stage(g, s);
     out(g, "static void train_step(void)\n{\n    switch (R.c->coord.pp) {\n");
     for (int s = 0; s < g->l.pp; s++) out(g, "    case %d: step_stage%d(); break;\n", s, s);
@@ -674,6 +1065,7 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     for (int k = 0; ok && k < g.nv; k++)
         for (int i = g.chunk[k].first; i < g.chunk[k].end; i++) g.layer_vs[i] = k;
     if (ok) {
+        set_features(&g);
         g.n_params = emit_params(&g, false);
         emit_header(&g);
         emit_constants(&g);
@@ -690,10 +1082,10 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
                                                                : "AdamW on every parameter this rank holds");
         const char *vals[] = { g.l.dp > 1 ? reduce_text(g.l.zero) : "dp 1: no reduction", opt };
         section(&g, "dispatch", keys, vals, 2);
-        out(&g, "\n");
         emit_steps(&g);
         section(&g, "main", NULL, NULL, 0);
-        if (ferror(f)) { snprintf(why, len, "write error"); ok = false; }
+        if (g.bad[0]) { snprintf(why, len, "%s", g.bad); ok = false; }
+        else if (ferror(f)) { snprintf(why, len, "write error"); ok = false; }
     }
     free(g.chunk);
     free(g.layer_vs);

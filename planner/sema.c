@@ -964,18 +964,29 @@ static void sema_optimizer(Sema *S, const DslStmt *st, Train *T)
     if ((s = field(&F, "weight_decay"))) get_real(S, s, 0, false, 10, false, &T->weight_decay);
 }
 
-/* train { ... }: steps and lr are required; the rest default to the
- * PyTorch AdamW defaults and a global-norm clip of 1.0. */
-static void sema_train(Sema *S, const DslStmt *t, Train *T)
+/* The train defaults, the one place they are written (README's train
+ * section): the PyTorch AdamW defaults, a global-norm clip of 1.0, no
+ * warm-up, seed 0, no data; steps and lr, which a train block must give,
+ * are 10 steps at 1e-3 for a file without one. Plan.train always holds
+ * them, so the generated program reads nothing else. */
+static void train_defaults(Train *T)
 {
-    const DslStmt *body, *s;
-    int64_t x;
     memset(T, 0, sizeof *T);
+    T->steps = 10;
+    T->lr = 1e-3;
     T->grad_clip = 1.0;
     T->beta1 = 0.9;
     T->beta2 = 0.999;
     T->eps = 1e-8;
     T->weight_decay = 0.01;
+}
+
+/* train { ... }: steps and lr are required; the rest keep train_defaults. */
+static void sema_train(Sema *S, const DslStmt *t, Train *T)
+{
+    const DslStmt *body, *s;
+    int64_t x;
+    train_defaults(T);
     if (!block_body(S, t, 0, &body)) return;
     if (t->kind != DSL_STMT_BLOCK) {
         dsl_error(S->d, t->key_loc, "train needs a block: train { steps 100; lr 3e-4 }");
@@ -1045,6 +1056,7 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
     if (model_ok && cluster_ok && S.device_no_fp32 && out->model.dtype == DTYPE_FP32)
         dsl_error(d, S.device_no_fp32->key_loc, "device needs 'flops_fp32' when model %s trains in fp32 "
                   "(for example: flops_fp32 19.5 TFLOPS)", out->model.name);
+    train_defaults(&out->train);
     if (t) {
         out->has_train = true;
         sema_train(&S, t, &out->train);

@@ -1,17 +1,28 @@
 /*
  * test_codegen.c: the code generator's own tests (cmocka).
  *
- *  - emission is deterministic: the same plan gives the same bytes;
+ *  - emission is deterministic: the same plan gives the same bytes, and
+ *    examples/tiny.plan gives tests/codegen/tiny.golden.cu byte for byte
+ *    (make update-codegen-golden rewrites it; review the diff);
  *  - every stage's step function is that stage's Program, op for op: the
- *    op(...) lines of step_stageN are parsed back and compared with
- *    plan_lower()'s list, for every schedule, ZeRO stage and recompute mode;
+ *    op(...) lines of step_stageN, their loops expanded, are parsed back
+ *    and compared with plan_lower()'s list, for every schedule, ZeRO stage
+ *    and recompute mode; regular schedules are loops, ZB-H1 is not;
+ *  - the program is of its plan alone: no preprocessor branches, no run-
+ *    time tests of features (SP, recompute, split backward, activation);
+ *    the step-level collectives are lines of the stages the Program says;
+ *  - codegen/program_template.c compiles on its own with -Werror for a
+ *    table of feature combinations;
+ *  - a plan without a train block gets the documented train defaults;
+ *  - the header's step time and bubble are plan_simulate's of the Program;
  *  - text from the plan cannot break out of a comment or a string;
  *  - layouts the generator does not handle are refused with a reason;
  *  - the emitted program compiles with -Wall -Wextra -Werror for the CPU
  *    target (mpicc against libplanrt.a) for a table of layouts, and a
  *    broken program gives the compiler's status back.
  *
- *   usage: test_codegen PLAN LIBDIR   (examples/tiny.plan, $(BUILD)/lib)
+ *   usage: test_codegen PLAN LIBDIR GOLDEN
+ *          (examples/tiny.plan, $(BUILD)/lib, tests/codegen/tiny.golden.cu)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,14 +31,19 @@
 #include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "cli/commands.h"
 #include "codegen/codegen.h"
 #include "planner/layout.h"
 #include "planner/program.h"
+#include "planner/simulate.h"
 
-static const char *plan_file, *lib_dir;
+static const char *plan_file, *lib_dir, *golden_file;
+extern char **environ;
 
 typedef struct {
     const char *name;
@@ -45,6 +61,8 @@ static const Case CASES[] = {
     { "tp2-sp",      1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 4 },
     { "pp4-zbh1",    1, 2, 4, 3, SCHED_ZB_H1, 1, RECOMPUTE_FULL, 2 },
     { "pp2-tied",    2, 1, 2, 1, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 },
+    { "pp4-tied",    1, 1, 4, 0, SCHED_GPIPE, 1, RECOMPUTE_NONE, 1 },
+    { "pp2-inter4-sp", 1, 2, 2, 0, SCHED_INTERLEAVED, 2, RECOMPUTE_SELECTIVE, 1 },
 };
 
 /* tiny.plan with the case's layout on a one-node cluster of its size. */
@@ -104,47 +122,349 @@ static int op_kind(const char *s)
     return -1;
 }
 
+/* The micro-batch of an op line: "3", or in a loop "i", "2 + i", "2 * i",
+ * "1 + 2 * i", at round i. False when it is none of these. */
+static bool parse_mb(const char *t, int i, int *mb)
+{
+    int a, d;
+    char rest[8];
+    if (sscanf(t, "%d + %d * i%1s", &a, &d, rest) == 2) { *mb = a + d * i; return true; }
+    if (sscanf(t, "%d * i%1s", &d, rest) == 1 && strchr(t, '*')) { *mb = d * i; return true; }
+    if (sscanf(t, "%d + i%1s", &a, rest) == 1 && strchr(t, '+')) { *mb = a + i; return true; }
+    if (!strcmp(t, "i")) { *mb = i; return true; }
+    if (sscanf(t, "%d%1s", &a, rest) == 1) { *mb = a; return true; }
+    return false;
+}
+
+typedef struct { int kind, mb, chunk, peer; } Op;
+
+/* Parse one op(KIND, MB, CHUNK, PEER); line at round i into o. */
+static bool parse_op(const char *line, int i, Op *o)
+{
+    char kind[32], mb[32];
+    if (sscanf(line, " op(%31[A-Z_], %31[^,], %d, %d);", kind, mb, &o->chunk, &o->peer) != 4) return false;
+    o->kind = op_kind(kind);
+    if (o->kind < 0) return false;   /* bookkeeping: REDUCE_DURING, FREE_SLOT, RELEASE_PARAMS */
+    if (!parse_mb(mb, i, &o->mb)) fail_msg("cannot read the micro-batch of '%s'", line);
+    return true;
+}
+
+/* The Program ops of step_stageS in text, loops expanded, into ops (at
+ * most cap); returns their count, *loops the number of for loops. */
+static int stage_ops(const char *text, int s, Op *ops, int cap, int *loops)
+{
+    char head[64], line[512];
+    snprintf(head, sizeof head, "static void step_stage%d(void)\n{\n", s);
+    const char *at = strstr(text, head);
+    assert_non_null(at);
+    at += strlen(head);
+    int n = 0, rounds;
+    *loops = 0;
+    while (sscanf(at, "%511[^\n]", line) == 1 && strcmp(line, "}")) {
+        at = strchr(at, '\n') + 1;
+        if (sscanf(line, " for (int i = 0; i < %d; i++) {", &rounds) == 1) {
+            (*loops)++;
+            const char *body = at;
+            for (int i = 0; i < rounds; i++) {
+                at = body;
+                while (sscanf(at, "%511[^\n]", line) == 1 && strcmp(line, "    }")) {
+                    Op o;
+                    if (parse_op(line, i, &o)) { assert_true(n < cap); ops[n++] = o; }
+                    at = strchr(at, '\n') + 1;
+                }
+            }
+            at = strchr(at, '\n') + 1;   /* the loop's closing brace */
+            continue;
+        }
+        Op o;
+        if (parse_op(line, 0, &o)) { assert_true(n < cap); ops[n++] = o; }
+    }
+    return n;
+}
+
+/* Every step_stageN of p's program, loops expanded, is its stage's
+ * Program op for op; returns the number of loops. */
+static int check_steps(const Plan *p, const char *name)
+{
+    char why[256];
+    size_t n;
+    PlanProgram prog;
+    if (!plan_lower(p, &prog, why, sizeof why)) fail_msg("%s: %s", name, why);
+    char *text = emit_text(p, why, sizeof why, &n);
+    if (!text) fail_msg("%s: not emitted: %s", name, why);
+    int loops_total = 0;
+    for (int s = 0; s < prog.pp; s++) {
+        const PlanStageProgram *sp = &prog.stages[s];
+        Op *ops = calloc((size_t)sp->n_ops + 1, sizeof *ops);
+        int loops, k = stage_ops(text, s, ops, sp->n_ops + 1, &loops);
+        loops_total += loops;
+        for (int j = 0; j < k && j < sp->n_ops; j++) {
+            const PlanOp *o = &sp->ops[j];
+            if (ops[j].kind != (int)o->kind || ops[j].mb != o->mb || ops[j].chunk != o->chunk ||
+                ops[j].peer != o->peer)
+                fail_msg("%s stage %d op %d: emitted %s(%d, %d, %d), Program %s(%d, %d, %d)",
+                         name, s, j, plan_op_name((PlanOpKind)ops[j].kind), ops[j].mb,
+                         ops[j].chunk, ops[j].peer, plan_op_name(o->kind), o->mb, o->chunk, o->peer);
+        }
+        if (k != sp->n_ops) fail_msg("%s stage %d: %d ops emitted, %d in the Program", name, s, k, sp->n_ops);
+        free(ops);
+    }
+    plan_program_free(&prog);
+    free(text);
+    return loops_total;
+}
+
 static void test_steps_are_the_program(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         DslArena a;
         Plan p;
+        load_case(&CASES[i], &a, &p);
+        int loops = check_steps(&p, CASES[i].name);
+        /* regular schedules with rounds to repeat are loops; ZB-H1 is listed */
+        if (CASES[i].schedule == SCHED_ZB_H1) assert_int_equal(loops, 0);
+        else if (16 / CASES[i].micro_batch >= 4 && CASES[i].pp > 1) assert_true(loops > 0);
+        dsl_arena_free(&a);
+    }
+}
+
+/* The same for the examples beside PLAN, at their full size (gpt3-175b:
+ * 16 stages of 771 ops): loops, and the loops are the Program. */
+static void test_examples_steps(void **state)
+{
+    (void)state;
+    static const char *const names[] = { "gpt2-small", "gpt3-175b", "llama3-8b", "llama3-70b" };
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", plan_file);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0'; else snprintf(dir, sizeof dir, ".");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s.plan", dir, names[i]);
+        DslArena a;
+        DslDiag diag;
+        Plan p;
+        memset(&a, 0, sizeof a);
+        dsl_diag_init(&diag, stderr);
+        assert_int_equal(planc_load_plan(path, &a, &diag, &p), 0);
+        int loops = check_steps(&p, names[i]);
+        if (plan_layout_defaults(&p).pp > 1 && p.layout.schedule != SCHED_ZB_H1) assert_true(loops > 0);
+        dsl_arena_free(&a);
+    }
+}
+
+/* The text of step_stageS (from its head to the closing brace). */
+static char *stage_text(const char *text, int s)
+{
+    char head[64];
+    snprintf(head, sizeof head, "static void step_stage%d(void)\n{\n", s);
+    const char *at = strstr(text, head), *end = at ? strstr(at, "\n}\n") : NULL;
+    assert_non_null(end);
+    return strndup(at, (size_t)(end - at));
+}
+
+/* The program holds its plan's code alone, and the step-level collectives
+ * are lines where the Program puts them. */
+static void test_one_code_path(void **state)
+{
+    (void)state;
+    static const char *const never[] = { "\n#if", "\n#else", "if (SP", "SP ?", "RECOMPUTE",
+                                         "SPLIT_BWD", "act == ", "rms ?", "L->rope", "part ==" };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        const Case *c = &CASES[i];
+        DslArena a;
+        Plan p;
         char why[256];
         size_t n;
-        load_case(&CASES[i], &a, &p);
-        PlanProgram prog;
-        assert_true(plan_lower(&p, &prog, why, sizeof why));
+        load_case(c, &a, &p);
         char *text = emit_text(&p, why, sizeof why, &n);
         assert_non_null(text);
-        for (int s = 0; s < prog.pp; s++) {
-            char head[64];
-            snprintf(head, sizeof head, "static void step_stage%d(void)\n{\n", s);
-            const char *at = strstr(text, head);
-            assert_non_null(at);
-            at += strlen(head);
-            int k = 0;
-            char line[256];
-            while (sscanf(at, "%255[^\n]", line) == 1 && strcmp(line, "}")) {
-                char kind[32];
-                int mb, ch, peer;
-                if (sscanf(line, " op(%31[A-Z_], %d, %d, %d);", kind, &mb, &ch, &peer) == 4 &&
-                    op_kind(kind) >= 0) {
-                    assert_true(k < prog.stages[s].n_ops);
-                    const PlanOp *o = &prog.stages[s].ops[k++];
-                    if (op_kind(kind) != (int)o->kind || mb != o->mb || ch != o->chunk || peer != o->peer)
-                        fail_msg("%s stage %d op %d: emitted %s(%d, %d, %d), Program %s(%d, %d, %d)",
-                                 CASES[i].name, s, k - 1, kind, mb, ch, peer, plan_op_name(o->kind),
-                                 o->mb, o->chunk, o->peer);
-                }
-                at = strchr(at, '\n') + 1;
-            }
-            assert_int_equal(k, prog.stages[s].n_ops);
+        for (size_t k = 0; k < sizeof never / sizeof never[0]; k++)
+            if (strstr(text, never[k])) fail_msg("%s: the program has '%s'", c->name, never[k]);
+        bool sp = strstr(c->name, "-sp") && c->tp > 1, split = c->schedule == SCHED_ZB_H1;
+        /* SP's collectives exactly where SP is on */
+        assert_int_equal(strstr(text, "prt_reduce_scatter(R.c->tp") != NULL, sp);
+        assert_int_equal(strstr(text, "op(SP_NORM_REDUCE, -1, -1, -1);") != NULL, sp);
+        /* zb-h1's halves exactly under zb-h1, the whole backward otherwise */
+        assert_int_equal(strstr(text, "static void attention_bwd_input(") != NULL, split);
+        assert_int_equal(strstr(text, "static void attention_bwd(") != NULL, !split);
+        assert_int_equal(strstr(text, "S.att = act_alloc") != NULL, c->recompute == RECOMPUTE_SELECTIVE);
+        assert_int_equal(strstr(text, "S.rc.ln = act_alloc") != NULL, c->recompute == RECOMPUTE_FULL);
+        bool tied = strstr(c->name, "-tied") != NULL;
+        for (int s = 0; s < c->pp; s++) {
+            char *st = stage_text(text, s);
+            /* the norm's sum right before the update, on every stage */
+            const char *norm = strstr(st, "op(NORM_REDUCE, -1, -1, -1);");
+            assert_non_null(norm);
+            assert_non_null(strstr(norm, "all "));
+            assert_true(strstr(norm, "op(OPT_STEP") > norm);
+            /* the tied embedding's sum on the first and the last stage only */
+            bool ends = tied && c->pp > 1 && (s == 0 || s == c->pp - 1);
+            const char *embed = strstr(st, "op(EMBED_REDUCE, -1, -1, ");   /* peer: the other end */
+            if ((embed != NULL) != ends) fail_msg("%s stage %d: EMBED_REDUCE %s", c->name, s,
+                                                  ends ? "missing" : "where the Program has none");
+            if (embed) assert_true(embed < norm);
+            free(st);
         }
-        plan_program_free(&prog);
         free(text);
         dsl_arena_free(&a);
     }
+}
+
+/* The header's step time and bubble are plan_simulate's of the Program
+ * the file transcribes, for every case. */
+static void test_header_is_the_simulation(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        DslArena a;
+        Plan p;
+        char why[256], want[128];
+        size_t n;
+        load_case(&CASES[i], &a, &p);
+        PlanProgram prog;
+        PlanSimResult sim;
+        assert_true(plan_lower(&p, &prog, why, sizeof why));
+        assert_true(plan_simulate(&prog, &sim));
+        snprintf(want, sizeof want, " *   step %.3f ms, pipeline bubble %.1f %%,", 1e3 * sim.step_time,
+                 100.0 * sim.bubble_fraction);
+        char *text = emit_text(&p, why, sizeof why, &n);
+        assert_non_null(text);
+        if (!strstr(text, want)) fail_msg("%s: the header lacks '%s'", CASES[i].name, want);
+        free(text);
+        plan_sim_free(&sim);
+        plan_program_free(&prog);
+        dsl_arena_free(&a);
+    }
+}
+
+/* tiny.plan emits the golden program, byte for byte. */
+static void test_golden(void **state)
+{
+    (void)state;
+    DslArena a;
+    DslDiag diag;
+    Plan p;
+    char why[256];
+    size_t n;
+    memset(&a, 0, sizeof a);
+    dsl_diag_init(&diag, stderr);
+    assert_int_equal(planc_load_plan(plan_file, &a, &diag, &p), 0);
+    char *text = emit_text(&p, why, sizeof why, &n);
+    assert_non_null(text);
+    FILE *f = fopen(golden_file, "rb");
+    if (!f) fail_msg("%s: cannot read it (make update-codegen-golden writes it)", golden_file);
+    char *want = malloc(n + 2);
+    size_t m = fread(want, 1, n + 1, f);
+    fclose(f);
+    if (m != n || memcmp(want, text, n)) {
+        size_t line = 1, j = 0;
+        for (; j < n && j < m && want[j] == text[j]; j++) line += text[j] == '\n';
+        fail_msg("%s differs from `planc emit %s` at line %zu (%zu vs %zu bytes); review the "
+                 "change and run make update-codegen-golden", golden_file, plan_file, line, m, n);
+    }
+    free(want);
+    free(text);
+    dsl_arena_free(&a);
+}
+
+/* Run argv (no shell); its exit status, -1 when it did not start. */
+static int run(char *const argv[])
+{
+    pid_t pid;
+    int st;
+    if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ)) return -1;
+    if (waitpid(pid, &st, 0) < 0) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The template is C: it compiles alone against planrt.h under -Werror for
+ * each combination of the features emit.c resolves. */
+static void test_template_compiles(void **state)
+{
+    (void)state;
+    static const char *const combos[][6] = {
+        { NULL },
+        { "-DSP=1", NULL },
+        { "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DPIPELINE=1", NULL },
+        { "-DRECOMPUTE_SELECTIVE=1", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
+        { "-DNORM_MIXED=1", "-DMLP_ACTS_MIXED=1", "-DUSES_SYNC_PARAMS=1", "-DUSES_EMBED_REDUCE=1", "-DSPLIT_BWD=1", NULL },
+        { "-DHAS_MLP=0", "-DHAS_FINAL_NORM=0", "-DUSES_REDUCE_GRADS=0", "-DUSES_GATHER_PARAMS=1", "-DMLP_RELU=1", NULL },
+        { "-DHAS_BIAS=0", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
+    };
+    for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
+        char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+                           "-Wundef", "-Iruntime/include", "-x", "c" };
+        int k = 10;
+        for (int j = 0; combos[i][j]; j++) argv[k++] = (char *)combos[i][j];
+        argv[k++] = "codegen/program_template.c";
+        argv[k] = NULL;
+        if (run(argv) != 0) fail_msg("codegen/program_template.c does not compile with combination %zu", i);
+    }
+}
+
+/* A plan without a train block trains with the documented defaults
+ * (README, the train section): 10 steps at lr 1e-3, no warm-up, seed 0,
+ * AdamW beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.01, clip 1.0. */
+static void test_train_defaults(void **state)
+{
+    (void)state;
+    char path[512], incl[PATH_MAX], *src = NULL;
+    size_t len = 0;
+    FILE *in = fopen(plan_file, "r");
+    assert_non_null(in);
+    FILE *mem = open_memstream(&src, &len);
+    char line[512];
+    int depth = -1;   /* inside the train block: its brace depth */
+    while (fgets(line, sizeof line, in)) {
+        if (depth < 0 && !strncmp(line, "train", 5)) depth = 0;
+        if (depth >= 0) {
+            for (char *c = line; *c; c++) depth += (*c == '{') - (*c == '}');
+            if (depth == 0 && strchr(line, '}')) depth = -1;
+            continue;
+        }
+        if (!strncmp(line, "include", 7)) {   /* the cluster file, by its absolute path */
+            char rel[256], dir[256];
+            assert_int_equal(sscanf(line, "include \"%255[^\"]\"", rel), 1);
+            snprintf(dir, sizeof dir, "%s", plan_file);
+            char *slash = strrchr(dir, '/');
+            if (slash) *slash = '\0'; else snprintf(dir, sizeof dir, ".");
+            char joined[600];
+            snprintf(joined, sizeof joined, "%s/%s", dir, rel);
+            assert_non_null(realpath(joined, incl));
+            fprintf(mem, "include \"%s\"\n", incl);
+            continue;
+        }
+        fputs(line, mem);
+    }
+    fclose(in);
+    fclose(mem);
+    assert_null(strstr(src, "\ntrain"));
+    snprintf(path, sizeof path, "%s/test_codegen_notrain.plan", lib_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(src, f);
+    fclose(f);
+    free(src);
+    DslArena a;
+    DslDiag diag;
+    Plan p;
+    char why[256];
+    size_t n;
+    memset(&a, 0, sizeof a);
+    dsl_diag_init(&diag, stderr);
+    assert_int_equal(planc_load_plan(path, &a, &diag, &p), 0);
+    assert_false(p.has_train);
+    char *text = emit_text(&p, why, sizeof why, &n);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "static const long  STEPS = 10;"));
+    assert_non_null(strstr(text, "static const uint64_t SEED = 0ULL;"));
+    assert_non_null(strstr(text, "static const prt_adamw_cfg ADAMW = { 0.001f, 0.0001f, 0, 10, 0.9f, "
+                                 "0.999f, 1e-08f, 0.01f, 1.0f };"));
+    free(text);
+    unlink(path);
+    dsl_arena_free(&a);
 }
 
 static void test_text_is_escaped(void **state)
@@ -333,15 +653,22 @@ static void test_compiles_with_werror(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_codegen PLAN LIBDIR\n");
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_codegen PLAN LIBDIR GOLDEN\n");
         return 2;
     }
     plan_file = argv[1];
     lib_dir = argv[2];
+    golden_file = argv[3];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_steps_are_the_program),
+        cmocka_unit_test(test_examples_steps),
+        cmocka_unit_test(test_one_code_path),
+        cmocka_unit_test(test_header_is_the_simulation),
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_template_compiles),
+        cmocka_unit_test(test_train_defaults),
         cmocka_unit_test(test_text_is_escaped),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_padded_vocab),

@@ -16,7 +16,8 @@
  *
  * Also checked: the groups of every dp x tp x pp layout of the world size
  * (for 8 ranks this includes dp2 x tp2 x pp2) carry exactly the ranks of
- * rank = tp + TP*(dp + DP*pp); collectives on sub-groups; several requests in
+ * rank = tp + TP*(dp + DP*pp), and the embedding group the first and the
+ * last stage only; collectives on sub-groups; several requests in
  * flight at once; point-to-point (blocking and async); and the errors a
  * caller must get (wrong world size, bad root, overlapping buffers).
  *
@@ -506,6 +507,23 @@ static void check_layout(int dp, int tp, int pp)
     }
     ok &= c->local_rank >= 0 && c->local_rank < c->local_size;
     record(ok, "layout dp%d tp%d pp%d: groups, coordinates, group sums", dp, tp, pp);
+    /* the embedding group: this (tp, dp)'s rank of the first and of the last
+     * stage (one rank at pp 1), none on the stages between; a sum proves it */
+    bool ends = p == 0 || p == pp - 1, eok = (c->embed != NULL) == ends;
+    if (c->embed && eok) {
+        int n = pp > 1 ? 2 : 1;
+        eok = prt_comm_size(c->embed) == n && prt_comm_rank(c->embed) == (p == 0 ? 0 : 1) &&
+              prt_comm_world_rank(c->embed, 0) == x + tp * d &&
+              prt_comm_world_rank(c->embed, n - 1) == x + tp * (d + dp * (pp - 1));
+        int64_t mine = R, sum = -1;
+        int64_t *b = prt_comm_alloc(2 * sizeof *b);
+        eok &= b && prt_comm_upload(b, &mine, sizeof mine) == PRT_OK &&
+               prt_all_reduce(c->embed, b, b + 1, 1, PRT_INT64, PRT_SUM) == PRT_OK &&
+               prt_comm_download(&sum, b + 1, sizeof sum) == PRT_OK &&
+               sum == (pp > 1 ? 2 * (x + tp * d) + tp * dp * (pp - 1) : R);
+        prt_comm_free(b);
+    }
+    record(eok, "layout dp%d tp%d pp%d: embedding group (first and last stage)", dp, tp, pp);
     if (dp == 2 && tp == 2 && pp == 2 && world_size == 8)
         sweep(c->dp, "dp-group", false, false);   /* fp32 cases again on a sub-group */
     prt_finalize(c);

@@ -5,7 +5,7 @@
  * Groups follow DESIGN.md's Megatron layout, rank = tp + TP*(dp + DP*pp):
  * MPI_Comm_split with colour = "the coordinates a group shares" and key =
  * "the coordinate that varies inside it" gives each rank its three groups in
- * one call each.  The node-local rank (which GPU to use) comes from
+ * one call each, and the embedding group (first and last stage) a fourth.  The node-local rank (which GPU to use) comes from
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), so it works the same under
  * mpirun and srun.  This file never moves data: collectives are in coll.c.
  */
@@ -192,7 +192,16 @@ static prt_status make_groups(prt_ctx *c, prt_algo algo)
     if ((s = split(c, x.tp + L.tp * x.pp, x.dp, algo, &c->dp)))
         return s;
     /* PP group: same (tp, dp), ordered by pp. */
-    return split(c, x.tp + L.tp * x.dp, x.pp, algo, &c->pp);
+    if ((s = split(c, x.tp + L.tp * x.dp, x.pp, algo, &c->pp)))
+        return s;
+    /* Embedding group: the first and the last stage of the PP group (one
+     * rank when pp is 1); the stages between take no part. */
+    bool ends = x.pp == 0 || x.pp == L.pp - 1;
+    MPI_Comm e;
+    if (MPI_Comm_split(MPI_COMM_WORLD, ends ? x.tp + L.tp * x.dp : MPI_UNDEFINED, x.pp, &e) !=
+        MPI_SUCCESS)
+        return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Comm_split failed");
+    return ends ? group_new(c, e, algo, &c->embed) : PRT_OK;
 }
 
 static void ctx_destroy(prt_ctx *c);
@@ -256,6 +265,7 @@ prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **o
 /* Free a context's groups and backend state. */
 static void ctx_destroy(prt_ctx *c)
 {
+    group_free(c->embed);
     group_free(c->pp);
     group_free(c->dp);
     group_free(c->tp);

@@ -84,6 +84,9 @@ typedef struct prt_ctx {
     prt_comm  *dp;      /* ranks with this (tp, pp): gradient reductions */
     prt_comm  *tp;      /* ranks with this (dp, pp): tensor-parallel sums */
     prt_comm  *pp;      /* ranks with this (tp, dp): pipeline send/recv */
+    prt_comm  *embed;   /* the first and the last stage's ranks with this (tp, dp): the
+                           tied-embedding gradient sum (Megatron's embedding group);
+                           NULL on the stages between them */
     int        device;  /* CUDA device used (libplanrt_cuda.a), else -1 */
     void      *impl;    /* backend state */
 } prt_ctx;

@@ -82,8 +82,9 @@ typedef struct {
                                 norms): summed over TP once per step before the update */
     int           tie;       /* -1, or the id of the tensor this one copies (a tied
                                 lm_head on another stage than the embedding): starts
-                                from that id's values, gradients summed with it over PP
-                                every step, left out of dumps */
+                                from that id's values, gradients summed with it over
+                                the embedding group (first and last stage) every
+                                step by prt_zero_embed_reduce, left out of dumps */
     size_t        logical_rows; /* rows that belong to the model, 0: all of them. A
                                 padded vocabulary (wte, lm_head: rows Vp, logical
                                 rows V) has rows - logical_rows padding rows at the
@@ -133,9 +134,25 @@ prt_status prt_zero_reduce(prt_model *m, int chunk);
  * run; prt_zero_reduce then starts whatever is left. */
 prt_status prt_zero_reduce_during(prt_model *m, int chunk);
 prt_status prt_zero_layer_done(prt_model *m, int layer);
-/* Wait for every reduction, clip by the global gradient norm, AdamW on the
- * part this rank owns (ZeRO 0: all of it; else its shard), zero the
- * gradients for the next step. `step` counts from 1. */
+/* The step-level collectives, in the Program's order after the last
+ * REDUCE_GRADS (each first waits for every DP reduction of the step):
+ *
+ * Sequence parallel, tp > 1: all-reduce over TP the norm weights' gradients
+ * (PARAMS' tp_sum rows; each TP rank saw only its rows of the sequence). */
+prt_status prt_zero_sp_norm_reduce(prt_model *m);
+/* A tied lm_head on another stage than the embedding: all-reduce the
+ * word-embedding gradient over the embedding group, the first and the last
+ * stage's ranks with this (tp, dp), so both copies take the same update.
+ * Returns at once on the stages between (they hold neither copy). */
+prt_status prt_zero_embed_reduce(prt_model *m);
+/* All-reduce over every rank the squared global gradient norm (each
+ * element counted once: DP shards, replicated tensors on TP rank 0, tied
+ * copies once). It clips, prt_model_grad_norm logs it, and a NaN or Inf
+ * fails here, before any update (`step` counts from 1). */
+prt_status prt_zero_norm_reduce(prt_model *m, long step);
+/* Clip by the norm prt_zero_norm_reduce found (PRT_ERR_ARG when it did not
+ * run this step), AdamW on the part this rank owns (ZeRO 0: all of it;
+ * else its shard), zero the gradients for the next step. */
 prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step);
 /* ZeRO-1/2: all-gather the updated shards over DP, chunk by chunk. */
 prt_status prt_zero_sync(prt_model *m);
@@ -146,7 +163,7 @@ prt_status prt_zero_sync(prt_model *m);
  * Collective over the world. */
 prt_status prt_model_dump(prt_model *m, const char *path);
 
-/* The global gradient norm of the last prt_zero_opt_step (computed every
+/* The global gradient norm of the last prt_zero_norm_reduce (computed every
  * step, clipping or not). A NaN or Inf norm makes that call fail before the
  * update, with the step in the message; prt_run_fail then stops every rank
  * cleanly (they all saw the same all-reduced norm). PLANRT_TEST_NAN_STEP=k

@@ -11,7 +11,7 @@
  * The generated program's op dispatcher calls prt_trace_begin and
  * prt_trace_end around every op; both return at once when tracing is off
  * or the op is not in the traced step. Op kinds are the Program's
- * (ORDER PlanOpKind): 0 FWD .. 11 SYNC_PARAMS. Other kinds (the program's
+ * (ORDER PlanOpKind): 0 FWD .. 14 NORM_REDUCE. Other kinds (the program's
  * own bookkeeping, numbered after them) are neither recorded nor counted,
  * so the n-th recorded op of a stage is op n of the stage's op list.
  */
@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 /* Program op kinds a trace records, in PlanOpKind's order. */
-#define PRT_TRACE_N_KINDS 12
+#define PRT_TRACE_N_KINDS 15
 
 /* Set tracing up from the command line, before MPI starts: path NULL turns
  * it off; step NULL traces the last of `steps` steps. PRT_ERR_ARG with the

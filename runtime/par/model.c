@@ -22,8 +22,13 @@
  *
  * Gradients are summed over DP (the loss is already divided by the tokens of
  * the global batch), so any split of the batch gives the same sum. The
- * global gradient norm is all-reduced every step (clipping or not): it is
- * logged, and a NaN or Inf in it stops the run before the update. The
+ * step ends with the Program's step-level collectives, each its own call
+ * that the generated step function makes where the Program puts it:
+ * prt_zero_sp_norm_reduce (SP: norm gradients over TP),
+ * prt_zero_embed_reduce (a tied head: the embedding gradient between the
+ * first and the last stage), prt_zero_norm_reduce (the squared gradient
+ * norm over all ranks: it clips, it is logged, and a NaN or Inf in it stops
+ * the run before the update); prt_zero_opt_step then only updates. The
  * struct itself is in par_model.h, which save.c (checkpoints) shares.
  */
 #include <math.h>
@@ -472,11 +477,29 @@ static double local_sq(prt_model *m)
     return sq;
 }
 
-/* Sequence parallelism leaves the gradients of the norms partial over TP
- * (each rank saw its rows): sum the part of them this rank updates. */
-static prt_status sum_over_tp(prt_model *m)
+/* Finish this step's DP reductions once (every step-level call needs the
+ * reduced gradients): a chunk the program never reduced is reduced now,
+ * every chunk's requests are waited for. */
+static prt_status settle(prt_model *m)
 {
     prt_status st = PRT_OK;
+    if (m->settled) return PRT_OK;
+    for (int ch = 0; !st && ch < m->chunks; ch++) {
+        /* a chunk the program never reduced (it has no DP reduction) */
+        if (m->zero >= 1 && !m->cs[ch].reduced && m->grad[ch]) st = prt_zero_reduce(m, ch);
+        if (!st) st = drain(m, ch);
+        m->cs[ch].reduced = false;
+    }
+    m->settled = !st;
+    return st;
+}
+
+/* Sequence parallelism leaves the gradients of the norms partial over TP
+ * (each rank saw its rows): sum the part of them this rank updates. */
+prt_status prt_zero_sp_norm_reduce(prt_model *m)
+{
+    prtp_clear();
+    prt_status st = settle(m);
     for (int i = 0; !st && i < m->n; i++) {
         if (m->off[i] == NOWHERE || !m->tab[i].tp_sum || m->tp == 1) continue;
         size_t lo = prtp_max(m->off[i], m->so), hi = prtp_min(m->off[i] + numel(m, i), m->so + m->sc);
@@ -512,26 +535,27 @@ static prt_status own_grad(prt_model *m, int t, const float *buf)
 }
 
 /* A tied lm_head on another stage than the embedding is a copy: both get
- * the sum of both gradients (Megatron's embedding group), summed with one
- * all-reduce over the PP group to which the stages holding neither add
- * zeros, so their updates stay identical. */
-static prt_status sum_tied(prt_model *m)
+ * the sum of both gradients, summed over the embedding group (the rank of
+ * the first and of the last stage with this rank's (tp, dp); Megatron's
+ * embedding group). The stages between hold neither and do nothing. */
+prt_status prt_zero_embed_reduce(prt_model *m)
 {
-    prt_status st = PRT_OK;
+    prtp_clear();
+    if (!m->c->embed) return PRT_OK;   /* a middle stage */
+    prt_status st = settle(m);
     for (int i = 0; !st && i < m->n; i++) {
         int j = m->tab[i].tie;
         if (j < 0) continue;
-        size_t lr, lc;
-        st = local_shape(&m->tab[i], m->tp, &lr, &lc);
-        if (st) break;
-        size_t n = lr * lc;
+        int t = m->off[i] != NOWHERE ? i : m->off[j] != NOWHERE ? j : -1;
+        if (t < 0) return prtp_fail(PRT_ERR_ARG, "%s: tied to %s, neither of which this first or "
+                                    "last stage holds", m->tab[i].name, m->tab[j].name);
+        size_t n = numel(m, t);
         float *buf = (float *)zalloc(n * sizeof(float));
         if (!buf) return prtp_fail(PRT_ERR_NOMEM, "tied gradient: out of memory");
-        int t = m->off[i] != NOWHERE ? i : m->off[j] != NOWHERE ? j : -1;
-        if (t >= 0) st = full_grad(m, t, buf);
-        if (!st) st = prtp_check(prt_all_reduce(m->c->pp, buf, buf, n, PRT_FP32, PRT_SUM),
-                                 "tied embedding gradient all-reduce over PP");
-        if (!st && t >= 0) st = own_grad(m, t, buf);
+        st = full_grad(m, t, buf);
+        if (!st) st = prtp_check(prt_all_reduce(m->c->embed, buf, buf, n, PRT_FP32, PRT_SUM),
+                                 "tied embedding gradient all-reduce (first and last stage)");
+        if (!st) st = own_grad(m, t, buf);
         prt_free(buf);
     }
     return st;
@@ -547,27 +571,19 @@ static long test_nan_step(void)
 
 double prt_model_grad_norm(const prt_model *m) { return m->grad_norm; }
 
-prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
+/* The global gradient norm, every step: it clips, it is logged, and a NaN
+ * or Inf in it stops the run before the update spoils the weights. */
+prt_status prt_zero_norm_reduce(prt_model *m, long step)
 {
     prtp_clear();
-    prt_status st = PRT_OK;
-    for (int ch = 0; !st && ch < m->chunks; ch++) {
-        /* a chunk the program never reduced (it has no DP reduction) */
-        if (m->zero >= 1 && !m->cs[ch].reduced && m->grad[ch]) st = prt_zero_reduce(m, ch);
-        if (!st) st = drain(m, ch);
-        m->cs[ch].reduced = false;
-    }
+    prt_status st = settle(m);
     if (st) return st;
-    st = sum_over_tp(m);
-    if (!st) st = sum_tied(m);
-    if (st) return st;
-    /* the global gradient norm, every step: it clips, it is logged, and a
-     * NaN or Inf in it stops the run before the update spoils the weights */
     float sq = (float)local_sq(m);
     st = prtp_check(prtp_all_reduce_host(m->c->world, &sq, 1, PRT_FP32, PRT_SUM),
                     "gradient norm all-reduce");
     if (st) return st;
     if (step == test_nan_step()) sq = NAN;   /* test hook: PLANRT_TEST_NAN_STEP */
+    m->grad_sq = (double)sq;
     m->grad_norm = sqrt((double)sq);
     if (!isfinite(sq)) {
         prtp_set_diverged();
@@ -575,7 +591,18 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
                          "update (the weights are those after step %ld; nothing later is saved)",
                          isnan(sq) ? "NaN" : "Inf", step, step - 1);
     }
-    float scale = cfg->clip > 0 ? prt_clip_scale((double)sq, cfg->clip) : 1.0f;
+    m->norm_ready = true;
+    return PRT_OK;
+}
+
+prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
+{
+    prtp_clear();
+    if (!m->norm_ready)
+        return prtp_fail(PRT_ERR_ARG, "prt_zero_opt_step at step %ld: prt_zero_norm_reduce did not "
+                         "run this step (the clip needs the global norm)", step);
+    prt_status st = PRT_OK;
+    float scale = cfg->clip > 0 ? prt_clip_scale(m->grad_sq, cfg->clip) : 1.0f;
     float lr = prt_lr_at(cfg, step - 1);
     for (int i = 0; i < m->n; i++) {
         if (m->off[i] == NOWHERE) continue;
@@ -591,6 +618,7 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
         if (m->zero == 0) prtp_refresh_act(m, ch);
     }
     if (m->zero >= 1) st = prt_zero(m->gshard, m->sc * sizeof(float));
+    m->settled = m->norm_ready = false;   /* the next step reduces afresh */
     return st;
 }
 

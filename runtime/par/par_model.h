@@ -38,6 +38,9 @@ struct prt_model {
     size_t          *counts;             /* [dp] scratch for the v collectives */
     ChunkState      *cs;                 /* [chunks] */
     double           grad_norm;          /* global gradient norm of the last step */
+    double           grad_sq;            /* its square, from prt_zero_norm_reduce, for the clip */
+    bool             settled;            /* this step's DP reductions are done */
+    bool             norm_ready;         /* prt_zero_norm_reduce ran this step */
 };
 
 

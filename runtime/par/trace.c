@@ -66,7 +66,8 @@ const char *prt_trace_kind_name(int kind)
 {
     static const char *names[PRT_TRACE_N_KINDS] = {   /* ORDER PlanOpKind */
         "FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "SEND_ACT", "RECV_ACT", "SEND_GRAD",
-        "RECV_GRAD", "GATHER_PARAMS", "REDUCE_GRADS", "OPT_STEP", "SYNC_PARAMS" };
+        "RECV_GRAD", "GATHER_PARAMS", "REDUCE_GRADS", "OPT_STEP", "SYNC_PARAMS", "SP_NORM_REDUCE",
+        "EMBED_REDUCE", "NORM_REDUCE" };
     return kind >= 0 && kind < PRT_TRACE_N_KINDS ? names[kind] : "?";
 }
 

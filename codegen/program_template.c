@@ -1,0 +1,1041 @@
+/*
+ * program_template.c: the fixed text of every generated program, as one C
+ * file that compiles (make test-codegen compiles it with -Wall -Wextra
+ * -Werror against planrt.h, once per feature combination).
+ *
+ * codegen/emit.c copies its sections (`//@@ NAME` lines start them) into
+ * the program between the parts it writes itself (constants, tables, model
+ * chunks, step functions). Sections named check-* are not copied: they
+ * stand in for those parts so that this file compiles on its own.
+ *
+ * Features the plan fixes are resolved at emit time, not at run time:
+ * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
+ * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, SPLIT_BWD,
+ * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, ROPE,
+ * LEARNED_POS, HAS_MLP, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
+ * allowed, no parentheses) keep or drop the lines between them, and the
+ * program holds only the code of its plan. Every other preprocessor line
+ * is copied as it is. @KEY@ (in comments only, so this file stays C) is
+ * replaced by emit.c's text for KEY.
+ */
+//@@ check-prelude
+#include "planrt.h"
+
+/* Feature defaults for compiling this file alone (-DSP=1 etc. to vary). */
+#ifndef SP
+#define SP 0
+#endif
+#ifndef RECOMPUTE_SELECTIVE
+#define RECOMPUTE_SELECTIVE 0
+#endif
+#ifndef RECOMPUTE_FULL
+#define RECOMPUTE_FULL 0
+#endif
+#ifndef SPLIT_BWD
+#define SPLIT_BWD 0
+#endif
+#ifndef NORM_MIXED
+#define NORM_MIXED 0
+#endif
+#ifndef NORM_RMS
+#define NORM_RMS 0
+#endif
+#ifndef MLP_ACTS_MIXED
+#define MLP_ACTS_MIXED 0
+#endif
+#ifndef MLP_SWIGLU
+#define MLP_SWIGLU 0
+#endif
+#ifndef MLP_RELU
+#define MLP_RELU 0
+#endif
+#ifndef ROPE
+#define ROPE 0
+#endif
+#ifndef LEARNED_POS
+#define LEARNED_POS 1
+#endif
+#ifndef HAS_MLP
+#define HAS_MLP 1
+#endif
+#ifndef HAS_FINAL_NORM
+#define HAS_FINAL_NORM 1
+#endif
+#ifndef HAS_BIAS
+#define HAS_BIAS 1
+#endif
+#ifndef PIPELINE
+#define PIPELINE 0
+#endif
+#define USES_BWD (!SPLIT_BWD)
+#define USES_BWD_INPUT SPLIT_BWD
+#define USES_BWD_WEIGHT SPLIT_BWD
+#define USES_SEND_ACT PIPELINE
+#define USES_RECV_ACT PIPELINE
+#define USES_SEND_GRAD PIPELINE
+#define USES_RECV_GRAD PIPELINE
+#ifndef USES_GATHER_PARAMS
+#define USES_GATHER_PARAMS 0
+#endif
+#define USES_RELEASE_PARAMS USES_GATHER_PARAMS
+#ifndef USES_REDUCE_GRADS
+#define USES_REDUCE_GRADS 1
+#endif
+#define USES_REDUCE_DURING USES_REDUCE_GRADS
+#ifndef USES_SYNC_PARAMS
+#define USES_SYNC_PARAMS 0
+#endif
+#define USES_SP_NORM_REDUCE SP
+#ifndef USES_EMBED_REDUCE
+#define USES_EMBED_REDUCE 0
+#endif
+
+/* What emit.c writes before the first section: the layout's constants. */
+enum { DP = 1, TP = 1, PP = 1, CHUNKS = 1, ZERO = 0, N_MICRO = 1, N_LAYERS = 5, N_PARAMS = 1 };
+static const size_t B = 1, T = 8, N = 8, NL = 8, C = 8, V = 16, VL = 16, GLOBAL_BATCH = 1,
+                    MAX_WIDTH = 24, MAX_INNER = 32, MAX_HEADS = 1;
+static const long STEPS = 1;
+static const char *const DATA = 0;
+static const uint64_t SEED = 0;
+static const char *const BANNER = "template\n";
+static const char *const MODEL_NAME = "template";
+static const char *const PLAN_HASH = "fnv1a64:0";
+static const double MODEL_FLOPS = 1, PEAK_FLOPS = 1;
+static const prt_adamw_cfg ADAMW = { 1e-3f, 1e-4f, 0, 1, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f };
+static const prt_param PARAMS[] = {
+    { "w", 0, 0, 8, 8, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_NORMAL, 0.02f, true, false, -1, 0 },
+};
+
+//@@ types
+/* ---- the model's layers ----------------------------------------------------
+ * One entry per layer of the model, in order, with this TP rank's share of
+ * it: heads and MLP width are local (global / TP). */
+typedef enum { EMBEDDING, ATTENTION, MLP, NORM, LM_HEAD } LayerKind;
+typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;   /* pre-norms and the final norm */
+typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU } ActKind;   /* the MLP's activation */
+
+typedef struct {
+    LayerKind kind;
+    int w1, b1;        /* first linear's weight and bias (embedding: wte; lm_head: head; -1: none) */
+    int w2, b2;        /* second linear's weight and bias (embedding: wpe) */
+    int ln_w, ln_b;    /* the pre-norm's gain and bias (-1: none) */
+    NormKind norm;
+    int h, hkv, d;     /* attention: this rank's query and key/value heads, head size */
+    int f;             /* mlp: this rank's hidden width */
+    ActKind act;
+    size_t width;      /* columns of the first linear here: (h + 2 hkv) d, or f (SwiGLU: 2 f) */
+    size_t inner;      /* rows of the second linear here: h d, or f */
+} LayerSpec;
+
+//@@ check-tables
+static const LayerSpec LAYERS[N_LAYERS] = {
+    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 },
+    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, ACT_GELU, 24, 8 },
+    { MLP, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 32, ACT_GELU, 32, 32 },
+    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 },
+    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 },
+};
+static const int VSTAGE_FIRST[1] = { 0 };
+static const int VSTAGE_END[1] = { 5 };
+
+//@@ runtime
+/* ---- what a micro-batch keeps -------------------------------------------- */
+
+/* The buffers of one layer for one (micro-batch, chunk): what its forward
+ * leaves for its backward. */
+typedef struct {
+    prt_act *x;                       /* (NL, C) the layer's input, the residual stream */
+    prt_act *ln; float *mean, *rstd;  /* (NL, C), (NL), (NL) pre-norm output and statistics */
+#if SP
+    prt_act *lnf;                     /* (N, C) the norm's output of every row (all TP ranks') */
+#endif
+    prt_act *h;                       /* (N, width) first linear's output */
+    prt_act *att;                     /* (B, h, T, T) softmax probabilities */
+    prt_act *a;                       /* (N, inner) second linear's input */
+#if SPLIT_BWD
+    prt_act *dh, *dy;                 /* zb-h1: output gradients kept for the weight pass */
+#endif
+    prt_act *logits;                  /* (N, VL) lm_head: this rank's vocabulary slice */
+    float   *mx, *se, *tgt, *loss;    /* (N) lm_head: cross-entropy pieces (se, tgt adjacent) */
+    int32_t *tok;                     /* (N) embedding: tokens; lm_head: targets */
+} LayerActs;
+
+/* Everything one rank holds while it trains. */
+static struct {
+    prt_ctx   *c;      /* rank, coordinates, the DP / TP / PP groups */
+    prt_model *m;      /* parameters, gradients, AdamW state (ZeRO-sharded) */
+    prt_pipe  *pipe;   /* activations per (micro-batch, chunk) and their transfers */
+    prt_batch *data;   /* this DP rank's sequences */
+    prt_log   *log;
+    prt_args   args;
+    prt_adamw_cfg opt; /* ADAMW, its cosine decay ending with the run (--steps) */
+    long       step;   /* 0-based */
+    int        mb;     /* the micro-batch being computed */
+    double     loss_sum;
+} R;
+
+/* Backward scratch shared by all layers. */
+static struct {
+    prt_act *dln, *dlnf, *da, *dh, *datt, *tmp;
+#if SP
+    prt_act *full, *dyf;   /* all-rows partial sums of a row-parallel linear; the gathered output gradient */
+#endif
+#if RECOMPUTE_SELECTIVE
+    prt_act *att;          /* the attention scores, rebuilt in each backward */
+#endif
+#if RECOMPUTE_FULL
+    LayerActs rc;          /* the one layer's buffers full recomputation rebuilds */
+#endif
+    float *loss_host;
+} S;
+
+#define W(i) prt_w(R.m, (i))   /* compute copy of parameter i (this rank's slice; -1: NULL) */
+#define G(i) prt_g(R.m, (i))   /* its fp32 gradient */
+#define CHECK(call) check((call), #call)   /* a failed call ends every rank */
+
+static void check(prt_status st, const char *call)
+{
+    if (st != PRT_OK) prt_run_fail(R.c, call, st);
+}
+
+static prt_act *act_alloc(size_t n)
+{
+    prt_act *p = (prt_act *)prt_alloc((n ? n : 1) * sizeof(prt_act));
+    if (!p) prt_run_fail(R.c, "prt_alloc (activations)", PRT_ERR_NOMEM);
+    return p;
+}
+
+static float *f32_alloc(size_t n)
+{
+    float *p = (float *)prt_alloc((n ? n : 1) * sizeof(float));
+    if (!p) prt_run_fail(R.c, "prt_alloc (statistics)", PRT_ERR_NOMEM);
+    return p;
+}
+
+/* The first row of this rank's vocabulary slice. */
+static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
+
+//@@ layers
+/* ---- layers ------------------------------------------------------------------
+ * Row counts: N rows (B*T tokens) pass through the linears and attention;
+ * the residual stream, the norms and the pipeline transfers hold NL rows.
+#if SP
+ * Sequence parallel (Korthikanti et al. 2022): NL = N/TP, this TP rank's
+ * rows, all-gathered before a column-parallel linear and reduce-scattered
+ * (instead of all-reduced) after a row-parallel one.
+#else
+ * NL = N: every TP rank holds every row.
+#endif
+ */
+
+static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
+{
+#if NORM_MIXED
+    if (L->norm == NORM_RMSNORM) prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, 1e-5f);
+    else prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, 1e-5f);
+#elif NORM_RMS
+    (void)mean;
+    prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, 1e-5f);                       /* RMSNorm */
+#else
+    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, 1e-5f);   /* LayerNorm */
+#endif
+}
+
+#if SP
+/* dx accumulates: the residual stream's gradient flows through the norm.
+ * The gain's gradient covers this rank's rows only; the step sums it over
+ * TP once (SP_NORM_REDUCE, PARAMS: tp_sum). */
+#else
+/* dx accumulates: the residual stream's gradient flows through the norm. */
+#endif
+static void norm_bwd(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *x,
+                     const float *mean, const float *rstd)
+{
+#if NORM_MIXED
+    if (L->norm == NORM_RMSNORM) prt_rmsnorm_bwd(dx, G(L->ln_w), dout, x, W(L->ln_w), rstd, NL, C);
+    else prt_layernorm_bwd(dx, G(L->ln_w), G(L->ln_b), dout, x, W(L->ln_w), mean, rstd, NL, C);
+#elif NORM_RMS
+    (void)mean;
+    prt_rmsnorm_bwd(dx, G(L->ln_w), dout, x, W(L->ln_w), rstd, NL, C);
+#else
+    prt_layernorm_bwd(dx, G(L->ln_w), G(L->ln_b), dout, x, W(L->ln_w), mean, rstd, NL, C);
+#endif
+}
+
+#if SP
+/* The (N, C) input of a column-parallel linear: the norm's output rows of
+ * every TP rank. */
+static const prt_act *all_rows(LayerActs *a)
+{
+    CHECK(prt_all_gather(R.c->tp, a->ln, a->lnf, NL * C, PRT_ACT));   /* SP: gather the rows over TP */
+    return a->lnf;
+}
+
+/* What a backward reads as that input: the gathered rows. */
+static const prt_act *rows_in(const LayerActs *a) { return a->lnf; }
+
+/* Where a row-parallel linear writes its (N, C) partial sums. */
+static prt_act *partials(prt_act *y) { (void)y; return S.full; }
+
+/* Finish a row-parallel linear's partial sums p (N, C) into y (NL, C). */
+static void sum_partials(prt_act *p, prt_act *y)
+{
+    CHECK(prt_reduce_scatter(R.c->tp, p, y, NL * C, PRT_ACT, PRT_SUM));   /* SP: sum over TP, keep my rows */
+}
+
+/* The output gradient d (NL, C) of every row, for a row-parallel backward,
+ * into full (N, C). */
+static const prt_act *grad_rows(const prt_act *d, prt_act *full)
+{
+    CHECK(prt_all_gather(R.c->tp, d, full, NL * C, PRT_ACT));            /* SP: gather the rows over TP */
+    return full;
+}
+
+/* The partial input gradient dp (N, C) of a column-parallel linear into
+ * dx (NL, C). */
+static void sum_input_grad(prt_act *dp, prt_act *dx)
+{
+    CHECK(prt_reduce_scatter(R.c->tp, dp, dx, NL * C, PRT_ACT, PRT_SUM)); /* SP: sum over TP, keep my rows */
+}
+#else
+/* The (N, C) input of a column-parallel linear: the norm's output. */
+static const prt_act *all_rows(LayerActs *a) { return a->ln; }
+
+/* What a backward reads as that input. */
+static const prt_act *rows_in(const LayerActs *a) { return a->ln; }
+
+/* Where a row-parallel linear writes its (N, C) partial sums: in place. */
+static prt_act *partials(prt_act *y) { return y; }
+
+/* Finish a row-parallel linear's partial sums p (N, C) in place (y == p). */
+static void sum_partials(prt_act *p, prt_act *y)
+{
+    (void)y;
+    CHECK(prt_all_reduce(R.c->tp, p, p, N * C, PRT_ACT, PRT_SUM));        /* TP: sum the partials */
+}
+
+#if SPLIT_BWD
+/* The output gradient d (N, C), kept in full for the weight pass. */
+static const prt_act *grad_rows(const prt_act *d, prt_act *full)
+{
+    CHECK(prt_copy(full, d, N * C * sizeof(prt_act)));
+    return full;
+}
+#endif
+
+/* The partial input gradient dp (N, C) of a column-parallel linear, summed
+ * over TP, into dx (N, C). */
+static void sum_input_grad(prt_act *dp, prt_act *dx)
+{
+    CHECK(prt_all_reduce(R.c->tp, dp, dp, N * C, PRT_ACT, PRT_SUM));      /* TP: sum the partials */
+    if (dx != dp) CHECK(prt_copy(dx, dp, N * C * sizeof(prt_act)));
+}
+#endif
+
+/* Token embedding, vocab-parallel (Megatron): this rank holds rows
+ * [vocab0, vocab0 + VL) of wte and looks up the tokens that fall in them
+ * (zeros elsewhere); summing over TP completes every row. */
+static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
+{
+    prt_act *e = partials(y);                                           /* (N, C) */
+    CHECK(prt_batch_load(R.data, R.step, R.mb, a->tok, NULL));
+    prt_embedding_fwd(e, a->tok, W(L->w1), N, C, vocab0(), VL);
+#if SP
+#if LEARNED_POS
+    if (R.c->coord.tp == 0) prt_position_fwd(e, W(L->w2), B, T, C);    /* learned positions, once over TP */
+#endif
+    CHECK(prt_reduce_scatter(R.c->tp, e, y, NL * C, PRT_ACT, PRT_SUM));  /* TP+SP: join slices, keep my rows */
+#else
+    CHECK(prt_all_reduce(R.c->tp, e, e, N * C, PRT_ACT, PRT_SUM));     /* TP: join the vocabulary slices */
+#if LEARNED_POS
+    prt_position_fwd(e, W(L->w2), B, T, C);                            /* learned positions, replicated */
+#endif
+#endif
+}
+
+static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+#if SP
+    const prt_act *dy = grad_rows(d, S.full);
+#else
+    const prt_act *dy = d;
+#endif
+    prt_embedding_bwd(G(L->w1), a->tok, dy, N, C, vocab0(), VL);        /* rows of this rank's slice */
+#if LEARNED_POS
+    prt_position_bwd(G(L->w2), dy, B, T, C);
+#endif
+}
+
+/* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
+ * 2019): QKV is column-parallel (this rank computes its L->h query and
+ * L->hkv key/value heads without communication), the output projection is
+ * row-parallel (a partial sum over this rank's heads), summed over TP.
+#if HAS_BIAS
+ * The output bias is added on TP rank 0 only, so the sum holds it once.
+#endif
+ */
+static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
+{
+#if RECOMPUTE_SELECTIVE
+    prt_act *att = S.att;      /* selective recomputation: the backward rebuilds the scores */
+#else
+    prt_act *att = a->att;
+#endif
+    prt_act *p = partials(y);
+    norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
+    const prt_act *in = all_rows(a);
+    prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel QKV */
+#if ROPE
+    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, 10000.0f);  /* rotary positions */
+#endif
+    prt_attention_fwd(a->a, att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
+#if HAS_BIAS
+    prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel: partial sums */
+#else
+    prt_linear_fwd(p, a->a, W(L->w2), NULL, N, L->inner, C);             /* row-parallel: partial sums */
+#endif
+    sum_partials(p, y);
+    prt_residual_add(y, a->x, y, NL * C);
+}
+
+#if USES_BWD
+/* d holds the gradient of the sublayer's output and leaves holding that of
+ * its input (NL rows). */
+static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    size_t h = (size_t)L->h, hkv = (size_t)L->hkv, hs = (size_t)L->d;
+#if RECOMPUTE_FULL
+    attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
+#endif
+#if SP
+    const prt_act *dy = grad_rows(d, S.dyf);
+#else
+    const prt_act *dy = d;
+#endif
+    prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* row-parallel: no comm */
+#if RECOMPUTE_SELECTIVE
+    prt_attention_bwd(S.dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs);  /* scores recomputed */
+#else
+    prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs);
+#endif
+#if ROPE
+    prt_rope_bwd(S.dh, B, T, h, hkv, hs, 10000.0f);
+#endif
+    prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
+    sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
+    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+}
+#endif
+
+#if SPLIT_BWD
+/* zb-h1's first half: the input gradient only; the output gradients the
+ * weight half needs are kept in a->dy and a->dh. */
+static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    size_t h = (size_t)L->h, hkv = (size_t)L->hkv, hs = (size_t)L->d;
+#if RECOMPUTE_FULL
+    attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
+#endif
+    grad_rows(d, a->dy);                                                /* kept for the weight pass */
+    prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
+#if RECOMPUTE_SELECTIVE
+    prt_attention_bwd(a->dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs);  /* scores recomputed */
+#else
+    prt_attention_bwd(a->dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs);
+#endif
+#if ROPE
+    prt_rope_bwd(a->dh, B, T, h, hkv, hs, 10000.0f);
+#endif
+    prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
+    sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
+    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+}
+
+/* zb-h1's second half: the weight gradients, from what the first kept. */
+static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
+{
+#if RECOMPUTE_FULL
+    attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
+#endif
+    prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
+    prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
+}
+#endif
+
+#if HAS_MLP
+/* MLP sublayer, tensor-parallel as Megatron-LM: the up projection is
+ * column-parallel (this rank's L->f hidden units; SwiGLU: its slice of
+ * both the gate and the up half), the down projection row-parallel,
+ * summed over TP. */
+static void mlp_act_fwd(const LayerSpec *L, prt_act *out, const prt_act *h)
+{
+#if MLP_ACTS_MIXED
+    switch (L->act) {
+    case ACT_SWIGLU: prt_swiglu_fwd(out, h, N, (size_t)L->f); break;
+    case ACT_RELU:   prt_relu_fwd(out, h, N * (size_t)L->f); break;
+    case ACT_GELU:   prt_gelu_fwd(out, h, N * (size_t)L->f); break;
+    }
+#elif MLP_SWIGLU
+    prt_swiglu_fwd(out, h, N, (size_t)L->f);                            /* SwiGLU */
+#elif MLP_RELU
+    prt_relu_fwd(out, h, N * (size_t)L->f);                             /* ReLU */
+#else
+    prt_gelu_fwd(out, h, N * (size_t)L->f);                             /* GELU */
+#endif
+}
+
+static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const prt_act *da)
+{
+#if MLP_ACTS_MIXED
+    switch (L->act) {
+    case ACT_SWIGLU: prt_swiglu_bwd(dh, h, da, N, (size_t)L->f); break;
+    case ACT_RELU:   prt_relu_bwd(dh, h, da, N * (size_t)L->f); break;
+    case ACT_GELU:   prt_gelu_bwd(dh, h, da, N * (size_t)L->f); break;
+    }
+#elif MLP_SWIGLU
+    prt_swiglu_bwd(dh, h, da, N, (size_t)L->f);
+#elif MLP_RELU
+    prt_relu_bwd(dh, h, da, N * (size_t)L->f);
+#else
+    prt_gelu_bwd(dh, h, da, N * (size_t)L->f);
+#endif
+}
+
+static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
+{
+    prt_act *p = partials(y);
+    norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
+    const prt_act *in = all_rows(a);
+    prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel up */
+    mlp_act_fwd(L, a->a, a->h);
+#if HAS_BIAS
+    prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel down */
+#else
+    prt_linear_fwd(p, a->a, W(L->w2), NULL, N, L->inner, C);             /* row-parallel down */
+#endif
+    sum_partials(p, y);
+    prt_residual_add(y, a->x, y, NL * C);
+}
+
+#if USES_BWD
+static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+#if RECOMPUTE_FULL
+    mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
+#endif
+#if SP
+    const prt_act *dy = grad_rows(d, S.dyf);
+#else
+    const prt_act *dy = d;
+#endif
+    prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C);
+    mlp_act_bwd(L, S.dh, a->h, S.da);
+    prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
+    sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
+    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+}
+#endif
+
+#if SPLIT_BWD
+static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+#if RECOMPUTE_FULL
+    mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
+#endif
+    grad_rows(d, a->dy);                                                /* kept for the weight pass */
+    prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
+    mlp_act_bwd(L, a->dh, a->h, S.da);
+    prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
+    sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
+    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+}
+
+static void mlp_bwd_weight(const LayerSpec *L, LayerActs *a)
+{
+#if RECOMPUTE_FULL
+    mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
+#endif
+    prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
+    prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
+}
+#endif
+#endif
+
+#if HAS_FINAL_NORM
+/* The final norm, on this rank's rows. */
+static void final_norm_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
+{
+    norm_fwd(L, y, a->mean, a->rstd, a->x);
+}
+
+static void final_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    CHECK(prt_copy(S.tmp, d, NL * C * sizeof(prt_act)));
+    CHECK(prt_zero(d, NL * C * sizeof(prt_act)));
+    norm_bwd(L, d, S.tmp, a->x, a->mean, a->rstd);
+}
+#endif
+
+/* Logits and cross-entropy, vocab-parallel (Megatron): this rank computes
+ * the logits of its vocabulary slice only; the softmax needs the row
+ * maximum and the sum of exponentials over all slices, so two all-reduces
+ * over TP (MAX, then SUM of the denominators and the target logits) stand
+ * in for gathering the (N, V) logits. Columns from V on (the padding of a
+ * vocabulary TP does not divide) are left out of the softmax. */
+static void lm_head_fwd(const LayerSpec *L, LayerActs *a)
+{
+#if SP
+    CHECK(prt_all_gather(R.c->tp, a->x, a->lnf, NL * C, PRT_ACT));     /* SP: gather the rows over TP */
+    const prt_act *in = a->lnf;
+#else
+    const prt_act *in = a->x;
+#endif
+    CHECK(prt_batch_load(R.data, R.step, R.mb, NULL, a->tok));
+    prt_linear_fwd(a->logits, in, W(L->w1), NULL, N, C, VL);            /* (N, VL): this rank's slice */
+    prt_xent_max(a->mx, a->logits, N, VL, vocab0(), V);                 /* columns >= V: padding, masked */
+    CHECK(prt_all_reduce(R.c->tp, a->mx, a->mx, N, PRT_FP32, PRT_MAX)); /* TP: row maximum over all slices */
+    prt_xent_sumexp(a->se, a->tgt, a->logits, a->mx, a->tok, N, VL, vocab0(), V);
+    CHECK(prt_all_reduce(R.c->tp, a->se, a->se, 2 * N, PRT_FP32, PRT_SUM)); /* TP: sum of exp and target logit */
+    prt_xent_loss(a->loss, a->mx, a->se, a->tgt, a->tok, N);
+    if (R.c->coord.tp != 0) return;                                      /* every TP rank has the same loss */
+    CHECK(prt_copy_to_host(S.loss_host, a->loss, N * sizeof(float)));
+    for (size_t i = 0; i < N; i++) R.loss_sum += S.loss_host[i];
+}
+
+#if SP
+static const prt_act *head_in(const LayerActs *a) { return a->lnf; }   /* the gathered rows */
+#else
+static const prt_act *head_in(const LayerActs *a) { return a->x; }
+#endif
+
+/* The loss is the mean over every token of the global batch, so each
+ * micro-batch's gradient is scaled by 1 / (GLOBAL_BATCH * T) and DP sums. */
+static void xent_bwd(LayerActs *a)
+{
+    prt_xent_bwd(a->logits, a->logits, a->mx, a->se, a->tok, N, VL, vocab0(), V,
+                 1.0f / ((float)GLOBAL_BATCH * (float)T));           /* 0 on padding columns */
+}
+
+#if USES_BWD
+static void lm_head_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    xent_bwd(a);
+    prt_linear_bwd(S.dlnf, G(L->w1), NULL, a->logits, head_in(a), W(L->w1), N, C, VL);
+    sum_input_grad(S.dlnf, d);         /* vocab-parallel input gradient: a partial sum over TP */
+}
+#endif
+
+#if SPLIT_BWD
+static void lm_head_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    xent_bwd(a);
+    prt_linear_bwd_input(S.dlnf, a->logits, W(L->w1), N, C, VL);
+    sum_input_grad(S.dlnf, d);         /* vocab-parallel input gradient: a partial sum over TP */
+}
+
+static void lm_head_bwd_weight(const LayerSpec *L, LayerActs *a)
+{
+    prt_linear_bwd_weight(G(L->w1), NULL, a->logits, head_in(a), N, C, VL);
+}
+#endif
+
+/* Layer l's gradients are final for this backward: when the reduction is
+ * armed (REDUCE_DURING), its bucket's DP reduction starts now, async,
+ * overlapping the backward of the layers before it. */
+static void grads_done(int layer)
+{
+    CHECK(prt_zero_layer_done(R.m, layer));
+}
+
+//@@ slots
+/* ---- activation slots ---------------------------------------------------------
+ * prt_pipe hands out one slot per (micro-batch, chunk) in flight; these
+ * make and free the layers' part of it. */
+
+typedef struct {
+    LayerActs *a;       /* one per layer of the chunk */
+    void     **mem;     /* everything allocated here, to free */
+    int        n_mem;
+} SlotActs;
+
+static void *keep(SlotActs *s, void *p)
+{
+    s->mem[s->n_mem++] = p;
+    return p;
+}
+
+#define KEEP_ACT(n) ((prt_act *)keep(sa, act_alloc(n)))
+#define KEEP_F32(n) ((float *)keep(sa, f32_alloc(n)))
+
+static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
+{
+    (void)user;
+    int k = chunk * PP + R.c->coord.pp, first = VSTAGE_FIRST[k], n = VSTAGE_END[k] - first;
+    SlotActs *sa = (SlotActs *)prt_host_alloc(sizeof *sa);
+    if (!sa) return PRT_ERR_NOMEM;
+    sa->a = (LayerActs *)prt_host_alloc((size_t)n * sizeof(LayerActs));
+    sa->mem = (void **)prt_host_alloc(((size_t)n * 16 + 1) * sizeof(void *));
+    if (!sa->a || !sa->mem) return PRT_ERR_NOMEM;
+    for (int j = 0; j < n; j++) {
+        const LayerSpec *L = &LAYERS[first + j];
+        LayerActs *a = &sa->a[j];
+        a->x = j == 0 ? s->x : KEEP_ACT(NL * C);
+#if SP
+#if RECOMPUTE_FULL
+        if (L->kind == ATTENTION || L->kind == MLP) a->lnf = S.rc.lnf;   /* rebuilt by the backward */
+        if (L->kind == LM_HEAD) a->lnf = KEEP_ACT(N * C);
+#else
+        if (L->kind != EMBEDDING && L->kind != NORM) a->lnf = KEEP_ACT(N * C);
+#endif
+#endif
+        if (L->kind == EMBEDDING) {
+            a->tok = (int32_t *)keep(sa, prt_alloc(N * sizeof(int32_t)));
+        } else if (L->kind == NORM) {
+            a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+        } else if (L->kind == LM_HEAD) {
+            a->logits = KEEP_ACT(N * VL);
+            a->mx = KEEP_F32(N); a->se = KEEP_F32(2 * N); a->tgt = a->se + N; a->loss = KEEP_F32(N);
+            a->tok = (int32_t *)keep(sa, prt_alloc(N * sizeof(int32_t)));
+        } else {
+#if RECOMPUTE_FULL
+            /* full recomputation: only x is kept, the rest is rebuilt in the shared S.rc */
+            a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
+            a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
+#else
+            a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+            a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
+#if !RECOMPUTE_SELECTIVE
+            if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#endif
+        }
+#if SPLIT_BWD
+        if (L->kind == ATTENTION || L->kind == MLP) {   /* zb-h1: kept for the weight pass */
+            a->dh = KEEP_ACT(N * L->width);
+            a->dy = KEEP_ACT(N * C);
+        }
+#endif
+    }
+    for (int i = 0; i < sa->n_mem; i++)
+        if (!sa->mem[i]) return PRT_ERR_NOMEM;
+    s->acts = sa;
+    return PRT_OK;
+}
+
+static void slot_free(prt_slot *s, int chunk, void *user)
+{
+    (void)chunk; (void)user;
+    SlotActs *sa = (SlotActs *)s->acts;
+    if (!sa) return;
+    for (int i = 0; i < sa->n_mem; i++) prt_free(sa->mem[i]);
+    prt_host_free(sa->mem);
+    prt_host_free(sa->a);
+    prt_host_free(sa);
+    s->acts = NULL;
+}
+
+/* The scratch every layer shares, sized for the widest layer. */
+static void scratch_alloc(void)
+{
+    S.dln = act_alloc(N * C);
+#if SP
+    S.dlnf = act_alloc(N * C);   /* the all-rows partial before the reduce-scatter */
+    S.full = act_alloc(N * C);
+    S.dyf = act_alloc(N * C);
+#else
+    S.dlnf = S.dln;
+#endif
+    S.tmp = act_alloc(N * C);
+    S.da = act_alloc(N * MAX_INNER);
+    S.dh = act_alloc(N * MAX_WIDTH);
+    S.datt = act_alloc(B * MAX_HEADS * T * T);
+#if RECOMPUTE_SELECTIVE
+    S.att = act_alloc(B * MAX_HEADS * T * T);
+#endif
+    S.loss_host = (float *)prt_host_alloc(N * sizeof(float));
+#if RECOMPUTE_FULL
+    S.rc.ln = act_alloc(NL * C); S.rc.mean = f32_alloc(NL); S.rc.rstd = f32_alloc(NL);
+#if SP
+    S.rc.lnf = act_alloc(N * C);
+#endif
+    S.rc.h = act_alloc(N * MAX_WIDTH); S.rc.a = act_alloc(N * MAX_INNER);
+    S.rc.att = act_alloc(B * MAX_HEADS * T * T);
+#endif
+}
+
+static void scratch_free(void)
+{
+    prt_act *p[] = { S.dln, S.tmp, S.da, S.dh, S.datt,
+#if SP
+                     S.dlnf, S.full, S.dyf,
+#endif
+#if RECOMPUTE_SELECTIVE
+                     S.att,
+#endif
+#if RECOMPUTE_FULL
+                     S.rc.ln, S.rc.h, S.rc.a, S.rc.att,
+#if SP
+                     S.rc.lnf,
+#endif
+#endif
+    };
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) prt_free(p[i]);
+#if RECOMPUTE_FULL
+    prt_free(S.rc.mean);
+    prt_free(S.rc.rstd);
+#endif
+    prt_host_free(S.loss_host);
+}
+
+//@@ check-chunks
+static void chunk_fwd(int chunk, prt_slot *s)
+{
+    LayerActs *a = ((SlotActs *)s->acts)->a;
+    (void)chunk;
+    embedding_fwd(&LAYERS[0], &a[0], a[1].x);
+    attention_fwd(&LAYERS[1], &a[1], a[2].x);
+#if HAS_MLP
+    mlp_fwd(&LAYERS[2], &a[2], a[3].x);
+#endif
+#if HAS_FINAL_NORM
+    final_norm_fwd(&LAYERS[3], &a[3], a[4].x);
+#endif
+    lm_head_fwd(&LAYERS[4], &a[4]);
+}
+
+#if USES_BWD
+static void chunk_bwd(int chunk, prt_slot *s)
+{
+    LayerActs *a = ((SlotActs *)s->acts)->a;
+    (void)chunk;
+    lm_head_bwd(&LAYERS[4], &a[4], s->d);
+#if HAS_FINAL_NORM
+    final_norm_bwd(&LAYERS[3], &a[3], s->d);
+#endif
+#if HAS_MLP
+    mlp_bwd(&LAYERS[2], &a[2], s->d);
+#endif
+    attention_bwd(&LAYERS[1], &a[1], s->d);
+    embedding_bwd(&LAYERS[0], &a[0], s->d);
+    grads_done(0);
+}
+#endif
+
+#if SPLIT_BWD
+static void chunk_bwd_input(int chunk, prt_slot *s)
+{
+    LayerActs *a = ((SlotActs *)s->acts)->a;
+    (void)chunk;
+    lm_head_bwd_input(&LAYERS[4], &a[4], s->d);
+#if HAS_FINAL_NORM
+    final_norm_bwd(&LAYERS[3], &a[3], s->d);
+#endif
+#if HAS_MLP
+    mlp_bwd_input(&LAYERS[2], &a[2], s->d);
+#endif
+    attention_bwd_input(&LAYERS[1], &a[1], s->d);
+    embedding_bwd(&LAYERS[0], &a[0], s->d);
+}
+
+static void chunk_bwd_weight(int chunk, prt_slot *s)
+{
+    LayerActs *a = ((SlotActs *)s->acts)->a;
+    (void)chunk;
+    lm_head_bwd_weight(&LAYERS[4], &a[4]);
+#if HAS_MLP
+    mlp_bwd_weight(&LAYERS[2], &a[2]);
+#endif
+    attention_bwd_weight(&LAYERS[1], &a[1]);
+    grads_done(0);
+}
+#endif
+
+//@@ dispatch
+/* ---- ops ------------------------------------------------------------------------
+ * The op kinds this plan's Program uses, numbered as the planner numbers
+ * them (ORDER PlanOpKind: a --trace names them by these numbers), then the
+ * program's own bookkeeping. Every op of every stage's step goes through
+ * op(), the one place the trace hooks in. */
+typedef enum {
+    FWD = 0,
+#if USES_BWD
+    BWD = 1,
+#endif
+#if SPLIT_BWD
+    BWD_INPUT = 2, BWD_WEIGHT = 3,
+#endif
+#if PIPELINE
+    SEND_ACT = 4, RECV_ACT = 5, SEND_GRAD = 6, RECV_GRAD = 7,
+#endif
+#if USES_GATHER_PARAMS
+    GATHER_PARAMS = 8,
+#endif
+#if USES_REDUCE_GRADS
+    REDUCE_GRADS = 9,
+#endif
+    OPT_STEP = 10,
+#if USES_SYNC_PARAMS
+    SYNC_PARAMS = 11,
+#endif
+#if USES_SP_NORM_REDUCE
+    SP_NORM_REDUCE = 12,
+#endif
+#if USES_EMBED_REDUCE
+    EMBED_REDUCE = 13,
+#endif
+    NORM_REDUCE = 14,
+#if USES_GATHER_PARAMS
+    RELEASE_PARAMS = 15, /* ZeRO-3: the gathered parameters of the op before are freed */
+#endif
+#if USES_REDUCE_GRADS
+    REDUCE_DURING = 16,  /* the REDUCE_GRADS after the next backward starts inside it, bucket by bucket */
+#endif
+    FREE_SLOT = 17,      /* (mb, chunk)'s activations are not needed any more */
+} OpKind;
+
+/* The activation slot of (mb, chunk), for a forward or backward. */
+static prt_slot *slot_of(int mb, int chunk)
+{
+    prt_slot *s = NULL;
+    R.mb = mb;
+    CHECK(prt_pipe_slot(R.pipe, mb, chunk, &s));
+    return s;
+}
+
+static void op(OpKind kind, int mb, int chunk, int peer)
+{
+    prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
+#if !PIPELINE
+    (void)peer;
+#endif
+    switch (kind) {
+    case FWD: chunk_fwd(chunk, slot_of(mb, chunk)); break;
+#if USES_BWD
+    case BWD: {
+        prt_slot *s = slot_of(mb, chunk);
+        CHECK(prt_zero_grads(R.m, chunk));            /* the gradient buffer is free to write */
+        chunk_bwd(chunk, s);
+        break;
+    }
+#endif
+#if SPLIT_BWD
+    case BWD_INPUT: {                                                    /* zb-h1 B: input gradients */
+        prt_slot *s = slot_of(mb, chunk);
+        CHECK(prt_zero_grads(R.m, chunk));            /* embedding and final-norm gradients are written here */
+        chunk_bwd_input(chunk, s);
+        break;
+    }
+    case BWD_WEIGHT: {                                                   /* zb-h1 W: weight gradients */
+        prt_slot *s = slot_of(mb, chunk);
+        CHECK(prt_zero_grads(R.m, chunk));            /* the gradient buffer is free to write */
+        chunk_bwd_weight(chunk, s);
+        break;
+    }
+#endif
+#if PIPELINE
+    case SEND_ACT:  CHECK(prt_pipe_send_act(R.pipe, mb, chunk, peer)); break;   /* PP: output -> next stage */
+    case RECV_ACT:  CHECK(prt_pipe_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: input <- previous stage */
+    case SEND_GRAD: CHECK(prt_pipe_send_grad(R.pipe, mb, chunk, peer)); break;  /* PP: input gradient -> previous */
+    case RECV_GRAD: CHECK(prt_pipe_recv_grad(R.pipe, mb, chunk, peer)); break;  /* PP: output gradient <- next */
+#endif
+#if USES_GATHER_PARAMS
+    case GATHER_PARAMS:  CHECK(prt_zero_gather(R.m, chunk)); break;   /* ZeRO-3: all-gather over DP, layer by layer */
+    case RELEASE_PARAMS: prt_zero_release(R.m, chunk); break;         /* ZeRO-3: free the gathered copy */
+#endif
+#if USES_REDUCE_GRADS
+    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.m, chunk)); break;   /* @REDUCE@ */
+    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.m, chunk)); break;
+#endif
+#if USES_SP_NORM_REDUCE
+    case SP_NORM_REDUCE: CHECK(prt_zero_sp_norm_reduce(R.m)); break; /* TP: all-reduce the norm gradients */
+#endif
+#if USES_EMBED_REDUCE
+    case EMBED_REDUCE:   CHECK(prt_zero_embed_reduce(R.m)); break;   /* first + last stage: wte gradient */
+#endif
+    case NORM_REDUCE:    CHECK(prt_zero_norm_reduce(R.m, R.step + 1)); break; /* all ranks: squared norm */
+    case OPT_STEP:       CHECK(prt_zero_opt_step(R.m, &R.opt, R.step + 1)); break;  /* @OPT@ */
+#if USES_SYNC_PARAMS
+    case SYNC_PARAMS:    CHECK(prt_zero_sync(R.m)); break;            /* ZeRO-1/2: all-gather updated shards */
+#endif
+    case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
+    }
+    prt_trace_end();                                  /* --trace: its end */
+}
+
+//@@ check-steps
+static void train_step(void)
+{
+    op(FWD, 0, 0, -1);
+#if SPLIT_BWD
+    op(BWD_INPUT, 0, 0, -1);
+    op(BWD_WEIGHT, 0, 0, -1);
+#else
+    op(BWD, 0, 0, -1);
+#endif
+    op(FREE_SLOT, 0, 0, -1);
+    op(NORM_REDUCE, -1, -1, -1);
+    op(OPT_STEP, -1, -1, -1);
+}
+
+//@@ main
+/* ---- main ------------------------------------------------------------------------ */
+
+/* Write a checkpoint of the steps done (R.step) under --save DIR. */
+static void save(void)
+{
+    char dir[4096];
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+    CHECK(prt_model_save(R.m, R.args.save, R.step, &info, dir, sizeof dir));
+    prt_log_note(R.log, "saved %s\n", dir);
+}
+
+/* --resume DIR: the weights, AdamW state and step of its newest checkpoint,
+ * whatever layout wrote it. A bad or foreign checkpoint stops every rank
+ * (rank 0 says why). */
+static void resume(void)
+{
+    char dir[4096];
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+    if (prt_model_load(R.m, R.args.resume, &info, &R.step, dir, sizeof dir))
+        prt_run_stop(R.c);   /* every rank took rank 0's verdict */
+    prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = prt_run_start(&argc, &argv, DP, TP, PP, STEPS, DATA, BANNER, &R.args, &R.c);
+    if (rc || !R.c) return rc;
+    R.opt = ADAMW;
+    R.opt.total = R.args.steps;   /* the cosine schedule spans the whole run, resumed or not */
+    CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
+    CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
+    if (R.args.resume) resume();
+    CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
+    prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
+    scratch_alloc();
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, slot_alloc, slot_free, NULL, &R.pipe));
+    long saved = R.args.resume ? R.step : -1;
+    while (R.step < R.args.steps) {
+        prt_log_step_begin(R.log);
+        R.loss_sum = 0;
+        train_step();
+        CHECK(prt_pipe_flush(R.pipe));
+        R.step++;   /* steps done: the data of step k is a function of (SEED, k - 1) */
+        CHECK(prt_log_step_end(R.log, R.step, R.loss_sum, (double)GLOBAL_BATCH * T,
+                               prt_model_grad_norm(R.m)));
+        if (R.args.save && R.args.save_every && R.step % R.args.save_every == 0) { save(); saved = R.step; }
+    }
+    if (R.args.save && saved != R.step) save();
+    if (R.args.export_path) {   /* the final checkpoint as one safetensors file, model alone */
+        CHECK(prt_model_export(R.m, R.args.save, R.step, R.args.export_path));
+        prt_log_note(R.log, "exported %s\n", R.args.export_path);
+    }
+    if (R.args.dump_params) CHECK(prt_model_dump(R.m, R.args.dump_params));
+    prt_pipe_free(R.pipe);
+    scratch_free();
+    prt_log_close(R.log);
+    prt_batch_close(R.data);
+    prt_model_free(R.m);
+    prt_run_end(R.c);
+    return 0;
+}
