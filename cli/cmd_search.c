@@ -238,7 +238,7 @@ int planc_cmd_search(int argc, char **argv)
         return rc;
     }
     PlanSearch s;
-    char why[256];
+    char why[512];
     if (!plan_search(&plan, &o, &s, why, sizeof why)) {
         fprintf(stderr, "planc: error: search: %s: %s\n", file, why);
         plan_search_free(&s);

@@ -330,11 +330,11 @@ typedef struct {
  * its per-stage aggregates. */
 typedef struct {
     PlanCosts     c;
-    PlanChunk    *chunk;
+    PlanChunk    *chunk;              /* = split[split_v]: the current split, not a copy */
     PlanChunkCost*cost;
     StageAgg     *agg;
     int           cap_chunks, cap_stages;
-    int           split_pp, split_v;  /* the split held in chunk[] */
+    int           split_pp, split_v;  /* the split chunk points at */
     PlanChunk   **split;              /* [v]: the splits of pp split_pp into v chunks, or NULL */
     int           n_split;            /* entries of split[] */
 } Synth;
@@ -342,12 +342,10 @@ typedef struct {
 static bool synth_reserve(Synth *s, int chunks, int stages)
 {
     if (chunks > s->cap_chunks) {
-        free(s->chunk); free(s->cost);
-        s->chunk = calloc((size_t)chunks, sizeof *s->chunk);
+        free(s->cost);
         s->cost = calloc((size_t)chunks, sizeof *s->cost);
         s->cap_chunks = chunks;
-        s->split_v = 0;   /* chunk[] is new: copy the split again */
-        if (!s->chunk || !s->cost) return false;
+        if (!s->cost) return false;
     }
     if (stages > s->cap_stages) {
         free(s->agg);
@@ -368,7 +366,7 @@ static void synth_forget_splits(Synth *s)
 
 static void synth_free(Synth *s)
 {
-    free(s->chunk); free(s->cost); free(s->agg);
+    free(s->cost); free(s->agg);
     synth_forget_splits(s);
 }
 
@@ -397,7 +395,7 @@ static bool synth_split(const Plan *p, int pp, int v, Synth *s)
             return false;
         }
     }
-    memcpy(s->chunk, s->split[v], n * sizeof *s->chunk);
+    s->chunk = s->split[v];
     s->split_pp = pp;
     s->split_v = v;
     return true;
@@ -439,7 +437,8 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             layers += cnt * x->layers;
             b += cnt;
         }
-        memset(c, 0, sizeof *c);
+        /* the other fields stay zero from synth_reserve's calloc (the
+         * ZeRO-3 bound clears what it sets): no memset of the whole row */
         c->fwd = fwd;
         c->bwd = bwd;
         c->bwd_weight = bw;
@@ -1207,11 +1206,10 @@ static void refuse(const Plan *p, const PlanSearch *s, int64_t max, char *why, s
                  "in the plan block, or pass --max-layouts N (0: no limit)", (double)s->space,
                  (long long)max, n ? free_ : "its fields");
     else
-        snprintf(why, len, "the space has %.3g layouts, but estimating them adds up %.3g chunk costs "
-                 "(deep interleaving), more than --max-layouts %lld allows (%lld per layout); fix some "
-                 "of %s in the plan block, or pass --max-layouts N (0: no limit)", (double)s->space,
-                 s->space_sums, (long long)max, (long long)PLAN_SEARCH_SUMS_PER_LAYOUT,
-                 n ? free_ : "its fields");
+        snprintf(why, len, "the space has %.3g layouts and %.3g chunk sums (deep interleaving; %d "
+                 "sums count as a layout): %.3g layouts' work, more than --max-layouts %lld; fix "
+                 "some of %s in the plan block, or pass --max-layouts N (0: no limit)", (double)s->space, s->space_sums, PLAN_SEARCH_SUMS_PER_LAYOUT,
+                 s->space_work, (long long)max, n ? free_ : "its fields");
 }
 
 static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char *why, size_t len)
@@ -1225,8 +1223,8 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
         x.count_only = false;
     }
     if (!ok) snprintf(why, len, "out of memory while enumerating the layouts");
-    if (ok && o->max_layouts > 0 && (s->space > o->max_layouts ||
-                                      s->space_sums > (double)o->max_layouts * PLAN_SEARCH_SUMS_PER_LAYOUT)) {
+    s->space_work = (double)s->space + s->space_sums / PLAN_SEARCH_SUMS_PER_LAYOUT;
+    if (ok && o->max_layouts > 0 && s->space_work > (double)o->max_layouts) {
         refuse(p, s, o->max_layouts, why, len);
         s->refused = true;
         ok = false;

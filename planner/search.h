@@ -36,14 +36,14 @@ typedef struct {
  * on, at most PLAN_SEARCH_MAX_LAYOUTS layouts. */
 PlanSearchOptions plan_search_defaults(void);
 
-/* The default of --max-layouts: a space this large enumerates in about
- * 2 s and 250 MiB on one core (tests/test_search_bench.c measures it).
- * Estimating a layout adds its chunks' costs up (pp x chunks sums, about
- * 30 ns each), so the space is also refused when those sums exceed
- * PLAN_SEARCH_SUMS_PER_LAYOUT x max_layouts (deep interleaving of a model
- * of thousands of blocks). */
-#define PLAN_SEARCH_MAX_LAYOUTS     2000000
-#define PLAN_SEARCH_SUMS_PER_LAYOUT 64
+/* The default of --max-layouts. The work of a space is its layouts plus
+ * the chunk costs their estimates add up (pp x chunks per layout shape:
+ * deep interleaving of a model of thousands of blocks), counted as one
+ * layout per PLAN_SEARCH_SUMS_PER_LAYOUT sums (measured on one core: a
+ * layout 3-4 us, a sum about 5 ns). 1.5 million is at most about 6 s and
+ * 300 MiB of enumeration (tests/test_search_bench.c measures it). */
+#define PLAN_SEARCH_MAX_LAYOUTS     1500000
+#define PLAN_SEARCH_SUMS_PER_LAYOUT 512
 
 /* Micro-steps (forward, backward or weight pass of one micro-batch on one
  * chunk) the search simulates at most: per layout (plan_evaluate_layout
@@ -75,6 +75,8 @@ typedef struct PlanSearch {
     int64_t          space;        /* layouts in the space, counted before enumerating
                                       (= considered when the search ran) */
     double           space_sums;   /* chunk sums its estimates take (counted with it) */
+    double           space_work;   /* space + space_sums / PLAN_SEARCH_SUMS_PER_LAYOUT: what
+                                      --max-layouts bounds */
     int64_t          considered;   /* layouts in the space (JSON "evaluated") */
     bool             refused;      /* space > max_layouts: nothing was enumerated */
     int64_t          feasible;     /* of which fit in memory */
@@ -113,7 +115,8 @@ typedef struct PlanSearch {
  * 1 nor is ZeRO (stage 0: nothing to shard), and a layout whose every
  * figure equals a result's is folded into it, keeping the simplest (lowest
  * zero, fewest chunks, least recomputation, sequence parallelism off).
- * The space is counted first; over o->max_layouts the search refuses.
+ * The space is counted first; when its work (PlanSearch.space_work) is
+ * over o->max_layouts the search refuses.
  * Returns false (reason in why) when the space is empty, too large, or the
  * constraints contradict each other; true otherwise, even if nothing fits
  * (n_results 0, has_closest set). Free with plan_search_free. */
