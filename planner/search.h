@@ -47,12 +47,12 @@ PlanSearchOptions plan_search_defaults(void);
 
 /* Micro-steps (forward, backward or weight pass of one micro-batch on one
  * chunk) the search simulates at most: per layout (plan_evaluate_layout
- * holds up to about 30 bytes and 50 ns per micro-step: 2^24 is under
- * 0.5 GiB and 1 s) and over the whole search (2^25: 1-3.5 s). A layout over the first is not
+ * holds up to about 30 bytes and 20-100 ns per micro-step: 2^23 is under
+ * 0.25 GiB and 1 s) and over the whole search (2^24: 0.3-1.7 s). A layout over the first is not
  * evaluated (PlanSearchDrops.too_large); once the second is spent the
  * search stops evaluating and says so (PlanSearch.capped). */
-#define PLAN_SEARCH_MAX_STEPS_LAYOUT (1ll << 24)
-#define PLAN_SEARCH_MAX_STEPS_TOTAL  (1ll << 25)
+#define PLAN_SEARCH_MAX_STEPS_LAYOUT (1ll << 23)
+#define PLAN_SEARCH_MAX_STEPS_TOTAL  (1ll << 24)
 
 /* One layout of the space, as the search saw it (PlanSearchOptions.record). */
 typedef struct {
