@@ -53,6 +53,18 @@
  * tests/test_search.c compares the pruned search with brute force (every
  * layout evaluated in full) and every estimate with the exact figure.
  *
+ * Distinct rows and bounded work (issue 13). At pp 1 the schedule is not
+ * searched (1F1B stands for them all) and at dp 1 nor is ZeRO (stage 0);
+ * layouts whose every figure equals a kept result's are folded into it
+ * (topk_offer, same_figures, simpler). Before anything is built the space
+ * is counted (count_degrees, the enumeration's own loops in count_only
+ * mode) with the chunk sums its estimates take; over --max-layouts the
+ * search refuses and names the free fields. A layout whose step has more
+ * micro-steps than PLAN_SEARCH_MAX_STEPS_LAYOUT is never simulated, and
+ * the simulations of one search stop at PLAN_SEARCH_MAX_STEPS_TOTAL
+ * (PlanSearch.capped). The validity rule is asked of a model with one
+ * layer per distinct shape (rule_plan), so no step walks every layer.
+ *
  * What this file must not do: invent costs. Every time comes from cost.h
  * and every byte from memory.h's items; this file only adds per-block
  * figures up.

@@ -11,7 +11,10 @@
  * lower bound on its memory above the device's capacity). Bounds come from
  * per-block costs memoised once per way of cutting a layer (tp, sequence
  * parallelism, micro-batch, recomputation), so each layout costs a few
- * additions, not a pass over the model.
+ * additions, not a pass over the model. The work is bounded before it
+ * starts (PlanSearchOptions.max_layouts and the micro-step limits below):
+ * a space too large is refused, never half searched, and a search whose
+ * simulation budget runs out says so (PlanSearch.capped).
  */
 #ifndef PLANC_SEARCH_H
 #define PLANC_SEARCH_H
