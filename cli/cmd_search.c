@@ -25,6 +25,9 @@
 #include "planner/search.h"
 #include "trace/trace.h"
 
+#define SEARCH_STR_(x) #x
+#define SEARCH_STR(x) SEARCH_STR_(x)   /* the defaults, from search.h */
+
 static const char SEARCH_HELP[] =
     "usage: planc search FILE [--top K] [--json] [--write OUT.plan] [--svg OUT.svg]\n"
     "                         [--max-tp N] [--tp-in-node | --no-tp-in-node]\n"
@@ -44,15 +47,17 @@ static const char SEARCH_HELP[] =
     "  --max-tp N         largest tensor-parallel degree to consider\n"
     "  --tp-in-node       TP groups never span nodes (default, as Megatron)\n"
     "  --no-tp-in-node    also consider tp that does not divide the GPUs per node\n"
-    "  --max-layouts N    refuse (exit 2) a space of more than N layouts, counted\n"
-    "                     before any is built (default 2000000; 0: no limit)\n"
+    "  --max-layouts N    refuse (exit 2) a space of more than N layouts' work (its\n"
+    "                     layouts, plus the chunk sums of deep interleaving, " SEARCH_STR(PLAN_SEARCH_SUMS_PER_LAYOUT) "\n"
+    "                     to a layout), counted before any is built (default\n"
+    "                     " SEARCH_STR(PLAN_SEARCH_MAX_LAYOUTS) "; 0: no limit)\n"
     "\n"
     "Rows are distinct layouts: at pp 1 the schedule is not searched (1F1B,\n"
     "shown as '-'), at dp 1 nor is ZeRO (stage 0), and layouts identical in\n"
     "every figure are folded into the simplest.\n"
     "\n"
     "exit status: 0 a layout fits, 1 nothing fits (the closest layout and its\n"
-    "shortfall are named), 2 bad input or usage.\n";
+    "shortfall are named), 2 bad input or usage, or a space over --max-layouts.\n";
 
 /* A positive integer option value, or -1. */
 static long positive(const char *s)

@@ -88,6 +88,7 @@ static void run(const Plan *p, int top, bool prune, bool rec, PlanSearch *s)
     bool ok = plan_search(p, &o, s, why, sizeof why);
     if (!ok) fprintf(stderr, "search failed: %s\n", why);
     assert_true(ok);
+    assert_int_equal(s->space, s->considered);   /* the count before = the layouts built */
 }
 
 static bool same_layout(const Layout *a, const Layout *b)
@@ -625,6 +626,11 @@ static void test_cli_rows_and_refusal(void **state)
     o = slurp(cmd);
     assert_non_null(strstr(o, "more than --max-layouts 10"));
     assert_non_null(strstr(o, "rc=2"));
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s search --help 2>&1; echo \"rc=$?\"", planc_path);
+    o = slurp(cmd);
+    assert_non_null(strstr(o, "--max-layouts N"));
+    assert_non_null(strstr(o, "rc=0"));
     free(o);
     snprintf(cmd, sizeof cmd, "%s search %s --max-layouts x 2>&1; echo \"rc=$?\"", planc_path, in);
     o = slurp(cmd);
