@@ -25,9 +25,13 @@
 #include "planner/search.h"
 #include "trace/trace.h"
 
+#define SEARCH_STR_(x) #x
+#define SEARCH_STR(x) SEARCH_STR_(x)   /* the defaults, from search.h */
+
 static const char SEARCH_HELP[] =
     "usage: planc search FILE [--top K] [--json] [--write OUT.plan] [--svg OUT.svg]\n"
     "                         [--max-tp N] [--tp-in-node | --no-tp-in-node]\n"
+    "                         [--max-layouts N]\n"
     "\n"
     "Rank every parallel layout of FILE's model on FILE's cluster: dp x tp x pp\n"
     "(= the GPUs), ZeRO 0-3, micro-batch, schedule (gpipe, 1f1b, zb-h1,\n"
@@ -43,9 +47,17 @@ static const char SEARCH_HELP[] =
     "  --max-tp N         largest tensor-parallel degree to consider\n"
     "  --tp-in-node       TP groups never span nodes (default, as Megatron)\n"
     "  --no-tp-in-node    also consider tp that does not divide the GPUs per node\n"
+    "  --max-layouts N    refuse (exit 2) a space of more than N layouts' work (its\n"
+    "                     layouts, plus the chunk sums of deep interleaving, " SEARCH_STR(PLAN_SEARCH_SUMS_PER_LAYOUT) "\n"
+    "                     to a layout), counted before any is built (default\n"
+    "                     " SEARCH_STR(PLAN_SEARCH_MAX_LAYOUTS) "; 0: no limit)\n"
+    "\n"
+    "Rows are distinct layouts: at pp 1 the schedule is not searched (1F1B,\n"
+    "shown as '-'), at dp 1 nor is ZeRO (stage 0), and layouts identical in\n"
+    "every figure are folded into the simplest.\n"
     "\n"
     "exit status: 0 a layout fits, 1 nothing fits (the closest layout and its\n"
-    "shortfall are named), 2 bad input or usage.\n";
+    "shortfall are named), 2 bad input or usage, or a space over --max-layouts.\n";
 
 /* A positive integer option value, or -1. */
 static long positive(const char *s)
@@ -192,6 +204,15 @@ int planc_cmd_search(int argc, char **argv)
             if (v < 0) return planc_usage_error("search", "%s needs a positive integer", a);
             if (a[2] == 't') o.top = (int)v;
             else o.max_tp = (int)v;
+        } else if (strcmp(a, "--max-layouts") == 0) {
+            const char *val = planc_option_value("search", argc, argv, &i, "N");
+            if (!val) return 2;
+            char *end;
+            errno = 0;
+            long long v = strtoll(val, &end, 10);
+            if (errno || *end || end == val || v < 0)
+                return planc_usage_error("search", "%s needs a number of layouts (0: no limit)", a);
+            o.max_layouts = v;
         } else if (strcmp(a, "--write") == 0) {
             if (!(write = planc_option_value("search", argc, argv, &i, "OUT.plan"))) return 2;
         } else if (strcmp(a, "--svg") == 0) {         /* the search plot (trace/, issue 9) */
@@ -221,7 +242,7 @@ int planc_cmd_search(int argc, char **argv)
         return rc;
     }
     PlanSearch s;
-    char why[256];
+    char why[512];
     if (!plan_search(&plan, &o, &s, why, sizeof why)) {
         fprintf(stderr, "planc: error: search: %s: %s\n", file, why);
         plan_search_free(&s);
@@ -231,6 +252,14 @@ int planc_cmd_search(int argc, char **argv)
     if (json) plan_search_json(stdout, &plan, &s);
     else plan_search_print(stdout, &plan, &s);
     fflush(stdout);
+    if (s.dropped.too_large && s.n_results)
+        fprintf(stderr, "planc: warning: search: %lld layouts have more than %lld micro-steps per step "
+                "and were not simulated; a larger micro_batch avoids them\n",
+                (long long)s.dropped.too_large, (long long)PLAN_SEARCH_MAX_STEPS_LAYOUT);
+    if (s.capped)
+        fprintf(stderr, "planc: warning: search: stopped after simulating %lld micro-steps; the "
+                "results are the best evaluated, not proven best (fix micro_batch or pp to shrink "
+                "the space)\n", (long long)PLAN_SEARCH_MAX_STEPS_TOTAL);
     if (s.bound_violations)
         fprintf(stderr, "planc: warning: search: %lld layouts contradicted the search's bounds; "
                 "the search was redone without them\n", (long long)s.bound_violations);

@@ -53,6 +53,18 @@
  * tests/test_search.c compares the pruned search with brute force (every
  * layout evaluated in full) and every estimate with the exact figure.
  *
+ * Distinct rows and bounded work (issue 13). At pp 1 the schedule is not
+ * searched (1F1B stands for them all) and at dp 1 nor is ZeRO (stage 0);
+ * layouts whose every figure equals a kept result's are folded into it
+ * (topk_offer, same_figures, simpler). Before anything is built the space
+ * is counted (count_degrees, the enumeration's own loops in count_only
+ * mode) with the chunk sums its estimates take; over --max-layouts the
+ * search refuses and names the free fields. A layout whose step has more
+ * micro-steps than PLAN_SEARCH_MAX_STEPS_LAYOUT is never simulated, and
+ * the simulations of one search stop at PLAN_SEARCH_MAX_STEPS_TOTAL
+ * (PlanSearch.capped). The validity rule is asked of a model with one
+ * layer per distinct shape (rule_plan), so no step walks every layer.
+ *
  * What this file must not do: invent costs. Every time comes from cost.h
  * and every byte from memory.h's items; this file only adds per-block
  * figures up.
@@ -81,7 +93,8 @@
 PlanSearchOptions plan_search_defaults(void)
 {
     return (PlanSearchOptions){ .top = 10, .max_tp = 0, .tp_in_node = true,
-                                .prune = true, .record = false };
+                                .prune = true, .record = false,
+                                .max_layouts = PLAN_SEARCH_MAX_LAYOUTS };
 }
 
 /* ---- growable arrays -------------------------------------------------- */
@@ -118,6 +131,50 @@ static bool divisors(int64_t n, I64List *out)
     for (int i = hi.n - 1; i >= 0 && ok; i--) ok = i64_push(out, hi.v[i]);
     free(hi.v);
     return ok;
+}
+
+/* The prime factors of the global batch, so that the enumeration can
+ * count and list the micro-batches of any dp without trial division per
+ * (tp, pp): global_batch <= 2^40 has at most 11 distinct primes. */
+typedef struct {
+    int64_t prime[16];
+    int     n;
+    I64List divs;          /* every divisor of the global batch, increasing */
+} BatchFactors;
+
+static bool batch_factor(int64_t gb, BatchFactors *f)
+{
+    f->n = 0;
+    int64_t n = gb;
+    for (int64_t d = 2; d * d <= n; d++) {
+        if (n % d) continue;
+        f->prime[f->n++] = d;
+        while (n % d == 0) n /= d;
+    }
+    if (n > 1) f->prime[f->n++] = n;
+    return divisors(gb, &f->divs);
+}
+
+/* Divisors of n, n dividing the global batch: the product of (exponent
+ * + 1) over its primes. */
+static int64_t batch_ndiv(const BatchFactors *f, int64_t n)
+{
+    int64_t r = 1;
+    for (int i = 0; i < f->n; i++) {
+        int e = 0;
+        while (n % f->prime[i] == 0) { n /= f->prime[i]; e++; }
+        r *= e + 1;
+    }
+    return r;
+}
+
+/* The divisors of n (n dividing the global batch), increasing, into out. */
+static bool batch_divisors(const BatchFactors *f, int64_t n, I64List *out)
+{
+    out->n = 0;
+    for (int i = 0; i < f->divs.n && f->divs.v[i] <= n; i++)
+        if (n % f->divs.v[i] == 0 && !i64_push(out, f->divs.v[i])) return false;
+    return true;
 }
 
 /* ---- memoised per-block costs ----------------------------------------- */
@@ -159,7 +216,41 @@ typedef struct {
     const Plan *p;
     CutCosts   *cut;
     int         n, cap;
+    int        *slot;      /* [n_slot] open-addressing index into cut, -1 empty */
+    int         n_slot;    /* a power of two, > 2 n */
 } CutMemo;
+
+static uint64_t cut_hash(const CutKey *k)
+{
+    uint64_t h = (uint64_t)k->mb * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)(k->tp * 8 + k->sp * 4 + k->rec) * 0xC2B2AE3D27D4EB4Full;
+    return h ^ (h >> 29);
+}
+
+static bool cut_same(const CutKey *a, const CutKey *b)
+{
+    return a->tp == b->tp && a->sp == b->sp && a->rec == b->rec && a->mb == b->mb;
+}
+
+/* Why: a batch with thousands of divisors makes thousands of cuts; a
+ * hashed index keeps each look-up O(1). */
+static bool cut_index(CutMemo *m)
+{
+    if (2 * (m->n + 1) < m->n_slot) return true;
+    int ns = m->n_slot ? 2 * m->n_slot : 64;
+    int *sl = malloc((size_t)ns * sizeof *sl);
+    if (!sl) return false;
+    for (int i = 0; i < ns; i++) sl[i] = -1;
+    for (int i = 0; i < m->n; i++) {
+        uint64_t h = cut_hash(&m->cut[i].key) & (uint64_t)(ns - 1);
+        while (sl[h] >= 0) h = (h + 1) & (uint64_t)(ns - 1);
+        sl[h] = i;
+    }
+    free(m->slot);
+    m->slot = sl;
+    m->n_slot = ns;
+    return true;
+}
 
 /* Why: one plan_costs() pass per cut gives every block's cost, so a
  * layout's chunks are sums instead of a walk over the model's layers. */
@@ -200,15 +291,19 @@ static bool cut_build(const Plan *p, const CutKey *k, const uint64_t *head_copy,
         else out->run[out->n_run++] = (Run){ b, b + 1, x };
     }
     plan_costs_free(&per);
+    if (out->run && out->n_run < nb) {      /* keep the runs only: a few, not one per block */
+        Run *r = realloc(out->run, (size_t)out->n_run * sizeof *r);
+        if (r) out->run = r;
+    }
     return out->run != NULL;
 }
 
 static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
 {
-    for (int i = 0; i < m->n; i++) {
-        const CutKey *c = &m->cut[i].key;
-        if (c->tp == k->tp && c->sp == k->sp && c->rec == k->rec && c->mb == k->mb) return &m->cut[i];
-    }
+    if (!cut_index(m)) return NULL;
+    uint64_t h = cut_hash(k) & (uint64_t)(m->n_slot - 1);
+    for (; m->slot[h] >= 0; h = (h + 1) & (uint64_t)(m->n_slot - 1))
+        if (cut_same(&m->cut[m->slot[h]].key, k)) return &m->cut[m->slot[h]];
     if (m->n == m->cap) {
         int cap = m->cap ? 2 * m->cap : 32;
         CutCosts *c = realloc(m->cut, (size_t)cap * sizeof *c);
@@ -222,6 +317,7 @@ static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
         if (m->cut[i].key.tp == k->tp) hc = &m->cut[i].head_copy;
     uint64_t copy = hc ? *hc : 0;
     if (!cut_build(m->p, k, hc ? &copy : NULL, &m->cut[m->n])) return NULL;
+    m->slot[h] = m->n;
     return &m->cut[m->n++];
 }
 
@@ -229,6 +325,7 @@ static void cut_memo_free(CutMemo *m)
 {
     for (int i = 0; i < m->n; i++) free(m->cut[i].run);
     free(m->cut);
+    free(m->slot);
 }
 
 /* ---- a layout's estimated cost table ---------------------------------- */
@@ -246,11 +343,11 @@ typedef struct {
  * its per-stage aggregates. */
 typedef struct {
     PlanCosts     c;
-    PlanChunk    *chunk;
+    PlanChunk    *chunk;              /* = split[split_v]: the current split, not a copy */
     PlanChunkCost*cost;
     StageAgg     *agg;
     int           cap_chunks, cap_stages;
-    int           split_pp, split_v;  /* the split held in chunk[] */
+    int           split_pp, split_v;  /* the split chunk points at */
     PlanChunk   **split;              /* [v]: the splits of pp split_pp into v chunks, or NULL */
     int           n_split;            /* entries of split[] */
 } Synth;
@@ -258,12 +355,10 @@ typedef struct {
 static bool synth_reserve(Synth *s, int chunks, int stages)
 {
     if (chunks > s->cap_chunks) {
-        free(s->chunk); free(s->cost);
-        s->chunk = calloc((size_t)chunks, sizeof *s->chunk);
+        free(s->cost);
         s->cost = calloc((size_t)chunks, sizeof *s->cost);
         s->cap_chunks = chunks;
-        s->split_v = 0;   /* chunk[] is new: copy the split again */
-        if (!s->chunk || !s->cost) return false;
+        if (!s->cost) return false;
     }
     if (stages > s->cap_stages) {
         free(s->agg);
@@ -284,7 +379,7 @@ static void synth_forget_splits(Synth *s)
 
 static void synth_free(Synth *s)
 {
-    free(s->chunk); free(s->cost); free(s->agg);
+    free(s->cost); free(s->agg);
     synth_forget_splits(s);
 }
 
@@ -313,7 +408,7 @@ static bool synth_split(const Plan *p, int pp, int v, Synth *s)
             return false;
         }
     }
-    memcpy(s->chunk, s->split[v], n * sizeof *s->chunk);
+    s->chunk = s->split[v];
     s->split_pp = pp;
     s->split_v = v;
     return true;
@@ -355,7 +450,8 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             layers += cnt * x->layers;
             b += cnt;
         }
-        memset(c, 0, sizeof *c);
+        /* the other fields stay zero from synth_reserve's calloc (the
+         * ZeRO-3 bound clears what it sets): no memset of the whole row */
         c->fwd = fwd;
         c->bwd = bwd;
         c->bwd_weight = bw;
@@ -403,6 +499,7 @@ typedef struct {
     uint64_t mem_hi;     /* bytes: upper bound */
     int      fit;        /* FIT_* */
     int      order;      /* position in the enumeration (tie-break) */
+    int64_t  steps;      /* micro-steps of its Program (what simulating it costs) */
 } Cand;
 
 typedef struct {
@@ -436,7 +533,41 @@ typedef struct {
     int64_t                  next_order;   /* layouts enumerated so far */
     bool                     fits;         /* some layout so far fits for certain */
     char                     invalid_why[256];
+    Layout                   invalid_l;    /* the first invalid layout, for its message */
+    bool                     has_invalid;
+    bool                     count_only;   /* enumerate(): count the space, build nothing */
+    BatchFactors             bf;           /* of the global batch */
+    Plan                     rules;        /* p with one layer per distinct shape (rule_plan) */
+    int64_t                  steps_used;   /* micro-steps simulated so far */
 } Ctx;
+
+/* Why: the validity rule (plan_layout_check) is asked once per schedule
+ * and chunk count of every (tp, pp, micro-batch), and it reads each
+ * layer's shape (heads, widths), never its position, so it is asked about
+ * the model with one layer per distinct shape: O(distinct shapes), not
+ * O(layers), per question. The block count is the model's. Layers the
+ * same but for where they were written are one shape. */
+static bool rule_plan(const Plan *p, Plan *out)
+{
+    const Model *m = &p->model;
+    *out = *p;
+    Layer *u = malloc((size_t)(m->n_layers ? m->n_layers : 1) * sizeof *u);
+    out->model.layers = u;
+    if (!u) return false;
+    int n = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        Layer k;                           /* bytes, padding too: a padding byte that
+                                              differs only keeps two shapes apart */
+        memcpy(&k, &m->layers[i], sizeof k);
+        k.line = k.col = 0;
+        int j = 0;
+        while (j < n && memcmp(&u[j], &k, sizeof k)) j++;
+        if (j == n) u[n++] = k;
+    }
+    out->model.layers = u;
+    out->model.n_layers = n;
+    return true;
+}
 
 /* memory.c's items for one stage, over the same inputs: this is the one
  * formula the search restates rather than calls, because plan_memory()
@@ -522,6 +653,27 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
     return t;
 }
 
+/* Whether ZeRO stage z is searched at data-parallel degree dp (unless the
+ * plan block fixes it): at dp 1 there is nothing to shard, every stage
+ * holds the same states, and stage 0 (no gradient buckets, no gathers)
+ * stands for them. */
+static bool zero_searched(int z, int64_t dp)
+{
+    return dp > 1 || z == 0;
+}
+
+/* Micro-steps of layout l's Program: a forward and a backward (ZB-H1: and
+ * a weight pass) of every micro-batch on every chunk, what simulating it
+ * costs in time and memory. */
+static int64_t micro_steps(const Layout *l)
+{
+    double n = (double)l->pp * l->chunks * (double)plan_micro_batches(l) *
+               (l->schedule == SCHED_ZB_H1 ? 3 : 2);
+    return n > 9e18 ? INT64_MAX : (int64_t)n;
+}
+
+static bool too_large(const Cand *c) { return c->steps > PLAN_SEARCH_MAX_STEPS_LAYOUT; }
+
 /* The ZeRO stages of one shape; with estimates, the time bound is only
  * computed when one of them may fit (most layouts of a large model do not,
  * and those are never ranked). */
@@ -530,10 +682,11 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
     const Layout *L = &x->p->layout;
     Cand c[4];
     int n = 0;
+    int64_t steps = micro_steps(&l);
     for (int z = 0; z <= 3; z++) {
-        if (is_set(L->zero) && L->zero != z) continue;
+        if (is_set(L->zero) ? L->zero != z : !zero_searched(z, l.dp)) continue;
         l.zero = z;
-        c[n] = (Cand){ .l = l, .order = (int)(x->next_order + n) };
+        c[n] = (Cand){ .l = l, .order = (int)(x->next_order + n), .steps = steps };
         n++;
     }
     if (with_estimates) {
@@ -549,6 +702,11 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
     }
     x->next_order += n;
     for (int i = 0; i < n; i++) {
+        if (too_large(&c[i]) && !x->o->record) {     /* never simulated: only counted */
+            x->s->considered++;
+            x->s->dropped.too_large++;
+            continue;
+        }
         x->fits |= c[i].fit == FIT_YES;
         /* once something fits for certain, a layout that cannot is only
          * counted: it is never ranked, and no closest-to-fitting layout
@@ -566,6 +724,27 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
 /* A schedule and chunk count, valid for one (tp, pp, micro-batch). */
 typedef struct { int sched, v; } Shape;
 
+/* Whether schedule sc is searched at pipeline degree pp (unless the plan
+ * block fixes it). At pp 1 there is no pipeline: gpipe, 1f1b and zb-h1
+ * run the same micro-batches one after the other, and 1F1B (one
+ * micro-batch in flight, the fewest activations) stands for them. */
+static const int SEARCHED[] = { SCHED_GPIPE, SCHED_1F1B, SCHED_ZB_H1, SCHED_INTERLEAVED };
+#define N_SEARCHED ((int)(sizeof SEARCHED / sizeof SEARCHED[0]))
+
+static bool schedule_searched(int sc, int64_t pp)
+{
+    return pp > 1 || sc == SCHED_1F1B;
+}
+
+/* The largest chunk count searched at pp: every chunk holds a block, and
+ * pp x chunks stays within layout.h's PLAN_MAX_VSTAGES (the rule's limit:
+ * more would only be counted as invalid). */
+static int max_chunks(int nb, int64_t pp)
+{
+    int64_t v = nb / pp, w = PLAN_MAX_VSTAGES / pp;
+    return (int)(v < w ? v : w);
+}
+
 /* Why: validity depends on the degrees, the micro-batch, the schedule and
  * the chunks, not on recomputation, sequence parallelism or ZeRO, so it is
  * decided once per shape (plan_layout_check, as `check` decides it; every
@@ -577,15 +756,14 @@ static int shapes(Ctx *x, Layout l, Shape *out, int64_t others)
     const Layout *L = &p->layout;
     int nb = p->model.n_blocks, n = 0;
     int64_t m = plan_micro_batches(&l);
-    static const int ORDER[] = { SCHED_GPIPE, SCHED_1F1B, SCHED_ZB_H1, SCHED_INTERLEAVED };
-    for (int i = 0; i < 4; i++) {
-        int sc = ORDER[i];
-        if (is_set(L->schedule) && L->schedule != sc) continue;
+    for (int i = 0; i < N_SEARCHED; i++) {
+        int sc = SEARCHED[i];
+        if (is_set(L->schedule) ? L->schedule != sc : !schedule_searched(sc, l.pp)) continue;
         int vlo = 1, vhi = 1;
         if (sc == SCHED_INTERLEAVED) {
             if (l.pp < 2 || m % l.pp) continue;       /* Megatron's interleaving needs both */
             vlo = 2;
-            vhi = nb / l.pp;
+            vhi = max_chunks(nb, l.pp);
             if (is_set(L->chunks)) vlo = vhi = L->chunks;
         } else if (is_set(L->chunks) && L->chunks != 1) {
             continue;
@@ -594,10 +772,10 @@ static int shapes(Ctx *x, Layout l, Shape *out, int64_t others)
             l.schedule = sc;
             l.chunks = v;
             char why[256];
-            if (!plan_layout_check(p, &l, why, sizeof why)) {
+            if (!plan_layout_check(&x->rules, &l, why, sizeof why)) {
                 x->s->considered += others;
                 x->s->dropped.invalid += others;
-                if (!x->invalid_why[0]) snprintf(x->invalid_why, sizeof x->invalid_why, "%s", why);
+                if (!x->has_invalid) { x->invalid_l = l; x->has_invalid = true; }
                 continue;
             }
             out[n++] = (Shape){ sc, v };
@@ -622,8 +800,54 @@ static bool add_shapes(Ctx *x, Layout l, const Shape *sh, int n, const CutCosts 
     return true;
 }
 
+/* The smallest interleaved chunk count searched. */
+static int vlo_of(const Layout *L) { return is_set(L->chunks) ? L->chunks : 2; }
+
+/* Layouts of one (tp, pp) without building them, by the rules the
+ * enumeration below follows (a test holds the two equal on every case):
+ * micro-batches from the global batch's factors, schedules and chunk
+ * counts from schedule_searched() and max_chunks(), then ZeRO,
+ * recomputation and sequence parallelism. O(primes), whatever the batch. */
+static int64_t count_degrees(const Ctx *x, int64_t tp, int64_t pp, int64_t dp, int n_rec, int n_sp,
+                             double *sums)
+{
+    const Layout *L = &x->p->layout;
+    int64_t gb = L->global_batch, per = gb / dp;
+    int nb = x->p->model.n_blocks;
+    int64_t n_mb, n_mb_il = 0;       /* micro-batches; of which give a multiple of pp */
+    if (is_set(L->micro_batch)) {
+        n_mb = per % L->micro_batch == 0;
+        n_mb_il = n_mb && (per / L->micro_batch) % pp == 0;
+    } else {
+        n_mb = batch_ndiv(&x->bf, per);
+        n_mb_il = per % pp == 0 ? batch_ndiv(&x->bf, per / pp) : 0;
+    }
+    int64_t flat = 0, il = 0;
+    for (int i = 0; i < N_SEARCHED; i++) {
+        int sc = SEARCHED[i];
+        if (is_set(L->schedule) ? L->schedule != sc : !schedule_searched(sc, pp)) continue;
+        if (sc != SCHED_INTERLEAVED) {
+            flat += !is_set(L->chunks) || L->chunks == 1;
+        } else if (pp >= 2) {
+            int vlo = 2, vhi = max_chunks(nb, pp);
+            if (is_set(L->chunks)) vlo = vhi = L->chunks;
+            if (vhi > nb / pp) vhi = nb / pp;
+            il = vhi >= vlo ? vhi - vlo + 1 : 0;
+        }
+    }
+    int64_t n_zero = is_set(L->zero) ? 1 : dp == 1 ? 1 : 4;
+    (void)tp;
+    /* chunk sums: one table of pp chunks per micro-batch for the flat
+     * schedules, pp x v for each chunk count v */
+    double v_sum = il ? (double)il * (il + 1) / 2 + (double)il * (vlo_of(L) - 1) : 0;
+    *sums += (double)n_rec * n_sp * pp * ((flat ? (double)n_mb : 0) + (double)n_mb_il * v_sum);
+    return (n_mb * flat + n_mb_il * il) * n_zero * n_rec * n_sp;
+}
+
 /* Why: the enumeration, outermost the degrees, innermost ZeRO, so the
- * memoised cut and chunk sums are reused by every inner combination. */
+ * memoised cut and chunk sums are reused by every inner combination. With
+ * x->count_only it only counts (count_degrees), so the size of the space
+ * is known before any layout is built. */
 static bool enumerate(Ctx *x)
 {
     const Plan *p = x->p;
@@ -632,8 +856,8 @@ static bool enumerate(Ctx *x)
     int64_t gpus = cl->nodes * cl->gpus_per_node;
     int64_t gb = L->global_batch;
     I64List tps = { 0 }, pps = { 0 }, mbs = { 0 };
-    Shape *sh = malloc((size_t)(p->model.n_blocks + 4) * sizeof *sh);
-    bool ok = sh && divisors(gpus, &tps);
+    Shape *sh = x->count_only ? NULL : malloc((size_t)(PLAN_MAX_VSTAGES + 4) * sizeof *sh);
+    bool ok = (sh || x->count_only) && divisors(gpus, &tps);
     for (int i = 0; ok && i < tps.n; i++) {
         int64_t tp = tps.v[i];
         if (is_set(L->tp) && L->tp != tp) continue;
@@ -642,7 +866,6 @@ static bool enumerate(Ctx *x)
         if (!plan_rule_tp_split(&p->model, (int)tp, NULL, 0)) continue;   /* layout.c's rule */
         int n_rec = is_set(L->recompute) ? 1 : 3;
         int n_sp = is_set(L->sequence_parallel) || tp == 1 ? 1 : 2;
-        int n_zero = is_set(L->zero) ? 1 : 4;
         ok = divisors(gpus / tp, &pps);
         for (int j = 0; ok && j < pps.n; j++) {
             int64_t pp = pps.v[j], dp = gpus / tp / pp;
@@ -650,7 +873,12 @@ static bool enumerate(Ctx *x)
             if (is_set(L->pp) && L->pp != pp) continue;
             if (is_set(L->dp) && L->dp != dp) continue;
             if (gb % dp) continue;
-            ok = divisors(gb / dp, &mbs);
+            if (x->count_only) {
+                x->s->space += count_degrees(x, tp, pp, dp, n_rec, n_sp, &x->s->space_sums);
+                continue;
+            }
+            int n_zero = is_set(L->zero) || dp == 1 ? 1 : 4;
+            ok = batch_divisors(&x->bf, gb / dp, &mbs);
             for (int k = 0; ok && k < mbs.n; k++) {
                 int64_t mb = mbs.v[k];
                 if (is_set(L->micro_batch) && L->micro_batch != mb) continue;
@@ -702,12 +930,74 @@ static int better(const PlanEval *a, int ia, const PlanEval *b, int ib)
 typedef struct {
     PlanEval *ev;     /* [k] sorted best first */
     int      *order;
+    int64_t  *folded;     /* [k] layouts folded into each (same_figures) */
     int       n, k;
 } TopK;
 
-/* Insert ev (taking ownership) if it belongs in the top K. */
+/* Whether two evaluations report the same figures, every one `check`
+ * prints (times, memory stage by stage, throughput, FLOPs), bit for bit:
+ * then the choice between the two layouts changes nothing. */
+static bool same_figures(const PlanEval *a, const PlanEval *b)
+{
+    if (a->step_time != b->step_time || a->peak_memory != b->peak_memory || a->pp != b->pp ||
+        a->n_micro != b->n_micro || a->bubble_fraction != b->bubble_fraction ||
+        a->tokens_per_s != b->tokens_per_s || a->tflops_per_gpu != b->tflops_per_gpu ||
+        a->mfu != b->mfu || a->hfu != b->hfu || a->model_flops != b->model_flops ||
+        a->hw_flops != b->hw_flops || a->worst_stage != b->worst_stage)
+        return false;
+    const PlanTimes *x = &a->times, *y = &b->times;
+    if (x->compute != y->compute || x->recompute != y->recompute || x->tp != y->tp ||
+        x->p2p != y->p2p || x->dp_total != y->dp_total || x->dp_exposed != y->dp_exposed ||
+        x->gather_total != y->gather_total || x->gather_exposed != y->gather_exposed ||
+        x->sync != y->sync || x->embed != y->embed || x->optimizer != y->optimizer ||
+        x->bubble != y->bubble)
+        return false;
+    for (int i = 0; i < a->pp; i++) {
+        const PlanStageMem *m = &a->stages[i], *n = &b->stages[i];
+        if (m->params_bytes != n->params_bytes || m->grads_bytes != n->grads_bytes ||
+            m->optimizer_bytes != n->optimizer_bytes || m->activations_bytes != n->activations_bytes ||
+            m->buffers_bytes != n->buffers_bytes || m->reserve_bytes != n->reserve_bytes ||
+            m->total_bytes != n->total_bytes || m->in_flight != n->in_flight || m->params != n->params)
+            return false;
+    }
+    return true;
+}
+
+/* Of two layouts with the same figures, whether a (enumerated at ia) is
+ * the one kept: the simplest — lowest ZeRO stage, fewest chunks, least
+ * recomputation, sequence parallelism off — then the first enumerated. */
+static bool simpler(const Layout *a, int ia, const Layout *b, int ib)
+{
+    int ka[] = { a->zero, a->chunks, a->recompute, a->sequence_parallel == 1, ia };
+    int kb[] = { b->zero, b->chunks, b->recompute, b->sequence_parallel == 1, ib };
+    for (int i = 0; i < 5; i++)
+        if (ka[i] != kb[i]) return ka[i] < kb[i];
+    return false;
+}
+
+/* Insert ev (taking ownership) if it belongs in the top K; a layout with
+ * a kept one's figures is folded into it (the simpler stays). Folding is
+ * exact: the K-th best only improves, so every layout tied with a result
+ * shown arrives while that result is kept. */
 static void topk_offer(TopK *t, PlanEval *ev, int order)
 {
+    for (int i = 0; i < t->n; i++) {
+        if (!same_figures(ev, &t->ev[i])) continue;
+        t->folded[i]++;
+        if (!simpler(&ev->layout, order, &t->ev[i].layout, t->order[i])) {
+            plan_eval_free(ev);
+            return;
+        }
+        plan_eval_free(&t->ev[i]);
+        t->ev[i] = *ev;
+        t->order[i] = order;
+        for (; i > 0 && better(&t->ev[i], t->order[i], &t->ev[i - 1], t->order[i - 1]); i--) {
+            PlanEval e = t->ev[i]; t->ev[i] = t->ev[i - 1]; t->ev[i - 1] = e;
+            int o = t->order[i]; t->order[i] = t->order[i - 1]; t->order[i - 1] = o;
+            int64_t f = t->folded[i]; t->folded[i] = t->folded[i - 1]; t->folded[i - 1] = f;
+        }
+        return;
+    }
     if (t->n == t->k && !better(ev, order, &t->ev[t->n - 1], t->order[t->n - 1])) {
         plan_eval_free(ev);
         return;
@@ -717,10 +1007,12 @@ static void topk_offer(TopK *t, PlanEval *ev, int order)
     while (i > 0 && better(ev, order, &t->ev[i - 1], t->order[i - 1])) {
         t->ev[i] = t->ev[i - 1];
         t->order[i] = t->order[i - 1];
+        t->folded[i] = t->folded[i - 1];
         i--;
     }
     t->ev[i] = *ev;
     t->order[i] = order;
+    t->folded[i] = 0;
     t->n++;
 }
 
@@ -737,9 +1029,19 @@ static void closest_offer(PlanSearch *s, int *closest_order, PlanEval *ev, int o
     }
 }
 
+/* Whether the search may still simulate c: within the micro-steps of the
+ * whole search (PLAN_SEARCH_MAX_STEPS_TOTAL). Once it may not, it stops
+ * (PlanSearch.capped): its results are the best evaluated. */
+static bool affordable(Ctx *x, const Cand *c)
+{
+    if (x->steps_used + c->steps > PLAN_SEARCH_MAX_STEPS_TOTAL) x->s->capped = true;
+    return !x->s->capped;
+}
+
 /* Why: one full evaluation, with the bounds checked against it. */
 static void evaluate(Ctx *x, const Cand *c, PlanEval *ev)
 {
+    x->steps_used += c->steps;
     plan_evaluate_layout(x->p, &c->l, ev);
     x->s->evaluated++;
     if (!x->o->prune || !ev->valid) return;
@@ -781,6 +1083,8 @@ static void rank_brute(Ctx *x, TopK *t)
     int closest_order = 0;
     for (int64_t i = 0; i < x->cands.n; i++) {
         const Cand *c = &x->cands.v[i];
+        if (too_large(c)) { s->dropped.too_large++; record(x, c, NULL, false); continue; }
+        if (!affordable(x, c)) break;
         PlanEval ev;
         evaluate(x, c, &ev);
         record(x, c, &ev, ev.feasible);
@@ -809,7 +1113,8 @@ static bool rank_pruned(Ctx *x, TopK *t)
     if (!fit) return false;
     for (int64_t i = 0; i < n; i++) {
         Cand *c = &x->cands.v[i];
-        if (c->fit == FIT_NO) { s->dropped.memory++; record(x, c, NULL, false); }
+        if (too_large(c)) { s->dropped.too_large++; record(x, c, NULL, false); }
+        else if (c->fit == FIT_NO) { s->dropped.memory++; record(x, c, NULL, false); }
         else fit[nf++] = c;
     }
     qsort(fit, (size_t)nf, sizeof *fit, by_time_bound);
@@ -823,6 +1128,7 @@ static bool rank_pruned(Ctx *x, TopK *t)
             record(x, c, NULL, true);
             continue;
         }
+        if (!affordable(x, c)) break;
         PlanEval ev;                           /* a candidate, or a fit to settle */
         evaluate(x, c, &ev);
         record(x, c, &ev, ev.valid && ev.feasible);
@@ -842,10 +1148,12 @@ static bool rank_pruned(Ctx *x, TopK *t)
         /* nothing fits: the smallest peak memory, best-first on its bound */
         int closest_order = 0;
         nf = 0;
-        for (int64_t i = 0; i < n; i++) fit[nf++] = &x->cands.v[i];
+        for (int64_t i = 0; i < n; i++)
+            if (!too_large(&x->cands.v[i])) fit[nf++] = &x->cands.v[i];
         qsort(fit, (size_t)nf, sizeof *fit, by_mem_bound);
         for (int64_t i = 0; i < nf; i++) {
             if (s->has_closest && fit[i]->mem_lo > s->closest.peak_memory) break;
+            if (!affordable(x, fit[i])) break;
             PlanEval ev;
             evaluate(x, fit[i], &ev);
             if (ev.valid) closest_offer(s, &closest_order, &ev, fit[i]->order);
@@ -883,12 +1191,56 @@ static double clock_s(clockid_t id)
 
 static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
+/* Why: a space too large to enumerate is refused before any layout is
+ * built, naming what would shrink it: the plan fields left to the search. */
+static void refuse(const Plan *p, const PlanSearch *s, int64_t max, char *why, size_t len)
+{
+    const Layout *L = &p->layout;
+    static const char *const name[] = { "dp", "tp", "pp", "micro_batch", "schedule", "chunks",
+                                        "zero", "recompute" };
+    int64_t val[] = { L->dp, L->tp, L->pp, L->micro_batch, L->schedule, L->chunks, L->zero,
+                      L->recompute };
+    char free_[128] = "";
+    size_t n = 0;
+    for (int i = 0; i < (int)(sizeof val / sizeof val[0]); i++)
+        if (!is_set(val[i]) && n + 32 < sizeof free_)
+            n += (size_t)snprintf(free_ + n, sizeof free_ - n, "%s%s", n ? ", " : "", name[i]);
+    if (s->space > max)
+        snprintf(why, len, "the space has %.3g layouts, more than --max-layouts %lld; fix some of %s "
+                 "in the plan block, or pass --max-layouts N (0: no limit)", (double)s->space,
+                 (long long)max, n ? free_ : "its fields");
+    else
+        snprintf(why, len, "the space has %.3g layouts and %.3g chunk sums (deep interleaving; %d "
+                 "sums count as a layout): %.3g layouts' work, more than --max-layouts %lld; fix "
+                 "some of %s in the plan block, or pass --max-layouts N (0: no limit)", (double)s->space, s->space_sums, PLAN_SEARCH_SUMS_PER_LAYOUT,
+                 s->space_work, (long long)max, n ? free_ : "its fields");
+}
+
 static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char *why, size_t len)
 {
     Ctx x = { .p = p, .o = o, .s = s, .memo = { .p = p } };
     TopK t = { .k = o->top > 0 ? o->top : 1 };
-    bool ok = enumerate(&x);
+    bool ok = batch_factor(p->layout.global_batch, &x.bf) && rule_plan(p, &x.rules);
+    if (ok) {                                  /* count first, then refuse or build */
+        x.count_only = true;
+        ok = enumerate(&x);
+        x.count_only = false;
+    }
     if (!ok) snprintf(why, len, "out of memory while enumerating the layouts");
+    s->space_work = (double)s->space + s->space_sums / PLAN_SEARCH_SUMS_PER_LAYOUT;
+    if (ok && o->max_layouts > 0 && s->space_work > (double)o->max_layouts) {
+        refuse(p, s, o->max_layouts, why, len);
+        s->refused = true;
+        ok = false;
+    }
+    if (ok && s->space > 0) {                  /* the whole list at once: no regrowth */
+        x.cands.v = malloc((size_t)s->space * sizeof *x.cands.v);
+        x.cands.cap = s->space;
+        ok = x.cands.v != NULL;
+        if (!ok) snprintf(why, len, "out of memory for the %lld layouts of the space", (long long)s->space);
+    }
+    if (ok) ok = enumerate(&x);
+    if (!ok && !why[0]) snprintf(why, len, "out of memory while enumerating the layouts");
     s->considered += x.cands.n;
     if (ok && o->record) {
         s->points = calloc((size_t)(x.cands.n ? x.cands.n : 1), sizeof *s->points);
@@ -898,25 +1250,35 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
     if (ok) {
         t.ev = calloc((size_t)t.k, sizeof *t.ev);
         t.order = calloc((size_t)t.k, sizeof *t.order);
-        ok = t.ev && t.order;
+        t.folded = calloc((size_t)t.k, sizeof *t.folded);
+        ok = t.ev && t.order && t.folded;
     }
     if (ok) ok = o->prune ? rank_pruned(&x, &t) : (rank_brute(&x, &t), true);
     if (ok) {
         s->n_results = t.n;
         s->results = t.ev;
         s->top = t.k;
+        for (int i = 0; i < t.n; i++) s->collapsed += t.folded[i];
         t.ev = NULL;
+        if (x.has_invalid) plan_layout_check(p, &x.invalid_l, x.invalid_why, sizeof x.invalid_why);
         if (s->considered == 0)
             snprintf(why, len, "no layout satisfies the plan block's constraints on this cluster");
         else if (s->dropped.invalid == s->considered)
             snprintf(why, len, "no layout is valid: %s", x.invalid_why);
-        ok = s->considered > 0 && s->dropped.invalid < s->considered;
+        else if (s->dropped.invalid + s->dropped.too_large == s->considered)
+            snprintf(why, len, "every valid layout's step has more than %lld micro-steps (micro-batches "
+                     "x stages x chunks x passes), too many to simulate; set a larger micro_batch or a "
+                     "smaller global_batch in the plan block", (long long)PLAN_SEARCH_MAX_STEPS_LAYOUT);
+        ok = s->considered > 0 && s->dropped.invalid + s->dropped.too_large < s->considered;
     }
     free(t.ev);
     free(t.order);
+    free(t.folded);
     free(x.cands.v);
     cut_memo_free(&x.memo);
     synth_free(&x.syn);
+    free(x.bf.divs.v);
+    free(x.rules.model.layers);
     return ok;
 }
 
@@ -990,10 +1352,12 @@ const char *plan_search_dominant(const PlanEval *e)
 
 static const double GIB = 1073741824.0;
 
-/* "interleaved:2" for interleaved schedules, the plain name otherwise. */
+/* "interleaved:2" for interleaved schedules, "-" at pp 1 (no pipeline:
+ * the schedule is no choice), the plain name otherwise. */
 static void schedule_text(const Layout *l, char *buf, size_t len)
 {
-    if (l->schedule == SCHED_INTERLEAVED) snprintf(buf, len, "interleaved:%d", l->chunks);
+    if (l->pp == 1) snprintf(buf, len, "-");
+    else if (l->schedule == SCHED_INTERLEAVED) snprintf(buf, len, "interleaved:%d", l->chunks);
     else snprintf(buf, len, "%s", plan_schedule_name(l->schedule));
 }
 
@@ -1010,25 +1374,34 @@ void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
     fprintf(out, "# %" PRId64 " layouts: %" PRId64 " feasible, %" PRId64 " over memory",
             s->considered, s->feasible, s->dropped.memory);
     if (s->dropped.invalid) fprintf(out, ", %" PRId64 " invalid", s->dropped.invalid);
+    if (s->dropped.too_large)
+        fprintf(out, ", %" PRId64 " too large to simulate (> %lld micro-steps)", s->dropped.too_large,
+                (long long)PLAN_SEARCH_MAX_STEPS_LAYOUT);
     fprintf(out, "; %" PRId64 " evaluated in full, %" PRId64 " ruled out of the top %d by a bound\n",
             s->evaluated, s->pruned, s->top);
+    if (s->collapsed)
+        fprintf(out, "# %" PRId64 " layouts identical in every figure to a row below are folded into it\n",
+                s->collapsed);
+    if (s->capped)
+        fprintf(out, "# stopped after %lld simulated micro-steps: the rows are the best evaluated, "
+                "not proven best\n", (long long)PLAN_SEARCH_MAX_STEPS_TOTAL);
     fprintf(out, "# search time %.3f s (%.0f layouts/s); simulating the top %d: %.3f s\n", s->search_time_s,
             s->search_time_s > 0 ? (double)s->considered / s->search_time_s : 0.0, s->n_results,
             s->simulate_time_s);
     if (s->n_results == 0) return;
-    fprintf(out, "%4s %6s %3s %4s %4s %5s %-15s %-9s %-3s %10s %10s %12s %6s %9s %7s  %s\n",
+    fprintf(out, "%4s %6s %3s %4s %4s %5s %-15s %-9s %-3s %10s %12s %6s %9s %7s  %s\n",
             "rank", "dp", "tp", "pp", "zero", "mb", "schedule", "recompute", "sp",
-            "step(s)", "closed(s)", "tokens/s", "MFU", "mem(GiB)", "bubble", "dominant");
+            "step(s)", "tokens/s", "MFU", "mem(GiB)", "bubble", "dominant");
     for (int i = 0; i < s->n_results; i++) {
         const PlanEval *e = &s->results[i];
         const Layout *l = &e->layout;
         double step = s->sim_step[i], scale = step > 0 ? e->step_time / step : 1;
         char sched[32];
         schedule_text(l, sched, sizeof sched);
-        fprintf(out, "%4d %6d %3d %4d %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
+        fprintf(out, "%4d %6d %3d %4d %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
                 i + 1, l->dp, l->tp, l->pp, l->zero, l->micro_batch, sched,
                 plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "on" : "off",
-                step, e->step_time, e->tokens_per_s * scale, 100 * e->mfu * scale, e->peak_memory / GIB,
+                step, e->tokens_per_s * scale, 100 * e->mfu * scale, e->peak_memory / GIB,
                 100 * s->sim_bubble[i], plan_search_dominant(e));
     }
 }
@@ -1038,10 +1411,12 @@ void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
     fprintf(out, "{\"evaluated\": %" PRId64 ", \"feasible\": %" PRId64 ", \"search_time_s\": %.6f"
             ", \"search_cpu_s\": %.6f, \"simulate_time_s\": %.6f, \"evaluated_in_full\": %" PRId64
             ", \"pruned\": %" PRId64
-            ", \"dropped\": {\"memory\": %" PRId64 ", \"invalid\": %" PRId64 "}, \"results\": [",
+            ", \"dropped\": {\"memory\": %" PRId64 ", \"invalid\": %" PRId64 ", \"too_large\": %" PRId64
+            "}, \"collapsed\": %" PRId64 ", \"capped\": %s, \"results\": [",
             s->considered, s->feasible, s->search_time_s, s->search_cpu_s, s->simulate_time_s, s->evaluated,
             s->pruned,
-            s->dropped.memory, s->dropped.invalid);
+            s->dropped.memory, s->dropped.invalid, s->dropped.too_large, s->collapsed,
+            s->capped ? "true" : "false");
     for (int i = 0; i < s->n_results; i++) {
         fputs(i ? ",\n  " : "\n  ", out);
         plan_report_json(out, p, &s->results[i], s->sim_step[i], s->sim_bubble[i], NULL,

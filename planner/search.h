@@ -11,7 +11,10 @@
  * lower bound on its memory above the device's capacity). Bounds come from
  * per-block costs memoised once per way of cutting a layer (tp, sequence
  * parallelism, micro-batch, recomputation), so each layout costs a few
- * additions, not a pass over the model.
+ * additions, not a pass over the model. The work is bounded before it
+ * starts (PlanSearchOptions.max_layouts and the micro-step limits below):
+ * a space too large is refused, never half searched, and a search whose
+ * simulation budget runs out says so (PlanSearch.capped).
  */
 #ifndef PLANC_SEARCH_H
 #define PLANC_SEARCH_H
@@ -29,10 +32,31 @@ typedef struct {
     bool tp_in_node;   /* a TP group never spans nodes (tp divides gpus_per_node) */
     bool prune;        /* use the bounds (false: evaluate every layout; tests) */
     bool record;       /* keep every layout of the space in PlanSearch.points */
+    int64_t max_layouts; /* refuse a space of more layouts (counted before any is
+                            evaluated); 0: no limit */
 } PlanSearchOptions;
 
-/* The defaults of `planc search`: top 10, no tp limit, TP in a node, pruning on. */
+/* The defaults of `planc search`: top 10, no tp limit, TP in a node, pruning
+ * on, at most PLAN_SEARCH_MAX_LAYOUTS layouts. */
 PlanSearchOptions plan_search_defaults(void);
+
+/* The default of --max-layouts. The work of a space is its layouts plus
+ * the chunk costs their estimates add up (pp x chunks per layout shape:
+ * deep interleaving of a model of thousands of blocks), counted as one
+ * layout per PLAN_SEARCH_SUMS_PER_LAYOUT sums (measured on one core: a
+ * layout 3-4 us, a sum about 5 ns). 1.5 million is at most about 6 s and
+ * 300 MiB of enumeration (tests/test_search_bench.c measures it). */
+#define PLAN_SEARCH_MAX_LAYOUTS     1500000
+#define PLAN_SEARCH_SUMS_PER_LAYOUT 512
+
+/* Micro-steps (forward, backward or weight pass of one micro-batch on one
+ * chunk) the search simulates at most: per layout (plan_evaluate_layout
+ * holds up to about 30 bytes and 20-100 ns per micro-step: 2^23 is under
+ * 0.25 GiB and 1 s) and over the whole search (2^24: 0.3-1.7 s). A layout over the first is not
+ * evaluated (PlanSearchDrops.too_large); once the second is spent the
+ * search stops evaluating and says so (PlanSearch.capped). */
+#define PLAN_SEARCH_MAX_STEPS_LAYOUT (1ll << 23)
+#define PLAN_SEARCH_MAX_STEPS_TOTAL  (1ll << 24)
 
 /* One layout of the space, as the search saw it (PlanSearchOptions.record). */
 typedef struct {
@@ -47,10 +71,18 @@ typedef struct {
 typedef struct {
     int64_t memory;        /* some stage over the device's capacity */
     int64_t invalid;       /* rejected by plan_layout_check (should be 0) */
+    int64_t too_large;     /* feasible or not, a Program of more than
+                              PLAN_SEARCH_MAX_STEPS_LAYOUT micro-steps: not simulated */
 } PlanSearchDrops;
 
 typedef struct PlanSearch {
+    int64_t          space;        /* layouts in the space, counted before enumerating
+                                      (= considered when the search ran) */
+    double           space_sums;   /* chunk sums its estimates take (counted with it) */
+    double           space_work;   /* space + space_sums / PLAN_SEARCH_SUMS_PER_LAYOUT: what
+                                      --max-layouts bounds */
     int64_t          considered;   /* layouts in the space (JSON "evaluated") */
+    bool             refused;      /* space > max_layouts: nothing was enumerated */
     int64_t          feasible;     /* of which fit in memory */
     int64_t          evaluated;    /* of which evaluated in full (JSON "evaluated_in_full") */
     int64_t          pruned;       /* feasible layouts a time bound ruled out of the top K */
@@ -69,6 +101,10 @@ typedef struct PlanSearch {
                                       the same simulation over the micro-steps) */
     double          *sim_bubble;   /* [n_results] the simulated bubble fraction */
     int              top;          /* K asked for */
+    int64_t          collapsed;    /* layouts identical in every figure to a result
+                                      shown, folded into it (see plan_search) */
+    bool             capped;       /* PLAN_SEARCH_MAX_STEPS_TOTAL ran out: the results
+                                      are the best of the layouts evaluated, not proven */
     /* when nothing fits: the layout with the smallest peak memory */
     bool             has_closest;
     PlanEval         closest;
@@ -78,9 +114,16 @@ typedef struct PlanSearch {
 } PlanSearch;
 
 /* Search the layouts of plan p, honouring every field its plan block sets
- * (the rest are searched). Returns false (reason in why) when the space is
- * empty or the constraints contradict each other; true otherwise, even if
- * nothing fits (n_results 0, has_closest set). Free with plan_search_free. */
+ * (the rest are searched). The results are distinct layouts: at pp 1 the
+ * schedule is not searched (1F1B; the plan block may fix another), at dp
+ * 1 nor is ZeRO (stage 0: nothing to shard), and a layout whose every
+ * figure equals a result's is folded into it, keeping the simplest (lowest
+ * zero, fewest chunks, least recomputation, sequence parallelism off).
+ * The space is counted first; when its work (PlanSearch.space_work) is
+ * over o->max_layouts the search refuses.
+ * Returns false (reason in why) when the space is empty, too large, or the
+ * constraints contradict each other; true otherwise, even if nothing fits
+ * (n_results 0, has_closest set). Free with plan_search_free. */
 bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s,
                  char *why, size_t len);
 void plan_search_free(PlanSearch *s);

@@ -109,7 +109,8 @@ static void run_case(prt_ctx *c, const char *tmp, size_t V, size_t rows_save, si
     for (size_t r = 0; r < prt_param_rows(a, 0); r++)
         for (size_t k = 0; k < COLS; k++)
             g[r * COLS + k] = global_row(c, a, r) < V ? 0.25f + 0.01f * (float)k : 0.0f;
-    bool stepped = prt_zero_reduce(a, 0) == PRT_OK && prt_zero_opt_step(a, &cfg, 1) == PRT_OK;
+    bool stepped = prt_zero_reduce(a, 0) == PRT_OK && prt_zero_norm_reduce(a, 1) == PRT_OK &&
+                   prt_zero_opt_step(a, &cfg, 1) == PRT_OK;
     check(stepped, "an AdamW step", V, rows_save);
     float *w0 = calloc(V * COLS, sizeof(float));
     for (size_t i = 0; i < V * COLS; i++) w0[i] = STD * prt_philox_normal(SEED, 0, i);

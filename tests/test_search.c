@@ -8,6 +8,7 @@
  *
  * Run from the repository root (make test-search does).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,6 +88,7 @@ static void run(const Plan *p, int top, bool prune, bool rec, PlanSearch *s)
     bool ok = plan_search(p, &o, s, why, sizeof why);
     if (!ok) fprintf(stderr, "search failed: %s\n", why);
     assert_true(ok);
+    assert_int_equal(s->space, s->considered);   /* the count before = the layouts built */
 }
 
 static bool same_layout(const Layout *a, const Layout *b)
@@ -112,6 +114,10 @@ static void test_pruned_equals_brute(void **state)
                (long long)b.evaluated, (long long)s.evaluated);
         assert_true(b.considered > 0);
         assert_int_equal(s.considered, b.considered);
+        assert_int_equal(b.space, b.considered);               /* counted first, exactly */
+        assert_int_equal(s.space, s.considered);
+        assert_int_equal(s.collapsed, b.collapsed);            /* folding is exact */
+        assert_false(s.capped || b.capped);
         assert_int_equal(b.evaluated, b.considered);           /* brute force: every layout */
         assert_int_equal(s.feasible, b.feasible);
         assert_int_equal(s.dropped.memory, b.dropped.memory);
@@ -134,6 +140,132 @@ static void test_pruned_equals_brute(void **state)
         plan_search_free(&b);
         plan_search_free(&s);
     }
+}
+
+/* ---- distinct rows ---------------------------------------------------- */
+
+/* Whether two results print the same figures (the table's and check's). */
+static bool same_row(const PlanEval *a, const PlanEval *b)
+{
+    return a->step_time == b->step_time && a->peak_memory == b->peak_memory &&
+           a->bubble_fraction == b->bubble_fraction && a->hfu == b->hfu &&
+           a->times.dp_exposed == b->times.dp_exposed && a->times.sync == b->times.sync &&
+           a->times.gather_exposed == b->times.gather_exposed;
+}
+
+/* Every row a distinct layout: at pp 1 one schedule (1F1B), at dp 1 one
+ * ZeRO stage (0), no two rows with the same figures; brute force and the
+ * pruned search alike, with a top K large enough to hold ties. */
+static void test_distinct_rows(void **state)
+{
+    (void)state;
+    int pp1 = 0;
+    for (int i = 0; i < N_CASES; i++) {
+        Plan p = case_plan(i);
+        for (int prune = 0; prune < 2; prune++) {
+            PlanSearch s;
+            run(&p, 40, prune, false, &s);
+            for (int k = 0; k < s.n_results; k++) {
+                const Layout *l = &s.results[k].layout;
+                if (l->pp == 1) {
+                    pp1++;
+                    assert_int_equal(l->schedule, SCHED_1F1B);
+                    assert_int_equal(l->chunks, 1);
+                }
+                if (l->dp == 1) assert_int_equal(l->zero, 0);
+                for (int j = 0; j < k; j++) {
+                    if (same_row(&s.results[j], &s.results[k]))
+                        fprintf(stderr, "  %s: rows %d and %d have the same figures\n", CASES[i].name, j + 1, k + 1);
+                    assert_false(same_row(&s.results[j], &s.results[k]));
+                    assert_false(same_layout(&s.results[j].layout, l));
+                }
+            }
+            plan_search_free(&s);
+        }
+    }
+    assert_true(pp1 > 0);            /* the cases do rank pp 1 layouts */
+}
+
+/* The fold keeps the simplest layout of a tie: a plan whose figures do not
+ * depend on recomputation nor ZeRO stage would be one row. Here: a search
+ * constrained to one layout but for the schedule at pp 1 is one row. */
+static void test_pp1_one_row(void **state)
+{
+    (void)state;
+    Plan p = case_plan(1);           /* 8 GPUs */
+    p.layout.dp = 8; p.layout.tp = 1; p.layout.pp = 1; p.layout.zero = 1;
+    p.layout.micro_batch = 2; p.layout.recompute = RECOMPUTE_NONE;
+    PlanSearch s;
+    run(&p, 10, true, false, &s);
+    assert_int_equal(s.space, 1);
+    assert_int_equal(s.considered, 1);
+    assert_int_equal(s.n_results, 1);
+    assert_int_equal(s.results[0].layout.schedule, SCHED_1F1B);
+    plan_search_free(&s);
+}
+
+/* ---- bounded work ----------------------------------------------------- */
+
+/* The space is counted before anything is built; over --max-layouts the
+ * search refuses, naming the count and what to fix; at the count it runs. */
+static void test_refuse_large_space(void **state)
+{
+    (void)state;
+    Plan p = case_plan(3);
+    PlanSearchOptions o = plan_search_defaults();
+    PlanSearch s;
+    char why[512];
+    assert_true(plan_search(&p, &o, &s, why, sizeof why));
+    int64_t space = s.space, work = (int64_t)ceil(s.space_work);
+    assert_true(space > 100);
+    assert_int_equal(space, s.considered);
+    assert_true(s.space_work >= (double)space && s.space_sums > 0);
+    plan_search_free(&s);
+    o.max_layouts = work - 1;
+    assert_false(plan_search(&p, &o, &s, why, sizeof why));
+    assert_true(s.refused);
+    assert_int_equal(s.considered, 0);         /* nothing was enumerated */
+    assert_int_equal(s.evaluated, 0);
+    assert_int_equal(s.space, space);
+    assert_non_null(strstr(why, "more than --max-layouts"));
+    assert_non_null(strstr(why, "the space has"));
+    assert_non_null(strstr(why, "tp"));
+    assert_non_null(strstr(why, "pass --max-layouts N"));
+    plan_search_free(&s);
+    o.max_layouts = work;
+    assert_true(plan_search(&p, &o, &s, why, sizeof why));
+    assert_false(s.refused);
+    plan_search_free(&s);
+    o.max_layouts = 0;                          /* no limit */
+    assert_true(plan_search(&p, &o, &s, why, sizeof why));
+    plan_search_free(&s);
+}
+
+/* A layout whose step has more micro-steps than the search simulates is
+ * counted, never evaluated; when every layout is one, the search says how
+ * to constrain it. */
+static void test_too_many_micro_steps(void **state)
+{
+    (void)state;
+    Plan p = case_plan(1);           /* 8 GPUs, 10 blocks */
+    p.layout.micro_batch = 1;
+    p.layout.global_batch = (int64_t)1 << 28;   /* >= 2^25 micro-batches per DP rank */
+    PlanSearchOptions o = plan_search_defaults();
+    PlanSearch s;
+    char why[512];
+    assert_false(plan_search(&p, &o, &s, why, sizeof why));
+    assert_false(s.refused);
+    assert_true(s.dropped.too_large > 0);
+    assert_int_equal(s.evaluated, 0);
+    assert_non_null(strstr(why, "micro-steps"));
+    assert_non_null(strstr(why, "micro_batch"));
+    plan_search_free(&s);
+    /* a micro-batch 1024 times larger: nothing is too large */
+    p.layout.micro_batch = 1024;
+    assert_true(plan_search(&p, &o, &s, why, sizeof why));
+    assert_int_equal(s.dropped.too_large, 0);
+    assert_true(s.n_results > 0);
+    plan_search_free(&s);
 }
 
 /* ---- the estimates, layout by layout ---------------------------------- */
@@ -197,16 +329,23 @@ static void test_results_recheck(void **state)
 
 /* ---- constraints ------------------------------------------------------ */
 
-static bool matches(const Layout *c, const Layout *l)
+/* Whether l lies inside constraints c; with `searched`, l is a layout of
+ * the unconstrained space, where pp 1 has no schedule choice (1F1B) and
+ * dp 1 no ZeRO choice (stage 0): there a fixed field may not match. */
+static bool matches_in(const Layout *c, const Layout *l, bool searched)
 {
+    bool any_sched = searched && l->pp == 1 && c->schedule != SCHED_INTERLEAVED;
+    bool any_zero = searched && l->dp == 1;
     return (c->dp == PLAN_AUTO || c->dp == l->dp) && (c->tp == PLAN_AUTO || c->tp == l->tp) &&
-           (c->pp == PLAN_AUTO || c->pp == l->pp) && (c->zero == PLAN_AUTO || c->zero == l->zero) &&
+           (c->pp == PLAN_AUTO || c->pp == l->pp) && (c->zero == PLAN_AUTO || any_zero || c->zero == l->zero) &&
            (c->micro_batch == PLAN_AUTO || c->micro_batch == l->micro_batch) &&
-           (c->schedule == PLAN_AUTO || c->schedule == l->schedule) &&
+           (c->schedule == PLAN_AUTO || any_sched || c->schedule == l->schedule) &&
            (c->chunks == PLAN_AUTO || c->chunks == l->chunks) &&
            (c->recompute == PLAN_AUTO || c->recompute == l->recompute) &&
            (c->sequence_parallel == PLAN_AUTO || c->sequence_parallel == l->sequence_parallel);
 }
+
+static bool matches(const Layout *c, const Layout *l) { return matches_in(c, l, false); }
 
 /* A constrained search is the unconstrained space filtered: same count,
  * every result inside the constraints, the same best. */
@@ -231,22 +370,27 @@ static void test_constraints(void **state)
         q.layout = cons[c];
         PlanSearch s;
         run(&q, 5, true, false, &s);
+        /* n: the layouts of the constrained space, one for one (a fixed
+         * schedule at pp 1 or ZeRO stage at dp 1 stands in for the
+         * searched one); feasibility and the best among the strict matches */
         int64_t n = 0, feas = 0, best = -1;
         for (int64_t k = 0; k < all.n_points; k++) {
             const PlanSearchPoint *x = &all.points[k];
-            if (!matches(&cons[c], &x->layout)) continue;
+            if (!matches_in(&cons[c], &x->layout, true)) continue;
             n++;
-            if (!x->feasible) continue;
+            if (!x->feasible || !matches(&cons[c], &x->layout)) continue;
             feas++;
             if (best < 0 || x->step_time < all.points[best].step_time ||
                 (x->step_time == all.points[best].step_time && x->peak_memory < all.points[best].peak_memory))
                 best = k;
         }
         assert_int_equal(s.considered, n);
-        assert_int_equal(s.feasible, feas);
+        assert_true(s.feasible >= feas && s.feasible <= n);
         assert_true(s.n_results > 0 && best >= 0);
         for (int k = 0; k < s.n_results; k++) assert_true(matches(&cons[c], &s.results[k].layout));
-        assert_true(same_layout(&s.results[0].layout, &all.points[best].layout));
+        assert_true(s.results[0].step_time <= all.points[best].step_time);
+        if (s.results[0].layout.pp > 1 && s.results[0].layout.dp > 1)
+            assert_true(same_layout(&s.results[0].layout, &all.points[best].layout));
         plan_search_free(&s);
     }
     plan_search_free(&all);
@@ -452,11 +596,61 @@ static void test_cli_examples(void **state)
     }
 }
 
+/* The table: no closed-form column, '-' for the schedule at pp 1; --json
+ * keeps the closed-form figure and counts the folded layouts;
+ * --max-layouts refuses with exit 2 and the count. */
+static void test_cli_rows_and_refusal(void **state)
+{
+    (void)state;
+    if (!planc_path) skip();
+    char dir[] = "/tmp/planc-search-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char in[256], cmd[1024];
+    snprintf(in, sizeof in, "%s/in.plan", dir);
+    write_plan(dir, in, "tp 1; pp 1");
+    snprintf(cmd, sizeof cmd, "%s search %s --top 50 2>&1; echo \"rc=$?\"", planc_path, in);
+    char *o = slurp(cmd);
+    assert_null(strstr(o, "closed"));
+    assert_non_null(strstr(o, " -   "));
+    assert_null(strstr(o, "gpipe"));
+    assert_null(strstr(o, "zb-h1"));
+    assert_non_null(strstr(o, "rc=0"));
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s search %s --json 2>&1", planc_path, in);
+    o = slurp(cmd);
+    assert_non_null(strstr(o, "\"step_time_closed_form_s\""));
+    assert_non_null(strstr(o, "\"collapsed\": "));
+    assert_non_null(strstr(o, "\"schedule\": \"1f1b\""));
+    free(o);
+    write_plan(dir, in, "tp auto");
+    snprintf(cmd, sizeof cmd, "%s search %s --max-layouts 10 2>&1; echo \"rc=$?\"", planc_path, in);
+    o = slurp(cmd);
+    assert_non_null(strstr(o, "more than --max-layouts 10"));
+    assert_non_null(strstr(o, "rc=2"));
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s search --help 2>&1; echo \"rc=$?\"", planc_path);
+    o = slurp(cmd);
+    assert_non_null(strstr(o, "--max-layouts N"));
+    assert_non_null(strstr(o, "rc=0"));
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s search %s --max-layouts x 2>&1; echo \"rc=$?\"", planc_path, in);
+    o = slurp(cmd);
+    assert_non_null(strstr(o, "--max-layouts needs"));
+    assert_non_null(strstr(o, "rc=2"));
+    free(o);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) planc_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pruned_equals_brute),
+        cmocka_unit_test(test_distinct_rows),
+        cmocka_unit_test(test_pp1_one_row),
+        cmocka_unit_test(test_refuse_large_space),
+        cmocka_unit_test(test_too_many_micro_steps),
         cmocka_unit_test(test_estimates_bound_exact),
         cmocka_unit_test(test_results_recheck),
         cmocka_unit_test(test_constraints),
@@ -464,6 +658,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cli_write_recheck),
         cmocka_unit_test(test_cli_nothing_fits),
         cmocka_unit_test(test_cli_examples),
+        cmocka_unit_test(test_cli_rows_and_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,10 +13,22 @@
  * afterwards, as `check` would simulate them. Each case runs a few
  * times and reports the fastest run (the machine is shared); with
  * --strict the exit status is 1 when a case's CPU time misses its goal.
+ *
+ * Then the extreme inputs of issue 13 (legal, absurd), each in a child
+ * process so its peak memory is its own: wall seconds and max RSS of the
+ * whole `plan_search` beside the goal (any input < 10 s and < 1 GiB; a
+ * 10,000-block model < 2 s), the space's layouts and work (what
+ * --max-layouts bounds) and how it ended: ranked, refused (exit 2 with
+ * the count), nothing fits, or capped.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include "planner/presets.h"
 #include "planner/search.h"
 
@@ -33,6 +45,80 @@ static Plan auto_plan(Model m, Cluster c, int64_t global_batch)
 {
     return plan_preset_plan(m, c, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO,
                             global_batch, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO);
+}
+
+/* ---- extreme inputs --------------------------------------------------- */
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    const char *name;
+    int   kind;             /* 0 GPT, 1 Llama */
+    int   blocks;
+    int64_t dim, heads, nodes, gb;
+    double goal_s;
+} Extreme;
+
+static Layer lx[PLAN_PRESET_LAYERS(49998)];
+
+/* Why: in a child, so that its max RSS is the search's alone. Returns 1
+ * when the case misses a goal. */
+static int run_extreme(const Extreme *e)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+        Model m;
+        if (e->kind == 0)
+            plan_preset_gpt(&m, lx, e->name, e->blocks, e->dim, e->heads, 2048, 32000, DTYPE_BF16);
+        else
+            plan_preset_llama(&m, lx, e->name, e->blocks, e->dim, e->heads, e->heads, 4 * e->dim, 2048,
+                              32000, DTYPE_BF16);
+        Plan p = auto_plan(m, plan_preset_dgx_h100(e->nodes), e->gb);
+        PlanSearchOptions o = plan_search_defaults();
+        PlanSearch s;
+        char why[512];
+        double t0 = wall_s();
+        bool ok = plan_search(&p, &o, &s, why, sizeof why);
+        double t = wall_s() - t0;
+        const char *end = s.refused ? "refused" : !ok ? "error" : s.capped ? "capped"
+                        : s.n_results ? "ranked" : "nothing fits";
+        printf("  %-42s %9lld %10.3g %-12s %8.3f", e->name, (long long)s.space, s.space_work, end, t);
+        fflush(stdout);
+        plan_search_free(&s);
+        _exit(t > e->goal_s ? 3 : 0);
+    }
+    int st = 0;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) < 0) return 1;
+    double mib = ru.ru_maxrss / 1024.0;
+    bool missed = !WIFEXITED(st) || WEXITSTATUS(st) != 0 || mib > 1024;
+    printf(" %11.1f  < %.0f s, < 1 GiB%s\n", mib, e->goal_s, missed ? "  MISSED" : "");
+    return missed;
+}
+
+static int run_extremes(void)
+{
+    static const Extreme X[] = {
+        { "gpt 20000 x 4096 / 1,048,576 H100", 0, 20000, 4096, 32, 131072, 4096, 10 },
+        { "gpt 10000 x 4096 / 512 H100", 0, 10000, 4096, 32, 64, 1024, 10 },
+        { "gpt 10000 x 64 / 8 H100", 0, 10000, 64, 4, 1, 16, 2 },
+        { "gpt 49998 x 1024 (max layers) / 1024 H100", 0, 49998, 1024, 16, 128, 2048, 10 },
+        { "llama 4 x 2048 / 8 H100, gbs 963761198400", 1, 4, 2048, 16, 1, 963761198400ll, 10 },
+        { "llama 4 x 2048 / 8 H100, gbs 2^40", 1, 4, 2048, 16, 1, 1ll << 40, 10 },
+    };
+    printf("# extreme inputs: any input < 10 s and < 1 GiB, 10,000 blocks < 2 s (wall, one core)\n");
+    printf("# %-42s %9s %10s %-12s %8s %10s %s\n", "case", "layouts", "work", "end", "time(s)",
+           "maxRSS(MiB)", "goal");
+    int missed = 0;
+    for (int i = 0; i < (int)(sizeof X / sizeof X[0]); i++) missed += run_extreme(&X[i]);
+    return missed;
 }
 
 int main(int argc, char **argv)
@@ -97,5 +183,6 @@ int main(int argc, char **argv)
         if (cases[i].goal > 0 && best.search_cpu_s > cases[i].goal) missed++;
         plan_search_free(&best);
     }
+    missed += run_extremes();
     return strict && missed ? 1 : 0;
 }

@@ -77,6 +77,7 @@ static int stream_of(int kind)
     switch (kind) {
     case 4: case 6: return 1;            /* SEND_ACT, SEND_GRAD: pipeline sends */
     case 8: case 9: case 11: return 2;   /* GATHER_PARAMS, REDUCE_GRADS, SYNC_PARAMS */
+    case 12: case 13: case 14: return 2; /* SP_NORM_REDUCE, EMBED_REDUCE, NORM_REDUCE */
     default: return 0;                   /* compute, receive waits, optimizer */
     }
 }
