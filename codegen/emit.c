@@ -307,7 +307,8 @@ static void set_features(Cg *g)
 {
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
-    int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, final_norm = 0, pos = POS_NONE, bias = 0;
+    int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, final_norm = 0, pos = POS_NONE, bias = 0,
+        window = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
@@ -316,8 +317,10 @@ static void set_features(Cg *g)
         if (L->kind == LAYER_MLP) { mlp++; act[L->act]++; }
         if (L->kind == LAYER_NORM) final_norm++;
         if ((L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP) && L->bias) bias++;
+        /* a window no shorter than the sequence masks nothing: full causal */
+        if (L->kind == LAYER_ATTENTION && plan_attention_keys(m, L) < m->seq) window++;
     }
-    int kinds = (act[ACT_GELU] > 0) + (act[ACT_RELU] > 0) + (act[ACT_SWIGLU] > 0);
+    int kinds = (act[ACT_GELU] > 0) + (act[ACT_RELU] > 0) + (act[ACT_SWIGLU] > 0) + (act[ACT_GEGLU] > 0);
     g->n_feat = 0;
     set_feature(g, "SP", l->sequence_parallel == 1 && l->tp > 1);   /* tp 1: nothing to split */
     set_feature(g, "RECOMPUTE_SELECTIVE", l->recompute == RECOMPUTE_SELECTIVE);
@@ -328,6 +331,8 @@ static void set_features(Cg *g)
     set_feature(g, "MLP_ACTS_MIXED", kinds > 1);
     set_feature(g, "MLP_SWIGLU", kinds == 1 && act[ACT_SWIGLU] > 0);
     set_feature(g, "MLP_RELU", kinds == 1 && act[ACT_RELU] > 0);
+    set_feature(g, "MLP_GEGLU", kinds == 1 && act[ACT_GEGLU] > 0);
+    set_feature(g, "SLIDING_WINDOW", window > 0);
     set_feature(g, "ROPE", pos == POS_ROPE);
     set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
     set_feature(g, "HAS_MLP", mlp > 0);
@@ -411,12 +416,12 @@ static void emit_constants(Cg *g)
         const Layer *L = &m->layers[i];
         int64_t tp = l->tp;
         if (L->kind == LAYER_ATTENTION) {
-            int64_t d = m->dim / L->heads, w = (L->heads + 2 * L->kv_heads) / tp * d;
+            int64_t d = plan_head_dim(m, L), w = (L->heads + 2 * L->kv_heads) / tp * d;
             if (w > max_width) max_width = w;
             if (L->heads / tp * d > max_inner) max_inner = L->heads / tp * d;
             if (L->heads / tp > max_heads) max_heads = L->heads / tp;
         } else if (L->kind == LAYER_MLP) {
-            int64_t f = L->hidden / tp, w = L->act == ACT_SWIGLU ? 2 * f : f;
+            int64_t f = L->hidden / tp, w = plan_act_gated(L->act) ? 2 * f : f;
             if (w > max_width) max_width = w;
             if (f > max_inner) max_inner = f;
         }
@@ -438,6 +443,11 @@ static void emit_constants(Cg *g)
     col(g, "    GLOBAL_BATCH = %lld,", "sequences per step, all DP ranks together", (long long)l->global_batch);
     col(g, "    MAX_WIDTH = %lld, MAX_INNER = %lld, MAX_HEADS = %lld;", "widest layer, this rank",
         (long long)max_width, (long long)max_inner, (long long)max_heads);
+    if (feature(g, "ROPE", 4) == 1) {
+        char th[48];
+        out(g, "static const float ROPE_THETA = %s;   /* RoPE's base (embedding rope_theta) */\n",
+            flt(th, plan_rope_theta(m)));
+    }
     out(g, "\n");
     char data[1024], name[256];
     cg_string_literal(p->train.data ? p->train.data : "", data, sizeof data);
@@ -574,7 +584,7 @@ static int emit_params(Cg *g, bool write)
                 param_row(g, &id, "wpe.weight", i, (size_t)m->seq, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             break;
         case LAYER_ATTENTION: {
-            size_t d = C / (size_t)L->heads, q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
+            size_t d = (size_t)plan_head_dim(m, L), q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
             size_t parts[3] = { q, kv, kv };
             snprintf(nm, sizeof nm, "layers.%d.attn_norm.weight", i);
             param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
@@ -586,14 +596,14 @@ static int emit_params(Cg *g, bool write)
                            param_row(g, &id, nm, i, q + 2 * kv, 1, "PRT_SPLIT_ROWS", 3, parts, "PRT_INIT_ZEROS", 0); }
             snprintf(nm, sizeof nm, "layers.%d.attn.out.weight", i);
             param_row(g, &id, nm, i, C, q, "PRT_SPLIT_COLS", 0, one, "PRT_INIT_NORMAL", sr);
-            if (L->bias) { snprintf(nm, sizeof nm, "layers.%d.attn.out.bias", i);
+            if (L->bias && !L->qkv_bias_only) { snprintf(nm, sizeof nm, "layers.%d.attn.out.bias", i);
                            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
             break;
         }
         case LAYER_MLP: {
-            size_t f = (size_t)L->hidden, fu = L->act == ACT_SWIGLU ? 2 * f : f;
+            size_t f = (size_t)L->hidden, fu = plan_act_gated(L->act) ? 2 * f : f;
             size_t parts[3] = { f, f, 0 };
-            int np = L->act == ACT_SWIGLU ? 2 : 1;
+            int np = plan_act_gated(L->act) ? 2 : 1;
             snprintf(nm, sizeof nm, "layers.%d.mlp_norm.weight", i);
             param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
             if (ln) { snprintf(nm, sizeof nm, "layers.%d.mlp_norm.bias", i);
@@ -639,11 +649,12 @@ static void emit_layers(Cg *g)
     const Model *m = &g->p->model;
     int tp = g->l.tp, wte = -1;
     out(g, "static const LayerSpec LAYERS[N_LAYERS] = {\n"
-           "    /* kind, w1, b1, w2, b2, ln_w, ln_b, norm, h, hkv, d, f, act, width, inner */\n");
+           "    /* kind, w1, b1, w2, b2, ln_w, ln_b, norm, h, hkv, d, window, f, act, width, inner */\n");
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         int p = g->pfirst[i], w1 = -1, b1 = -1, w2 = -1, b2 = -1, lw = -1, lb = -1, h = 0, hkv = 0,
             d = 0, f = 0;
+        long long window = 0;
         long long width = 0, inner = 0;
         bool ln = L->norm == NORM_LAYERNORM;
         switch (L->kind) {
@@ -657,16 +668,19 @@ static void emit_layers(Cg *g)
             w1 = p++;
             if (L->bias) b1 = p++;
             w2 = p++;
-            if (L->bias) b2 = p++;
+            /* `bias qkv` (Qwen2): no output-projection bias */
+            if (L->bias && !(L->kind == LAYER_ATTENTION && L->qkv_bias_only)) b2 = p++;
             if (L->kind == LAYER_ATTENTION) {
                 h = local_heads(L, tp);
                 hkv = (int)(L->kv_heads / tp);
-                d = (int)(m->dim / L->heads);
+                d = (int)plan_head_dim(m, L);
+                /* 0: full causal (a window no shorter than seq masks nothing) */
+                window = plan_attention_keys(m, L) < m->seq ? (long long)L->window : 0;
                 width = (long long)(h + 2 * hkv) * d;
                 inner = (long long)h * d;
             } else {
                 f = (int)(L->hidden / tp);
-                width = L->act == ACT_SWIGLU ? 2LL * f : f;
+                width = plan_act_gated(L->act) ? 2LL * f : f;
                 inner = f;
             }
             break;
@@ -679,10 +693,10 @@ static void emit_layers(Cg *g)
             break;
         }
         static const char *kinds[] = { "EMBEDDING", "ATTENTION", "MLP", "NORM", "LM_HEAD" }; /* ORDER LayerKind */
-        static const char *acts[] = { "ACT_GELU", "ACT_RELU", "ACT_SWIGLU" };              /* ORDER ActKind */
-        out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %s, %d, %d, %d, %d, %s, %lld, %lld }, /* layer %d: %s */\n",
+        static const char *acts[] = { "ACT_GELU", "ACT_RELU", "ACT_SWIGLU", "ACT_GEGLU" }; /* ORDER ActKind */
+        out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %s, %d, %d, %d, %lld, %d, %s, %lld, %lld }, /* layer %d: %s */\n",
             kinds[L->kind], w1, b1, w2, b2, lw, lb,
-            L->norm == NORM_RMSNORM ? "NORM_RMSNORM" : "NORM_LAYERNORM", h, hkv, d, f,
+            L->norm == NORM_RMSNORM ? "NORM_RMSNORM" : "NORM_LAYERNORM", h, hkv, d, window, f,
             acts[L->kind == LAYER_MLP ? L->act : ACT_GELU], width, inner, i, kind_name(L->kind));
     }
     out(g, "};\n\n/* The layers [first, end) of each virtual stage (chunk * PP + stage). */\n");
@@ -1041,29 +1055,8 @@ static void emit_steps(Cg *g)
 
 /* ---- driver ------------------------------------------------------------------- */
 
-/* The model knobs the generated program does not run yet (issue 18): a
- * clear refusal rather than a program that trains another model. */
-static bool knobs_supported(const Model *m, char *why, size_t len)
-{
-    for (int i = 0; i < m->n_layers; i++) {
-        const Layer *L = &m->layers[i];
-        const char *k = L->head_dim > 0 && L->head_dim * L->heads != m->dim ? "head_dim"
-                      : L->window > 0 ? "sliding_window"
-                      : L->qkv_bias_only && L->bias ? "bias qkv"
-                      : L->kind == LAYER_MLP && L->act == ACT_GEGLU ? "act geglu"
-                      : L->rope_theta > 0 && L->rope_theta != PLAN_ROPE_THETA_DEFAULT ? "rope_theta" : NULL;
-        if (k) {
-            snprintf(why, len, "the generated program does not run '%s' yet (layer %d); check and search "
-                     "count it", k, i);
-            return false;
-        }
-    }
-    return true;
-}
-
 bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
 {
-    if (!knobs_supported(&p->model, why, len)) return false;
     Cg g;
     memset(&g, 0, sizeof g);
     g.f = f;

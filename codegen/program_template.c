@@ -11,7 +11,8 @@
  * Features the plan fixes are resolved at emit time, not at run time:
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, SPLIT_BWD,
- * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, ROPE,
+ * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
+ * SLIDING_WINDOW, ROPE,
  * LEARNED_POS, HAS_MLP, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -48,6 +49,12 @@
 #endif
 #ifndef MLP_RELU
 #define MLP_RELU 0
+#endif
+#ifndef MLP_GEGLU
+#define MLP_GEGLU 0
+#endif
+#ifndef SLIDING_WINDOW
+#define SLIDING_WINDOW 0
 #endif
 #ifndef ROPE
 #define ROPE 0
@@ -94,6 +101,9 @@
 enum { DP = 1, TP = 1, PP = 1, CHUNKS = 1, ZERO = 0, N_MICRO = 1, N_LAYERS = 5, N_PARAMS = 1 };
 static const size_t B = 1, T = 8, N = 8, NL = 8, C = 8, V = 16, VL = 16, GLOBAL_BATCH = 1,
                     MAX_WIDTH = 24, MAX_INNER = 32, MAX_HEADS = 1;
+#if ROPE
+static const float ROPE_THETA = 10000.0f;
+#endif
 static const long STEPS = 1;
 static const char *const DATA = 0;
 static const uint64_t SEED = 0;
@@ -112,7 +122,7 @@ static const prt_param PARAMS[] = {
  * it: heads and MLP width are local (global / TP). */
 typedef enum { EMBEDDING, ATTENTION, MLP, NORM, LM_HEAD } LayerKind;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;   /* pre-norms and the final norm */
-typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU } ActKind;   /* the MLP's activation */
+typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GEGLU } ActKind;   /* the MLP's activation */
 
 typedef struct {
     LayerKind kind;
@@ -121,19 +131,20 @@ typedef struct {
     int ln_w, ln_b;    /* the pre-norm's gain and bias (-1: none) */
     NormKind norm;
     int h, hkv, d;     /* attention: this rank's query and key/value heads, head size */
+    size_t window;     /* attention: the sliding window in tokens, 0 full causal */
     int f;             /* mlp: this rank's hidden width */
     ActKind act;
-    size_t width;      /* columns of the first linear here: (h + 2 hkv) d, or f (SwiGLU: 2 f) */
+    size_t width;      /* columns of the first linear here: (h + 2 hkv) d, or f (SwiGLU, GeGLU: 2 f) */
     size_t inner;      /* rows of the second linear here: h d, or f */
 } LayerSpec;
 
 //@@ check-tables
 static const LayerSpec LAYERS[N_LAYERS] = {
-    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 },
-    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, ACT_GELU, 24, 8 },
-    { MLP, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 32, ACT_GELU, 32, 32 },
-    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 },
-    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 },
+    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 },
+    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8 },
+    { MLP, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32 },
+    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 },
+    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 },
 };
 static const int VSTAGE_FIRST[1] = { 0 };
 static const int VSTAGE_END[1] = { 5 };
@@ -366,6 +377,15 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #endif
 }
 
+#if SLIDING_WINDOW
+/* The keys a query attends to: the layer's sliding window, itself
+ * included (Mistral; 0 on a layer without one: all keys before it). */
+static size_t window_of(const LayerSpec *L) { return L->window; }
+#else
+/* Every query attends to all keys before it: full causal attention. */
+static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
+#endif
+
 /* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
  * 2019): QKV is column-parallel (this rank computes its L->h query and
  * L->hkv key/value heads without communication), the output projection is
@@ -386,9 +406,9 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel QKV */
 #if ROPE
-    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, 10000.0f);  /* rotary positions */
+    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, ROPE_THETA);  /* rotary positions */
 #endif
-    prt_attention_fwd(a->a, att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
+    prt_attention_fwd(a->a, att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, window_of(L));
 #if HAS_BIAS
     prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel: partial sums */
 #else
@@ -414,12 +434,12 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #endif
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* row-parallel: no comm */
 #if RECOMPUTE_SELECTIVE
-    prt_attention_bwd(S.dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs);  /* scores recomputed */
+    prt_attention_bwd(S.dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs, window_of(L));  /* scores recomputed */
 #else
-    prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs);
+    prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
 #if ROPE
-    prt_rope_bwd(S.dh, B, T, h, hkv, hs, 10000.0f);
+    prt_rope_bwd(S.dh, B, T, h, hkv, hs, ROPE_THETA);
 #endif
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
@@ -439,12 +459,12 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     grad_rows(d, a->dy);                                                /* kept for the weight pass */
     prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
 #if RECOMPUTE_SELECTIVE
-    prt_attention_bwd(a->dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs);  /* scores recomputed */
+    prt_attention_bwd(a->dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs, window_of(L));  /* scores recomputed */
 #else
-    prt_attention_bwd(a->dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs);
+    prt_attention_bwd(a->dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
 #if ROPE
-    prt_rope_bwd(a->dh, B, T, h, hkv, hs, 10000.0f);
+    prt_rope_bwd(a->dh, B, T, h, hkv, hs, ROPE_THETA);
 #endif
     prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
@@ -472,11 +492,14 @@ static void mlp_act_fwd(const LayerSpec *L, prt_act *out, const prt_act *h)
 #if MLP_ACTS_MIXED
     switch (L->act) {
     case ACT_SWIGLU: prt_swiglu_fwd(out, h, N, (size_t)L->f); break;
+    case ACT_GEGLU:  prt_geglu_fwd(out, h, N, (size_t)L->f); break;
     case ACT_RELU:   prt_relu_fwd(out, h, N * (size_t)L->f); break;
     case ACT_GELU:   prt_gelu_fwd(out, h, N * (size_t)L->f); break;
     }
 #elif MLP_SWIGLU
     prt_swiglu_fwd(out, h, N, (size_t)L->f);                            /* SwiGLU */
+#elif MLP_GEGLU
+    prt_geglu_fwd(out, h, N, (size_t)L->f);                             /* GeGLU */
 #elif MLP_RELU
     prt_relu_fwd(out, h, N * (size_t)L->f);                             /* ReLU */
 #else
@@ -489,11 +512,14 @@ static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const
 #if MLP_ACTS_MIXED
     switch (L->act) {
     case ACT_SWIGLU: prt_swiglu_bwd(dh, h, da, N, (size_t)L->f); break;
+    case ACT_GEGLU:  prt_geglu_bwd(dh, h, da, N, (size_t)L->f); break;
     case ACT_RELU:   prt_relu_bwd(dh, h, da, N * (size_t)L->f); break;
     case ACT_GELU:   prt_gelu_bwd(dh, h, da, N * (size_t)L->f); break;
     }
 #elif MLP_SWIGLU
     prt_swiglu_bwd(dh, h, da, N, (size_t)L->f);
+#elif MLP_GEGLU
+    prt_geglu_bwd(dh, h, da, N, (size_t)L->f);
 #elif MLP_RELU
     prt_relu_bwd(dh, h, da, N * (size_t)L->f);
 #else

@@ -392,6 +392,8 @@ static void test_template_compiles(void **state)
         { "-DNORM_MIXED=1", "-DMLP_ACTS_MIXED=1", "-DUSES_SYNC_PARAMS=1", "-DUSES_EMBED_REDUCE=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MLP=0", "-DHAS_FINAL_NORM=0", "-DUSES_REDUCE_GRADS=0", "-DUSES_GATHER_PARAMS=1", "-DMLP_RELU=1", NULL },
         { "-DHAS_BIAS=0", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
+        { "-DSLIDING_WINDOW=1", "-DNORM_RMS=1", "-DMLP_GEGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
+        { "-DSLIDING_WINDOW=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DMLP_ACTS_MIXED=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -651,6 +653,63 @@ static void test_compiles_with_werror(void **state)
     dsl_arena_free(&a);
 }
 
+/* The model knobs of issue 18 resolve at emit time: a tiny model with
+ * RoPE base 500000, GQA (2 kv heads), head_dim 24 on a 64 model (q 4 x 24
+ * = 96 wide), a
+ * sliding window of 24 of 64 tokens, `bias qkv` and GeGLU emits exactly
+ * their code and table entries, and compiles under -Werror; tiny.plan
+ * without them holds none of it. */
+static void knobs_on(Plan *p)
+{
+    Model *m = &p->model;
+    for (int i = 0; i < m->n_layers; i++) {
+        Layer *l = &m->layers[i];
+        if (l->kind == LAYER_EMBEDDING) { l->position = POS_ROPE; l->rope_theta = 500000; }
+        if (l->kind == LAYER_ATTENTION) {
+            l->kv_heads = 2; l->head_dim = 24; l->window = 24; l->qkv_bias_only = true;
+        }
+        if (l->kind == LAYER_MLP) l->act = ACT_GEGLU;
+    }
+}
+
+static void test_knobs(void **state)
+{
+    (void)state;
+    static const Case c = { "knobs-tp2-pp2", 1, 2, 2, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 2 };
+    DslArena a;
+    Plan p;
+    char why[256] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    char *plain = emit_text(&p, why, sizeof why, &n);
+    assert_non_null(plain);
+    knobs_on(&p);
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("refused: %s", why);
+    static const char *const want[] = {
+        "static const float ROPE_THETA = 500000.0f;",
+        "prt_geglu_fwd(out, h, N, (size_t)L->f);", "prt_geglu_bwd(dh, h, da, N, (size_t)L->f);",
+        "static size_t window_of(const LayerSpec *L) { return L->window; }",
+        /* tp 2: 2 of 4 query heads and 1 of 2 kv heads, head size 24, window 24;
+         * QKV (2 + 2 x 1) x 24 = 96 columns, the output projection 2 x 24 */
+        "NORM_LAYERNORM, 2, 1, 24, 24, 0, ACT_GELU, 96, 48 }",
+        "\"layers.1.attn.qkv.weight\", 1, 0, 192, 64,", "\"layers.1.attn.qkv.bias\"",
+        "\"layers.1.attn.out.weight\", 1, 0, 64, 96,",
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(text, want[k])) fail_msg("the knobs' program lacks '%s'", want[k]);
+    static const char *const never[] = { "attn.out.bias", "prt_gelu_fwd(", "prt_swiglu", "ACT_GEGLU:" };
+    for (size_t k = 0; k < sizeof never / sizeof never[0]; k++)
+        if (strstr(text, never[k])) fail_msg("the knobs' program has '%s'", never[k]);
+    static const char *const plain_never[] = { "ROPE_THETA", "prt_geglu", "return L->window;" };
+    for (size_t k = 0; k < sizeof plain_never / sizeof plain_never[0]; k++)
+        if (strstr(plain, plain_never[k])) fail_msg("tiny's program has '%s'", plain_never[k]);
+    if (build_case(&p, c.name, NULL) != 0) fail_msg("the knobs' program does not compile");
+    free(text);
+    free(plain);
+    dsl_arena_free(&a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -674,6 +733,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_padded_vocab),
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),
+        cmocka_unit_test(test_knobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,19 +198,20 @@ static void test_rmsnorm(void **state) { (void)state; check_norm(true); }
 
 /* ---- activations ------------------------------------------------------------ */
 
-typedef struct { float *out, *x; size_t n, N, F; int kind; } ActCtx;  /* 0 gelu 1 relu 2 swiglu */
+typedef struct { float *out, *x; size_t n, N, F; int kind; } ActCtx;  /* 0 gelu 1 relu 2 swiglu 3 geglu */
 static void act_fwd(void *p)
 {
     ActCtx *c = p;
     if (c->kind == 0) prt_gelu_fwd(c->out, c->x, c->n);
     else if (c->kind == 1) prt_relu_fwd(c->out, c->x, c->n);
-    else prt_swiglu_fwd(c->out, c->x, c->N, c->F);
+    else if (c->kind == 2) prt_swiglu_fwd(c->out, c->x, c->N, c->F);
+    else prt_geglu_fwd(c->out, c->x, c->N, c->F);
 }
 
 static void check_act(int kind)
 {
     ActCtx c = {.N = 3, .F = 8, .kind = kind};
-    size_t nin = kind == 2 ? c.N * 2 * c.F : c.N * c.F, nout = c.N * c.F;
+    size_t nin = kind >= 2 ? c.N * 2 * c.F : c.N * c.F, nout = c.N * c.F;
     c.n = nout;
     c.x = rnd(nin, 3);
     for (size_t i = 0; i < nin; i++)   /* keep ReLU's kink away from the probes */
@@ -228,15 +229,17 @@ static void check_act(int kind)
         } else {
             size_t row = i / c.F, j = i % c.F;
             double g = c.x[row * 2 * c.F + j], u = c.x[row * 2 * c.F + c.F + j];
-            ref[i] = g / (1 + exp(-g)) * u;
+            ref[i] = kind == 2 ? g / (1 + exp(-g)) * u
+                               : 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))) * u;
         }
     }
-    const char *names[] = {"gelu", "relu", "swiglu"};
+    const char *names[] = {"gelu", "relu", "swiglu", "geglu"};
     assert_int_equal(validate(names[kind], c.out, ref, nout, 1e-5, 1e-4), 0);
     float *r = rnd(nout, 1), *dx = zeros(nin);
     if (kind == 0) prt_gelu_bwd(dx, c.x, r, nout);
     else if (kind == 1) prt_relu_bwd(dx, c.x, r, nout);
-    else prt_swiglu_bwd(dx, c.x, r, c.N, c.F);
+    else if (kind == 2) prt_swiglu_bwd(dx, c.x, r, c.N, c.F);
+    else prt_geglu_bwd(dx, c.x, r, c.N, c.F);
     FdTensor ts[] = {{names[kind], c.x, dx, nin}};
     assert_int_equal(fd_check(act_fwd, &c, c.out, r, nout, ts, 1, 1e-2, 1e-3, 2e-3), 0);
     free(ref); free(r); free(dx); free(c.x); free(c.out);
@@ -245,6 +248,7 @@ static void check_act(int kind)
 static void test_gelu(void **state) { (void)state; check_act(0); }
 static void test_relu(void **state) { (void)state; check_act(1); }
 static void test_swiglu(void **state) { (void)state; check_act(2); }
+static void test_geglu(void **state) { (void)state; check_act(3); }
 
 static void test_residual(void **state)
 {
@@ -332,16 +336,17 @@ static void test_rope(void **state)
 
 /* ---- attention ---------------------------------------------------------------- */
 
-typedef struct { float *out, *att, *qkv; size_t B, T, H, Hkv, D; } AttCtx;
+typedef struct { float *out, *att, *qkv; size_t B, T, H, Hkv, D, W; } AttCtx;  /* W: window, 0 full */
 static void att_fwd(void *p)
 {
     AttCtx *c = p;
-    prt_attention_fwd(c->out, c->att, c->qkv, c->B, c->T, c->H, c->Hkv, c->D);
+    prt_attention_fwd(c->out, c->att, c->qkv, c->B, c->T, c->H, c->Hkv, c->D, c->W);
 }
 
-/* Naive causal attention in double, element by element. */
+/* Naive causal attention in double, element by element; with W > 0 query
+ * t sees keys t - W + 1 .. t only (keys before 0 do not exist). */
 static void att_ref(double *out, const float *qkv, size_t B, size_t T, size_t H,
-                    size_t Hkv, size_t D)
+                    size_t Hkv, size_t D, size_t W)
 {
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv;
     double *p = malloc(T * sizeof *p);
@@ -350,7 +355,8 @@ static void att_ref(double *out, const float *qkv, size_t B, size_t T, size_t H,
             for (size_t t = 0; t < T; t++) {
                 const float *q = qkv + (b * T + t) * R + h * D;
                 double m = -INFINITY, s = 0;
-                for (size_t j = 0; j <= t; j++) {
+                size_t j0 = (W == 0 || t < W) ? 0 : t - (W - 1);
+                for (size_t j = j0; j <= t; j++) {
                     const float *k = qkv + (b * T + j) * R + (H + h / G) * D;
                     double dot = 0;
                     for (size_t d = 0; d < D; d++)
@@ -358,11 +364,11 @@ static void att_ref(double *out, const float *qkv, size_t B, size_t T, size_t H,
                     p[j] = dot / sqrt((double)D);
                     m = fmax(m, p[j]);
                 }
-                for (size_t j = 0; j <= t; j++)
+                for (size_t j = j0; j <= t; j++)
                     s += p[j] = exp(p[j] - m);
                 for (size_t d = 0; d < D; d++) {
                     double o = 0;
-                    for (size_t j = 0; j <= t; j++)
+                    for (size_t j = j0; j <= t; j++)
                         o += p[j] / s * qkv[(b * T + j) * R + (H + Hkv + h / G) * D + d];
                     out[(b * T + t) * H * D + h * D + d] = o;
                 }
@@ -370,28 +376,42 @@ static void att_ref(double *out, const float *qkv, size_t B, size_t T, size_t H,
     free(p);
 }
 
-static void check_attention(size_t H, size_t Hkv, bool recompute)
+static void check_attention(size_t H, size_t Hkv, bool recompute, size_t W)
 {
-    AttCtx c = {.B = 2, .T = 5, .H = H, .Hkv = Hkv, .D = 4};
+    AttCtx c = {.B = 2, .T = 5, .H = H, .Hkv = Hkv, .D = 4, .W = W};
     size_t R = (H + 2 * Hkv) * c.D, N = c.B * c.T, nout = N * H * c.D;
     size_t natt = c.B * H * c.T * c.T;
     c.qkv = rnd(N * R, 1.5f); c.out = zeros(nout); c.att = zeros(natt);
     att_fwd(&c);
     double *ref = malloc(nout * sizeof *ref);
-    att_ref(ref, c.qkv, c.B, c.T, H, Hkv, c.D);
+    att_ref(ref, c.qkv, c.B, c.T, H, Hkv, c.D, W);
     assert_int_equal(validate("attention fwd", c.out, ref, nout, 1e-5, 1e-4), 0);
     float *r = rnd(nout, 1), *dqkv = zeros(N * R), *datt = zeros(natt);
     if (recompute)
         memset(c.att, 0, natt * sizeof *c.att);   /* backward must rebuild it */
-    prt_attention_bwd(dqkv, datt, r, c.qkv, c.att, recompute, c.B, c.T, H, Hkv, c.D);
+    prt_attention_bwd(dqkv, datt, r, c.qkv, c.att, recompute, c.B, c.T, H, Hkv, c.D, W);
+    /* the window's masked probabilities are exact zeros, kept for backward */
+    for (size_t bh = 0; W && bh < c.B * H; bh++)
+        for (size_t t = 0; t < c.T; t++)
+            for (size_t j = 0; j + W <= t; j++)
+                assert_true(c.att[(bh * c.T + t) * c.T + j] == 0.0f);
     FdTensor ts[] = {{"attention dqkv", c.qkv, dqkv, N * R}};
     assert_int_equal(fd_check(att_fwd, &c, c.out, r, nout, ts, 1, 1e-2, 1e-3, 2e-3), 0);
     free(ref); free(r); free(dqkv); free(datt); free(c.qkv); free(c.out); free(c.att);
 }
 
-static void test_attention_mha(void **state) { (void)state; check_attention(3, 3, false); }
-static void test_attention_gqa(void **state) { (void)state; check_attention(4, 2, false); }
-static void test_attention_mqa_recompute(void **state) { (void)state; check_attention(4, 1, true); }
+static void test_attention_mha(void **state) { (void)state; check_attention(3, 3, false, 0); }
+static void test_attention_gqa(void **state) { (void)state; check_attention(4, 2, false, 0); }
+static void test_attention_mqa_recompute(void **state) { (void)state; check_attention(4, 1, true, 0); }
+/* sliding windows of 2 and 1 keys (T 5), and one no shorter than T: the
+ * last must equal full causal attention */
+static void test_attention_window(void **state)
+{
+    (void)state;
+    check_attention(3, 3, false, 2);
+    check_attention(4, 2, true, 1);
+    check_attention(4, 2, false, 5);
+}
 
 /* ---- cross-entropy ----------------------------------------------------------- */
 
@@ -588,7 +608,7 @@ static void test_tp_attention_mlp(void **state)
     float *y = zeros(N * C), *gu = zeros(N * 2 * F), *h = zeros(N * F), *y2 = zeros(N * C);
     prt_linear_fwd(qkv, x, wqkv, NULL, N, C, R);
     prt_rope_fwd(qkv, B, T, H, Hkv, D, 10000.0f);
-    prt_attention_fwd(ay, att, qkv, B, T, H, Hkv, D);
+    prt_attention_fwd(ay, att, qkv, B, T, H, Hkv, D, 0);
     prt_linear_fwd(y, ay, wo, NULL, N, HD, C);
     prt_linear_fwd(gu, x, wup, NULL, N, C, 2 * F);
     prt_swiglu_fwd(h, gu, N, F);
@@ -601,7 +621,7 @@ static void test_tp_attention_mlp(void **state)
     prt_swiglu_bwd(dgu, gu, dh, N, F);
     prt_linear_bwd(dx, dwu, NULL, dgu, x, wup, N, C, 2 * F);
     prt_linear_bwd(day, dwo, NULL, g, ay, wo, N, HD, C);
-    prt_attention_bwd(dqkv, datt, day, qkv, att, false, B, T, H, Hkv, D);
+    prt_attention_bwd(dqkv, datt, day, qkv, att, false, B, T, H, Hkv, D, 0);
     prt_rope_bwd(dqkv, B, T, H, Hkv, D, 10000.0f);
     prt_linear_bwd(dxa, dwq, NULL, dqkv, x, wqkv, N, C, R);
     prt_add_inplace(dx, dxa, N * C);
@@ -621,7 +641,7 @@ static void test_tp_attention_mlp(void **state)
         float *part = zeros(N * C), *gu_l = zeros(N * 2 * Fl), *h_l = zeros(N * Fl);
         prt_linear_fwd(q_l, x, wq_l, NULL, N, C, Rl);
         prt_rope_fwd(q_l, B, T, Hl, Hkvl, D, 10000.0f);
-        prt_attention_fwd(ay_l, a_l, q_l, B, T, Hl, Hkvl, D);
+        prt_attention_fwd(ay_l, a_l, q_l, B, T, Hl, Hkvl, D, 0);
         prt_linear_fwd(part, ay_l, wo_l, NULL, N, Hl * D, C);
         prt_add_inplace(ys, part, N * C);                                   /* all-reduce */
         prt_linear_fwd(gu_l, x, wu_l, NULL, N, C, 2 * Fl);
@@ -636,7 +656,7 @@ static void test_tp_attention_mlp(void **state)
         prt_linear_bwd(part, dwl, NULL, dgu_l, x, wu_l, N, C, 2 * Fl);
         prt_add_inplace(dxs, part, N * C);
         prt_linear_bwd(day_l, dwl, NULL, g, ay_l, wo_l, N, Hl * D, C);
-        prt_attention_bwd(dq_l, dat_l, day_l, q_l, a_l, false, B, T, Hl, Hkvl, D);
+        prt_attention_bwd(dq_l, dat_l, day_l, q_l, a_l, false, B, T, Hl, Hkvl, D, 0);
         prt_rope_bwd(dq_l, B, T, Hl, Hkvl, D, 10000.0f);
         prt_linear_bwd(part, dwl, NULL, dq_l, x, wq_l, N, C, Rl);
         prt_add_inplace(dxs, part, N * C);
@@ -759,12 +779,14 @@ int main(void)
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_relu),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_geglu),
         cmocka_unit_test(test_residual),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention_mha),
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_mqa_recompute),
+        cmocka_unit_test(test_attention_window),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_xent_padded),
         cmocka_unit_test(test_tp_attention_mlp),

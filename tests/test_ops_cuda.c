@@ -185,21 +185,24 @@ static void check_pointwise(size_t N, size_t F)
     size_t n = N * F;
     float *x = hrand(2 * n, 3), *g = hrand(2 * n, 1), *out = hzeros(2 * n), *dx = hzeros(2 * n);
     prt_act *x_d = dact(x, 2 * n), *g_d = dact(g, 2 * n), *o_d = prt_alloc(4 * n), *dx_d = prt_alloc(4 * n);
-    const char *names[3][2] = {{"gelu fwd", "gelu bwd"}, {"relu fwd", "relu bwd"},
-                               {"swiglu fwd", "swiglu bwd"}};
-    for (int k = 0; k < 3; k++) {
+    const char *names[4][2] = {{"gelu fwd", "gelu bwd"}, {"relu fwd", "relu bwd"},
+                               {"swiglu fwd", "swiglu bwd"}, {"geglu fwd", "geglu bwd"}};
+    for (int k = 0; k < 4; k++) {
         if (k == 0) {
             ref_prt_gelu_fwd(out, x, n); ref_prt_gelu_bwd(dx, x, g, n);
             prt_gelu_fwd(o_d, x_d, n); prt_gelu_bwd(dx_d, x_d, g_d, n);
         } else if (k == 1) {
             ref_prt_relu_fwd(out, x, n); ref_prt_relu_bwd(dx, x, g, n);
             prt_relu_fwd(o_d, x_d, n); prt_relu_bwd(dx_d, x_d, g_d, n);
-        } else {
+        } else if (k == 2) {
             ref_prt_swiglu_fwd(out, x, N, F); ref_prt_swiglu_bwd(dx, x, g, N, F);
             prt_swiglu_fwd(o_d, x_d, N, F); prt_swiglu_bwd(dx_d, x_d, g_d, N, F);
+        } else {
+            ref_prt_geglu_fwd(out, x, N, F); ref_prt_geglu_bwd(dx, x, g, N, F);
+            prt_geglu_fwd(o_d, x_d, N, F); prt_geglu_bwd(dx_d, x_d, g_d, N, F);
         }
         validate(names[k][0], o_d, true, out, n, ATOL, RTOL);
-        validate(names[k][1], dx_d, true, dx, k == 2 ? 2 * n : n, ATOL, RTOL);
+        validate(names[k][1], dx_d, true, dx, k >= 2 ? 2 * n : n, ATOL, RTOL);
     }
     ref_prt_residual_add(out, x, g, 2 * n);
     prt_residual_add(o_d, x_d, g_d, 2 * n);
@@ -236,6 +239,18 @@ static void check_embedding(size_t B, size_t T, size_t C, size_t V)
     for (size_t i = 0; i < 7; i++) prt_free(d[i]);
 }
 
+static void check_rope_theta(size_t B, size_t T, size_t H, size_t Hkv, size_t D, float theta)
+{
+    size_t n = B * T * (H + 2 * Hkv) * D;
+    float *x = hrand(n, 1), *r = malloc(n * 4);
+    memcpy(r, x, n * 4);
+    prt_act *x_d = dact(x, n);
+    ref_prt_rope_fwd(r, B, T, H, Hkv, D, theta);
+    prt_rope_fwd(x_d, B, T, H, Hkv, D, theta);
+    validate("rope fwd theta", x_d, true, r, n, 1e-2, 1e-2);
+    free(x); free(r); prt_free(x_d);
+}
+
 static void check_rope(size_t B, size_t T, size_t H, size_t Hkv, size_t D)
 {
     size_t n = B * T * (H + 2 * Hkv) * D;
@@ -251,23 +266,24 @@ static void check_rope(size_t B, size_t T, size_t H, size_t Hkv, size_t D)
     free(x); free(r); prt_free(x_d);
 }
 
-static void check_attention(size_t B, size_t T, size_t H, size_t Hkv, size_t D, bool recompute)
+static void check_attention(size_t B, size_t T, size_t H, size_t Hkv, size_t D, bool recompute,
+                            size_t W)
 {
     size_t R = (H + 2 * Hkv) * D, N = B * T, HD = H * D, natt = B * H * T * T;
     float *qkv = hrand(N * R, 1.5f), *g = hrand(N * HD, 1), *out = hzeros(N * HD);
     float *att = hzeros(natt), *datt = hzeros(natt), *dqkv = hzeros(N * R);
-    ref_prt_attention_fwd(out, att, qkv, B, T, H, Hkv, D);
-    ref_prt_attention_bwd(dqkv, datt, g, qkv, att, false, B, T, H, Hkv, D);
+    ref_prt_attention_fwd(out, att, qkv, B, T, H, Hkv, D, W);
+    ref_prt_attention_bwd(dqkv, datt, g, qkv, att, false, B, T, H, Hkv, D, W);
     prt_act *qkv_d = dact(qkv, N * R), *g_d = dact(g, N * HD), *out_d = prt_alloc(N * HD * 2);
     prt_act *att_d = prt_alloc(natt * 2), *datt_d = prt_alloc(natt * 2), *dqkv_d = prt_alloc(N * R * 2);
-    prt_attention_fwd(out_d, att_d, qkv_d, B, T, H, Hkv, D);
+    prt_attention_fwd(out_d, att_d, qkv_d, B, T, H, Hkv, D, W);
     if (recompute)
         prt_zero(att_d, natt * 2);
-    prt_attention_bwd(dqkv_d, datt_d, g_d, qkv_d, att_d, recompute, B, T, H, Hkv, D);
+    prt_attention_bwd(dqkv_d, datt_d, g_d, qkv_d, att_d, recompute, B, T, H, Hkv, D, W);
     char name[64];
-    snprintf(name, sizeof name, "attention fwd H%zu/%zu", H, Hkv);
+    snprintf(name, sizeof name, "attention fwd H%zu/%zu W%zu", H, Hkv, W);
     validate(name, out_d, true, out, N * HD, ATOL, 5e-2);
-    snprintf(name, sizeof name, "attention bwd H%zu/%zu%s", H, Hkv, recompute ? " rc" : "");
+    snprintf(name, sizeof name, "attention bwd H%zu/%zu W%zu%s", H, Hkv, W, recompute ? " rc" : "");
     validate(name, dqkv_d, true, dqkv, N * R, 5e-2, 5e-2);
     free(qkv); free(g); free(out); free(att); free(datt); free(dqkv);
     void *d[] = {qkv_d, g_d, out_d, att_d, datt_d, dqkv_d};
@@ -424,9 +440,12 @@ int main(int argc, char **argv)
     check_pointwise(64, 384);
     check_embedding(4, 32, 64, 1000);
     check_rope(2, 16, 4, 2, 64);
-    check_attention(2, 64, 4, 4, 32, false);
-    check_attention(2, 64, 8, 2, 32, false);
-    check_attention(2, 100, 4, 1, 64, true);
+    check_attention(2, 64, 4, 4, 32, false, 0);
+    check_attention(2, 64, 8, 2, 32, false, 0);
+    check_attention(2, 100, 4, 1, 64, true, 0);
+    check_attention(2, 64, 8, 2, 32, false, 16);   /* sliding windows (Mistral) */
+    check_attention(2, 100, 4, 1, 64, true, 33);
+    check_rope_theta(2, 16, 4, 2, 64, 500000.0f);  /* Llama 3's base */
     check_xent(64, 1000, 0);
     check_xent(64, 1000, 24);   /* a padded vocabulary: 24 masked columns */
     check_adamw_init(100003);

@@ -264,7 +264,7 @@ static void block_fwd(Gpt *g, size_t l)
     TIMED(PROF_LINEAR, prt_linear_fwd(a->qkv, a->ln1, W(g, b->qkv_w), W(g, b->qkv_b), N, C, g->R));
     if (c->llama)
         TIMED(PROF_ATTENTION, prt_rope_fwd(a->qkv, c->B, c->T, c->H, c->Hkv, g->D, 10000.0f));
-    TIMED(PROF_ATTENTION, prt_attention_fwd(a->atty, a->att, a->qkv, c->B, c->T, c->H, c->Hkv, g->D));
+    TIMED(PROF_ATTENTION, prt_attention_fwd(a->atty, a->att, a->qkv, c->B, c->T, c->H, c->Hkv, g->D, 0));
     TIMED(PROF_LINEAR, prt_linear_fwd(a->tmp, a->atty, W(g, b->proj_w), W(g, b->proj_b), N, HD, C));
     TIMED(PROF_ELEMENTWISE, prt_residual_add(a->mid, x, a->tmp, N * C));
     TIMED(PROF_NORM, norm_fwd(g, a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, b->ln2_w, b->ln2_b));
@@ -299,7 +299,7 @@ static void block_bwd(Gpt *g, size_t l)
                                       a->atty, W(g, b->proj_w), N, HD, C));
     TIMED(PROF_ATTENTION, prt_attention_bwd(g->d_qkv, g->datt, g->d_atty, a->qkv, a->att,
                                             c->recompute == RC_SELECTIVE, c->B, c->T, c->H,
-                                            c->Hkv, g->D));
+                                            c->Hkv, g->D, 0));
     if (c->llama)
         TIMED(PROF_ATTENTION, prt_rope_bwd(g->d_qkv, c->B, c->T, c->H, c->Hkv, g->D, 10000.0f));
     TIMED(PROF_LINEAR, prt_linear_bwd(g->d_ln, G(g, b->qkv_w), G(g, b->qkv_b), g->d_qkv, a->ln1,

@@ -93,45 +93,47 @@ extern "C" void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act 
 /* ---- attention ------------------------------------------------------------------ */
 
 /* Causal softmax in place over rows of S (B*H*T rows of T); row r is
- * query position r % T. The scale is already in S. */
-__global__ static void k_softmax_causal(bf *S, size_t rows, size_t T)
+ * query position r % T and keeps keys [prt_window_first(t, W), t] (W 0:
+ * all of [0, t]). The scale is already in S. */
+__global__ static void k_softmax_causal(bf *S, size_t rows, size_t T, size_t W)
 {
     size_t row = gwarp();
     int lane = threadIdx.x % 32;
     if (row >= rows) return;
-    size_t t = row % T;
+    size_t t = row % T, j0 = prt_window_first(t, W);
     bf *r = S + row * T;
     float m = -INFINITY, s = 0.0f;
-    for (size_t j = lane; j <= t; j += 32)
+    for (size_t j = j0 + lane; j <= t; j += 32)
         m = fmaxf(m, __bfloat162float(r[j]));
     m = warp_max(m);
-    for (size_t j = lane; j <= t; j += 32)
+    for (size_t j = j0 + lane; j <= t; j += 32)
         s += expf(__bfloat162float(r[j]) - m);
     float inv = 1.0f / warp_sum(s);
     for (size_t j = lane; j < T; j += 32)
-        r[j] = to_bf(j <= t ? expf(__bfloat162float(r[j]) - m) * inv : 0.0f);
+        r[j] = to_bf(j >= j0 && j <= t ? expf(__bfloat162float(r[j]) - m) * inv : 0.0f);
 }
 
-/* dS = P (dP - rowsum(P dP)) * scale, in place over dP. */
-__global__ static void k_softmax_bwd(bf *dP, const bf *P, size_t rows, size_t T, float scale)
+/* dS = P (dP - rowsum(P dP)) * scale, in place over dP; masked keys 0. */
+__global__ static void k_softmax_bwd(bf *dP, const bf *P, size_t rows, size_t T, float scale, size_t W)
 {
     size_t row = gwarp();
     int lane = threadIdx.x % 32;
     if (row >= rows) return;
-    size_t t = row % T;
+    size_t t = row % T, j0 = prt_window_first(t, W);
     bf *d = dP + row * T;
     const bf *p = P + row * T;
     float dot = 0.0f;
-    for (size_t j = lane; j <= t; j += 32)
+    for (size_t j = j0 + lane; j <= t; j += 32)
         dot += __bfloat162float(p[j]) * __bfloat162float(d[j]);
     dot = warp_sum(dot);
     for (size_t j = lane; j < T; j += 32)
-        d[j] = to_bf(j <= t ? __bfloat162float(p[j]) * (__bfloat162float(d[j]) - dot) * scale : 0.0f);
+        d[j] = to_bf(j >= j0 && j <= t ? __bfloat162float(p[j]) * (__bfloat162float(d[j]) - dot) * scale
+                                       : 0.0f);
 }
 
-/* Scores and causal softmax of every (b, h) into att (B, H, T, T). */
+/* Scores and causal (windowed) softmax of every (b, h) into att (B, H, T, T). */
 static void scores_softmax(bf *att, const bf *qkv, size_t B, size_t T, size_t H, size_t Hkv,
-                           size_t D, const char *op)
+                           size_t D, size_t W, const char *op)
 {
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv;
     float scale = 1.0f / sqrtf((float)D);
@@ -139,15 +141,15 @@ static void scores_softmax(bf *att, const bf *qkv, size_t B, size_t T, size_t H,
         gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, scale, qkv + (H + h / G) * D, R,
              (long long)(T * R), qkv + h * D, R, (long long)(T * R), 0.0f, att + h * T * T,
              CUDA_R_16BF, T, (long long)(H * T * T), B);
-    k_softmax_causal<<<grid_rows(B * H * T), THREADS>>>(att, B * H * T, T);
+    k_softmax_causal<<<grid_rows(B * H * T), THREADS>>>(att, B * H * T, T, W);
     PRT_CUDA_LAUNCHED(op);
 }
 
 extern "C" void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
-                                  size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+                                  size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
-    scores_softmax(BF(att), CBF(qkv), B, T, H, Hkv, D, "prt_attention_fwd");
+    scores_softmax(BF(att), CBF(qkv), B, T, H, Hkv, D, W, "prt_attention_fwd");
     for (size_t h = 0; h < H; h++)   /* O^T (D, T) = V^T (D, T) P^T (T, T) */
         gemm("prt_attention_fwd", CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f,
              CBF(qkv) + (H + Hkv + h / G) * D, R, (long long)(T * R),
@@ -157,7 +159,7 @@ extern "C" void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv
 
 extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
                                   const prt_act *qkv, prt_act *att, bool recompute,
-                                  size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+                                  size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
     const char *op = "prt_attention_bwd";
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
@@ -165,13 +167,13 @@ extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *d
     const bf *q = CBF(qkv), *dO = CBF(dout);
     bf *P = BF(att), *dP = BF(datt), *dq = BF(dqkv);
     if (recompute)
-        scores_softmax(P, q, B, T, H, Hkv, D, op);
+        scores_softmax(P, q, B, T, H, Hkv, D, W, op);
     if (cudaMemsetAsync(dqkv, 0, B * T * R * sizeof(bf), 0) != cudaSuccess)
         prt_cuda_note(op, "cudaMemsetAsync failed");
     for (size_t h = 0; h < H; h++)   /* dP^T (T, T) = V (T, D) dO^T (D, T) */
         gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1.0f, q + (H + Hkv + h / G) * D, R, sq,
              dO + h * D, HD, so, 0.0f, dP + h * T * T, CUDA_R_16BF, T, ss, B);
-    k_softmax_bwd<<<grid_rows(B * H * T), THREADS>>>(dP, P, B * H * T, T, 1.0f / sqrtf((float)D));
+    k_softmax_bwd<<<grid_rows(B * H * T), THREADS>>>(dP, P, B * H * T, T, 1.0f / sqrtf((float)D), W);
     PRT_CUDA_LAUNCHED(op);
     for (size_t h = 0; h < H; h++) {
         size_t kq = (H + h / G) * D, kv = (H + Hkv + h / G) * D;

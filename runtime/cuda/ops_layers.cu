@@ -293,6 +293,28 @@ __global__ static void k_swiglu_bwd(bf *dgu, const bf *gu, const bf *dout, size_
     dgu[i * 2 * F + j] = to_bf(d * u * s * (1.0f + g * (1.0f - s)));
 }
 
+__global__ static void k_geglu_fwd(bf *out, const bf *gu, size_t N, size_t F)
+{
+    size_t idx = gtid();
+    if (idx >= N * F) return;
+    size_t i = idx / F, j = idx % F;
+    float g = ld(gu, i * 2 * F + j), u = ld(gu, i * 2 * F + F + j);
+    float t = tanhf(GELU_K * (g + 0.044715f * g * g * g));
+    out[idx] = to_bf(0.5f * g * (1.0f + t) * u);
+}
+
+__global__ static void k_geglu_bwd(bf *dgu, const bf *gu, const bf *dout, size_t N, size_t F)
+{
+    size_t idx = gtid();
+    if (idx >= N * F) return;
+    size_t i = idx / F, j = idx % F;
+    float g = ld(gu, i * 2 * F + j), u = ld(gu, i * 2 * F + F + j), d = ld(dout, idx);
+    float t = tanhf(GELU_K * (g + 0.044715f * g * g * g));
+    float dt = (1.0f - t * t) * GELU_K * (1.0f + 3.0f * 0.044715f * g * g);
+    dgu[i * 2 * F + F + j] = to_bf(d * 0.5f * g * (1.0f + t));
+    dgu[i * 2 * F + j] = to_bf(d * u * (0.5f * (1.0f + t) + 0.5f * g * dt));
+}
+
 __global__ static void k_add(bf *out, const bf *a, const bf *b, size_t n)
 {
     size_t i = gtid();
@@ -333,6 +355,18 @@ extern "C" void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *d
 {
     k_swiglu_bwd<<<grid_for(N * F), THREADS>>>(BF(dgu), CBF(gu), CBF(dout), N, F);
     PRT_CUDA_LAUNCHED("prt_swiglu_bwd");
+}
+
+extern "C" void prt_geglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
+{
+    k_geglu_fwd<<<grid_for(N * F), THREADS>>>(BF(out), CBF(gu), N, F);
+    PRT_CUDA_LAUNCHED("prt_geglu_fwd");
+}
+
+extern "C" void prt_geglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F)
+{
+    k_geglu_bwd<<<grid_for(N * F), THREADS>>>(BF(dgu), CBF(gu), CBF(dout), N, F);
+    PRT_CUDA_LAUNCHED("prt_geglu_bwd");
 }
 
 extern "C" void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n)

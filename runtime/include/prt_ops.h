@@ -122,18 +122,21 @@ void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
 /* ---- attention ----------------------------------------------------------
  * Causal multi-head / grouped-query attention on the local heads: H query
  * heads, Hkv key/value heads (H % Hkv == 0, group G = H/Hkv), head size D,
- * scale 1/sqrt(D). out (N, H*D); att (B, H, T, T) receives the softmax
+ * scale 1/sqrt(D). W is the sliding window (Mistral): query t attends to
+ * keys [t - W + 1, t], itself included; W 0 (or >= T) is full causal
+ * attention. The masked scores are exact zeros of P, so the T x T buffers
+ * are kept whole. out (N, H*D); att (B, H, T, T) receives the softmax
  * probabilities (kept for backward under recompute none; under selective
  * it may be a scratch buffer shared by all layers). Under TP a rank's fused
  * QKV weight is three row blocks of the global one: its query heads, its
  * key heads, its value heads (tests/test_ops.c, test_tp_attention_mlp). */
 void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
-                       size_t B, size_t T, size_t H, size_t Hkv, size_t D);
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W);
 /* dqkv (N, (H+2Hkv)D) is overwritten; datt (B, H, T, T) is scratch. With
  * recompute, att is first rebuilt from qkv (selective recomputation). */
 void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
                        const prt_act *qkv, prt_act *att, bool recompute,
-                       size_t B, size_t T, size_t H, size_t Hkv, size_t D);
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W);
 
 /* ---- activations and residual (n elements; dx overwrites) -------------- */
 void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n);    /* tanh form, GPT-2 */
@@ -143,6 +146,20 @@ void prt_relu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n);
 /* out (N, F) = silu(gate) * up, gu (N, 2F) = [gate | up] (Shazeer 2020). */
 void prt_swiglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F);
 void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F);
+/* out (N, F) = gelu(gate) * up with prt_gelu_fwd's tanh GELU, gu (N, 2F) =
+ * [gate | up]: GeGLU (Shazeer 2020), Gemma's MLP. */
+void prt_geglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F);
+void prt_geglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F);
+/* The first key query t attends to under a window of W (0: full causal):
+ * the one rule both targets' kernels and the tests take the mask from
+ * (callable from CUDA kernels too). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline size_t prt_window_first(size_t t, size_t W)
+{
+    return W && t + 1 > W ? t + 1 - W : 0;
+}
 /* out = a + b; out may alias a or b. Backward: the gradient goes to both. */
 void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n);
 /* dst += src, for gradients that meet (e.g. tied embeddings, branches). */

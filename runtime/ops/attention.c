@@ -4,7 +4,9 @@
  *
  * For each sequence b and query head h (key/value head g = h / (H/Hkv)):
  *   S = Q K^T / sqrt(D)        (T, T)   sgemm
- *   P = causal softmax(S)      (T, T)   row loop, kept in att
+ *   P = causal softmax(S)      (T, T)   row loop, kept in att; under a
+ *                                       sliding window W row t keeps
+ *                                       columns [t - W + 1, t] only
  *   O = P V                    (T, D)   sgemm
  * Q, K, V are read in place from the fused qkv rows (leading dimension
  * (H+2Hkv)*D), O is written in place into (N, H*D), so nothing is permuted.
@@ -20,31 +22,34 @@
 #include "planrt.h"
 
 /* Scores and causal softmax of one (b, h) into S (T, T); row t keeps
- * columns j <= t, the rest are exact zeros. */
+ * columns [prt_window_first(t, W), t], the rest are exact zeros. */
 static void scores_softmax(float *S, const float *Q, const float *K, size_t ld,
-                           size_t T, size_t D)
+                           size_t T, size_t D, size_t W)
 {
     float scale = 1.0f / sqrtf((float)D);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)D,
                 scale, Q, (int)ld, K, (int)ld, 0.0f, S, (int)T);
     for (size_t t = 0; t < T; t++) {
         float *r = S + t * T, m = -INFINITY, sum = 0.0f;
-        for (size_t j = 0; j <= t; j++)
+        size_t j0 = prt_window_first(t, W);
+        for (size_t j = j0; j <= t; j++)
             m = fmaxf(m, r[j]);
-        for (size_t j = 0; j <= t; j++) {
+        for (size_t j = j0; j <= t; j++) {
             r[j] = expf(r[j] - m);
             sum += r[j];
         }
         float inv = 1.0f / sum;
-        for (size_t j = 0; j <= t; j++)
+        for (size_t j = j0; j <= t; j++)
             r[j] *= inv;
+        for (size_t j = 0; j < j0; j++)
+            r[j] = 0.0f;
         for (size_t j = t + 1; j < T; j++)
             r[j] = 0.0f;
     }
 }
 
 void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
-                       size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     for (size_t b = 0; b < B; b++)
@@ -53,22 +58,26 @@ void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
             const float *Q = base + h * D, *K = base + (H + h / G) * D;
             const float *V = base + (H + Hkv + h / G) * D;
             float *S = att + (b * H + h) * T * T;
-            scores_softmax(S, Q, K, R, T, D);
+            scores_softmax(S, Q, K, R, T, D, W);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)D, (int)T,
                         1.0f, S, (int)T, V, (int)R, 0.0f, out + b * T * HD + h * D, (int)HD);
         }
 }
 
-/* dS = P (dP - rowsum(P dP)) * scale, in place over dP; causal zeros stay. */
-static void softmax_bwd(float *dP, const float *P, size_t T, float scale)
+/* dS = P (dP - rowsum(P dP)) * scale, in place over dP; the masked zeros
+ * (outside [prt_window_first(t, W), t]) stay. */
+static void softmax_bwd(float *dP, const float *P, size_t T, float scale, size_t W)
 {
     for (size_t t = 0; t < T; t++) {
         float *d = dP + t * T, dot = 0.0f;
         const float *p = P + t * T;
-        for (size_t j = 0; j <= t; j++)
+        size_t j0 = prt_window_first(t, W);
+        for (size_t j = j0; j <= t; j++)
             dot += p[j] * d[j];
-        for (size_t j = 0; j <= t; j++)
+        for (size_t j = j0; j <= t; j++)
             d[j] = p[j] * (d[j] - dot) * scale;
+        for (size_t j = 0; j < j0; j++)
+            d[j] = 0.0f;
         for (size_t j = t + 1; j < T; j++)
             d[j] = 0.0f;
     }
@@ -76,7 +85,7 @@ static void softmax_bwd(float *dP, const float *P, size_t T, float scale)
 
 void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
                        const prt_act *qkv, prt_act *att, bool recompute,
-                       size_t B, size_t T, size_t H, size_t Hkv, size_t D)
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     float scale = 1.0f / sqrtf((float)D);
@@ -93,10 +102,10 @@ void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
             float *dV = dbase + (H + Hkv + g) * D;
             float *P = att + (b * H + h) * T * T, *dP = datt + (b * H + h) * T * T;
             if (recompute)
-                scores_softmax(P, Q, K, R, T, D);
+                scores_softmax(P, Q, K, R, T, D, W);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)D,
                         1.0f, dO, (int)HD, V, (int)R, 0.0f, dP, (int)T);
-            softmax_bwd(dP, P, T, scale);
+            softmax_bwd(dP, P, T, scale, W);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)D, (int)T,
                         1.0f, dP, (int)T, K, (int)R, 0.0f, dQ, (int)R);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)D, (int)T,

@@ -276,6 +276,34 @@ void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t
     }
 }
 
+/* GeGLU: gelu(g) * u with the tanh GELU of prt_gelu_fwd. */
+void prt_geglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *g = gu + i * 2 * F, *u = g + F;
+        float *o = out + i * F;
+        for (size_t j = 0; j < F; j++) {
+            float v = g[j], t = fast_tanh(GELU_K * (v + 0.044715f * v * v * v));
+            o[j] = 0.5f * v * (1.0f + t) * u[j];
+        }
+    }
+}
+
+/* du = d gelu(g), dg = d u gelu'(g), gelu' as in prt_gelu_bwd. */
+void prt_geglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F)
+{
+    for (size_t i = 0; i < N; i++) {
+        const float *g = gu + i * 2 * F, *u = g + F, *d = dout + i * F;
+        float *dg = dgu + i * 2 * F, *du = dg + F;
+        for (size_t j = 0; j < F; j++) {
+            float v = g[j], t = fast_tanh(GELU_K * (v + 0.044715f * v * v * v));
+            float dt = (1.0f - t * t) * GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+            du[j] = d[j] * 0.5f * v * (1.0f + t);
+            dg[j] = d[j] * u[j] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+        }
+    }
+}
+
 void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -123,7 +123,7 @@ static const prt_param PARAMS[] = {
  * it: heads and MLP width are local (global / TP). */
 typedef enum { EMBEDDING, ATTENTION, MLP, NORM, LM_HEAD } LayerKind;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;   /* pre-norms and the final norm */
-typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU } ActKind;   /* the MLP's activation */
+typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GEGLU } ActKind;   /* the MLP's activation */
 
 typedef struct {
     LayerKind kind;
@@ -132,25 +132,26 @@ typedef struct {
     int ln_w, ln_b;    /* the pre-norm's gain and bias (-1: none) */
     NormKind norm;
     int h, hkv, d;     /* attention: this rank's query and key/value heads, head size */
+    size_t window;     /* attention: the sliding window in tokens, 0 full causal */
     int f;             /* mlp: this rank's hidden width */
     ActKind act;
-    size_t width;      /* columns of the first linear here: (h + 2 hkv) d, or f (SwiGLU: 2 f) */
+    size_t width;      /* columns of the first linear here: (h + 2 hkv) d, or f (SwiGLU, GeGLU: 2 f) */
     size_t inner;      /* rows of the second linear here: h d, or f */
 } LayerSpec;
 
 static const LayerSpec LAYERS[N_LAYERS] = {
-    /* kind, w1, b1, w2, b2, ln_w, ln_b, norm, h, hkv, d, f, act, width, inner */
-    { EMBEDDING,  0, -1,  1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 }, /* layer 0: embedding */
-    { ATTENTION,  4,  5,  6,  7,  2,  3, NORM_LAYERNORM, 2, 2, 16, 0, ACT_GELU, 96, 32 }, /* layer 1: attention */
-    { MLP      , 10, 11, 12, 13,  8,  9, NORM_LAYERNORM, 0, 0, 0, 128, ACT_GELU, 128, 128 }, /* layer 2: mlp */
-    { ATTENTION, 16, 17, 18, 19, 14, 15, NORM_LAYERNORM, 2, 2, 16, 0, ACT_GELU, 96, 32 }, /* layer 3: attention */
-    { MLP      , 22, 23, 24, 25, 20, 21, NORM_LAYERNORM, 0, 0, 0, 128, ACT_GELU, 128, 128 }, /* layer 4: mlp */
-    { ATTENTION, 28, 29, 30, 31, 26, 27, NORM_LAYERNORM, 2, 2, 16, 0, ACT_GELU, 96, 32 }, /* layer 5: attention */
-    { MLP      , 34, 35, 36, 37, 32, 33, NORM_LAYERNORM, 0, 0, 0, 128, ACT_GELU, 128, 128 }, /* layer 6: mlp */
-    { ATTENTION, 40, 41, 42, 43, 38, 39, NORM_LAYERNORM, 2, 2, 16, 0, ACT_GELU, 96, 32 }, /* layer 7: attention */
-    { MLP      , 46, 47, 48, 49, 44, 45, NORM_LAYERNORM, 0, 0, 0, 128, ACT_GELU, 128, 128 }, /* layer 8: mlp */
-    { NORM     , -1, -1, -1, -1, 50, 51, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 }, /* layer 9: norm */
-    { LM_HEAD  , 52, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, ACT_GELU, 0, 0 }, /* layer 10: lm_head */
+    /* kind, w1, b1, w2, b2, ln_w, ln_b, norm, h, hkv, d, window, f, act, width, inner */
+    { EMBEDDING,  0, -1,  1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 }, /* layer 0: embedding */
+    { ATTENTION,  4,  5,  6,  7,  2,  3, NORM_LAYERNORM, 2, 2, 16, 0, 0, ACT_GELU, 96, 32 }, /* layer 1: attention */
+    { MLP      , 10, 11, 12, 13,  8,  9, NORM_LAYERNORM, 0, 0, 0, 0, 128, ACT_GELU, 128, 128 }, /* layer 2: mlp */
+    { ATTENTION, 16, 17, 18, 19, 14, 15, NORM_LAYERNORM, 2, 2, 16, 0, 0, ACT_GELU, 96, 32 }, /* layer 3: attention */
+    { MLP      , 22, 23, 24, 25, 20, 21, NORM_LAYERNORM, 0, 0, 0, 0, 128, ACT_GELU, 128, 128 }, /* layer 4: mlp */
+    { ATTENTION, 28, 29, 30, 31, 26, 27, NORM_LAYERNORM, 2, 2, 16, 0, 0, ACT_GELU, 96, 32 }, /* layer 5: attention */
+    { MLP      , 34, 35, 36, 37, 32, 33, NORM_LAYERNORM, 0, 0, 0, 0, 128, ACT_GELU, 128, 128 }, /* layer 6: mlp */
+    { ATTENTION, 40, 41, 42, 43, 38, 39, NORM_LAYERNORM, 2, 2, 16, 0, 0, ACT_GELU, 96, 32 }, /* layer 7: attention */
+    { MLP      , 46, 47, 48, 49, 44, 45, NORM_LAYERNORM, 0, 0, 0, 0, 128, ACT_GELU, 128, 128 }, /* layer 8: mlp */
+    { NORM     , -1, -1, -1, -1, 50, 51, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 }, /* layer 9: norm */
+    { LM_HEAD  , 52, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 }, /* layer 10: lm_head */
 };
 
 /* The layers [first, end) of each virtual stage (chunk * PP + stage). */
@@ -279,6 +280,9 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_position_bwd(G(L->w2), dy, B, T, C);
 }
 
+/* Every query attends to all keys before it: full causal attention. */
+static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
+
 /* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
  * 2019): QKV is column-parallel (this rank computes its L->h query and
  * L->hkv key/value heads without communication), the output projection is
@@ -292,7 +296,7 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel QKV */
-    prt_attention_fwd(a->a, att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
+    prt_attention_fwd(a->a, att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, window_of(L));
     prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel: partial sums */
     sum_partials(p, y);
     prt_residual_add(y, a->x, y, NL * C);
@@ -305,7 +309,7 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     size_t h = (size_t)L->h, hkv = (size_t)L->hkv, hs = (size_t)L->d;
     const prt_act *dy = d;
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* row-parallel: no comm */
-    prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs);
+    prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);

@@ -5,8 +5,9 @@
 #   usage: make-plan.sh OUT.plan RANKS "PLAN BLOCK BODY" [ADAMW_EPS]
 # A body containing `tied_head;` ties the lm_head to the embedding; one
 # containing `llama;` swaps in a Llama-style model of the same size; one
-# containing `vocabN;` sets the vocabulary to N (padded where tp does not
-# divide it).
+# containing `knobs;` a model of the same size with issue 18's knobs (RoPE
+# base, head_dim, sliding window, bias qkv, GeGLU); one containing
+# `vocabN;` sets the vocabulary to N (padded where tp does not divide it).
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
@@ -18,6 +19,12 @@ case "$body" in *tied_head\;*) tied=true; body=${body//tied_head;/} ;; esac
 # attention 4 heads / 2 kv heads, SwiGLU, RMSNorm, no biases)
 llama=false
 case "$body" in *llama\;*) llama=true; body=${body//llama;/} ;; esac
+# `knobs;`: tiny's width with the model knobs real models need: RoPE base
+# 500000 (Llama 3), 4 heads of 24 on a 64 model (Gemma's head_dim), a
+# sliding window of 24 of the 64 tokens (Mistral), biases on Q, K, V only
+# (Qwen2), GeGLU (Gemma)
+knobs=false
+case "$body" in *knobs\;*) knobs=true; body=${body//knobs;/} ;; esac
 # `vocabN;` (e.g. vocab259;): the vocabulary is N instead of 256, so tp need
 # not divide it and the runtime pads it (the data's tokens stay bytes < 256)
 vocab=
@@ -34,6 +41,17 @@ llama_model='model tinyllama {
     norm    { kind rmsnorm }
     lm_head { tied false }
 }' 
+knobs_model='model tinyknobs {
+    vocab 256;  seq 64;  dtype fp32;
+    embedding { dim 64; position rope; rope_theta 500000 }
+    repeat 4 {
+        attention { heads 4; kv_heads 2; head_dim 24; sliding_window 24; norm rmsnorm; bias qkv }
+        mlp       { hidden 128; act geglu; norm rmsnorm; bias true }
+    }
+    norm    { kind rmsnorm }
+    lm_head { tied false }
+}'
+if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
 {
     sed -e "s/^cluster laptop/cluster cpu$np/" -e "s/gpus_per_node *[0-9]*/gpus_per_node $np/" \
         "$root/examples/clusters/laptop.plan"
