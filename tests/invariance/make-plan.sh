@@ -7,7 +7,9 @@
 # containing `llama;` swaps in a Llama-style model of the same size; one
 # containing `knobs;` a model of the same size with issue 18's knobs (RoPE
 # base, head_dim, sliding window, bias qkv, GeGLU); one containing
-# `vocabN;` sets the vocabulary to N (padded where tp does not divide it).
+# `vocabN;` sets the vocabulary to N (padded where tp does not divide it);
+# one containing `shard32;` trains a vocabulary of 70000 on an llm.c
+# 32-bit token shard (magic 20240801, version 7) made from the text.
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
@@ -25,12 +27,26 @@ case "$body" in *llama\;*) llama=true; body=${body//llama;/} ;; esac
 # (Qwen2), GeGLU (Gemma)
 knobs=false
 case "$body" in *knobs\;*) knobs=true; body=${body//knobs;/} ;; esac
+# `shard32;`: vocabulary 70000 and the data as uint32 tokens: byte b of the
+# text becomes token b (b even) or 69999 - b (b odd, over 65535), so the
+# ids need 32 bits and the text's structure stays learnable
+shard=
+case "$body" in *shard32\;*)
+    body=${body//shard32;/}; shard="$(cd "$(dirname "$out")" && pwd)/shard32.bin"
+    [ -e "$shard" ] || perl -e '
+        local $/; open(my $f, "<", $ARGV[0]) or die "$ARGV[0]: $!"; binmode $f;
+        my @b = unpack("C*", <$f>);
+        my @t = map { $_ % 2 ? 69999 - $_ : $_ } @b;
+        open(my $o, ">", $ARGV[1]) or die "$ARGV[1]: $!"; binmode $o;
+        print $o pack("l<256", 20240801, 7, scalar @t), pack("V*", @t);' \
+        "$root/examples/data/sample.txt" "$shard" ;; esac
 # `vocabN;` (e.g. vocab259;): the vocabulary is N instead of 256, so tp need
 # not divide it and the runtime pads it (the data's tokens stay bytes < 256)
 vocab=
 case "$body" in *vocab[0-9]*\;*)
     vocab=$(echo "$body" | sed -n 's/.*vocab\([0-9][0-9]*\);.*/\1/p')
     body=$(echo "$body" | sed -e "s/vocab$vocab;//") ;; esac
+[ -z "$shard" ] || vocab=70000
 llama_model='model tinyllama {
     vocab 256;  seq 64;  dtype fp32;
     embedding { dim 64; position rope }
@@ -65,5 +81,6 @@ if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
         skip { next }
         { print }' "$root/examples/tiny.plan" | sed -e "s/tied false/tied $tied/" |
     if [ -n "$vocab" ]; then sed -e "s/vocab 256;/vocab $vocab;/"; else cat; fi |
+    if [ -n "$shard" ]; then sed -e "s|data \"[^\"]*\"|data \"$shard\"|"; else cat; fi |
     if [ -n "$eps" ]; then sed -e "s/adamw *{/adamw { eps $eps;/"; else cat; fi
 } > "$out"
