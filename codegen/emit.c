@@ -307,7 +307,7 @@ static void set_features(Cg *g)
 {
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
-    int rms = 0, ln = 0, act[3] = { 0, 0, 0 }, mlp = 0, final_norm = 0, pos = POS_NONE, bias = 0;
+    int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, final_norm = 0, pos = POS_NONE, bias = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
@@ -1041,8 +1041,29 @@ static void emit_steps(Cg *g)
 
 /* ---- driver ------------------------------------------------------------------- */
 
+/* The model knobs the generated program does not run yet (issue 18): a
+ * clear refusal rather than a program that trains another model. */
+static bool knobs_supported(const Model *m, char *why, size_t len)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        const char *k = L->head_dim > 0 && L->head_dim * L->heads != m->dim ? "head_dim"
+                      : L->window > 0 ? "sliding_window"
+                      : L->qkv_bias_only && L->bias ? "bias qkv"
+                      : L->kind == LAYER_MLP && L->act == ACT_GEGLU ? "act geglu"
+                      : L->rope_theta > 0 && L->rope_theta != PLAN_ROPE_THETA_DEFAULT ? "rope_theta" : NULL;
+        if (k) {
+            snprintf(why, len, "the generated program does not run '%s' yet (layer %d); check and search "
+                     "count it", k, i);
+            return false;
+        }
+    }
+    return true;
+}
+
 bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
 {
+    if (!knobs_supported(&p->model, why, len)) return false;
     Cg g;
     memset(&g, 0, sizeof g);
     g.f = f;

@@ -136,14 +136,14 @@ static Layer layer_key(const Layer *l)
     k.kind = l->kind; k.position = l->position; k.heads = l->heads;
     k.kv_heads = l->kv_heads; k.hidden = l->hidden; k.act = l->act;
     k.norm = l->norm; k.bias = l->bias; k.tied = l->tied;
+    k.head_dim = l->head_dim; k.window = l->window; k.qkv_bias_only = l->qkv_bias_only;
+    k.rope_theta = l->rope_theta;
     return k;
 }
 
 static bool same_shape(const Layer *a, const Layer *b)
 {
-    return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
-           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
-           a->bias == b->bias && a->tied == b->tied && a->position == b->position;
+    return plan_layer_same_shape(a, b);
 }
 
 /* ---- the cost table --------------------------------------------------- */

@@ -10,6 +10,7 @@
  * the code generator ask the same functions and nothing else.
  */
 #include "planner/layout.h"
+#include "planner/model.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -105,9 +106,15 @@ bool plan_rule_model(const Model *m, char *why, size_t len)
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *l = &m->layers[i];
         if (l->kind != LAYER_ATTENTION) continue;
-        if (l->heads < 1 || m->dim % l->heads)
+        /* without head_dim the heads split the width; with it Q is heads x
+         * head_dim wide, whatever the width */
+        if (l->heads < 1 || (l->head_dim <= 0 && m->dim % l->heads))
             return refuse(why, len, "heads %lld does not divide the model dim %lld (%s)", (long long)l->heads,
                           (long long)m->dim, layer_where(m, i, at, sizeof at));
+        /* RoPE rotates pairs (2i, 2i+1) of each head */
+        if (m->layers[0].position == POS_ROPE && plan_head_dim(m, l) % 2)
+            return refuse(why, len, "head dim %lld is odd; RoPE rotates pairs of a head's elements (%s)",
+                          (long long)plan_head_dim(m, l), layer_where(m, i, at, sizeof at));
         if (l->kv_heads < 1 || l->heads % l->kv_heads)
             return refuse(why, len, "kv_heads %lld does not divide heads %lld (%s)", (long long)l->kv_heads,
                           (long long)l->heads, layer_where(m, i, at, sizeof at));

@@ -19,7 +19,9 @@
  *    fall out of the same lines.
  *
  * Notation in comments: s sequence, b micro-batch, h width, a heads,
- * d = h/a head dim, h_kv = kv_heads*d, f MLP width, V vocab (padded to a
+ * d head dim (h/a unless head_dim is given), h_q = a*d the query width
+ * (= h unless head_dim), h_kv = kv_heads*d, s_k = min(s, W) the keys a
+ * query is scored against (W the sliding window; s without one), f MLP width, V vocab (padded to a
  * multiple of vocab_multiple * t: the embedding and the head hold, and the
  * logits GEMM computes, the padded rows), t TP degree, e bytes per element
  * of the dtype, T = b*s tokens.
@@ -42,7 +44,35 @@ int plan_dtype_bytes(PlanDtype d)
 
 int64_t plan_head_dim(const Model *m, const Layer *l)
 {
+    if (l->head_dim > 0) return l->head_dim;
     return l->heads > 0 ? m->dim / l->heads : m->dim;
+}
+
+int64_t plan_attention_keys(const Model *m, const Layer *l)
+{
+    return l->window > 0 && l->window < m->seq ? l->window : m->seq;
+}
+
+double plan_rope_theta(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_EMBEDDING && m->layers[i].rope_theta > 0)
+            return m->layers[i].rope_theta;
+    return PLAN_ROPE_THETA_DEFAULT;
+}
+
+bool plan_act_gated(ActKind a)
+{
+    return a == ACT_SWIGLU || a == ACT_GEGLU;
+}
+
+bool plan_layer_same_shape(const Layer *a, const Layer *b)
+{
+    return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
+           a->head_dim == b->head_dim && a->window == b->window &&
+           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
+           a->bias == b->bias && a->qkv_bias_only == b->qkv_bias_only && a->tied == b->tied &&
+           a->position == b->position && a->rope_theta == b->rope_theta;
 }
 
 bool plan_model_dropout(const Model *m)
@@ -107,16 +137,19 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
     }
     case LAYER_ATTENTION: {
         uint64_t d = (uint64_t)plan_head_dim(m, l);
-        uint64_t qkv_out = add(h, mul(2u * (uint64_t)l->kv_heads, d, ovf), ovf); /* h + 2h_kv */
+        uint64_t hq = mul((uint64_t)l->heads, d, ovf);              /* h_q = a d */
+        uint64_t qkv_out = add(hq, mul(2u * (uint64_t)l->kv_heads, d, ovf), ovf); /* h_q + 2h_kv */
         uint64_t n = norm_params(m, l->norm);
         n = add(n, split(mul(h, qkv_out, ovf), tp), ovf);          /* QKV, column-parallel */
-        n = add(n, split(mul(h, h, ovf), tp), ovf);                /* output, row-parallel */
-        if (l->bias) n = add(n, add(split(qkv_out, tp), h, ovf), ovf);
+        n = add(n, split(mul(hq, h, ovf), tp), ovf);               /* output h_q -> h, row-parallel */
+        /* biases: Q, K, V (split with their columns), and the output's h
+         * unless `bias qkv` (Qwen2) */
+        if (l->bias) n = add(n, add(split(qkv_out, tp), l->qkv_bias_only ? 0 : h, ovf), ovf);
         return n;
     }
     case LAYER_MLP: {
         uint64_t f = (uint64_t)l->hidden;
-        uint64_t mats = l->act == ACT_SWIGLU ? 3u : 2u;            /* (gate,) up, down */
+        uint64_t mats = plan_act_gated(l->act) ? 3u : 2u;         /* (gate,) up, down */
         uint64_t n = norm_params(m, l->norm);
         n = add(n, split(mul(mats, mul(h, f, ovf), ovf), tp), ovf);
         if (l->bias) n = add(n, add(split(mul(mats - 1u, f, ovf), tp), h, ovf), ovf);
@@ -149,11 +182,7 @@ static bool model_params(const Model *m, uint64_t V, uint64_t *total)
         /* a layer like the one two back (the same sublayer of the previous
          * block) has its count: no need to redo the checked products */
         const Layer *a = &m->layers[i], *b = i >= 2 ? &m->layers[i - 2] : NULL;
-        uint64_t k = b && a->kind == b->kind && a->heads == b->heads &&
-                     a->kv_heads == b->kv_heads && a->hidden == b->hidden && a->act == b->act &&
-                     a->norm == b->norm && a->bias == b->bias && a->tied == b->tied &&
-                     a->position == b->position
-                   ? last[i % 2] : layer_params(m, a, 1, V, &ovf);
+        uint64_t k = b && plan_layer_same_shape(a, b) ? last[i % 2] : layer_params(m, a, 1, V, &ovf);
         last[i % 2] = k;
         n = add(n, k, &ovf);
     }
@@ -219,25 +248,30 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
     double t = c->tp, e = plan_dtype_bytes(m->dtype);
     double a = (double)l->heads, d = (double)plan_head_dim(m, l);
-    double hkv = (double)l->kv_heads * d;
+    double hq = a * d, hkv = (double)l->kv_heads * d;
+    double sk = (double)plan_attention_keys(m, l);
     double T = b * s, r = c->sp ? 1.0 / t : 1.0;
     double bat = b * a / t;                  /* (sequence, head) pairs on this GPU */
 
-    /* GEMMs (Narayanan et al. 2021, Appendix): QKV 2T h (h + 2h_kv)/t,
-     * scores 2 b (a/t) s^2 d, context the same, output 2T h^2/t. */
-    gemm(w, T, (h + 2 * hkv) / t, h, 1, false);
-    gemm(w, s, s, d, bat, true);
-    gemm(w, s, d, s, bat, true);
-    gemm(w, T, h, h / t, 1, false);
+    /* GEMMs (Narayanan et al. 2021, Appendix): QKV 2T h (h_q + 2h_kv)/t,
+     * scores 2 b (a/t) s s_k d, context the same, output 2T h_q h/t. As
+     * Narayanan counts the causal mask's upper half (s^2, not s^2/2), a
+     * sliding window counts every query against W keys (s_k = min(s, W)):
+     * the band a window-aware kernel (FlashAttention's window_size)
+     * computes, the first W - 1 rows' shorter rows not subtracted. */
+    gemm(w, T, (hq + 2 * hkv) / t, h, 1, false);
+    gemm(w, s, sk, d, bat, true);
+    gemm(w, s, d, sk, bat, true);
+    gemm(w, T, h, hq / t, 1, false);
 
     norm_work(w, T * h, e, r);
     /* fused scale-mask-softmax: forward reads S writes P; backward reads
-     * dP, P and writes dS. */
-    ew(w, 2 * e * bat * s * s, 3 * e * bat * s * s, true);
+     * dP, P and writes dS (s x s_k per head). */
+    ew(w, 2 * e * bat * s * sk, 3 * e * bat * s * sk, true);
     if (dropout)   /* attention dropout: P -> P' plus a 1-byte mask */
-        ew(w, (2 * e + 1) * bat * s * s, (2 * e + 1) * bat * s * s, true);
+        ew(w, (2 * e + 1) * bat * s * sk, (2 * e + 1) * bat * s * sk, true);
     if (model_position(m) == POS_ROPE)
-        ew(w, 2 * e * T * (h + hkv) / t, 2 * e * T * (h + hkv) / t, false);
+        ew(w, 2 * e * T * (hq + hkv) / t, 2 * e * T * (hq + hkv) / t, false);
     residual_work(w, T * h, e, r, dropout);
 
     /* Stored activations (Korthikanti et al. 2022, Sec. 4.1, attention
@@ -245,10 +279,12 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * input eTh, dropout mask Th; split over t — Q eTh, K and V 2eT h_kv,
      * output-projection input eTh; core — softmax output e b a s^2,
      * dropout mask b a s^2, dropout output e b a s^2 (all /t). With e = 2,
-     * dropout and h_kv = h this is 13sbh (11sbh + 2sbh LayerNorm) + 5as^2b. */
+     * dropout and h_kv = h this is 13sbh (11sbh + 2sbh LayerNorm) + 5as^2b.
+     * With head_dim, Q and the output-projection input are e T h_q; with a
+     * sliding window the score tensors are s x s_k per head (the band). */
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
-    double tpart = (e * T * h + 2 * e * T * hkv + e * T * h) / t;
-    double core = (e + (dropout ? 1 + e : 0)) * bat * s * s;
+    double tpart = (e * T * hq + 2 * e * T * hkv + e * T * hq) / t;
+    double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
     w->act_none = repl + tpart + core;
     w->act_selective = repl + tpart;
     w->act_full = e * T * h * r;             /* the block input, 2sbh (Korthikanti) */
@@ -262,7 +298,7 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
     double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
     double t = c->tp, e = plan_dtype_bytes(m->dtype);
     double f = (double)l->hidden, T = b * s, r = c->sp ? 1.0 / t : 1.0;
-    bool glu = l->act == ACT_SWIGLU;
+    bool glu = plan_act_gated(l->act);
 
     /* GEMMs: up (and gate, fused) 2T h f/t each, down 2T f h/t. */
     gemm(w, T, (glu ? 2 : 1) * f / t, h, 1, false);
@@ -270,8 +306,8 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
 
     norm_work(w, T * h, e, r);
     /* activation: GeLU reads x writes y; backward reads dy, x, writes dx.
-     * SwiGLU reads gate and up, writes their product; backward reads dy,
-     * gate, up and writes both gradients. */
+     * SwiGLU (and GeGLU) reads gate and up, writes their product; backward
+     * reads dy, gate, up and writes both gradients. */
     if (glu) ew(w, 3 * e * T * f / t, 5 * e * T * f / t, false);
     else     ew(w, 2 * e * T * f / t, 3 * e * T * f / t, false);
     residual_work(w, T * h, e, r, dropout);
@@ -361,14 +397,6 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
 
 /* ---- step totals ------------------------------------------------------ */
 
-/* Whether two layers have the same shape (their source position aside). */
-static bool same_shape(const Layer *a, const Layer *b)
-{
-    return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
-           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
-           a->bias == b->bias && a->tied == b->tied && a->position == b->position;
-}
-
 /* Why memoised: a layer's work depends only on its shape and the layer
  * before it, so the sublayer of each repeated block is worked out once
  * (the one two back, same shape after the same kind of layer, is reused):
@@ -381,7 +409,7 @@ static double forward_flops_per_seq(const Model *m, bool core_only, bool recompu
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *l = &m->layers[i];
         PlanLayerWork *w = &ring[i % 2];
-        if (!(i >= 3 && same_shape(l, l - 2) && same_shape(l - 1, l - 3)))
+        if (!(i >= 3 && plan_layer_same_shape(l, l - 2) && plan_layer_same_shape(l - 1, l - 3)))
             plan_layer_work(m, l, i ? l - 1 : NULL, &c, w);
         if (recomputed_only && !w->recomputed) continue;
         f += core_only ? w->flops_core : w->flops_fwd;
@@ -405,19 +433,26 @@ double plan_recompute_flops_step(const Model *m, int64_t global_batch, int recom
 
 void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
 {
-    static const char *acts[] = { "gelu", "relu", "swiglu" };  /* ORDER ActKind */
+    static const char *acts[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
     static const char *norms[] = { "layernorm", "rmsnorm" };   /* ORDER NormKind */
     switch (l->kind) {
     case LAYER_EMBEDDING:
         snprintf(buf, (size_t)len, "%lld x %lld%s", (long long)m->vocab, (long long)m->dim,
                  l->position == POS_LEARNED ? " + learned pos" :
                  l->position == POS_ROPE ? ", rope" : "");
+        if (l->position == POS_ROPE && l->rope_theta > 0 && l->rope_theta != PLAN_ROPE_THETA_DEFAULT) {
+            size_t n = strlen(buf);
+            snprintf(buf + n, (size_t)len > n ? (size_t)len - n : 0, " theta %g", l->rope_theta);
+        }
         break;
-    case LAYER_ATTENTION:
-        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s", (long long)l->heads,
+    case LAYER_ATTENTION: {
+        char win[40] = "";
+        if (l->window > 0) snprintf(win, sizeof win, ", window %lld", (long long)l->window);
+        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s", (long long)l->heads,
                  (long long)l->kv_heads, (long long)plan_head_dim(m, l), norms[l->norm],
-                 l->bias ? ", bias" : "");
+                 !l->bias ? "" : l->qkv_bias_only ? ", qkv bias" : ", bias", win);
         break;
+    }
     case LAYER_MLP:
         snprintf(buf, (size_t)len, "%lld -> %lld %s, %s%s", (long long)m->dim,
                  (long long)l->hidden, acts[l->act], norms[l->norm], l->bias ? ", bias" : "");

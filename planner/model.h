@@ -71,8 +71,25 @@ int64_t plan_vocab_padded(const Model *m, int tp);
 /* Bytes of one element of the model's dtype (2 for bf16/fp16, 4 for fp32). */
 int plan_dtype_bytes(PlanDtype d);
 
-/* Head dimension, key/value width and MLP width of a layer's model. */
+/* Head dimension of an attention layer: its head_dim, or dim / heads. */
 int64_t plan_head_dim(const Model *m, const Layer *l);
+
+/* Keys one query of attention layer l is scored against, as counted: the
+ * sequence, or the sliding window when it is shorter (model.c says why). */
+int64_t plan_attention_keys(const Model *m, const Layer *l);
+
+/* RoPE's base: the embedding's rope_theta, or PLAN_ROPE_THETA_DEFAULT. */
+#define PLAN_ROPE_THETA_DEFAULT 10000.0
+double plan_rope_theta(const Model *m);
+
+/* Whether an MLP activation is gated (SwiGLU, GeGLU): a gate and an up
+ * projection, 2 x hidden columns, then the down projection. */
+bool plan_act_gated(ActKind a);
+
+/* Whether two layers have the same shape, every field that changes a
+ * count, a cost or the generated code (their source position aside): the
+ * one rule the memo loops and the report's grouping share. */
+bool plan_layer_same_shape(const Layer *a, const Layer *b);
 
 /* Whether the model trains with dropout: LayerNorm models (GPT, Megatron
  * defaults 0.1) do, RMSNorm models (Llama) do not. */

@@ -37,7 +37,9 @@ typedef enum {
 
 typedef enum { POS_LEARNED, POS_ROPE, POS_NONE } PosKind;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
-typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU } ActKind;
+/* ACT_GEGLU: the gated form of GELU (Shazeer 2020, as Gemma): like SwiGLU
+ * with tanh-GELU in place of SiLU; appended so the order of the others holds. */
+typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GEGLU } ActKind;
 
 /* One layer of the flattened model (repeat blocks are expanded). Only the
  * fields of its kind are meaningful; the rest are zero. */
@@ -46,15 +48,21 @@ typedef struct {
     int       line, col;    /* where the layer was written (0 if built in C) */
     /* LAYER_EMBEDDING */
     PosKind   position;
+    double    rope_theta;   /* RoPE base; 0 = the default 10000 (plan_rope_theta) */
     /* LAYER_ATTENTION */
     int64_t   heads;        /* query heads */
     int64_t   kv_heads;     /* key/value heads (== heads unless GQA) */
+    int64_t   head_dim;     /* size of one head; 0 = dim / heads (plan_head_dim) */
+    int64_t   window;       /* sliding window in tokens, the token itself
+                               included (Mistral); 0 = full causal */
     /* LAYER_MLP */
     int64_t   hidden;       /* MLP inner size (per branch for swiglu) */
     ActKind   act;
     /* LAYER_ATTENTION, LAYER_MLP, LAYER_NORM */
     NormKind  norm;         /* the sublayer's pre-norm, or the final norm */
     bool      bias;         /* linear layers carry biases (GPT-2: yes) */
+    bool      qkv_bias_only; /* attention with bias: on Q, K, V only, none on
+                               the output projection (Qwen2's `bias qkv`) */
     /* LAYER_LM_HEAD */
     bool      tied;         /* shares the embedding matrix */
 } Layer;

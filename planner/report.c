@@ -51,9 +51,7 @@ static void json_str(FILE *out, const char *s)
 /* Same shape, same parameters: consecutive blocks print as one row. */
 static bool same_layer(const Layer *a, const Layer *b)
 {
-    return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
-           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
-           a->bias == b->bias && a->tied == b->tied && a->position == b->position;
+    return plan_layer_same_shape(a, b);
 }
 
 /* Parameters of the model as laid out for tp (vocabulary padded,

@@ -41,6 +41,8 @@
 #define MAX_DIM       (1 << 20)
 #define MAX_HEADS     (1 << 16)
 #define MAX_HIDDEN    (1 << 24)
+#define MAX_WINDOW    ((1ll << 31) - 1) /* sliding_window, tokens */
+#define MAX_ROPE_THETA 1e12           /* RoPE base; published ones reach 1e6 */
 #define MAX_VOCAB     ((1ll << 31) - 1)
 #define MAX_VOCAB_MULTIPLE (1 << 20)
 #define MAX_SMS       (1 << 16)
@@ -393,7 +395,7 @@ static const char *block_name(Sema *S, const DslStmt *st)
 
 static const char *const POS_NAMES[] = { "learned", "rope", "none" };          /* ORDER PosKind */
 static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };            /* ORDER NormKind */
-static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu" };           /* ORDER ActKind */
+static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
 static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
 
 /* Layers under construction (grown in the arena). */
@@ -423,10 +425,12 @@ static void layer_at(Layer *l, LayerKind kind, const DslStmt *st)
     l->col = st->key_loc.col;
 }
 
-/* embedding { dim; position }: the model width comes from here. */
+/* embedding { dim; position; rope_theta }: the model width comes from
+ * here; rope_theta is RoPE's base (default 10000, Llama 3: 500000) and
+ * needs `position rope`. */
 static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
 {
-    static const char *const keys[] = { "dim", "position" };
+    static const char *const keys[] = { "dim", "position", "rope_theta" };
     Fields F = { "embedding", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body;
     layer_at(l, LAYER_EMBEDDING, st);
@@ -439,6 +443,35 @@ static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
     int pos;
     if ((s = field(&F, "position")) && get_enum(S, s, POS_NAMES, N_ELEMS(POS_NAMES), false, &pos))
         l->position = (PosKind)pos;
+    if ((s = field(&F, "rope_theta")) && get_real(S, s, 1, false, MAX_ROPE_THETA, false, &l->rope_theta) &&
+        l->position != POS_ROPE)
+        dsl_error(S->d, s->key_loc, "rope_theta needs position rope (the model's positions are %s)",
+                  POS_NAMES[l->position]);
+}
+
+/* `bias true|false`, or for attention also `bias qkv`: biases on the
+ * query, key and value projections only (Qwen2). */
+static void sema_bias(Sema *S, const DslStmt *st, bool attention, Layer *l)
+{
+    const DslValue *v = entry_value(S, st);
+    int x;
+    if (v && v->kind == DSL_VAL_WORD && strcmp(v->text, "qkv") == 0) {
+        if (!attention) {
+            dsl_error(S->d, v->loc, "'bias qkv' is for attention (biases on Q, K and V); an mlp's bias is "
+                      "true or false");
+            return;
+        }
+        l->bias = l->qkv_bias_only = true;
+        return;
+    }
+    if (v && v->kind != DSL_VAL_BOOL && attention) {
+        dsl_error(S->d, v->loc, "'bias' expects true, false or qkv, got %s", shown(S, v));
+        return;
+    }
+    if (get_bool(S, st, false, &x)) {
+        l->bias = x;
+        l->qkv_bias_only = false;
+    }
 }
 
 /* Shared tail of attention and mlp: the sublayer's pre-norm and biases. */
@@ -448,15 +481,20 @@ static void sema_norm_bias(Sema *S, const Fields *F, Layer *l)
     int x;
     l->norm = NORM_LAYERNORM;
     l->bias = true;
+    l->qkv_bias_only = false;
     if ((s = field(F, "norm")) && get_enum(S, s, NORM_NAMES, N_ELEMS(NORM_NAMES), false, &x)) l->norm = (NormKind)x;
-    if ((s = field(F, "bias")) && get_bool(S, s, false, &x)) l->bias = x;
+    if ((s = field(F, "bias"))) sema_bias(S, s, l->kind == LAYER_ATTENTION, l);
 }
 
-/* attention { heads; kv_heads; norm; bias }: heads must divide the width
- * (head dim = dim / heads) and kv_heads the heads (GQA groups). */
+/* attention { heads; kv_heads; head_dim; sliding_window; norm; bias }:
+ * without head_dim, heads must divide the width (head dim = dim / heads);
+ * with it, Q and the output projection are heads x head_dim wide (Gemma 7B:
+ * 16 x 256 on a 3072 model). kv_heads must divide the heads (GQA groups).
+ * sliding_window W: each token attends to the last W tokens, itself
+ * included (Mistral). */
 static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
-    static const char *const keys[] = { "heads", "kv_heads", "norm", "bias" };
+    static const char *const keys[] = { "heads", "kv_heads", "head_dim", "sliding_window", "norm", "bias" };
     Fields F = { "attention", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body, *s;
     layer_at(l, LAYER_ATTENTION, st);
@@ -474,8 +512,14 @@ static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     if ((s = field(&F, "kv_heads")) && get_int(S, s, 1, MAX_HEADS, false, &l->kv_heads) && l->heads % l->kv_heads)
         dsl_error(S->d, s->args->loc, "kv_heads %" PRId64 " does not divide heads %" PRId64
                   " (each key/value head serves a group of query heads)", l->kv_heads, l->heads);
+    if ((s = field(&F, "sliding_window"))) get_int(S, s, 1, MAX_WINDOW, false, &l->window);
+    if ((s = field(&F, "head_dim"))) {
+        get_int(S, s, 1, MAX_DIM, false, &l->head_dim);
+        return;
+    }
     if (dim > 0 && dim % l->heads)
-        dsl_error(S->d, hs->args->loc, "heads %" PRId64 " does not divide the model dim %" PRId64, l->heads, dim);
+        dsl_error(S->d, hs->args->loc, "heads %" PRId64 " does not divide the model dim %" PRId64
+                  " (or give head_dim)", l->heads, dim);
 }
 
 /* mlp { hidden; act; norm; bias }: hidden defaults to 4 x dim (GPT-2). */

@@ -5,8 +5,10 @@ PLANC_SRCS += planner/sema.c
 # the checks and their exit classes, the examples' shapes).
 SEMA_TEST := $(BUILD)/tests/test_dsl_sema
 
-# sema asks planner/layout.c's rules and reads planner/presets.c's device table
-SEMA_OBJS := $(BUILD)/obj/planner/sema.o $(BUILD)/obj/planner/layout.o $(BUILD)/obj/planner/presets.o
+# sema asks planner/layout.c's rules (which read model.c's head dim) and
+# planner/presets.c's device table; the tests count models with model.c
+SEMA_OBJS := $(BUILD)/obj/planner/sema.o $(BUILD)/obj/planner/layout.o $(BUILD)/obj/planner/presets.o \
+             $(BUILD)/obj/planner/model.o
 
 $(SEMA_TEST): tests/test_dsl_sema.c $(DSL_OBJS) $(SEMA_OBJS)
 	@mkdir -p $(@D)

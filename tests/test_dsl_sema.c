@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "dsl/dsl.h"
+#include "planner/model.h"
 #include "planner/sema.h"
 
 /* A cluster and a model that are valid; cases append or replace parts. */
@@ -358,6 +359,223 @@ static void test_examples(void **state)
     }
 }
 
+
+/* ---- the model knobs of issue 18 ----------------------------------------
+ * Published models written in the language, counted by planner/model.c:
+ * the totals are the published parameter counts (Hugging Face model cards
+ * and the safetensors index totals), which no knob-less writing reaches
+ * (Qwen2 with `bias true` is 3,584 x 28 too many, with `bias false` 4,608
+ * x 28 too few; Gemma without head_dim cannot be written: 16 x 256 != 3072). */
+typedef struct {
+    const char *name;
+    const char *model;      /* the model block */
+    uint64_t    params;     /* published */
+} KnobModel;
+
+static const KnobModel KNOB_MODELS[] = {
+    { "qwen2-7b",
+      "model qwen2 { vocab 152064; seq 4096\n"
+      "  embedding { dim 3584; position rope; rope_theta 1000000 }\n"
+      "  repeat 28 { attention { heads 28; kv_heads 4; norm rmsnorm; bias qkv }\n"
+      "              mlp { hidden 18944; act swiglu; norm rmsnorm; bias false } }\n"
+      "  norm { kind rmsnorm }\n  lm_head { tied false } }\n",
+      7615616512ull },
+    { "gemma-7b",
+      "model gemma { vocab 256000; seq 8192\n"
+      "  embedding { dim 3072; position rope }\n"
+      "  repeat 28 { attention { heads 16; head_dim 256; norm rmsnorm; bias false }\n"
+      "              mlp { hidden 24576; act geglu; norm rmsnorm; bias false } }\n"
+      "  norm { kind rmsnorm }\n  lm_head { tied true } }\n",
+      8537680896ull },
+    { "llama-3.1-8b",
+      "model llama { vocab 128256; seq 8192\n"
+      "  embedding { dim 4096; position rope; rope_theta 500000 }\n"
+      "  repeat 32 { attention { heads 32; kv_heads 8; norm rmsnorm; bias false }\n"
+      "              mlp { hidden 14336; act swiglu; norm rmsnorm; bias false } }\n"
+      "  norm { kind rmsnorm }\n  lm_head { tied false } }\n",
+      8030261248ull },
+    { "mistral-7b",
+      "model mistral { vocab 32000; seq 8192\n"
+      "  embedding { dim 4096; position rope }\n"
+      "  repeat 32 { attention { heads 32; kv_heads 8; sliding_window 4096; norm rmsnorm; bias false }\n"
+      "              mlp { hidden 14336; act swiglu; norm rmsnorm; bias false } }\n"
+      "  norm { kind rmsnorm }\n  lm_head { tied false } }\n",
+      7241732096ull },
+};
+
+static void test_knob_models_published_counts(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof KNOB_MODELS / sizeof KNOB_MODELS[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, KNOB_MODELS[i].model, "");
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "%s:\n%s", KNOB_MODELS[i].name, r.diag);
+        assert_int_equal(r.errors, 0);
+        uint64_t n = 0;
+        assert_true(plan_model_params(&r.p.model, &n));
+        if (n != KNOB_MODELS[i].params)
+            fprintf(stderr, "%s: %llu, published %llu\n", KNOB_MODELS[i].name, (unsigned long long)n,
+                    (unsigned long long)KNOB_MODELS[i].params);
+        assert_true(n == KNOB_MODELS[i].params);
+        done(&r);
+        free(text);
+    }
+}
+
+/* The knobs land in the Layer fields, with their defaults when left out. */
+static void test_knob_fields(void **state)
+{
+    (void)state;
+    Run r;
+    char *text = cat3(CLUSTER,
+                      "model m { vocab 1000; seq 128\n"
+                      "  embedding { dim 96; position rope; rope_theta 500000 }\n"
+                      "  attention { heads 4; kv_heads 2; head_dim 32; sliding_window 16; bias qkv }\n"
+                      "  mlp { act geglu; bias true }\n"
+                      "  attention { heads 4 }\n"
+                      "  lm_head }\n", "");
+    run(&r, text);
+    if (r.errors) fprintf(stderr, "%s", r.diag);
+    assert_int_equal(r.errors, 0);
+    const Model *m = &r.p.model;
+    assert_true(m->layers[0].rope_theta == 500000.0);
+    assert_true(plan_rope_theta(m) == 500000.0);
+    const Layer *a = &m->layers[1], *f = &m->layers[2], *b = &m->layers[3];
+    assert_int_equal(a->head_dim, 32);
+    assert_int_equal(plan_head_dim(m, a), 32);
+    assert_int_equal(a->window, 16);
+    assert_int_equal(plan_attention_keys(m, a), 16);
+    assert_true(a->bias && a->qkv_bias_only);
+    assert_int_equal(f->act, ACT_GEGLU);
+    assert_true(f->bias && !f->qkv_bias_only);
+    /* defaults: head dim = dim / heads, full causal, all biases */
+    assert_int_equal(b->head_dim, 0);
+    assert_int_equal(plan_head_dim(m, b), 24);
+    assert_int_equal(plan_attention_keys(m, b), 128);
+    assert_true(b->bias && !b->qkv_bias_only);
+    assert_false(plan_layer_same_shape(a, b));
+    done(&r);
+    free(text);
+}
+
+/* Parameters of one attention layer: every term written out from the
+ * shapes (h width, a heads, k kv heads, d head dim), against model.c. */
+static void test_knob_attention_params(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t h, a, k, d;    /* d 0: the default dim / heads */
+        bool bias, qkv_only;
+    } cases[] = {
+        { 64, 4, 4, 0, true, false }, { 64, 4, 2, 0, true, true }, { 64, 4, 2, 32, false, false },
+        { 48, 4, 1, 32, true, true }, { 48, 8, 8, 4, true, false },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Layer l = { .kind = LAYER_ATTENTION, .heads = cases[i].a, .kv_heads = cases[i].k,
+                    .head_dim = cases[i].d, .norm = NORM_RMSNORM, .bias = cases[i].bias,
+                    .qkv_bias_only = cases[i].qkv_only };
+        Model m = { .dim = cases[i].h, .seq = 16, .vocab = 10, .layers = &l, .n_layers = 1 };
+        uint64_t h = (uint64_t)cases[i].h, d = cases[i].d ? (uint64_t)cases[i].d : h / (uint64_t)cases[i].a;
+        uint64_t q = (uint64_t)cases[i].a * d, kv = (uint64_t)cases[i].k * d;
+        uint64_t want = h /* rmsnorm gain */ + h * (q + 2 * kv) /* Q K V */ + q * h /* output */;
+        if (cases[i].bias) want += q + 2 * kv + (cases[i].qkv_only ? 0 : h);
+        bool ovf = false;
+        assert_true(plan_layer_params_real(&m, &l, &ovf) == want);
+        assert_false(ovf);
+    }
+}
+
+/* The knobs' diagnostics: each wrong use is one error naming the key. */
+static void test_knob_errors(void **state)
+{
+    (void)state;
+    static const struct { const char *model, *msg; } cases[] = {
+        { "model m { vocab 10; seq 8; embedding { dim 64; rope_theta 5e5 }; attention { heads 4 }; lm_head }\n",
+          "rope_theta needs position rope (the model's positions are learned)" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_theta 0 }; attention { heads 4 }; "
+          "lm_head }\n", "'rope_theta' must be in [1, 1e+12], got 0" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; mlp { bias qkv }; lm_head }\n",
+          "'bias qkv' is for attention (biases on Q, K and V); an mlp's bias is true or false" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4; bias kv }; lm_head }\n",
+          "'bias' expects true, false or qkv, got kv" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 5 }; lm_head }\n",
+          "heads 5 does not divide the model dim 64 (or give head_dim)" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4; sliding_window 0 }; lm_head }\n",
+          "'sliding_window' must be between 1 and 2147483647, got 0" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4; head_dim 2.5 }; lm_head }\n",
+          "'head_dim' must be an integer, got 2.5" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; mlp { act gegl }; lm_head }\n",
+          "unknown act gegl (expected gelu, relu, swiglu or geglu); did you mean 'geglu'?" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, cases[i].model, "");
+        run(&r, text);
+        if (r.errors != 1 || !strstr(r.d.first, cases[i].msg)) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 1);
+        assert_non_null(strstr(r.d.first, cases[i].msg));
+        done(&r);
+        free(text);
+    }
+}
+
+/* A sliding window shortens the scored keys to W: the score and context
+ * GEMMs lose 2 x 2 a d s (s - W) forward FLOPs per sequence and layer (x3
+ * for the step), the rest is unchanged; W >= s changes nothing. */
+static void test_knob_window_flops(void **state)
+{
+    (void)state;
+    static const int64_t windows[] = { 8, 32, 100, 128, 1000 };
+    const int64_t s = 128, a = 4, d = 16, blocks = 3;
+    Layer full[2 + 2 * 3];
+    for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+        int n = 0;
+        full[n++] = (Layer){ .kind = LAYER_EMBEDDING, .position = POS_ROPE };
+        for (int i = 0; i < blocks; i++) {
+            full[n++] = (Layer){ .kind = LAYER_ATTENTION, .heads = a, .kv_heads = a, .norm = NORM_RMSNORM };
+            full[n++] = (Layer){ .kind = LAYER_MLP, .hidden = 256, .act = ACT_SWIGLU, .norm = NORM_RMSNORM };
+        }
+        full[n++] = (Layer){ .kind = LAYER_LM_HEAD };
+        Model m = { .dim = a * d, .seq = s, .vocab = 100, .dtype = DTYPE_BF16, .layers = full, .n_layers = n,
+                    .n_blocks = (int)blocks };
+        double f_full = plan_model_flops_step(&m, 2);
+        for (int i = 1; i < n - 1; i += 2) full[i].window = windows[w];
+        double f_win = plan_model_flops_step(&m, 2);
+        int64_t W = windows[w] < s ? windows[w] : s;
+        double want = 3.0 * 2 /* sequences */ * (double)blocks * 2 /* GEMMs */ * 2.0 * (double)(a * d) *
+                      (double)s * (double)(s - W);
+        assert_true(fabs((f_full - f_win) - want) <= 1e-9 * f_full);
+        /* the stored softmax output (bf16, no dropout with rmsnorm) shrinks
+         * the same way: s x W per head */
+        PlanCut c = { .micro_batch = 1, .tp = 1, .recompute = RECOMPUTE_NONE };
+        PlanLayerWork wf, ww;
+        Layer lf = full[1];
+        lf.window = 0;
+        plan_layer_work(&m, &lf, &full[0], &c, &wf);
+        plan_layer_work(&m, &full[1], &full[0], &c, &ww);
+        assert_true(fabs((wf.act_none - ww.act_none) - 2.0 * (double)(a * s * (s - W))) < 1e-6);
+    }
+}
+
+/* head_dim widens Q and the output projection: the QKV GEMM is
+ * 2 T h (a d + 2 k d), the output 2 T (a d) h. */
+static void test_knob_head_dim_flops(void **state)
+{
+    (void)state;
+    const int64_t h = 48, a = 4, k = 2, d = 32, s = 64;
+    Layer l = { .kind = LAYER_ATTENTION, .heads = a, .kv_heads = k, .head_dim = d, .norm = NORM_RMSNORM };
+    Layer e = { .kind = LAYER_EMBEDDING, .position = POS_NONE };
+    Layer ls[2] = { e, l };
+    Model m = { .dim = h, .seq = s, .vocab = 10, .layers = ls, .n_layers = 2 };
+    PlanCut c = { .micro_batch = 1, .tp = 1, .recompute = RECOMPUTE_NONE };
+    PlanLayerWork w;
+    plan_layer_work(&m, &ls[1], &ls[0], &c, &w);
+    double T = (double)s;
+    double want = 2 * T * h * (a * d + 2 * k * d) + 2.0 * 2 * a * s * s * d + 2 * T * (a * d) * h;
+    assert_true(fabs(w.flops_fwd - want) < 1e-6 * want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +587,12 @@ int main(void)
         cmocka_unit_test(test_every_error_reported),
         cmocka_unit_test(test_limits_are_fast),
         cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_knob_models_published_counts),
+        cmocka_unit_test(test_knob_fields),
+        cmocka_unit_test(test_knob_attention_params),
+        cmocka_unit_test(test_knob_errors),
+        cmocka_unit_test(test_knob_window_flops),
+        cmocka_unit_test(test_knob_head_dim_flops),
     };
     return cmocka_run_group_tests_name("sema", tests, NULL, NULL);
 }

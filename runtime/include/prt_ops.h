@@ -225,8 +225,9 @@ float prt_philox_normal(uint64_t seed, uint64_t pid, uint64_t i);
 
 /* ---- data ---------------------------------------------------------------
  * Raw text (every byte a token, vocab 256) or an llm.c token shard (256
- * int32 header: magic 20240520, version 1, token count; then uint16
- * tokens). Sequence s of step k of the global batch starts at a position
+ * int32 header: magic, version, token count; then the tokens: magic
+ * 20240520 version 1 uint16 tokens, or magic 20240801 version 7 uint32
+ * tokens, as llm.c writes for Llama 3's 128,256 vocabulary). Sequence s of step k of the global batch starts at a position
  * drawn from (seed, k, s) alone, so a DP rank that owns sequences [a, b)
  * reads exactly those, whatever the layout. */
 typedef enum {
@@ -238,8 +239,9 @@ typedef enum {
 typedef struct prt_data prt_data;
 
 /* Open a file for sequences of T tokens (T+1 with the shifted target).
- * Tokens >= vocab are an error. On failure err names the file and the
- * problem (missing, empty, truncated, wrong magic, too short). */
+ * A token >= vocab is an error naming the file, the token and its
+ * position. On failure err names the file and the problem (missing,
+ * empty, truncated, wrong magic or version, too short). */
 prt_status prt_data_open(prt_data **out, const char *path, prt_data_format fmt,
                          size_t T, size_t vocab, char *err, size_t errlen);
 size_t     prt_data_tokens(const prt_data *d);

@@ -2,10 +2,12 @@
  * data.c: training data, read whole into host memory at open.
  *
  * Two formats: raw text, where every byte is a token (vocab 256), and
- * llm.c token shards (dev/data/data_common.py in llm.c: a header of 256
- * int32 with magic 20240520, version 1 and the token count, then the
- * tokens as uint16). Open checks everything it can and says which file
- * and what is wrong, so a training run never starts on a bad file.
+ * llm.c token shards (dev/data/data_common.py in llm.c, HEADERS_INFO: a
+ * header of 256 int32 with the magic, the version and the token count,
+ * then the tokens; magic 20240520 version 1 for uint16 tokens (GPT-2),
+ * 20240801 version 7 for uint32 tokens (Llama 3, any vocabulary over
+ * 65,535)). Open checks everything it can and says which file and what
+ * is wrong, so a training run never starts on a bad file.
  *
  * Batches are stateless: sequence s of step k of the global batch starts
  * at a position drawn from (seed, k, s) with the same Philox generator
@@ -20,15 +22,32 @@
 #include <string.h>
 #include "planrt.h"
 
-#define LLMC_MAGIC   20240520
-#define LLMC_VERSION 1
 #define LLMC_HEADER  256   /* int32 words */
 
+/* The shard kinds llm.c writes: magic, version, bytes per token. */
+typedef struct {
+    int32_t magic, version;
+    size_t  width;
+} llmc_kind;
+
+static const llmc_kind LLMC_KINDS[] = {
+    { 20240520, 1, 2 },   /* uint16 tokens (GPT-2) */
+    { 20240801, 7, 4 },   /* uint32 tokens (Llama 3) */
+};
+
 struct prt_data {
-    uint16_t *tok;   /* (n) tokens; text bytes widened */
+    void  *tok;      /* (n) tokens of `width` bytes each; text bytes widened to 2 */
+    size_t width;    /* 2 (uint16) or 4 (uint32): kept as read, so a 16-bit shard
+                        costs 2 bytes a token in host memory */
     size_t n;        /* token count */
     size_t T;        /* sequence length the file was opened for */
 };
+
+/* Token i of d, whatever its width. */
+static uint32_t token_at(const prt_data *d, size_t i)
+{
+    return d->width == 4 ? ((const uint32_t *)d->tok)[i] : ((const uint16_t *)d->tok)[i];
+}
 
 static prt_status fail(char *err, size_t errlen, prt_status st, const char *path,
                        const char *fmt, ...)
@@ -101,22 +120,29 @@ static prt_status parse_llmc(prt_data *d, const unsigned char *buf, size_t size,
                     "truncated llm.c shard: the header needs %zu bytes, the file has %zu",
                     sizeof h, size);
     memcpy(h, buf, sizeof h);
-    if (h[0] != LLMC_MAGIC)
+    const llmc_kind *k = NULL;
+    for (size_t i = 0; i < sizeof LLMC_KINDS / sizeof LLMC_KINDS[0]; i++)
+        if (h[0] == LLMC_KINDS[i].magic) k = &LLMC_KINDS[i];
+    if (!k)
         return fail(err, errlen, PRT_ERR_FORMAT, path,
-                    "wrong magic %d (an llm.c token shard starts with %d)", h[0], LLMC_MAGIC);
-    if (h[1] != LLMC_VERSION)
+                    "wrong magic %d (an llm.c token shard starts with %d for uint16 tokens or %d for "
+                    "uint32)", h[0], LLMC_KINDS[0].magic, LLMC_KINDS[1].magic);
+    if (h[1] != k->version)
         return fail(err, errlen, PRT_ERR_FORMAT, path,
-                    "unsupported llm.c shard version %d (expected %d)", h[1], LLMC_VERSION);
+                    "unsupported llm.c shard version %d for magic %d (expected %d)", h[1], k->magic,
+                    k->version);
     if (h[2] < 0)
         return fail(err, errlen, PRT_ERR_FORMAT, path, "negative token count %d", h[2]);
-    size_t n = (size_t)h[2], have = (size - sizeof h) / 2;
+    size_t n = (size_t)h[2], have = (size - sizeof h) / k->width;
     if (have < n)
         return fail(err, errlen, PRT_ERR_FORMAT, path,
-                    "truncated: the header promises %zu tokens, the file holds %zu", n, have);
-    d->tok = malloc(n * sizeof *d->tok + 1);
+                    "truncated: the header promises %zu tokens of %zu bytes, the file holds %zu", n,
+                    k->width, have);
+    d->tok = malloc(n * k->width + 1);
     if (!d->tok)
         return fail(err, errlen, PRT_ERR_NOMEM, path, "out of memory for %zu tokens", n);
-    memcpy(d->tok, buf + sizeof h, n * sizeof *d->tok);
+    memcpy(d->tok, buf + sizeof h, n * k->width);
+    d->width = k->width;
     d->n = n;
     return PRT_OK;
 }
@@ -144,11 +170,13 @@ prt_status prt_data_open(prt_data **out, const char *path, prt_data_format fmt,
     } else if (fmt == PRT_DATA_LLMC) {
         st = parse_llmc(d, buf, size, path, err, errlen);
     } else {
-        d->tok = malloc(size * sizeof *d->tok);
-        if (!d->tok)
+        uint16_t *tok = malloc(size * sizeof *tok);
+        if (!tok)
             st = fail(err, errlen, PRT_ERR_NOMEM, path, "out of memory for %zu bytes", size);
-        for (size_t i = 0; d->tok && i < size; i++)
-            d->tok[i] = buf[i];
+        for (size_t i = 0; tok && i < size; i++)
+            tok[i] = buf[i];
+        d->tok = tok;
+        d->width = 2;
         d->n = size;
     }
     free(buf);
@@ -157,10 +185,10 @@ prt_status prt_data_open(prt_data **out, const char *path, prt_data_format fmt,
                   "%zu tokens, shorter than one sequence (%zu tokens and its next-token target)",
                   d->n, T);
     for (size_t i = 0; st == PRT_OK && i < d->n; i++)
-        if (d->tok[i] >= vocab)
+        if (token_at(d, i) >= vocab)
             st = fail(err, errlen, PRT_ERR_FORMAT, path,
                       "token %u at position %zu is outside the vocabulary of %zu",
-                      (unsigned)d->tok[i], i, vocab);
+                      (unsigned)token_at(d, i), i, vocab);
     if (st != PRT_OK) {
         prt_data_close(d);
         return st;
@@ -195,10 +223,11 @@ void prt_data_batch(const prt_data *d, uint64_t seed, uint64_t step, size_t s0,
 {
     size_t T = d->T;
     for (size_t s = 0; s < n_seq; s++) {
-        const uint16_t *src = d->tok + start_of(d, seed, step, s0 + s);
+        size_t at = start_of(d, seed, step, s0 + s);
+        /* ids < vocab <= 2^31 - 1 (checked at open): they fit int32 */
         for (size_t t = 0; t < T; t++) {
-            inputs[s * T + t] = src[t];
-            targets[s * T + t] = src[t + 1];
+            inputs[s * T + t] = (int32_t)token_at(d, at + t);
+            targets[s * T + t] = (int32_t)token_at(d, at + t + 1);
         }
     }
 }
