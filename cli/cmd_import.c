@@ -30,6 +30,7 @@
 #include <jansson.h>
 
 #include "cli/commands.h"
+#include "planner/model.h"
 
 static const char IMPORT_HELP[] =
     "usage: planc import CONFIG.json [-o OUT.plan] [--name NAME]\n"
@@ -273,7 +274,7 @@ static void read_llama_like(HfConfig *c, ImportModel *m, double theta_def, bool 
 
 static void read_llama(HfConfig *c, ImportModel *m)
 {
-    read_llama_like(c, m, 10000.0, false);
+    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
     m->mlp_bias = hf_bool(c, "mlp_bias", false);
 }
@@ -282,7 +283,7 @@ static void read_llama(HfConfig *c, ImportModel *m)
  * full attention). */
 static void read_mistral(HfConfig *c, ImportModel *m)
 {
-    read_llama_like(c, m, 10000.0, false);
+    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
     m->window = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
     if (m->window < 0) m->window = 0;
 }
@@ -291,7 +292,7 @@ static void read_mistral(HfConfig *c, ImportModel *m)
  * only with use_sliding_window, to the blocks from max_window_layers on. */
 static void read_qwen2(HfConfig *c, ImportModel *m)
 {
-    read_llama_like(c, m, 10000.0, false);
+    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
     m->attn_bias = IMP_BIAS_QKV;
     bool slide = hf_bool(c, "use_sliding_window", false);
     int64_t w = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
@@ -315,7 +316,7 @@ static void read_gemma(HfConfig *c, ImportModel *m)
     m->hidden = hf_int(c, "intermediate_size", 0, "the MLP's inner size");
     m->seq = hf_int(c, "max_position_embeddings", 0, "the context length");
     m->head_dim = hf_int(c, "head_dim", 256, "the width of one head");
-    m->rope_theta = hf_num(c, "rope_theta", 10000.0, "RoPE's base");
+    m->rope_theta = hf_num(c, "rope_theta", PLAN_ROPE_THETA_DEFAULT, "RoPE's base");
     m->tied = hf_bool(c, "tie_word_embeddings", true);
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
     m->dtype = hf_dtype(c);
@@ -395,7 +396,7 @@ static void put_model(FILE *o, const ImportModel *m, const char *name, const cha
     fprintf(o, "model %s {\n    vocab %lld\n    seq %lld\n    dtype %s\n", name, (long long)m->vocab,
             (long long)m->seq, m->dtype);
     fprintf(o, "    embedding { dim %lld; position %s", (long long)m->dim, m->position);
-    if (m->rope_theta > 0 && m->rope_theta != 10000.0) {
+    if (m->rope_theta > 0 && m->rope_theta != PLAN_ROPE_THETA_DEFAULT) {
         if (m->rope_theta == floor(m->rope_theta) && m->rope_theta < 1e15)
             fprintf(o, "; rope_theta %.0f", m->rope_theta);
         else

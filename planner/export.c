@@ -22,6 +22,7 @@
  * memory (memory.c, through evaluate.c).
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,10 +62,16 @@ static void note(const Ex *x, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The shortest text of v that reads back as v (TOML and JSON numbers). */
+/* The shortest text of v that reads back as v (TOML and JSON numbers);
+ * whole numbers without an exponent, since some arguments are integers
+ * (Megatron-LM's --rotary-base is type=int). */
 static void put_num(FILE *o, double v)
 {
     char buf[40];
+    if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
+        fprintf(o, "%lld", (long long)v);
+        return;
+    }
     for (int prec = 6; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, v);
         double back;
@@ -84,7 +91,8 @@ static void check_uniform(const Ex *x)
         if (!b || a == b) continue;
         bool same = a->kind == LAYER_ATTENTION
                         ? a->heads == b->heads && a->kv_heads == b->kv_heads && a->bias == b->bias &&
-                              a->norm == b->norm
+                              a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
+                              a->qkv_bias_only == b->qkv_bias_only
                         : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm;
         if (!same) {
             note(x, "layer %d differs from the first block; the framework builds every block alike, "
@@ -92,9 +100,12 @@ static void check_uniform(const Ex *x)
             return;
         }
     }
-    if (x->att && x->mlp && x->att->bias != x->mlp->bias)
+    /* Megatron-LM: --disable-bias-linear covers every linear layer, and
+       --add-qkv-bias puts them back on Q, K, V alone (Qwen2's bias qkv) */
+    bool att_linear = x->att && x->att->bias && !x->att->qkv_bias_only;
+    if (x->att && x->mlp && att_linear != x->mlp->bias)
         note(x, "attention bias %s but mlp bias %s: one setting covers both; written: the attention's",
-             x->att->bias ? "true" : "false", x->mlp->bias ? "true" : "false");
+             att_linear ? "true" : "false", x->mlp->bias ? "true" : "false");
 }
 
 /* ---- Megatron-LM ---------------------------------------------------------- */
@@ -142,13 +153,20 @@ static void write_megatron(const Ex *x, FILE *o)
     static const char *const pos[] = { "learned_absolute", "rope", "none" };   /* ORDER PosKind */
     arg(o, &first, "--position-embedding-type");
     fprintf(o, " %s", pos[m->layers[0].position]);
+    if (m->layers[0].position == POS_ROPE) arg_num(o, &first, "--rotary-base", plan_rope_theta(m));
     static const char *const norms[] = { "LayerNorm", "RMSNorm" };             /* ORDER NormKind */
     arg(o, &first, "--normalization");
     fprintf(o, " %s", norms[x->att ? x->att->norm : m->layers[m->n_layers - 2].norm]);
     if (x->mlp && x->mlp->act == ACT_SWIGLU) arg(o, &first, "--swiglu");
+    if (x->mlp && x->mlp->act == ACT_GEGLU)
+        note(x, "act geglu: Megatron-LM's gated MLP flag is --swiglu (SiLU); GeGLU is not a flag (not written)");
+    if (x->att && x->att->window > 0)
+        note(x, "sliding_window %lld: not written; Megatron-core's TransformerConfig.window_size sets it "
+                "(its command-line flag was not verified)", (long long)x->att->window);
     if (x->mlp && x->mlp->act == ACT_RELU)
         note(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; nearest --squared-relu)");
-    if (x->att && !x->att->bias) arg(o, &first, "--disable-bias-linear");
+    if (x->att && (!x->att->bias || x->att->qkv_bias_only)) arg(o, &first, "--disable-bias-linear");
+    if (x->att && x->att->bias && x->att->qkv_bias_only) arg(o, &first, "--add-qkv-bias");
     if (!m->layers[m->n_layers - 1].tied) arg(o, &first, "--untie-embeddings-and-output-weights");
     if (m->dtype == DTYPE_BF16) arg(o, &first, "--bf16");
     if (m->dtype == DTYPE_FP16) arg(o, &first, "--fp16");
@@ -218,12 +236,23 @@ static void write_torchtitan(const Ex *x, FILE *o)
     if (x->att)
         fprintf(o, ", n_heads %lld, n_kv_heads %lld", (long long)x->att->heads, (long long)x->att->kv_heads);
     if (x->mlp) fprintf(o, ", ffn hidden %lld", (long long)x->mlp->hidden);
-    fprintf(o, ", vocab_size %lld\n\n", (long long)m->vocab);
+    fprintf(o, ", vocab_size %lld", (long long)m->vocab);
+    if (m->layers[0].position == POS_ROPE) {
+        fprintf(o, ", rope_theta ");
+        put_num(o, plan_rope_theta(m));
+    }
+    if (x->att && plan_head_dim(m, x->att) * x->att->heads != m->dim)
+        fprintf(o, ", head_dim %lld", (long long)plan_head_dim(m, x->att));
+    if (x->att && x->att->window > 0) fprintf(o, ", sliding window %lld", (long long)x->att->window);
+    fprintf(o, "\n\n");
     fprintf(o, "[job]\ndescription = \"planc: %s\"\n\n", m->name);
     fprintf(o, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n\n", m->name);
     note(x, "[model] names a flavor \"%s\": register one with the shapes in the file's header", m->name);
     if (x->mlp && x->mlp->act != ACT_SWIGLU)
         note(x, "torchtitan's llama3 has a SwiGLU MLP; planc's model has another activation");
+    if (x->att && (x->att->bias || x->att->window > 0))
+        note(x, "torchtitan's llama3 has no biases and no sliding window; planc's model has %s",
+             x->att->window > 0 ? "a sliding window" : "biases");
 
     /* without pipelining, torchtitan's gradient accumulation runs micro-batches
        of local_batch_size; with it, pipeline_parallel_microbatch_size */

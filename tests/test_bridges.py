@@ -207,7 +207,7 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--num-layers-per-virtual-pipeline-stage", "--micro-batch-size", "--global-batch-size",
                 "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--train-iters",
                 "--lr", "--lr-warmup-iters", "--seed", "--clip-grad", "--adam-beta1", "--adam-beta2",
-                "--adam-eps", "--weight-decay", "--kv-channels"}
+                "--adam-eps", "--weight-decay", "--kv-channels", "--rotary-base"}
 
 
 def megatron_flags(line):
@@ -248,7 +248,7 @@ plan {{
     want = {
         "--num-layers": "16", "--hidden-size": "2048", "--num-attention-heads": "16",
         "--ffn-hidden-size": "5632", "--seq-length": "2048", "--max-position-embeddings": "2048",
-        "--make-vocab-size-divisible-by": "64", "--position-embedding-type": "rope",
+        "--make-vocab-size-divisible-by": "64", "--position-embedding-type": "rope", "--rotary-base": "10000",
         "--normalization": "RMSNorm", "--swiglu": True, "--disable-bias-linear": True,
         "--untie-embeddings-and-output-weights": True,
         "--tensor-model-parallel-size": str(tp), "--pipeline-model-parallel-size": str(pp),
@@ -334,6 +334,31 @@ plan {{
           d.get("gradient_clipping") == 1.0)
     if pp > 1:
         check(f"{name}: deepspeed says where pp goes", f"num_stages={pp}" in err, err)
+
+# import -> export: the imported knobs reach the Megatron line
+# (config, seq to train at, tp, flags that must be there with their values)
+CHAIN = [
+    ("llama-3.1-8b.json", 8192, 8, {"--rotary-base": "500000", "--num-query-groups": "8",
+                                     "--group-query-attention": True, "--swiglu": True}),
+    ("qwen2-7b.json", 4096, 4, {"--rotary-base": "1000000", "--add-qkv-bias": True,
+                                 "--disable-bias-linear": True, "--num-query-groups": "4"}),
+    ("gemma-7b.json", 8192, 8, {"--kv-channels": "256", "--num-attention-heads": "16"}),
+    ("gpt2.json", 1024, 1, {"--position-embedding-type": "learned_absolute", "--normalization": "LayerNorm"}),
+]
+for cfg, seq, tp, want in CHAIN:
+    rc, model, err = run("import", os.path.join(DATA, cfg))
+    model = "\n".join(("    seq %d" % seq) if l.strip().startswith("seq ") else l for l in model.splitlines())
+    plan = write(cfg + ".export.plan", f'include "{CLUSTER}"\n{model}\n'
+                 f"plan {{ dp {128 // tp}; tp {tp}; pp 1; zero 1; micro_batch 1; global_batch {128 // tp} }}\n")
+    rc, out, err = run("export", plan, "--to", "megatron")
+    f = megatron_flags(out) if rc == 0 else {}
+    bad = {k: f.get(k) for k, v in want.items() if f.get(k) != v}
+    check(f"import {cfg} -> export megatron", rc == 0 and not bad, f"exit {rc}, wrong {bad}: {err[:300]}")
+    if cfg == "gpt2.json":
+        check("gpt2 -> megatron: biases kept, head tied",
+              "--disable-bias-linear" not in f and "--untie-embeddings-and-output-weights" not in f)
+    if cfg == "gemma-7b.json":
+        check("gemma -> megatron: GeGLU said not written", "act geglu" in err and "--swiglu" not in f, err)
 
 # export: the exit codes
 plan = write("toobig.plan", MODEL.replace("DTYPE", "bf16").replace("KV", "16").replace("seq 2048", "seq 1048576") +
