@@ -10,3 +10,13 @@ PLANC_SRCS += planner/export.c
 TEST_TARGETS += test-bridges
 test-bridges: $(PLANC)
 	timeout 600 python3 tests/test_bridges.py $(PLANC)
+
+# bench-json: the runtime's checkpoint-header parser beside Jansson
+# (README, "Why the runtime keeps its own JSON parser").
+.PHONY: bench-json
+BENCH_TARGETS += bench-json
+$(BUILD)/bin/bench_ckpt_json: tests/bench_ckpt_json.c runtime/ckpt/json.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Iruntime/ckpt $(CFLAGS) $^ -o $@ $(JSON_LIBS) $(LDLIBS)
+bench-json: $(BUILD)/bin/bench_ckpt_json
+	$(BUILD)/bin/bench_ckpt_json
