@@ -55,6 +55,7 @@ def write(name, text):
 # (config, total parameters as published: model cards / the papers)
 COUNTS = [
     ("llama-3.1-8b.json", 8_030_261_248),
+    ("llama-2-7b.json", 6_738_415_616),
     ("mistral-7b.json", 7_241_732_096),
     ("qwen2-7b.json", 7_615_616_512),
     ("gemma-7b.json", 8_537_680_896),
@@ -80,6 +81,7 @@ for cfg, want in COUNTS:
 # what each family must write (the knobs the issue names)
 SHAPES = [
     ("llama-3.1-8b.json", ["rope_theta 500000", "kv_heads 8", "act swiglu", "lm_head { tied false }"]),
+    ("llama-2-7b.json", ["model Llama-2-7b-hf {", "dtype fp16", "attention { heads 32; norm rmsnorm; bias false }"]),
     ("mistral-7b.json", ["sliding_window 4096"]),
     ("qwen2-7b.json", ["bias qkv", "rope_theta 1000000"]),
     ("gemma-7b.json", ["head_dim 256", "act geglu", "lm_head { tied true }"]),
@@ -89,6 +91,8 @@ for cfg, needles in SHAPES:
     rc, out, _ = run("import", os.path.join(DATA, cfg))
     for n in needles:
         check(f"import {cfg}: writes '{n}'", n in out)
+check("llama 2: no rope_theta (the default 10000)",
+      "rope_theta" not in run("import", os.path.join(DATA, "llama-2-7b.json"))[1])
 check("qwen2 without use_sliding_window: no window",
       "sliding_window" not in run("import", os.path.join(DATA, "qwen2-7b.json"))[1])
 
