@@ -57,9 +57,12 @@ LDLIBS       += -lm
 BLAS_CFLAGS  := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS    := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 CMOCKA_LIBS  := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
-# Jansson (libjansson-dev): planc import reads Hugging Face config.json with it.
+# Jansson (libjansson-dev): planc import reads Hugging Face config.json with
+# it. On LDLIBS, as the tests that link planc's objects need it too; the
+# runtime (an archive) and the programs planc builds do not use it.
 JSON_CFLAGS  := $(shell pkg-config --cflags jansson 2>/dev/null)
 JSON_LIBS    := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+LDLIBS       += $(JSON_LIBS)
 
 NVCC_ARCH    := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS    ?= -O2 -g -MMD -MP $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Iruntime/include \
@@ -125,7 +128,7 @@ all: config $(ALL_TARGETS)
 
 $(PLANC): $(PLANC_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) $^ -o $@ $(JSON_LIBS) $(LDLIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(LIBPRT): $(PRT_OBJS)
 	@mkdir -p $(@D)

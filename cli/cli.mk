@@ -17,6 +17,6 @@ test-bridges: $(PLANC)
 BENCH_TARGETS += bench-json
 $(BUILD)/bin/bench_ckpt_json: tests/bench_ckpt_json.c runtime/ckpt/json.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Iruntime/ckpt $(CFLAGS) $^ -o $@ $(JSON_LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Iruntime/ckpt $(CFLAGS) $^ -o $@ $(LDLIBS)
 bench-json: $(BUILD)/bin/bench_ckpt_json
 	$(BUILD)/bin/bench_ckpt_json

@@ -389,10 +389,14 @@ static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, 
             m->act, m->norm, m->mlp_bias ? "true" : "false");
 }
 
-/* The .plan text of m (then parsed and formatted canonically). */
+/* The .plan text of m (then parsed and formatted canonically). The
+ * config's path goes into a comment: its control characters (a newline
+ * would end the comment) are written as '?'. */
 static void put_model(FILE *o, const ImportModel *m, const char *name, const char *config)
 {
-    fprintf(o, "# %s: imported by planc import from %s (model_type %s)\n", name, config, m->family);
+    fprintf(o, "# %s: imported by planc import from ", name);
+    for (const unsigned char *p = (const unsigned char *)config; *p; p++) fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, o);
+    fprintf(o, " (model_type %s)\n", m->family);
     fprintf(o, "model %s {\n    vocab %lld\n    seq %lld\n    dtype %s\n", name, (long long)m->vocab,
             (long long)m->seq, m->dtype);
     fprintf(o, "    embedding { dim %lld; position %s", (long long)m->dim, m->position);

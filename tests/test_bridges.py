@@ -124,6 +124,13 @@ check("import unknown option: 2", rc == 2 and "unknown option '--bogus'" in err,
 rc, out, err = run("import", os.path.join(TMP, "nonexistent.json"))
 check("import missing file: 2", rc == 2 and "cannot read" in err, err)
 
+# a path with a newline stays inside the header comment
+odd = os.path.join(TMP, "x\ninclude \"y\"\n.json")
+open(odd, "w").write(open(os.path.join(DATA, "gpt2.json")).read())
+rc, out, err = run("import", odd, "--name", "g")
+check("import: the config's path cannot end the comment",
+      rc == 0 and "include" not in "".join(l for l in out.splitlines() if not l.startswith("#")), out[:300])
+
 # ---- import: broken configs --------------------------------------------------
 llama = open(os.path.join(DATA, "llama-3.1-8b.json")).read()
 cfg = json.loads(llama)
