@@ -179,6 +179,17 @@ for name, text, needles in BROKEN:
     ok = rc == 2 and out == "" and all(n in err for n in needles) and err.startswith(path + ":")
     check(f"broken config ({name}): exit 2, message names it", ok, f"exit {rc}: {err.strip()[:300]}")
 
+# every cut of a config short of its end is exit 2 with a diagnostic at a
+# position in the file (never a crash, never a model)
+text = open(os.path.join(DATA, "qwen2-7b.json")).read().rstrip()
+bad_cuts = []
+for cut in range(0, len(text), 7):
+    path = write("cut.json", text[:cut])
+    rc, out, err = run("import", path)
+    if not (rc == 2 and out == "" and err.startswith(path + ":") and "error:" in err):
+        bad_cuts.append((cut, rc, err[:120]))
+check(f"{len(range(0, len(text), 7))} truncations of qwen2-7b.json: each exit 2", not bad_cuts, str(bad_cuts[:3]))
+
 # ---- export: a matrix of layouts ---------------------------------------------
 MODEL = """
 cluster c {
