@@ -230,7 +230,12 @@ static void write_torchtitan(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
     const Layout *l = &x->l;
-    fprintf(o, "# torchtitan job file written by planc export from %s\n", x->p->file ? x->p->file : "(plan)");
+    /* the path goes into a comment: a control character (a newline would
+       end it) is written as '?' */
+    fprintf(o, "# torchtitan job file written by planc export from ");
+    for (const unsigned char *c = (const unsigned char *)(x->p->file ? x->p->file : "(plan)"); *c; c++)
+        fputc(*c < 0x20 || *c == 0x7f ? '?' : *c, o);
+    fputc('\n', o);
     fprintf(o, "# The model's shapes are a torchtitan flavor (registered in code): dim %lld, n_layers %d",
             (long long)m->dim, m->n_blocks);
     if (x->att)

@@ -376,11 +376,19 @@ for cfg, seq, tp, want in CHAIN:
     f = megatron_flags(out) if rc == 0 else {}
     bad = {k: f.get(k) for k, v in want.items() if f.get(k) != v}
     check(f"import {cfg} -> export megatron", rc == 0 and not bad, f"exit {rc}, wrong {bad}: {err[:300]}")
+    check(f"import {cfg} -> export megatron: no train block, no optimizer flags",
+          not any(k in f for k in ("--lr", "--train-iters", "--seed", "--clip-grad")))
     if cfg == "gpt2.json":
         check("gpt2 -> megatron: biases kept, head tied",
               "--disable-bias-linear" not in f and "--untie-embeddings-and-output-weights" not in f)
     if cfg == "gemma-7b.json":
         check("gemma -> megatron: GeGLU said not written", "act geglu" in err and "--swiglu" not in f, err)
+
+# export: a plan file whose name holds a newline still gives one TOML document
+odd = os.path.join(TMP, "p\n[evil]\nx = 1\n.plan")
+open(odd, "w").write(open(os.path.join(TMP, "export0.plan")).read())
+rc, out, err = run("export", odd, "--to", "torchtitan")
+check("export: the plan's path cannot end the TOML comment", rc == 0 and "evil" not in tomllib.loads(out), out[:200])
 
 # export: the exit codes
 plan = write("toobig.plan", MODEL.replace("DTYPE", "bf16").replace("KV", "16").replace("seq 2048", "seq 1048576") +
