@@ -57,6 +57,12 @@ LDLIBS       += -lm
 BLAS_CFLAGS  := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS    := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 CMOCKA_LIBS  := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+# Jansson (libjansson-dev): planc import reads Hugging Face config.json with
+# it. On LDLIBS, as the tests that link planc's objects need it too; the
+# runtime (an archive) and the programs planc builds do not use it.
+JSON_CFLAGS  := $(shell pkg-config --cflags jansson 2>/dev/null)
+JSON_LIBS    := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
+LDLIBS       += $(JSON_LIBS)
 
 NVCC_ARCH    := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS    ?= -O2 -g -MMD -MP $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Iruntime/include \
@@ -139,6 +145,7 @@ config:
 	@if [ "$(HAVE_GPU)" = 1 ]; then echo "✓ GPU: $$(nvidia-smi -L | head -1)"; \
 	 else echo "✗ no GPU: CUDA target compiles only"; fi
 	@command -v $(MPICC) >/dev/null || { echo "✗ mpicc missing: run scripts/deps.sh" >&2; exit 1; }
+	@pkg-config --exists jansson || { echo "✗ jansson missing (libjansson-dev): run scripts/deps.sh" >&2; exit 1; }
 
 deps:
 	@./scripts/deps.sh

@@ -36,5 +36,7 @@ int planc_cmd_search(int argc, char **argv);   /* cli/cmd_search.c */
 int planc_cmd_trace(int argc, char **argv);    /* cli/cmd_trace.c */
 int planc_cmd_emit(int argc, char **argv);     /* cli/cmd_emit.c */
 int planc_cmd_build(int argc, char **argv);    /* cli/cmd_emit.c */
+int planc_cmd_import(int argc, char **argv);   /* cli/cmd_import.c */
+int planc_cmd_export(int argc, char **argv);   /* cli/cmd_export.c */
 
 #endif

@@ -6,9 +6,10 @@
 set -eu
 
 # clang + libclang-rt-14-dev: `make fuzz` (libFuzzer, ASan, UBSan runtimes);
-# strace: test-hostile checks that `planc build` starts no shell.
+# strace: test-hostile checks that `planc build` starts no shell;
+# libjansson-dev: planc import reads Hugging Face config.json files.
 PKGS="make gcc flex bison libcmocka-dev libopenmpi-dev openmpi-bin \
-libopenblas-dev pkg-config python3 clang libclang-rt-14-dev strace"
+libopenblas-dev pkg-config python3 clang libclang-rt-14-dev strace libjansson-dev"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,80 @@
+/*
+ * cmd_export.c: `planc export FILE --to megatron|torchtitan|deepspeed
+ * [-o OUT]`: the plan's model and layout as that framework's arguments,
+ * TOML job file or JSON config (planner/export.h), on stdout or in OUT;
+ * what the framework cannot say goes to stderr as notes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "planner/export.h"
+
+static const char EXPORT_HELP[] =
+    "usage: planc export FILE --to megatron|torchtitan|deepspeed [-o OUT]\n"
+    "\n"
+    "Write the plan's model and layout for another framework: megatron, one\n"
+    "line of pretrain_gpt.py arguments; torchtitan, a TOML job file; deepspeed,\n"
+    "a ds_config.json. Fields left auto take planc's defaults (run `planc search\n"
+    "--write` first to export the best layout). What the framework cannot\n"
+    "express is said on stderr, with the nearest setting it has.\n"
+    "\n"
+    "  --to T    megatron, torchtitan or deepspeed\n"
+    "  -o OUT    write there instead of stdout\n"
+    "\n"
+    "exit status: 0; 1 the layout is invalid for the cluster or does not fit\n"
+    "(nothing is written); 2 bad input or usage.\n";
+
+int planc_cmd_export(int argc, char **argv)
+{
+    const char *file = NULL, *out = NULL, *to = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (planc_is_help(argv[i])) {
+            fputs(EXPORT_HELP, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "-o") == 0) {
+            if (!(out = planc_option_value("export", argc, argv, &i, "OUT"))) return 2;
+        } else if (strcmp(argv[i], "--to") == 0) {
+            if (!(to = planc_option_value("export", argc, argv, &i, "megatron"))) return 2;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return planc_usage_error("export", "unknown option '%s'", argv[i]);
+        } else if (file) {
+            return planc_usage_error("export", "more than one file ('%s')", argv[i]);
+        } else {
+            file = argv[i];
+        }
+    }
+    if (!file) return planc_usage_error("export", "%sneeds a FILE", "");
+    if (!to) return planc_usage_error("export", "%sneeds --to megatron|torchtitan|deepspeed", "");
+    int target = plan_export_target(to);
+    if (target < 0)
+        return planc_usage_error("export", "unknown target '%s' (expected megatron, torchtitan or deepspeed)", to);
+
+    DslArena arena = { 0 };
+    DslDiag diag;
+    dsl_diag_init(&diag, stderr);
+    Plan plan;
+    int rc = planc_load_plan(file, &arena, &diag, &plan);
+    if (rc == 0) {
+        /* written to memory first, so a plan that is not exported leaves no OUT */
+        char *text = NULL, why[512] = "";
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        rc = mem ? plan_export(&plan, (PlanExportTarget)target, mem, stderr, why, sizeof why) : 2;
+        if (mem) fclose(mem);
+        if (rc == 1) {
+            fprintf(stderr, "planc: error: export: %s: %s\n", file, why);
+        } else if (rc == 0) {
+            FILE *o = out && strcmp(out, "-") ? fopen(out, "w") : stdout;
+            if (!o || fwrite(text, 1, len, o) != len || (o != stdout && fclose(o) != 0)) {
+                fprintf(stderr, "planc: error: export: cannot write %s: %s\n", out ? out : "stdout", strerror(errno));
+                rc = 2;
+            }
+        }
+        free(text);
+    }
+    dsl_arena_free(&arena);
+    return rc;
+}

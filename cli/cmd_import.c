@@ -1,0 +1,601 @@
+/*
+ * cmd_import.c: `planc import CONFIG.json [-o OUT.plan] [--name NAME]`:
+ * a Hugging Face `config.json` -> a `model NAME { ... }` block.
+ *
+ * The config is read with Jansson (strict RFC 8259, duplicate keys
+ * rejected); a malformed or truncated file, a key of the wrong type or a
+ * missing key is exit 2 with a GCC-style diagnostic that names the key and
+ * what was expected. Each architecture family has its own small function
+ * that reads its key names (GPT-2 spells the width `n_embd`, the others
+ * `hidden_size`) into one ImportModel; one writer turns that into .plan
+ * text, which is parsed back and printed by dsl_format, so the output is in
+ * canonical form by construction and is known to parse.
+ *
+ * What the import leaves out is said on stderr as notes: every top-level
+ * key it did not read (rope_scaling, the norms' epsilon, token ids, ...),
+ * none of which changes a shape, a count or a cost. It never guesses a
+ * shape: a family it does not know, or a Mixtral (mixture of experts, not
+ * yet in the language), is exit 2.
+ *
+ * Sources of the key names and defaults: the transformers configuration
+ * classes (LlamaConfig, MistralConfig, Qwen2Config, GemmaConfig,
+ * GPT2Config) and the published config.json files of the models.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/commands.h"
+#include "planner/model.h"
+
+static const char IMPORT_HELP[] =
+    "usage: planc import CONFIG.json [-o OUT.plan] [--name NAME]\n"
+    "\n"
+    "Read a Hugging Face config.json and print a `model NAME { ... }` block in\n"
+    "canonical form (or write it to OUT.plan). Architectures (model_type):\n"
+    "llama (Llama 1-3.x), mistral, qwen2, gemma, gpt2; mixtral is refused until\n"
+    "the language has mixture-of-experts layers. seq is the config's\n"
+    "max_position_embeddings (n_positions for GPT-2): lower it to the length\n"
+    "you train at. Keys that change no shape or cost (rope_scaling, the norm\n"
+    "epsilon, token ids, ...) are left out and listed on stderr.\n"
+    "\n"
+    "  -o OUT.plan   write there instead of stdout\n"
+    "  --name NAME   the model's name (default: the config's _name_or_path,\n"
+    "                else its folder, else model_type)\n"
+    "\n"
+    "exit status: 0, or 2 for a malformed config, a missing key or one of the\n"
+    "wrong type, or an architecture planc cannot express.\n";
+
+/* Where the config came from and what has been read of it. */
+typedef struct {
+    DslDiag         *d;
+    const DslSource *src;
+    json_t          *root;          /* the top-level object */
+    const char      *used[64];      /* top-level keys read (for the left-out note) */
+    int              n_used;
+    bool             failed;        /* a key error was reported */
+} HfConfig;
+
+/* The model as the import understood it; one writer prints it. */
+typedef enum { IMP_BIAS_NONE, IMP_BIAS_ALL, IMP_BIAS_QKV } ImportBias;
+
+typedef struct {
+    const char *family;             /* model_type */
+    int64_t     vocab, seq, dim, layers, heads, kv_heads, head_dim, hidden;
+    const char *dtype;              /* fp32 | bf16 | fp16 */
+    const char *position;           /* learned | rope */
+    double      rope_theta;         /* 0: the language's default */
+    const char *norm;               /* layernorm | rmsnorm */
+    const char *act;                /* gelu | swiglu | geglu */
+    ImportBias  attn_bias;
+    bool        mlp_bias;
+    bool        tied;
+    int64_t     window;             /* sliding window in tokens, 0: none */
+    int64_t     window_from;        /* first layer that slides (Qwen2's max_window_layers) */
+} ImportModel;
+
+/* ---- locating and reading keys ------------------------------------------ */
+
+/* The location of top-level key `key` in the source: a scan that skips
+ * strings and counts nesting, so a nested key of the same name (inside
+ * rope_scaling) is not taken. Jansson keeps no positions of values. */
+static DslLoc key_loc(const HfConfig *c, const char *key)
+{
+    DslLoc loc = { c->src, 1, 1, 1, 1 };
+    const char *s = c->src->text, *e = s + c->src->len;
+    size_t klen = strlen(key);
+    int depth = 0, line = 1, col = 1;
+    for (const char *p = s; p < e; p++, col++) {
+        if (*p == '\n') { line++; col = 0; continue; }
+        if (*p == '{' || *p == '[') depth++;
+        else if (*p == '}' || *p == ']') depth--;
+        else if (*p == '"') {
+            const char *q = p + 1;
+            while (q < e && *q != '"') q += (*q == '\\') ? 2 : 1;
+            if (depth == 1 && (size_t)(q - p - 1) == klen && memcmp(p + 1, key, klen) == 0) {
+                const char *r = q + 1;
+                while (r < e && (*r == ' ' || *r == '\t' || *r == '\r' || *r == '\n')) r++;
+                if (r < e && *r == ':') {
+                    loc.line = loc.end_line = line;
+                    loc.col = col;
+                    loc.end_col = col + (int)klen + 1;
+                    return loc;
+                }
+            }
+            if (q >= e) break;
+            col += (int)(q - p);
+            p = q;
+        }
+    }
+    return loc;
+}
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:  return "an object";
+    case JSON_ARRAY:   return "an array";
+    case JSON_STRING:  return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL:    return "a number with a fraction";
+    case JSON_TRUE:
+    case JSON_FALSE:   return "a boolean";
+    case JSON_NULL:    return "null";
+    }
+    return "a value";
+}
+
+/* The value of top-level key `key` (recorded as read), or NULL. */
+static json_t *hf_get(HfConfig *c, const char *key)
+{
+    if (c->n_used < (int)(sizeof c->used / sizeof c->used[0])) c->used[c->n_used++] = key;
+    return json_object_get(c->root, key);
+}
+
+static void wrong_type(HfConfig *c, const char *key, const char *want, const json_t *v)
+{
+    dsl_error(c->d, key_loc(c, key), "'%s': expected %s, got %s", key, want, json_kind(v));
+    c->failed = true;
+}
+
+static void missing(HfConfig *c, const char *key, const char *want)
+{
+    DslLoc loc = { c->src, 1, 1, 1, 1 };
+    dsl_error(c->d, loc, "missing key '%s' (%s)", key, want);
+    c->failed = true;
+}
+
+/* A positive integer key. def != 0: its value when absent or null
+ * (absent keys of a transformers config take the class default; a
+ * negative def marks an optional key); def == 0: required. */
+static int64_t hf_int(HfConfig *c, const char *key, int64_t def, const char *what)
+{
+    json_t *v = hf_get(c, key);
+    char want[160];
+    snprintf(want, sizeof want, "a positive integer: %s", what);
+    if (!v || json_is_null(v)) {
+        if (def != 0) return def;
+        if (!v) missing(c, key, want);
+        else wrong_type(c, key, want, v);
+        return 0;
+    }
+    if (!json_is_integer(v)) {
+        wrong_type(c, key, want, v);
+        return 0;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x <= 0) {
+        dsl_error(c->d, key_loc(c, key), "'%s': expected %s, got %lld", key, want, (long long)x);
+        c->failed = true;
+        return 0;
+    }
+    return (int64_t)x;
+}
+
+/* A boolean key with its default when absent. */
+static bool hf_bool(HfConfig *c, const char *key, bool def)
+{
+    json_t *v = hf_get(c, key);
+    if (!v || json_is_null(v)) return def;
+    if (!json_is_boolean(v)) {
+        wrong_type(c, key, "true or false", v);
+        return def;
+    }
+    return json_is_true(v);
+}
+
+/* A positive number key (integer or not), def when absent. */
+static double hf_num(HfConfig *c, const char *key, double def, const char *what)
+{
+    json_t *v = hf_get(c, key);
+    if (!v || json_is_null(v)) return def;
+    char want[160];
+    snprintf(want, sizeof want, "a positive number: %s", what);
+    if (!json_is_number(v) || !(json_number_value(v) > 0)) {
+        wrong_type(c, key, want, v);
+        return def;
+    }
+    return json_number_value(v);
+}
+
+/* A string key, def when absent (NULL def: required). */
+static const char *hf_str(HfConfig *c, const char *key, const char *def, const char *what)
+{
+    json_t *v = hf_get(c, key);
+    if (!v || json_is_null(v)) {
+        if (def) return def;
+        missing(c, key, what);
+        return NULL;
+    }
+    if (!json_is_string(v)) {
+        wrong_type(c, key, what, v);
+        return def;
+    }
+    return json_string_value(v);
+}
+
+/* The value of `key` is one of the names in `ok` (NULL-terminated). */
+static bool hf_one_of(HfConfig *c, const char *key, const char *val, const char *const *ok, const char *want)
+{
+    for (int i = 0; ok[i]; i++)
+        if (strcmp(val, ok[i]) == 0) return true;
+    dsl_error(c->d, key_loc(c, key), "'%s': expected %s, got \"%s\"", key, want, val);
+    c->failed = true;
+    return false;
+}
+
+/* torch_dtype -> the plan's compute dtype; absent: bf16 (mixed precision,
+ * what one trains these models in), said as a note. */
+static const char *hf_dtype(HfConfig *c)
+{
+    const char *t = hf_str(c, "torch_dtype", "", "a torch dtype name such as \"bfloat16\"");
+    if (!t) return "bf16";
+    if (!*t) {
+        DslLoc none = { 0 };
+        dsl_note(c->d, none, "import: no torch_dtype: dtype bf16 (mixed precision with fp32 master weights)");
+        return "bf16";
+    }
+    static const char *const names[] = { "float32", "bfloat16", "float16", NULL };
+    static const char *const dtypes[] = { "fp32", "bf16", "fp16" };   /* ORDER names */
+    for (int i = 0; names[i]; i++)
+        if (strcmp(t, names[i]) == 0) return dtypes[i];
+    hf_one_of(c, "torch_dtype", t, names, "\"float32\", \"bfloat16\" or \"float16\"");
+    return "bf16";
+}
+
+/* ---- the families --------------------------------------------------------- */
+
+/* What Llama, Mistral and Qwen2 share: LlamaConfig's keys. The MLP is
+ * gated (SwiGLU: silu on the gate), norms are RMSNorm, positions RoPE. */
+static void read_llama_like(HfConfig *c, ImportModel *m, double theta_def, bool tied_def)
+{
+    m->vocab = hf_int(c, "vocab_size", 0, "the vocabulary");
+    m->dim = hf_int(c, "hidden_size", 0, "the model width");
+    m->layers = hf_int(c, "num_hidden_layers", 0, "the transformer blocks");
+    m->heads = hf_int(c, "num_attention_heads", 0, "the query heads");
+    m->kv_heads = hf_int(c, "num_key_value_heads", m->heads ? m->heads : 1, "the key/value heads");
+    m->hidden = hf_int(c, "intermediate_size", 0, "the MLP's inner size");
+    m->seq = hf_int(c, "max_position_embeddings", 0, "the context length");
+    m->head_dim = hf_int(c, "head_dim", m->heads && m->dim ? m->dim / m->heads : 1, "the width of one head");
+    m->rope_theta = hf_num(c, "rope_theta", theta_def, "RoPE's base");
+    m->tied = hf_bool(c, "tie_word_embeddings", tied_def);
+    m->dtype = hf_dtype(c);
+    m->position = "rope";
+    m->norm = "rmsnorm";
+    m->act = "swiglu";
+    const char *act = hf_str(c, "hidden_act", "silu", "the activation's name");
+    static const char *const silu[] = { "silu", "swish", NULL };
+    if (act) hf_one_of(c, "hidden_act", act, silu, "\"silu\" (a SwiGLU MLP)");
+}
+
+static void read_llama(HfConfig *c, ImportModel *m)
+{
+    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
+    m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
+    m->mlp_bias = hf_bool(c, "mlp_bias", false);
+}
+
+/* Mistral: Llama's shapes with a sliding window (null in v0.2 and later:
+ * full attention). */
+static void read_mistral(HfConfig *c, ImportModel *m)
+{
+    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
+    m->window = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
+    if (m->window < 0) m->window = 0;
+}
+
+/* Qwen2: biases on Q, K and V only (Qwen2Attention); the window applies
+ * only with use_sliding_window, to the blocks from max_window_layers on. */
+static void read_qwen2(HfConfig *c, ImportModel *m)
+{
+    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
+    m->attn_bias = IMP_BIAS_QKV;
+    bool slide = hf_bool(c, "use_sliding_window", false);
+    int64_t w = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
+    int64_t from = hf_int(c, "max_window_layers", m->layers ? m->layers : 1, "the blocks before the window");
+    if (slide && w > 0 && from < m->layers) {
+        m->window = w;
+        m->window_from = from;
+    }
+}
+
+/* Gemma: GeGLU (gelu on the gate), head_dim independent of the width,
+ * tied embeddings by default. Its (1 + w) RMSNorm and the sqrt(width)
+ * scaling of the embedding change no shape. */
+static void read_gemma(HfConfig *c, ImportModel *m)
+{
+    m->vocab = hf_int(c, "vocab_size", 0, "the vocabulary");
+    m->dim = hf_int(c, "hidden_size", 0, "the model width");
+    m->layers = hf_int(c, "num_hidden_layers", 0, "the transformer blocks");
+    m->heads = hf_int(c, "num_attention_heads", 0, "the query heads");
+    m->kv_heads = hf_int(c, "num_key_value_heads", m->heads ? m->heads : 1, "the key/value heads");
+    m->hidden = hf_int(c, "intermediate_size", 0, "the MLP's inner size");
+    m->seq = hf_int(c, "max_position_embeddings", 0, "the context length");
+    m->head_dim = hf_int(c, "head_dim", 256, "the width of one head");
+    m->rope_theta = hf_num(c, "rope_theta", PLAN_ROPE_THETA_DEFAULT, "RoPE's base");
+    m->tied = hf_bool(c, "tie_word_embeddings", true);
+    m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
+    m->dtype = hf_dtype(c);
+    m->position = "rope";
+    m->norm = "rmsnorm";
+    m->act = "geglu";
+    static const char *const gelu[] = { "gelu", "gelu_pytorch_tanh", "gelu_new", NULL };
+    const char *key = json_object_get(c->root, "hidden_activation") ? "hidden_activation" : "hidden_act";
+    const char *act = hf_str(c, key, "gelu", "the activation's name");
+    if (act) hf_one_of(c, key, act, gelu, "a gelu (a GeGLU MLP)");
+}
+
+/* GPT-2: its own key names; learned positions, LayerNorm, biases
+ * everywhere, a GELU MLP of n_inner (null: 4 x n_embd), tied head. */
+static void read_gpt2(HfConfig *c, ImportModel *m)
+{
+    m->vocab = hf_int(c, "vocab_size", 0, "the vocabulary");
+    m->dim = hf_int(c, "n_embd", 0, "the model width");
+    m->layers = hf_int(c, "n_layer", 0, "the transformer blocks");
+    m->heads = hf_int(c, "n_head", 0, "the heads");
+    m->kv_heads = m->heads;
+    m->head_dim = m->heads && m->dim ? m->dim / m->heads : 0;
+    m->hidden = hf_int(c, "n_inner", m->dim ? 4 * m->dim : 1, "the MLP's inner size, or null");
+    m->seq = hf_int(c, "n_positions", 0, "the learned positions");
+    m->tied = hf_bool(c, "tie_word_embeddings", true);
+    m->dtype = hf_dtype(c);
+    m->position = "learned";
+    m->norm = "layernorm";
+    m->act = "gelu";
+    m->attn_bias = IMP_BIAS_ALL;
+    m->mlp_bias = true;
+    static const char *const gelu[] = { "gelu", "gelu_new", "gelu_pytorch_tanh", NULL };
+    const char *act = hf_str(c, "activation_function", "gelu_new", "the activation's name");
+    if (act) hf_one_of(c, "activation_function", act, gelu, "a gelu");
+}
+
+typedef struct {
+    const char *model_type;
+    void (*read)(HfConfig *, ImportModel *);
+} ImportFamily;
+
+static const ImportFamily FAMILIES[] = {
+    { "llama",   read_llama },
+    { "mistral", read_mistral },
+    { "qwen2",   read_qwen2 },
+    { "gemma",   read_gemma },
+    { "gpt2",    read_gpt2 },
+};
+#define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
+
+/* ---- writing the model block ---------------------------------------------- */
+
+static void put_attention(FILE *o, const ImportModel *m, bool window)
+{
+    static const char *const bias[] = { "false", "true", "qkv" };   /* ORDER ImportBias */
+    fprintf(o, "        attention { heads %lld", (long long)m->heads);
+    if (m->kv_heads != m->heads) fprintf(o, "; kv_heads %lld", (long long)m->kv_heads);
+    if (m->head_dim * m->heads != m->dim) fprintf(o, "; head_dim %lld", (long long)m->head_dim);
+    if (window) fprintf(o, "; sliding_window %lld", (long long)m->window);
+    fprintf(o, "; norm %s; bias %s }\n", m->norm, bias[m->attn_bias]);
+}
+
+/* One `repeat N { attention; mlp }` of the blocks [from, to). */
+static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, bool window)
+{
+    if (to <= from) return;
+    fprintf(o, "    repeat %lld {\n", (long long)(to - from));
+    put_attention(o, m, window);
+    fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s }\n    }\n", (long long)m->hidden,
+            m->act, m->norm, m->mlp_bias ? "true" : "false");
+}
+
+/* The .plan text of m (then parsed and formatted canonically). The
+ * config's path goes into a comment: its control characters (a newline
+ * would end the comment) are written as '?'. */
+static void put_model(FILE *o, const ImportModel *m, const char *name, const char *config)
+{
+    fprintf(o, "# %s: imported by planc import from ", name);
+    for (const unsigned char *p = (const unsigned char *)config; *p; p++) fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, o);
+    fprintf(o, " (model_type %s)\n", m->family);
+    fprintf(o, "model %s {\n    vocab %lld\n    seq %lld\n    dtype %s\n", name, (long long)m->vocab,
+            (long long)m->seq, m->dtype);
+    fprintf(o, "    embedding { dim %lld; position %s", (long long)m->dim, m->position);
+    if (m->rope_theta > 0 && m->rope_theta != PLAN_ROPE_THETA_DEFAULT) {
+        if (m->rope_theta == floor(m->rope_theta) && m->rope_theta < 1e15)
+            fprintf(o, "; rope_theta %.0f", m->rope_theta);
+        else
+            fprintf(o, "; rope_theta %.17g", m->rope_theta);
+    }
+    fprintf(o, " }\n");
+    int64_t from = m->window ? m->window_from : m->layers;
+    put_blocks(o, m, 0, from, false);
+    put_blocks(o, m, from, m->layers, true);
+    fprintf(o, "    norm { kind %s }\n    lm_head { tied %s }\n}\n", m->norm, m->tied ? "true" : "false");
+}
+
+/* ---- names and notes ------------------------------------------------------ */
+
+/* A .plan name from s: letters, digits, '_', '.', '-' kept, others '-';
+ * a leading character that is not a letter or '_' gets an 'm' before it. */
+static void plan_name(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    if (!(*s >= 'A' && *s <= 'Z') && !(*s >= 'a' && *s <= 'z') && *s != '_') out[n++] = 'm';
+    for (; *s && n + 1 < cap && n < DSL_MAX_NAME; s++) {
+        char ch = *s;
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                  ch == '_' || ch == '.' || ch == '-';
+        out[n++] = ok ? ch : '-';
+    }
+    out[n] = '\0';
+}
+
+/* The default name: _name_or_path's last part, else the folder of a file
+ * named config.json, else the file's stem, else model_type. */
+static void default_name(char *out, size_t cap, HfConfig *c, const char *path, const char *family)
+{
+    const char *p = hf_str(c, "_name_or_path", "", "the model's name");
+    char buf[512];
+    if (p && *p) {
+        const char *slash = strrchr(p, '/');
+        snprintf(buf, sizeof buf, "%s", slash && slash[1] ? slash + 1 : p);
+    } else {
+        snprintf(buf, sizeof buf, "%s", path);
+        char *base = strrchr(buf, '/');
+        if (strcmp(base ? base + 1 : buf, "config.json") == 0) {
+            if (base) *base = '\0';
+            char *dir = base ? strrchr(buf, '/') : NULL;
+            memmove(buf, dir ? dir + 1 : buf, strlen(dir ? dir + 1 : buf) + 1);
+            if (!base || !*buf || strcmp(buf, ".") == 0 || strcmp(buf, "..") == 0)
+                snprintf(buf, sizeof buf, "%s", family);
+        } else {
+            if (base) memmove(buf, base + 1, strlen(base + 1) + 1);
+            char *dot = strrchr(buf, '.');
+            if (dot && dot != buf) *dot = '\0';
+        }
+    }
+    plan_name(out, cap, buf);
+}
+
+/* One note listing the top-level keys the import did not read. */
+static void note_left_out(HfConfig *c)
+{
+    char list[1024] = "";
+    size_t n = 0;
+    bool scaling = false;
+    const char *key;
+    json_t *v;
+    json_object_foreach(c->root, key, v) {
+        bool used = false;
+        for (int i = 0; i < c->n_used && !used; i++) used = strcmp(c->used[i], key) == 0;
+        if (used || strcmp(key, "model_type") == 0) continue;
+        if (strcmp(key, "rope_scaling") == 0 && !json_is_null(v)) scaling = true;
+        int w = snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", key);
+        if (w < 0 || (size_t)w >= sizeof list - n) break;
+        n += (size_t)w;
+    }
+    DslLoc none = { 0 };
+    if (scaling)
+        dsl_note(c->d, key_loc(c, "rope_scaling"),
+                 "rope_scaling left out: it rescales positions at long context and changes no shape or cost");
+    if (n) dsl_note(c->d, none, "import: left out (no shape or cost): %s", list);
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+/* Read, translate and write; returns the exit status. */
+static int import_config(const char *path, const char *out_path, const char *name_opt)
+{
+    DslArena arena = { 0 };
+    DslDiag diag;
+    dsl_diag_init(&diag, stderr);
+    int rc = 2;
+    json_t *root = NULL;
+    const char *why = NULL;
+    DslSource *src = dsl_source_read(&arena, path, &why);
+    if (!src) {
+        fprintf(stderr, "planc: error: import: cannot read %s: %s\n", path, why);
+        goto done;
+    }
+    json_error_t err;
+    root = json_loadb(src->text, src->len, JSON_REJECT_DUPLICATES, &err);
+    if (!root) {
+        DslLoc loc = { src, err.line > 0 ? err.line : 1, err.column > 0 ? err.column : 1, 0, 0 };
+        loc.end_line = loc.line;
+        loc.end_col = loc.col;
+        dsl_error(&diag, loc, "malformed JSON: %s (a Hugging Face config.json is one JSON object)", err.text);
+        goto done;
+    }
+    HfConfig c = { .d = &diag, .src = src, .root = root };
+    DslLoc top = { src, 1, 1, 1, 1 };
+    if (!json_is_object(root)) {
+        dsl_error(&diag, top, "expected a JSON object at the top level, got %s", json_kind(root));
+        goto done;
+    }
+    const char *family = hf_str(&c, "model_type", NULL, "the architecture, such as \"llama\"");
+    if (!family) goto done;
+    if (strcmp(family, "mixtral") == 0) {
+        dsl_error(&diag, key_loc(&c, "model_type"),
+                  "model_type \"mixtral\": not yet: mixture of experts (num_local_experts, "
+                  "num_experts_per_tok) needs the MoE layer, which planc does not have yet");
+        goto done;
+    }
+    const ImportFamily *fam = NULL;
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (strcmp(family, FAMILIES[i].model_type) == 0) fam = &FAMILIES[i];
+    if (!fam) {
+        dsl_error(&diag, key_loc(&c, "model_type"),
+                  "model_type \"%s\" is not supported: expected llama, mistral, qwen2, gemma or gpt2", family);
+        goto done;
+    }
+    ImportModel m = { .family = fam->model_type };
+    fam->read(&c, &m);
+    if (!c.failed && strcmp(m.family, "gpt2") == 0 && m.dim % m.heads != 0) {
+        dsl_error(&diag, key_loc(&c, "n_head"), "'n_head': expected a divisor of n_embd %lld", (long long)m.dim);
+        c.failed = true;
+    }
+    if (!c.failed && m.heads % m.kv_heads != 0) {
+        dsl_error(&diag, key_loc(&c, "num_key_value_heads"),
+                  "'num_key_value_heads': expected a divisor of num_attention_heads %lld", (long long)m.heads);
+        c.failed = true;
+    }
+    if (c.failed) goto done;
+
+    char name[DSL_MAX_NAME + 2];
+    if (name_opt) plan_name(name, sizeof name, name_opt);
+    else default_name(name, sizeof name, &c, path, fam->model_type);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) goto done;
+    put_model(mem, &m, name, path);
+    fclose(mem);
+    DslSource *gen = dsl_source_from_string(&arena, "(import)", text, len);
+    free(text);
+    DslFile *f = gen ? dsl_parse_source(&arena, &diag, gen) : NULL;
+    if (!f) goto done;   /* the writer's text always parses; a diagnostic says otherwise */
+
+    FILE *o = out_path && strcmp(out_path, "-") ? fopen(out_path, "w") : stdout;
+    if (!o) {
+        fprintf(stderr, "planc: error: import: cannot write %s: %s\n", out_path, strerror(errno));
+        goto done;
+    }
+    dsl_format(o, f);
+    if (o != stdout && fclose(o) != 0) {
+        fprintf(stderr, "planc: error: import: cannot write %s: %s\n", out_path, strerror(errno));
+        goto done;
+    }
+    const char *ctx = strcmp(m.family, "gpt2") ? "max_position_embeddings" : "n_positions";
+    dsl_note(&diag, key_loc(&c, ctx), "seq %lld is %s, the longest context the model supports; set seq to the length you train at",
+             (long long)m.seq, ctx);
+    note_left_out(&c);
+    rc = 0;
+done:
+    json_decref(root);
+    dsl_arena_free(&arena);
+    return rc;
+}
+
+int planc_cmd_import(int argc, char **argv)
+{
+    const char *file = NULL, *out = NULL, *name = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (planc_is_help(argv[i])) {
+            fputs(IMPORT_HELP, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "-o") == 0) {
+            if (!(out = planc_option_value("import", argc, argv, &i, "OUT.plan"))) return 2;
+        } else if (strcmp(argv[i], "--name") == 0) {
+            if (!(name = planc_option_value("import", argc, argv, &i, "NAME"))) return 2;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return planc_usage_error("import", "unknown option '%s'", argv[i]);
+        } else if (file) {
+            return planc_usage_error("import", "more than one file ('%s')", argv[i]);
+        } else {
+            file = argv[i];
+        }
+    }
+    if (!file) return planc_usage_error("import", "%sneeds a CONFIG.json", "");
+    return import_config(file, out, name);
+}

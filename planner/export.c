@@ -1,0 +1,403 @@
+/*
+ * export.c: a checked Plan as another framework's configuration.
+ *
+ * The plan is resolved (auto fields take planc's defaults) and evaluated
+ * first: a layout that is invalid for the cluster, or a stage that does
+ * not fit, is not exported, so what a user runs elsewhere is what `planc
+ * check` judged. Then one writer per framework prints the settings that
+ * framework has, and a note on `notes` for each plan setting it has not
+ * (named with the nearest it has). No setting is invented.
+ *
+ * Names were checked against the frameworks' sources: Megatron-LM's
+ * megatron/training/arguments.py, torchtitan's torchtitan/config/
+ * job_config.py and torch.distributed.pipelining's schedule names,
+ * DeepSpeed's config documentation (README, "planc -> Megatron-LM /
+ * torchtitan / DeepSpeed", says which were verified).
+ *
+ * Overlap: the plan has no overlap_* keys yet (issue 16 adds them); until
+ * it does, no --overlap-grad-reduce / --overlap-param-gather or their
+ * torchtitan and DeepSpeed counterparts are written.
+ *
+ * What this file must not do: decide validity (layout.c does) or count
+ * memory (memory.c, through evaluate.c).
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "planner/evaluate.h"
+#include "planner/export.h"
+#include "planner/layout.h"
+#include "planner/model.h"
+
+static const char *const TARGETS[] = { "megatron", "torchtitan", "deepspeed" };   /* ORDER PlanExportTarget */
+
+int plan_export_target(const char *s)
+{
+    for (int i = 0; i < (int)(sizeof TARGETS / sizeof TARGETS[0]); i++)
+        if (strcmp(s, TARGETS[i]) == 0) return i;
+    return -1;
+}
+
+/* What the writers need, read once from the plan. */
+typedef struct {
+    const Plan  *p;
+    const Model *m;
+    Layout       l;
+    int64_t      n_micro;     /* micro-batches per step per pipeline */
+    const Layer *att, *mlp;   /* the first block's sublayers (shapes of every block) */
+    FILE        *notes;
+    const char  *target;
+} Ex;
+
+static void note(const Ex *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const Ex *x, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(x->notes, "planc: note: %s: ", x->target);
+    vfprintf(x->notes, fmt, ap);
+    fputc('\n', x->notes);
+    va_end(ap);
+}
+
+/* The shortest text of v that reads back as v (TOML and JSON numbers);
+ * whole numbers without an exponent, since some arguments are integers
+ * (Megatron-LM's --rotary-base is type=int). */
+static void put_num(FILE *o, double v)
+{
+    char buf[40];
+    if (v == (double)(int64_t)v && v > -1e15 && v < 1e15) {
+        fprintf(o, "%lld", (long long)v);
+        return;
+    }
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        double back;
+        if (sscanf(buf, "%lf", &back) == 1 && back == v) break;
+    }
+    /* TOML and JSON both need a digit before the exponent and accept "1e-05" */
+    fputs(buf, o);
+}
+
+/* Every block is built alike by all three frameworks: say where planc's
+ * model differs from its first block. */
+static void check_uniform(const Ex *x)
+{
+    const Model *m = x->m;
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *a = &m->layers[i], *b = a->kind == LAYER_ATTENTION ? x->att : a->kind == LAYER_MLP ? x->mlp : NULL;
+        if (!b || a == b) continue;
+        bool same = a->kind == LAYER_ATTENTION
+                        ? a->heads == b->heads && a->kv_heads == b->kv_heads && a->bias == b->bias &&
+                              a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
+                              a->qkv_bias_only == b->qkv_bias_only
+                        : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm;
+        if (!same) {
+            note(x, "layer %d differs from the first block; the framework builds every block alike, "
+                    "as the first", i + 1);
+            return;
+        }
+    }
+    /* Megatron-LM: --disable-bias-linear covers every linear layer, and
+       --add-qkv-bias puts them back on Q, K, V alone (Qwen2's bias qkv) */
+    bool att_linear = x->att && x->att->bias && !x->att->qkv_bias_only;
+    if (x->att && x->mlp && att_linear != x->mlp->bias)
+        note(x, "attention bias %s but mlp bias %s: one setting covers both; written: the attention's",
+             att_linear ? "true" : "false", x->mlp->bias ? "true" : "false");
+}
+
+/* ---- Megatron-LM ---------------------------------------------------------- */
+
+static void arg(FILE *o, bool *first, const char *flag)
+{
+    fprintf(o, "%s%s", *first ? "" : " ", flag);
+    *first = false;
+}
+
+static void arg_int(FILE *o, bool *first, const char *flag, int64_t v)
+{
+    arg(o, first, flag);
+    fprintf(o, " %lld", (long long)v);
+}
+
+static void arg_num(FILE *o, bool *first, const char *flag, double v)
+{
+    arg(o, first, flag);
+    fputc(' ', o);
+    put_num(o, v);
+}
+
+/* One line of pretrain_gpt.py arguments (Megatron-LM's arguments.py). */
+static void write_megatron(const Ex *x, FILE *o)
+{
+    const Model *m = x->m;
+    const Layout *l = &x->l;
+    bool first = true;
+    arg_int(o, &first, "--num-layers", m->n_blocks);
+    arg_int(o, &first, "--hidden-size", m->dim);
+    if (x->att) {
+        arg_int(o, &first, "--num-attention-heads", x->att->heads);
+        if (x->att->kv_heads != x->att->heads) {
+            arg(o, &first, "--group-query-attention");
+            arg_int(o, &first, "--num-query-groups", x->att->kv_heads);
+        }
+        if (plan_head_dim(m, x->att) * x->att->heads != m->dim)
+            arg_int(o, &first, "--kv-channels", plan_head_dim(m, x->att));
+    }
+    if (x->mlp) arg_int(o, &first, "--ffn-hidden-size", x->mlp->hidden);
+    arg_int(o, &first, "--seq-length", m->seq);
+    arg_int(o, &first, "--max-position-embeddings", m->seq);
+    arg_int(o, &first, "--make-vocab-size-divisible-by", m->vocab_multiple);
+    static const char *const pos[] = { "learned_absolute", "rope", "none" };   /* ORDER PosKind */
+    arg(o, &first, "--position-embedding-type");
+    fprintf(o, " %s", pos[m->layers[0].position]);
+    if (m->layers[0].position == POS_ROPE) arg_num(o, &first, "--rotary-base", plan_rope_theta(m));
+    static const char *const norms[] = { "LayerNorm", "RMSNorm" };             /* ORDER NormKind */
+    arg(o, &first, "--normalization");
+    fprintf(o, " %s", norms[x->att ? x->att->norm : m->layers[m->n_layers - 2].norm]);
+    if (x->mlp && x->mlp->act == ACT_SWIGLU) arg(o, &first, "--swiglu");
+    if (x->mlp && x->mlp->act == ACT_GEGLU)
+        note(x, "act geglu: Megatron-LM's gated MLP flag is --swiglu (SiLU); GeGLU is not a flag (not written)");
+    if (x->att && x->att->window > 0)
+        note(x, "sliding_window %lld: not written; Megatron-core's TransformerConfig.window_size sets it "
+                "(its command-line flag was not verified)", (long long)x->att->window);
+    if (x->mlp && x->mlp->act == ACT_RELU)
+        note(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; nearest --squared-relu)");
+    if (x->att && (!x->att->bias || x->att->qkv_bias_only)) arg(o, &first, "--disable-bias-linear");
+    if (x->att && x->att->bias && x->att->qkv_bias_only) arg(o, &first, "--add-qkv-bias");
+    if (!m->layers[m->n_layers - 1].tied) arg(o, &first, "--untie-embeddings-and-output-weights");
+    if (m->dtype == DTYPE_BF16) arg(o, &first, "--bf16");
+    if (m->dtype == DTYPE_FP16) arg(o, &first, "--fp16");
+
+    arg_int(o, &first, "--tensor-model-parallel-size", l->tp);
+    arg_int(o, &first, "--pipeline-model-parallel-size", l->pp);
+    if (l->schedule == SCHED_INTERLEAVED && l->chunks > 1) {
+        int64_t vstages = (int64_t)l->pp * l->chunks;
+        arg_int(o, &first, "--num-layers-per-virtual-pipeline-stage", m->n_blocks / vstages);
+        if (m->n_blocks % vstages)
+            note(x, "%d blocks do not divide into %lld chunks: planc gives the middle chunks one more; "
+                    "Megatron-LM needs equal chunks", m->n_blocks, (long long)vstages);
+    }
+    if (l->pp > 1 && l->schedule == SCHED_GPIPE)
+        note(x, "schedule gpipe: Megatron-LM has none; it runs 1F1B (the same bubble, less activation memory)");
+    if (l->pp > 1 && l->schedule == SCHED_ZB_H1)
+        note(x, "schedule zb-h1: Megatron-LM has no zero-bubble schedule; it runs 1F1B (a larger bubble)");
+    arg_int(o, &first, "--micro-batch-size", l->micro_batch);
+    arg_int(o, &first, "--global-batch-size", l->global_batch);
+    if (l->sequence_parallel == 1) arg(o, &first, "--sequence-parallel");
+    if (l->zero >= 1) arg(o, &first, "--use-distributed-optimizer");
+    if (l->zero == 2)
+        note(x, "zero 2: Megatron-LM's distributed optimizer shards the optimizer state and reduce-scatters "
+                "the gradients (ZeRO-2's memory)");
+    if (l->zero == 3)
+        note(x, "zero 3: Megatron-LM's distributed optimizer shards the optimizer state and gradients, "
+                "not the parameters (ZeRO-2); written: --use-distributed-optimizer");
+    if (l->recompute == RECOMPUTE_SELECTIVE) {
+        arg(o, &first, "--recompute-granularity");
+        fputs(" selective", o);
+    } else if (l->recompute == RECOMPUTE_FULL) {
+        arg(o, &first, "--recompute-granularity");
+        fputs(" full", o);
+        arg(o, &first, "--recompute-method");
+        fputs(" uniform", o);
+        arg_int(o, &first, "--recompute-num-layers", 1);
+    }
+    if (x->p->has_train) {
+        const Train *t = &x->p->train;
+        arg_int(o, &first, "--train-iters", t->steps);
+        arg_num(o, &first, "--lr", t->lr);
+        arg_int(o, &first, "--lr-warmup-iters", t->warmup);
+        arg_int(o, &first, "--seed", (int64_t)t->seed);
+        arg_num(o, &first, "--clip-grad", t->grad_clip);
+        arg_num(o, &first, "--adam-beta1", t->beta1);
+        arg_num(o, &first, "--adam-beta2", t->beta2);
+        arg_num(o, &first, "--adam-eps", t->eps);
+        arg_num(o, &first, "--weight-decay", t->weight_decay);
+    }
+    fputc('\n', o);
+    note(x, "run on dp x tp x pp = %d GPUs: Megatron-LM takes dp %d from the world size",
+         l->dp * l->tp * l->pp, l->dp);
+    note(x, "the vocabulary (%lld) comes from the tokenizer (--tokenizer-type, --vocab-file)",
+         (long long)m->vocab);
+}
+
+/* ---- torchtitan ----------------------------------------------------------- */
+
+/* A TOML job file for torchtitan's train.py (torchtitan/config/job_config.py). */
+static void write_torchtitan(const Ex *x, FILE *o)
+{
+    const Model *m = x->m;
+    const Layout *l = &x->l;
+    /* the path goes into a comment: a control character (a newline would
+       end it) is written as '?' */
+    fprintf(o, "# torchtitan job file written by planc export from ");
+    for (const unsigned char *c = (const unsigned char *)(x->p->file ? x->p->file : "(plan)"); *c; c++)
+        fputc(*c < 0x20 || *c == 0x7f ? '?' : *c, o);
+    fputc('\n', o);
+    fprintf(o, "# The model's shapes are a torchtitan flavor (registered in code): dim %lld, n_layers %d",
+            (long long)m->dim, m->n_blocks);
+    if (x->att)
+        fprintf(o, ", n_heads %lld, n_kv_heads %lld", (long long)x->att->heads, (long long)x->att->kv_heads);
+    if (x->mlp) fprintf(o, ", ffn hidden %lld", (long long)x->mlp->hidden);
+    fprintf(o, ", vocab_size %lld", (long long)m->vocab);
+    if (m->layers[0].position == POS_ROPE) {
+        fprintf(o, ", rope_theta ");
+        put_num(o, plan_rope_theta(m));
+    }
+    if (x->att && plan_head_dim(m, x->att) * x->att->heads != m->dim)
+        fprintf(o, ", head_dim %lld", (long long)plan_head_dim(m, x->att));
+    if (x->att && x->att->window > 0) fprintf(o, ", sliding window %lld", (long long)x->att->window);
+    fprintf(o, "\n\n");
+    fprintf(o, "[job]\ndescription = \"planc: %s\"\n\n", m->name);
+    fprintf(o, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n\n", m->name);
+    note(x, "[model] names a flavor \"%s\": register one with the shapes in the file's header", m->name);
+    if (x->mlp && x->mlp->act != ACT_SWIGLU)
+        note(x, "torchtitan's llama3 has a SwiGLU MLP; planc's model has another activation");
+    if (x->att && (x->att->bias || x->att->window > 0))
+        note(x, "torchtitan's llama3 has no biases and no sliding window; planc's model has %s",
+             x->att->window > 0 ? "a sliding window" : "biases");
+
+    /* without pipelining, torchtitan's gradient accumulation runs micro-batches
+       of local_batch_size; with it, pipeline_parallel_microbatch_size */
+    int64_t local = l->pp > 1 ? l->micro_batch * x->n_micro : l->micro_batch;
+    fprintf(o, "[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\n",
+            (long long)local, (long long)l->global_batch, (long long)m->seq);
+    if (m->dtype == DTYPE_BF16 || m->dtype == DTYPE_FP32)
+        fprintf(o, "mixed_precision_param = \"%s\"\n", m->dtype == DTYPE_BF16 ? "bfloat16" : "float32");
+    else
+        note(x, "dtype fp16: torchtitan's mixed precision is bfloat16 or float32; nearest bfloat16 (not written)");
+    if (x->p->has_train) {
+        const Train *t = &x->p->train;
+        fprintf(o, "steps = %lld\nseed = %llu\nmax_norm = ", (long long)t->steps, (unsigned long long)t->seed);
+        put_num(o, t->grad_clip);
+        fprintf(o, "\n\n[optimizer]\nname = \"AdamW\"\nlr = ");
+        put_num(o, t->lr);
+        fprintf(o, "\nbeta1 = ");
+        put_num(o, t->beta1);
+        fprintf(o, "\nbeta2 = ");
+        put_num(o, t->beta2);
+        fprintf(o, "\neps = ");
+        put_num(o, t->eps);
+        fprintf(o, "\nweight_decay = ");
+        put_num(o, t->weight_decay);
+        fprintf(o, "\n\n[lr_scheduler]\nwarmup_steps = %lld\n", (long long)t->warmup);
+    }
+
+    /* ZeRO-3 is FSDP (parameters, gradients and optimizer state sharded over
+       dp); ZeRO-0 is replication (DDP). */
+    int shard = l->zero == 0 ? 1 : l->dp, replicate = l->zero == 0 ? l->dp : 1;
+    fprintf(o, "\n[parallelism]\ndata_parallel_replicate_degree = %d\ndata_parallel_shard_degree = %d\n",
+            replicate, shard);
+    if (l->zero == 1 || l->zero == 2) {
+        fprintf(o, "fsdp_reshard_after_forward = \"never\"\n");
+        note(x, "zero %d has no torchtitan equivalent; nearest: FSDP over dp %d that keeps the gathered "
+                "parameters from forward to backward (fsdp_reshard_after_forward = \"never\"; ZeRO-2 "
+                "plus one parameter all-gather per step)", l->zero, l->dp);
+    }
+    fprintf(o, "tensor_parallel_degree = %d\nenable_async_tensor_parallel = false\n", l->tp);
+    if (l->tp > 1 && l->sequence_parallel != 1)
+        note(x, "sequence_parallel false: torchtitan's tensor parallelism always shards the norms' sequence");
+    fprintf(o, "pipeline_parallel_degree = %d\n", l->pp);
+    if (l->pp > 1) {
+        static const char *const sched[] = { "GPipe", "1F1B", "Interleaved1F1B", "ZBVZeroBubble" };   /* ORDER Schedule */
+        fprintf(o, "pipeline_parallel_schedule = \"%s\"\n", sched[l->schedule]);
+        fprintf(o, "pipeline_parallel_microbatch_size = %lld\n", (long long)l->micro_batch);
+        int64_t stages = l->schedule == SCHED_ZB_H1 ? 2 * (int64_t)l->pp : (int64_t)l->pp * l->chunks;
+        if (m->n_blocks % stages == 0)
+            fprintf(o, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->n_blocks / stages));
+        else
+            note(x, "%d blocks do not divide into %lld stages: set pipeline_parallel_split_points by hand",
+                 m->n_blocks, (long long)stages);
+        if (l->schedule == SCHED_ZB_H1)
+            note(x, "schedule zb-h1 (one stage per rank) has no torchtitan schedule; nearest ZBVZeroBubble "
+                    "(zero bubble, two stages per rank in a V)");
+    }
+    static const char *const ac[] = { "none", "selective", "full" };   /* ORDER Recompute */
+    fprintf(o, "\n[activation_checkpoint]\nmode = \"%s\"\n", ac[l->recompute]);
+    if (l->recompute == RECOMPUTE_SELECTIVE) {
+        fprintf(o, "selective_ac_option = \"op\"\n");
+        note(x, "recompute selective: planc recomputes the attention scores (Korthikanti); torchtitan's "
+                "op-level selective checkpointing is the nearest, its memory differs");
+    }
+}
+
+/* ---- DeepSpeed ------------------------------------------------------------ */
+
+/* A ds_config.json (DeepSpeed's configuration documentation). */
+static void write_deepspeed(const Ex *x, FILE *o)
+{
+    const Model *m = x->m;
+    const Layout *l = &x->l;
+    fprintf(o, "{\n  \"train_batch_size\": %lld,\n  \"train_micro_batch_size_per_gpu\": %lld,\n"
+               "  \"gradient_accumulation_steps\": %lld,\n",
+            (long long)l->global_batch, (long long)l->micro_batch, (long long)x->n_micro);
+    fprintf(o, "  \"zero_optimization\": {\n    \"stage\": %d\n  },\n", l->zero);
+    fprintf(o, "  \"bf16\": {\n    \"enabled\": %s\n  },\n", m->dtype == DTYPE_BF16 ? "true" : "false");
+    fprintf(o, "  \"fp16\": {\n    \"enabled\": %s\n  }", m->dtype == DTYPE_FP16 ? "true" : "false");
+    if (l->tp > 1) fprintf(o, ",\n  \"tensor_parallel\": {\n    \"autotp_size\": %d\n  }", l->tp);
+    if (x->p->has_train) {
+        const Train *t = &x->p->train;
+        fprintf(o, ",\n  \"gradient_clipping\": ");
+        put_num(o, t->grad_clip);
+        fprintf(o, ",\n  \"optimizer\": {\n    \"type\": \"AdamW\",\n    \"params\": {\n      \"lr\": ");
+        put_num(o, t->lr);
+        fprintf(o, ",\n      \"betas\": [");
+        put_num(o, t->beta1);
+        fprintf(o, ", ");
+        put_num(o, t->beta2);
+        fprintf(o, "],\n      \"eps\": ");
+        put_num(o, t->eps);
+        fprintf(o, ",\n      \"weight_decay\": ");
+        put_num(o, t->weight_decay);
+        fprintf(o, "\n    }\n  },\n  \"scheduler\": {\n    \"type\": \"WarmupLR\",\n    \"params\": {\n"
+                   "      \"warmup_min_lr\": 0,\n      \"warmup_max_lr\": ");
+        put_num(o, t->lr);
+        fprintf(o, ",\n      \"warmup_num_steps\": %lld\n    }\n  }", (long long)t->warmup);
+    }
+    fprintf(o, "\n}\n");
+    if (l->pp > 1) {
+        note(x, "pp %d: DeepSpeed takes the pipeline in code: PipelineModule(layers, num_stages=%d); "
+                "its schedule is 1F1B", l->pp, l->pp);
+        if (l->schedule != SCHED_1F1B)
+            note(x, "schedule %s: DeepSpeed's pipeline runs 1F1B only", plan_schedule_name(l->schedule));
+        if (l->zero >= 2) note(x, "zero %d with pp %d: DeepSpeed's pipeline engine supports ZeRO 0 and 1 only",
+                               l->zero, l->pp);
+    }
+    if (l->tp > 1)
+        note(x, "tp %d: DeepSpeed's AutoTP (\"tensor_parallel\": {\"autotp_size\"}) splits the linear "
+                "layers; Megatron-style TP needs an mpu", l->tp);
+    if (l->sequence_parallel == 1)
+        note(x, "sequence_parallel: DeepSpeed has no Megatron-style sequence parallelism in ds_config");
+    if (l->recompute != RECOMPUTE_NONE)
+        note(x, "recompute %s: DeepSpeed recomputes where the model calls deepspeed.checkpointing.checkpoint",
+             plan_recompute_name(l->recompute));
+    if (m->dtype == DTYPE_FP32) note(x, "dtype fp32: neither bf16 nor fp16 is enabled");
+}
+
+int plan_export(const Plan *p, PlanExportTarget t, FILE *out, FILE *notes, char *why, size_t len)
+{
+    Ex x = { .p = p, .m = &p->model, .notes = notes, .target = TARGETS[t] };
+    x.l = plan_layout_defaults(p);
+    if (!plan_layout_check(p, &x.l, why, len)) return 1;
+    PlanEval ev;
+    plan_evaluate_layout(p, &x.l, &ev);
+    bool ok = ev.feasible;
+    if (!ok) snprintf(why, len, "%s", ev.why);
+    plan_eval_free(&ev);
+    if (!ok) return 1;
+    x.n_micro = plan_micro_batches(&x.l);
+    for (int i = 0; i < x.m->n_layers; i++) {
+        const Layer *a = &x.m->layers[i];
+        if (a->kind == LAYER_ATTENTION && !x.att) x.att = a;
+        if (a->kind == LAYER_MLP && !x.mlp) x.mlp = a;
+    }
+    check_uniform(&x);
+    switch (t) {
+    case EXPORT_MEGATRON:   write_megatron(&x, out); break;
+    case EXPORT_TORCHTITAN: write_torchtitan(&x, out); break;
+    case EXPORT_DEEPSPEED:  write_deepspeed(&x, out); break;
+    }
+    return 0;
+}

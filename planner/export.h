@@ -1,0 +1,30 @@
+/*
+ * export.h: a checked plan as the configuration of another framework:
+ * Megatron-LM's pretrain_gpt.py arguments, a torchtitan TOML job file, a
+ * DeepSpeed ds_config.json. What maps to what is one table in the README
+ * ("planc -> Megatron-LM / torchtitan / DeepSpeed"); what the framework
+ * cannot say is written as a note, never as an invented setting.
+ */
+#ifndef PLANC_EXPORT_H
+#define PLANC_EXPORT_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include "planner/plan.h"
+
+typedef enum {
+    EXPORT_MEGATRON,    /* one line of pretrain_gpt.py arguments */
+    EXPORT_TORCHTITAN,  /* a TOML job file */
+    EXPORT_DEEPSPEED,   /* a ds_config.json */
+} PlanExportTarget;
+
+/* The target named s ("megatron", "torchtitan", "deepspeed"), or -1. */
+int plan_export_target(const char *s);
+
+/* Write plan p for target t to out, and one line per note ("planc: note:
+ * megatron: ...") to notes. The layout's auto fields take planc's
+ * defaults (layout.h). Returns 0; 1 (nothing written, the reason in why)
+ * when the layout is invalid for the cluster or a stage does not fit. */
+int plan_export(const Plan *p, PlanExportTarget t, FILE *out, FILE *notes, char *why, size_t len);
+
+#endif /* PLANC_EXPORT_H */

@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""test_bridges.py: planc import and planc export through the command line.
+
+import: each architecture's config.json (tests/bridges/, written from the
+public files' key names and values) imports to a model block in canonical
+form (fmt of it is itself) whose `planc check --json` parameter count is
+the published one, exactly; Mixtral is refused (exit 2, "not yet"); broken
+configs (malformed, truncated, wrong type, missing key, ...) exit 2 with a
+message naming the key and what was expected.
+
+export: a matrix of layouts (dp, tp, pp, ZeRO stage, schedule, chunks,
+recompute, sequence parallelism, dtype) on one model: the torchtitan file
+parsed back with tomllib, the DeepSpeed file with json, the Megatron line
+tokenised with shlex and checked flag by flag against the layout.
+
+usage: tests/test_bridges.py PLANC
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import tomllib
+
+PLANC = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/bin/planc")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "bridges")
+TMP = tempfile.mkdtemp(prefix="planc-bridges-")
+passed = failed = 0
+
+
+def run(*args):
+    p = subprocess.run([PLANC, *args], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {name}" + (f": {detail}" if detail else ""))
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+# ---- import: the published counts ------------------------------------------
+# (config, total parameters as published: model cards / the papers)
+COUNTS = [
+    ("llama-3.1-8b.json", 8_030_261_248),
+    ("llama-2-7b.json", 6_738_415_616),
+    ("mistral-7b.json", 7_241_732_096),
+    ("qwen2-7b.json", 7_615_616_512),
+    ("gemma-7b.json", 8_537_680_896),
+    ("gpt2.json", 124_439_808),
+]
+
+CLUSTER = os.path.join(ROOT, "examples", "clusters", "dgx-h100.plan")
+
+for cfg, want in COUNTS:
+    rc, out, err = run("import", os.path.join(DATA, cfg))
+    check(f"import {cfg}: exit 0", rc == 0, err)
+    model = write(cfg + ".plan", out)
+    rc2, fmt, _ = run("fmt", model)
+    check(f"import {cfg}: canonical (fmt is identity)", rc2 == 0 and fmt == out)
+    plan = write(cfg + ".check.plan", f'include "{CLUSTER}"\n' + out)
+    rc3, js, err3 = run("check", "--json", plan)
+    try:
+        params = json.loads(js)["params"]
+    except (ValueError, KeyError) as e:
+        params = f"no params ({e}; {err3.strip()[:200]})"
+    check(f"import {cfg}: params {want}", params == want, f"got {params}")
+
+# what each family must write (the knobs the issue names)
+SHAPES = [
+    ("llama-3.1-8b.json", ["rope_theta 500000", "kv_heads 8", "act swiglu", "lm_head { tied false }"]),
+    ("llama-2-7b.json", ["model Llama-2-7b-hf {", "dtype fp16", "attention { heads 32; norm rmsnorm; bias false }"]),
+    ("mistral-7b.json", ["sliding_window 4096"]),
+    ("qwen2-7b.json", ["bias qkv", "rope_theta 1000000"]),
+    ("gemma-7b.json", ["head_dim 256", "act geglu", "lm_head { tied true }"]),
+    ("gpt2.json", ["position learned", "bias true", "vocab 50257", "seq 1024"]),
+]
+for cfg, needles in SHAPES:
+    rc, out, _ = run("import", os.path.join(DATA, cfg))
+    for n in needles:
+        check(f"import {cfg}: writes '{n}'", n in out)
+check("llama 2: no rope_theta (the default 10000)",
+      "rope_theta" not in run("import", os.path.join(DATA, "llama-2-7b.json"))[1])
+check("qwen2 without use_sliding_window: no window",
+      "sliding_window" not in run("import", os.path.join(DATA, "qwen2-7b.json"))[1])
+
+rc, out, err = run("import", os.path.join(DATA, "llama-3.1-8b.json"))
+check("import: rope_scaling said left out on stderr", "rope_scaling left out" in err, err)
+check("import: stdout is the model only", out.lstrip().startswith("#") and "note:" not in out)
+
+rc, out, err = run("import", os.path.join(DATA, "mixtral-8x7b.json"))
+check("mixtral: exit 2 'not yet: mixture of experts'",
+      rc == 2 and "not yet: mixture of experts" in err and out == "", err)
+
+# Qwen2 with the window on from block 20: two repeat groups, 8 blocks slide
+q = json.load(open(os.path.join(DATA, "qwen2-7b.json")))
+q.update(use_sliding_window=True, max_window_layers=20, sliding_window=4096)
+rc, out, err = run("import", write("qwen2-window.json", json.dumps(q)))
+check("qwen2 use_sliding_window: repeat 20 then repeat 8 with the window",
+      rc == 0 and "repeat 20" in out and "repeat 8" in out and out.count("sliding_window 4096") == 1, out + err)
+
+# options
+out_path = os.path.join(TMP, "named.plan")
+rc, out, err = run("import", os.path.join(DATA, "gpt2.json"), "-o", out_path, "--name", "my model")
+check("import -o --name: file written, stdout empty, name sanitised",
+      rc == 0 and out == "" and "model my-model {" in open(out_path).read(), err)
+check("import --help", run("import", "--help")[0] == 0 and "usage: planc import" in run("import", "--help")[1])
+rc, out, err = run("import")
+check("import without a file: usage error 2", rc == 2 and "import: needs a CONFIG.json" in err, err)
+rc, out, err = run("import", "x.json", "--bogus")
+check("import unknown option: 2", rc == 2 and "unknown option '--bogus'" in err, err)
+rc, out, err = run("import", os.path.join(TMP, "nonexistent.json"))
+check("import missing file: 2", rc == 2 and "cannot read" in err, err)
+
+# a path with a newline stays inside the header comment
+odd = os.path.join(TMP, "x\ninclude \"y\"\n.json")
+open(odd, "w").write(open(os.path.join(DATA, "gpt2.json")).read())
+rc, out, err = run("import", odd, "--name", "g")
+check("import: the config's path cannot end the comment",
+      rc == 0 and "include" not in "".join(l for l in out.splitlines() if not l.startswith("#")), out[:300])
+
+# ---- import: broken configs --------------------------------------------------
+llama = open(os.path.join(DATA, "llama-3.1-8b.json")).read()
+cfg = json.loads(llama)
+
+
+def variant(**kw):
+    d = dict(cfg)
+    for k, v in kw.items():
+        if v is DROP:
+            d.pop(k)
+        else:
+            d[k] = v
+    return json.dumps(d, indent=2)
+
+
+DROP = object()
+# (name, text, substrings the message must hold)
+BROKEN = [
+    ("truncated", llama[: len(llama) // 2], ["malformed JSON", "premature end of input"]),
+    ("trailing comma", llama.replace('"vocab_size": 128256', '"vocab_size": 128256,'), ["malformed JSON"]),
+    ("not an object", "[1, 2]", ["expected a JSON object at the top level, got an array"]),
+    ("empty", "", ["malformed JSON"]),
+    ("duplicate key", llama.replace('"hidden_size": 4096,', '"hidden_size": 4096, "hidden_size": 4096,'),
+     ["malformed JSON", "duplicate"]),
+    ("hidden_size a string", variant(hidden_size="4096"),
+     ["'hidden_size': expected a positive integer", "got a string"]),
+    ("num_hidden_layers missing", variant(num_hidden_layers=DROP),
+     ["missing key 'num_hidden_layers'", "positive integer"]),
+    ("vocab_size negative", variant(vocab_size=-5), ["'vocab_size': expected a positive integer", "got -5"]),
+    ("vocab_size fractional", variant(vocab_size=1.5), ["'vocab_size': expected a positive integer"]),
+    ("tie_word_embeddings a string", variant(tie_word_embeddings="no"),
+     ["'tie_word_embeddings': expected true or false, got a string"]),
+    ("rope_theta a string", variant(rope_theta="big"), ["'rope_theta': expected a positive number"]),
+    ("model_type missing", variant(model_type=DROP), ["missing key 'model_type'"]),
+    ("model_type unknown", variant(model_type="t5"), ['model_type "t5" is not supported', "llama"]),
+    ("hidden_act relu", variant(hidden_act="relu"), ["'hidden_act': expected \"silu\"", '"relu"']),
+    ("torch_dtype int8", variant(torch_dtype="int8"), ["'torch_dtype': expected", '"int8"']),
+    ("kv heads do not divide", variant(num_key_value_heads=7),
+     ["'num_key_value_heads': expected a divisor of num_attention_heads 32"]),
+    ("gpt2 n_embd missing", json.dumps({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_positions": 8,
+                                        "vocab_size": 10}), ["missing key 'n_embd'"]),
+]
+for name, text, needles in BROKEN:
+    path = write("broken.json", text)
+    rc, out, err = run("import", path)
+    ok = rc == 2 and out == "" and all(n in err for n in needles) and err.startswith(path + ":")
+    check(f"broken config ({name}): exit 2, message names it", ok, f"exit {rc}: {err.strip()[:300]}")
+
+# every cut of a config short of its end is exit 2 with a diagnostic at a
+# position in the file (never a crash, never a model)
+text = open(os.path.join(DATA, "qwen2-7b.json")).read().rstrip()
+bad_cuts = []
+for cut in range(0, len(text), 7):
+    path = write("cut.json", text[:cut])
+    rc, out, err = run("import", path)
+    if not (rc == 2 and out == "" and err.startswith(path + ":") and "error:" in err):
+        bad_cuts.append((cut, rc, err[:120]))
+check(f"{len(range(0, len(text), 7))} truncations of qwen2-7b.json: each exit 2", not bad_cuts, str(bad_cuts[:3]))
+
+# ---- export: a matrix of layouts ---------------------------------------------
+MODEL = """
+cluster c {
+    nodes 2
+    gpus_per_node 8
+    device h100-sxm-80gb
+    link intra { bandwidth 450 GB/s; latency 2 us }
+    link inter { bandwidth 400 Gb/s; latency 5 us }
+}
+model m {
+    vocab 32000; vocab_multiple 64; seq 2048; dtype DTYPE
+    embedding { dim 2048; position rope }
+    repeat 16 {
+        attention { heads 16; kv_heads KV; norm rmsnorm; bias false }
+        mlp { hidden 5632; act swiglu; norm rmsnorm; bias false }
+    }
+    norm { kind rmsnorm }
+    lm_head { tied false }
+}
+train { steps 100; lr 3e-4; warmup 10; seed 7; grad_clip 1.0 }
+"""
+
+# (dp, tp, pp, zero, micro_batch, global_batch, schedule, chunks, recompute, sp, dtype, kv)
+LAYOUTS = [
+    (16, 1, 1, 0, 2, 64, "1f1b", 1, "none", "false", "bf16", 16),
+    (8, 2, 1, 1, 1, 64, "1f1b", 1, "selective", "true", "bf16", 4),
+    (4, 2, 2, 2, 1, 32, "1f1b", 1, "full", "false", "fp16", 8),
+    (2, 4, 2, 3, 1, 16, "gpipe", 1, "none", "true", "bf16", 4),
+    (2, 2, 4, 1, 1, 16, "interleaved", 2, "selective", "true", "bf16", 16),
+    (4, 1, 4, 0, 2, 64, "zb-h1", 1, "none", "false", "fp32", 16),
+]
+SCHED_TT = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zb-h1": "ZBVZeroBubble"}
+FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
+                "--ffn-hidden-size", "--seq-length", "--max-position-embeddings",
+                "--make-vocab-size-divisible-by", "--position-embedding-type", "--normalization",
+                "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                "--num-layers-per-virtual-pipeline-stage", "--micro-batch-size", "--global-batch-size",
+                "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--train-iters",
+                "--lr", "--lr-warmup-iters", "--seed", "--clip-grad", "--adam-beta1", "--adam-beta2",
+                "--adam-eps", "--weight-decay", "--kv-channels", "--rotary-base"}
+
+
+def megatron_flags(line):
+    """The tokens of one line as {flag: value or True}; every flag once."""
+    toks, flags, i = shlex.split(line), {}, 0
+    while i < len(toks):
+        f = toks[i]
+        assert f.startswith("--") and f not in flags, f"bad or repeated token {f!r}"
+        if f in FLAGS_VALUED:
+            flags[f] = toks[i + 1]
+            i += 2
+        else:
+            flags[f] = True
+            i += 1
+    return flags
+
+
+for n, (dp, tp, pp, zero, mb, gb, sched, chunks, rec, sp, dtype, kv) in enumerate(LAYOUTS):
+    name = f"layout {n} (dp {dp} tp {tp} pp {pp} zero {zero} {sched} {rec} sp {sp} {dtype})"
+    plan = write(f"export{n}.plan", MODEL.replace("DTYPE", dtype).replace("KV", str(kv)) + f"""
+plan {{
+    dp {dp}; tp {tp}; pp {pp}; zero {zero}
+    micro_batch {mb}; global_batch {gb}
+    schedule {sched}; chunks {chunks}
+    recompute {rec}
+    sequence_parallel {sp}
+}}
+""")
+    n_micro = gb // (dp * mb)
+
+    rc, out, err = run("export", plan, "--to", "megatron")
+    check(f"{name}: megatron exit 0, one line", rc == 0 and out.count("\n") == 1, err)
+    try:
+        f = megatron_flags(out)
+    except AssertionError as e:
+        f = {}
+        check(f"{name}: megatron tokens", False, str(e))
+    want = {
+        "--num-layers": "16", "--hidden-size": "2048", "--num-attention-heads": "16",
+        "--ffn-hidden-size": "5632", "--seq-length": "2048", "--max-position-embeddings": "2048",
+        "--make-vocab-size-divisible-by": "64", "--position-embedding-type": "rope", "--rotary-base": "10000",
+        "--normalization": "RMSNorm", "--swiglu": True, "--disable-bias-linear": True,
+        "--untie-embeddings-and-output-weights": True,
+        "--tensor-model-parallel-size": str(tp), "--pipeline-model-parallel-size": str(pp),
+        "--micro-batch-size": str(mb), "--global-batch-size": str(gb),
+        "--train-iters": "100", "--lr-warmup-iters": "10", "--seed": "7",
+    }
+    if kv != 16:
+        want.update({"--group-query-attention": True, "--num-query-groups": str(kv)})
+    if sched == "interleaved":
+        want["--num-layers-per-virtual-pipeline-stage"] = str(16 // (pp * chunks))
+    if sp == "true" and tp > 1:
+        want["--sequence-parallel"] = True
+    if zero >= 1:
+        want["--use-distributed-optimizer"] = True
+    if rec == "selective":
+        want["--recompute-granularity"] = "selective"
+    if rec == "full":
+        want.update({"--recompute-granularity": "full", "--recompute-method": "uniform",
+                     "--recompute-num-layers": "1"})
+    if dtype == "bf16":
+        want["--bf16"] = True
+    if dtype == "fp16":
+        want["--fp16"] = True
+    # floats are compared as numbers
+    floats = {"--lr": 3e-4, "--clip-grad": 1.0}
+    for k, v in floats.items():
+        check(f"{name}: megatron {k} {v}", k in f and float(f[k]) == v, f.get(k))
+    extra = {k: v for k, v in f.items() if k not in want and k not in floats and
+             k not in ("--adam-beta1", "--adam-beta2", "--adam-eps", "--weight-decay")}
+    missing = {k: v for k, v in want.items() if f.get(k) != v}
+    check(f"{name}: megatron flags", not missing and not extra, f"missing/wrong {missing}, unexpected {extra}")
+    if sched in ("gpipe", "zb-h1"):
+        check(f"{name}: megatron note on the schedule", f"schedule {sched}" in err, err)
+
+    rc, out, err = run("export", plan, "--to", "torchtitan")
+    check(f"{name}: torchtitan exit 0", rc == 0, err)
+    try:
+        t = tomllib.loads(out)
+    except tomllib.TOMLDecodeError as e:
+        t = {}
+        check(f"{name}: torchtitan TOML parses", False, str(e))
+    par, tr = t.get("parallelism", {}), t.get("training", {})
+    check(f"{name}: torchtitan degrees",
+          par.get("tensor_parallel_degree") == tp and par.get("pipeline_parallel_degree") == pp and
+          par.get("data_parallel_shard_degree", 0) * par.get("data_parallel_replicate_degree", 0) == dp,
+          str(par))
+    check(f"{name}: torchtitan ZeRO {zero} -> shard/replicate",
+          (par.get("data_parallel_replicate_degree"), par.get("data_parallel_shard_degree")) ==
+          ((dp, 1) if zero == 0 else (1, dp)), str(par))
+    if zero in (1, 2):
+        check(f"{name}: torchtitan says ZeRO {zero} has no equivalent",
+              f"zero {zero} has no torchtitan equivalent" in err and
+              par.get("fsdp_reshard_after_forward") == "never", err)
+    check(f"{name}: torchtitan batches",
+          tr.get("global_batch_size") == gb and tr.get("seq_len") == 2048 and
+          tr.get("local_batch_size") == (mb * n_micro if pp > 1 else mb) and
+          (pp == 1 or par.get("pipeline_parallel_microbatch_size") == mb), str(tr))
+    if pp > 1:
+        check(f"{name}: torchtitan schedule", par.get("pipeline_parallel_schedule") == SCHED_TT[sched], str(par))
+    check(f"{name}: torchtitan activation checkpoint",
+          t.get("activation_checkpoint", {}).get("mode") == rec, str(t.get("activation_checkpoint")))
+    check(f"{name}: torchtitan async TP off", par.get("enable_async_tensor_parallel") is False)
+    check(f"{name}: torchtitan optimizer", t.get("optimizer", {}).get("lr") == 3e-4 and
+          t.get("lr_scheduler", {}).get("warmup_steps") == 10, str(t.get("optimizer")))
+
+    rc, out, err = run("export", plan, "--to", "deepspeed")
+    check(f"{name}: deepspeed exit 0", rc == 0, err)
+    try:
+        d = json.loads(out)
+    except ValueError as e:
+        d = {}
+        check(f"{name}: deepspeed JSON parses", False, str(e))
+    check(f"{name}: deepspeed batches",
+          d.get("train_batch_size") == gb and d.get("train_micro_batch_size_per_gpu") == mb and
+          d.get("gradient_accumulation_steps") == n_micro and
+          d["train_batch_size"] == d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"] * dp,
+          str(d))
+    check(f"{name}: deepspeed zero stage", d.get("zero_optimization", {}).get("stage") == zero)
+    check(f"{name}: deepspeed precision",
+          d.get("bf16", {}).get("enabled") == (dtype == "bf16") and d.get("fp16", {}).get("enabled") == (dtype == "fp16"))
+    check(f"{name}: deepspeed tp", d.get("tensor_parallel", {}).get("autotp_size", 1) == tp)
+    check(f"{name}: deepspeed optimizer", d.get("optimizer", {}).get("params", {}).get("lr") == 3e-4 and
+          d.get("gradient_clipping") == 1.0)
+    if pp > 1:
+        check(f"{name}: deepspeed says where pp goes", f"num_stages={pp}" in err, err)
+
+# import -> export: the imported knobs reach the Megatron line
+# (config, seq to train at, tp, flags that must be there with their values)
+CHAIN = [
+    ("llama-3.1-8b.json", 8192, 8, {"--rotary-base": "500000", "--num-query-groups": "8",
+                                     "--group-query-attention": True, "--swiglu": True}),
+    ("qwen2-7b.json", 4096, 4, {"--rotary-base": "1000000", "--add-qkv-bias": True,
+                                 "--disable-bias-linear": True, "--num-query-groups": "4"}),
+    ("gemma-7b.json", 8192, 8, {"--kv-channels": "256", "--num-attention-heads": "16"}),
+    ("gpt2.json", 1024, 1, {"--position-embedding-type": "learned_absolute", "--normalization": "LayerNorm"}),
+]
+for cfg, seq, tp, want in CHAIN:
+    rc, model, err = run("import", os.path.join(DATA, cfg))
+    model = "\n".join(("    seq %d" % seq) if l.strip().startswith("seq ") else l for l in model.splitlines())
+    plan = write(cfg + ".export.plan", f'include "{CLUSTER}"\n{model}\n'
+                 f"plan {{ dp {128 // tp}; tp {tp}; pp 1; zero 1; micro_batch 1; global_batch {128 // tp} }}\n")
+    rc, out, err = run("export", plan, "--to", "megatron")
+    f = megatron_flags(out) if rc == 0 else {}
+    bad = {k: f.get(k) for k, v in want.items() if f.get(k) != v}
+    check(f"import {cfg} -> export megatron", rc == 0 and not bad, f"exit {rc}, wrong {bad}: {err[:300]}")
+    check(f"import {cfg} -> export megatron: no train block, no optimizer flags",
+          not any(k in f for k in ("--lr", "--train-iters", "--seed", "--clip-grad")))
+    if cfg == "gpt2.json":
+        check("gpt2 -> megatron: biases kept, head tied",
+              "--disable-bias-linear" not in f and "--untie-embeddings-and-output-weights" not in f)
+    if cfg == "gemma-7b.json":
+        check("gemma -> megatron: GeGLU said not written", "act geglu" in err and "--swiglu" not in f, err)
+
+# export: a plan file whose name holds a newline still gives one TOML document
+odd = os.path.join(TMP, "p\n[evil]\nx = 1\n.plan")
+open(odd, "w").write(open(os.path.join(TMP, "export0.plan")).read())
+rc, out, err = run("export", odd, "--to", "torchtitan")
+check("export: the plan's path cannot end the TOML comment", rc == 0 and "evil" not in tomllib.loads(out), out[:200])
+
+# export: the exit codes
+plan = write("toobig.plan", MODEL.replace("DTYPE", "bf16").replace("KV", "16").replace("seq 2048", "seq 1048576") +
+             "plan { dp 16; tp 1; pp 1; micro_batch 8; global_batch 128 }\n")
+rc, out, err = run("export", plan, "--to", "deepspeed")
+check("export of a plan that does not fit: exit 1, nothing written",
+      rc == 1 and out == "" and "does not fit" in err, f"exit {rc}: {err[:300]}")
+out_path = os.path.join(TMP, "ds.json")
+rc, out, err = run("export", os.path.join(TMP, "export0.plan"), "--to", "deepspeed", "-o", out_path)
+check("export -o writes the file", rc == 0 and out == "" and json.load(open(out_path))["train_batch_size"] == 64)
+rc, out, err = run("export", os.path.join(TMP, "export0.plan"), "--to", "jax")
+check("export --to jax: usage error 2", rc == 2 and "unknown target 'jax'" in err, err)
+rc, out, err = run("export", os.path.join(TMP, "export0.plan"))
+check("export without --to: usage error 2", rc == 2 and "needs --to" in err, err)
+rc, out, err = run("export", write("bad.plan", "model {"), "--to", "megatron")
+check("export of bad input: 2", rc == 2 and out == "", err)
+check("export --help", run("export", "-h")[0] == 0 and "usage: planc export" in run("export", "-h")[1])
+
+print(f"test_bridges: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
