@@ -62,6 +62,11 @@ static double stream_time(const Device *d, double bytes, int kernels)
     return bytes / (d->hbm * PLAN_HBM_EFF) + kernels * PLAN_KERNEL_GAP;
 }
 
+double plan_opt_time(const Device *d, uint64_t params)
+{
+    return stream_time(d, PLAN_ADAM_BYTES * (double)params, 1);
+}
+
 /* ---- one layer -------------------------------------------------------- */
 
 typedef struct {
@@ -346,7 +351,7 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     step_collectives(p, l, emb_chunk, head_chunk, out);
     for (int s = 0; s < l->pp; s++) {
         if (l->zero >= 1) out->opt_params[s] = (out->opt_params[s] + (uint64_t)l->dp - 1) / (uint64_t)l->dp;
-        out->opt[s] = stream_time(&cl->device, PLAN_ADAM_BYTES * (double)out->opt_params[s], 1);
+        out->opt[s] = plan_opt_time(&cl->device, out->opt_params[s]);
     }
     return !ovf;
 }

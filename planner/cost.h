@@ -87,6 +87,11 @@ void plan_costs_free(PlanCosts *c);
 double plan_gemm_time(const Device *d, double peak, double e,
                       double m, double n, double k, double batch);
 
+/* Seconds of one AdamW step over `params` parameters on device d: a
+ * streaming kernel of PLAN_ADAM_BYTES per parameter (plan_costs' opt[];
+ * the search's bound of the step's tail reads the same formula). */
+double plan_opt_time(const Device *d, uint64_t params);
+
 /* Fill c's grad_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c);

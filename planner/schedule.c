@@ -296,6 +296,35 @@ double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
     }
 }
 
+/* Why: with many chunks per stage (interleaved v in the thousands) the
+ * bound above misses what dominates, the transfers between virtual
+ * stages. One micro-batch's passes form a chain every schedule obeys
+ * (lower.c's expansion: a forward receives its input from the virtual
+ * stage before it, a backward its gradient from the one after it, each a
+ * send of the sender's p2p seconds once the sender's pass has ended): all
+ * forwards in order, then all backwards (ZB-H1: input-gradient parts;
+ * its weight passes are off the chain) in reverse, with a transfer at
+ * every hop between two stages — all of them when pp > 1, as consecutive
+ * virtual stages sit on neighbouring stages. Every schedule runs a
+ * chunk's forwards, and its backwards, in micro-batch order, so micro-batch
+ * j's chain starts after j forwards of virtual stage 0 and its last
+ * backward there is followed by m - 1 - j more: the bound takes the larger
+ * of the two ends. Seconds. */
+static double micro_batch_path(const PlanCosts *c)
+{
+    const Layout *l = &c->layout;
+    int n = l->pp * l->chunks;
+    bool zb = l->schedule == SCHED_ZB_H1;
+    double t = 0;
+    for (int k = 0; k < n; k++) {
+        const PlanChunkCost *q = &c->cost[k];
+        t += q->fwd + (zb ? q->bwd_input : q->bwd);
+        if (l->pp > 1) t += (k < n - 1 ? q->p2p : 0) + (k > 0 ? q->p2p : 0);
+    }
+    const PlanChunkCost *first = &c->cost[0];
+    return t + (double)(c->n_micro - 1) * fmax(first->fwd, zb ? first->bwd_input : first->bwd);
+}
+
 double plan_pipeline_time(const PlanCosts *c)
 {
     const Layout *l = &c->layout;
@@ -319,5 +348,5 @@ double plan_pipeline_time(const PlanCosts *c)
             bound = fmax(bound, 2 * m * G + (zb || c->reduce_after_flush ? 0 : m * R - k->reduce));
         }
     }
-    return bound;
+    return fmax(bound, micro_batch_path(c));
 }

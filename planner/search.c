@@ -350,6 +350,7 @@ typedef struct {
     int           split_pp, split_v;  /* the split chunk points at */
     PlanChunk   **split;              /* [v]: the splits of pp split_pp into v chunks, or NULL */
     int           n_split;            /* entries of split[] */
+    uint64_t      psi_max;            /* parameters of the largest stage (its optimizer step) */
 } Synth;
 
 static bool synth_reserve(Synth *s, int chunks, int stages)
@@ -465,6 +466,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
         c->p2p = p2p;
     }
     if (pp == 1) s->cost[n - 1].params -= cc->head_copy;
+    s->psi_max = 0;
     for (int st = 0; st < pp; st++) {
         StageAgg *g = &s->agg[st];
         const StageAgg *prev = st ? &s->agg[st - 1] : NULL;
@@ -476,6 +478,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             g->rebuild = dmax(g->rebuild, c->act_layer_max);
             g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
         }
+        if (g->psi > s->psi_max) s->psi_max = g->psi;
         if (prev && prev->psi == g->psi && prev->layer_max == g->layer_max)
             memcpy(g->fixed, prev->fixed, sizeof g->fixed);   /* most stages are alike */
         else
@@ -653,6 +656,19 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
     return t;
 }
 
+/* Why: every stage's optimizer step follows the gradient-norm
+ * all-reduce, which waits for every stage's last pass (lower.c's tail,
+ * simulate.c), so the step lasts at least the pipeline's bound plus the
+ * largest stage's AdamW step (cost.c's plan_opt_time of its parameters,
+ * divided over DP under ZeRO >= 1, as plan_costs divides them). The
+ * collectives of the tail only add to it. Seconds. */
+static double tail_bound(const Ctx *x, const Layout *l, int zero)
+{
+    uint64_t psi = x->syn.psi_max, dp = (uint64_t)l->dp;
+    if (zero >= 1) psi = psi / dp + (psi % dp != 0);
+    return plan_opt_time(&x->p->cluster.device, psi);
+}
+
 /* Whether ZeRO stage z is searched at data-parallel degree dp (unless the
  * plan block fixes it): at dp 1 there is nothing to shard, every stage
  * holds the same states, and stage 0 (no gradient buckets, no gathers)
@@ -698,6 +714,7 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
             c[i].t_lb = t;
             if (c[i].l.zero >= 3 && isfinite(t) && (c[i].fit != FIT_NO || x->o->record))
                 c[i].t_lb = fmax(t, time_bound_zero3(x, &c[i].l) * (1 - SEARCH_REL_SLACK));
+            if (isfinite(t)) c[i].t_lb += tail_bound(x, &c[i].l, c[i].l.zero) * (1 - SEARCH_REL_SLACK);
         }
     }
     x->next_order += n;
