@@ -52,7 +52,9 @@ double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
  * through the stages before it and (all schedules but zb-h1, whose last
  * ops are deferrable weight passes) before the last backward goes back
  * through them; under ZeRO-3 its last pass also waits for every gather
- * and earlier reduction its comm stream runs first. The search prunes
+ * and earlier reduction its comm stream runs first; and no schedule beats
+ * one micro-batch's chain of passes through every virtual stage with a
+ * transfer at each hop (the bubble of many chunks). The search prunes
  * with it; it never exceeds the simulated step time of the same table
  * (tests hold it to that). */
 double plan_pipeline_time(const PlanCosts *c);

@@ -816,6 +816,56 @@ static bool same_sim(const PlanSimSummary *a, const PlanSimResult *r)
            !memcmp(&a->times, &t, sizeof t);
 }
 
+/* The bound of the pipeline time must cover one micro-batch's chain of
+ * passes: every forward, then every backward (zb-h1: input part), with a
+ * transfer at each of the 2(pp v - 1) hops between virtual stages. With
+ * thousands of chunks (a 10,000-block model interleaved) those hops are
+ * most of the bubble; a bound without them is below every layout's time
+ * alike and the search cannot prune. Table: schedule, pp, chunks, m per
+ * pp; each also stays within the simulated pipeline time. */
+static void test_bound_chain(void **state)
+{
+    (void)state;
+    static const struct { int sched, pp, v, m_per_pp; } T[] = {
+        { SCHED_INTERLEAVED, 2, 50, 1 }, { SCHED_INTERLEAVED, 2, 100, 1 },
+        { SCHED_INTERLEAVED, 4, 25, 1 }, { SCHED_INTERLEAVED, 2, 40, 3 },
+        { SCHED_1F1B, 8, 1, 1 }, { SCHED_ZB_H1, 4, 1, 2 }, { SCHED_GPIPE, 2, 1, 4 },
+    };
+    enum { BLOCKS = 200 };
+    Layer *buf = calloc(PLAN_PRESET_LAYERS(BLOCKS), sizeof *buf);
+    assert_non_null(buf);
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        Model m;
+        plan_preset_gpt(&m, buf, "g", BLOCKS, 256, 4, 2048, 32000, DTYPE_BF16);
+        int pp = T[i].pp, v = T[i].v, dp = 8 / pp;
+        int64_t micro = (int64_t)pp * T[i].m_per_pp;
+        Plan p = plan_preset_plan(m, plan_preset_dgx_h100(1), dp, 1, pp, 0, 1, dp * micro, T[i].sched, v,
+                                  RECOMPUTE_NONE, 0);
+        PlanCosts c;
+        PlanProgram pr;
+        PlanSimResult r;
+        char why[256];
+        assert_true(plan_costs(&p, &p.layout, &c));
+        assert_true(plan_lower(&p, &pr, why, sizeof why));
+        assert_true(plan_simulate(&pr, &r));
+        double chain = 0;
+        int n = pp * v;
+        for (int k = 0; k < n; k++)
+            chain += c.cost[k].fwd + (T[i].sched == SCHED_ZB_H1 ? c.cost[k].bwd_input : c.cost[k].bwd) +
+                     (k < n - 1 ? c.cost[k].p2p : 0) + (k > 0 ? c.cost[k].p2p : 0);
+        double b = plan_pipeline_time(&c);
+        if (b < chain * (1 - 1e-12) || b > r.pipeline_time * (1 + 1e-9))
+            print_error("sched %d pp %d v %d m %lld: bound %.9g s, chain %.9g s, simulated %.9g s\n",
+                        T[i].sched, pp, v, (long long)micro, b, chain, r.pipeline_time);
+        assert_true(b >= chain * (1 - 1e-12));
+        assert_true(b <= r.pipeline_time * (1 + 1e-9));   /* rounding of another order */
+        plan_sim_free(&r);
+        plan_program_free(&pr);
+        plan_costs_free(&c);
+    }
+    free(buf);
+}
+
 static void test_random_layouts(void **state)
 {
     (void)state;
@@ -1296,6 +1346,7 @@ int main(void)
         cmocka_unit_test(test_step_collectives_contract),
         cmocka_unit_test(test_bubble_definition),
         cmocka_unit_test(test_megatron_2021_switches),
+        cmocka_unit_test(test_bound_chain),
         cmocka_unit_test(test_random_layouts),
         cmocka_unit_test(test_report),
         cmocka_unit_test(test_report_interleaved_ranges),
