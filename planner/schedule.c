@@ -325,6 +325,25 @@ static double micro_batch_path(const PlanCosts *c)
     return t + (double)(c->n_micro - 1) * fmax(first->fwd, zb ? first->bwd_input : first->bwd);
 }
 
+double plan_pipeline_comm_bound(const PlanCosts *c)
+{
+    const Layout *l = &c->layout;
+    int p = l->pp, v = l->chunks;
+    bool zb = l->schedule == SCHED_ZB_H1;
+    double m = (double)c->n_micro, bound = 0;
+    /* the comm stream runs, first in first out, every pass's gather and,
+     * before the last backward's gather, every other backward's reduction
+     * (not counted under zb-h1, where they follow the deferred weight
+     * passes, nor when they wait for the flush); the last pass ends after
+     * its gather */
+    for (int s = 0; s < p; s++) {
+        double G = 0, R = 0;
+        for (int ch = 0; ch < v; ch++) { G += c->cost[ch * p + s].gather; R += c->cost[ch * p + s].reduce; }
+        bound = fmax(bound, 2 * m * G + (zb || c->reduce_after_flush ? 0 : m * R - c->cost[s].reduce));
+    }
+    return bound;
+}
+
 double plan_pipeline_time(const PlanCosts *c)
 {
     const Layout *l = &c->layout;
@@ -337,16 +356,7 @@ double plan_pipeline_time(const PlanCosts *c)
         bound = fmax(bound, chain + m * X);
         const PlanChunkCost *k = &c->cost[s];
         chain += k->fwd + k->p2p + (zb ? 0 : k->bwd + k->p2p);
-        if (l->zero >= 3) {
-            /* the comm stream runs, first in first out, every pass's
-             * gather and, before the last backward's gather, every other
-             * backward's reduction (not counted under zb-h1, where they
-             * follow the deferred weight passes, nor when they wait for the
-             * flush); the last pass ends after its gather */
-            double G = 0, R = 0;
-            for (int ch = 0; ch < v; ch++) { G += c->cost[ch * p + s].gather; R += c->cost[ch * p + s].reduce; }
-            bound = fmax(bound, 2 * m * G + (zb || c->reduce_after_flush ? 0 : m * R - k->reduce));
-        }
     }
+    if (l->zero >= 3) bound = fmax(bound, plan_pipeline_comm_bound(c));
     return fmax(bound, micro_batch_path(c));
 }

@@ -58,5 +58,9 @@ double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
  * with it; it never exceeds the simulated step time of the same table
  * (tests hold it to that). */
 double plan_pipeline_time(const PlanCosts *c);
+/* Its ZeRO-3 part alone (the comm stream's gathers and reductions before
+ * the last pass), whatever c's ZeRO stage: the search adds it to the bound
+ * of the other stages' table instead of recomputing the rest. */
+double plan_pipeline_comm_bound(const PlanCosts *c);
 
 #endif /* PLANC_SCHEDULE_H */

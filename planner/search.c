@@ -214,6 +214,7 @@ typedef struct {
 
 typedef struct {
     const Plan *p;
+    const PlanShapes *shapes;   /* p's layers by shape */
     CutCosts   *cut;
     int         n, cap;
     int        *slot;      /* [n_slot] open-addressing index into cut, -1 empty */
@@ -254,7 +255,8 @@ static bool cut_index(CutMemo *m)
 
 /* Why: one plan_costs() pass per cut gives every block's cost, so a
  * layout's chunks are sums instead of a walk over the model's layers. */
-static bool cut_build(const Plan *p, const CutKey *k, const uint64_t *head_copy, CutCosts *out)
+static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, const uint64_t *head_copy,
+                      CutCosts *out)
 {
     int nb = p->model.n_blocks;
     Layout l = { .dp = 1, .tp = k->tp, .pp = nb, .zero = 0, .micro_batch = k->mb,
@@ -263,12 +265,12 @@ static bool cut_build(const Plan *p, const CutKey *k, const uint64_t *head_copy,
     PlanCosts per, whole;
     memset(out, 0, sizeof *out);
     out->key = *k;
-    if (!plan_costs(p, &l, &per)) { plan_costs_free(&per); return false; }
+    if (!plan_costs_shaped(p, sh, &l, &per)) { plan_costs_free(&per); return false; }
     if (head_copy) {
         out->head_copy = *head_copy;
     } else {
         l.pp = 1;
-        if (!plan_costs(p, &l, &whole)) { plan_costs_free(&per); plan_costs_free(&whole); return false; }
+        if (!plan_costs_shaped(p, sh, &l, &whole)) { plan_costs_free(&per); plan_costs_free(&whole); return false; }
         uint64_t sum = 0;
         for (int b = 0; b < nb; b++) sum += per.cost[b].params;
         out->head_copy = sum - whole.cost[0].params;   /* 0 unless the head is tied */
@@ -316,7 +318,7 @@ static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
     for (int i = 0; i < m->n && !hc; i++)
         if (m->cut[i].key.tp == k->tp) hc = &m->cut[i].head_copy;
     uint64_t copy = hc ? *hc : 0;
-    if (!cut_build(m->p, k, hc ? &copy : NULL, &m->cut[m->n])) return NULL;
+    if (!cut_build(m->p, m->shapes, k, hc ? &copy : NULL, &m->cut[m->n])) return NULL;
     m->slot[h] = m->n;
     return &m->cut[m->n++];
 }
@@ -351,6 +353,7 @@ typedef struct {
     PlanChunk   **split;              /* [v]: the splits of pp split_pp into v chunks, or NULL */
     int           n_split;            /* entries of split[] */
     uint64_t      psi_max;            /* parameters of the largest stage (its optimizer step) */
+    const PlanShapes *shapes;         /* the model's layers by shape (where blocks start) */
 } Synth;
 
 static bool synth_reserve(Synth *s, int chunks, int stages)
@@ -386,8 +389,8 @@ static void synth_free(Synth *s)
 
 /* Why: the split depends on (pp, v) only, and the enumeration visits the
  * chunk counts of one pp again for every micro-batch, recomputation and
- * sequence-parallel setting; plan_split walks every layer, so the splits
- * of the current pp are kept, one per v. */
+ * sequence-parallel setting, so the splits of the current pp are kept,
+ * one per v (plan_split_at: O(chunks) from where the blocks start). */
 static bool synth_split(const Plan *p, int pp, int v, Synth *s)
 {
     if (s->split_pp == pp && s->split_v == v) return true;
@@ -403,7 +406,7 @@ static bool synth_split(const Plan *p, int pp, int v, Synth *s)
     size_t n = (size_t)pp * (size_t)v;
     if (!s->split[v]) {
         if (!(s->split[v] = malloc(n * sizeof **s->split))) return false;
-        if (!plan_split(&p->model, pp, v, s->split[v])) {
+        if (!plan_split_at(&p->model, s->shapes->block_first, pp, v, s->split[v])) {
             free(s->split[v]);
             s->split[v] = NULL;
             return false;
@@ -451,8 +454,9 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             layers += cnt * x->layers;
             b += cnt;
         }
-        /* the other fields stay zero from synth_reserve's calloc (the
-         * ZeRO-3 bound clears what it sets): no memset of the whole row */
+        /* the other fields stay as they were (zero from synth_reserve's
+         * calloc, or the ZeRO-3 bound's, which only it reads and it
+         * rewrites): no memset of the whole row */
         c->fwd = fwd;
         c->bwd = bwd;
         c->bwd_weight = bw;
@@ -541,6 +545,7 @@ typedef struct {
     bool                     count_only;   /* enumerate(): count the space, build nothing */
     BatchFactors             bf;           /* of the global batch */
     Plan                     rules;        /* p with one layer per distinct shape (rule_plan) */
+    PlanShapes               shapes;       /* p's layers by shape (cost.h), built once */
     int64_t                  steps_used;   /* micro-steps simulated so far */
 } Ctx;
 
@@ -630,15 +635,18 @@ static double time_bound(Ctx *x, const Layout *l)
 {
     Synth *s = &x->syn;
     s->c.layout = *l;
+    s->c.layout.zero = 0;   /* the compute part: time_bound_zero3 adds the comm stream's */
     s->c.n_micro = plan_micro_batches(l);
     s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
     return plan_pipeline_time(&s->c);
 }
 
-/* The bound of layout l under ZeRO-3: the same table with every chunk's
+/* The bound of layout l under ZeRO-3: the comm stream's part of cost.c's
+ * bound (plan_pipeline_comm_bound) over the table with every chunk's
  * gathers and reductions (plan_chunk_dp_times, what plan_costs gives
- * them), so that the comm stream's share of the bound counts; the
- * collectives are cleared again for the other ZeRO stages. */
+ * them); the bound of the compute is the other stages' (time_bound), so
+ * the caller takes the larger. The rows keep these fields afterwards: only
+ * this bound reads them, and it writes every row first. */
 static double time_bound_zero3(Ctx *x, const Layout *l)
 {
     Synth *s = &x->syn;
@@ -651,9 +659,10 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
         }
         prev = &c[k];
     }
-    double t = time_bound(x, l);
-    for (int k = 0; k < s->c.n_chunks; k++) c[k].reduce = c[k].gather = c[k].sync = c[k].grad_bytes = 0;
-    return t;
+    s->c.layout = *l;
+    s->c.n_micro = plan_micro_batches(l);
+    s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
+    return plan_pipeline_comm_bound(&s->c);
 }
 
 /* Why: every stage's optimizer step follows the gradient-norm
@@ -1059,7 +1068,7 @@ static bool affordable(Ctx *x, const Cand *c)
 static void evaluate(Ctx *x, const Cand *c, PlanEval *ev)
 {
     x->steps_used += c->steps;
-    plan_evaluate_layout(x->p, &c->l, ev);
+    plan_evaluate_layout_shaped(x->p, &x->shapes, &c->l, ev);
     x->s->evaluated++;
     if (!x->o->prune || !ev->valid) return;
     bool fits = ev->feasible;
@@ -1237,7 +1246,9 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
 {
     Ctx x = { .p = p, .o = o, .s = s, .memo = { .p = p } };
     TopK t = { .k = o->top > 0 ? o->top : 1 };
-    bool ok = batch_factor(p->layout.global_batch, &x.bf) && rule_plan(p, &x.rules);
+    bool ok = batch_factor(p->layout.global_batch, &x.bf) && rule_plan(p, &x.rules) &&
+              plan_shapes_build(&p->model, &x.shapes);
+    x.memo.shapes = x.syn.shapes = &x.shapes;
     if (ok) {                                  /* count first, then refuse or build */
         x.count_only = true;
         ok = enumerate(&x);
@@ -1296,6 +1307,7 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
     synth_free(&x.syn);
     free(x.bf.divs.v);
     free(x.rules.model.layers);
+    plan_shapes_free(&x.shapes);
     return ok;
 }
 
