@@ -433,13 +433,25 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
     if (!synth_reserve(s, n, pp)) return false;
     if (!synth_split(p, pp, v, s)) return false;
     double p2p = pp > 1 ? cc->p2p_lo : 0;
-    const Run *r = cc->run;
+    const Run *r = cc->run, *alone = NULL;   /* alone: the one run chunk k - 1 lay in */
     int b = 0;
     for (int k = 0; k < n; k++) {
         PlanChunkCost *c = &s->cost[k];
+        int end = b + s->chunk[k].blocks;
+        while (r->end <= b) r++;
+        if (alone == r && end <= r->end && s->chunk[k].blocks == s->chunk[k - 1].blocks) {
+            const PlanChunkCost *q = c - 1;  /* the same blocks of the same run: the same sums */
+            c->fwd = q->fwd; c->bwd = q->bwd; c->bwd_weight = q->bwd_weight; c->bwd_input = q->bwd_input;
+            c->params = q->params; c->act_kept = q->act_kept; c->act_layer_max = q->act_layer_max;
+            c->layer_params_max = q->layer_params_max; c->layers = q->layers;
+            c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p;
+            b = end;
+            continue;
+        }
+        alone = end <= r->end ? r : NULL;
         double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
         uint64_t params = 0, pmax = 0;
-        int layers = 0, end = b + s->chunk[k].blocks;
+        int layers = 0;
         while (b < end) {                  /* the runs this chunk's blocks lie in */
             while (r->end <= b) r++;
             int cnt = (r->end < end ? r->end : end) - b;
@@ -471,17 +483,18 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
     }
     if (pp == 1) s->cost[n - 1].params -= cc->head_copy;
     s->psi_max = 0;
+    memset(s->agg, 0, (size_t)pp * sizeof *s->agg);
+    for (int k = 0; k < n; k++) {         /* per stage, the order plan_memory() adds in */
+        StageAgg *g = &s->agg[k % pp];
+        const PlanChunkCost *c = &s->cost[k];
+        g->psi += c->params;
+        g->act += c->act_kept;
+        g->rebuild = dmax(g->rebuild, c->act_layer_max);
+        g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
+    }
     for (int st = 0; st < pp; st++) {
         StageAgg *g = &s->agg[st];
         const StageAgg *prev = st ? &s->agg[st - 1] : NULL;
-        memset(g, 0, sizeof *g);
-        for (int j = 0; j < v; j++) {     /* the order plan_memory() adds in */
-            const PlanChunkCost *c = &s->cost[j * pp + st];
-            g->psi += c->params;
-            g->act += c->act_kept;
-            g->rebuild = dmax(g->rebuild, c->act_layer_max);
-            g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
-        }
         if (g->psi > s->psi_max) s->psi_max = g->psi;
         if (prev && prev->psi == g->psi && prev->layer_max == g->layer_max)
             memcpy(g->fixed, prev->fixed, sizeof g->fixed);   /* most stages are alike */
