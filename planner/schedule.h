@@ -63,4 +63,13 @@ double plan_pipeline_time(const PlanCosts *c);
  * of the other stages' table instead of recomputing the rest. */
 double plan_pipeline_comm_bound(const PlanCosts *c);
 
+/* The same two bounds of a table given as runs of consecutive chunks with
+ * equal costs (chunks first .. first + count - 1 all cost *row; c's
+ * layout, micro-batches and reduce_after_flush are read, its rows not):
+ * O(runs + pp) instead of O(chunks), for the search's tables of thousands
+ * of equal chunks. plan_pipeline_time is this over runs of one chunk. */
+typedef struct { int first, count; const PlanChunkCost *row; } PlanChunkRun;
+double plan_pipeline_time_runs(const PlanCosts *c, const PlanChunkRun *run, int n_run);
+double plan_pipeline_comm_bound_runs(const PlanCosts *c, const PlanChunkRun *run, int n_run);
+
 #endif /* PLANC_SCHEDULE_H */

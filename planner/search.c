@@ -346,7 +346,9 @@ typedef struct {
 typedef struct {
     PlanCosts     c;
     PlanChunk    *chunk;              /* = split[split_v]: the current split, not a copy */
-    PlanChunkCost*cost;
+    PlanChunkCost*cost;               /* the distinct rows, one per run */
+    PlanChunkRun *runs;               /* [n_runs] the chunks as runs of equal rows */
+    int           n_runs;
     StageAgg     *agg;
     int           cap_chunks, cap_stages;
     int           split_pp, split_v;  /* the split chunk points at */
@@ -360,9 +362,11 @@ static bool synth_reserve(Synth *s, int chunks, int stages)
 {
     if (chunks > s->cap_chunks) {
         free(s->cost);
+        free(s->runs);
         s->cost = calloc((size_t)chunks, sizeof *s->cost);
+        s->runs = calloc((size_t)chunks, sizeof *s->runs);
         s->cap_chunks = chunks;
-        if (!s->cost) return false;
+        if (!s->cost || !s->runs) return false;
     }
     if (stages > s->cap_stages) {
         free(s->agg);
@@ -383,7 +387,7 @@ static void synth_forget_splits(Synth *s)
 
 static void synth_free(Synth *s)
 {
-    free(s->cost); free(s->agg);
+    free(s->cost); free(s->runs); free(s->agg);
     synth_forget_splits(s);
 }
 
@@ -435,20 +439,18 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
     double p2p = pp > 1 ? cc->p2p_lo : 0;
     const Run *r = cc->run, *alone = NULL;   /* alone: the one run chunk k - 1 lay in */
     int b = 0;
+    s->n_runs = 0;
     for (int k = 0; k < n; k++) {
-        PlanChunkCost *c = &s->cost[k];
         int end = b + s->chunk[k].blocks;
         while (r->end <= b) r++;
         if (alone == r && end <= r->end && s->chunk[k].blocks == s->chunk[k - 1].blocks) {
-            const PlanChunkCost *q = c - 1;  /* the same blocks of the same run: the same sums */
-            c->fwd = q->fwd; c->bwd = q->bwd; c->bwd_weight = q->bwd_weight; c->bwd_input = q->bwd_input;
-            c->params = q->params; c->act_kept = q->act_kept; c->act_layer_max = q->act_layer_max;
-            c->layer_params_max = q->layer_params_max; c->layers = q->layers;
-            c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p;
+            s->runs[s->n_runs - 1].count++;   /* the same blocks of the same run: the same row */
             b = end;
             continue;
         }
         alone = end <= r->end ? r : NULL;
+        PlanChunkCost *c = &s->cost[s->n_runs];
+        s->runs[s->n_runs++] = (PlanChunkRun){ k, 1, c };
         double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
         uint64_t params = 0, pmax = 0;
         int layers = 0;
@@ -481,20 +483,38 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
         c->p2p_bytes = cc->p2p_bytes;
         c->p2p = p2p;
     }
-    if (pp == 1) s->cost[n - 1].params -= cc->head_copy;
+    if (pp == 1) s->cost[s->n_runs - 1].params -= cc->head_copy;   /* one chunk: its own run */
     s->psi_max = 0;
+    /* per stage, memory.c's sums: a run of at least pp chunks adds its
+     * whole cycles to every stage (O(runs + pp), not O(chunks)) */
     memset(s->agg, 0, (size_t)pp * sizeof *s->agg);
-    for (int k = 0; k < n; k++) {         /* per stage, the order plan_memory() adds in */
-        StageAgg *g = &s->agg[k % pp];
-        const PlanChunkCost *c = &s->cost[k];
-        g->psi += c->params;
-        g->act += c->act_kept;
-        g->rebuild = dmax(g->rebuild, c->act_layer_max);
-        g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
+    StageAgg all = { 0 };
+    for (int i = 0; i < s->n_runs; i++) {
+        const PlanChunkRun *u = &s->runs[i];
+        const PlanChunkCost *c = u->row;
+        int k = u->first, stop = k + u->count, full = u->count / pp;
+        if (full) {
+            all.psi += (uint64_t)full * c->params;
+            all.act += full * c->act_kept;
+            all.rebuild = dmax(all.rebuild, c->act_layer_max);
+            all.layer_max = dmax(all.layer_max, (double)c->layer_params_max);
+            k += full * pp;
+        }
+        for (; k < stop; k++) {
+            StageAgg *g = &s->agg[k % pp];
+            g->psi += c->params;
+            g->act += c->act_kept;
+            g->rebuild = dmax(g->rebuild, c->act_layer_max);
+            g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
+        }
     }
     for (int st = 0; st < pp; st++) {
         StageAgg *g = &s->agg[st];
         const StageAgg *prev = st ? &s->agg[st - 1] : NULL;
+        g->psi += all.psi;
+        g->act += all.act;
+        g->rebuild = dmax(g->rebuild, all.rebuild);
+        g->layer_max = dmax(g->layer_max, all.layer_max);
         if (g->psi > s->psi_max) s->psi_max = g->psi;
         if (prev && prev->psi == g->psi && prev->layer_max == g->layer_max)
             memcpy(g->fixed, prev->fixed, sizeof g->fixed);   /* most stages are alike */
@@ -503,7 +523,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
     }
     s->c.n_chunks = n;
     s->c.chunk = s->chunk;
-    s->c.cost = s->cost;
+    s->c.cost = NULL;          /* the rows are s->runs' */
     return true;
 }
 
@@ -651,7 +671,7 @@ static double time_bound(Ctx *x, const Layout *l)
     s->c.layout.zero = 0;   /* the compute part: time_bound_zero3 adds the comm stream's */
     s->c.n_micro = plan_micro_batches(l);
     s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
-    return plan_pipeline_time(&s->c);
+    return plan_pipeline_time_runs(&s->c, s->runs, s->n_runs);
 }
 
 /* The bound of layout l under ZeRO-3: the comm stream's part of cost.c's
@@ -664,7 +684,7 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
 {
     Synth *s = &x->syn;
     PlanChunkCost *c = s->cost, *prev = NULL;
-    for (int k = 0; k < s->c.n_chunks; k++) {
+    for (int k = 0; k < s->n_runs; k++) {    /* one row per run */
         if (prev && prev->params == c[k].params && prev->layers == c[k].layers) {
             c[k].grad_bytes = prev->grad_bytes; c[k].reduce = prev->reduce; c[k].gather = prev->gather;
         } else {
@@ -675,7 +695,7 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
     s->c.layout = *l;
     s->c.n_micro = plan_micro_batches(l);
     s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
-    return plan_pipeline_comm_bound(&s->c);
+    return plan_pipeline_comm_bound_runs(&s->c, s->runs, s->n_runs);
 }
 
 /* Why: every stage's optimizer step follows the gradient-norm
