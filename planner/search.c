@@ -341,6 +341,10 @@ typedef struct {
     uint64_t fixed[4];    /* bytes by ZeRO stage: model states + buffers + reserve */
 } StageAgg;
 
+/* Chunks [first, first + count) of a split, each of `blocks` blocks, the
+ * first starting at block block0. */
+typedef struct { int first, count, blocks, block0; } BlockRun;
+
 /* Scratch for one (cut, pp, v): the chunk table built from block sums and
  * its per-stage aggregates. */
 typedef struct {
@@ -353,6 +357,10 @@ typedef struct {
     int           cap_chunks, cap_stages;
     int           split_pp, split_v;  /* the split chunk points at */
     PlanChunk   **split;              /* [v]: the splits of pp split_pp into v chunks, or NULL */
+    BlockRun    **brun;               /* [v]: split[v] as runs of chunks of equal block counts */
+    int          *n_brun;             /* [v] */
+    BlockRun     *bruns;              /* = brun[split_v] */
+    int           n_bruns;
     int           n_split;            /* entries of split[] */
     uint64_t      psi_max;            /* parameters of the largest stage (its optimizer step) */
     const PlanShapes *shapes;         /* the model's layers by shape (where blocks start) */
@@ -379,9 +387,13 @@ static bool synth_reserve(Synth *s, int chunks, int stages)
 
 static void synth_forget_splits(Synth *s)
 {
-    for (int v = 0; v < s->n_split; v++) free(s->split[v]);
+    for (int v = 0; v < s->n_split; v++) { free(s->split[v]); free(s->brun[v]); }
     free(s->split);
+    free(s->brun);
+    free(s->n_brun);
     s->split = NULL;
+    s->brun = NULL;
+    s->n_brun = NULL;
     s->n_split = 0;
 }
 
@@ -402,21 +414,37 @@ static bool synth_split(const Plan *p, int pp, int v, Synth *s)
     if (v >= s->n_split) {
         int n = v + 1;
         PlanChunk **sp = realloc(s->split, (size_t)n * sizeof *sp);
-        if (!sp) return false;
-        for (int i = s->n_split; i < n; i++) sp[i] = NULL;
-        s->split = sp;
+        if (sp) s->split = sp;
+        BlockRun **br = realloc(s->brun, (size_t)n * sizeof *br);
+        if (br) s->brun = br;
+        int *nb = realloc(s->n_brun, (size_t)n * sizeof *nb);
+        if (nb) s->n_brun = nb;
+        if (!sp || !br || !nb) return false;
+        for (int i = s->n_split; i < n; i++) { sp[i] = NULL; br[i] = NULL; nb[i] = 0; }
         s->n_split = n;
     }
     size_t n = (size_t)pp * (size_t)v;
     if (!s->split[v]) {
-        if (!(s->split[v] = malloc(n * sizeof **s->split))) return false;
-        if (!plan_split_at(&p->model, s->shapes->block_first, pp, v, s->split[v])) {
-            free(s->split[v]);
-            s->split[v] = NULL;
+        PlanChunk *ch = malloc(n * sizeof *ch);
+        BlockRun *br = malloc(n * sizeof *br);
+        if (!ch || !br || !plan_split_at(&p->model, s->shapes->block_first, pp, v, ch)) {
+            free(ch);
+            free(br);
             return false;
         }
+        int nb = 0, b = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (nb && br[nb - 1].blocks == ch[k].blocks) br[nb - 1].count++;
+            else br[nb++] = (BlockRun){ (int)k, 1, ch[k].blocks, b };
+            b += ch[k].blocks;
+        }
+        s->split[v] = ch;
+        s->brun[v] = br;
+        s->n_brun[v] = nb;
     }
     s->chunk = s->split[v];
+    s->bruns = s->brun[v];
+    s->n_bruns = s->n_brun[v];
     s->split_pp = pp;
     s->split_v = v;
     return true;
@@ -437,51 +465,56 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
     if (!synth_reserve(s, n, pp)) return false;
     if (!synth_split(p, pp, v, s)) return false;
     double p2p = pp > 1 ? cc->p2p_lo : 0;
-    const Run *r = cc->run, *alone = NULL;   /* alone: the one run chunk k - 1 lay in */
-    int b = 0;
+    /* a chunk of the split's block-count runs lies wholly inside one run
+     * of equal blocks (cut_build's) or across a boundary: the chunks of
+     * one block count wholly inside one run have one row, so the table is
+     * O(block-count runs x block runs), whatever the chunks */
+    const Run *r = cc->run;
     s->n_runs = 0;
-    for (int k = 0; k < n; k++) {
-        int end = b + s->chunk[k].blocks;
-        while (r->end <= b) r++;
-        if (alone == r && end <= r->end && s->chunk[k].blocks == s->chunk[k - 1].blocks) {
-            s->runs[s->n_runs - 1].count++;   /* the same blocks of the same run: the same row */
-            b = end;
-            continue;
-        }
-        alone = end <= r->end ? r : NULL;
-        PlanChunkCost *c = &s->cost[s->n_runs];
-        s->runs[s->n_runs++] = (PlanChunkRun){ k, 1, c };
-        double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
-        uint64_t params = 0, pmax = 0;
-        int layers = 0;
-        while (b < end) {                  /* the runs this chunk's blocks lie in */
+    for (int i = 0; i < s->n_bruns; i++) {
+        const BlockRun *u = &s->bruns[i];
+        int k = u->first, kend = u->first + u->count, bc = u->blocks, b = u->block0;
+        while (k < kend) {
             while (r->end <= b) r++;
-            int cnt = (r->end < end ? r->end : end) - b;
-            const Block *x = &r->b;
-            fwd += cnt * x->fwd;
-            bwd += cnt * x->bwd;
-            bw += cnt * x->bwd_weight;
-            params += (uint64_t)cnt * x->params;
-            act += cnt * x->act_kept;
-            amax = dmax(amax, x->act_layer_max);
-            if (x->layer_params_max > pmax) pmax = x->layer_params_max;
-            layers += cnt * x->layers;
-            b += cnt;
+            int q = (r->end - b) / bc;          /* chunks wholly inside run r from here */
+            if (q > kend - k) q = kend - k;
+            if (q < 1) q = 1;                    /* across a boundary: a row of its own */
+            PlanChunkCost *c = &s->cost[s->n_runs];
+            s->runs[s->n_runs++] = (PlanChunkRun){ k, q, c };
+            double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
+            uint64_t params = 0, pmax = 0;
+            int layers = 0, end = b + bc;
+            for (const Run *w = r; b < end;) {  /* the runs this chunk's blocks lie in */
+                while (w->end <= b) w++;
+                int cnt = (w->end < end ? w->end : end) - b;
+                const Block *x = &w->b;
+                fwd += cnt * x->fwd;
+                bwd += cnt * x->bwd;
+                bw += cnt * x->bwd_weight;
+                params += (uint64_t)cnt * x->params;
+                act += cnt * x->act_kept;
+                amax = dmax(amax, x->act_layer_max);
+                if (x->layer_params_max > pmax) pmax = x->layer_params_max;
+                layers += cnt * x->layers;
+                b += cnt;
+            }
+            b += (q - 1) * bc;
+            k += q;
+            /* the other fields stay as they were (zero from synth_reserve's
+             * calloc, or the ZeRO-3 bound's, which only it reads and it
+             * rewrites): no memset of the whole row */
+            c->fwd = fwd;
+            c->bwd = bwd;
+            c->bwd_weight = bw;
+            c->bwd_input = bwd - bw;
+            c->params = params;
+            c->act_kept = act;
+            c->act_layer_max = amax;
+            c->layer_params_max = pmax;
+            c->layers = layers;
+            c->p2p_bytes = cc->p2p_bytes;
+            c->p2p = p2p;
         }
-        /* the other fields stay as they were (zero from synth_reserve's
-         * calloc, or the ZeRO-3 bound's, which only it reads and it
-         * rewrites): no memset of the whole row */
-        c->fwd = fwd;
-        c->bwd = bwd;
-        c->bwd_weight = bw;
-        c->bwd_input = bwd - bw;
-        c->params = params;
-        c->act_kept = act;
-        c->act_layer_max = amax;
-        c->layer_params_max = pmax;
-        c->layers = layers;
-        c->p2p_bytes = cc->p2p_bytes;
-        c->p2p = p2p;
     }
     if (pp == 1) s->cost[s->n_runs - 1].params -= cc->head_copy;   /* one chunk: its own run */
     s->psi_max = 0;
