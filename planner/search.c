@@ -349,19 +349,18 @@ typedef struct { int first, count, blocks, block0; } BlockRun;
  * its per-stage aggregates. */
 typedef struct {
     PlanCosts     c;
-    PlanChunk    *chunk;              /* = split[split_v]: the current split, not a copy */
     PlanChunkCost*cost;               /* the distinct rows, one per run */
     PlanChunkRun *runs;               /* [n_runs] the chunks as runs of equal rows */
     int           n_runs;
     StageAgg     *agg;
     int           cap_chunks, cap_stages;
     int           split_pp, split_v;  /* the split chunk points at */
-    PlanChunk   **split;              /* [v]: the splits of pp split_pp into v chunks, or NULL */
-    BlockRun    **brun;               /* [v]: split[v] as runs of chunks of equal block counts */
+    BlockRun    **brun;               /* [v]: the split of pp split_pp into v chunks as runs
+                                         of chunks of equal block counts, or NULL */
     int          *n_brun;             /* [v] */
     BlockRun     *bruns;              /* = brun[split_v] */
     int           n_bruns;
-    int           n_split;            /* entries of split[] */
+    int           n_split;            /* entries of brun[] */
     uint64_t      psi_max;            /* parameters of the largest stage (its optimizer step) */
     const PlanShapes *shapes;         /* the model's layers by shape (where blocks start) */
 } Synth;
@@ -387,11 +386,9 @@ static bool synth_reserve(Synth *s, int chunks, int stages)
 
 static void synth_forget_splits(Synth *s)
 {
-    for (int v = 0; v < s->n_split; v++) { free(s->split[v]); free(s->brun[v]); }
-    free(s->split);
+    for (int v = 0; v < s->n_split; v++) free(s->brun[v]);
     free(s->brun);
     free(s->n_brun);
-    s->split = NULL;
     s->brun = NULL;
     s->n_brun = NULL;
     s->n_split = 0;
@@ -406,25 +403,24 @@ static void synth_free(Synth *s)
 /* Why: the split depends on (pp, v) only, and the enumeration visits the
  * chunk counts of one pp again for every micro-batch, recomputation and
  * sequence-parallel setting, so the splits of the current pp are kept,
- * one per v (plan_split_at: O(chunks) from where the blocks start). */
+ * one per v, as their runs of equal block counts (a few, whatever the
+ * chunks; plan_split_at: O(chunks) once from where the blocks start). */
 static bool synth_split(const Plan *p, int pp, int v, Synth *s)
 {
     if (s->split_pp == pp && s->split_v == v) return true;
     if (s->split_pp != pp) synth_forget_splits(s);
     if (v >= s->n_split) {
         int n = v + 1;
-        PlanChunk **sp = realloc(s->split, (size_t)n * sizeof *sp);
-        if (sp) s->split = sp;
         BlockRun **br = realloc(s->brun, (size_t)n * sizeof *br);
         if (br) s->brun = br;
         int *nb = realloc(s->n_brun, (size_t)n * sizeof *nb);
         if (nb) s->n_brun = nb;
-        if (!sp || !br || !nb) return false;
-        for (int i = s->n_split; i < n; i++) { sp[i] = NULL; br[i] = NULL; nb[i] = 0; }
+        if (!br || !nb) return false;
+        for (int i = s->n_split; i < n; i++) { br[i] = NULL; nb[i] = 0; }
         s->n_split = n;
     }
     size_t n = (size_t)pp * (size_t)v;
-    if (!s->split[v]) {
+    if (!s->brun[v]) {                  /* the split, kept as its few runs only */
         PlanChunk *ch = malloc(n * sizeof *ch);
         BlockRun *br = malloc(n * sizeof *br);
         if (!ch || !br || !plan_split_at(&p->model, s->shapes->block_first, pp, v, ch)) {
@@ -438,11 +434,11 @@ static bool synth_split(const Plan *p, int pp, int v, Synth *s)
             else br[nb++] = (BlockRun){ (int)k, 1, ch[k].blocks, b };
             b += ch[k].blocks;
         }
-        s->split[v] = ch;
-        s->brun[v] = br;
+        free(ch);
+        BlockRun *fit = realloc(br, (size_t)nb * sizeof *fit);
+        s->brun[v] = fit ? fit : br;
         s->n_brun[v] = nb;
     }
-    s->chunk = s->split[v];
     s->bruns = s->brun[v];
     s->n_bruns = s->n_brun[v];
     s->split_pp = pp;
@@ -555,7 +551,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, pp, cc->p2p_bytes);
     }
     s->c.n_chunks = n;
-    s->c.chunk = s->chunk;
+    s->c.chunk = NULL;         /* the bounds read the runs */
     s->c.cost = NULL;          /* the rows are s->runs' */
     return true;
 }
