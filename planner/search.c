@@ -24,10 +24,13 @@
  *     runs, so a chunk's sums cost O(runs it spans), not O(blocks).
  *  2. Estimates from the planner's own formulas. From those sums the
  *     search builds the layout's chunk table (without the DP/ZeRO
- *     collectives) and hands it to plan_pipeline_time(), cost.c's proven
- *     lower bound of the simulated step (tests/test_planner.c checks it
- *     on thousands of layouts); with the cheaper of the two possible
- *     pipeline-send costs and without the step's tail it stays one. For
+ *     collectives) as runs of equal chunks (a split of thousands of
+ *     chunks is a few runs) and hands it to plan_pipeline_time_runs(),
+ *     schedule.c's proven lower bound of the simulated pipeline
+ *     (tests/test_planner.c checks it on thousands of layouts); with the
+ *     cheaper of the two possible pipeline-send costs it stays one. The
+ *     step's tail adds at least the largest stage's optimizer step
+ *     (tail_bound). For
  *     ZeRO-3 the chunks also get their gathers and reductions
  *     (plan_chunk_dp_times), so the bound counts what the comm stream must
  *     run before the last pass: a ZeRO-3 layout bound by its gathers is
@@ -63,7 +66,9 @@
  * micro-steps than PLAN_SEARCH_MAX_STEPS_LAYOUT is never simulated, and
  * the simulations of one search stop at PLAN_SEARCH_MAX_STEPS_TOTAL
  * (PlanSearch.capped). The validity rule is asked of a model with one
- * layer per distinct shape (rule_plan), so no step walks every layer.
+ * layer per distinct shape (rule_plan), and every full evaluation reads
+ * the shape index built once (cost.h's PlanShapes), so no step walks
+ * every layer.
  *
  * What this file must not do: invent costs. Every time comes from cost.h
  * and every byte from memory.h's items; this file only adds per-block
