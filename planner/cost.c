@@ -62,6 +62,11 @@ static double stream_time(const Device *d, double bytes, int kernels)
     return bytes / (d->hbm * PLAN_HBM_EFF) + kernels * PLAN_KERNEL_GAP;
 }
 
+double plan_opt_time(const Device *d, uint64_t params)
+{
+    return stream_time(d, PLAN_ADAM_BYTES * (double)params, 1);
+}
+
 /* ---- one layer -------------------------------------------------------- */
 
 typedef struct {
@@ -122,28 +127,191 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
 }
 
-/* Memo key of a layer: its shape fields, without the source position. */
-typedef struct {
-    Layer key;
-    bool  after_attention;
-    LayerTime t;
-} Memo;
+/* ---- the shape index --------------------------------------------------- */
 
-static Layer layer_key(const Layer *l)
+/* Why: identical blocks must cost O(1) after the first, per layout (issue
+ * 13). A layer's cost depends on its shape and on whether an attention
+ * layer precedes it (plan_layer_work), never on its index, so layers are
+ * put in classes by (shape, after attention) and the model's segments
+ * (the layers before the first block, then each block with what follows
+ * it up to the next) in classes by their layers' classes, once per model;
+ * a layout then costs each class once and each chunk as runs of
+ * consecutive segments. Classes are found by comparing with the segment
+ * or layer before (a `repeat` block) and then at most SHAPE_SCAN others:
+ * a model of many distinct shapes gets more classes, never a slow index. */
+#define SHAPE_SCAN 64
+
+/* A layer's shape: every field but where it was written (bytes, padding
+ * too, so a field added to Layer is part of it). */
+static Layer shape_of(const Layer *l)
 {
     Layer k;
-    memset(&k, 0, sizeof k);
-    k.kind = l->kind; k.position = l->position; k.heads = l->heads;
-    k.kv_heads = l->kv_heads; k.hidden = l->hidden; k.act = l->act;
-    k.norm = l->norm; k.bias = l->bias; k.tied = l->tied;
-    k.head_dim = l->head_dim; k.window = l->window; k.qkv_bias_only = l->qkv_bias_only;
-    k.rope_theta = l->rope_theta;
+    memcpy(&k, l, sizeof k);
+    k.line = k.col = 0;
     return k;
 }
 
-static bool same_shape(const Layer *a, const Layer *b)
+static bool after_attention(const Model *m, int i)
 {
-    return plan_layer_same_shape(a, b);
+    return i > 0 && m->layers[i - 1].kind == LAYER_ATTENTION;
+}
+
+static bool same_layer_class(const Model *m, int i, int j)
+{
+    if (after_attention(m, i) != after_attention(m, j)) return false;
+    Layer a = shape_of(&m->layers[i]), b = shape_of(&m->layers[j]);
+    return !memcmp(&a, &b, sizeof a);
+}
+
+/* Layers [first, end) of segment g: 0 is the layers before block 0, g > 0
+ * block g - 1 up to the next block (the last block: to the model's end). */
+static void segment(const Model *m, const int *block_first, int g, int *first, int *end)
+{
+    int B = m->n_blocks;
+    *first = g ? block_first[g - 1] : 0;
+    *end = g < B ? block_first[g] : m->n_layers;
+}
+
+static bool same_segment_class(const Model *m, const int *bf, const int *lc, int g, int h)
+{
+    int f1, e1, f2, e2;
+    segment(m, bf, g, &f1, &e1);
+    segment(m, bf, h, &f2, &e2);
+    if (e1 - f1 != e2 - f2) return false;
+    for (int i = 0; i < e1 - f1; i++)
+        if (lc[f1 + i] != lc[f2 + i]) return false;
+    return true;
+}
+
+/* First match of x among the classes [0, n) by `same` on their first
+ * members, looking at `hint` first and then at most SHAPE_SCAN others; -1. */
+static int find_class(int n, int hint, const int *rep, int x, bool (*same)(const void *, int, int),
+                      const void *ctx)
+{
+    if (hint >= 0 && same(ctx, x, rep[hint])) return hint;
+    for (int j = n - 1; j >= 0 && j >= n - SHAPE_SCAN; j--)
+        if (j != hint && same(ctx, x, rep[j])) return j;
+    return -1;
+}
+
+typedef struct { const Model *m; const int *bf, *lc; } SegCtx;
+
+static bool same_layer_cb(const void *ctx, int i, int j) { return same_layer_class(ctx, i, j); }
+
+static bool same_segment_cb(const void *ctx, int g, int h)
+{
+    const SegCtx *c = ctx;
+    return same_segment_class(c->m, c->bf, c->lc, g, h);
+}
+
+bool plan_shapes_build(const Model *m, PlanShapes *out)
+{
+    memset(out, 0, sizeof *out);
+    int L = m->n_layers, B = m->n_blocks, G = B + 1;
+    out->n_layers = L;
+    out->n_blocks = B;
+    out->layer_cls = malloc(sizeof(int) * (size_t)(L ? L : 1));
+    out->cls_rep = malloc(sizeof(int) * (size_t)(L ? L : 1));
+    out->block_first = malloc(sizeof(int) * (size_t)(B ? B : 1));
+    out->seg_cls = malloc(sizeof(int) * (size_t)G);
+    out->seg_rep = malloc(sizeof(int) * (size_t)G);
+    out->run = malloc(sizeof *out->run * (size_t)G);
+    if (!out->layer_cls || !out->cls_rep || !out->block_first || !out->seg_cls || !out->seg_rep || !out->run) {
+        plan_shapes_free(out);
+        return false;
+    }
+    int b = 0;
+    for (int i = 0; i < L; i++) {
+        if (m->layers[i].kind == LAYER_ATTENTION && b < B) out->block_first[b++] = i;
+        out->tied_heads += m->layers[i].kind == LAYER_LM_HEAD && m->layers[i].tied;
+        int hint = i >= 2 ? out->layer_cls[i - 2] : -1;   /* the same sublayer, one block back */
+        int c = find_class(out->n_cls, hint, out->cls_rep, i, same_layer_cb, m);
+        if (c < 0) { c = out->n_cls++; out->cls_rep[c] = i; }
+        out->layer_cls[i] = c;
+    }
+    if (b != B) { plan_shapes_free(out); return false; }
+    SegCtx ctx = { m, out->block_first, out->layer_cls };
+    for (int g = 0; g < G; g++) {
+        int c = find_class(out->n_seg_cls, g ? out->seg_cls[g - 1] : -1, out->seg_rep, g, same_segment_cb, &ctx);
+        if (c < 0) { c = out->n_seg_cls++; out->seg_rep[c] = g; }
+        out->seg_cls[g] = c;
+        if (out->n_run && out->run[out->n_run - 1].cls == c) out->run[out->n_run - 1].end = g + 1;
+        else out->run[out->n_run++] = (PlanShapeRun){ g, g + 1, c };
+    }
+    return true;
+}
+
+void plan_shapes_free(PlanShapes *s)
+{
+    free(s->layer_cls); free(s->cls_rep); free(s->block_first); free(s->seg_cls); free(s->seg_rep);
+    free(s->run);
+    memset(s, 0, sizeof *s);
+}
+
+/* What a chunk adds up of one segment, for one micro-batch on one GPU. */
+typedef struct {
+    double   fwd, bwd, bwd_weight, fwd_tp, bwd_tp, recompute, flops_fwd, flops_recompute;
+    double   act_kept, act_layer_max;
+    uint64_t params, params_full, layer_params_max, norm_params;
+    int      layers;
+    bool     embedding, head;  /* holds the embedding / the head */
+} SegCost;
+
+/* Why: one rule sums a segment's layers, whether their costs come from
+ * the class memo or layer by layer; the rebuild of recomputation is of a
+ * whole block (attention + MLP) at once, and a segment starts a block. */
+static void segment_cost(const Model *mo, int first, int end, const LayerTime *const *t, SegCost *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    double block_rebuild = 0;
+    for (int i = first; i < end; i++) {
+        const Layer *ly = &mo->layers[i];
+        const LayerTime *x = t[i - first];
+        sc->embedding |= ly->kind == LAYER_EMBEDDING;
+        sc->head |= ly->kind == LAYER_LM_HEAD;
+        sc->fwd += x->fwd + x->tp_f;
+        sc->bwd += x->bwd_in + x->bwd_w + x->rec + x->tp_b + x->tp_rec;
+        sc->bwd_weight += x->bwd_w;
+        sc->fwd_tp += x->tp_f;
+        sc->bwd_tp += x->tp_b + x->tp_rec;
+        sc->recompute += x->rec + x->tp_rec;
+        sc->flops_fwd += x->flops_fwd;
+        sc->flops_recompute += x->flops_rec;
+        sc->params += x->params;
+        sc->params_full += x->params_full;
+        sc->norm_params += plan_layer_norm_params(mo, ly);
+        sc->act_kept += x->act_kept;
+        block_rebuild = ly->kind == LAYER_ATTENTION ? x->act_rebuild : block_rebuild + x->act_rebuild;
+        sc->act_layer_max = fmax(sc->act_layer_max, block_rebuild);
+        if (x->params > sc->layer_params_max) sc->layer_params_max = x->params;
+        sc->layers++;
+    }
+}
+
+/* A run of n consecutive segments of cost sc added to chunk c: each sum
+ * grows by n times the segment's (exact for the integers). */
+static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm_params, uint64_t *total,
+                      bool *ovf)
+{
+    double d = n;
+    c->fwd += d * sc->fwd;
+    c->bwd += d * sc->bwd;
+    c->bwd_weight += d * sc->bwd_weight;
+    c->fwd_tp += d * sc->fwd_tp;
+    c->bwd_tp += d * sc->bwd_tp;
+    c->recompute += d * sc->recompute;
+    c->flops_fwd += d * sc->flops_fwd;
+    c->flops_recompute += d * sc->flops_recompute;
+    c->act_kept += d * sc->act_kept;
+    c->act_layer_max = fmax(c->act_layer_max, sc->act_layer_max);
+    if (sc->layer_params_max > c->layer_params_max) c->layer_params_max = sc->layer_params_max;
+    c->params += (uint64_t)n * sc->params;
+    *norm_params += (uint64_t)n * sc->norm_params;
+    c->layers += n * sc->layers;
+    uint64_t full;
+    if (__builtin_mul_overflow((uint64_t)n, sc->params_full, &full) ||
+        __builtin_add_overflow(*total, full, total))
+        *ovf = true;
 }
 
 /* ---- the cost table --------------------------------------------------- */
@@ -193,23 +361,20 @@ void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
  *  - the squared gradient norm, one fp32 (4 bytes), over all ranks (for
  *    clipping, logging and the NaN stop), every stage. */
 static void step_collectives(const Plan *p, const Layout *l, int emb_chunk, int head_chunk,
-                             PlanCosts *out)
+                             const uint64_t *norm_params, bool tied, PlanCosts *out)
 {
     const Model *mo = &p->model;
     const Cluster *cl = &p->cluster;
     double e = plan_dtype_bytes(mo->dtype);
     if (l->sequence_parallel == 1 && l->tp > 1) {
         PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
-        for (int k = 0; k < out->n_chunks; k++)
-            for (int i = out->chunk[k].first; i < out->chunk[k].end; i++)
-                out->sp_norm_bytes[k % l->pp] += e * (double)plan_layer_norm_params(mo, &mo->layers[i]);
+        for (int k = 0; k < out->n_chunks; k++)   /* norm_params[k]: chunk k's, exact */
+            out->sp_norm_bytes[k % l->pp] += e * (double)norm_params[k];
         for (int s = 0; s < l->pp; s++)
             if (out->sp_norm_bytes[s] > 0)
                 out->sp_norm[s] = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, tpg,
                                                  out->sp_norm_bytes[s]).time;
     }
-    bool tied = false;
-    for (int i = 0; i < mo->n_layers; i++) tied |= mo->layers[i].kind == LAYER_LM_HEAD && mo->layers[i].tied;
     if (tied && head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
         PlanGroup eg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_EMBED);
         double bytes = e * ceil((double)plan_vocab_padded(mo, l->tp) * (double)mo->dim / l->tp);
@@ -222,7 +387,56 @@ static void step_collectives(const Plan *p, const Layout *l, int emb_chunk, int 
     out->norm = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, all, out->norm_bytes).time;
 }
 
-bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
+/* A run of consecutive segments [first, end) of one cost. */
+typedef struct { int first, end; const SegCost *c; } CostRun;
+
+/* Append segments [first, end) of cost c, merged into the last run when
+ * its cost is the same to the bit: the runs are then the same whether the
+ * costs came from the memo or layer by layer. */
+static void run_push(CostRun *r, int *n, int first, int end, const SegCost *c)
+{
+    if (*n && r[*n - 1].end == first && !memcmp(r[*n - 1].c, c, sizeof *c)) r[*n - 1].end = end;
+    else r[(*n)++] = (CostRun){ first, end, c };
+}
+
+/* Why: the costs of the segments, as runs: with the memo each layer class
+ * and segment class is costed once (O(classes + runs)); without it
+ * (plan_costs_reference) every layer and segment is costed on its own.
+ * *keep owns what the runs point into. */
+static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, const PlanCut *cut,
+                             PlanGroup tpg, double peak, bool *ovf, int *n_runs, void **keep)
+{
+    const Model *mo = &p->model;
+    int L = mo->n_layers, G = mo->n_blocks + 1;
+    int nc = memo ? sh->n_cls : L, ns = memo ? sh->n_seg_cls : G, nr = memo ? sh->n_run : G;
+    LayerTime *lt = malloc(sizeof *lt * (size_t)(nc ? nc : 1));
+    SegCost *sc = malloc(sizeof *sc * (size_t)ns);
+    const LayerTime **tp = malloc(sizeof *tp * (size_t)(L ? L : 1));
+    CostRun *run = malloc(sizeof *run * (size_t)nr);
+    *keep = NULL;
+    *n_runs = 0;
+    if (!lt || !sc || !tp || !run) { free(lt); free(sc); free(tp); free(run); return NULL; }
+    for (int c = 0; c < nc; c++) {
+        int i = memo ? sh->cls_rep[c] : c;
+        layer_time(p, &mo->layers[i], i ? &mo->layers[i - 1] : NULL, cut, tpg, peak, ovf, &lt[c]);
+    }
+    for (int c = 0; c < ns; c++) {
+        int first, end;
+        segment(mo, sh->block_first, memo ? sh->seg_rep[c] : c, &first, &end);
+        for (int i = first; i < end; i++) tp[i - first] = &lt[memo ? sh->layer_cls[i] : i];
+        segment_cost(mo, first, end, tp, &sc[c]);
+    }
+    for (int r = 0; r < nr; r++) {
+        if (memo) run_push(run, n_runs, sh->run[r].first, sh->run[r].end, &sc[sh->run[r].cls]);
+        else run_push(run, n_runs, r, r + 1, &sc[r]);
+    }
+    free(lt);
+    free(tp);
+    *keep = sc;
+    return run;
+}
+
+static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layout *l, PlanCosts *out)
 {
     const Model *mo = &p->model;
     const Cluster *cl = &p->cluster;
@@ -243,7 +457,7 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     if (!out->chunk || !out->cost || !out->opt || !out->opt_params || !out->sp_norm ||
         !out->sp_norm_bytes || !out->embed || !out->embed_bytes)
         return false;
-    if (!plan_split(mo, l->pp, l->chunks, out->chunk)) return false;
+    if (!plan_split_at(mo, sh->block_first, l->pp, l->chunks, out->chunk)) return false;
     out->peak_flops = mo->dtype == DTYPE_FP32 ? cl->device.flops_fp32 : cl->device.flops_16;
 
     PlanCut cut = { .micro_batch = l->micro_batch, .tp = l->tp,
@@ -255,77 +469,34 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
     double e = plan_dtype_bytes(mo->dtype);
     bool ovf = false;
 
-    int emb_chunk = -1, head_chunk = -1;
-    /* memo of distinct layer shapes; cls[i] is layer i's entry. A layer
-     * like the one two back (the same sublayer of the previous block)
-     * takes its entry without a search. */
-    Memo memo[16];
-    int n_memo = 0;
-    int *cls = malloc(sizeof(int) * (size_t)(mo->n_layers > 0 ? mo->n_layers : 1));
-    if (!cls) return false;
+    int n_runs, emb_chunk = -1, head_chunk = -1;
+    void *keep;
+    CostRun *run = segment_runs(p, sh, memo, &cut, tpg, out->peak_flops, &ovf, &n_runs, &keep);
+    uint64_t *norm_params = calloc((size_t)out->n_chunks, sizeof *norm_params);
+    if (!run || !norm_params) { free(run); free(keep); free(norm_params); return false; }
+    /* chunk k holds segments [g, g + its blocks), chunk 0 also segment 0
+     * (the layers before block 0); the runs are walked once for all */
+    int r = 0, g = 0, G = mo->n_blocks + 1;
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
-        const PlanChunk *ch = &out->chunk[k];
-        double block_rebuild = 0;
-        for (int i = ch->first; i < ch->end; i++) {
-            const Layer *ly = &mo->layers[i], *prev = i ? &mo->layers[i - 1] : NULL;
-            bool after = prev && prev->kind == LAYER_ATTENTION;
-            const LayerTime *t = NULL;
-            LayerTime tmp;
-            cls[i] = -1;
-            if (i >= 2 && cls[i - 2] >= 0 && memo[cls[i - 2]].after_attention == after &&
-                same_shape(ly, &mo->layers[i - 2])) {
-                cls[i] = cls[i - 2];
-                t = &memo[cls[i]].t;
-            }
-            if (!t) {
-                Layer key = layer_key(ly);
-                for (int j = 0; j < n_memo && !t; j++)
-                    if (memo[j].after_attention == after && !memcmp(&memo[j].key, &key, sizeof key)) {
-                        t = &memo[j].t;
-                        cls[i] = j;
-                    }
-                if (!t) {
-                    layer_time(p, ly, prev, &cut, tpg, out->peak_flops, &ovf, &tmp);
-                    if (n_memo < 16) {
-                        memo[n_memo] = (Memo){ key, after, tmp };
-                        cls[i] = n_memo;
-                        t = &memo[n_memo++].t;
-                    } else {
-                        t = &tmp;
-                    }
-                }
-            }
-            if (ly->kind == LAYER_EMBEDDING) emb_chunk = k;
-            if (ly->kind == LAYER_LM_HEAD) head_chunk = k;
-            c->fwd += t->fwd + t->tp_f;
-            c->bwd += t->bwd_in + t->bwd_w + t->rec + t->tp_b + t->tp_rec;
-            c->bwd_weight += t->bwd_w;
-            c->fwd_tp += t->tp_f;
-            c->bwd_tp += t->tp_b + t->tp_rec;
-            c->recompute += t->rec + t->tp_rec;
-            c->flops_fwd += t->flops_fwd;
-            c->flops_recompute += t->flops_rec;
-            c->params += t->params;
-            if (__builtin_add_overflow(out->params_total, t->params_full, &out->params_total)) ovf = true;
-            c->act_kept += t->act_kept;
-            /* recomputation rebuilds a whole block (attention + MLP) at once */
-            block_rebuild = ly->kind == LAYER_ATTENTION ? t->act_rebuild : block_rebuild + t->act_rebuild;
-            c->act_layer_max = fmax(c->act_layer_max, block_rebuild);
-            if (t->params > c->layer_params_max) c->layer_params_max = t->params;
-            c->layers++;
+        int end = k == out->n_chunks - 1 ? G : g + out->chunk[k].blocks + (k == 0);
+        while (g < end) {
+            while (run[r].end <= g) r++;
+            int stop = run[r].end < end ? run[r].end : end;
+            if (run[r].c->embedding) emb_chunk = k;
+            if (run[r].c->head) head_chunk = k;
+            chunk_add(c, run[r].c, stop - g, &norm_params[k], &out->params_total, &ovf);
+            g = stop;
         }
         c->bwd_input = c->bwd - c->bwd_weight;
     }
-    free(cls);
+    free(run);
+    free(keep);
     /* a tied head on another stage than the embedding keeps its own copy
      * of the word table (Megatron), updated like any other weight */
     if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
-        for (int i = 0; i < mo->n_layers; i++)
-            if (mo->layers[i].kind == LAYER_LM_HEAD && mo->layers[i].tied) {
-                uint64_t v = (uint64_t)(plan_vocab_padded(mo, l->tp) / l->tp) * (uint64_t)mo->dim;
-                out->cost[head_chunk].params += v;
-            }
+        uint64_t v = (uint64_t)(plan_vocab_padded(mo, l->tp) / l->tp) * (uint64_t)mo->dim;
+        out->cost[head_chunk].params += (uint64_t)sh->tied_heads * v;
     }
     double T = (double)l->micro_batch * (double)mo->seq;
     for (int k = 0; k < out->n_chunks; k++) {
@@ -343,12 +514,42 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
         dp_times(cl, l, dpg, c);
         out->opt_params[k % l->pp] += c->params;
     }
-    step_collectives(p, l, emb_chunk, head_chunk, out);
+    step_collectives(p, l, emb_chunk, head_chunk, norm_params, sh->tied_heads > 0, out);
+    free(norm_params);
     for (int s = 0; s < l->pp; s++) {
         if (l->zero >= 1) out->opt_params[s] = (out->opt_params[s] + (uint64_t)l->dp - 1) / (uint64_t)l->dp;
-        out->opt[s] = stream_time(&cl->device, PLAN_ADAM_BYTES * (double)out->opt_params[s], 1);
+        out->opt[s] = plan_opt_time(&cl->device, out->opt_params[s]);
     }
     return !ovf;
+}
+
+bool plan_costs_shaped(const Plan *p, const PlanShapes *sh, const Layout *l, PlanCosts *out)
+{
+    return costs_of(p, sh, true, l, out);
+}
+
+/* Why one entry for both: plan_costs builds the index, costs and frees
+ * it; the reference path shares everything but the memo. */
+static bool costs_indexed(const Plan *p, const Layout *l, bool memo, PlanCosts *out)
+{
+    PlanShapes sh;
+    if (!plan_shapes_build(&p->model, &sh)) {
+        memset(out, 0, sizeof *out);
+        return false;
+    }
+    bool ok = costs_of(p, &sh, memo, l, out);
+    plan_shapes_free(&sh);
+    return ok;
+}
+
+bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
+{
+    return costs_indexed(p, l, true, out);
+}
+
+bool plan_costs_reference(const Plan *p, const Layout *l, PlanCosts *out)
+{
+    return costs_indexed(p, l, false, out);
 }
 
 void plan_costs_free(PlanCosts *c)

@@ -4,8 +4,9 @@
  * the bytes and times of its collectives and what it keeps in memory; per
  * stage the optimizer step and the step-level collectives.
  *
- * plan_costs() computes it; costs of identical layers are computed once
- * (memoised by layer shape), so a layout costs O(distinct layers + layers).
+ * plan_costs() computes it; costs of identical layers and blocks are
+ * computed once (memoised by shape, PlanShapes), so a layout costs
+ * O(distinct shapes + runs + chunks), not O(layers).
  * This module computes costs only: it derives no schedule (schedule.h),
  * builds no Program (program.h) and simulates nothing (simulate.h); the
  * evaluation driver (evaluate.h) puts them together.
@@ -76,9 +77,40 @@ typedef struct PlanCosts {
     bool           p2p_blocking;       /* Plan.p2p_blocking */
 } PlanCosts;
 
+/* The model's layers by shape, built once per model (O(layers)): layer
+ * classes (shape and whether an attention layer precedes), the segments
+ * (the layers before block 0, then each block up to the next) in classes
+ * by their layers' classes, and runs of consecutive segments of one
+ * class. With it a layout's cost table costs O(classes + runs + chunks). */
+typedef struct { int first, end, cls; } PlanShapeRun;   /* segments [first, end) */
+typedef struct PlanShapes {
+    int  n_layers, n_blocks;
+    int  n_cls;          /* layer classes */
+    int *layer_cls;      /* [n_layers] each layer's class */
+    int *cls_rep;        /* [n_cls] the first layer of each class */
+    int *block_first;    /* [n_blocks] the layer where block b starts (its attention layer) */
+    int  n_seg_cls;      /* segment classes */
+    int *seg_cls;        /* [n_blocks + 1] each segment's class */
+    int *seg_rep;        /* [n_seg_cls] the first segment of each class */
+    int  n_run;
+    PlanShapeRun *run;   /* [n_run] */
+    int  tied_heads;     /* LM heads tied to the embedding */
+} PlanShapes;
+
+bool plan_shapes_build(const Model *m, PlanShapes *out);
+void plan_shapes_free(PlanShapes *s);
+
 /* Build the cost table of layout `l` (resolved and checked); false on
- * overflow of a parameter count. Free with plan_costs_free. */
+ * overflow of a parameter count. Free with plan_costs_free. Each chunk's
+ * sums are over runs of segments whose costs are equal to the bit: a run
+ * of n adds n times the segment's figure. plan_costs builds the shape
+ * index for the call; plan_costs_shaped takes one built for p's model
+ * (the search builds it once); plan_costs_reference costs every layer and
+ * segment on its own, without the memo, for the tests that hold the memo
+ * to it bit for bit. */
 bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out);
+bool plan_costs_shaped(const Plan *p, const PlanShapes *sh, const Layout *l, PlanCosts *out);
+bool plan_costs_reference(const Plan *p, const Layout *l, PlanCosts *out);
 void plan_costs_free(PlanCosts *c);
 
 /* Seconds of one GEMM (m x k)(k x n), `batch` times, `e`-byte elements, on
@@ -86,6 +118,11 @@ void plan_costs_free(PlanCosts *c);
  * compute against HBM traffic, plus a kernel gap. */
 double plan_gemm_time(const Device *d, double peak, double e,
                       double m, double n, double k, double batch);
+
+/* Seconds of one AdamW step over `params` parameters on device d: a
+ * streaming kernel of PLAN_ADAM_BYTES per parameter (plan_costs' opt[];
+ * the search's bound of the step's tail reads the same formula). */
+double plan_opt_time(const Device *d, uint64_t params);
 
 /* Fill c's grad_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */

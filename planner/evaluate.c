@@ -120,14 +120,14 @@ static const char *largest_item(const PlanStageMem *m, uint64_t *bytes)
     return name;
 }
 
-void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
+void plan_evaluate_layout_shaped(const Plan *p, const struct PlanShapes *sh, const Layout *l, PlanEval *ev)
 {
     memset(ev, 0, sizeof *ev);
     ev->layout = *l;
     ev->pp = l->pp;
     PlanCosts c;
     bool legal = plan_layout_check(p, l, ev->why, sizeof ev->why);
-    if (!legal || !plan_costs(p, l, &c)) {
+    if (!legal || !(sh ? plan_costs_shaped(p, sh, l, &c) : plan_costs(p, l, &c))) {
         if (legal) plan_costs_free(&c);
         if (!plan_model_params(&p->model, &ev->params))
             snprintf(ev->why, sizeof ev->why, "the parameter count overflows 64 bits");
@@ -178,6 +178,11 @@ void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
         ev->hfu = ev->hw_flops / (ev->step_time * gpus * c.peak_flops);
     }
     plan_costs_free(&c);
+}
+
+void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev)
+{
+    plan_evaluate_layout_shaped(p, NULL, l, ev);
 }
 
 void plan_evaluate(const Plan *p, PlanEval *ev)

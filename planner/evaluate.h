@@ -66,6 +66,11 @@ typedef struct {
 void plan_evaluate(const Plan *p, PlanEval *ev);
 /* The same for an explicit resolved layout (used by search). */
 void plan_evaluate_layout(const Plan *p, const Layout *l, PlanEval *ev);
+/* The same with the shape index of p's model built once by the caller
+ * (cost.h, plan_shapes_build; NULL: built for the call), so a search's
+ * evaluations cost O(distinct shapes + chunks) each, not O(layers). */
+struct PlanShapes;
+void plan_evaluate_layout_shaped(const Plan *p, const struct PlanShapes *sh, const Layout *l, PlanEval *ev);
 void plan_eval_free(PlanEval *ev);
 
 #endif /* PLANC_EVALUATE_H */

@@ -257,19 +257,24 @@ bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len)
            plan_rule_interleaved_batches(l, why, len);
 }
 
-bool plan_split(const Model *m, int pp, int chunks, PlanChunk *out)
+/* Blocks per chunk of B blocks in n chunks: base, plus one for `extra`
+ * chunks taken from the second chunk on, the first and the last chunk
+ * last (they carry the embedding and the head). */
+static void split_blocks(int B, int n, PlanChunk *out)
 {
-    int n = pp * chunks, B = m->n_blocks;
-    if (n < 1 || B < n) return false;
     int base = B / n, extra = B % n;
-    /* blocks per chunk: base, plus one for `extra` chunks taken from the
-     * second chunk on, the first and the last chunk last (they carry the
-     * embedding and the head) */
     for (int k = 0; k < n; k++) out[k].blocks = base;
     int lo = n > 2 ? 1 : 0, hi = n > 2 ? n - 2 : n - 1;
     for (int k = lo; k <= hi && extra > 0; k++) { out[k].blocks++; extra--; }
     for (int k = 0; k < n && extra > 0; k++)
         if (k < lo || k > hi) { out[k].blocks++; extra--; }
+}
+
+bool plan_split(const Model *m, int pp, int chunks, PlanChunk *out)
+{
+    int n = pp * chunks, B = m->n_blocks;
+    if (n < 1 || B < n) return false;
+    split_blocks(B, n, out);
 
     /* walk the layers: a block starts at each attention layer; layers
      * before the first block go to chunk 0, those after the last block
@@ -287,4 +292,18 @@ bool plan_split(const Model *m, int pp, int chunks, PlanChunk *out)
     }
     out[k].end = m->n_layers;
     return k == n - 1;
+}
+
+bool plan_split_at(const Model *m, const int *block_first, int pp, int chunks, PlanChunk *out)
+{
+    int n = pp * chunks, B = m->n_blocks;
+    if (n < 1 || B < n) return false;
+    split_blocks(B, n, out);
+    int b = 0;
+    for (int k = 0; k < n; k++) {
+        out[k].first = k ? block_first[b] : 0;
+        b += out[k].blocks;
+        out[k].end = k < n - 1 ? block_first[b] : m->n_layers;
+    }
+    return true;
 }

@@ -77,6 +77,9 @@ int64_t plan_micro_batches(const Layout *l);
  * chunks first (the first and last carry the embedding and the head).
  * Returns false when there are fewer blocks than chunks. */
 bool plan_split(const Model *m, int pp, int chunks, PlanChunk *out);
+/* The same split from the layer index where each block starts
+ * (block_first[b], its attention layer): O(chunks), not O(layers). */
+bool plan_split_at(const Model *m, const int *block_first, int pp, int chunks, PlanChunk *out);
 
 const char *plan_schedule_name(int s);
 const char *plan_recompute_name(int r);

@@ -30,6 +30,7 @@
 #include "planner/schedule.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -296,28 +297,123 @@ double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
     }
 }
 
-double plan_pipeline_time(const PlanCosts *c)
+/* Per-stage sums of one field over a table given as runs of equal rows:
+ * out[s] sums the chunks k = s mod p. A run of at least p chunks adds its
+ * whole cycles to every stage at once, so the work is O(runs + p), not
+ * O(chunks). */
+static void stage_sums(const PlanChunkRun *run, int n_run, int p, size_t field, double *out)
+{
+    double all = 0;
+    for (int s = 0; s < p; s++) out[s] = 0;
+    for (int r = 0; r < n_run; r++) {
+        double x = *(const double *)((const char *)run[r].row + field);
+        int k = run[r].first, end = k + run[r].count, full = run[r].count / p;
+        if (full) { all += full * x; k += full * p; }
+        for (; k < end; k++) out[k % p] += x;
+    }
+    for (int s = 0; s < p; s++) out[s] += all;
+}
+
+/* The row of chunk k (k within the table). */
+static const PlanChunkCost *row_at(const PlanChunkRun *run, int n_run, int k)
+{
+    int r = 0;
+    while (r < n_run - 1 && run[r].first + run[r].count <= k) r++;
+    return run[r].row;
+}
+
+/* Why: with many chunks per stage (interleaved v in the thousands) the
+ * stage bound misses what dominates, the transfers between virtual
+ * stages. One micro-batch's passes form a chain every schedule obeys
+ * (lower.c's expansion: a forward receives its input from the virtual
+ * stage before it, a backward its gradient from the one after it, each a
+ * send of the sender's p2p seconds once the sender's pass has ended): all
+ * forwards in order, then all backwards (ZB-H1: input-gradient parts;
+ * its weight passes are off the chain) in reverse, with a transfer at
+ * every hop between two stages — all of them when pp > 1, as consecutive
+ * virtual stages sit on neighbouring stages. Every schedule runs a
+ * chunk's forwards, and its backwards, in micro-batch order, so micro-batch
+ * j's chain starts after j forwards of virtual stage 0 and its last
+ * backward there is followed by m - 1 - j more: the bound takes the larger
+ * of the two ends. Seconds. */
+static double micro_batch_path(const PlanCosts *c, const PlanChunkRun *run, int n_run)
 {
     const Layout *l = &c->layout;
-    int p = l->pp, v = l->chunks;
+    int n = l->pp * l->chunks;
+    bool zb = l->schedule == SCHED_ZB_H1;
+    double t = 0, hops = 0;
+    for (int r = 0; r < n_run; r++) {
+        const PlanChunkCost *q = run[r].row;
+        t += run[r].count * (q->fwd + (zb ? q->bwd_input : q->bwd));
+        hops += run[r].count * q->p2p;
+    }
+    const PlanChunkCost *first = run[0].row, *last = row_at(run, n_run, n - 1);
+    if (l->pp > 1) t += 2 * hops - first->p2p - last->p2p;   /* n - 1 sends each way */
+    return t + (double)(c->n_micro - 1) * fmax(first->fwd, zb ? first->bwd_input : first->bwd);
+}
+
+double plan_pipeline_comm_bound_runs(const PlanCosts *c, const PlanChunkRun *run, int n_run)
+{
+    const Layout *l = &c->layout;
+    int p = l->pp;
+    bool zb = l->schedule == SCHED_ZB_H1;
+    double m = (double)c->n_micro, bound = 0;
+    double *G = malloc(2 * (size_t)p * sizeof *G), *R = G ? G + p : NULL;
+    if (!G) return 0;   /* no bound is a safe bound */
+    /* the comm stream runs, first in first out, every pass's gather and,
+     * before the last backward's gather, every other backward's reduction
+     * (not counted under zb-h1, where they follow the deferred weight
+     * passes, nor when they wait for the flush); the last pass ends after
+     * its gather */
+    stage_sums(run, n_run, p, offsetof(PlanChunkCost, gather), G);
+    stage_sums(run, n_run, p, offsetof(PlanChunkCost, reduce), R);
+    for (int s = 0; s < p; s++)
+        bound = fmax(bound, 2 * m * G[s] + (zb || c->reduce_after_flush ? 0
+                                            : m * R[s] - row_at(run, n_run, s)->reduce));
+    free(G);
+    return bound;
+}
+
+double plan_pipeline_time_runs(const PlanCosts *c, const PlanChunkRun *run, int n_run)
+{
+    const Layout *l = &c->layout;
+    int p = l->pp;
     bool zb = l->schedule == SCHED_ZB_H1;
     double m = (double)c->n_micro, bound = 0, chain = 0;   /* chain: stages before s, chunk 0 */
+    double *F = malloc(2 * (size_t)p * sizeof *F), *B = F ? F + p : NULL;
+    if (!F) return 0;
+    stage_sums(run, n_run, p, offsetof(PlanChunkCost, fwd), F);
+    stage_sums(run, n_run, p, offsetof(PlanChunkCost, bwd), B);
     for (int s = 0; s < p; s++) {
-        double X = 0;
-        for (int ch = 0; ch < v; ch++) X += c->cost[ch * p + s].fwd + c->cost[ch * p + s].bwd;
-        bound = fmax(bound, chain + m * X);
-        const PlanChunkCost *k = &c->cost[s];
+        bound = fmax(bound, chain + m * (F[s] + B[s]));
+        const PlanChunkCost *k = row_at(run, n_run, s);
         chain += k->fwd + k->p2p + (zb ? 0 : k->bwd + k->p2p);
-        if (l->zero >= 3) {
-            /* the comm stream runs, first in first out, every pass's
-             * gather and, before the last backward's gather, every other
-             * backward's reduction (not counted under zb-h1, where they
-             * follow the deferred weight passes, nor when they wait for the
-             * flush); the last pass ends after its gather */
-            double G = 0, R = 0;
-            for (int ch = 0; ch < v; ch++) { G += c->cost[ch * p + s].gather; R += c->cost[ch * p + s].reduce; }
-            bound = fmax(bound, 2 * m * G + (zb || c->reduce_after_flush ? 0 : m * R - k->reduce));
-        }
     }
-    return bound;
+    free(F);
+    if (l->zero >= 3) bound = fmax(bound, plan_pipeline_comm_bound_runs(c, run, n_run));
+    return fmax(bound, micro_batch_path(c, run, n_run));
+}
+
+/* c's rows as runs of one chunk each (the tables plan_costs builds). */
+static PlanChunkRun *rows_as_runs(const PlanCosts *c)
+{
+    PlanChunkRun *r = malloc((size_t)(c->n_chunks ? c->n_chunks : 1) * sizeof *r);
+    for (int k = 0; r && k < c->n_chunks; k++) r[k] = (PlanChunkRun){ k, 1, &c->cost[k] };
+    return r;
+}
+
+double plan_pipeline_comm_bound(const PlanCosts *c)
+{
+    PlanChunkRun *r = rows_as_runs(c);
+    double t = r ? plan_pipeline_comm_bound_runs(c, r, c->n_chunks) : 0;
+    free(r);
+    return t;
+}
+
+double plan_pipeline_time(const PlanCosts *c)
+{
+    PlanChunkRun *r = rows_as_runs(c);
+    double t = r ? plan_pipeline_time_runs(c, r, c->n_chunks) : 0;
+    free(r);
+    return t;
 }

@@ -52,9 +52,24 @@ double plan_bubble_closed_form(int schedule, int p, int64_t m, int v,
  * through the stages before it and (all schedules but zb-h1, whose last
  * ops are deferrable weight passes) before the last backward goes back
  * through them; under ZeRO-3 its last pass also waits for every gather
- * and earlier reduction its comm stream runs first. The search prunes
+ * and earlier reduction its comm stream runs first; and no schedule beats
+ * one micro-batch's chain of passes through every virtual stage with a
+ * transfer at each hop (the bubble of many chunks). The search prunes
  * with it; it never exceeds the simulated step time of the same table
  * (tests hold it to that). */
 double plan_pipeline_time(const PlanCosts *c);
+/* Its ZeRO-3 part alone (the comm stream's gathers and reductions before
+ * the last pass), whatever c's ZeRO stage: the search adds it to the bound
+ * of the other stages' table instead of recomputing the rest. */
+double plan_pipeline_comm_bound(const PlanCosts *c);
+
+/* The same two bounds of a table given as runs of consecutive chunks with
+ * equal costs (chunks first .. first + count - 1 all cost *row; c's
+ * layout, micro-batches and reduce_after_flush are read, its rows not):
+ * O(runs + pp) instead of O(chunks), for the search's tables of thousands
+ * of equal chunks. plan_pipeline_time is this over runs of one chunk. */
+typedef struct { int first, count; const PlanChunkCost *row; } PlanChunkRun;
+double plan_pipeline_time_runs(const PlanCosts *c, const PlanChunkRun *run, int n_run);
+double plan_pipeline_comm_bound_runs(const PlanCosts *c, const PlanChunkRun *run, int n_run);
 
 #endif /* PLANC_SCHEDULE_H */

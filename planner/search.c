@@ -24,10 +24,13 @@
  *     runs, so a chunk's sums cost O(runs it spans), not O(blocks).
  *  2. Estimates from the planner's own formulas. From those sums the
  *     search builds the layout's chunk table (without the DP/ZeRO
- *     collectives) and hands it to plan_pipeline_time(), cost.c's proven
- *     lower bound of the simulated step (tests/test_planner.c checks it
- *     on thousands of layouts); with the cheaper of the two possible
- *     pipeline-send costs and without the step's tail it stays one. For
+ *     collectives) as runs of equal chunks (a split of thousands of
+ *     chunks is a few runs) and hands it to plan_pipeline_time_runs(),
+ *     schedule.c's proven lower bound of the simulated pipeline
+ *     (tests/test_planner.c checks it on thousands of layouts); with the
+ *     cheaper of the two possible pipeline-send costs it stays one. The
+ *     step's tail adds at least the largest stage's optimizer step
+ *     (tail_bound). For
  *     ZeRO-3 the chunks also get their gathers and reductions
  *     (plan_chunk_dp_times), so the bound counts what the comm stream must
  *     run before the last pass: a ZeRO-3 layout bound by its gathers is
@@ -63,7 +66,9 @@
  * micro-steps than PLAN_SEARCH_MAX_STEPS_LAYOUT is never simulated, and
  * the simulations of one search stop at PLAN_SEARCH_MAX_STEPS_TOTAL
  * (PlanSearch.capped). The validity rule is asked of a model with one
- * layer per distinct shape (rule_plan), so no step walks every layer.
+ * layer per distinct shape (rule_plan), and every full evaluation reads
+ * the shape index built once (cost.h's PlanShapes), so no step walks
+ * every layer.
  *
  * What this file must not do: invent costs. Every time comes from cost.h
  * and every byte from memory.h's items; this file only adds per-block
@@ -214,6 +219,7 @@ typedef struct {
 
 typedef struct {
     const Plan *p;
+    const PlanShapes *shapes;   /* p's layers by shape */
     CutCosts   *cut;
     int         n, cap;
     int        *slot;      /* [n_slot] open-addressing index into cut, -1 empty */
@@ -254,7 +260,8 @@ static bool cut_index(CutMemo *m)
 
 /* Why: one plan_costs() pass per cut gives every block's cost, so a
  * layout's chunks are sums instead of a walk over the model's layers. */
-static bool cut_build(const Plan *p, const CutKey *k, const uint64_t *head_copy, CutCosts *out)
+static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, const uint64_t *head_copy,
+                      CutCosts *out)
 {
     int nb = p->model.n_blocks;
     Layout l = { .dp = 1, .tp = k->tp, .pp = nb, .zero = 0, .micro_batch = k->mb,
@@ -263,12 +270,12 @@ static bool cut_build(const Plan *p, const CutKey *k, const uint64_t *head_copy,
     PlanCosts per, whole;
     memset(out, 0, sizeof *out);
     out->key = *k;
-    if (!plan_costs(p, &l, &per)) { plan_costs_free(&per); return false; }
+    if (!plan_costs_shaped(p, sh, &l, &per)) { plan_costs_free(&per); return false; }
     if (head_copy) {
         out->head_copy = *head_copy;
     } else {
         l.pp = 1;
-        if (!plan_costs(p, &l, &whole)) { plan_costs_free(&per); plan_costs_free(&whole); return false; }
+        if (!plan_costs_shaped(p, sh, &l, &whole)) { plan_costs_free(&per); plan_costs_free(&whole); return false; }
         uint64_t sum = 0;
         for (int b = 0; b < nb; b++) sum += per.cost[b].params;
         out->head_copy = sum - whole.cost[0].params;   /* 0 unless the head is tied */
@@ -316,7 +323,7 @@ static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
     for (int i = 0; i < m->n && !hc; i++)
         if (m->cut[i].key.tp == k->tp) hc = &m->cut[i].head_copy;
     uint64_t copy = hc ? *hc : 0;
-    if (!cut_build(m->p, k, hc ? &copy : NULL, &m->cut[m->n])) return NULL;
+    if (!cut_build(m->p, m->shapes, k, hc ? &copy : NULL, &m->cut[m->n])) return NULL;
     m->slot[h] = m->n;
     return &m->cut[m->n++];
 }
@@ -339,26 +346,39 @@ typedef struct {
     uint64_t fixed[4];    /* bytes by ZeRO stage: model states + buffers + reserve */
 } StageAgg;
 
+/* Chunks [first, first + count) of a split, each of `blocks` blocks, the
+ * first starting at block block0. */
+typedef struct { int first, count, blocks, block0; } BlockRun;
+
 /* Scratch for one (cut, pp, v): the chunk table built from block sums and
  * its per-stage aggregates. */
 typedef struct {
     PlanCosts     c;
-    PlanChunk    *chunk;              /* = split[split_v]: the current split, not a copy */
-    PlanChunkCost*cost;
+    PlanChunkCost*cost;               /* the distinct rows, one per run */
+    PlanChunkRun *runs;               /* [n_runs] the chunks as runs of equal rows */
+    int           n_runs;
     StageAgg     *agg;
     int           cap_chunks, cap_stages;
     int           split_pp, split_v;  /* the split chunk points at */
-    PlanChunk   **split;              /* [v]: the splits of pp split_pp into v chunks, or NULL */
-    int           n_split;            /* entries of split[] */
+    BlockRun    **brun;               /* [v]: the split of pp split_pp into v chunks as runs
+                                         of chunks of equal block counts, or NULL */
+    int          *n_brun;             /* [v] */
+    BlockRun     *bruns;              /* = brun[split_v] */
+    int           n_bruns;
+    int           n_split;            /* entries of brun[] */
+    uint64_t      psi_max;            /* parameters of the largest stage (its optimizer step) */
+    const PlanShapes *shapes;         /* the model's layers by shape (where blocks start) */
 } Synth;
 
 static bool synth_reserve(Synth *s, int chunks, int stages)
 {
     if (chunks > s->cap_chunks) {
         free(s->cost);
+        free(s->runs);
         s->cost = calloc((size_t)chunks, sizeof *s->cost);
+        s->runs = calloc((size_t)chunks, sizeof *s->runs);
         s->cap_chunks = chunks;
-        if (!s->cost) return false;
+        if (!s->cost || !s->runs) return false;
     }
     if (stages > s->cap_stages) {
         free(s->agg);
@@ -371,44 +391,61 @@ static bool synth_reserve(Synth *s, int chunks, int stages)
 
 static void synth_forget_splits(Synth *s)
 {
-    for (int v = 0; v < s->n_split; v++) free(s->split[v]);
-    free(s->split);
-    s->split = NULL;
+    for (int v = 0; v < s->n_split; v++) free(s->brun[v]);
+    free(s->brun);
+    free(s->n_brun);
+    s->brun = NULL;
+    s->n_brun = NULL;
     s->n_split = 0;
 }
 
 static void synth_free(Synth *s)
 {
-    free(s->cost); free(s->agg);
+    free(s->cost); free(s->runs); free(s->agg);
     synth_forget_splits(s);
 }
 
 /* Why: the split depends on (pp, v) only, and the enumeration visits the
  * chunk counts of one pp again for every micro-batch, recomputation and
- * sequence-parallel setting; plan_split walks every layer, so the splits
- * of the current pp are kept, one per v. */
+ * sequence-parallel setting, so the splits of the current pp are kept,
+ * one per v, as their runs of equal block counts (a few, whatever the
+ * chunks; plan_split_at: O(chunks) once from where the blocks start). */
 static bool synth_split(const Plan *p, int pp, int v, Synth *s)
 {
     if (s->split_pp == pp && s->split_v == v) return true;
     if (s->split_pp != pp) synth_forget_splits(s);
     if (v >= s->n_split) {
         int n = v + 1;
-        PlanChunk **sp = realloc(s->split, (size_t)n * sizeof *sp);
-        if (!sp) return false;
-        for (int i = s->n_split; i < n; i++) sp[i] = NULL;
-        s->split = sp;
+        BlockRun **br = realloc(s->brun, (size_t)n * sizeof *br);
+        if (br) s->brun = br;
+        int *nb = realloc(s->n_brun, (size_t)n * sizeof *nb);
+        if (nb) s->n_brun = nb;
+        if (!br || !nb) return false;
+        for (int i = s->n_split; i < n; i++) { br[i] = NULL; nb[i] = 0; }
         s->n_split = n;
     }
     size_t n = (size_t)pp * (size_t)v;
-    if (!s->split[v]) {
-        if (!(s->split[v] = malloc(n * sizeof **s->split))) return false;
-        if (!plan_split(&p->model, pp, v, s->split[v])) {
-            free(s->split[v]);
-            s->split[v] = NULL;
+    if (!s->brun[v]) {                  /* the split, kept as its few runs only */
+        PlanChunk *ch = malloc(n * sizeof *ch);
+        BlockRun *br = malloc(n * sizeof *br);
+        if (!ch || !br || !plan_split_at(&p->model, s->shapes->block_first, pp, v, ch)) {
+            free(ch);
+            free(br);
             return false;
         }
+        int nb = 0, b = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (nb && br[nb - 1].blocks == ch[k].blocks) br[nb - 1].count++;
+            else br[nb++] = (BlockRun){ (int)k, 1, ch[k].blocks, b };
+            b += ch[k].blocks;
+        }
+        free(ch);
+        BlockRun *fit = realloc(br, (size_t)nb * sizeof *fit);
+        s->brun[v] = fit ? fit : br;
+        s->n_brun[v] = nb;
     }
-    s->chunk = s->split[v];
+    s->bruns = s->brun[v];
+    s->n_bruns = s->n_brun[v];
     s->split_pp = pp;
     s->split_v = v;
     return true;
@@ -429,61 +466,98 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
     if (!synth_reserve(s, n, pp)) return false;
     if (!synth_split(p, pp, v, s)) return false;
     double p2p = pp > 1 ? cc->p2p_lo : 0;
+    /* a chunk of the split's block-count runs lies wholly inside one run
+     * of equal blocks (cut_build's) or across a boundary: the chunks of
+     * one block count wholly inside one run have one row, so the table is
+     * O(block-count runs x block runs), whatever the chunks */
     const Run *r = cc->run;
-    int b = 0;
-    for (int k = 0; k < n; k++) {
-        PlanChunkCost *c = &s->cost[k];
-        double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
-        uint64_t params = 0, pmax = 0;
-        int layers = 0, end = b + s->chunk[k].blocks;
-        while (b < end) {                  /* the runs this chunk's blocks lie in */
+    s->n_runs = 0;
+    for (int i = 0; i < s->n_bruns; i++) {
+        const BlockRun *u = &s->bruns[i];
+        int k = u->first, kend = u->first + u->count, bc = u->blocks, b = u->block0;
+        while (k < kend) {
             while (r->end <= b) r++;
-            int cnt = (r->end < end ? r->end : end) - b;
-            const Block *x = &r->b;
-            fwd += cnt * x->fwd;
-            bwd += cnt * x->bwd;
-            bw += cnt * x->bwd_weight;
-            params += (uint64_t)cnt * x->params;
-            act += cnt * x->act_kept;
-            amax = dmax(amax, x->act_layer_max);
-            if (x->layer_params_max > pmax) pmax = x->layer_params_max;
-            layers += cnt * x->layers;
-            b += cnt;
+            int q = (r->end - b) / bc;          /* chunks wholly inside run r from here */
+            if (q > kend - k) q = kend - k;
+            if (q < 1) q = 1;                    /* across a boundary: a row of its own */
+            PlanChunkCost *c = &s->cost[s->n_runs];
+            s->runs[s->n_runs++] = (PlanChunkRun){ k, q, c };
+            double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
+            uint64_t params = 0, pmax = 0;
+            int layers = 0, end = b + bc;
+            for (const Run *w = r; b < end;) {  /* the runs this chunk's blocks lie in */
+                while (w->end <= b) w++;
+                int cnt = (w->end < end ? w->end : end) - b;
+                const Block *x = &w->b;
+                fwd += cnt * x->fwd;
+                bwd += cnt * x->bwd;
+                bw += cnt * x->bwd_weight;
+                params += (uint64_t)cnt * x->params;
+                act += cnt * x->act_kept;
+                amax = dmax(amax, x->act_layer_max);
+                if (x->layer_params_max > pmax) pmax = x->layer_params_max;
+                layers += cnt * x->layers;
+                b += cnt;
+            }
+            b += (q - 1) * bc;
+            k += q;
+            /* the other fields stay as they were (zero from synth_reserve's
+             * calloc, or the ZeRO-3 bound's, which only it reads and it
+             * rewrites): no memset of the whole row */
+            c->fwd = fwd;
+            c->bwd = bwd;
+            c->bwd_weight = bw;
+            c->bwd_input = bwd - bw;
+            c->params = params;
+            c->act_kept = act;
+            c->act_layer_max = amax;
+            c->layer_params_max = pmax;
+            c->layers = layers;
+            c->p2p_bytes = cc->p2p_bytes;
+            c->p2p = p2p;
         }
-        /* the other fields stay zero from synth_reserve's calloc (the
-         * ZeRO-3 bound clears what it sets): no memset of the whole row */
-        c->fwd = fwd;
-        c->bwd = bwd;
-        c->bwd_weight = bw;
-        c->bwd_input = bwd - bw;
-        c->params = params;
-        c->act_kept = act;
-        c->act_layer_max = amax;
-        c->layer_params_max = pmax;
-        c->layers = layers;
-        c->p2p_bytes = cc->p2p_bytes;
-        c->p2p = p2p;
     }
-    if (pp == 1) s->cost[n - 1].params -= cc->head_copy;
-    for (int st = 0; st < pp; st++) {
-        StageAgg *g = &s->agg[st];
-        const StageAgg *prev = st ? &s->agg[st - 1] : NULL;
-        memset(g, 0, sizeof *g);
-        for (int j = 0; j < v; j++) {     /* the order plan_memory() adds in */
-            const PlanChunkCost *c = &s->cost[j * pp + st];
+    if (pp == 1) s->cost[s->n_runs - 1].params -= cc->head_copy;   /* one chunk: its own run */
+    s->psi_max = 0;
+    /* per stage, memory.c's sums: a run of at least pp chunks adds its
+     * whole cycles to every stage (O(runs + pp), not O(chunks)) */
+    memset(s->agg, 0, (size_t)pp * sizeof *s->agg);
+    StageAgg all = { 0 };
+    for (int i = 0; i < s->n_runs; i++) {
+        const PlanChunkRun *u = &s->runs[i];
+        const PlanChunkCost *c = u->row;
+        int k = u->first, stop = k + u->count, full = u->count / pp;
+        if (full) {
+            all.psi += (uint64_t)full * c->params;
+            all.act += full * c->act_kept;
+            all.rebuild = dmax(all.rebuild, c->act_layer_max);
+            all.layer_max = dmax(all.layer_max, (double)c->layer_params_max);
+            k += full * pp;
+        }
+        for (; k < stop; k++) {
+            StageAgg *g = &s->agg[k % pp];
             g->psi += c->params;
             g->act += c->act_kept;
             g->rebuild = dmax(g->rebuild, c->act_layer_max);
             g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
         }
+    }
+    for (int st = 0; st < pp; st++) {
+        StageAgg *g = &s->agg[st];
+        const StageAgg *prev = st ? &s->agg[st - 1] : NULL;
+        g->psi += all.psi;
+        g->act += all.act;
+        g->rebuild = dmax(g->rebuild, all.rebuild);
+        g->layer_max = dmax(g->layer_max, all.layer_max);
+        if (g->psi > s->psi_max) s->psi_max = g->psi;
         if (prev && prev->psi == g->psi && prev->layer_max == g->layer_max)
             memcpy(g->fixed, prev->fixed, sizeof g->fixed);   /* most stages are alike */
         else
             for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, pp, cc->p2p_bytes);
     }
     s->c.n_chunks = n;
-    s->c.chunk = s->chunk;
-    s->c.cost = s->cost;
+    s->c.chunk = NULL;         /* the bounds read the runs */
+    s->c.cost = NULL;          /* the rows are s->runs' */
     return true;
 }
 
@@ -538,6 +612,7 @@ typedef struct {
     bool                     count_only;   /* enumerate(): count the space, build nothing */
     BatchFactors             bf;           /* of the global batch */
     Plan                     rules;        /* p with one layer per distinct shape (rule_plan) */
+    PlanShapes               shapes;       /* p's layers by shape (cost.h), built once */
     int64_t                  steps_used;   /* micro-steps simulated so far */
 } Ctx;
 
@@ -627,20 +702,23 @@ static double time_bound(Ctx *x, const Layout *l)
 {
     Synth *s = &x->syn;
     s->c.layout = *l;
+    s->c.layout.zero = 0;   /* the compute part: time_bound_zero3 adds the comm stream's */
     s->c.n_micro = plan_micro_batches(l);
     s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
-    return plan_pipeline_time(&s->c);
+    return plan_pipeline_time_runs(&s->c, s->runs, s->n_runs);
 }
 
-/* The bound of layout l under ZeRO-3: the same table with every chunk's
+/* The bound of layout l under ZeRO-3: the comm stream's part of cost.c's
+ * bound (plan_pipeline_comm_bound) over the table with every chunk's
  * gathers and reductions (plan_chunk_dp_times, what plan_costs gives
- * them), so that the comm stream's share of the bound counts; the
- * collectives are cleared again for the other ZeRO stages. */
+ * them); the bound of the compute is the other stages' (time_bound), so
+ * the caller takes the larger. The rows keep these fields afterwards: only
+ * this bound reads them, and it writes every row first. */
 static double time_bound_zero3(Ctx *x, const Layout *l)
 {
     Synth *s = &x->syn;
     PlanChunkCost *c = s->cost, *prev = NULL;
-    for (int k = 0; k < s->c.n_chunks; k++) {
+    for (int k = 0; k < s->n_runs; k++) {    /* one row per run */
         if (prev && prev->params == c[k].params && prev->layers == c[k].layers) {
             c[k].grad_bytes = prev->grad_bytes; c[k].reduce = prev->reduce; c[k].gather = prev->gather;
         } else {
@@ -648,9 +726,23 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
         }
         prev = &c[k];
     }
-    double t = time_bound(x, l);
-    for (int k = 0; k < s->c.n_chunks; k++) c[k].reduce = c[k].gather = c[k].sync = c[k].grad_bytes = 0;
-    return t;
+    s->c.layout = *l;
+    s->c.n_micro = plan_micro_batches(l);
+    s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
+    return plan_pipeline_comm_bound_runs(&s->c, s->runs, s->n_runs);
+}
+
+/* Why: every stage's optimizer step follows the gradient-norm
+ * all-reduce, which waits for every stage's last pass (lower.c's tail,
+ * simulate.c), so the step lasts at least the pipeline's bound plus the
+ * largest stage's AdamW step (cost.c's plan_opt_time of its parameters,
+ * divided over DP under ZeRO >= 1, as plan_costs divides them). The
+ * collectives of the tail only add to it. Seconds. */
+static double tail_bound(const Ctx *x, const Layout *l, int zero)
+{
+    uint64_t psi = x->syn.psi_max, dp = (uint64_t)l->dp;
+    if (zero >= 1) psi = psi / dp + (psi % dp != 0);
+    return plan_opt_time(&x->p->cluster.device, psi);
 }
 
 /* Whether ZeRO stage z is searched at data-parallel degree dp (unless the
@@ -698,6 +790,7 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
             c[i].t_lb = t;
             if (c[i].l.zero >= 3 && isfinite(t) && (c[i].fit != FIT_NO || x->o->record))
                 c[i].t_lb = fmax(t, time_bound_zero3(x, &c[i].l) * (1 - SEARCH_REL_SLACK));
+            if (isfinite(t)) c[i].t_lb += tail_bound(x, &c[i].l, c[i].l.zero) * (1 - SEARCH_REL_SLACK);
         }
     }
     x->next_order += n;
@@ -1042,7 +1135,7 @@ static bool affordable(Ctx *x, const Cand *c)
 static void evaluate(Ctx *x, const Cand *c, PlanEval *ev)
 {
     x->steps_used += c->steps;
-    plan_evaluate_layout(x->p, &c->l, ev);
+    plan_evaluate_layout_shaped(x->p, &x->shapes, &c->l, ev);
     x->s->evaluated++;
     if (!x->o->prune || !ev->valid) return;
     bool fits = ev->feasible;
@@ -1220,7 +1313,9 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
 {
     Ctx x = { .p = p, .o = o, .s = s, .memo = { .p = p } };
     TopK t = { .k = o->top > 0 ? o->top : 1 };
-    bool ok = batch_factor(p->layout.global_batch, &x.bf) && rule_plan(p, &x.rules);
+    bool ok = batch_factor(p->layout.global_batch, &x.bf) && rule_plan(p, &x.rules) &&
+              plan_shapes_build(&p->model, &x.shapes);
+    x.memo.shapes = x.syn.shapes = &x.shapes;
     if (ok) {                                  /* count first, then refuse or build */
         x.count_only = true;
         ok = enumerate(&x);
@@ -1279,6 +1374,7 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
     synth_free(&x.syn);
     free(x.bf.divs.v);
     free(x.rules.model.layers);
+    plan_shapes_free(&x.shapes);
     return ok;
 }
 

@@ -816,6 +816,151 @@ static bool same_sim(const PlanSimSummary *a, const PlanSimResult *r)
            !memcmp(&a->times, &t, sizeof t);
 }
 
+/* Whether two cost tables are the same to the bit, printing the first
+ * field that differs. */
+static bool same_costs(const PlanCosts *a, const PlanCosts *b, const char *what)
+{
+    if (a->n_chunks != b->n_chunks || a->params_total != b->params_total || a->norm != b->norm) {
+        print_error("%s: chunks %d / %d, params %llu / %llu\n", what, a->n_chunks, b->n_chunks,
+                    (unsigned long long)a->params_total, (unsigned long long)b->params_total);
+        return false;
+    }
+    for (int k = 0; k < a->n_chunks; k++)
+        if (memcmp(&a->cost[k], &b->cost[k], sizeof a->cost[k]) ||
+            memcmp(&a->chunk[k], &b->chunk[k], sizeof a->chunk[k])) {
+            print_error("%s: chunk %d: fwd %.17g / %.17g, bwd %.17g / %.17g, act %.17g / %.17g\n", what, k,
+                        a->cost[k].fwd, b->cost[k].fwd, a->cost[k].bwd, b->cost[k].bwd, a->cost[k].act_kept,
+                        b->cost[k].act_kept);
+            return false;
+        }
+    int pp = a->layout.pp;
+    for (int s = 0; s < pp; s++)
+        if (a->opt[s] != b->opt[s] || a->opt_params[s] != b->opt_params[s] || a->sp_norm[s] != b->sp_norm[s] ||
+            a->sp_norm_bytes[s] != b->sp_norm_bytes[s] || a->embed[s] != b->embed[s] ||
+            a->embed_bytes[s] != b->embed_bytes[s]) {
+            print_error("%s: stage %d's optimizer or step-level collectives differ\n", what, s);
+            return false;
+        }
+    return true;
+}
+
+/* Memoised by block shape (issue 13): the cost table through the shape
+ * index equals, to the bit, the one costed layer by layer without it
+ * (plan_costs_reference), on models of identical blocks and of blocks that
+ * differ every other or every third block (MLP width, kv heads), and a
+ * chunk of n identical blocks costs exactly n times one of them (what
+ * makes a layout O(runs), not O(layers): a sum over the blocks one by one
+ * rounds differently). Table: model, blocks, tp, pp, chunks, sp, recompute. */
+static void test_shape_memo(void **state)
+{
+    (void)state;
+    enum { GPT, LLAMA, MIXED_MLP, MIXED_KV };
+    static const struct { int model, blocks, tp, pp, v, sp, rec; } T[] = {
+        { GPT, 96, 1, 4, 1, 0, RECOMPUTE_NONE }, { GPT, 96, 2, 4, 3, 1, RECOMPUTE_SELECTIVE },
+        { GPT, 1000, 1, 8, 5, 0, RECOMPUTE_FULL }, { LLAMA, 80, 4, 2, 4, 1, RECOMPUTE_FULL },
+        { LLAMA, 81, 1, 4, 2, 0, RECOMPUTE_NONE }, { MIXED_MLP, 90, 2, 3, 2, 1, RECOMPUTE_SELECTIVE },
+        { MIXED_MLP, 64, 1, 1, 1, 0, RECOMPUTE_NONE }, { MIXED_KV, 60, 2, 5, 2, 0, RECOMPUTE_FULL },
+    };
+    Layer *buf = calloc(PLAN_PRESET_LAYERS(1000), sizeof *buf);
+    assert_non_null(buf);
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        Model m;
+        if (T[i].model == GPT)
+            plan_preset_gpt(&m, buf, "g", T[i].blocks, 1024, 16, 2048, 50304, DTYPE_BF16);
+        else
+            plan_preset_llama(&m, buf, "l", T[i].blocks, 2048, 16, 8, 5632, 2048, 32000, DTYPE_BF16);
+        for (int j = 0, b = 0; j < m.n_layers; j++) {      /* the mixed models: every 2nd / 3rd block */
+            if (m.layers[j].kind == LAYER_ATTENTION) b++;
+            if (T[i].model == MIXED_MLP && m.layers[j].kind == LAYER_MLP && b % 2 == 0) m.layers[j].hidden = 2816;
+            if (T[i].model == MIXED_KV && m.layers[j].kind == LAYER_ATTENTION && b % 3 == 0) m.layers[j].kv_heads = 4;
+        }
+        int dp = 8 / (T[i].tp * T[i].pp) > 0 ? 8 / (T[i].tp * T[i].pp) : 1;
+        int64_t micro = 2 * T[i].pp;
+        Plan p = plan_preset_plan(m, plan_preset_dgx_h100(2), dp, T[i].tp, T[i].pp, 1, 1, dp * micro,
+                                  T[i].v > 1 ? SCHED_INTERLEAVED : SCHED_1F1B, T[i].v, T[i].rec, T[i].sp);
+        PlanCosts memo, ref;
+        assert_true(plan_costs(&p, &p.layout, &memo));
+        assert_true(plan_costs_reference(&p, &p.layout, &ref));
+        char what[64];
+        snprintf(what, sizeof what, "case %zu", i);
+        assert_true(same_costs(&memo, &ref, what));
+        PlanChunk *split = calloc((size_t)memo.n_chunks, sizeof *split);
+        assert_non_null(split);
+        assert_true(plan_split(&p.model, T[i].pp, T[i].v, split));
+        assert_memory_equal(split, memo.chunk, (size_t)memo.n_chunks * sizeof *split);
+        free(split);
+        if (T[i].model == GPT) {
+            /* one block per chunk: chunk 1 is one middle block */
+            Layout one = p.layout;
+            one.pp = T[i].blocks;
+            one.chunks = 1;
+            PlanCosts blk;
+            assert_true(plan_costs(&p, &one, &blk));
+            for (int k = 1; k < memo.n_chunks - 1; k++) {
+                double n = memo.chunk[k].blocks;
+                assert_true(memo.cost[k].fwd == n * blk.cost[1].fwd);
+                assert_true(memo.cost[k].bwd == n * blk.cost[1].bwd);
+                assert_true(memo.cost[k].act_kept == n * blk.cost[1].act_kept);
+                assert_true(memo.cost[k].params == (uint64_t)n * blk.cost[1].params);
+            }
+            plan_costs_free(&blk);
+        }
+        plan_costs_free(&memo);
+        plan_costs_free(&ref);
+    }
+    free(buf);
+}
+
+/* The bound of the pipeline time must cover one micro-batch's chain of
+ * passes: every forward, then every backward (zb-h1: input part), with a
+ * transfer at each of the 2(pp v - 1) hops between virtual stages. With
+ * thousands of chunks (a 10,000-block model interleaved) those hops are
+ * most of the bubble; a bound without them is below every layout's time
+ * alike and the search cannot prune. Table: schedule, pp, chunks, m per
+ * pp; each also stays within the simulated pipeline time. */
+static void test_bound_chain(void **state)
+{
+    (void)state;
+    static const struct { int sched, pp, v, m_per_pp; } T[] = {
+        { SCHED_INTERLEAVED, 2, 50, 1 }, { SCHED_INTERLEAVED, 2, 100, 1 },
+        { SCHED_INTERLEAVED, 4, 25, 1 }, { SCHED_INTERLEAVED, 2, 40, 3 },
+        { SCHED_1F1B, 8, 1, 1 }, { SCHED_ZB_H1, 4, 1, 2 }, { SCHED_GPIPE, 2, 1, 4 },
+    };
+    enum { BLOCKS = 200 };
+    Layer *buf = calloc(PLAN_PRESET_LAYERS(BLOCKS), sizeof *buf);
+    assert_non_null(buf);
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        Model m;
+        plan_preset_gpt(&m, buf, "g", BLOCKS, 256, 4, 2048, 32000, DTYPE_BF16);
+        int pp = T[i].pp, v = T[i].v, dp = 8 / pp;
+        int64_t micro = (int64_t)pp * T[i].m_per_pp;
+        Plan p = plan_preset_plan(m, plan_preset_dgx_h100(1), dp, 1, pp, 0, 1, dp * micro, T[i].sched, v,
+                                  RECOMPUTE_NONE, 0);
+        PlanCosts c;
+        PlanProgram pr;
+        PlanSimResult r;
+        char why[256];
+        assert_true(plan_costs(&p, &p.layout, &c));
+        assert_true(plan_lower(&p, &pr, why, sizeof why));
+        assert_true(plan_simulate(&pr, &r));
+        double chain = 0;
+        int n = pp * v;
+        for (int k = 0; k < n; k++)
+            chain += c.cost[k].fwd + (T[i].sched == SCHED_ZB_H1 ? c.cost[k].bwd_input : c.cost[k].bwd) +
+                     (k < n - 1 ? c.cost[k].p2p : 0) + (k > 0 ? c.cost[k].p2p : 0);
+        double b = plan_pipeline_time(&c);
+        if (b < chain * (1 - 1e-12) || b > r.pipeline_time * (1 + 1e-9))
+            print_error("sched %d pp %d v %d m %lld: bound %.9g s, chain %.9g s, simulated %.9g s\n",
+                        T[i].sched, pp, v, (long long)micro, b, chain, r.pipeline_time);
+        assert_true(b >= chain * (1 - 1e-12));
+        assert_true(b <= r.pipeline_time * (1 + 1e-9));   /* rounding of another order */
+        plan_sim_free(&r);
+        plan_program_free(&pr);
+        plan_costs_free(&c);
+    }
+    free(buf);
+}
+
 static void test_random_layouts(void **state)
 {
     (void)state;
@@ -1296,6 +1441,8 @@ int main(void)
         cmocka_unit_test(test_step_collectives_contract),
         cmocka_unit_test(test_bubble_definition),
         cmocka_unit_test(test_megatron_2021_switches),
+        cmocka_unit_test(test_shape_memo),
+        cmocka_unit_test(test_bound_chain),
         cmocka_unit_test(test_random_layouts),
         cmocka_unit_test(test_report),
         cmocka_unit_test(test_report_interleaved_ranges),

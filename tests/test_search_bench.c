@@ -16,7 +16,9 @@
  *
  * Then the extreme inputs of issue 13 (legal, absurd), each in a child
  * process so its peak memory is its own: wall seconds and max RSS of the
- * whole `plan_search` beside the goal (any input < 10 s and < 1 GiB; a
+ * whole `plan_search` and the child's CPU seconds (what the goal is
+ * judged on, as above: the machine is shared) beside the goal (any input
+ * < 10 s and < 1 GiB; a
  * 10,000-block model < 2 s), the space's layouts and work (what
  * --max-layouts bounds) and how it ended: ranked, refused (exit 2 with
  * the count), nothing fits, or capped.
@@ -92,14 +94,16 @@ static int run_extreme(const Extreme *e)
         printf("  %-42s %9lld %10.3g %-12s %8.3f", e->name, (long long)s.space, s.space_work, end, t);
         fflush(stdout);
         plan_search_free(&s);
-        _exit(t > e->goal_s ? 3 : 0);
+        _exit(0);
     }
     int st = 0;
     struct rusage ru;
     if (wait4(pid, &st, 0, &ru) < 0) return 1;
     double mib = ru.ru_maxrss / 1024.0;
-    bool missed = !WIFEXITED(st) || WEXITSTATUS(st) != 0 || mib > 1024;
-    printf(" %11.1f  < %.0f s, < 1 GiB%s\n", mib, e->goal_s, missed ? "  MISSED" : "");
+    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    bool missed = !WIFEXITED(st) || WEXITSTATUS(st) != 0 || mib > 1024 || cpu > e->goal_s;
+    printf(" %8.3f %11.1f  < %.0f s, < 1 GiB%s\n", cpu, mib, e->goal_s, missed ? "  MISSED" : "");
     return missed;
 }
 
@@ -113,9 +117,9 @@ static int run_extremes(void)
         { "llama 4 x 2048 / 8 H100, gbs 963761198400", 1, 4, 2048, 16, 1, 963761198400ll, 10 },
         { "llama 4 x 2048 / 8 H100, gbs 2^40", 1, 4, 2048, 16, 1, 1ll << 40, 10 },
     };
-    printf("# extreme inputs: any input < 10 s and < 1 GiB, 10,000 blocks < 2 s (wall, one core)\n");
-    printf("# %-42s %9s %10s %-12s %8s %10s %s\n", "case", "layouts", "work", "end", "time(s)",
-           "maxRSS(MiB)", "goal");
+    printf("# extreme inputs: any input < 10 s and < 1 GiB, 10,000 blocks < 2 s (CPU s of one core)\n");
+    printf("# %-42s %9s %10s %-12s %8s %8s %10s %s\n", "case", "layouts", "work", "end", "time(s)",
+           "cpu(s)", "maxRSS(MiB)", "goal");
     int missed = 0;
     for (int i = 0; i < (int)(sizeof X / sizeof X[0]); i++) missed += run_extreme(&X[i]);
     return missed;
