@@ -222,14 +222,29 @@ static void step_collectives(const Plan *p, const Layout *l, int emb_chunk, int 
     out->norm = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, all, out->norm_bytes).time;
 }
 
+/* Seconds of a layer pass's TP collectives (tp s) that the compute
+ * stream waits for, beside the pass's kernels (compute s). planc's program
+ * runs them synchronously: all of it. With overlap_tp (Megatron's
+ * --tp-comm-overlap: the all-gather / reduce-scatter split into chunks and
+ * pipelined with the column- / row-parallel GEMM that consumes / produces
+ * them, Wang et al. 2023 "Overlap communication with dependent
+ * computation", TransformerEngine's userbuffers) the collective runs beside
+ * the pass and only what outlasts it is exposed. The slowdown of the
+ * kernels while they share the GPU with it is not modelled here. */
+static double tp_exposed(const Plan *p, double tp, double compute)
+{
+    return p->software.overlap_tp ? fmax(0, tp - compute) : tp;
+}
+
 bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
 {
     const Model *mo = &p->model;
     const Cluster *cl = &p->cluster;
     memset(out, 0, sizeof *out);
     out->layout = *l;
-    out->reduce_after_flush = p->grad_reduce_after_flush;
-    out->p2p_blocking = p->p2p_blocking;
+    out->reduce_after_flush = !p->software.overlap_grad_reduce;
+    out->p2p_blocking = !p->software.overlap_p2p;
+    out->param_overlap = p->software.overlap_param_gather;
     out->n_micro = plan_micro_batches(l);
     out->n_chunks = l->pp * l->chunks;
     out->chunk = calloc((size_t)out->n_chunks, sizeof *out->chunk);
@@ -298,12 +313,15 @@ bool plan_costs(const Plan *p, const Layout *l, PlanCosts *out)
             }
             if (ly->kind == LAYER_EMBEDDING) emb_chunk = k;
             if (ly->kind == LAYER_LM_HEAD) head_chunk = k;
-            c->fwd += t->fwd + t->tp_f;
-            c->bwd += t->bwd_in + t->bwd_w + t->rec + t->tp_b + t->tp_rec;
+            double tp_f = tp_exposed(p, t->tp_f, t->fwd);
+            double tp_b = tp_exposed(p, t->tp_b, t->bwd_in + t->bwd_w);
+            double tp_rec = tp_exposed(p, t->tp_rec, t->rec);
+            c->fwd += t->fwd + tp_f;
+            c->bwd += t->bwd_in + t->bwd_w + t->rec + tp_b + tp_rec;
             c->bwd_weight += t->bwd_w;
-            c->fwd_tp += t->tp_f;
-            c->bwd_tp += t->tp_b + t->tp_rec;
-            c->recompute += t->rec + t->tp_rec;
+            c->fwd_tp += tp_f;
+            c->bwd_tp += tp_b + tp_rec;
+            c->recompute += t->rec + tp_rec;
             c->flops_fwd += t->flops_fwd;
             c->flops_recompute += t->flops_rec;
             c->params += t->params;

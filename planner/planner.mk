@@ -17,7 +17,8 @@ $(BUILD)/bin/test_planner: tests/test_planner.c $(PLANNER_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(CMOCKA_LIBS) $(LDLIBS)
 
-$(BUILD)/bin/planc-validate: planner/validate.c $(PLANNER_OBJS)
+# the validation rows are .plan files: the front end (dsl, sema) reads them
+$(BUILD)/bin/planc-validate: planner/validate.c $(PLANNER_OBJS) $(DSL_OBJS) $(BUILD)/obj/planner/sema.o
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
 
@@ -32,7 +33,7 @@ test-planner: $(BUILD)/bin/test_planner $(PLANC)
 	    n=$$((n+1)); done; echo "planc check --json: $$n examples give valid JSON"
 
 validate-planner: $(BUILD)/bin/planc-validate
-	$(BUILD)/bin/planc-validate
+	$(BUILD)/bin/planc-validate validation/*.plan
 
 bench-planner: $(BUILD)/bin/planc-validate
 	$(BUILD)/bin/planc-validate --bench

@@ -97,8 +97,11 @@ typedef struct {
     double *sp_norm, *sp_norm_bytes;  /* s, bytes: OP_SP_NORM_REDUCE; bytes 0: no such op */
     double *embed, *embed_bytes;      /* s, bytes: OP_EMBED_REDUCE; bytes 0: no such op */
     double  norm, norm_bytes;         /* s, bytes: OP_NORM_REDUCE (every stage) */
-    bool    reduce_after_flush;   /* Plan.grad_reduce_after_flush */
-    bool    p2p_blocking;         /* Plan.p2p_blocking: sends on the compute stream */
+    bool    reduce_after_flush;   /* !Plan.software.overlap_grad_reduce */
+    bool    p2p_blocking;         /* !Plan.software.overlap_p2p: sends on the compute stream */
+    bool    param_overlap;        /* Plan.software.overlap_param_gather: ZeRO-3 gathers feed
+                                     their compute layer by layer; ZeRO-1/2's all-gather
+                                     becomes a gather before each chunk's first forward */
 } PlanOpCosts;
 
 /* One compute micro-step of a stage's schedule: the forward, the backward

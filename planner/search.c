@@ -628,7 +628,7 @@ static double time_bound(Ctx *x, const Layout *l)
     Synth *s = &x->syn;
     s->c.layout = *l;
     s->c.n_micro = plan_micro_batches(l);
-    s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
+    s->c.reduce_after_flush = !x->p->software.overlap_grad_reduce;
     return plan_pipeline_time(&s->c);
 }
 
