@@ -17,8 +17,10 @@ $(BUILD)/bin/test_planner: tests/test_planner.c $(PLANNER_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(CMOCKA_LIBS) $(LDLIBS)
 
-# the validation rows are .plan files: the front end (dsl, sema) reads them
-$(BUILD)/bin/planc-validate: planner/validate.c $(PLANNER_OBJS) $(DSL_OBJS) $(BUILD)/obj/planner/sema.o
+# the validation rows are .plan files: the front end (dsl, sema) reads them,
+# and search fills the fields a source does not state
+$(BUILD)/bin/planc-validate: planner/validate.c $(PLANNER_OBJS) $(DSL_OBJS) $(BUILD)/obj/planner/sema.o \
+                             $(BUILD)/obj/planner/search.o
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
 

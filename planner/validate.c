@@ -7,11 +7,14 @@
  * layout and the software it ran (the plan block's overlap_* keys, the
  * model's dropout) — with its published figure in a comment line
  *     # published: 137 TFLOP/s per GPU
- * Each row is checked and timed as `planc check` would (plan_evaluate, and
- * the Program's simulation); the TFLOP/s per GPU count FLOPs the way
- * Narayanan et al. 2021 (Sec. 5.1) do, the recomputed forward included:
- * 96 B s l h^2 (1 + s/6h + V/16lh) per step, B the global batch, l the
- * blocks, h the width, V the vocabulary. Nothing here is fitted: the rows
+ * and, on the same line, how the source counted its FLOPs
+ *     # published: 137 TFLOP/s per GPU, counted as 96 B s l h^2 (...)
+ * (96: Narayanan et al. 2021, Sec. 5.1, the recomputed forward included;
+ * 72: Megatron-LM's README, without it; B the global batch, l the blocks,
+ * h the width, V the vocabulary). Each row is checked and timed as `planc
+ * check` would (plan_evaluate, and the Program's simulation); a layout
+ * field the source does not state is `auto` in the file, and the row takes
+ * the best layout `planc search` finds for it. Nothing here is fitted: the rows
  * run through the same model as every other plan, and what differs
  * between rows is written in their files.
  *
@@ -32,13 +35,19 @@
 #include "planner/memory.h"
 #include "planner/presets.h"
 #include "planner/program.h"
+#include "planner/search.h"
 #include "planner/sema.h"
 #include "planner/simulate.h"
 
-/* Narayanan et al. 2021, Sec. 5.1: FLOPs per step with recomputation. */
-static double megatron_flops(double B, double s, double l, double h, double V)
+/* FLOPs per step as Megatron-LM's papers count them (Narayanan et al.
+ * 2021, Sec. 5.1): `passes` dense passes of the blocks, 24 B s l h^2
+ * (1 + s/6h) each (forward 1, backward 2, a recomputed forward 1 more),
+ * and the head's 6 B s h V (it is not recomputed). passes 4 is the paper's
+ * 96 B s l h^2 (1 + s/6h + V/16lh), passes 3 the 72 B s l h^2 (1 + s/6h +
+ * V/12lh) of Megatron-LM's README table. */
+static double megatron_flops(double passes, double B, double s, double l, double h, double V)
 {
-    return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    return passes * 24 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V;
 }
 
 static double simulated_step(const Plan *p, double *bubble)
@@ -57,18 +66,51 @@ static double simulated_step(const Plan *p, double *bubble)
 }
 
 /* The row's published figure: the number after "# published:" in the
- * file (TFLOP/s per GPU); NAN when the file has none. */
-static double published_of(const char *file)
+ * file (TFLOP/s per GPU), NAN when the file has none; and how the source
+ * counted the FLOPs: "counted as C B s l h^2 ..." gives passes C/24
+ * (96: with the recomputed forward, 72: without; 96 when not said). */
+static double published_of(const char *file, double *passes)
 {
     FILE *f = fopen(file, "r");
     char line[512];
-    double x = NAN;
+    double x = NAN, c = 96;
     while (f && isnan(x) && fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, "# published:");
+        const char *at = strstr(line, "# published:"), *as = at ? strstr(at, "counted as ") : NULL;
         if (at && sscanf(at + strlen("# published:"), "%lf", &x) != 1) x = NAN;
+        if (as && sscanf(as + strlen("counted as "), "%lf", &c) != 1) c = NAN;
     }
     if (f) fclose(f);
+    *passes = c / 24;
     return x;
+}
+
+/* Whether a layout field is left to search. */
+static bool has_auto(const Layout *l)
+{
+    return l->dp == PLAN_AUTO || l->tp == PLAN_AUTO || l->pp == PLAN_AUTO || l->zero == PLAN_AUTO ||
+           l->micro_batch == PLAN_AUTO || l->global_batch == PLAN_AUTO || l->schedule == PLAN_AUTO ||
+           l->chunks == PLAN_AUTO || l->recompute == PLAN_AUTO || l->sequence_parallel == PLAN_AUTO;
+}
+
+/* The row's layout: its plan block's, or, where the source does not state
+ * some field (`auto`), the best `planc search` finds with the rest fixed
+ * (the software keys are given, never searched). False when search finds
+ * nothing that fits. */
+static bool row_layout(const Plan *p, Layout *out)
+{
+    if (!p->has_layout || !has_auto(&p->layout)) {
+        *out = plan_layout_defaults(p);
+        return true;
+    }
+    PlanSearchOptions o = plan_search_defaults();
+    PlanSearch r;
+    char why[256];
+    o.top = 1;
+    bool ok = plan_search(p, &o, &r, why, sizeof why) && r.n_results > 0;
+    if (ok) *out = r.results[0].layout;
+    else fprintf(stderr, "%s: search: %s\n", p->file, why);
+    plan_search_free(&r);
+    return ok;
 }
 
 /* The row's name: the file's base name without .plan. */
@@ -89,7 +131,7 @@ static double validate_row(const char *file)
     Plan p;
     char name[128];
     row_name(file, name, sizeof name);
-    double pub = published_of(file);
+    double passes, pub = published_of(file, &passes);
     memset(&arena, 0, sizeof arena);
     dsl_diag_init(&diag, stderr);
     DslFile *f = dsl_load(&arena, &diag, file);
@@ -98,7 +140,11 @@ static double validate_row(const char *file)
         dsl_arena_free(&arena);
         return -1;
     }
-    Layout l = plan_layout_defaults(&p);
+    Layout l;
+    if (!row_layout(&p, &l)) {
+        dsl_arena_free(&arena);
+        return -1;
+    }
     p.layout = l;
     p.has_layout = true;
     const Model *m = &p.model;
@@ -106,12 +152,13 @@ static double validate_row(const char *file)
     plan_evaluate(&p, &ev);
     double bubble = NAN, step = simulated_step(&p, &bubble);
     double gpus = (double)(p.cluster.nodes * p.cluster.gpus_per_node);
-    double fl = megatron_flops((double)l.global_batch, (double)m->seq, m->n_blocks, (double)m->dim,
-                               (double)m->vocab);
+    double fl = megatron_flops(passes, (double)l.global_batch, (double)m->seq, m->n_blocks,
+                               (double)m->dim, (double)m->vocab);
     double sim = fl / step / gpus / 1e12, closed = fl / ev.step_time / gpus / 1e12;
     double err = 100 * (sim - pub) / pub;
-    printf("%-28s %3d %3d %4d %5.0f %6" PRId64 " %10.1f %10.1f %10.1f %+8.1f %8.3f %7.3f\n", name, l.tp,
-           l.pp, l.dp, gpus, l.global_batch, pub, sim, closed, err, bubble, ev.mfu);
+    printf("%-28s %3d %3d %4d %5.0f %6" PRId64 " %3" PRId64 " %-11s %-9s %10.1f %10.1f %10.1f %+8.1f %8.3f %7.3f\n",
+           name, l.tp, l.pp, l.dp, gpus, l.global_batch, l.micro_batch, plan_schedule_name(l.schedule),
+           plan_recompute_name(l.recompute), pub, sim, closed, err, bubble, ev.mfu);
     plan_eval_free(&ev);
     dsl_arena_free(&arena);
     return isnan(err) ? -1 : fabs(err);
@@ -121,10 +168,12 @@ static int validate(int n, char **files)
 {
     double max_err = 0, sum = 0;
     int worst = -1, rows = 0, bad = 0;
-    printf("# published runs (validation/, each with its software in its plan block);\n"
-           "# TFLOP/s per GPU as Narayanan et al. 2021 count them\n");
-    printf("%-28s %3s %3s %4s %5s %6s %10s %10s %10s %8s %8s %7s\n", "row", "tp", "pp", "dp", "gpus",
-           "batch", "published", "simulated", "fast", "error%", "bubble", "mfu");
+    printf("# published runs (validation/, each with its software in its plan block; fields the\n"
+           "# source does not state are `auto`, the best `planc search` finds);\n"
+           "# TFLOP/s per GPU counted as each source counts them\n");
+    printf("%-28s %3s %3s %4s %5s %6s %3s %-11s %-9s %10s %10s %10s %8s %8s %7s\n", "row", "tp", "pp", "dp",
+           "gpus", "batch", "mb", "schedule", "recompute", "published", "simulated", "fast", "error%",
+           "bubble", "mfu");
     for (int i = 0; i < n; i++) {
         double e = validate_row(files[i]);
         if (e < 0) { bad++; continue; }
