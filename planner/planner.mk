@@ -24,15 +24,16 @@ $(BUILD)/bin/planc-validate: planner/validate.c $(PLANNER_OBJS) $(DSL_OBJS) $(BU
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
 
-# the unit tests, then `planc check --json` on every example must print one
-# JSON object that python's json.tool accepts, with exit status 0 or 1
+# the unit tests, then `planc check --json` on every example and validation
+# row must print one JSON object that python's json.tool accepts, with exit
+# status 0 or 1 (a row's `auto` fields take check's defaults, which may not fit)
 test-planner: $(BUILD)/bin/test_planner $(PLANC)
 	$(BUILD)/bin/test_planner
-	@set -e; n=0; for f in examples/*.plan; do \
+	@set -e; n=0; for f in examples/*.plan validation/*.plan; do \
 	    rc=0; $(PLANC) check --json $$f > $(BUILD)/check.json 2>/dev/null || rc=$$?; \
 	    if [ $$rc -gt 1 ]; then echo "FAIL: planc check $$f exited $$rc"; exit 1; fi; \
 	    python3 -m json.tool $(BUILD)/check.json > /dev/null || { echo "FAIL: $$f: bad JSON"; exit 1; }; \
-	    n=$$((n+1)); done; echo "planc check --json: $$n examples give valid JSON"
+	    n=$$((n+1)); done; echo "planc check --json: $$n examples and rows give valid JSON"
 
 validate-planner: $(BUILD)/bin/planc-validate
 	$(BUILD)/bin/planc-validate validation/*.plan
