@@ -43,7 +43,7 @@ void plan_preset_gpt(Model *m, Layer *buf, const char *name, int blocks, int64_t
     /* dropout 0.1: GPT-2's and Megatron-LM's default (--hidden-dropout,
      * --attention-dropout) */
     *m = (Model){ .name = name, .vocab = vocab, .seq = seq, .dim = dim, .dtype = dtype,
-                  .layers = buf, .n_layers = n, .n_blocks = blocks, .dropout = 0.1 };
+                  .layers = buf, .n_layers = n, .n_blocks = blocks, .dropout = 0 };
 }
 
 void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64_t dim,
