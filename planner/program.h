@@ -30,7 +30,10 @@ typedef enum {
     OP_RECV_ACT,       /* receive (mb, chunk)'s input activation from `peer` */
     OP_SEND_GRAD,      /* send the gradient of (mb, chunk)'s input to `peer` */
     OP_RECV_GRAD,      /* receive the gradient of (mb, chunk)'s output from `peer` */
-    OP_GATHER_PARAMS,  /* ZeRO-3: all-gather the chunk's parameters over DP, layer by layer */
+    OP_GATHER_PARAMS,  /* ZeRO-3: all-gather the chunk's parameters over DP (layer by layer
+                          with overlap_param_gather, else one piece); ZeRO-1/2 with
+                          overlap_param_gather: the updated shards, before the chunk's
+                          first forward */
     OP_REDUCE_GRADS,   /* all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1) the chunk's gradients over DP */
     OP_OPT_STEP,       /* AdamW on this rank's parameters (ZeRO >= 1: its shard) */
     OP_SYNC_PARAMS,    /* ZeRO-1/2: all-gather the updated parameter shards over DP */
