@@ -1055,6 +1055,36 @@ static void emit_steps(Cg *g)
 
 /* ---- driver ------------------------------------------------------------------- */
 
+/* Whether planc's runtime does what the plan's software settings and
+ * model knobs say, on the resolved layout l; if not, the key it cannot
+ * honour goes to why. `check` and `search` model every setting (they
+ * predict other software too); the program must do what it says. A setting
+ * that changes nothing on this layout (overlap_tp with tp 1) is honoured.
+ * The runtime honours overlap_grad_reduce both ways (false: the Program's
+ * reductions wait for the flush, and no REDUCE_DURING is emitted) and the
+ * defaults of the others (planner/layout.c, plan_software_defaults). */
+static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t len)
+{
+    const Software *w = &p->software;
+    const char *key = NULL, *what = NULL;
+    if (!w->overlap_p2p && l->pp > 1) {
+        key = "overlap_p2p false";
+        what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
+    } else if (w->overlap_param_gather && l->dp > 1 && l->zero >= 1) {
+        key = "overlap_param_gather true";
+        what = "its ZeRO parameter all-gathers complete before the compute that reads them";
+    } else if (w->overlap_tp && l->tp > 1) {
+        key = "overlap_tp true";
+        what = "its TP collectives are synchronous";
+    } else if (p->model.dropout > 0) {
+        key = "dropout";
+        what = "it has no dropout kernels yet";
+    }
+    if (key) snprintf(why, len, "%s: planc's runtime cannot honour it (%s); `check` and `search` still "
+                      "predict it", key, what);
+    return !key;
+}
+
 bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
 {
     Cg g;
@@ -1065,6 +1095,7 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     /* the one rule (planner/layout.c) that `check` and `search` ask too:
      * what they accept, this emits */
     if (!plan_layout_check(p, &g.l, why, len)) return false;
+    if (!runtime_honours(p, &g.l, why, len)) return false;
     if (!plan_lower(p, &g.prog, why, len)) return false;
     const Model *m = &p->model;
     g.nv = g.l.pp * g.l.chunks;

@@ -86,6 +86,20 @@ static double tp_time(const Cluster *cl, PlanGroup g, const PlanTpColls *k, doub
            k->rs * plan_comm_cost(cl, COLL_REDUCE_SCATTER, ALGO_AUTO, g, bytes).time;
 }
 
+/* Seconds of a layer pass's TP collectives (tp s) that the compute
+ * stream waits for, beside the pass's kernels (compute s). planc's program
+ * runs them synchronously: all of it. With overlap_tp (Megatron's
+ * --tp-comm-overlap: the all-gather / reduce-scatter split into chunks and
+ * pipelined with the column- / row-parallel GEMM that consumes / produces
+ * them, Wang et al. 2023 "Overlap communication with dependent
+ * computation", TransformerEngine's userbuffers) the collective runs beside
+ * the pass and only what outlasts it is exposed. The slowdown of the
+ * kernels while they share the GPU with it is not modelled here. */
+static double tp_exposed(const Plan *p, double tp, double compute)
+{
+    return p->software.overlap_tp ? fmax(0, tp - compute) : tp;
+}
+
 /* Why: one place turns a layer's counted work into seconds, so every
  * consumer (fast path, lowering, report) agrees. */
 static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
@@ -125,6 +139,10 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     t->act_kept = w.act_kept;
     t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
+    /* what of the TP collectives the compute stream waits for (overlap_tp) */
+    t->tp_f = tp_exposed(p, t->tp_f, t->fwd);
+    t->tp_b = tp_exposed(p, t->tp_b, t->bwd_in + t->bwd_w);
+    t->tp_rec = tp_exposed(p, t->tp_rec, t->rec);
 }
 
 /* ---- the shape index --------------------------------------------------- */
@@ -442,8 +460,9 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     const Cluster *cl = &p->cluster;
     memset(out, 0, sizeof *out);
     out->layout = *l;
-    out->reduce_after_flush = p->grad_reduce_after_flush;
-    out->p2p_blocking = p->p2p_blocking;
+    out->reduce_after_flush = !p->software.overlap_grad_reduce;
+    out->p2p_blocking = !p->software.overlap_p2p;
+    out->param_overlap = p->software.overlap_param_gather;
     out->n_micro = plan_micro_batches(l);
     out->n_chunks = l->pp * l->chunks;
     out->chunk = calloc((size_t)out->n_chunks, sizeof *out->chunk);

@@ -73,8 +73,9 @@ typedef struct PlanCosts {
                                                gradient norm (one fp32), every stage */
     double         peak_flops;/* dense peak of the model dtype */
     uint64_t       params_total; /* parameters of the whole model, exact */
-    bool           reduce_after_flush; /* Plan.grad_reduce_after_flush */
-    bool           p2p_blocking;       /* Plan.p2p_blocking */
+    bool           reduce_after_flush; /* !Plan.software.overlap_grad_reduce */
+    bool           p2p_blocking;       /* !Plan.software.overlap_p2p */
+    bool           param_overlap;      /* Plan.software.overlap_param_gather */
 } PlanCosts;
 
 /* The model's layers by shape, built once per model (O(layers)): layer

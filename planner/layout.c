@@ -38,6 +38,17 @@ const char *plan_recompute_name(int r)
     return "auto";
 }
 
+Software plan_software_defaults(void)
+{
+    /* what planc's runtime does: DP reductions drain the backward bucket by
+     * bucket (prt_zero_layer_done), pipeline sends are asynchronous
+     * (runtime/par/pipe.c), ZeRO-1/2's all-gather follows the optimizer
+     * step and ZeRO-3's gather is waited for before the compute
+     * (prt_zero_sync, prt_zero_gather), TP collectives are synchronous */
+    return (Software){ .overlap_grad_reduce = true, .overlap_param_gather = false,
+                       .overlap_p2p = true, .overlap_tp = false };
+}
+
 Layout plan_layout_defaults(const Plan *p)
 {
     Layout l;

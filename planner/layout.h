@@ -27,6 +27,12 @@ typedef struct {
  * means nothing, so it is off there whatever the plan block says. */
 Layout plan_layout_defaults(const Plan *p);
 
+/* The software settings a plan has when its plan block names none (the
+ * one place they are written; README's plan-block table): planc's own
+ * program — overlap_grad_reduce true, overlap_param_gather false,
+ * overlap_p2p true, overlap_tp false. */
+Software plan_software_defaults(void);
+
 /* Whether a resolved layout can run the model on the cluster; if not,
  * writes the reason to why. This is the one place that decides it:
  * `check` (plan_evaluate), `search`, `emit` and `build` (cg_emit) all ask

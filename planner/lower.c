@@ -151,9 +151,18 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
     bool has_prev = k > 0 && prev != s, has_next = k < n - 1 && next != s;
     bool split_bwd = c->schedule == SCHED_ZB_H1;
     PlanCollective red = c->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER;
-    if (st.kind != PLAN_STEP_W && c->zero >= 3)
+    if (st.kind != PLAN_STEP_W && c->zero >= 3) {
         set_comm(&out[g = cnt++], c, OP_GATHER_PARAMS, s, st.mb, st.chunk, COLL_ALL_GATHER,
                  c->grad_bytes[k], c->gather[k]);
+        if (!c->param_overlap) out[g].buckets = 1;   /* no prefetch: the compute waits for all of it */
+    }
+    /* ZeRO-1/2 with overlap_param_gather: the previous step's all-gather of
+     * the updated shards feeds this step's first forward of the chunk
+     * layer by layer (steady state: step n's gather under step n+1's
+     * forward), instead of the tail's blocking SYNC_PARAMS */
+    if (st.kind == PLAN_STEP_F && st.mb == 0 && c->param_overlap && c->sync[k] > 0)
+        set_comm(&out[g = cnt++], c, OP_GATHER_PARAMS, s, st.mb, st.chunk, COLL_ALL_GATHER,
+                 c->grad_bytes[k], c->sync[k]);
     if (st.kind == PLAN_STEP_F && has_prev)
         set_p2p(&out[cnt++], c, OP_RECV_ACT, s, st.mb, st.chunk, prev, c->p2p_bytes[k], 0);
     if (st.kind == PLAN_STEP_B && has_next)
@@ -220,7 +229,7 @@ int plan_expand_tail(const PlanOpCosts *c, int s, PlanOp *out)
     put(out, &cnt, o);
     double sync = 0, bytes = 0;
     for (int ch = 0; ch < v; ch++) { sync += c->sync[ch * p + s]; bytes += c->grad_bytes[ch * p + s]; }
-    if (sync > 0) {
+    if (sync > 0 && !c->param_overlap) {   /* else gathered before the first forwards */
         PlanOp y = comm_op(c, OP_SYNC_PARAMS, s, -1, 0, COLL_ALL_GATHER, bytes, sync);
         y.chunk = -1; y.vstage = -1; y.buckets = 1;
         put(out, &cnt, y);
@@ -280,6 +289,7 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
     oc->zero = l->zero; oc->schedule = l->schedule; oc->n_micro = pc->n_micro;
     oc->reduce_after_flush = pc->reduce_after_flush;
     oc->p2p_blocking = pc->p2p_blocking;
+    oc->param_overlap = pc->param_overlap;
     for (int k = 0; k < pc->n_chunks; k++) {
         const PlanChunkCost *cc = &pc->cost[k];
         oc->fwd[k] = cc->fwd; oc->bwd[k] = cc->bwd;

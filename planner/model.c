@@ -77,10 +77,7 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
 
 bool plan_model_dropout(const Model *m)
 {
-    for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].kind == LAYER_NORM || m->layers[i].kind == LAYER_ATTENTION)
-            return m->layers[i].norm == NORM_LAYERNORM;
-    return false;
+    return m->dropout > 0;
 }
 
 const char *plan_layer_kind_name(LayerKind k)

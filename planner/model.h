@@ -91,8 +91,8 @@ bool plan_act_gated(ActKind a);
  * one rule the memo loops and the report's grouping share. */
 bool plan_layer_same_shape(const Layer *a, const Layer *b);
 
-/* Whether the model trains with dropout: LayerNorm models (GPT, Megatron
- * defaults 0.1) do, RMSNorm models (Llama) do not. */
+/* Whether the model trains with dropout (its `dropout P` > 0): then its
+ * masks (one byte an element) and their time are counted, else nothing. */
 bool plan_model_dropout(const Model *m);
 
 /* Parameters of one layer held by one tensor-parallel rank, as laid out:

@@ -80,6 +80,9 @@ typedef struct {
     int         n_layers;
     int         n_blocks;   /* transformer blocks = attention sublayers; the
                                unit a pipeline stage is split by */
+    double      dropout;    /* the model block's `dropout P`, 0 <= P < 1: after the
+                               attention probabilities and on each residual
+                               branch (GPT-2, Megatron); 0 = none, the default */
 } Model;
 
 typedef struct {
@@ -141,6 +144,37 @@ typedef struct {
     const char *data;            /* path of the training data, or NULL */
 } Train;
 
+/* The software that runs the plan: which communication it overlaps with
+ * compute. The plan block's overlap_* keys set it; the defaults are what
+ * planc's own program does (plan_software_defaults, planner/layout.c, the
+ * one place they are written). `check` and `search` model any setting, so
+ * they predict other software (Megatron-LM, DeepSpeed) too; `emit` refuses
+ * the settings planc's runtime cannot honour (codegen/emit.c). Named after
+ * Megatron-LM's flags, which planc export prints from them. */
+typedef struct {
+    /* true (planc): each chunk's DP reduction drains its last backward
+     * bucket by bucket; false: all of them run after the pipeline flush,
+     * before the optimizer step (Megatron-LM 2021, before
+     * --overlap-grad-reduce) */
+    bool overlap_grad_reduce;
+    /* ZeRO-1/2: true, the all-gather of the updated shards overlaps the
+     * next step's forward layer by layer (Megatron's
+     * --overlap-param-gather); false (planc): it follows the optimizer
+     * step and blocks. ZeRO-3: true, the parameter all-gather is
+     * prefetched, a layer's compute starts once its bucket arrived; false
+     * (planc): the compute waits for the whole chunk's gather */
+    bool overlap_param_gather;
+    /* true (planc): pipeline sends run on their own stream and the sender
+     * computes on; false: a send holds the sender's compute stream until
+     * its transfer is done (Megatron-LM 2021's p2p_communication:
+     * batch_isend_irecv, wait, torch.cuda.synchronize()) */
+    bool overlap_p2p;
+    /* true: a layer's TP collectives run beside its GEMMs (Megatron's
+     * --tp-comm-overlap) and only what the layer's compute cannot cover is
+     * exposed; false (planc): they are synchronous on the compute stream */
+    bool overlap_tp;
+} Software;
+
 typedef struct {
     const char *file;            /* the .plan file it came from */
     Model       model;
@@ -149,19 +183,7 @@ typedef struct {
     Layout      layout;
     bool        has_train;       /* a train block was given */
     Train       train;
-    /* How the software that runs the plan reduces gradients: false (planc's
-     * own programs, and the default): each chunk's DP reduction drains its
-     * last backward bucket by bucket, overlapped; true: all of them run
-     * after the pipeline flush, before the optimizer step, as Megatron-LM
-     * did in 2021 (before --overlap-grad-reduce). Set only to model
-     * published runs (planner/validate.c); no .plan syntax sets it. */
-    bool        grad_reduce_after_flush;
-    /* false (planc, the default): pipeline sends run on their own stream
-     * and the sender computes on; true: a send holds the sender's compute
-     * stream until its transfer is done, as Megatron-LM's 2021
-     * p2p_communication (batch_isend_irecv, wait, then
-     * torch.cuda.synchronize()). Set only to model published runs. */
-    bool        p2p_blocking;
+    Software    software;        /* the plan block's overlap_* keys */
 } Plan;
 
 #endif /* PLANC_PLAN_H */

@@ -22,6 +22,8 @@
  */
 #include "planner/presets.h"
 
+#include "planner/layout.h"
+
 #include <string.h>
 
 void plan_preset_gpt(Model *m, Layer *buf, const char *name, int blocks, int64_t dim,
@@ -38,8 +40,10 @@ void plan_preset_gpt(Model *m, Layer *buf, const char *name, int blocks, int64_t
     }
     buf[n++] = (Layer){ .kind = LAYER_NORM, .norm = NORM_LAYERNORM };
     buf[n++] = (Layer){ .kind = LAYER_LM_HEAD, .tied = true };
+    /* dropout 0.1: GPT-2's and Megatron-LM's default (--hidden-dropout,
+     * --attention-dropout) */
     *m = (Model){ .name = name, .vocab = vocab, .seq = seq, .dim = dim, .dtype = dtype,
-                  .layers = buf, .n_layers = n, .n_blocks = blocks };
+                  .layers = buf, .n_layers = n, .n_blocks = blocks, .dropout = 0 };
 }
 
 void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64_t dim,
@@ -101,6 +105,7 @@ Plan plan_preset_plan(Model m, Cluster c, int dp, int tp, int pp, int zero,
     p.model = m;
     p.cluster = c;
     p.has_layout = true;
+    p.software = plan_software_defaults();
     p.layout = (Layout){ .dp = dp, .tp = tp, .pp = pp, .zero = zero, .micro_batch = micro_batch,
                          .global_batch = global_batch, .schedule = schedule, .chunks = chunks,
                          .recompute = recompute, .sequence_parallel = sp };

@@ -30,7 +30,10 @@ typedef enum {
     OP_RECV_ACT,       /* receive (mb, chunk)'s input activation from `peer` */
     OP_SEND_GRAD,      /* send the gradient of (mb, chunk)'s input to `peer` */
     OP_RECV_GRAD,      /* receive the gradient of (mb, chunk)'s output from `peer` */
-    OP_GATHER_PARAMS,  /* ZeRO-3: all-gather the chunk's parameters over DP, layer by layer */
+    OP_GATHER_PARAMS,  /* ZeRO-3: all-gather the chunk's parameters over DP (layer by layer
+                          with overlap_param_gather, else one piece); ZeRO-1/2 with
+                          overlap_param_gather: the updated shards, before the chunk's
+                          first forward */
     OP_REDUCE_GRADS,   /* all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1) the chunk's gradients over DP */
     OP_OPT_STEP,       /* AdamW on this rank's parameters (ZeRO >= 1: its shard) */
     OP_SYNC_PARAMS,    /* ZeRO-1/2: all-gather the updated parameter shards over DP */
@@ -97,8 +100,11 @@ typedef struct {
     double *sp_norm, *sp_norm_bytes;  /* s, bytes: OP_SP_NORM_REDUCE; bytes 0: no such op */
     double *embed, *embed_bytes;      /* s, bytes: OP_EMBED_REDUCE; bytes 0: no such op */
     double  norm, norm_bytes;         /* s, bytes: OP_NORM_REDUCE (every stage) */
-    bool    reduce_after_flush;   /* Plan.grad_reduce_after_flush */
-    bool    p2p_blocking;         /* Plan.p2p_blocking: sends on the compute stream */
+    bool    reduce_after_flush;   /* !Plan.software.overlap_grad_reduce */
+    bool    p2p_blocking;         /* !Plan.software.overlap_p2p: sends on the compute stream */
+    bool    param_overlap;        /* Plan.software.overlap_param_gather: ZeRO-3 gathers feed
+                                     their compute layer by layer; ZeRO-1/2's all-gather
+                                     becomes a gather before each chunk's first forward */
 } PlanOpCosts;
 
 /* One compute micro-step of a stage's schedule: the forward, the backward

@@ -704,7 +704,7 @@ static double time_bound(Ctx *x, const Layout *l)
     s->c.layout = *l;
     s->c.layout.zero = 0;   /* the compute part: time_bound_zero3 adds the comm stream's */
     s->c.n_micro = plan_micro_batches(l);
-    s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
+    s->c.reduce_after_flush = !x->p->software.overlap_grad_reduce;
     return plan_pipeline_time_runs(&s->c, s->runs, s->n_runs);
 }
 
@@ -728,7 +728,7 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
     }
     s->c.layout = *l;
     s->c.n_micro = plan_micro_batches(l);
-    s->c.reduce_after_flush = x->p->grad_reduce_after_flush;
+    s->c.reduce_after_flush = !x->p->software.overlap_grad_reduce;
     return plan_pipeline_comm_bound_runs(&s->c, s->runs, s->n_runs);
 }
 

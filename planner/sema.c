@@ -625,8 +625,8 @@ static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
         for (int64_t i = 0; i < len; i++) *layers_push(S, L) = L->v[start + i];
 }
 
-static const char *const MODEL_KEYS[] = { "vocab", "vocab_multiple", "seq", "dtype", "embedding",
-                                          "attention", "mlp", "repeat", "norm", "lm_head" };
+static const char *const MODEL_KEYS[] = { "vocab", "vocab_multiple", "seq", "dtype", "dropout",
+                                          "embedding", "attention", "mlp", "repeat", "norm", "lm_head" };
 
 /* Where a layer may appear: 0 before the embedding, 1 the blocks, 2 after
  * the final norm, 3 after the lm_head. */
@@ -684,7 +684,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     if (!M->name) return;
     M->name = dsl_arena_strdup(S->a, M->name);
 
-    const DslStmt *vocab = NULL, *vmult = NULL, *seq = NULL, *dtype = NULL;
+    const DslStmt *vocab = NULL, *vmult = NULL, *seq = NULL, *dtype = NULL, *drop = NULL;
     const DslStmt *embed = NULL, *norm = NULL, *head = NULL;
     int stage = 0;
     int errors_before = S->d->n_errors;   /* to tell whether the model already has an error */
@@ -694,6 +694,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
         const DslStmt **scalar = strcmp(st->key, "vocab") == 0 ? &vocab
                                : strcmp(st->key, "vocab_multiple") == 0 ? &vmult
                                : strcmp(st->key, "seq") == 0   ? &seq
+                               : strcmp(st->key, "dropout") == 0 ? &drop
                                : strcmp(st->key, "dtype") == 0 ? &dtype : NULL;
         if (scalar) {
             if (*scalar)
@@ -729,6 +730,9 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     else missing(S, m, "vocab", "vocab 50257");
     if (seq) get_int(S, seq, 1, MAX_SEQ, false, &M->seq);
     else missing(S, m, "seq", "seq 1024");
+    /* dropout P: the probability an element is dropped, 0 <= P < 1 (1 would
+     * drop everything and scale by 1/0); 0, no dropout, by default */
+    if (drop) get_real(S, drop, 0, false, 1, true, &M->dropout);
     int x;
     if (dtype && get_enum(S, dtype, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &x)) M->dtype = (PlanDtype)x;
     if (!embed) missing(S, m, "embedding", "embedding { dim 768 }");
@@ -890,7 +894,9 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
 /* ---- plan -------------------------------------------------------------- */
 
 static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
-                                         "schedule", "chunks", "recompute", "sequence_parallel" };
+                                         "schedule", "chunks", "recompute", "sequence_parallel",
+                                         "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
+                                         "overlap_tp" };
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
 
@@ -900,9 +906,23 @@ typedef struct {
     Fields         F;
 } PlanSrc;
 
-/* plan { ... }: every field may be absent or `auto` (PLAN_AUTO); only
- * ranges are checked here, the cross-checks come after model and cluster. */
-static void sema_layout(Sema *S, const DslStmt *p, Layout *L, PlanSrc *src)
+/* The software keys of a plan block (true|false, no `auto`: search takes
+ * them as given); absent keys keep plan_software_defaults. */
+static void sema_software(Sema *S, const Fields *F, Software *W)
+{
+    static const char *const KEYS[] = { "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
+                                        "overlap_tp" };
+    bool *slot[] = { &W->overlap_grad_reduce, &W->overlap_param_gather, &W->overlap_p2p, &W->overlap_tp };
+    const DslStmt *s;
+    int e;
+    for (size_t i = 0; i < N_ELEMS(KEYS); i++)
+        if ((s = field(F, KEYS[i])) && get_bool(S, s, false, &e)) *slot[i] = e;
+}
+
+/* plan { ... }: every layout field may be absent or `auto` (PLAN_AUTO);
+ * only ranges are checked here, the cross-checks come after model and
+ * cluster. The software keys go to W. */
+static void sema_layout(Sema *S, const DslStmt *p, Layout *L, Software *W, PlanSrc *src)
 {
     const DslStmt *body, *s;
     int64_t x;
@@ -930,6 +950,7 @@ static void sema_layout(Sema *S, const DslStmt *p, Layout *L, PlanSrc *src)
     if ((s = field(F, "recompute")) && get_enum(S, s, RECOMPUTE_NAMES, N_ELEMS(RECOMPUTE_NAMES), true, &e))
         L->recompute = e;
     if ((s = field(F, "sequence_parallel")) && get_bool(S, s, true, &e)) L->sequence_parallel = e;
+    sema_software(S, F, W);
 }
 
 /* Where to point at a plan field's value (or the plan keyword). */
@@ -1062,6 +1083,7 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
     int before = d->n_errors;
     memset(out, 0, sizeof *out);
     out->file = f->src->name;
+    out->software = plan_software_defaults();
 
     Fields F = { "the file", TOP_KEYS, N_ELEMS(TOP_KEYS), { 0 } };
     for (const DslStmt *st = f->stmts; st; st = st->next) {
@@ -1091,7 +1113,7 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
         PlanSrc src;
         int e2 = d->n_errors;
         out->has_layout = true;
-        sema_layout(&S, p, &out->layout, &src);
+        sema_layout(&S, p, &out->layout, &out->software, &src);
         if (d->n_errors == e2) {
             if (model_ok) check_layout_model(&S, &out->layout, &out->model, &src);
             if (cluster_ok) check_layout_cluster(&S, &out->layout, &out->cluster, &src);

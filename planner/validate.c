@@ -2,66 +2,52 @@
  * validate.c: `make validate` — the planner's predictions beside published
  * measurements, with the error in percent; `--bench` times the fast path.
  *
- * Rows: Narayanan et al. 2021 ("Efficient Large-Scale Language Model
- * Training on GPU Clusters Using Megatron-LM"), Table 1: GPT models on DGX
- * A100 (80 GB) nodes, fp16, seq 2048, vocab 51,200, full activation
- * recomputation; the published TFLOP/s per GPU count the recomputed
- * forward: 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs per step. The paper gives
- * no micro-batch size or schedule for these rows; planc assumes micro-batch
- * 1 and the non-interleaved 1F1B schedule, ZeRO 0.
+ * planc-validate FILE.plan...: each file is an ordinary .plan file
+ * (validation/NAME.plan) that writes one published run — its model, cluster,
+ * layout and the software it ran (the plan block's overlap_* keys, the
+ * model's dropout) — with its published figure in a comment line
+ *     # published: 137 TFLOP/s per GPU
+ * and, on the same line, how the source counted its FLOPs
+ *     # published: 137 TFLOP/s per GPU, counted as 96 B s l h^2 (...)
+ * (96: Narayanan et al. 2021, Sec. 5.1, the recomputed forward included;
+ * 72: Megatron-LM's README, without it; B the global batch, l the blocks,
+ * h the width, V the vocabulary). Each row is checked and timed as `planc
+ * check` would (plan_evaluate, and the Program's simulation); a layout
+ * field the source does not state is `auto` in the file, and the row takes
+ * the best layout `planc search` finds for it. Nothing here is fitted: the rows
+ * run through the same model as every other plan, and what differs
+ * between rows is written in their files.
  *
- * What the software of those runs did, per row (Row.reduce_after_flush),
- * is modelled as such, not as a correction factor: Megatron-LM as of the
- * paper (v2, 2021; its local DDP, `--DDP-impl local`) all-reduced the data-
- * parallel gradients in `train_step` after `forward_backward_func`
- * returned, i.e. after the pipeline flush, with nothing to overlap them
- * (Narayanan et al. 2021 Sec. 3.3 and 5; megatron/training.py of that
- * release). Overlapping them with the backward came later (Megatron-Core's
- * --overlap-grad-reduce, 2023). planc's own programs overlap (the default,
- * Plan.grad_reduce_after_flush false). The same release's pipeline sends
- * blocked the sender (p2p_communication.py: batch_isend_irecv, wait, then
- * torch.cuda.synchronize() against a race): Plan.p2p_blocking. The tied embedding's gradient
- * all-reduce between the first and last stage and the A100's 108 SMs
- * (wave quantisation) come from the general model (cost.c, presets.c).
- * And the ZeRO paper
- * (Rajbhandari et al. 2020, Fig. 1): 7.5B parameters, DP 64, model states
- * per GPU 120 GB without ZeRO and 31.4 GB with ZeRO-1.
- *
- * Nothing here is fitted: the rows run through the same model as every
- * other plan.
+ * And the ZeRO paper (Rajbhandari et al. 2020, Fig. 1): 7.5B parameters,
+ * DP 64, model states per GPU 120 GB without ZeRO, 31.4 GB with ZeRO-1,
+ * 16.6 GB with ZeRO-2 and 1.9 GB with ZeRO-3.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "dsl/dsl.h"
 #include "planner/cost.h"
 #include "planner/evaluate.h"
 #include "planner/layout.h"
 #include "planner/memory.h"
 #include "planner/presets.h"
 #include "planner/program.h"
+#include "planner/search.h"
+#include "planner/sema.h"
 #include "planner/simulate.h"
 
-typedef struct {
-    const char *name;
-    int heads, hidden, layers, tp, pp, gpus, batch;
-    double published;    /* TFLOP/s per GPU */
-    bool   reduce_after_flush;   /* the run's DP all-reduce followed the pipeline flush */
-} Row;
-
-static const Row ROWS[] = {
-    /* all four: Megatron-LM 2021, DP all-reduce after the flush (see above) */
-    { "1.7B",    24,  2304,  24, 1,  1,   32,  512, 137, true },
-    { "18.4B",   48,  6144,  40, 8,  1,  256, 1024, 135, true },
-    { "145.6B",  96, 12288,  80, 8,  8, 1536, 2304, 148, true },
-    { "1008B",  160, 25600, 128, 8, 64, 3072, 3072, 163, true },
-};
-
-/* Narayanan et al. 2021, Sec. 5.1: FLOPs per step with recomputation. */
-static double megatron_flops(double B, double s, double l, double h, double V)
+/* FLOPs per step as Megatron-LM's papers count them (Narayanan et al.
+ * 2021, Sec. 5.1): `passes` dense passes of the blocks, 24 B s l h^2
+ * (1 + s/6h) each (forward 1, backward 2, a recomputed forward 1 more),
+ * and the head's 6 B s h V (it is not recomputed). passes 4 is the paper's
+ * 96 B s l h^2 (1 + s/6h + V/16lh), passes 3 the 72 B s l h^2 (1 + s/6h +
+ * V/12lh) of Megatron-LM's README table. */
+static double megatron_flops(double passes, double B, double s, double l, double h, double V)
 {
-    return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    return passes * 24 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V;
 }
 
 static double simulated_step(const Plan *p, double *bubble)
@@ -79,53 +65,138 @@ static double simulated_step(const Plan *p, double *bubble)
     return t;
 }
 
-static int validate(void)
+/* The row's published figure: the number after "# published:" in the
+ * file (TFLOP/s per GPU), NAN when the file has none; and how the source
+ * counted the FLOPs: "counted as C B s l h^2 ..." gives passes C/24
+ * (96: with the recomputed forward, 72: without; 96 when not said). */
+static double published_of(const char *file, double *passes)
 {
-    const double s = 2048, V = 51200;
-    int worst = 0;
-    double max_err = 0;
-    printf("# Narayanan et al. 2021, Table 1: GPT on DGX A100, fp16, seq 2048, full recompute,\n"
-           "# micro-batch 1, 1F1B (assumed); DP all-reduce after the pipeline flush and blocking\n"
-           "# pipeline sends (Megatron-LM 2021);\n"
-           "# A100 108 SMs; tied-embedding all-reduce. TFLOP/s per GPU as the paper counts them.\n");
-    printf("%-8s %3s %3s %5s %5s %10s %10s %10s %8s %8s %7s\n", "model", "tp", "pp", "gpus",
-           "batch", "published", "simulated", "fast", "error%", "bubble", "mfu");
-    for (size_t i = 0; i < sizeof ROWS / sizeof ROWS[0]; i++) {
-        const Row *r = &ROWS[i];
-        Layer *buf = calloc((size_t)PLAN_PRESET_LAYERS(r->layers), sizeof *buf);
-        Model m;
-        plan_preset_gpt(&m, buf, r->name, r->layers, r->hidden, r->heads, (int64_t)s,
-                        (int64_t)V, DTYPE_FP16);
-        int dp = r->gpus / (r->tp * r->pp);
-        Plan p = plan_preset_plan(m, plan_preset_dgx_a100(r->gpus / 8), dp, r->tp, r->pp, 0, 1,
-                                  r->batch, SCHED_1F1B, 1, RECOMPUTE_FULL, 0);
-        p.grad_reduce_after_flush = r->reduce_after_flush;
-        p.p2p_blocking = r->reduce_after_flush;   /* the same software: Megatron-LM 2021 */
-        PlanEval ev;
-        plan_evaluate(&p, &ev);
-        double bubble = NAN, step = simulated_step(&p, &bubble);
-        double f = megatron_flops(r->batch, s, r->layers, r->hidden, V);
-        double sim = f / step / r->gpus / 1e12, closed = f / ev.step_time / r->gpus / 1e12;
-        double err = 100 * (sim - r->published) / r->published;
-        if (fabs(err) > max_err) { max_err = fabs(err); worst = (int)i; }
-        printf("%-8s %3d %3d %5d %5d %10.1f %10.1f %10.1f %+8.1f %8.3f %7.3f\n", r->name,
-               r->tp, r->pp, r->gpus, r->batch, r->published, sim, closed, err, bubble, ev.mfu);
-        plan_eval_free(&ev);
-        free(buf);
+    FILE *f = fopen(file, "r");
+    char line[512];
+    double x = NAN, c = 96;
+    while (f && isnan(x) && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "# published:"), *as = at ? strstr(at, "counted as ") : NULL;
+        if (at && sscanf(at + strlen("# published:"), "%lf", &x) != 1) x = NAN;
+        if (as && sscanf(as + strlen("counted as "), "%lf", &c) != 1) c = NAN;
     }
-    printf("# largest error: %.1f %% (%s); goal +-10 %%\n\n", max_err, ROWS[worst].name);
+    if (f) fclose(f);
+    *passes = c / 24;
+    return x;
+}
+
+/* Whether a layout field is left to search. */
+static bool has_auto(const Layout *l)
+{
+    return l->dp == PLAN_AUTO || l->tp == PLAN_AUTO || l->pp == PLAN_AUTO || l->zero == PLAN_AUTO ||
+           l->micro_batch == PLAN_AUTO || l->global_batch == PLAN_AUTO || l->schedule == PLAN_AUTO ||
+           l->chunks == PLAN_AUTO || l->recompute == PLAN_AUTO || l->sequence_parallel == PLAN_AUTO;
+}
+
+/* The row's layout: its plan block's, or, where the source does not state
+ * some field (`auto`), the best `planc search` finds with the rest fixed
+ * (the software keys are given, never searched). False when search finds
+ * nothing that fits. */
+static bool row_layout(const Plan *p, Layout *out)
+{
+    if (!p->has_layout || !has_auto(&p->layout)) {
+        *out = plan_layout_defaults(p);
+        return true;
+    }
+    PlanSearchOptions o = plan_search_defaults();
+    PlanSearch r;
+    char why[256];
+    o.top = 1;
+    bool ok = plan_search(p, &o, &r, why, sizeof why) && r.n_results > 0;
+    if (ok) *out = r.results[0].layout;
+    else fprintf(stderr, "%s: search: %s\n", p->file, why);
+    plan_search_free(&r);
+    return ok;
+}
+
+/* The row's name: the file's base name without .plan. */
+static void row_name(const char *file, char *out, size_t n)
+{
+    const char *b = strrchr(file, '/');
+    snprintf(out, n, "%s", b ? b + 1 : file);
+    char *dot = strstr(out, ".plan");
+    if (dot) *dot = 0;
+}
+
+/* One row: load, evaluate, simulate, print. Its |error| in percent, or
+ * -1 when the file does not load or states no published figure. */
+static double validate_row(const char *file)
+{
+    DslArena arena;
+    DslDiag diag;
+    Plan p;
+    char name[128];
+    row_name(file, name, sizeof name);
+    double passes, pub = published_of(file, &passes);
+    memset(&arena, 0, sizeof arena);
+    dsl_diag_init(&diag, stderr);
+    DslFile *f = dsl_load(&arena, &diag, file);
+    if (!f || plan_sema(f, &diag, &arena, &p) != 0 || isnan(pub)) {
+        fprintf(stderr, "%s: %s\n", file, isnan(pub) ? "no '# published: X TFLOP/s' line" : "does not load");
+        dsl_arena_free(&arena);
+        return -1;
+    }
+    Layout l;
+    if (!row_layout(&p, &l)) {
+        dsl_arena_free(&arena);
+        return -1;
+    }
+    p.layout = l;
+    p.has_layout = true;
+    const Model *m = &p.model;
+    PlanEval ev;
+    plan_evaluate(&p, &ev);
+    double bubble = NAN, step = simulated_step(&p, &bubble);
+    double gpus = (double)(p.cluster.nodes * p.cluster.gpus_per_node);
+    double fl = megatron_flops(passes, (double)l.global_batch, (double)m->seq, m->n_blocks,
+                               (double)m->dim, (double)m->vocab);
+    double sim = fl / step / gpus / 1e12, closed = fl / ev.step_time / gpus / 1e12;
+    double err = 100 * (sim - pub) / pub;
+    printf("%-28s %3d %3d %4d %5.0f %6" PRId64 " %3" PRId64 " %-11s %-9s %10.1f %10.1f %10.1f %+8.1f %8.3f %7.3f\n",
+           name, l.tp, l.pp, l.dp, gpus, l.global_batch, l.micro_batch, plan_schedule_name(l.schedule),
+           plan_recompute_name(l.recompute), pub, sim, closed, err, bubble, ev.mfu);
+    plan_eval_free(&ev);
+    dsl_arena_free(&arena);
+    return isnan(err) ? -1 : fabs(err);
+}
+
+static int validate(int n, char **files)
+{
+    double max_err = 0, sum = 0;
+    int worst = -1, rows = 0, bad = 0;
+    printf("# published runs (validation/, each with its software in its plan block; fields the\n"
+           "# source does not state are `auto`, the best `planc search` finds);\n"
+           "# TFLOP/s per GPU counted as each source counts them\n");
+    printf("%-28s %3s %3s %4s %5s %6s %3s %-11s %-9s %10s %10s %10s %8s %8s %7s\n", "row", "tp", "pp", "dp",
+           "gpus", "batch", "mb", "schedule", "recompute", "published", "simulated", "fast", "error%",
+           "bubble", "mfu");
+    for (int i = 0; i < n; i++) {
+        double e = validate_row(files[i]);
+        if (e < 0) { bad++; continue; }
+        rows++;
+        sum += e;
+        if (e > max_err) { max_err = e; worst = i; }
+    }
+    if (rows)
+        printf("# %d rows: mean |error| %.1f %%, largest %.1f %% (%s); goal +-10 %%, mean <= 5 %%\n\n", rows,
+               sum / rows, max_err, worst >= 0 ? files[worst] : "-");
 
     printf("# Rajbhandari et al. 2020 (ZeRO), Fig. 1: 7.5B parameters, DP 64, mixed-precision AdamW\n");
     printf("%-10s %12s %12s %8s\n", "stage", "published", "predicted", "error%");
-    const double psi = 7.5e9, pub[] = { 120.0, 31.4 };
-    for (int z = 0; z <= 1; z++) {
+    const double psi = 7.5e9, pub[] = { 120.0, 31.4, 16.6, 1.9 };
+    static const char *const stage[] = { "no ZeRO", "ZeRO-1", "ZeRO-2", "ZeRO-3" };
+    for (int z = 0; z <= 3; z++) {
         uint64_t a, b, c;
         plan_model_states((uint64_t)psi, DTYPE_FP16, z, 64, &a, &b, &c);
         double gb = (double)(a + b + c) / 1e9;
-        printf("%-10s %9.1f GB %9.1f GB %+8.1f\n", z ? "ZeRO-1" : "no ZeRO", pub[z], gb,
+        printf("%-10s %9.1f GB %9.1f GB %+8.1f\n", stage[z], pub[z], gb,
                100 * (gb - pub[z]) / pub[z]);
     }
-    return 0;
+    return bad ? 1 : 0;
 }
 
 /* --bench: how many layouts per second the fast path evaluates (Llama 3
@@ -175,5 +246,5 @@ static int bench(void)
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench();
-    return validate();
+    return validate(argc - 1, argv + 1);
 }

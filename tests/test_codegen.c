@@ -518,6 +518,64 @@ static void test_refusals(void **state)
     }
 }
 
+/* The software settings and dropout: emit refuses, naming the key, each
+ * one planc's runtime cannot honour on the layout, and emits the ones it
+ * can (a setting that changes nothing on the layout, overlap_tp with
+ * tp 1, is honoured). overlap_grad_reduce false is honoured: the reductions
+ * wait for the flush, so no REDUCE_DURING arms one inside a backward. */
+static void test_software_refusals(void **state)
+{
+    (void)state;
+    enum { GRAD, GATHER, P2P, TP, DROP };
+    static const struct { Case c; int key; const char *needle; } cases[] = {
+        { { "pp2", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, "overlap_p2p false" },
+        { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, NULL },
+        { { "dp2-zero1", 2, 1, 1, 1, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GATHER, "overlap_param_gather true" },
+        { { "dp2-zero3", 2, 1, 1, 3, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GATHER, "overlap_param_gather true" },
+        { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GATHER, NULL },
+        { { "tp2", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 4 }, TP, "overlap_tp true" },
+        { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, TP, NULL },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, DROP, "dropout" },
+        { { "dp2-pp2", 2, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GRAD, NULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        DslArena a;
+        Plan p;
+        char why[256] = "";
+        size_t n;
+        load_case(&cases[i].c, &a, &p);
+        char *plain = emit_text(&p, why, sizeof why, &n);
+        if (!plain) fail_msg("%s: the defaults refused: %s", cases[i].c.name, why);
+        Software *w = &p.software;
+        switch (cases[i].key) {
+        case GRAD:   w->overlap_grad_reduce = false; break;
+        case GATHER: w->overlap_param_gather = true; break;
+        case P2P:    w->overlap_p2p = false; break;
+        case TP:     w->overlap_tp = true; break;
+        case DROP:   p.model.dropout = 0.1; break;
+        }
+        char *text = emit_text(&p, why, sizeof why, &n);
+        if (cases[i].needle) {
+            if (text) fail_msg("case %zu (%s): emitted, expected a refusal", i, cases[i].c.name);
+            if (!strstr(why, cases[i].needle)) fail_msg("case %zu: '%s' does not name '%s'", i, why, cases[i].needle);
+        } else {
+            if (!text) fail_msg("case %zu (%s): refused: %s", i, cases[i].c.name, why);
+        }
+        if (cases[i].key == GRAD) {
+            char *s0 = stage_text(plain, 0), *s1 = stage_text(text, 0);
+            assert_non_null(s0);
+            assert_non_null(s1);
+            assert_non_null(strstr(s0, "REDUCE_DURING"));
+            assert_null(strstr(s1, "REDUCE_DURING"));
+            assert_non_null(strstr(s1, "REDUCE_GRADS"));
+            free(s0); free(s1);
+        }
+        free(plain);
+        free(text);
+        dsl_arena_free(&a);
+    }
+}
+
 /* A vocabulary tp does not divide is padded (Megatron's
  * --make-vocab-size-divisible-by): the program's slice is VL = Vp / TP rows
  * with Vp = V rounded up to a multiple of vocab_multiple * tp, the real V
@@ -730,6 +788,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_train_defaults),
         cmocka_unit_test(test_text_is_escaped),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_software_refusals),
         cmocka_unit_test(test_padded_vocab),
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),

@@ -88,10 +88,29 @@ sed "s|$bom/||g" "$out" | cmp -s - "$bom/want" && pass=$((pass + 1)) || {
     fail=$((fail + 1)); echo "FAIL check with BOM: output differs from examples/tiny.plan's"; }
 rm -rf "$bom"
 
+# The software keys: check predicts any setting (exit 0); emit refuses,
+# exit 1 naming the key, one planc's runtime cannot honour on tiny's
+# layout (dp 2, tp 2, pp 2, ZeRO-1), and emits overlap_grad_reduce false.
+sw=$(mktemp -d)
+for kv in "overlap_tp true" "overlap_p2p false" "overlap_param_gather true" "overlap_grad_reduce false"; do
+    key=${kv%% *}
+    sed "s|^    recompute none;|    recompute none; $kv;|" examples/tiny.plan >"$sw/$key.plan"
+    cp -r examples/clusters examples/data "$sw/" 2>/dev/null
+    expect "check $kv" 0 '.' '' -- check "$sw/$key.plan"
+    expect "fmt keeps $kv" 0 "^    $kv( |\$)" '' -- fmt "$sw/$key.plan"
+    if [ "$key" = overlap_grad_reduce ]; then
+        expect "emit $kv" 0 '' '' -- emit "$sw/$key.plan" -o "$sw/$key.c"
+    else
+        expect "emit $kv" 1 '' "cannot generate the program: $kv: planc's runtime cannot honour it" \
+            -- emit "$sw/$key.plan" -o "$sw/$key.c"
+    fi
+done
+rm -rf "$sw"
+
 for f in examples/*.plan; do
     expect "check $f" 0 '.' '' -- check "$f"
 done
-for f in examples/*.plan examples/clusters/*.plan; do
+for f in examples/*.plan examples/clusters/*.plan validation/*.plan; do
     expect "fmt $f" 0 '.' '' -- fmt "$f"
 done
 echo "planc cli: $pass passed, $fail failed"

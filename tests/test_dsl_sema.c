@@ -520,6 +520,91 @@ static void test_knob_errors(void **state)
     }
 }
 
+/* The plan block's software keys: each absent key keeps planc's own
+ * program's setting (plan_software_defaults), each given one sets just
+ * its field; they take true or false only (search treats them as given,
+ * so `auto` means nothing). */
+static void test_software_keys(void **state)
+{
+    (void)state;
+    static const struct { const char *plan; bool grad, gather, p2p, tp; } cases[] = {
+        { "", true, false, true, false },
+        { "plan { dp 8 }\n", true, false, true, false },
+        { "plan { overlap_grad_reduce false }\n", false, false, true, false },
+        { "plan { overlap_param_gather true }\n", true, true, true, false },
+        { "plan { overlap_p2p false }\n", true, false, false, false },
+        { "plan { overlap_tp true }\n", true, false, true, true },
+        { "plan { overlap_grad_reduce false; overlap_param_gather true; overlap_p2p false; overlap_tp true }\n",
+          false, true, false, true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, cases[i].plan);
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        const Software *w = &r.p.software;
+        assert_int_equal(w->overlap_grad_reduce, cases[i].grad);
+        assert_int_equal(w->overlap_param_gather, cases[i].gather);
+        assert_int_equal(w->overlap_p2p, cases[i].p2p);
+        assert_int_equal(w->overlap_tp, cases[i].tp);
+        done(&r);
+        free(text);
+    }
+    static const struct { const char *plan, *msg; } bad[] = {
+        { "plan { overlap_tp auto }\n", "'overlap_tp' expects true or false, got auto" },
+        { "plan { overlap_p2p 1 }\n", "'overlap_p2p' expects true or false, got 1" },
+        { "plan { overlap_grad_reduce }\n", "overlap_grad_reduce" },
+        { "plan { overlap_gather true }\n", "overlap_param_gather" },   /* the suggestion */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, bad[i].plan);
+        run(&r, text);
+        if (r.errors != 1 || !strstr(r.d.first, bad[i].msg)) fprintf(stderr, "bad case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 1);
+        assert_non_null(strstr(r.d.first, bad[i].msg));
+        done(&r);
+        free(text);
+    }
+}
+
+/* model { dropout P }: 0 <= P < 1, 0 by default; the planner counts
+ * masks (plan_model_dropout) iff P > 0, whatever the norm. */
+static void test_dropout_key(void **state)
+{
+    (void)state;
+    static const struct { const char *line; double p; const char *msg; } cases[] = {
+        { "", 0, NULL },
+        { "dropout 0.1\n", 0.1, NULL },
+        { "dropout 0\n", 0, NULL },
+        { "dropout 1\n", 0, "'dropout' must be in [0, 1), got 1" },
+        { "dropout -0.1\n", 0, "'dropout' must be in [0, 1), got -0.1" },
+        { "dropout 0.1\ndropout 0.2\n", 0, "duplicate 'dropout' in model" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char model[512];
+        snprintf(model, sizeof model,
+                 "model m {\n    vocab 1000; seq 128\n%s    embedding { dim 256 }\n"
+                 "    repeat 2 { attention { heads 8; norm layernorm }; mlp { norm layernorm } }\n"
+                 "    norm { kind layernorm }\n    lm_head\n}\n", cases[i].line);
+        Run r;
+        char *text = cat3(CLUSTER, model, "");
+        run(&r, text);
+        if (cases[i].msg) {
+            if (r.errors != 1 || !strstr(r.d.first, cases[i].msg)) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+            assert_int_equal(r.errors, 1);
+            assert_non_null(strstr(r.d.first, cases[i].msg));
+        } else {
+            assert_int_equal(r.errors, 0);
+            assert_true(r.p.model.dropout == cases[i].p);
+            assert_int_equal(plan_model_dropout(&r.p.model), cases[i].p > 0);
+        }
+        done(&r);
+        free(text);
+    }
+}
+
 /* A sliding window shortens the scored keys to W: the score and context
  * GEMMs lose 2 x 2 a d s (s - W) forward FLOPs per sequence and layer (x3
  * for the step), the rest is unchanged; W >= s changes nothing. */
@@ -591,6 +676,8 @@ int main(void)
         cmocka_unit_test(test_knob_fields),
         cmocka_unit_test(test_knob_attention_params),
         cmocka_unit_test(test_knob_errors),
+        cmocka_unit_test(test_software_keys),
+        cmocka_unit_test(test_dropout_key),
         cmocka_unit_test(test_knob_window_flops),
         cmocka_unit_test(test_knob_head_dim_flops),
     };

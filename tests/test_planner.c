@@ -113,7 +113,10 @@ static void test_flops_megatron(void **state)
     }
 }
 
-/* Korthikanti et al. 2022, Table 2, per transformer layer (attention + MLP). */
+/* Korthikanti et al. 2022, Table 2, per transformer layer (attention + MLP),
+ * which counts dropout 0.1's masks; without dropout (the model's default)
+ * the attention-probability mask (a s^2 b bytes) and dropped copy (2 a s^2
+ * b) and the two residual masks (s b h each) are not kept. */
 static void test_activations_korthikanti(void **state)
 {
     (void)state;
@@ -121,6 +124,15 @@ static void test_activations_korthikanti(void **state)
     Model m;
     plan_preset_gpt(&m, buf, "g", 2, 6144, 48, 2048, 51200, DTYPE_FP16);
     const double s = 2048, b = 2, h = 6144, a = 48;
+    {
+        PlanCut c = { .micro_batch = 2, .tp = 1, .sp = false, .recompute = RECOMPUTE_NONE };
+        PlanLayerWork att, mlp;
+        assert_true(m.dropout == 0);
+        plan_layer_work(&m, &m.layers[1], &m.layers[0], &c, &att);
+        plan_layer_work(&m, &m.layers[2], &m.layers[1], &c, &mlp);
+        assert_close(att.act_kept + mlp.act_kept, s * b * h * (32 + 2 * a * s / h), 0, 1e-12);
+    }
+    m.dropout = 0.1;
     struct { int t; bool sp; int rec; double want; } cases[] = {
         { 1, false, RECOMPUTE_NONE,      s * b * h * (34 + 5 * a * s / h) },
         { 8, false, RECOMPUTE_NONE,      s * b * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8)) },
@@ -601,7 +613,8 @@ static void test_p2p_wait(void **state)
 }
 
 /* Bucketed DP reduction overlaps the last backward; ZeRO-3 gathers feed
- * the compute layer by layer. */
+ * the compute layer by layer with overlap_param_gather (prefetch), and
+ * without it (planc's runtime) the compute waits for the whole gather. */
 static void test_overlap(void **state)
 {
     (void)state;
@@ -621,13 +634,17 @@ static void test_overlap(void **state)
     assert_true(synthetic(&c, 1, 1, 1, SCHED_1F1B, 3, 1.0, 2.0, 1.0));
     c.layers[0] = 4;
     c.gather[0] = 2.0;                    /* 4 pieces of .5 vs layers of .25 (fwd) */
-    assert_true(plan_lower_costs(&c, &pr));
-    assert_true(plan_simulate(&pr, &r));
-    /* forward ends at 2 + .25; backward's gather runs [2.25, 4.25],
-     * its last layer (.5) after: 4.75 */
-    assert_close(r.step_time, 4.75, 1e-12, 0);
-    plan_sim_free(&r);
-    plan_program_free(&pr);
+    for (int prefetch = 0; prefetch <= 1; prefetch++) {
+        c.param_overlap = prefetch;
+        assert_true(plan_lower_costs(&c, &pr));
+        assert_true(plan_simulate(&pr, &r));
+        /* prefetch: forward ends at 2 + .25; backward's gather runs
+         * [2.25, 4.25], its last layer (.5) after: 4.75. None: gather
+         * [0, 2], forward [2, 3], gather [3, 5], backward [5, 7]. */
+        assert_close(r.step_time, prefetch ? 4.75 : 7.0, 1e-12, 0);
+        plan_sim_free(&r);
+        plan_program_free(&pr);
+    }
     plan_op_costs_free(&c);
 }
 
@@ -993,8 +1010,10 @@ static void test_random_layouts(void **state)
         Cluster c = lcg(&x) % 2 ? plan_preset_dgx_a100(nodes) : plan_preset_dgx_h100(nodes);
         int zero = (int)(lcg(&x) % 4), rec = (int)(lcg(&x) % 3), sp = tp > 1 ? (int)(lcg(&x) % 2) : 0;
         Plan p = plan_preset_plan(m, c, dp, tp, pp, zero, mb, dp * mb * micro, sch, v, rec, sp);
-        p.grad_reduce_after_flush = lcg(&x) % 4 == 0;   /* Megatron-2021 software, sometimes */
-        p.p2p_blocking = lcg(&x) % 4 == 0;
+        p.software.overlap_grad_reduce = lcg(&x) % 4 != 0;   /* Megatron-2021 software, sometimes */
+        p.software.overlap_p2p = lcg(&x) % 4 != 0;
+        p.software.overlap_param_gather = lcg(&x) % 4 == 0;
+        p.software.overlap_tp = lcg(&x) % 4 == 0;
         PlanEval ev;
         plan_evaluate(&p, &ev);
         if (!ev.valid) { plan_eval_free(&ev); continue; }
@@ -1264,10 +1283,11 @@ static void test_bubble_definition(void **state)
             }
 }
 
-/* The two switches that model Megatron-LM 2021 (planner/validate.c): the
- * DP reductions after the flush (each stage's REDUCE_GRADS after its last
- * compute op, draining nothing, one per chunk) and blocking sends (on the
- * compute stream); each only adds time, and the default is neither. */
+/* The two keys that model Megatron-LM 2021 (validation/NAME.plan):
+ * overlap_grad_reduce false puts the DP reductions after the flush (each
+ * stage's REDUCE_GRADS after its last compute op, draining nothing, one
+ * per chunk), overlap_p2p false makes sends blocking (on the compute
+ * stream); each only adds time, and the default is neither. */
 static void test_megatron_2021_switches(void **state)
 {
     (void)state;
@@ -1276,11 +1296,11 @@ static void test_megatron_2021_switches(void **state)
     for (int i = 0; i < 3; i++) {
         int v = scheds[i] == SCHED_INTERLEAVED ? 2 : 1;
         Plan p = gpt_plan(buf, 16, 2048, 16, 4, 4, 2, 4, 1, 1, 64, scheds[i], v, RECOMPUTE_NONE, 0);
-        assert_false(p.grad_reduce_after_flush || p.p2p_blocking);
+        assert_true(p.software.overlap_grad_reduce && p.software.overlap_p2p);
         PlanEval base, late, block;
         plan_evaluate(&p, &base);
         assert_true(base.valid);
-        p.grad_reduce_after_flush = true;
+        p.software.overlap_grad_reduce = false;
         plan_evaluate(&p, &late);
         PlanProgram pr;
         char why[256];
@@ -1300,8 +1320,8 @@ static void test_megatron_2021_switches(void **state)
             assert_int_equal(reduces, v);
         }
         plan_program_free(&pr);
-        p.grad_reduce_after_flush = false;
-        p.p2p_blocking = true;
+        p.software.overlap_grad_reduce = true;
+        p.software.overlap_p2p = false;
         plan_evaluate(&p, &block);
         assert_true(plan_lower(&p, &pr, why, sizeof why));
         for (int s = 0; s < pr.pp; s++)
@@ -1312,6 +1332,101 @@ static void test_megatron_2021_switches(void **state)
         assert_true(late.step_time > base.step_time);
         assert_true(block.step_time > base.step_time);
         plan_eval_free(&base); plan_eval_free(&late); plan_eval_free(&block);
+    }
+}
+
+
+/* Sum of a chunk table's field over all chunks. */
+static double costs_sum(const PlanCosts *c, size_t off)
+{
+    double t = 0;
+    for (int k = 0; k < c->n_chunks; k++) t += *(const double *)((const char *)&c->cost[k] + off);
+    return t;
+}
+
+/* overlap_tp changes exactly the TP terms: each layer pass's TP time
+ * becomes what outlasts the pass's compute, max(0, tp - compute) — the
+ * compute of a 4096-wide block far outlasts its all-reduce on NVLink — and
+ * the forward and backward shrink by just the TP time; the DP
+ * collectives, the sends and the parameters stay. */
+static void test_overlap_tp_terms(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    Plan p = gpt_plan(buf, 8, 4096, 32, 2, 2, 4, 2, 0, 1, 16, SCHED_1F1B, 1, RECOMPUTE_FULL, 0);
+    Layout l = plan_layout_defaults(&p);
+    PlanCosts a, b;
+    assert_false(p.software.overlap_tp);
+    assert_true(plan_costs(&p, &l, &a));
+    p.software.overlap_tp = true;
+    assert_true(plan_costs(&p, &l, &b));
+    double tp_f = costs_sum(&a, offsetof(PlanChunkCost, fwd_tp)), tp_b = costs_sum(&a, offsetof(PlanChunkCost, bwd_tp));
+    assert_true(tp_f > 0 && tp_b > 0);
+    /* the blocks' all-reduces hide under their GEMMs; what stays exposed
+     * is what outlasts a small pass (the vocabulary-parallel embedding's) */
+    assert_true(costs_sum(&b, offsetof(PlanChunkCost, fwd_tp)) < 0.2 * tp_f);
+    assert_true(costs_sum(&b, offsetof(PlanChunkCost, bwd_tp)) < 0.2 * tp_b);
+    for (int k = 0; k < a.n_chunks; k++) {
+        /* the compute terms stay: only the TP part of fwd and bwd changes */
+        assert_true(fabs((b.cost[k].fwd - b.cost[k].fwd_tp) - (a.cost[k].fwd - a.cost[k].fwd_tp))
+                    <= 1e-12 * a.cost[k].fwd);
+        assert_true(fabs((b.cost[k].bwd - b.cost[k].bwd_tp) - (a.cost[k].bwd - a.cost[k].bwd_tp))
+                    <= 1e-12 * a.cost[k].bwd);
+        assert_true(b.cost[k].fwd_tp <= a.cost[k].fwd_tp && b.cost[k].bwd_tp <= a.cost[k].bwd_tp);
+        assert_true(b.cost[k].reduce == a.cost[k].reduce && b.cost[k].p2p == a.cost[k].p2p);
+        assert_true(b.cost[k].params == a.cost[k].params);
+    }
+    plan_costs_free(&a);
+    plan_costs_free(&b);
+}
+
+/* overlap_param_gather: ZeRO-1/2's all-gather of the updated shards
+ * leaves the tail (no SYNC_PARAMS) for a gather feeding each chunk's
+ * first forward, layer by layer, and the step gets no slower; ZeRO-3's
+ * gather is bucketed per layer (prefetch) only with it, one piece the
+ * compute waits for without it (planc's runtime), so the default is the
+ * slower of the two. */
+static void test_overlap_param_gather(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    for (int zero = 1; zero <= 3; zero++) {
+        Plan p = gpt_plan(buf, 8, 2048, 16, 2, 8, 1, 2, zero, 1, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+        PlanEval off, on;
+        PlanProgram pr[2];
+        char why[256];
+        assert_false(p.software.overlap_param_gather);
+        plan_evaluate(&p, &off);
+        assert_true(plan_lower(&p, &pr[0], why, sizeof why));
+        p.software.overlap_param_gather = true;
+        plan_evaluate(&p, &on);
+        assert_true(plan_lower(&p, &pr[1], why, sizeof why));
+        assert_true(off.valid && on.valid);
+        for (int w = 0; w < 2; w++)
+            for (int s = 0; s < pr[w].pp; s++) {
+                int syncs = 0, gathers = 0, first_bucket = 0;
+                for (int j = 0; j < pr[w].stages[s].n_ops; j++) {
+                    const PlanOp *o = &pr[w].stages[s].ops[j];
+                    syncs += o->kind == OP_SYNC_PARAMS;
+                    if (o->kind == OP_GATHER_PARAMS) {
+                        gathers++;
+                        if (gathers == 1) first_bucket = o->buckets;
+                        PlanOpKind fed = o->pair >= 0 ? pr[w].stages[s].ops[o->pair].kind : OP_OPT_STEP;
+                        assert_true(fed == OP_FWD || (zero == 3 && fed == OP_BWD));
+                    }
+                }
+                if (zero < 3) {
+                    assert_int_equal(syncs, w ? 0 : 1);
+                    assert_int_equal(gathers, w ? 1 : 0);
+                } else {
+                    assert_int_equal(syncs, 0);
+                    assert_true(gathers > 0);
+                    assert_true(w ? first_bucket > 1 : first_bucket == 1);
+                }
+            }
+        assert_true(on.step_time < off.step_time);
+        plan_program_free(&pr[0]); plan_program_free(&pr[1]);
+        plan_eval_free(&off); plan_eval_free(&on);
     }
 }
 
@@ -1430,6 +1545,8 @@ int main(void)
         cmocka_unit_test(test_bubble_sim_vs_closed),
         cmocka_unit_test(test_zb_h1),
         cmocka_unit_test(test_p2p_wait),
+        cmocka_unit_test(test_overlap_tp_terms),
+        cmocka_unit_test(test_overlap_param_gather),
         cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_closed_form_vs_sim_real),
         cmocka_unit_test(test_eval_flops),

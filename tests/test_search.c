@@ -327,6 +327,53 @@ static void test_results_recheck(void **state)
     }
 }
 
+/* ---- the software is given ------------------------------------------- */
+
+/* The plan's software settings (overlap_*) are given, not searched: under
+ * Megatron-LM 2021's (reductions after the flush, blocking sends) and
+ * Megatron-Core's (everything overlapped), the pruned search equals brute
+ * force (the bounds hold for every setting), and each result is what
+ * plan_evaluate says of that layout with that software, bit for bit; the
+ * settings move some result's time against planc's defaults. */
+static void test_software_given(void **state)
+{
+    (void)state;
+    static const Software sw[] = {
+        { .overlap_grad_reduce = false, .overlap_param_gather = false, .overlap_p2p = false, .overlap_tp = false },
+        { .overlap_grad_reduce = true, .overlap_param_gather = true, .overlap_p2p = true, .overlap_tp = true },
+    };
+    for (int i = 0; i < 4; i++) {
+        Plan base = case_plan(i);
+        PlanSearch d;
+        run(&base, CASES[i].top, true, false, &d);
+        for (size_t w = 0; w < sizeof sw / sizeof sw[0]; w++) {
+            Plan p = base;
+            p.software = sw[w];
+            PlanSearch b, s;
+            run(&p, CASES[i].top, false, false, &b);
+            run(&p, CASES[i].top, true, false, &s);
+            assert_int_equal(s.bound_violations, 0);
+            assert_int_equal(s.n_results, b.n_results);
+            bool moved = s.n_results != d.n_results;
+            for (int k = 0; k < s.n_results; k++) {
+                assert_true(same_layout(&s.results[k].layout, &b.results[k].layout));
+                assert_true(s.results[k].step_time == b.results[k].step_time);
+                Plan q = p;
+                q.layout = s.results[k].layout;
+                PlanEval ev;
+                plan_evaluate(&q, &ev);
+                assert_true(ev.step_time == s.results[k].step_time);
+                plan_eval_free(&ev);
+                if (k < d.n_results) moved = moved || s.results[k].step_time != d.results[k].step_time;
+            }
+            if (d.n_results > 0) assert_true(moved);
+            plan_search_free(&b);
+            plan_search_free(&s);
+        }
+        plan_search_free(&d);
+    }
+}
+
 /* ---- constraints ------------------------------------------------------ */
 
 /* Whether l lies inside constraints c; with `searched`, l is a layout of
@@ -653,6 +700,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_too_many_micro_steps),
         cmocka_unit_test(test_estimates_bound_exact),
         cmocka_unit_test(test_results_recheck),
+        cmocka_unit_test(test_software_given),
         cmocka_unit_test(test_constraints),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_cli_write_recheck),

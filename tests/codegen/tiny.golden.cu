@@ -5,9 +5,9 @@
  *           4 micro-batches of 2 sequences per DP rank, global batch 16,
  *           recompute none, sequence parallel off
  * predicted by planc for cluster laptop:
- *   stage 0: 258.8 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 1.9)
- *   stage 1: 257.9 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 1.1)
- *   step 35.905 ms, pipeline bubble 35.2 %, 28519 tokens/s (the simulated Program below)
+ *   stage 0: 258.4 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 1.5)
+ *   stage 1: 257.7 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 0.9)
+ *   step 34.250 ms, pipeline bubble 37.0 %, 29898 tokens/s (the simulated Program below)
  *
  * How to read it: the parameter table (every tensor, its global shape and
  * how TP splits it), the layer table, the layers' forward and backward
