@@ -36,5 +36,6 @@ int planc_cmd_search(int argc, char **argv);   /* cli/cmd_search.c */
 int planc_cmd_trace(int argc, char **argv);    /* cli/cmd_trace.c */
 int planc_cmd_emit(int argc, char **argv);     /* cli/cmd_emit.c */
 int planc_cmd_build(int argc, char **argv);    /* cli/cmd_emit.c */
+int planc_cmd_calibrate(int argc, char **argv); /* cli/cmd_calibrate.c */
 
 #endif

@@ -38,6 +38,8 @@ static const char USAGE[] =
     "                             emit and compile it\n"
     "  trace FILE -o OUT.svg|OUT.json [--schedule S] [--chunks V] [--compare M.json]\n"
     "                             draw the simulated step, or write a Chrome trace\n"
+    "  calibrate [--ranks N] [--name NAME] [-o FILE] [--quick]\n"
+    "                             measure this machine; write a cluster block of it\n"
     "\n"
     "options:\n"
     "  -h, --help                 this help; `planc COMMAND --help` for one command\n"
@@ -156,8 +158,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "trace") == 0) return planc_cmd_trace(argc - 2, argv + 2);
     if (strcmp(cmd, "emit") == 0) return planc_cmd_emit(argc - 2, argv + 2);
     if (strcmp(cmd, "build") == 0) return planc_cmd_build(argc - 2, argv + 2);
-    static const char *const cmds[] = { "check", "fmt", "search", "emit", "build", "trace" };
-    const char *hint = dsl_suggest(cmd, cmds, 6);
+    if (strcmp(cmd, "calibrate") == 0) return planc_cmd_calibrate(argc - 2, argv + 2);
+    static const char *const cmds[] = { "check", "fmt", "search", "emit", "build", "trace", "calibrate" };
+    const char *hint = dsl_suggest(cmd, cmds, 7);
     fprintf(stderr, "planc: error: unknown command '%s'", cmd);
     if (hint) fprintf(stderr, "; did you mean '%s'?", hint);
     fprintf(stderr, "\n(run 'planc --help' for usage)\n");

@@ -79,6 +79,8 @@ typedef struct {
     int               pp, dp, tp, chunks, zero;
     int               schedule;        /* Schedule */
     int64_t           n_micro;         /* micro-batches per step */
+    double            overlap_compute; /* slowdown of compute while a DP/ZeRO collective runs
+                                          beside it (>= 1; 0 or 1: none), Link.overlap_compute */
     PlanStageProgram *stages;          /* [pp] */
 } PlanProgram;
 
@@ -99,6 +101,7 @@ typedef struct {
     double  norm, norm_bytes;         /* s, bytes: OP_NORM_REDUCE (every stage) */
     bool    reduce_after_flush;   /* Plan.grad_reduce_after_flush */
     bool    p2p_blocking;         /* Plan.p2p_blocking: sends on the compute stream */
+    double  overlap_compute;      /* PlanProgram.overlap_compute */
 } PlanOpCosts;
 
 /* One compute micro-step of a stage's schedule: the forward, the backward
