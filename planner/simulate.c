@@ -98,12 +98,12 @@ static PlanSpan drain(double comm_free, double rdur, int n, PlanSpan c)
  * factor (Link.overlap_compute, planc calibrate): on a CPU the MPI
  * progress and copies take the same cores, on a GPU NCCL's kernels take
  * SMs and HBM bandwidth. The compute stream loses slow * dur seconds,
- * booked as a stall. */
+ * booked as `slowed`. */
 static void steal(Clock *c, const Shared *sh, double dur)
 {
     if (sh->slow <= 0) return;
     c->t_comp += sh->slow * dur;
-    c->acc.stall += sh->slow * dur;
+    c->acc.slowed += sh->slow * dur;
 }
 
 /* When stage s's collective over several stages (0: the embedding group,
