@@ -107,6 +107,17 @@ static int spawn_wait(char *const argv[], bool quiet)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The collectives a link key may name (sema.c's LINK_KEYS): nothing else
+ * from the measurement file reaches the cluster block as a key. */
+static bool known_coll(const char *s)
+{
+    static const char *const names[] = { "all-reduce", "all-gather", "reduce-scatter", "broadcast",
+                                         "reduce", "all-to-all", "p2p" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i])) return true;
+    return false;
+}
+
 static bool read_raw(const char *path, Raw *r)
 {
     FILE *f = fopen(path, "r");
@@ -128,7 +139,8 @@ static bool read_raw(const char *path, Raw *r)
         else if (!strcmp(key, "overlap_compute")) sscanf(line, "%*s %lf", &r->ov_compute);
         else if (!strcmp(key, "overlap_comm")) sscanf(line, "%*s %lf", &r->ov_comm);
         else if (!strcmp(key, "gemm") && r->n_gemm < 512 &&
-                 sscanf(line, "%*s %3s %ld %ld %ld %lf", a, &m, &n, &k, &x) == 5 && x > 0) {
+                 sscanf(line, "%*s %3s %ld %ld %ld %lf", a, &m, &n, &k, &x) == 5 && x > 0 && m > 0 && n > 0 &&
+                 k > 0 && (!strcmp(a, "fwd") || !strcmp(a, "dx") || !strcmp(a, "dw"))) {
             strcpy(r->gemm[r->n_gemm].pass, a);
             r->gemm[r->n_gemm].m = m; r->gemm[r->n_gemm].n = n; r->gemm[r->n_gemm].k = k;
             r->gemm[r->n_gemm++].s = x;
@@ -136,7 +148,7 @@ static bool read_raw(const char *path, Raw *r)
             double fl = 2.0 * (double)m * (double)n * (double)k;
             if (!strcmp(a, "fwd") && fl >= r->gemm_flops) { r->gemm_flops = fl; r->gemm_rate = fl / x; }
         } else if (!strcmp(key, "coll") && r->n_coll < 8 &&
-                   sscanf(line, "%*s %19s %lf %lf", a, &x, &y) == 3) {
+                   sscanf(line, "%*s %19s %lf %lf", a, &x, &y) == 3 && known_coll(a) && y > 0 && x >= 0) {
             strcpy(r->coll[r->n_coll].name, a);
             r->coll[r->n_coll].lat = x; r->coll[r->n_coll++].bw = y;
         }
