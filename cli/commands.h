@@ -38,5 +38,6 @@ int planc_cmd_emit(int argc, char **argv);     /* cli/cmd_emit.c */
 int planc_cmd_build(int argc, char **argv);    /* cli/cmd_emit.c */
 int planc_cmd_import(int argc, char **argv);   /* cli/cmd_import.c */
 int planc_cmd_export(int argc, char **argv);   /* cli/cmd_export.c */
+int planc_cmd_calibrate(int argc, char **argv); /* cli/cmd_calibrate.c */
 
 #endif

@@ -42,6 +42,8 @@ static const char USAGE[] =
     "                             a Hugging Face config.json -> a model block\n"
     "  export FILE --to megatron|torchtitan|deepspeed [-o OUT]\n"
     "                             the plan as that framework's arguments / TOML / JSON\n"
+    "  calibrate [--ranks N] [--name NAME] [-o FILE] [--quick]\n"
+    "                             measure this machine; write a cluster block of it\n"
     "\n"
     "options:\n"
     "  -h, --help                 this help; `planc COMMAND --help` for one command\n"
@@ -162,7 +164,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "build") == 0) return planc_cmd_build(argc - 2, argv + 2);
     if (strcmp(cmd, "import") == 0) return planc_cmd_import(argc - 2, argv + 2);
     if (strcmp(cmd, "export") == 0) return planc_cmd_export(argc - 2, argv + 2);
-    static const char *const cmds[] = { "check", "fmt", "search", "emit", "build", "trace", "import", "export" };
+    if (strcmp(cmd, "calibrate") == 0) return planc_cmd_calibrate(argc - 2, argv + 2);
+    static const char *const cmds[] = { "check", "fmt", "search", "emit", "build", "trace", "import", "export",
+                                        "calibrate" };
     const char *hint = dsl_suggest(cmd, cmds, (int)(sizeof cmds / sizeof cmds[0]));
     fprintf(stderr, "planc: error: unknown command '%s'", cmd);
     if (hint) fprintf(stderr, "; did you mean '%s'?", hint);

@@ -20,6 +20,15 @@
  * rank, in parallel on their own NICs) and all-gathers inside again.
  * ALGO_AUTO takes the cheapest, as NCCL's tuner does.
  *
+ * A link calibrated on this machine (`planc calibrate`) carries, per
+ * collective, the latency and bus bandwidth measured with planrt's own
+ * collectives on a group of coll_ranks ranks; such a collective costs
+ * that latency, scaled by the algorithm's rounds for another group size
+ * (2(n-1) for all-reduce, n-1 for the others), plus factor * M over the
+ * measured bus bandwidth. Its `efficiency` (1 when measured) replaces
+ * PLAN_LINK_EFF_*: the analytic figures are the profile a link has when
+ * none was measured.
+ *
  * Sources: Thakur, Rabenseifner, Gropp 2005 (ring and tree costs);
  * nccl-tests doc/PERFORMANCE.md (bus-bandwidth factors).
  */
@@ -88,8 +97,10 @@ typedef struct { double alpha, bw; } Wire;
 static Wire wire(const Cluster *cl, bool inter)
 {
     Wire w;
-    if (inter) { w.alpha = cl->inter.latency; w.bw = cl->inter.bandwidth * PLAN_LINK_EFF_INTER; }
-    else       { w.alpha = cl->intra.latency; w.bw = cl->intra.bandwidth * PLAN_LINK_EFF_INTRA; }
+    const Link *l = inter ? &cl->inter : &cl->intra;
+    double eff = l->efficiency > 0 ? l->efficiency : inter ? PLAN_LINK_EFF_INTER : PLAN_LINK_EFF_INTRA;
+    w.alpha = l->latency;
+    w.bw = l->bandwidth * eff;
     if (w.bw <= 0) w.bw = 1e-30;
     return w;
 }
@@ -144,12 +155,31 @@ static double hier(const Cluster *cl, PlanCollective c, PlanGroup g, double M)
     }
 }
 
+/* Sequential message rounds of collective c on n ranks (ring, chain). */
+static double rounds(PlanCollective c, int64_t n)
+{
+    if (c == COLL_P2P) return 1;
+    return c == COLL_ALL_REDUCE ? 2.0 * (double)(n - 1) : (double)(n - 1);
+}
+
+/* Seconds of c on group g from the link's measured figures, or -1 when
+ * the link has none for c. */
+static double measured(const Link *l, PlanCollective c, PlanGroup g, double M)
+{
+    if ((int)c >= PLAN_N_COLLS || l->coll_bw[c] <= 0 || l->coll_ranks < 2) return -1;
+    int64_t n = c == COLL_P2P ? 2 : g.size;
+    double lat = l->coll_latency[c] * rounds(c, n) / rounds(c, c == COLL_P2P ? 2 : l->coll_ranks);
+    return lat + plan_bus_factor(c, n) * M / l->coll_bw[c];
+}
+
 PlanCommCost plan_comm_cost(const Cluster *cl, PlanCollective c, PlanAlgo algo,
                             PlanGroup g, double bytes)
 {
     PlanCommCost r = { .time = 0, .bus_factor = plan_bus_factor(c, c == COLL_P2P ? 2 : g.size),
                        .algo = ALGO_RING, .inter = g.nodes > 1 };
     if (bytes <= 0 || (c != COLL_P2P && g.size <= 1)) return r;
+    double mt = measured(r.inter ? &cl->inter : &cl->intra, c, g, bytes);
+    if (mt >= 0 && g.nodes <= 1 && (algo == ALGO_AUTO || algo == ALGO_RING)) { r.time = mt; return r; }
     Wire w = wire(cl, r.inter);
     if (c == COLL_P2P) { r.time = flat(c, ALGO_RING, 2, w, bytes); return r; }
 

@@ -3,7 +3,13 @@
  * chunk, the bytes and seconds of its collectives, and per stage the
  * optimizer step and the step-level collectives.
  *
- * Compute is timed per kernel, not from a global efficiency: each GEMM is
+ * Compute is timed per kernel, not from a global efficiency. A device
+ * calibrated on this machine (`planc calibrate`, plan.h's Device profile)
+ * times each GEMM from its measured shapes, each elementwise kernel from
+ * its measured bytes/s and launch gap, and adds its measured per-step
+ * overhead to the optimizer step; a device without a profile takes the
+ * analytic figures below, which are the profile it has when none was
+ * measured (one model, one code path). Analytically each GEMM is
  * a roofline of its tile- and wave-quantised tensor-core time against its
  * HBM traffic (so the attention score/context GEMMs with k or n = head dim,
  * or the GEMMs of a thin tensor-parallel shard, fall below peak by
@@ -51,15 +57,56 @@ static double gemm_time(const Device *d, double peak, double e, double m, double
     return fmax(compute, traffic) + PLAN_KERNEL_GAP;
 }
 
+/* The measured GEMMs of pass `pass` interpolated at (m, n, k): seconds
+ * of one call, or -1 when the device has no point of that pass. Inverse
+ * squared-distance weights (to the fourth power, so the nearest shapes
+ * dominate) over log m, log n, log k average the log of the FLOP rate
+ * (FLOP/s); an exact shape returns its own seconds. */
+static double gemm_measured(const Device *d, int pass, double m, double n, double k)
+{
+    double wsum = 0, lsum = 0;
+    for (int i = 0; i < d->n_gemm; i++) {
+        const PlanGemmPoint *q = &d->gemm[i];
+        if (q->pass != pass || q->seconds <= 0) continue;
+        double a = log(m / q->m), b = log(n / q->n), c = log(k / q->k);
+        double d2 = a * a + b * b + c * c;
+        if (d2 < 1e-18) return q->seconds;
+        double w = 1.0 / (d2 * d2);
+        wsum += w;
+        lsum += w * log(2.0 * q->m * q->n * q->k / q->seconds);
+    }
+    if (wsum <= 0) return -1;
+    return 2.0 * m * n * k / exp(lsum / wsum);
+}
+
+double plan_gemm_pass_time(const Device *d, double peak, double e, int pass,
+                           double m, double n, double k, double batch)
+{
+    if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+    double t = d->n_gemm > 0 ? gemm_measured(d, pass, m, n, k) : -1;
+    if (t >= 0) return batch * t;
+    switch (pass) {   /* ORDER PlanGemmPass: the pass's own (m, n, k) */
+    case PLAN_GEMM_DX: return gemm_time(d, peak, e, m, k, n, batch, 0);       /* dA = dC B^T */
+    case PLAN_GEMM_DW: return gemm_time(d, peak, e, k, n, m, batch, 1);       /* dB = A^T dC, accumulated */
+    default:           return gemm_time(d, peak, e, m, n, k, batch, 0);
+    }
+}
+
 double plan_gemm_time(const Device *d, double peak, double e,
                       double m, double n, double k, double batch)
 {
-    return gemm_time(d, peak, e, m, n, k, batch, 0);
+    return plan_gemm_pass_time(d, peak, e, PLAN_GEMM_FWD, m, n, k, batch);
+}
+
+double plan_stream_time(const Device *d, double bytes, int kernels)
+{
+    double bw = d->stream > 0 ? d->stream : d->hbm * PLAN_HBM_EFF;
+    return bytes / bw + kernels * (d->launch > 0 ? d->launch : PLAN_KERNEL_GAP);
 }
 
 static double stream_time(const Device *d, double bytes, int kernels)
 {
-    return bytes / (d->hbm * PLAN_HBM_EFF) + kernels * PLAN_KERNEL_GAP;
+    return plan_stream_time(d, bytes, kernels);
 }
 
 double plan_opt_time(const Device *d, uint64_t params)
@@ -113,9 +160,13 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     double core_f = 0;
     for (int i = 0; i < w.n_gemm; i++) {
         const PlanGemm *g = &w.gemm[i];
-        double f = plan_gemm_time(d, peak, e, g->m, g->n, g->k, g->batch);
-        double dx = plan_gemm_time(d, peak, e, g->m, g->k, g->n, g->batch);  /* dA = dC B^T */
-        double dw = gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, !g->core); /* dB = A^T dC, accumulated */
+        double f = plan_gemm_pass_time(d, peak, e, PLAN_GEMM_FWD, g->m, g->n, g->k, g->batch);
+        double dx = plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DX, g->m, g->n, g->k, g->batch);
+        /* dB = A^T dC: accumulated into the gradient buffer (beta = 1)
+         * except for the attention core's, a fresh product */
+        double dw = g->core && d->n_gemm == 0 ? gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, 0)
+                                              : plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DW, g->m, g->n,
+                                                                    g->k, g->batch);
         t->fwd += f;
         t->bwd_in += dx;
         if (g->core) { t->bwd_in += dw; core_f += f; }
@@ -123,6 +174,20 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     }
     t->fwd += stream_time(d, w.ew_fwd, w.ew_kernels);
     t->bwd_in += stream_time(d, w.ew_bwd, w.ew_kernels);
+    /* the kernels that compute more than they move: measured seconds per
+     * element (Device.act_*, softmax_*, planc calibrate; 0 analytically) */
+    double sm = 0;
+    if (ly->kind == LAYER_MLP) {
+        double n = (double)cut->micro_batch * (double)p->model.seq * (double)ly->hidden / cut->tp;
+        t->fwd += n * d->act_fwd;
+        t->bwd_in += n * d->act_bwd;
+    } else if (ly->kind == LAYER_ATTENTION) {
+        double s = (double)p->model.seq;
+        double n = (double)cut->micro_batch * (double)ly->heads / cut->tp * s * s;
+        sm = n * d->softmax_fwd;
+        t->fwd += sm;
+        t->bwd_in += n * d->softmax_bwd;
+    }
     t->tp_bytes = w.tp_bytes;
     t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);
     t->tp_b = tp_time(&p->cluster, tpg, &w.tp_bwd, w.tp_bytes);
@@ -132,7 +197,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         t->tp_rec = t->tp_f;
         t->flops_rec = w.flops_fwd;
     } else if (cut->recompute == RECOMPUTE_SELECTIVE && w.recomputed) {
-        t->rec = core_f + stream_time(d, w.ew_core_fwd, w.ew_core_fwd > 0 ? 2 : 0);
+        t->rec = core_f + stream_time(d, w.ew_core_fwd, w.ew_core_fwd > 0 ? 2 : 0) + sm;
         t->flops_rec = w.flops_core;
     }
     t->params = plan_layer_params(&p->model, ly, cut->tp, ovf);
@@ -345,13 +410,29 @@ static double bucketed(const Cluster *cl, PlanCollective c, PlanGroup g, double 
  * bucket per layer): the reduction (all-reduce under ZeRO 0, else
  * reduce-scatter), ZeRO-3's parameter all-gather, ZeRO-1/2's all-gather
  * of the updated shards. */
+/* The link a group's traffic crosses: between nodes when it spans them. */
+static const Link *group_link(const Cluster *cl, PlanGroup g)
+{
+    return g.nodes > 1 ? &cl->inter : &cl->intra;
+}
+
+/* The measured slowdown of a collective that runs beside compute (the
+ * reduction draining the backward, the ZeRO-3 gather), 1 when none was
+ * measured (Link.overlap_comm, planc calibrate). */
+static double beside_compute(const Cluster *cl, PlanGroup g)
+{
+    double f = group_link(cl, g)->overlap_comm;
+    return f > 1 ? f : 1;
+}
+
 static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, PlanChunkCost *c)
 {
     c->reduce = c->gather = c->sync = 0;
     if (l->dp <= 1) return;
-    c->reduce = bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER, dpg, c->grad_bytes,
-                         c->layers);
-    if (l->zero >= 3) c->gather = bucketed(cl, COLL_ALL_GATHER, dpg, c->grad_bytes, c->layers);
+    double slow = beside_compute(cl, dpg);
+    c->reduce = slow * bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER, dpg,
+                                c->grad_bytes, c->layers);
+    if (l->zero >= 3) c->gather = slow * bucketed(cl, COLL_ALL_GATHER, dpg, c->grad_bytes, c->layers);
     if (l->zero == 1 || l->zero == 2)
         c->sync = plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, dpg, c->grad_bytes).time;
 }
@@ -485,6 +566,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     PlanGroup dpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_DP);
     PlanGroup ppg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_PP);
     PlanGroup pair = ppg.local >= 2 ? (PlanGroup){ 2, 2, 1 } : (PlanGroup){ 2, 1, 2 };
+    out->overlap_compute = l->dp > 1 ? group_link(cl, dpg)->overlap_compute : 0;
     double e = plan_dtype_bytes(mo->dtype);
     bool ovf = false;
 
@@ -537,7 +619,10 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     free(norm_params);
     for (int s = 0; s < l->pp; s++) {
         if (l->zero >= 1) out->opt_params[s] = (out->opt_params[s] + (uint64_t)l->dp - 1) / (uint64_t)l->dp;
-        out->opt[s] = plan_opt_time(&cl->device, out->opt_params[s]);
+        /* the AdamW step, and the program's fixed work of a step (logging,
+         * the data batch, bookkeeping: Device.overhead, measured by planc
+         * calibrate, else 0) once per step on every stage */
+        out->opt[s] = plan_opt_time(&cl->device, out->opt_params[s]) + cl->device.overhead;
     }
     return !ovf;
 }

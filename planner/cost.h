@@ -76,6 +76,7 @@ typedef struct PlanCosts {
     bool           reduce_after_flush; /* !Plan.software.overlap_grad_reduce */
     bool           p2p_blocking;       /* !Plan.software.overlap_p2p */
     bool           param_overlap;      /* Plan.software.overlap_param_gather */
+    double         overlap_compute;    /* the DP link's Link.overlap_compute (PlanProgram's) */
 } PlanCosts;
 
 /* The model's layers by shape, built once per model (O(layers)): layer
@@ -115,8 +116,9 @@ bool plan_costs_reference(const Plan *p, const Layout *l, PlanCosts *out);
 void plan_costs_free(PlanCosts *c);
 
 /* Seconds of one GEMM (m x k)(k x n), `batch` times, `e`-byte elements, on
- * device d at dense peak `peak`: roofline of tile- and wave-quantised
- * compute against HBM traffic, plus a kernel gap. */
+ * device d at dense peak `peak`: the device's measured GEMMs where it has
+ * them (plan_gemm_pass_time, PLAN_GEMM_FWD), else the roofline of tile- and
+ * wave-quantised compute against HBM traffic, plus a kernel gap. */
 double plan_gemm_time(const Device *d, double peak, double e,
                       double m, double n, double k, double batch);
 
@@ -124,6 +126,21 @@ double plan_gemm_time(const Device *d, double peak, double e,
  * streaming kernel of PLAN_ADAM_BYTES per parameter (plan_costs' opt[];
  * the search's bound of the step's tail reads the same formula). */
 double plan_opt_time(const Device *d, uint64_t params);
+
+/* Seconds of pass `pass` (PlanGemmPass) of the linear layer whose forward
+ * GEMM is (m x k)(k x n), `batch` times. A device with measured points
+ * (planc calibrate) interpolates their FLOP rates in log(m, n, k) space by
+ * inverse distance, so a measured shape is predicted at its measured
+ * time; a device without them (or without points of that pass) takes the
+ * roofline of plan_gemm_time with the pass's shape. */
+double plan_gemm_pass_time(const Device *d, double peak, double e, int pass,
+                           double m, double n, double k, double batch);
+
+/* Seconds of elementwise kernels moving `bytes` bytes in `kernels`
+ * launches: bytes over the device's stream bandwidth (measured, else
+ * PLAN_HBM_EFF of its HBM) plus a launch gap each (measured, else
+ * PLAN_KERNEL_GAP). */
+double plan_stream_time(const Device *d, double bytes, int kernels);
 
 /* Fill c's grad_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */

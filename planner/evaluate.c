@@ -98,6 +98,7 @@ static bool step_times(const PlanCosts *c, PlanEval *ev)
     t->p2p = st->p2p;
     t->dp_exposed = st->comm_wait;
     t->gather_exposed = st->stall;
+    t->compute += st->slowed;   /* compute slowed by the collectives beside it (measured factor) */
     t->sync = st->sync;
     t->sp_norm = st->sp_norm;
     t->embed = st->embed;

@@ -22,7 +22,8 @@
  * embed + norm + optimizer + sync + bubble = the step time (up to
  * rounding): each is booked by the simulator (simulate.h, PlanStageTimes). */
 typedef struct {
-    double compute;          /* forward + backward GEMMs and kernels (incl. recompute) */
+    double compute;          /* forward + backward GEMMs and kernels (incl. recompute, and the
+                                slowdown of compute beside DP/ZeRO collectives, Link.overlap_compute) */
     double recompute;        /* of which recomputation */
     double tp;               /* TP collectives, exposed (synchronous) */
     double p2p;              /* PP sends holding the compute stream (blocking sends) */

@@ -257,6 +257,7 @@ bool plan_lower_costs(const PlanOpCosts *c, PlanProgram *out)
     memset(out, 0, sizeof *out);
     out->pp = p; out->chunks = v; out->zero = c->zero;
     out->schedule = c->schedule; out->n_micro = c->n_micro;
+    out->overlap_compute = c->overlap_compute;
     out->stages = calloc((size_t)p, sizeof *out->stages);
     Step **order = calloc((size_t)p, sizeof *order);
     int *len = calloc((size_t)p, sizeof *len);
@@ -290,6 +291,7 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
     oc->reduce_after_flush = pc->reduce_after_flush;
     oc->p2p_blocking = pc->p2p_blocking;
     oc->param_overlap = pc->param_overlap;
+    oc->overlap_compute = pc->overlap_compute;
     for (int k = 0; k < pc->n_chunks; k++) {
         const PlanChunkCost *cc = &pc->cost[k];
         oc->fwd[k] = cc->fwd; oc->bwd[k] = cc->bwd;

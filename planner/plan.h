@@ -85,6 +85,26 @@ typedef struct {
                                branch (GPT-2, Megatron); 0 = none, the default */
 } Model;
 
+/* Which of a linear layer's three GEMMs a measured point is (`gemm`
+ * entries of a calibrated device). ORDER PlanGemmPass */
+typedef enum {
+    PLAN_GEMM_FWD,          /* C(m,n) = A(m,k) B(k,n): the forward */
+    PLAN_GEMM_DX,           /* dA(m,k) = dC(m,n) B^T: the input gradient */
+    PLAN_GEMM_DW,           /* dB(k,n) += A^T dC(m,n): the weight gradient, accumulated */
+} PlanGemmPass;
+#define PLAN_N_GEMM_PASSES 3
+
+/* One measured GEMM of `planc calibrate`: the forward GEMM's shape
+ * (m x k)(k x n), the pass, and the seconds one call took. */
+typedef struct {
+    int    pass;            /* PlanGemmPass */
+    double m, n, k;
+    double seconds;
+} PlanGemmPoint;
+
+/* The device's profile. Every field past `sms` is measured by `planc
+ * calibrate`; 0 (a hand-written or preset device) means the analytic
+ * figure of cost.c (roofline GEMMs, HBM streams, PLAN_KERNEL_GAP). */
 typedef struct {
     const char *name;       /* preset name, or "custom" */
     uint64_t    memory;     /* bytes of device memory */
@@ -92,12 +112,36 @@ typedef struct {
     double      flops_16;   /* dense peak FLOP/s in bf16/fp16 (no sparsity) */
     double      hbm;        /* memory bandwidth, bytes/s */
     int         sms;        /* streaming multiprocessors, 0 = unknown */
+    const PlanGemmPoint *gemm; /* measured GEMMs (n_gemm of them), or NULL */
+    int         n_gemm;
+    double      stream;     /* bytes/s the elementwise kernels reach; 0: hbm * PLAN_HBM_EFF */
+    double      launch;     /* s per kernel launch; 0: PLAN_KERNEL_GAP */
+    double      overhead;   /* s of fixed work per training step; 0: none */
+    /* s per element beyond the stream's bytes/s, forward and backward,
+     * of the kernels that compute more than they move (0: none): the MLP
+     * activation (per element of the hidden activation) and the attention
+     * softmax (per score element, b a s^2 / t) */
+    double      act_fwd, act_bwd, softmax_fwd, softmax_bwd;
 } Device;
+
+/* The collectives a link may carry measured figures for. ORDER
+ * PlanCollective (planner/comm.h): all-reduce, all-gather,
+ * reduce-scatter, broadcast, reduce, all-to-all, p2p. */
+#define PLAN_N_COLLS 7
 
 /* A link, per GPU and per direction. */
 typedef struct {
     double bandwidth;       /* bytes/s */
     double latency;         /* seconds */
+    double efficiency;      /* fraction of bandwidth large messages reach; 0: PLAN_LINK_EFF_* */
+    /* measured by `planc calibrate` on a group of `coll_ranks` ranks:
+     * t(M) = coll_latency + bus_factor * M / coll_bw; 0: the link's
+     * alpha-beta model */
+    double coll_latency[PLAN_N_COLLS], coll_bw[PLAN_N_COLLS];
+    int    coll_ranks;
+    /* slowdowns while a collective runs beside compute (>= 1; 0: 1):
+     * of the compute, and of the collective */
+    double overlap_compute, overlap_comm;
 } Link;
 
 typedef struct {

@@ -82,6 +82,8 @@ typedef struct {
     int               pp, dp, tp, chunks, zero;
     int               schedule;        /* Schedule */
     int64_t           n_micro;         /* micro-batches per step */
+    double            overlap_compute; /* slowdown of compute while a DP/ZeRO collective runs
+                                          beside it (>= 1; 0 or 1: none), Link.overlap_compute */
     PlanStageProgram *stages;          /* [pp] */
 } PlanProgram;
 
@@ -105,6 +107,7 @@ typedef struct {
     bool    param_overlap;        /* Plan.software.overlap_param_gather: ZeRO-3 gathers feed
                                      their compute layer by layer; ZeRO-1/2's all-gather
                                      becomes a gather before each chunk's first forward */
+    double  overlap_compute;      /* PlanProgram.overlap_compute */
 } PlanOpCosts;
 
 /* One compute micro-step of a stage's schedule: the forward, the backward

@@ -749,7 +749,89 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
 
 /* ---- cluster ----------------------------------------------------------- */
 
-static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm", "sms" };
+static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm", "sms",
+                                           "gemm", "stream", "launch", "overhead", "activation",
+                                           "softmax" };
+static const char *const GEMM_PASSES[] = { "fwd", "dx", "dw" };   /* ORDER PlanGemmPass */
+#define MAX_GEMM_POINTS 4096
+#define MAX_GEMM_DIM    (1 << 24)
+
+/* Argument `i` of a multi-value entry: a positive quantity of `kind`
+ * (units as get_quantity), or a positive plain integer when kind < 0. */
+static bool arg_number(Sema *S, const DslStmt *st, const DslValue *v, int kind, const char *what, double *out)
+{
+    if (!v || v->kind != DSL_VAL_NUMBER) {
+        dsl_error(S->d, v ? v->loc : st->key_loc, "'%s' needs %s here%s%s", st->key, what, v ? ", got " : "",
+                  v ? shown(S, v) : "");
+        return false;
+    }
+    if (v->overflow) return false;
+    bool unit_ok = kind < 0 ? v->unit == NULL : v->unit && (int)v->unit->kind == kind;
+    if (!unit_ok || !(v->d > 0) || (kind < 0 && (!v->is_int || v->i > MAX_GEMM_DIM))) {
+        dsl_error(S->d, v->loc, "'%s' needs %s here, got %s", st->key, what, shown(S, v));
+        return false;
+    }
+    *out = kind < 0 ? (double)v->i : v->d * v->unit->scale;
+    return true;
+}
+
+/* KEY FWD BWD: two times, zero or more (s per element, planc calibrate). */
+static void time_pair(Sema *S, const DslStmt *st, double *fwd, double *bwd)
+{
+    double x[2];
+    const DslValue *v = st->args;
+    if (st->kind == DSL_STMT_BLOCK || st->n_args != 2) {
+        dsl_error(S->d, st->key_loc, "'%s' takes two times, forward and backward per element (for example: "
+                  "%s 4 ns 6 ns)", st->key, st->key);
+        return;
+    }
+    for (int i = 0; i < 2; i++, v = v->next) {
+        if (v->kind == DSL_VAL_NUMBER && v->unit && v->unit->kind == DSL_UNIT_TIME && v->d == 0) x[i] = 0;
+        else if (!arg_number(S, st, v, DSL_UNIT_TIME, "a time such as 4 ns", &x[i])) return;
+    }
+    *fwd = x[0];
+    *bwd = x[1];
+}
+
+/* A measured GEMM (planc calibrate): gemm fwd|dx|dw M N K TIME, the
+ * forward GEMM's shape (M x K)(K x N) and the seconds of that pass. */
+static bool sema_gemm_point(Sema *S, const DslStmt *st, PlanGemmPoint *g)
+{
+    if (st->kind == DSL_STMT_BLOCK || st->n_args != 5) {
+        dsl_error(S->d, st->key_loc, "gemm takes a pass and four numbers: gemm fwd|dx|dw M N K TIME "
+                  "(for example: gemm fwd 1024 768 768 1.2 ms)");
+        return false;
+    }
+    const DslValue *v = st->args;
+    int pass = v->kind == DSL_VAL_WORD ? key_index(v->text, GEMM_PASSES, PLAN_N_GEMM_PASSES) : -1;
+    if (pass < 0) {
+        dsl_error(S->d, v->loc, "gemm pass must be fwd, dx or dw, got %s", shown(S, v));
+        return false;
+    }
+    g->pass = pass;
+    return arg_number(S, st, v->next, -1, "the rows M (an integer)", &g->m) &&
+           arg_number(S, st, v->next->next, -1, "the columns N (an integer)", &g->n) &&
+           arg_number(S, st, v->next->next->next, -1, "the inner size K (an integer)", &g->k) &&
+           arg_number(S, st, v->next->next->next->next, DSL_UNIT_TIME, "a time such as 1.2 ms", &g->seconds);
+}
+
+/* The device's `gemm` entries (repeatable, unlike its other keys). */
+static void sema_gemm_table(Sema *S, const DslStmt *body, Device *D)
+{
+    int n = 0;
+    for (const DslStmt *st = body; st; st = st->next) n += strcmp(st->key, "gemm") == 0;
+    if (n == 0) return;
+    if (n > MAX_GEMM_POINTS) {
+        dsl_error(S->d, body->key_loc, "device has %d gemm points; at most %d", n, MAX_GEMM_POINTS);
+        return;
+    }
+    PlanGemmPoint *g = dsl_arena_alloc(S->a, sizeof *g * (size_t)n);
+    int k = 0;
+    for (const DslStmt *st = body; st; st = st->next)
+        if (strcmp(st->key, "gemm") == 0 && sema_gemm_point(S, st, &g[k])) k++;
+    D->gemm = g;
+    D->n_gemm = k;
+}
 
 /* device PRESET, device { ... } or device PRESET { overrides }. */
 static void sema_device(Sema *S, const DslStmt *st, Device *D)
@@ -784,7 +866,16 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
     }
     if (st->kind == DSL_STMT_BLOCK) body = st->body;
     Fields F = { "device", DEVICE_KEYS, N_ELEMS(DEVICE_KEYS), { 0 } };
-    collect(S, &F, body);
+    for (const DslStmt *st2 = body; st2; st2 = st2->next) {   /* collect(), gemm repeatable */
+        int k = key_index(st2->key, F.keys, F.n);
+        if (k < 0) unknown_key(S, st2, F.what, F.keys, F.n);
+        else if (strcmp(st2->key, "gemm") == 0) continue;
+        else if (F.slot[k])
+            dsl_error(S->d, st2->key_loc, "duplicate '%s' in %s (first set at line %d)", st2->key, F.what,
+                      F.slot[k]->key_loc.line);
+        else F.slot[k] = st2;
+    }
+    sema_gemm_table(S, body, D);
     const DslStmt *s;
     double x;
     uint64_t b;
@@ -818,10 +909,39 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
      * default of a device from scratch) uses PLAN_WAVE_TILES */
     int64_t n;
     if ((s = field(&F, "sms")) && get_int(S, s, 1, MAX_SMS, false, &n)) D->sms = (int)n;
+    /* the measured profile (planc calibrate); absent: cost.c's analytic figures */
+    if ((s = field(&F, "stream"))) get_quantity(S, s, DSL_UNIT_BANDWIDTH, false, &D->stream, NULL);
+    if ((s = field(&F, "launch"))) get_quantity(S, s, DSL_UNIT_TIME, true, &D->launch, NULL);
+    if ((s = field(&F, "overhead"))) get_quantity(S, s, DSL_UNIT_TIME, true, &D->overhead, NULL);
+    if ((s = field(&F, "activation"))) time_pair(S, s, &D->act_fwd, &D->act_bwd);
+    if ((s = field(&F, "softmax"))) time_pair(S, s, &D->softmax_fwd, &D->softmax_bwd);
 }
 
 static const char *const LINK_NAMES[] = { "intra", "inter" };
-static const char *const LINK_KEYS[] = { "bandwidth", "latency" };
+/* The link's keys; the collective names follow plan_collective_name
+ * (ORDER PlanCollective) from index LINK_COLL0 on. */
+static const char *const LINK_KEYS[] = { "bandwidth", "latency", "efficiency", "overlap_compute",
+                                         "overlap_comm", "ranks", "all-reduce", "all-gather",
+                                         "reduce-scatter", "broadcast", "reduce", "all-to-all", "p2p" };
+#define LINK_COLL0 6
+
+/* A measured collective: NAME LATENCY BANDWIDTH (planc calibrate). */
+static void sema_link_coll(Sema *S, const DslStmt *st, int c, Link *l)
+{
+    if (st->kind == DSL_STMT_BLOCK || st->n_args != 2) {
+        dsl_error(S->d, st->key_loc, "'%s' takes a latency and a bus bandwidth (for example: %s 12 us 3.5 GB/s)",
+                  st->key, st->key);
+        return;
+    }
+    double lat, bw;
+    const DslValue *v = st->args;
+    bool zero_lat = v->kind == DSL_VAL_NUMBER && v->unit && v->unit->kind == DSL_UNIT_TIME && v->d == 0;
+    if (zero_lat) lat = 0;
+    else if (!arg_number(S, st, v, DSL_UNIT_TIME, "a latency such as 12 us", &lat)) return;
+    if (!arg_number(S, st, v->next, DSL_UNIT_BANDWIDTH, "a bus bandwidth such as 3.5 GB/s", &bw)) return;
+    l->coll_latency[c] = lat;
+    l->coll_bw[c] = bw;
+}
 
 /* link intra|inter { bandwidth; latency }: per GPU and per direction. */
 static void sema_link(Sema *S, const DslStmt *st, Link *l)
@@ -839,6 +959,20 @@ static void sema_link(Sema *S, const DslStmt *st, Link *l)
     else missing(S, st, "bandwidth", "bandwidth 300 GB/s");
     if ((s = field(&F, "latency"))) get_quantity(S, s, DSL_UNIT_TIME, true, &l->latency, NULL);
     else missing(S, st, "latency", "latency 5 us");
+    /* the measured profile (planc calibrate); absent: comm.c's alpha-beta
+     * model derated by PLAN_LINK_EFF_*, no overlap slowdown */
+    if ((s = field(&F, "efficiency"))) get_real(S, s, 0, true, 1, false, &l->efficiency);
+    if ((s = field(&F, "overlap_compute"))) get_real(S, s, 1, false, 100, false, &l->overlap_compute);
+    if ((s = field(&F, "overlap_comm"))) get_real(S, s, 1, false, 100, false, &l->overlap_comm);
+    int64_t r = 0;
+    bool any = false;
+    for (int c = 0; c < PLAN_N_COLLS; c++)
+        if ((s = F.slot[LINK_COLL0 + c])) { sema_link_coll(S, s, c, l); any = true; }
+    if ((s = field(&F, "ranks"))) {
+        if (get_int(S, s, 2, MAX_GPN, false, &r)) l->coll_ranks = (int)r;
+    } else if (any) {
+        missing(S, st, "ranks", "ranks 2 (the group size the collectives were measured on)");
+    }
 }
 
 static const char *const CLUSTER_KEYS[] = { "nodes", "gpus_per_node", "device", "link" };

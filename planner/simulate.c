@@ -61,6 +61,9 @@ typedef struct {
     double *ready[2];              /* [pp] EMBED_REDUCE, NORM_REDUCE: when the stage got there */
     int     arrived[2];            /* members there */
     double  start[2];              /* the latest of their arrivals */
+    double  slow;                  /* overlap_compute - 1: compute seconds a DP/ZeRO
+                                      collective takes from its stage per second it runs
+                                      beside the compute (0: none) */
 } Shared;
 
 static bool is_compute(PlanOpKind k)
@@ -88,6 +91,19 @@ static PlanSpan drain(double comm_free, double rdur, int n, PlanSpan c)
     double layer = (c.end - c.start) / n;
     return (PlanSpan){ later(comm_free, c.start + layer),
                        later(comm_free + rdur, later(c.start + layer + rdur, c.end + rdur / n)) };
+}
+
+/* A collective of dur seconds that runs beside the stage's compute (a
+ * ZeRO-3 gather, a reduction draining a backward) slows it by the measured
+ * factor (Link.overlap_compute, planc calibrate): on a CPU the MPI
+ * progress and copies take the same cores, on a GPU NCCL's kernels take
+ * SMs and HBM bandwidth. The compute stream loses slow * dur seconds,
+ * booked as `slowed`. */
+static void steal(Clock *c, const Shared *sh, double dur)
+{
+    if (sh->slow <= 0) return;
+    c->t_comp += sh->slow * dur;
+    c->acc.slowed += sh->slow * dur;
 }
 
 /* When stage s's collective over several stages (0: the embedding group,
@@ -149,10 +165,12 @@ static bool run_op(const PlanOp *o, int s, Clock *c, Shared *sh, const PlanOp *f
         sn->start = later(c->t_comp, c->t_comm);
         sn->end = sn->start + o->dur;
         c->t_comm = sn->end;
+        steal(c, sh, o->dur);
         break;
     case OP_REDUCE_GRADS:
         if (pair) {
             *sn = drain(c->t_comm, o->dur, o->buckets, *pair);
+            steal(c, sh, o->dur);
         } else {   /* after the flush: the whole of it, once the compute is done */
             sn->start = later(c->t_comm, c->t_comp);
             sn->end = sn->start + o->dur;
@@ -245,6 +263,7 @@ bool plan_simulate(const PlanProgram *p, PlanSimResult *out)
     out->times = calloc((size_t)p->pp, sizeof *out->times);
     bool ok = shared_init(&sh, p->pp, p->chunks, p->n_micro) && ck && pc && feeder && out->span &&
               out->busy && out->times;
+    sh.slow = p->overlap_compute > 1 ? p->overlap_compute - 1 : 0;
     for (int s = 0; ok && s < p->pp; s++) {
         const PlanStageProgram *sp = &p->stages[s];
         out->span[s] = calloc((size_t)sp->n_ops + 1, sizeof **out->span);
@@ -369,6 +388,7 @@ bool plan_simulate_costs(const PlanOpCosts *c, PlanSimSummary *out)
     PlanStep **order = zb ? malloc(sizeof(PlanStep *) * (size_t)p) : NULL;
     int *lens = zb ? calloc((size_t)p, sizeof *lens) : NULL;
     bool ok = shared_init(&sh, p, v, c->n_micro) && w && ops && spans && (!zb || (buf && order && lens));
+    sh.slow = c->overlap_compute > 1 ? c->overlap_compute - 1 : 0;
     for (int s = 0; ok && zb && s < p; s++) order[s] = buf + (size_t)s * (size_t)len;
     ok = ok && (!zb || plan_schedule_steps(c, order, lens));
     for (int s = 0; ok && s < p; s++) {

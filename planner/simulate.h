@@ -32,6 +32,8 @@ typedef struct {
     double busy;            /* forward/backward op durations (with TP collectives) */
     double bubble;          /* waiting for another stage (see the essay) */
     double stall;           /* ZeRO-3: compute ops waiting for their parameter gathers */
+    double slowed;          /* compute lost to DP/ZeRO collectives running beside it
+                               (PlanProgram.overlap_compute; 0 without a measured factor) */
     double p2p;             /* blocking sends, and waits for the stage's own sends
                                before the step-level collectives */
     double comm_wait;       /* waits for the stage's own DP reductions (comm stream)

@@ -4,6 +4,9 @@
 #  1. `planc check` on every example: layers, exact parameter count, cluster,
 #     layout, memory per stage and the predicted step;
 #  2. `planc search` on tiny.plan: the best layouts for its cluster;
+#     then `planc calibrate --ranks 2` measures this machine once (cached in
+#     build/calib/measured.plan, as `make validate` does) and `planc search`
+#     ranks tiny's model on 2 ranks of it, the cluster that was measured;
 #  3. `planc build examples/tiny.plan` for the CPU (dp 2 x tp 2 x pp 2,
 #     ZeRO-1, 1F1B): one generated C program, compiled against libplanrt;
 #  4. trains it on 8 MPI ranks for about two minutes on text the project
@@ -40,6 +43,20 @@ echo
 
 out=build/demo
 mkdir -p "$out"
+calib=build/calib/measured.plan
+if [ ! -s "$calib" ]; then
+    echo "==== planc calibrate --ranks 2 -o $calib   (once; later demos reuse it)"
+    mkdir -p build/calib
+    "$planc" calibrate --ranks 2 -o "$calib" || { echo "demo: planc calibrate failed" >&2; status=1; }
+    echo
+fi
+if [ -s "$calib" ]; then
+    { echo "include \"../calib/measured.plan\""; sed -e '/^include/d' -e '/^plan *{/,/^}/d' examples/tiny.plan
+      echo 'plan { micro_batch 2; global_batch 16; }'; } > "$out/tiny-measured.plan"
+    echo "==== planc search $out/tiny-measured.plan --top 5   (tiny's model on this machine, as measured)"
+    "$planc" search "$out/tiny-measured.plan" --top 5 || status=1
+    echo
+fi
 echo "==== planc build examples/tiny.plan -o $out/tiny"
 scripts/make-data.sh examples/data/sample.txt || exit 1
 if ! "$planc" build examples/tiny.plan -o "$out/tiny"; then
