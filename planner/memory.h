@@ -32,7 +32,7 @@ uint64_t plan_memory_reserve(uint64_t capacity);
 
 /* Bytes of one stage's buffers, per GPU: p2p send and receive buffers of
  * p2p_bytes each when pp > 1; under ZeRO-3 two gathered layers (the one
- * computing, the one prefetched); under ZeRO >= 1 two gradient buckets of
+ * computing, the one prefetched); under ZeRO >= 2 two gradient buckets of
  * the largest layer (layer_params_max parameters, in the compute dtype).
  * The one formula: plan_memory() and the search's bounds both call it. */
 uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype);
@@ -50,7 +50,8 @@ int64_t plan_headroom(uint64_t capacity, uint64_t total);
  * per GPU for psi parameters with mixed-precision AdamW (2 + 2 + 12 bytes
  * per parameter; fp32: 4 + 4 + 8), DP degree dp, stage zero: params,
  * grads and optimizer state written to the three outputs, each saturating
- * at UINT64_MAX. */
+ * at UINT64_MAX. ZeRO-1's gradients add the fp32 shard the runtime's
+ * reduce-scatter writes (4 bytes per parameter / dp). */
 void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt);
 

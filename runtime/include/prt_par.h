@@ -235,6 +235,36 @@ prt_status prt_pipe_recv_grad(prt_pipe *p, int mb, int chunk, int peer);
 /* End of a step: wait for every send, recycle every slot. */
 prt_status prt_pipe_flush(prt_pipe *p);
 
+/* ---- the counting allocator (runtime/par/mem.c) ------------------------ */
+
+/* What a buffer holds, as the planner's memory items (planner/memory.h)
+ * name them: --mem-report counts live bytes per kind. */
+typedef enum {
+    PRT_MEM_PARAMS,       /* weights: compute copy, gathered ZeRO-3 layers, shards */
+    PRT_MEM_GRADS,        /* gradients: full buffers, bucket buffers, shards */
+    PRT_MEM_OPTIMIZER,    /* AdamW moments (and the fp32 master on 16-bit targets) */
+    PRT_MEM_ACTIVATIONS,  /* what forwards keep for backwards, and the backward scratch */
+    PRT_MEM_BUFFERS,      /* p2p slots, staging and communication buffers */
+    PRT_MEM_KINDS
+} prt_mem_kind;
+
+typedef struct {
+    uint64_t peak_bytes;               /* high-water mark of all live bytes */
+    uint64_t at_peak[PRT_MEM_KINDS];   /* live bytes of each kind at that mark */
+    uint64_t kind_peak[PRT_MEM_KINDS]; /* each kind's own high-water mark */
+    uint64_t live[PRT_MEM_KINDS];      /* live now */
+} prt_mem_stats;
+
+/* prt_alloc (zeroed device memory) counted under kind; prt_mem_free frees
+ * and uncounts it (NULL is a no-op). */
+void *prt_mem_alloc(prt_mem_kind kind, size_t bytes);
+void  prt_mem_free(void *p);
+void  prt_mem_stats_get(prt_mem_stats *out);
+/* Collective over the world: rank 0 writes one JSON line per rank to path,
+ * {"rank", "stage", "peak_bytes", "by_kind": {"params", "grads",
+ * "optimizer", "activations", "buffers"}, "kind_peak": {...}}. */
+prt_status prt_mem_report(const prt_ctx *c, const char *path);
+
 /* ---- the executable --------------------------------------------------- */
 
 typedef struct {
@@ -247,6 +277,8 @@ typedef struct {
     const char *resume;       /* --resume DIR: continue from its newest checkpoint */
     const char *export_path;  /* --export PATH: the model as one safetensors file at the end */
     double      timeout;      /* --timeout S: a collective without progress for S s fails (< 0: unset) */
+    const char *mem_report;   /* --mem-report PATH: the allocator's peak per rank, JSON lines */
+    bool        dry_run;      /* --dry-run: lay the model out, report, run no step */
 } prt_args;
 
 /* Parse the executable's options over the plan's defaults; PRT_ERR_ARG with

@@ -53,7 +53,7 @@ static void free_slot(prt_pipe *p, prt_slot *s)
 {
     prt_wait(s->req);
     if (p->free_fn) p->free_fn(s, s->chunk, p->user);
-    prt_free(s->x); prt_free(s->y); prt_free(s->d);
+    prt_mem_free(s->x); prt_mem_free(s->y); prt_mem_free(s->d);
     free(s);
 }
 
@@ -89,9 +89,12 @@ static prt_status new_slot(prt_pipe *p, int ch, prt_slot **out)
     if (!s) return prtp_fail(PRT_ERR_NOMEM, "pipeline slot: out of memory");
     s->chunk = ch;
     size_t bytes = (p->count ? p->count : 1) * sizeof(prt_act);
-    s->x = (prt_act *)prt_alloc(bytes);
-    s->y = (prt_act *)prt_alloc(bytes);
-    s->d = (prt_act *)prt_alloc(bytes);
+    /* x is the chunk's first layer's input, kept for its backward; y (the
+     * output, sent on) and d (the gradient, received and sent back) are
+     * communication buffers */
+    s->x = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, bytes);
+    s->y = (prt_act *)prt_mem_alloc(PRT_MEM_BUFFERS, bytes);
+    s->d = (prt_act *)prt_mem_alloc(PRT_MEM_BUFFERS, bytes);
     prt_status st = s->x && s->y && s->d ? PRT_OK
                   : prtp_fail(PRT_ERR_NOMEM, "pipeline slot: out of memory");
     if (!st && p->alloc) st = p->alloc(s, ch, p->user);
@@ -102,7 +105,7 @@ static prt_status new_slot(prt_pipe *p, int ch, prt_slot **out)
         else { p->pool = n; p->cap = cap; }
     }
     if (st) {
-        prt_free(s->x); prt_free(s->y); prt_free(s->d);
+        prt_mem_free(s->x); prt_mem_free(s->y); prt_mem_free(s->d);
         free(s);
         return st;
     }

@@ -82,7 +82,7 @@ const char *prt_usage(void)
     return "usage: mpirun -np N ./EXE [--steps S] [--data PATH] [--log-json PATH]\n"
            "                          [--save DIR [--save-every K]] [--resume DIR]\n"
            "                          [--export PATH] [--timeout S] [--dump-params PATH]\n"
-           "                          [--trace PATH [--trace-step K]]\n"
+           "                          [--trace PATH [--trace-step K]] [--mem-report PATH] [--dry-run]\n"
            "  N must be dp x tp x pp of the plan the program was built from.\n"
            "  --steps S           total steps of the run, resumed or not (default: train.steps)\n"
            "  --data PATH         token data: raw text, or an llm.c .bin shard\n"
@@ -96,7 +96,11 @@ const char *prt_usage(void)
            "                      fails and ends the job (default: PLANRT_TIMEOUT_S, else 300)\n"
            "  --dump-params PATH  after training, write every parameter, whole, to PATH\n"
            "  --trace PATH        write step K's measured timeline (Chrome trace JSON) to PATH\n"
-           "  --trace-step K      the step --trace records, 0-based (default: the last)\n";
+           "  --trace-step K      the step --trace records, 0-based (default: the last)\n"
+           "  --mem-report PATH   one JSON line per rank: the peak of live bytes counted by\n"
+           "                      planrt's allocator, by kind (params, grads, optimizer,\n"
+           "                      activations, buffers)\n"
+           "  --dry-run           lay the model out and report its memory; run no step\n";
 }
 
 /* A whole non-negative number (steps, seconds) from v; false if it is not. */
@@ -123,12 +127,14 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
         const char *a = argv[i];
         const char **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; return PRT_OK; }
+        if (!strcmp(a, "--dry-run")) { out->dry_run = true; continue; }
         if (!strcmp(a, "--data")) dst = &out->data;
         else if (!strcmp(a, "--log-json")) dst = &out->log_json;
         else if (!strcmp(a, "--dump-params")) dst = &out->dump_params;
         else if (!strcmp(a, "--save")) dst = &out->save;
         else if (!strcmp(a, "--resume")) dst = &out->resume;
         else if (!strcmp(a, "--export")) dst = &out->export_path;
+        else if (!strcmp(a, "--mem-report")) dst = &out->mem_report;
         else if (!strcmp(a, "--trace")) dst = &trace;
         else if (!strcmp(a, "--trace-step")) dst = &trace_step;
         else if (strcmp(a, "--steps") && strcmp(a, "--save-every") && strcmp(a, "--timeout"))
