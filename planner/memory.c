@@ -159,3 +159,33 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         m->headroom = plan_headroom(cap, m->total_bytes);
     }
 }
+
+/* Whether op o starts a compute op's use of (mb, chunk)'s slot (+1) or
+ * ends it (-1): a forward makes a micro-batch's activations, the backward
+ * that finishes its gradients (zb-h1: the weight pass) frees them. */
+static int slot_delta(const PlanOp *o, bool split_bwd)
+{
+    if (o->kind == OP_FWD) return 1;
+    if (o->kind == OP_BWD_WEIGHT || (o->kind == OP_BWD && !split_bwd)) return -1;
+    return 0;
+}
+
+void plan_memory_peaks(const PlanStageProgram *sp, int zero, int op_at[PLAN_MEM_KINDS])
+{
+    for (int k = 0; k < PLAN_MEM_KINDS; k++) op_at[k] = -1;
+    bool split_bwd = false;
+    for (int i = 0; i < sp->n_ops; i++) split_bwd |= sp->ops[i].kind == OP_BWD_WEIGHT;
+    /* buffers: all of the stage's buffer items are in use from the last of
+     * their first uses on (p2p slots, gathered layers, gradient buckets) */
+    int live = 0, most = 0, p2p = -1, gather = -1, bucket = -1;
+    for (int i = 0; i < sp->n_ops; i++) {
+        const PlanOp *o = &sp->ops[i];
+        live += slot_delta(o, split_bwd);
+        if (live > most) { most = live; op_at[PLAN_MEM_ACTIVATIONS] = i; }
+        if (gather < 0 && o->kind == OP_GATHER_PARAMS) gather = i;
+        if (p2p < 0 && (o->kind == OP_SEND_ACT || o->kind == OP_RECV_ACT)) p2p = i;
+        if (bucket < 0 && zero >= 2 && (o->kind == OP_BWD || o->kind == OP_BWD_WEIGHT)) bucket = i;
+    }
+    int b = p2p > gather ? p2p : gather;
+    op_at[PLAN_MEM_BUFFERS] = bucket > b ? bucket : b;
+}

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "planner/plan.h"
+#include "planner/program.h"
 
 struct PlanCosts;
 
@@ -61,6 +62,20 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
  * micro-batches) min(2(p-s-1) + (v-1)p + 1, m v) / v (m v / v = m when
  * m == p: Megatron then runs every forward in the warm-up). */
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v);
+
+/* The memory items as planrt's allocator counts them (prt_mem_kind's
+ * order): --mem-report's by_kind. */
+enum { PLAN_MEM_PARAMS, PLAN_MEM_GRADS, PLAN_MEM_OPTIMIZER, PLAN_MEM_ACTIVATIONS,
+       PLAN_MEM_BUFFERS, PLAN_MEM_KINDS };
+
+/* When in its Program's step stage s holds each kind at its peak: the index
+ * of the first op at which the kind reaches the bytes of m (-1: the same
+ * over the whole step). Activations peak where the most micro-batches
+ * (chunk forwards without their backward yet) are alive; buffers from the
+ * last of the first uses of their items (the first transfer for p2p, the
+ * first gather for ZeRO-3's layers, the first backward for ZeRO >= 2's
+ * buckets); weights, gradients and AdamW state are the same all step. */
+void plan_memory_peaks(const PlanStageProgram *sp, int zero, int op_at[PLAN_MEM_KINDS]);
 
 /* Fill out[0..pp-1] from a cost table. */
 void plan_memory(const Plan *p, const struct PlanCosts *c, PlanStageMem *out);

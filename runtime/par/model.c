@@ -597,6 +597,16 @@ static prt_status launch_bucket(prt_model *m, int ch, int l)
     m->launched[l] = 1;
     if (a == b || (m->zero >= 2 && !m->gb[l])) return PRT_OK;   /* no gradient written */
     float *g = m->zero >= 2 ? m->gb[l] : m->grad[ch] + (a - m->c0[ch]);
+    /* one reduction in flight per chunk: each in-flight collective may hold
+     * a scratch copy of its bucket on some ranks (runtime/comm/sched.c), so
+     * all of a stage's buckets in flight at once cost a whole copy of the
+     * gradients on those ranks; the wait overlaps the backward of the layer
+     * before just as well */
+    if (m->zero < 2 && s->n_req > 0) {
+        prt_status st = prtp_check(prt_wait_all(s->req, s->n_req), "gradient reduction");
+        s->n_req = 0;
+        if (st) return st;
+    }
     if (m->zero == 0)
         return prtp_check(prt_all_reduce_async(m->c->dp, g, g, b - a, PRT_FP32, PRT_SUM,
                                                &s->req[s->n_req++]),

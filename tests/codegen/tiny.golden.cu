@@ -5,8 +5,8 @@
  *           4 micro-batches of 2 sequences per DP rank, global batch 16,
  *           recompute none, sequence parallel off
  * predicted by planc for cluster laptop:
- *   stage 0: 258.8 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 1.9)
- *   stage 1: 257.9 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 1.1)
+ *   stage 0: 258.8 MiB per rank (params 0.2, grads 0.4, optimizer 0.2, activations 1.9)
+ *   stage 1: 257.9 MiB per rank (params 0.2, grads 0.3, optimizer 0.2, activations 1.1)
  *   step 35.905 ms, pipeline bubble 35.2 %, 28519 tokens/s (the simulated Program below)
  *
  * How to read it: the parameter table (every tensor, its global shape and
@@ -203,14 +203,14 @@ static void check(prt_status st, const char *call)
 
 static prt_act *act_alloc(size_t n)
 {
-    prt_act *p = (prt_act *)prt_alloc((n ? n : 1) * sizeof(prt_act));
+    prt_act *p = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, n * sizeof(prt_act));
     if (!p) prt_run_fail(R.c, "prt_alloc (activations)", PRT_ERR_NOMEM);
     return p;
 }
 
 static float *f32_alloc(size_t n)
 {
-    float *p = (float *)prt_alloc((n ? n : 1) * sizeof(float));
+    float *p = (float *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, n * sizeof(float));
     if (!p) prt_run_fail(R.c, "prt_alloc (statistics)", PRT_ERR_NOMEM);
     return p;
 }
@@ -439,13 +439,13 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
         LayerActs *a = &sa->a[j];
         a->x = j == 0 ? s->x : KEEP_ACT(NL * C);
         if (L->kind == EMBEDDING) {
-            a->tok = (int32_t *)keep(sa, prt_alloc(N * sizeof(int32_t)));
+            a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else if (L->kind == NORM) {
             a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
         } else if (L->kind == LM_HEAD) {
             a->logits = KEEP_ACT(N * VL);
             a->mx = KEEP_F32(N); a->se = KEEP_F32(2 * N); a->tgt = a->se + N; a->loss = KEEP_F32(N);
-            a->tok = (int32_t *)keep(sa, prt_alloc(N * sizeof(int32_t)));
+            a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else {
             a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
             a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
@@ -463,7 +463,7 @@ static void slot_free(prt_slot *s, int chunk, void *user)
     (void)chunk; (void)user;
     SlotActs *sa = (SlotActs *)s->acts;
     if (!sa) return;
-    for (int i = 0; i < sa->n_mem; i++) prt_free(sa->mem[i]);
+    for (int i = 0; i < sa->n_mem; i++) prt_mem_free(sa->mem[i]);
     prt_host_free(sa->mem);
     prt_host_free(sa->a);
     prt_host_free(sa);
@@ -486,7 +486,7 @@ static void scratch_free(void)
 {
     prt_act *p[] = { S.dln, S.tmp, S.da, S.dh, S.datt,
     };
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) prt_free(p[i]);
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) prt_mem_free(p[i]);
     prt_host_free(S.loss_host);
 }
 
@@ -737,6 +737,7 @@ int main(int argc, char **argv)
         prt_log_note(R.log, "exported %s\n", R.args.export_path);
     }
     if (R.args.dump_params) CHECK(prt_model_dump(R.m, R.args.dump_params));
+    if (R.args.mem_report) CHECK(prt_mem_report(R.c, R.args.mem_report));   /* the allocator's peak */
     prt_pipe_free(R.pipe);
     scratch_free();
     prt_log_close(R.log);
