@@ -119,6 +119,11 @@ size_t     prt_model_shard_numel(const prt_model *m);
 /* ZeRO-3: all-gather chunk's parameters over DP, bucket (layer) by bucket,
  * into a buffer that lives until prt_zero_release. */
 prt_status prt_zero_gather(prt_model *m, int chunk);
+/* --dry-run: chunk's forward (bwd false) or backward (true) as the model's
+ * allocations alone, layer by layer: ZeRO-3's gathered layers, ZeRO >= 2's
+ * gradient buckets opened, reduced and freed in the backward's order;
+ * nothing is computed or communicated. */
+prt_status prt_zero_dry_pass(prt_model *m, int chunk, bool bwd);
 void       prt_zero_release(prt_model *m, int chunk);
 /* Make chunk's gradient buffer ready for a backward: waits for a reduction
  * of it still in flight; ZeRO-2/3 allocate it (this rank's block seeded
@@ -260,6 +265,10 @@ typedef struct {
 void *prt_mem_alloc(prt_mem_kind kind, size_t bytes);
 void  prt_mem_free(void *p);
 void  prt_mem_stats_get(prt_mem_stats *out);
+/* --dry-run: prt_mem_alloc counts and hands out addresses that are never
+ * memory (nothing may read or write them); set before anything allocates. */
+void  prt_mem_set_dry(bool on);
+bool  prt_mem_dry(void);
 /* Collective over the world: rank 0 writes one JSON line per rank to path,
  * {"rank", "stage", "peak_bytes", "by_kind": {"params", "grads",
  * "optimizer", "activations", "buffers"}, "kind_peak": {...}}. */

@@ -29,6 +29,11 @@ static size_t   cap, used;   /* slots, slots not empty (live + tombstones) */
 static uint64_t live[PRT_MEM_KINDS], total, peak, at_peak[PRT_MEM_KINDS], kind_peak[PRT_MEM_KINDS];
 static char     tomb;
 #define TOMB ((void *)&tomb)
+/* --dry-run: addresses handed out instead of memory, never dereferenced
+ * (64-byte steps from 1 MiB up, so never NULL and never a real pointer's
+ * alias that matters: the table is all that sees them) */
+static bool      dry;
+static uintptr_t dry_next = 1u << 20;
 
 static const char *const KIND_NAME[PRT_MEM_KINDS] = {
     "params", "grads", "optimizer", "activations", "buffers",
@@ -91,10 +96,15 @@ static void count(int kind, uint64_t bytes, bool add)
 void *prt_mem_alloc(prt_mem_kind kind, size_t bytes)
 {
     if ((int)kind < 0 || kind >= PRT_MEM_KINDS) return NULL;
-    void *p = prt_alloc(bytes ? bytes : 1);
-    if (!p) return NULL;
+    void *p;
+    if (dry) {
+        p = (void *)dry_next;
+        dry_next += (bytes + 63) / 64 * 64 + 64;
+    } else if (!(p = prt_alloc(bytes ? bytes : 1))) {
+        return NULL;
+    }
     if (!remember(p, bytes, (int)kind)) {
-        prt_free(p);
+        if (!dry) prt_free(p);
         return NULL;
     }
     count((int)kind, bytes, true);
@@ -109,8 +119,11 @@ void prt_mem_free(void *p)
         count(e->kind, e->bytes, false);
         e->p = TOMB;
     }
-    prt_free(p);
+    if (!dry) prt_free(p);
 }
+
+void prt_mem_set_dry(bool on) { dry = on; }
+bool prt_mem_dry(void) { return dry; }
 
 void prt_mem_stats_get(prt_mem_stats *out)
 {

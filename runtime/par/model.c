@@ -172,6 +172,19 @@ static void *zalloc(prt_mem_kind kind, size_t bytes) { return prt_mem_alloc(kind
 
 static void drop_layer(prt_model *m, int l);
 
+/* --dry-run's stand-in for a request: nothing was started, nothing to wait */
+static char dry_req;
+#define DRY_REQ ((prt_request *)(void *)&dry_req)
+
+/* Wait for *r (NULL, or the dry run's stand-in: nothing) and clear it. */
+static prt_status wait_req(prt_request **r, const char *what)
+{
+    prt_status st = PRT_OK;
+    if (*r && *r != DRY_REQ) st = prtp_check(prt_wait(*r), what);
+    *r = NULL;
+    return st;
+}
+
 /* Allocate chunk ch's weights (and compute copy on CUDA). */
 static prt_status alloc_weights(prt_model *m, int ch)
 {
@@ -220,6 +233,7 @@ void prtp_refresh_act(prt_model *m, int ch)
 static prt_status init_chunk(prt_model *m, int ch, uint64_t seed)
 {
     prt_status st = alloc_weights(m, ch);
+    if (m->dry) return st;   /* laid out, not written */
     for (int i = 0; !st && i < m->n; i++)
         if (m->off[i] != NOWHERE && m->tab[i].vstage / m->pp == ch)
             st = init_tensor(m, i, m->par[ch] + (m->off[i] - m->c0[ch]), seed);
@@ -263,6 +277,7 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     m->pp = c->layout.pp; m->tp = c->layout.tp; m->dp = c->layout.dp;
     m->stage = c->coord.pp; m->tpr = c->coord.tp; m->dpr = c->coord.dp;
     m->zero = m->dp == 1 ? 0 : zero;
+    m->dry = prt_mem_dry();
     m->off = (size_t *)calloc((size_t)n_params, sizeof(size_t));
     m->rows = (size_t *)calloc((size_t)n_params, sizeof(size_t));
     m->cols = (size_t *)calloc((size_t)n_params, sizeof(size_t));
@@ -312,7 +327,7 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
             if (!m->grad[ch]) st = prtp_fail(PRT_ERR_NOMEM, "gradients: out of memory");
         }
     }
-    if (!st && m->zero == 3) st = init_shard(m, seed);
+    if (!st && m->zero == 3 && !m->dry) st = init_shard(m, seed);
     if (st) {
         prt_model_free(m);
         return st;
@@ -334,8 +349,8 @@ void prt_model_free(prt_model *m)
         if (m->grad && m->grad[ch]) prt_mem_free(m->grad[ch]);
     }
     for (int l = 0; l < m->n_layers && m->gb && m->lreq && m->lw && m->wreq; l++) {
-        if (m->lreq[l]) prt_wait(m->lreq[l]);
-        if (m->wreq[l]) prt_wait(m->wreq[l]);
+        wait_req(&m->lreq[l], "ZeRO gradient reduce-scatter");
+        wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
         prt_mem_free(m->gb[l]);
         drop_layer(m, l);
     }
@@ -362,7 +377,7 @@ static prt_status open_bucket(prt_model *m, int l)
     m->gb[l] = (float *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(float));   /* memory.c: buffers */
     if (!m->gb[l]) return prtp_fail(PRT_ERR_NOMEM, "gradient bucket of layer %d: out of memory", l);
     size_t lo = prtp_max(a, m->so), hi = prtp_min(b, m->so + m->sc);
-    if (hi <= lo) return PRT_OK;
+    if (hi <= lo || m->dry) return PRT_OK;
     return prt_copy(m->gb[l] + (lo - a), m->gshard + (lo - m->so), (hi - lo) * sizeof(float));
 }
 
@@ -370,8 +385,7 @@ static prt_status open_bucket(prt_model *m, int l)
 static prt_status close_bucket(prt_model *m, int l)
 {
     prt_status st = PRT_OK;
-    if (m->lreq[l]) st = prtp_check(prt_wait(m->lreq[l]), "ZeRO gradient reduce-scatter");
-    m->lreq[l] = NULL;
+    st = wait_req(&m->lreq[l], "ZeRO gradient reduce-scatter");
     prt_mem_free(m->gb[l]);
     m->gb[l] = NULL;
     if (m->in_flight == l) m->in_flight = -1;
@@ -401,6 +415,7 @@ static prt_status gather_layer(prt_model *m, int l)
     size_t a = m->b0[l], b = m->b1[l], at;
     m->lw[l] = (float *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(float));   /* memory.c: buffers */
     if (!m->lw[l]) return prtp_fail(PRT_ERR_NOMEM, "gathered layer %d: out of memory", l);
+    if (m->dry) { m->wreq[l] = DRY_REQ; return PRT_OK; }
     range_counts(m, a, b, &at);
     return prtp_check(prt_all_gather_v_async(m->c->dp, m->pshard + at, m->lw[l], m->counts,
                                              PRT_FP32, &m->wreq[l]),
@@ -411,8 +426,7 @@ static prt_status gather_layer(prt_model *m, int l)
 static prt_status layer_ready(prt_model *m, int l)
 {
     prt_status st = PRT_OK;
-    if (m->wreq[l]) st = prtp_check(prt_wait(m->wreq[l]), "ZeRO-3 parameter all-gather");
-    m->wreq[l] = NULL;
+    st = wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
     if (st || m->lwa[l]) return st;
 #ifdef PRT_CUDA
     m->lwa[l] = (prt_act *)zalloc(PRT_MEM_BUFFERS, (m->b1[l] - m->b0[l]) * sizeof(prt_act));
@@ -420,7 +434,7 @@ static prt_status layer_ready(prt_model *m, int l)
 #else
     m->lwa[l] = (prt_act *)m->lw[l];
 #endif
-    prt_to_act(m->lwa[l], m->lw[l], m->b1[l] - m->b0[l]);
+    if (!m->dry) prt_to_act(m->lwa[l], m->lw[l], m->b1[l] - m->b0[l]);
     return PRT_OK;
 }
 
@@ -444,8 +458,7 @@ static prt_status use_layer(prt_model *m, int l)
     prt_status st = PRT_OK;
     for (int k = 0; k < m->n_layers; k++) {
         if (k == l || k == nx || !m->lw[k]) continue;
-        if (m->wreq[k]) st = prtp_check(prt_wait(m->wreq[k]), "ZeRO-3 parameter all-gather");
-        m->wreq[k] = NULL;
+        st = wait_req(&m->wreq[k], "ZeRO-3 parameter all-gather");
         drop_layer(m, k);
     }
     if (!st && !m->lw[l]) st = gather_layer(m, l);
@@ -461,8 +474,8 @@ static prt_status drop_layers(prt_model *m, int ch)
     prt_status st = PRT_OK;
     for (int l = 0; l < m->n_layers; l++) {
         if (!m->lw[l] || (ch >= 0 && m->bch[l] != ch)) continue;
-        if (m->wreq[l] && !st) st = prtp_check(prt_wait(m->wreq[l]), "ZeRO-3 parameter all-gather");
-        m->wreq[l] = NULL;
+        prt_status w = wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
+        if (!st) st = w;
         drop_layer(m, l);
     }
     return st;
@@ -523,6 +536,22 @@ static void release_whole(prt_model *m, int ch)
     if (m->zero == 3 && m->par[ch]) free_weights(m, ch);
 }
 
+prt_status prt_zero_dry_pass(prt_model *m, int ch, bool bwd)
+{
+    prtp_clear();
+    if (!m->dry) return prtp_fail(PRT_ERR_ARG, "prt_zero_dry_pass outside a dry run");
+    m->bwd = bwd;
+    prt_status st = PRT_OK;
+    for (int j = 0; !st && j < m->n_layers; j++) {
+        int l = bwd ? m->n_layers - 1 - j : j;
+        if (m->b0[l] == NOWHERE || m->bch[l] != ch || m->b0[l] == m->b1[l]) continue;
+        if (m->zero == 3) st = use_layer(m, l);
+        if (!st && bwd && m->zero >= 2 && !m->gb[l]) st = open_bucket(m, l);
+        if (!st && bwd) st = prt_zero_layer_done(m, l);
+    }
+    return st;
+}
+
 prt_status prt_zero_gather(prt_model *m, int ch)
 {
     prtp_clear();
@@ -581,7 +610,8 @@ static prt_status launch_layer_bucket(prt_model *m, int l)
     size_t at;
     prt_status st = m->in_flight >= 0 ? close_bucket(m, m->in_flight) : PRT_OK;
     range_counts(m, m->b0[l], m->b1[l], &at);
-    if (!st)
+    if (!st && m->dry) m->lreq[l] = DRY_REQ;
+    else if (!st)
         st = prtp_check(prt_reduce_scatter_v_async(m->c->dp, m->gb[l], m->gshard + at, m->counts,
                                                    PRT_FP32, PRT_SUM, &m->lreq[l]),
                         "ZeRO gradient reduce-scatter");
@@ -602,6 +632,7 @@ static prt_status launch_bucket(prt_model *m, int ch, int l)
      * all of a stage's buckets in flight at once cost a whole copy of the
      * gradients on those ranks; the wait overlaps the backward of the layer
      * before just as well */
+    if (m->dry && m->zero < 2) return PRT_OK;   /* nothing moves; the buffer stays */
     if (m->zero < 2 && s->n_req > 0) {
         prt_status st = prtp_check(prt_wait_all(s->req, s->n_req), "gradient reduction");
         s->n_req = 0;

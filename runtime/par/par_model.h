@@ -48,6 +48,7 @@ struct prt_model {
     prt_request    **wreq;               /* [n_layers] ZeRO-3: its all-gather, in flight */
     int              cur;                /* ZeRO-3: the layer computing (-1: none) */
     bool             bwd;                /* ZeRO-3: a backward runs (prefetch the layer below) */
+    bool             dry;                /* --dry-run: allocations alone (prt_mem_dry) */
     bool             settled;            /* this step's DP reductions are done */
     bool             norm_ready;         /* prt_zero_norm_reduce ran this step */
 };

@@ -383,6 +383,35 @@ static bool launch_rank0(void)
     return true;
 }
 
+/* --dry-run's context: MPI and this rank's coordinates (rank = tp + TP *
+ * (dp + DP * pp), prt_comm.h's order), no groups, no device: nothing
+ * communicates or computes, so no CUDA call is made and a CUDA executable
+ * lays its model out on a machine without a GPU. */
+static bool dry_ctx;
+
+static int dry_start(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **ctx)
+{
+    int rank = 0, size = 0;
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != dp * tp * pp) {
+        if (rank == 0) fprintf(stderr, "error: %d ranks, but the plan's layout is dp %d x tp %d x pp %d = %d\n",
+                               size, dp, tp, pp, dp * tp * pp);
+        MPI_Finalize();
+        return 1;
+    }
+    prt_ctx *c = (prt_ctx *)calloc(1, sizeof *c);
+    if (!c) { MPI_Finalize(); return 1; }
+    c->rank = rank; c->size = size; c->device = -1;
+    c->layout = (prt_layout){ dp, tp, pp };
+    c->coord = (prt_layout){ (rank / tp) % dp, rank % tp, rank / (tp * dp) };
+    dry_ctx = true;
+    prt_mem_set_dry(true);
+    *ctx = c;
+    return 0;
+}
+
 int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
                   const char *data, const char *banner, prt_args *args, prt_ctx **ctx)
 {
@@ -397,6 +426,7 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
         }
         return help ? 0 : 2;
     }
+    if (args->dry_run) return dry_start(argc, argv, dp, tp, pp, ctx);
     st = prt_init(argc, argv, dp, tp, pp, ctx);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -474,6 +504,11 @@ void prt_run_stop(prt_ctx *c)
 
 void prt_run_end(prt_ctx *c)
 {
+    if (dry_ctx) {
+        free(c);
+        MPI_Finalize();
+        return;
+    }
     if (prt_trace_write(c))   /* --trace: gather the traced step to rank 0, which writes it */
         fprintf(stderr, "error: rank %d: %s\n", c->rank, prt_trace_last_error());
     prt_ops_sync();

@@ -590,8 +590,28 @@ static prt_slot *slot_of(int mb, int chunk)
     return s;
 }
 
+/* --dry-run: an op's allocations and frees alone (prt_mem_dry: addresses,
+ * not memory): slots, gradient buckets and gathered layers as the real op
+ * makes them; nothing computes, nothing moves, nothing is updated. */
+static void dry_op(OpKind kind, int mb, int chunk)
+{
+    switch (kind) {
+    case FWD: slot_of(mb, chunk); CHECK(prt_zero_dry_pass(R.m, chunk, false)); break;
+    case BWD:
+        slot_of(mb, chunk);
+        CHECK(prt_zero_grads(R.m, chunk));
+        CHECK(prt_zero_dry_pass(R.m, chunk, true));
+        break;
+    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.m, chunk)); break;
+    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.m, chunk)); break;
+    case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
+    default:             break;   /* transfers, step-level collectives, the update */
+    }
+}
+
 static void op(OpKind kind, int mb, int chunk, int peer)
 {
+    if (R.args.dry_run) { dry_op(kind, mb, chunk); return; }
     prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
     switch (kind) {
     case FWD: chunk_fwd(chunk, slot_of(mb, chunk)); break;
@@ -707,6 +727,21 @@ static void resume(void)
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
 }
 
+/* --dry-run: the model laid out, one step's allocations replayed (dry_op),
+ * the allocator's peak reported (--mem-report PATH, else stdout). */
+static int dry_run(void)
+{
+    scratch_alloc();
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, slot_alloc, slot_free, NULL, &R.pipe));
+    train_step();
+    CHECK(prt_mem_report(R.c, R.args.mem_report ? R.args.mem_report : "/dev/stdout"));
+    prt_pipe_free(R.pipe);
+    scratch_free();
+    prt_model_free(R.m);
+    prt_run_end(R.c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = prt_run_start(&argc, &argv, DP, TP, PP, STEPS, DATA, BANNER, &R.args, &R.c);
@@ -714,6 +749,7 @@ int main(int argc, char **argv)
     R.opt = ADAMW;
     R.opt.total = R.args.steps;   /* the cosine schedule spans the whole run, resumed or not */
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
+    if (R.args.dry_run) return dry_run();
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));

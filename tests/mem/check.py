@@ -7,6 +7,9 @@
   check.py rss CHECK.json MEM.jsonl RSSDIR BASE.json BASERSSDIR
       max RSS per rank (KiB files rss.R) less the tiny baseline's rank R,
       against the prediction less the baseline's, within 12 % + 32 MiB
+  check.py cuda CHECK.json MEM.jsonl
+      a CUDA executable's --dry-run (no GPU needed): one line per rank,
+      activations as planned; the other kinds printed beside the plan's
   check.py savings Z0.json Z1.json Z2.json Z3.json RSS0 RSS1 RSS2 RSS3
       measured (max RSS, worst rank) each ZeRO stage saves >= 60 % of what
       it shards on dp 4: 3/4 of ZeRO-0's optimizer state, gradients, weights
@@ -51,6 +54,27 @@ def check_report(check, mem):
     return bad
 
 
+def check_cuda(check, mem):
+    """The CUDA executable's --dry-run, run here without a GPU: one line per
+    rank, its activations within 5 % + 4 MiB of the plan's; the rest is
+    printed beside the plan's (the CUDA inventory is not the planner's
+    yet: README, memory)."""
+    st, bad, seen = stages(check), 0, 0
+    for r in reports(mem):
+        seen += 1
+        s = st[r["stage"]]
+        k = r["by_kind"]
+        ok = within(k["activations"], s["activations_bytes"], 0.05, 4 * MIB)
+        bad += not ok
+        print("  rank %d stage %d: peak %.1f MiB, planned %.1f; params %.1f/%.1f grads %.1f/%.1f "
+              "optimizer %.1f/%.1f activations %.1f/%.1f%s"
+              % (r["rank"], r["stage"], r["peak_bytes"] / MIB, predicted(s) / MIB,
+                 k["params"] / MIB, s["params_bytes"] / MIB, k["grads"] / MIB, s["grads_bytes"] / MIB,
+                 k["optimizer"] / MIB, s["optimizer_bytes"] / MIB, k["activations"] / MIB,
+                 s["activations_bytes"] / MIB, "" if ok else "  MISS (activations, 5 % + 4 MiB)"))
+    return bad + (seen == 0)
+
+
 def check_rss(check, mem, rdir, base, bdir):
     st, bst, bad = stages(check), stages(base), 0
     for r in reports(mem):
@@ -85,6 +109,8 @@ def main(argv):
     mode = argv[1]
     if mode == "report":
         bad = check_report(argv[2], argv[3])
+    elif mode == "cuda":
+        bad = check_cuda(argv[2], argv[3])
     elif mode == "rss":
         bad = check_rss(*argv[2:7])
     else:

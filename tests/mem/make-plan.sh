@@ -3,9 +3,10 @@
 # as many ranks as the layout needs (8 GiB each, so everything fits).
 #   usage: make-plan.sh OUT.plan RANKS DIM LAYERS "PLAN BLOCK BODY"
 # DIM 512, 8 layers: 25.5M parameters (the issue's model); the MLP is 4 DIM
-# wide, 8 heads, vocab 256, seq 64, 2 steps of training.
+# wide, 8 heads, vocab 256, seq 64, 2 steps of training; dtype MEM_DTYPE
+# (default fp32, the CPU target; bf16 for the CUDA one).
 set -eu
-out=$1; np=$2; dim=$3; layers=$4; body=$5
+out=$1; np=$2; dim=$3; layers=$4; body=$5; dtype=${MEM_DTYPE:-fp32}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
@@ -15,7 +16,7 @@ cluster cpu$np {
     link intra { bandwidth 2 GB/s; latency 5 us }
 }
 model mem$dim {
-    vocab 256;  seq 64;  dtype fp32;
+    vocab 256;  seq 64;  dtype $dtype;
     embedding { dim $dim }
     repeat $layers {
         attention { heads 8 }

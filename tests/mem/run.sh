@@ -7,7 +7,11 @@
 #      tiny model's (dim 64, 4 layers) of the same layout, within 12 % +
 #      32 MiB of the prediction less the tiny model's, on 25.5M parameters;
 #  (d) z0..z3 (dp 4): each ZeRO stage saves, in measured RSS, >= 60 % of the
-#      bytes it shards.
+#      bytes it shards;
+#  (b) when PRT_CUDA_LIB names the built libplanrt_cuda.a: the CUDA
+#      executable's --dry-run runs here without a GPU and reports every rank
+#      (its activations as planned; the other kinds are printed: the CUDA
+#      inventory is not the planner's yet).
 # Every run trains 1 step: memory, not time.
 #   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
 set -u
@@ -56,6 +60,21 @@ done < "$here/cases.txt"
 if [ -d "$dir/z0-25m.rss" ] && [ -d "$dir/z3-25m.rss" ] && [ -d "$dir/z1-25m.rss" ] && [ -d "$dir/z2-25m.rss" ]; then
     echo "(d) ZeRO savings on dp 4, measured RSS:"
     python3 "$here/check.py" savings "$dir"/z{0,1,2,3}-25m.check.json "$dir"/z{0,1,2,3}-25m.rss || fail zero "(d)"
+fi
+# (b) the CUDA executable's --dry-run, here, without a GPU (no CUDA call is
+# made before or while the plan is laid out): bf16, dp 4, ZeRO-1
+if [ -f "${PRT_CUDA_LIB:-}" ] && { [ "$only" = "  " ] || [[ "$only" = *" cuda "* ]]; }; then
+    body="dp 4; zero 1; micro_batch 2; global_batch 16; schedule 1f1b; recompute none;"
+    if MEM_DTYPE=bf16 "$here/make-plan.sh" "$dir/cuda.plan" 4 384 6 "$body" &&
+       "$planc" check --json "$dir/cuda.plan" > "$dir/cuda.check.json" &&
+       "$planc" build "$dir/cuda.plan" -o "$dir/cuda" --target cuda > "$dir/cuda.build.log" 2>&1 &&
+       timeout 120 $mpirun -np 4 "$dir/cuda" --dry-run --mem-report "$dir/cuda.mem.jsonl" \
+           < /dev/null > "$dir/cuda.log" 2>&1; then
+        echo "cuda (b) the CUDA executable's --dry-run without a GPU, bf16, dp 4, ZeRO-1:"
+        python3 "$here/check.py" cuda "$dir/cuda.check.json" "$dir/cuda.mem.jsonl" || fail cuda "(b)"
+    else
+        fail cuda "the CUDA --dry-run did not run (see $dir/cuda.log, $dir/cuda.build.log)"
+    fi
 fi
 echo "test-mem: $fails failures in $(( $(date +%s) - t0 )) s"
 [ "$fails" = 0 ]
