@@ -699,6 +699,48 @@ static void test_eval_flops(void **state)
     }
 }
 
+/* When each item peaks (plan_memory_peaks): activations at the forward
+ * that makes the stage's in-flight count (memory.c's plan_in_flight) of
+ * live micro-batches, the first op at which that many are alive; the
+ * buffers of ZeRO-3 from the first gather, of pp > 1 from the first
+ * transfer; weights, gradients and state all step. */
+static void test_memory_peaks(void **state)
+{
+    (void)state;
+    static const struct { int pp, zero, sched; int64_t m; } T[] = {
+        { 4, 0, SCHED_GPIPE, 8 }, { 4, 1, SCHED_1F1B, 8 }, { 4, 3, SCHED_1F1B, 2 },
+        { 2, 2, SCHED_GPIPE, 4 }, { 1, 3, SCHED_1F1B, 4 },
+    };
+    for (size_t t = 0; t < sizeof T / sizeof T[0]; t++) {
+        Layer buf[PLAN_PRESET_LAYERS(8)];
+        int dp = 8 / T[t].pp;   /* one DGX A100 node */
+        Plan p = gpt_plan(buf, 8, 1024, 16, 1, dp, 1, T[t].pp, T[t].zero, 1, dp * T[t].m, T[t].sched, 1,
+                          RECOMPUTE_NONE, 0);
+        PlanProgram pr;
+        char why[256];
+        if (!plan_lower(&p, &pr, why, sizeof why)) fail_msg("row %zu: %s", t, why);
+        for (int s = 0; s < pr.pp; s++) {
+            const PlanStageProgram *sp = &pr.stages[s];
+            int at[PLAN_MEM_KINDS], live = 0;
+            plan_memory_peaks(sp, T[t].zero, at);
+            assert_true(at[PLAN_MEM_PARAMS] < 0 && at[PLAN_MEM_GRADS] < 0 && at[PLAN_MEM_OPTIMIZER] < 0);
+            int a = at[PLAN_MEM_ACTIVATIONS];
+            assert_true(a >= 0 && sp->ops[a].kind == OP_FWD);
+            for (int i = 0; i <= a; i++)
+                live += sp->ops[i].kind == OP_FWD ? 1 : sp->ops[i].kind == OP_BWD ? -1 : 0;
+            double want = plan_in_flight(T[t].sched, T[t].pp, s, T[t].m, 1);
+            if (live != (int)want) fail_msg("row %zu stage %d: %d alive at the peak, want %g", t, s, live, want);
+            int b = at[PLAN_MEM_BUFFERS];
+            PlanOpKind k = b >= 0 ? sp->ops[b].kind : OP_FWD;
+            if (T[t].pp == 1 && T[t].zero < 2) assert_int_equal(b, -1);
+            else if (T[t].pp == 1 && T[t].zero == 3) assert_true(k == OP_BWD);   /* after the first gather */
+            else if (T[t].zero < 2) assert_true(k == OP_SEND_ACT || k == OP_RECV_ACT);
+            else assert_true(k == OP_BWD || k == OP_GATHER_PARAMS || k == OP_SEND_ACT || k == OP_RECV_ACT);
+        }
+        plan_program_free(&pr);
+    }
+}
+
 /* The timeline: on each stage the compute ops run in list order without
  * overlapping; every op has end >= start; an uneven interleaved split
  * lowers and simulates. */
@@ -1277,6 +1319,7 @@ int main(void)
         cmocka_unit_test(test_group_shapes),
         cmocka_unit_test(test_comm_costs),
         cmocka_unit_test(test_zero_paper),
+        cmocka_unit_test(test_memory_peaks),
         cmocka_unit_test(test_bytes_saturate),
         cmocka_unit_test(test_in_flight_formulas),
         cmocka_unit_test(test_memory_knobs),
