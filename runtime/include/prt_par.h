@@ -102,9 +102,11 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
 void       prt_model_free(prt_model *m);
 
 /* Tensor i's compute copy and fp32 gradient on this rank (NULL when the
- * tensor lives on another stage). Under ZeRO-3 the weights exist only
- * between prt_zero_gather and prt_zero_release of their chunk, the
- * gradient between prt_zero_grads and the reduction that drains it. */
+ * tensor lives on another stage). Under ZeRO-3 prt_w gathers the tensor's
+ * layer on first use (and starts the next layer's gather): a pointer holds
+ * while the layers computed are this one or the next. Under ZeRO >= 2
+ * prt_g opens the layer's gradient bucket on first use; it holds until the
+ * layer's reduction (prt_zero_layer_done, prt_zero_reduce) is done. */
 prt_act   *prt_w(prt_model *m, int i);
 float     *prt_g(prt_model *m, int i);
 /* This rank's slice of tensor i: local rows and columns. */
@@ -116,8 +118,10 @@ size_t     prt_model_shard_numel(const prt_model *m);
 
 /* ---- ZeRO ----------------------------------------------------------------- */
 
-/* ZeRO-3: all-gather chunk's parameters over DP, bucket (layer) by bucket,
- * into a buffer that lives until prt_zero_release. */
+/* ZeRO-3: chunk's pass begins (a forward, unless prt_zero_grads says a
+ * backward): its layers are gathered over DP one by one as prt_w asks for
+ * them, two at most (the one computing and the next, prefetched), and
+ * prt_zero_release frees what is left. */
 prt_status prt_zero_gather(prt_model *m, int chunk);
 /* --dry-run: chunk's forward (bwd false) or backward (true) as the model's
  * allocations alone, layer by layer: ZeRO-3's gathered layers, ZeRO >= 2's
@@ -125,13 +129,16 @@ prt_status prt_zero_gather(prt_model *m, int chunk);
  * nothing is computed or communicated. */
 prt_status prt_zero_dry_pass(prt_model *m, int chunk, bool bwd);
 void       prt_zero_release(prt_model *m, int chunk);
-/* Make chunk's gradient buffer ready for a backward: waits for a reduction
- * of it still in flight; ZeRO-2/3 allocate it (this rank's block seeded
- * with the shard accumulated so far, so the next reduce-scatter adds). */
+/* Make chunk's gradients ready for a backward: waits for a reduction of
+ * them still in flight (ZeRO >= 2: frees those buckets); ZeRO 0/1 keep a
+ * full buffer, ZeRO-2/3 open each layer's bucket at its first write
+ * (prt_g; this rank's block seeded with the shard accumulated so far, so
+ * the reduce-scatter adds). */
 prt_status prt_zero_grads(prt_model *m, int chunk);
-/* Start the DP reduction of chunk's gradients, bucket by bucket, async:
- * ZeRO 0 all-reduce (sum), ZeRO >= 1 reduce-scatter into this rank's shard;
- * ZeRO-2/3 free the full buffer once it is done. */
+/* Start the DP reduction of chunk's gradients, bucket by bucket, async,
+ * one bucket in flight at a time: ZeRO 0 all-reduce (sum), ZeRO >= 1
+ * reduce-scatter into this rank's shard; ZeRO-2/3 free each bucket once it
+ * is reduced. */
 prt_status prt_zero_reduce(prt_model *m, int chunk);
 /* Arm the reduction that follows chunk's next backward: from then on,
  * prt_zero_layer_done(layer) starts that layer's bucket as soon as the

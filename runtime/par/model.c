@@ -4,8 +4,9 @@
  * A rank holds the tensors of its pipeline stage's chunks, each cut to its
  * TP slice, in one flat fp32 index space [0, P): chunk by chunk, and inside
  * a chunk layer by layer, so a layer is a contiguous gradient bucket. Each
- * chunk's slice of that space is its own allocation (ZeRO-3 allocates and
- * frees it around every use). The DP shard of rank r is
+ * chunk's slice of that space is its own allocation (ZeRO-3: a layer's, in
+ * a pool of two, around its use). Every buffer is counted by planrt's
+ * allocator under its kind (mem.c; planner/memory.c predicts each). The DP shard of rank r is
  * prt_shard(P, dp, r); a collective over a range [a, b) of the flat space
  * passes one count per DP rank, |[a, b) ∩ shard_i|, so buckets, chunks and
  * shards never have to line up.
@@ -14,10 +15,13 @@
  *   0  full weights, full gradients, full AdamW state; gradients all-reduced
  *   1  full weights and gradients, state of its shard; gradients
  *      reduce-scattered once per step, shards all-gathered after the update
- *   2  as 1, but gradients are reduce-scattered after every micro-batch's
- *      backward and the full buffer freed; the shard accumulates
- *   3  as 2, and weights are sharded too: all-gathered before each
- *      forward and backward of a chunk, freed after
+ *   2  as 1, but no full gradient buffer: each layer's bucket opens at its
+ *      backward's first write, is reduce-scattered as the layer finishes
+ *      (after every micro-batch's backward) and freed once reduced, one in
+ *      flight while the next is written; the shard accumulates
+ *   3  as 2, and weights are sharded too: gathered layer by layer as the
+ *      forward and again the backward reach them, the next layer's gather
+ *      running while the current one computes, two layers at most
  * With dp == 1 every stage is stage 0 (a shard of one rank is the whole).
  *
  * Gradients are summed over DP (the loss is already divided by the tokens of
