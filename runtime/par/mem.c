@@ -11,6 +11,7 @@
  * table keyed by the pointer, since a device pointer has no header to read:
  * the same code counts the CPU and the CUDA build.
  */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,9 +94,23 @@ static void count(int kind, uint64_t bytes, bool add)
     }
 }
 
+/* The CPU build's buffers come from glibc's malloc: a fixed mmap threshold
+ * of 1 MiB keeps every large buffer (a bucket, a gathered layer, a slot's
+ * activations) its own mapping, returned to the system when freed. glibc's
+ * default threshold rises to the size of the last large block freed, after
+ * which freed buckets stay in the heap and the process's RSS runs above the
+ * live bytes counted here (by 20-50 MiB on ZeRO-2 with 25.5M parameters). */
+static void fix_mmap_threshold(void)
+{
+    static bool done;
+    if (!done) mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    done = true;
+}
+
 void *prt_mem_alloc(prt_mem_kind kind, size_t bytes)
 {
     if ((int)kind < 0 || kind >= PRT_MEM_KINDS) return NULL;
+    fix_mmap_threshold();
     void *p;
     if (dry) {
         p = (void *)dry_next;
