@@ -7,7 +7,9 @@
  *    and 12 of optimizer state (fp32 master copy, momentum, variance) per
  *    parameter; fp32 training keeps 4 + 4 + 8. ZeRO-1 divides the optimizer
  *    state by the DP degree, ZeRO-2 also the gradients, ZeRO-3 also the
- *    parameters. The parameters are those of the stage's chunks after the
+ *    parameters; ZeRO-1 also holds the fp32 gradient shard its
+ *    reduce-scatter writes (4 bytes per parameter / dp) beside the full
+ *    gradients. The parameters are those of the stage's chunks after the
  *    tensor-parallel split (the first stage holds the embedding, the last
  *    the head; a tied head on another stage than the embedding keeps a
  *    copy, as Megatron does).
@@ -18,7 +20,9 @@
  *    rebuilt during its backward.
  *  - buffers: p2p send and receive buffers of one activation each; under
  *    ZeRO-3 two gathered layers (the one computing, the one prefetched);
- *    under ZeRO >= 1 two gradient buckets of the largest layer.
+ *    under ZeRO >= 2 two gradient buckets of the largest layer (the one the
+ *    backward writes, the one being reduce-scattered; runtime/par/model.c
+ *    frees each once reduced).
  *  - reserve: plan_memory_reserve().
  *
  * Byte counts saturate at 2^64 - 1 instead of wrapping: sema admits models
@@ -78,6 +82,10 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
     *grads = sat_mul(e, psi);
     *opt = sat_mul(k, psi);
     if (zero >= 1) *opt = ceil_div(*opt, d);
+    /* ZeRO-1 keeps the full gradients, and the reduce-scatter writes this
+     * rank's part into an fp32 shard beside them (runtime/par/model.c's
+     * gshard: 4 bytes per parameter / dp) */
+    if (zero == 1) *grads = plan_bytes_add(*grads, ceil_div(sat_mul(4, psi), d));
     if (zero >= 2) *grads = ceil_div(*grads, d);
     if (zero >= 3) *params = ceil_div(*params, d);
 }
@@ -116,7 +124,7 @@ uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_pa
     double e = plan_dtype_bytes(dtype), buf = 0;
     if (pp > 1) buf += 2 * p2p_bytes;                    /* send + receive */
     if (zero >= 3) buf += 2 * layer_params_max * e;      /* gathered + prefetched layer */
-    if (zero >= 1) buf += 2 * layer_params_max * e;      /* two gradient buckets */
+    if (zero >= 2) buf += 2 * layer_params_max * e;      /* two gradient buckets (ZeRO-1 reduces from the full buffer) */
     return plan_bytes(buf);
 }
 
@@ -150,4 +158,34 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         m->capacity = cap;
         m->headroom = plan_headroom(cap, m->total_bytes);
     }
+}
+
+/* Whether op o starts a compute op's use of (mb, chunk)'s slot (+1) or
+ * ends it (-1): a forward makes a micro-batch's activations, the backward
+ * that finishes its gradients (zb-h1: the weight pass) frees them. */
+static int slot_delta(const PlanOp *o, bool split_bwd)
+{
+    if (o->kind == OP_FWD) return 1;
+    if (o->kind == OP_BWD_WEIGHT || (o->kind == OP_BWD && !split_bwd)) return -1;
+    return 0;
+}
+
+void plan_memory_peaks(const PlanStageProgram *sp, int zero, int op_at[PLAN_MEM_KINDS])
+{
+    for (int k = 0; k < PLAN_MEM_KINDS; k++) op_at[k] = -1;
+    bool split_bwd = false;
+    for (int i = 0; i < sp->n_ops; i++) split_bwd |= sp->ops[i].kind == OP_BWD_WEIGHT;
+    /* buffers: all of the stage's buffer items are in use from the last of
+     * their first uses on (p2p slots, gathered layers, gradient buckets) */
+    int live = 0, most = 0, p2p = -1, gather = -1, bucket = -1;
+    for (int i = 0; i < sp->n_ops; i++) {
+        const PlanOp *o = &sp->ops[i];
+        live += slot_delta(o, split_bwd);
+        if (live > most) { most = live; op_at[PLAN_MEM_ACTIVATIONS] = i; }
+        if (gather < 0 && o->kind == OP_GATHER_PARAMS) gather = i;
+        if (p2p < 0 && (o->kind == OP_SEND_ACT || o->kind == OP_RECV_ACT)) p2p = i;
+        if (bucket < 0 && zero >= 2 && (o->kind == OP_BWD || o->kind == OP_BWD_WEIGHT)) bucket = i;
+    }
+    int b = p2p > gather ? p2p : gather;
+    op_at[PLAN_MEM_BUFFERS] = bucket > b ? bucket : b;
 }

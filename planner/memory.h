@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "planner/plan.h"
+#include "planner/program.h"
 
 struct PlanCosts;
 
@@ -32,7 +33,7 @@ uint64_t plan_memory_reserve(uint64_t capacity);
 
 /* Bytes of one stage's buffers, per GPU: p2p send and receive buffers of
  * p2p_bytes each when pp > 1; under ZeRO-3 two gathered layers (the one
- * computing, the one prefetched); under ZeRO >= 1 two gradient buckets of
+ * computing, the one prefetched); under ZeRO >= 2 two gradient buckets of
  * the largest layer (layer_params_max parameters, in the compute dtype).
  * The one formula: plan_memory() and the search's bounds both call it. */
 uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype);
@@ -50,7 +51,8 @@ int64_t plan_headroom(uint64_t capacity, uint64_t total);
  * per GPU for psi parameters with mixed-precision AdamW (2 + 2 + 12 bytes
  * per parameter; fp32: 4 + 4 + 8), DP degree dp, stage zero: params,
  * grads and optimizer state written to the three outputs, each saturating
- * at UINT64_MAX. */
+ * at UINT64_MAX. ZeRO-1's gradients add the fp32 shard the runtime's
+ * reduce-scatter writes (4 bytes per parameter / dp). */
 void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt);
 
@@ -60,6 +62,20 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
  * micro-batches) min(2(p-s-1) + (v-1)p + 1, m v) / v (m v / v = m when
  * m == p: Megatron then runs every forward in the warm-up). */
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v);
+
+/* The memory items as planrt's allocator counts them (prt_mem_kind's
+ * order): --mem-report's by_kind. */
+enum { PLAN_MEM_PARAMS, PLAN_MEM_GRADS, PLAN_MEM_OPTIMIZER, PLAN_MEM_ACTIVATIONS,
+       PLAN_MEM_BUFFERS, PLAN_MEM_KINDS };
+
+/* When in its Program's step stage s holds each kind at its peak: the index
+ * of the first op at which the kind reaches the bytes of m (-1: the same
+ * over the whole step). Activations peak where the most micro-batches
+ * (chunk forwards without their backward yet) are alive; buffers from the
+ * last of the first uses of their items (the first transfer for p2p, the
+ * first gather for ZeRO-3's layers, the first backward for ZeRO >= 2's
+ * buckets); weights, gradients and AdamW state are the same all step. */
+void plan_memory_peaks(const PlanStageProgram *sp, int zero, int op_at[PLAN_MEM_KINDS]);
 
 /* Fill out[0..pp-1] from a cost table. */
 void plan_memory(const Plan *p, const struct PlanCosts *c, PlanStageMem *out);

@@ -187,6 +187,33 @@ static void print_memory(FILE *out, const PlanEval *ev, const PlanChunk *chunks)
     }
 }
 
+/* When in the step each kind of each stage peaks (the Program's op and its
+ * simulated start): memory.c's plan_memory_peaks over the lowered Program. */
+static void print_peaks(FILE *out, const PlanEval *ev, const PlanProgram *prog, const PlanSimResult *sim)
+{
+    static const char *const kind[PLAN_MEM_KINDS] = { "params", "grads", "optimizer", "activations",
+                                                      "buffers" };
+    fprintf(out, "when each item peaks in the step (the Program's op, its predicted start)\n");
+    for (int s = 0; s < ev->pp && s < prog->pp; s++) {
+        const PlanStageMem *m = &ev->stages[s];
+        const uint64_t bytes[PLAN_MEM_KINDS] = { m->params_bytes, m->grads_bytes, m->optimizer_bytes,
+                                                 m->activations_bytes, m->buffers_bytes };
+        int at[PLAN_MEM_KINDS];
+        const PlanStageProgram *sp = &prog->stages[s];
+        plan_memory_peaks(sp, ev->layout.zero, at);
+        fprintf(out, "%5d", s);
+        for (int k = 0; k < PLAN_MEM_KINDS; k++) {
+            if (!bytes[k]) continue;
+            if (at[k] < 0) { fprintf(out, "  %s %.2f whole step;", kind[k], bytes[k] / GiB); continue; }
+            const PlanOp *o = &sp->ops[at[k]];
+            fprintf(out, "  %s %.2f at %s", kind[k], bytes[k] / GiB, plan_op_name(o->kind));
+            if (o->mb >= 0) fprintf(out, " mb %d chunk %d", o->mb, o->chunk);
+            fprintf(out, " (t %.4g s);", sim->span[s][at[k]].start);
+        }
+        fputc('\n', out);
+    }
+}
+
 /* The breakdown of the critical stage's step (evaluate.h: the items add up
  * to the step); `bubble` is its fraction, by the one definition of
  * simulate.h. */
@@ -313,17 +340,16 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
     PlanProgram prog;
     PlanSimResult sim;
     char why[256];
-    if (plan_lower(p, &prog, why, sizeof why)) {
-        if (plan_simulate(&prog, &sim)) {
-            step = sim.step_time;
-            bubble = sim.bubble_fraction;
-            plan_sim_free(&sim);
-        }
-        plan_program_free(&prog);
+    bool lowered = plan_lower(p, &prog, why, sizeof why), simulated = false;
+    if (lowered && (simulated = plan_simulate(&prog, &sim))) {
+        step = sim.step_time;
+        bubble = sim.bubble_fraction;
     }
     PlanChunk *chunks = calloc((size_t)ev.layout.pp * (size_t)ev.layout.chunks, sizeof *chunks);
     if (!chunks || !plan_split(&p->model, ev.layout.pp, ev.layout.chunks, chunks)) {
         fprintf(stderr, "%s: error: out of memory\n", file);
+        if (simulated) plan_sim_free(&sim);
+        if (lowered) plan_program_free(&prog);
         free(chunks);
         plan_eval_free(&ev);
         return 1;
@@ -333,6 +359,7 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
         fputc('\n', out);
     } else {
         print_memory(out, &ev, chunks);
+        if (simulated) print_peaks(out, &ev, &prog, &sim);
         print_times(out, &ev, step, bubble, ev.step_time);
         double scale = ev.step_time / step;   /* rates at the simulated step time */
         fprintf(out, "\nthroughput: %.0f tokens/s, %.4g TFLOP/s per GPU (model), %.4g with recomputation\n",
@@ -349,6 +376,8 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
     }
     if (!ev.feasible) fprintf(stderr, "%s: error: %s\n", file, ev.why);
     int rc = ev.feasible ? 0 : 1;
+    if (simulated) plan_sim_free(&sim);
+    if (lowered) plan_program_free(&prog);
     free(chunks);
     plan_eval_free(&ev);
     return rc;

@@ -281,7 +281,8 @@ static void test_zero_paper(void **state)
 {
     (void)state;
     uint64_t p, g, o;
-    const double want[] = { 120, 31.4, 16.6, 1.9 };
+    /* the paper's Fig. 1; ZeRO-1 adds planc's fp32 gradient shard, 4 x 7.5e9 / 64 bytes */
+    const double want[] = { 120, 31.4 + 30.0 / 64, 16.6, 1.9 };
     for (int z = 0; z <= 3; z++) {
         plan_model_states(7500000000ull, DTYPE_FP16, z, 64, &p, &g, &o);
         assert_close((double)(p + g + o) / 1e9, want[z], 0.06, 0);
@@ -301,7 +302,8 @@ static void test_bytes_saturate(void **state)
     (void)state;
     uint64_t p, g, o;
     plan_model_states(2000000000000000000ull, DTYPE_BF16, 1, 64, &p, &g, &o);
-    assert_true(p == 4000000000000000000ull && g == p);
+    /* ZeRO-1: the full 16-bit gradients and the fp32 shard, 4 psi / 64 */
+    assert_true(p == 4000000000000000000ull && g == p + 125000000000000000ull);
     assert_true(o == UINT64_MAX);
     plan_model_states(UINT64_MAX / 2 + 1, DTYPE_BF16, 3, 7, &p, &g, &o);   /* 2 x 2^63 */
     assert_true(p == UINT64_MAX && g == UINT64_MAX && o == UINT64_MAX);
@@ -711,6 +713,48 @@ static void test_eval_flops(void **state)
         assert_close(ev.hfu / ev.mfu, ev.hw_flops / ev.model_flops, 0, 1e-12);
         assert_close(ev.tokens_per_s, 64.0 * 2048 / ev.step_time, 0, 1e-12);
         plan_eval_free(&ev);
+    }
+}
+
+/* When each item peaks (plan_memory_peaks): activations at the forward
+ * that makes the stage's in-flight count (memory.c's plan_in_flight) of
+ * live micro-batches, the first op at which that many are alive; the
+ * buffers of ZeRO-3 from the first gather, of pp > 1 from the first
+ * transfer; weights, gradients and state all step. */
+static void test_memory_peaks(void **state)
+{
+    (void)state;
+    static const struct { int pp, zero, sched; int64_t m; } T[] = {
+        { 4, 0, SCHED_GPIPE, 8 }, { 4, 1, SCHED_1F1B, 8 }, { 4, 3, SCHED_1F1B, 2 },
+        { 2, 2, SCHED_GPIPE, 4 }, { 1, 3, SCHED_1F1B, 4 },
+    };
+    for (size_t t = 0; t < sizeof T / sizeof T[0]; t++) {
+        Layer buf[PLAN_PRESET_LAYERS(8)];
+        int dp = 8 / T[t].pp;   /* one DGX A100 node */
+        Plan p = gpt_plan(buf, 8, 1024, 16, 1, dp, 1, T[t].pp, T[t].zero, 1, dp * T[t].m, T[t].sched, 1,
+                          RECOMPUTE_NONE, 0);
+        PlanProgram pr;
+        char why[256];
+        if (!plan_lower(&p, &pr, why, sizeof why)) fail_msg("row %zu: %s", t, why);
+        for (int s = 0; s < pr.pp; s++) {
+            const PlanStageProgram *sp = &pr.stages[s];
+            int at[PLAN_MEM_KINDS], live = 0;
+            plan_memory_peaks(sp, T[t].zero, at);
+            assert_true(at[PLAN_MEM_PARAMS] < 0 && at[PLAN_MEM_GRADS] < 0 && at[PLAN_MEM_OPTIMIZER] < 0);
+            int a = at[PLAN_MEM_ACTIVATIONS];
+            assert_true(a >= 0 && sp->ops[a].kind == OP_FWD);
+            for (int i = 0; i <= a; i++)
+                live += sp->ops[i].kind == OP_FWD ? 1 : sp->ops[i].kind == OP_BWD ? -1 : 0;
+            double want = plan_in_flight(T[t].sched, T[t].pp, s, T[t].m, 1);
+            if (live != (int)want) fail_msg("row %zu stage %d: %d alive at the peak, want %g", t, s, live, want);
+            int b = at[PLAN_MEM_BUFFERS];
+            PlanOpKind k = b >= 0 ? sp->ops[b].kind : OP_FWD;
+            if (T[t].pp == 1 && T[t].zero < 2) assert_int_equal(b, -1);
+            else if (T[t].pp == 1 && T[t].zero == 3) assert_true(k == OP_BWD);   /* after the first gather */
+            else if (T[t].zero < 2) assert_true(k == OP_SEND_ACT || k == OP_RECV_ACT);
+            else assert_true(k == OP_BWD || k == OP_GATHER_PARAMS || k == OP_SEND_ACT || k == OP_RECV_ACT);
+        }
+        plan_program_free(&pr);
     }
 }
 
@@ -1535,6 +1579,7 @@ int main(void)
         cmocka_unit_test(test_group_shapes),
         cmocka_unit_test(test_comm_costs),
         cmocka_unit_test(test_zero_paper),
+        cmocka_unit_test(test_memory_peaks),
         cmocka_unit_test(test_bytes_saturate),
         cmocka_unit_test(test_in_flight_formulas),
         cmocka_unit_test(test_memory_knobs),

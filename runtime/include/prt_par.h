@@ -102,9 +102,11 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
 void       prt_model_free(prt_model *m);
 
 /* Tensor i's compute copy and fp32 gradient on this rank (NULL when the
- * tensor lives on another stage). Under ZeRO-3 the weights exist only
- * between prt_zero_gather and prt_zero_release of their chunk, the
- * gradient between prt_zero_grads and the reduction that drains it. */
+ * tensor lives on another stage). Under ZeRO-3 prt_w gathers the tensor's
+ * layer on first use (and starts the next layer's gather): a pointer holds
+ * while the layers computed are this one or the next. Under ZeRO >= 2
+ * prt_g opens the layer's gradient bucket on first use; it holds until the
+ * layer's reduction (prt_zero_layer_done, prt_zero_reduce) is done. */
 prt_act   *prt_w(prt_model *m, int i);
 float     *prt_g(prt_model *m, int i);
 /* This rank's slice of tensor i: local rows and columns. */
@@ -116,17 +118,27 @@ size_t     prt_model_shard_numel(const prt_model *m);
 
 /* ---- ZeRO ----------------------------------------------------------------- */
 
-/* ZeRO-3: all-gather chunk's parameters over DP, bucket (layer) by bucket,
- * into a buffer that lives until prt_zero_release. */
+/* ZeRO-3: chunk's pass begins (a forward, unless prt_zero_grads says a
+ * backward): its layers are gathered over DP one by one as prt_w asks for
+ * them, two at most (the one computing and the next, prefetched), and
+ * prt_zero_release frees what is left. */
 prt_status prt_zero_gather(prt_model *m, int chunk);
+/* --dry-run: chunk's forward (bwd false) or backward (true) as the model's
+ * allocations alone, layer by layer: ZeRO-3's gathered layers, ZeRO >= 2's
+ * gradient buckets opened, reduced and freed in the backward's order;
+ * nothing is computed or communicated. */
+prt_status prt_zero_dry_pass(prt_model *m, int chunk, bool bwd);
 void       prt_zero_release(prt_model *m, int chunk);
-/* Make chunk's gradient buffer ready for a backward: waits for a reduction
- * of it still in flight; ZeRO-2/3 allocate it (this rank's block seeded
- * with the shard accumulated so far, so the next reduce-scatter adds). */
+/* Make chunk's gradients ready for a backward: waits for a reduction of
+ * them still in flight (ZeRO >= 2: frees those buckets); ZeRO 0/1 keep a
+ * full buffer, ZeRO-2/3 open each layer's bucket at its first write
+ * (prt_g; this rank's block seeded with the shard accumulated so far, so
+ * the reduce-scatter adds). */
 prt_status prt_zero_grads(prt_model *m, int chunk);
-/* Start the DP reduction of chunk's gradients, bucket by bucket, async:
- * ZeRO 0 all-reduce (sum), ZeRO >= 1 reduce-scatter into this rank's shard;
- * ZeRO-2/3 free the full buffer once it is done. */
+/* Start the DP reduction of chunk's gradients, bucket by bucket, async,
+ * one bucket in flight at a time: ZeRO 0 all-reduce (sum), ZeRO >= 1
+ * reduce-scatter into this rank's shard; ZeRO-2/3 free each bucket once it
+ * is reduced. */
 prt_status prt_zero_reduce(prt_model *m, int chunk);
 /* Arm the reduction that follows chunk's next backward: from then on,
  * prt_zero_layer_done(layer) starts that layer's bucket as soon as the
@@ -235,6 +247,40 @@ prt_status prt_pipe_recv_grad(prt_pipe *p, int mb, int chunk, int peer);
 /* End of a step: wait for every send, recycle every slot. */
 prt_status prt_pipe_flush(prt_pipe *p);
 
+/* ---- the counting allocator (runtime/par/mem.c) ------------------------ */
+
+/* What a buffer holds, as the planner's memory items (planner/memory.h)
+ * name them: --mem-report counts live bytes per kind. */
+typedef enum {
+    PRT_MEM_PARAMS,       /* weights: compute copy, gathered ZeRO-3 layers, shards */
+    PRT_MEM_GRADS,        /* gradients: full buffers, bucket buffers, shards */
+    PRT_MEM_OPTIMIZER,    /* AdamW moments (and the fp32 master on 16-bit targets) */
+    PRT_MEM_ACTIVATIONS,  /* what forwards keep for backwards, and the backward scratch */
+    PRT_MEM_BUFFERS,      /* p2p slots, staging and communication buffers */
+    PRT_MEM_KINDS
+} prt_mem_kind;
+
+typedef struct {
+    uint64_t peak_bytes;               /* high-water mark of all live bytes */
+    uint64_t at_peak[PRT_MEM_KINDS];   /* live bytes of each kind at that mark */
+    uint64_t kind_peak[PRT_MEM_KINDS]; /* each kind's own high-water mark */
+    uint64_t live[PRT_MEM_KINDS];      /* live now */
+} prt_mem_stats;
+
+/* prt_alloc (zeroed device memory) counted under kind; prt_mem_free frees
+ * and uncounts it (NULL is a no-op). */
+void *prt_mem_alloc(prt_mem_kind kind, size_t bytes);
+void  prt_mem_free(void *p);
+void  prt_mem_stats_get(prt_mem_stats *out);
+/* --dry-run: prt_mem_alloc counts and hands out addresses that are never
+ * memory (nothing may read or write them); set before anything allocates. */
+void  prt_mem_set_dry(bool on);
+bool  prt_mem_dry(void);
+/* Collective over the world: rank 0 writes one JSON line per rank to path,
+ * {"rank", "stage", "peak_bytes", "by_kind": {"params", "grads",
+ * "optimizer", "activations", "buffers"}, "kind_peak": {...}}. */
+prt_status prt_mem_report(const prt_ctx *c, const char *path);
+
 /* ---- the executable --------------------------------------------------- */
 
 typedef struct {
@@ -247,6 +293,8 @@ typedef struct {
     const char *resume;       /* --resume DIR: continue from its newest checkpoint */
     const char *export_path;  /* --export PATH: the model as one safetensors file at the end */
     double      timeout;      /* --timeout S: a collective without progress for S s fails (< 0: unset) */
+    const char *mem_report;   /* --mem-report PATH: the allocator's peak per rank, JSON lines */
+    bool        dry_run;      /* --dry-run: lay the model out, report, run no step */
 } prt_args;
 
 /* Parse the executable's options over the plan's defaults; PRT_ERR_ARG with

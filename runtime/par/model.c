@@ -4,8 +4,9 @@
  * A rank holds the tensors of its pipeline stage's chunks, each cut to its
  * TP slice, in one flat fp32 index space [0, P): chunk by chunk, and inside
  * a chunk layer by layer, so a layer is a contiguous gradient bucket. Each
- * chunk's slice of that space is its own allocation (ZeRO-3 allocates and
- * frees it around every use). The DP shard of rank r is
+ * chunk's slice of that space is its own allocation (ZeRO-3: a layer's, in
+ * a pool of two, around its use). Every buffer is counted by planrt's
+ * allocator under its kind (mem.c; planner/memory.c predicts each). The DP shard of rank r is
  * prt_shard(P, dp, r); a collective over a range [a, b) of the flat space
  * passes one count per DP rank, |[a, b) ∩ shard_i|, so buckets, chunks and
  * shards never have to line up.
@@ -14,10 +15,13 @@
  *   0  full weights, full gradients, full AdamW state; gradients all-reduced
  *   1  full weights and gradients, state of its shard; gradients
  *      reduce-scattered once per step, shards all-gathered after the update
- *   2  as 1, but gradients are reduce-scattered after every micro-batch's
- *      backward and the full buffer freed; the shard accumulates
- *   3  as 2, and weights are sharded too: all-gathered before each
- *      forward and backward of a chunk, freed after
+ *   2  as 1, but no full gradient buffer: each layer's bucket opens at its
+ *      backward's first write, is reduce-scattered as the layer finishes
+ *      (after every micro-batch's backward) and freed once reduced, one in
+ *      flight while the next is written; the shard accumulates
+ *   3  as 2, and weights are sharded too: gathered layer by layer as the
+ *      forward and again the backward reach them, the next layer's gather
+ *      running while the current one computes, two layers at most
  * With dp == 1 every stage is stage 0 (a shard of one rank is the whole).
  *
  * Gradients are summed over DP (the loss is already divided by the tokens of
@@ -167,15 +171,31 @@ static prt_status init_tensor(const prt_model *m, int i, float *dst, uint64_t se
     return st ? st : zero_padding(m, i, dst);
 }
 
-static void *zalloc(size_t bytes) { return prt_alloc(bytes ? bytes : 1); }
+/* Zeroed device memory, counted by planrt's allocator under its kind. */
+static void *zalloc(prt_mem_kind kind, size_t bytes) { return prt_mem_alloc(kind, bytes); }
+
+static void drop_layer(prt_model *m, int l);
+
+/* --dry-run's stand-in for a request: nothing was started, nothing to wait */
+static char dry_req;
+#define DRY_REQ ((prt_request *)(void *)&dry_req)
+
+/* Wait for *r (NULL, or the dry run's stand-in: nothing) and clear it. */
+static prt_status wait_req(prt_request **r, const char *what)
+{
+    prt_status st = PRT_OK;
+    if (*r && *r != DRY_REQ) st = prtp_check(prt_wait(*r), what);
+    *r = NULL;
+    return st;
+}
 
 /* Allocate chunk ch's weights (and compute copy on CUDA). */
 static prt_status alloc_weights(prt_model *m, int ch)
 {
     size_t n = m->c1[ch] - m->c0[ch];
-    m->par[ch] = (float *)zalloc(n * sizeof(float));
+    m->par[ch] = (float *)zalloc(PRT_MEM_PARAMS, n * sizeof(float));
 #ifdef PRT_CUDA
-    m->w[ch] = (prt_act *)zalloc(n * sizeof(prt_act));
+    m->w[ch] = (prt_act *)zalloc(PRT_MEM_PARAMS, n * sizeof(prt_act));
 #else
     m->w[ch] = (prt_act *)m->par[ch];
 #endif
@@ -186,9 +206,9 @@ static prt_status alloc_weights(prt_model *m, int ch)
 static void free_weights(prt_model *m, int ch)
 {
 #ifdef PRT_CUDA
-    prt_free(m->w[ch]);
+    prt_mem_free(m->w[ch]);
 #endif
-    prt_free(m->par[ch]);
+    prt_mem_free(m->par[ch]);
     m->par[ch] = NULL;
     m->w[ch] = NULL;
 }
@@ -213,6 +233,40 @@ void prtp_refresh_act(prt_model *m, int ch)
     prt_to_act(m->w[ch], m->par[ch], m->c1[ch] - m->c0[ch]);
 }
 
+/* Chunk ch's weights from the seed (all chunks but ZeRO-3's). */
+static prt_status init_chunk(prt_model *m, int ch, uint64_t seed)
+{
+    prt_status st = alloc_weights(m, ch);
+    if (m->dry) return st;   /* laid out, not written */
+    for (int i = 0; !st && i < m->n; i++)
+        if (m->off[i] != NOWHERE && m->tab[i].vstage / m->pp == ch)
+            st = init_tensor(m, i, m->par[ch] + (m->off[i] - m->c0[ch]), seed);
+    if (!st) prtp_refresh_act(m, ch);
+    return st;
+}
+
+/* ZeRO-3: this rank's shard of the weights from the seed, one layer at a
+ * time (a layer's tensors are contiguous in the flat space), so the
+ * start-up peak is one layer beside the shard, never the stage. */
+static prt_status init_shard(prt_model *m, uint64_t seed)
+{
+    prt_status st = PRT_OK;
+    for (int l = 0; !st && l < m->n_layers; l++) {
+        size_t a = m->b0[l], b = m->b1[l];
+        if (a == NOWHERE || a == b) continue;
+        float *buf = (float *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(float));
+        if (!buf) return prtp_fail(PRT_ERR_NOMEM, "weights of layer %d: out of memory", l);
+        for (int i = 0; !st && i < m->n; i++)
+            if (m->off[i] != NOWHERE && m->tab[i].layer == l)
+                st = init_tensor(m, i, buf + (m->off[i] - a), seed);
+        size_t lo = prtp_max(a, m->so), hi = prtp_min(b, m->so + m->sc);
+        if (!st && hi > lo)
+            st = prt_copy(m->pshard + (lo - m->so), buf + (lo - a), (hi - lo) * sizeof(float));
+        prt_mem_free(buf);
+    }
+    return st;
+}
+
 prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_layers,
                          int chunks, int zero, uint64_t seed, prt_model **out)
 {
@@ -227,6 +281,7 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     m->pp = c->layout.pp; m->tp = c->layout.tp; m->dp = c->layout.dp;
     m->stage = c->coord.pp; m->tpr = c->coord.tp; m->dpr = c->coord.dp;
     m->zero = m->dp == 1 ? 0 : zero;
+    m->dry = prt_mem_dry();
     m->off = (size_t *)calloc((size_t)n_params, sizeof(size_t));
     m->rows = (size_t *)calloc((size_t)n_params, sizeof(size_t));
     m->cols = (size_t *)calloc((size_t)n_params, sizeof(size_t));
@@ -241,7 +296,14 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     m->grad = (float **)calloc((size_t)chunks, sizeof(float *));
     m->counts = (size_t *)calloc((size_t)m->dp, sizeof(size_t));
     m->cs = (ChunkState *)calloc((size_t)chunks, sizeof(ChunkState));
-    if (!m->off || !m->rows || !m->cols || !m->b0 || !m->b1 || !m->bch || !m->launched || !m->c0 || !m->c1 || !m->par ||
+    size_t nl = (size_t)n_layers + 1;
+    m->gb = (float **)calloc(nl, sizeof(float *));
+    m->lreq = (prt_request **)calloc(nl, sizeof(prt_request *));
+    m->lw = (float **)calloc(nl, sizeof(float *));
+    m->lwa = (prt_act **)calloc(nl, sizeof(prt_act *));
+    m->wreq = (prt_request **)calloc(nl, sizeof(prt_request *));
+    m->in_flight = m->cur = -1;
+    if (!m->gb || !m->lreq || !m->lw || !m->lwa || !m->wreq || !m->off || !m->rows || !m->cols || !m->b0 || !m->b1 || !m->bch || !m->launched || !m->c0 || !m->c1 || !m->par ||
         !m->w || !m->grad || !m->counts || !m->cs) {
         prt_model_free(m);
         return prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
@@ -251,41 +313,25 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     if (m->zero == 0) { m->so = 0; m->sc = m->P; }
     else prt_shard(m->P, m->dp, m->dpr, &m->so, &m->sc);
     size_t state = m->zero == 0 ? m->P : m->sc;
-    for (int ch = 0; !st && ch < chunks; ch++) {
-        m->cs[ch].req = (prt_request **)calloc((size_t)n_layers + 1, sizeof(prt_request *));
-        m->cs[ch].greq = (prt_request **)calloc((size_t)n_layers + 1, sizeof(prt_request *));
-        if (!m->cs[ch].req || !m->cs[ch].greq) st = prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
-        if (!st) st = alloc_weights(m, ch);
-        if (!st && m->zero <= 1) {
-            m->grad[ch] = (float *)zalloc((m->c1[ch] - m->c0[ch]) * sizeof(float));
-            if (!m->grad[ch]) st = prtp_fail(PRT_ERR_NOMEM, "gradients: out of memory");
-        }
-    }
-    for (int i = 0; !st && i < n_params; i++)
-        if (m->off[i] != NOWHERE) {
-            int ch = tab[i].vstage / m->pp;
-            st = init_tensor(m, i, m->par[ch] + (m->off[i] - m->c0[ch]), seed);
-        }
     if (!st) {
-        m->mom = (float *)zalloc(state * sizeof(float));
-        m->var = (float *)zalloc(state * sizeof(float));
-        if (m->zero >= 1) m->gshard = (float *)zalloc(m->sc * sizeof(float));
-        if (m->zero == 3) m->pshard = (float *)zalloc(m->sc * sizeof(float));
+        m->mom = (float *)zalloc(PRT_MEM_OPTIMIZER, state * sizeof(float));
+        m->var = (float *)zalloc(PRT_MEM_OPTIMIZER, state * sizeof(float));
+        if (m->zero >= 1) m->gshard = (float *)zalloc(PRT_MEM_GRADS, m->sc * sizeof(float));
+        if (m->zero == 3) m->pshard = (float *)zalloc(PRT_MEM_PARAMS, m->sc * sizeof(float));
         if (!m->mom || !m->var || (m->zero >= 1 && !m->gshard) || (m->zero == 3 && !m->pshard))
             st = prtp_fail(PRT_ERR_NOMEM, "optimizer state: out of memory");
     }
     for (int ch = 0; !st && ch < chunks; ch++) {
-        if (m->zero == 3) {
-            /* keep only this rank's shard of the chunk's weights */
-            size_t lo = prtp_max(m->c0[ch], m->so), hi = prtp_min(m->c1[ch], m->so + m->sc);
-            if (hi > lo)
-                st = prt_copy(m->pshard + (lo - m->so), m->par[ch] + (lo - m->c0[ch]),
-                              (hi - lo) * sizeof(float));
-            free_weights(m, ch);
-        } else {
-            prtp_refresh_act(m, ch);
+        m->cs[ch].req = (prt_request **)calloc((size_t)n_layers + 1, sizeof(prt_request *));
+        m->cs[ch].greq = (prt_request **)calloc((size_t)n_layers + 1, sizeof(prt_request *));
+        if (!m->cs[ch].req || !m->cs[ch].greq) st = prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
+        if (!st && m->zero != 3) st = init_chunk(m, ch, seed);
+        if (!st && m->zero <= 1) {
+            m->grad[ch] = (float *)zalloc(PRT_MEM_GRADS, (m->c1[ch] - m->c0[ch]) * sizeof(float));
+            if (!m->grad[ch]) st = prtp_fail(PRT_ERR_NOMEM, "gradients: out of memory");
         }
     }
+    if (!st && m->zero == 3 && !m->dry) st = init_shard(m, seed);
     if (st) {
         prt_model_free(m);
         return st;
@@ -304,9 +350,16 @@ void prt_model_free(prt_model *m)
             free(m->cs[ch].greq);
         }
         if (m->par && m->par[ch]) free_weights(m, ch);
-        if (m->grad && m->grad[ch]) prt_free(m->grad[ch]);
+        if (m->grad && m->grad[ch]) prt_mem_free(m->grad[ch]);
     }
-    prt_free(m->pshard); prt_free(m->gshard); prt_free(m->mom); prt_free(m->var);
+    for (int l = 0; l < m->n_layers && m->gb && m->lreq && m->lw && m->wreq; l++) {
+        wait_req(&m->lreq[l], "ZeRO gradient reduce-scatter");
+        wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
+        prt_mem_free(m->gb[l]);
+        drop_layer(m, l);
+    }
+    free(m->gb); free(m->lreq); free(m->lw); free(m->lwa); free(m->wreq);
+    prt_mem_free(m->pshard); prt_mem_free(m->gshard); prt_mem_free(m->mom); prt_mem_free(m->var);
     free(m->off); free(m->rows); free(m->cols); free(m->b0); free(m->b1); free(m->bch);
     free(m->launched); free(m->c0);
     free(m->c1); free(m->par); free(m->w); free(m->grad); free(m->counts); free(m->cs);
@@ -315,18 +368,139 @@ void prt_model_free(prt_model *m)
 
 static int chunk_of(const prt_model *m, int i) { return m->tab[i].vstage / m->pp; }
 
+/* ---- ZeRO-2/3 gradient buckets ---------------------------------------------
+ * Under ZeRO >= 2 no full-size gradient buffer lives through the backward:
+ * layer l's bucket is allocated at its backward's first write, seeded with
+ * this rank's shard so far (the reduce-scatter adds the others' to it), and
+ * freed once its reduce-scatter is done. One bucket is reduced while the
+ * next is written: the pool is two buckets (DeepSpeed's IPG buckets). */
+
+static prt_status open_bucket(prt_model *m, int l)
+{
+    size_t a = m->b0[l], b = m->b1[l];
+    m->gb[l] = (float *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(float));   /* memory.c: buffers */
+    if (!m->gb[l]) return prtp_fail(PRT_ERR_NOMEM, "gradient bucket of layer %d: out of memory", l);
+    size_t lo = prtp_max(a, m->so), hi = prtp_min(b, m->so + m->sc);
+    if (hi <= lo || m->dry) return PRT_OK;
+    return prt_copy(m->gb[l] + (lo - a), m->gshard + (lo - m->so), (hi - lo) * sizeof(float));
+}
+
+/* Wait for bucket l's reduce-scatter and free the bucket. */
+static prt_status close_bucket(prt_model *m, int l)
+{
+    prt_status st = PRT_OK;
+    st = wait_req(&m->lreq[l], "ZeRO gradient reduce-scatter");
+    prt_mem_free(m->gb[l]);
+    m->gb[l] = NULL;
+    if (m->in_flight == l) m->in_flight = -1;
+    return st;
+}
+
+/* ---- ZeRO-3 layer gathers ---------------------------------------------------
+ * Weights are gathered layer by layer into a pool of two: the layer
+ * computing and the next one (the layer above in a forward, below in a
+ * backward), whose all-gather runs while the current one computes. A
+ * layer is gathered when its first weight is asked for (prt_w) and freed
+ * when the one after the next is. */
+
+static void drop_layer(prt_model *m, int l)
+{
+#ifdef PRT_CUDA
+    prt_mem_free(m->lwa[l]);
+#endif
+    prt_mem_free(m->lw[l]);
+    m->lw[l] = NULL;
+    m->lwa[l] = NULL;
+    if (m->cur == l) m->cur = -1;
+}
+
+static prt_status gather_layer(prt_model *m, int l)
+{
+    size_t a = m->b0[l], b = m->b1[l], at;
+    m->lw[l] = (float *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(float));   /* memory.c: buffers */
+    if (!m->lw[l]) return prtp_fail(PRT_ERR_NOMEM, "gathered layer %d: out of memory", l);
+    if (m->dry) { m->wreq[l] = DRY_REQ; return PRT_OK; }
+    range_counts(m, a, b, &at);
+    return prtp_check(prt_all_gather_v_async(m->c->dp, m->pshard + at, m->lw[l], m->counts,
+                                             PRT_FP32, &m->wreq[l]),
+                      "ZeRO-3 parameter all-gather");
+}
+
+/* Layer l's gathered weights complete, with their compute copy. */
+static prt_status layer_ready(prt_model *m, int l)
+{
+    prt_status st = PRT_OK;
+    st = wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
+    if (st || m->lwa[l]) return st;
+#ifdef PRT_CUDA
+    m->lwa[l] = (prt_act *)zalloc(PRT_MEM_BUFFERS, (m->b1[l] - m->b0[l]) * sizeof(prt_act));
+    if (!m->lwa[l]) return prtp_fail(PRT_ERR_NOMEM, "gathered layer %d: out of memory", l);
+#else
+    m->lwa[l] = (prt_act *)m->lw[l];
+#endif
+    if (!m->dry) prt_to_act(m->lwa[l], m->lw[l], m->b1[l] - m->b0[l]);
+    return PRT_OK;
+}
+
+/* The layer after l in this pass's direction inside its chunk (-1: none). */
+static int next_layer(const prt_model *m, int l)
+{
+    int d = m->bwd ? -1 : 1;
+    for (int k = l + d; k >= 0 && k < m->n_layers; k += d) {
+        if (m->b0[k] == NOWHERE || m->bch[k] != m->bch[l]) continue;
+        if (m->b0[k] < m->b1[k]) return k;
+    }
+    return -1;
+}
+
+/* Make layer l the computing one: gathered (or waited for), every other
+ * gathered layer but the next freed, the next one's gather started. */
+static prt_status use_layer(prt_model *m, int l)
+{
+    if (m->cur == l && m->lwa[l]) return PRT_OK;
+    int nx = next_layer(m, l);
+    prt_status st = PRT_OK;
+    for (int k = 0; k < m->n_layers; k++) {
+        if (k == l || k == nx || !m->lw[k]) continue;
+        st = wait_req(&m->wreq[k], "ZeRO-3 parameter all-gather");
+        drop_layer(m, k);
+    }
+    if (!st && !m->lw[l]) st = gather_layer(m, l);
+    if (!st) st = layer_ready(m, l);
+    if (!st && nx >= 0 && !m->lw[nx]) st = gather_layer(m, nx);
+    if (!st) m->cur = l;
+    return st;
+}
+
+/* Free every gathered layer of chunk ch (ch < 0: of all chunks). */
+static prt_status drop_layers(prt_model *m, int ch)
+{
+    prt_status st = PRT_OK;
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!m->lw[l] || (ch >= 0 && m->bch[l] != ch)) continue;
+        prt_status w = wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
+        if (!st) st = w;
+        drop_layer(m, l);
+    }
+    return st;
+}
+
 prt_act *prt_w(prt_model *m, int i)
 {
     if (i < 0 || i >= m->n || m->off[i] == NOWHERE) return NULL;
-    int ch = chunk_of(m, i);
-    return m->w[ch] ? m->w[ch] + (m->off[i] - m->c0[ch]) : NULL;
+    int ch = chunk_of(m, i), l = m->tab[i].layer;
+    if (m->w[ch]) return m->w[ch] + (m->off[i] - m->c0[ch]);
+    if (m->zero != 3 || use_layer(m, l)) return NULL;
+    return m->lwa[l] + (m->off[i] - m->b0[l]);
 }
 
 float *prt_g(prt_model *m, int i)
 {
     if (i < 0 || i >= m->n || m->off[i] == NOWHERE) return NULL;
-    int ch = chunk_of(m, i);
-    return m->grad[ch] ? m->grad[ch] + (m->off[i] - m->c0[ch]) : NULL;
+    int ch = chunk_of(m, i), l = m->tab[i].layer;
+    if (m->zero < 2) return m->grad[ch] ? m->grad[ch] + (m->off[i] - m->c0[ch]) : NULL;
+    if (!m->gb[l] && open_bucket(m, l)) return NULL;
+    return m->gb[l] + (m->off[i] - m->b0[l]);
 }
 
 size_t prt_param_rows(const prt_model *m, int i) { return m->rows[i]; }
@@ -336,12 +510,13 @@ size_t prt_model_shard_numel(const prt_model *m) { return m->sc; }
 
 /* ---- ZeRO ------------------------------------------------------------------ */
 
-prt_status prt_zero_gather(prt_model *m, int ch)
+/* Chunk ch's whole weights gathered into par[ch] (the dump: every tensor
+ * whole at once; training gathers layer by layer). */
+static prt_status gather_whole(prt_model *m, int ch)
 {
-    prtp_clear();
-    if (m->zero != 3) return PRT_OK;
-    if (m->cs[ch].gathered++ > 0) return PRT_OK;
-    prt_status st = alloc_weights(m, ch);
+    if (m->zero != 3 || m->par[ch]) return PRT_OK;
+    prt_status st = drop_layers(m, ch);
+    if (!st) st = alloc_weights(m, ch);
     prt_request **req = m->cs[ch].greq;   /* not .req: a reduction may be in flight */
     int n = 0;
     /* one all-gather per bucket (layer), all in flight together */
@@ -360,10 +535,40 @@ prt_status prt_zero_gather(prt_model *m, int ch)
     return st;
 }
 
+static void release_whole(prt_model *m, int ch)
+{
+    if (m->zero == 3 && m->par[ch]) free_weights(m, ch);
+}
+
+prt_status prt_zero_dry_pass(prt_model *m, int ch, bool bwd)
+{
+    prtp_clear();
+    if (!m->dry) return prtp_fail(PRT_ERR_ARG, "prt_zero_dry_pass outside a dry run");
+    m->bwd = bwd;
+    prt_status st = PRT_OK;
+    for (int j = 0; !st && j < m->n_layers; j++) {
+        int l = bwd ? m->n_layers - 1 - j : j;
+        if (m->b0[l] == NOWHERE || m->bch[l] != ch || m->b0[l] == m->b1[l]) continue;
+        if (m->zero == 3) st = use_layer(m, l);
+        if (!st && bwd && m->zero >= 2 && !m->gb[l]) st = open_bucket(m, l);
+        if (!st && bwd) st = prt_zero_layer_done(m, l);
+    }
+    return st;
+}
+
+prt_status prt_zero_gather(prt_model *m, int ch)
+{
+    prtp_clear();
+    if (m->zero != 3) return PRT_OK;
+    m->cs[ch].gathered++;
+    m->bwd = false;   /* a forward unless prt_zero_grads says a backward runs */
+    return PRT_OK;
+}
+
 void prt_zero_release(prt_model *m, int ch)
 {
     if (m->zero != 3 || m->cs[ch].gathered == 0) return;
-    if (--m->cs[ch].gathered == 0) free_weights(m, ch);
+    if (--m->cs[ch].gathered == 0) drop_layers(m, ch);
 }
 
 /* Wait for chunk ch's reductions; free its full gradients when told. */
@@ -372,8 +577,13 @@ static prt_status drain(prt_model *m, int ch)
     ChunkState *s = &m->cs[ch];
     prt_status st = prtp_check(prt_wait_all(s->req, s->n_req), "gradient reduction");
     s->n_req = 0;
+    for (int l = 0; m->zero >= 2 && l < m->n_layers; l++)
+        if (m->lreq[l] && m->bch[l] == ch) {
+            prt_status s2 = close_bucket(m, l);
+            if (!st) st = s2;
+        }
     if (s->free_after && m->grad[ch]) {
-        prt_free(m->grad[ch]);
+        prt_mem_free(m->grad[ch]);
         m->grad[ch] = NULL;
     }
     s->free_after = false;
@@ -384,9 +594,10 @@ prt_status prt_zero_grads(prt_model *m, int ch)
 {
     prtp_clear();
     prt_status st = drain(m, ch);
-    if (st || m->grad[ch]) return st;
+    m->bwd = true;   /* ZeRO-3: the gathers go down the layers now */
+    if (st || m->grad[ch] || m->zero >= 2) return st;   /* ZeRO >= 2: buckets, on first write */
     size_t n = m->c1[ch] - m->c0[ch];
-    m->grad[ch] = (float *)zalloc(n * sizeof(float));
+    m->grad[ch] = (float *)zalloc(PRT_MEM_GRADS, n * sizeof(float));
     if (!m->grad[ch]) return prtp_fail(PRT_ERR_NOMEM, "gradients of chunk %d: out of memory", ch);
     /* seed this rank's block with the shard so far: the reduce-scatter adds to it */
     size_t lo = prtp_max(m->c0[ch], m->so), hi = prtp_min(m->c1[ch], m->so + m->sc);
@@ -396,19 +607,47 @@ prt_status prt_zero_grads(prt_model *m, int ch)
     return st;
 }
 
+/* ZeRO >= 2: reduce-scatter bucket l (counts set) into the shard, async,
+ * once the bucket before it is reduced and freed: two buckets at most. */
+static prt_status launch_layer_bucket(prt_model *m, int l)
+{
+    size_t at;
+    prt_status st = m->in_flight >= 0 ? close_bucket(m, m->in_flight) : PRT_OK;
+    range_counts(m, m->b0[l], m->b1[l], &at);
+    if (!st && m->dry) m->lreq[l] = DRY_REQ;
+    else if (!st)
+        st = prtp_check(prt_reduce_scatter_v_async(m->c->dp, m->gb[l], m->gshard + at, m->counts,
+                                                   PRT_FP32, PRT_SUM, &m->lreq[l]),
+                        "ZeRO gradient reduce-scatter");
+    if (!st) m->in_flight = l;
+    return st;
+}
+
 /* Start the DP reduction of bucket (layer) l of chunk ch, async. */
 static prt_status launch_bucket(prt_model *m, int ch, int l)
 {
     ChunkState *s = &m->cs[ch];
     size_t a = m->b0[l], b = m->b1[l], at;
     m->launched[l] = 1;
-    if (a == b) return PRT_OK;
-    float *g = m->grad[ch] + (a - m->c0[ch]);
+    if (a == b || (m->zero >= 2 && !m->gb[l])) return PRT_OK;   /* no gradient written */
+    float *g = m->zero >= 2 ? m->gb[l] : m->grad[ch] + (a - m->c0[ch]);
+    /* one reduction in flight per chunk: each in-flight collective may hold
+     * a scratch copy of its bucket on some ranks (runtime/comm/sched.c), so
+     * all of a stage's buckets in flight at once cost a whole copy of the
+     * gradients on those ranks; the wait overlaps the backward of the layer
+     * before just as well */
+    if (m->dry && m->zero < 2) return PRT_OK;   /* nothing moves; the buffer stays */
+    if (m->zero < 2 && s->n_req > 0) {
+        prt_status st = prtp_check(prt_wait_all(s->req, s->n_req), "gradient reduction");
+        s->n_req = 0;
+        if (st) return st;
+    }
     if (m->zero == 0)
         return prtp_check(prt_all_reduce_async(m->c->dp, g, g, b - a, PRT_FP32, PRT_SUM,
                                                &s->req[s->n_req++]),
                           "ZeRO-0 gradient all-reduce");
     range_counts(m, a, b, &at);
+    if (m->zero >= 2) return launch_layer_bucket(m, l);
     return prtp_check(prt_reduce_scatter_v_async(m->c->dp, g, m->gshard + at, m->counts,
                                                  PRT_FP32, PRT_SUM, &s->req[s->n_req++]),
                       "ZeRO gradient reduce-scatter");
@@ -427,7 +666,7 @@ prt_status prt_zero_layer_done(prt_model *m, int layer)
     if (layer < 0 || layer >= m->n_layers || m->b0[layer] == NOWHERE) return PRT_OK;
     int ch = m->bch[layer];
     if (!m->cs[ch].armed || m->launched[layer]) return PRT_OK;
-    if (!m->grad[ch]) return prtp_fail(PRT_ERR_ARG, "layer %d: no gradients to reduce", layer);
+    if (!m->grad[ch] && m->zero < 2) return prtp_fail(PRT_ERR_ARG, "layer %d: no gradients to reduce", layer);
     return launch_bucket(m, ch, layer);
 }
 
@@ -435,7 +674,7 @@ prt_status prt_zero_reduce(prt_model *m, int ch)
 {
     prtp_clear();
     ChunkState *s = &m->cs[ch];
-    if (!m->grad[ch]) return prtp_fail(PRT_ERR_ARG, "reduce of chunk %d: no gradients", ch);
+    if (!m->grad[ch] && m->zero < 2) return prtp_fail(PRT_ERR_ARG, "reduce of chunk %d: no gradients", ch);
     s->reduced = true;
     s->armed = false;
     prt_status st = PRT_OK;
@@ -486,7 +725,8 @@ static prt_status settle(prt_model *m)
     if (m->settled) return PRT_OK;
     for (int ch = 0; !st && ch < m->chunks; ch++) {
         /* a chunk the program never reduced (it has no DP reduction) */
-        if (m->zero >= 1 && !m->cs[ch].reduced && m->grad[ch]) st = prt_zero_reduce(m, ch);
+        if (m->zero >= 1 && !m->cs[ch].reduced && (m->grad[ch] || m->zero >= 2))
+            st = prt_zero_reduce(m, ch);
         if (!st) st = drain(m, ch);
         m->cs[ch].reduced = false;
     }
@@ -550,13 +790,13 @@ prt_status prt_zero_embed_reduce(prt_model *m)
         if (t < 0) return prtp_fail(PRT_ERR_ARG, "%s: tied to %s, neither of which this first or "
                                     "last stage holds", m->tab[i].name, m->tab[j].name);
         size_t n = numel(m, t);
-        float *buf = (float *)zalloc(n * sizeof(float));
+        float *buf = (float *)zalloc(PRT_MEM_BUFFERS, n * sizeof(float));
         if (!buf) return prtp_fail(PRT_ERR_NOMEM, "tied gradient: out of memory");
         st = full_grad(m, t, buf);
         if (!st) st = prtp_check(prt_all_reduce(m->c->embed, buf, buf, n, PRT_FP32, PRT_SUM),
                                  "tied embedding gradient all-reduce (first and last stage)");
         if (!st) st = own_grad(m, t, buf);
-        prt_free(buf);
+        prt_mem_free(buf);
     }
     return st;
 }
@@ -618,6 +858,7 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
         if (m->zero == 0) prtp_refresh_act(m, ch);
     }
     if (m->zero >= 1) st = prt_zero(m->gshard, m->sc * sizeof(float));
+    if (m->zero == 3 && !st) st = drop_layers(m, -1);   /* gathered before the update: stale */
     m->settled = m->norm_ready = false;   /* the next step reduces afresh */
     return st;
 }
@@ -672,7 +913,7 @@ prt_status prt_model_dump(prt_model *m, const char *path)
 {
     prtp_clear();
     prt_status st = PRT_OK;
-    for (int ch = 0; !st && ch < m->chunks; ch++) st = prt_zero_gather(m, ch);
+    for (int ch = 0; !st && ch < m->chunks; ch++) st = m->zero == 3 ? gather_whole(m, ch) : PRT_OK;
     if (st) return st;
     bool root = m->c->rank == 0, sender = m->dpr == 0;
     FILE *f = NULL;
@@ -722,6 +963,6 @@ prt_status prt_model_dump(prt_model *m, const char *path)
         free(whole); free(host); prt_comm_free(buf);
     }
     if (f && fclose(f) != 0 && !st) st = prtp_fail(PRT_ERR_IO, "%s: write failed", path);
-    for (int ch = 0; ch < m->chunks; ch++) prt_zero_release(m, ch);
+    for (int ch = 0; ch < m->chunks; ch++) if (m->zero == 3) release_whole(m, ch);
     return st;
 }

@@ -39,6 +39,16 @@ struct prt_model {
     ChunkState      *cs;                 /* [chunks] */
     double           grad_norm;          /* global gradient norm of the last step */
     double           grad_sq;            /* its square, from prt_zero_norm_reduce, for the clip */
+    float          **gb;                 /* [n_layers] ZeRO >= 2: a layer's gradient bucket, from its
+                                            backward's first write until its reduce-scatter is done */
+    prt_request    **lreq;               /* [n_layers] ZeRO >= 2: that reduce-scatter, in flight */
+    int              in_flight;          /* ZeRO >= 2: the bucket being reduced (-1: none) */
+    float          **lw;                 /* [n_layers] ZeRO-3: a gathered layer (fp32), or NULL */
+    prt_act        **lwa;                /* [n_layers] its compute copy (aliases lw on the CPU) */
+    prt_request    **wreq;               /* [n_layers] ZeRO-3: its all-gather, in flight */
+    int              cur;                /* ZeRO-3: the layer computing (-1: none) */
+    bool             bwd;                /* ZeRO-3: a backward runs (prefetch the layer below) */
+    bool             dry;                /* --dry-run: allocations alone (prt_mem_dry) */
     bool             settled;            /* this step's DP reductions are done */
     bool             norm_ready;         /* prt_zero_norm_reduce ran this step */
 };

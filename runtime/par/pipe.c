@@ -53,7 +53,7 @@ static void free_slot(prt_pipe *p, prt_slot *s)
 {
     prt_wait(s->req);
     if (p->free_fn) p->free_fn(s, s->chunk, p->user);
-    prt_free(s->x); prt_free(s->y); prt_free(s->d);
+    prt_mem_free(s->x); prt_mem_free(s->y); prt_mem_free(s->d);
     free(s);
 }
 
@@ -66,12 +66,13 @@ void prt_pipe_free(prt_pipe *p)
     free(p);
 }
 
-/* A slot of chunk ch that is free now: not busy and its send delivered. */
+/* A slot of chunk ch that is free now: not busy and its send delivered;
+ * one that still has its layers' part first (no allocation then). */
 static prt_slot *idle_slot(prt_pipe *p, int ch)
 {
-    for (int i = 0; i < p->n_pool; i++) {
-        prt_slot *s = p->pool[i];
-        if (s->busy || s->chunk != ch) continue;
+    for (int i = 0; i < 2 * p->n_pool; i++) {
+        prt_slot *s = p->pool[i % p->n_pool];
+        if (s->busy || s->chunk != ch || (i < p->n_pool && !s->acts)) continue;
         if (s->req) {
             bool done = false;
             if (prt_test(s->req, &done) != PRT_OK || !done) continue;
@@ -89,9 +90,12 @@ static prt_status new_slot(prt_pipe *p, int ch, prt_slot **out)
     if (!s) return prtp_fail(PRT_ERR_NOMEM, "pipeline slot: out of memory");
     s->chunk = ch;
     size_t bytes = (p->count ? p->count : 1) * sizeof(prt_act);
-    s->x = (prt_act *)prt_alloc(bytes);
-    s->y = (prt_act *)prt_alloc(bytes);
-    s->d = (prt_act *)prt_alloc(bytes);
+    /* x is the chunk's first layer's input, kept for its backward; y (the
+     * output, sent on) and d (the gradient, received and sent back) are
+     * communication buffers */
+    s->x = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, bytes);
+    s->y = (prt_act *)prt_mem_alloc(PRT_MEM_BUFFERS, bytes);
+    s->d = (prt_act *)prt_mem_alloc(PRT_MEM_BUFFERS, bytes);
     prt_status st = s->x && s->y && s->d ? PRT_OK
                   : prtp_fail(PRT_ERR_NOMEM, "pipeline slot: out of memory");
     if (!st && p->alloc) st = p->alloc(s, ch, p->user);
@@ -102,7 +106,7 @@ static prt_status new_slot(prt_pipe *p, int ch, prt_slot **out)
         else { p->pool = n; p->cap = cap; }
     }
     if (st) {
-        prt_free(s->x); prt_free(s->y); prt_free(s->d);
+        prt_mem_free(s->x); prt_mem_free(s->y); prt_mem_free(s->d);
         free(s);
         return st;
     }
@@ -122,6 +126,9 @@ prt_status prt_pipe_slot(prt_pipe *p, int mb, int ch, prt_slot **out)
         if (!s) {
             prt_status st = new_slot(p, ch, &s);
             if (st) return st;
+        } else if (!s->acts && p->alloc) {   /* its layers' part went at prt_pipe_done */
+            prt_status st = p->alloc(s, ch, p->user);
+            if (st) return prtp_fail(st, "pipeline slot: out of memory");
         }
         s->mb = mb;
         s->busy = true;
@@ -131,11 +138,21 @@ prt_status prt_pipe_slot(prt_pipe *p, int mb, int ch, prt_slot **out)
     return PRT_OK;
 }
 
+/* A slot whose send is still in flight cannot be reused yet: its layers'
+ * part (what the forward kept for the backward) is freed now, so only the
+ * micro-batches in flight hold activations (planner/memory.c's count), not
+ * the ones whose gradient the previous stage has not received yet. */
 void prt_pipe_done(prt_pipe *p, int mb, int ch)
 {
     prt_slot **at = &p->map[mb * p->chunks + ch];
-    if (*at) (*at)->busy = false;
+    prt_slot *s = *at;
     *at = NULL;
+    if (!s) return;
+    s->busy = false;
+    bool sent = !s->req;
+    if (s->req && prt_test(s->req, &sent) != PRT_OK) sent = false;
+    if (sent) s->req = NULL;   /* a finished request is done with (as idle_slot's) */
+    if (!sent && p->free_fn && s->acts) p->free_fn(s, s->chunk, p->user);
 }
 
 /* Tag of a message to virtual stage `dst` about micro-batch mb. MPI

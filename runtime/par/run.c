@@ -82,7 +82,7 @@ const char *prt_usage(void)
     return "usage: mpirun -np N ./EXE [--steps S] [--data PATH] [--log-json PATH]\n"
            "                          [--save DIR [--save-every K]] [--resume DIR]\n"
            "                          [--export PATH] [--timeout S] [--dump-params PATH]\n"
-           "                          [--trace PATH [--trace-step K]]\n"
+           "                          [--trace PATH [--trace-step K]] [--mem-report PATH] [--dry-run]\n"
            "  N must be dp x tp x pp of the plan the program was built from.\n"
            "  --steps S           total steps of the run, resumed or not (default: train.steps)\n"
            "  --data PATH         token data: raw text, or an llm.c .bin shard\n"
@@ -96,7 +96,11 @@ const char *prt_usage(void)
            "                      fails and ends the job (default: PLANRT_TIMEOUT_S, else 300)\n"
            "  --dump-params PATH  after training, write every parameter, whole, to PATH\n"
            "  --trace PATH        write step K's measured timeline (Chrome trace JSON) to PATH\n"
-           "  --trace-step K      the step --trace records, 0-based (default: the last)\n";
+           "  --trace-step K      the step --trace records, 0-based (default: the last)\n"
+           "  --mem-report PATH   one JSON line per rank: the peak of live bytes counted by\n"
+           "                      planrt's allocator, by kind (params, grads, optimizer,\n"
+           "                      activations, buffers)\n"
+           "  --dry-run           lay the model out and report its memory; run no step\n";
 }
 
 /* A whole non-negative number (steps, seconds) from v; false if it is not. */
@@ -123,12 +127,14 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
         const char *a = argv[i];
         const char **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { *help = true; return PRT_OK; }
+        if (!strcmp(a, "--dry-run")) { out->dry_run = true; continue; }
         if (!strcmp(a, "--data")) dst = &out->data;
         else if (!strcmp(a, "--log-json")) dst = &out->log_json;
         else if (!strcmp(a, "--dump-params")) dst = &out->dump_params;
         else if (!strcmp(a, "--save")) dst = &out->save;
         else if (!strcmp(a, "--resume")) dst = &out->resume;
         else if (!strcmp(a, "--export")) dst = &out->export_path;
+        else if (!strcmp(a, "--mem-report")) dst = &out->mem_report;
         else if (!strcmp(a, "--trace")) dst = &trace;
         else if (!strcmp(a, "--trace-step")) dst = &trace_step;
         else if (strcmp(a, "--steps") && strcmp(a, "--save-every") && strcmp(a, "--timeout"))
@@ -377,6 +383,35 @@ static bool launch_rank0(void)
     return true;
 }
 
+/* --dry-run's context: MPI and this rank's coordinates (rank = tp + TP *
+ * (dp + DP * pp), prt_comm.h's order), no groups, no device: nothing
+ * communicates or computes, so no CUDA call is made and a CUDA executable
+ * lays its model out on a machine without a GPU. */
+static bool dry_ctx;
+
+static int dry_start(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **ctx)
+{
+    int rank = 0, size = 0;
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != dp * tp * pp) {
+        if (rank == 0) fprintf(stderr, "error: %d ranks, but the plan's layout is dp %d x tp %d x pp %d = %d\n",
+                               size, dp, tp, pp, dp * tp * pp);
+        MPI_Finalize();
+        return 1;
+    }
+    prt_ctx *c = (prt_ctx *)calloc(1, sizeof *c);
+    if (!c) { MPI_Finalize(); return 1; }
+    c->rank = rank; c->size = size; c->device = -1;
+    c->layout = (prt_layout){ dp, tp, pp };
+    c->coord = (prt_layout){ (rank / tp) % dp, rank % tp, rank / (tp * dp) };
+    dry_ctx = true;
+    prt_mem_set_dry(true);
+    *ctx = c;
+    return 0;
+}
+
 int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
                   const char *data, const char *banner, prt_args *args, prt_ctx **ctx)
 {
@@ -391,6 +426,7 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
         }
         return help ? 0 : 2;
     }
+    if (args->dry_run) return dry_start(argc, argv, dp, tp, pp, ctx);
     st = prt_init(argc, argv, dp, tp, pp, ctx);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -468,6 +504,11 @@ void prt_run_stop(prt_ctx *c)
 
 void prt_run_end(prt_ctx *c)
 {
+    if (dry_ctx) {
+        free(c);
+        MPI_Finalize();
+        return;
+    }
     if (prt_trace_write(c))   /* --trace: gather the traced step to rank 0, which writes it */
         fprintf(stderr, "error: rank %d: %s\n", c->rank, prt_trace_last_error());
     prt_ops_sync();

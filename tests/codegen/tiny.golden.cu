@@ -5,8 +5,8 @@
  *           4 micro-batches of 2 sequences per DP rank, global batch 16,
  *           recompute none, sequence parallel off
  * predicted by planc for cluster laptop:
- *   stage 0: 258.4 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 1.5)
- *   stage 1: 257.7 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 0.9)
+ *   stage 0: 258.4 MiB per rank (params 0.2, grads 0.4, optimizer 0.2, activations 1.5)
+ *   stage 1: 257.7 MiB per rank (params 0.2, grads 0.3, optimizer 0.2, activations 0.9)
  *   step 34.250 ms, pipeline bubble 37.0 %, 29898 tokens/s (the simulated Program below)
  *
  * How to read it: the parameter table (every tensor, its global shape and
@@ -204,14 +204,14 @@ static void check(prt_status st, const char *call)
 
 static prt_act *act_alloc(size_t n)
 {
-    prt_act *p = (prt_act *)prt_alloc((n ? n : 1) * sizeof(prt_act));
+    prt_act *p = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, n * sizeof(prt_act));
     if (!p) prt_run_fail(R.c, "prt_alloc (activations)", PRT_ERR_NOMEM);
     return p;
 }
 
 static float *f32_alloc(size_t n)
 {
-    float *p = (float *)prt_alloc((n ? n : 1) * sizeof(float));
+    float *p = (float *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, n * sizeof(float));
     if (!p) prt_run_fail(R.c, "prt_alloc (statistics)", PRT_ERR_NOMEM);
     return p;
 }
@@ -443,13 +443,13 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
         LayerActs *a = &sa->a[j];
         a->x = j == 0 ? s->x : KEEP_ACT(NL * C);
         if (L->kind == EMBEDDING) {
-            a->tok = (int32_t *)keep(sa, prt_alloc(N * sizeof(int32_t)));
+            a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else if (L->kind == NORM) {
             a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
         } else if (L->kind == LM_HEAD) {
             a->logits = KEEP_ACT(N * VL);
             a->mx = KEEP_F32(N); a->se = KEEP_F32(2 * N); a->tgt = a->se + N; a->loss = KEEP_F32(N);
-            a->tok = (int32_t *)keep(sa, prt_alloc(N * sizeof(int32_t)));
+            a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else {
             a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
             a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
@@ -467,7 +467,7 @@ static void slot_free(prt_slot *s, int chunk, void *user)
     (void)chunk; (void)user;
     SlotActs *sa = (SlotActs *)s->acts;
     if (!sa) return;
-    for (int i = 0; i < sa->n_mem; i++) prt_free(sa->mem[i]);
+    for (int i = 0; i < sa->n_mem; i++) prt_mem_free(sa->mem[i]);
     prt_host_free(sa->mem);
     prt_host_free(sa->a);
     prt_host_free(sa);
@@ -490,7 +490,7 @@ static void scratch_free(void)
 {
     prt_act *p[] = { S.dln, S.tmp, S.da, S.dh, S.datt,
     };
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) prt_free(p[i]);
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) prt_mem_free(p[i]);
     prt_host_free(S.loss_host);
 }
 
@@ -594,8 +594,28 @@ static prt_slot *slot_of(int mb, int chunk)
     return s;
 }
 
+/* --dry-run: an op's allocations and frees alone (prt_mem_dry: addresses,
+ * not memory): slots, gradient buckets and gathered layers as the real op
+ * makes them; nothing computes, nothing moves, nothing is updated. */
+static void dry_op(OpKind kind, int mb, int chunk)
+{
+    switch (kind) {
+    case FWD: slot_of(mb, chunk); CHECK(prt_zero_dry_pass(R.m, chunk, false)); break;
+    case BWD:
+        slot_of(mb, chunk);
+        CHECK(prt_zero_grads(R.m, chunk));
+        CHECK(prt_zero_dry_pass(R.m, chunk, true));
+        break;
+    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.m, chunk)); break;
+    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.m, chunk)); break;
+    case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
+    default:             break;   /* transfers, step-level collectives, the update */
+    }
+}
+
 static void op(OpKind kind, int mb, int chunk, int peer)
 {
+    if (R.args.dry_run) { dry_op(kind, mb, chunk); return; }
     prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
     switch (kind) {
     case FWD: chunk_fwd(chunk, slot_of(mb, chunk)); break;
@@ -711,6 +731,21 @@ static void resume(void)
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
 }
 
+/* --dry-run: the model laid out, one step's allocations replayed (dry_op),
+ * the allocator's peak reported (--mem-report PATH, else stdout). */
+static int dry_run(void)
+{
+    scratch_alloc();
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, slot_alloc, slot_free, NULL, &R.pipe));
+    train_step();
+    CHECK(prt_mem_report(R.c, R.args.mem_report ? R.args.mem_report : "/dev/stdout"));
+    prt_pipe_free(R.pipe);
+    scratch_free();
+    prt_model_free(R.m);
+    prt_run_end(R.c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = prt_run_start(&argc, &argv, DP, TP, PP, STEPS, DATA, BANNER, &R.args, &R.c);
@@ -718,6 +753,7 @@ int main(int argc, char **argv)
     R.opt = ADAMW;
     R.opt.total = R.args.steps;   /* the cosine schedule spans the whole run, resumed or not */
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
+    if (R.args.dry_run) return dry_run();
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
@@ -741,6 +777,7 @@ int main(int argc, char **argv)
         prt_log_note(R.log, "exported %s\n", R.args.export_path);
     }
     if (R.args.dump_params) CHECK(prt_model_dump(R.m, R.args.dump_params));
+    if (R.args.mem_report) CHECK(prt_mem_report(R.c, R.args.mem_report));   /* the allocator's peak */
     prt_pipe_free(R.pipe);
     scratch_free();
     prt_log_close(R.log);

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""check.py: hold a run's memory to `planc check`'s prediction.
+
+  check.py report CHECK.json MEM.jsonl
+      every rank's --mem-report peak_bytes equals its stage's total less the
+      reserve within 5 % + 4 MiB (the allocator counts; no formula here)
+  check.py rss CHECK.json MEM.jsonl RSSDIR BASE.json BASERSSDIR
+      max RSS per rank (KiB files rss.R) less the tiny baseline's rank R,
+      against the prediction less the baseline's, within 12 % + 32 MiB
+  check.py cuda CHECK.json MEM.jsonl
+      a CUDA executable's --dry-run (no GPU needed): one line per rank,
+      activations as planned; the other kinds printed beside the plan's
+  check.py savings Z0.json Z1.json Z2.json Z3.json RSS0 RSS1 RSS2 RSS3
+      measured (max RSS, worst rank) each ZeRO stage saves >= 60 % of what
+      it shards on dp 4: 3/4 of ZeRO-0's optimizer state, gradients, weights
+Prints one line per rank; exits 1 on a miss.
+"""
+import json, os, sys
+
+MIB = 1 << 20
+
+
+def stages(path):
+    return {s["stage"]: s for s in json.load(open(path))["stages"]}
+
+
+def predicted(st):
+    return st["total_bytes"] - st["reserve_bytes"]
+
+
+def reports(path):
+    return [json.loads(line) for line in open(path) if line.strip()]
+
+
+def rss(dirname, rank):
+    with open(os.path.join(dirname, "rss.%d" % rank)) as f:
+        return int(f.read().split()[-1]) * 1024   # /usr/bin/time %M: KiB
+
+
+def within(meas, pred, rtol, atol):
+    return abs(meas - pred) <= rtol * pred + atol
+
+
+def check_report(check, mem):
+    st, bad = stages(check), 0
+    for r in reports(mem):
+        p, m = predicted(st[r["stage"]]), r["peak_bytes"]
+        ok = within(m, p, 0.05, 4 * MIB)
+        bad += not ok
+        kinds = " ".join("%s %.1f" % (k[:4], v / MIB) for k, v in r["by_kind"].items())
+        print("  rank %d stage %d: predicted %.1f MiB, allocator peak %.1f MiB (%+.1f %%) [%s]%s"
+              % (r["rank"], r["stage"], p / MIB, m / MIB, 100.0 * (m - p) / p, kinds,
+                 "" if ok else "  MISS (5 % + 4 MiB)"))
+    return bad
+
+
+def check_cuda(check, mem):
+    """The CUDA executable's --dry-run, run here without a GPU: one line per
+    rank, its activations within 5 % + 4 MiB of the plan's; the rest is
+    printed beside the plan's (the CUDA inventory is not the planner's
+    yet: README, memory)."""
+    st, bad, seen = stages(check), 0, 0
+    for r in reports(mem):
+        seen += 1
+        s = st[r["stage"]]
+        k = r["by_kind"]
+        ok = within(k["activations"], s["activations_bytes"], 0.05, 4 * MIB)
+        bad += not ok
+        print("  rank %d stage %d: peak %.1f MiB, planned %.1f; params %.1f/%.1f grads %.1f/%.1f "
+              "optimizer %.1f/%.1f activations %.1f/%.1f%s"
+              % (r["rank"], r["stage"], r["peak_bytes"] / MIB, predicted(s) / MIB,
+                 k["params"] / MIB, s["params_bytes"] / MIB, k["grads"] / MIB, s["grads_bytes"] / MIB,
+                 k["optimizer"] / MIB, s["optimizer_bytes"] / MIB, k["activations"] / MIB,
+                 s["activations_bytes"] / MIB, "" if ok else "  MISS (activations, 5 % + 4 MiB)"))
+    return bad + (seen == 0)
+
+
+def check_rss(check, mem, rdir, base, bdir):
+    st, bst, bad = stages(check), stages(base), 0
+    for r in reports(mem):
+        s = r["stage"]
+        p = predicted(st[s]) - predicted(bst[s])
+        m = rss(rdir, r["rank"]) - rss(bdir, r["rank"])
+        ok = within(m, p, 0.12, 32 * MIB)
+        bad += not ok
+        print("  rank %d stage %d: predicted %.1f MiB over the baseline, measured RSS %.1f MiB (%+.1f %%)%s"
+              % (r["rank"], s, p / MIB, m / MIB, 100.0 * (m - p) / p,
+                 "" if ok else "  MISS (12 % + 32 MiB)"))
+    return bad
+
+
+def check_savings(checks, rdirs):
+    z0 = stages(checks[0])[0]
+    shard = [3 * z0["optimizer_bytes"] / 4, 3 * z0["grads_bytes"] / 4, 3 * z0["params_bytes"] / 4]
+    what = ["optimizer state", "gradients", "weights"]
+    peak = [max(rss(d, r) for r in range(4)) for d in rdirs]
+    bad = 0
+    for z in range(1, 4):
+        saved = peak[z - 1] - peak[z]
+        ok = saved >= 0.6 * shard[z - 1]
+        bad += not ok
+        print("  ZeRO-%d over ZeRO-%d: saves %.1f MiB measured of %.1f MiB of %s sharded (%.0f %%)%s"
+              % (z, z - 1, saved / MIB, shard[z - 1] / MIB, what[z - 1], 100.0 * saved / shard[z - 1],
+                 "" if ok else "  MISS (>= 60 %)"))
+    return bad
+
+
+def main(argv):
+    mode = argv[1]
+    if mode == "report":
+        bad = check_report(argv[2], argv[3])
+    elif mode == "cuda":
+        bad = check_cuda(argv[2], argv[3])
+    elif mode == "rss":
+        bad = check_rss(*argv[2:7])
+    else:
+        bad = check_savings(argv[2:6], argv[6:10])
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

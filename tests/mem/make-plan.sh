@@ -1,0 +1,34 @@
+#!/bin/bash
+# make-plan.sh: a GPT of a given size on a one-node CPU cluster of exactly
+# as many ranks as the layout needs (8 GiB each, so everything fits).
+#   usage: make-plan.sh OUT.plan RANKS DIM LAYERS "PLAN BLOCK BODY"
+# DIM 512, 8 layers: 25.5M parameters (the issue's model); the MLP is 4 DIM
+# wide, 8 heads, vocab 256, seq 64, 2 steps of training; dtype MEM_DTYPE
+# (default fp32, the CPU target; bf16 for the CUDA one).
+set -eu
+out=$1; np=$2; dim=$3; layers=$4; body=$5; dtype=${MEM_DTYPE:-fp32}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cat > "$out" <<P
+cluster cpu$np {
+    nodes 1
+    gpus_per_node $np
+    device cpu { memory 8 GiB; flops 12.5 GFLOPS; flops_fp32 12.5 GFLOPS; hbm 2.5 GB/s }
+    link intra { bandwidth 2 GB/s; latency 5 us }
+}
+model mem$dim {
+    vocab 256;  seq 64;  dtype $dtype;
+    embedding { dim $dim }
+    repeat $layers {
+        attention { heads 8 }
+        mlp       { hidden $((4 * dim)); act gelu }
+    }
+    norm    { kind layernorm }
+    lm_head { tied false }
+}
+plan { $body }
+train {
+    steps 2; lr 1e-3; warmup 1; seed 42;
+    optimizer adamw { beta1 0.9; beta2 0.95; weight_decay 0.0 }
+    data "$root/examples/data/sample.txt";
+}
+P

@@ -1,0 +1,80 @@
+#!/bin/bash
+# run.sh: issue 14's memory tests on the CPU target.
+#  (a) every case of cases.txt: each rank's --mem-report peak (planrt's
+#      allocator's high-water mark) equals `planc check`'s stage total less
+#      the reserve within 5 % + 4 MiB, on a 10.7M-parameter model;
+#  (c) the cases marked r: max RSS per rank (/usr/bin/time -f %M), less a
+#      tiny model's (dim 64, 4 layers) of the same layout, within 12 % +
+#      32 MiB of the prediction less the tiny model's, on 25.5M parameters;
+#  (d) z0..z3 (dp 4): each ZeRO stage saves, in measured RSS, >= 60 % of the
+#      bytes it shards;
+#  (b) when PRT_CUDA_LIB names the built libplanrt_cuda.a: the CUDA
+#      executable's --dry-run runs here without a GPU and reports every rank
+#      (its activations as planned; the other kinds are printed: the CUDA
+#      inventory is not the planner's yet).
+# Every run trains 1 step: memory, not time.
+#   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
+set -u
+planc=$1; dir=$2; shift 2
+only=" $* "
+here=$(cd "$(dirname "$0")" && pwd)
+mpirun=${MPIRUN:-mpirun --oversubscribe --bind-to none}
+mkdir -p "$dir"
+fails=0; t0=$(date +%s)
+
+# build NAME RANKS DIM LAYERS BODY: plan, `planc check --json`, executable
+build() {
+    "$here/make-plan.sh" "$dir/$1.plan" "$2" "$3" "$4" "$5" &&
+    "$planc" check --json "$dir/$1.plan" > "$dir/$1.check.json" &&
+    "$planc" build "$dir/$1.plan" -o "$dir/$1" > "$dir/$1.build.log" 2>&1
+}
+
+# train NAME RANKS: one step, --mem-report, each rank's max RSS in NAME.rss/
+train() {
+    rm -rf "$dir/$1.rss" && mkdir -p "$dir/$1.rss"
+    timeout 300 $mpirun -np "$2" sh -c '/usr/bin/time -f %M -o "$0/rss.$OMPI_COMM_WORLD_RANK" "$@"' \
+        "$dir/$1.rss" "$dir/$1" --steps 1 --mem-report "$dir/$1.mem.jsonl" < /dev/null > "$dir/$1.log" 2>&1
+}
+
+fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
+
+while read -r name np checks body; do
+    case "$name" in ''|'#'*) continue ;; esac
+    if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
+    if ! build "$name" "$np" 384 6 "$body" || ! train "$name" "$np"; then
+        fail "$name" "build or run failed (see $dir/$name.log)"; continue
+    fi
+    echo "$name (a) allocator peak vs planc check:"
+    python3 "$here/check.py" report "$dir/$name.check.json" "$dir/$name.mem.jsonl" || fail "$name" "(a)"
+    case "$checks" in *r*) ;; *) continue ;; esac
+    big=$name-25m; base=$name-base
+    if ! build "$big" "$np" 512 8 "$body" || ! train "$big" "$np" ||
+       ! build "$base" "$np" 64 4 "$body" || ! train "$base" "$np"; then
+        fail "$name" "build or run of the RSS pair failed (see $dir/$big.log, $dir/$base.log)"; continue
+    fi
+    echo "$name (c) measured RSS vs planc check (25.5M parameters, less the tiny baseline):"
+    python3 "$here/check.py" rss "$dir/$big.check.json" "$dir/$big.mem.jsonl" "$dir/$big.rss" \
+        "$dir/$base.check.json" "$dir/$base.rss" || fail "$name" "(c)"
+done < "$here/cases.txt"
+
+if [ -d "$dir/z0-25m.rss" ] && [ -d "$dir/z3-25m.rss" ] && [ -d "$dir/z1-25m.rss" ] && [ -d "$dir/z2-25m.rss" ]; then
+    echo "(d) ZeRO savings on dp 4, measured RSS:"
+    python3 "$here/check.py" savings "$dir"/z{0,1,2,3}-25m.check.json "$dir"/z{0,1,2,3}-25m.rss || fail zero "(d)"
+fi
+# (b) the CUDA executable's --dry-run, here, without a GPU (no CUDA call is
+# made before or while the plan is laid out): bf16, dp 4, ZeRO-1
+if [ -f "${PRT_CUDA_LIB:-}" ] && { [ "$only" = "  " ] || [[ "$only" = *" cuda "* ]]; }; then
+    body="dp 4; zero 1; micro_batch 2; global_batch 16; schedule 1f1b; recompute none;"
+    if MEM_DTYPE=bf16 "$here/make-plan.sh" "$dir/cuda.plan" 4 384 6 "$body" &&
+       "$planc" check --json "$dir/cuda.plan" > "$dir/cuda.check.json" &&
+       "$planc" build "$dir/cuda.plan" -o "$dir/cuda" --target cuda > "$dir/cuda.build.log" 2>&1 &&
+       timeout 120 $mpirun -np 4 "$dir/cuda" --dry-run --mem-report "$dir/cuda.mem.jsonl" \
+           < /dev/null > "$dir/cuda.log" 2>&1; then
+        echo "cuda (b) the CUDA executable's --dry-run without a GPU, bf16, dp 4, ZeRO-1:"
+        python3 "$here/check.py" cuda "$dir/cuda.check.json" "$dir/cuda.mem.jsonl" || fail cuda "(b)"
+    else
+        fail cuda "the CUDA --dry-run did not run (see $dir/cuda.log, $dir/cuda.build.log)"
+    fi
+fi
+echo "test-mem: $fails failures in $(( $(date +%s) - t0 )) s"
+[ "$fails" = 0 ]
