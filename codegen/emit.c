@@ -1070,9 +1070,10 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
-    } else if (w->overlap_param_gather && l->dp > 1 && l->zero >= 1) {
-        key = "overlap_param_gather true";
-        what = "its ZeRO parameter all-gathers complete before the compute that reads them";
+    } else if (l->dp > 1 && l->zero >= 1 && plan_param_overlap(p, l->zero) != (l->zero == 3)) {
+        key = l->zero == 3 ? "overlap_param_gather false" : "overlap_param_gather true";
+        what = l->zero == 3 ? "its ZeRO-3 gathers prefetch the next layer"
+                            : "its ZeRO-1/2 all-gather follows the optimizer step";
     } else if (w->overlap_tp && l->tp > 1) {
         key = "overlap_tp true";
         what = "its TP collectives are synchronous";

@@ -43,10 +43,16 @@ Software plan_software_defaults(void)
     /* what planc's runtime does: DP reductions drain the backward bucket by
      * bucket (prt_zero_layer_done), pipeline sends are asynchronous
      * (runtime/par/pipe.c), ZeRO-1/2's all-gather follows the optimizer
-     * step and ZeRO-3's gather is waited for before the compute
-     * (prt_zero_sync, prt_zero_gather), TP collectives are synchronous */
-    return (Software){ .overlap_grad_reduce = true, .overlap_param_gather = false,
+     * step and ZeRO-3 prefetches the next layer (plan_param_overlap), TP
+     * collectives are synchronous */
+    return (Software){ .overlap_grad_reduce = true, .overlap_param_gather = PLAN_AUTO,
                        .overlap_p2p = true, .overlap_tp = false };
+}
+
+bool plan_param_overlap(const Plan *p, int zero)
+{
+    int g = p->software.overlap_param_gather;
+    return g == PLAN_AUTO ? zero == 3 : g != 0;
 }
 
 Layout plan_layout_defaults(const Plan *p)

@@ -29,9 +29,17 @@ Layout plan_layout_defaults(const Plan *p);
 
 /* The software settings a plan has when its plan block names none (the
  * one place they are written; README's plan-block table): planc's own
- * program — overlap_grad_reduce true, overlap_param_gather false,
- * overlap_p2p true, overlap_tp false. */
+ * program — overlap_grad_reduce true, overlap_param_gather as the ZeRO
+ * stage has it (PLAN_AUTO: plan_param_overlap), overlap_p2p true,
+ * overlap_tp false. */
 Software plan_software_defaults(void);
+
+/* Whether parameter all-gathers overlap compute under ZeRO stage `zero`:
+ * the plan's overlap_param_gather when it says, else what planc's runtime
+ * does — ZeRO-3 gathers layer by layer with the next layer prefetched
+ * (runtime/par/model.c), ZeRO-1/2's all-gather follows the optimizer step
+ * (prt_zero_sync). */
+bool plan_param_overlap(const Plan *p, int zero);
 
 /* Whether a resolved layout can run the model on the cluster; if not,
  * writes the reason to why. This is the one place that decides it:

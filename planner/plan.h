@@ -204,10 +204,12 @@ typedef struct {
     /* ZeRO-1/2: true, the all-gather of the updated shards overlaps the
      * next step's forward layer by layer (Megatron's
      * --overlap-param-gather); false (planc): it follows the optimizer
-     * step and blocks. ZeRO-3: true, the parameter all-gather is
-     * prefetched, a layer's compute starts once its bucket arrived; false
-     * (planc): the compute waits for the whole chunk's gather */
-    bool overlap_param_gather;
+     * step and blocks. ZeRO-3: true (planc), the parameter all-gather is
+     * prefetched, a layer's compute starts once its bucket arrived; false:
+     * the compute waits for the whole chunk's gather. 1, 0, or PLAN_AUTO
+     * when the plan does not say: then planc's own program for the ZeRO
+     * stage (plan_param_overlap) */
+    int  overlap_param_gather;
     /* true (planc): pipeline sends run on their own stream and the sender
      * computes on; false: a send holds the sender's compute stream until
      * its transfer is done (Megatron-LM 2021's p2p_communication:

@@ -1046,11 +1046,14 @@ static void sema_software(Sema *S, const Fields *F, Software *W)
 {
     static const char *const KEYS[] = { "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
                                         "overlap_tp" };
-    bool *slot[] = { &W->overlap_grad_reduce, &W->overlap_param_gather, &W->overlap_p2p, &W->overlap_tp };
+    bool *slot[] = { &W->overlap_grad_reduce, NULL, &W->overlap_p2p, &W->overlap_tp };
     const DslStmt *s;
     int e;
     for (size_t i = 0; i < N_ELEMS(KEYS); i++)
-        if ((s = field(F, KEYS[i])) && get_bool(S, s, false, &e)) *slot[i] = e;
+        if ((s = field(F, KEYS[i])) && get_bool(S, s, false, &e)) {
+            if (slot[i]) *slot[i] = e;
+            else W->overlap_param_gather = e != 0;   /* int: PLAN_AUTO when absent */
+        }
 }
 
 /* plan { ... }: every layout field may be absent or `auto` (PLAN_AUTO);

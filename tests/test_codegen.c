@@ -526,12 +526,13 @@ static void test_refusals(void **state)
 static void test_software_refusals(void **state)
 {
     (void)state;
-    enum { GRAD, GATHER, P2P, TP, DROP };
+    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP };
     static const struct { Case c; int key; const char *needle; } cases[] = {
         { { "pp2", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, "overlap_p2p false" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, NULL },
         { { "dp2-zero1", 2, 1, 1, 1, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GATHER, "overlap_param_gather true" },
-        { { "dp2-zero3", 2, 1, 1, 3, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GATHER, "overlap_param_gather true" },
+        { { "dp2-zero3", 2, 1, 1, 3, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GATHER, NULL },   /* ZeRO-3 prefetches */
+        { { "dp2-zero3", 2, 1, 1, 3, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, NOGATHER, "overlap_param_gather false" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GATHER, NULL },
         { { "tp2", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 4 }, TP, "overlap_tp true" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, TP, NULL },
@@ -550,6 +551,7 @@ static void test_software_refusals(void **state)
         switch (cases[i].key) {
         case GRAD:   w->overlap_grad_reduce = false; break;
         case GATHER: w->overlap_param_gather = true; break;
+        case NOGATHER: w->overlap_param_gather = false; break;
         case P2P:    w->overlap_p2p = false; break;
         case TP:     w->overlap_tp = true; break;
         case DROP:   p.model.dropout = 0.1; break;

@@ -527,13 +527,14 @@ static void test_knob_errors(void **state)
 static void test_software_keys(void **state)
 {
     (void)state;
-    static const struct { const char *plan; bool grad, gather, p2p, tp; } cases[] = {
-        { "", true, false, true, false },
-        { "plan { dp 8 }\n", true, false, true, false },
-        { "plan { overlap_grad_reduce false }\n", false, false, true, false },
+    static const struct { const char *plan; int grad, gather, p2p, tp; } cases[] = {
+        { "", true, PLAN_AUTO, true, false },   /* gather: as the ZeRO stage has it */
+        { "plan { dp 8 }\n", true, PLAN_AUTO, true, false },
+        { "plan { overlap_grad_reduce false }\n", false, PLAN_AUTO, true, false },
         { "plan { overlap_param_gather true }\n", true, true, true, false },
-        { "plan { overlap_p2p false }\n", true, false, false, false },
-        { "plan { overlap_tp true }\n", true, false, true, true },
+        { "plan { overlap_param_gather false }\n", true, false, true, false },
+        { "plan { overlap_p2p false }\n", true, PLAN_AUTO, false, false },
+        { "plan { overlap_tp true }\n", true, PLAN_AUTO, true, true },
         { "plan { overlap_grad_reduce false; overlap_param_gather true; overlap_p2p false; overlap_tp true }\n",
           false, true, false, true },
     };

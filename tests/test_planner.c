@@ -1428,8 +1428,8 @@ static void test_overlap_tp_terms(void **state)
  * leaves the tail (no SYNC_PARAMS) for a gather feeding each chunk's
  * first forward, layer by layer, and the step gets no slower; ZeRO-3's
  * gather is bucketed per layer (prefetch) only with it, one piece the
- * compute waits for without it (planc's runtime), so the default is the
- * slower of the two. */
+ * compute waits for without it. Unset, it is planc's runtime: off under
+ * ZeRO-1/2, on (prefetch) under ZeRO-3. */
 static void test_overlap_param_gather(void **state)
 {
     (void)state;
@@ -1439,7 +1439,9 @@ static void test_overlap_param_gather(void **state)
         PlanEval off, on;
         PlanProgram pr[2];
         char why[256];
-        assert_false(p.software.overlap_param_gather);
+        assert_int_equal(p.software.overlap_param_gather, PLAN_AUTO);
+        assert_int_equal(plan_param_overlap(&p, zero), zero == 3);
+        p.software.overlap_param_gather = false;
         plan_evaluate(&p, &off);
         assert_true(plan_lower(&p, &pr[0], why, sizeof why));
         p.software.overlap_param_gather = true;
