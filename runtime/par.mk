@@ -13,7 +13,8 @@ PRT_CUDA_SRCS += $(PRT_PAR_SRCS)
 .PHONY: test-mem
 TEST_TARGETS += test-mem
 test-mem: $(PLANC) $(LIBPRT) $(if $(NVCC),$(LIBPRT_CUDA)) $(CG_DATA)
-	MPIRUN="$(MPIRUN)" PRT_CUDA_LIB="$(if $(NVCC),$(LIBPRT_CUDA))" tests/mem/run.sh $(PLANC) $(abspath $(BUILD))/mem
+	MPIRUN="$(MPIRUN)" PRT_CUDA_LIB="$(if $(NVCC),$(LIBPRT_CUDA))" MEM_RSS=$(if $(filter 1,$(SAN)),0,1) \
+	    tests/mem/run.sh $(PLANC) $(abspath $(BUILD))/mem
 
 # test-resilience: checkpoints, exact and cross-layout resume, refusals of
 # bad checkpoints, a killed or hung rank, an injected NaN, the consolidated
