@@ -249,9 +249,10 @@ static const char *hf_dtype(HfConfig *c)
 
 /* ---- the families --------------------------------------------------------- */
 
-/* What Llama, Mistral and Qwen2 share: LlamaConfig's keys. The MLP is
- * gated (SwiGLU: silu on the gate), norms are RMSNorm, positions RoPE. */
-static void read_llama_like(HfConfig *c, ImportModel *m, double theta_def, bool tied_def)
+/* The keys the RoPE families (Llama, Mistral, Qwen2, Gemma) share:
+ * shapes, positions RoPE, norms RMSNorm. head_def is the head width when
+ * the config names none (0: width / heads, as LlamaConfig). */
+static void read_rope_family(HfConfig *c, ImportModel *m, int64_t head_def, bool tied_def)
 {
     m->vocab = hf_int(c, "vocab_size", 0, "the vocabulary");
     m->dim = hf_int(c, "hidden_size", 0, "the model width");
@@ -260,12 +261,20 @@ static void read_llama_like(HfConfig *c, ImportModel *m, double theta_def, bool 
     m->kv_heads = hf_int(c, "num_key_value_heads", m->heads ? m->heads : 1, "the key/value heads");
     m->hidden = hf_int(c, "intermediate_size", 0, "the MLP's inner size");
     m->seq = hf_int(c, "max_position_embeddings", 0, "the context length");
-    m->head_dim = hf_int(c, "head_dim", m->heads && m->dim ? m->dim / m->heads : 1, "the width of one head");
-    m->rope_theta = hf_num(c, "rope_theta", theta_def, "RoPE's base");
+    if (!head_def) head_def = m->heads && m->dim ? m->dim / m->heads : 1;
+    m->head_dim = hf_int(c, "head_dim", head_def, "the width of one head");
+    m->rope_theta = hf_num(c, "rope_theta", PLAN_ROPE_THETA_DEFAULT, "RoPE's base");
     m->tied = hf_bool(c, "tie_word_embeddings", tied_def);
     m->dtype = hf_dtype(c);
     m->position = "rope";
     m->norm = "rmsnorm";
+}
+
+/* What Llama, Mistral and Qwen2 share: LlamaConfig's keys. The MLP is
+ * gated (SwiGLU: silu on the gate). */
+static void read_llama_like(HfConfig *c, ImportModel *m)
+{
+    read_rope_family(c, m, 0, false);
     m->act = "swiglu";
     const char *act = hf_str(c, "hidden_act", "silu", "the activation's name");
     static const char *const silu[] = { "silu", "swish", NULL };
@@ -274,7 +283,7 @@ static void read_llama_like(HfConfig *c, ImportModel *m, double theta_def, bool 
 
 static void read_llama(HfConfig *c, ImportModel *m)
 {
-    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
+    read_llama_like(c, m);
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
     m->mlp_bias = hf_bool(c, "mlp_bias", false);
 }
@@ -283,7 +292,7 @@ static void read_llama(HfConfig *c, ImportModel *m)
  * full attention). */
 static void read_mistral(HfConfig *c, ImportModel *m)
 {
-    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
+    read_llama_like(c, m);
     m->window = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
     if (m->window < 0) m->window = 0;
 }
@@ -292,7 +301,7 @@ static void read_mistral(HfConfig *c, ImportModel *m)
  * only with use_sliding_window, to the blocks from max_window_layers on. */
 static void read_qwen2(HfConfig *c, ImportModel *m)
 {
-    read_llama_like(c, m, PLAN_ROPE_THETA_DEFAULT, false);
+    read_llama_like(c, m);
     m->attn_bias = IMP_BIAS_QKV;
     bool slide = hf_bool(c, "use_sliding_window", false);
     int64_t w = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
@@ -308,20 +317,8 @@ static void read_qwen2(HfConfig *c, ImportModel *m)
  * scaling of the embedding change no shape. */
 static void read_gemma(HfConfig *c, ImportModel *m)
 {
-    m->vocab = hf_int(c, "vocab_size", 0, "the vocabulary");
-    m->dim = hf_int(c, "hidden_size", 0, "the model width");
-    m->layers = hf_int(c, "num_hidden_layers", 0, "the transformer blocks");
-    m->heads = hf_int(c, "num_attention_heads", 0, "the query heads");
-    m->kv_heads = hf_int(c, "num_key_value_heads", m->heads ? m->heads : 1, "the key/value heads");
-    m->hidden = hf_int(c, "intermediate_size", 0, "the MLP's inner size");
-    m->seq = hf_int(c, "max_position_embeddings", 0, "the context length");
-    m->head_dim = hf_int(c, "head_dim", 256, "the width of one head");
-    m->rope_theta = hf_num(c, "rope_theta", PLAN_ROPE_THETA_DEFAULT, "RoPE's base");
-    m->tied = hf_bool(c, "tie_word_embeddings", true);
+    read_rope_family(c, m, 256, true);
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
-    m->dtype = hf_dtype(c);
-    m->position = "rope";
-    m->norm = "rmsnorm";
     m->act = "geglu";
     static const char *const gelu[] = { "gelu", "gelu_pytorch_tanh", "gelu_new", NULL };
     const char *key = json_object_get(c->root, "hidden_activation") ? "hidden_activation" : "hidden_act";
