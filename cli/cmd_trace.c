@@ -117,8 +117,7 @@ static void override_layout(Plan *p, const TraceArgs *a)
 {
     if (a->schedule == PLAN_AUTO && a->chunks == PLAN_AUTO) return;
     if (!p->has_layout) {
-        p->layout = (Layout){ PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO,
-                              PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO };
+        p->layout = plan_layout_auto();
         p->has_layout = true;
     }
     if (a->schedule != PLAN_AUTO) {

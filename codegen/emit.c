@@ -583,6 +583,8 @@ static int emit_params(Cg *g, bool write)
             if (L->position == POS_LEARNED)
                 param_row(g, &id, "wpe.weight", i, (size_t)m->seq, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             break;
+        case LAYER_MOE:     /* refused by runtime_honours */
+            break;
         case LAYER_ATTENTION: {
             size_t d = (size_t)plan_head_dim(m, L), q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
             size_t parts[3] = { q, kv, kv };
@@ -661,6 +663,8 @@ static void emit_layers(Cg *g)
         case LAYER_EMBEDDING:
             w1 = wte = p;
             if (L->position == POS_LEARNED) w2 = p + 1;
+            break;
+        case LAYER_MOE:     /* refused by runtime_honours */
             break;
         case LAYER_ATTENTION: case LAYER_MLP:
             lw = p++;
@@ -1080,6 +1084,9 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (p->model.dropout > 0) {
         key = "dropout";
         what = "it has no dropout kernels yet";
+    } else if (plan_model_has_moe(&p->model)) {
+        key = "moe";
+        what = "it has no mixture-of-experts layers yet";
     }
     if (key) snprintf(why, len, "%s: planc's runtime cannot honour it (%s); `check` and `search` still "
                       "predict it", key, what);

@@ -55,12 +55,17 @@ bool plan_param_overlap(const Plan *p, int zero)
     return g == PLAN_AUTO ? zero == 3 : g != 0;
 }
 
+Layout plan_layout_auto(void)
+{
+    return (Layout){ .dp = PLAN_AUTO, .tp = PLAN_AUTO, .pp = PLAN_AUTO, .zero = PLAN_AUTO,
+                     .micro_batch = PLAN_AUTO, .global_batch = PLAN_AUTO, .schedule = PLAN_AUTO,
+                     .chunks = PLAN_AUTO, .recompute = PLAN_AUTO, .sequence_parallel = PLAN_AUTO,
+                     .ep = PLAN_AUTO };
+}
+
 Layout plan_layout_defaults(const Plan *p)
 {
-    Layout l;
-    if (p->has_layout) l = p->layout;
-    else l = (Layout){ PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO,
-                       PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO };
+    Layout l = p->has_layout ? p->layout : plan_layout_auto();
     int64_t gpus = p->cluster.nodes * p->cluster.gpus_per_node;
     if (l.tp == PLAN_AUTO) l.tp = 1;
     if (l.pp == PLAN_AUTO) l.pp = 1;
@@ -77,6 +82,7 @@ Layout plan_layout_defaults(const Plan *p)
         l.schedule = l.chunks > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
     if (l.recompute == PLAN_AUTO) l.recompute = RECOMPUTE_NONE;
     if (l.sequence_parallel == PLAN_AUTO || l.tp == 1) l.sequence_parallel = 0;
+    if (l.ep == PLAN_AUTO) l.ep = 1;
     return l;
 }
 

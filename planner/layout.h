@@ -24,8 +24,11 @@ typedef struct {
  * dp = GPUs/(tp*pp), zero 0, micro_batch 1, global_batch = dp*micro_batch,
  * schedule 1f1b (interleaved when chunks > 1 is given), chunks 1,
  * recompute none, sequence_parallel off. Sequence parallelism with tp 1
- * means nothing, so it is off there whatever the plan block says. */
+ * means nothing, so it is off there whatever the plan block says; ep 1. */
 Layout plan_layout_defaults(const Plan *p);
+
+/* A layout with every field PLAN_AUTO (a plan without a plan block). */
+Layout plan_layout_auto(void);
 
 /* The software settings a plan has when its plan block names none (the
  * one place they are written; README's plan-block table): planc's own

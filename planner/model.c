@@ -80,6 +80,13 @@ bool plan_model_dropout(const Model *m)
     return m->dropout > 0;
 }
 
+bool plan_model_has_moe(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_MOE) return true;
+    return false;
+}
+
 const char *plan_layer_kind_name(LayerKind k)
 {
     switch (k) {   /* ORDER LayerKind */
@@ -88,6 +95,7 @@ const char *plan_layer_kind_name(LayerKind k)
     case LAYER_MLP:       return "mlp";
     case LAYER_NORM:      return "norm";
     case LAYER_LM_HEAD:   return "lm_head";
+    case LAYER_MOE:       return "moe";
     }
     return "?";
 }
@@ -120,6 +128,17 @@ static uint64_t norm_params(const Model *m, NormKind k)
     return (uint64_t)m->dim * (k == NORM_LAYERNORM ? 2u : 1u);   /* gain (+ bias) */
 }
 
+/* One MLP's weights (and biases) without its norm, on one of tp ranks: an
+ * MLP layer's, or one expert's of a mixture. */
+static uint64_t expert_params(const Model *m, const Layer *l, int tp, bool *ovf)
+{
+    uint64_t h = (uint64_t)m->dim, f = (uint64_t)l->hidden;
+    uint64_t mats = plan_act_gated(l->act) ? 3u : 2u;             /* (gate,) up, down */
+    uint64_t n = split(mul(mats, mul(h, f, ovf), ovf), tp);
+    if (l->bias) n = add(n, add(split(mul(mats - 1u, f, ovf), tp), h, ovf), ovf);
+    return n;
+}
+
 /* Parameters of layer l on one of tp ranks when the word table has V rows
  * (the real vocabulary, or the padded one that divides by tp). */
 static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V, bool *ovf)
@@ -144,13 +163,14 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
         if (l->bias) n = add(n, add(split(qkv_out, tp), l->qkv_bias_only ? 0 : h, ovf), ovf);
         return n;
     }
-    case LAYER_MLP: {
-        uint64_t f = (uint64_t)l->hidden;
-        uint64_t mats = plan_act_gated(l->act) ? 3u : 2u;         /* (gate,) up, down */
-        uint64_t n = norm_params(m, l->norm);
-        n = add(n, split(mul(mats, mul(h, f, ovf), ovf), tp), ovf);
-        if (l->bias) n = add(n, add(split(mul(mats - 1u, f, ovf), tp), h, ovf), ovf);
-        return n;
+    case LAYER_MLP:
+        return add(norm_params(m, l->norm), expert_params(m, l, tp, ovf), ovf);
+    case LAYER_MOE: {
+        /* the norm, the router h x E (replicated, no bias), E routed and S
+         * shared experts of an MLP's shape each (Mixtral, DeepSeek-MoE) */
+        uint64_t n = add(norm_params(m, l->norm), mul(h, (uint64_t)l->experts, ovf), ovf);
+        uint64_t ne = add((uint64_t)l->experts, (uint64_t)l->shared, ovf);
+        return add(n, mul(ne, expert_params(m, l, tp, ovf), ovf), ovf);
     }
     case LAYER_NORM:
         return norm_params(m, l->norm);
@@ -360,6 +380,8 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
             else       { w->tp_fwd.ar = 1; }
         }
         break;
+    case LAYER_MOE:     /* a mixture's work: planner/model.c's MoE counting */
+        break;
     case LAYER_NORM:
         norm_work(w, T * h, e, r);
         w->act_none = w->act_selective = w->act_full = e * T * h * r;
@@ -454,6 +476,14 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
         snprintf(buf, (size_t)len, "%lld -> %lld %s, %s%s", (long long)m->dim,
                  (long long)l->hidden, acts[l->act], norms[l->norm], l->bias ? ", bias" : "");
         break;
+    case LAYER_MOE: {
+        char sh[40] = "";
+        if (l->shared > 0) snprintf(sh, sizeof sh, " + %lld shared", (long long)l->shared);
+        snprintf(buf, (size_t)len, "%lld experts top %lld%s, %lld -> %lld %s, %s%s", (long long)l->experts,
+                 (long long)l->top_k, sh, (long long)m->dim, (long long)l->hidden, acts[l->act],
+                 norms[l->norm], l->bias ? ", bias" : "");
+        break;
+    }
     case LAYER_NORM:
         snprintf(buf, (size_t)len, "%s %lld", norms[l->norm], (long long)m->dim);
         break;
@@ -466,6 +496,7 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
 
 uint64_t plan_layer_norm_params(const Model *m, const Layer *l)
 {
-    bool normed = l->kind == LAYER_ATTENTION || l->kind == LAYER_MLP || l->kind == LAYER_NORM;
+    bool normed = l->kind == LAYER_ATTENTION || l->kind == LAYER_MLP || l->kind == LAYER_MOE ||
+                  l->kind == LAYER_NORM;
     return normed ? norm_params(m, l->norm) : 0;
 }

@@ -95,6 +95,9 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b);
  * masks (one byte an element) and their time are counted, else nothing. */
 bool plan_model_dropout(const Model *m);
 
+/* Whether a layer of m is a mixture of experts (LAYER_MOE). */
+bool plan_model_has_moe(const Model *m);
+
 /* Parameters of one layer held by one tensor-parallel rank, as laid out:
  * the embedding and an untied head hold plan_vocab_padded(m, tp) / tp rows
  * (tp 1: the whole layer, padded to vocab_multiple). A tied LM head holds

@@ -33,6 +33,8 @@ typedef enum {
     LAYER_MLP,         /* pre-norm MLP sublayer + residual */
     LAYER_NORM,        /* final norm */
     LAYER_LM_HEAD,     /* logits over the vocabulary (tied or not) */
+    LAYER_MOE,         /* pre-norm mixture-of-experts sublayer + residual, where
+                          an MLP may stand (Switch Transformer, Mixtral) */
 } LayerKind;
 
 typedef enum { POS_LEARNED, POS_ROPE, POS_NONE } PosKind;
@@ -55,10 +57,19 @@ typedef struct {
     int64_t   head_dim;     /* size of one head; 0 = dim / heads (plan_head_dim) */
     int64_t   window;       /* sliding window in tokens, the token itself
                                included (Mistral); 0 = full causal */
-    /* LAYER_MLP */
-    int64_t   hidden;       /* MLP inner size (per branch for swiglu) */
+    /* LAYER_MLP, LAYER_MOE */
+    int64_t   hidden;       /* MLP inner size (per branch for swiglu); MoE: each expert's */
     ActKind   act;
-    /* LAYER_ATTENTION, LAYER_MLP, LAYER_NORM */
+    /* LAYER_MOE: a router (linear dim -> experts, no bias) picks top_k
+     * experts per token, softmax over the top_k logits (Mixtral's order);
+     * the token's output is their weighted sum plus the shared experts' */
+    int64_t   experts;      /* routed experts E */
+    int64_t   top_k;        /* experts per token, 1 <= top_k <= experts */
+    int64_t   shared;       /* shared experts every token passes (same width), default 0 */
+    double    aux_loss;     /* load-balancing loss coefficient (Switch), default 0 */
+    double    capacity_factor; /* tokens an expert takes = factor x tokens x top_k /
+                               experts, the rest dropped (GShard); 0 = dropless */
+    /* LAYER_ATTENTION, LAYER_MLP, LAYER_MOE, LAYER_NORM */
     NormKind  norm;         /* the sublayer's pre-norm, or the final norm */
     bool      bias;         /* linear layers carry biases (GPT-2: yes) */
     bool      qkv_bias_only; /* attention with bias: on Q, K, V only, none on
@@ -176,7 +187,16 @@ typedef struct {
     int      chunks;             /* model chunks per pipeline rank (interleaved) */
     int      recompute;          /* Recompute or PLAN_AUTO */
     int      sequence_parallel;  /* 0, 1 or PLAN_AUTO */
+    int      ep;                 /* expert-parallel degree, divides dp (MoE models);
+                                    PLAN_AUTO: searched; 0 (a Layout built in C
+                                    without it) means 1 (plan_ep) */
 } Layout;
+
+/* The expert-parallel degree a set layout runs with: ep, or 1 when unset. */
+static inline int plan_ep(const Layout *L)
+{
+    return L->ep >= 1 ? L->ep : 1;
+}
 
 typedef struct {
     int64_t     steps;

@@ -41,6 +41,7 @@
 #define MAX_DIM       (1 << 20)
 #define MAX_HEADS     (1 << 16)
 #define MAX_HIDDEN    (1 << 24)
+#define MAX_EXPERTS   (1 << 16)
 #define MAX_WINDOW    ((1ll << 31) - 1) /* sliding_window, tokens */
 #define MAX_ROPE_THETA 1e12           /* RoPE base; published ones reach 1e6 */
 #define MAX_VOCAB     ((1ll << 31) - 1)
@@ -540,6 +541,40 @@ static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     if ((s = field(&F, "act")) && get_enum(S, s, ACT_NAMES, N_ELEMS(ACT_NAMES), false, &x)) l->act = (ActKind)x;
 }
 
+/* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
+ * capacity_factor }: a mixture of experts in place of an MLP. hidden
+ * defaults to 4 x dim as the MLP's, act to swiglu (Mixtral), shared to 0,
+ * aux_loss to 0, capacity_factor to none (dropless). */
+static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
+{
+    static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
+                                        "aux_loss", "capacity_factor" };
+    Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
+    const DslStmt *body, *s, *es, *ks;
+    layer_at(l, LAYER_MOE, st);
+    l->hidden = 4 * dim;
+    l->act = ACT_SWIGLU;
+    sema_norm_bias(S, &F, l);
+    if (!block_body(S, st, 0, &body)) return;
+    collect(S, &F, body);
+    sema_norm_bias(S, &F, l);
+    if ((s = field(&F, "hidden"))) get_int(S, s, 1, MAX_HIDDEN, false, &l->hidden);
+    int x;
+    if ((s = field(&F, "act")) && get_enum(S, s, ACT_NAMES, N_ELEMS(ACT_NAMES), false, &x)) l->act = (ActKind)x;
+    if ((s = field(&F, "shared"))) get_int(S, s, 0, MAX_EXPERTS, false, &l->shared);
+    if ((s = field(&F, "aux_loss"))) get_real(S, s, 0, false, 1e6, false, &l->aux_loss);
+    if ((s = field(&F, "capacity_factor"))) get_real(S, s, 0, true, 1e6, false, &l->capacity_factor);
+    es = field(&F, "experts");
+    ks = field(&F, "top_k");
+    if (!es) missing(S, st, "experts", "moe { experts 8; top_k 2 }");
+    if (!ks) missing(S, st, "top_k", "moe { experts 8; top_k 2 }");
+    bool ok_e = es && get_int(S, es, 1, MAX_EXPERTS, false, &l->experts);
+    bool ok_k = ks && get_int(S, ks, 1, MAX_EXPERTS, false, &l->top_k);
+    if (ok_e && ok_k && l->top_k > l->experts)
+        dsl_error(S->d, ks->args->loc, "top_k %" PRId64 " > experts %" PRId64
+                  " (each token picks top_k distinct experts)", l->top_k, l->experts);
+}
+
 /* norm { kind }: the final norm before the head. */
 static void sema_final_norm(Sema *S, const DslStmt *st, Layer *l)
 {
@@ -568,7 +603,7 @@ static void sema_lm_head(Sema *S, const DslStmt *st, Layer *l)
     if ((s = field(&F, "tied")) && get_bool(S, s, false, &x)) l->tied = x;
 }
 
-static const char *const BLOCK_KEYS[] = { "attention", "mlp", "repeat" };
+static const char *const BLOCK_KEYS[] = { "attention", "mlp", "moe", "repeat" };
 
 /* Append the transformer sublayers of `st` (attention, mlp or a repeat of
  * them) to L, expanding repeat; stops at PLAN_MAX_LAYERS. */
@@ -588,6 +623,10 @@ static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
         sema_mlp(S, st, layers_push(S, L), dim);
         return;
     }
+    if (strcmp(st->key, "moe") == 0) {
+        sema_moe(S, st, layers_push(S, L), dim);
+        return;
+    }
     /* repeat N { ... }: expand the body once, then copy it N-1 times. */
     if (st->n_args != 1 || st->kind != DSL_STMT_BLOCK) {
         dsl_error(S->d, st->key_loc, "repeat needs a count and a block: repeat 12 { attention { ... } mlp { ... } }");
@@ -601,7 +640,7 @@ static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
     for (const DslStmt *b = st->body; b; b = b->next) {
         if (key_index(b->key, BLOCK_KEYS, N_ELEMS(BLOCK_KEYS)) < 0) {
             if (strcmp(b->key, "embedding") == 0 || strcmp(b->key, "norm") == 0 || strcmp(b->key, "lm_head") == 0)
-                dsl_error(S->d, b->key_loc, "'%s' is not allowed in repeat (only attention, mlp and repeat)",
+                dsl_error(S->d, b->key_loc, "'%s' is not allowed in repeat (only attention, mlp, moe and repeat)",
                           b->key);
             else
                 unknown_key(S, b, "repeat", BLOCK_KEYS, N_ELEMS(BLOCK_KEYS));
@@ -626,7 +665,7 @@ static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
 }
 
 static const char *const MODEL_KEYS[] = { "vocab", "vocab_multiple", "seq", "dtype", "dropout",
-                                          "embedding", "attention", "mlp", "repeat", "norm", "lm_head" };
+                                          "embedding", "attention", "mlp", "moe", "repeat", "norm", "lm_head" };
 
 /* Where a layer may appear: 0 before the embedding, 1 the blocks, 2 after
  * the final norm, 3 after the lm_head. */
@@ -1030,7 +1069,7 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
 static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
                                          "schedule", "chunks", "recompute", "sequence_parallel",
                                          "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
-                                         "overlap_tp" };
+                                         "overlap_tp", "ep" };
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
 
@@ -1066,6 +1105,7 @@ static void sema_layout(Sema *S, const DslStmt *p, Layout *L, Software *W, PlanS
     int e;
     L->dp = L->tp = L->pp = L->zero = L->schedule = L->chunks = L->recompute = PLAN_AUTO;
     L->sequence_parallel = PLAN_AUTO;
+    L->ep = PLAN_AUTO;
     L->micro_batch = L->global_batch = PLAN_AUTO;
     src->block = p;
     src->F = (Fields){ "plan", PLAN_KEYS, N_ELEMS(PLAN_KEYS), { 0 } };
@@ -1087,6 +1127,7 @@ static void sema_layout(Sema *S, const DslStmt *p, Layout *L, Software *W, PlanS
     if ((s = field(F, "recompute")) && get_enum(S, s, RECOMPUTE_NAMES, N_ELEMS(RECOMPUTE_NAMES), true, &e))
         L->recompute = e;
     if ((s = field(F, "sequence_parallel")) && get_bool(S, s, true, &e)) L->sequence_parallel = e;
+    if ((s = field(F, "ep")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->ep = (int)x;
     sema_software(S, F, W);
 }
 

@@ -392,7 +392,7 @@ static void test_layout_defaults(void **state)
     assert_int_equal(l.chunks, 1); assert_int_equal(l.recompute, RECOMPUTE_NONE);
     assert_int_equal(l.sequence_parallel, 0);
     p.has_layout = true;
-    p.layout = (Layout){ PLAN_AUTO, 2, 4, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO };
+    p.layout = (Layout){ PLAN_AUTO, 2, 4, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO };
     l = plan_layout_defaults(&p);
     assert_int_equal(l.dp, 2); assert_int_equal(l.global_batch, 4);
     assert_int_equal(l.schedule, SCHED_INTERLEAVED);

@@ -186,8 +186,8 @@ static void test_search_results_pass_check(void **state)
     for (size_t mi = 0; mi < sizeof MODELS / sizeof MODELS[0]; mi++)
         for (int ci = 0; ci < 2; ci++) {
             Built b;
-            Layout a = { PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, 48, PLAN_AUTO, PLAN_AUTO,
-                         PLAN_AUTO, PLAN_AUTO };
+            Layout a = plan_layout_auto();
+            a.global_batch = 48;
             build(&b, &MODELS[mi], clusters[ci], a);
             PlanSearchOptions o = plan_search_defaults();
             o.top = 12;
@@ -238,7 +238,7 @@ static void test_each_rule(void **state)
     (void)state;
     /* llama-odd: layer 1 attention (12 heads, 6 kv heads), layer 2 MLP 2050,
      * seq 999, 6 blocks, vocab 32001 */
-#define L(dp, tp, pp, z, mb, gb, sc, ch, sp) { dp, tp, pp, z, mb, gb, sc, ch, RECOMPUTE_NONE, sp }
+#define L(dp, tp, pp, z, mb, gb, sc, ch, sp) { dp, tp, pp, z, mb, gb, sc, ch, RECOMPUTE_NONE, sp, 1 }
     const RuleCase cases[] = {
         { "valid, vocab padded", 2, 8, L(4, 2, 2, 1, 2, 32, SCHED_1F1B, 1, 0), 0, NULL },
         { "kv heads", 2, 8, L(2, 4, 2, 1, 2, 32, SCHED_1F1B, 1, 0), 0,
@@ -295,8 +295,7 @@ static void test_rules_ignore_auto(void **state)
 {
     (void)state;
     Built b;
-    Layout a = { PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO,
-                 PLAN_AUTO, PLAN_AUTO };
+    Layout a = plan_layout_auto();
     build(&b, &MODELS[1], cluster(2, 8), a);
     const Model *m = &b.p.model;
     const Cluster *c = &b.p.cluster;
@@ -357,7 +356,7 @@ static void test_vocab_padded_memory_flops(void **state)
     (void)state;
     static const int64_t TP[] = { 2, 4 };   /* (tp 8 does not divide gpt2-odd's 12 heads) */
     for (int i = 0; i < 2; i++) {
-        Layout l = { 16 / TP[i] / 2, (int)TP[i], 2, 1, 2, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0 };
+        Layout l = { 16 / TP[i] / 2, (int)TP[i], 2, 1, 2, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, 1 };
         ModelCase a = MODELS[0], b = MODELS[0];
         Built x, y;
         build(&x, &a, cluster(2, 8), l);
@@ -565,7 +564,7 @@ static void test_buffer_formula(void **state)
     assert_int_equal(plan_memory_buffers(1, 2, 100, 10, DTYPE_FP32), 2 * 10 * 4);
     /* plan_memory's buffers are that formula */
     Built b;
-    Layout l = { 2, 2, 4, 3, 2, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0 };
+    Layout l = { 2, 2, 4, 3, 2, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, 1 };
     build(&b, &MODELS[1], cluster(2, 8), l);
     PlanCosts c;
     assert_true(plan_costs(&b.p, &l, &c));
