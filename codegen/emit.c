@@ -339,6 +339,7 @@ static void set_features(Cg *g)
     set_feature(g, "HAS_FINAL_NORM", final_norm > 0);
     set_feature(g, "HAS_BIAS", bias > 0);
     set_feature(g, "PIPELINE", l->pp > 1);
+    set_feature(g, "DROPOUT", plan_model_dropout(m));   /* planner/model.c counts its masks: the same rule */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -447,6 +448,11 @@ static void emit_constants(Cg *g)
         char th[48];
         out(g, "static const float ROPE_THETA = %s;   /* RoPE's base (embedding rope_theta) */\n",
             flt(th, plan_rope_theta(m)));
+    }
+    if (feature(g, "DROPOUT", 7) == 1) {
+        char pr[48];
+        out(g, "static const float DROPOUT_P = %s;    /* the model's dropout: probability an element is dropped */\n",
+            flt(pr, m->dropout));
     }
     out(g, "\n");
     char data[1024], name[256];
@@ -1066,7 +1072,8 @@ static void emit_steps(Cg *g)
  * that changes nothing on this layout (overlap_tp with tp 1) is honoured.
  * The runtime honours overlap_grad_reduce both ways (false: the Program's
  * reductions wait for the flush, and no REDUCE_DURING is emitted) and the
- * defaults of the others (planner/layout.c, plan_software_defaults). */
+ * defaults of the others (planner/layout.c, plan_software_defaults), and the
+ * model's dropout (runtime/ops/dropout.c: the masks planner/model.c counts). */
 static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t len)
 {
     const Software *w = &p->software;
@@ -1081,9 +1088,6 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (w->overlap_tp && l->tp > 1) {
         key = "overlap_tp true";
         what = "its TP collectives are synchronous";
-    } else if (p->model.dropout > 0) {
-        key = "dropout";
-        what = "it has no dropout kernels yet";
     } else if (plan_model_has_moe(&p->model)) {
         key = "moe";
         what = "it has no mixture-of-experts layers yet";

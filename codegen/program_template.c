@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE,
+ * SLIDING_WINDOW, ROPE, DROPOUT,
  * LEARNED_POS, HAS_MLP, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -74,6 +74,9 @@
 #ifndef PIPELINE
 #define PIPELINE 0
 #endif
+#ifndef DROPOUT
+#define DROPOUT 0
+#endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
 #define USES_BWD_WEIGHT SPLIT_BWD
@@ -103,6 +106,9 @@ static const size_t B = 1, T = 8, N = 8, NL = 8, C = 8, V = 16, VL = 16, GLOBAL_
                     MAX_WIDTH = 24, MAX_INNER = 32, MAX_HEADS = 1;
 #if ROPE
 static const float ROPE_THETA = 10000.0f;
+#endif
+#if DROPOUT
+static const float DROPOUT_P = 0.1f;
 #endif
 static const long STEPS = 1;
 static const char *const DATA = 0;
@@ -169,6 +175,11 @@ typedef struct {
     prt_act *logits;                  /* (N, VL) lm_head: this rank's vocabulary slice */
     float   *mx, *se, *tgt, *loss;    /* (N) lm_head: cross-entropy pieces (se, tgt adjacent) */
     int32_t *tok;                     /* (N) embedding: tokens; lm_head: targets */
+#if DROPOUT
+    uint8_t *mask;                    /* (NL, C) dropout mask of the output branch (embedding, attention, MLP) */
+    prt_act *attd;                    /* (B, h, T, T) the probabilities after dropout */
+    uint8_t *att_mask;                /* (B, h, T, T) their dropout mask */
+#endif
 } LayerActs;
 
 /* Everything one rank holds while it trains. */
@@ -193,6 +204,10 @@ static struct {
 #endif
 #if RECOMPUTE_SELECTIVE
     prt_act *att;          /* the attention scores, rebuilt in each backward */
+#endif
+#if RECOMPUTE_SELECTIVE && DROPOUT
+    prt_act *attd;         /* ... after dropout, and their mask, redrawn in each backward */
+    uint8_t *att_mask;
 #endif
 #if RECOMPUTE_FULL
     LayerActs rc;          /* the one layer's buffers full recomputation rebuilds */
@@ -222,6 +237,16 @@ static float *f32_alloc(size_t n)
     if (!p) prt_run_fail(R.c, "prt_alloc (statistics)", PRT_ERR_NOMEM);
     return p;
 }
+
+#if DROPOUT
+/* A dropout mask: one byte an element (planner/model.c counts it so). */
+static uint8_t *mask_alloc(size_t n)
+{
+    uint8_t *p = (uint8_t *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, n);
+    if (!p) prt_run_fail(R.c, "prt_alloc (dropout mask)", PRT_ERR_NOMEM);
+    return p;
+}
+#endif
 
 /* The first row of this rank's vocabulary slice. */
 static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
@@ -343,6 +368,52 @@ static void sum_input_grad(prt_act *dp, prt_act *dx)
 }
 #endif
 
+#if DROPOUT
+/* ---- dropout (prt_ops.h): inverted, with masks keyed by (SEED, step,
+ * layer, site) and each element's global coordinates, so every layout
+ * and every recomputation drops the same elements. */
+
+/* The key of layer L's dropout `site` in this step: the same on every
+ * rank that holds the layer, whatever the layout. */
+static prt_dropout_key drop_key(const LayerSpec *L, prt_dropout_site site)
+{
+    prt_dropout_key k = { SEED, (uint64_t)R.step, (uint32_t)(L - LAYERS), site, DROPOUT_P };
+    return k;
+}
+
+#if SP
+/* The first of this rank's NL rows in the micro-batch: SP splits them over TP. */
+static size_t row0(void) { return (size_t)R.c->coord.tp * NL; }
+#else
+/* The first of this rank's NL rows in the micro-batch: all of them are here. */
+static size_t row0(void) { return 0; }
+#endif
+
+/* y (NL, C) = dropout of a layer's output branch, in place; its mask kept. */
+static void drop_output(const LayerSpec *L, prt_act *y, uint8_t *mask)
+{
+    prt_dropout_key k = drop_key(L, PRT_DROPOUT_OUTPUT);
+    prt_dropout_fwd(y, mask, y, &k, NL, C, T, prt_batch_seq0(R.data, R.mb), row0());
+}
+
+/* The branch's share of the output gradient d (NL, C): through its mask,
+ * into S.tmp (d stays the residual stream's). */
+static const prt_act *drop_output_bwd(const prt_act *d, const uint8_t *mask)
+{
+    prt_dropout_bwd(S.tmp, d, mask, DROPOUT_P, NL * C);
+    return S.tmp;
+}
+
+/* The attention probabilities att of this rank's heads (global heads from
+ * coord.tp * L->h) dropped into attd, with their mask. */
+static void drop_probs(const LayerSpec *L, prt_act *attd, uint8_t *mask, const prt_act *att)
+{
+    prt_dropout_key k = drop_key(L, PRT_DROPOUT_PROBS);
+    prt_dropout_probs_fwd(attd, mask, att, &k, B, (size_t)L->h, T, prt_batch_seq0(R.data, R.mb),
+                          (size_t)R.c->coord.tp * (size_t)L->h);
+}
+#endif
+
 /* Token embedding, vocab-parallel (Megatron): this rank holds rows
  * [vocab0, vocab0 + VL) of wte and looks up the tokens that fall in them
  * (zeros elsewhere); summing over TP completes every row. */
@@ -362,12 +433,19 @@ static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     prt_position_fwd(e, W(L->w2), B, T, C);                            /* learned positions, replicated */
 #endif
 #endif
+#if DROPOUT
+    drop_output(L, y, a->mask);                                        /* embedding dropout */
+#endif
 }
 
 static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
-#if SP
+#if SP && DROPOUT
+    const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.full);
+#elif SP
     const prt_act *dy = grad_rows(d, S.full);
+#elif DROPOUT
+    const prt_act *dy = drop_output_bwd(d, a->mask);
 #else
     const prt_act *dy = d;
 #endif
@@ -396,8 +474,14 @@ static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
  */
 static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
-#if RECOMPUTE_SELECTIVE
+#if RECOMPUTE_SELECTIVE && DROPOUT
+    prt_act *att = S.att, *attd = S.attd;   /* selective recomputation: the backward rebuilds them */
+    uint8_t *att_mask = S.att_mask;
+#elif RECOMPUTE_SELECTIVE
     prt_act *att = S.att;      /* selective recomputation: the backward rebuilds the scores */
+#elif DROPOUT
+    prt_act *att = a->att, *attd = a->attd;
+    uint8_t *att_mask = a->att_mask;
 #else
     prt_act *att = a->att;
 #endif
@@ -408,15 +492,43 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #if ROPE
     prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, ROPE_THETA);  /* rotary positions */
 #endif
+#if DROPOUT
+    prt_attention_probs_fwd(att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, window_of(L));
+    drop_probs(L, attd, att_mask, att);                                 /* attention dropout */
+    prt_attention_context_fwd(a->a, attd, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
+#else
     prt_attention_fwd(a->a, att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, window_of(L));
+#endif
 #if HAS_BIAS
     prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel: partial sums */
 #else
     prt_linear_fwd(p, a->a, W(L->w2), NULL, N, L->inner, C);             /* row-parallel: partial sums */
 #endif
     sum_partials(p, y);
+#if DROPOUT
+    drop_output(L, y, a->mask);                                         /* residual-branch dropout */
+#endif
     prt_residual_add(y, a->x, y, NL * C);
 }
+
+#if DROPOUT
+/* dqkv from da, the gradient of the context: through the dropped
+ * probabilities (redrawn first under selective recomputation: the same
+ * key draws the same mask). */
+static void attention_core_bwd(const LayerSpec *L, LayerActs *a, prt_act *dqkv, size_t h, size_t hkv,
+                               size_t hs)
+{
+#if RECOMPUTE_SELECTIVE
+    prt_attention_probs_fwd(S.att, a->h, B, T, h, hkv, hs, window_of(L));   /* scores recomputed */
+    drop_probs(L, S.attd, S.att_mask, S.att);
+    prt_attention_dropout_bwd(dqkv, S.datt, S.da, a->h, S.att, S.attd, S.att_mask, DROPOUT_P,
+                              B, T, h, hkv, hs, window_of(L));
+#else
+    prt_attention_dropout_bwd(dqkv, S.datt, S.da, a->h, a->att, a->attd, a->att_mask, DROPOUT_P,
+                              B, T, h, hkv, hs, window_of(L));
+#endif
+}
+#endif
 
 #if USES_BWD
 /* d holds the gradient of the sublayer's output and leaves holding that of
@@ -427,13 +539,19 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
-#if SP
+#if SP && DROPOUT
+    const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.dyf);
+#elif SP
     const prt_act *dy = grad_rows(d, S.dyf);
+#elif DROPOUT
+    const prt_act *dy = drop_output_bwd(d, a->mask);
 #else
     const prt_act *dy = d;
 #endif
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* row-parallel: no comm */
-#if RECOMPUTE_SELECTIVE
+#if DROPOUT
+    attention_core_bwd(L, a, S.dh, h, hkv, hs);
+#elif RECOMPUTE_SELECTIVE
     prt_attention_bwd(S.dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs, window_of(L));  /* scores recomputed */
 #else
     prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
@@ -456,9 +574,15 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
+#if DROPOUT
+    grad_rows(drop_output_bwd(d, a->mask), a->dy);                      /* kept for the weight pass */
+#else
     grad_rows(d, a->dy);                                                /* kept for the weight pass */
+#endif
     prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
-#if RECOMPUTE_SELECTIVE
+#if DROPOUT
+    attention_core_bwd(L, a, a->dh, h, hkv, hs);
+#elif RECOMPUTE_SELECTIVE
     prt_attention_bwd(a->dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs, window_of(L));  /* scores recomputed */
 #else
     prt_attention_bwd(a->dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
@@ -540,6 +664,9 @@ static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     prt_linear_fwd(p, a->a, W(L->w2), NULL, N, L->inner, C);             /* row-parallel down */
 #endif
     sum_partials(p, y);
+#if DROPOUT
+    drop_output(L, y, a->mask);                                         /* residual-branch dropout */
+#endif
     prt_residual_add(y, a->x, y, NL * C);
 }
 
@@ -549,8 +676,12 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
-#if SP
+#if SP && DROPOUT
+    const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.dyf);
+#elif SP
     const prt_act *dy = grad_rows(d, S.dyf);
+#elif DROPOUT
+    const prt_act *dy = drop_output_bwd(d, a->mask);
 #else
     const prt_act *dy = d;
 #endif
@@ -568,7 +699,11 @@ static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
+#if DROPOUT
+    grad_rows(drop_output_bwd(d, a->mask), a->dy);                      /* kept for the weight pass */
+#else
     grad_rows(d, a->dy);                                                /* kept for the weight pass */
+#endif
     prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
     mlp_act_bwd(L, a->dh, a->h, S.da);
     prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
@@ -692,6 +827,9 @@ static void *keep(SlotActs *s, void *p)
 
 #define KEEP_ACT(n) ((prt_act *)keep(sa, act_alloc(n)))
 #define KEEP_F32(n) ((float *)keep(sa, f32_alloc(n)))
+#if DROPOUT
+#define KEEP_MASK(n) ((uint8_t *)keep(sa, mask_alloc(n)))
+#endif
 
 static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 {
@@ -733,8 +871,22 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #if !RECOMPUTE_SELECTIVE
             if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
 #endif
+#if !RECOMPUTE_SELECTIVE && DROPOUT
+            if (L->kind == ATTENTION) {
+                a->attd = KEEP_ACT(B * (size_t)L->h * T * T);
+                a->att_mask = KEEP_MASK(B * (size_t)L->h * T * T);
+            }
+#endif
 #endif
         }
+#if DROPOUT && RECOMPUTE_FULL
+        if (L->kind == EMBEDDING) a->mask = KEEP_MASK(NL * C);          /* not recomputed: kept */
+        if (L->kind == ATTENTION || L->kind == MLP) {                   /* rebuilt by the backward */
+            a->mask = S.rc.mask; a->attd = S.rc.attd; a->att_mask = S.rc.att_mask;
+        }
+#elif DROPOUT
+        if (L->kind == EMBEDDING || L->kind == ATTENTION || L->kind == MLP) a->mask = KEEP_MASK(NL * C);
+#endif
 #if SPLIT_BWD
         if (L->kind == ATTENTION || L->kind == MLP) {   /* zb-h1: kept for the weight pass */
             a->dh = KEEP_ACT(N * L->width);
@@ -778,6 +930,10 @@ static void scratch_alloc(void)
 #if RECOMPUTE_SELECTIVE
     S.att = act_alloc(B * MAX_HEADS * T * T);
 #endif
+#if RECOMPUTE_SELECTIVE && DROPOUT
+    S.attd = act_alloc(B * MAX_HEADS * T * T);
+    S.att_mask = mask_alloc(B * MAX_HEADS * T * T);
+#endif
     S.loss_host = (float *)prt_host_alloc(N * sizeof(float));
 #if RECOMPUTE_FULL
     S.rc.ln = act_alloc(NL * C); S.rc.mean = f32_alloc(NL); S.rc.rstd = f32_alloc(NL);
@@ -786,6 +942,11 @@ static void scratch_alloc(void)
 #endif
     S.rc.h = act_alloc(N * MAX_WIDTH); S.rc.a = act_alloc(N * MAX_INNER);
     S.rc.att = act_alloc(B * MAX_HEADS * T * T);
+#endif
+#if RECOMPUTE_FULL && DROPOUT
+    S.rc.mask = mask_alloc(NL * C);
+    S.rc.attd = act_alloc(B * MAX_HEADS * T * T);
+    S.rc.att_mask = mask_alloc(B * MAX_HEADS * T * T);
 #endif
 }
 
@@ -809,6 +970,15 @@ static void scratch_free(void)
 #if RECOMPUTE_FULL
     prt_mem_free(S.rc.mean);
     prt_mem_free(S.rc.rstd);
+#endif
+#if RECOMPUTE_SELECTIVE && DROPOUT
+    prt_mem_free(S.attd);
+    prt_mem_free(S.att_mask);
+#endif
+#if RECOMPUTE_FULL && DROPOUT
+    prt_mem_free(S.rc.mask);
+    prt_mem_free(S.rc.attd);
+    prt_mem_free(S.rc.att_mask);
 #endif
     prt_host_free(S.loss_host);
 }

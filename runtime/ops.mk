@@ -1,6 +1,6 @@
 # runtime/ops.mk: the compute half of libplanrt (layers, AdamW, init, data),
 # its tests and its benchmark.
-PRT_OPS_CPU := runtime/ops/mem.c runtime/ops/layers.c runtime/ops/linear.c \
+PRT_OPS_CPU := runtime/ops/mem.c runtime/ops/layers.c runtime/ops/linear.c runtime/ops/dropout.c \
                runtime/ops/attention.c runtime/ops/adamw.c
 PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c
 PRT_SRCS     += $(PRT_OPS_CPU) $(PRT_OPS_BOTH)

@@ -394,6 +394,10 @@ static void test_template_compiles(void **state)
         { "-DHAS_BIAS=0", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
         { "-DSLIDING_WINDOW=1", "-DNORM_RMS=1", "-DMLP_GEGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
         { "-DSLIDING_WINDOW=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DMLP_ACTS_MIXED=1", NULL },
+        { "-DDROPOUT=1", NULL },
+        { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DPIPELINE=1", NULL },
+        { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DROPE=1", NULL },
+        { "-DDROPOUT=1", "-DRECOMPUTE_FULL=1", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DLEARNED_POS=0", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -522,7 +526,9 @@ static void test_refusals(void **state)
  * one planc's runtime cannot honour on the layout, and emits the ones it
  * can (a setting that changes nothing on the layout, overlap_tp with
  * tp 1, is honoured). overlap_grad_reduce false is honoured: the reductions
- * wait for the flush, so no REDUCE_DURING arms one inside a backward. */
+ * wait for the flush, so no REDUCE_DURING arms one inside a backward.
+ * dropout is honoured: its program draws masks (prt_dropout_*) with the
+ * model's P, and a program without dropout has none of that code. */
 static void test_software_refusals(void **state)
 {
     (void)state;
@@ -536,7 +542,8 @@ static void test_software_refusals(void **state)
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GATHER, NULL },
         { { "tp2", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 4 }, TP, "overlap_tp true" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, TP, NULL },
-        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, DROP, "dropout" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, DROP, NULL },
+        { { "tp2-sel", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 4 }, DROP, NULL },
         { { "dp2-pp2", 2, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GRAD, NULL },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -571,6 +578,14 @@ static void test_software_refusals(void **state)
             assert_null(strstr(s1, "REDUCE_DURING"));
             assert_non_null(strstr(s1, "REDUCE_GRADS"));
             free(s0); free(s1);
+        }
+        if (cases[i].key == DROP) {
+            static const char *const drop[] = { "prt_dropout_fwd(", "prt_dropout_probs_fwd(", "prt_dropout_bwd(",
+                                                "prt_attention_dropout_bwd(", "DROPOUT_P = 0.1f" };
+            for (size_t j = 0; j < sizeof drop / sizeof drop[0]; j++) {
+                if (!strstr(text, drop[j])) fail_msg("case %zu: dropout's program lacks %s", i, drop[j]);
+                if (strstr(plain, drop[j])) fail_msg("case %zu: a program without dropout has %s", i, drop[j]);
+            }
         }
         free(plain);
         free(text);

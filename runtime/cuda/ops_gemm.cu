@@ -157,15 +157,19 @@ extern "C" void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv
              BF(out) + h * D, CUDA_R_16BF, HD, (long long)(T * HD), B);
 }
 
-extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
-                                  const prt_act *qkv, prt_act *att, bool recompute,
-                                  size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
+/* dP^T (T, T) = V (T, D) dO^T (D, T) per head, then (with a mask) through
+ * the dropout, then the softmax Jacobian; dQ, dK, dV from dS and Pd (P'
+ * with dropout, else P). */
+static void attention_bwd(const char *op, prt_act *dqkv, prt_act *datt, const prt_act *dout,
+                          const prt_act *qkv, prt_act *att, bool recompute, const prt_act *attd,
+                          const uint8_t *mask, float pdrop, size_t B, size_t T, size_t H, size_t Hkv,
+                          size_t D, size_t W)
 {
-    const char *op = "prt_attention_bwd";
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     long long sq = (long long)(T * R), so = (long long)(T * HD), ss = (long long)(H * T * T);
     const bf *q = CBF(qkv), *dO = CBF(dout);
     bf *P = BF(att), *dP = BF(datt), *dq = BF(dqkv);
+    const bf *Pd = mask ? CBF(attd) : P;
     if (recompute)
         scores_softmax(P, q, B, T, H, Hkv, D, W, op);
     if (cudaMemsetAsync(dqkv, 0, B * T * R * sizeof(bf), 0) != cudaSuccess)
@@ -173,6 +177,8 @@ extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *d
     for (size_t h = 0; h < H; h++)   /* dP^T (T, T) = V (T, D) dO^T (D, T) */
         gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1.0f, q + (H + Hkv + h / G) * D, R, sq,
              dO + h * D, HD, so, 0.0f, dP + h * T * T, CUDA_R_16BF, T, ss, B);
+    if (mask)
+        prt_dropout_bwd(datt, datt, mask, pdrop, B * H * T * T);
     k_softmax_bwd<<<grid_rows(B * H * T), THREADS>>>(dP, P, B * H * T, T, 1.0f / sqrtf((float)D), W);
     PRT_CUDA_LAUNCHED(op);
     for (size_t h = 0; h < H; h++) {
@@ -183,8 +189,43 @@ extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *d
         /* dK^T (D, T) += Q^T (D, T) dS (T, T) */
         gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, q + h * D, R, sq, dP + h * T * T, T, ss,
              1.0f, dq + kq, CUDA_R_16BF, R, sq, B);
-        /* dV^T (D, T) += dO^T (D, T) P (T, T) */
-        gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, dO + h * D, HD, so, P + h * T * T, T, ss,
+        /* dV^T (D, T) += dO^T (D, T) Pd (T, T) */
+        gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, dO + h * D, HD, so, Pd + h * T * T, T, ss,
              1.0f, dq + kv, CUDA_R_16BF, R, sq, B);
     }
+}
+
+extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
+                                  const prt_act *qkv, prt_act *att, bool recompute,
+                                  size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
+{
+    attention_bwd("prt_attention_bwd", dqkv, datt, dout, qkv, att, recompute, NULL, NULL, 0.0f,
+                  B, T, H, Hkv, D, W);
+}
+
+/* The two halves of prt_attention_fwd, for dropout between them. */
+extern "C" void prt_attention_probs_fwd(prt_act *att, const prt_act *qkv, size_t B, size_t T, size_t H,
+                                        size_t Hkv, size_t D, size_t W)
+{
+    scores_softmax(BF(att), CBF(qkv), B, T, H, Hkv, D, W, "prt_attention_probs_fwd");
+}
+
+extern "C" void prt_attention_context_fwd(prt_act *out, const prt_act *attd, const prt_act *qkv, size_t B,
+                                          size_t T, size_t H, size_t Hkv, size_t D)
+{
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
+    for (size_t h = 0; h < H; h++)   /* O^T (D, T) = V^T (D, T) P'^T (T, T) */
+        gemm("prt_attention_context_fwd", CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f,
+             CBF(qkv) + (H + Hkv + h / G) * D, R, (long long)(T * R),
+             CBF(attd) + h * T * T, T, (long long)(H * T * T), 0.0f,
+             BF(out) + h * D, CUDA_R_16BF, HD, (long long)(T * HD), B);
+}
+
+extern "C" void prt_attention_dropout_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
+                                          const prt_act *qkv, const prt_act *att, const prt_act *attd,
+                                          const uint8_t *mask, float p, size_t B, size_t T, size_t H,
+                                          size_t Hkv, size_t D, size_t W)
+{
+    attention_bwd("prt_attention_dropout_bwd", dqkv, datt, dout, qkv, (prt_act *)att, false, attd, mask, p,
+                  B, T, H, Hkv, D, W);
 }

@@ -1,7 +1,8 @@
 /*
  * ops_layers.cu: the elementwise and row-wise layers of the CUDA build:
  * embeddings, positions, RoPE, LayerNorm, RMSNorm, GeLU, ReLU, SwiGLU,
- * residual add, the cross-entropy pieces and the fp32 <-> bf16 casts.
+ * residual add, dropout, the cross-entropy pieces and the fp32 <-> bf16
+ * casts.
  *
  * Same functions, same layouts, same gradient conventions as the CPU
  * build (runtime/ops/layers.c), which is the reference they are checked
@@ -379,6 +380,73 @@ extern "C" void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
 {
     k_add<<<grid_for(n), THREADS>>>(BF(dst), CBF(dst), CBF(src), n);
     PRT_CUDA_LAUNCHED("prt_add_inplace");
+}
+
+/* ---- dropout ------------------------------------------------------------------------
+ * The CPU build's masks exactly (runtime/ops/dropout.c): element (seq,
+ * head, row, col) takes word col % 4 of the Philox block (col / 4, row,
+ * seq, head) under the site's stream, and is kept iff it reaches the
+ * threshold; one thread an element (the block's other words are its
+ * neighbours'). */
+
+__device__ static uint8_t dropout_kept(uint64_t stream, uint32_t thresh, size_t col, size_t row,
+                                       size_t seq, size_t head)
+{
+    uint32_t w[4] = { (uint32_t)(col / 4), (uint32_t)row, (uint32_t)seq, (uint32_t)head };
+    prt_philox4x32(w, (uint32_t)stream, (uint32_t)(stream >> 32));
+    return w[col % 4] >= thresh;
+}
+
+__global__ static void k_dropout_fwd(bf *y, uint8_t *mask, const bf *x, uint64_t stream, uint32_t thresh,
+                                     float scale, size_t rows, size_t C, size_t T, size_t seq0, size_t row0)
+{
+    size_t idx = gtid();
+    if (idx >= rows * C) return;
+    size_t n = row0 + idx / C, c = idx % C;
+    uint8_t keep = dropout_kept(stream, thresh, c, n % T, seq0 + n / T, 0);
+    mask[idx] = keep;
+    y[idx] = to_bf(keep ? ld(x, idx) * scale : 0.0f);
+}
+
+__global__ static void k_dropout_probs(bf *y, uint8_t *mask, const bf *att, uint64_t stream, uint32_t thresh,
+                                       float scale, size_t B, size_t H, size_t T, size_t seq0, size_t head0)
+{
+    size_t idx = gtid();
+    if (idx >= B * H * T * T) return;
+    size_t j = idx % T, t = (idx / T) % T, h = (idx / (T * T)) % H, b = idx / (H * T * T);
+    uint8_t keep = j <= t && dropout_kept(stream, thresh, j, t, seq0 + b, head0 + h);
+    mask[idx] = keep;
+    y[idx] = to_bf(keep ? ld(att, idx) * scale : 0.0f);
+}
+
+__global__ static void k_dropout_bwd(bf *dx, const bf *dy, const uint8_t *mask, float scale, size_t n)
+{
+    size_t i = gtid();
+    if (i < n) dx[i] = to_bf(mask[i] ? ld(dy, i) * scale : 0.0f);
+}
+
+extern "C" void prt_dropout_fwd(prt_act *y, uint8_t *mask, const prt_act *x, const prt_dropout_key *k,
+                                size_t rows, size_t C, size_t T, size_t seq0, size_t row0)
+{
+    k_dropout_fwd<<<grid_for(rows * C), THREADS>>>(BF(y), mask, CBF(x), prt_dropout_stream(k),
+                                                    prt_dropout_threshold(k->p), 1.0f / (1.0f - k->p),
+                                                    rows, C, T, seq0, row0);
+    PRT_CUDA_LAUNCHED("prt_dropout_fwd");
+}
+
+extern "C" void prt_dropout_probs_fwd(prt_act *y, uint8_t *mask, const prt_act *att, const prt_dropout_key *k,
+                                      size_t B, size_t H, size_t T, size_t seq0, size_t head0)
+{
+    k_dropout_probs<<<grid_for(B * H * T * T), THREADS>>>(BF(y), mask, CBF(att), prt_dropout_stream(k),
+                                                           prt_dropout_threshold(k->p), 1.0f / (1.0f - k->p),
+                                                           B, H, T, seq0, head0);
+    PRT_CUDA_LAUNCHED("prt_dropout_probs_fwd");
+}
+
+extern "C" void prt_dropout_bwd(prt_act *dx, const prt_act *dy, const uint8_t *mask, float p, size_t n)
+{
+    k_dropout_bwd<<<grid_for(n), THREADS>>>(BF(dx), CBF(dy), mask, 1.0f / (1.0f - p), n);
+    PRT_CUDA_LAUNCHED("prt_dropout_bwd");
 }
 
 /* ---- cross-entropy ------------------------------------------------------------------

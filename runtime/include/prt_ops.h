@@ -138,6 +138,21 @@ void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
                        const prt_act *qkv, prt_act *att, bool recompute,
                        size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W);
 
+/* Attention with dropout on its probabilities, in three pieces: the
+ * probabilities alone into att (prt_attention_fwd's first half), then
+ * prt_dropout_probs_fwd(attd, mask, att, ...), then the context out = attd V
+ * (its second half). The backward reads att (P, for the softmax), attd (P',
+ * for dV) and the mask: dV += P'^T dO, dP = (dO V^T) * mask / (1 - p), dS
+ * from P and dP. Under selective recomputation the caller rebuilds att,
+ * attd and the mask first (the same key draws the same mask). */
+void prt_attention_probs_fwd(prt_act *att, const prt_act *qkv, size_t B, size_t T, size_t H,
+                             size_t Hkv, size_t D, size_t W);
+void prt_attention_context_fwd(prt_act *out, const prt_act *attd, const prt_act *qkv, size_t B,
+                               size_t T, size_t H, size_t Hkv, size_t D);
+void prt_attention_dropout_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout, const prt_act *qkv,
+                               const prt_act *att, const prt_act *attd, const uint8_t *mask, float p,
+                               size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W);
+
 /* ---- activations and residual (n elements; dx overwrites) -------------- */
 void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n);    /* tanh form, GPT-2 */
 void prt_gelu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n);
@@ -160,6 +175,97 @@ static inline size_t prt_window_first(size_t t, size_t W)
 {
     return W && t + 1 > W ? t + 1 - W : 0;
 }
+/* ---- dropout --------------------------------------------------------------
+ * Inverted dropout (Srivastava et al. 2014; the kept elements are scaled by
+ * 1/(1-p) in training, so nothing changes at inference), as GPT-2 and
+ * Megatron-LM place it: on the attention probabilities and on each
+ * residual branch (attention and MLP outputs before the residual add, the
+ * embedding output). Whether an element is kept is a function of its
+ * global coordinates alone, never of the rank that holds it, so every
+ * layout (DP, TP with or without SP, PP, ZeRO, recomputation) draws the
+ * same mask for the same element and a recomputation redraws it exactly:
+ * Philox 4x32-10 (Salmon et al. 2011) with key prt_dropout_stream(seed,
+ * step, layer, site) and counter (column / 4, row, global sequence,
+ * head); the element takes word column % 4 and is kept iff it is >=
+ * prt_dropout_threshold(p) (probability 1 - p to 2^-32). Rows are token
+ * positions (residual sites) or query positions (probabilities); columns
+ * are features of the full, un-split width (residual) or key positions
+ * (probabilities); heads are global heads (probabilities; 0 otherwise).
+ * Masks are one byte an element (1 kept, 0 dropped), kept for the
+ * backward as planner/model.c counts them. */
+typedef enum {
+    PRT_DROPOUT_PROBS,   /* an attention layer's softmax probabilities */
+    PRT_DROPOUT_OUTPUT,  /* a layer's output branch: attention or MLP before the residual add, embedding */
+} prt_dropout_site;
+
+typedef struct {
+    uint64_t seed;    /* the run's seed */
+    uint64_t step;    /* the training step, 0-based */
+    uint32_t layer;   /* the layer's index in the whole model */
+    prt_dropout_site site;
+    float    p;       /* the drop probability, 0 <= p < 1 */
+} prt_dropout_key;
+
+/* One Philox 4x32-10 block in place: 10 rounds of multiply-xor with the
+ * constants of Random123 (callable from CUDA kernels too). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline void prt_philox4x32(uint32_t ctr[4], uint32_t k0, uint32_t k1)
+{
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * ctr[0];
+        uint64_t p1 = (uint64_t)0xCD9E8D57u * ctr[2];
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ ctr[1] ^ k0;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ ctr[3] ^ k1;
+        ctr[0] = n0;
+        ctr[1] = (uint32_t)p1;
+        ctr[2] = n2;
+        ctr[3] = (uint32_t)p0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+}
+
+/* splitmix64's finaliser (Steele et al. 2014): one 64-bit mixing step. */
+static inline uint64_t prt_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The Philox key of one dropout site of one step: (seed, step, layer,
+ * site) mixed into 64 bits, so each site draws an independent stream. */
+static inline uint64_t prt_dropout_stream(const prt_dropout_key *k)
+{
+    uint64_t z = prt_mix64(k->seed + 0x9E3779B97F4A7C15ull);
+    z = prt_mix64(z ^ k->step);
+    return prt_mix64(z ^ ((uint64_t)k->layer << 8 | (uint64_t)k->site));
+}
+
+/* The 32-bit threshold a uniform word must reach to keep its element:
+ * round(p * 2^32), so p 0 keeps everything. */
+static inline uint32_t prt_dropout_threshold(float p)
+{
+    double t = (double)p * 4294967296.0 + 0.5;
+    return t <= 0 ? 0u : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+}
+
+/* y (rows, C) = dropout(x): the rows [row0, row0 + rows) of a micro-batch of
+ * T-token sequences whose first is sequence seq0 of the global batch (row
+ * n is position n % T of sequence seq0 + n / T); C the full width. mask
+ * (rows, C) is written; y may alias x. */
+void prt_dropout_fwd(prt_act *y, uint8_t *mask, const prt_act *x, const prt_dropout_key *k,
+                     size_t rows, size_t C, size_t T, size_t seq0, size_t row0);
+/* The attention probabilities att (B, H, T, T) of global heads [head0,
+ * head0 + H) of sequences [seq0, seq0 + B), dropped into y (may alias att);
+ * mask (B, H, T, T). Keys after the query are 0 in y and in the mask. */
+void prt_dropout_probs_fwd(prt_act *y, uint8_t *mask, const prt_act *att, const prt_dropout_key *k,
+                           size_t B, size_t H, size_t T, size_t seq0, size_t head0);
+/* dx = dy * mask / (1 - p), n elements; dx may alias dy. */
+void prt_dropout_bwd(prt_act *dx, const prt_act *dy, const uint8_t *mask, float p, size_t n);
+
 /* out = a + b; out may alias a or b. Backward: the gradient goes to both. */
 void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n);
 /* dst += src, for gradients that meet (e.g. tied embeddings, branches). */

@@ -339,6 +339,9 @@ prt_status prt_batch_open(prt_ctx *c, const char *path, size_t T, size_t vocab,
 void       prt_batch_close(prt_batch *b);
 /* (B*T) tokens and targets of micro-batch mb of step `step` (0-based). */
 prt_status prt_batch_load(prt_batch *b, long step, int mb, int32_t *tokens, int32_t *targets);
+/* The index in the global batch of micro-batch mb's first sequence on this
+ * DP rank (dropout keys its masks by it, prt_ops.h). */
+size_t     prt_batch_seq0(const prt_batch *b, int mb);
 
 /* Step timing and progress: rank 0 prints one line per step
  *   step K/TOTAL | loss X | N tok/s | M ms/step | MFU P% | ETA T

@@ -14,7 +14,10 @@
  *   dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(D),
  *   dQ = dS K, dK += dS^T Q, dV += P^T dO
  * where dK, dV accumulate over the G query heads that share them. Under
- * selective recomputation the backward first rebuilds P from qkv.
+ * selective recomputation the backward first rebuilds P from qkv. With
+ * dropout on P (prt_attention_probs_fwd, prt_dropout_probs_fwd,
+ * prt_attention_context_fwd) O = P' V, and the backward takes dV from P'
+ * and passes dP' through the mask before the softmax Jacobian.
  */
 #include <cblas.h>
 #include <math.h>
@@ -83,16 +86,19 @@ static void softmax_bwd(float *dP, const float *P, size_t T, float scale, size_t
     }
 }
 
-void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
-                       const prt_act *qkv, prt_act *att, bool recompute,
-                       size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
+/* The backward of one call, with dropout on the probabilities when mask
+ * is not NULL: dP' = dO V^T, dP = dP' * mask / (1 - p), dS from P, dV from
+ * P' (attd); without it P' is P. */
+static void attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv,
+                          float *att, bool recompute, const float *attd, const uint8_t *mask,
+                          float p, size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     float scale = 1.0f / sqrtf((float)D);
     memset(dqkv, 0, B * T * R * sizeof *dqkv);
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
-            size_t g = h / G;
+            size_t g = h / G, o = (b * H + h) * T * T;
             const float *base = qkv + b * T * R;
             const float *Q = base + h * D, *K = base + (H + g) * D;
             const float *V = base + (H + Hkv + g) * D;
@@ -100,17 +106,56 @@ void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
             float *dbase = dqkv + b * T * R;
             float *dQ = dbase + h * D, *dK = dbase + (H + g) * D;
             float *dV = dbase + (H + Hkv + g) * D;
-            float *P = att + (b * H + h) * T * T, *dP = datt + (b * H + h) * T * T;
+            float *P = att + o, *dP = datt + o;
+            const float *Pd = mask ? attd + o : P;
             if (recompute)
                 scores_softmax(P, Q, K, R, T, D, W);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)D,
                         1.0f, dO, (int)HD, V, (int)R, 0.0f, dP, (int)T);
+            if (mask)
+                prt_dropout_bwd(dP, dP, mask + o, p, T * T);
             softmax_bwd(dP, P, T, scale, W);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)D, (int)T,
                         1.0f, dP, (int)T, K, (int)R, 0.0f, dQ, (int)R);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)D, (int)T,
                         1.0f, dP, (int)T, Q, (int)R, 1.0f, dK, (int)R);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)D, (int)T,
-                        1.0f, P, (int)T, dO, (int)HD, 1.0f, dV, (int)R);
+                        1.0f, Pd, (int)T, dO, (int)HD, 1.0f, dV, (int)R);
         }
+}
+
+void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
+                       const prt_act *qkv, prt_act *att, bool recompute,
+                       size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
+{
+    attention_bwd(dqkv, datt, dout, qkv, att, recompute, NULL, NULL, 0.0f, B, T, H, Hkv, D, W);
+}
+
+void prt_attention_probs_fwd(prt_act *att, const prt_act *qkv, size_t B, size_t T, size_t H,
+                             size_t Hkv, size_t D, size_t W)
+{
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            const float *base = qkv + b * T * R;
+            scores_softmax(att + (b * H + h) * T * T, base + h * D, base + (H + h / G) * D, R, T, D, W);
+        }
+}
+
+void prt_attention_context_fwd(prt_act *out, const prt_act *attd, const prt_act *qkv, size_t B,
+                               size_t T, size_t H, size_t Hkv, size_t D)
+{
+    size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)D, (int)T,
+                        1.0f, attd + (b * H + h) * T * T, (int)T, qkv + b * T * R + (H + Hkv + h / G) * D,
+                        (int)R, 0.0f, out + b * T * HD + h * D, (int)HD);
+}
+
+void prt_attention_dropout_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout, const prt_act *qkv,
+                               const prt_act *att, const prt_act *attd, const uint8_t *mask, float p,
+                               size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
+{
+    attention_bwd(dqkv, datt, dout, qkv, (float *)att, false, attd, mask, p, B, T, H, Hkv, D, W);
 }

@@ -15,28 +15,10 @@
 #include <stdlib.h>
 #include "planrt.h"
 
-/* One Philox 4x32-10 block: 10 rounds of multiply-xor with the standard
- * constants of Random123. */
-static void philox4x32(uint32_t ctr[4], uint32_t k0, uint32_t k1)
-{
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * ctr[0];
-        uint64_t p1 = (uint64_t)0xCD9E8D57u * ctr[2];
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ ctr[1] ^ k0;
-        uint32_t n2 = (uint32_t)(p0 >> 32) ^ ctr[3] ^ k1;
-        ctr[0] = n0;
-        ctr[1] = (uint32_t)p1;
-        ctr[2] = n2;
-        ctr[3] = (uint32_t)p0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-}
-
 float prt_philox_normal(uint64_t seed, uint64_t pid, uint64_t i)
 {
     uint32_t c[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)pid, (uint32_t)(pid >> 32)};
-    philox4x32(c, (uint32_t)seed, (uint32_t)(seed >> 32));
+    prt_philox4x32(c, (uint32_t)seed, (uint32_t)(seed >> 32));   /* prt_ops.h: the one Philox */
     float u1 = (float)((c[0] >> 8) + 1) * 0x1p-24f;   /* (0, 1], 24 bits */
     float u2 = (float)(c[1] >> 8) * 0x1p-24f;         /* [0, 1) */
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795865f * u2);

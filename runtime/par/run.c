@@ -216,10 +216,15 @@ void prt_batch_close(prt_batch *b)
     free(b);
 }
 
+size_t prt_batch_seq0(const prt_batch *b, int mb)
+{
+    return b->first + (size_t)mb * b->B;
+}
+
 prt_status prt_batch_load(prt_batch *b, long step, int mb, int32_t *tokens, int32_t *targets)
 {
     size_t n = b->B * b->T;
-    prt_data_batch(b->d, b->seed, (uint64_t)step, b->first + (size_t)mb * b->B, b->B, b->tok, b->tgt);
+    prt_data_batch(b->d, b->seed, (uint64_t)step, prt_batch_seq0(b, mb), b->B, b->tok, b->tgt);
     prt_status st = PRT_OK;
     if (tokens) st = prt_copy_to_device(tokens, b->tok, n * sizeof(int32_t));
     if (!st && targets) st = prt_copy_to_device(targets, b->tgt, n * sizeof(int32_t));

@@ -9,7 +9,8 @@
 # base, head_dim, sliding window, bias qkv, GeGLU); one containing
 # `vocabN;` sets the vocabulary to N (padded where tp does not divide it);
 # one containing `shard32;` trains a vocabulary of 70000 on an llm.c
-# 32-bit token shard (magic 20240801, version 7) made from the text.
+# 32-bit token shard (magic 20240801, version 7) made from the text; one
+# containing `dropout;` gives the model `dropout 0.1` (GPT-2's).
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
@@ -47,6 +48,10 @@ case "$body" in *vocab[0-9]*\;*)
     vocab=$(echo "$body" | sed -n 's/.*vocab\([0-9][0-9]*\);.*/\1/p')
     body=$(echo "$body" | sed -e "s/vocab$vocab;//") ;; esac
 [ -z "$shard" ] || vocab=70000
+# `dropout;`: the model drops 0.1 of the attention probabilities and of
+# each residual branch (masks keyed by global coordinates: runtime/ops/dropout.c)
+dropout=
+case "$body" in *dropout\;*) dropout=0.1; body=${body//dropout;/} ;; esac
 llama_model='model tinyllama {
     vocab 256;  seq 64;  dtype fp32;
     embedding { dim 64; position rope }
@@ -82,5 +87,6 @@ if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
         { print }' "$root/examples/tiny.plan" | sed -e "s/tied false/tied $tied/" |
     if [ -n "$vocab" ]; then sed -e "s/vocab 256;/vocab $vocab;/"; else cat; fi |
     if [ -n "$shard" ]; then sed -e "s|data \"[^\"]*\"|data \"$shard\"|"; else cat; fi |
-    if [ -n "$eps" ]; then sed -e "s/adamw *{/adamw { eps $eps;/"; else cat; fi
+    if [ -n "$eps" ]; then sed -e "s/adamw *{/adamw { eps $eps;/"; else cat; fi |
+    if [ -n "$dropout" ]; then sed -e "s/dtype fp32;/dtype fp32; dropout $dropout;/"; else cat; fi
 } > "$out"
