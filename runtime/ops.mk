@@ -7,10 +7,11 @@ PRT_SRCS     += $(PRT_OPS_CPU) $(PRT_OPS_BOTH)
 PRT_CUDA_SRCS += $(PRT_OPS_BOTH) runtime/ops/adamw.c
 
 # ---- tests -----------------------------------------------------------------
-OPS_TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_ops_data $(BUILD)/tests/test_ops_train
+OPS_TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_ops_data $(BUILD)/tests/test_ops_train \
+                 $(BUILD)/tests/test_ops_dropout
 OPS_GPT_OBJ   := $(BUILD)/obj-rt/tests/test_ops_gpt.o
 
-$(BUILD)/tests/test_ops $(BUILD)/tests/test_ops_data: $(BUILD)/tests/%: $(BUILD)/obj-rt/tests/%.o $(LIBPRT)
+$(BUILD)/tests/test_ops $(BUILD)/tests/test_ops_data $(BUILD)/tests/test_ops_dropout: $(BUILD)/tests/%: $(BUILD)/obj-rt/tests/%.o $(LIBPRT)
 	@mkdir -p $(@D)
 	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(CMOCKA_LIBS) $(BLAS_LIBS) $(LDLIBS)
 

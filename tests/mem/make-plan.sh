@@ -7,6 +7,10 @@
 # (default fp32, the CPU target; bf16 for the CUDA one).
 set -eu
 out=$1; np=$2; dim=$3; layers=$4; body=$5; dtype=${MEM_DTYPE:-fp32}
+# a body containing `dropout;` gives the model `dropout 0.1` (its masks:
+# one byte an element, planner/model.c and runtime/ops/dropout.c)
+dropout=
+case "$body" in *dropout\;*) dropout="dropout 0.1;"; body=${body//dropout;/} ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
@@ -16,7 +20,7 @@ cluster cpu$np {
     link intra { bandwidth 2 GB/s; latency 5 us }
 }
 model mem$dim {
-    vocab 256;  seq 64;  dtype $dtype;
+    vocab 256;  seq 64;  dtype $dtype; $dropout
     embedding { dim $dim }
     repeat $layers {
         attention { heads 8 }
