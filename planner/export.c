@@ -14,9 +14,23 @@
  * DeepSpeed's config documentation (README, "planc -> Megatron-LM /
  * torchtitan / DeepSpeed", says which were verified).
  *
- * Overlap: the plan has no overlap_* keys yet (issue 16 adds them); until
- * it does, no --overlap-grad-reduce / --overlap-param-gather or their
- * torchtitan and DeepSpeed counterparts are written.
+ * The run's software (the plan block's overlap_* keys, the model's dropout)
+ * is written where the target has a setting for it, else said in a note
+ * (torchtitan: a comment in the file too). Checked against:
+ *  - Megatron-LM megatron/training/arguments.py: --overlap-grad-reduce,
+ *    --overlap-param-gather (asserts --use-distributed-optimizer),
+ *    --no-overlap-p2p-communication, --tp-comm-overlap (validate_args:
+ *    "overlap can happen only when sequence parallelism is enabled"),
+ *    --attention-dropout and --hidden-dropout (both default 0.1, so 0 is
+ *    written too);
+ *  - DeepSpeed docs/_pages/config-json.md: zero_optimization.overlap_comm
+ *    ("Attempts to overlap the reduction of the gradients with backward
+ *    computation", default false; stage 1 ignores it, microsoft/DeepSpeed
+ *    PR 1246);
+ *  - torchtitan torchtitan/config/job_config.py: [parallelism]
+ *    enable_async_tensor_parallel ("currently only effective when compile
+ *    is enabled"); FSDP2 and DDP overlap their reductions and prefetch
+ *    their gathers with no setting, and its models have no dropout.
  *
  * What this file must not do: decide validity (layout.c does) or count
  * memory (memory.c, through evaluate.c).
@@ -129,6 +143,25 @@ static void arg_num(FILE *o, bool *first, const char *flag, double v)
     put_num(o, v);
 }
 
+/* The run's software as Megatron-LM's flags (arguments.py): its overlap
+ * switches, and the dropout it defaults to 0.1 (so 0 is written too). */
+static void megatron_software(const Ex *x, FILE *o, bool *first)
+{
+    const Software *w = &x->p->software;
+    const Layout *l = &x->l;
+    arg_num(o, first, "--attention-dropout", x->m->dropout);
+    arg_num(o, first, "--hidden-dropout", x->m->dropout);
+    if (w->overlap_grad_reduce) arg(o, first, "--overlap-grad-reduce");
+    if (l->zero >= 1 && plan_param_overlap(x->p, l->zero)) arg(o, first, "--overlap-param-gather");
+    if (!w->overlap_p2p && l->pp > 1) arg(o, first, "--no-overlap-p2p-communication");
+    if (w->overlap_tp && l->tp > 1) {
+        arg(o, first, "--tp-comm-overlap");
+        if (l->sequence_parallel != 1)
+            note(x, "overlap_tp true: Megatron-LM's --tp-comm-overlap needs --sequence-parallel "
+                    "(it refuses to start without it)");
+    }
+}
+
 /* One line of pretrain_gpt.py arguments (Megatron-LM's arguments.py). */
 static void write_megatron(const Ex *x, FILE *o)
 {
@@ -194,6 +227,7 @@ static void write_megatron(const Ex *x, FILE *o)
     if (l->zero == 3)
         note(x, "zero 3: Megatron-LM's distributed optimizer shards the optimizer state and gradients, "
                 "not the parameters (ZeRO-2); written: --use-distributed-optimizer");
+    megatron_software(x, o, &first);
     if (l->recompute == RECOMPUTE_SELECTIVE) {
         arg(o, &first, "--recompute-granularity");
         fputs(" selective", o);
@@ -224,6 +258,38 @@ static void write_megatron(const Ex *x, FILE *o)
 }
 
 /* ---- torchtitan ----------------------------------------------------------- */
+
+/* The software keys torchtitan has no setting for, as comments in the
+ * [parallelism] table (and notes): its FSDP2 / DDP overlap the gradient
+ * reduction with the backward and prefetch the next all-gather, always;
+ * async TP needs torch.compile. */
+static void torchtitan_software(const Ex *x, FILE *o)
+{
+    const Software *w = &x->p->software;
+    const Layout *l = &x->l;
+    if (w->overlap_tp && l->tp > 1) {
+        fprintf(o, "# overlap_tp true: enable_async_tensor_parallel takes effect under torch.compile only\n");
+        note(x, "overlap_tp true: enable_async_tensor_parallel is effective only with torch.compile enabled");
+    }
+    if (!w->overlap_grad_reduce && l->dp > 1) {
+        fprintf(o, "# overlap_grad_reduce false: no setting; torchtitan's FSDP2 and DDP overlap the reduction\n");
+        note(x, "overlap_grad_reduce false: torchtitan has no setting; its FSDP2 and DDP reduce during the backward");
+    }
+    if (l->zero >= 1 && l->dp > 1 && !plan_param_overlap(x->p, l->zero)) {
+        fprintf(o, "# overlap_param_gather false: no setting; torchtitan's FSDP2 prefetches the next all-gather\n");
+        note(x, "overlap_param_gather false: torchtitan has no setting; its FSDP2 prefetches the next all-gather");
+    }
+    if (!w->overlap_p2p && l->pp > 1) {
+        fprintf(o, "# overlap_p2p false: no setting in torch.distributed.pipelining\n");
+        note(x, "overlap_p2p false: torch.distributed.pipelining has no setting for blocking sends");
+    }
+    if (x->m->dropout > 0) {
+        fprintf(o, "# dropout ");
+        put_num(o, x->m->dropout);
+        fprintf(o, ": no setting; torchtitan's llama3 has no dropout\n");
+        note(x, "dropout %g: torchtitan's llama3 has no dropout (not written)", x->m->dropout);
+    }
+}
 
 /* A TOML job file for torchtitan's train.py (torchtitan/config/job_config.py). */
 static void write_torchtitan(const Ex *x, FILE *o)
@@ -296,7 +362,8 @@ static void write_torchtitan(const Ex *x, FILE *o)
                 "parameters from forward to backward (fsdp_reshard_after_forward = \"never\"; ZeRO-2 "
                 "plus one parameter all-gather per step)", l->zero, l->dp);
     }
-    fprintf(o, "tensor_parallel_degree = %d\nenable_async_tensor_parallel = false\n", l->tp);
+    fprintf(o, "tensor_parallel_degree = %d\nenable_async_tensor_parallel = %s\n", l->tp,
+            x->p->software.overlap_tp && l->tp > 1 ? "true" : "false");
     if (l->tp > 1 && l->sequence_parallel != 1)
         note(x, "sequence_parallel false: torchtitan's tensor parallelism always shards the norms' sequence");
     fprintf(o, "pipeline_parallel_degree = %d\n", l->pp);
@@ -314,6 +381,7 @@ static void write_torchtitan(const Ex *x, FILE *o)
             note(x, "schedule zb-h1 (one stage per rank) has no torchtitan schedule; nearest ZBVZeroBubble "
                     "(zero bubble, two stages per rank in a V)");
     }
+    torchtitan_software(x, o);
     static const char *const ac[] = { "none", "selective", "full" };   /* ORDER Recompute */
     fprintf(o, "\n[activation_checkpoint]\nmode = \"%s\"\n", ac[l->recompute]);
     if (l->recompute == RECOMPUTE_SELECTIVE) {
@@ -325,6 +393,28 @@ static void write_torchtitan(const Ex *x, FILE *o)
 
 /* ---- DeepSpeed ------------------------------------------------------------ */
 
+/* The software keys ds_config has no setting for, as notes. */
+static void deepspeed_software(const Ex *x)
+{
+    const Software *w = &x->p->software;
+    const Layout *l = &x->l;
+    if (l->zero < 2 && l->dp > 1 && w->overlap_grad_reduce)
+        note(x, "overlap_grad_reduce true: DeepSpeed's zero %d reduces the gradients after the backward "
+                "(overlap_comm is read from stage 2 on)", l->zero);
+    if ((l->zero == 1 || l->zero == 2) && l->dp > 1 && plan_param_overlap(x->p, l->zero))
+        note(x, "overlap_param_gather true: DeepSpeed's zero %d all-gathers the updated partitions after "
+                "the step; no setting overlaps it", l->zero);
+    if (l->zero == 3 && l->dp > 1 && !plan_param_overlap(x->p, l->zero))
+        note(x, "overlap_param_gather false: DeepSpeed's zero 3 prefetches (stage3_prefetch_bucket_size; "
+                "not written)");
+    if (!w->overlap_p2p && l->pp > 1)
+        note(x, "overlap_p2p false: DeepSpeed's pipeline engine has no setting for its sends");
+    if (w->overlap_tp && l->tp > 1)
+        note(x, "overlap_tp true: DeepSpeed's AutoTP has no setting to overlap its collectives");
+    if (x->m->dropout > 0)
+        note(x, "dropout %g: DeepSpeed takes dropout from the model's code, not ds_config", x->m->dropout);
+}
+
 /* A ds_config.json (DeepSpeed's configuration documentation). */
 static void write_deepspeed(const Ex *x, FILE *o)
 {
@@ -333,7 +423,13 @@ static void write_deepspeed(const Ex *x, FILE *o)
     fprintf(o, "{\n  \"train_batch_size\": %lld,\n  \"train_micro_batch_size_per_gpu\": %lld,\n"
                "  \"gradient_accumulation_steps\": %lld,\n",
             (long long)l->global_batch, (long long)l->micro_batch, (long long)x->n_micro);
-    fprintf(o, "  \"zero_optimization\": {\n    \"stage\": %d\n  },\n", l->zero);
+    /* overlap_comm: the gradient reduction beside the backward (config-json.md);
+       stage 1 ignores it (microsoft/DeepSpeed PR 1246), stage 0 has no ZeRO section to read it */
+    if (l->zero >= 2)
+        fprintf(o, "  \"zero_optimization\": {\n    \"stage\": %d,\n    \"overlap_comm\": %s\n  },\n", l->zero,
+                x->p->software.overlap_grad_reduce ? "true" : "false");
+    else
+        fprintf(o, "  \"zero_optimization\": {\n    \"stage\": %d\n  },\n", l->zero);
     fprintf(o, "  \"bf16\": {\n    \"enabled\": %s\n  },\n", m->dtype == DTYPE_BF16 ? "true" : "false");
     fprintf(o, "  \"fp16\": {\n    \"enabled\": %s\n  }", m->dtype == DTYPE_FP16 ? "true" : "false");
     if (l->tp > 1) fprintf(o, ",\n  \"tensor_parallel\": {\n    \"autotp_size\": %d\n  }", l->tp);
@@ -374,6 +470,7 @@ static void write_deepspeed(const Ex *x, FILE *o)
         note(x, "recompute %s: DeepSpeed recomputes where the model calls deepspeed.checkpointing.checkpoint",
              plan_recompute_name(l->recompute));
     if (m->dtype == DTYPE_FP32) note(x, "dtype fp32: neither bf16 nor fp16 is enabled");
+    deepspeed_software(x);
 }
 
 int plan_export(const Plan *p, PlanExportTarget t, FILE *out, FILE *notes, char *why, size_t len)

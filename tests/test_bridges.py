@@ -11,7 +11,10 @@ message naming the key and what was expected.
 export: a matrix of layouts (dp, tp, pp, ZeRO stage, schedule, chunks,
 recompute, sequence parallelism, dtype) on one model: the torchtitan file
 parsed back with tomllib, the DeepSpeed file with json, the Megatron line
-tokenised with shlex and checked flag by flag against the layout.
+tokenised with shlex and checked flag by flag against the layout; then the
+run's software (the overlap_* keys and the model's dropout) written where
+the target has a setting (Megatron-LM's flags, DeepSpeed's overlap_comm,
+torchtitan's async TP) and said otherwise.
 
 usage: tests/test_bridges.py PLANC
 """
@@ -229,7 +232,8 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--num-layers-per-virtual-pipeline-stage", "--micro-batch-size", "--global-batch-size",
                 "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--train-iters",
                 "--lr", "--lr-warmup-iters", "--seed", "--clip-grad", "--adam-beta1", "--adam-beta2",
-                "--adam-eps", "--weight-decay", "--kv-channels", "--rotary-base"}
+                "--adam-eps", "--weight-decay", "--kv-channels", "--rotary-base",
+                "--attention-dropout", "--hidden-dropout"}
 
 
 def megatron_flags(line):
@@ -276,7 +280,13 @@ plan {{
         "--tensor-model-parallel-size": str(tp), "--pipeline-model-parallel-size": str(pp),
         "--micro-batch-size": str(mb), "--global-batch-size": str(gb),
         "--train-iters": "100", "--lr-warmup-iters": "10", "--seed": "7",
+        # planc's software by default: dropout 0 (Megatron-LM's default is
+        # 0.1, so it is written), the DP reduction overlaps the backward,
+        # ZeRO-3 prefetches its gathers, ZeRO-1/2's all-gather follows the step
+        "--attention-dropout": "0", "--hidden-dropout": "0", "--overlap-grad-reduce": True,
     }
+    if zero == 3:
+        want["--overlap-param-gather"] = True
     if kv != 16:
         want.update({"--group-query-attention": True, "--num-query-groups": str(kv)})
     if sched == "interleaved":
@@ -349,6 +359,8 @@ plan {{
           d["train_batch_size"] == d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"] * dp,
           str(d))
     check(f"{name}: deepspeed zero stage", d.get("zero_optimization", {}).get("stage") == zero)
+    check(f"{name}: deepspeed overlap_comm from stage 2 on (planc's default: true)",
+          d.get("zero_optimization", {}).get("overlap_comm") == (True if zero >= 2 else None), str(d))
     check(f"{name}: deepspeed precision",
           d.get("bf16", {}).get("enabled") == (dtype == "bf16") and d.get("fp16", {}).get("enabled") == (dtype == "fp16"))
     check(f"{name}: deepspeed tp", d.get("tensor_parallel", {}).get("autotp_size", 1) == tp)
@@ -356,6 +368,57 @@ plan {{
           d.get("gradient_clipping") == 1.0)
     if pp > 1:
         check(f"{name}: deepspeed says where pp goes", f"num_stages={pp}" in err, err)
+
+# ---- export: the run's software ------------------------------------------------
+# One layout (dp 4 x tp 2 x pp 2, ZeRO-2, 1F1B), the plan's software keys and
+# the model's dropout varied: (name, plan keys, dropout, sp, Megatron flags
+# that must be there (value or True), Megatron flags that must not,
+# DeepSpeed overlap_comm, torchtitan async TP, words the notes must hold).
+SOFTWARE = [
+    ("planc's defaults, dropout 0.1", "", "0.1", "true",
+     {"--overlap-grad-reduce": True, "--attention-dropout": "0.1", "--hidden-dropout": "0.1"},
+     ["--overlap-param-gather", "--no-overlap-p2p-communication", "--tp-comm-overlap"], True, False,
+     ["dropout 0.1: DeepSpeed takes dropout from the model", "torchtitan's llama3 has no dropout"]),
+    ("Megatron-Core's (overlap everything)", "overlap_param_gather true; overlap_tp true;", "0", "true",
+     {"--overlap-grad-reduce": True, "--overlap-param-gather": True, "--tp-comm-overlap": True,
+      "--attention-dropout": "0", "--hidden-dropout": "0"},
+     ["--no-overlap-p2p-communication"], True, True,
+     ["effective only with torch.compile", "DeepSpeed's zero 2 all-gathers the updated partitions"]),
+    ("Megatron-LM 2021's (reduce after the flush, blocking sends)",
+     "overlap_grad_reduce false; overlap_p2p false;", "0.1", "false",
+     {"--no-overlap-p2p-communication": True, "--attention-dropout": "0.1"},
+     ["--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap"], False, False,
+     ["torchtitan has no setting; its FSDP2 and DDP reduce during the backward",
+      "torch.distributed.pipelining has no setting"]),
+    ("overlap_tp without sequence parallelism", "overlap_tp true;", "0", "false",
+     {"--tp-comm-overlap": True}, ["--sequence-parallel"], True, True,
+     ["--tp-comm-overlap needs --sequence-parallel"]),
+]
+for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(SOFTWARE):
+    model = MODEL.replace("DTYPE", "bf16; dropout " + drop).replace("KV", "16")
+    plan = write(f"software{n}.plan", model + f"plan {{ dp 4; tp 2; pp 2; zero 2; micro_batch 1; global_batch 32; schedule 1f1b; "
+                 f"sequence_parallel {sp}; {keys} }}\n")
+    rc, out, err = run("export", plan, "--to", "megatron")
+    f = megatron_flags(out) if rc == 0 else {}
+    wrong = {k: f.get(k) for k, v in must.items() if f.get(k) != v}
+    there = [k for k in mustnot if k in f]
+    check(f"software {name}: megatron", rc == 0 and not wrong and not there,
+          f"exit {rc}, missing/wrong {wrong}, unexpected {there}: {err[:300]}")
+    notes = err
+    rc, out, err = run("export", plan, "--to", "deepspeed")
+    d = json.loads(out) if rc == 0 else {}
+    check(f"software {name}: deepspeed overlap_comm {comm}",
+          d.get("zero_optimization", {}).get("overlap_comm") is comm, out[:300])
+    notes += err
+    rc, out, err = run("export", plan, "--to", "torchtitan")
+    t = tomllib.loads(out) if rc == 0 else {}
+    check(f"software {name}: torchtitan enable_async_tensor_parallel {asynctp}",
+          t.get("parallelism", {}).get("enable_async_tensor_parallel") is asynctp, out[:300])
+    notes += err
+    if drop != "0":
+        check(f"software {name}: torchtitan's file says dropout is not written", f"# dropout {drop}:" in out, out)
+    missing = [w for w in words if w not in notes]
+    check(f"software {name}: notes", not missing, f"missing {missing} in {notes[:600]}")
 
 # import -> export: the imported knobs reach the Megatron line
 # (config, seq to train at, tp, flags that must be there with their values)
