@@ -290,6 +290,54 @@ static void check_attention(size_t B, size_t T, size_t H, size_t Hkv, size_t D, 
     for (size_t i = 0; i < 6; i++) prt_free(d[i]);
 }
 
+/* Dropout: the CUDA masks are the CPU masks byte for byte (both draw
+ * Philox 4x32-10 with prt_ops.h's key and counter), on a residual site
+ * (rows [row0, row0 + rows) of sequences from seq0) and on the attention
+ * probabilities (global heads from head0); the dropped outputs and the
+ * attention's dropout backward within bf16 tolerance. */
+static void check_dropout(size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t C)
+{
+    size_t rows = B * T / 2, n = rows * C, R = (H + 2 * Hkv) * D, N = B * T, HD = H * D, natt = B * H * T * T;
+    prt_dropout_key k = { 42, 3, 7, PRT_DROPOUT_OUTPUT, 0.1f };
+    float *x = hrand(n, 1), *y = hzeros(n);
+    uint8_t *m = malloc(n), *mg = malloc(n), *ma = malloc(natt), *mag = malloc(natt);
+    ref_prt_dropout_fwd(y, m, x, (const ref_prt_dropout_key *)&k, rows, C, T, 5, rows);
+    prt_act *x_d = dact(x, n), *y_d = prt_alloc(n * 2);
+    uint8_t *m_d = prt_alloc(n);
+    prt_dropout_fwd(y_d, m_d, x_d, &k, rows, C, T, 5, rows);
+    prt_copy_to_host(mg, m_d, n);
+    checks++;
+    if (memcmp(m, mg, n)) { failures++; printf("%-28s %9zu masks  MISMATCH\n", "dropout mask (residual)", n); }
+    else printf("%-28s %9zu masks  identical\n", "dropout mask (residual)", n);
+    validate("dropout fwd (residual)", y_d, true, y, n, ATOL, RTOL);
+
+    float *qkv = hrand(N * R, 1.5f), *g = hrand(N * HD, 1), *out = hzeros(N * HD);
+    float *att = hzeros(natt), *attd = hzeros(natt), *datt = hzeros(natt), *dqkv = hzeros(N * R);
+    prt_dropout_key kp = { 42, 3, 7, PRT_DROPOUT_PROBS, 0.1f };
+    ref_prt_attention_probs_fwd(att, qkv, B, T, H, Hkv, D, 0);
+    ref_prt_dropout_probs_fwd(attd, ma, att, (const ref_prt_dropout_key *)&kp, B, H, T, 2, H);
+    ref_prt_attention_context_fwd(out, attd, qkv, B, T, H, Hkv, D);
+    ref_prt_attention_dropout_bwd(dqkv, datt, g, qkv, att, attd, ma, kp.p, B, T, H, Hkv, D, 0);
+    prt_act *qkv_d = dact(qkv, N * R), *g_d = dact(g, N * HD), *out_d = prt_alloc(N * HD * 2);
+    prt_act *att_d = prt_alloc(natt * 2), *attd_d = prt_alloc(natt * 2), *datt_d = prt_alloc(natt * 2);
+    prt_act *dqkv_d = prt_alloc(N * R * 2);
+    uint8_t *ma_d = prt_alloc(natt);
+    prt_attention_probs_fwd(att_d, qkv_d, B, T, H, Hkv, D, 0);
+    prt_dropout_probs_fwd(attd_d, ma_d, att_d, &kp, B, H, T, 2, H);
+    prt_attention_context_fwd(out_d, attd_d, qkv_d, B, T, H, Hkv, D);
+    prt_attention_dropout_bwd(dqkv_d, datt_d, g_d, qkv_d, att_d, attd_d, ma_d, kp.p, B, T, H, Hkv, D, 0);
+    prt_copy_to_host(mag, ma_d, natt);
+    checks++;
+    if (memcmp(ma, mag, natt)) { failures++; printf("%-28s %9zu masks  MISMATCH\n", "dropout mask (probs)", natt); }
+    else printf("%-28s %9zu masks  identical\n", "dropout mask (probs)", natt);
+    validate("attention dropout fwd", out_d, true, out, N * HD, ATOL, 5e-2);
+    validate("attention dropout bwd", dqkv_d, true, dqkv, N * R, 5e-2, 5e-2);
+    free(x); free(y); free(m); free(mg); free(ma); free(mag);
+    free(qkv); free(g); free(out); free(att); free(attd); free(datt); free(dqkv);
+    void *d[] = {x_d, y_d, m_d, qkv_d, g_d, out_d, att_d, attd_d, datt_d, dqkv_d, ma_d};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) prt_free(d[i]);
+}
+
 /* One slice [3, V + pad) of a vocab-parallel split whose last pad columns
  * are padding (global index >= V: masked). */
 static void check_xent(size_t N, size_t V, size_t pad)
@@ -446,6 +494,7 @@ int main(int argc, char **argv)
     check_attention(2, 64, 8, 2, 32, false, 16);   /* sliding windows (Mistral) */
     check_attention(2, 100, 4, 1, 64, true, 33);
     check_rope_theta(2, 16, 4, 2, 64, 500000.0f);  /* Llama 3's base */
+    check_dropout(2, 64, 4, 2, 32, 384);
     check_xent(64, 1000, 0);
     check_xent(64, 1000, 24);   /* a padded vocabulary: 24 masked columns */
     check_adamw_init(100003);

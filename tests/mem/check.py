@@ -10,6 +10,10 @@
   check.py cuda CHECK.json MEM.jsonl
       a CUDA executable's --dry-run (no GPU needed): one line per rank,
       activations as planned; the other kinds printed beside the plan's
+  check.py delta CHECK.json MEM.jsonl BASE.json BASEMEM.jsonl
+      a feature's own items (dropout's masks): each rank's allocator
+      activations less the same layout's without the feature equal the
+      plan's difference within 1 % + 64 KiB (item by item, not 5 %)
   check.py savings Z0.json Z1.json Z2.json Z3.json RSS0 RSS1 RSS2 RSS3
       measured (max RSS, worst rank) each ZeRO stage saves >= 60 % of what
       it shards on dp 4: 3/4 of ZeRO-0's optimizer state, gradients, weights
@@ -89,6 +93,20 @@ def check_rss(check, mem, rdir, base, bdir):
     return bad
 
 
+def check_delta(check, mem, base, bmem):
+    st, bst, bad = stages(check), stages(base), 0
+    brep = {r["rank"]: r for r in reports(bmem)}
+    for r in reports(mem):
+        s = r["stage"]
+        p = st[s]["activations_bytes"] - bst[s]["activations_bytes"]
+        m = r["by_kind"]["activations"] - brep[r["rank"]]["by_kind"]["activations"]
+        ok = p > 0 and within(m, p, 0.01, 64 * 1024)
+        bad += not ok
+        print("  rank %d stage %d: the feature's activations predicted %.3f MiB, allocated %.3f MiB%s"
+              % (r["rank"], s, p / MIB, m / MIB, "" if ok else "  MISS (1 % + 64 KiB)"))
+    return bad
+
+
 def check_savings(checks, rdirs):
     z0 = stages(checks[0])[0]
     shard = [3 * z0["optimizer_bytes"] / 4, 3 * z0["grads_bytes"] / 4, 3 * z0["params_bytes"] / 4]
@@ -111,6 +129,8 @@ def main(argv):
         bad = check_report(argv[2], argv[3])
     elif mode == "cuda":
         bad = check_cuda(argv[2], argv[3])
+    elif mode == "delta":
+        bad = check_delta(*argv[2:6])
     elif mode == "rss":
         bad = check_rss(*argv[2:7])
     else:

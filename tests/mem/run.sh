@@ -12,6 +12,9 @@
 #      quarantine keeps freed blocks and its shadow memory grows with the
 #      heap, so RSS then measures the sanitizer, not the program; (a) still
 #      holds, it counts planrt's allocator);
+#  (e) the cases marked e (dropout): the allocator's activations less those of
+#      the same layout without dropout equal the plan's difference within
+#      1 % + 64 KiB (dropout's masks and dropped probabilities, item by item);
 #  (b) when PRT_CUDA_LIB names the built libplanrt_cuda.a: the CUDA
 #      executable's --dry-run runs here without a GPU and reports every rank
 #      (its activations as planned; the other kinds are printed: the CUDA
@@ -50,6 +53,17 @@ while read -r name np checks body; do
     fi
     echo "$name (a) allocator peak vs planc check:"
     python3 "$here/check.py" report "$dir/$name.check.json" "$dir/$name.mem.jsonl" || fail "$name" "(a)"
+    # (e) a dropout case: its masks and dropped probabilities, as planned,
+    # against the same layout without dropout (its body less `dropout;`)
+    case "$checks" in *e*)
+        base=$name-nodrop
+        if build "$base" "$np" 384 6 "${body//dropout;/}" && train "$base" "$np"; then
+            echo "$name (e) dropout's items, allocated vs planned:"
+            python3 "$here/check.py" delta "$dir/$name.check.json" "$dir/$name.mem.jsonl" \
+                "$dir/$base.check.json" "$dir/$base.mem.jsonl" || fail "$name" "(e)"
+        else
+            fail "$name" "build or run without dropout failed (see $dir/$base.log)"
+        fi ;; esac
     case "$checks" in *r*) ;; *) continue ;; esac
     [ "${MEM_RSS:-1}" = 0 ] && continue
     big=$name-25m; base=$name-base
