@@ -366,6 +366,8 @@ static void emit_header(Cg *g)
     out(g, " * model     %s: %d layers (%d blocks), dim %lld, vocab %lld, seq %lld, %llu parameters\n",
         name, m->n_layers, m->n_blocks, (long long)m->dim, (long long)m->vocab, (long long)m->seq,
         (unsigned long long)ev.params);
+    if (plan_model_dropout(m))
+        out(g, " *           dropout %g (attention probabilities, residual branches, embedding)\n", m->dropout);
     out(g, " * layout    dp %d x tp %d x pp %d = %d ranks, ZeRO-%d, %s", l->dp, l->tp, l->pp,
         l->dp * l->tp * l->pp, l->zero, sched_title(l->schedule));
     if (l->schedule == SCHED_INTERLEAVED) out(g, " (%d chunks per stage)", l->chunks);
