@@ -31,6 +31,7 @@
 #include <string.h>
 #include <stdio.h>
 #include "planner/comm.h"
+#include "planner/memory.h"
 #include "planner/model.h"
 
 /* ---- kernels ---------------------------------------------------------- */
@@ -428,10 +429,13 @@ static double beside_compute(const Cluster *cl, PlanGroup g)
 static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, PlanChunkCost *c)
 {
     c->reduce = c->gather = c->sync = 0;
+    c->red_bytes = PLAN_GRAD_BYTES * (double)c->params;
     if (l->dp <= 1) return;
     double slow = beside_compute(cl, dpg);
+    /* fp32 gradients (memory.h's PLAN_GRAD_BYTES: runtime/par/model.c reduces them as the
+     * kernels accumulate them); the gathers move the compute dtype */
     c->reduce = slow * bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER, dpg,
-                                c->grad_bytes, c->layers);
+                                c->red_bytes, c->layers);
     if (l->zero >= 3) c->gather = slow * bucketed(cl, COLL_ALL_GATHER, dpg, c->grad_bytes, c->layers);
     if (l->zero == 1 || l->zero == 2)
         c->sync = plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, dpg, c->grad_bytes).time;
@@ -605,6 +609,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         const PlanChunkCost *q = k ? &out->cost[k - 1] : NULL;
         if (q && q->params == c->params && q->layers == c->layers) {   /* same collectives */
             c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->grad_bytes = q->grad_bytes;
+            c->red_bytes = q->red_bytes;
             c->reduce = q->reduce; c->gather = q->gather; c->sync = q->sync;
             out->opt_params[k % l->pp] += c->params;
             continue;
