@@ -122,7 +122,7 @@ typedef struct {
     double   tp_f, tp_b, tp_rec;        /* TP collectives, s */
     double   flops_fwd, flops_rec;
     uint64_t params, params_full;       /* per TP rank; whole layer */
-    double   act_kept, act_rebuild;
+    double   act_kept, act_rebuild, act_split;
     double   tp_bytes;
 } LayerTime;
 
@@ -204,6 +204,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->params = plan_layer_params(&p->model, ly, cut->tp, ovf);
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     t->act_kept = w.act_kept;
+    t->act_split = w.act_split;
     t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
     /* what of the TP collectives the compute stream waits for (overlap_tp) */
     t->tp_f = tp_exposed(p, t->tp_f, t->fwd);
@@ -335,7 +336,7 @@ void plan_shapes_free(PlanShapes *s)
 /* What a chunk adds up of one segment, for one micro-batch on one GPU. */
 typedef struct {
     double   fwd, bwd, bwd_weight, fwd_tp, bwd_tp, recompute, flops_fwd, flops_recompute;
-    double   act_kept, act_layer_max;
+    double   act_kept, act_layer_max, act_split;
     uint64_t params, params_full, layer_params_max, norm_params;
     int      layers;
     bool     embedding, head;  /* holds the embedding / the head */
@@ -365,6 +366,7 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         sc->params_full += x->params_full;
         sc->norm_params += plan_layer_norm_params(mo, ly);
         sc->act_kept += x->act_kept;
+        sc->act_split += x->act_split;
         block_rebuild = ly->kind == LAYER_ATTENTION ? x->act_rebuild : block_rebuild + x->act_rebuild;
         sc->act_layer_max = fmax(sc->act_layer_max, block_rebuild);
         if (x->params > sc->layer_params_max) sc->layer_params_max = x->params;
@@ -387,6 +389,7 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     c->flops_fwd += d * sc->flops_fwd;
     c->flops_recompute += d * sc->flops_recompute;
     c->act_kept += d * sc->act_kept;
+    c->act_split += d * sc->act_split;
     c->act_layer_max = fmax(c->act_layer_max, sc->act_layer_max);
     if (sc->layer_params_max > c->layer_params_max) c->layer_params_max = sc->layer_params_max;
     c->params += (uint64_t)n * sc->params;

@@ -43,6 +43,7 @@ typedef struct {
     double   flops_recompute;/* FLOPs recomputed in the backward */
     uint64_t params;         /* parameters per TP rank, before ZeRO */
     double   act_kept;       /* bytes kept from forward to backward */
+    double   act_split;      /* bytes zb-h1 also keeps from B to W (plan_act_kept) */
     double   act_layer_max;  /* bytes of the largest layer's full activations */
     uint64_t layer_params_max; /* parameters of the largest layer, per TP rank */
     int      layers;         /* layers in the chunk (the gradient buckets) */

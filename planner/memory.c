@@ -17,7 +17,8 @@
  *    the head; a tied head on another stage than the embedding keeps a
  *    copy, as Megatron does).
  *  - activations (Korthikanti et al. 2022, Sec. 4): each chunk's kept bytes
- *    per micro-batch (model.c) times the micro-batches in flight at the
+ *    per micro-batch (model.c; ZB-H1 adds the output gradients its B pass
+ *    keeps for W, plan_act_kept) times the micro-batches in flight at the
  *    stage's peak (Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023 for
  *    ZB-H1), plus, under recomputation, the one layer whose activations are
  *    rebuilt during its backward.
@@ -93,6 +94,11 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
     if (zero >= 3) *params = ceil_div(*params, d);
 }
 
+double plan_act_kept(int schedule, double act_kept, double act_split)
+{
+    return act_kept + (schedule == SCHED_ZB_H1 ? act_split : 0);
+}
+
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
 {
     double dm = (double)m;
@@ -106,9 +112,9 @@ double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
         return fmin(n, dm * v) / v;
     }
     case SCHED_ZB_H1:
-        /* forward to weight pass: at most p on every stage (lower.c);
-         * counted as whole micro-batches, an upper bound (between B and W
-         * only the linear layers' inputs are kept) */
+        /* forward to weight pass: at most p on every stage (lower.c); a
+         * micro-batch's slot lives from its F to its W, whole (codegen's
+         * slot_alloc/free), with the B-to-W gradients (plan_act_kept) */
         return fmin((double)p, dm);
     default:   /* 1F1B */
         return fmin((double)(p - s), dm);
@@ -142,7 +148,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         for (int v = 0; v < l->chunks; v++) {
             const PlanChunkCost *k = &c->cost[v * l->pp + s];
             psi = plan_bytes_add(psi, k->params);
-            act += k->act_kept;
+            act += plan_act_kept(l->schedule, k->act_kept, k->act_split);
             rebuild = fmax(rebuild, k->act_layer_max);
             p2p = fmax(p2p, k->p2p_bytes);
             layer_max = fmax(layer_max, (double)k->layer_params_max);

@@ -66,6 +66,13 @@ int64_t plan_headroom(uint64_t capacity, uint64_t total);
 void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt);
 
+/* Bytes one micro-batch of a chunk keeps alive from its forward to its
+ * backward under a schedule: act_kept, and under ZB-H1 also act_split, the
+ * output gradients its B pass keeps for the W pass (codegen's slot keeps
+ * them from the forward to the weight pass). memory.c and the search's
+ * bounds both call it. */
+double plan_act_kept(int schedule, double act_kept, double act_split);
+
 /* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B
  * min(p - s, m), ZB-H1 min(p, m) (later stages defer weight passes up to
  * 1F1B's peak), interleaved (in units of whole-stage

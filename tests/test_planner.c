@@ -152,6 +152,35 @@ static void test_activations_korthikanti(void **state)
     }
 }
 
+/* ZB-H1 keeps, from B to W, each attention's QKV-output gradient (e T 3h/t
+ * for MHA) and block-output gradient (e T h), each MLP's up-projection
+ * gradient (e T 4h/t) and block-output gradient (e T h), whatever is
+ * recomputed (codegen's slot dh, dy); only that schedule counts them. */
+static void test_zb_h1_kept(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Model m;
+    plan_preset_gpt(&m, buf, "g", 2, 6144, 48, 2048, 51200, DTYPE_BF16);
+    const double s = 2048, b = 2, h = 6144, e = 2;
+    static const struct { int t; bool sp; int rec; } cases[] = {
+        { 1, false, RECOMPUTE_NONE }, { 8, false, RECOMPUTE_SELECTIVE }, { 4, true, RECOMPUTE_FULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        PlanCut c = { .micro_batch = 2, .tp = cases[i].t, .sp = cases[i].sp, .recompute = cases[i].rec };
+        PlanLayerWork att, mlp;
+        plan_layer_work(&m, &m.layers[1], &m.layers[0], &c, &att);
+        plan_layer_work(&m, &m.layers[2], &m.layers[1], &c, &mlp);
+        double t = cases[i].t;
+        assert_close(att.act_split, e * s * b * (3 * h / t + h), 0, 1e-12);
+        assert_close(mlp.act_split, e * s * b * (4 * h / t + h), 0, 1e-12);
+        assert_close(plan_act_kept(SCHED_ZB_H1, att.act_kept, att.act_split),
+                     att.act_kept + att.act_split, 0, 1e-12);
+        for (int sc = SCHED_GPIPE; sc <= SCHED_INTERLEAVED; sc++)
+            if (sc != SCHED_ZB_H1) assert_close(plan_act_kept(sc, mlp.act_kept, mlp.act_split), mlp.act_kept, 0, 0);
+    }
+}
+
 /* Hand count of one GPT attention sublayer's GEMMs (Narayanan Appendix). */
 static void test_layer_gemm_flops(void **state)
 {
@@ -1578,6 +1607,7 @@ int main(void)
         cmocka_unit_test(test_params_known_models),
         cmocka_unit_test(test_params_exact_and_overflow),
         cmocka_unit_test(test_flops_megatron),
+        cmocka_unit_test(test_zb_h1_kept),
         cmocka_unit_test(test_activations_korthikanti),
         cmocka_unit_test(test_layer_gemm_flops),
         cmocka_unit_test(test_gemm_efficiency),
