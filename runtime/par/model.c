@@ -189,6 +189,50 @@ static void *zalloc(prt_mem_kind kind, size_t bytes) { return prt_mem_alloc(kind
 
 static void drop_layer(prt_model *m, int l);
 
+/* ---- the buffer pools -------------------------------------------------------
+ * Gradient buckets (ZeRO >= 2) and gathered layers (ZeRO-3) are taken from
+ * and given back to a pool of buffers of the largest layer's size, so the
+ * backward and the gathers allocate nothing after the first step: freeing
+ * and allocating them every micro-batch cost page faults (the buffers are
+ * large enough to be mappings of their own, mem.c) and slowed ZeRO-2/3
+ * steps by 20 %. The pool's buffers are counted by the allocator while
+ * they exist, so the report's peak is the memory truly held: two buckets
+ * and two layers of the largest layer's size, as planner/memory.c counts. */
+
+static void pool_init(Pool *p, int cap, size_t bytes)
+{
+    p->buf = (void **)calloc((size_t)cap, sizeof *p->buf);
+    p->busy = (bool *)calloc((size_t)cap, sizeof *p->busy);
+    p->cap = p->buf && p->busy ? cap : 0;
+    p->n = 0;
+    p->bytes = bytes;
+}
+
+/* A free buffer of the pool (a new one when all are in use); NULL when out
+ * of memory or more are asked for than the pool may hold. */
+static void *pool_get(Pool *p)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!p->busy[i]) { p->busy[i] = true; return p->buf[i]; }
+    if (p->n == p->cap || !(p->buf[p->n] = zalloc(PRT_MEM_BUFFERS, p->bytes))) return NULL;
+    p->busy[p->n] = true;
+    return p->buf[p->n++];
+}
+
+static void pool_put(Pool *p, void *b)
+{
+    for (int i = 0; b && i < p->n; i++)
+        if (p->buf[i] == b) p->busy[i] = false;
+}
+
+static void pool_free(Pool *p)
+{
+    for (int i = 0; i < p->n; i++) prt_mem_free(p->buf[i]);
+    free(p->buf);
+    free(p->busy);
+    memset(p, 0, sizeof *p);
+}
+
 /* --dry-run's stand-in for a request: nothing was started, nothing to wait */
 static char dry_req;
 #define DRY_REQ ((prt_request *)(void *)&dry_req)
@@ -351,6 +395,12 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     }
     for (int i = 0; i < n_params; i++) m->off[i] = NOWHERE;
     prt_status st = lay_out(m);
+    size_t lmax = 0;   /* elements of the largest layer here */
+    for (int l = 0; !st && l < n_layers; l++)
+        if (m->b0[l] != NOWHERE) lmax = prtp_max(lmax, m->b1[l] - m->b0[l]);
+    pool_init(&m->bpool, n_layers + 1, lmax * sizeof(float));
+    pool_init(&m->wpool, n_layers + 1, lmax * sizeof(prt_act));
+    if (!st && (!m->bpool.cap || !m->wpool.cap)) st = prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
     if (m->zero == 0) { m->so = 0; m->sc = m->P; }
     else prt_shard(m->P, m->dp, m->dpr, &m->so, &m->sc);
     size_t state = m->zero == 0 ? m->P : m->sc;
@@ -402,9 +452,10 @@ void prt_model_free(prt_model *m)
     for (int l = 0; l < m->n_layers && m->gb && m->lreq && m->lwa && m->wreq; l++) {
         wait_req(&m->lreq[l], "ZeRO gradient reduce-scatter");
         wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
-        prt_mem_free(m->gb[l]);
         drop_layer(m, l);
     }
+    pool_free(&m->bpool);
+    pool_free(&m->wpool);
     free(m->gb); free(m->lreq); free(m->lwa); free(m->wreq);
 #ifdef PRT_CUDA
     prt_mem_free(m->wshard);
@@ -428,10 +479,12 @@ static int chunk_of(const prt_model *m, int i) { return m->tab[i].vstage / m->pp
 static prt_status open_bucket(prt_model *m, int l)
 {
     size_t a = m->b0[l], b = m->b1[l];
-    m->gb[l] = (float *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(float));   /* memory.c: buffers */
+    m->gb[l] = (float *)pool_get(&m->bpool);   /* memory.c: buffers */
     if (!m->gb[l]) return prtp_fail(PRT_ERR_NOMEM, "gradient bucket of layer %d: out of memory", l);
+    if (m->dry) return PRT_OK;
+    prt_status st = prt_zero(m->gb[l], (b - a) * sizeof(float));   /* a used buffer */
     size_t lo = prtp_max(a, m->so), hi = prtp_min(b, m->so + m->sc);
-    if (hi <= lo || m->dry) return PRT_OK;
+    if (st || hi <= lo) return st;
     return prt_copy(m->gb[l] + (lo - a), m->gshard + (lo - m->so), (hi - lo) * sizeof(float));
 }
 
@@ -440,7 +493,7 @@ static prt_status close_bucket(prt_model *m, int l)
 {
     prt_status st = PRT_OK;
     st = wait_req(&m->lreq[l], "ZeRO gradient reduce-scatter");
-    prt_mem_free(m->gb[l]);
+    pool_put(&m->bpool, m->gb[l]);
     m->gb[l] = NULL;
     if (m->in_flight == l) m->in_flight = -1;
     return st;
@@ -457,7 +510,7 @@ static prt_status close_bucket(prt_model *m, int l)
 
 static void drop_layer(prt_model *m, int l)
 {
-    prt_mem_free(m->lwa[l]);
+    pool_put(&m->wpool, m->lwa[l]);
     m->lwa[l] = NULL;
     if (m->cur == l) m->cur = -1;
 }
@@ -465,7 +518,7 @@ static void drop_layer(prt_model *m, int l)
 static prt_status gather_layer(prt_model *m, int l)
 {
     size_t a = m->b0[l], b = m->b1[l], at;
-    m->lwa[l] = (prt_act *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(prt_act));   /* memory.c: buffers */
+    m->lwa[l] = (prt_act *)pool_get(&m->wpool);   /* memory.c: buffers */
     if (!m->lwa[l]) return prtp_fail(PRT_ERR_NOMEM, "gathered layer %d: out of memory", l);
     if (m->dry) { m->wreq[l] = DRY_REQ; return PRT_OK; }
     range_counts(m, a, b, &at);

@@ -9,6 +9,16 @@
 
 #define NOWHERE ((size_t)-1)   /* offset of a tensor another stage holds */
 
+/* A pool of equal buffers (DeepSpeed's IPG buckets): each as large as
+ * this rank's largest layer, allocated on first need and kept for the run,
+ * so a step allocates nothing; as many as were ever in use at once. */
+typedef struct {
+    void  **buf;     /* [cap] */
+    bool   *busy;    /* [cap] */
+    int     n, cap;  /* allocated, at most */
+    size_t  bytes;   /* of each */
+} Pool;
+
 typedef struct {
     prt_request **req;   /* [n_layers] reductions in flight */
     prt_request **greq;  /* [n_layers] ZeRO-3 gathers (waited before the gather returns) */
@@ -54,6 +64,8 @@ struct prt_model {
                                             dtype (bf16 on CUDA), or NULL */
     prt_request    **wreq;               /* [n_layers] ZeRO-3: its all-gather, in flight */
     int              cur;                /* ZeRO-3: the layer computing (-1: none) */
+    Pool             bpool;              /* ZeRO >= 2: the gradient buckets' buffers (fp32) */
+    Pool             wpool;              /* ZeRO-3: the gathered layers' buffers (compute dtype) */
     bool             bwd;                /* ZeRO-3: a backward runs (prefetch the layer below) */
     bool             dry;                /* --dry-run: allocations alone (prt_mem_dry) */
     bool             settled;            /* this step's DP reductions are done */
