@@ -10,6 +10,10 @@
   check.py cuda CHECK.json MEM.jsonl
       a CUDA executable's --dry-run (no GPU needed): every rank's peak and
       each kind's own peak within 5 % + 4 MiB of the plan's (kind by kind)
+  check.py same RUN.jsonl DRY.jsonl
+      a --dry-run's report against a real run's of the same executable:
+      every rank's peak and each kind's peak within 5 % + 4 MiB
+      (tests/gpu/check-mem.sh: what the GPU-less CI check stands for)
   check.py savings Z0.json Z1.json Z2.json Z3.json RSS0 RSS1 RSS2 RSS3
       measured (max RSS, worst rank) each ZeRO stage saves >= 60 % of what
       it shards on dp 4: 3/4 of ZeRO-0's optimizer state, gradients, weights
@@ -81,6 +85,26 @@ def check_cuda(check, mem):
     return bad + (seen == 0)
 
 
+def check_same(run, dry):
+    bad, seen = 0, 0
+    by_rank = {r["rank"]: r for r in reports(dry)}
+    for r in reports(run):
+        seen += 1
+        d = by_rank.get(r["rank"])
+        if d is None:
+            print("  rank %d: no --dry-run line  MISS" % r["rank"])
+            bad += 1
+            continue
+        pairs = [("peak", r["peak_bytes"], d["peak_bytes"])] + \
+                [(k, r["kind_peak"][k], d["kind_peak"][k]) for k in KINDS]
+        miss = [n for n, a, b in pairs if not within(b, a, 0.05, 4 * MIB)]
+        bad += bool(miss)
+        print("  rank %d: %s%s" % (r["rank"], " ".join("%s %.1f/%.1f" % (n[:4], a / MIB, b / MIB)
+                                                      for n, a, b in pairs),
+                                   "  MISS (5 %% + 4 MiB: %s)" % ", ".join(miss) if miss else ""))
+    return bad + (seen == 0)
+
+
 def check_rss(check, mem, rdir, base, bdir):
     st, bst, bad = stages(check), stages(base), 0
     for r in reports(mem):
@@ -117,6 +141,8 @@ def main(argv):
         bad = check_report(argv[2], argv[3])
     elif mode == "cuda":
         bad = check_cuda(argv[2], argv[3])
+    elif mode == "same":
+        bad = check_same(argv[2], argv[3])
     elif mode == "rss":
         bad = check_rss(*argv[2:7])
     else:
