@@ -31,6 +31,7 @@
 #include <string.h>
 #include <stdio.h>
 #include "planner/comm.h"
+#include "planner/memory.h"
 #include "planner/model.h"
 
 /* ---- kernels ---------------------------------------------------------- */
@@ -121,7 +122,7 @@ typedef struct {
     double   tp_f, tp_b, tp_rec;        /* TP collectives, s */
     double   flops_fwd, flops_rec;
     uint64_t params, params_full;       /* per TP rank; whole layer */
-    double   act_kept, act_rebuild;
+    double   act_kept, act_rebuild, act_split;
     double   tp_bytes;
 } LayerTime;
 
@@ -203,6 +204,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->params = plan_layer_params(&p->model, ly, cut->tp, ovf);
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     t->act_kept = w.act_kept;
+    t->act_split = w.act_split;
     t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
     /* what of the TP collectives the compute stream waits for (overlap_tp) */
     t->tp_f = tp_exposed(p, t->tp_f, t->fwd);
@@ -334,7 +336,7 @@ void plan_shapes_free(PlanShapes *s)
 /* What a chunk adds up of one segment, for one micro-batch on one GPU. */
 typedef struct {
     double   fwd, bwd, bwd_weight, fwd_tp, bwd_tp, recompute, flops_fwd, flops_recompute;
-    double   act_kept, act_layer_max;
+    double   act_kept, act_layer_max, act_split;
     uint64_t params, params_full, layer_params_max, norm_params;
     int      layers;
     bool     embedding, head;  /* holds the embedding / the head */
@@ -364,6 +366,7 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         sc->params_full += x->params_full;
         sc->norm_params += plan_layer_norm_params(mo, ly);
         sc->act_kept += x->act_kept;
+        sc->act_split += x->act_split;
         block_rebuild = ly->kind == LAYER_ATTENTION ? x->act_rebuild : block_rebuild + x->act_rebuild;
         sc->act_layer_max = fmax(sc->act_layer_max, block_rebuild);
         if (x->params > sc->layer_params_max) sc->layer_params_max = x->params;
@@ -386,6 +389,7 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     c->flops_fwd += d * sc->flops_fwd;
     c->flops_recompute += d * sc->flops_recompute;
     c->act_kept += d * sc->act_kept;
+    c->act_split += d * sc->act_split;
     c->act_layer_max = fmax(c->act_layer_max, sc->act_layer_max);
     if (sc->layer_params_max > c->layer_params_max) c->layer_params_max = sc->layer_params_max;
     c->params += (uint64_t)n * sc->params;
@@ -428,10 +432,13 @@ static double beside_compute(const Cluster *cl, PlanGroup g)
 static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, PlanChunkCost *c)
 {
     c->reduce = c->gather = c->sync = 0;
+    c->red_bytes = PLAN_GRAD_BYTES * (double)c->params;
     if (l->dp <= 1) return;
     double slow = beside_compute(cl, dpg);
+    /* fp32 gradients (memory.h's PLAN_GRAD_BYTES: runtime/par/model.c reduces them as the
+     * kernels accumulate them); the gathers move the compute dtype */
     c->reduce = slow * bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER, dpg,
-                                c->grad_bytes, c->layers);
+                                c->red_bytes, c->layers);
     if (l->zero >= 3) c->gather = slow * bucketed(cl, COLL_ALL_GATHER, dpg, c->grad_bytes, c->layers);
     if (l->zero == 1 || l->zero == 2)
         c->sync = plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, dpg, c->grad_bytes).time;
@@ -605,6 +612,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         const PlanChunkCost *q = k ? &out->cost[k - 1] : NULL;
         if (q && q->params == c->params && q->layers == c->layers) {   /* same collectives */
             c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->grad_bytes = q->grad_bytes;
+            c->red_bytes = q->red_bytes;
             c->reduce = q->reduce; c->gather = q->gather; c->sync = q->sync;
             out->opt_params[k % l->pp] += c->params;
             continue;

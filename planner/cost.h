@@ -43,12 +43,16 @@ typedef struct {
     double   flops_recompute;/* FLOPs recomputed in the backward */
     uint64_t params;         /* parameters per TP rank, before ZeRO */
     double   act_kept;       /* bytes kept from forward to backward */
+    double   act_split;      /* bytes zb-h1 also keeps from B to W (plan_act_kept) */
     double   act_layer_max;  /* bytes of the largest layer's full activations */
     uint64_t layer_params_max; /* parameters of the largest layer, per TP rank */
     int      layers;         /* layers in the chunk (the gradient buckets) */
     double   p2p_bytes;      /* activation (or gradient) sent to the neighbour chunk */
     double   p2p;            /* s: its transfer */
-    double   grad_bytes;     /* bytes of the chunk's gradients */
+    double   grad_bytes;     /* bytes of the chunk's weights in the compute dtype (what the
+                                ZeRO gathers move; the name is older than red_bytes) */
+    double   red_bytes;      /* bytes of the chunk's fp32 gradients (PLAN_GRAD_BYTES per
+                                parameter): what its DP reduction moves */
     double   reduce;         /* s: DP gradient all-reduce (ZeRO 0) or reduce-scatter */
     double   gather;         /* s: ZeRO-3 parameter all-gather of the chunk */
     double   sync;           /* s: ZeRO-1/2 all-gather of the updated parameters */
@@ -142,7 +146,7 @@ double plan_gemm_pass_time(const Device *d, double peak, double e, int pass,
  * PLAN_KERNEL_GAP). */
 double plan_stream_time(const Device *d, double bytes, int kernels);
 
-/* Fill c's grad_bytes, reduce, gather and sync (the DP collectives) from
+/* Fill c's grad_bytes, red_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c);
 

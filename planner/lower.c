@@ -46,7 +46,7 @@ bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks)
     c->pp = pp;
     c->chunks = chunks;
     double **d[] = { &c->fwd, &c->bwd, &c->bwd_input, &c->bwd_weight, &c->p2p, &c->p2p_bytes,
-                     &c->reduce, &c->gather, &c->sync, &c->grad_bytes };
+                     &c->reduce, &c->gather, &c->sync, &c->grad_bytes, &c->red_bytes };
     bool ok = true;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) ok &= (*d[i] = calloc(n, sizeof(double))) != NULL;
     ok &= (c->first_layer = calloc(n, sizeof(int))) != NULL;
@@ -62,6 +62,7 @@ void plan_op_costs_free(PlanOpCosts *c)
 {
     free(c->fwd); free(c->bwd); free(c->bwd_input); free(c->bwd_weight); free(c->p2p);
     free(c->p2p_bytes); free(c->reduce); free(c->gather); free(c->sync); free(c->grad_bytes);
+    free(c->red_bytes);
     free(c->first_layer); free(c->end_layer); free(c->layers); free(c->opt);
     free(c->sp_norm); free(c->sp_norm_bytes); free(c->embed); free(c->embed_bytes);
     memset(c, 0, sizeof *c);
@@ -182,7 +183,7 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
     bool drains = st.kind == PLAN_STEP_W || (st.kind == PLAN_STEP_B && !split_bwd);
     double rd = drains ? plan_reduce_after(c, k, st.mb) : 0;
     if (rd > 0) {
-        set_comm(&out[cnt], c, OP_REDUCE_GRADS, s, st.mb, st.chunk, red, c->grad_bytes[k], rd);
+        set_comm(&out[cnt], c, OP_REDUCE_GRADS, s, st.mb, st.chunk, red, c->red_bytes[k], rd);
         out[cnt++].pair = i;
     }
     return cnt;
@@ -209,7 +210,7 @@ int plan_expand_tail(const PlanOpCosts *c, int s, PlanOp *out)
         if (c->reduce[k] > 0)
             put(out, &cnt, comm_op(c, OP_REDUCE_GRADS, s, (int)c->n_micro - 1, ch,
                                    c->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER,
-                                   c->grad_bytes[k], c->reduce[k]));
+                                   c->red_bytes[k], c->reduce[k]));
     }
     /* the step-level collectives, in the order the runtime sums them
      * (the code generator's contract, program.h) */
@@ -298,7 +299,7 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
         oc->bwd_input[k] = cc->bwd_input; oc->bwd_weight[k] = cc->bwd_weight;
         oc->p2p[k] = cc->p2p; oc->p2p_bytes[k] = cc->p2p_bytes;
         oc->reduce[k] = cc->reduce; oc->gather[k] = cc->gather; oc->sync[k] = cc->sync;
-        oc->grad_bytes[k] = cc->grad_bytes;
+        oc->grad_bytes[k] = cc->grad_bytes; oc->red_bytes[k] = cc->red_bytes;
         oc->first_layer[k] = pc->chunk[k].first; oc->end_layer[k] = pc->chunk[k].end;
         oc->layers[k] = cc->layers;
     }

@@ -3,26 +3,30 @@
  *
  * Items, per GPU of stage s:
  *  - model states (Rajbhandari et al. 2020, "ZeRO", Sec. 3): with mixed
- *    precision AdamW, 2 bytes of 16-bit parameters, 2 of 16-bit gradients
+ *    precision AdamW, 2 bytes of 16-bit parameters, 4 of fp32 gradients
+ *    (PLAN_GRAD_BYTES: planc accumulates and reduces gradients in fp32, as
+ *    Megatron-LM does for bf16, so its table is 2 + 4 + 12 = 18 bytes,
+ *    distributed 6 + 12/dp; the ZeRO paper's 16 assumes 16-bit gradients)
  *    and 12 of optimizer state (fp32 master copy, momentum, variance) per
  *    parameter; fp32 training keeps 4 + 4 + 8. ZeRO-1 divides the optimizer
  *    state by the DP degree, ZeRO-2 also the gradients, ZeRO-3 also the
  *    parameters; ZeRO-1 also holds the fp32 gradient shard its
  *    reduce-scatter writes (4 bytes per parameter / dp) beside the full
- *    gradients. The parameters are those of the stage's chunks after the
+ *    gradients. runtime/par/model.c allocates each of these. The parameters are those of the stage's chunks after the
  *    tensor-parallel split (the first stage holds the embedding, the last
  *    the head; a tied head on another stage than the embedding keeps a
  *    copy, as Megatron does).
  *  - activations (Korthikanti et al. 2022, Sec. 4): each chunk's kept bytes
- *    per micro-batch (model.c) times the micro-batches in flight at the
+ *    per micro-batch (model.c; ZB-H1 adds the output gradients its B pass
+ *    keeps for W, plan_act_kept) times the micro-batches in flight at the
  *    stage's peak (Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023 for
  *    ZB-H1), plus, under recomputation, the one layer whose activations are
  *    rebuilt during its backward.
  *  - buffers: p2p send and receive buffers of one activation each; under
- *    ZeRO-3 two gathered layers (the one computing, the one prefetched);
- *    under ZeRO >= 2 two gradient buckets of the largest layer (the one the
- *    backward writes, the one being reduce-scattered; runtime/par/model.c
- *    frees each once reduced).
+ *    ZeRO-3 two gathered layers in the compute dtype (the one computing,
+ *    the one prefetched); under ZeRO >= 2 two fp32 gradient buckets of the
+ *    largest layer (the one the backward writes, the one being
+ *    reduce-scattered; runtime/par/model.c frees each once reduced).
  *  - reserve: plan_memory_reserve().
  *
  * Byte counts saturate at 2^64 - 1 instead of wrapping: sema admits models
@@ -79,7 +83,7 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
     uint64_t k = dtype == DTYPE_FP32 ? 8 : 12;    /* (master,) m, v in fp32 */
     uint64_t d = dp > 0 ? (uint64_t)dp : 1;
     *params = sat_mul(e, psi);
-    *grads = sat_mul(e, psi);
+    *grads = sat_mul(PLAN_GRAD_BYTES, psi);
     *opt = sat_mul(k, psi);
     if (zero >= 1) *opt = ceil_div(*opt, d);
     /* ZeRO-1 keeps the full gradients, and the reduce-scatter writes this
@@ -88,6 +92,11 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
     if (zero == 1) *grads = plan_bytes_add(*grads, ceil_div(sat_mul(4, psi), d));
     if (zero >= 2) *grads = ceil_div(*grads, d);
     if (zero >= 3) *params = ceil_div(*params, d);
+}
+
+double plan_act_kept(int schedule, double act_kept, double act_split)
+{
+    return act_kept + (schedule == SCHED_ZB_H1 ? act_split : 0);
 }
 
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
@@ -103,9 +112,9 @@ double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
         return fmin(n, dm * v) / v;
     }
     case SCHED_ZB_H1:
-        /* forward to weight pass: at most p on every stage (lower.c);
-         * counted as whole micro-batches, an upper bound (between B and W
-         * only the linear layers' inputs are kept) */
+        /* forward to weight pass: at most p on every stage (lower.c); a
+         * micro-batch's slot lives from its F to its W, whole (codegen's
+         * slot_alloc/free), with the B-to-W gradients (plan_act_kept) */
         return fmin((double)p, dm);
     default:   /* 1F1B */
         return fmin((double)(p - s), dm);
@@ -124,7 +133,7 @@ uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_pa
     double e = plan_dtype_bytes(dtype), buf = 0;
     if (pp > 1) buf += 2 * p2p_bytes;                    /* send + receive */
     if (zero >= 3) buf += 2 * layer_params_max * e;      /* gathered + prefetched layer */
-    if (zero >= 2) buf += 2 * layer_params_max * e;      /* two gradient buckets (ZeRO-1 reduces from the full buffer) */
+    if (zero >= 2) buf += 2 * layer_params_max * PLAN_GRAD_BYTES;   /* two fp32 gradient buckets (ZeRO-1 reduces from the full buffer) */
     return plan_bytes(buf);
 }
 
@@ -139,7 +148,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         for (int v = 0; v < l->chunks; v++) {
             const PlanChunkCost *k = &c->cost[v * l->pp + s];
             psi = plan_bytes_add(psi, k->params);
-            act += k->act_kept;
+            act += plan_act_kept(l->schedule, k->act_kept, k->act_split);
             rebuild = fmax(rebuild, k->act_layer_max);
             p2p = fmax(p2p, k->p2p_bytes);
             layer_max = fmax(layer_max, (double)k->layer_params_max);

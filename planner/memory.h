@@ -10,6 +10,14 @@
 
 struct PlanCosts;
 
+/* Bytes of one gradient element on both targets: the kernels accumulate
+ * weight gradients in fp32 and the DP reductions move fp32 (Megatron-LM
+ * accumulates and all-reduces in fp32 for bf16: its
+ * accumulate_allreduce_grads_in_fp32), so a bf16 plan's gradients, buckets
+ * and reduce-scatters are 4 bytes per parameter, not 2. Read by the memory
+ * model (grads, buckets) and the cost model (the DP reductions). */
+enum { PLAN_GRAD_BYTES = 4 };
+
 /* What one GPU of one pipeline stage holds at its peak. */
 typedef struct {
     int      stage;
@@ -33,8 +41,9 @@ uint64_t plan_memory_reserve(uint64_t capacity);
 
 /* Bytes of one stage's buffers, per GPU: p2p send and receive buffers of
  * p2p_bytes each when pp > 1; under ZeRO-3 two gathered layers (the one
- * computing, the one prefetched); under ZeRO >= 2 two gradient buckets of
- * the largest layer (layer_params_max parameters, in the compute dtype).
+ * computing, the one prefetched; layer_params_max parameters in the compute
+ * dtype); under ZeRO >= 2 two gradient buckets of the largest layer (fp32,
+ * PLAN_GRAD_BYTES).
  * The one formula: plan_memory() and the search's bounds both call it. */
 uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype);
 
@@ -48,13 +57,21 @@ uint64_t plan_bytes_add(uint64_t a, uint64_t b);
 int64_t plan_headroom(uint64_t capacity, uint64_t total);
 
 /* ZeRO paper (Rajbhandari et al. 2020, Sec. 3 and Fig. 1) model-state bytes
- * per GPU for psi parameters with mixed-precision AdamW (2 + 2 + 12 bytes
- * per parameter; fp32: 4 + 4 + 8), DP degree dp, stage zero: params,
+ * per GPU for psi parameters with mixed-precision AdamW, as planc's program
+ * holds them (2 + 4 + 12 bytes per parameter, fp32 gradients as
+ * Megatron-LM's; fp32: 4 + 4 + 8), DP degree dp, stage zero: params,
  * grads and optimizer state written to the three outputs, each saturating
  * at UINT64_MAX. ZeRO-1's gradients add the fp32 shard the runtime's
  * reduce-scatter writes (4 bytes per parameter / dp). */
 void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt);
+
+/* Bytes one micro-batch of a chunk keeps alive from its forward to its
+ * backward under a schedule: act_kept, and under ZB-H1 also act_split, the
+ * output gradients its B pass keeps for the W pass (codegen's slot keeps
+ * them from the forward to the weight pass). memory.c and the search's
+ * bounds both call it. */
+double plan_act_kept(int schedule, double act_kept, double act_split);
 
 /* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B
  * min(p - s, m), ZB-H1 min(p, m) (later stages defer weight passes up to

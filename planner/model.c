@@ -305,6 +305,10 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     w->act_none = repl + tpart + core;
     w->act_selective = repl + tpart;
     w->act_full = e * T * h * r;             /* the block input, 2sbh (Korthikanti) */
+    /* zb-h1 keeps, from B to W, the gradients of the QKV output (e T
+     * (h_q + 2h_kv)/t) and of the block output (e T h, all rows): the W
+     * pass's GEMM inputs beside the forward's (codegen's slot: dh, dy) */
+    w->act_split = e * T * ((hq + 2 * hkv) / t + h);
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }
@@ -338,6 +342,9 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
     /* under full recomputation a block keeps only its input, at the
      * attention sublayer; a lone MLP keeps its own */
     w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
+    /* zb-h1: the up projection's output gradient (e T f/t, gated 2f) and
+     * the block output's (e T h), kept from B to W (codegen's slot: dh, dy) */
+    w->act_split = e * T * ((glu ? 2 : 1) * f / t + h);
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }

@@ -56,6 +56,8 @@ typedef struct {
     double      act_selective;  /* ... with selective recomputation */
     double      act_full;       /* ... with full recomputation (layer input only) */
     double      act_kept;       /* the one of the three that cut.recompute selects */
+    double      act_split;      /* zb-h1: output gradients kept from B to W, on top of act_kept
+                                   whatever is recomputed (memory.c adds it for that schedule) */
     double      tp_bytes;       /* bytes of one TP collective (b*s*h*e) */
     PlanTpColls tp_fwd, tp_bwd; /* TP collectives in forward / backward */
     bool        recomputed;     /* full recompute re-runs this layer's forward */

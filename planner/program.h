@@ -95,7 +95,9 @@ typedef struct {
     int64_t n_micro;
     /* per virtual stage k = chunk * pp + stage: */
     double *fwd, *bwd, *bwd_input, *bwd_weight, *p2p, *p2p_bytes;
-    double *reduce, *gather, *sync, *grad_bytes;
+    double *reduce, *gather, *sync, *grad_bytes, *red_bytes;   /* grad_bytes: weights moved by
+                                                                 the gathers; red_bytes: fp32
+                                                                 gradients the reductions move */
     int    *first_layer, *end_layer, *layers;
     /* per stage: */
     double *opt;          /* s: the optimizer step (AdamW only) */

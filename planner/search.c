@@ -193,7 +193,7 @@ typedef struct {
 /* What the estimates read of one block, packed (one cache line). */
 typedef struct {
     double   fwd, bwd, bwd_weight;  /* s per micro-batch */
-    double   act_kept, act_layer_max;
+    double   act_kept, act_layer_max, act_split;
     uint64_t params, layer_params_max;
     int      layers;
 } Block;
@@ -291,7 +291,7 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
         Block x;
         memset(&x, 0, sizeof x);            /* padding too: runs compare bytes */
         x.fwd = c->fwd; x.bwd = c->bwd; x.bwd_weight = c->bwd_weight;
-        x.act_kept = c->act_kept; x.act_layer_max = c->act_layer_max;
+        x.act_kept = c->act_kept; x.act_layer_max = c->act_layer_max; x.act_split = c->act_split;
         x.params = c->params; x.layer_params_max = c->layer_params_max; x.layers = c->layers;
         Run *last = out->n_run ? &out->run[out->n_run - 1] : NULL;
         if (last && !memcmp(&last->b, &x, sizeof x)) last->end = b + 1;
@@ -341,6 +341,7 @@ static void cut_memo_free(CutMemo *m)
 typedef struct {
     uint64_t psi;         /* parameters per GPU before ZeRO */
     double   act;         /* bytes kept per micro-batch */
+    double   split;       /* bytes zb-h1 also keeps per micro-batch (plan_act_kept) */
     double   rebuild;     /* bytes of the largest recomputed layer */
     double   layer_max;   /* parameters of the largest layer */
     uint64_t fixed[4];    /* bytes by ZeRO stage: model states + buffers + reserve */
@@ -482,7 +483,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             if (q < 1) q = 1;                    /* across a boundary: a row of its own */
             PlanChunkCost *c = &s->cost[s->n_runs];
             s->runs[s->n_runs++] = (PlanChunkRun){ k, q, c };
-            double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0;
+            double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0, split = 0;
             uint64_t params = 0, pmax = 0;
             int layers = 0, end = b + bc;
             for (const Run *w = r; b < end;) {  /* the runs this chunk's blocks lie in */
@@ -494,6 +495,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
                 bw += cnt * x->bwd_weight;
                 params += (uint64_t)cnt * x->params;
                 act += cnt * x->act_kept;
+                split += cnt * x->act_split;
                 amax = dmax(amax, x->act_layer_max);
                 if (x->layer_params_max > pmax) pmax = x->layer_params_max;
                 layers += cnt * x->layers;
@@ -510,6 +512,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             c->bwd_input = bwd - bw;
             c->params = params;
             c->act_kept = act;
+            c->act_split = split;
             c->act_layer_max = amax;
             c->layer_params_max = pmax;
             c->layers = layers;
@@ -530,6 +533,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
         if (full) {
             all.psi += (uint64_t)full * c->params;
             all.act += full * c->act_kept;
+            all.split += full * c->act_split;
             all.rebuild = dmax(all.rebuild, c->act_layer_max);
             all.layer_max = dmax(all.layer_max, (double)c->layer_params_max);
             k += full * pp;
@@ -538,6 +542,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             StageAgg *g = &s->agg[k % pp];
             g->psi += c->params;
             g->act += c->act_kept;
+            g->split += c->act_split;
             g->rebuild = dmax(g->rebuild, c->act_layer_max);
             g->layer_max = dmax(g->layer_max, (double)c->layer_params_max);
         }
@@ -547,6 +552,7 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
         const StageAgg *prev = st ? &s->agg[st - 1] : NULL;
         g->psi += all.psi;
         g->act += all.act;
+        g->split += all.split;
         g->rebuild = dmax(g->rebuild, all.rebuild);
         g->layer_max = dmax(g->layer_max, all.layer_max);
         if (g->psi > s->psi_max) s->psi_max = g->psi;
@@ -666,7 +672,8 @@ static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int
  * times the micro-batches in flight, plus the layer being rebuilt. */
 static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, int s)
 {
-    double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) * g->act + g->rebuild;
+    double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) *
+                 plan_act_kept(l->schedule, g->act, g->split) + g->rebuild;
     return plan_bytes(act);
 }
 

@@ -152,6 +152,35 @@ static void test_activations_korthikanti(void **state)
     }
 }
 
+/* ZB-H1 keeps, from B to W, each attention's QKV-output gradient (e T 3h/t
+ * for MHA) and block-output gradient (e T h), each MLP's up-projection
+ * gradient (e T 4h/t) and block-output gradient (e T h), whatever is
+ * recomputed (codegen's slot dh, dy); only that schedule counts them. */
+static void test_zb_h1_kept(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Model m;
+    plan_preset_gpt(&m, buf, "g", 2, 6144, 48, 2048, 51200, DTYPE_BF16);
+    const double s = 2048, b = 2, h = 6144, e = 2;
+    static const struct { int t; bool sp; int rec; } cases[] = {
+        { 1, false, RECOMPUTE_NONE }, { 8, false, RECOMPUTE_SELECTIVE }, { 4, true, RECOMPUTE_FULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        PlanCut c = { .micro_batch = 2, .tp = cases[i].t, .sp = cases[i].sp, .recompute = cases[i].rec };
+        PlanLayerWork att, mlp;
+        plan_layer_work(&m, &m.layers[1], &m.layers[0], &c, &att);
+        plan_layer_work(&m, &m.layers[2], &m.layers[1], &c, &mlp);
+        double t = cases[i].t;
+        assert_close(att.act_split, e * s * b * (3 * h / t + h), 0, 1e-12);
+        assert_close(mlp.act_split, e * s * b * (4 * h / t + h), 0, 1e-12);
+        assert_close(plan_act_kept(SCHED_ZB_H1, att.act_kept, att.act_split),
+                     att.act_kept + att.act_split, 0, 1e-12);
+        for (int sc = SCHED_GPIPE; sc <= SCHED_INTERLEAVED; sc++)
+            if (sc != SCHED_ZB_H1) assert_close(plan_act_kept(sc, mlp.act_kept, mlp.act_split), mlp.act_kept, 0, 0);
+    }
+}
+
 /* Hand count of one GPT attention sublayer's GEMMs (Narayanan Appendix). */
 static void test_layer_gemm_flops(void **state)
 {
@@ -275,20 +304,24 @@ static void test_comm_costs(void **state)
 
 /* ---- memory -------------------------------------------------------------- */
 
-/* ZeRO paper Fig. 1: 7.5B parameters, DP 64: 120 GB, ZeRO-1 31.4 GB,
- * ZeRO-2 16.6 GB, ZeRO-3 1.9 GB of model states per GPU. */
+/* ZeRO paper Fig. 1's model (7.5B parameters, DP 64) with planc's fp32
+ * gradients, Megatron-LM's distributed-optimizer table (bf16 parameters,
+ * fp32 gradients: 18 bytes per parameter, distributed 6 + 12/dp): 135 GB,
+ * ZeRO-1 45 + 90/64 GB plus planc's fp32 gradient shard 30/64 GB, ZeRO-2
+ * 15 + 120/64 GB, ZeRO-3 135/64 GB of model states per GPU (the paper's
+ * 120 / 31.4 / 16.6 / 1.9 GB count 16-bit gradients). */
 static void test_zero_paper(void **state)
 {
     (void)state;
     uint64_t p, g, o;
-    /* the paper's Fig. 1; ZeRO-1 adds planc's fp32 gradient shard, 4 x 7.5e9 / 64 bytes */
-    const double want[] = { 120, 31.4 + 30.0 / 64, 16.6, 1.9 };
+    const double want[] = { 135, 45 + 90.0 / 64 + 30.0 / 64, 15 + 120.0 / 64, 135.0 / 64 };
     for (int z = 0; z <= 3; z++) {
         plan_model_states(7500000000ull, DTYPE_FP16, z, 64, &p, &g, &o);
-        assert_close((double)(p + g + o) / 1e9, want[z], 0.06, 0);
+        assert_close((double)(p + g + o) / 1e9, want[z], 1e-9, 0);
     }
     plan_model_states(7500000000ull, DTYPE_FP16, 0, 64, &p, &g, &o);
     assert_int_equal(p, 15000000000ull);
+    assert_int_equal(g, 30000000000ull);   /* fp32: 4 bytes per parameter */
     assert_int_equal(o, 90000000000ull);
     plan_model_states(7500000000ull, DTYPE_FP32, 0, 1, &p, &g, &o);   /* 4 + 4 + 8 */
     assert_int_equal(p + g + o, 120000000000ull);
@@ -302,13 +335,13 @@ static void test_bytes_saturate(void **state)
     (void)state;
     uint64_t p, g, o;
     plan_model_states(2000000000000000000ull, DTYPE_BF16, 1, 64, &p, &g, &o);
-    /* ZeRO-1: the full 16-bit gradients and the fp32 shard, 4 psi / 64 */
-    assert_true(p == 4000000000000000000ull && g == p + 125000000000000000ull);
+    /* ZeRO-1: the full fp32 gradients and the fp32 shard, 4 psi / 64 */
+    assert_true(p == 4000000000000000000ull && g == 2 * p + 125000000000000000ull);
     assert_true(o == UINT64_MAX);
     plan_model_states(UINT64_MAX / 2 + 1, DTYPE_BF16, 3, 7, &p, &g, &o);   /* 2 x 2^63 */
     assert_true(p == UINT64_MAX && g == UINT64_MAX && o == UINT64_MAX);
-    plan_model_states(10, DTYPE_BF16, 3, 3, &p, &g, &o);   /* ceil(20 / 3), ceil(120 / 3) */
-    assert_true(p == 7 && g == 7 && o == 40);
+    plan_model_states(10, DTYPE_BF16, 3, 3, &p, &g, &o);   /* ceil(20 / 3), ceil(40 / 3), ceil(120 / 3) */
+    assert_true(p == 7 && g == 14 && o == 40);
     assert_true(plan_bytes(1e30) == UINT64_MAX && plan_bytes(-1) == 0 && plan_bytes(NAN) == 0);
     assert_true(plan_bytes(2.5) == 3);
     assert_true(plan_bytes_add(UINT64_MAX - 1, 5) == UINT64_MAX);
@@ -1574,6 +1607,7 @@ int main(void)
         cmocka_unit_test(test_params_known_models),
         cmocka_unit_test(test_params_exact_and_overflow),
         cmocka_unit_test(test_flops_megatron),
+        cmocka_unit_test(test_zb_h1_kept),
         cmocka_unit_test(test_activations_korthikanti),
         cmocka_unit_test(test_layer_gemm_flops),
         cmocka_unit_test(test_gemm_efficiency),

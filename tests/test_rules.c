@@ -556,9 +556,9 @@ static void test_sema_device_keys(void **state)
 static void test_buffer_formula(void **state)
 {
     (void)state;
-    /* p2p send + receive, two gathered layers (ZeRO-3), two buckets (ZeRO >= 2;
-     * ZeRO-1 reduce-scatters from its full gradient buffer: no buckets) */
-    assert_int_equal(plan_memory_buffers(2, 3, 100, 10, DTYPE_BF16), 2 * 100 + 2 * 10 * 2 + 2 * 10 * 2);
+    /* p2p send + receive, two gathered layers (ZeRO-3, bf16), two fp32 buckets
+     * (ZeRO >= 2; ZeRO-1 reduce-scatters from its full gradient buffer: no buckets) */
+    assert_int_equal(plan_memory_buffers(2, 3, 100, 10, DTYPE_BF16), 2 * 100 + 2 * 10 * 2 + 2 * 10 * 4);
     assert_int_equal(plan_memory_buffers(1, 0, 100, 10, DTYPE_FP32), 0);
     assert_int_equal(plan_memory_buffers(1, 1, 100, 10, DTYPE_FP32), 0);
     assert_int_equal(plan_memory_buffers(1, 2, 100, 10, DTYPE_FP32), 2 * 10 * 4);

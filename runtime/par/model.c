@@ -174,7 +174,64 @@ static prt_status init_tensor(const prt_model *m, int i, float *dst, uint64_t se
 /* Zeroed device memory, counted by planrt's allocator under its kind. */
 static void *zalloc(prt_mem_kind kind, size_t bytes) { return prt_mem_alloc(kind, bytes); }
 
+/* The fp32 weights' kind and the compute weights' element type. The CPU
+ * trains in fp32: its fp32 weights are the weights (params, 4 bytes). The
+ * CUDA build computes in bf16 (params, 2 bytes) and keeps the fp32 weights
+ * as AdamW's master copy, which ZeRO counts in the optimizer state (its 12
+ * bytes: master, m, v; Rajbhandari et al. 2020 Sec. 3; planner/memory.c). */
+#ifdef PRT_CUDA
+#define MASTER_KIND PRT_MEM_OPTIMIZER
+#define ACT_DTYPE   PRT_BF16
+#else
+#define MASTER_KIND PRT_MEM_PARAMS
+#define ACT_DTYPE   PRT_FP32
+#endif
+
 static void drop_layer(prt_model *m, int l);
+
+/* ---- the buffer pools -------------------------------------------------------
+ * Gradient buckets (ZeRO >= 2) and gathered layers (ZeRO-3) are taken from
+ * and given back to a pool of buffers of the largest layer's size, so the
+ * backward and the gathers allocate nothing after the first step: freeing
+ * and allocating them every micro-batch cost page faults (the buffers are
+ * large enough to be mappings of their own, mem.c) and slowed ZeRO-2/3
+ * steps by 20 %. The pool's buffers are counted by the allocator while
+ * they exist, so the report's peak is the memory truly held: two buckets
+ * and two layers of the largest layer's size, as planner/memory.c counts. */
+
+static void pool_init(Pool *p, int cap, size_t bytes)
+{
+    p->buf = (void **)calloc((size_t)cap, sizeof *p->buf);
+    p->busy = (bool *)calloc((size_t)cap, sizeof *p->busy);
+    p->cap = p->buf && p->busy ? cap : 0;
+    p->n = 0;
+    p->bytes = bytes;
+}
+
+/* A free buffer of the pool (a new one when all are in use); NULL when out
+ * of memory or more are asked for than the pool may hold. */
+static void *pool_get(Pool *p)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!p->busy[i]) { p->busy[i] = true; return p->buf[i]; }
+    if (p->n == p->cap || !(p->buf[p->n] = zalloc(PRT_MEM_BUFFERS, p->bytes))) return NULL;
+    p->busy[p->n] = true;
+    return p->buf[p->n++];
+}
+
+static void pool_put(Pool *p, void *b)
+{
+    for (int i = 0; b && i < p->n; i++)
+        if (p->buf[i] == b) p->busy[i] = false;
+}
+
+static void pool_free(Pool *p)
+{
+    for (int i = 0; i < p->n; i++) prt_mem_free(p->buf[i]);
+    free(p->buf);
+    free(p->busy);
+    memset(p, 0, sizeof *p);
+}
 
 /* --dry-run's stand-in for a request: nothing was started, nothing to wait */
 static char dry_req;
@@ -189,17 +246,19 @@ static prt_status wait_req(prt_request **r, const char *what)
     return st;
 }
 
-/* Allocate chunk ch's weights (and compute copy on CUDA). */
+/* Allocate chunk ch's whole weights (ZeRO 0-2): the fp32 ones unless they
+ * live as a shard (mshard), and on CUDA the bf16 compute copy. */
 static prt_status alloc_weights(prt_model *m, int ch)
 {
     size_t n = m->c1[ch] - m->c0[ch];
-    m->par[ch] = (float *)zalloc(PRT_MEM_PARAMS, n * sizeof(float));
+    if (!m->mshard) m->par[ch] = (float *)zalloc(MASTER_KIND, n * sizeof(float));
 #ifdef PRT_CUDA
     m->w[ch] = (prt_act *)zalloc(PRT_MEM_PARAMS, n * sizeof(prt_act));
 #else
     m->w[ch] = (prt_act *)m->par[ch];
 #endif
-    if (!m->par[ch] || !m->w[ch]) return prtp_fail(PRT_ERR_NOMEM, "weights of chunk %d: out of memory", ch);
+    if ((!m->mshard && !m->par[ch]) || !m->w[ch])
+        return prtp_fail(PRT_ERR_NOMEM, "weights of chunk %d: out of memory", ch);
     return PRT_OK;
 }
 
@@ -228,27 +287,46 @@ static size_t range_counts(prt_model *m, size_t a, size_t b, size_t *mine_at)
     return m->counts[m->dpr];
 }
 
-void prtp_refresh_act(prt_model *m, int ch)
+/* Chunk ch's compute copy from its whole fp32 weights (none on the CPU:
+ * w aliases par). */
+static void refresh_act(prt_model *m, int ch)
 {
+#ifdef PRT_CUDA
     prt_to_act(m->w[ch], m->par[ch], m->c1[ch] - m->c0[ch]);
+#else
+    (void)m; (void)ch;
+#endif
 }
 
-/* Chunk ch's weights from the seed (all chunks but ZeRO-3's). */
+/* CUDA, ZeRO-3: the bf16 shard the gathers read, from the fp32 master
+ * shard (on the CPU they are one buffer). */
+static void refresh_shard(prt_model *m)
+{
+#ifdef PRT_CUDA
+    if (m->zero == 3) prt_to_act(m->wshard, m->pshard, m->sc);
+#else
+    (void)m;
+#endif
+}
+
+/* Chunk ch's weights from the seed (all chunks but ZeRO-3's; under mshard
+ * only allocated here, init_by_layer writes them). */
 static prt_status init_chunk(prt_model *m, int ch, uint64_t seed)
 {
     prt_status st = alloc_weights(m, ch);
-    if (m->dry) return st;   /* laid out, not written */
+    if (m->dry || m->mshard) return st;   /* laid out, not written (yet) */
     for (int i = 0; !st && i < m->n; i++)
         if (m->off[i] != NOWHERE && m->tab[i].vstage / m->pp == ch)
             st = init_tensor(m, i, m->par[ch] + (m->off[i] - m->c0[ch]), seed);
-    if (!st) prtp_refresh_act(m, ch);
+    if (!st) refresh_act(m, ch);
     return st;
 }
 
-/* ZeRO-3: this rank's shard of the weights from the seed, one layer at a
- * time (a layer's tensors are contiguous in the flat space), so the
- * start-up peak is one layer beside the shard, never the stage. */
-static prt_status init_shard(prt_model *m, uint64_t seed)
+/* mshard: this rank's shard of the fp32 weights from the seed, one layer at
+ * a time (a layer's tensors are contiguous in the flat space), so the
+ * start-up peak is one layer beside the shard, never the stage; on CUDA
+ * under ZeRO 1-2 each whole layer also goes to the bf16 compute weights. */
+static prt_status init_by_layer(prt_model *m, uint64_t seed)
 {
     prt_status st = PRT_OK;
     for (int l = 0; !st && l < m->n_layers; l++) {
@@ -262,8 +340,11 @@ static prt_status init_shard(prt_model *m, uint64_t seed)
         size_t lo = prtp_max(a, m->so), hi = prtp_min(b, m->so + m->sc);
         if (!st && hi > lo)
             st = prt_copy(m->pshard + (lo - m->so), buf + (lo - a), (hi - lo) * sizeof(float));
+        int ch = m->bch[l];
+        if (!st && m->w[ch]) prt_to_act(m->w[ch] + (a - m->c0[ch]), buf, b - a);   /* CUDA, ZeRO 1-2 */
         prt_mem_free(buf);
     }
+    if (!st) refresh_shard(m);
     return st;
 }
 
@@ -281,6 +362,11 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     m->pp = c->layout.pp; m->tp = c->layout.tp; m->dp = c->layout.dp;
     m->stage = c->coord.pp; m->tpr = c->coord.tp; m->dpr = c->coord.dp;
     m->zero = m->dp == 1 ? 0 : zero;
+#ifdef PRT_CUDA
+    m->mshard = m->zero >= 1;   /* the fp32 master: this rank's shard only */
+#else
+    m->mshard = m->zero == 3;   /* the fp32 weights are the weights: sharded under ZeRO-3 */
+#endif
     m->dry = prt_mem_dry();
     m->off = (size_t *)calloc((size_t)n_params, sizeof(size_t));
     m->rows = (size_t *)calloc((size_t)n_params, sizeof(size_t));
@@ -299,17 +385,22 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     size_t nl = (size_t)n_layers + 1;
     m->gb = (float **)calloc(nl, sizeof(float *));
     m->lreq = (prt_request **)calloc(nl, sizeof(prt_request *));
-    m->lw = (float **)calloc(nl, sizeof(float *));
     m->lwa = (prt_act **)calloc(nl, sizeof(prt_act *));
     m->wreq = (prt_request **)calloc(nl, sizeof(prt_request *));
     m->in_flight = m->cur = -1;
-    if (!m->gb || !m->lreq || !m->lw || !m->lwa || !m->wreq || !m->off || !m->rows || !m->cols || !m->b0 || !m->b1 || !m->bch || !m->launched || !m->c0 || !m->c1 || !m->par ||
+    if (!m->gb || !m->lreq || !m->lwa || !m->wreq || !m->off || !m->rows || !m->cols || !m->b0 || !m->b1 || !m->bch || !m->launched || !m->c0 || !m->c1 || !m->par ||
         !m->w || !m->grad || !m->counts || !m->cs) {
         prt_model_free(m);
         return prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
     }
     for (int i = 0; i < n_params; i++) m->off[i] = NOWHERE;
     prt_status st = lay_out(m);
+    size_t lmax = 0;   /* elements of the largest layer here */
+    for (int l = 0; !st && l < n_layers; l++)
+        if (m->b0[l] != NOWHERE) lmax = prtp_max(lmax, m->b1[l] - m->b0[l]);
+    pool_init(&m->bpool, n_layers + 1, lmax * sizeof(float));
+    pool_init(&m->wpool, n_layers + 1, lmax * sizeof(prt_act));
+    if (!st && (!m->bpool.cap || !m->wpool.cap)) st = prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
     if (m->zero == 0) { m->so = 0; m->sc = m->P; }
     else prt_shard(m->P, m->dp, m->dpr, &m->so, &m->sc);
     size_t state = m->zero == 0 ? m->P : m->sc;
@@ -317,8 +408,14 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
         m->mom = (float *)zalloc(PRT_MEM_OPTIMIZER, state * sizeof(float));
         m->var = (float *)zalloc(PRT_MEM_OPTIMIZER, state * sizeof(float));
         if (m->zero >= 1) m->gshard = (float *)zalloc(PRT_MEM_GRADS, m->sc * sizeof(float));
-        if (m->zero == 3) m->pshard = (float *)zalloc(PRT_MEM_PARAMS, m->sc * sizeof(float));
-        if (!m->mom || !m->var || (m->zero >= 1 && !m->gshard) || (m->zero == 3 && !m->pshard))
+        if (m->mshard) m->pshard = (float *)zalloc(MASTER_KIND, m->sc * sizeof(float));
+#ifdef PRT_CUDA
+        if (m->zero == 3) m->wshard = (prt_act *)zalloc(PRT_MEM_PARAMS, m->sc * sizeof(prt_act));
+#else
+        m->wshard = (prt_act *)m->pshard;
+#endif
+        if (!m->mom || !m->var || (m->zero >= 1 && !m->gshard) || (m->mshard && !m->pshard) ||
+            (m->zero == 3 && !m->wshard))
             st = prtp_fail(PRT_ERR_NOMEM, "optimizer state: out of memory");
     }
     for (int ch = 0; !st && ch < chunks; ch++) {
@@ -331,7 +428,7 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
             if (!m->grad[ch]) st = prtp_fail(PRT_ERR_NOMEM, "gradients: out of memory");
         }
     }
-    if (!st && m->zero == 3 && !m->dry) st = init_shard(m, seed);
+    if (!st && m->mshard && !m->dry) st = init_by_layer(m, seed);
     if (st) {
         prt_model_free(m);
         return st;
@@ -349,16 +446,20 @@ void prt_model_free(prt_model *m)
             free(m->cs[ch].req);
             free(m->cs[ch].greq);
         }
-        if (m->par && m->par[ch]) free_weights(m, ch);
+        if (m->par && m->w && (m->par[ch] || m->w[ch])) free_weights(m, ch);
         if (m->grad && m->grad[ch]) prt_mem_free(m->grad[ch]);
     }
-    for (int l = 0; l < m->n_layers && m->gb && m->lreq && m->lw && m->wreq; l++) {
+    for (int l = 0; l < m->n_layers && m->gb && m->lreq && m->lwa && m->wreq; l++) {
         wait_req(&m->lreq[l], "ZeRO gradient reduce-scatter");
         wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
-        prt_mem_free(m->gb[l]);
         drop_layer(m, l);
     }
-    free(m->gb); free(m->lreq); free(m->lw); free(m->lwa); free(m->wreq);
+    pool_free(&m->bpool);
+    pool_free(&m->wpool);
+    free(m->gb); free(m->lreq); free(m->lwa); free(m->wreq);
+#ifdef PRT_CUDA
+    prt_mem_free(m->wshard);
+#endif
     prt_mem_free(m->pshard); prt_mem_free(m->gshard); prt_mem_free(m->mom); prt_mem_free(m->var);
     free(m->off); free(m->rows); free(m->cols); free(m->b0); free(m->b1); free(m->bch);
     free(m->launched); free(m->c0);
@@ -378,10 +479,12 @@ static int chunk_of(const prt_model *m, int i) { return m->tab[i].vstage / m->pp
 static prt_status open_bucket(prt_model *m, int l)
 {
     size_t a = m->b0[l], b = m->b1[l];
-    m->gb[l] = (float *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(float));   /* memory.c: buffers */
+    m->gb[l] = (float *)pool_get(&m->bpool);   /* memory.c: buffers */
     if (!m->gb[l]) return prtp_fail(PRT_ERR_NOMEM, "gradient bucket of layer %d: out of memory", l);
+    if (m->dry) return PRT_OK;
+    prt_status st = prt_zero(m->gb[l], (b - a) * sizeof(float));   /* a used buffer */
     size_t lo = prtp_max(a, m->so), hi = prtp_min(b, m->so + m->sc);
-    if (hi <= lo || m->dry) return PRT_OK;
+    if (st || hi <= lo) return st;
     return prt_copy(m->gb[l] + (lo - a), m->gshard + (lo - m->so), (hi - lo) * sizeof(float));
 }
 
@@ -390,7 +493,7 @@ static prt_status close_bucket(prt_model *m, int l)
 {
     prt_status st = PRT_OK;
     st = wait_req(&m->lreq[l], "ZeRO gradient reduce-scatter");
-    prt_mem_free(m->gb[l]);
+    pool_put(&m->bpool, m->gb[l]);
     m->gb[l] = NULL;
     if (m->in_flight == l) m->in_flight = -1;
     return st;
@@ -401,15 +504,13 @@ static prt_status close_bucket(prt_model *m, int l)
  * computing and the next one (the layer above in a forward, below in a
  * backward), whose all-gather runs while the current one computes. A
  * layer is gathered when its first weight is asked for (prt_w) and freed
- * when the one after the next is. */
+ * when the one after the next is. The gather moves the compute dtype from
+ * the compute shard (wshard): 2 bytes per parameter on CUDA, 4 on the CPU,
+ * the bytes planner/cost.c's ZeRO-3 gather assumes. */
 
 static void drop_layer(prt_model *m, int l)
 {
-#ifdef PRT_CUDA
-    prt_mem_free(m->lwa[l]);
-#endif
-    prt_mem_free(m->lw[l]);
-    m->lw[l] = NULL;
+    pool_put(&m->wpool, m->lwa[l]);
     m->lwa[l] = NULL;
     if (m->cur == l) m->cur = -1;
 }
@@ -417,29 +518,19 @@ static void drop_layer(prt_model *m, int l)
 static prt_status gather_layer(prt_model *m, int l)
 {
     size_t a = m->b0[l], b = m->b1[l], at;
-    m->lw[l] = (float *)zalloc(PRT_MEM_BUFFERS, (b - a) * sizeof(float));   /* memory.c: buffers */
-    if (!m->lw[l]) return prtp_fail(PRT_ERR_NOMEM, "gathered layer %d: out of memory", l);
+    m->lwa[l] = (prt_act *)pool_get(&m->wpool);   /* memory.c: buffers */
+    if (!m->lwa[l]) return prtp_fail(PRT_ERR_NOMEM, "gathered layer %d: out of memory", l);
     if (m->dry) { m->wreq[l] = DRY_REQ; return PRT_OK; }
     range_counts(m, a, b, &at);
-    return prtp_check(prt_all_gather_v_async(m->c->dp, m->pshard + at, m->lw[l], m->counts,
-                                             PRT_FP32, &m->wreq[l]),
+    return prtp_check(prt_all_gather_v_async(m->c->dp, m->wshard + at, m->lwa[l], m->counts,
+                                             ACT_DTYPE, &m->wreq[l]),
                       "ZeRO-3 parameter all-gather");
 }
 
-/* Layer l's gathered weights complete, with their compute copy. */
+/* Layer l's gathered weights complete. */
 static prt_status layer_ready(prt_model *m, int l)
 {
-    prt_status st = PRT_OK;
-    st = wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
-    if (st || m->lwa[l]) return st;
-#ifdef PRT_CUDA
-    m->lwa[l] = (prt_act *)zalloc(PRT_MEM_BUFFERS, (m->b1[l] - m->b0[l]) * sizeof(prt_act));
-    if (!m->lwa[l]) return prtp_fail(PRT_ERR_NOMEM, "gathered layer %d: out of memory", l);
-#else
-    m->lwa[l] = (prt_act *)m->lw[l];
-#endif
-    if (!m->dry) prt_to_act(m->lwa[l], m->lw[l], m->b1[l] - m->b0[l]);
-    return PRT_OK;
+    return wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
 }
 
 /* The layer after l in this pass's direction inside its chunk (-1: none). */
@@ -461,13 +552,13 @@ static prt_status use_layer(prt_model *m, int l)
     int nx = next_layer(m, l);
     prt_status st = PRT_OK;
     for (int k = 0; k < m->n_layers; k++) {
-        if (k == l || k == nx || !m->lw[k]) continue;
+        if (k == l || k == nx || !m->lwa[k]) continue;
         st = wait_req(&m->wreq[k], "ZeRO-3 parameter all-gather");
         drop_layer(m, k);
     }
-    if (!st && !m->lw[l]) st = gather_layer(m, l);
+    if (!st && !m->lwa[l]) st = gather_layer(m, l);
     if (!st) st = layer_ready(m, l);
-    if (!st && nx >= 0 && !m->lw[nx]) st = gather_layer(m, nx);
+    if (!st && nx >= 0 && !m->lwa[nx]) st = gather_layer(m, nx);
     if (!st) m->cur = l;
     return st;
 }
@@ -477,7 +568,7 @@ static prt_status drop_layers(prt_model *m, int ch)
 {
     prt_status st = PRT_OK;
     for (int l = 0; l < m->n_layers; l++) {
-        if (!m->lw[l] || (ch >= 0 && m->bch[l] != ch)) continue;
+        if (!m->lwa[l] || (ch >= 0 && m->bch[l] != ch)) continue;
         prt_status w = wait_req(&m->wreq[l], "ZeRO-3 parameter all-gather");
         if (!st) st = w;
         drop_layer(m, l);
@@ -510,13 +601,16 @@ size_t prt_model_shard_numel(const prt_model *m) { return m->sc; }
 
 /* ---- ZeRO ------------------------------------------------------------------ */
 
-/* Chunk ch's whole weights gathered into par[ch] (the dump: every tensor
- * whole at once; training gathers layer by layer). */
+/* Chunk ch's whole fp32 weights gathered into par[ch] from the shards (the
+ * dump under mshard: every tensor whole at once; training gathers the
+ * compute weights layer by layer). */
 static prt_status gather_whole(prt_model *m, int ch)
 {
-    if (m->zero != 3 || m->par[ch]) return PRT_OK;
+    if (!m->mshard || m->par[ch]) return PRT_OK;
     prt_status st = drop_layers(m, ch);
-    if (!st) st = alloc_weights(m, ch);
+    size_t P = m->c1[ch] - m->c0[ch];
+    if (!st && !(m->par[ch] = (float *)zalloc(PRT_MEM_BUFFERS, P * sizeof(float))))
+        st = prtp_fail(PRT_ERR_NOMEM, "weights of chunk %d: out of memory", ch);
     prt_request **req = m->cs[ch].greq;   /* not .req: a reduction may be in flight */
     int n = 0;
     /* one all-gather per bucket (layer), all in flight together */
@@ -527,17 +621,18 @@ static prt_status gather_whole(prt_model *m, int ch)
         st = prtp_check(prt_all_gather_v_async(m->c->dp, m->pshard + at,
                                                m->par[ch] + (a - m->c0[ch]), m->counts,
                                                PRT_FP32, &req[n++]),
-                        "ZeRO-3 parameter all-gather");
+                        "parameter all-gather of the dump");
     }
     prt_status w = prtp_check(prt_wait_all(req, n), "ZeRO-3 parameter all-gather");
     if (!st) st = w;
-    if (!st) prtp_refresh_act(m, ch);
     return st;
 }
 
 static void release_whole(prt_model *m, int ch)
 {
-    if (m->zero == 3 && m->par[ch]) free_weights(m, ch);
+    if (!m->mshard) return;
+    prt_mem_free(m->par[ch]);
+    m->par[ch] = NULL;
 }
 
 prt_status prt_zero_dry_pass(prt_model *m, int ch, bool bwd)
@@ -692,7 +787,7 @@ prt_status prt_zero_reduce(prt_model *m, int ch)
 /* Where element e of the flat space keeps its weight, gradient and state. */
 static float *p_at(prt_model *m, int ch, size_t e)
 {
-    return m->zero == 3 ? m->pshard + (e - m->so) : m->par[ch] + (e - m->c0[ch]);
+    return m->mshard ? m->pshard + (e - m->so) : m->par[ch] + (e - m->c0[ch]);
 }
 static float *g_at(prt_model *m, int ch, size_t e)
 {
@@ -855,14 +950,19 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
     }
     for (int ch = 0; ch < m->chunks; ch++) {
         if (m->zero <= 1) st = prt_zero(m->grad[ch], (m->c1[ch] - m->c0[ch]) * sizeof(float));
-        if (m->zero == 0) prtp_refresh_act(m, ch);
+        if (m->zero == 0) refresh_act(m, ch);   /* ZeRO 1-2: prt_zero_sync all-gathers them */
     }
     if (m->zero >= 1) st = prt_zero(m->gshard, m->sc * sizeof(float));
+    refresh_shard(m);
     if (m->zero == 3 && !st) st = drop_layers(m, -1);   /* gathered before the update: stale */
     m->settled = m->norm_ready = false;   /* the next step reduces afresh */
     return st;
 }
 
+/* ZeRO 1-2: every rank's updated shard all-gathered into the whole weights
+ * of each chunk, in place. The CPU gathers its fp32 weights; CUDA converts
+ * its fp32 master shard into its part of the bf16 weights and gathers
+ * those: 2 bytes per parameter, the bytes planner/cost.c's sync assumes. */
 prt_status prt_zero_sync(prt_model *m)
 {
     prtp_clear();
@@ -872,13 +972,25 @@ prt_status prt_zero_sync(prt_model *m)
         size_t at;
         if (m->c1[ch] == m->c0[ch]) continue;
         size_t mine = range_counts(m, m->c0[ch], m->c1[ch], &at);
-        float *own = m->par[ch] + (mine ? m->so + at - m->c0[ch] : 0);
-        float *sb = mine ? own : m->par[ch];
-        st = prtp_check(prt_all_gather_v(m->c->dp, sb, m->par[ch], m->counts, PRT_FP32),
+        size_t own = mine ? m->so + at - m->c0[ch] : 0;   /* in the chunk */
+#ifdef PRT_CUDA
+        if (mine) prt_to_act(m->w[ch] + own, m->pshard + at, mine);
+#endif
+        st = prtp_check(prt_all_gather_v(m->c->dp, m->w[ch] + own, m->w[ch], m->counts, ACT_DTYPE),
                         "ZeRO parameter all-gather");
-        if (!st) prtp_refresh_act(m, ch);
     }
     return st;
+}
+
+prt_status prtp_weights_written(prt_model *m)
+{
+    if (!m->mshard) {
+        for (int ch = 0; ch < m->chunks; ch++) refresh_act(m, ch);
+        return PRT_OK;
+    }
+    refresh_shard(m);
+    if (m->zero == 3) return drop_layers(m, -1);   /* gathered before: stale */
+    return prt_zero_sync(m);
 }
 
 /* ---- dump -------------------------------------------------------------- */
@@ -913,7 +1025,7 @@ prt_status prt_model_dump(prt_model *m, const char *path)
 {
     prtp_clear();
     prt_status st = PRT_OK;
-    for (int ch = 0; !st && ch < m->chunks; ch++) st = m->zero == 3 ? gather_whole(m, ch) : PRT_OK;
+    for (int ch = 0; !st && ch < m->chunks; ch++) st = gather_whole(m, ch);
     if (st) return st;
     bool root = m->c->rank == 0, sender = m->dpr == 0;
     FILE *f = NULL;
@@ -963,6 +1075,6 @@ prt_status prt_model_dump(prt_model *m, const char *path)
         free(whole); free(host); prt_comm_free(buf);
     }
     if (f && fclose(f) != 0 && !st) st = prtp_fail(PRT_ERR_IO, "%s: write failed", path);
-    for (int ch = 0; ch < m->chunks; ch++) if (m->zero == 3) release_whole(m, ch);
+    for (int ch = 0; ch < m->chunks; ch++) release_whole(m, ch);
     return st;
 }

@@ -124,7 +124,7 @@ static prt_status stage_host(prt_model *m, Stage *s)
         if (!s->h[k]) return prtp_fail(PRT_ERR_NOMEM, "checkpoint: out of memory");
     }
     prt_status st = PRT_OK;
-    if (m->zero == 3) {
+    if (m->mshard) {   /* the fp32 weights are this rank's shard: [so, so + sc) == [wo, wo + wc) */
         st = prt_copy_to_host(s->h[0], m->pshard, s->wc * sizeof(float));
     } else {
         for (int ch = 0; !st && ch < m->chunks; ch++) {
@@ -357,13 +357,12 @@ static prt_status load_local(prt_model *m, const char *dir)
     prt_ckpt *ck = NULL;
     if (prt_ckpt_open(dir, &ck)) return prtp_fail(PRT_ERR_FORMAT, "resume: %s", prt_ckpt_last_error());
     prt_status st = PRT_OK;
-    if (m->zero == 3) st = fill(m, ck, 0, m->so, m->so + m->sc, m->pshard, m->so);
-    for (int ch = 0; !st && m->zero != 3 && ch < m->chunks; ch++)
+    if (m->mshard) st = fill(m, ck, 0, m->so, m->so + m->sc, m->pshard, m->so);
+    for (int ch = 0; !st && !m->mshard && ch < m->chunks; ch++)
         st = fill(m, ck, 0, m->c0[ch], m->c1[ch], m->par[ch], m->c0[ch]);
     size_t base = m->zero == 0 ? 0 : m->so;
     if (!st) st = fill(m, ck, 1, m->so, m->so + m->sc, m->mom, base);
     if (!st) st = fill(m, ck, 2, m->so, m->so + m->sc, m->var, base);
-    for (int ch = 0; !st && m->zero != 3 && ch < m->chunks; ch++) prtp_refresh_act(m, ch);
     prt_ckpt_close(ck);
     return st;
 }
@@ -394,6 +393,10 @@ prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *i
     snprintf(why, sizeof why, "%s", prt_par_last_error());
     if (agree(st != PRT_OK))
         return prtp_fail(st ? st : PRT_ERR_FORMAT, "%s", st ? why : "resume failed on another rank");
+    /* every rank loaded: the compute weights are remade from the fp32 ones
+     * (under mshard a DP collective, so only once all agree) */
+    st = prtp_weights_written(m);
+    if (st) return st;
     *step = at;
     if (dir_out) snprintf(dir_out, cap, "%s", dir);
     return PRT_OK;

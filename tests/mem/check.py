@@ -8,12 +8,16 @@
       max RSS per rank (KiB files rss.R) less the tiny baseline's rank R,
       against the prediction less the baseline's, within 12 % + 32 MiB
   check.py cuda CHECK.json MEM.jsonl
-      a CUDA executable's --dry-run (no GPU needed): one line per rank,
-      activations as planned; the other kinds printed beside the plan's
+      a CUDA executable's --dry-run (no GPU needed): every rank's peak and
+      each kind's own peak within 5 % + 4 MiB of the plan's (kind by kind)
   check.py delta CHECK.json MEM.jsonl BASE.json BASEMEM.jsonl
       a feature's own items (dropout's masks): each rank's allocator
       activations less the same layout's without the feature equal the
       plan's difference within 1 % + 64 KiB (item by item, not 5 %)
+  check.py same RUN.jsonl DRY.jsonl
+      a --dry-run's report against a real run's of the same executable:
+      every rank's peak and each kind's peak within 5 % + 4 MiB
+      (tests/gpu/check-mem.sh: what the GPU-less CI check stands for)
   check.py savings Z0.json Z1.json Z2.json Z3.json RSS0 RSS1 RSS2 RSS3
       measured (max RSS, worst rank) each ZeRO stage saves >= 60 % of what
       it shards on dp 4: 3/4 of ZeRO-0's optimizer state, gradients, weights
@@ -58,24 +62,50 @@ def check_report(check, mem):
     return bad
 
 
+KINDS = ["params", "grads", "optimizer", "activations", "buffers"]
+
+
 def check_cuda(check, mem):
-    """The CUDA executable's --dry-run, run here without a GPU: one line per
-    rank, its activations within 5 % + 4 MiB of the plan's; the rest is
-    printed beside the plan's (the CUDA inventory is not the planner's
-    yet: README, memory)."""
+    """The CUDA executable's --dry-run, run here without a GPU: every rank's
+    peak within 5 % + 4 MiB of its stage's total less the reserve, and each
+    kind's own high-water mark (kind_peak) within 5 % + 4 MiB of the plan's
+    item of that kind (the CUDA inventory is the planner's)."""
     st, bad, seen = stages(check), 0, 0
     for r in reports(mem):
         seen += 1
         s = st[r["stage"]]
-        k = r["by_kind"]
-        ok = within(k["activations"], s["activations_bytes"], 0.05, 4 * MIB)
-        bad += not ok
-        print("  rank %d stage %d: peak %.1f MiB, planned %.1f; params %.1f/%.1f grads %.1f/%.1f "
-              "optimizer %.1f/%.1f activations %.1f/%.1f%s"
-              % (r["rank"], r["stage"], r["peak_bytes"] / MIB, predicted(s) / MIB,
-                 k["params"] / MIB, s["params_bytes"] / MIB, k["grads"] / MIB, s["grads_bytes"] / MIB,
-                 k["optimizer"] / MIB, s["optimizer_bytes"] / MIB, k["activations"] / MIB,
-                 s["activations_bytes"] / MIB, "" if ok else "  MISS (activations, 5 % + 4 MiB)"))
+        p, m = predicted(s), r["peak_bytes"]
+        miss = [] if within(m, p, 0.05, 4 * MIB) else ["peak"]
+        cells = []
+        for k in KINDS:
+            got, want = r["kind_peak"][k], s[k + "_bytes"]
+            if not within(got, want, 0.05, 4 * MIB):
+                miss.append(k)
+            cells.append("%s %.1f/%.1f" % (k[:4], got / MIB, want / MIB))
+        bad += bool(miss)
+        print("  rank %d stage %d: predicted %.1f MiB, dry-run peak %.1f MiB (%+.1f %%) [%s]%s"
+              % (r["rank"], r["stage"], p / MIB, m / MIB, 100.0 * (m - p) / p, " ".join(cells),
+                 "  MISS (5 %% + 4 MiB: %s)" % ", ".join(miss) if miss else ""))
+    return bad + (seen == 0)
+
+
+def check_same(run, dry):
+    bad, seen = 0, 0
+    by_rank = {r["rank"]: r for r in reports(dry)}
+    for r in reports(run):
+        seen += 1
+        d = by_rank.get(r["rank"])
+        if d is None:
+            print("  rank %d: no --dry-run line  MISS" % r["rank"])
+            bad += 1
+            continue
+        pairs = [("peak", r["peak_bytes"], d["peak_bytes"])] + \
+                [(k, r["kind_peak"][k], d["kind_peak"][k]) for k in KINDS]
+        miss = [n for n, a, b in pairs if not within(b, a, 0.05, 4 * MIB)]
+        bad += bool(miss)
+        print("  rank %d: %s%s" % (r["rank"], " ".join("%s %.1f/%.1f" % (n[:4], a / MIB, b / MIB)
+                                                      for n, a, b in pairs),
+                                   "  MISS (5 %% + 4 MiB: %s)" % ", ".join(miss) if miss else ""))
     return bad + (seen == 0)
 
 
@@ -131,6 +161,8 @@ def main(argv):
         bad = check_cuda(argv[2], argv[3])
     elif mode == "delta":
         bad = check_delta(*argv[2:6])
+    elif mode == "same":
+        bad = check_same(argv[2], argv[3])
     elif mode == "rss":
         bad = check_rss(*argv[2:7])
     else:

@@ -15,10 +15,12 @@
 #  (e) the cases marked e (dropout): the allocator's activations less those of
 #      the same layout without dropout equal the plan's difference within
 #      1 % + 64 KiB (dropout's masks and dropped probabilities, item by item);
-#  (b) when PRT_CUDA_LIB names the built libplanrt_cuda.a: the CUDA
-#      executable's --dry-run runs here without a GPU and reports every rank
-#      (its activations as planned; the other kinds are printed: the CUDA
-#      inventory is not the planner's yet).
+#  (b) the cases marked c, when PRT_CUDA_LIB names the built
+#      libplanrt_cuda.a: the same layout in bf16, built for CUDA, whose
+#      --dry-run runs here without a GPU (no CUDA call before the plan is
+#      laid out): every rank's peak, and each kind's own peak (params,
+#      grads, optimizer, activations, buffers), within 5 % + 4 MiB of
+#      `planc check` of the bf16 plan.
 # Every run trains 1 step: memory, not time.
 #   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
 set -u
@@ -45,9 +47,26 @@ train() {
 
 fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
 
+# cuda NAME RANKS BODY: (b) for one layout, the bf16 plan's CUDA --dry-run
+cuda() {
+    local n=$1-cuda
+    if MEM_DTYPE=bf16 "$here/make-plan.sh" "$dir/$n.plan" "$2" 384 6 "$3" &&
+       "$planc" check --json "$dir/$n.plan" > "$dir/$n.check.json" &&
+       "$planc" build "$dir/$n.plan" -o "$dir/$n" --target cuda > "$dir/$n.build.log" 2>&1 &&
+       timeout 120 $mpirun -np "$2" "$dir/$n" --dry-run --mem-report "$dir/$n.mem.jsonl" \
+           < /dev/null > "$dir/$n.log" 2>&1; then
+        echo "$n (b) the CUDA executable's --dry-run without a GPU vs planc check (bf16):"
+        python3 "$here/check.py" cuda "$dir/$n.check.json" "$dir/$n.mem.jsonl" || fail "$n" "(b)"
+    else
+        fail "$n" "the CUDA --dry-run did not run (see $dir/$n.log, $dir/$n.build.log)"
+    fi
+}
+
 while read -r name np checks body; do
     case "$name" in ''|'#'*) continue ;; esac
     if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
+    case "$checks" in *c*) [ -f "${PRT_CUDA_LIB:-}" ] && cuda "$name" "$np" "$body" ;; esac
+    case "$checks" in *a*) ;; *) continue ;; esac
     if ! build "$name" "$np" 384 6 "$body" || ! train "$name" "$np"; then
         fail "$name" "build or run failed (see $dir/$name.log)"; continue
     fi
@@ -80,21 +99,6 @@ done < "$here/cases.txt"
 if [ "${MEM_RSS:-1}" != 0 ] && [ -d "$dir/z0-25m.rss" ] && [ -d "$dir/z3-25m.rss" ] && [ -d "$dir/z1-25m.rss" ] && [ -d "$dir/z2-25m.rss" ]; then
     echo "(d) ZeRO savings on dp 4, measured RSS:"
     python3 "$here/check.py" savings "$dir"/z{0,1,2,3}-25m.check.json "$dir"/z{0,1,2,3}-25m.rss || fail zero "(d)"
-fi
-# (b) the CUDA executable's --dry-run, here, without a GPU (no CUDA call is
-# made before or while the plan is laid out): bf16, dp 4, ZeRO-1
-if [ -f "${PRT_CUDA_LIB:-}" ] && { [ "$only" = "  " ] || [[ "$only" = *" cuda "* ]]; }; then
-    body="dp 4; zero 1; micro_batch 2; global_batch 16; schedule 1f1b; recompute none;"
-    if MEM_DTYPE=bf16 "$here/make-plan.sh" "$dir/cuda.plan" 4 384 6 "$body" &&
-       "$planc" check --json "$dir/cuda.plan" > "$dir/cuda.check.json" &&
-       "$planc" build "$dir/cuda.plan" -o "$dir/cuda" --target cuda > "$dir/cuda.build.log" 2>&1 &&
-       timeout 120 $mpirun -np 4 "$dir/cuda" --dry-run --mem-report "$dir/cuda.mem.jsonl" \
-           < /dev/null > "$dir/cuda.log" 2>&1; then
-        echo "cuda (b) the CUDA executable's --dry-run without a GPU, bf16, dp 4, ZeRO-1:"
-        python3 "$here/check.py" cuda "$dir/cuda.check.json" "$dir/cuda.mem.jsonl" || fail cuda "(b)"
-    else
-        fail cuda "the CUDA --dry-run did not run (see $dir/cuda.log, $dir/cuda.build.log)"
-    fi
 fi
 echo "test-mem: $fails failures in $(( $(date +%s) - t0 )) s"
 [ "$fails" = 0 ]
