@@ -56,6 +56,12 @@ int64_t plan_headroom(uint64_t capacity, uint64_t total);
 void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt);
 
+/* plan_model_states for psi parameters of which psi_expert are routed
+ * experts: the dense ones over dp, the experts over their expert-DP group
+ * of dp / ep ranks (Megatron-Core MoE's expert data parallelism). */
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, int zero, int dp, int ep,
+                        uint64_t *params, uint64_t *grads, uint64_t *opt);
+
 /* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B
  * min(p - s, m), ZB-H1 min(p, m) (later stages defer weight passes up to
  * 1F1B's peak), interleaved (in units of whole-stage

@@ -48,7 +48,7 @@ static int tid_of(PlanOpKind k)
     switch (k) {   /* ORDER PlanOpKind */
     case OP_SEND_ACT: case OP_SEND_GRAD: return 1;
     case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS:
-    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: return 2;
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: case OP_EP_ALL_TO_ALL: return 2;
     default: return 0;
     }
 }
