@@ -970,9 +970,9 @@ static int ep_degrees(const Ctx *x, int64_t dp, int *out)
     const Plan *p = x->p;
     int set = p->layout.ep;
     if (!plan_model_has_moe(&p->model)) { out[0] = 1; return 1; }
-    if (is_set(set)) {
-        out[0] = set;
-        return plan_rule_ep(&x->rules.model, (int)dp, set, NULL, 0) ? 1 : 0;
+    if (is_set(set)) {   /* (0, a Layout built in C without it: 1, plan_ep) */
+        out[0] = set >= 1 ? set : 1;
+        return plan_rule_ep(&x->rules.model, (int)dp, out[0], NULL, 0) ? 1 : 0;
     }
     int n = 0;
     for (int64_t e = 1; e <= dp && n < PLAN_SEARCH_MAX_EP; e++)
