@@ -137,8 +137,10 @@ void plan_evaluate_layout_shaped(const Plan *p, const struct PlanShapes *sh, con
             snprintf(ev->why, sizeof ev->why, "the cost table could not be built (out of memory)");
         return;
     }
-    ev->params = c.params_total;
-    if (!plan_model_active_params(&p->model, &ev->active_params)) ev->active_params = ev->params;
+    ev->params = ev->active_params = c.params_total;
+    int moe = 0;   /* (from the cost table: a dense model's evaluation walks no layers) */
+    for (int k = 0; k < c.n_chunks; k++) moe += c.cost[k].moe_layers;
+    if (moe && !plan_model_active_params(&p->model, &ev->active_params)) ev->active_params = ev->params;
     ev->valid = true;
     ev->n_micro = c.n_micro;
     ev->stages = calloc((size_t)l->pp, sizeof *ev->stages);

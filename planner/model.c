@@ -199,19 +199,25 @@ uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int ep, bo
 
 bool plan_model_active_params(const Model *m, uint64_t *active)
 {
+    /* a token passes the router, its top_k routed experts and the shared
+     * ones: the total less the experts - top_k routed ones it skips (the
+     * total memoised as model_params does; the skipped counted per
+     * mixture, and only there: a dense model walks its kinds only) */
     bool ovf = false;
-    uint64_t n = 0;
+    uint64_t skipped = 0, last = 0;
+    const Layer *prev = NULL;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *l = &m->layers[i];
-        uint64_t k = plan_layer_params_real(m, l, &ovf);
-        /* a token passes the router, its top_k routed experts and the
-         * shared ones: the other experts - top_k routed ones it skips */
-        if (l->kind == LAYER_MOE)
-            k -= mul((uint64_t)(l->experts - l->top_k), expert_params(m, l, 1, &ovf), &ovf);
-        n = add(n, k, &ovf);
+        if (l->kind != LAYER_MOE) continue;
+        if (!prev || !plan_layer_same_shape(l, prev))
+            last = mul((uint64_t)(l->experts - l->top_k), expert_params(m, l, 1, &ovf), &ovf);
+        prev = l;
+        skipped = add(skipped, last, &ovf);
     }
-    *active = n;
-    return !ovf;
+    uint64_t total;
+    if (!plan_model_params(m, &total) || ovf) return false;
+    *active = total - skipped;
+    return true;
 }
 
 uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *ovf)
