@@ -7,7 +7,9 @@
  * ZeRO 0-3, micro-batches dividing the per-DP-rank batch, the schedules
  * gpipe, 1f1b, zb-h1 and interleaved with every chunk count v >= 2 that
  * fits (pp*v <= blocks, micro-batches a multiple of pp), recomputation
- * none/selective/full and sequence parallelism on/off when tp > 1. Fields
+ * none/selective/full, sequence parallelism on/off when tp > 1 and, on a
+ * model with mixtures of experts, ep over the divisors of dp that divide
+ * every mixture's experts (the memoised cuts are keyed by ep too). Fields
  * the plan block sets are constraints; only the others are searched.
  *
  * How it stays exhaustive and still fast (Llama 3 405B on 16,384 GPUs:
