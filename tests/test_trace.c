@@ -587,7 +587,8 @@ static void test_ep_all_to_all_drawn(void **state)
         fclose(f);
         const TrTimeline *panels[] = { &t };
         char *svg = render(panels, 1);
-        assert_int_equal(count(json, "\"cat\":\"EP_ALL_TO_ALL\""), (size_t)segs);
+        assert_int_equal(count(json, "\"cat\":\"EP_ALL_TO_ALL\",\"ph\":\"X\",\"pid\":0,\"tid\":3,"), (size_t)segs);
+        assert_int_equal(count(json, "\"tid\":3,\"args\":{\"name\":\"EP all-to-alls"), ep > 1 ? 1 : 0);
         assert_int_equal(count(svg, "<title>EP dispatch + combine all-to-alls"), (size_t)segs);
         assert_int_equal(count(svg, ".EPA2A{"), ep > 1 ? 1 : 0);   /* its style only where drawn */
         free(json);
