@@ -120,8 +120,12 @@ double plan_opt_time(const Device *d, uint64_t params)
 typedef struct {
     double   fwd, bwd_in, bwd_w, rec;   /* compute, s */
     double   tp_f, tp_b, tp_rec;        /* TP collectives, s */
+    double   ep_f, ep_b, ep_rec;        /* EP all-to-alls (dispatch, combine), s */
+    double   epb_f, epb_b;              /* bytes sent in them (forward; backward + recompute) */
     double   flops_fwd, flops_rec;
-    uint64_t params, params_full;       /* per TP rank; whole layer */
+    uint64_t params, params_full;       /* per GPU (TP rank, EP rank); whole layer */
+    uint64_t expert_params;             /* of params, the local routed experts' */
+    double   a2a_bytes;                 /* transient all-to-all buffers of the layer */
     double   act_kept, act_rebuild, act_split;
     double   tp_bytes;
 } LayerTime;
@@ -132,6 +136,19 @@ static double tp_time(const Cluster *cl, PlanGroup g, const PlanTpColls *k, doub
     return k->ar * plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, g, bytes).time +
            k->ag * plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, g, bytes).time +
            k->rs * plan_comm_cost(cl, COLL_REDUCE_SCATTER, ALGO_AUTO, g, bytes).time;
+}
+
+/* Seconds of a mixture's all-to-alls in one pass over the EP group g:
+ * n of `bytes` each (every rank's send buffer, comm.c's all-to-all with
+ * bus factor (n-1)/n on the links the group spans), plus the exchange of
+ * the token counts (count_bytes) when the pass dispatches first. The
+ * runtime runs them synchronously inside the layer, as TP collectives. */
+static double ep_time(const Cluster *cl, PlanGroup g, int n, double bytes, double count_bytes)
+{
+    if (g.size <= 1 || n <= 0) return 0;
+    double t = n * plan_comm_cost(cl, COLL_ALL_TO_ALL, ALGO_AUTO, g, bytes).time;
+    if (count_bytes > 0) t += plan_comm_cost(cl, COLL_ALL_TO_ALL, ALGO_AUTO, g, count_bytes).time;
+    return t;
 }
 
 /* Seconds of a layer pass's TP collectives (tp s) that the compute
@@ -151,7 +168,7 @@ static double tp_exposed(const Plan *p, double tp, double compute)
 /* Why: one place turns a layer's counted work into seconds, so every
  * consumer (fast path, lowering, report) agrees. */
 static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
-                       PlanGroup tpg, double peak, bool *ovf, LayerTime *t)
+                       PlanGroup tpg, PlanGroup epg, double peak, bool *ovf, LayerTime *t)
 {
     const Device *d = &p->cluster.device;
     double e = plan_dtype_bytes(p->model.dtype);
@@ -178,8 +195,11 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     /* the kernels that compute more than they move: measured seconds per
      * element (Device.act_*, softmax_*, planc calibrate; 0 analytically) */
     double sm = 0;
-    if (ly->kind == LAYER_MLP) {
-        double n = (double)cut->micro_batch * (double)p->model.seq * (double)ly->hidden / cut->tp;
+    if (ly->kind == LAYER_MLP || ly->kind == LAYER_MOE) {
+        double rows = (double)cut->micro_batch * (double)p->model.seq;
+        if (ly->kind == LAYER_MOE)   /* the expert rows and the shared experts' */
+            rows = plan_moe_rows(&p->model, ly, cut->micro_batch) + rows * (double)ly->shared;
+        double n = rows * (double)ly->hidden / cut->tp;
         t->fwd += n * d->act_fwd;
         t->bwd_in += n * d->act_bwd;
     } else if (ly->kind == LAYER_ATTENTION) {
@@ -192,16 +212,26 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->tp_bytes = w.tp_bytes;
     t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);
     t->tp_b = tp_time(&p->cluster, tpg, &w.tp_bwd, w.tp_bytes);
+    t->ep_f = ep_time(&p->cluster, epg, w.ep_fwd, w.ep_bytes, w.ep_count_bytes);
+    t->ep_b = ep_time(&p->cluster, epg, w.ep_bwd, w.ep_bytes, 0);
+    t->a2a_bytes = w.a2a_bytes;
+    if (epg.size > 1) {
+        t->epb_f = w.ep_fwd * w.ep_bytes + w.ep_count_bytes;
+        t->epb_b = w.ep_bwd * w.ep_bytes;
+    }
     t->flops_fwd = w.flops_fwd;
     if (cut->recompute == RECOMPUTE_FULL && w.recomputed) {
         t->rec = t->fwd;
         t->tp_rec = t->tp_f;
+        t->ep_rec = t->ep_f;   /* the recomputed forward dispatches again */
+        t->epb_b += t->epb_f;
         t->flops_rec = w.flops_fwd;
     } else if (cut->recompute == RECOMPUTE_SELECTIVE && w.recomputed) {
         t->rec = core_f + stream_time(d, w.ew_core_fwd, w.ew_core_fwd > 0 ? 2 : 0) + sm;
         t->flops_rec = w.flops_core;
     }
-    t->params = plan_layer_params(&p->model, ly, cut->tp, ovf);
+    t->params = plan_layer_params_ep(&p->model, ly, cut->tp, cut->ep, ovf);
+    t->expert_params = plan_layer_expert_params(&p->model, ly, cut->tp, ovf) / (uint64_t)(cut->ep > 1 ? cut->ep : 1);
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
@@ -336,9 +366,9 @@ void plan_shapes_free(PlanShapes *s)
 /* What a chunk adds up of one segment, for one micro-batch on one GPU. */
 typedef struct {
     double   fwd, bwd, bwd_weight, fwd_tp, bwd_tp, recompute, flops_fwd, flops_recompute;
-    double   act_kept, act_layer_max, act_split;
-    uint64_t params, params_full, layer_params_max, norm_params;
-    int      layers;
+    double   act_kept, act_layer_max, act_split, fwd_ep, bwd_ep, fwd_ep_bytes, bwd_ep_bytes, a2a_bytes;
+    uint64_t params, params_full, layer_params_max, norm_params, expert_params;
+    int      layers, moe_layers;
     bool     embedding, head;  /* holds the embedding / the head */
 } SegCost;
 
@@ -354,12 +384,19 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         const LayerTime *x = t[i - first];
         sc->embedding |= ly->kind == LAYER_EMBEDDING;
         sc->head |= ly->kind == LAYER_LM_HEAD;
-        sc->fwd += x->fwd + x->tp_f;
-        sc->bwd += x->bwd_in + x->bwd_w + x->rec + x->tp_b + x->tp_rec;
+        sc->fwd += x->fwd + x->tp_f + x->ep_f;
+        sc->bwd += x->bwd_in + x->bwd_w + x->rec + x->tp_b + x->tp_rec + x->ep_b + x->ep_rec;
+        sc->fwd_ep += x->ep_f;
+        sc->bwd_ep += x->ep_b + x->ep_rec;
+        sc->fwd_ep_bytes += x->epb_f;
+        sc->bwd_ep_bytes += x->epb_b;
+        sc->expert_params += x->expert_params;
+        sc->moe_layers += ly->kind == LAYER_MOE;
+        sc->a2a_bytes = fmax(sc->a2a_bytes, x->a2a_bytes);
         sc->bwd_weight += x->bwd_w;
         sc->fwd_tp += x->tp_f;
         sc->bwd_tp += x->tp_b + x->tp_rec;
-        sc->recompute += x->rec + x->tp_rec;
+        sc->recompute += x->rec + x->tp_rec + x->ep_rec;
         sc->flops_fwd += x->flops_fwd;
         sc->flops_recompute += x->flops_rec;
         sc->params += x->params;
@@ -385,6 +422,13 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     c->bwd_weight += d * sc->bwd_weight;
     c->fwd_tp += d * sc->fwd_tp;
     c->bwd_tp += d * sc->bwd_tp;
+    c->fwd_ep += d * sc->fwd_ep;
+    c->bwd_ep += d * sc->bwd_ep;
+    c->fwd_ep_bytes += d * sc->fwd_ep_bytes;
+    c->bwd_ep_bytes += d * sc->bwd_ep_bytes;
+    c->expert_params += (uint64_t)n * sc->expert_params;
+    c->moe_layers += n * sc->moe_layers;
+    c->a2a_bytes = fmax(c->a2a_bytes, sc->a2a_bytes);
     c->recompute += d * sc->recompute;
     c->flops_fwd += d * sc->flops_fwd;
     c->flops_recompute += d * sc->flops_recompute;
@@ -429,25 +473,56 @@ static double beside_compute(const Cluster *cl, PlanGroup g)
     return f > 1 ? f : 1;
 }
 
+/* One group's share of a chunk's DP collectives over group g, in `layers`
+ * buckets: `red` bytes of gradients reduced, `wbytes` of weights gathered
+ * (ZeRO-3) or synced (ZeRO-1/2), added to c's reduce, gather and sync. */
+static void dp_group_times(const Cluster *cl, const Layout *l, PlanGroup g, double wbytes, double red,
+                           int layers, PlanChunkCost *c)
+{
+    if (g.size <= 1 || red <= 0) return;
+    double slow = beside_compute(cl, g);
+    c->reduce += slow * bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER, g, red, layers);
+    if (l->zero >= 3) c->gather += slow * bucketed(cl, COLL_ALL_GATHER, g, wbytes, layers);
+    if (l->zero == 1 || l->zero == 2) c->sync += plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, g, wbytes).time;
+}
+
+/* The expert-DP group of a layout (issue 17's agreed semantics): the
+ * dp/ep ranks with the same EP rank, tp x ep apart in the rank order. */
+static PlanGroup expert_dp_group(const Cluster *cl, const Layout *l)
+{
+    int ep = plan_ep(l);
+    return plan_group_shape(cl->gpus_per_node, (int64_t)l->tp * ep, l->dp / ep);
+}
+
+/* Dense gradients are reduced (ZeRO: sharded, gathered) over all of DP;
+ * with ep > 1 the local experts' over their expert-DP group, in one
+ * bucket per mixture. At ep 1 both groups are DP: one collective. */
 static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, PlanChunkCost *c)
 {
     c->reduce = c->gather = c->sync = 0;
     c->red_bytes = PLAN_GRAD_BYTES * (double)c->params;
     if (l->dp <= 1) return;
-    double slow = beside_compute(cl, dpg);
     /* fp32 gradients (memory.h's PLAN_GRAD_BYTES: runtime/par/model.c reduces them as the
      * kernels accumulate them); the gathers move the compute dtype */
-    c->reduce = slow * bucketed(cl, l->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER, dpg,
-                                c->red_bytes, c->layers);
-    if (l->zero >= 3) c->gather = slow * bucketed(cl, COLL_ALL_GATHER, dpg, c->grad_bytes, c->layers);
-    if (l->zero == 1 || l->zero == 2)
-        c->sync = plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, dpg, c->grad_bytes).time;
+    if (plan_ep(l) <= 1 || c->expert_params == 0) {
+        dp_group_times(cl, l, dpg, c->grad_bytes, c->red_bytes, c->layers, c);
+        return;
+    }
+    double f = (double)c->expert_params / (double)c->params;
+    dp_group_times(cl, l, dpg, c->grad_bytes * (1 - f), c->red_bytes * (1 - f), c->layers, c);
+    dp_group_times(cl, l, expert_dp_group(cl, l), c->grad_bytes * f, c->red_bytes * f, c->moe_layers, c);
 }
 
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
 {
     c->grad_bytes = plan_dtype_bytes(p->model.dtype) * (double)c->params;
     dp_times(&p->cluster, l, plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP), c);
+}
+
+uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ep)
+{
+    uint64_t d = dp > 0 ? (uint64_t)dp : 1, x = ep > 1 ? d / (uint64_t)ep : d, dense = params - expert_params;
+    return (dense + d - 1) / d + (expert_params + x - 1) / x;
 }
 
 /* Why: the collectives the runtime runs once per step, after the DP
@@ -510,7 +585,7 @@ static void run_push(CostRun *r, int *n, int first, int end, const SegCost *c)
  * (plan_costs_reference) every layer and segment is costed on its own.
  * *keep owns what the runs point into. */
 static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, const PlanCut *cut,
-                             PlanGroup tpg, double peak, bool *ovf, int *n_runs, void **keep)
+                             PlanGroup tpg, PlanGroup epg, double peak, bool *ovf, int *n_runs, void **keep)
 {
     const Model *mo = &p->model;
     int L = mo->n_layers, G = mo->n_blocks + 1;
@@ -524,7 +599,7 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
     if (!lt || !sc || !tp || !run) { free(lt); free(sc); free(tp); free(run); return NULL; }
     for (int c = 0; c < nc; c++) {
         int i = memo ? sh->cls_rep[c] : c;
-        layer_time(p, &mo->layers[i], i ? &mo->layers[i - 1] : NULL, cut, tpg, peak, ovf, &lt[c]);
+        layer_time(p, &mo->layers[i], i ? &mo->layers[i - 1] : NULL, cut, tpg, epg, peak, ovf, &lt[c]);
     }
     for (int c = 0; c < ns; c++) {
         int first, end;
@@ -568,8 +643,10 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     out->peak_flops = mo->dtype == DTYPE_FP32 ? cl->device.flops_fp32 : cl->device.flops_16;
 
     PlanCut cut = { .micro_batch = l->micro_batch, .tp = l->tp,
-                    .sp = l->sequence_parallel == 1, .recompute = l->recompute };
+                    .sp = l->sequence_parallel == 1, .recompute = l->recompute, .ep = plan_ep(l) };
     PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
+    /* the EP group: ep consecutive DP ranks of one TP rank, tp apart */
+    PlanGroup epg = plan_group_shape(cl->gpus_per_node, l->tp, plan_ep(l));
     PlanGroup dpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_DP);
     PlanGroup ppg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_PP);
     PlanGroup pair = ppg.local >= 2 ? (PlanGroup){ 2, 2, 1 } : (PlanGroup){ 2, 1, 2 };
@@ -579,7 +656,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
 
     int n_runs, emb_chunk = -1, head_chunk = -1;
     void *keep;
-    CostRun *run = segment_runs(p, sh, memo, &cut, tpg, out->peak_flops, &ovf, &n_runs, &keep);
+    CostRun *run = segment_runs(p, sh, memo, &cut, tpg, epg, out->peak_flops, &ovf, &n_runs, &keep);
     uint64_t *norm_params = calloc((size_t)out->n_chunks, sizeof *norm_params);
     if (!run || !norm_params) { free(run); free(keep); free(norm_params); return false; }
     /* chunk k holds segments [g, g + its blocks), chunk 0 also segment 0
@@ -607,14 +684,18 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         out->cost[head_chunk].params += (uint64_t)sh->tied_heads * v;
     }
     double T = (double)l->micro_batch * (double)mo->seq;
+    uint64_t *opt_expert = calloc((size_t)l->pp, sizeof *opt_expert);   /* [pp] of opt_params, the experts' */
+    if (!opt_expert) { free(norm_params); return false; }
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
         const PlanChunkCost *q = k ? &out->cost[k - 1] : NULL;
-        if (q && q->params == c->params && q->layers == c->layers) {   /* same collectives */
+        if (q && q->params == c->params && q->layers == c->layers && q->expert_params == c->expert_params &&
+            q->moe_layers == c->moe_layers) {   /* same collectives */
             c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->grad_bytes = q->grad_bytes;
             c->red_bytes = q->red_bytes;
             c->reduce = q->reduce; c->gather = q->gather; c->sync = q->sync;
             out->opt_params[k % l->pp] += c->params;
+            opt_expert[k % l->pp] += c->expert_params;
             continue;
         }
         c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
@@ -622,16 +703,19 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         c->grad_bytes = e * (double)c->params;
         dp_times(cl, l, dpg, c);
         out->opt_params[k % l->pp] += c->params;
+        opt_expert[k % l->pp] += c->expert_params;
     }
     step_collectives(p, l, emb_chunk, head_chunk, norm_params, sh->tied_heads > 0, out);
     free(norm_params);
     for (int s = 0; s < l->pp; s++) {
-        if (l->zero >= 1) out->opt_params[s] = (out->opt_params[s] + (uint64_t)l->dp - 1) / (uint64_t)l->dp;
+        /* ZeRO shards dense state over DP, expert state over expert-DP */
+        if (l->zero >= 1) out->opt_params[s] = plan_zero_shard(out->opt_params[s], opt_expert[s], l->dp, plan_ep(l));
         /* the AdamW step, and the program's fixed work of a step (logging,
          * the data batch, bookkeeping: Device.overhead, measured by planc
          * calibrate, else 0) once per step on every stage */
         out->opt[s] = plan_opt_time(&cl->device, out->opt_params[s]) + cl->device.overhead;
     }
+    free(opt_expert);
     return !ovf;
 }
 

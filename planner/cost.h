@@ -38,10 +38,15 @@ typedef struct {
     double   bwd_input;      /* s: zb-h1 input-gradient part of bwd */
     double   bwd_weight;     /* s: zb-h1 weight-gradient part (bwd = input + weight) */
     double   fwd_tp, bwd_tp; /* s: TP collectives inside fwd / bwd (on the critical path) */
+    double   fwd_ep, bwd_ep; /* s: EP all-to-alls (dispatch, combine) inside fwd / bwd (critical path) */
+    double   fwd_ep_bytes, bwd_ep_bytes; /* bytes one rank sends in them */
     double   recompute;      /* s: recomputed forward inside bwd */
     double   flops_fwd;      /* model FLOPs of the forward */
     double   flops_recompute;/* FLOPs recomputed in the backward */
-    uint64_t params;         /* parameters per TP rank, before ZeRO */
+    uint64_t params;         /* parameters per GPU (TP rank; a mixture's routed experts / ep), before ZeRO */
+    uint64_t expert_params;  /* of params, the local routed experts' (sharded over expert-DP) */
+    int      moe_layers;     /* mixtures in the chunk (the expert gradient buckets) */
+    double   a2a_bytes;      /* bytes of the largest layer's transient all-to-all buffers */
     double   act_kept;       /* bytes kept from forward to backward */
     double   act_split;      /* bytes zb-h1 also keeps from B to W (plan_act_kept) */
     double   act_layer_max;  /* bytes of the largest layer's full activations */
@@ -145,6 +150,11 @@ double plan_gemm_pass_time(const Device *d, double peak, double e, int pass,
  * PLAN_HBM_EFF of its HBM) plus a launch gap each (measured, else
  * PLAN_KERNEL_GAP). */
 double plan_stream_time(const Device *d, double bytes, int kernels);
+
+/* Parameters one GPU's ZeRO shard holds of `params` of which
+ * `expert_params` are routed experts: dense ones over dp, experts over
+ * their expert-DP group of dp / ep ranks (each rounded up). */
+uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ep);
 
 /* Fill c's grad_bytes, red_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */

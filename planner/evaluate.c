@@ -88,9 +88,10 @@ static bool step_times(const PlanCosts *c, PlanEval *ev)
     memset(t, 0, sizeof *t);
     for (int v = 0; v < l->chunks; v++) {
         const PlanChunkCost *k = &c->cost[v * p + crit];
-        t->compute += m * (k->fwd - k->fwd_tp + k->bwd - k->bwd_tp);
+        t->compute += m * (k->fwd - k->fwd_tp - k->fwd_ep + k->bwd - k->bwd_tp - k->bwd_ep);
         t->recompute += m * (k->recompute);
         t->tp += m * (k->fwd_tp + k->bwd_tp);
+        t->ep += m * (k->fwd_ep + k->bwd_ep);
         t->dp_total += (l->zero >= 2 ? m : 1) * k->reduce;
         t->gather_total += 2 * m * k->gather;
     }
@@ -136,7 +137,10 @@ void plan_evaluate_layout_shaped(const Plan *p, const struct PlanShapes *sh, con
             snprintf(ev->why, sizeof ev->why, "the cost table could not be built (out of memory)");
         return;
     }
-    ev->params = c.params_total;
+    ev->params = ev->active_params = c.params_total;
+    int moe = 0;   /* (from the cost table: a dense model's evaluation walks no layers) */
+    for (int k = 0; k < c.n_chunks; k++) moe += c.cost[k].moe_layers;
+    if (moe && !plan_model_active_params(&p->model, &ev->active_params)) ev->active_params = ev->params;
     ev->valid = true;
     ev->n_micro = c.n_micro;
     ev->stages = calloc((size_t)l->pp, sizeof *ev->stages);

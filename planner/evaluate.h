@@ -18,7 +18,7 @@
 #include "planner/memory.h"
 
 /* Where one step goes on the critical stage (the one that ends last),
- * seconds. compute + tp + p2p + dp_exposed + gather_exposed + sp_norm +
+ * seconds. compute + tp + ep + p2p + dp_exposed + gather_exposed + sp_norm +
  * embed + norm + optimizer + sync + bubble = the step time (up to
  * rounding): each is booked by the simulator (simulate.h, PlanStageTimes). */
 typedef struct {
@@ -26,6 +26,7 @@ typedef struct {
                                 slowdown of compute beside DP/ZeRO collectives, Link.overlap_compute) */
     double recompute;        /* of which recomputation */
     double tp;               /* TP collectives, exposed (synchronous) */
+    double ep;               /* EP all-to-alls of the mixtures (dispatch, combine), synchronous */
     double p2p;              /* PP sends holding the compute stream (blocking sends) */
     double dp_total, dp_exposed;        /* DP gradient reduce: total, waited for */
     double gather_total, gather_exposed;/* ZeRO-3 parameter all-gathers: total, waited for */
@@ -45,6 +46,7 @@ typedef struct {
     Layout     layout;
     int64_t    n_micro;
     uint64_t   params;         /* total, exact */
+    uint64_t   active_params;  /* what one token passes (MoE: router + top_k + shared experts) */
     int        pp;
     PlanStageMem *stages;      /* [pp] */
     int        worst_stage;    /* stage with the least headroom */

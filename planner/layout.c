@@ -82,7 +82,9 @@ Layout plan_layout_defaults(const Plan *p)
         l.schedule = l.chunks > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
     if (l.recompute == PLAN_AUTO) l.recompute = RECOMPUTE_NONE;
     if (l.sequence_parallel == PLAN_AUTO || l.tp == 1) l.sequence_parallel = 0;
-    if (l.ep == PLAN_AUTO) l.ep = 1;
+    /* expert parallelism splits the experts of the mixtures: a dense
+     * model has none, and runs with ep 1 whatever the plan block says */
+    if (l.ep == PLAN_AUTO || l.ep < 1 || !plan_model_has_moe(&p->model)) l.ep = 1;
     return l;
 }
 
@@ -155,6 +157,7 @@ bool plan_rule_tp_split(const Model *m, int tp, char *why, size_t len)
         if (l->kind == LAYER_ATTENTION && l->heads % tp) what = "heads", n = l->heads;
         else if (l->kind == LAYER_ATTENTION && l->kv_heads % tp) what = "kv_heads", n = l->kv_heads;
         else if (l->kind == LAYER_MLP && l->hidden % tp) what = "mlp hidden", n = l->hidden;
+        else if (l->kind == LAYER_MOE && l->hidden % tp) what = "moe hidden", n = l->hidden;
         if (what) {
             char at[48];
             return refuse(why, len, "tp %d does not divide %s %lld (%s)", tp, what, (long long)n,
@@ -177,6 +180,24 @@ bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char
     return refuse(why, len, "sequence_parallel needs tp %d to divide the %lld rows of a micro-batch "
                   "(micro_batch %lld x seq %lld)", tp, (long long)rows, (long long)micro_batch,
                   (long long)m->seq);
+}
+
+bool plan_rule_ep(const Model *m, int dp, int ep, char *why, size_t len)
+{
+    if (!set(ep) || ep <= 1) return true;
+    /* EP groups are ep consecutive DP ranks of one stage and TP rank
+     * (Megatron-Core's expert-model-parallel groups) */
+    if (set(dp) && dp % ep)
+        return refuse(why, len, "ep %d does not divide dp %d", ep, dp);
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *l = &m->layers[i];
+        if (l->kind == LAYER_MOE && l->experts % ep) {
+            char at[48];
+            return refuse(why, len, "experts %lld not a multiple of ep %d (%s)", (long long)l->experts, ep,
+                          layer_where(m, i, at, sizeof at));
+        }
+    }
+    return true;
 }
 
 bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len)
@@ -273,6 +294,7 @@ bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len)
            plan_rule_ranks(&p->cluster, l->dp, l->tp, l->pp, why, len) &&
            plan_rule_tp_node(&p->cluster, l->tp, why, len) &&
            plan_rule_tp_split(m, l->tp, why, len) &&
+           plan_rule_ep(m, l->dp, plan_ep(l), why, len) &&
            plan_rule_sp_rows(m, l->tp, l->micro_batch, l->sequence_parallel, why, len) &&
            plan_rule_batch(l->global_batch, l->dp, l->micro_batch, why, len) &&
            plan_rule_schedule(l->schedule, l->pp, l->chunks, why, len) &&

@@ -64,8 +64,13 @@ bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len);
  * starts with an embedding and ends with an lm_head. */
 bool plan_rule_model(const Model *m, char *why, size_t len);
 /* Megatron splits the query heads, the key/value heads and the MLP width
- * of every layer over tp. */
+ * (each expert's, in a mixture) of every layer over tp. */
 bool plan_rule_tp_split(const Model *m, int tp, char *why, size_t len);
+/* Expert parallelism (issue 17): ep divides dp (EP groups are ep
+ * consecutive DP ranks) and every mixture's experts (each EP rank holds
+ * experts / ep of them). ep on a dense model means nothing (sema warns;
+ * plan_layout_defaults runs it with ep 1), so it is no rule. */
+bool plan_rule_ep(const Model *m, int dp, int ep, char *why, size_t len);
 /* Sequence parallelism (sp 1) cuts the micro_batch * seq rows of a
  * micro-batch over tp. */
 bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char *why, size_t len);

@@ -33,7 +33,7 @@ const char *plan_op_name(PlanOpKind k)
     static const char *names[] = {   /* ORDER PlanOpKind */
         "FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "SEND_ACT", "RECV_ACT", "SEND_GRAD",
         "RECV_GRAD", "GATHER_PARAMS", "REDUCE_GRADS", "OPT_STEP", "SYNC_PARAMS",
-        "SP_NORM_REDUCE", "EMBED_REDUCE", "NORM_REDUCE" };
+        "SP_NORM_REDUCE", "EMBED_REDUCE", "NORM_REDUCE", "EP_ALL_TO_ALL" };
     return (unsigned)k < PLAN_N_OPKINDS ? names[k] : "?";
 }
 
@@ -46,7 +46,8 @@ bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks)
     c->pp = pp;
     c->chunks = chunks;
     double **d[] = { &c->fwd, &c->bwd, &c->bwd_input, &c->bwd_weight, &c->p2p, &c->p2p_bytes,
-                     &c->reduce, &c->gather, &c->sync, &c->grad_bytes, &c->red_bytes };
+                     &c->reduce, &c->gather, &c->sync, &c->grad_bytes, &c->red_bytes, &c->fwd_ep,
+                     &c->bwd_ep, &c->fwd_ep_bytes, &c->bwd_ep_bytes };
     bool ok = true;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) ok &= (*d[i] = calloc(n, sizeof(double))) != NULL;
     ok &= (c->first_layer = calloc(n, sizeof(int))) != NULL;
@@ -63,6 +64,7 @@ void plan_op_costs_free(PlanOpCosts *c)
     free(c->fwd); free(c->bwd); free(c->bwd_input); free(c->bwd_weight); free(c->p2p);
     free(c->p2p_bytes); free(c->reduce); free(c->gather); free(c->sync); free(c->grad_bytes);
     free(c->red_bytes);
+    free(c->fwd_ep); free(c->bwd_ep); free(c->fwd_ep_bytes); free(c->bwd_ep_bytes);
     free(c->first_layer); free(c->end_layer); free(c->layers); free(c->opt);
     free(c->sp_norm); free(c->sp_norm_bytes); free(c->embed); free(c->embed_bytes);
     memset(c, 0, sizeof *c);
@@ -95,7 +97,7 @@ static inline void set_op(PlanOp *o, const PlanOpCosts *c, PlanOpKind kind, int 
     o->kind = kind; o->mb = mb; o->chunk = chunk; o->vstage = k; o->peer = -1;
     o->first_layer = c->first_layer[k]; o->end_layer = c->end_layer[k];
     o->coll = COLL_ALL_REDUCE; o->group = GROUP_TP; o->bytes = 0; o->buckets = 0; o->pair = -1;
-    o->stream = STREAM_COMPUTE; o->dur = 0;
+    o->stream = STREAM_COMPUTE; o->dur = 0; o->ep_dur = 0; o->ep_bytes = 0;
 }
 
 /* A DP/ZeRO collective of the chunk, one bucket per layer. */
@@ -173,6 +175,11 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
     set_op(&out[i = cnt++], c, kind, s, st.mb, st.chunk);
     out[i].dur = kind == OP_FWD ? c->fwd[k] : kind == OP_BWD_WEIGHT ? c->bwd_weight[k]
                : kind == OP_BWD_INPUT ? c->bwd_input[k] : c->bwd[k];
+    /* the mixtures' all-to-alls inside (the weight pass has none) */
+    if (kind != OP_BWD_WEIGHT && c->fwd_ep) {
+        out[i].ep_dur = kind == OP_FWD ? c->fwd_ep[k] : c->bwd_ep[k];
+        out[i].ep_bytes = kind == OP_FWD ? c->fwd_ep_bytes[k] : c->bwd_ep_bytes[k];
+    }
     if (g >= 0) out[g].pair = i;
     if (st.kind == PLAN_STEP_F && has_next)
         set_p2p(&out[cnt++], c, OP_SEND_ACT, s, st.mb, st.chunk, next, c->p2p_bytes[k], c->p2p[k]);
@@ -300,6 +307,8 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
         oc->p2p[k] = cc->p2p; oc->p2p_bytes[k] = cc->p2p_bytes;
         oc->reduce[k] = cc->reduce; oc->gather[k] = cc->gather; oc->sync[k] = cc->sync;
         oc->grad_bytes[k] = cc->grad_bytes; oc->red_bytes[k] = cc->red_bytes;
+        oc->fwd_ep[k] = cc->fwd_ep; oc->bwd_ep[k] = cc->bwd_ep;
+        oc->fwd_ep_bytes[k] = cc->fwd_ep_bytes; oc->bwd_ep_bytes[k] = cc->bwd_ep_bytes;
         oc->first_layer[k] = pc->chunk[k].first; oc->end_layer[k] = pc->chunk[k].end;
         oc->layers[k] = cc->layers;
     }

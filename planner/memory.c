@@ -27,6 +27,12 @@
  *    the one prefetched); under ZeRO >= 2 two fp32 gradient buckets of the
  *    largest layer (the one the backward writes, the one being
  *    reduce-scattered; runtime/par/model.c frees each once reduced).
+ *    A mixture's all-to-all send and receive buffers (e R h each, ep > 1)
+ *    are alive during its layer only: the largest one counts.
+ *  - a mixture of experts (issue 17): each GPU holds E / ep routed
+ *    experts (split over tp); their gradients are reduced and their ZeRO
+ *    state sharded over the expert-DP group of dp / ep ranks, the dense
+ *    weights' over all of DP (plan_expert_states).
  *  - reserve: plan_memory_reserve().
  *
  * Byte counts saturate at 2^64 - 1 instead of wrapping: sema admits models
@@ -99,6 +105,19 @@ double plan_act_kept(int schedule, double act_kept, double act_split)
     return act_kept + (schedule == SCHED_ZB_H1 ? act_split : 0);
 }
 
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, int zero, int dp, int ep,
+                        uint64_t *params, uint64_t *grads, uint64_t *opt)
+{
+    plan_model_states(psi - psi_expert, dtype, zero, dp, params, grads, opt);
+    if (psi_expert == 0) return;
+    uint64_t p2, g2, o2;
+    int edp = ep > 1 ? dp / ep : dp;   /* the expert-DP group (issue 17's agreed semantics) */
+    plan_model_states(psi_expert, dtype, zero, edp, &p2, &g2, &o2);
+    *params = plan_bytes_add(*params, p2);
+    *grads = plan_bytes_add(*grads, g2);
+    *opt = plan_bytes_add(*opt, o2);
+}
+
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
 {
     double dm = (double)m;
@@ -143,11 +162,13 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
     uint64_t cap = p->cluster.device.memory;
     for (int s = 0; s < l->pp; s++) {
         PlanStageMem *m = &out[s];
-        uint64_t psi = 0;
-        double act = 0, rebuild = 0, p2p = 0, layer_max = 0;
+        uint64_t psi = 0, psi_e = 0;
+        double act = 0, rebuild = 0, p2p = 0, layer_max = 0, a2a = 0;
         for (int v = 0; v < l->chunks; v++) {
             const PlanChunkCost *k = &c->cost[v * l->pp + s];
             psi = plan_bytes_add(psi, k->params);
+            psi_e = plan_bytes_add(psi_e, k->expert_params);
+            a2a = fmax(a2a, k->a2a_bytes);
             act += plan_act_kept(l->schedule, k->act_kept, k->act_split);
             rebuild = fmax(rebuild, k->act_layer_max);
             p2p = fmax(p2p, k->p2p_bytes);
@@ -155,11 +176,14 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         }
         m->stage = s;
         m->params = psi;
-        plan_model_states(psi, p->model.dtype, l->zero, l->dp,
-                          &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
+        plan_expert_states(psi, psi_e, p->model.dtype, l->zero, l->dp, plan_ep(l),
+                           &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
         m->in_flight = plan_in_flight(l->schedule, l->pp, s, c->n_micro, l->chunks);
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
-        m->buffers_bytes = plan_memory_buffers(l->pp, l->zero, p2p, layer_max, p->model.dtype);
+        /* + a mixture's all-to-all send and receive buffers (ep > 1),
+         * alive during the one layer that runs */
+        m->buffers_bytes = plan_bytes_add(plan_memory_buffers(l->pp, l->zero, p2p, layer_max, p->model.dtype),
+                                          plan_bytes(a2a));
         m->reserve_bytes = plan_memory_reserve(cap);
         m->total_bytes = plan_bytes_add(plan_bytes_add(plan_bytes_add(m->params_bytes, m->grads_bytes),
                                          plan_bytes_add(m->optimizer_bytes, m->activations_bytes)),

@@ -72,6 +72,11 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
  * them from the forward to the weight pass). memory.c and the search's
  * bounds both call it. */
 double plan_act_kept(int schedule, double act_kept, double act_split);
+/* plan_model_states for psi parameters of which psi_expert are routed
+ * experts: the dense ones over dp, the experts over their expert-DP group
+ * of dp / ep ranks (Megatron-Core MoE's expert data parallelism). */
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, int zero, int dp, int ep,
+                        uint64_t *params, uint64_t *grads, uint64_t *opt);
 
 /* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B
  * min(p - s, m), ZB-H1 min(p, m) (later stages defer weight passes up to

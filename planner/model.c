@@ -28,6 +28,7 @@
  */
 #include "planner/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,7 +73,9 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
            a->head_dim == b->head_dim && a->window == b->window &&
            a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
            a->bias == b->bias && a->qkv_bias_only == b->qkv_bias_only && a->tied == b->tied &&
-           a->position == b->position && a->rope_theta == b->rope_theta;
+           a->position == b->position && a->rope_theta == b->rope_theta &&
+           a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
+           a->aux_loss == b->aux_loss && a->capacity_factor == b->capacity_factor;
 }
 
 bool plan_model_dropout(const Model *m)
@@ -178,6 +181,43 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
         return l->tied ? 0 : split(mul(V, h, ovf), tp);
     }
     return 0;
+}
+
+uint64_t plan_layer_expert_params(const Model *m, const Layer *l, int tp, bool *ovf)
+{
+    if (l->kind != LAYER_MOE) return 0;
+    return mul((uint64_t)l->experts, expert_params(m, l, tp, ovf), ovf);
+}
+
+uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int ep, bool *ovf)
+{
+    uint64_t n = plan_layer_params(m, l, tp, ovf);
+    if (l->kind != LAYER_MOE || ep <= 1) return n;
+    uint64_t routed = plan_layer_expert_params(m, l, tp, ovf);
+    return n - routed + routed / (uint64_t)ep;   /* experts % ep == 0 (plan_rule_ep) */
+}
+
+bool plan_model_active_params(const Model *m, uint64_t *active)
+{
+    /* a token passes the router, its top_k routed experts and the shared
+     * ones: the total less the experts - top_k routed ones it skips (the
+     * total memoised as model_params does; the skipped counted per
+     * mixture, and only there: a dense model walks its kinds only) */
+    bool ovf = false;
+    uint64_t skipped = 0, last = 0;
+    const Layer *prev = NULL;
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *l = &m->layers[i];
+        if (l->kind != LAYER_MOE) continue;
+        if (!prev || !plan_layer_same_shape(l, prev))
+            last = mul((uint64_t)(l->experts - l->top_k), expert_params(m, l, 1, &ovf), &ovf);
+        prev = l;
+        skipped = add(skipped, last, &ovf);
+    }
+    uint64_t total;
+    if (!plan_model_params(m, &total) || ovf) return false;
+    *active = total - skipped;
+    return true;
 }
 
 uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *ovf)
@@ -349,6 +389,91 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
     w->tp_bytes = e * T * h;
 }
 
+double plan_moe_capacity(const Model *m, const Layer *l)
+{
+    if (l->kind != LAYER_MOE || !(l->capacity_factor > 0)) return 0;
+    return ceil(l->capacity_factor * (double)m->seq * (double)l->top_k / (double)l->experts);
+}
+
+double plan_moe_rows(const Model *m, const Layer *l, int64_t micro_batch)
+{
+    double b = (double)micro_batch, C = plan_moe_capacity(m, l);
+    if (C > 0) return b * (double)l->experts * C;               /* padded: C rows per expert and sequence */
+    return b * (double)m->seq * (double)l->top_k;                /* dropless: top_k rows per token */
+}
+
+/* A mixture of experts (the agreed semantics of issue 17, which the
+ * runtime's moe layer runs): pre-norm, router GEMM T x E over the whole
+ * micro-batch on every TP rank (its input gathered over TP as the MLP's),
+ * softmax over the top_k logits, R rows dispatched (all-to-all inside the
+ * EP group), each of the E/ep local experts a grouped GEMM of R ep / E
+ * rows under uniform routing (the planner's assumption: the runtime runs
+ * what it receives), split over tp like an MLP, the rows combined back
+ * (all-to-all) and summed with their weights, S shared experts on all T
+ * tokens, the residual. R = T top_k, or b E C padded (plan_moe_rows). */
+static void moe_work(const Model *m, const Layer *l, const Layer *prev, const PlanCut *c,
+                     bool dropout, PlanLayerWork *w)
+{
+    double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
+    double t = c->tp, e = plan_dtype_bytes(m->dtype), ep = c->ep > 1 ? c->ep : 1;
+    double f = (double)l->hidden, T = b * s, r = c->sp ? 1.0 / t : 1.0;
+    double E = (double)l->experts, k = (double)l->top_k, S = (double)l->shared;
+    double R = plan_moe_rows(m, l, c->micro_batch), Ru = T * k;   /* rows run, rows routed */
+    double up = plan_act_gated(l->act) ? 2 : 1;
+
+    /* GEMMs: router 2T h E (fp32 logits, counted as a GEMM of the model
+     * dtype); the local experts as grouped GEMMs (Megatron-Core's
+     * GroupedMLP): E/ep of R ep/E rows each, up (gate fused) and down;
+     * the shared experts S of T rows. FLOPs count what the tokens run
+     * (Ru rows, not the capacity's padding), so MFU is honest. */
+    gemm(w, T, E, h, 1, false);
+    gemm(w, R * ep / E, up * f / t, h, E / ep, false);
+    gemm(w, R * ep / E, h, f / t, E / ep, false);
+    if (S > 0) {
+        gemm(w, T, up * f / t, h, S, false);
+        gemm(w, T, h, f / t, S, false);
+    }
+    w->flops_fwd -= 2.0 * (R - Ru) * (up + 1) * f / t * h;
+
+    norm_work(w, T * h, e, r);
+    /* softmax and top-k over the fp32 logits (reads 4TE, writes the k
+     * weights and indices, 8Tk); backward reads the weights' gradient and
+     * the logits, writes the logits' gradient */
+    ew(w, 4 * T * E + 8 * T * k, 8 * T * E + 8 * T * k, false);
+    /* permutation into the R dispatched rows and the weighted combine
+     * back: each reads one side and writes the other, e R h + e T h */
+    ew(w, e * (R + T) * h, e * (R + T) * h, false);
+    ew(w, e * (R + T) * h + 4 * T * k, 2 * e * (R + T) * h, false);
+    double rows_act = R + T * S;
+    if (up > 1) ew(w, 3 * e * rows_act * f / t, 5 * e * rows_act * f / t, false);
+    else        ew(w, 2 * e * rows_act * f / t, 3 * e * rows_act * f / t, false);
+    residual_work(w, T * h, e, r, dropout);
+
+    /* Kept for the backward (the agreed semantics): what an MLP keeps per
+     * row — norm input and up input e T h (/t under SP), the dropout mask
+     * T h — the activation input (up) e f / t and down input e f / t per
+     * row, for R expert rows and T rows per shared expert; the router's
+     * fp32 logits 4 T E; the top-k indices and weights T k (int32 +
+     * fp32); the dispatched input e R h. */
+    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
+    double tpart = (up + 1) * e * rows_act * f / t;
+    w->act_none = w->act_selective = repl + tpart + 4 * T * E + 8 * T * k + e * R * h;
+    w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
+    w->recomputed = true;
+    w->tp_bytes = e * T * h;
+    /* dispatch and combine (forward), their gradients (backward): each an
+     * all-to-all of every rank's R rows of h, e R h bytes sent; the token
+     * counts (E int32) go first in the forward; the send and receive
+     * buffers are alive during the layer only */
+    if (ep > 1) {
+        w->ep_bytes = e * R * h;
+        w->ep_count_bytes = 4 * E;
+        w->ep_fwd = 2;
+        w->ep_bwd = 2;
+        w->a2a_bytes = 2 * e * R * h;
+    }
+}
+
 void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
                      const PlanCut *c, PlanLayerWork *w)
 {
@@ -387,7 +512,10 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
             else       { w->tp_fwd.ar = 1; }
         }
         break;
-    case LAYER_MOE:     /* a mixture's work: planner/model.c's MoE counting */
+    case LAYER_MOE:
+        moe_work(m, l, prev, c, dropout, w);
+        if (c->sp) { w->tp_fwd.ag = w->tp_fwd.rs = w->tp_bwd.ag = w->tp_bwd.rs = 1; }
+        else       { w->tp_fwd.ar = w->tp_bwd.ar = 1; }
         break;
     case LAYER_NORM:
         norm_work(w, T * h, e, r);

@@ -24,6 +24,7 @@ typedef struct {
     int     tp;             /* t: tensor-parallel degree */
     bool    sp;             /* sequence parallelism (Korthikanti et al. 2022) */
     int     recompute;      /* Recompute */
+    int     ep;             /* expert-parallel degree (MoE layers); 0 means 1 */
 } PlanCut;
 
 /* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */
@@ -32,7 +33,7 @@ typedef struct {
     bool   core;            /* attention score/context GEMM (selective recompute) */
 } PlanGemm;
 
-#define PLAN_MAX_GEMMS 4
+#define PLAN_MAX_GEMMS 5   /* a mixture: router, experts up/down, shared up/down */
 
 /* Tensor-parallel collectives of one layer, each moving the full activation
  * tensor b*s*h elements (Megatron's f and g conjugate operators; with
@@ -61,6 +62,11 @@ typedef struct {
     double      tp_bytes;       /* bytes of one TP collective (b*s*h*e) */
     PlanTpColls tp_fwd, tp_bwd; /* TP collectives in forward / backward */
     bool        recomputed;     /* full recompute re-runs this layer's forward */
+    /* a mixture of experts under ep > 1: all-to-alls inside the EP group */
+    double      ep_bytes;       /* bytes one rank sends in one dispatch or combine (e R h) */
+    double      ep_count_bytes; /* the token counts exchanged before the dispatch (E int32) */
+    int         ep_fwd, ep_bwd; /* all-to-alls of ep_bytes in forward / backward */
+    double      a2a_bytes;      /* transient send + receive buffers during the layer */
 } PlanLayerWork;
 
 /* Rows of the word embedding and the LM head under tensor parallelism tp:
@@ -106,6 +112,28 @@ bool plan_model_has_moe(const Model *m);
  * none (it is the embedding). Sets *overflow when the count does not fit
  * in 64 bits. The memory and cost models count these. */
 uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *overflow);
+
+/* Of plan_layer_params, the routed experts' (E of them, each split over
+ * tp); 0 for a layer that is no mixture. */
+uint64_t plan_layer_expert_params(const Model *m, const Layer *l, int tp, bool *overflow);
+
+/* Parameters of one layer on one GPU under (tp, ep): plan_layer_params
+ * with the routed experts divided over the ep ranks of the EP group. */
+uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int ep, bool *overflow);
+
+/* Parameters one token passes through (exact; false on overflow): the
+ * total minus, per mixture, the experts - top_k routed experts it skips
+ * (router and shared experts counted). `check`'s `active_params`; equal
+ * to plan_model_params for a dense model. */
+bool plan_model_active_params(const Model *m, uint64_t *active);
+
+/* A mixture's capacity C = ceil(capacity_factor x seq x top_k / experts)
+ * rows per expert and sequence (GShard, groups = sequences), 0 dropless. */
+double plan_moe_capacity(const Model *m, const Layer *l);
+
+/* Rows a mixture's experts run per micro-batch on one GPU under uniform
+ * routing: b seq top_k dropless, b E C with a capacity (the padding). */
+double plan_moe_rows(const Model *m, const Layer *l, int64_t micro_batch);
 
 /* Parameters of one whole layer of the real model (vocabulary unpadded). */
 uint64_t plan_layer_params_real(const Model *m, const Layer *l, bool *overflow);

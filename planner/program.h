@@ -44,9 +44,14 @@ typedef enum {
                           last stage only, before OP_NORM_REDUCE */
     OP_NORM_REDUCE,    /* all-reduce over all ranks of the squared gradient norm (clipping,
                           logging, the NaN stop); every stage, right before OP_OPT_STEP */
+    OP_EP_ALL_TO_ALL,  /* a mixture's dispatch + combine all-to-alls over the EP group (ep > 1),
+                          synchronous inside a FWD / BWD / BWD_INPUT as TP collectives are:
+                          never an op of a stage's list, but the part ep_dur of the compute op
+                          that carries it, which the trace draws as a segment of that op on the
+                          collective lane (trace/timeline.c) */
 } PlanOpKind;          /* ORDER PlanOpKind */
 
-#define PLAN_N_OPKINDS 15
+#define PLAN_N_OPKINDS 16
 
 typedef enum {
     STREAM_COMPUTE,    /* kernels, TP collectives, waits on receives */
@@ -70,6 +75,9 @@ typedef struct {
                                    REDUCE: of the compute op it drains; -1 */
     PlanStream     stream;
     double         dur;         /* predicted seconds (the whole op) */
+    double         ep_dur;      /* compute ops: seconds of dur in the EP all-to-alls inside
+                                   (OP_EP_ALL_TO_ALL; 0 without expert parallelism) */
+    double         ep_bytes;    /* compute ops: bytes one rank sends in those all-to-alls */
 } PlanOp;
 
 typedef struct {
@@ -98,6 +106,8 @@ typedef struct {
     double *reduce, *gather, *sync, *grad_bytes, *red_bytes;   /* grad_bytes: weights moved by
                                                                  the gathers; red_bytes: fp32
                                                                  gradients the reductions move */
+    double *fwd_ep, *bwd_ep;      /* s of fwd / bwd (bwd_input) in EP all-to-alls */
+    double *fwd_ep_bytes, *bwd_ep_bytes; /* bytes sent in them */
     int    *first_layer, *end_layer, *layers;
     /* per stage: */
     double *opt;          /* s: the optimizer step (AdamW only) */

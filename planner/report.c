@@ -99,6 +99,10 @@ static void print_model(FILE *out, const Plan *p, uint64_t total, int tp)
         i += period * reps;
     }
     fprintf(out, "  %-11s %-10s %-44s %16s %18s\n", "total", "", "", "", grouped(total, b1));
+    uint64_t active;
+    if (plan_model_has_moe(m) && plan_model_active_params(m, &active))
+        fprintf(out, "  %-11s %-10s %-44s %16s %18s\n", "active", "", "per token: router + top_k + shared experts",
+                "", grouped(active, b1));
     uint64_t padded = params_padded(p, tp, total);
     if (padded) {   /* the model as laid out: embedding and head rows padded for tp */
         int64_t mult = (m->vocab_multiple > 0 ? m->vocab_multiple : 1) * tp;
@@ -139,6 +143,12 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
     print_group(out, "TP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_TP));
     print_group(out, "DP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP));
     print_group(out, "PP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_PP));
+    if (plan_model_has_moe(&p->model)) {   /* issue 17: ep consecutive DP ranks of one TP rank */
+        int ep = plan_ep(l);
+        fprintf(out, "  ep %d: each GPU holds experts / %d of every mixture; expert gradients over %d "
+                     "DP ranks, dense over %d\n", ep, ep, l->dp / ep, l->dp);
+        print_group(out, "EP", plan_group_shape(p->cluster.gpus_per_node, l->tp, ep));
+    }
 }
 
 /* Stage s's layer ranges, every one, "a-b,c-d,..." into buf (grown as
@@ -223,6 +233,9 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
     fprintf(out, "\ntime per step (seconds, stage %d, the one that ends last)\n", ev->critical);
     fprintf(out, "  %-28s %10.4f   (of which recomputation %.4f)\n", "compute", t->compute, t->recompute);
     fprintf(out, "  %-28s %10.4f   exposed (synchronous)\n", "TP collectives", t->tp);
+    if (ev->layout.ep > 1)
+        fprintf(out, "  %-28s %10.4f   exposed (synchronous, dispatch + combine, uniform routing)\n",
+                "EP all-to-all", t->ep);
     fprintf(out, "  %-28s %10.4f   exposed (blocking sends)\n", "PP send/recv", t->p2p);
     fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "DP gradient reduce",
             t->dp_total, t->dp_exposed, fmax(0, t->dp_total - t->dp_exposed));
@@ -251,16 +264,17 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     json_str(out, p->model.name);
     fprintf(out, ",%s\"cluster\": ", nl);
     json_str(out, p->cluster.name);
-    fprintf(out, ",%s\"feasible\": %s,%s\"params\": %llu,%s", nl, ev->feasible ? "true" : "false", nl,
-            (unsigned long long)ev->params, nl);
+    fprintf(out, ",%s\"feasible\": %s,%s\"params\": %llu,%s\"active_params\": %llu,%s", nl,
+            ev->feasible ? "true" : "false", nl, (unsigned long long)ev->params, nl,
+            (unsigned long long)ev->active_params, nl);
     uint64_t padded = params_padded(p, l->tp, ev->params);
     if (padded) fprintf(out, "\"params_padded\": %llu,%s", (unsigned long long)padded, nl);
     fprintf(out, "\"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %lld, "
                  "\"global_batch\": %lld, \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
-                 "\"sequence_parallel\": %s},%s",
+                 "\"sequence_parallel\": %s, \"ep\": %d},%s",
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
-            l->sequence_parallel == 1 ? "true" : "false", nl);
+            l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), nl);
     if (error) {
         fprintf(out, "\"error\": ");
         json_str(out, error);
@@ -286,9 +300,9 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     fprintf(out, "\"times\": {\"compute_s\": %.9g, \"recompute_s\": %.9g, \"tp_s\": %.9g, \"p2p_s\": %.9g, "
                  "\"dp_total_s\": %.9g, \"dp_exposed_s\": %.9g, \"gather_total_s\": %.9g, "
                  "\"gather_exposed_s\": %.9g, \"sync_s\": %.9g, \"optimizer_s\": %.9g, \"bubble_s\": %.9g, "
-                 "\"sp_norm_s\": %.9g, \"embed_s\": %.9g, \"norm_s\": %.9g},%s",
+                 "\"sp_norm_s\": %.9g, \"embed_s\": %.9g, \"norm_s\": %.9g, \"ep_s\": %.9g},%s",
             t->compute, t->recompute, t->tp, t->p2p, t->dp_total, t->dp_exposed, t->gather_total,
-            t->gather_exposed, t->sync, t->optimizer, t->bubble, t->sp_norm, t->embed, t->norm, nl);
+            t->gather_exposed, t->sync, t->optimizer, t->bubble, t->sp_norm, t->embed, t->norm, t->ep, nl);
     PlanChunk *ch = calloc((size_t)l->pp * (size_t)l->chunks, sizeof *ch);
     bool split = ch && plan_split(&p->model, l->pp, l->chunks, ch);
     fprintf(out, "\"stages\": [");

@@ -7,7 +7,9 @@
  * ZeRO 0-3, micro-batches dividing the per-DP-rank batch, the schedules
  * gpipe, 1f1b, zb-h1 and interleaved with every chunk count v >= 2 that
  * fits (pp*v <= blocks, micro-batches a multiple of pp), recomputation
- * none/selective/full and sequence parallelism on/off when tp > 1. Fields
+ * none/selective/full, sequence parallelism on/off when tp > 1 and, on a
+ * model with mixtures of experts, ep over the divisors of dp that divide
+ * every mixture's experts (the memoised cuts are keyed by ep too). Fields
  * the plan block sets are constraints; only the others are searched.
  *
  * How it stays exhaustive and still fast (Llama 3 405B on 16,384 GPUs:
@@ -188,14 +190,15 @@ static bool batch_divisors(const BatchFactors *f, int64_t n, I64List *out)
 typedef struct {
     int     tp, sp, rec;
     int64_t mb;
+    int     ep;             /* expert parallelism (MoE models; 1 otherwise) */
 } CutKey;
 
 /* What the estimates read of one block, packed (one cache line). */
 typedef struct {
     double   fwd, bwd, bwd_weight;  /* s per micro-batch */
-    double   act_kept, act_layer_max, act_split;
-    uint64_t params, layer_params_max;
-    int      layers;
+    double   act_kept, act_layer_max, act_split, a2a_bytes;
+    uint64_t params, layer_params_max, expert_params;
+    int      layers, moe_layers;
 } Block;
 
 /* Costs of every block under one cut: block k is pipeline chunk k of the
@@ -230,12 +233,13 @@ static uint64_t cut_hash(const CutKey *k)
 {
     uint64_t h = (uint64_t)k->mb * 0x9E3779B97F4A7C15ull;
     h ^= (uint64_t)(k->tp * 8 + k->sp * 4 + k->rec) * 0xC2B2AE3D27D4EB4Full;
+    h ^= (uint64_t)k->ep * 0x165667B19E3779F9ull;
     return h ^ (h >> 29);
 }
 
 static bool cut_same(const CutKey *a, const CutKey *b)
 {
-    return a->tp == b->tp && a->sp == b->sp && a->rec == b->rec && a->mb == b->mb;
+    return a->tp == b->tp && a->sp == b->sp && a->rec == b->rec && a->mb == b->mb && a->ep == b->ep;
 }
 
 /* Why: a batch with thousands of divisors makes thousands of cuts; a
@@ -266,7 +270,7 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
     int nb = p->model.n_blocks;
     Layout l = { .dp = 1, .tp = k->tp, .pp = nb, .zero = 0, .micro_batch = k->mb,
                  .global_batch = k->mb, .schedule = SCHED_1F1B, .chunks = 1,
-                 .recompute = k->rec, .sequence_parallel = k->sp };
+                 .recompute = k->rec, .sequence_parallel = k->sp, .ep = k->ep };
     PlanCosts per, whole;
     memset(out, 0, sizeof *out);
     out->key = *k;
@@ -293,6 +297,7 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
         x.fwd = c->fwd; x.bwd = c->bwd; x.bwd_weight = c->bwd_weight;
         x.act_kept = c->act_kept; x.act_layer_max = c->act_layer_max; x.act_split = c->act_split;
         x.params = c->params; x.layer_params_max = c->layer_params_max; x.layers = c->layers;
+        x.expert_params = c->expert_params; x.moe_layers = c->moe_layers; x.a2a_bytes = c->a2a_bytes;
         Run *last = out->n_run ? &out->run[out->n_run - 1] : NULL;
         if (last && !memcmp(&last->b, &x, sizeof x)) last->end = b + 1;
         else out->run[out->n_run++] = (Run){ b, b + 1, x };
@@ -318,10 +323,11 @@ static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
         m->cut = c;
         m->cap = cap;
     }
-    /* the head's copy depends on tp only: reuse it from any cut of that tp */
+    /* the head's copy depends on tp only: reuse it from any cut of that tp
+     * (and ep: the whole model's parameters per GPU are ep's) */
     const uint64_t *hc = NULL;
     for (int i = 0; i < m->n && !hc; i++)
-        if (m->cut[i].key.tp == k->tp) hc = &m->cut[i].head_copy;
+        if (m->cut[i].key.tp == k->tp && m->cut[i].key.ep == k->ep) hc = &m->cut[i].head_copy;
     uint64_t copy = hc ? *hc : 0;
     if (!cut_build(m->p, m->shapes, k, hc ? &copy : NULL, &m->cut[m->n])) return NULL;
     m->slot[h] = m->n;
@@ -340,6 +346,8 @@ static void cut_memo_free(CutMemo *m)
 /* What memory.c adds up per stage, over the stage's chunks. */
 typedef struct {
     uint64_t psi;         /* parameters per GPU before ZeRO */
+    uint64_t psi_e;       /* of which the local routed experts' (sharded over expert-DP) */
+    double   a2a;         /* bytes of the largest all-to-all buffers */
     double   act;         /* bytes kept per micro-batch */
     double   split;       /* bytes zb-h1 also keeps per micro-batch (plan_act_kept) */
     double   rebuild;     /* bytes of the largest recomputed layer */
@@ -454,14 +462,14 @@ static bool synth_split(const Plan *p, int pp, int v, Synth *s)
 
 static double dmax(double a, double b) { return a > b ? a : b; }
 
-static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int pp, double p2p_bytes);
+static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep, int pp, double p2p_bytes);
 
 /* Why: the chunks of a (pp, v) split are sums of the memoised blocks.
  * Only the fields plan_pipeline_time() reads are filled, and the per-stage
  * sums of the memory formula; the DP and ZeRO collectives stay zero (the
  * time bound omits them) and every chunk's send costs the cheaper of an
  * NVLink and an InfiniBand hop. */
-static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int v, Synth *s)
+static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int ep, int pp, int v, Synth *s)
 {
     int n = pp * v;
     if (!synth_reserve(s, n, pp)) return false;
@@ -483,9 +491,9 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             if (q < 1) q = 1;                    /* across a boundary: a row of its own */
             PlanChunkCost *c = &s->cost[s->n_runs];
             s->runs[s->n_runs++] = (PlanChunkRun){ k, q, c };
-            double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0, split = 0;
-            uint64_t params = 0, pmax = 0;
-            int layers = 0, end = b + bc;
+            double fwd = 0, bwd = 0, bw = 0, act = 0, amax = 0, split = 0, a2a = 0;
+            uint64_t params = 0, pmax = 0, pe = 0;
+            int layers = 0, moe = 0, end = b + bc;
             for (const Run *w = r; b < end;) {  /* the runs this chunk's blocks lie in */
                 while (w->end <= b) w++;
                 int cnt = (w->end < end ? w->end : end) - b;
@@ -494,6 +502,9 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
                 bwd += cnt * x->bwd;
                 bw += cnt * x->bwd_weight;
                 params += (uint64_t)cnt * x->params;
+                pe += (uint64_t)cnt * x->expert_params;
+                moe += cnt * x->moe_layers;
+                a2a = dmax(a2a, x->a2a_bytes);
                 act += cnt * x->act_kept;
                 split += cnt * x->act_split;
                 amax = dmax(amax, x->act_layer_max);
@@ -516,6 +527,9 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
             c->act_layer_max = amax;
             c->layer_params_max = pmax;
             c->layers = layers;
+            c->expert_params = pe;
+            c->moe_layers = moe;
+            c->a2a_bytes = a2a;
             c->p2p_bytes = cc->p2p_bytes;
             c->p2p = p2p;
         }
@@ -532,6 +546,8 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
         int k = u->first, stop = k + u->count, full = u->count / pp;
         if (full) {
             all.psi += (uint64_t)full * c->params;
+            all.psi_e += (uint64_t)full * c->expert_params;
+            all.a2a = dmax(all.a2a, c->a2a_bytes);
             all.act += full * c->act_kept;
             all.split += full * c->act_split;
             all.rebuild = dmax(all.rebuild, c->act_layer_max);
@@ -541,6 +557,8 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
         for (; k < stop; k++) {
             StageAgg *g = &s->agg[k % pp];
             g->psi += c->params;
+            g->psi_e += c->expert_params;
+            g->a2a = dmax(g->a2a, c->a2a_bytes);
             g->act += c->act_kept;
             g->split += c->act_split;
             g->rebuild = dmax(g->rebuild, c->act_layer_max);
@@ -551,15 +569,18 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int pp, int 
         StageAgg *g = &s->agg[st];
         const StageAgg *prev = st ? &s->agg[st - 1] : NULL;
         g->psi += all.psi;
+        g->psi_e += all.psi_e;
+        g->a2a = dmax(g->a2a, all.a2a);
         g->act += all.act;
         g->split += all.split;
         g->rebuild = dmax(g->rebuild, all.rebuild);
         g->layer_max = dmax(g->layer_max, all.layer_max);
         if (g->psi > s->psi_max) s->psi_max = g->psi;
-        if (prev && prev->psi == g->psi && prev->layer_max == g->layer_max)
+        if (prev && prev->psi == g->psi && prev->layer_max == g->layer_max && prev->psi_e == g->psi_e &&
+            prev->a2a == g->a2a)
             memcpy(g->fixed, prev->fixed, sizeof g->fixed);   /* most stages are alike */
         else
-            for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, pp, cc->p2p_bytes);
+            for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, ep, pp, cc->p2p_bytes);
     }
     s->c.n_chunks = n;
     s->c.chunk = NULL;         /* the bounds read the runs */
@@ -659,11 +680,12 @@ static bool rule_plan(const Plan *p, Plan *out)
 /* Bytes of stage g under ZeRO stage z that do not depend on the schedule:
  * model states (ZeRO paper), p2p buffers, gathered layers and gradient
  * buckets, the reserve, each from memory.c's own function. */
-static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int pp, double p2p_bytes)
+static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep, int pp, double p2p_bytes)
 {
     uint64_t pb, gb, ob;
-    plan_model_states(g->psi, p->model.dtype, z, dp, &pb, &gb, &ob);
-    uint64_t buf = plan_memory_buffers(pp, z, p2p_bytes, g->layer_max, p->model.dtype);
+    plan_expert_states(g->psi, g->psi_e, p->model.dtype, z, dp, ep, &pb, &gb, &ob);
+    uint64_t buf = plan_bytes_add(plan_memory_buffers(pp, z, p2p_bytes, g->layer_max, p->model.dtype),
+                                  plan_bytes(g->a2a));
     return plan_bytes_add(plan_bytes_add(plan_bytes_add(pb, gb), ob),
                           plan_bytes_add(buf, plan_memory_reserve(p->cluster.device.memory)));
 }
@@ -726,7 +748,8 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
     Synth *s = &x->syn;
     PlanChunkCost *c = s->cost, *prev = NULL;
     for (int k = 0; k < s->n_runs; k++) {    /* one row per run */
-        if (prev && prev->params == c[k].params && prev->layers == c[k].layers) {
+        if (prev && prev->params == c[k].params && prev->layers == c[k].layers &&
+            prev->expert_params == c[k].expert_params && prev->moe_layers == c[k].moe_layers) {
             c[k].grad_bytes = prev->grad_bytes; c[k].reduce = prev->reduce; c[k].gather = prev->gather;
         } else {
             plan_chunk_dp_times(x->p, l, &c[k]);
@@ -892,7 +915,8 @@ static bool add_shapes(Ctx *x, Layout l, const Shape *sh, int n, const CutCosts 
         l.schedule = sh[i].sched;
         l.chunks = sh[i].v;
         if (cc) {
-            if (built != sh[i].v && !synth_chunks(x->p, cc, l.dp, l.pp, sh[i].v, &x->syn)) return false;
+            if (built != sh[i].v && !synth_chunks(x->p, cc, l.dp, plan_ep(&l), l.pp, sh[i].v, &x->syn))
+                return false;
             built = sh[i].v;
         }
         if (!add_zeros(x, l, cc != NULL)) return false;
@@ -944,6 +968,27 @@ static int64_t count_degrees(const Ctx *x, int64_t tp, int64_t pp, int64_t dp, i
     return (n_mb * flat + n_mb_il * il) * n_zero * n_rec * n_sp;
 }
 
+/* The expert-parallel degrees searched at data-parallel degree dp, into
+ * out (PLAN_SEARCH_MAX_EP of room); returns how many. A dense model runs
+ * with ep 1 (layout.h); a plan block's ep is a constraint; else every
+ * divisor of dp that layout.c's rule allows (it divides every mixture's
+ * experts). */
+#define PLAN_SEARCH_MAX_EP 64
+static int ep_degrees(const Ctx *x, int64_t dp, int *out)
+{
+    const Plan *p = x->p;
+    int set = p->layout.ep;
+    if (!plan_model_has_moe(&p->model)) { out[0] = 1; return 1; }
+    if (is_set(set)) {   /* (0, a Layout built in C without it: 1, plan_ep) */
+        out[0] = set >= 1 ? set : 1;
+        return plan_rule_ep(&x->rules.model, (int)dp, out[0], NULL, 0) ? 1 : 0;
+    }
+    int n = 0;
+    for (int64_t e = 1; e <= dp && n < PLAN_SEARCH_MAX_EP; e++)
+        if (dp % e == 0 && plan_rule_ep(&x->rules.model, (int)dp, (int)e, NULL, 0)) out[n++] = (int)e;
+    return n;
+}
+
 /* Why: the enumeration, outermost the degrees, innermost ZeRO, so the
  * memoised cut and chunk sums are reused by every inner combination. With
  * x->count_only it only counts (count_degrees), so the size of the space
@@ -973,8 +1018,9 @@ static bool enumerate(Ctx *x)
             if (is_set(L->pp) && L->pp != pp) continue;
             if (is_set(L->dp) && L->dp != dp) continue;
             if (gb % dp) continue;
+            int eps[PLAN_SEARCH_MAX_EP], n_ep = ep_degrees(x, dp, eps);
             if (x->count_only) {
-                x->s->space += count_degrees(x, tp, pp, dp, n_rec, n_sp, &x->s->space_sums);
+                x->s->space += count_degrees(x, tp, pp, dp, n_rec * n_ep, n_sp, &x->s->space_sums);
                 continue;
             }
             int n_zero = is_set(L->zero) || dp == 1 ? 1 : 4;
@@ -984,10 +1030,10 @@ static bool enumerate(Ctx *x)
                 if (is_set(L->micro_batch) && L->micro_batch != mb) continue;
                 Layout l = { .dp = (int)dp, .tp = (int)tp, .pp = (int)pp, .zero = 0,
                              .micro_batch = mb, .global_batch = gb, .schedule = SCHED_1F1B,
-                             .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0 };
+                             .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = 1 };
                 if (is_set(L->recompute)) l.recompute = L->recompute;
                 if (is_set(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
-                int n_sh = shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero);
+                int n_sh = n_ep ? shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero * n_ep) : 0;
                 for (int rec = 0; ok && n_sh && rec < 3; rec++) {
                     if (is_set(L->recompute) && L->recompute != rec) continue;
                     for (int sp = 0; ok && sp < 2; sp++) {
@@ -995,19 +1041,22 @@ static bool enumerate(Ctx *x)
                         if (is_set(L->sequence_parallel) && tp > 1 && L->sequence_parallel != sp) continue;
                         if (sp && !plan_rule_sp_rows(&p->model, (int)tp, mb, 1, x->invalid_why[0] ? NULL :
                                                      x->invalid_why, sizeof x->invalid_why)) {
-                            x->s->considered += (int64_t)n_sh * n_zero;   /* layout.c's rule: invalid */
-                            x->s->dropped.invalid += (int64_t)n_sh * n_zero;
+                            x->s->considered += (int64_t)n_sh * n_zero * n_ep;   /* layout.c's rule: invalid */
+                            x->s->dropped.invalid += (int64_t)n_sh * n_zero * n_ep;
                             continue;
                         }
                         l.recompute = rec;
                         l.sequence_parallel = sp;
-                        const CutCosts *cc = NULL;
-                        if (x->o->prune) {
-                            CutKey key = { (int)tp, sp, rec, mb };
-                            cc = cut_get(&x->memo, &key);
-                            ok = cc != NULL;
+                        for (int e = 0; ok && e < n_ep; e++) {   /* jointly with the rest */
+                            l.ep = eps[e];
+                            const CutCosts *cc = NULL;
+                            if (x->o->prune) {
+                                CutKey key = { (int)tp, sp, rec, mb, eps[e] };
+                                cc = cut_get(&x->memo, &key);
+                                ok = cc != NULL;
+                            }
+                            if (ok) ok = add_shapes(x, l, sh, n_sh, cc);
                         }
-                        if (ok) ok = add_shapes(x, l, sh, n_sh, cc);
                     }
                 }
             }
@@ -1050,7 +1099,7 @@ static bool same_figures(const PlanEval *a, const PlanEval *b)
         x->p2p != y->p2p || x->dp_total != y->dp_total || x->dp_exposed != y->dp_exposed ||
         x->gather_total != y->gather_total || x->gather_exposed != y->gather_exposed ||
         x->sync != y->sync || x->embed != y->embed || x->optimizer != y->optimizer ||
-        x->bubble != y->bubble)
+        x->bubble != y->bubble || x->ep != y->ep)
         return false;
     for (int i = 0; i < a->pp; i++) {
         const PlanStageMem *m = &a->stages[i], *n = &b->stages[i];
@@ -1440,6 +1489,7 @@ const char *plan_search_dominant(const PlanEval *e)
         { "compute", t->compute - t->recompute },
         { "recompute", t->recompute },
         { "TP comm", t->tp },
+        { "EP all-to-all", t->ep },
         { "PP p2p", t->p2p },
         { "DP comm", t->dp_exposed },
         { "ZeRO-3 gather", t->gather_exposed },
@@ -1492,8 +1542,12 @@ void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
             s->search_time_s > 0 ? (double)s->considered / s->search_time_s : 0.0, s->n_results,
             s->simulate_time_s);
     if (s->n_results == 0) return;
-    fprintf(out, "%4s %6s %3s %4s %4s %5s %-15s %-9s %-3s %10s %12s %6s %9s %7s  %s\n",
-            "rank", "dp", "tp", "pp", "zero", "mb", "schedule", "recompute", "sp",
+    bool moe = plan_model_has_moe(&p->model);   /* the ep column: mixtures only */
+    if (moe)
+        fprintf(out, "# ep: experts split over ep consecutive DP ranks; expert GEMMs and all-to-alls "
+                     "assume uniform routing\n");
+    fprintf(out, "%4s %6s %3s %4s%s %4s %5s %-15s %-9s %-3s %10s %12s %6s %9s %7s  %s\n",
+            "rank", "dp", "tp", "pp", moe ? "   ep" : "", "zero", "mb", "schedule", "recompute", "sp",
             "step(s)", "tokens/s", "MFU", "mem(GiB)", "bubble", "dominant");
     for (int i = 0; i < s->n_results; i++) {
         const PlanEval *e = &s->results[i];
@@ -1501,8 +1555,10 @@ void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
         double step = s->sim_step[i], scale = step > 0 ? e->step_time / step : 1;
         char sched[32];
         schedule_text(l, sched, sizeof sched);
-        fprintf(out, "%4d %6d %3d %4d %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
-                i + 1, l->dp, l->tp, l->pp, l->zero, l->micro_batch, sched,
+        char ep[16] = "";
+        if (moe) snprintf(ep, sizeof ep, " %4d", plan_ep(l));
+        fprintf(out, "%4d %6d %3d %4d%s %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
+                i + 1, l->dp, l->tp, l->pp, ep, l->zero, l->micro_batch, sched,
                 plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "on" : "off",
                 step, e->tokens_per_s * scale, 100 * e->mfu * scale, e->peak_memory / GIB,
                 100 * s->sim_bubble[i], plan_search_dominant(e));
@@ -1540,6 +1596,8 @@ void plan_search_print_layout_block(FILE *out, const Layout *l)
             "\n    global_batch %" PRId64 "\n    schedule %s\n", l->dp, l->tp, l->pp, l->zero,
             l->micro_batch, l->global_batch, plan_schedule_name(l->schedule));
     if (l->schedule == SCHED_INTERLEAVED) fprintf(out, "    chunks %d\n", l->chunks);
-    fprintf(out, "    recompute %s\n    sequence_parallel %s\n}\n",
+    fprintf(out, "    recompute %s\n    sequence_parallel %s\n",
             plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "true" : "false");
+    if (plan_ep(l) > 1) fprintf(out, "    ep %d\n", l->ep);
+    fputs("}\n", out);
 }

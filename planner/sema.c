@@ -28,6 +28,7 @@
 #include "planner/sema.h"
 
 #include "planner/layout.h"
+#include "planner/model.h"
 #include "planner/presets.h"
 
 #include <inttypes.h>
@@ -1159,6 +1160,14 @@ static void check_layout_model(Sema *S, Layout *L, const Model *M, const PlanSrc
         dsl_error(S->d, plan_loc(src, "global_batch"), "%s", why);
     if (!plan_rule_sp_rows(M, L->tp, L->micro_batch, L->sequence_parallel, why, sizeof why))
         dsl_error(S->d, plan_loc(src, "sequence_parallel"), "%s", why);
+    /* expert parallelism splits a mixture's experts: a dense model runs
+     * without it, as sequence parallelism at tp 1 */
+    if (L->ep > 1 && !plan_model_has_moe(M)) {
+        dsl_warning(S->d, plan_loc(src, "ep"), "ep %d has no effect on a dense model (no moe layers)", L->ep);
+        L->ep = 1;
+    } else if (!plan_rule_ep(M, L->dp, L->ep, why, sizeof why)) {
+        dsl_error(S->d, plan_loc(src, "ep"), "%s", why);
+    }
     /* sequence parallelism cuts the activations over the TP group: with
      * tp 1 there is none, and the layout runs without it */
     if (L->tp == 1 && L->sequence_parallel == 1) {

@@ -33,7 +33,9 @@ static const char *planc_path;   /* argv[1], for the command-line tests */
 #define MAXB 48
 typedef struct {
     const char *name;
-    int   kind;          /* 0 GPT (tied head), 1 Llama (GQA, untied) */
+    int   kind;          /* 0 GPT (tied head), 1 Llama (GQA, untied), 2 Llama with every MLP a
+                            mixture of 8 experts of ffn, top 2 (Mixtral), 3 of 4 experts, top 1
+                            and one shared expert (issue 17: ep searched) */
     int   blocks;
     int64_t dim, heads, kv, ffn, seq, vocab;
     int   nodes;         /* DGX A100 (kind 0) or H100 (kind 1) nodes */
@@ -55,6 +57,9 @@ static const Case CASES[] = {
     { "llama-16x2048 / 16 H100 top 40, 20 GiB", 1, 16, 2048, 16, 4, 5632, 2048, 32000, 2, 96, 20, 40 },
     /* fits nowhere: the closest layout must match */
     { "llama-32x8192 / 8 H100, 16 GiB", 1, 32, 8192, 64, 8, 28672, 4096, 128256, 1, 16, 16, 5 },
+    /* mixtures: ep over the divisors of dp that the experts allow */
+    { "moe-8x1024, 8 experts / 16 H100, 10 GiB", 2, 8, 1024, 16, 8, 2816, 2048, 32000, 2, 64, 10, 10 },
+    { "moe-12x2048, 4+1 experts / 32 H100, 20 GiB", 3, 12, 2048, 16, 4, 2816, 2048, 32000, 4, 64, 20, 5 },
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -72,10 +77,20 @@ static Plan case_plan(int i)
         plan_preset_llama(&m, layers[i], c->name, c->blocks, c->dim, c->heads, c->kv, c->ffn, c->seq,
                           c->vocab, DTYPE_BF16);
         cl = plan_preset_dgx_h100(c->nodes);
+        for (int k = 0; c->kind >= 2 && k < m.n_layers; k++) {
+            Layer *l = &layers[i][k];
+            if (l->kind != LAYER_MLP) continue;
+            l->kind = LAYER_MOE;
+            l->experts = c->kind == 2 ? 8 : 4;
+            l->top_k = c->kind == 2 ? 2 : 1;
+            l->shared = c->kind == 2 ? 0 : 1;
+        }
     }
     if (c->mem_gib > 0) cl.device.memory = (uint64_t)(c->mem_gib * 1073741824.0);
-    return plan_preset_plan(m, cl, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, c->gb,
-                            PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO);
+    Plan p = plan_preset_plan(m, cl, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, c->gb,
+                              PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO);
+    p.layout.ep = PLAN_AUTO;   /* searched */
+    return p;
 }
 
 static void run(const Plan *p, int top, bool prune, bool rec, PlanSearch *s)
@@ -96,7 +111,7 @@ static bool same_layout(const Layout *a, const Layout *b)
     return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->zero == b->zero &&
            a->micro_batch == b->micro_batch && a->global_batch == b->global_batch &&
            a->schedule == b->schedule && a->chunks == b->chunks && a->recompute == b->recompute &&
-           a->sequence_parallel == b->sequence_parallel;
+           a->sequence_parallel == b->sequence_parallel && plan_ep(a) == plan_ep(b);
 }
 
 /* ---- pruned == brute force -------------------------------------------- */
@@ -297,6 +312,37 @@ static void test_estimates_bound_exact(void **state)
         }
         assert_int_equal(bad, 0);
         plan_search_free(&b);
+        plan_search_free(&s);
+    }
+}
+
+/* ---- ep is searched (issue 17) ----------------------------------------- */
+
+/* On a mixture every ep the rules allow is enumerated jointly with the
+ * rest (ep divides dp and the experts), and the results carry theirs; on
+ * a dense model ep stays 1. */
+static void test_ep_searched(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_CASES; i++) {
+        Plan p = case_plan(i);
+        PlanSearch s;
+        run(&p, CASES[i].top, true, true, &s);
+        bool seen[9] = { false };
+        for (int64_t k = 0; k < s.n_points; k++) {
+            const Layout *l = &s.points[k].layout;
+            int ep = plan_ep(l);
+            assert_true(ep >= 1 && ep <= 8);
+            assert_int_equal(l->dp % ep, 0);
+            seen[ep] = true;
+        }
+        int kinds = 0;
+        for (int e = 1; e <= 8; e++) kinds += seen[e];
+        printf("  %-36s %lld points, ep seen: %d%d%d%d%d%d%d%d\n", CASES[i].name, (long long)s.n_points, seen[1],
+               seen[2], seen[3], seen[4], seen[5], seen[6], seen[7], seen[8]);
+        if (CASES[i].kind < 2) assert_int_equal(kinds, 1);
+        else if (CASES[i].kind == 2) assert_true(seen[1] && seen[2] && seen[4] && seen[8] && kinds == 4);
+        else assert_true(seen[1] && seen[2] && seen[4] && kinds == 3);   /* 4 experts: not 8 */
         plan_search_free(&s);
     }
 }
@@ -694,6 +740,7 @@ int main(int argc, char **argv)
     if (argc > 1) planc_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pruned_equals_brute),
+        cmocka_unit_test(test_ep_searched),
         cmocka_unit_test(test_distinct_rows),
         cmocka_unit_test(test_pp1_one_row),
         cmocka_unit_test(test_refuse_large_space),

@@ -543,6 +543,62 @@ static void test_step_collectives_drawn(void **state)
     }
 }
 
+/* A mixture's all-to-alls (issue 17): the Program carries them as the
+ * forward's and backward's ep_dur; the timeline draws each as a segment
+ * at the end of its pass on the collective lane (one per FWD / BWD with
+ * ep > 1, none at ep 1), named in the SVG and the Chrome trace. */
+static void test_ep_all_to_all_drawn(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Model m;
+    plan_preset_llama(&m, buf, "moe", 4, 1024, 8, 8, 2048, 512, 1000, DTYPE_BF16);
+    for (int i = 0; i < m.n_layers; i++)
+        if (buf[i].kind == LAYER_MLP) { buf[i].kind = LAYER_MOE; buf[i].experts = 8; buf[i].top_k = 2; }
+    for (int ep = 1; ep <= 8; ep *= 8) {
+        Plan p = plan_preset_plan(m, plan_preset_dgx_h100(1), 8, 1, 1, 1, 1, 16, SCHED_1F1B, 1,
+                                  RECOMPUTE_NONE, 0);
+        p.layout.ep = ep;
+        PlanProgram prog;
+        PlanSimResult sim;
+        TrTimeline t;
+        char why[256];
+        if (!plan_lower(&p, &prog, why, sizeof why)) fail_msg("lower: %s", why);
+        assert_true(plan_simulate(&prog, &sim));
+        assert_true(tr_from_program(&prog, &sim, "moe", &t));
+        int passes = 0, segs = 0;
+        for (int i = 0; i < t.n_boxes; i++) {
+            const TrBox *b = &t.boxes[i];
+            passes += b->kind == OP_FWD || b->kind == OP_BWD;
+            if (b->kind != OP_EP_ALL_TO_ALL) continue;
+            segs++;
+            const PlanOp *o = &prog.stages[0].ops[b->op];   /* the pass that carries it */
+            assert_true(o->kind == OP_FWD || o->kind == OP_BWD);
+            assert_int_equal(tr_lane_of(b->kind), TR_LANE_COLL);
+            assert_true(b->end == sim.span[0][b->op].end && b->end - b->start <= o->dur);
+            assert_true(fabs((b->end - b->start) - o->ep_dur) <= 1e-12 * o->dur);
+            assert_true(b->bytes == o->ep_bytes && b->bytes > 0);
+        }
+        assert_int_equal(segs, ep > 1 ? passes : 0);
+        char *json = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&json, &len);
+        assert_true(tr_write_chrome(f, &t));
+        fclose(f);
+        const TrTimeline *panels[] = { &t };
+        char *svg = render(panels, 1);
+        assert_int_equal(count(json, "\"cat\":\"EP_ALL_TO_ALL\",\"ph\":\"X\",\"pid\":0,\"tid\":3,"), (size_t)segs);
+        assert_int_equal(count(json, "\"tid\":3,\"args\":{\"name\":\"EP all-to-alls"), ep > 1 ? 1 : 0);
+        assert_int_equal(count(svg, "<title>EP dispatch + combine all-to-alls"), (size_t)segs);
+        assert_int_equal(count(svg, ".EPA2A{"), ep > 1 ? 1 : 0);   /* its style only where drawn */
+        free(json);
+        free(svg);
+        tr_timeline_free(&t);
+        plan_sim_free(&sim);
+        plan_program_free(&prog);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -556,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_search_plot),
         cmocka_unit_test(test_search_file),
         cmocka_unit_test(test_step_collectives_drawn),
+        cmocka_unit_test(test_ep_all_to_all_drawn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
  * in microseconds (the format's unit), `pid` = pipeline stage, `tid` = the
  * stream the op ran on (0 compute, including receive waits and the
  * optimizer; 1 pipeline sends; 2 DP/ZeRO and step-level collectives, the
- * latter after the reductions they wait for), so events on one tid never
+ * latter after the reductions they wait for; 3 a mixture's all-to-alls,
+ * part of their compute pass), so events on one tid never
  * overlap and Perfetto nests nothing wrongly. `args` carries the
  * link back to the Program: `op` (index in the stage's op list), `kind`
  * (plan_op_name), `mb`, `chunk`, `bytes`. `otherData` says what the file
@@ -49,6 +50,9 @@ static int tid_of(PlanOpKind k)
     case OP_SEND_ACT: case OP_SEND_GRAD: return 1;
     case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS:
     case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: return 2;
+    /* a part of its compute pass, which DP reductions may run beside:
+     * a thread of its own keeps each tid's events disjoint */
+    case OP_EP_ALL_TO_ALL: return 3;
     default: return 0;
     }
 }
@@ -79,6 +83,11 @@ bool tr_write_chrome(FILE *f, const TrTimeline *t)
                "\"traceEvents\":[\n", t->pp, t->chunks, t->step_time,
             isfinite(t->bubble_fraction) ? t->bubble_fraction : 0);
     for (int s = 0; s < t->pp; s++) metadata(f, s);
+    bool ep = false;   /* the EP lane's name only where it is drawn */
+    for (int i = 0; i < t->n_boxes && !ep; i++) ep = t->boxes[i].kind == OP_EP_ALL_TO_ALL;
+    for (int s = 0; ep && s < t->pp; s++)
+        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":3,"
+                   "\"args\":{\"name\":\"EP all-to-alls (inside the passes)\"}},\n", s);
     for (int i = 0; i < t->n_boxes; i++) {
         const TrBox *b = &t->boxes[i];
         char name[64];

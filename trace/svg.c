@@ -49,6 +49,7 @@ static const struct { const char *cls, *fill, *ink, *legend; } KIND[PLAN_N_OPKIN
     { "SPNR", "#d37295", "#ffffff", "SP norm-gradient all-reduce" },
     { "EMBR", "#fabfd2", "#000000", "tied-embedding all-reduce" },
     { "NRMR", "#bab0ac", "#000000", "gradient-norm all-reduce" },
+    { "EPA2A", "#8cd17d", "#000000", "EP all-to-all (inside the pass)" },
 };
 
 static bool is_recv(PlanOpKind k)
@@ -311,8 +312,10 @@ bool tr_write_svg(FILE *f, const TrTimeline *const *panels, int n)
     fprintf(f, STYLE, r0.font > 0 ? r0.font : 8);
     if (mean_compute_px(panels, n, px_per_ms) < 4)   /* dense: white edges would wash out the colour */
         fputs(".op{stroke:none}\n", f);
-    for (int k = 0; k < PLAN_N_OPKINDS; k++)
-        fprintf(f, ".%s{fill:%s}\n", KIND[k].cls, KIND[k].fill);
+    bool seen[PLAN_N_OPKINDS];
+    kinds_seen(panels, n, seen);
+    for (int k = 0; k < PLAN_N_OPKINDS; k++)   /* the EP segment's style only where drawn */
+        if (k != OP_EP_ALL_TO_ALL || seen[k]) fprintf(f, ".%s{fill:%s}\n", KIND[k].cls, KIND[k].fill);
     fputs("</style>\n", f);
     fprintf(f, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", SVG_W, h);
     const TrTimeline *t = panels[0];

@@ -31,7 +31,7 @@ TrLane tr_lane_of(PlanOpKind k)
     case OP_SEND_ACT: case OP_RECV_ACT: case OP_SEND_GRAD: case OP_RECV_GRAD:
         return TR_LANE_P2P;
     case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS:
-    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE:
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: case OP_EP_ALL_TO_ALL:
         return TR_LANE_COLL;
     }
     return TR_LANE_COMPUTE;
@@ -43,6 +43,7 @@ const char *tr_op_title(PlanOpKind k)
     case OP_SP_NORM_REDUCE: return "SP norm-gradient all-reduce (TP)";
     case OP_EMBED_REDUCE:   return "tied-embedding all-reduce (first + last stage)";
     case OP_NORM_REDUCE:    return "gradient-norm all-reduce (all ranks)";
+    case OP_EP_ALL_TO_ALL:  return "EP dispatch + combine all-to-alls (inside the pass)";
     default:                return plan_op_name(k);
     }
 }
@@ -67,7 +68,8 @@ bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *n
     out->pp = p->pp;
     out->chunks = p->chunks > 0 ? p->chunks : 1;
     size_t n = 0;
-    for (int s = 0; s < p->pp; s++) n += (size_t)p->stages[s].n_ops;
+    for (int s = 0; s < p->pp; s++)
+        for (int i = 0; i < p->stages[s].n_ops; i++) n += 1 + (p->stages[s].ops[i].ep_dur > 0);
     out->boxes = calloc(n ? n : 1, sizeof *out->boxes);
     if (!out->boxes) return false;
     out->cap = (int)n;
@@ -85,6 +87,16 @@ bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *n
             b->end = r->span[s][i].end;
             b->bytes = o->bytes;
             out->step_time = fmax(out->step_time, b->end);
+            if (o->ep_dur > 0) {
+                /* a mixture's all-to-alls run inside the pass, layer by
+                 * layer; drawn as one segment of their summed time at
+                 * the pass's end, on the collective lane */
+                TrBox *a = &out->boxes[out->n_boxes++];
+                *a = *b;
+                a->kind = OP_EP_ALL_TO_ALL;
+                a->start = fmax(b->start, b->end - o->ep_dur);
+                a->bytes = o->ep_bytes;
+            }
         }
     }
     out->bubble_fraction = r->bubble_fraction;
