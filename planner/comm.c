@@ -19,7 +19,7 @@
  *  - time = latency + M / algbw, algbw = busbw * n / steps (ring), busbw
  *    / 2 (tree), busbw * 5/6 (NVLS); the tree's bandwidth corrected for
  *    mid-size messages, the multi-node Simple ring's latency x1.4 (its
- *    "plateau"), and Simple's chunk pipeline filling: + 2 sqrt(a M / algbw),
+ *    "plateau"), and the chunk pipeline filling: + 2 sqrt(a M / algbw),
  *    a = PLAN_NCCL_FILL (comm.h), so bus bandwidth rises with message size
  *    as nccl-tests shows it.
  * The line rates are derated by the measured busbw / line rate of
@@ -304,14 +304,14 @@ static double nccl_base(const Cluster *cl, PlanGroup g)
     return (g.local > 1 ? fmin(in, net) : net) / 1e9;
 }
 
-/* Seconds of a (latency us, algbw GB/s) estimate on M bytes; Simple pays
- * its pipeline fill. */
-static double nccl_seconds(double lat_us, double algbw, PlanProto p, double M)
+/* Seconds of a (latency us, algbw GB/s) estimate on M bytes, with the
+ * chunk pipeline's fill (every protocol moves its data through the same
+ * NCCL_STEPS slots per channel). */
+static double nccl_seconds(double lat_us, double algbw, double M)
 {
     if (algbw <= 0) return INFINITY;
-    double bw = algbw * 1e9, t = lat_us * 1e-6 + M / bw;
-    if (p == PROTO_SIMPLE) t += 2 * sqrt(PLAN_NCCL_FILL * M / bw);
-    return t;
+    double bw = algbw * 1e9;
+    return lat_us * 1e-6 + M / bw + 2 * sqrt(PLAN_NCCL_FILL * M / bw);
 }
 
 /* Ring, protocol p, inside one pod. */
@@ -330,7 +330,7 @@ static double nccl_ring(const Cluster *cl, PlanCollective c, PlanGroup g, PlanPr
     if (N > 1) intra = fmax(intra, p == PROTO_SIMPLE ? 3.0 : 1.0);   /* getNetOverhead: 1 us, x3 Simple */
     double lat = NCCL_BASE_LAT[NT_RING][p] + fmax(0, steps - inter_steps) * intra + inter_steps * inter;
     if (p == PROTO_SIMPLE && N > 1 && ar && M / (PLAN_NCCL_CHANNELS * n) >= 64) lat *= 1.4;   /* plateau */
-    return nccl_seconds(lat, algbw, p, M);
+    return nccl_seconds(lat, algbw, M);
 }
 
 /* Tree (all-reduce), protocol p, inside one pod. */
@@ -345,14 +345,14 @@ static double nccl_tree(const Cluster *cl, PlanGroup g, PlanProto p, double M)
     if (ls < 23) b *= NCCL_TREE_CORR[p][ls];
     double lat = NCCL_BASE_LAT[NT_TREE][p] +
                  2 * ((double)(g.local - 1) * NCCL_LAT_NVL[NT_TREE][p] + log2i((double)g.nodes) * NCCL_LAT_NET[NT_TREE][p]);
-    return nccl_seconds(lat, b * 0.5, p, M);
+    return nccl_seconds(lat, b * 0.5, M);
 }
 
 /* NVLS all-reduce inside one NVSwitch node (Simple only). */
 static double nccl_nvls(const Cluster *cl, double M)
 {
     double b = cl->intra.bandwidth * eff_of(&cl->intra, PLAN_NCCL_EFF_NVLS) / 1e9;
-    return nccl_seconds(PLAN_NCCL_NVLS_LAT * 1e6, b * 5.0 / 6, PROTO_SIMPLE, M);
+    return nccl_seconds(PLAN_NCCL_NVLS_LAT * 1e6, b * 5.0 / 6, M);
 }
 
 /* All-to-all: NCCL runs it as n - 1 concurrent sends and receives; what

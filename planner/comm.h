@@ -93,7 +93,7 @@ typedef struct {
 #define PLAN_NCCL_EFF_NVLINK (370.0 / 450.0)
 #define PLAN_NCCL_EFF_NVLS   0.731
 #define PLAN_NCCL_EFF_NET    (47.0 / 50.0)
-/* NCCL's NVLS latency and the Simple protocol's pipeline fill, s: the two
+/* NCCL's NVLS latency and the chunk pipeline's fill, s: the two
  * figures of the model fitted to the dgxc-benchmarking DGX H100 curve
  * (1 MiB 67, 16 MiB 237, 128 MiB 400, 1 GiB 466, 8 GiB 480 GB/s; two
  * parameters, five points, each within 10 %). The fill is the optimally

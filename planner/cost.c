@@ -145,8 +145,8 @@ static double tp_time(const Cluster *cl, PlanGroup g, const PlanTpColls *k, doub
  * pipelined with the column- / row-parallel GEMM that consumes / produces
  * them, Wang et al. 2023 "Overlap communication with dependent
  * computation", TransformerEngine's userbuffers) the collective runs beside
- * the pass and only what outlasts it is exposed. The slowdown of the
- * kernels while they share the GPU with it is not modelled here. */
+ * the pass and only what outlasts it is exposed, plus the slowdown of the
+ * kernels it covers while they share the GPU with it. */
 static double tp_exposed(const Plan *p, PlanGroup tpg, double tp, double compute)
 {
     if (!p->software.overlap_tp) return tp;
