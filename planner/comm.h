@@ -20,7 +20,8 @@ typedef enum {
     COLL_REDUCE_SCATTER,  /* (n-1)/n, size = the full input */
     COLL_BROADCAST,       /* 1 */
     COLL_REDUCE,          /* 1 */
-    COLL_ALL_TO_ALL,      /* (n-1)/n */
+    COLL_ALL_TO_ALL,      /* (n-1)/n, size = one rank's send buffer (its pieces for
+                             every member, its own included) */
     COLL_P2P,             /* 1: one send to one receiver */
 } PlanCollective;         /* ORDER PlanCollective */
 
