@@ -270,6 +270,17 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
             l->sequence_parallel == 1 ? "true" : "false", nl);
+    /* where each group lands on the tiers (plan_group_tier) */
+    static const char *const gname[] = { "tp", "dp", "pp" };
+    PlanGroupKind gk[] = { GROUP_TP, GROUP_DP, GROUP_PP };
+    fprintf(out, "\"groups\": {");
+    for (int i = 0; i < 3; i++) {
+        PlanGroup g = plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, gk[i]);
+        fprintf(out, "%s\"%s\": {\"size\": %lld, \"per_node\": %lld, \"nodes\": %lld, \"pods\": %lld, "
+                     "\"tier\": \"%s\"}", i ? ", " : "", gname[i], (long long)g.size, (long long)g.local,
+                (long long)g.nodes, (long long)(g.pods > 1 ? g.pods : 1), plan_tier_name(plan_group_tier(g)));
+    }
+    fprintf(out, "},%s", nl);
     if (error) {
         fprintf(out, "\"error\": ");
         json_str(out, error);
