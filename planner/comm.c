@@ -371,7 +371,9 @@ static double nccl_all_to_all(const Cluster *cl, PlanGroup g, double M)
 }
 
 /* The cheapest of NCCL's algorithms and protocols for c on g inside one
- * pod (or the one asked for). */
+ * pod (or the one asked for; NCCL has no hierarchical algorithm, its ring
+ * spans the nodes, so ALGO_HIER asks for the ring, and an algorithm the
+ * collective does not have falls back to the ring as NCCL's does). */
 static double nccl_best(const Cluster *cl, PlanCollective c, PlanAlgo want, PlanGroup g, double M,
                         PlanAlgo *algo, PlanProto *proto)
 {
@@ -394,6 +396,7 @@ static double nccl_best(const Cluster *cl, PlanCollective c, PlanAlgo want, Plan
         double t = nccl_nvls(cl, M);
         if (t < best || want == ALGO_NVLS) { best = t; *algo = ALGO_NVLS; *proto = PROTO_SIMPLE; }
     }
+    if (best == INFINITY && want != ALGO_RING) return nccl_best(cl, c, ALGO_RING, g, M, algo, proto);
     return best;
 }
 
