@@ -309,8 +309,7 @@ static double nccl_base(const Cluster *cl, PlanGroup g)
  * NCCL_STEPS slots per channel). */
 static double nccl_seconds(double lat_us, double algbw, double M)
 {
-    if (algbw <= 0) return INFINITY;
-    double bw = algbw * 1e9;
+    double bw = algbw > 0 ? algbw * 1e9 : 1e-30;   /* a link without bandwidth: as the MPI path's wire */
     return lat_us * 1e-6 + M / bw + 2 * sqrt(PLAN_NCCL_FILL * M / bw);
 }
 
