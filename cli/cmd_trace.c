@@ -165,6 +165,8 @@ static int trace_plan(const Plan *plan, const TraceArgs *a)
     if (!tr_from_program(&prog, &sim, plan->model.name, &pred)) {
         fprintf(stderr, "planc: error: out of memory\n");
         rc = 2;
+    } else {
+        tr_set_topology(&pred, &plan->cluster, prog.dp, prog.tp, prog.pp);
     }
     if (rc == 0 && a->compare) {
         if (!tr_read_chrome(a->compare, &meas, why, sizeof why)) {

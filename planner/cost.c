@@ -36,6 +36,11 @@
 
 /* ---- kernels ---------------------------------------------------------- */
 
+double plan_gemm_eff(const Device *d)
+{
+    return d->gemm_eff > 0 ? d->gemm_eff : PLAN_GEMM_EFF;
+}
+
 /* A GEMM whose output C is read `c_reads` times besides being written
  * (1 for a weight-gradient GEMM accumulating into the gradient buffer,
  * beta = 1, as gradient accumulation over micro-batches does). */
@@ -45,7 +50,7 @@ static double gemm_time(const Device *d, double peak, double e, double m, double
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
     double traffic = (m * k + k * n + (1 + c_reads) * m * n) * e * batch / (d->hbm * PLAN_HBM_EFF);
     if (!(d->flops_16 > 2 * d->flops_fp32))   /* no tensor cores (a CPU): plain roofline */
-        return fmax(2 * m * n * k * batch / (peak * PLAN_GEMM_EFF), traffic) + PLAN_KERNEL_GAP;
+        return fmax(2 * m * n * k * batch / (peak * plan_gemm_eff(d)), traffic) + PLAN_KERNEL_GAP;
     double tm = ceil(m / PLAN_TILE_MN), tn = ceil(n / PLAN_TILE_MN);
     double kp = ceil(k / PLAN_TILE_K) * PLAN_TILE_K;
     double tiles = tm * tn * batch;
@@ -54,7 +59,7 @@ static double gemm_time(const Device *d, double peak, double e, double m, double
      * tiles on a 108-SM A100 takes two waves (wave quantisation) */
     double sms = d->sms > 0 ? d->sms : PLAN_WAVE_TILES;
     double waves = ceil(tiles / sms);
-    double compute = waves * sms * 2.0 * PLAN_TILE_MN * PLAN_TILE_MN * kp / (peak * PLAN_GEMM_EFF);
+    double compute = waves * sms * 2.0 * PLAN_TILE_MN * PLAN_TILE_MN * kp / (peak * plan_gemm_eff(d));
     return fmax(compute, traffic) + PLAN_KERNEL_GAP;
 }
 
@@ -158,11 +163,16 @@ static double ep_time(const Cluster *cl, PlanGroup g, int n, double bytes, doubl
  * pipelined with the column- / row-parallel GEMM that consumes / produces
  * them, Wang et al. 2023 "Overlap communication with dependent
  * computation", TransformerEngine's userbuffers) the collective runs beside
- * the pass and only what outlasts it is exposed. The slowdown of the
- * kernels while they share the GPU with it is not modelled here. */
-static double tp_exposed(const Plan *p, double tp, double compute)
+ * the pass and only what outlasts it is exposed, plus the slowdown of the
+ * kernels it covers while they share the GPU with it. */
+static double tp_exposed(const Plan *p, PlanGroup tpg, double tp, double compute)
 {
-    return p->software.overlap_tp ? fmax(0, tp - compute) : tp;
+    if (!p->software.overlap_tp) return tp;
+    /* the kernels covered by the collective run slower by the SMs (and
+     * HBM) it takes: plan_overlap_compute, the same factor as beside the
+     * DP collectives */
+    double slow = plan_overlap_compute(&p->cluster, tpg) - 1;
+    return fmax(0, tp - compute) + slow * fmin(tp, compute);
 }
 
 /* Why: one place turns a layer's counted work into seconds, so every
@@ -237,9 +247,9 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->act_split = w.act_split;
     t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
     /* what of the TP collectives the compute stream waits for (overlap_tp) */
-    t->tp_f = tp_exposed(p, t->tp_f, t->fwd);
-    t->tp_b = tp_exposed(p, t->tp_b, t->bwd_in + t->bwd_w);
-    t->tp_rec = tp_exposed(p, t->tp_rec, t->rec);
+    t->tp_f = tp_exposed(p, tpg, t->tp_f, t->fwd);
+    t->tp_b = tp_exposed(p, tpg, t->tp_b, t->bwd_in + t->bwd_w);
+    t->tp_rec = tp_exposed(p, tpg, t->tp_rec, t->rec);
 }
 
 /* ---- the shape index --------------------------------------------------- */
@@ -648,9 +658,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     /* the EP group: ep consecutive DP ranks of one TP rank, tp apart */
     PlanGroup epg = plan_group_shape(cl->gpus_per_node, l->tp, plan_ep(l));
     PlanGroup dpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_DP);
-    PlanGroup ppg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_PP);
-    PlanGroup pair = ppg.local >= 2 ? (PlanGroup){ 2, 2, 1 } : (PlanGroup){ 2, 1, 2 };
-    out->overlap_compute = l->dp > 1 ? group_link(cl, dpg)->overlap_compute : 0;
+    out->overlap_compute = l->dp > 1 ? plan_overlap_compute(cl, dpg) : 0;   /* measured, or NCCL's SMs */
     double e = plan_dtype_bytes(mo->dtype);
     bool ovf = false;
 
@@ -689,8 +697,12 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
         const PlanChunkCost *q = k ? &out->cost[k - 1] : NULL;
-        if (q && q->params == c->params && q->layers == c->layers && q->expert_params == c->expert_params &&
-            q->moe_layers == c->moe_layers) {   /* same collectives */
+        /* the pipeline send of stage k % pp: across pods where the next
+         * stage is in another pod (comm.c, plan_pp_pair) */
+        PlanGroup pair = plan_pp_pair(cl, l->dp, l->tp, l->pp, k % l->pp);
+        bool same_pair = k && pair.pods == plan_pp_pair(cl, l->dp, l->tp, l->pp, (k - 1) % l->pp).pods;
+        if (q && same_pair && q->params == c->params && q->layers == c->layers &&
+            q->expert_params == c->expert_params && q->moe_layers == c->moe_layers) {   /* same collectives */
             c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->grad_bytes = q->grad_bytes;
             c->red_bytes = q->red_bytes;
             c->reduce = q->reduce; c->gather = q->gather; c->sync = q->sync;

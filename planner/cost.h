@@ -23,13 +23,20 @@
 
 /* Device efficiency assumptions (README, section planner). Tile and wave
  * quantisation apply to tensor-core devices (16-bit peak > 2 x fp32 peak). */
-#define PLAN_GEMM_EFF    0.80   /* fraction of dense peak large cuBLAS GEMMs reach */
+#define PLAN_GEMM_EFF    0.80   /* fraction of dense peak large GEMMs reach on a device
+                                   without a measured ceiling (Device.gemm_eff) */
 #define PLAN_HBM_EFF     0.85   /* fraction of HBM bandwidth streaming kernels reach */
 #define PLAN_KERNEL_GAP  2e-6   /* s, launch/ramp gap per kernel */
 #define PLAN_TILE_MN     128    /* GEMM output tile edge (cuBLAS/CUTLASS) */
 #define PLAN_TILE_K      32     /* GEMM k step */
 #define PLAN_WAVE_TILES  128    /* tiles run concurrently when Device.sms is 0 (one per SM) */
 #define PLAN_ADAM_BYTES  28.0   /* HBM bytes per parameter of one AdamW step */
+
+/* The fraction of the dense peak the best-shaped GEMM reaches on d: the
+ * preset's measured maximum achievable matmul FLOPS (Device.gemm_eff,
+ * presets.c), else PLAN_GEMM_EFF. A GEMM's own shape then costs it its
+ * tile and wave quantisation and, where thin, the HBM roofline. */
+double plan_gemm_eff(const Device *d);
 
 /* The cost of one model chunk (virtual stage) for one micro-batch on one GPU. */
 typedef struct {

@@ -133,6 +133,14 @@ typedef struct {
      * activation (per element of the hidden activation) and the attention
      * softmax (per score element, b a s^2 / t) */
     double      act_fwd, act_bwd, softmax_fwd, softmax_bwd;
+    /* the GPU's collective hardware, for comm.c's NCCL model (presets.c
+     * fills them for the presets; `device { ... }` may override): */
+    double      gemm_eff;   /* fraction of flops_16 the best-shaped GEMM reaches (the
+                               maximum achievable matmul FLOPS); 0: PLAN_GEMM_EFF */
+    int         arch;       /* compute capability x 10 (80 Ampere, 90 Hopper), the row of
+                               NCCL's per-architecture tables; 0: unknown (Ampere's) */
+    bool        nvls;       /* NVSwitch with multicast and in-switch reduction, so NCCL
+                               runs its NVLS all-reduce inside a node (HGX H100/H200) */
 } Device;
 
 /* The collectives a link may carry measured figures for. ORDER
@@ -162,6 +170,12 @@ typedef struct {
     Device      device;
     Link        intra;      /* inside a node (NVLink) */
     Link        inter;      /* between nodes (InfiniBand), per GPU */
+    int64_t     nics_per_node; /* NICs a node has (one rail each); 0: gpus_per_node */
+    /* the third tier (the seed's pods of nodes joined by a slower network):
+     * nodes_per_pod 0 means one pod (no third tier); `pod` is the link
+     * between pods, per GPU and per direction like the others */
+    int64_t     nodes_per_pod;
+    Link        pod;
 } Cluster;
 
 typedef enum {

@@ -7,11 +7,20 @@ PLANNER_OBJS := $(PLANNER_SRCS:%.c=$(BUILD)/obj/%.o)
 # (planner/sema.c, the front end's AST -> Plan, is added by planner/sema.mk)
 PLANC_SRCS += $(PLANNER_SRCS)
 
-TEST_TARGETS     += test-planner
+TEST_TARGETS     += test-planner test-commmodel
 BENCH_TARGETS    += bench-planner
 VALIDATE_TARGETS += validate-planner
 
-.PHONY: test-planner bench-planner validate-planner
+.PHONY: test-planner test-commmodel bench-planner validate-planner
+
+# the collective model against NCCL's tuner and nccl-tests, the pod tier
+# (its search case needs the search)
+$(BUILD)/bin/test_commmodel: tests/test_commmodel.c $(PLANNER_OBJS) $(BUILD)/obj/planner/search.o
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(CMOCKA_LIBS) $(LDLIBS)
+
+test-commmodel: $(BUILD)/bin/test_commmodel
+	$(BUILD)/bin/test_commmodel
 
 $(BUILD)/bin/test_planner: tests/test_planner.c $(PLANNER_OBJS)
 	@mkdir -p $(@D)

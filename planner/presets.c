@@ -66,12 +66,23 @@ void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64
 }
 
 /* name, memory, fp32, 16-bit, HBM, SMs; no measured profile (cost.c's
- * analytic figures) */
+ * analytic figures). gemm_eff: the maximum achievable matmul FLOPS over
+ * the data-sheet peak, bf16, measured by Stas Bekman's mamf-finder
+ * (ml-engineering, "Maximum Achievable Matmul FLOPS comparison table"):
+ * A100 SXM 267.9 of 312 TFLOPS (85.9 %, CUDA 12.1), H100 SXM 792.1 of 989
+ * (80.1 %); the H200 SXM has the H100's compute (and power limit), so its
+ * figure. arch: compute capability x 10 (A100 8.0, H100/H200 9.0). nvls:
+ * HGX H100/H200 boards carry third-generation NVSwitches with multicast
+ * and in-switch reduction (NVLink SHARP), which NCCL's NVLS uses; the
+ * A100's NVSwitches have none. */
 const Device plan_device_presets[PLAN_N_DEVICES] = {
-    { "a100-sxm-80gb",  80ull << 30,       19.5e12, 312e12, 2.039e12, 108, NULL, 0, 0, 0, 0, 0, 0, 0, 0 },
-    { "h100-sxm-80gb",  80ull << 30,       67e12,   989e12, 3.35e12,  132, NULL, 0, 0, 0, 0, 0, 0, 0, 0 },
-    { "h200-sxm-141gb", 141000000000ull,   67e12,   989e12, 4.8e12,   132, NULL, 0, 0, 0, 0, 0, 0, 0, 0 },
-    { "cpu",            8ull << 30,        100e9,   100e9,  20e9,     0,   NULL, 0, 0, 0, 0, 0, 0, 0, 0 },
+    { .name = "a100-sxm-80gb", .memory = 80ull << 30, .flops_fp32 = 19.5e12, .flops_16 = 312e12,
+      .hbm = 2.039e12, .sms = 108, .gemm_eff = 267.9 / 312, .arch = 80, .nvls = false },
+    { .name = "h100-sxm-80gb", .memory = 80ull << 30, .flops_fp32 = 67e12, .flops_16 = 989e12,
+      .hbm = 3.35e12, .sms = 132, .gemm_eff = 792.1 / 989, .arch = 90, .nvls = true },
+    { .name = "h200-sxm-141gb", .memory = 141000000000ull, .flops_fp32 = 67e12, .flops_16 = 989e12,
+      .hbm = 4.8e12, .sms = 132, .gemm_eff = 792.1 / 989, .arch = 90, .nvls = true },
+    { .name = "cpu", .memory = 8ull << 30, .flops_fp32 = 100e9, .flops_16 = 100e9, .hbm = 20e9, .sms = 0 },
 };
 
 const Device *plan_device_preset(const char *name)

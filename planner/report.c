@@ -123,13 +123,22 @@ static void print_cluster(FILE *out, const Cluster *c)
     fprintf(out, "  links per GPU per direction: intra %.1f GB/s, %.1f us; inter %.1f GB/s, %.1f us\n",
             c->intra.bandwidth / 1e9, c->intra.latency * 1e6, c->inter.bandwidth / 1e9,
             c->inter.latency * 1e6);
+    if (c->nodes_per_pod > 0 && c->nodes > c->nodes_per_pod)
+        fprintf(out, "  pods: %lld of %lld nodes; pod link %.3g GB/s, %.1f us per GPU per direction\n",
+                (long long)((c->nodes + c->nodes_per_pod - 1) / c->nodes_per_pod), (long long)c->nodes_per_pod,
+                c->pod.bandwidth / 1e9, c->pod.latency * 1e6);
 }
 
+/* A group's line: its shape and the widest tier it spans (comm.c's
+ * plan_group_tier), so the reader sees which link its collectives pay. */
 static void print_group(FILE *out, const char *name, PlanGroup g)
 {
-    fprintf(out, "  %s group: %lld GPUs, %lld per node over %lld node%s (%s link)\n", name,
-            (long long)g.size, (long long)g.local, (long long)g.nodes, g.nodes > 1 ? "s" : "",
-            g.nodes > 1 ? "inter" : "intra");
+    static const char *const link[] = { "intra", "inter", "pod" };   /* ORDER PlanTier */
+    PlanTier t = plan_group_tier(g);
+    fprintf(out, "  %s group: %lld GPUs, %lld per node over %lld node%s", name, (long long)g.size,
+            (long long)g.local, (long long)g.nodes, g.nodes > 1 ? "s" : "");
+    if (t == TIER_PODS) fprintf(out, " in %lld pods", (long long)g.pods);
+    fprintf(out, " (tier %s: %s link)\n", plan_tier_name(t), link[t]);
 }
 
 static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_micro)
@@ -275,6 +284,17 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
             l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), nl);
+    /* where each group lands on the tiers (plan_group_tier) */
+    static const char *const gname[] = { "tp", "dp", "pp" };
+    PlanGroupKind gk[] = { GROUP_TP, GROUP_DP, GROUP_PP };
+    fprintf(out, "\"groups\": {");
+    for (int i = 0; i < 3; i++) {
+        PlanGroup g = plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, gk[i]);
+        fprintf(out, "%s\"%s\": {\"size\": %lld, \"per_node\": %lld, \"nodes\": %lld, \"pods\": %lld, "
+                     "\"tier\": \"%s\"}", i ? ", " : "", gname[i], (long long)g.size, (long long)g.local,
+                (long long)g.nodes, (long long)(g.pods > 1 ? g.pods : 1), plan_tier_name(plan_group_tier(g)));
+    }
+    fprintf(out, "},%s", nl);
     if (error) {
         fprintf(out, "\"error\": ");
         json_str(out, error);

@@ -286,8 +286,8 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
         plan_costs_free(&whole);
     }
     double bytes = per.cost[0].p2p_bytes;
-    out->p2p_lo = fmin(plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 2, 1 }, bytes).time,
-                       plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 1, 2 }, bytes).time);
+    out->p2p_lo = fmin(plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 2, 1, 1 }, bytes).time,
+                       plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 1, 2, 1 }, bytes).time);
     out->p2p_bytes = bytes;
     out->run = malloc((size_t)nb * sizeof *out->run);
     for (int b = 0; out->run && b < nb; b++) {

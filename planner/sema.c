@@ -791,7 +791,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
 
 static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm", "sms",
                                            "gemm", "stream", "launch", "overhead", "activation",
-                                           "softmax" };
+                                           "softmax", "gemm_efficiency", "nvls" };
 static const char *const GEMM_PASSES[] = { "fwd", "dx", "dw" };   /* ORDER PlanGemmPass */
 #define MAX_GEMM_POINTS 4096
 #define MAX_GEMM_DIM    (1 << 24)
@@ -955,9 +955,15 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
     if ((s = field(&F, "overhead"))) get_quantity(S, s, DSL_UNIT_TIME, true, &D->overhead, NULL);
     if ((s = field(&F, "activation"))) time_pair(S, s, &D->act_fwd, &D->act_bwd);
     if ((s = field(&F, "softmax"))) time_pair(S, s, &D->softmax_fwd, &D->softmax_bwd);
+    /* the best-shaped GEMM's fraction of the peak (presets: measured
+     * maximum achievable matmul FLOPS; else PLAN_GEMM_EFF) and whether
+     * NCCL's NVLS runs inside a node (presets.c) */
+    if ((s = field(&F, "gemm_efficiency"))) get_real(S, s, 0, true, 1, false, &D->gemm_eff);
+    int nv;
+    if ((s = field(&F, "nvls")) && get_bool(S, s, false, &nv)) D->nvls = nv;
 }
 
-static const char *const LINK_NAMES[] = { "intra", "inter" };
+static const char *const LINK_NAMES[] = { "intra", "inter", "pod" };
 /* The link's keys; the collective names follow plan_collective_name
  * (ORDER PlanCollective) from index LINK_COLL0 on. */
 static const char *const LINK_KEYS[] = { "bandwidth", "latency", "efficiency", "overlap_compute",
@@ -1015,32 +1021,37 @@ static void sema_link(Sema *S, const DslStmt *st, Link *l)
     }
 }
 
-static const char *const CLUSTER_KEYS[] = { "nodes", "gpus_per_node", "device", "link" };
+static const char *const CLUSTER_KEYS[] = { "nodes", "gpus_per_node", "device", "link", "nodes_per_pod",
+                                            "nics_per_node" };
 
 /* cluster NAME { ... }: links are required only where there is traffic
- * over them (more than one GPU per node, more than one node). */
+ * over them (more than one GPU per node, more than one node, more than
+ * one pod: nodes > nodes_per_pod). */
 static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
 {
     memset(C, 0, sizeof *C);
     C->name = block_name(S, c);
     if (!C->name) return;
     C->name = dsl_arena_strdup(S->a, C->name);
-    const DslStmt *nodes = NULL, *gpn = NULL, *dev = NULL, *links[2] = { NULL, NULL };
+    const DslStmt *nodes = NULL, *gpn = NULL, *dev = NULL, *npp = NULL, *nics = NULL;
+    const DslStmt *links[3] = { NULL, NULL, NULL };   /* ORDER LINK_NAMES */
     for (const DslStmt *st = c->body; st; st = st->next) {
         int k = key_index(st->key, CLUSTER_KEYS, N_ELEMS(CLUSTER_KEYS));
         if (k < 0) {
             unknown_key(S, st, "cluster", CLUSTER_KEYS, N_ELEMS(CLUSTER_KEYS));
             continue;
         }
-        const DslStmt **slot = k == 0 ? &nodes : k == 1 ? &gpn : k == 2 ? &dev : NULL;
-        if (!slot) {   /* link intra|inter */
-            if (st->n_args < 1 || st->args->kind != DSL_VAL_WORD ||
-                key_index(st->args->text, LINK_NAMES, 2) < 0) {
+        const DslStmt **slot = k == 0 ? &nodes : k == 1 ? &gpn : k == 2 ? &dev : k == 4 ? &npp
+                             : k == 5 ? &nics : NULL;
+        if (!slot) {   /* link intra|inter|pod */
+            int li = st->n_args >= 1 && st->args->kind == DSL_VAL_WORD
+                         ? key_index(st->args->text, LINK_NAMES, N_ELEMS(LINK_NAMES)) : -1;
+            if (li < 0) {
                 dsl_error(S->d, st->n_args ? st->args->loc : st->key_loc,
-                          "link needs 'intra' (inside a node) or 'inter' (between nodes)");
+                          "link needs 'intra' (inside a node), 'inter' (between nodes) or 'pod' (between pods)");
                 continue;
             }
-            slot = &links[key_index(st->args->text, LINK_NAMES, 2)];
+            slot = &links[li];
         }
         if (*slot) {
             dsl_error(S->d, st->key_loc, "duplicate '%s%s%s' in cluster (first set at line %d)", st->key,
@@ -1055,6 +1066,8 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
     else missing(S, c, "gpus_per_node", "gpus_per_node 8");
     if (dev) sema_device(S, dev, &C->device);
     else missing(S, c, "device", "device h100-sxm-80gb");
+    /* NICs a node has (rails): default one per GPU */
+    if (nics) get_int(S, nics, 1, MAX_GPN, false, &C->nics_per_node);
     if (links[0]) sema_link(S, links[0], &C->intra);
     else if (C->gpus_per_node > 1)
         dsl_error(S->d, c->key_loc, "cluster %s has %" PRId64 " GPUs per node but no 'link intra { bandwidth ...; "
@@ -1063,6 +1076,16 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
     else if (C->nodes > 1)
         dsl_error(S->d, c->key_loc, "cluster %s has %" PRId64 " nodes but no 'link inter { bandwidth ...; "
                   "latency ... }'", C->name, C->nodes);
+    /* the third tier: nodes_per_pod N and link pod, which is required
+     * when the nodes fill more than one pod */
+    if (npp) get_int(S, npp, 1, MAX_NODES, false, &C->nodes_per_pod);
+    if (links[2]) sema_link(S, links[2], &C->pod);
+    if (links[2] && !npp)
+        dsl_error(S->d, links[2]->key_loc, "'link pod' needs 'nodes_per_pod N' (the nodes one pod holds)");
+    else if (npp && C->nodes_per_pod > 0 && C->nodes > C->nodes_per_pod && !links[2])
+        dsl_error(S->d, c->key_loc, "cluster %s has %" PRId64 " nodes in pods of %" PRId64 " but no 'link pod "
+                  "{ bandwidth ...; latency ... }' (between pods, per GPU per direction)", C->name, C->nodes,
+                  C->nodes_per_pod);
 }
 
 /* ---- plan -------------------------------------------------------------- */

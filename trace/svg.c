@@ -2,7 +2,9 @@
  * svg.c: draw timelines as one standalone SVG document.
  *
  * Layout of the picture, top to bottom: a title (model, layout, step time,
- * bubble), then one panel per timeline (predicted, and under --compare the
+ * bubble), the topology strip (the network's tiers — GPUs in nodes on
+ * NVLink, nodes in pods on InfiniBand, pods on the pod link — and the tier
+ * each of the TP, DP and PP groups spans), then one panel per timeline (predicted, and under --compare the
  * measured one beneath, on the same time axis), then a legend. In a panel
  * each pipeline stage is a row: a tall compute lane (forward, backward,
  * optimizer) and two thin lanes beneath it, one for pipeline sends and
@@ -31,6 +33,8 @@
 #define SVG_HEAD_H     22.0   /* px, a panel's heading */
 #define SVG_AXIS_H     34.0   /* px, ticks and their labels */
 #define SVG_TOOLTIP_MAX 20000 /* boxes: above this, no <title> per box */
+#define SVG_TOPO_H     70.0   /* px, the topology strip */
+#define TOPO_SHOWN      3     /* pods, and nodes per pod, drawn before an ellipsis */
 
 /* Colour and short name of each op kind. ORDER PlanOpKind */
 static const struct { const char *cls, *fill, *ink, *legend; } KIND[PLAN_N_OPKINDS] = {
@@ -263,6 +267,54 @@ static double legend(FILE *f, const TrTimeline *const *panels, int n, double y)
     return row + 40;
 }
 
+/* One node: a box of (at most 8 drawn) GPU squares, px wide returned. */
+static double topo_node(FILE *f, double x, double y, int64_t gpus)
+{
+    int64_t shown = gpus < 8 ? gpus : 8;
+    double w = 8 + 8 * (double)shown + (gpus > shown ? 10 : 0);
+    fprintf(f, "<rect class=\"tnode\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"16\"/>\n", x, y, w);
+    for (int64_t g = 0; g < shown; g++)
+        fprintf(f, "<rect class=\"tgpu\" x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\"/>", x + 4 + 8 * (double)g,
+                y + 5);
+    if (gpus > shown) fprintf(f, "<text class=\"tl\" x=\"%.1f\" y=\"%.1f\">..</text>", x + w - 9, y + 11);
+    fputc('\n', f);
+    return w;
+}
+
+/* The topology strip: pods of nodes of GPUs (the first TOPO_SHOWN of each
+ * drawn), the three links' bandwidths and each group's tier. */
+static void topology(FILE *f, const TrTimeline *t, double y)
+{
+    static const char *const tier[] = { "inside a node (NVLink)", "across nodes (InfiniBand)",
+                                        "across pods (pod link)" };   /* ORDER PlanTier */
+    double x = 12;
+    fputs("<g class=\"topology\">\n", f);
+    int64_t pods = t->pods > TOPO_SHOWN ? TOPO_SHOWN : t->pods;
+    int64_t nodes = t->nodes_per_pod > TOPO_SHOWN ? TOPO_SHOWN : t->nodes_per_pod;
+    for (int64_t p = 0; p < pods; p++) {
+        double x0 = x;
+        x += 6;
+        for (int64_t n = 0; n < nodes; n++) x += topo_node(f, x, y + 16, t->gpus_per_node) + 6;
+        if (t->nodes_per_pod > nodes) {
+            fprintf(f, "<text class=\"tl\" x=\"%.1f\" y=\"%.1f\">.. %lld nodes</text>\n", x, y + 28,
+                    (long long)t->nodes_per_pod);
+            x += 58;
+        }
+        fprintf(f, "<rect class=\"tpod\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"28\"/>\n", x0, y + 10,
+                x - x0);
+        x += 10;
+    }
+    if (t->pods > pods)
+        fprintf(f, "<text class=\"tl\" x=\"%.1f\" y=\"%.1f\">.. %lld pods</text>\n", x, y + 28, (long long)t->pods);
+    fprintf(f, "<text class=\"tl\" x=\"12\" y=\"%.1f\">%lld pod%s x %lld nodes x %lld GPUs; links per GPU per "
+               "direction: NVLink %.4g GB/s, InfiniBand %.4g GB/s",
+            y + 52, (long long)t->pods, t->pods > 1 ? "s" : "", (long long)t->nodes_per_pod,
+            (long long)t->gpus_per_node, t->link_bw[0] / 1e9, t->link_bw[1] / 1e9);
+    if (t->pods > 1) fprintf(f, ", pod link %.4g GB/s", t->link_bw[2] / 1e9);
+    fprintf(f, ". TP %s, DP %s, PP %s</text>\n", tier[t->tier[0]], tier[t->tier[1]], tier[t->tier[2]]);
+    fputs("</g>\n", f);
+}
+
 static const char STYLE[] =
     "<style>\n"
     "text{font-family:Helvetica,Arial,sans-serif;fill:#222}\n"
@@ -274,7 +326,9 @@ static const char STYLE[] =
     ".band{fill:#f2f2f2}.idle{stroke:#999;stroke-width:.5}\n"
     ".grid{stroke:#ddd;stroke-width:.5}.ax{stroke:#555;stroke-width:1}\n"
     ".op{stroke:#fff;stroke-width:.3}.odd{fill-opacity:.62}\n"
-    ".recv{fill-opacity:.25;stroke:#555;stroke-width:.4}\n";
+    ".recv{fill-opacity:.25;stroke:#555;stroke-width:.4}\n"
+    ".tpod{fill:none;stroke:#888;stroke-dasharray:3 2}.tnode{fill:#f4f4f4;stroke:#777;stroke-width:.6}\n"
+    ".tgpu{fill:#5b8def}.tl{font-size:11px}\n";
 
 /* Mean drawn width of a forward/backward box, px. */
 static double mean_compute_px(const TrTimeline *const *panels, int n, double px_per_ms)
@@ -293,7 +347,8 @@ static double mean_compute_px(const TrTimeline *const *panels, int n, double px_
 bool tr_write_svg(FILE *f, const TrTimeline *const *panels, int n)
 {
     if (n < 1) return false;
-    double tmax = 0, h = SVG_TITLE_H + 6 + legend(NULL, panels, n, 0);
+    double topo_h = panels[0]->nodes > 0 ? SVG_TOPO_H : 0;
+    double tmax = 0, h = SVG_TITLE_H + topo_h + 6 + legend(NULL, panels, n, 0);
     int boxes = 0, pp_max = 1;
     for (int p = 0; p < n; p++) {
         Rows r = rows_for(panels[p]->pp);
@@ -333,7 +388,8 @@ bool tr_write_svg(FILE *f, const TrTimeline *const *panels, int n)
         fputs(" trace", f);
     }
     fputs("</text>\n", f);
-    double y = SVG_TITLE_H;
+    if (topo_h > 0) topology(f, t, SVG_TITLE_H - 4);
+    double y = SVG_TITLE_H + topo_h;
     for (int p = 0; p < n; p++)
         y += panel(f, panels[p], p > 0 ? panels[0] : NULL, y, tmax_ms, px_per_ms,
                    boxes <= SVG_TOOLTIP_MAX);

@@ -10,6 +10,8 @@
  */
 #include "trace/trace.h"
 
+#include "planner/comm.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,20 @@ static void layout_line(const PlanProgram *p, char *buf, size_t len)
     snprintf(buf, len, "dp %d x tp %d x pp %d, ZeRO-%d, %s%s, %lld micro-batches",
              p->dp, p->tp, p->pp, p->zero, plan_schedule_name(p->schedule), chunks,
              (long long)p->n_micro);
+}
+
+void tr_set_topology(TrTimeline *t, const Cluster *c, int dp, int tp, int pp)
+{
+    int64_t npp = c->nodes_per_pod > 0 && c->nodes > c->nodes_per_pod ? c->nodes_per_pod : c->nodes;
+    t->nodes = c->nodes;
+    t->gpus_per_node = c->gpus_per_node;
+    t->nodes_per_pod = npp;
+    t->pods = (c->nodes + npp - 1) / npp;
+    t->link_bw[0] = c->intra.bandwidth;
+    t->link_bw[1] = c->inter.bandwidth;
+    t->link_bw[2] = t->pods > 1 ? c->pod.bandwidth : 0;
+    PlanGroupKind k[3] = { GROUP_TP, GROUP_DP, GROUP_PP };
+    for (int i = 0; i < 3; i++) t->tier[i] = (int)plan_group_tier(plan_layout_group(c, dp, tp, pp, k[i]));
 }
 
 bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *name,

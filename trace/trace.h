@@ -52,7 +52,16 @@ typedef struct {
     TrBox  *boxes;           /* stage by stage, each in op-list order */
     double  step_time;       /* s: last end of any box */
     double  bubble_fraction; /* simulator's (predicted), or from the boxes (measured) */
+    /* the cluster's network tiers, drawn as the topology strip under the
+     * title (tr_set_topology; nodes 0: not drawn, a measured trace) */
+    int64_t pods, nodes_per_pod, nodes, gpus_per_node;
+    double  link_bw[3];      /* B/s per GPU per direction: NVLink, inter-node, pod link */
+    int     tier[3];         /* PlanTier of the TP, DP and PP groups (planner/comm.h) */
 } TrTimeline;
+
+/* Record cluster c's tiers and where the TP, DP and PP groups of layout
+ * (dp, tp, pp) land on them, for the picture. */
+void tr_set_topology(TrTimeline *t, const Cluster *c, int dp, int tp, int pp);
 
 /* Build the timeline of Program p timed by r; `name` is the model's. */
 bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *name,

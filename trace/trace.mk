@@ -32,9 +32,11 @@ update-trace-golden: $(PLANC)
 	tests/trace/run.sh $(PLANC) $(BUILD)/tests/trace-out --update
 
 # pictures: the README's timelines (docs/img/trace-SCHEDULE.svg, committed),
-# drawn by planc from examples/tiny.plan under each schedule.
+# drawn by planc from examples/tiny.plan under each schedule, and the
+# three-tier topology (docs/img/topology-pods.svg, examples/two-pods.plan).
 pictures: $(PLANC)
 	@mkdir -p docs/img
 	set -e; for s in gpipe 1f1b zb-h1; do \
 	    $(PLANC) trace examples/tiny.plan --schedule $$s -o docs/img/trace-$$s.svg; done
 	$(PLANC) trace examples/tiny.plan --schedule interleaved --chunks 2 -o docs/img/trace-interleaved.svg
+	$(PLANC) trace examples/two-pods.plan -o docs/img/topology-pods.svg

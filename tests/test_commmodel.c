@@ -1,0 +1,262 @@
+/*
+ * test_commmodel.c: the planner's collective model (planner/comm.c) against
+ * its sources — NCCL's tuner (src/graph/tuning.cc: base and per-hop
+ * latencies, protocol bandwidth factors), the bus bandwidths nccl-tests
+ * measures (published-runs.md: NVIDIA dgxc-benchmarking on one DGX H100,
+ * nccl-tests issue #290 across nodes), the cut bound of the pod tier — and
+ * the contention and GEMM ceilings the presets carry. Table-driven where a
+ * source gives a table.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "planner/comm.h"
+#include "planner/cost.h"
+#include "planner/evaluate.h"
+#include "planner/presets.h"
+#include "planner/search.h"
+
+/* |got - want| <= atol + rtol * |want|, printing the mismatch (llm.c style). */
+#define assert_close(got, want, atol, rtol) do {                                  \
+        double g_ = (got), w_ = (want);                                            \
+        if (!(fabs(g_ - w_) <= (atol) + (rtol) * fabs(w_))) {                      \
+            print_error("%s = %.12g, want %.12g (atol %g rtol %g)\n", #got, g_, w_,  \
+                        (double)(atol), (double)(rtol));                           \
+            fail();                                                                \
+        }                                                                          \
+    } while (0)
+
+#define MiB (1024.0 * 1024.0)
+
+/* nccl-tests' bus bandwidth of an all-reduce of M bytes on n ranks, B/s. */
+static double ar_busbw(const Cluster *c, PlanGroup g, double M)
+{
+    return plan_bus_factor(COLL_ALL_REDUCE, g.size) * M / plan_comm_cost(c, COLL_ALL_REDUCE, ALGO_AUTO, g, M).time;
+}
+
+/* The nccl-tests all-reduce curve on one DGX H100 (8 GPUs, NVLS), dgxc-
+ * benchmarking's `nccl` README, within 15 % at every size; and the large-
+ * message figure without NVLS (~370 GB/s). */
+static void test_nccl_tests_curve(void **state)
+{
+    (void)state;
+    static const struct { double bytes, busbw; } curve[] = {
+        { 1 * MiB, 67e9 }, { 16 * MiB, 237e9 }, { 128 * MiB, 400e9 },
+        { 1024 * MiB, 466e9 }, { 8192 * MiB, 480e9 },
+    };
+    Cluster c = plan_preset_dgx_h100(1);
+    PlanGroup node = { 8, 8, 1, 1 };
+    for (size_t i = 0; i < sizeof curve / sizeof *curve; i++) {
+        double b = ar_busbw(&c, node, curve[i].bytes);
+        if (fabs(b - curve[i].busbw) > 0.15 * curve[i].busbw)
+            print_error("%.0f MiB: busbw %.1f GB/s, nccl-tests %.1f\n", curve[i].bytes / MiB, b / 1e9,
+                        curve[i].busbw / 1e9);
+        assert_close(b, curve[i].busbw, 0, 0.15);
+    }
+    /* it rises with the size */
+    for (double M = 64 * 1024; M < 4096 * MiB; M *= 2) assert_true(ar_busbw(&c, node, 2 * M) > ar_busbw(&c, node, M));
+    assert_int_equal(plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_AUTO, node, 8192 * MiB).algo, ALGO_NVLS);
+    c.device.nvls = false;
+    assert_close(ar_busbw(&c, node, 8192 * MiB), 370e9, 0, 0.15);
+    assert_int_equal(plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_AUTO, node, 8192 * MiB).algo, ALGO_RING);
+}
+
+/* Across nodes, one GPU per node on its own 400 Gb/s NIC: 46-48 GB/s bus
+ * bandwidth (nccl-tests issue #290), within 15 %; eight GPUs a node drive
+ * eight rails, so a ring spanning nodes runs at min(NVLink, 8 NICs). */
+static void test_nccl_across_nodes(void **state)
+{
+    (void)state;
+    Cluster c = plan_preset_dgx_h100(16);
+    PlanGroup rail = { 16, 1, 16, 1 };
+    assert_close(ar_busbw(&c, rail, 8192 * MiB), 47e9, 0, 0.15);
+    PlanGroup full = { 128, 8, 16, 1 };
+    double b = ar_busbw(&c, full, 8192 * MiB);
+    assert_true(b > 6 * 47e9 && b < 8 * 50e9);
+    /* fewer NICs a node: the members share them */
+    c.nics_per_node = 4;
+    assert_close(ar_busbw(&c, rail, 8192 * MiB), 2 * 47e9, 0, 0.15);
+}
+
+/* Small messages cost NCCL's tuner latencies (tuning.cc): one node, ring
+ * LL, baseLat 6.6 us + 2(n-1) NVLink hops of 0.6 us; 16 nodes of one GPU,
+ * tree LL, baseLat 6.8 + 2 log2(16) network hops of 5.0 us. */
+static void test_nccl_latencies(void **state)
+{
+    (void)state;
+    static const struct { int64_t n, local, nodes; PlanAlgo algo; PlanProto proto; double us; } rows[] = {
+        { 8, 8, 1, ALGO_RING, PROTO_LL, 6.6 + 14 * 0.6 },
+        { 2, 2, 1, ALGO_RING, PROTO_LL, 6.6 + 2 * 0.6 },
+        { 16, 1, 16, ALGO_TREE, PROTO_LL, 6.8 + 2 * 4 * 5.0 },
+        { 64, 1, 64, ALGO_TREE, PROTO_LL, 6.8 + 2 * 6 * 5.0 },
+    };
+    Cluster c = plan_preset_dgx_h100(64);
+    c.device.nvls = false;   /* the tuner's ring and tree (NVLS's latency is ours, fitted) */
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        PlanGroup g = { rows[i].n, rows[i].local, rows[i].nodes, 1 };
+        PlanCommCost r = plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_AUTO, g, 8);
+        assert_int_equal(r.algo, rows[i].algo);
+        assert_int_equal(r.proto, rows[i].proto);
+        assert_close(r.time, rows[i].us * 1e-6, 0, 0.01);
+    }
+    /* large messages take Simple, the full-bandwidth protocol */
+    assert_int_equal(plan_comm_cost(&c, COLL_ALL_GATHER, ALGO_AUTO, (PlanGroup){ 8, 8, 1, 1 }, 1e9).proto,
+                     PROTO_SIMPLE);
+}
+
+/* The protocols' bandwidth factors (tuning.cc): on a bandwidth-bound
+ * message the ring's LL takes 1/4 of Simple's bandwidth (capped at 87.7
+ * GB/s on one node), LL128 0.92: the asked-for algorithm's time. */
+static void test_nccl_protocol_factors(void **state)
+{
+    (void)state;
+    Cluster c = plan_preset_dgx_a100(1);
+    PlanGroup node = { 8, 8, 1, 1 };
+    /* Simple's bandwidth: the measured fraction of NVLink */
+    double M = 64 * 1024 * MiB;
+    PlanCommCost r = plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_RING, node, M);
+    assert_int_equal(r.proto, PROTO_SIMPLE);
+    assert_close(plan_bus_factor(COLL_ALL_REDUCE, 8) * M / r.time, 300e9 * PLAN_NCCL_EFF_NVLINK, 0, 0.05);
+    assert_false(r.inter);
+    assert_int_equal(r.tier, TIER_NODE);
+}
+
+/* The third tier: group shapes count pods, the tier of each group, PP
+ * pairs between pods, and the cut bound as a floor. */
+static void test_pod_tier(void **state)
+{
+    (void)state;
+    Cluster c = plan_preset_dgx_h100(8);
+    c.nodes_per_pod = 4;
+    c.pod = (Link){ .bandwidth = 200e6, .latency = 50e-6 };
+    /* dp 8 x tp 8 x pp 1: DP one per node over 8 nodes, 2 pods */
+    PlanGroup dp = plan_layout_group(&c, 8, 8, 1, GROUP_DP);
+    assert_int_equal(dp.nodes, 8);
+    assert_int_equal(dp.pods, 2);
+    assert_int_equal(plan_group_tier(dp), TIER_PODS);
+    assert_int_equal(plan_group_tier(plan_layout_group(&c, 8, 8, 1, GROUP_TP)), TIER_NODE);
+    /* dp 4 x tp 8 x pp 2: DP inside a pod, PP across */
+    PlanGroup dp2 = plan_layout_group(&c, 4, 8, 2, GROUP_DP);
+    assert_int_equal(dp2.pods, 1);
+    assert_int_equal(plan_group_tier(dp2), TIER_POD);
+    assert_int_equal(plan_layout_group(&c, 4, 8, 2, GROUP_PP).pods, 2);
+    assert_int_equal(plan_pp_pair(&c, 4, 8, 2, 0).pods, 2);
+    /* pp 4 over 2 pods: stage 0 -> 1 inside a pod, 1 -> 2 across */
+    assert_int_equal(plan_pp_pair(&c, 2, 8, 4, 0).pods, 1);
+    assert_int_equal(plan_pp_pair(&c, 2, 8, 4, 1).pods, 2);
+    /* the cut bound: an all-reduce over 2 pods of 4 members each moves
+     * 2 (P-1)/P M = M out of each pod over 4 x 200 MB/s */
+    double M = 1e9;
+    assert_close(plan_cut_bound(&c, COLL_ALL_REDUCE, dp, M), M / (4 * 200e6), 0, 1e-12);
+    assert_close(plan_cut_bound(&c, COLL_ALL_GATHER, dp, M), 0.5 * M / (4 * 200e6), 0, 1e-12);
+    assert_true(plan_cut_bound(&c, COLL_ALL_REDUCE, dp2, M) == 0);
+    PlanCommCost r = plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_AUTO, dp, M);
+    assert_true(r.time >= plan_cut_bound(&c, COLL_ALL_REDUCE, dp, M));
+    assert_int_equal(r.tier, TIER_PODS);
+    /* a fast pod link: the bound is what the hierarchy meets (the pod
+     * link's ring of 2 on M/4 per member, derated by PLAN_LINK_EFF_INTER) */
+    c.pod.bandwidth = 1e15;
+    double fast = plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_AUTO, dp, M).time;
+    assert_true(fast < r.time / 10);
+    /* PP sends across pods pay the pod link */
+    c.pod.bandwidth = 200e6;
+    PlanCommCost s = plan_comm_cost(&c, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 1, 2, 2 }, 1e8);
+    assert_close(s.time, 50e-6 + 1e8 / (200e6 * PLAN_LINK_EFF_INTER), 0, 1e-9);
+}
+
+/* Search on 2 pods joined by 200 MB/s: DP never crosses the pod link
+ * when PP can keep it inside a pod. */
+static void test_search_keeps_dp_in_pod(void **state)
+{
+    (void)state;
+    static Layer buf[PLAN_PRESET_LAYERS(32)];
+    Model m;
+    plan_preset_gpt(&m, buf, "gpt-6.9b", 32, 4096, 32, 2048, 51200, DTYPE_BF16);
+    buf[m.n_layers - 1].tied = false;   /* a tied head would all-reduce its table across the pods */
+    Cluster c = plan_preset_dgx_h100(4);
+    c.nodes_per_pod = 2;
+    c.pod = (Link){ .bandwidth = 200e6, .latency = 50e-6 };
+    Plan p = plan_preset_plan(m, c, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, 64,
+                              PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO);
+    PlanSearchOptions o = plan_search_defaults();
+    o.top = 5;
+    PlanSearch s;
+    char why[256];
+    assert_true(plan_search(&p, &o, &s, why, sizeof why));
+    assert_true(s.n_results > 0);
+    for (int i = 0; i < s.n_results; i++) {
+        const Layout *l = &s.results[i].layout;
+        PlanGroup dp = plan_layout_group(&p.cluster, l->dp, l->tp, l->pp, GROUP_DP);
+        if (dp.pods > 1) print_error("result %d: dp %d tp %d pp %d crosses pods\n", i, l->dp, l->tp, l->pp);
+        assert_int_equal(dp.pods, 1);
+        assert_true(l->pp >= 2);
+    }
+    double slow = s.results[0].step_time;
+    plan_search_free(&s);
+    /* the same cluster as one pod: the pod link's cost is gone */
+    p.cluster.nodes_per_pod = 0;
+    assert_true(plan_search(&p, &o, &s, why, sizeof why));
+    assert_true(s.results[0].step_time < slow);
+    plan_search_free(&s);
+}
+
+/* Measured figures keep precedence on a GPU cluster too: one code path. */
+static void test_measured_precedence(void **state)
+{
+    (void)state;
+    Cluster c = plan_preset_dgx_h100(1);
+    c.intra.coll_latency[COLL_ALL_REDUCE] = 20e-6;
+    c.intra.coll_bw[COLL_ALL_REDUCE] = 300e9;
+    c.intra.coll_ranks = 8;
+    PlanGroup node = { 8, 8, 1, 1 };
+    double M = 1e8;
+    assert_close(plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_AUTO, node, M).time,
+                 20e-6 + plan_bus_factor(COLL_ALL_REDUCE, 8) * M / 300e9, 0, 1e-12);
+}
+
+/* Contention: NCCL's channels take SMs from the compute beside them,
+ * sms / (sms - channels), unless a measured factor says otherwise; on MPI
+ * (no SMs) 1. And the GEMM ceilings the presets carry (MAMF). */
+static void test_contention_and_gemm_ceiling(void **state)
+{
+    (void)state;
+    Cluster a = plan_preset_dgx_a100(2), h = plan_preset_dgx_h100(2);
+    PlanGroup g = { 16, 8, 2, 1 };
+    assert_close(plan_overlap_compute(&a, g), 108.0 / (108 - PLAN_NCCL_CHANNELS), 0, 1e-12);
+    assert_close(plan_overlap_compute(&h, g), 132.0 / (132 - PLAN_NCCL_CHANNELS), 0, 1e-12);
+    h.inter.overlap_compute = 1.05;
+    assert_close(plan_overlap_compute(&h, g), 1.05, 0, 1e-12);
+    a.device.sms = 0;
+    assert_close(plan_overlap_compute(&a, g), 1, 0, 0);
+    assert_close(plan_gemm_eff(plan_device_preset("a100-sxm-80gb")), 267.9 / 312, 0, 1e-12);
+    assert_close(plan_gemm_eff(plan_device_preset("h100-sxm-80gb")), 792.1 / 989, 0, 1e-12);
+    assert_close(plan_gemm_eff(plan_device_preset("cpu")), PLAN_GEMM_EFF, 0, 0);
+    /* a big GEMM reaches the ceiling, a thin one does not */
+    const Device *d = plan_device_preset("h100-sxm-80gb");
+    /* 24 x 11 = 264 tiles of 128 x 128: two full waves on 132 SMs */
+    double big = 2.0 * 3072 * 1408 * 8192 / plan_gemm_time(d, d->flops_16, 2, 3072, 1408, 8192, 1);
+    assert_close(big / d->flops_16, 792.1 / 989, 0, 0.03);   /* less its launch gap */
+    double thin = 2.0 * 4096 * 4096 * 128 / plan_gemm_time(d, d->flops_16, 2, 4096, 4096, 128, 1);
+    assert_true(thin < 0.7 * big);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nccl_tests_curve),
+        cmocka_unit_test(test_nccl_across_nodes),
+        cmocka_unit_test(test_nccl_latencies),
+        cmocka_unit_test(test_nccl_protocol_factors),
+        cmocka_unit_test(test_pod_tier),
+        cmocka_unit_test(test_search_keeps_dp_in_pod),
+        cmocka_unit_test(test_measured_precedence),
+        cmocka_unit_test(test_contention_and_gemm_ceiling),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
