@@ -66,12 +66,12 @@ void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64
 }
 
 /* name, memory, fp32, 16-bit, HBM, SMs; no measured profile (cost.c's
- * analytic figures) */
+ * analytic figures; the gemm_dtype of no points) */
 const Device plan_device_presets[PLAN_N_DEVICES] = {
-    { "a100-sxm-80gb",  80ull << 30,       19.5e12, 312e12, 2.039e12, 108, NULL, 0, 0, 0, 0, 0, 0, 0, 0 },
-    { "h100-sxm-80gb",  80ull << 30,       67e12,   989e12, 3.35e12,  132, NULL, 0, 0, 0, 0, 0, 0, 0, 0 },
-    { "h200-sxm-141gb", 141000000000ull,   67e12,   989e12, 4.8e12,   132, NULL, 0, 0, 0, 0, 0, 0, 0, 0 },
-    { "cpu",            8ull << 30,        100e9,   100e9,  20e9,     0,   NULL, 0, 0, 0, 0, 0, 0, 0, 0 },
+    { "a100-sxm-80gb",  80ull << 30,       19.5e12, 312e12, 2.039e12, 108, NULL, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_FP32 },
+    { "h100-sxm-80gb",  80ull << 30,       67e12,   989e12, 3.35e12,  132, NULL, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_FP32 },
+    { "h200-sxm-141gb", 141000000000ull,   67e12,   989e12, 4.8e12,   132, NULL, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_FP32 },
+    { "cpu",            8ull << 30,        100e9,   100e9,  20e9,     0,   NULL, 0, 0, 0, 0, 0, 0, 0, 0, DTYPE_FP32 },
 };
 
 const Device *plan_device_preset(const char *name)
