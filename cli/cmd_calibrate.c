@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/calib_profile.h"
@@ -48,10 +47,11 @@ static const char HELP[] =
     "\n"
     "Measure this machine with planrt's own kernels and collectives, N ranks\n"
     "running at once under mpirun (each rank gets what a rank of a training run\n"
-    "gets: a share of the cores), and write one includable cluster block:\n"
+    "gets: a share of the cores, or one GPU), and write one includable cluster block:\n"
     "GEMM times over shapes, elementwise bytes/s and launch overhead,\n"
-    "collective latency and bus bandwidth, the slowdown of compute and\n"
-    "communication running side by side, and the fixed cost of a step.\n"
+    "collective latency and bus bandwidth on every group size dividing N,\n"
+    "the slowdown of compute and communication running side by side, and the\n"
+    "fixed cost of a step.\n"
     "Predictions on that cluster (check, search, trace) use the measurements.\n"
     "\n"
     "  --ranks N     ranks to measure with (default 2); the cluster's gpus_per_node\n"

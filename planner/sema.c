@@ -1002,11 +1002,11 @@ static bool sema_link_coll(Sema *S, const DslStmt *st, int c, PlanCollPoint *q)
 static void sema_link_colls(Sema *S, const DslStmt *st, const DslStmt *body, const DslStmt *ranks, Link *l)
 {
     int n = 0;
+    int64_t r = 0;
+    if (ranks && !get_int(S, ranks, 2, MAX_GPN, false, &r)) return;
     for (const DslStmt *s2 = body; s2; s2 = s2->next)
         n += key_index(s2->key, LINK_KEYS, N_ELEMS(LINK_KEYS)) >= LINK_COLL0;
     if (n == 0) return;
-    int64_t r = 0;
-    if (ranks && !get_int(S, ranks, 2, MAX_GPN, false, &r)) return;
     PlanCollPoint *q = dsl_arena_alloc(S->a, sizeof *q * (size_t)n);
     int k = 0;
     for (const DslStmt *s2 = body; s2; s2 = s2->next) {
