@@ -117,10 +117,11 @@ static void buf_free(void *p)
     else free(p);
 }
 
+/* Stop every rank: what failed, and the CUDA ops' first error if any. */
 static void die(const char *what)
 {
-    fprintf(stderr, "planrt-calib: rank %d: %s: %s\n", me, what,
-            GPU && prt_ops_last_error()[0] ? prt_ops_last_error() : "out of memory");
+    const char *why = GPU ? prt_ops_last_error() : "";
+    fprintf(stderr, "planrt-calib: rank %d: %s%s%s\n", me, what, why[0] ? ": " : "", why);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -172,7 +173,7 @@ static double sgemm_rate(size_t n)
 {
     float *a = f32_new(n * n, 0.01f, 13), *b = f32_new(n * n, 0.02f, 7), *c = f32_new(n * n, 0, 1);
     cublasHandle_t h;
-    if (!a || !b || !c || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) die("fp32 GEMM");
+    if (!a || !b || !c || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) die("cannot set up the fp32 GEMM (memory, cuBLAS)");
     const float one = 1, zero = 0;
     double t[5];
     for (int r = -1; r < 5; r++) {
@@ -219,7 +220,7 @@ static void bench_gemms(FILE *out, bool quick)
     size_t mx = s[ns - 1];
     prt_act *a = act_new(mx * mx, 0.01f, 13), *b = act_new(mx * mx, 0.02f, 7), *c = act_new(mx * mx, 0.01f, 5);
     float *dw = f32_new(mx * mx, 0, 1);
-    if (!a || !b || !c || !dw) die("GEMM buffers");
+    if (!a || !b || !c || !dw) die("cannot allocate the GEMM buffers");
     if (me == 0) fprintf(out, "dtype %s\n", GPU ? "bf16" : "fp32");
     for (int i = 0; i < ns; i++)
         for (int j = 0; j < ns; j++)
@@ -291,7 +292,7 @@ static void bench_stream(FILE *out, bool quick)
     Stream s = { 0, 0, act_new(mx, 0.001f, 100), act_new(mx, 0.002f, 50), act_new(mx, 1, 1),
                  f32_new(mx, 0.001f, 100), f32_new(mx, 0.0001f, 10), f32_new(mx, 0, 1), f32_new(mx, 0, 1),
                  f32_new(2 * (mx / 256), 1, 1) };
-    if (!s.x || !s.y || !s.z || !s.p || !s.g || !s.m || !s.v || !s.stats) die("elementwise buffers");
+    if (!s.x || !s.y || !s.z || !s.p || !s.g || !s.m || !s.v || !s.stats) die("cannot allocate the elementwise buffers");
     double bx[16], bt[16];
     int np = 0;
     for (int k = 0; k < 4; k++)
@@ -347,7 +348,7 @@ static void bench_act(FILE *out, bool quick)
     size_t na = B * H * T * T;
     Act a = { 0, B, T, H, D, act_new(n, 0.001f, 97), act_new(n, 0.001f, 89), act_new(n, 0, 1), act_new(na, 0, 1),
               act_new(na, 0, 1) };
-    if (!a.x || !a.y || !a.z || !a.att || !a.datt) die("attention buffers");
+    if (!a.x || !a.y || !a.z || !a.att || !a.datt) die("cannot allocate the attention buffers");
     double t[5];
     for (int k = 0; k < 5; k++) { a.kind = k; t[k] = timed(run_act, &a, 9); }
     double ne = (double)(B * T * H * D), ns = (double)na, s = stream_s_per_byte;
@@ -387,8 +388,13 @@ static void run_coll(void *arg)
     case 3: prt_broadcast(c->g, c->s, c->n, PRT_FP32, 0); break;
     default:   /* one message to the peer and back: half the round trip */
         if (c->peer < 0) break;
-        if (r < c->peer) { prt_send(c->g, c->s, c->n, PRT_FP32, c->peer, 7); prt_recv(c->g, c->r, c->n, PRT_FP32, c->peer, 8); }
-        else { prt_recv(c->g, c->r, c->n, PRT_FP32, c->peer, 7); prt_send(c->g, c->s, c->n, PRT_FP32, c->peer, 8); }
+        if (r < c->peer) {
+            prt_send(c->g, c->s, c->n, PRT_FP32, c->peer, 7);
+            prt_recv(c->g, c->r, c->n, PRT_FP32, c->peer, 8);
+        } else {
+            prt_recv(c->g, c->r, c->n, PRT_FP32, c->peer, 7);
+            prt_send(c->g, c->s, c->n, PRT_FP32, c->peer, 8);
+        }
         break;
     }
 }
@@ -429,7 +435,8 @@ static void bench_colls(FILE *out, bool quick, int *argc, char ***argv)
 {
     size_t mx = (size_t)1 << (GPU ? 26 : 22);
     float *s = prt_comm_alloc(mx * 4), *r = prt_comm_alloc(mx * 4);
-    if (!s || !r || prt_zero(s, mx * 4) != PRT_OK || prt_zero(r, mx * 4) != PRT_OK) die("collective buffers");
+    if (!s || !r || prt_zero(s, mx * 4) != PRT_OK || prt_zero(r, mx * 4) != PRT_OK)
+        die("cannot allocate the collective buffers");
     for (int g = 2; g <= P; g++) {
         if (P % g) continue;
         prt_ctx *cg = NULL;
@@ -489,7 +496,7 @@ static void run_overlap(void *arg)
         cudaStreamSynchronize(0);
         o->tc = now() - t0;
         for (int i = 0; i < colls; i++) prt_all_reduce_async(world, o->s, o->r, OV_BYTES / 4, PRT_FP32, PRT_SUM, &req[i]);
-        prt_wait_all(req, colls);
+        if (prt_wait_all(req, colls) != PRT_OK) die(prt_comm_last_error());
         o->tm = now() - t0 - o->tc;
         return;
     }
@@ -500,7 +507,7 @@ static void run_overlap(void *arg)
         if (o->tc == 0 && cudaStreamQuery(0) == cudaSuccess) o->tc = now() - t0;
         while (o->tm == 0 && done_m < colls) {
             bool done = false;
-            prt_test(req[done_m], &done);
+            if (prt_test(req[done_m], &done) != PRT_OK) die(prt_comm_last_error());
             if (!done) break;
             if (++done_m == colls) o->tm = now() - t0;
         }
@@ -557,7 +564,7 @@ static void bench_overlap(FILE *out)
     Ov o = { act_new(n, 0.01f, 13), act_new(n, 0.02f, 7), act_new(n, 0, 1), 0, prt_comm_alloc(OV_BYTES),
              prt_comm_alloc(OV_BYTES), 0, false, 0, 0 };
     if (!o.a || !o.b || !o.c || !o.s || !o.r || prt_zero(o.s, OV_BYTES) != PRT_OK || prt_zero(o.r, OV_BYTES) != PRT_OK)
-        die("overlap buffers");
+        die("cannot allocate the overlap buffers");
     /* compute alone and collectives alone, sized to take about as long */
     double tc, tm, x, c2, m2;
     o.gemms = 20; o.colls = 0;
