@@ -173,9 +173,9 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         double dx = plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DX, g->m, g->n, g->k, g->batch);
         /* dB = A^T dC: accumulated into the gradient buffer (beta = 1)
          * except for the attention core's, a fresh product */
-        double dw = g->core && !gemm_points_apply(d, e) ? gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, 0)
-                                              : plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DW, g->m, g->n,
-                                                                    g->k, g->batch);
+        double dw = g->core && !gemm_points_apply(d, e)
+                        ? gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, 0)
+                        : plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DW, g->m, g->n, g->k, g->batch);
         t->fwd += f;
         t->bwd_in += dx;
         if (g->core) { t->bwd_in += dw; core_f += f; }
