@@ -403,16 +403,17 @@ static void run_coll(void *arg)
  * machine's groups of that size at once); c_first..c_last of COLL. */
 static void bench_group(FILE *out, prt_comm *grp, int peer, int c_first, int c_last, bool quick, float *s, float *r)
 {
-    /* floats: 4 KiB .. 16 MiB on a CPU (quick: 64 KiB), to 256 MiB on a GPU
-     * (NVLink's bus bandwidth is reached past 100 MiB) */
-    int nsz = GPU ? (quick ? 4 : 9) : (quick ? 3 : 7);
+    /* floats: 4 KiB .. 16 MiB on a CPU (quick: 64 KiB), x4 apart; to 256
+     * MiB on a GPU (NVLink's bus bandwidth is reached past 100 MiB; quick:
+     * the same range x16 apart) */
+    int nsz = GPU ? (quick ? 5 : 9) : (quick ? 3 : 7), step = GPU && quick ? 4 : 2;
     int g = c_first == 4 ? 2 : prt_comm_size(grp);
     for (int c = c_first; c <= c_last; c++) {
         double bx[16], bt[16];
         for (int i = 0; i < nsz; i++) {
-            Coll k = { c, (size_t)1 << (10 + 2 * i), s, r, grp, peer };
+            Coll k = { c, (size_t)1 << (10 + step * i), s, r, grp, peer };
             k.n = (k.n / (size_t)g) * (size_t)g;
-            bt[i] = timed(run_coll, &k, GPU && i > 6 ? 7 : 15);
+            bt[i] = timed(run_coll, &k, GPU && k.n > ((size_t)1 << 22) ? 7 : 15);
             if (c == 4) bt[i] /= 2;
             bx[i] = coll_factor(c, g) * 4.0 * (double)k.n;
         }
