@@ -42,7 +42,7 @@ static const char USAGE[] =
     "                             a Hugging Face config.json -> a model block\n"
     "  export FILE --to megatron|torchtitan|deepspeed [-o OUT]\n"
     "                             the plan as that framework's arguments / TOML / JSON\n"
-    "  calibrate [--ranks N] [--name NAME] [-o FILE] [--quick]\n"
+    "  calibrate [--ranks N] [--name NAME] [-o FILE] [--quick] [--target cpu|cuda]\n"
     "                             measure this machine; write a cluster block of it\n"
     "\n"
     "options:\n"

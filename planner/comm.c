@@ -45,12 +45,14 @@
  * total bandwidth (plan_cut_bound). PP sends between pods pay the pod link.
  *
  * A link calibrated on this machine (`planc calibrate`) carries, per
- * collective, the latency and bus bandwidth measured with planrt's own
- * collectives on a group of coll_ranks ranks; such a collective (inside a
- * node) costs that latency, scaled by the algorithm's rounds for another
- * group size (2(n-1) for all-reduce, n-1 for the others), plus factor * M
- * over the measured bus bandwidth: the analytic figures are the profile a
- * link has when none was measured, one code path.
+ * collective and group size, the latency and bus bandwidth measured with
+ * planrt's own collectives (all groups of that size at once); a
+ * collective on a measured size costs that latency plus factor * M over
+ * that bus bandwidth; another size interpolates the two measured sizes
+ * around it in log n (latency per round of the algorithm: 2(n-1) for
+ * all-reduce, n-1 for the others), or takes the nearest one's outside:
+ * the analytic figures are the profile a link has when none was measured,
+ * one code path.
  *
  * Sources: NCCL src/graph/tuning.cc (v2.19: baseLat, hwLat, llMaxBws,
  * perChMax*Bws, treeCorrectionFactor, the ring plateau); nccl-tests
@@ -61,6 +63,7 @@
 #include "planner/comm.h"
 
 #include <math.h>
+#include <stddef.h>
 
 double plan_bus_factor(PlanCollective c, int64_t n)
 {
@@ -242,13 +245,29 @@ static double rounds(PlanCollective c, int64_t n)
 }
 
 /* Seconds of c on group g from the link's measured figures, or -1 when
- * the link has none for c. */
+ * the link has none for c. A measured group size is its own point;
+ * between two measured sizes the per-round latency and the bus bandwidth
+ * are interpolated linearly in log n; beyond them the nearest size's
+ * (the ring's model: the latency grows with the rounds, the bus
+ * bandwidth stays). */
 static double measured(const Link *l, PlanCollective c, PlanGroup g, double M)
 {
-    if ((int)c >= PLAN_N_COLLS || l->coll_bw[c] <= 0 || l->coll_ranks < 2) return -1;
     int64_t n = c == COLL_P2P ? 2 : g.size;
-    double lat = l->coll_latency[c] * rounds(c, n) / rounds(c, c == COLL_P2P ? 2 : l->coll_ranks);
-    return lat + plan_bus_factor(c, n) * M / l->coll_bw[c];
+    const PlanCollPoint *lo = NULL, *hi = NULL;   /* nearest measured sizes <= n, >= n */
+    for (int i = 0; i < l->n_coll; i++) {
+        const PlanCollPoint *q = &l->coll[i];
+        if (q->coll != (int)c || q->busbw <= 0 || q->ranks < 2) continue;
+        if (q->ranks <= n && (!lo || q->ranks > lo->ranks)) lo = q;
+        if (q->ranks >= n && (!hi || q->ranks < hi->ranks)) hi = q;
+    }
+    if (!lo && !hi) return -1;
+    if (!lo) lo = hi;
+    if (!hi) hi = lo;
+    double u = hi->ranks > lo->ranks ? log((double)n / lo->ranks) / log((double)hi->ranks / lo->ranks) : 0;
+    double la = lo->latency / rounds(c, lo->ranks), lb = hi->latency / rounds(c, hi->ranks);
+    double lat = (la + u * (lb - la)) * rounds(c, n);
+    double bw = lo->busbw + u * (hi->busbw - lo->busbw);
+    return lat + plan_bus_factor(c, n) * M / bw;
 }
 
 

@@ -85,11 +85,20 @@ static double gemm_measured(const Device *d, int pass, double m, double n, doubl
     return 2.0 * m * n * k / exp(lsum / wsum);
 }
 
+/* Whether the device's measured GEMMs time a model of e-byte elements:
+ * points measured in fp32 (a CPU profile) only fp32 models', points
+ * measured in bf16 (a GPU profile) only 16-bit models' (bf16 and fp16 run
+ * the same tensor cores at the same rate). */
+static bool gemm_points_apply(const Device *d, double e)
+{
+    return d->n_gemm > 0 && e == plan_dtype_bytes(d->gemm_dtype);
+}
+
 double plan_gemm_pass_time(const Device *d, double peak, double e, int pass,
                            double m, double n, double k, double batch)
 {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
-    double t = d->n_gemm > 0 ? gemm_measured(d, pass, m, n, k) : -1;
+    double t = gemm_points_apply(d, e) ? gemm_measured(d, pass, m, n, k) : -1;
     if (t >= 0) return batch * t;
     switch (pass) {   /* ORDER PlanGemmPass: the pass's own (m, n, k) */
     case PLAN_GEMM_DX: return gemm_time(d, peak, e, m, k, n, batch, 0);       /* dA = dC B^T */
@@ -192,9 +201,9 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         double dx = plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DX, g->m, g->n, g->k, g->batch);
         /* dB = A^T dC: accumulated into the gradient buffer (beta = 1)
          * except for the attention core's, a fresh product */
-        double dw = g->core && d->n_gemm == 0 ? gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, 0)
-                                              : plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DW, g->m, g->n,
-                                                                    g->k, g->batch);
+        double dw = g->core && !gemm_points_apply(d, e)
+                        ? gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, 0)
+                        : plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DW, g->m, g->n, g->k, g->batch);
         t->fwd += f;
         t->bwd_in += dx;
         if (g->core) { t->bwd_in += dw; core_f += f; }

@@ -141,6 +141,9 @@ typedef struct {
                                NCCL's per-architecture tables; 0: unknown (Ampere's) */
     bool        nvls;       /* NVSwitch with multicast and in-switch reduction, so NCCL
                                runs its NVLS all-reduce inside a node (HGX H100/H200) */
+    PlanDtype   gemm_dtype; /* what the gemm points were measured in (`gemm_dtype`,
+                               default fp32: the CPU target's); they time the GEMMs
+                               of models of that element size only (cost.c) */
 } Device;
 
 /* The collectives a link may carry measured figures for. ORDER
@@ -148,16 +151,26 @@ typedef struct {
  * reduce-scatter, broadcast, reduce, all-to-all, p2p. */
 #define PLAN_N_COLLS 7
 
+/* One collective measured by `planc calibrate` on groups of `ranks`
+ * ranks (all groups of that size of the machine at once, as a layout's
+ * groups run): t(M) = latency + bus_factor(ranks) * M / busbw. */
+typedef struct {
+    int    coll;            /* PlanCollective */
+    int    ranks;           /* group size >= 2 (p2p: 2) */
+    double latency;         /* s */
+    double busbw;           /* bytes/s */
+} PlanCollPoint;
+
 /* A link, per GPU and per direction. */
 typedef struct {
     double bandwidth;       /* bytes/s */
     double latency;         /* seconds */
     double efficiency;      /* fraction of bandwidth large messages reach; 0: PLAN_LINK_EFF_* */
-    /* measured by `planc calibrate` on a group of `coll_ranks` ranks:
-     * t(M) = coll_latency + bus_factor * M / coll_bw; 0: the link's
-     * alpha-beta model */
-    double coll_latency[PLAN_N_COLLS], coll_bw[PLAN_N_COLLS];
-    int    coll_ranks;
+    /* measured collectives per group size (n_coll of them; comm.c picks
+     * the measured size or interpolates in log size), or NULL: the
+     * link's alpha-beta model */
+    const PlanCollPoint *coll;
+    int    n_coll;
     /* slowdowns while a collective runs beside compute (>= 1; 0: 1):
      * of the compute, and of the collective */
     double overlap_compute, overlap_comm;

@@ -790,8 +790,8 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
 /* ---- cluster ----------------------------------------------------------- */
 
 static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm", "sms",
-                                           "gemm", "stream", "launch", "overhead", "activation",
-                                           "softmax", "gemm_efficiency", "nvls" };
+                                           "gemm", "gemm_dtype", "stream", "launch", "overhead",
+                                           "activation", "softmax", "gemm_efficiency", "nvls" };
 static const char *const GEMM_PASSES[] = { "fwd", "dx", "dw" };   /* ORDER PlanGemmPass */
 #define MAX_GEMM_POINTS 4096
 #define MAX_GEMM_DIM    (1 << 24)
@@ -961,6 +961,9 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
     if ((s = field(&F, "gemm_efficiency"))) get_real(S, s, 0, true, 1, false, &D->gemm_eff);
     int nv;
     if ((s = field(&F, "nvls")) && get_bool(S, s, false, &nv)) D->nvls = nv;
+    int dt;
+    if ((s = field(&F, "gemm_dtype")) && get_enum(S, s, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &dt))
+        D->gemm_dtype = (PlanDtype)dt;
 }
 
 static const char *const LINK_NAMES[] = { "intra", "inter", "pod" };
@@ -971,22 +974,62 @@ static const char *const LINK_KEYS[] = { "bandwidth", "latency", "efficiency", "
                                          "reduce-scatter", "broadcast", "reduce", "all-to-all", "p2p" };
 #define LINK_COLL0 6
 
-/* A measured collective: NAME LATENCY BANDWIDTH (planc calibrate). */
-static void sema_link_coll(Sema *S, const DslStmt *st, int c, Link *l)
+/* A measured collective (planc calibrate): NAME [RANKS] LATENCY BUSBW,
+ * measured on groups of RANKS ranks (without it: the link's `ranks`,
+ * filled in by sema_link). False after reporting what is wrong. */
+static bool sema_link_coll(Sema *S, const DslStmt *st, int c, PlanCollPoint *q)
 {
-    if (st->kind == DSL_STMT_BLOCK || st->n_args != 2) {
-        dsl_error(S->d, st->key_loc, "'%s' takes a latency and a bus bandwidth (for example: %s 12 us 3.5 GB/s)",
-                  st->key, st->key);
-        return;
+    if (st->kind == DSL_STMT_BLOCK || st->n_args < 2 || st->n_args > 3) {
+        dsl_error(S->d, st->key_loc, "'%s' takes a group size, a latency and a bus bandwidth (for example: "
+                  "%s 4 12 us 3.5 GB/s)", st->key, st->key);
+        return false;
     }
-    double lat, bw;
     const DslValue *v = st->args;
+    double r = 0;
+    q->coll = c;
+    if (st->n_args == 3) {
+        if (!arg_number(S, st, v, -1, "the group size (an integer)", &r)) return false;
+        bool p2p = strcmp(st->key, "p2p") == 0;   /* a send between two ranks */
+        if (r < 2 || r > MAX_GPN || (p2p && r != 2)) {
+            dsl_error(S->d, v->loc, "'%s' group size must be %s%d, got %s", st->key, p2p ? "" : "2 to ",
+                      p2p ? 2 : MAX_GPN, shown(S, v));
+            return false;
+        }
+        v = v->next;
+    }
+    q->ranks = (int)r;
     bool zero_lat = v->kind == DSL_VAL_NUMBER && v->unit && v->unit->kind == DSL_UNIT_TIME && v->d == 0;
-    if (zero_lat) lat = 0;
-    else if (!arg_number(S, st, v, DSL_UNIT_TIME, "a latency such as 12 us", &lat)) return;
-    if (!arg_number(S, st, v->next, DSL_UNIT_BANDWIDTH, "a bus bandwidth such as 3.5 GB/s", &bw)) return;
-    l->coll_latency[c] = lat;
-    l->coll_bw[c] = bw;
+    if (zero_lat) q->latency = 0;
+    else if (!arg_number(S, st, v, DSL_UNIT_TIME, "a latency such as 12 us", &q->latency)) return false;
+    return arg_number(S, st, v->next, DSL_UNIT_BANDWIDTH, "a bus bandwidth such as 3.5 GB/s", &q->busbw);
+}
+
+/* The link's measured collectives (repeatable, one per collective and
+ * group size); `ranks` is the group size of those written without one. */
+static void sema_link_colls(Sema *S, const DslStmt *st, const DslStmt *body, const DslStmt *ranks, Link *l)
+{
+    int n = 0;
+    int64_t r = 0;
+    if (ranks && !get_int(S, ranks, 2, MAX_GPN, false, &r)) return;
+    for (const DslStmt *s2 = body; s2; s2 = s2->next)
+        n += key_index(s2->key, LINK_KEYS, N_ELEMS(LINK_KEYS)) >= LINK_COLL0;
+    if (n == 0) return;
+    PlanCollPoint *q = dsl_arena_alloc(S->a, sizeof *q * (size_t)n);
+    int k = 0;
+    for (const DslStmt *s2 = body; s2; s2 = s2->next) {
+        int c = key_index(s2->key, LINK_KEYS, N_ELEMS(LINK_KEYS)) - LINK_COLL0;
+        if (c < 0 || !sema_link_coll(S, s2, c, &q[k])) continue;
+        if (q[k].ranks == 0 && !(q[k].ranks = (int)r)) {
+            missing(S, st, "ranks", "ranks 2 (the group size of the collectives written without one)");
+            return;
+        }
+        bool dup = false;
+        for (int j = 0; j < k && !dup; j++) dup = q[j].coll == q[k].coll && q[j].ranks == q[k].ranks;
+        if (dup) dsl_error(S->d, s2->key_loc, "duplicate '%s' on %d ranks in link", s2->key, q[k].ranks);
+        else k++;
+    }
+    l->coll = q;
+    l->n_coll = k;
 }
 
 /* link intra|inter { bandwidth; latency }: per GPU and per direction. */
@@ -1000,7 +1043,15 @@ static void sema_link(Sema *S, const DslStmt *st, Link *l)
                   st->args->text);
         return;
     }
-    collect(S, &F, body);
+    for (const DslStmt *st2 = body; st2; st2 = st2->next) {   /* collect(), collectives repeatable */
+        int k = key_index(st2->key, F.keys, F.n);
+        if (k < 0) unknown_key(S, st2, F.what, F.keys, F.n);
+        else if (k >= LINK_COLL0) continue;
+        else if (F.slot[k])
+            dsl_error(S->d, st2->key_loc, "duplicate '%s' in %s (first set at line %d)", st2->key, F.what,
+                      F.slot[k]->key_loc.line);
+        else F.slot[k] = st2;
+    }
     if ((s = field(&F, "bandwidth"))) get_quantity(S, s, DSL_UNIT_BANDWIDTH, false, &l->bandwidth, NULL);
     else missing(S, st, "bandwidth", "bandwidth 300 GB/s");
     if ((s = field(&F, "latency"))) get_quantity(S, s, DSL_UNIT_TIME, true, &l->latency, NULL);
@@ -1010,15 +1061,7 @@ static void sema_link(Sema *S, const DslStmt *st, Link *l)
     if ((s = field(&F, "efficiency"))) get_real(S, s, 0, true, 1, false, &l->efficiency);
     if ((s = field(&F, "overlap_compute"))) get_real(S, s, 1, false, 100, false, &l->overlap_compute);
     if ((s = field(&F, "overlap_comm"))) get_real(S, s, 1, false, 100, false, &l->overlap_comm);
-    int64_t r = 0;
-    bool any = false;
-    for (int c = 0; c < PLAN_N_COLLS; c++)
-        if ((s = F.slot[LINK_COLL0 + c])) { sema_link_coll(S, s, c, l); any = true; }
-    if ((s = field(&F, "ranks"))) {
-        if (get_int(S, s, 2, MAX_GPN, false, &r)) l->coll_ranks = (int)r;
-    } else if (any) {
-        missing(S, st, "ranks", "ranks 2 (the group size the collectives were measured on)");
-    }
+    sema_link_colls(S, st, body, field(&F, "ranks"), l);
 }
 
 static const char *const CLUSTER_KEYS[] = { "nodes", "gpus_per_node", "device", "link", "nodes_per_pod",

@@ -45,9 +45,9 @@ out=build/demo
 mkdir -p "$out"
 calib=build/calib/measured.plan
 if [ ! -s "$calib" ]; then
-    echo "==== planc calibrate --ranks 2 -o $calib   (once; later demos reuse it)"
+    echo "==== planc calibrate --target cpu --ranks 2 -o $calib   (once; later demos and make validate-calib reuse it)"
     mkdir -p build/calib
-    "$planc" calibrate --ranks 2 -o "$calib" || { echo "demo: planc calibrate failed" >&2; status=1; }
+    "$planc" calibrate --target cpu --ranks 2 -o "$calib" || { echo "demo: planc calibrate failed" >&2; status=1; }
     echo
 fi
 if [ -s "$calib" ]; then

@@ -16,12 +16,20 @@
 # average before and after, and a quick recalibration's largest GEMM
 # rate against the calibration's.
 #
-# usage: validate-calib.sh PLANC OUTDIR    (MPIRUN, STEPS, WARMUP, CALIB, MODELS from the environment)
+# TARGET=cuda DTYPE=bf16 runs the same on a GPU machine (tests/gpu/check-calib.sh):
+# `planc calibrate --target cuda`, bf16 models, the programs built with
+# --target cuda; RANKS=1 (a machine of one GPU) takes the one-rank layouts
+# (recompute none, selective, full) instead of the two-rank ones.
+#
+# usage: validate-calib.sh PLANC OUTDIR    (MPIRUN, STEPS, WARMUP, CALIB, MODELS,
+#                                           TARGET, DTYPE, RANKS from the environment)
 set -euo pipefail
 planc=$1; dir=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 mpirun=${MPIRUN:-mpirun --oversubscribe --bind-to none}
 steps=${STEPS:-10}; warm=${WARMUP:-2}
+target=${TARGET:-cpu}; dtype=${DTYPE:-fp32}; ranks=${RANKS:-2}
+case $ranks in 1|2) ;; *) echo "validate-calib.sh: RANKS is 1 or 2, got $ranks" >&2; exit 2 ;; esac
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$dir"
 "$root/scripts/make-data.sh" "$root/examples/data/sample.txt" >/dev/null
@@ -29,8 +37,8 @@ calib=${CALIB:-$dir/measured.plan}
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ ! -s "$calib" ]; then
     start=$(date +%s.%N)
-    "$planc" calibrate --ranks 2 -o "$calib"
-    echo "# planc calibrate --ranks 2: $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }') s"
+    "$planc" calibrate --target "$target" --ranks "$ranks" -o "$calib"
+    echo "# planc calibrate --target $target --ranks $ranks: $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }') s"
 fi
 calib=$(cd "$(dirname "$calib")" && pwd)/$(basename "$calib")
 
@@ -42,7 +50,7 @@ predicted() { "$planc" check "$1" --json | sed -n 's/.*"step_time_s": *\([0-9.e+
 model_block() {
     cat <<M
 model $1 {
-    vocab 256;  seq $5;  dtype fp32;
+    vocab 256;  seq $5;  dtype $dtype;
     embedding { dim $2 }
     repeat $4 {
         attention { heads $3 }
@@ -66,12 +74,17 @@ write_plan() {
 # run_layout PLANFILE NAME: build, train, print "ms predicted_ms"
 run_layout() {
     local plan=$1 exe=$dir/$2
-    "$planc" build "$plan" -o "$exe" >/dev/null 2>"$exe.err" || { echo "build failed: $(head -3 "$exe.err")" >&2; return 1; }
-    (cd "$root" && $mpirun -np 2 "$exe" --steps "$steps" --log-json "$exe.jsonl" > "$exe.log")
+    "$planc" build "$plan" -o "$exe" --target "$target" >/dev/null 2>"$exe.err" || { echo "build failed: $(head -3 "$exe.err")" >&2; return 1; }
+    (cd "$root" && $mpirun -np "$ranks" "$exe" --steps "$steps" --log-json "$exe.jsonl" > "$exe.log")
     echo "$(field ms "$exe.jsonl") $(awk -v p="$(predicted "$plan")" 'BEGIN { print p * 1000 }')"
 }
 
 LAYOUTS=(
+    "one|dp 1; tp 1; pp 1; recompute none"
+    "one-sel|dp 1; tp 1; pp 1; recompute selective"
+    "one-full|dp 1; tp 1; pp 1; recompute full"
+)
+[ "$ranks" = 1 ] || LAYOUTS=(
     "dp-z0|dp 2; tp 1; pp 1; zero 0"
     "dp-z1|dp 2; tp 1; pp 1; zero 1"
     "dp-z2|dp 2; tp 1; pp 1; zero 2"
@@ -87,7 +100,7 @@ LAYOUTS=(
 )
 MODELS=${MODELS:-"m256:256,4,4,128 m512:512,8,4,128"}   # name:dim,heads,blocks,seq
 rows=$dir/rows.txt; : > "$rows"
-echo "# validate-calib: $steps steps per layout, median ms/step over steps $warm..$((steps - 1)), 2 ranks, $(nproc) cores"
+echo "# validate-calib: $steps steps per layout, median ms/step over steps $warm..$((steps - 1)), $ranks ranks, target $target ($dtype), $(nproc) cores"
 echo "# cluster: $calib"
 printf '%-6s %-12s %10s %12s %8s\n' model layout ms/step predicted_ms error
 for m in $MODELS; do
@@ -139,8 +152,9 @@ awk "$MEDIAN"'
     med = median(err, k)
     printf "all: median |error| %.1f %%, max %.1f %% over %d layouts\n", med, err[k], k }' "$rows"
 # machine check: how quiet it was
-"$planc" calibrate --ranks 2 --quick -o "$dir/check.plan" > /dev/null
-rate() { sed -n 's/^ *flops \([0-9.e+]*\) GFLOPS/\1/p' "$1" | head -1; }
-g512() { awk '$1 == "gemm" && $2 == "fwd" && $3 == 512 && $4 == 512 && $5 == 512 { print $6 }' "$1"; }
-awk -v a="$(g512 "$calib")" -v b="$(g512 "$dir/check.plan")" -v l0="$load0" -v l1="$load1" -v n="$(nproc)" 'BEGIN {
-    printf "# machine check: load average %s before, %s after (%d cores); a 512^3 GEMM took %.0f us at calibration, %.0f us now (%.2fx)\n", l0, l1, n, a, b, b / a }'
+"$planc" calibrate --target "$target" --ranks "$ranks" --quick -o "$dir/check.plan" > /dev/null
+# a shape both grids have: 512^3 on a CPU, 2048^3 on a GPU (calib.c's grids)
+sz=512; [ "$target" = cuda ] && sz=2048
+gsz() { awk -v s="$sz" '$1 == "gemm" && $2 == "fwd" && $3 == s && $4 == s && $5 == s { print $6 }' "$1"; }
+awk -v a="$(gsz "$calib")" -v b="$(gsz "$dir/check.plan")" -v l0="$load0" -v l1="$load1" -v n="$(nproc)" -v s="$sz" 'BEGIN {
+    printf "# machine check: load average %s before, %s after (%d cores); a %d^3 GEMM took %.0f us at calibration, %.0f us now (%.2fx)\n", l0, l1, n, s, a, b, (a > 0 ? b / a : 0) }'

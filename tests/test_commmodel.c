@@ -211,9 +211,9 @@ static void test_measured_precedence(void **state)
 {
     (void)state;
     Cluster c = plan_preset_dgx_h100(1);
-    c.intra.coll_latency[COLL_ALL_REDUCE] = 20e-6;
-    c.intra.coll_bw[COLL_ALL_REDUCE] = 300e9;
-    c.intra.coll_ranks = 8;
+    static const PlanCollPoint pt = { .coll = COLL_ALL_REDUCE, .ranks = 8, .latency = 20e-6, .busbw = 300e9 };
+    c.intra.coll = &pt;
+    c.intra.n_coll = 1;
     PlanGroup node = { 8, 8, 1, 1 };
     double M = 1e8;
     assert_close(plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_AUTO, node, M).time,

@@ -4,8 +4,10 @@
 # Builds what the GPU checks need (in $BUILD, default build/gpu, so a CPU
 # build tree is left alone), then runs every tests/gpu/check-*.sh in turn
 # (check-ops.sh: CUDA ops vs CPU ops and a GPT-2-small step; check-comm.sh:
-# the NCCL collectives). Each check gets at most 200 s; the whole run stays
-# under 8 minutes. Exit status: 0 if every check passed.
+# the NCCL collectives; check-calib.sh: `planc calibrate --target cuda
+# --quick` and the predicted-vs-measured table of planc's CUDA programs on
+# that profile). Each check gets at most 200 s. Exit status: 0 if every
+# check passed.
 #
 #   tests/gpu/run.sh            # from anywhere; prints figures to report
 set -u
