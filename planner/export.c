@@ -153,6 +153,9 @@ static void megatron_software(const Ex *x, FILE *o, bool *first)
     const Layout *l = &x->l;
     if (x->m->dtype != DTYPE_FP32 && plan_grad_dtype(x->p) == DTYPE_FP32)
         arg(o, first, "--accumulate-allreduce-grads-in-fp32");
+    if (x->m->dtype == DTYPE_BF16 && plan_grad_dtype(x->p) == DTYPE_BF16)
+        note(x, "grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in "
+                "fp32 whatever the flags (arguments.py), 2 more bytes per parameter than this plan");
     if (x->m->dtype == DTYPE_FP32 && plan_grad_dtype(x->p) != DTYPE_FP32)
         note(x, "grad_accum_dtype %s: Megatron-LM keeps an fp32 model's gradients in fp32 (not written)",
              plan_grad_dtype(x->p) == DTYPE_BF16 ? "bf16" : "fp16");
