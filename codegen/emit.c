@@ -1075,7 +1075,11 @@ static void emit_steps(Cg *g)
  * The runtime honours overlap_grad_reduce both ways (false: the Program's
  * reductions wait for the flush, and no REDUCE_DURING is emitted) and the
  * defaults of the others (planner/layout.c, plan_software_defaults), and the
- * model's dropout (runtime/ops/dropout.c: the masks planner/model.c counts). */
+ * model's dropout (runtime/ops/dropout.c: the masks planner/model.c counts).
+ * Gradients: the runtime accumulates, reduces and holds them in fp32 on both
+ * targets (runtime/par/model.c), so a plan whose gradients are 16-bit
+ * (plan_grad_dtype: a bf16 model's default) is refused with the key that
+ * makes it fp32, which memory and cost then count at 4 bytes. */
 static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t len)
 {
     const Software *w = &p->software;
@@ -1093,6 +1097,9 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (plan_model_has_moe(&p->model)) {
         key = "moe";
         what = "it has no mixture-of-experts layers yet";
+    } else if (plan_grad_dtype(p) != DTYPE_FP32) {
+        key = plan_grad_dtype(p) == DTYPE_FP16 ? "grad_accum_dtype fp16" : "grad_accum_dtype bf16";
+        what = "it accumulates and reduces gradients in fp32; add `grad_accum_dtype fp32;` to the plan block";
     }
     if (key) snprintf(why, len, "%s: planc's runtime cannot honour it (%s); `check` and `search` still "
                       "predict it", key, what);

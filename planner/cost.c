@@ -33,6 +33,7 @@
 #include "planner/comm.h"
 #include "planner/memory.h"
 #include "planner/model.h"
+#include "planner/layout.h"
 
 /* ---- kernels ---------------------------------------------------------- */
 
@@ -515,14 +516,16 @@ static PlanGroup expert_dp_group(const Cluster *cl, const Layout *l)
 
 /* Dense gradients are reduced (ZeRO: sharded, gathered) over all of DP;
  * with ep > 1 the local experts' over their expert-DP group, in one
- * bucket per mixture. At ep 1 both groups are DP: one collective. */
-static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, PlanChunkCost *c)
+ * bucket per mixture. At ep 1 both groups are DP: one collective.
+ * gbytes: bytes of one gradient element (plan_grad_bytes). */
+static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, int gbytes, PlanChunkCost *c)
 {
     c->reduce = c->gather = c->sync = 0;
-    c->red_bytes = PLAN_GRAD_BYTES * (double)c->params;
+    c->red_bytes = gbytes * (double)c->params;
     if (l->dp <= 1) return;
-    /* fp32 gradients (memory.h's PLAN_GRAD_BYTES: runtime/par/model.c reduces them as the
-     * kernels accumulate them); the gathers move the compute dtype */
+    /* the reductions move the gradients in their dtype (plan_grad_bytes:
+     * runtime/par/model.c reduces them as it holds them); the gathers move
+     * the compute dtype */
     if (plan_ep(l) <= 1 || c->expert_params == 0) {
         dp_group_times(cl, l, dpg, c->grad_bytes, c->red_bytes, c->layers, c);
         return;
@@ -535,7 +538,7 @@ static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, PlanChun
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
 {
     c->grad_bytes = plan_dtype_bytes(p->model.dtype) * (double)c->params;
-    dp_times(&p->cluster, l, plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP), c);
+    dp_times(&p->cluster, l, plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP), plan_grad_bytes(p), c);
 }
 
 uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ep)
@@ -722,7 +725,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
         c->p2p = l->pp > 1 ? plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, c->p2p_bytes).time : 0;
         c->grad_bytes = e * (double)c->params;
-        dp_times(cl, l, dpg, c);
+        dp_times(cl, l, dpg, plan_grad_bytes(p), c);
         out->opt_params[k % l->pp] += c->params;
         opt_expert[k % l->pp] += c->expert_params;
     }

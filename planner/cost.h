@@ -63,7 +63,7 @@ typedef struct {
     double   p2p;            /* s: its transfer */
     double   grad_bytes;     /* bytes of the chunk's weights in the compute dtype (what the
                                 ZeRO gathers move; the name is older than red_bytes) */
-    double   red_bytes;      /* bytes of the chunk's fp32 gradients (PLAN_GRAD_BYTES per
+    double   red_bytes;      /* bytes of the chunk's gradients (plan_grad_bytes per
                                 parameter): what its DP reduction moves */
     double   reduce;         /* s: DP gradient all-reduce (ZeRO 0) or reduce-scatter */
     double   gather;         /* s: ZeRO-3 parameter all-gather of the chunk */

@@ -144,11 +144,21 @@ static void arg_num(FILE *o, bool *first, const char *flag, double v)
 }
 
 /* The run's software as Megatron-LM's flags (arguments.py): its overlap
- * switches, and the dropout it defaults to 0.1 (so 0 is written too). */
+ * switches, fp32 gradients of a 16-bit model (its default accumulates and
+ * reduces them in the model's dtype), and the dropout it defaults to 0.1
+ * (so 0 is written too). */
 static void megatron_software(const Ex *x, FILE *o, bool *first)
 {
     const Software *w = &x->p->software;
     const Layout *l = &x->l;
+    if (x->m->dtype != DTYPE_FP32 && plan_grad_dtype(x->p) == DTYPE_FP32)
+        arg(o, first, "--accumulate-allreduce-grads-in-fp32");
+    if (x->m->dtype == DTYPE_BF16 && plan_grad_dtype(x->p) == DTYPE_BF16)
+        note(x, "grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in "
+                "fp32 whatever the flags (arguments.py), 2 more bytes per parameter than this plan");
+    if (x->m->dtype == DTYPE_FP32 && plan_grad_dtype(x->p) != DTYPE_FP32)
+        note(x, "grad_accum_dtype %s: Megatron-LM keeps an fp32 model's gradients in fp32 (not written)",
+             plan_grad_dtype(x->p) == DTYPE_BF16 ? "bf16" : "fp16");
     arg_num(o, first, "--attention-dropout", x->m->dropout);
     arg_num(o, first, "--hidden-dropout", x->m->dropout);
     if (w->overlap_grad_reduce) arg(o, first, "--overlap-grad-reduce");
@@ -432,6 +442,11 @@ static void write_deepspeed(const Ex *x, FILE *o)
         fprintf(o, "  \"zero_optimization\": {\n    \"stage\": %d\n  },\n", l->zero);
     fprintf(o, "  \"bf16\": {\n    \"enabled\": %s\n  },\n", m->dtype == DTYPE_BF16 ? "true" : "false");
     fprintf(o, "  \"fp16\": {\n    \"enabled\": %s\n  }", m->dtype == DTYPE_FP16 ? "true" : "false");
+    /* data_types.grad_accum_dtype (config-json.md): unset, DeepSpeed
+       accumulates in the model's dtype, as planc's default */
+    if (plan_grad_dtype(x->p) != m->dtype)
+        fprintf(o, ",\n  \"data_types\": {\n    \"grad_accum_dtype\": \"%s\"\n  }",
+                plan_grad_dtype(x->p) == DTYPE_FP32 ? "fp32" : plan_grad_dtype(x->p) == DTYPE_BF16 ? "bf16" : "fp16");
     if (l->tp > 1) fprintf(o, ",\n  \"tensor_parallel\": {\n    \"autotp_size\": %d\n  }", l->tp);
     if (x->p->has_train) {
         const Train *t = &x->p->train;

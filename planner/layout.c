@@ -44,9 +44,21 @@ Software plan_software_defaults(void)
      * bucket (prt_zero_layer_done), pipeline sends are asynchronous
      * (runtime/par/pipe.c), ZeRO-1/2's all-gather follows the optimizer
      * step and ZeRO-3 prefetches the next layer (plan_param_overlap), TP
-     * collectives are synchronous */
+     * collectives are synchronous; gradients in the model's dtype
+     * (plan_grad_dtype) */
     return (Software){ .overlap_grad_reduce = true, .overlap_param_gather = PLAN_AUTO,
-                       .overlap_p2p = true, .overlap_tp = false };
+                       .overlap_p2p = true, .overlap_tp = false, .grad_accum_dtype = PLAN_AUTO };
+}
+
+PlanDtype plan_grad_dtype(const Plan *p)
+{
+    int g = p->software.grad_accum_dtype;
+    return g == DTYPE_FP32 || g == DTYPE_BF16 || g == DTYPE_FP16 ? (PlanDtype)g : p->model.dtype;
+}
+
+int plan_grad_bytes(const Plan *p)
+{
+    return plan_dtype_bytes(plan_grad_dtype(p));
 }
 
 bool plan_param_overlap(const Plan *p, int zero)

@@ -44,6 +44,15 @@ Software plan_software_defaults(void);
  * (prt_zero_sync). */
 bool plan_param_overlap(const Plan *p, int zero);
 
+/* The dtype of a plan's gradients: its grad_accum_dtype when the plan block
+ * says, else the model's (a bf16 model: bf16 gradients, as DeepSpeed's and
+ * Megatron-LM's defaults; an fp32 model: fp32). The one place the memory
+ * model (gradients, ZeRO-1's shard, ZeRO-2/3's buckets), the cost model
+ * (the DP reductions' bytes) and emit (what the runtime holds) read it. */
+PlanDtype plan_grad_dtype(const Plan *p);
+/* Bytes of one gradient element: plan_dtype_bytes(plan_grad_dtype(p)). */
+int plan_grad_bytes(const Plan *p);
+
 /* Whether a resolved layout can run the model on the cluster; if not,
  * writes the reason to why. This is the one place that decides it:
  * `check` (plan_evaluate), `search`, `emit` and `build` (cg_emit) all ask

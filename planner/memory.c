@@ -3,16 +3,16 @@
  *
  * Items, per GPU of stage s:
  *  - model states (Rajbhandari et al. 2020, "ZeRO", Sec. 3): with mixed
- *    precision AdamW, 2 bytes of 16-bit parameters, 4 of fp32 gradients
- *    (PLAN_GRAD_BYTES: planc accumulates and reduces gradients in fp32, as
- *    Megatron-LM does for bf16, so its table is 2 + 4 + 12 = 18 bytes,
- *    distributed 6 + 12/dp; the ZeRO paper's 16 assumes 16-bit gradients)
- *    and 12 of optimizer state (fp32 master copy, momentum, variance) per
- *    parameter; fp32 training keeps 4 + 4 + 8. ZeRO-1 divides the optimizer
- *    state by the DP degree, ZeRO-2 also the gradients, ZeRO-3 also the
- *    parameters; ZeRO-1 also holds the fp32 gradient shard its
- *    reduce-scatter writes (4 bytes per parameter / dp) beside the full
- *    gradients. runtime/par/model.c allocates each of these. The parameters are those of the stage's chunks after the
+ *    precision AdamW, 2 bytes of 16-bit parameters, the gradients in the
+ *    plan's grad_accum_dtype (plan_grad_dtype: the model's dtype unless
+ *    the plan says, so 2 bytes as the paper's 2 + 2 + 12 = 16; fp32
+ *    accumulation, Megatron-LM's --accumulate-allreduce-grads-in-fp32,
+ *    4 bytes: 18, distributed 6 + 12/dp) and 12 of optimizer state (fp32
+ *    master copy, momentum, variance) per parameter; fp32 training keeps
+ *    4 + 4 + 8. ZeRO-1 divides the optimizer state by the DP degree,
+ *    ZeRO-2 also the gradients, ZeRO-3 also the parameters; ZeRO-1 also
+ *    holds the gradient shard its reduce-scatter writes (gradient bytes
+ *    per parameter / dp) beside the full gradients. runtime/par/model.c allocates each of these. The parameters are those of the stage's chunks after the
  *    tensor-parallel split (the first stage holds the embedding, the last
  *    the head; a tied head on another stage than the embedding keeps a
  *    copy, as Megatron does).
@@ -24,7 +24,7 @@
  *    rebuilt during its backward.
  *  - buffers: p2p send and receive buffers of one activation each; under
  *    ZeRO-3 two gathered layers in the compute dtype (the one computing,
- *    the one prefetched); under ZeRO >= 2 two fp32 gradient buckets of the
+ *    the one prefetched); under ZeRO >= 2 two gradient buckets of the
  *    largest layer (the one the backward writes, the one being
  *    reduce-scattered; runtime/par/model.c frees each once reduced).
  *    A mixture's all-to-all send and receive buffers (e R h each, ep > 1)
@@ -43,6 +43,7 @@
 
 #include <math.h>
 #include "planner/cost.h"
+#include "planner/layout.h"
 #include "planner/model.h"
 
 /* a + b and a * b, saturating at UINT64_MAX. */
@@ -82,20 +83,20 @@ uint64_t plan_memory_reserve(uint64_t capacity)
     return r > capacity / 4 ? capacity / 4 : r;
 }
 
-void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
+void plan_model_states(uint64_t psi, PlanDtype dtype, PlanDtype gdtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt)
 {
-    uint64_t e = (uint64_t)plan_dtype_bytes(dtype);
+    uint64_t e = (uint64_t)plan_dtype_bytes(dtype), ge = (uint64_t)plan_dtype_bytes(gdtype);
     uint64_t k = dtype == DTYPE_FP32 ? 8 : 12;    /* (master,) m, v in fp32 */
     uint64_t d = dp > 0 ? (uint64_t)dp : 1;
     *params = sat_mul(e, psi);
-    *grads = sat_mul(PLAN_GRAD_BYTES, psi);
+    *grads = sat_mul(ge, psi);
     *opt = sat_mul(k, psi);
     if (zero >= 1) *opt = ceil_div(*opt, d);
     /* ZeRO-1 keeps the full gradients, and the reduce-scatter writes this
-     * rank's part into an fp32 shard beside them (runtime/par/model.c's
-     * gshard: 4 bytes per parameter / dp) */
-    if (zero == 1) *grads = plan_bytes_add(*grads, ceil_div(sat_mul(4, psi), d));
+     * rank's part into a shard beside them (runtime/par/model.c's gshard:
+     * ge bytes per parameter / dp) */
+    if (zero == 1) *grads = plan_bytes_add(*grads, ceil_div(sat_mul(ge, psi), d));
     if (zero >= 2) *grads = ceil_div(*grads, d);
     if (zero >= 3) *params = ceil_div(*params, d);
 }
@@ -105,14 +106,14 @@ double plan_act_kept(int schedule, double act_kept, double act_split)
     return act_kept + (schedule == SCHED_ZB_H1 ? act_split : 0);
 }
 
-void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, int zero, int dp, int ep,
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int ep,
                         uint64_t *params, uint64_t *grads, uint64_t *opt)
 {
-    plan_model_states(psi - psi_expert, dtype, zero, dp, params, grads, opt);
+    plan_model_states(psi - psi_expert, dtype, gdtype, zero, dp, params, grads, opt);
     if (psi_expert == 0) return;
     uint64_t p2, g2, o2;
     int edp = ep > 1 ? dp / ep : dp;   /* the expert-DP group (issue 17's agreed semantics) */
-    plan_model_states(psi_expert, dtype, zero, edp, &p2, &g2, &o2);
+    plan_model_states(psi_expert, dtype, gdtype, zero, edp, &p2, &g2, &o2);
     *params = plan_bytes_add(*params, p2);
     *grads = plan_bytes_add(*grads, g2);
     *opt = plan_bytes_add(*opt, o2);
@@ -147,12 +148,13 @@ uint64_t plan_bytes(double x)
     return (uint64_t)ceil(x);
 }
 
-uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype)
+uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype,
+                             PlanDtype gdtype)
 {
-    double e = plan_dtype_bytes(dtype), buf = 0;
+    double e = plan_dtype_bytes(dtype), ge = plan_dtype_bytes(gdtype), buf = 0;
     if (pp > 1) buf += 2 * p2p_bytes;                    /* send + receive */
     if (zero >= 3) buf += 2 * layer_params_max * e;      /* gathered + prefetched layer */
-    if (zero >= 2) buf += 2 * layer_params_max * PLAN_GRAD_BYTES;   /* two fp32 gradient buckets (ZeRO-1 reduces from the full buffer) */
+    if (zero >= 2) buf += 2 * layer_params_max * ge;     /* two gradient buckets (ZeRO-1 reduces from the full buffer) */
     return plan_bytes(buf);
 }
 
@@ -176,13 +178,14 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         }
         m->stage = s;
         m->params = psi;
-        plan_expert_states(psi, psi_e, p->model.dtype, l->zero, l->dp, plan_ep(l),
+        plan_expert_states(psi, psi_e, p->model.dtype, plan_grad_dtype(p), l->zero, l->dp, plan_ep(l),
                            &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
         m->in_flight = plan_in_flight(l->schedule, l->pp, s, c->n_micro, l->chunks);
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
         /* + a mixture's all-to-all send and receive buffers (ep > 1),
          * alive during the one layer that runs */
-        m->buffers_bytes = plan_bytes_add(plan_memory_buffers(l->pp, l->zero, p2p, layer_max, p->model.dtype),
+        m->buffers_bytes = plan_bytes_add(plan_memory_buffers(l->pp, l->zero, p2p, layer_max, p->model.dtype,
+                                                              plan_grad_dtype(p)),
                                           plan_bytes(a2a));
         m->reserve_bytes = plan_memory_reserve(cap);
         m->total_bytes = plan_bytes_add(plan_bytes_add(plan_bytes_add(m->params_bytes, m->grads_bytes),

@@ -10,14 +10,6 @@
 
 struct PlanCosts;
 
-/* Bytes of one gradient element on both targets: the kernels accumulate
- * weight gradients in fp32 and the DP reductions move fp32 (Megatron-LM
- * accumulates and all-reduces in fp32 for bf16: its
- * accumulate_allreduce_grads_in_fp32), so a bf16 plan's gradients, buckets
- * and reduce-scatters are 4 bytes per parameter, not 2. Read by the memory
- * model (grads, buckets) and the cost model (the DP reductions). */
-enum { PLAN_GRAD_BYTES = 4 };
-
 /* What one GPU of one pipeline stage holds at its peak. */
 typedef struct {
     int      stage;
@@ -42,10 +34,11 @@ uint64_t plan_memory_reserve(uint64_t capacity);
 /* Bytes of one stage's buffers, per GPU: p2p send and receive buffers of
  * p2p_bytes each when pp > 1; under ZeRO-3 two gathered layers (the one
  * computing, the one prefetched; layer_params_max parameters in the compute
- * dtype); under ZeRO >= 2 two gradient buckets of the largest layer (fp32,
- * PLAN_GRAD_BYTES).
+ * dtype); under ZeRO >= 2 two gradient buckets of the largest layer in the
+ * gradients' dtype gdtype (planner/layout.h's plan_grad_dtype).
  * The one formula: plan_memory() and the search's bounds both call it. */
-uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype);
+uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype,
+                             PlanDtype gdtype);
 
 /* Bytes ceil(x) (0 for x <= 0, UINT64_MAX from 2^64 on) and a + b
  * saturating at UINT64_MAX: byte counts never wrap. */
@@ -57,13 +50,15 @@ uint64_t plan_bytes_add(uint64_t a, uint64_t b);
 int64_t plan_headroom(uint64_t capacity, uint64_t total);
 
 /* ZeRO paper (Rajbhandari et al. 2020, Sec. 3 and Fig. 1) model-state bytes
- * per GPU for psi parameters with mixed-precision AdamW, as planc's program
- * holds them (2 + 4 + 12 bytes per parameter, fp32 gradients as
- * Megatron-LM's; fp32: 4 + 4 + 8), DP degree dp, stage zero: params,
- * grads and optimizer state written to the three outputs, each saturating
- * at UINT64_MAX. ZeRO-1's gradients add the fp32 shard the runtime's
- * reduce-scatter writes (4 bytes per parameter / dp). */
-void plan_model_states(uint64_t psi, PlanDtype dtype, int zero, int dp,
+ * per GPU for psi parameters with mixed-precision AdamW, parameters in
+ * dtype and gradients in gdtype (plan_grad_dtype): 2 + 2 + 12 bytes per
+ * parameter with 16-bit gradients (the paper's), 2 + 4 + 12 with fp32
+ * gradients (Megatron-LM's --accumulate-allreduce-grads-in-fp32 table);
+ * fp32: 4 + 4 + 8. DP degree dp, stage zero: params, grads and optimizer
+ * state written to the three outputs, each saturating at UINT64_MAX.
+ * ZeRO-1's gradients add the shard the runtime's reduce-scatter writes
+ * (gdtype bytes per parameter / dp). */
+void plan_model_states(uint64_t psi, PlanDtype dtype, PlanDtype gdtype, int zero, int dp,
                        uint64_t *params, uint64_t *grads, uint64_t *opt);
 
 /* Bytes one micro-batch of a chunk keeps alive from its forward to its
@@ -75,7 +70,7 @@ double plan_act_kept(int schedule, double act_kept, double act_split);
 /* plan_model_states for psi parameters of which psi_expert are routed
  * experts: the dense ones over dp, the experts over their expert-DP group
  * of dp / ep ranks (Megatron-Core MoE's expert data parallelism). */
-void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, int zero, int dp, int ep,
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int ep,
                         uint64_t *params, uint64_t *grads, uint64_t *opt);
 
 /* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B

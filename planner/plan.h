@@ -266,6 +266,12 @@ typedef struct {
      * --tp-comm-overlap) and only what the layer's compute cannot cover is
      * exposed; false (planc): they are synchronous on the compute stream */
     bool overlap_tp;
+    /* the dtype gradients are accumulated, reduced and held in (DeepSpeed's
+     * data_types.grad_accum_dtype; fp32 is Megatron's
+     * --accumulate-allreduce-grads-in-fp32): a PlanDtype, or PLAN_AUTO when
+     * the plan does not say — then the model's dtype (plan_grad_dtype:
+     * a bf16 model's gradients are bf16, the ZeRO paper's 2 + 2 + 12 bytes) */
+    int  grad_accum_dtype;
 } Software;
 
 typedef struct {
@@ -276,7 +282,7 @@ typedef struct {
     Layout      layout;
     bool        has_train;       /* a train block was given */
     Train       train;
-    Software    software;        /* the plan block's overlap_* keys */
+    Software    software;        /* the plan block's overlap_* and grad_accum_dtype keys */
 } Plan;
 
 #endif /* PLANC_PLAN_H */

@@ -104,7 +104,7 @@ typedef struct {
     /* per virtual stage k = chunk * pp + stage: */
     double *fwd, *bwd, *bwd_input, *bwd_weight, *p2p, *p2p_bytes;
     double *reduce, *gather, *sync, *grad_bytes, *red_bytes;   /* grad_bytes: weights moved by
-                                                                 the gathers; red_bytes: fp32
+                                                                 the gathers; red_bytes: the
                                                                  gradients the reductions move */
     double *fwd_ep, *bwd_ep;      /* s of fwd / bwd (bwd_input) in EP all-to-alls */
     double *fwd_ep_bytes, *bwd_ep_bytes; /* bytes sent in them */

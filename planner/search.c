@@ -683,8 +683,9 @@ static bool rule_plan(const Plan *p, Plan *out)
 static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep, int pp, double p2p_bytes)
 {
     uint64_t pb, gb, ob;
-    plan_expert_states(g->psi, g->psi_e, p->model.dtype, z, dp, ep, &pb, &gb, &ob);
-    uint64_t buf = plan_bytes_add(plan_memory_buffers(pp, z, p2p_bytes, g->layer_max, p->model.dtype),
+    plan_expert_states(g->psi, g->psi_e, p->model.dtype, plan_grad_dtype(p), z, dp, ep, &pb, &gb, &ob);
+    uint64_t buf = plan_bytes_add(plan_memory_buffers(pp, z, p2p_bytes, g->layer_max, p->model.dtype,
+                                                      plan_grad_dtype(p)),
                                   plan_bytes(g->a2a));
     return plan_bytes_add(plan_bytes_add(plan_bytes_add(pb, gb), ob),
                           plan_bytes_add(buf, plan_memory_reserve(p->cluster.device.memory)));

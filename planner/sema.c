@@ -1136,7 +1136,7 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
 static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
                                          "schedule", "chunks", "recompute", "sequence_parallel",
                                          "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
-                                         "overlap_tp", "ep" };
+                                         "overlap_tp", "ep", "grad_accum_dtype" };
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
 
@@ -1146,8 +1146,9 @@ typedef struct {
     Fields         F;
 } PlanSrc;
 
-/* The software keys of a plan block (true|false, no `auto`: search takes
- * them as given); absent keys keep plan_software_defaults. */
+/* The software keys of a plan block (true|false, grad_accum_dtype
+ * fp32|bf16|fp16; no `auto`: search takes them as given); absent keys keep
+ * plan_software_defaults. */
 static void sema_software(Sema *S, const Fields *F, Software *W)
 {
     static const char *const KEYS[] = { "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
@@ -1160,6 +1161,8 @@ static void sema_software(Sema *S, const Fields *F, Software *W)
             if (slot[i]) *slot[i] = e;
             else W->overlap_param_gather = e != 0;   /* int: PLAN_AUTO when absent */
         }
+    if ((s = field(F, "grad_accum_dtype")) && get_enum(S, s, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &e))
+        W->grad_accum_dtype = e;   /* PLAN_AUTO when absent: the model's dtype */
 }
 
 /* plan { ... }: every layout field may be absent or `auto` (PLAN_AUTO);

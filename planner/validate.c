@@ -191,7 +191,7 @@ static int validate(int n, char **files)
     static const char *const stage[] = { "no ZeRO", "ZeRO-1", "ZeRO-2", "ZeRO-3" };
     for (int z = 0; z <= 3; z++) {
         uint64_t a, b, c;
-        plan_model_states((uint64_t)psi, DTYPE_FP16, z, 64, &a, &b, &c);
+        plan_model_states((uint64_t)psi, DTYPE_FP16, DTYPE_FP16, z, 64, &a, &b, &c);
         double gb = (double)(a + b + c) / 1e9;
         printf("%-10s %9.1f GB %9.1f GB %+8.1f\n", stage[z], pub[z], gb,
                100 * (gb - pub[z]) / pub[z]);

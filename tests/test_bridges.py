@@ -378,7 +378,8 @@ SOFTWARE = [
     ("planc's defaults, dropout 0.1", "", "0.1", "true",
      {"--overlap-grad-reduce": True, "--attention-dropout": "0.1", "--hidden-dropout": "0.1"},
      ["--overlap-param-gather", "--no-overlap-p2p-communication", "--tp-comm-overlap"], True, False,
-     ["dropout 0.1: DeepSpeed takes dropout from the model", "torchtitan's llama3 has no dropout"]),
+     ["dropout 0.1: DeepSpeed takes dropout from the model", "torchtitan's llama3 has no dropout",
+      "grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in fp32"]),
     ("Megatron-Core's (overlap everything)", "overlap_param_gather true; overlap_tp true;", "0", "true",
      {"--overlap-grad-reduce": True, "--overlap-param-gather": True, "--tp-comm-overlap": True,
       "--attention-dropout": "0", "--hidden-dropout": "0"},
@@ -393,6 +394,8 @@ SOFTWARE = [
     ("overlap_tp without sequence parallelism", "overlap_tp true;", "0", "false",
      {"--tp-comm-overlap": True}, ["--sequence-parallel"], True, True,
      ["--tp-comm-overlap needs --sequence-parallel"]),
+    ("fp32 gradients of a bf16 model", "grad_accum_dtype fp32;", "0", "false",
+     {"--accumulate-allreduce-grads-in-fp32": True, "--bf16": True}, [], True, False, []),
 ]
 for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(SOFTWARE):
     model = MODEL.replace("DTYPE", "bf16; dropout " + drop).replace("KV", "16")
@@ -419,6 +422,14 @@ for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(
         check(f"software {name}: torchtitan's file says dropout is not written", f"# dropout {drop}:" in out, out)
     missing = [w for w in words if w not in notes]
     check(f"software {name}: notes", not missing, f"missing {missing} in {notes[:600]}")
+    # the gradients' dtype: Megatron's flag and DeepSpeed's data_types only
+    # where the plan's differs from the model's (bf16 here)
+    fp32 = "grad_accum_dtype fp32" in keys
+    if not fp32:
+        check(f"software {name}: megatron keeps the model's gradient dtype",
+              "--accumulate-allreduce-grads-in-fp32" not in f, str(f))
+    check(f"software {name}: deepspeed data_types.grad_accum_dtype",
+          d.get("data_types", {}).get("grad_accum_dtype") == ("fp32" if fp32 else None), str(d)[:300])
 
 # import -> export: the imported knobs reach the Megatron line
 # (config, seq to train at, tp, flags that must be there with their values)

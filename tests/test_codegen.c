@@ -528,11 +528,13 @@ static void test_refusals(void **state)
  * tp 1, is honoured). overlap_grad_reduce false is honoured: the reductions
  * wait for the flush, so no REDUCE_DURING arms one inside a backward.
  * dropout is honoured: its program draws masks (prt_dropout_*) with the
- * model's P, and a program without dropout has none of that code. */
+ * model's P, and a program without dropout has none of that code.
+ * grad_accum_dtype: the runtime holds fp32 gradients, so fp32 is honoured
+ * and 16-bit gradients are refused, named. */
 static void test_software_refusals(void **state)
 {
     (void)state;
-    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP };
+    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP, GACC32, GACC16, GACCH };
     static const struct { Case c; int key; const char *needle; } cases[] = {
         { { "pp2", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, "overlap_p2p false" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, NULL },
@@ -545,6 +547,9 @@ static void test_software_refusals(void **state)
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, DROP, NULL },
         { { "tp2-sel", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 4 }, DROP, NULL },
         { { "dp2-pp2", 2, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GRAD, NULL },
+        { { "dp2-zero2", 2, 1, 1, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GACC32, NULL },
+        { { "dp2-zero2", 2, 1, 1, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GACC16, "grad_accum_dtype bf16" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, GACCH, "grad_accum_dtype fp16" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         DslArena a;
@@ -562,6 +567,9 @@ static void test_software_refusals(void **state)
         case P2P:    w->overlap_p2p = false; break;
         case TP:     w->overlap_tp = true; break;
         case DROP:   p.model.dropout = 0.1; break;
+        case GACC32: w->grad_accum_dtype = DTYPE_FP32; break;
+        case GACC16: w->grad_accum_dtype = DTYPE_BF16; break;
+        case GACCH:  w->grad_accum_dtype = DTYPE_FP16; break;
         }
         char *text = emit_text(&p, why, sizeof why, &n);
         if (cases[i].needle) {

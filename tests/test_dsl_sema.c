@@ -570,6 +570,36 @@ static void test_software_keys(void **state)
     }
 }
 
+/* plan { grad_accum_dtype fp32|bf16|fp16 }: absent, PLAN_AUTO (the model's
+ * dtype, plan_grad_dtype); given, that dtype; no `auto`, nothing else. */
+static void test_grad_accum_key(void **state)
+{
+    (void)state;
+    static const struct { const char *plan; int want; const char *msg; } cases[] = {
+        { "", PLAN_AUTO, NULL },
+        { "plan { dp 8 }\n", PLAN_AUTO, NULL },
+        { "plan { grad_accum_dtype fp32 }\n", DTYPE_FP32, NULL },
+        { "plan { grad_accum_dtype bf16 }\n", DTYPE_BF16, NULL },
+        { "plan { grad_accum_dtype fp16; overlap_tp true }\n", DTYPE_FP16, NULL },
+        { "plan { grad_accum_dtype auto }\n", PLAN_AUTO, "grad_accum_dtype" },
+        { "plan { grad_accum_dtype fp8 }\n", PLAN_AUTO, "grad_accum_dtype" },
+        { "plan { grad_acum_dtype fp32 }\n", PLAN_AUTO, "grad_accum_dtype" },   /* the suggestion */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, cases[i].plan);
+        run(&r, text);
+        int want_errors = cases[i].msg != NULL;
+        if (r.errors != want_errors || (cases[i].msg && !strstr(r.d.first, cases[i].msg)))
+            fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, want_errors);
+        if (cases[i].msg) assert_non_null(strstr(r.d.first, cases[i].msg));
+        else assert_int_equal(r.p.software.grad_accum_dtype, cases[i].want);
+        done(&r);
+        free(text);
+    }
+}
+
 /* model { dropout P }: 0 <= P < 1, 0 by default; the planner counts
  * masks (plan_model_dropout) iff P > 0, whatever the norm. */
 static void test_dropout_key(void **state)
@@ -678,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_knob_attention_params),
         cmocka_unit_test(test_knob_errors),
         cmocka_unit_test(test_software_keys),
+        cmocka_unit_test(test_grad_accum_key),
         cmocka_unit_test(test_dropout_key),
         cmocka_unit_test(test_knob_window_flops),
         cmocka_unit_test(test_knob_head_dim_flops),

@@ -193,8 +193,8 @@ static void test_moe_memory(void **state)
             uint64_t local = expert / (uint64_t)EP[i], dense = total - expert;
             assert_int_equal(ev.stages[0].params, dense + local);
             uint64_t pb, gb, ob, pe, ge, oe;
-            plan_model_states(dense, DTYPE_BF16, z, 8, &pb, &gb, &ob);
-            plan_model_states(local, DTYPE_BF16, z, 8 / EP[i], &pe, &ge, &oe);
+            plan_model_states(dense, DTYPE_BF16, DTYPE_BF16, z, 8, &pb, &gb, &ob);
+            plan_model_states(local, DTYPE_BF16, DTYPE_BF16, z, 8 / EP[i], &pe, &ge, &oe);
             assert_int_equal(ev.stages[0].params_bytes, pb + pe);
             assert_int_equal(ev.stages[0].grads_bytes, gb + ge);
             assert_int_equal(ev.stages[0].optimizer_bytes, ob + oe);
@@ -495,27 +495,73 @@ static void test_comm_costs(void **state)
 
 /* ---- memory -------------------------------------------------------------- */
 
-/* ZeRO paper Fig. 1's model (7.5B parameters, DP 64) with planc's fp32
- * gradients, Megatron-LM's distributed-optimizer table (bf16 parameters,
- * fp32 gradients: 18 bytes per parameter, distributed 6 + 12/dp): 135 GB,
- * ZeRO-1 45 + 90/64 GB plus planc's fp32 gradient shard 30/64 GB, ZeRO-2
- * 15 + 120/64 GB, ZeRO-3 135/64 GB of model states per GPU (the paper's
- * 120 / 31.4 / 16.6 / 1.9 GB count 16-bit gradients). */
+/* ZeRO paper Fig. 1's model (7.5B parameters, DP 64, 2 + 2 + 12 bytes per
+ * parameter: 16-bit gradients, the default of a 16-bit model): 120 GB,
+ * ZeRO-1 30 + 90/64 GB (the paper's 31.4) plus the 16-bit gradient shard
+ * the reduce-scatter writes, 15/64 GB; ZeRO-2 15 + 105/64 GB (16.6),
+ * ZeRO-3 120/64 GB (1.9). With grad_accum_dtype fp32, Megatron-LM's
+ * distributed-optimizer table (2 + 4 + 12 = 18 bytes, distributed
+ * 6 + 12/dp): 135 GB, 45 + 90/64 (+ the fp32 shard 30/64), 15 + 120/64,
+ * 135/64 GB. */
 static void test_zero_paper(void **state)
 {
     (void)state;
     uint64_t p, g, o;
-    const double want[] = { 135, 45 + 90.0 / 64 + 30.0 / 64, 15 + 120.0 / 64, 135.0 / 64 };
+    const double want16[] = { 120, 30 + 90.0 / 64 + 15.0 / 64, 15 + 105.0 / 64, 120.0 / 64 };
+    const double want32[] = { 135, 45 + 90.0 / 64 + 30.0 / 64, 15 + 120.0 / 64, 135.0 / 64 };
     for (int z = 0; z <= 3; z++) {
-        plan_model_states(7500000000ull, DTYPE_FP16, z, 64, &p, &g, &o);
-        assert_close((double)(p + g + o) / 1e9, want[z], 1e-9, 0);
+        plan_model_states(7500000000ull, DTYPE_FP16, DTYPE_FP16, z, 64, &p, &g, &o);
+        assert_close((double)(p + g + o) / 1e9, want16[z], 1e-9, 0);
+        plan_model_states(7500000000ull, DTYPE_BF16, DTYPE_FP32, z, 64, &p, &g, &o);
+        assert_close((double)(p + g + o) / 1e9, want32[z], 1e-9, 0);
     }
-    plan_model_states(7500000000ull, DTYPE_FP16, 0, 64, &p, &g, &o);
+    plan_model_states(7500000000ull, DTYPE_FP16, DTYPE_FP16, 0, 64, &p, &g, &o);
     assert_int_equal(p, 15000000000ull);
-    assert_int_equal(g, 30000000000ull);   /* fp32: 4 bytes per parameter */
+    assert_int_equal(g, 15000000000ull);   /* 2 bytes per parameter */
     assert_int_equal(o, 90000000000ull);
-    plan_model_states(7500000000ull, DTYPE_FP32, 0, 1, &p, &g, &o);   /* 4 + 4 + 8 */
+    plan_model_states(7500000000ull, DTYPE_BF16, DTYPE_FP32, 0, 64, &p, &g, &o);
+    assert_int_equal(g, 30000000000ull);   /* fp32: 4 bytes per parameter */
+    plan_model_states(7500000000ull, DTYPE_FP32, DTYPE_FP32, 0, 1, &p, &g, &o);   /* 4 + 4 + 8 */
     assert_int_equal(p + g + o, 120000000000ull);
+}
+
+/* The gradients' dtype is the plan's grad_accum_dtype, else the model's
+ * (planner/layout.c's plan_grad_dtype), and every consumer reads it: the
+ * memory model's gradients and buckets and the DP reductions' bytes. */
+static void test_grad_dtype(void **state)
+{
+    (void)state;
+    static const struct { PlanDtype model; int key; PlanDtype want; } T[] = {
+        { DTYPE_BF16, PLAN_AUTO, DTYPE_BF16 }, { DTYPE_FP16, PLAN_AUTO, DTYPE_FP16 },
+        { DTYPE_FP32, PLAN_AUTO, DTYPE_FP32 }, { DTYPE_BF16, DTYPE_FP32, DTYPE_FP32 },
+        { DTYPE_FP32, DTYPE_BF16, DTYPE_BF16 }, { DTYPE_BF16, DTYPE_FP16, DTYPE_FP16 },
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        Layer buf[PLAN_PRESET_LAYERS(4)];
+        Model m;
+        plan_preset_gpt(&m, buf, "g", 4, 512, 8, 256, 1024, T[i].model);
+        for (int z = 0; z <= 3; z++) {
+            Plan p = plan_preset_plan(m, plan_preset_dgx_h100(1), 8, 1, 1, z, 1, 16, SCHED_1F1B, 1,
+                                      RECOMPUTE_NONE, 0);
+            p.software.grad_accum_dtype = T[i].key;
+            assert_int_equal(plan_grad_dtype(&p), T[i].want);
+            int ge = plan_dtype_bytes(T[i].want);
+            assert_int_equal(plan_grad_bytes(&p), ge);
+            PlanEval ev;
+            plan_evaluate(&p, &ev);
+            assert_true(ev.valid);
+            uint64_t psi = ev.stages[0].params, pb, gb, ob;
+            plan_model_states(psi, T[i].model, T[i].want, z, 8, &pb, &gb, &ob);
+            assert_int_equal(ev.stages[0].grads_bytes, gb);
+            /* ZeRO-0: the full gradients, ge bytes each */
+            if (z == 0) assert_int_equal(gb, (uint64_t)ge * psi);
+            PlanCosts c;
+            assert_true(plan_costs(&p, &ev.layout, &c));
+            assert_close(c.cost[0].red_bytes, (double)ge * (double)c.cost[0].params, 0, 0);
+            plan_costs_free(&c);
+            plan_eval_free(&ev);
+        }
+    }
 }
 
 /* Byte counts saturate instead of wrapping: 2*10^18 parameters need 2.4e19
@@ -525,14 +571,16 @@ static void test_bytes_saturate(void **state)
 {
     (void)state;
     uint64_t p, g, o;
-    plan_model_states(2000000000000000000ull, DTYPE_BF16, 1, 64, &p, &g, &o);
+    plan_model_states(2000000000000000000ull, DTYPE_BF16, DTYPE_FP32, 1, 64, &p, &g, &o);
     /* ZeRO-1: the full fp32 gradients and the fp32 shard, 4 psi / 64 */
     assert_true(p == 4000000000000000000ull && g == 2 * p + 125000000000000000ull);
     assert_true(o == UINT64_MAX);
-    plan_model_states(UINT64_MAX / 2 + 1, DTYPE_BF16, 3, 7, &p, &g, &o);   /* 2 x 2^63 */
+    plan_model_states(UINT64_MAX / 2 + 1, DTYPE_BF16, DTYPE_FP32, 3, 7, &p, &g, &o);   /* 2 x 2^63 */
     assert_true(p == UINT64_MAX && g == UINT64_MAX && o == UINT64_MAX);
-    plan_model_states(10, DTYPE_BF16, 3, 3, &p, &g, &o);   /* ceil(20 / 3), ceil(40 / 3), ceil(120 / 3) */
+    plan_model_states(10, DTYPE_BF16, DTYPE_FP32, 3, 3, &p, &g, &o);   /* ceil(20 / 3), ceil(40 / 3), ceil(120 / 3) */
     assert_true(p == 7 && g == 14 && o == 40);
+    plan_model_states(10, DTYPE_BF16, DTYPE_BF16, 3, 3, &p, &g, &o);   /* ceil(20 / 3) twice, ceil(120 / 3) */
+    assert_true(p == 7 && g == 7 && o == 40);
     assert_true(plan_bytes(1e30) == UINT64_MAX && plan_bytes(-1) == 0 && plan_bytes(NAN) == 0);
     assert_true(plan_bytes(2.5) == 3);
     assert_true(plan_bytes_add(UINT64_MAX - 1, 5) == UINT64_MAX);
@@ -1829,6 +1877,7 @@ int main(void)
         cmocka_unit_test(test_group_shapes),
         cmocka_unit_test(test_comm_costs),
         cmocka_unit_test(test_zero_paper),
+        cmocka_unit_test(test_grad_dtype),
         cmocka_unit_test(test_memory_peaks),
         cmocka_unit_test(test_bytes_saturate),
         cmocka_unit_test(test_in_flight_formulas),

@@ -144,9 +144,15 @@ static Layout random_layout(int64_t gpus)
     return l;
 }
 
-/* The three verdicts on one plan; returns the rule's. */
-static bool verdicts_agree(const Plan *p, int *padded)
+/* The three verdicts on one plan; returns the rule's. The plan's
+ * gradients are fp32 (grad_accum_dtype fp32): emit refuses 16-bit ones, a
+ * bf16 model's default, for that reason alone (runtime_honours) until the
+ * runtime holds them, and the rules do not depend on it. */
+static bool verdicts_agree(const Plan *p0, int *padded)
 {
+    Plan q0 = *p0;
+    q0.software.grad_accum_dtype = DTYPE_FP32;
+    const Plan *p = &q0;
     char why_rule[256] = "", why_emit[256] = "";
     Layout l = plan_layout_defaults(p);
     bool rule = plan_layout_check(p, &l, why_rule, sizeof why_rule);
@@ -633,12 +639,14 @@ static void test_sema_device_keys(void **state)
 static void test_buffer_formula(void **state)
 {
     (void)state;
-    /* p2p send + receive, two gathered layers (ZeRO-3, bf16), two fp32 buckets
-     * (ZeRO >= 2; ZeRO-1 reduce-scatters from its full gradient buffer: no buckets) */
-    assert_int_equal(plan_memory_buffers(2, 3, 100, 10, DTYPE_BF16), 2 * 100 + 2 * 10 * 2 + 2 * 10 * 4);
-    assert_int_equal(plan_memory_buffers(1, 0, 100, 10, DTYPE_FP32), 0);
-    assert_int_equal(plan_memory_buffers(1, 1, 100, 10, DTYPE_FP32), 0);
-    assert_int_equal(plan_memory_buffers(1, 2, 100, 10, DTYPE_FP32), 2 * 10 * 4);
+    /* p2p send + receive, two gathered layers (ZeRO-3, bf16), two buckets in
+     * the gradients' dtype (ZeRO >= 2; ZeRO-1 reduce-scatters from its full
+     * gradient buffer: no buckets) */
+    assert_int_equal(plan_memory_buffers(2, 3, 100, 10, DTYPE_BF16, DTYPE_BF16), 2 * 100 + 2 * 10 * 2 + 2 * 10 * 2);
+    assert_int_equal(plan_memory_buffers(2, 3, 100, 10, DTYPE_BF16, DTYPE_FP32), 2 * 100 + 2 * 10 * 2 + 2 * 10 * 4);
+    assert_int_equal(plan_memory_buffers(1, 0, 100, 10, DTYPE_FP32, DTYPE_FP32), 0);
+    assert_int_equal(plan_memory_buffers(1, 1, 100, 10, DTYPE_FP32, DTYPE_FP32), 0);
+    assert_int_equal(plan_memory_buffers(1, 2, 100, 10, DTYPE_FP32, DTYPE_FP32), 2 * 10 * 4);
     /* plan_memory's buffers are that formula */
     Built b;
     Layout l = { 2, 2, 4, 3, 2, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, 1 };
@@ -649,8 +657,18 @@ static void test_buffer_formula(void **state)
     plan_memory(&b.p, &c, mem);
     for (int s = 0; s < 4; s++) {
         const PlanChunkCost *k = &c.cost[s];
-        assert_int_equal(mem[s].buffers_bytes,
-                         plan_memory_buffers(4, 3, k->p2p_bytes, (double)k->layer_params_max, DTYPE_BF16));
+        assert_int_equal(mem[s].buffers_bytes, plan_memory_buffers(4, 3, k->p2p_bytes, (double)k->layer_params_max,
+                                                                   DTYPE_BF16, DTYPE_BF16));
+    }
+    plan_costs_free(&c);
+    /* grad_accum_dtype fp32: the buckets are fp32, the gathered layers stay bf16 */
+    b.p.software.grad_accum_dtype = DTYPE_FP32;
+    assert_true(plan_costs(&b.p, &l, &c));
+    plan_memory(&b.p, &c, mem);
+    for (int s = 0; s < 4; s++) {
+        const PlanChunkCost *k = &c.cost[s];
+        assert_int_equal(mem[s].buffers_bytes, plan_memory_buffers(4, 3, k->p2p_bytes, (double)k->layer_params_max,
+                                                                   DTYPE_BF16, DTYPE_FP32));
     }
     plan_costs_free(&c);
 }
