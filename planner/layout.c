@@ -53,7 +53,12 @@ Software plan_software_defaults(void)
 PlanDtype plan_grad_dtype(const Plan *p)
 {
     int g = p->software.grad_accum_dtype;
-    return g == DTYPE_FP32 || g == DTYPE_BF16 || g == DTYPE_FP16 ? (PlanDtype)g : p->model.dtype;
+    if (g == DTYPE_FP32 || g == DTYPE_BF16 || g == DTYPE_FP16) return (PlanDtype)g;
+    /* unset: bf16 gradients are accumulated in fp32 (Megatron-LM sets
+     * accumulate_allreduce_grads_in_fp32 for --bf16; DeepSpeed's bf16
+     * optimizer keeps fp32 gradients), fp16 ones in fp16 (the ZeRO paper's
+     * 2 + 2 + 12 bytes, Megatron-LM's fp16 default) */
+    return p->model.dtype == DTYPE_BF16 ? DTYPE_FP32 : p->model.dtype;
 }
 
 int plan_grad_bytes(const Plan *p)

@@ -45,8 +45,9 @@ Software plan_software_defaults(void);
 bool plan_param_overlap(const Plan *p, int zero);
 
 /* The dtype of a plan's gradients: its grad_accum_dtype when the plan block
- * says, else the model's (a bf16 model: bf16 gradients, as DeepSpeed's and
- * Megatron-LM's defaults; an fp32 model: fp32). The one place the memory
+ * says, else fp32 for a bf16 model (Megatron-LM's and DeepSpeed's bf16
+ * default, and what planc's runtime holds) and the model's own otherwise
+ * (fp16: 16-bit gradients, the ZeRO paper's accounting; fp32: fp32). The one place the memory
  * model (gradients, ZeRO-1's shard, ZeRO-2/3's buckets), the cost model
  * (the DP reductions' bytes) and emit (what the runtime holds) read it. */
 PlanDtype plan_grad_dtype(const Plan *p);

@@ -5,8 +5,6 @@
 # the layout pads; `planc emit` generates it (exit 0). Before the vocabulary
 # was padded, check accepted tp 2 and 4 and emit refused them. At tp 8
 # (which does not divide the 12 heads) both refuse it, with exit 2.
-# grad_accum_dtype fp32: emit refuses a bf16 model's default 16-bit
-# gradients (the runtime holds fp32 ones), which no rule here is about.
 #
 # usage: tests/rules_cli.sh PLANC
 set -u
@@ -27,7 +25,7 @@ cluster c {
     nodes 1; gpus_per_node 8; device h100-sxm-80gb
     link intra { bandwidth 450 GB/s; latency 2 us }
 }
-plan { dp $((8 / tp)); tp $tp; pp 1; micro_batch 1; global_batch 8; grad_accum_dtype fp32 }
+plan { dp $((8 / tp)); tp $tp; pp 1; micro_batch 1; global_batch 8 }
 PLAN
     "$planc" check --json "$tmp/gpt2.plan" > "$tmp/check.json" 2> "$tmp/err"; rc_check=$?
     "$planc" emit "$tmp/gpt2.plan" -o "$tmp/gpt2.c" 2>> "$tmp/err"; rc_emit=$?

@@ -300,8 +300,8 @@ plan {{
     if rec == "full":
         want.update({"--recompute-granularity": "full", "--recompute-method": "uniform",
                      "--recompute-num-layers": "1"})
-    if dtype == "bf16":
-        want["--bf16"] = True
+    if dtype == "bf16":   # fp32 gradients, a bf16 model's default (plan_grad_dtype)
+        want.update({"--bf16": True, "--accumulate-allreduce-grads-in-fp32": True})
     if dtype == "fp16":
         want["--fp16"] = True
     # floats are compared as numbers
@@ -378,8 +378,7 @@ SOFTWARE = [
     ("planc's defaults, dropout 0.1", "", "0.1", "true",
      {"--overlap-grad-reduce": True, "--attention-dropout": "0.1", "--hidden-dropout": "0.1"},
      ["--overlap-param-gather", "--no-overlap-p2p-communication", "--tp-comm-overlap"], True, False,
-     ["dropout 0.1: DeepSpeed takes dropout from the model", "torchtitan's llama3 has no dropout",
-      "grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in fp32"]),
+     ["dropout 0.1: DeepSpeed takes dropout from the model", "torchtitan's llama3 has no dropout"]),
     ("Megatron-Core's (overlap everything)", "overlap_param_gather true; overlap_tp true;", "0", "true",
      {"--overlap-grad-reduce": True, "--overlap-param-gather": True, "--tp-comm-overlap": True,
       "--attention-dropout": "0", "--hidden-dropout": "0"},
@@ -396,6 +395,9 @@ SOFTWARE = [
      ["--tp-comm-overlap needs --sequence-parallel"]),
     ("fp32 gradients of a bf16 model", "grad_accum_dtype fp32;", "0", "false",
      {"--accumulate-allreduce-grads-in-fp32": True, "--bf16": True}, [], True, False, []),
+    ("bf16 gradients of a bf16 model", "grad_accum_dtype bf16;", "0", "false",
+     {"--bf16": True}, ["--accumulate-allreduce-grads-in-fp32"], True, False,
+     ["grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in fp32"]),
 ]
 for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(SOFTWARE):
     model = MODEL.replace("DTYPE", "bf16; dropout " + drop).replace("KV", "16")
@@ -423,8 +425,9 @@ for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(
     missing = [w for w in words if w not in notes]
     check(f"software {name}: notes", not missing, f"missing {missing} in {notes[:600]}")
     # the gradients' dtype: Megatron's flag and DeepSpeed's data_types only
-    # where the plan's differs from the model's (bf16 here)
-    fp32 = "grad_accum_dtype fp32" in keys
+    # where the plan's differs from the model's (bf16 here, whose gradients
+    # are fp32 unless the plan says bf16: planner/layout.c plan_grad_dtype)
+    fp32 = "grad_accum_dtype bf16" not in keys
     if not fp32:
         check(f"software {name}: megatron keeps the model's gradient dtype",
               "--accumulate-allreduce-grads-in-fp32" not in f, str(f))

@@ -193,8 +193,9 @@ static void test_moe_memory(void **state)
             uint64_t local = expert / (uint64_t)EP[i], dense = total - expert;
             assert_int_equal(ev.stages[0].params, dense + local);
             uint64_t pb, gb, ob, pe, ge, oe;
-            plan_model_states(dense, DTYPE_BF16, DTYPE_BF16, z, 8, &pb, &gb, &ob);
-            plan_model_states(local, DTYPE_BF16, DTYPE_BF16, z, 8 / EP[i], &pe, &ge, &oe);
+            /* a bf16 model's gradients are fp32 (plan_grad_dtype) */
+            plan_model_states(dense, DTYPE_BF16, DTYPE_FP32, z, 8, &pb, &gb, &ob);
+            plan_model_states(local, DTYPE_BF16, DTYPE_FP32, z, 8 / EP[i], &pe, &ge, &oe);
             assert_int_equal(ev.stages[0].params_bytes, pb + pe);
             assert_int_equal(ev.stages[0].grads_bytes, gb + ge);
             assert_int_equal(ev.stages[0].optimizer_bytes, ob + oe);
@@ -496,7 +497,7 @@ static void test_comm_costs(void **state)
 /* ---- memory -------------------------------------------------------------- */
 
 /* ZeRO paper Fig. 1's model (7.5B parameters, DP 64, 2 + 2 + 12 bytes per
- * parameter: 16-bit gradients, the default of a 16-bit model): 120 GB,
+ * parameter: fp16 gradients, the default of an fp16 model): 120 GB,
  * ZeRO-1 30 + 90/64 GB (the paper's 31.4) plus the 16-bit gradient shard
  * the reduce-scatter writes, 15/64 GB; ZeRO-2 15 + 105/64 GB (16.6),
  * ZeRO-3 120/64 GB (1.9). With grad_accum_dtype fp32, Megatron-LM's
@@ -525,14 +526,14 @@ static void test_zero_paper(void **state)
     assert_int_equal(p + g + o, 120000000000ull);
 }
 
-/* The gradients' dtype is the plan's grad_accum_dtype, else the model's
- * (planner/layout.c's plan_grad_dtype), and every consumer reads it: the
+/* The gradients' dtype is the plan's grad_accum_dtype, else fp32 for a bf16
+ * model and the model's own otherwise (planner/layout.c's plan_grad_dtype), and every consumer reads it: the
  * memory model's gradients and buckets and the DP reductions' bytes. */
 static void test_grad_dtype(void **state)
 {
     (void)state;
     static const struct { PlanDtype model; int key; PlanDtype want; } T[] = {
-        { DTYPE_BF16, PLAN_AUTO, DTYPE_BF16 }, { DTYPE_FP16, PLAN_AUTO, DTYPE_FP16 },
+        { DTYPE_BF16, PLAN_AUTO, DTYPE_FP32 }, { DTYPE_FP16, PLAN_AUTO, DTYPE_FP16 },
         { DTYPE_FP32, PLAN_AUTO, DTYPE_FP32 }, { DTYPE_BF16, DTYPE_FP32, DTYPE_FP32 },
         { DTYPE_FP32, DTYPE_BF16, DTYPE_BF16 }, { DTYPE_BF16, DTYPE_FP16, DTYPE_FP16 },
     };

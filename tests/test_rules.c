@@ -144,15 +144,9 @@ static Layout random_layout(int64_t gpus)
     return l;
 }
 
-/* The three verdicts on one plan; returns the rule's. The plan's
- * gradients are fp32 (grad_accum_dtype fp32): emit refuses 16-bit ones, a
- * bf16 model's default, for that reason alone (runtime_honours) until the
- * runtime holds them, and the rules do not depend on it. */
-static bool verdicts_agree(const Plan *p0, int *padded)
+/* The three verdicts on one plan; returns the rule's. */
+static bool verdicts_agree(const Plan *p, int *padded)
 {
-    Plan q0 = *p0;
-    q0.software.grad_accum_dtype = DTYPE_FP32;
-    const Plan *p = &q0;
     char why_rule[256] = "", why_emit[256] = "";
     Layout l = plan_layout_defaults(p);
     bool rule = plan_layout_check(p, &l, why_rule, sizeof why_rule);
@@ -652,6 +646,7 @@ static void test_buffer_formula(void **state)
     Layout l = { 2, 2, 4, 3, 2, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, 1 };
     build(&b, &MODELS[1], cluster(2, 8), l);
     PlanCosts c;
+    b.p.software.grad_accum_dtype = DTYPE_BF16;
     assert_true(plan_costs(&b.p, &l, &c));
     PlanStageMem mem[4];
     plan_memory(&b.p, &c, mem);
@@ -661,8 +656,9 @@ static void test_buffer_formula(void **state)
                                                                    DTYPE_BF16, DTYPE_BF16));
     }
     plan_costs_free(&c);
-    /* grad_accum_dtype fp32: the buckets are fp32, the gathered layers stay bf16 */
-    b.p.software.grad_accum_dtype = DTYPE_FP32;
+    /* unset (a bf16 model's fp32 gradients) and grad_accum_dtype fp32: the
+     * buckets are fp32, the gathered layers stay bf16 */
+    b.p.software.grad_accum_dtype = PLAN_AUTO;
     assert_true(plan_costs(&b.p, &l, &c));
     plan_memory(&b.p, &c, mem);
     for (int s = 0; s < 4; s++) {

@@ -20,9 +20,8 @@
 #      --dry-run runs here without a GPU (no CUDA call before the plan is
 #      laid out): every rank's peak, and each kind's own peak (params,
 #      grads, optimizer, activations, buffers), within 5 % + 4 MiB of
-#      `planc check` of the bf16 plan, with grad_accum_dtype fp32 (the
-#      runtime holds fp32 gradients; emit refuses a bf16 model's default
-#      16-bit ones).
+#      `planc check` of the bf16 plan (fp32 gradients, a bf16 model's
+#      default: planner/layout.c plan_grad_dtype).
 # Every run trains 1 step: memory, not time.
 #   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
 set -u
@@ -52,7 +51,7 @@ fail() { echo "FAIL $1: $2"; fails=$((fails + 1)); }
 # cuda NAME RANKS BODY: (b) for one layout, the bf16 plan's CUDA --dry-run
 cuda() {
     local n=$1-cuda
-    if MEM_DTYPE=bf16 "$here/make-plan.sh" "$dir/$n.plan" "$2" 384 6 "grad_accum_dtype fp32; $3" &&
+    if MEM_DTYPE=bf16 "$here/make-plan.sh" "$dir/$n.plan" "$2" 384 6 "$3" &&
        "$planc" check --json "$dir/$n.plan" > "$dir/$n.check.json" &&
        "$planc" build "$dir/$n.plan" -o "$dir/$n" --target cuda > "$dir/$n.build.log" 2>&1 &&
        timeout 120 $mpirun -np "$2" "$dir/$n" --dry-run --mem-report "$dir/$n.mem.jsonl" \
