@@ -181,6 +181,18 @@ prt_status prt_all_gather_v(prt_comm *g, const void *sendbuf, void *recvbuf,
                             const size_t *counts, prt_dtype t);
 prt_status prt_reduce_scatter_v(prt_comm *g, const void *sendbuf, void *recvbuf,
                                 const size_t *counts, prt_dtype t, prt_redop op);
+/* Uneven all-to-all (MoE dispatch and combine, issue 17): sendcounts[j]
+ * elements, packed in rank order in sendbuf, go to rank j and arrive as
+ * rank r's block of its recvbuf, which holds recvcounts[i] elements from
+ * each rank i packed in rank order. Counts go first: recvcounts are the
+ * peers' sendcounts, which prt_all_to_all_counts exchanges (host arrays).
+ * Zero counts are allowed; the buffers may not overlap (no in-place form).
+ * MPI_Alltoallv on the CPU, grouped ncclSend/ncclRecv on NCCL. */
+prt_status prt_all_to_all_v(prt_comm *g, const void *sendbuf, const size_t *sendcounts,
+                            void *recvbuf, const size_t *recvcounts, prt_dtype t);
+/* recvcounts[i] = rank i's sendcounts[r] (host arrays of P, both builds:
+ * an MPI all-to-all on the group's host communicator). */
+prt_status prt_all_to_all_counts(prt_comm *g, const size_t *sendcounts, size_t *recvcounts);
 /* Rank r's block of n elements split over P ranks: the first n % P ranks get
  * one more; *off is the block's first element. */
 void       prt_shard(size_t n, int P, int r, size_t *off, size_t *count);
@@ -204,6 +216,9 @@ prt_status prt_all_reduce_async(prt_comm *g, const void *sendbuf, void *recvbuf,
                                 size_t n, prt_dtype t, prt_redop op, prt_request **req);
 prt_status prt_all_to_all_async(prt_comm *g, const void *sendbuf, void *recvbuf,
                                 size_t n, prt_dtype t, prt_request **req);
+prt_status prt_all_to_all_v_async(prt_comm *g, const void *sendbuf,
+                                  const size_t *sendcounts, void *recvbuf,
+                                  const size_t *recvcounts, prt_dtype t, prt_request **req);
 prt_status prt_barrier_async(prt_comm *g, prt_request **req);
 prt_status prt_all_gather_v_async(prt_comm *g, const void *sendbuf, void *recvbuf,
                                   const size_t *counts, prt_dtype t, prt_request **req);
