@@ -394,6 +394,8 @@ static void test_template_compiles(void **state)
         { "-DHAS_BIAS=0", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
         { "-DSLIDING_WINDOW=1", "-DNORM_RMS=1", "-DMLP_GEGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
         { "-DSLIDING_WINDOW=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DMLP_ACTS_MIXED=1", NULL },
+        { "-DHAS_MOE=1", "-DMLP_SWIGLU=1", NULL },
+        { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -748,7 +750,7 @@ static void test_knobs(void **state)
     if (!text) fail_msg("refused: %s", why);
     static const char *const want[] = {
         "static const float ROPE_THETA = 500000.0f;",
-        "prt_geglu_fwd(out, h, N, (size_t)L->f);", "prt_geglu_bwd(dh, h, da, N, (size_t)L->f);",
+        "prt_geglu_fwd(out, h, n, (size_t)L->f);", "prt_geglu_bwd(dh, h, da, n, (size_t)L->f);",
         "static size_t window_of(const LayerSpec *L) { return L->window; }",
         /* tp 2: 2 of 4 query heads and 1 of 2 kv heads, head size 24, window 24;
          * QKV (2 + 2 x 1) x 24 = 96 columns, the output projection 2 x 24 */
@@ -767,6 +769,55 @@ static void test_knobs(void **state)
     if (build_case(&p, c.name, NULL) != 0) fail_msg("the knobs' program does not compile");
     free(text);
     free(plain);
+    dsl_arena_free(&a);
+}
+
+/* Issue 17, ep 1: every MLP of tiny made a mixture of 4 SwiGLU experts
+ * (top_k 2, one shared) emits the MoE layer (Mixtral's checkpoint names
+ * with global expert indices, w1 and w3 adjacent so one GEMM does both,
+ * the moe columns of LAYERS, the aux loss averaged over the MoE layers),
+ * and ep 2 is refused, naming ep (no expert-parallel groups yet). */
+static void test_moe(void **state)
+{
+    (void)state;
+    static const Case c = { "moe-tp2", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 4 };
+    DslArena a;
+    Plan p;
+    char why[256] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    for (int i = 0; i < p.model.n_layers; i++) {
+        Layer *l = &p.model.layers[i];
+        if (l->kind != LAYER_MLP) continue;
+        l->kind = LAYER_MOE; l->experts = 4; l->top_k = 2; l->shared = 1; l->hidden = 32;
+        l->act = ACT_SWIGLU; l->bias = false; l->aux_loss = 0.01;
+    }
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("refused: %s", why);
+    static const char *const want[] = {
+        "\"layers.2.block_sparse_moe.gate.weight\", 2, 0, 4, 64, PRT_REPLICATED",
+        "\"layers.2.block_sparse_moe.experts.0.w1.weight\", 2, 0, 32, 64, PRT_SPLIT_ROWS",
+        "\"layers.2.block_sparse_moe.experts.0.w3.weight\", 2, 0, 32, 64, PRT_SPLIT_ROWS",
+        "\"layers.2.block_sparse_moe.experts.3.w2.weight\", 2, 0, 64, 32, PRT_SPLIT_COLS",
+        "\"layers.2.block_sparse_moe.shared_experts.0.w2.weight\"",
+        "\"layers.8.block_sparse_moe.experts.3.w1.weight\"",
+        /* tp 2: 16 of each expert's 32, [gate | up] 32 wide; router, stride 3,
+         * E 4, k 2, one shared, aux 0.01, dropless */
+        "ACT_SWIGLU, 32, 16, ", ", 3, ", ", 4, 2, 1, 0.01f, 0.0f }, /* layer 2: moe */",
+        "MOE_LAYERS = 4;", "static void moe_fwd(", "prt_moe_router_fwd(", "prt_moe_aux_loss(",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("the MoE program lacks '%s'", want[i]);
+    assert_null(strstr(text, "mlp_fwd("));   /* no MLP left: no MLP code */
+    assert_null(strstr(text, "MAX_SHARED"));  /* full recomputation's alone */
+    free(text);
+    p.layout.dp = 2;
+    p.layout.ep = 2;
+    p.layout.global_batch = 8;
+    p.cluster.gpus_per_node = 4;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (text) fail_msg("ep 2: emitted, expected a refusal");
+    assert_non_null(strstr(why, "ep: planc's runtime cannot honour it"));
     dsl_arena_free(&a);
 }
 
@@ -795,6 +846,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),
         cmocka_unit_test(test_knobs),
+        cmocka_unit_test(test_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
