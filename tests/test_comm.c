@@ -524,6 +524,32 @@ static void check_layout(int dp, int tp, int pp)
         prt_comm_free(b);
     }
     record(eok, "layout dp%d tp%d pp%d: embedding group (first and last stage)", dp, tp, pp);
+    /* expert parallelism, every ep dividing dp: DP rank d is rank d % ep of
+     * EP group d / ep; its expert-DP group the dp/ep ranks of the same d % ep */
+    for (int ep = 1; ep <= dp; ep++) {
+        if (dp % ep) {
+            record(prt_ep_init(c, ep) == PRT_ERR_ARG && !c->ep, "layout dp%d: ep %d refused", dp, ep);
+            continue;
+        }
+        bool gok = prt_ep_init(c, ep) == PRT_OK && prt_ep_init(c, ep) == PRT_ERR_ARG &&
+                   prt_comm_size(c->ep) == ep && prt_comm_rank(c->ep) == d % ep &&
+                   prt_comm_size(c->edp) == dp / ep && prt_comm_rank(c->edp) == d / ep;
+        for (int i = 0; gok && i < ep; i++)
+            gok &= prt_comm_world_rank(c->ep, i) == x + tp * ((d / ep) * ep + i + dp * p);
+        for (int i = 0; gok && i < dp / ep; i++)
+            gok &= prt_comm_world_rank(c->edp, i) == x + tp * (i * ep + d % ep + dp * p);
+        int64_t mine = R, sum = -1, want = 0;
+        int64_t *b = prt_comm_alloc(2 * sizeof *b);
+        gok &= b && prt_comm_upload(b, &mine, sizeof mine) == PRT_OK &&
+               prt_all_reduce(c->ep, b, b + 1, 1, PRT_INT64, PRT_SUM) == PRT_OK &&
+               prt_comm_download(&sum, b + 1, sizeof sum) == PRT_OK;
+        prt_comm_free(b);
+        for (int i = 0; gok && i < ep; i++) want += prt_comm_world_rank(c->ep, i);
+        record(gok && sum == want, "layout dp%d tp%d pp%d: ep %d groups", dp, tp, pp, ep);
+        /* a fresh context for the next ep: groups are made once per context */
+        prt_finalize(c);
+        if (prt_init(NULL, NULL, dp, tp, pp, &c) != PRT_OK) { record(false, "re-init"); return; }
+    }
     if (dp == 2 && tp == 2 && pp == 2 && world_size == 8)
         sweep(c->dp, "dp-group", false, false);   /* fp32 cases again on a sub-group */
     prt_finalize(c);

@@ -87,6 +87,11 @@ typedef struct prt_ctx {
     prt_comm  *embed;   /* the first and the last stage's ranks with this (tp, dp): the
                            tied-embedding gradient sum (Megatron's embedding group);
                            NULL on the stages between them */
+    prt_comm  *ep;      /* expert parallelism (prt_ep_init; NULL before): the ep ranks of
+                           this rank's DP group with the same d / ep, ordered by d % ep:
+                           MoE dispatch and combine */
+    prt_comm  *edp;     /* the dp / ep ranks of the DP group with the same d % ep (the same
+                           experts), ordered by d / ep: expert gradients, expert ZeRO */
     int        device;  /* CUDA device used (libplanrt_cuda.a), else -1 */
     void      *impl;    /* backend state */
 } prt_ctx;
@@ -99,6 +104,14 @@ prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **o
 /* Free the groups and finalise MPI when prt_init initialised it;
  * prt_finalize(NULL) after a failed prt_init only finalises MPI. */
 void       prt_finalize(prt_ctx *c);
+
+/* Expert parallelism (issue 17; Megatron-Core's contiguous layout): inside
+ * each DP group, DP rank d is rank d % ep of EP group d / ep, which holds
+ * experts [r E/ep, (r+1) E/ep) on its rank r; its expert-DP group is the
+ * dp / ep DP ranks with the same d % ep. Builds c->ep and c->edp;
+ * PRT_ERR_ARG when ep does not divide dp or the groups exist already.
+ * Collective over the world. */
+prt_status prt_ep_init(prt_ctx *c, int ep);
 
 /* The rank's place in a group and the group's size. */
 int        prt_comm_rank(const prt_comm *g);

@@ -247,6 +247,38 @@ prt_status prt_pipe_recv_grad(prt_pipe *p, int mb, int chunk, int peer);
 /* End of a step: wait for every send, recycle every slot. */
 prt_status prt_pipe_flush(prt_pipe *p);
 
+/* ---- expert parallelism: dispatch and combine (runtime/par/moe_ep.c) ----
+ * One MoE layer's exchange for one micro-batch over the EP group (c->ep,
+ * prt_ep_init): this rank's rows sorted by global expert (prt_moe_route,
+ * prt_moe_dispatch) go to the EP ranks holding their experts, arrive
+ * expert-major, each expert's rows in (source rank, token, k) order, and
+ * come back in their order. The forward's dispatch and the backward's
+ * combine gradient go to the experts; the forward's combine and the
+ * backward's dispatch gradient go to the sources. Buffers are device
+ * memory on CUDA; counts are host arrays. */
+typedef struct {
+    prt_comm *g;               /* the EP group */
+    int       ep;              /* its size */
+    size_t    el, C;           /* experts per EP rank; row width */
+    size_t    rows_out;        /* rows this rank sends (its tokens' kept rows) */
+    size_t    rows_in;         /* rows it receives (for its local experts) */
+    size_t   *send, *recv;     /* [ep] elements to / from each EP rank (rows x C) */
+    int32_t  *cnt;             /* [ep * el] host: rows from EP rank s for local expert le */
+    int32_t  *local;           /* [el] host: rows per local expert, the experts' GEMM sizes */
+    int32_t  *perm;            /* (rows_in) device: expert-major row -> arrival order */
+    prt_act  *tmp;             /* (rows_in, C) the rows in arrival order */
+} prt_moe_ep;
+
+/* Exchange the counts (all-to-all of each EP rank's el counts) and make
+ * the receiver's order: counts (E) host = this rank's rows per global
+ * expert. Collective over the EP group. */
+prt_status prt_moe_ep_plan(prt_moe_ep *x, prt_comm *ep, const int32_t *counts, size_t E, size_t C);
+/* src (rows_out, C), expert-sorted -> dst (rows_in, C), expert-major. */
+prt_status prt_moe_ep_to_experts(prt_moe_ep *x, const prt_act *src, prt_act *dst);
+/* src (rows_in, C), expert-major -> dst (rows_out, C), the source's order. */
+prt_status prt_moe_ep_to_sources(prt_moe_ep *x, const prt_act *src, prt_act *dst);
+void       prt_moe_ep_free(prt_moe_ep *x);
+
 /* ---- the counting allocator (runtime/par/mem.c) ------------------------ */
 
 /* What a buffer holds, as the planner's memory items (planner/memory.h)
