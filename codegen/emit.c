@@ -99,6 +99,8 @@ typedef struct {
     int         nv;        /* pp * chunks */
     int        *layer_vs;  /* [n_layers] virtual stage of each layer */
     int        *pfirst;    /* [n_layers] first parameter id of each layer */
+    int        *param_ep;  /* [n_params] ep > 1: the EP rank holding a routed expert's tensor,
+                              -1 for the rest (EXPERT_EP); NULL while counting */
     int         n_params;
     int         tie;       /* the tie column of the next parameter row */
     size_t      logical;   /* the logical-rows column of the next row (V of a padded
@@ -340,6 +342,7 @@ static void set_features(Cg *g)
     set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
     set_feature(g, "HAS_MLP", mlp > 0);
     set_feature(g, "HAS_MOE", moe > 0);
+    set_feature(g, "EXPERT_PARALLEL", moe > 0 && plan_ep(l) > 1);
     set_feature(g, "HAS_FINAL_NORM", final_norm > 0);
     set_feature(g, "HAS_BIAS", bias > 0);
     set_feature(g, "PIPELINE", l->pp > 1);
@@ -440,6 +443,8 @@ static void emit_constants(Cg *g)
     out(g, "/* ---- the layout -------------------------------------------------------- */\n");
     out(g, "enum {\n");
     col(g, "    DP = %d, TP = %d, PP = %d,", "data-, tensor-, pipeline-parallel degrees", l->dp, l->tp, l->pp);
+    if (feature(g, "EXPERT_PARALLEL", 15) == 1)
+        col(g, "    EP = %d,", "expert-parallel degree: DP ranks per EP group", plan_ep(l));
     col(g, "    CHUNKS = %d,", "model chunks per pipeline stage", l->chunks);
     col(g, "    ZERO = %d,", "ZeRO stage", l->zero);
     col(g, "    N_MICRO = %lld,", "micro-batches per step on each pipeline", (long long)g->prog.n_micro);
@@ -566,8 +571,9 @@ static void emit_shards(Cg *g)
  * slices of both are one (2F/tp, C) matrix, [gate | up] as prt_swiglu_fwd
  * reads it; then their biases, likewise; then w2 and its bias. */
 static void moe_expert_rows(Cg *g, int *id, const char *who, int layer, const Layer *L, double s,
-                            double sr)
+                            double sr, int owner)
 {
+    int first = *id;
     size_t C = (size_t)g->p->model.dim, f = (size_t)L->hidden, one[3] = { f, 0, 0 };
     bool gated = plan_act_gated(L->act);
     char nm[160];
@@ -585,6 +591,7 @@ static void moe_expert_rows(Cg *g, int *id, const char *who, int layer, const La
     param_row(g, id, nm, layer, C, f, "PRT_SPLIT_COLS", 0, one, "PRT_INIT_NORMAL", sr);
     if (L->bias) { snprintf(nm, sizeof nm, "%s.w2.bias", who);
                    param_row(g, id, nm, layer, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+    for (int i = first; g->param_ep && i < *id; i++) g->param_ep[i] = owner;
 }
 
 /* Parameter ids per expert, in moe_expert_rows' order. */
@@ -648,7 +655,9 @@ static int emit_params(Cg *g, bool write)
                 if (e < L->experts) snprintf(who, sizeof who, "layers.%d.block_sparse_moe.experts.%lld", i, (long long)e);
                 else snprintf(who, sizeof who, "layers.%d.block_sparse_moe.shared_experts.%lld", i,
                               (long long)(e - L->experts));
-                moe_expert_rows(g, &id, who, i, L, s, sr);
+                /* EP rank r holds routed experts [r E/ep, (r+1) E/ep); shared ones are dense */
+                int owner = e < L->experts ? (int)(e / (L->experts / plan_ep(&g->l))) : -1;
+                moe_expert_rows(g, &id, who, i, L, s, sr, owner);
             }
             break;
         }
@@ -707,6 +716,13 @@ static int emit_params(Cg *g, bool write)
         }
     }
     out(g, "};\n");
+    if (g->param_ep && feature(g, "EXPERT_PARALLEL", 15) == 1) {
+        out(g, "/* The EP rank holding each routed expert's tensor (its own parameter group, reduced\n"
+               " * and ZeRO-sharded over expert-DP); -1: dense, every rank of its stage */\n"
+               "static const int EXPERT_EP[N_PARAMS] = {");
+        for (int i = 0; i < id; i++) out(g, "%s%s%d", i ? "," : "", i % 24 ? " " : "\n    ", g->param_ep[i]);
+        out(g, "\n};\n");
+    }
     emit_shards(g);
     g->f = keep;
     return id;
@@ -1176,9 +1192,6 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (p->model.dropout > 0) {
         key = "dropout";
         what = "it has no dropout kernels yet";
-    } else if (plan_model_has_moe(&p->model) && plan_ep(l) > 1) {
-        key = "ep";
-        what = "its MoE layers hold every expert on each rank: no expert-parallel groups yet";
     }
     if (key) snprintf(why, len, "%s: planc's runtime cannot honour it (%s); `check` and `search` still "
                       "predict it", key, what);
@@ -1212,6 +1225,11 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     if (ok) {
         set_features(&g);
         g.n_params = emit_params(&g, false);
+        g.param_ep = calloc((size_t)g.n_params + 1, sizeof(int));
+        if (!g.param_ep) { snprintf(why, len, "out of memory"); ok = false; }
+    }
+    if (ok) {
+        for (int i = 0; i < g.n_params; i++) g.param_ep[i] = -1;
         emit_header(&g);
         emit_constants(&g);
         emit_params(&g, true);
@@ -1235,6 +1253,7 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     free(g.chunk);
     free(g.layer_vs);
     free(g.pfirst);
+    free(g.param_ep);
     free(g.stage_numel);
     plan_program_free(&g.prog);
     return ok;

@@ -13,7 +13,7 @@
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE,
- * LEARNED_POS, HAS_MLP, HAS_MOE, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
+ * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
  * is copied as it is. @KEY@ (in comments only, so this file stays C) is
@@ -68,6 +68,9 @@
 #ifndef HAS_MOE
 #define HAS_MOE 0
 #endif
+#ifndef EXPERT_PARALLEL
+#define EXPERT_PARALLEL 0
+#endif
 #ifndef HAS_FINAL_NORM
 #define HAS_FINAL_NORM 1
 #endif
@@ -106,6 +109,10 @@ static const size_t B = 1, T = 8, N = 8, NL = 8, C = 8, V = 16, VL = 16, GLOBAL_
                     MAX_WIDTH = 24, MAX_INNER = 32, MAX_HEADS = 1;
 #if ROPE
 static const float ROPE_THETA = 10000.0f;
+#endif
+#if EXPERT_PARALLEL
+enum { EP = 2 };
+static const int EXPERT_EP[N_PARAMS] = { -1 };
 #endif
 #if HAS_MOE
 static const size_t MAX_EXPERTS = 4, MAX_TOPK = 2, MOE_LAYERS = 1;
@@ -208,12 +215,23 @@ typedef struct {
                                          the dispatched rows through their experts */
     prt_act *hs, *as;                 /* moe: (shared N, width), (shared N, inner): the shared experts' */
 #endif
+#if EXPERT_PARALLEL
+    prt_moe_ep ep;                    /* moe: this micro-batch's exchange (counts, order) */
+    prt_act *xr, *hr, *ar, *yr;       /* moe: (rows_in, C|width|inner|C) the rows this EP rank's
+                                         experts received, through them (sized as they came) */
+#endif
 } LayerActs;
 
 /* Everything one rank holds while it trains. */
 static struct {
     prt_ctx   *c;      /* rank, coordinates, the DP / TP / PP groups */
     prt_model *m;      /* parameters, gradients, AdamW state (ZeRO-sharded) */
+#if EXPERT_PARALLEL
+    prt_model *me;     /* the experts this EP rank holds: their own group, reduced and
+                          ZeRO-sharded over expert-DP (R.ce: c with c->edp as its DP) */
+    prt_ctx    ce;
+    prt_param *tab_d, *tab_e;   /* PARAMS as each model sees it: the other's tensors at vstage -1 */
+#endif
     prt_pipe  *pipe;   /* activations per (micro-batch, chunk) and their transfers */
     prt_batch *data;   /* this DP rank's sequences */
     prt_log   *log;
@@ -246,8 +264,16 @@ static struct {
     float *loss_host;
 } S;
 
+#if EXPERT_PARALLEL
+/* The model holding parameter i: the experts' group for a routed expert's
+ * tensors (EXPERT_EP >= 0), else the dense one. */
+static prt_model *holder_of(int i) { return i >= 0 && EXPERT_EP[i] >= 0 ? R.me : R.m; }
+#define W(i) prt_w(holder_of(i), (i))   /* compute copy of parameter i (this rank's slice; -1: NULL) */
+#define G(i) prt_g(holder_of(i), (i))   /* its fp32 gradient */
+#else
 #define W(i) prt_w(R.m, (i))   /* compute copy of parameter i (this rank's slice; -1: NULL) */
 #define G(i) prt_g(R.m, (i))   /* its fp32 gradient */
+#endif
 #define CHECK(call) check((call), #call)   /* a failed call ends every rank */
 
 static void check(prt_status st, const char *call)
@@ -672,15 +698,17 @@ static void expert_fwd(const LayerSpec *L, int base, prt_act *y, prt_act *h, prt
 }
 
 /* Its backward: weight gradients accumulate, dx (n, C) is overwritten with
- * the input gradient's partial sum over TP. */
+ * the input gradient's partial sum over TP; da (n, inner) and dh (n, width)
+ * are scratch. */
 static void expert_bwd(const LayerSpec *L, int base, prt_act *dx, const prt_act *dy,
-                       const prt_act *x, const prt_act *h, const prt_act *a, size_t n)
+                       const prt_act *x, const prt_act *h, const prt_act *a, size_t n,
+                       prt_act *da, prt_act *dh)
 {
     int w1, b1, w2, b2;
     expert_ids(L, base, &w1, &b1, &w2, &b2);
-    prt_linear_bwd(S.da, G(w2), G(b2), dy, a, W(w2), n, L->inner, C);
-    mlp_act_bwd(L, S.dh, h, S.da, n);
-    prt_linear_bwd(dx, G(w1), G(b1), S.dh, x, W(w1), n, C, L->width);
+    prt_linear_bwd(da, G(w2), G(b2), dy, a, W(w2), n, L->inner, C);
+    mlp_act_bwd(L, dh, h, da, n);
+    prt_linear_bwd(dx, G(w1), G(b1), dh, x, W(w1), n, C, L->width);
 }
 
 /* The rows each expert received (S.cnt_host, the GEMM sizes), from the
@@ -701,6 +729,82 @@ static void moe_aux_fwd(const LayerSpec *L, LayerActs *a)
     for (size_t b = 0; b < B; b++) R.loss_sum += (double)S.aux_host[b] * (double)T / (double)MOE_LAYERS;
 }
 
+#if EXPERT_PARALLEL
+/* Expert parallelism (issue 17): EP rank r holds experts [r el, (r+1) el)
+ * (el = E / EP); the rows sorted by expert go to their EP ranks and back
+ * (runtime/par/moe_ep.c: counts first, then prt_all_to_all_v over c->ep,
+ * the ranks of this TP rank's DP group with the same d / EP), arriving in
+ * (source rank, token, k) order: each expert sees one rank's rows in its
+ * order. The buffers on the experts' side are sized by what arrived and
+ * freed by the backward. */
+static void ep_buffers_free(LayerActs *a)
+{
+    prt_mem_free(a->xr); prt_mem_free(a->hr); prt_mem_free(a->ar); prt_mem_free(a->yr);
+    a->xr = a->hr = a->ar = a->yr = NULL;
+    prt_moe_ep_free(&a->ep);
+}
+
+/* The first local expert's global index; local experts' GEMMs on their rows. */
+static int first_local(const LayerSpec *L) { return prt_comm_rank(R.c->ep) * (L->experts / EP); }
+
+static void experts_fwd(const LayerSpec *L, LayerActs *a)
+{
+    ep_buffers_free(a);   /* a full recomputation's second forward */
+    CHECK(prt_moe_ep_plan(&a->ep, R.c->ep, S.cnt_host, (size_t)L->experts, C));
+    size_t rin = a->ep.rows_in;
+    a->xr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * C + 1) * sizeof(prt_act));
+    a->hr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * L->width + 1) * sizeof(prt_act));
+    a->ar = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * L->inner + 1) * sizeof(prt_act));
+    a->yr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * C + 1) * sizeof(prt_act));
+    if (!a->xr || !a->hr || !a->ar || !a->yr) prt_run_fail(R.c, "prt_alloc (expert rows)", PRT_ERR_NOMEM);
+    CHECK(prt_moe_ep_to_experts(&a->ep, a->xe, a->xr));               /* EP: dispatch all-to-all */
+    for (size_t le = 0, off = 0; le < a->ep.el; off += (size_t)a->ep.local[le], le++)
+        if (a->ep.local[le])
+            expert_fwd(L, L->w1 + (first_local(L) + (int)le) * L->ex_stride, a->yr + off * C,
+                       a->hr + off * L->width, a->ar + off * L->inner, a->xr + off * C,
+                       (size_t)a->ep.local[le]);
+    CHECK(prt_moe_ep_to_sources(&a->ep, a->yr, a->ye));               /* EP: combine all-to-all */
+}
+
+/* dye (this rank's rows, source order) -> dxe, through the experts that
+ * hold them; the weight gradients land in the experts' group. */
+static void experts_bwd(const LayerSpec *L, LayerActs *a)
+{
+    /* an expert here may get up to EP N rows: scratch sized by what came */
+    size_t rin = a->ep.rows_in;
+    prt_act *dyr = act_alloc(rin * C + 1), *dxr = act_alloc(rin * C + 1);
+    prt_act *da = act_alloc(rin * L->inner + 1), *dh = act_alloc(rin * L->width + 1);
+    CHECK(prt_moe_ep_to_experts(&a->ep, S.dye, dyr));                 /* EP: the output gradients out */
+    for (size_t le = 0, off = 0; le < a->ep.el; off += (size_t)a->ep.local[le], le++)
+        if (a->ep.local[le])
+            expert_bwd(L, L->w1 + (first_local(L) + (int)le) * L->ex_stride, dxr + off * C,
+                       dyr + off * C, a->xr + off * C, a->hr + off * L->width, a->ar + off * L->inner,
+                       (size_t)a->ep.local[le], da, dh);
+    CHECK(prt_moe_ep_to_sources(&a->ep, dxr, S.dxe));                 /* EP: the input gradients back */
+    prt_act *tmp[] = { dyr, dxr, da, dh };
+    for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++) prt_mem_free(tmp[i]);
+    ep_buffers_free(a);
+}
+#else
+/* Every expert here: each one's GEMMs on its block of the sorted rows. */
+static void experts_fwd(const LayerSpec *L, LayerActs *a)
+{
+    for (size_t e = 0, off = 0; e < (size_t)L->experts; off += (size_t)S.cnt_host[e], e++)
+        if (S.cnt_host[e])
+            expert_fwd(L, L->w1 + (int)e * L->ex_stride, a->ye + off * C, a->he + off * L->width,
+                       a->ae + off * L->inner, a->xe + off * C, (size_t)S.cnt_host[e]);
+}
+
+static void experts_bwd(const LayerSpec *L, LayerActs *a)
+{
+    for (size_t e = 0, off = 0; e < (size_t)L->experts; off += (size_t)S.cnt_host[e], e++)
+        if (S.cnt_host[e])
+            expert_bwd(L, L->w1 + (int)e * L->ex_stride, S.dxe + off * C, S.dye + off * C,
+                       a->xe + off * C, a->he + off * L->width, a->ae + off * L->inner,
+                       (size_t)S.cnt_host[e], S.da, S.dh);
+}
+#endif
+
 static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
     size_t E = (size_t)L->experts, K = (size_t)L->top_k;
@@ -712,10 +816,7 @@ static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     prt_moe_route(a->row, a->cnt, a->idx, B, T, E, K, prt_moe_capacity(L->capf, T, K, E));
     prt_moe_dispatch(a->xe, in, a->row, N, C, K);                      /* rows sorted by expert */
     expert_rows(L, a);
-    for (size_t e = 0, off = 0; e < E; off += (size_t)S.cnt_host[e], e++)
-        if (S.cnt_host[e])
-            expert_fwd(L, L->w1 + (int)e * L->ex_stride, a->ye + off * C, a->he + off * L->width,
-                       a->ae + off * L->inner, a->xe + off * C, (size_t)S.cnt_host[e]);
+    experts_fwd(L, a);
     prt_moe_combine(p, a->ye, a->row, a->wk, N, C, K);                 /* weighted, in k order */
     for (int s = 0; s < L->shared; s++) {                               /* shared experts: every token */
         expert_fwd(L, L->shared0 + s * L->ex_stride, S.ys, a->hs + (size_t)s * N * L->width,
@@ -747,15 +848,11 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_moe_combine_bwd(S.dye, S.dwk, dy, a->ye, a->row, a->wk, N, C, K);
     CHECK(prt_all_reduce(R.c->tp, S.dwk, S.dwk, N * K, PRT_FP32, PRT_SUM)); /* TP: ye was a partial sum */
     expert_rows(L, a);
-    for (size_t e = 0, off = 0; e < E; off += (size_t)S.cnt_host[e], e++)
-        if (S.cnt_host[e])
-            expert_bwd(L, L->w1 + (int)e * L->ex_stride, S.dxe + off * C, S.dye + off * C,
-                       a->xe + off * C, a->he + off * L->width, a->ae + off * L->inner,
-                       (size_t)S.cnt_host[e]);
+    experts_bwd(L, a);
     prt_moe_dispatch_bwd(S.dlnf, S.dxe, a->row, N, C, K);              /* a partial sum over TP */
     for (int s = 0; s < L->shared; s++) {
         expert_bwd(L, L->shared0 + s * L->ex_stride, S.ys, dy, in, a->hs + (size_t)s * N * L->width,
-                   a->as + (size_t)s * N * L->inner, N);
+                   a->as + (size_t)s * N * L->inner, N, S.da, S.dh);
         prt_add_inplace(S.dlnf, S.ys, N * C);
     }
     prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, N, E, K);        /* through the top-k softmax */
@@ -853,6 +950,9 @@ static void lm_head_bwd_weight(const LayerSpec *L, LayerActs *a)
 static void grads_done(int layer)
 {
     CHECK(prt_zero_layer_done(R.m, layer));
+#if EXPERT_PARALLEL
+    CHECK(prt_zero_layer_done(R.me, layer));   /* the experts' bucket, over expert-DP */
+#endif
 }
 
 //@@ slots
@@ -1184,6 +1284,69 @@ static prt_slot *slot_of(int mb, int chunk)
     return s;
 }
 
+#if EXPERT_PARALLEL
+/* The experts' group takes the dense model's ZeRO calls too, on its own
+ * group (expert-DP): before an op what must precede it (a backward's
+ * gradients ready, a ZeRO-3 gather begun), after it the rest. */
+static void expert_pre(OpKind kind, int chunk)
+{
+    switch (kind) {
+#if USES_BWD
+    case BWD: CHECK(prt_zero_grads(R.me, chunk)); break;
+#endif
+#if SPLIT_BWD
+    case BWD_INPUT: case BWD_WEIGHT: CHECK(prt_zero_grads(R.me, chunk)); break;
+#endif
+#if USES_GATHER_PARAMS
+    case GATHER_PARAMS: CHECK(prt_zero_gather(R.me, chunk)); break;
+#endif
+    default: break;
+    }
+}
+
+static void expert_post(OpKind kind, int chunk)
+{
+    switch (kind) {
+#if USES_GATHER_PARAMS
+    case RELEASE_PARAMS: prt_zero_release(R.me, chunk); break;
+#endif
+#if USES_REDUCE_GRADS
+    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.me, chunk)); break;          /* expert-DP */
+    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.me, chunk)); break;
+#endif
+    case OPT_STEP:       CHECK(prt_zero_opt_step(R.me, &R.opt, R.step + 1)); break;
+#if USES_SYNC_PARAMS
+    case SYNC_PARAMS:    CHECK(prt_zero_sync(R.me)); break;
+#endif
+    default: break;
+    }
+}
+
+/* --dry-run: the experts' group's allocations, as the dense model's. */
+static void expert_dry(OpKind kind, int chunk)
+{
+    switch (kind) {
+    case FWD: CHECK(prt_zero_dry_pass(R.me, chunk, false)); break;
+#if USES_BWD
+    case BWD: CHECK(prt_zero_grads(R.me, chunk)); CHECK(prt_zero_dry_pass(R.me, chunk, true)); break;
+#endif
+#if SPLIT_BWD
+    case BWD_INPUT: CHECK(prt_zero_grads(R.me, chunk)); break;
+    case BWD_WEIGHT: CHECK(prt_zero_grads(R.me, chunk)); CHECK(prt_zero_dry_pass(R.me, chunk, true)); break;
+#endif
+#if USES_GATHER_PARAMS
+    case GATHER_PARAMS:  CHECK(prt_zero_gather(R.me, chunk)); break;
+    case RELEASE_PARAMS: prt_zero_release(R.me, chunk); break;
+#endif
+#if USES_REDUCE_GRADS
+    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.me, chunk)); break;
+    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.me, chunk)); break;
+#endif
+    default: break;
+    }
+}
+#endif
+
 /* --dry-run: an op's allocations and frees alone (prt_mem_dry: addresses,
  * not memory): slots, gradient buckets and gathered layers as the real op
  * makes them; nothing computes, nothing moves, nothing is updated. */
@@ -1217,12 +1380,18 @@ static void dry_op(OpKind kind, int mb, int chunk)
     case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
     default:             break;   /* transfers, step-level collectives, the update */
     }
+#if EXPERT_PARALLEL
+    expert_dry(kind, chunk);
+#endif
 }
 
 static void op(OpKind kind, int mb, int chunk, int peer)
 {
     if (R.args.dry_run) { dry_op(kind, mb, chunk); return; }
     prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
+#if EXPERT_PARALLEL
+    expert_pre(kind, chunk);
+#endif
 #if !PIPELINE
     (void)peer;
 #endif
@@ -1270,13 +1439,20 @@ static void op(OpKind kind, int mb, int chunk, int peer)
 #if USES_EMBED_REDUCE
     case EMBED_REDUCE:   CHECK(prt_zero_embed_reduce(R.m)); break;   /* first + last stage: wte gradient */
 #endif
+#if EXPERT_PARALLEL
+    case NORM_REDUCE:    CHECK(prt_zero_norm_reduce_pair(R.m, R.me, R.step + 1)); break; /* all ranks, both groups */
+#else
     case NORM_REDUCE:    CHECK(prt_zero_norm_reduce(R.m, R.step + 1)); break; /* all ranks: squared norm */
+#endif
     case OPT_STEP:       CHECK(prt_zero_opt_step(R.m, &R.opt, R.step + 1)); break;  /* @OPT@ */
 #if USES_SYNC_PARAMS
     case SYNC_PARAMS:    CHECK(prt_zero_sync(R.m)); break;            /* ZeRO-1/2: all-gather updated shards */
 #endif
     case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
     }
+#if EXPERT_PARALLEL
+    expert_post(kind, chunk);
+#endif
     prt_trace_end();                                  /* --trace: its end */
 }
 
@@ -1297,6 +1473,37 @@ static void train_step(void)
 
 //@@ main
 /* ---- main ------------------------------------------------------------------------ */
+
+#if EXPERT_PARALLEL
+/* The EP and expert-DP groups and the two parameter groups: the dense
+ * model (every tensor but the routed experts', over DP) and this EP rank's
+ * experts (over expert-DP, R.ce: the context with c->edp as its DP group).
+ * Both tables are PARAMS with the other's tensors at vstage -1, so ids and
+ * therefore initial values are the single-rank run's. Checkpoints of the
+ * two groups are not written yet: --save, --resume and --export stop here. */
+static void expert_groups(void)
+{
+    if (R.args.save || R.args.resume || R.args.export_path)   /* every rank stops, saying why */
+        prt_run_fail(R.c, "--save/--resume/--export with ep > 1 (checkpoints of expert-parallel "
+                     "layouts are not written yet; train with ep 1 to checkpoint)", PRT_ERR_UNSUPPORTED);
+    CHECK(prt_ep_init(R.c, EP));
+    R.tab_d = (prt_param *)prt_host_alloc(N_PARAMS * sizeof(prt_param));
+    R.tab_e = (prt_param *)prt_host_alloc(N_PARAMS * sizeof(prt_param));
+    if (!R.tab_d || !R.tab_e) prt_run_fail(R.c, "prt_host_alloc (parameter tables)", PRT_ERR_NOMEM);
+    int r = prt_comm_rank(R.c->ep);
+    for (int i = 0; i < N_PARAMS; i++) {
+        R.tab_d[i] = R.tab_e[i] = PARAMS[i];
+        if (EXPERT_EP[i] >= 0) R.tab_d[i].vstage = -1;   /* an expert's: the experts' group */
+        if (EXPERT_EP[i] != r) R.tab_e[i].vstage = -1;   /* dense, or another EP rank's expert */
+    }
+    R.ce = *R.c;
+    R.ce.dp = R.c->edp;
+    R.ce.layout.dp = DP / EP;
+    R.ce.coord.dp = R.c->coord.dp / EP;
+    CHECK(prt_model_new(R.c, R.tab_d, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
+    CHECK(prt_model_new(&R.ce, R.tab_e, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.me));
+}
+#endif
 
 /* Write a checkpoint of the steps done (R.step) under --save DIR. */
 static void save(void)
@@ -1330,6 +1537,11 @@ static int dry_run(void)
     prt_pipe_free(R.pipe);
     scratch_free();
     prt_model_free(R.m);
+#if EXPERT_PARALLEL
+    prt_model_free(R.me);
+    prt_host_free(R.tab_d);
+    prt_host_free(R.tab_e);
+#endif
     prt_run_end(R.c);
     return 0;
 }
@@ -1340,7 +1552,11 @@ int main(int argc, char **argv)
     if (rc || !R.c) return rc;
     R.opt = ADAMW;
     R.opt.total = R.args.steps;   /* the cosine schedule spans the whole run, resumed or not */
+#if EXPERT_PARALLEL
+    expert_groups();
+#else
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
+#endif
     if (R.args.dry_run) return dry_run();
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
@@ -1364,13 +1580,22 @@ int main(int argc, char **argv)
         CHECK(prt_model_export(R.m, R.args.save, R.step, R.args.export_path));
         prt_log_note(R.log, "exported %s\n", R.args.export_path);
     }
+#if EXPERT_PARALLEL
+    if (R.args.dump_params) CHECK(prt_model_dump_pair(R.m, R.me, R.args.dump_params));
+#else
     if (R.args.dump_params) CHECK(prt_model_dump(R.m, R.args.dump_params));
+#endif
     if (R.args.mem_report) CHECK(prt_mem_report(R.c, R.args.mem_report));   /* the allocator's peak */
     prt_pipe_free(R.pipe);
     scratch_free();
     prt_log_close(R.log);
     prt_batch_close(R.data);
     prt_model_free(R.m);
+#if EXPERT_PARALLEL
+    prt_model_free(R.me);
+    prt_host_free(R.tab_d);
+    prt_host_free(R.tab_e);
+#endif
     prt_run_end(R.c);
     return 0;
 }

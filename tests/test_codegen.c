@@ -396,6 +396,8 @@ static void test_template_compiles(void **state)
         { "-DSLIDING_WINDOW=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DMLP_ACTS_MIXED=1", NULL },
         { "-DHAS_MOE=1", "-DMLP_SWIGLU=1", NULL },
         { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
+        { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DUSES_GATHER_PARAMS=1", "-DUSES_SYNC_PARAMS=1", "-DSPLIT_BWD=1", NULL },
+        { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DSP=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -772,11 +774,11 @@ static void test_knobs(void **state)
     dsl_arena_free(&a);
 }
 
-/* Issue 17, ep 1: every MLP of tiny made a mixture of 4 SwiGLU experts
- * (top_k 2, one shared) emits the MoE layer (Mixtral's checkpoint names
- * with global expert indices, w1 and w3 adjacent so one GEMM does both,
- * the moe columns of LAYERS, the aux loss averaged over the MoE layers),
- * and ep 2 is refused, naming ep (no expert-parallel groups yet). */
+/* Issue 17: every MLP of tiny made a mixture of 4 SwiGLU experts (top_k
+ * 2, one shared) emits the MoE layer (Mixtral's checkpoint names with
+ * global expert indices, w1 and w3 adjacent so one GEMM does both, the moe
+ * columns of LAYERS, the aux loss averaged over the MoE layers), and with
+ * ep 2 the expert-parallel program (the experts' own parameter group). */
 static void test_moe(void **state)
 {
     (void)state;
@@ -811,13 +813,37 @@ static void test_moe(void **state)
     assert_null(strstr(text, "mlp_fwd("));   /* no MLP left: no MLP code */
     assert_null(strstr(text, "MAX_SHARED"));  /* full recomputation's alone */
     free(text);
+    /* ep 2 of dp 2: the experts' own group and the exchange, EXPERT_EP
+     * naming each routed expert's EP rank (experts 0-1 on 0, 2-3 on 1) */
     p.layout.dp = 2;
     p.layout.ep = 2;
     p.layout.global_batch = 8;
     p.cluster.gpus_per_node = 4;
     text = emit_text(&p, why, sizeof why, &n);
-    if (text) fail_msg("ep 2: emitted, expected a refusal");
-    assert_non_null(strstr(why, "ep: planc's runtime cannot honour it"));
+    if (!text) fail_msg("ep 2: refused: %s", why);
+    static const char *const want_ep[] = {
+        "EP = 2,", "static const int EXPERT_EP[N_PARAMS] = {", "prt_moe_ep_to_experts(",
+        "prt_zero_norm_reduce_pair(R.m, R.me,", "prt_model_dump_pair(R.m, R.me,", "prt_ep_init(R.c, EP)",
+    };
+    for (size_t i = 0; i < sizeof want_ep / sizeof want_ep[0]; i++)
+        if (!strstr(text, want_ep[i])) fail_msg("the ep 2 program lacks '%s'", want_ep[i]);
+    /* layer 2 (ids 8-25: norm 8-9, router 10, experts 0-3 at 11, 14, 17, 20
+     * (w1, w3, w2 each), the shared one at 23): the router and the shared
+     * expert dense, experts 0-1 on EP rank 0, 2-3 on 1 */
+    const char *t = strstr(text, "EXPERT_EP[N_PARAMS] = {");
+    assert_non_null(t);
+    int v[26];
+    t = strchr(t, '{') + 1;
+    for (int i = 0; i < 26; i++) {
+        char *end;
+        v[i] = (int)strtol(t, &end, 10);
+        t = end + 1;
+    }
+    static const int want_owner[26] = { -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, -1, -1, -1 };
+    for (int i = 0; i < 26; i++)
+        if (v[i] != want_owner[i]) fail_msg("EXPERT_EP[%d] = %d, expected %d", i, v[i], want_owner[i]);
+    free(text);
     dsl_arena_free(&a);
 }
 

@@ -162,6 +162,10 @@ prt_status prt_zero_embed_reduce(prt_model *m);
  * copies once). It clips, prt_model_grad_norm logs it, and a NaN or Inf
  * fails here, before any update (`step` counts from 1). */
 prt_status prt_zero_norm_reduce(prt_model *m, long step);
+/* The same over two models that share one norm and one clip (issue 17: the
+ * dense model and the expert group's, whose tensors are the dense table's
+ * left out of it); both take the result. */
+prt_status prt_zero_norm_reduce_pair(prt_model *m, prt_model *peer, long step);
 /* Clip by the norm prt_zero_norm_reduce found (PRT_ERR_ARG when it did not
  * run this step), AdamW on the part this rank owns (ZeRO 0: all of it;
  * else its shard), zero the gradients for the next step. */
@@ -174,6 +178,10 @@ prt_status prt_zero_sync(prt_model *m);
  * length, name, u64 rows, u64 cols, rows*cols float32 (little-endian).
  * Collective over the world. */
 prt_status prt_model_dump(prt_model *m, const char *path);
+/* The same for a dense model and its expert group's (peer, or NULL): one
+ * file of every tensor, each from the rank holding it. m's table names all
+ * of them (those it leaves out have vstage -1). */
+prt_status prt_model_dump_pair(prt_model *m, prt_model *peer, const char *path);
 
 /* The global gradient norm of the last prt_zero_norm_reduce (computed every
  * step, clipping or not). A NaN or Inf norm makes that call fail before the
