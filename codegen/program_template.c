@@ -745,7 +745,7 @@ static void ep_buffers_free(LayerActs *a)
 }
 
 /* The first local expert's global index; local experts' GEMMs on their rows. */
-static int first_local(const LayerSpec *L) { return prt_comm_rank(R.c->ep) * (L->experts / EP); }
+static int first_local(const LayerSpec *L) { return prt_ep_rank(R.c, EP) * (L->experts / EP); }
 
 static void experts_fwd(const LayerSpec *L, LayerActs *a)
 {
@@ -1486,11 +1486,11 @@ static void expert_groups(void)
     if (R.args.save || R.args.resume || R.args.export_path)   /* every rank stops, saying why */
         prt_run_fail(R.c, "--save/--resume/--export with ep > 1 (checkpoints of expert-parallel "
                      "layouts are not written yet; train with ep 1 to checkpoint)", PRT_ERR_UNSUPPORTED);
-    CHECK(prt_ep_init(R.c, EP));
+    if (!R.args.dry_run) CHECK(prt_ep_init(R.c, EP));   /* --dry-run's context has no groups */
     R.tab_d = (prt_param *)prt_host_alloc(N_PARAMS * sizeof(prt_param));
     R.tab_e = (prt_param *)prt_host_alloc(N_PARAMS * sizeof(prt_param));
     if (!R.tab_d || !R.tab_e) prt_run_fail(R.c, "prt_host_alloc (parameter tables)", PRT_ERR_NOMEM);
-    int r = prt_comm_rank(R.c->ep);
+    int r = prt_ep_rank(R.c, EP);
     for (int i = 0; i < N_PARAMS; i++) {
         R.tab_d[i] = R.tab_e[i] = PARAMS[i];
         if (EXPERT_EP[i] >= 0) R.tab_d[i].vstage = -1;   /* an expert's: the experts' group */
@@ -1499,7 +1499,7 @@ static void expert_groups(void)
     R.ce = *R.c;
     R.ce.dp = R.c->edp;
     R.ce.layout.dp = DP / EP;
-    R.ce.coord.dp = R.c->coord.dp / EP;
+    R.ce.coord.dp = prt_edp_rank(R.c, EP);
     CHECK(prt_model_new(R.c, R.tab_d, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
     CHECK(prt_model_new(&R.ce, R.tab_e, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.me));
 }

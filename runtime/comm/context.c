@@ -214,11 +214,14 @@ prt_status prt_ep_init(prt_ctx *c, int ep)
         return prtc_error(PRT_ERR_ARG, c->world, "prt_ep_init: the expert groups exist already");
     const prt_layout L = c->layout, x = c->coord;
     const prt_algo algo = prt_comm_algo(c->dp);
-    /* colours: the coordinates a group shares; (tp, pp) as the DP group's */
+    /* colours: the coordinates a group shares, (tp, pp) as the DP group's,
+     * and the EP group index d / ep (EP group) or the EP rank d % ep
+     * (expert-DP group); the key orders the group */
     int dp_group = x.tp + L.tp * x.pp, groups = L.tp * L.pp;
-    prt_status s = split(c, dp_group + groups * (x.dp / ep), x.dp % ep, algo, &c->ep);
+    int er = prt_ep_rank(c, ep), edr = prt_edp_rank(c, ep);
+    prt_status s = split(c, dp_group + groups * edr, er, algo, &c->ep);
     if (!s)
-        s = split(c, dp_group + groups * (x.dp % ep), x.dp / ep, algo, &c->edp);
+        s = split(c, dp_group + groups * er, edr, algo, &c->edp);
     return s;
 }
 

@@ -112,6 +112,11 @@ void       prt_finalize(prt_ctx *c);
  * PRT_ERR_ARG when ep does not divide dp or the groups exist already.
  * Collective over the world. */
 prt_status prt_ep_init(prt_ctx *c, int ep);
+/* This rank's EP rank (the rule prt_ep_init builds the groups by; also for
+ * a context without groups, as --dry-run's). */
+static inline int prt_ep_rank(const prt_ctx *c, int ep) { return c->coord.dp % ep; }
+/* Its rank in its expert-DP group. */
+static inline int prt_edp_rank(const prt_ctx *c, int ep) { return c->coord.dp / ep; }
 
 /* The rank's place in a group and the group's size. */
 int        prt_comm_rank(const prt_comm *g);
