@@ -1479,13 +1479,10 @@ static void train_step(void)
  * model (every tensor but the routed experts', over DP) and this EP rank's
  * experts (over expert-DP, R.ce: the context with c->edp as its DP group).
  * Both tables are PARAMS with the other's tensors at vstage -1, so ids and
- * therefore initial values are the single-rank run's. Checkpoints of the
- * two groups are not written yet: --save, --resume and --export stop here. */
+ * therefore initial values are the single-rank run's; checkpoints hold
+ * both (prt_model_save_pair), as global tensors any layout resumes. */
 static void expert_groups(void)
 {
-    if (R.args.save || R.args.resume || R.args.export_path)   /* every rank stops, saying why */
-        prt_run_fail(R.c, "--save/--resume/--export with ep > 1 (checkpoints of expert-parallel "
-                     "layouts are not written yet; train with ep 1 to checkpoint)", PRT_ERR_UNSUPPORTED);
     if (!R.args.dry_run) CHECK(prt_ep_init(R.c, EP));   /* --dry-run's context has no groups */
     R.tab_d = (prt_param *)prt_host_alloc(N_PARAMS * sizeof(prt_param));
     R.tab_e = (prt_param *)prt_host_alloc(N_PARAMS * sizeof(prt_param));
@@ -1510,7 +1507,11 @@ static void save(void)
 {
     char dir[4096];
     const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+#if EXPERT_PARALLEL
+    CHECK(prt_model_save_pair(R.m, R.me, R.args.save, R.step, &info, dir, sizeof dir));   /* both groups */
+#else
     CHECK(prt_model_save(R.m, R.args.save, R.step, &info, dir, sizeof dir));
+#endif
     prt_log_note(R.log, "saved %s\n", dir);
 }
 
@@ -1521,7 +1522,11 @@ static void resume(void)
 {
     char dir[4096];
     const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+#if EXPERT_PARALLEL
+    if (prt_model_load_pair(R.m, R.me, R.args.resume, &info, &R.step, dir, sizeof dir))
+#else
     if (prt_model_load(R.m, R.args.resume, &info, &R.step, dir, sizeof dir))
+#endif
         prt_run_stop(R.c);   /* every rank took rank 0's verdict */
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
 }

@@ -205,6 +205,10 @@ typedef struct {
  * the step directory goes to dir (cap bytes) when dir != NULL. */
 prt_status prt_model_save(prt_model *m, const char *root, long step, const prt_save_info *info,
                           char *dir, size_t cap);
+/* The same for a dense model and its expert group's (peer; issue 17): both
+ * into one checkpoint, each tensor's pieces from the ranks holding it. */
+prt_status prt_model_save_pair(prt_model *m, prt_model *peer, const char *root, long step,
+                               const prt_save_info *info, char *dir, size_t cap);
 /* Load the checkpoint at path (a step directory with index.json, or the
  * newest complete one under a root), written on any layout: world rank 0
  * checks every file's checksum, the tensors against this model, the model
@@ -212,6 +216,10 @@ prt_status prt_model_save(prt_model *m, const char *root, long step, const prt_s
  * the checkpoint's step (steps done). Collective over the world. */
 prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *info, long *step,
                           char *dir, size_t cap);
+/* The same into a dense model and its expert group's (peer): rank 0 checks
+ * the checkpoint against m's table, which names every tensor. */
+prt_status prt_model_load_pair(prt_model *m, prt_model *peer, const char *path,
+                               const prt_save_info *info, long *step, char *dir_out, size_t cap);
 
 /* World rank 0 writes the checkpoint ROOT/step-<step> consolidated into one
  * safetensors file at path, without the optimizer state ("opt." tensors):
