@@ -999,8 +999,13 @@ static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
     a->rl = KEEP_F32(N * E); a->wk = KEEP_F32(N * K);
     a->idx = KEEP_I32(N * K); a->row = KEEP_I32(N * K); a->cnt = KEEP_I32(E);
+#if EXPERT_PARALLEL
+    a->xe = KEEP_ACT(N * K * C); a->ye = KEEP_ACT(N * K * C);   /* this rank's rows, out and back;
+                                                                    the experts' side: experts_fwd */
+#else
     a->xe = KEEP_ACT(N * K * C); a->he = KEEP_ACT(N * K * L->width);
     a->ae = KEEP_ACT(N * K * L->inner); a->ye = KEEP_ACT(N * K * C);
+#endif
     if (S_) { a->hs = KEEP_ACT(S_ * N * L->width); a->as = KEEP_ACT(S_ * N * L->inner); }
 #endif
 }
@@ -1090,7 +1095,9 @@ static void moe_scratch_alloc(void)
     S.rc.rl = f32_alloc(N * MAX_EXPERTS); S.rc.wk = f32_alloc(N * MAX_TOPK);
     S.rc.idx = i32_alloc(N * MAX_TOPK); S.rc.row = i32_alloc(N * MAX_TOPK); S.rc.cnt = i32_alloc(MAX_EXPERTS);
     S.rc.xe = act_alloc(N * MAX_TOPK * C); S.rc.ye = act_alloc(N * MAX_TOPK * C);
+#if !EXPERT_PARALLEL
     S.rc.he = act_alloc(N * MAX_TOPK * MAX_WIDTH); S.rc.ae = act_alloc(N * MAX_TOPK * MAX_INNER);
+#endif
     S.rc.hs = MAX_SHARED ? act_alloc(MAX_SHARED * N * MAX_WIDTH) : NULL;
     S.rc.as = MAX_SHARED ? act_alloc(MAX_SHARED * N * MAX_INNER) : NULL;
 #endif
