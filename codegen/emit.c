@@ -88,7 +88,7 @@ typedef struct {
     bool on;
 } CgFeature;
 
-#define CG_MAX_FEATURES 40
+#define CG_MAX_FEATURES 48
 
 typedef struct {
     FILE       *f;
@@ -99,6 +99,8 @@ typedef struct {
     int         nv;        /* pp * chunks */
     int        *layer_vs;  /* [n_layers] virtual stage of each layer */
     int        *pfirst;    /* [n_layers] first parameter id of each layer */
+    int        *param_ep;  /* [n_params] ep > 1: the EP rank holding a routed expert's tensor,
+                              -1 for the rest (EXPERT_EP); NULL while counting */
     int         n_params;
     int         tie;       /* the tie column of the next parameter row */
     size_t      logical;   /* the logical-rows column of the next row (V of a padded
@@ -268,8 +270,8 @@ static const char *flt(char *buf, double v)
 
 static const char *kind_name(LayerKind k)
 {
-    static const char *n[] = { "embedding", "attention", "mlp", "norm", "lm_head" };  /* ORDER LayerKind */
-    return (unsigned)k < 5 ? n[k] : "?";
+    static const char *n[] = { "embedding", "attention", "mlp", "norm", "lm_head", "moe" };  /* ORDER LayerKind */
+    return (unsigned)k < 6 ? n[k] : "?";
 }
 
 static const char *sched_title(int s)
@@ -307,16 +309,19 @@ static void set_features(Cg *g)
 {
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
-    int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, final_norm = 0, pos = POS_NONE, bias = 0,
-        window = 0;
+    int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
+        bias = 0, window = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
+        bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;   /* the MLP's activation code */
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
-        if (L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP || L->kind == LAYER_NORM)
+        if (L->kind == LAYER_ATTENTION || ffn || L->kind == LAYER_NORM)
             *(L->norm == NORM_RMSNORM ? &rms : &ln) += 1;
-        if (L->kind == LAYER_MLP) { mlp++; act[L->act]++; }
+        if (ffn) act[L->act]++;
+        if (L->kind == LAYER_MLP) mlp++;
+        if (L->kind == LAYER_MOE) moe++;
         if (L->kind == LAYER_NORM) final_norm++;
-        if ((L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP) && L->bias) bias++;
+        if ((L->kind == LAYER_ATTENTION || ffn) && L->bias) bias++;
         /* a window no shorter than the sequence masks nothing: full causal */
         if (L->kind == LAYER_ATTENTION && plan_attention_keys(m, L) < m->seq) window++;
     }
@@ -336,6 +341,8 @@ static void set_features(Cg *g)
     set_feature(g, "ROPE", pos == POS_ROPE);
     set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
     set_feature(g, "HAS_MLP", mlp > 0);
+    set_feature(g, "HAS_MOE", moe > 0);
+    set_feature(g, "EXPERT_PARALLEL", moe > 0 && plan_ep(l) > 1);
     set_feature(g, "HAS_FINAL_NORM", final_norm > 0);
     set_feature(g, "HAS_BIAS", bias > 0);
     set_feature(g, "PIPELINE", l->pp > 1);
@@ -414,7 +421,7 @@ static void emit_constants(Cg *g)
     const Plan *p = g->p;
     const Model *m = &p->model;
     const Layout *l = &g->l;
-    int64_t max_width = 1, max_inner = 1, max_heads = 1;
+    int64_t max_width = 1, max_inner = 1, max_heads = 1, max_e = 1, max_k = 1, max_s = 0, n_moe = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         int64_t tp = l->tp;
@@ -423,16 +430,24 @@ static void emit_constants(Cg *g)
             if (w > max_width) max_width = w;
             if (L->heads / tp * d > max_inner) max_inner = L->heads / tp * d;
             if (L->heads / tp > max_heads) max_heads = L->heads / tp;
-        } else if (L->kind == LAYER_MLP) {
+        } else if (L->kind == LAYER_MLP || L->kind == LAYER_MOE) {   /* MoE: each expert's */
             int64_t f = L->hidden / tp, w = plan_act_gated(L->act) ? 2 * f : f;
             if (w > max_width) max_width = w;
             if (f > max_inner) max_inner = f;
+        }
+        if (L->kind == LAYER_MOE) {
+            n_moe++;
+            if (L->experts > max_e) max_e = L->experts;
+            if (L->top_k > max_k) max_k = L->top_k;
+            if (L->shared > max_s) max_s = L->shared;
         }
     }
     long long B = l->micro_batch, T = m->seq, sp = feature(g, "SP", 2) == 1 ? l->tp : 1;
     out(g, "/* ---- the layout -------------------------------------------------------- */\n");
     out(g, "enum {\n");
     col(g, "    DP = %d, TP = %d, PP = %d,", "data-, tensor-, pipeline-parallel degrees", l->dp, l->tp, l->pp);
+    if (feature(g, "EXPERT_PARALLEL", 15) == 1)
+        col(g, "    EP = %d,", "expert-parallel degree: DP ranks per EP group", plan_ep(l));
     col(g, "    CHUNKS = %d,", "model chunks per pipeline stage", l->chunks);
     col(g, "    ZERO = %d,", "ZeRO stage", l->zero);
     col(g, "    N_MICRO = %lld,", "micro-batches per step on each pipeline", (long long)g->prog.n_micro);
@@ -446,6 +461,14 @@ static void emit_constants(Cg *g)
     col(g, "    GLOBAL_BATCH = %lld,", "sequences per step, all DP ranks together", (long long)l->global_batch);
     col(g, "    MAX_WIDTH = %lld, MAX_INNER = %lld, MAX_HEADS = %lld;", "widest layer, this rank",
         (long long)max_width, (long long)max_inner, (long long)max_heads);
+    if (feature(g, "HAS_MOE", 7) == 1) {
+        col(g, "static const size_t MAX_EXPERTS = %lld, MAX_TOPK = %lld, MOE_LAYERS = %lld;",
+            "the largest MoE layer; the aux loss averages over the layers", (long long)max_e,
+            (long long)max_k, (long long)n_moe);
+        if (l->recompute == RECOMPUTE_FULL)
+            col(g, "static const size_t MAX_SHARED = %lld;", "the most shared experts of a MoE layer",
+                (long long)max_s);
+    }
     if (feature(g, "ROPE", 4) == 1) {
         char th[48];
         out(g, "static const float ROPE_THETA = %s;   /* RoPE's base (embedding rope_theta) */\n",
@@ -549,6 +572,43 @@ static void emit_shards(Cg *g)
     out(g, " */\n\n");
 }
 
+/* One expert's rows, as Hugging Face's Mixtral names them (w1 the gate or
+ * the up projection, w3 SwiGLU's up, w2 down; the expert's global index, so
+ * a checkpoint does not depend on the layout), TP-split like an MLP's. The
+ * order is the template's (expert_ids): w1 and w3 adjacent, so this rank's
+ * slices of both are one (2F/tp, C) matrix, [gate | up] as prt_swiglu_fwd
+ * reads it; then their biases, likewise; then w2 and its bias. */
+static void moe_expert_rows(Cg *g, int *id, const char *who, int layer, const Layer *L, double s,
+                            double sr, int owner)
+{
+    int first = *id;
+    size_t C = (size_t)g->p->model.dim, f = (size_t)L->hidden, one[3] = { f, 0, 0 };
+    bool gated = plan_act_gated(L->act);
+    char nm[160];
+    snprintf(nm, sizeof nm, "%s.w1.weight", who);
+    param_row(g, id, nm, layer, f, C, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_NORMAL", s);
+    if (gated) { snprintf(nm, sizeof nm, "%s.w3.weight", who);
+                 param_row(g, id, nm, layer, f, C, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_NORMAL", s); }
+    if (L->bias) {
+        snprintf(nm, sizeof nm, "%s.w1.bias", who);
+        param_row(g, id, nm, layer, f, 1, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_ZEROS", 0);
+        if (gated) { snprintf(nm, sizeof nm, "%s.w3.bias", who);
+                     param_row(g, id, nm, layer, f, 1, "PRT_SPLIT_ROWS", 1, one, "PRT_INIT_ZEROS", 0); }
+    }
+    snprintf(nm, sizeof nm, "%s.w2.weight", who);
+    param_row(g, id, nm, layer, C, f, "PRT_SPLIT_COLS", 0, one, "PRT_INIT_NORMAL", sr);
+    if (L->bias) { snprintf(nm, sizeof nm, "%s.w2.bias", who);
+                   param_row(g, id, nm, layer, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+    for (int i = first; g->param_ep && i < *id; i++) g->param_ep[i] = owner;
+}
+
+/* Parameter ids per expert, in moe_expert_rows' order. */
+static int moe_expert_stride(const Layer *L)
+{
+    int up = plan_act_gated(L->act) ? 2 : 1;
+    return up + (L->bias ? up : 0) + 1 + (L->bias ? 1 : 0);
+}
+
 /* Walk the model's tensors in order; with write false only count them. */
 static int emit_params(Cg *g, bool write)
 {
@@ -591,8 +651,24 @@ static int emit_params(Cg *g, bool write)
             if (L->position == POS_LEARNED)
                 param_row(g, &id, "wpe.weight", i, (size_t)m->seq, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             break;
-        case LAYER_MOE:     /* refused by runtime_honours */
+        case LAYER_MOE: {
+            snprintf(nm, sizeof nm, "layers.%d.moe_norm.weight", i);
+            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            if (ln) { snprintf(nm, sizeof nm, "layers.%d.moe_norm.bias", i);
+                      param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            snprintf(nm, sizeof nm, "layers.%d.block_sparse_moe.gate.weight", i);
+            param_row(g, &id, nm, i, (size_t)L->experts, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
+            for (int64_t e = 0; e < L->experts + L->shared; e++) {
+                char who[96];
+                if (e < L->experts) snprintf(who, sizeof who, "layers.%d.block_sparse_moe.experts.%lld", i, (long long)e);
+                else snprintf(who, sizeof who, "layers.%d.block_sparse_moe.shared_experts.%lld", i,
+                              (long long)(e - L->experts));
+                /* EP rank r holds routed experts [r E/ep, (r+1) E/ep); shared ones are dense */
+                int owner = e < L->experts ? (int)(e / (L->experts / plan_ep(&g->l))) : -1;
+                moe_expert_rows(g, &id, who, i, L, s, sr, owner);
+            }
             break;
+        }
         case LAYER_ATTENTION: {
             size_t d = (size_t)plan_head_dim(m, L), q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
             size_t parts[3] = { q, kv, kv };
@@ -648,6 +724,13 @@ static int emit_params(Cg *g, bool write)
         }
     }
     out(g, "};\n");
+    if (g->param_ep && feature(g, "EXPERT_PARALLEL", 15) == 1) {
+        out(g, "/* The EP rank holding each routed expert's tensor (its own parameter group, reduced\n"
+               " * and ZeRO-sharded over expert-DP); -1: dense, every rank of its stage */\n"
+               "static const int EXPERT_EP[N_PARAMS] = {");
+        for (int i = 0; i < id; i++) out(g, "%s%s%d", i ? "," : "", i % 24 ? " " : "\n    ", g->param_ep[i]);
+        out(g, "\n};\n");
+    }
     emit_shards(g);
     g->f = keep;
     return id;
@@ -667,13 +750,28 @@ static void emit_layers(Cg *g)
         long long window = 0;
         long long width = 0, inner = 0;
         bool ln = L->norm == NORM_LAYERNORM;
+        int router = -1, stride = 0, shared0 = -1;
         switch (L->kind) {
         case LAYER_EMBEDDING:
             w1 = wte = p;
             if (L->position == POS_LEARNED) w2 = p + 1;
             break;
-        case LAYER_MOE:     /* refused by runtime_honours */
+        case LAYER_MOE: {   /* w1, b1, w2, b2: routed expert 0's (moe_expert_rows' order) */
+            int up = plan_act_gated(L->act) ? 2 : 1;
+            lw = p++;
+            if (ln) lb = p++;
+            router = p++;
+            stride = moe_expert_stride(L);
+            w1 = p;
+            if (L->bias) b1 = p + up;
+            w2 = p + up + (L->bias ? up : 0);
+            if (L->bias) b2 = w2 + 1;
+            shared0 = p + (int)L->experts * stride;
+            f = (int)(L->hidden / tp);
+            width = plan_act_gated(L->act) ? 2LL * f : f;
+            inner = f;
             break;
+        }
         case LAYER_ATTENTION: case LAYER_MLP:
             lw = p++;
             if (ln) lb = p++;
@@ -704,12 +802,20 @@ static void emit_layers(Cg *g)
             w1 = L->tied && !tied_copy(g, i) ? wte : p;
             break;
         }
-        static const char *kinds[] = { "EMBEDDING", "ATTENTION", "MLP", "NORM", "LM_HEAD" }; /* ORDER LayerKind */
+        static const char *kinds[] = { "EMBEDDING", "ATTENTION", "MLP", "NORM", "LM_HEAD", "MOE" }; /* ORDER LayerKind */
         static const char *acts[] = { "ACT_GELU", "ACT_RELU", "ACT_SWIGLU", "ACT_GEGLU" }; /* ORDER ActKind */
-        out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %s, %d, %d, %d, %lld, %d, %s, %lld, %lld }, /* layer %d: %s */\n",
+        bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;
+        char moe[160] = "";
+        if (feature(g, "HAS_MOE", 7) == 1) {   /* the moe columns (router .. capf) */
+            char aux[48], capf[48];
+            snprintf(moe, sizeof moe, ", %d, %d, %d, %lld, %lld, %lld, %s, %s", router, stride, shared0,
+                     (long long)L->experts, (long long)L->top_k, (long long)L->shared,
+                     flt(aux, L->aux_loss), flt(capf, L->capacity_factor));
+        }
+        out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %s, %d, %d, %d, %lld, %d, %s, %lld, %lld%s }, /* layer %d: %s */\n",
             kinds[L->kind], w1, b1, w2, b2, lw, lb,
             L->norm == NORM_RMSNORM ? "NORM_RMSNORM" : "NORM_LAYERNORM", h, hkv, d, window, f,
-            acts[L->kind == LAYER_MLP ? L->act : ACT_GELU], width, inner, i, kind_name(L->kind));
+            acts[ffn ? L->act : ACT_GELU], width, inner, moe, i, kind_name(L->kind));
     }
     out(g, "};\n\n/* The layers [first, end) of each virtual stage (chunk * PP + stage). */\n");
     out(g, "static const int VSTAGE_FIRST[%d] = {", g->nv);
@@ -724,12 +830,14 @@ static void emit_layers(Cg *g)
 /* The layers' functions by kind (ORDER LayerKind): forward, whole
  * backward, zb-h1's input half and weight half (NULL: the kind has no
  * weight half; its gradients come with the input half). */
-static const char *const FN_FWD[] = { "embedding_fwd", "attention_fwd", "mlp_fwd", "final_norm_fwd", "lm_head_fwd" };
-static const char *const FN_BWD[] = { "embedding_bwd", "attention_bwd", "mlp_bwd", "final_norm_bwd", "lm_head_bwd" };
+static const char *const FN_FWD[] = { "embedding_fwd", "attention_fwd", "mlp_fwd", "final_norm_fwd", "lm_head_fwd",
+                                      "moe_fwd" };
+static const char *const FN_BWD[] = { "embedding_bwd", "attention_bwd", "mlp_bwd", "final_norm_bwd", "lm_head_bwd",
+                                      "moe_bwd" };
 static const char *const FN_BWD_INPUT[] = { "embedding_bwd", "attention_bwd_input", "mlp_bwd_input",
-                                            "final_norm_bwd", "lm_head_bwd_input" };
+                                            "final_norm_bwd", "lm_head_bwd_input", "moe_bwd" };
 static const char *const FN_BWD_WEIGHT[] = { NULL, "attention_bwd_weight", "mlp_bwd_weight", NULL,
-                                             "lm_head_bwd_weight" };
+                                             "lm_head_bwd_weight", NULL };
 
 /* The backward of virtual stage k, the layers in reverse: `fn` per kind,
  * grads_done after each unless `input` (zb-h1's B: the W half says when
@@ -1094,9 +1202,6 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (w->overlap_tp && l->tp > 1) {
         key = "overlap_tp true";
         what = "its TP collectives are synchronous";
-    } else if (plan_model_has_moe(&p->model)) {
-        key = "moe";
-        what = "it has no mixture-of-experts layers yet";
     } else if (plan_grad_dtype(p) != DTYPE_FP32) {
         key = plan_grad_dtype(p) == DTYPE_FP16 ? "grad_accum_dtype fp16" : "grad_accum_dtype bf16";
         what = "it accumulates and reduces gradients in fp32; add `grad_accum_dtype fp32;` to the plan block";
@@ -1133,6 +1238,11 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     if (ok) {
         set_features(&g);
         g.n_params = emit_params(&g, false);
+        g.param_ep = calloc((size_t)g.n_params + 1, sizeof(int));
+        if (!g.param_ep) { snprintf(why, len, "out of memory"); ok = false; }
+    }
+    if (ok) {
+        for (int i = 0; i < g.n_params; i++) g.param_ep[i] = -1;
         emit_header(&g);
         emit_constants(&g);
         emit_params(&g, true);
@@ -1156,6 +1266,7 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     free(g.chunk);
     free(g.layer_vs);
     free(g.pfirst);
+    free(g.param_ep);
     free(g.stage_numel);
     plan_program_free(&g.prog);
     return ok;

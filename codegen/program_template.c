@@ -13,7 +13,7 @@
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, DROPOUT,
- * LEARNED_POS, HAS_MLP, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
+ * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
  * is copied as it is. @KEY@ (in comments only, so this file stays C) is
@@ -65,6 +65,12 @@
 #ifndef HAS_MLP
 #define HAS_MLP 1
 #endif
+#ifndef HAS_MOE
+#define HAS_MOE 0
+#endif
+#ifndef EXPERT_PARALLEL
+#define EXPERT_PARALLEL 0
+#endif
 #ifndef HAS_FINAL_NORM
 #define HAS_FINAL_NORM 1
 #endif
@@ -110,6 +116,16 @@ static const float ROPE_THETA = 10000.0f;
 #if DROPOUT
 static const float DROPOUT_P = 0.1f;
 #endif
+#if EXPERT_PARALLEL
+enum { EP = 2 };
+static const int EXPERT_EP[N_PARAMS] = { -1 };
+#endif
+#if HAS_MOE
+static const size_t MAX_EXPERTS = 4, MAX_TOPK = 2, MOE_LAYERS = 1;
+#if RECOMPUTE_FULL
+static const size_t MAX_SHARED = 1;
+#endif
+#endif
 static const long STEPS = 1;
 static const char *const DATA = 0;
 static const uint64_t SEED = 0;
@@ -142,9 +158,30 @@ typedef struct {
     ActKind act;
     size_t width;      /* columns of the first linear here: (h + 2 hkv) d, or f (SwiGLU, GeGLU: 2 f) */
     size_t inner;      /* rows of the second linear here: h d, or f */
+#if HAS_MOE
+    /* moe (w1, b1, w2, b2 above are routed expert 0's; f, width, inner each expert's) */
+    int router;        /* the router's weight (E, C), replicated over TP, no bias */
+    int ex_stride;     /* parameter ids per expert: expert e's are expert 0's + e * ex_stride */
+    int shared0;       /* the first shared expert's up weight (its others at expert 0's offsets) */
+    int experts, top_k, shared;   /* routed experts E (all on this rank: ep 1), k, shared experts */
+    float aux;         /* load-balancing loss coefficient (Switch), 0: off */
+    float capf;        /* capacity factor (GShard, per sequence), 0: dropless */
+#endif
 } LayerSpec;
+#if HAS_MOE
+#define MOE ((LayerKind)(LM_HEAD + 1))   /* LayerKind's sixth (ORDER LayerKind): a mixture-of-experts sublayer */
+#endif
 
 //@@ check-tables
+#if HAS_MOE
+static const LayerSpec LAYERS[N_LAYERS] = {
+    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
+    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0 },
+    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0 },
+    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
+    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
+};
+#else
 static const LayerSpec LAYERS[N_LAYERS] = {
     { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 },
     { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8 },
@@ -152,6 +189,7 @@ static const LayerSpec LAYERS[N_LAYERS] = {
     { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 },
     { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0 },
 };
+#endif
 static const int VSTAGE_FIRST[1] = { 0 };
 static const int VSTAGE_END[1] = { 5 };
 
@@ -180,12 +218,31 @@ typedef struct {
     prt_act *attd;                    /* (B, h, T, T) the probabilities after dropout */
     uint8_t *att_mask;                /* (B, h, T, T) their dropout mask */
 #endif
+#if HAS_MOE
+    float   *rl, *wk;                 /* moe: (N, E) router logits fp32; (N, k) top-k weights */
+    int32_t *idx, *row, *cnt;         /* moe: (N, k) experts chosen and their rows in xe (-1:
+                                         dropped); (E) rows per expert */
+    prt_act *xe, *he, *ae, *ye;       /* moe: (N k, C), (N k, width), (N k, inner), (N k, C):
+                                         the dispatched rows through their experts */
+    prt_act *hs, *as;                 /* moe: (shared N, width), (shared N, inner): the shared experts' */
+#endif
+#if EXPERT_PARALLEL
+    prt_moe_ep ep;                    /* moe: this micro-batch's exchange (counts, order) */
+    prt_act *xr, *hr, *ar, *yr;       /* moe: (rows_in, C|width|inner|C) the rows this EP rank's
+                                         experts received, through them (sized as they came) */
+#endif
 } LayerActs;
 
 /* Everything one rank holds while it trains. */
 static struct {
     prt_ctx   *c;      /* rank, coordinates, the DP / TP / PP groups */
     prt_model *m;      /* parameters, gradients, AdamW state (ZeRO-sharded) */
+#if EXPERT_PARALLEL
+    prt_model *me;     /* the experts this EP rank holds: their own group, reduced and
+                          ZeRO-sharded over expert-DP (R.ce: c with c->edp as its DP) */
+    prt_ctx    ce;
+    prt_param *tab_d, *tab_e;   /* PARAMS as each model sees it: the other's tensors at vstage -1 */
+#endif
     prt_pipe  *pipe;   /* activations per (micro-batch, chunk) and their transfers */
     prt_batch *data;   /* this DP rank's sequences */
     prt_log   *log;
@@ -212,11 +269,26 @@ static struct {
 #if RECOMPUTE_FULL
     LayerActs rc;          /* the one layer's buffers full recomputation rebuilds */
 #endif
+#if HAS_MOE
+    prt_act *dye, *dxe, *ys;   /* (N k, C) expert output / input gradients; (N, C) a shared expert's */
+    float   *dwk, *dlogits;    /* (N, k) top-k weight gradients; (N, E) router logit gradients */
+    float   *auxb, *aux_host;  /* (B) the aux loss per sequence, and its host copy */
+    int32_t *cnt_host;         /* (E) rows per expert, on the host: the experts' GEMM sizes */
+    bool     recomputing;      /* full recomputation's forward: the aux loss is counted once */
+#endif
     float *loss_host;
 } S;
 
+#if EXPERT_PARALLEL
+/* The model holding parameter i: the experts' group for a routed expert's
+ * tensors (EXPERT_EP >= 0), else the dense one. */
+static prt_model *holder_of(int i) { return i >= 0 && EXPERT_EP[i] >= 0 ? R.me : R.m; }
+#define W(i) prt_w(holder_of(i), (i))   /* compute copy of parameter i (this rank's slice; -1: NULL) */
+#define G(i) prt_g(holder_of(i), (i))   /* its fp32 gradient */
+#else
 #define W(i) prt_w(R.m, (i))   /* compute copy of parameter i (this rank's slice; -1: NULL) */
 #define G(i) prt_g(R.m, (i))   /* its fp32 gradient */
+#endif
 #define CHECK(call) check((call), #call)   /* a failed call ends every rank */
 
 static void check(prt_status st, const char *call)
@@ -606,50 +678,54 @@ static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
 }
 #endif
 
+#if HAS_MLP || HAS_MOE
+/* The MLP's (and each expert's) activation on n rows of h. */
+static void mlp_act_fwd(const LayerSpec *L, prt_act *out, const prt_act *h, size_t n)
+{
+#if MLP_ACTS_MIXED
+    switch (L->act) {
+    case ACT_SWIGLU: prt_swiglu_fwd(out, h, n, (size_t)L->f); break;
+    case ACT_GEGLU:  prt_geglu_fwd(out, h, n, (size_t)L->f); break;
+    case ACT_RELU:   prt_relu_fwd(out, h, n * (size_t)L->f); break;
+    case ACT_GELU:   prt_gelu_fwd(out, h, n * (size_t)L->f); break;
+    }
+#elif MLP_SWIGLU
+    prt_swiglu_fwd(out, h, n, (size_t)L->f);                            /* SwiGLU */
+#elif MLP_GEGLU
+    prt_geglu_fwd(out, h, n, (size_t)L->f);                             /* GeGLU */
+#elif MLP_RELU
+    prt_relu_fwd(out, h, n * (size_t)L->f);                             /* ReLU */
+#else
+    prt_gelu_fwd(out, h, n * (size_t)L->f);                             /* GELU */
+#endif
+}
+
+static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const prt_act *da, size_t n)
+{
+#if MLP_ACTS_MIXED
+    switch (L->act) {
+    case ACT_SWIGLU: prt_swiglu_bwd(dh, h, da, n, (size_t)L->f); break;
+    case ACT_GEGLU:  prt_geglu_bwd(dh, h, da, n, (size_t)L->f); break;
+    case ACT_RELU:   prt_relu_bwd(dh, h, da, n * (size_t)L->f); break;
+    case ACT_GELU:   prt_gelu_bwd(dh, h, da, n * (size_t)L->f); break;
+    }
+#elif MLP_SWIGLU
+    prt_swiglu_bwd(dh, h, da, n, (size_t)L->f);
+#elif MLP_GEGLU
+    prt_geglu_bwd(dh, h, da, n, (size_t)L->f);
+#elif MLP_RELU
+    prt_relu_bwd(dh, h, da, n * (size_t)L->f);
+#else
+    prt_gelu_bwd(dh, h, da, n * (size_t)L->f);
+#endif
+}
+#endif
+
 #if HAS_MLP
 /* MLP sublayer, tensor-parallel as Megatron-LM: the up projection is
  * column-parallel (this rank's L->f hidden units; SwiGLU: its slice of
  * both the gate and the up half), the down projection row-parallel,
  * summed over TP. */
-static void mlp_act_fwd(const LayerSpec *L, prt_act *out, const prt_act *h)
-{
-#if MLP_ACTS_MIXED
-    switch (L->act) {
-    case ACT_SWIGLU: prt_swiglu_fwd(out, h, N, (size_t)L->f); break;
-    case ACT_GEGLU:  prt_geglu_fwd(out, h, N, (size_t)L->f); break;
-    case ACT_RELU:   prt_relu_fwd(out, h, N * (size_t)L->f); break;
-    case ACT_GELU:   prt_gelu_fwd(out, h, N * (size_t)L->f); break;
-    }
-#elif MLP_SWIGLU
-    prt_swiglu_fwd(out, h, N, (size_t)L->f);                            /* SwiGLU */
-#elif MLP_GEGLU
-    prt_geglu_fwd(out, h, N, (size_t)L->f);                             /* GeGLU */
-#elif MLP_RELU
-    prt_relu_fwd(out, h, N * (size_t)L->f);                             /* ReLU */
-#else
-    prt_gelu_fwd(out, h, N * (size_t)L->f);                             /* GELU */
-#endif
-}
-
-static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const prt_act *da)
-{
-#if MLP_ACTS_MIXED
-    switch (L->act) {
-    case ACT_SWIGLU: prt_swiglu_bwd(dh, h, da, N, (size_t)L->f); break;
-    case ACT_GEGLU:  prt_geglu_bwd(dh, h, da, N, (size_t)L->f); break;
-    case ACT_RELU:   prt_relu_bwd(dh, h, da, N * (size_t)L->f); break;
-    case ACT_GELU:   prt_gelu_bwd(dh, h, da, N * (size_t)L->f); break;
-    }
-#elif MLP_SWIGLU
-    prt_swiglu_bwd(dh, h, da, N, (size_t)L->f);
-#elif MLP_GEGLU
-    prt_geglu_bwd(dh, h, da, N, (size_t)L->f);
-#elif MLP_RELU
-    prt_relu_bwd(dh, h, da, N * (size_t)L->f);
-#else
-    prt_gelu_bwd(dh, h, da, N * (size_t)L->f);
-#endif
-}
 
 static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
@@ -657,7 +733,7 @@ static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel up */
-    mlp_act_fwd(L, a->a, a->h);
+    mlp_act_fwd(L, a->a, a->h, N);
 #if HAS_BIAS
     prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel down */
 #else
@@ -686,7 +762,7 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     const prt_act *dy = d;
 #endif
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C);
-    mlp_act_bwd(L, S.dh, a->h, S.da);
+    mlp_act_bwd(L, S.dh, a->h, S.da, N);
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
@@ -705,7 +781,7 @@ static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     grad_rows(d, a->dy);                                                /* kept for the weight pass */
 #endif
     prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
-    mlp_act_bwd(L, a->dh, a->h, S.da);
+    mlp_act_bwd(L, a->dh, a->h, S.da, N);
     prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
@@ -720,6 +796,209 @@ static void mlp_bwd_weight(const LayerSpec *L, LayerActs *a)
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
 }
 #endif
+#endif
+
+#if HAS_MOE
+/* Mixture-of-experts sublayer (issue 17; prt_ops.h's MoE section for the
+ * pieces and their order rules), ep 1: this rank holds every expert, each
+ * expert's GEMMs split over TP like an MLP's (column-parallel up, its w1
+ * and w3 slices adjacent in the flat buffer so one GEMM does both; row-
+ * parallel down). The input is every row's norm output (all_rows: gathered
+ * under SP), so every TP rank routes the same tokens identically; the
+ * experts' partial sums are combined with the top-k weights, the shared
+ * experts' added, and the whole summed over TP once (reduce-scattered
+ * under SP). The router is replicated over TP: its input gradient enters
+ * the TP sum on TP rank 0 only. */
+
+/* The ids of the expert whose up weight is base: its b1, w2, b2 sit at
+ * routed expert 0's offsets from its w1 (-1: none). */
+static void expert_ids(const LayerSpec *L, int base, int *w1, int *b1, int *w2, int *b2)
+{
+    *w1 = base;
+    *b1 = L->b1 < 0 ? -1 : base + (L->b1 - L->w1);
+    *w2 = base + (L->w2 - L->w1);
+    *b2 = L->b2 < 0 ? -1 : base + (L->b2 - L->w1);
+}
+
+/* One expert on n rows: h = x W1^T + b1, a = act(h), y = a W2^T (+ b2 on
+ * TP rank 0, so the TP sum holds it once): y is a partial sum over TP. */
+static void expert_fwd(const LayerSpec *L, int base, prt_act *y, prt_act *h, prt_act *a,
+                       const prt_act *x, size_t n)
+{
+    int w1, b1, w2, b2;
+    expert_ids(L, base, &w1, &b1, &w2, &b2);
+    prt_linear_fwd(h, x, W(w1), W(b1), n, C, L->width);                /* column-parallel up */
+    mlp_act_fwd(L, a, h, n);
+    prt_linear_fwd(y, a, W(w2), R.c->coord.tp == 0 ? W(b2) : NULL, n, L->inner, C); /* row-parallel down */
+}
+
+/* Its backward: weight gradients accumulate, dx (n, C) is overwritten with
+ * the input gradient's partial sum over TP; da (n, inner) and dh (n, width)
+ * are scratch. */
+static void expert_bwd(const LayerSpec *L, int base, prt_act *dx, const prt_act *dy,
+                       const prt_act *x, const prt_act *h, const prt_act *a, size_t n,
+                       prt_act *da, prt_act *dh)
+{
+    int w1, b1, w2, b2;
+    expert_ids(L, base, &w1, &b1, &w2, &b2);
+    prt_linear_bwd(da, G(w2), G(b2), dy, a, W(w2), n, L->inner, C);
+    mlp_act_bwd(L, dh, h, da, n);
+    prt_linear_bwd(dx, G(w1), G(b1), dh, x, W(w1), n, C, L->width);
+}
+
+/* The rows each expert received (S.cnt_host, the GEMM sizes), from the
+ * routing that prt_moe_route left in a->cnt. */
+static void expert_rows(const LayerSpec *L, const LayerActs *a)
+{
+    CHECK(prt_copy_to_host(S.cnt_host, a->cnt, (size_t)L->experts * sizeof(int32_t)));
+}
+
+/* The aux loss's share of the logged loss: the mean over sequences and MoE
+ * layers of coeff E sum_e f_e P_e, as loss_sum / (GLOBAL_BATCH T) reads it;
+ * once per forward (not again in full recomputation's), on TP rank 0. */
+static void moe_aux_fwd(const LayerSpec *L, LayerActs *a)
+{
+    prt_moe_aux_loss(S.auxb, a->rl, a->idx, B, T, (size_t)L->experts, (size_t)L->top_k, L->aux);
+    if (S.recomputing || R.c->coord.tp != 0) return;
+    CHECK(prt_copy_to_host(S.aux_host, S.auxb, B * sizeof(float)));
+    for (size_t b = 0; b < B; b++) R.loss_sum += (double)S.aux_host[b] * (double)T / (double)MOE_LAYERS;
+}
+
+#if EXPERT_PARALLEL
+/* Expert parallelism (issue 17): EP rank r holds experts [r el, (r+1) el)
+ * (el = E / EP); the rows sorted by expert go to their EP ranks and back
+ * (runtime/par/moe_ep.c: counts first, then prt_all_to_all_v over c->ep,
+ * the ranks of this TP rank's DP group with the same d / EP), arriving in
+ * (source rank, token, k) order: each expert sees one rank's rows in its
+ * order. The buffers on the experts' side are sized by what arrived and
+ * freed by the backward. */
+static void ep_buffers_free(LayerActs *a)
+{
+    prt_mem_free(a->xr); prt_mem_free(a->hr); prt_mem_free(a->ar); prt_mem_free(a->yr);
+    a->xr = a->hr = a->ar = a->yr = NULL;
+    prt_moe_ep_free(&a->ep);
+}
+
+/* The first local expert's global index; local experts' GEMMs on their rows. */
+static int first_local(const LayerSpec *L) { return prt_ep_rank(R.c, EP) * (L->experts / EP); }
+
+static void experts_fwd(const LayerSpec *L, LayerActs *a)
+{
+    ep_buffers_free(a);   /* a full recomputation's second forward */
+    CHECK(prt_moe_ep_plan(&a->ep, R.c->ep, S.cnt_host, (size_t)L->experts, C));
+    size_t rin = a->ep.rows_in;
+    a->xr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * C + 1) * sizeof(prt_act));
+    a->hr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * L->width + 1) * sizeof(prt_act));
+    a->ar = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * L->inner + 1) * sizeof(prt_act));
+    a->yr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * C + 1) * sizeof(prt_act));
+    if (!a->xr || !a->hr || !a->ar || !a->yr) prt_run_fail(R.c, "prt_alloc (expert rows)", PRT_ERR_NOMEM);
+    CHECK(prt_moe_ep_to_experts(&a->ep, a->xe, a->xr));               /* EP: dispatch all-to-all */
+    for (size_t le = 0, off = 0; le < a->ep.el; off += (size_t)a->ep.local[le], le++)
+        if (a->ep.local[le])
+            expert_fwd(L, L->w1 + (first_local(L) + (int)le) * L->ex_stride, a->yr + off * C,
+                       a->hr + off * L->width, a->ar + off * L->inner, a->xr + off * C,
+                       (size_t)a->ep.local[le]);
+    CHECK(prt_moe_ep_to_sources(&a->ep, a->yr, a->ye));               /* EP: combine all-to-all */
+}
+
+/* dye (this rank's rows, source order) -> dxe, through the experts that
+ * hold them; the weight gradients land in the experts' group. */
+static void experts_bwd(const LayerSpec *L, LayerActs *a)
+{
+    /* an expert here may get up to EP N rows: scratch sized by what came */
+    size_t rin = a->ep.rows_in;
+    prt_act *dyr = act_alloc(rin * C + 1), *dxr = act_alloc(rin * C + 1);
+    prt_act *da = act_alloc(rin * L->inner + 1), *dh = act_alloc(rin * L->width + 1);
+    CHECK(prt_moe_ep_to_experts(&a->ep, S.dye, dyr));                 /* EP: the output gradients out */
+    for (size_t le = 0, off = 0; le < a->ep.el; off += (size_t)a->ep.local[le], le++)
+        if (a->ep.local[le])
+            expert_bwd(L, L->w1 + (first_local(L) + (int)le) * L->ex_stride, dxr + off * C,
+                       dyr + off * C, a->xr + off * C, a->hr + off * L->width, a->ar + off * L->inner,
+                       (size_t)a->ep.local[le], da, dh);
+    CHECK(prt_moe_ep_to_sources(&a->ep, dxr, S.dxe));                 /* EP: the input gradients back */
+    prt_act *tmp[] = { dyr, dxr, da, dh };
+    for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++) prt_mem_free(tmp[i]);
+    ep_buffers_free(a);
+}
+#else
+/* Every expert here: each one's GEMMs on its block of the sorted rows. */
+static void experts_fwd(const LayerSpec *L, LayerActs *a)
+{
+    for (size_t e = 0, off = 0; e < (size_t)L->experts; off += (size_t)S.cnt_host[e], e++)
+        if (S.cnt_host[e])
+            expert_fwd(L, L->w1 + (int)e * L->ex_stride, a->ye + off * C, a->he + off * L->width,
+                       a->ae + off * L->inner, a->xe + off * C, (size_t)S.cnt_host[e]);
+}
+
+static void experts_bwd(const LayerSpec *L, LayerActs *a)
+{
+    for (size_t e = 0, off = 0; e < (size_t)L->experts; off += (size_t)S.cnt_host[e], e++)
+        if (S.cnt_host[e])
+            expert_bwd(L, L->w1 + (int)e * L->ex_stride, S.dxe + off * C, S.dye + off * C,
+                       a->xe + off * C, a->he + off * L->width, a->ae + off * L->inner,
+                       (size_t)S.cnt_host[e], S.da, S.dh);
+}
+#endif
+
+static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
+{
+    size_t E = (size_t)L->experts, K = (size_t)L->top_k;
+    prt_act *p = partials(y);
+    norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
+    const prt_act *in = all_rows(a);
+    prt_moe_router_fwd(a->rl, in, W(L->router), N, C, E);              /* fp32 logits, replicated router */
+    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K);                   /* ties to the lower expert */
+    prt_moe_route(a->row, a->cnt, a->idx, B, T, E, K, prt_moe_capacity(L->capf, T, K, E));
+    prt_moe_dispatch(a->xe, in, a->row, N, C, K);                      /* rows sorted by expert */
+    expert_rows(L, a);
+    experts_fwd(L, a);
+    prt_moe_combine(p, a->ye, a->row, a->wk, N, C, K);                 /* weighted, in k order */
+    for (int s = 0; s < L->shared; s++) {                               /* shared experts: every token */
+        expert_fwd(L, L->shared0 + s * L->ex_stride, S.ys, a->hs + (size_t)s * N * L->width,
+                   a->as + (size_t)s * N * L->inner, in, N);
+        prt_add_inplace(p, S.ys, N * C);
+    }
+    sum_partials(p, y);
+    prt_residual_add(y, a->x, y, NL * C);
+    if (L->aux > 0) moe_aux_fwd(L, a);
+}
+
+/* The whole backward, weights included (zb-h1 runs it as the B half: the
+ * layer has no separate W half, as the embedding). d holds the output's
+ * gradient and leaves holding the input's (NL rows). */
+static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    size_t E = (size_t)L->experts, K = (size_t)L->top_k;
+#if RECOMPUTE_FULL
+    S.recomputing = true;
+    moe_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
+    S.recomputing = false;
+#endif
+#if SP
+    const prt_act *dy = grad_rows(d, S.dyf);
+#else
+    const prt_act *dy = d;
+#endif
+    const prt_act *in = rows_in(a);
+    prt_moe_combine_bwd(S.dye, S.dwk, dy, a->ye, a->row, a->wk, N, C, K);
+    CHECK(prt_all_reduce(R.c->tp, S.dwk, S.dwk, N * K, PRT_FP32, PRT_SUM)); /* TP: ye was a partial sum */
+    expert_rows(L, a);
+    experts_bwd(L, a);
+    prt_moe_dispatch_bwd(S.dlnf, S.dxe, a->row, N, C, K);              /* a partial sum over TP */
+    for (int s = 0; s < L->shared; s++) {
+        expert_bwd(L, L->shared0 + s * L->ex_stride, S.ys, dy, in, a->hs + (size_t)s * N * L->width,
+                   a->as + (size_t)s * N * L->inner, N, S.da, S.dh);
+        prt_add_inplace(S.dlnf, S.ys, N * C);
+    }
+    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, N, E, K);        /* through the top-k softmax */
+    if (L->aux > 0)
+        prt_moe_aux_bwd(S.dlogits, a->rl, a->idx, B, T, E, K, L->aux,
+                        1.0f / ((float)GLOBAL_BATCH * (float)MOE_LAYERS));
+    prt_moe_router_bwd(R.c->coord.tp == 0 ? S.dlnf : NULL, G(L->router), S.dlogits, in,
+                       W(L->router), N, C, E);                          /* dx: once over TP */
+    sum_input_grad(S.dlnf, S.dln);
+    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+}
 #endif
 
 #if HAS_FINAL_NORM
@@ -806,6 +1085,9 @@ static void lm_head_bwd_weight(const LayerSpec *L, LayerActs *a)
 static void grads_done(int layer)
 {
     CHECK(prt_zero_layer_done(R.m, layer));
+#if EXPERT_PARALLEL
+    CHECK(prt_zero_layer_done(R.me, layer));   /* the experts' bucket, over expert-DP */
+#endif
 }
 
 //@@ slots
@@ -829,6 +1111,42 @@ static void *keep(SlotActs *s, void *p)
 #define KEEP_F32(n) ((float *)keep(sa, f32_alloc(n)))
 #if DROPOUT
 #define KEEP_MASK(n) ((uint8_t *)keep(sa, mask_alloc(n)))
+#endif
+
+#if HAS_MOE
+static int32_t *i32_alloc(size_t n)
+{
+    int32_t *p = (int32_t *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, n * sizeof(int32_t));
+    if (!p) prt_run_fail(R.c, "prt_alloc (routing)", PRT_ERR_NOMEM);
+    return p;
+}
+#define KEEP_I32(n) ((int32_t *)keep(sa, i32_alloc(n)))
+
+/* A MoE layer's buffers: what its backward reads, sized for the most rows
+ * its experts can receive (N k: dropless, every token in k experts). Full
+ * recomputation keeps x alone and rebuilds the rest in S.rc. */
+static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
+{
+#if RECOMPUTE_FULL
+    (void)sa; (void)L;
+    LayerActs x = *a;
+    *a = S.rc;
+    a->x = x.x;
+#else
+    size_t E = (size_t)L->experts, K = (size_t)L->top_k, S_ = (size_t)L->shared;
+    a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+    a->rl = KEEP_F32(N * E); a->wk = KEEP_F32(N * K);
+    a->idx = KEEP_I32(N * K); a->row = KEEP_I32(N * K); a->cnt = KEEP_I32(E);
+#if EXPERT_PARALLEL
+    a->xe = KEEP_ACT(N * K * C); a->ye = KEEP_ACT(N * K * C);   /* this rank's rows, out and back;
+                                                                    the experts' side: experts_fwd */
+#else
+    a->xe = KEEP_ACT(N * K * C); a->he = KEEP_ACT(N * K * L->width);
+    a->ae = KEEP_ACT(N * K * L->inner); a->ye = KEEP_ACT(N * K * C);
+#endif
+    if (S_) { a->hs = KEEP_ACT(S_ * N * L->width); a->as = KEEP_ACT(S_ * N * L->inner); }
+#endif
+}
 #endif
 
 static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
@@ -856,6 +1174,10 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else if (L->kind == NORM) {
             a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+#if HAS_MOE
+        } else if (L->kind == MOE) {
+            moe_slot(sa, L, a);
+#endif
         } else if (L->kind == LM_HEAD) {
             a->logits = KEEP_ACT(N * VL);
             a->mx = KEEP_F32(N); a->se = KEEP_F32(2 * N); a->tgt = a->se + N; a->loss = KEEP_F32(N);
@@ -912,6 +1234,41 @@ static void slot_free(prt_slot *s, int chunk, void *user)
     s->acts = NULL;
 }
 
+#if HAS_MOE
+/* The MoE layers' backward scratch (and, under full recomputation, their
+ * rebuilt buffers), sized for the largest: MAX_EXPERTS, MAX_TOPK. */
+static void moe_scratch_alloc(void)
+{
+    S.dye = act_alloc(N * MAX_TOPK * C); S.dxe = act_alloc(N * MAX_TOPK * C); S.ys = act_alloc(N * C);
+    S.dwk = f32_alloc(N * MAX_TOPK); S.dlogits = f32_alloc(N * MAX_EXPERTS); S.auxb = f32_alloc(B);
+    S.aux_host = (float *)prt_host_alloc(B * sizeof(float));
+    S.cnt_host = (int32_t *)prt_host_alloc(MAX_EXPERTS * sizeof(int32_t));
+#if RECOMPUTE_FULL
+    S.rc.rl = f32_alloc(N * MAX_EXPERTS); S.rc.wk = f32_alloc(N * MAX_TOPK);
+    S.rc.idx = i32_alloc(N * MAX_TOPK); S.rc.row = i32_alloc(N * MAX_TOPK); S.rc.cnt = i32_alloc(MAX_EXPERTS);
+    S.rc.xe = act_alloc(N * MAX_TOPK * C); S.rc.ye = act_alloc(N * MAX_TOPK * C);
+#if !EXPERT_PARALLEL
+    S.rc.he = act_alloc(N * MAX_TOPK * MAX_WIDTH); S.rc.ae = act_alloc(N * MAX_TOPK * MAX_INNER);
+#endif
+    S.rc.hs = MAX_SHARED ? act_alloc(MAX_SHARED * N * MAX_WIDTH) : NULL;
+    S.rc.as = MAX_SHARED ? act_alloc(MAX_SHARED * N * MAX_INNER) : NULL;
+#endif
+}
+
+static void moe_scratch_free(void)
+{
+    void *p[] = { S.dye, S.dxe, S.ys, S.dwk, S.dlogits, S.auxb,
+#if RECOMPUTE_FULL
+                  S.rc.rl, S.rc.wk, S.rc.idx, S.rc.row, S.rc.cnt, S.rc.xe, S.rc.ye, S.rc.he, S.rc.ae,
+                  S.rc.hs, S.rc.as,
+#endif
+    };
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) prt_mem_free(p[i]);
+    prt_host_free(S.aux_host);
+    prt_host_free(S.cnt_host);
+}
+#endif
+
 /* The scratch every layer shares, sized for the widest layer. */
 static void scratch_alloc(void)
 {
@@ -948,6 +1305,9 @@ static void scratch_alloc(void)
     S.rc.attd = act_alloc(B * MAX_HEADS * T * T);
     S.rc.att_mask = mask_alloc(B * MAX_HEADS * T * T);
 #endif
+#if HAS_MOE
+    moe_scratch_alloc();
+#endif
 }
 
 static void scratch_free(void)
@@ -981,6 +1341,9 @@ static void scratch_free(void)
     prt_mem_free(S.rc.att_mask);
 #endif
     prt_host_free(S.loss_host);
+#if HAS_MOE
+    moe_scratch_free();
+#endif
 }
 
 //@@ check-chunks
@@ -1098,6 +1461,69 @@ static prt_slot *slot_of(int mb, int chunk)
     return s;
 }
 
+#if EXPERT_PARALLEL
+/* The experts' group takes the dense model's ZeRO calls too, on its own
+ * group (expert-DP): before an op what must precede it (a backward's
+ * gradients ready, a ZeRO-3 gather begun), after it the rest. */
+static void expert_pre(OpKind kind, int chunk)
+{
+    switch (kind) {
+#if USES_BWD
+    case BWD: CHECK(prt_zero_grads(R.me, chunk)); break;
+#endif
+#if SPLIT_BWD
+    case BWD_INPUT: case BWD_WEIGHT: CHECK(prt_zero_grads(R.me, chunk)); break;
+#endif
+#if USES_GATHER_PARAMS
+    case GATHER_PARAMS: CHECK(prt_zero_gather(R.me, chunk)); break;
+#endif
+    default: break;
+    }
+}
+
+static void expert_post(OpKind kind, int chunk)
+{
+    switch (kind) {
+#if USES_GATHER_PARAMS
+    case RELEASE_PARAMS: prt_zero_release(R.me, chunk); break;
+#endif
+#if USES_REDUCE_GRADS
+    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.me, chunk)); break;          /* expert-DP */
+    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.me, chunk)); break;
+#endif
+    case OPT_STEP:       CHECK(prt_zero_opt_step(R.me, &R.opt, R.step + 1)); break;
+#if USES_SYNC_PARAMS
+    case SYNC_PARAMS:    CHECK(prt_zero_sync(R.me)); break;
+#endif
+    default: break;
+    }
+}
+
+/* --dry-run: the experts' group's allocations, as the dense model's. */
+static void expert_dry(OpKind kind, int chunk)
+{
+    switch (kind) {
+    case FWD: CHECK(prt_zero_dry_pass(R.me, chunk, false)); break;
+#if USES_BWD
+    case BWD: CHECK(prt_zero_grads(R.me, chunk)); CHECK(prt_zero_dry_pass(R.me, chunk, true)); break;
+#endif
+#if SPLIT_BWD
+    case BWD_INPUT: CHECK(prt_zero_grads(R.me, chunk)); break;
+    case BWD_WEIGHT: CHECK(prt_zero_grads(R.me, chunk)); CHECK(prt_zero_dry_pass(R.me, chunk, true)); break;
+#endif
+#if USES_GATHER_PARAMS
+    case GATHER_PARAMS:  CHECK(prt_zero_gather(R.me, chunk)); break;
+    case RELEASE_PARAMS: prt_zero_release(R.me, chunk); break;
+#endif
+#if USES_REDUCE_GRADS
+    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.me, chunk)); break;
+    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.me, chunk)); break;
+#endif
+    default: break;
+    }
+}
+#endif
+
 /* --dry-run: an op's allocations and frees alone (prt_mem_dry: addresses,
  * not memory): slots, gradient buckets and gathered layers as the real op
  * makes them; nothing computes, nothing moves, nothing is updated. */
@@ -1131,12 +1557,18 @@ static void dry_op(OpKind kind, int mb, int chunk)
     case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
     default:             break;   /* transfers, step-level collectives, the update */
     }
+#if EXPERT_PARALLEL
+    expert_dry(kind, chunk);
+#endif
 }
 
 static void op(OpKind kind, int mb, int chunk, int peer)
 {
     if (R.args.dry_run) { dry_op(kind, mb, chunk); return; }
     prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
+#if EXPERT_PARALLEL
+    expert_pre(kind, chunk);
+#endif
 #if !PIPELINE
     (void)peer;
 #endif
@@ -1184,13 +1616,20 @@ static void op(OpKind kind, int mb, int chunk, int peer)
 #if USES_EMBED_REDUCE
     case EMBED_REDUCE:   CHECK(prt_zero_embed_reduce(R.m)); break;   /* first + last stage: wte gradient */
 #endif
+#if EXPERT_PARALLEL
+    case NORM_REDUCE:    CHECK(prt_zero_norm_reduce_pair(R.m, R.me, R.step + 1)); break; /* all ranks, both groups */
+#else
     case NORM_REDUCE:    CHECK(prt_zero_norm_reduce(R.m, R.step + 1)); break; /* all ranks: squared norm */
+#endif
     case OPT_STEP:       CHECK(prt_zero_opt_step(R.m, &R.opt, R.step + 1)); break;  /* @OPT@ */
 #if USES_SYNC_PARAMS
     case SYNC_PARAMS:    CHECK(prt_zero_sync(R.m)); break;            /* ZeRO-1/2: all-gather updated shards */
 #endif
     case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
     }
+#if EXPERT_PARALLEL
+    expert_post(kind, chunk);
+#endif
     prt_trace_end();                                  /* --trace: its end */
 }
 
@@ -1212,12 +1651,44 @@ static void train_step(void)
 //@@ main
 /* ---- main ------------------------------------------------------------------------ */
 
+#if EXPERT_PARALLEL
+/* The EP and expert-DP groups and the two parameter groups: the dense
+ * model (every tensor but the routed experts', over DP) and this EP rank's
+ * experts (over expert-DP, R.ce: the context with c->edp as its DP group).
+ * Both tables are PARAMS with the other's tensors at vstage -1, so ids and
+ * therefore initial values are the single-rank run's; checkpoints hold
+ * both (prt_model_save_pair), as global tensors any layout resumes. */
+static void expert_groups(void)
+{
+    if (!R.args.dry_run) CHECK(prt_ep_init(R.c, EP));   /* --dry-run's context has no groups */
+    R.tab_d = (prt_param *)prt_host_alloc(N_PARAMS * sizeof(prt_param));
+    R.tab_e = (prt_param *)prt_host_alloc(N_PARAMS * sizeof(prt_param));
+    if (!R.tab_d || !R.tab_e) prt_run_fail(R.c, "prt_host_alloc (parameter tables)", PRT_ERR_NOMEM);
+    int r = prt_ep_rank(R.c, EP);
+    for (int i = 0; i < N_PARAMS; i++) {
+        R.tab_d[i] = R.tab_e[i] = PARAMS[i];
+        if (EXPERT_EP[i] >= 0) R.tab_d[i].vstage = -1;   /* an expert's: the experts' group */
+        if (EXPERT_EP[i] != r) R.tab_e[i].vstage = -1;   /* dense, or another EP rank's expert */
+    }
+    R.ce = *R.c;
+    R.ce.dp = R.c->edp;
+    R.ce.layout.dp = DP / EP;
+    R.ce.coord.dp = prt_edp_rank(R.c, EP);
+    CHECK(prt_model_new(R.c, R.tab_d, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
+    CHECK(prt_model_new(&R.ce, R.tab_e, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.me));
+}
+#endif
+
 /* Write a checkpoint of the steps done (R.step) under --save DIR. */
 static void save(void)
 {
     char dir[4096];
     const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+#if EXPERT_PARALLEL
+    CHECK(prt_model_save_pair(R.m, R.me, R.args.save, R.step, &info, dir, sizeof dir));   /* both groups */
+#else
     CHECK(prt_model_save(R.m, R.args.save, R.step, &info, dir, sizeof dir));
+#endif
     prt_log_note(R.log, "saved %s\n", dir);
 }
 
@@ -1228,7 +1699,11 @@ static void resume(void)
 {
     char dir[4096];
     const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+#if EXPERT_PARALLEL
+    if (prt_model_load_pair(R.m, R.me, R.args.resume, &info, &R.step, dir, sizeof dir))
+#else
     if (prt_model_load(R.m, R.args.resume, &info, &R.step, dir, sizeof dir))
+#endif
         prt_run_stop(R.c);   /* every rank took rank 0's verdict */
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
 }
@@ -1244,6 +1719,11 @@ static int dry_run(void)
     prt_pipe_free(R.pipe);
     scratch_free();
     prt_model_free(R.m);
+#if EXPERT_PARALLEL
+    prt_model_free(R.me);
+    prt_host_free(R.tab_d);
+    prt_host_free(R.tab_e);
+#endif
     prt_run_end(R.c);
     return 0;
 }
@@ -1254,7 +1734,11 @@ int main(int argc, char **argv)
     if (rc || !R.c) return rc;
     R.opt = ADAMW;
     R.opt.total = R.args.steps;   /* the cosine schedule spans the whole run, resumed or not */
+#if EXPERT_PARALLEL
+    expert_groups();
+#else
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
+#endif
     if (R.args.dry_run) return dry_run();
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
@@ -1278,13 +1762,22 @@ int main(int argc, char **argv)
         CHECK(prt_model_export(R.m, R.args.save, R.step, R.args.export_path));
         prt_log_note(R.log, "exported %s\n", R.args.export_path);
     }
+#if EXPERT_PARALLEL
+    if (R.args.dump_params) CHECK(prt_model_dump_pair(R.m, R.me, R.args.dump_params));
+#else
     if (R.args.dump_params) CHECK(prt_model_dump(R.m, R.args.dump_params));
+#endif
     if (R.args.mem_report) CHECK(prt_mem_report(R.c, R.args.mem_report));   /* the allocator's peak */
     prt_pipe_free(R.pipe);
     scratch_free();
     prt_log_close(R.log);
     prt_batch_close(R.data);
     prt_model_free(R.m);
+#if EXPERT_PARALLEL
+    prt_model_free(R.me);
+    prt_host_free(R.tab_d);
+    prt_host_free(R.tab_e);
+#endif
     prt_run_end(R.c);
     return 0;
 }

@@ -1,7 +1,7 @@
 # runtime/comm.mk: the communication half of libplanrt (context, groups,
 # collectives, planc's own ring/tree algorithms), its tests and planrt-bench.
 COMM_GENERIC := runtime/comm/context.c runtime/comm/sched.c runtime/comm/algos.c \
-                runtime/comm/coll.c runtime/comm/reduce_cpu.c
+                runtime/comm/coll.c runtime/comm/reduce_cpu.c runtime/comm/counts.c
 PRT_SRCS     += $(COMM_GENERIC) runtime/comm/native_mpi.c
 PRT_CUDA_SRCS += $(COMM_GENERIC) runtime/cuda/comm_nccl.c runtime/cuda/comm_kernels.cu
 

@@ -1,17 +1,17 @@
 # runtime/ops.mk: the compute half of libplanrt (layers, AdamW, init, data),
 # its tests and its benchmark.
 PRT_OPS_CPU := runtime/ops/mem.c runtime/ops/layers.c runtime/ops/linear.c runtime/ops/dropout.c \
-               runtime/ops/attention.c runtime/ops/adamw.c
+               runtime/ops/attention.c runtime/ops/adamw.c runtime/ops/moe.c
 PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c
 PRT_SRCS     += $(PRT_OPS_CPU) $(PRT_OPS_BOTH)
 PRT_CUDA_SRCS += $(PRT_OPS_BOTH) runtime/ops/adamw.c
 
 # ---- tests -----------------------------------------------------------------
 OPS_TEST_BINS := $(BUILD)/tests/test_ops $(BUILD)/tests/test_ops_data $(BUILD)/tests/test_ops_train \
-                 $(BUILD)/tests/test_ops_dropout
+                 $(BUILD)/tests/test_ops_dropout $(BUILD)/tests/test_ops_moe
 OPS_GPT_OBJ   := $(BUILD)/obj-rt/tests/test_ops_gpt.o
 
-$(BUILD)/tests/test_ops $(BUILD)/tests/test_ops_data $(BUILD)/tests/test_ops_dropout: $(BUILD)/tests/%: $(BUILD)/obj-rt/tests/%.o $(LIBPRT)
+$(BUILD)/tests/test_ops $(BUILD)/tests/test_ops_data $(BUILD)/tests/test_ops_dropout $(BUILD)/tests/test_ops_moe: $(BUILD)/tests/%: $(BUILD)/obj-rt/tests/%.o $(LIBPRT)
 	@mkdir -p $(@D)
 	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(CMOCKA_LIBS) $(BLAS_LIBS) $(LDLIBS)
 
@@ -30,7 +30,7 @@ bench-ops: $(BUILD)/tests/test_ops_bench
 
 # ---- CUDA build ---------------------------------------------------------------
 PRT_CUDA_SRCS += runtime/cuda/ops_mem.c runtime/cuda/ops_layers.cu runtime/cuda/ops_gemm.cu \
-                 runtime/cuda/ops_adamw.cu
+                 runtime/cuda/ops_adamw.cu runtime/cuda/ops_moe.cu
 
 # ---- CUDA check: CUDA ops vs CPU ops in one program ------------------------------
 # libplanrt_ref.a is the CPU ops with every prt_ symbol renamed ref_prt_, and

@@ -2,7 +2,7 @@
 # buffers, pipeline slots and transfers, the executable's command line, data
 # and log). The same C sources build into both libraries.
 PRT_PAR_SRCS  := runtime/par/model.c runtime/par/pipe.c runtime/par/run.c runtime/par/save.c \
-                 runtime/par/mem.c
+                 runtime/par/mem.c runtime/par/moe_ep.c
 PRT_SRCS      += $(PRT_PAR_SRCS)
 PRT_CUDA_SRCS += $(PRT_PAR_SRCS)
 
@@ -37,3 +37,17 @@ TEST_TARGETS += test-par-vocab
 test-par-vocab: $(BUILD)/tests/test_par_vocab
 	rm -rf $(BUILD)/par-vocab && mkdir -p $(BUILD)/par-vocab
 	timeout 120 $(MPIRUN) -np 2 $(BUILD)/tests/test_par_vocab $(BUILD)/par-vocab
+
+# test-moe-ep (issue 17): a MoE layer expert-parallel over 1, 2 and 4 ranks
+# (the rows sent by prt_all_to_all_v to the ranks holding their experts)
+# against the one-rank layer: outputs, input, expert and router gradients.
+MOE_EP_RANKS := 1 2 4
+$(BUILD)/tests/test_moe_ep: $(BUILD)/obj-rt/tests/test_moe_ep.o $(LIBPRT)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(BLAS_LIBS) $(LDLIBS)
+
+.PHONY: test-moe-ep
+TEST_TARGETS += test-moe-ep
+test-moe-ep: $(BUILD)/tests/test_moe_ep
+	@set -e; for np in $(MOE_EP_RANKS); do \
+	    timeout 300 $(MPIRUN) -np $$np $(BUILD)/tests/test_moe_ep; done

@@ -398,6 +398,10 @@ static void test_template_compiles(void **state)
         { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DPIPELINE=1", NULL },
         { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DROPE=1", NULL },
         { "-DDROPOUT=1", "-DRECOMPUTE_FULL=1", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DLEARNED_POS=0", NULL },
+        { "-DHAS_MOE=1", "-DMLP_SWIGLU=1", NULL },
+        { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
+        { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DUSES_GATHER_PARAMS=1", "-DUSES_SYNC_PARAMS=1", "-DSPLIT_BWD=1", NULL },
+        { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DSP=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -771,7 +775,7 @@ static void test_knobs(void **state)
     if (!text) fail_msg("refused: %s", why);
     static const char *const want[] = {
         "static const float ROPE_THETA = 500000.0f;",
-        "prt_geglu_fwd(out, h, N, (size_t)L->f);", "prt_geglu_bwd(dh, h, da, N, (size_t)L->f);",
+        "prt_geglu_fwd(out, h, n, (size_t)L->f);", "prt_geglu_bwd(dh, h, da, n, (size_t)L->f);",
         "static size_t window_of(const LayerSpec *L) { return L->window; }",
         /* tp 2: 2 of 4 query heads and 1 of 2 kv heads, head size 24, window 24;
          * QKV (2 + 2 x 1) x 24 = 96 columns, the output projection 2 x 24 */
@@ -790,6 +794,79 @@ static void test_knobs(void **state)
     if (build_case(&p, c.name, NULL) != 0) fail_msg("the knobs' program does not compile");
     free(text);
     free(plain);
+    dsl_arena_free(&a);
+}
+
+/* Issue 17: every MLP of tiny made a mixture of 4 SwiGLU experts (top_k
+ * 2, one shared) emits the MoE layer (Mixtral's checkpoint names with
+ * global expert indices, w1 and w3 adjacent so one GEMM does both, the moe
+ * columns of LAYERS, the aux loss averaged over the MoE layers), and with
+ * ep 2 the expert-parallel program (the experts' own parameter group). */
+static void test_moe(void **state)
+{
+    (void)state;
+    static const Case c = { "moe-tp2", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 4 };
+    DslArena a;
+    Plan p;
+    char why[256] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    for (int i = 0; i < p.model.n_layers; i++) {
+        Layer *l = &p.model.layers[i];
+        if (l->kind != LAYER_MLP) continue;
+        l->kind = LAYER_MOE; l->experts = 4; l->top_k = 2; l->shared = 1; l->hidden = 32;
+        l->act = ACT_SWIGLU; l->bias = false; l->aux_loss = 0.01;
+    }
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("refused: %s", why);
+    static const char *const want[] = {
+        "\"layers.2.block_sparse_moe.gate.weight\", 2, 0, 4, 64, PRT_REPLICATED",
+        "\"layers.2.block_sparse_moe.experts.0.w1.weight\", 2, 0, 32, 64, PRT_SPLIT_ROWS",
+        "\"layers.2.block_sparse_moe.experts.0.w3.weight\", 2, 0, 32, 64, PRT_SPLIT_ROWS",
+        "\"layers.2.block_sparse_moe.experts.3.w2.weight\", 2, 0, 64, 32, PRT_SPLIT_COLS",
+        "\"layers.2.block_sparse_moe.shared_experts.0.w2.weight\"",
+        "\"layers.8.block_sparse_moe.experts.3.w1.weight\"",
+        /* tp 2: 16 of each expert's 32, [gate | up] 32 wide; router, stride 3,
+         * E 4, k 2, one shared, aux 0.01, dropless */
+        "ACT_SWIGLU, 32, 16, ", ", 3, ", ", 4, 2, 1, 0.01f, 0.0f }, /* layer 2: moe */",
+        "MOE_LAYERS = 4;", "static void moe_fwd(", "prt_moe_router_fwd(", "prt_moe_aux_loss(",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("the MoE program lacks '%s'", want[i]);
+    assert_null(strstr(text, "mlp_fwd("));   /* no MLP left: no MLP code */
+    assert_null(strstr(text, "MAX_SHARED"));  /* full recomputation's alone */
+    free(text);
+    /* ep 2 of dp 2: the experts' own group and the exchange, EXPERT_EP
+     * naming each routed expert's EP rank (experts 0-1 on 0, 2-3 on 1) */
+    p.layout.dp = 2;
+    p.layout.ep = 2;
+    p.layout.global_batch = 8;
+    p.cluster.gpus_per_node = 4;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("ep 2: refused: %s", why);
+    static const char *const want_ep[] = {
+        "EP = 2,", "static const int EXPERT_EP[N_PARAMS] = {", "prt_moe_ep_to_experts(",
+        "prt_zero_norm_reduce_pair(R.m, R.me,", "prt_model_dump_pair(R.m, R.me,", "prt_ep_init(R.c, EP)",
+    };
+    for (size_t i = 0; i < sizeof want_ep / sizeof want_ep[0]; i++)
+        if (!strstr(text, want_ep[i])) fail_msg("the ep 2 program lacks '%s'", want_ep[i]);
+    /* layer 2 (ids 8-25: norm 8-9, router 10, experts 0-3 at 11, 14, 17, 20
+     * (w1, w3, w2 each), the shared one at 23): the router and the shared
+     * expert dense, experts 0-1 on EP rank 0, 2-3 on 1 */
+    const char *t = strstr(text, "EXPERT_EP[N_PARAMS] = {");
+    assert_non_null(t);
+    int v[26];
+    t = strchr(t, '{') + 1;
+    for (int i = 0; i < 26; i++) {
+        char *end;
+        v[i] = (int)strtol(t, &end, 10);
+        t = end + 1;
+    }
+    static const int want_owner[26] = { -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, -1, -1, -1 };
+    for (int i = 0; i < 26; i++)
+        if (v[i] != want_owner[i]) fail_msg("EXPERT_EP[%d] = %d, expected %d", i, v[i], want_owner[i]);
+    free(text);
     dsl_arena_free(&a);
 }
 
@@ -818,6 +895,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),
         cmocka_unit_test(test_knobs),
+        cmocka_unit_test(test_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

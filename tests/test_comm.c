@@ -524,6 +524,32 @@ static void check_layout(int dp, int tp, int pp)
         prt_comm_free(b);
     }
     record(eok, "layout dp%d tp%d pp%d: embedding group (first and last stage)", dp, tp, pp);
+    /* expert parallelism, every ep dividing dp: DP rank d is rank d % ep of
+     * EP group d / ep; its expert-DP group the dp/ep ranks of the same d % ep */
+    for (int ep = 1; ep <= dp; ep++) {
+        if (dp % ep) {
+            record(prt_ep_init(c, ep) == PRT_ERR_ARG && !c->ep, "layout dp%d: ep %d refused", dp, ep);
+            continue;
+        }
+        bool gok = prt_ep_init(c, ep) == PRT_OK && prt_ep_init(c, ep) == PRT_ERR_ARG &&
+                   prt_comm_size(c->ep) == ep && prt_comm_rank(c->ep) == d % ep &&
+                   prt_comm_size(c->edp) == dp / ep && prt_comm_rank(c->edp) == d / ep;
+        for (int i = 0; gok && i < ep; i++)
+            gok &= prt_comm_world_rank(c->ep, i) == x + tp * ((d / ep) * ep + i + dp * p);
+        for (int i = 0; gok && i < dp / ep; i++)
+            gok &= prt_comm_world_rank(c->edp, i) == x + tp * (i * ep + d % ep + dp * p);
+        int64_t mine = R, sum = -1, want = 0;
+        int64_t *b = prt_comm_alloc(2 * sizeof *b);
+        gok &= b && prt_comm_upload(b, &mine, sizeof mine) == PRT_OK &&
+               prt_all_reduce(c->ep, b, b + 1, 1, PRT_INT64, PRT_SUM) == PRT_OK &&
+               prt_comm_download(&sum, b + 1, sizeof sum) == PRT_OK;
+        prt_comm_free(b);
+        for (int i = 0; gok && i < ep; i++) want += prt_comm_world_rank(c->ep, i);
+        record(gok && sum == want, "layout dp%d tp%d pp%d: ep %d groups", dp, tp, pp, ep);
+        /* a fresh context for the next ep: groups are made once per context */
+        prt_finalize(c);
+        if (prt_init(NULL, NULL, dp, tp, pp, &c) != PRT_OK) { record(false, "re-init"); return; }
+    }
     if (dp == 2 && tp == 2 && pp == 2 && world_size == 8)
         sweep(c->dp, "dp-group", false, false);   /* fp32 cases again on a sub-group */
     prt_finalize(c);
@@ -605,6 +631,95 @@ static void check_overlap(prt_ctx *c)
     free(x);
 }
 
+/* ---- the uneven all-to-all (MoE dispatch/combine) --------------------------
+ * Count patterns: what rank i sends to rank j. Each has zeros somewhere
+ * except "uneven" on few ranks; "one sender" leaves most ranks silent and
+ * "big" crosses MPI's eager limit. ORDER A2AV_PATTERN. */
+enum { A2AV_UNEVEN, A2AV_ZEROS, A2AV_ALL_ZERO, A2AV_ONE_SENDER, A2AV_BIG, A2AV_COUNT };
+static const char *const a2av_name[A2AV_COUNT] = {
+    "uneven", "zeros", "all zero", "one sender", "big" };
+
+static size_t a2av_count(int pattern, int i, int j)
+{
+    switch (pattern) {
+    case A2AV_UNEVEN:     return (size_t)((i * 3 + j * 5) % 7);
+    case A2AV_ZEROS:      return (i + j) % 3 == 0 ? 0 : (size_t)(i + 2 * j + 1);
+    case A2AV_ONE_SENDER: return i == 0 ? (size_t)(j + 1) * 3 : 0;
+    case A2AV_BIG:        return (size_t)(50003 + 7 * i - 3 * j);
+    default:              return 0;
+    }
+}
+
+/* Element e of what rank i sends to rank j: a small integer (exact in bf16). */
+static double a2av_val(int i, int j, size_t e)
+{
+    return (double)((int)((e * 5 + (size_t)i * 11 + (size_t)j * 3) % 13) - 6);
+}
+
+/* Counts first (prt_all_to_all_counts), then the rows, checked element by
+ * element on every rank: every pattern x type x blocking/async. */
+static void check_all_to_all_v(prt_ctx *c)
+{
+    prt_comm *g = c->world;
+    const int P = prt_comm_size(g), r = prt_comm_rank(g);
+    const prt_dtype types[] = { PRT_FP32, PRT_BF16, PRT_INT32 };
+    size_t *sc = malloc((size_t)P * sizeof *sc), *rc = malloc((size_t)P * sizeof *rc);
+    for (int pat = 0; pat < A2AV_COUNT; pat++) {
+        size_t ns = 0, nr = 0;
+        bool counts_ok = true;
+        for (int j = 0; j < P; j++)
+            ns += sc[j] = a2av_count(pat, r, j);
+        counts_ok &= prt_all_to_all_counts(g, sc, rc) == PRT_OK;
+        for (int i = 0; i < P; i++) {
+            counts_ok &= rc[i] == a2av_count(pat, i, r);
+            nr += rc[i];
+        }
+        record(counts_ok, "all_to_all_counts %s", a2av_name[pat]);
+        for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
+            for (int async = 0; async < 2; async++) {
+                prt_dtype t = types[ti];
+                size_t es = prt_dtype_size(t);
+                char *hs = malloc(ns * es + 1), *hr = malloc(nr * es + 1);
+                void *ds = prt_comm_alloc(ns * es + 1), *dr = prt_comm_alloc(nr * es + 1);
+                for (int j = 0, off = 0; j < P; off += (int)sc[j], j++)
+                    for (size_t e = 0; e < sc[j]; e++)
+                        put(hs, (size_t)off + e, t, a2av_val(r, j, e));
+                memset(hr, 0x7f, nr * es + 1);
+                bool ok = ds && dr && prt_comm_upload(ds, hs, ns * es) == PRT_OK &&
+                          prt_comm_upload(dr, hr, nr * es) == PRT_OK;
+                prt_request *req = NULL;
+                ok = ok && (async ? prt_all_to_all_v_async(g, ds, sc, dr, rc, t, &req) == PRT_OK &&
+                                    finish(req) == PRT_OK
+                                  : prt_all_to_all_v(g, ds, sc, dr, rc, t) == PRT_OK);
+                ok = ok && prt_comm_download(hr, dr, nr * es) == PRT_OK;
+                long bad = -1;
+                for (int i = 0, off = 0; ok && i < P; off += (int)rc[i], i++)
+                    for (size_t e = 0; e < rc[i] && bad < 0; e++)
+                        if (get(hr, (size_t)off + e, t) != a2av_val(i, r, e))
+                            bad = off + (long)e;
+                record(ok && bad < 0, "all_to_all_v %s %s %s (%zu in, %zu out; first bad %ld)",
+                       a2av_name[pat], type_name[t], async ? "async" : "blocking", nr, ns, bad);
+                prt_comm_free(ds);
+                prt_comm_free(dr);
+                free(hs);
+                free(hr);
+            }
+    }
+    /* no in-place form: overlapping buffers are refused, saying so */
+    for (int j = 0; j < P; j++)
+        sc[j] = rc[j] = 2;
+    float *buf = prt_comm_alloc(4 * (size_t)P * sizeof *buf);
+    prt_status s = prt_all_to_all_v(g, buf, sc, buf + 1, rc, PRT_FP32);
+    record(s == PRT_ERR_ARG && strstr(prt_comm_last_error(), "overlap"),
+           "error: all_to_all_v with overlapping buffers");
+    s = prt_all_to_all_v(g, buf, sc, buf + 2 * P, NULL, PRT_FP32);
+    record(s == PRT_ERR_ARG && strstr(prt_comm_last_error(), "NULL"),
+           "error: all_to_all_v without recvcounts");
+    prt_comm_free(buf);
+    free(sc);
+    free(rc);
+}
+
 /* What a caller must be told, not silently given. */
 static void check_errors(prt_ctx *c)
 {
@@ -678,6 +793,7 @@ int main(int argc, char **argv)
     check_errors(c);
     check_p2p(c);
     check_overlap(c);
+    check_all_to_all_v(c);
     sweep(c->world, "world", true, true);
     for (int dp = 1; dp <= world_size; dp++)
         for (int tp = 1; tp <= world_size / dp; tp++)

@@ -406,6 +406,84 @@ static void check_adamw_init(size_t n)
 
 /* ---- GPT-2 small step ------------------------------------------------------ */
 
+/* Issue 17's MoE pieces: each CUDA one against the CPU one on the same
+ * inputs (routing on the CPU's logits, so a near-tie cannot make the two
+ * sides pick different experts; then idx, rows and counts must be equal). */
+static void check_int(const char *name, const void *dev, const int32_t *ref, size_t n)
+{
+    int32_t *got = malloc(n * sizeof *got + 4);
+    prt_copy_to_host(got, dev, n * sizeof *got);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += got[i] != ref[i];
+    checks++;
+    if (bad) failures++;
+    printf("%-28s %9zu elements  %zu differ  %s\n", name, n, bad, bad ? "MISMATCH" : "ok");
+    free(got);
+}
+
+static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double factor)
+{
+    size_t N = B * T, cap = ref_prt_moe_capacity(factor, T, k, E);
+    float *x = hrand(N * C, 1), *wr = hrand(E * C, 0.5f), *g = hrand(N * C, 1);
+    float *logits = hzeros(N * E), *w = hzeros(N * k), *dw = hzeros(N * k), *dl = hzeros(N * E);
+    float *xe = hzeros(N * k * C), *out = hzeros(N * C), *dye = hzeros(N * k * C), *dx = hzeros(N * C);
+    float *dwr = hzeros(E * C), *loss = hzeros(B);
+    int32_t *idx = malloc(N * k * 4), *row = malloc(N * k * 4), *cnt = malloc(E * 4);
+    for (size_t i = 0; i < N * C; i++) { x[i] = bf2f(f2bf(x[i])); g[i] = bf2f(f2bf(g[i])); }
+    for (size_t i = 0; i < E * C; i++) wr[i] = bf2f(f2bf(wr[i]));
+    ref_prt_moe_router_fwd(logits, x, wr, N, C, E);
+    ref_prt_moe_topk_fwd(idx, w, logits, N, E, k);
+    ref_prt_moe_route(row, cnt, idx, B, T, E, k, cap);
+    ref_prt_moe_dispatch(xe, x, row, N, C, k);
+    ref_prt_moe_combine(out, xe, row, w, N, C, k);   /* the experts as identities */
+    ref_prt_moe_combine_bwd(dye, dw, g, xe, row, w, N, C, k);
+    ref_prt_moe_dispatch_bwd(dx, dye, row, N, C, k);
+    ref_prt_moe_topk_bwd(dl, dw, w, idx, N, E, k);
+    ref_prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f);
+    ref_prt_moe_aux_bwd(dl, logits, idx, B, T, E, k, 0.01f, 0.5f);
+    ref_prt_moe_router_bwd(dx, dwr, dl, x, wr, N, C, E);
+    size_t R = 0;
+    for (size_t e = 0; e < E; e++) R += (size_t)cnt[e];
+    prt_act *x_d = dact(x, N * C), *wr_d = dact(wr, E * C), *g_d = dact(g, N * C);
+    prt_act *xe_d = prt_alloc(N * k * C * 2), *out_d = prt_alloc(N * C * 2);
+    prt_act *dye_d = prt_alloc(N * k * C * 2), *dx_d = prt_alloc(N * C * 2);
+    float *lg_d = prt_alloc(N * E * 4), *cpu_lg = dfloat(logits, N * E), *w_d = prt_alloc(N * k * 4);
+    float *dw_d = prt_alloc(N * k * 4), *dl_d = prt_alloc(N * E * 4), *dwr_d = prt_alloc(E * C * 4);
+    float *loss_d = prt_alloc(B * 4);
+    int32_t *idx_d = prt_alloc(N * k * 4), *row_d = prt_alloc(N * k * 4), *cnt_d = prt_alloc(E * 4);
+    prt_moe_router_fwd(lg_d, x_d, wr_d, N, C, E);
+    validate("moe router fwd (fp32)", lg_d, false, logits, N * E, 1e-3 * sqrt((double)C), 1e-3);
+    prt_moe_topk_fwd(idx_d, w_d, cpu_lg, N, E, k);
+    check_int("moe top-k experts", idx_d, idx, N * k);
+    validate("moe top-k weights (fp32)", w_d, false, w, N * k, 1e-6, 1e-5);
+    prt_moe_route(row_d, cnt_d, idx_d, B, T, E, k, cap);
+    check_int("moe route rows", row_d, row, N * k);
+    check_int("moe route counts", cnt_d, cnt, E);
+    prt_moe_dispatch(xe_d, x_d, row_d, N, C, k);
+    validate("moe dispatch", xe_d, true, xe, R * C, 0, 0);
+    prt_moe_combine(out_d, xe_d, row_d, w_d, N, C, k);
+    validate("moe combine", out_d, true, out, N * C, ATOL, RTOL);
+    prt_moe_combine_bwd(dye_d, dw_d, g_d, xe_d, row_d, w_d, N, C, k);
+    validate("moe combine bwd rows", dye_d, true, dye, R * C, ATOL, RTOL);
+    validate("moe combine bwd w (fp32)", dw_d, false, dw, N * k, 1e-2 * sqrt((double)C), RTOL);
+    prt_moe_dispatch_bwd(dx_d, dye_d, row_d, N, C, k);
+    /* the router's input gradient adds to the dispatch's: the CPU's dl */
+    float *dl_cpu_d = dfloat(dl, N * E);
+    prt_moe_router_bwd(dx_d, dwr_d, dl_cpu_d, x_d, wr_d, N, C, E);
+    validate("moe dispatch+router bwd dx", dx_d, true, dx, N * C, ATOL, RTOL);
+    validate("moe router bwd dWr (fp32)", dwr_d, false, dwr, E * C, 1e-2 * sqrt((double)N), RTOL);
+    prt_moe_topk_bwd(dl_d, dw_d, w_d, idx_d, N, E, k);
+    prt_moe_aux_loss(loss_d, cpu_lg, idx_d, B, T, E, k, 0.01f);
+    validate("moe aux loss (fp32)", loss_d, false, loss, B, 1e-6, 1e-4);
+    prt_moe_aux_bwd(dl_d, cpu_lg, idx_d, B, T, E, k, 0.01f, 0.5f);
+    validate("moe top-k+aux bwd (fp32)", dl_d, false, dl, N * E, 1e-2, RTOL);
+    void *h[] = {x, wr, g, logits, w, dw, dl, xe, out, dye, dx, dwr, loss, idx, row, cnt};
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) free(h[i]);
+    void *d[] = {x_d, wr_d, g_d, xe_d, out_d, dye_d, dx_d, lg_d, cpu_lg, w_d, dw_d, dl_d, dwr_d,
+                 loss_d, idx_d, row_d, cnt_d, dl_cpu_d};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) prt_free(d[i]);
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -498,6 +576,9 @@ int main(int argc, char **argv)
     check_xent(64, 1000, 0);
     check_xent(64, 1000, 24);   /* a padded vocabulary: 24 masked columns */
     check_adamw_init(100003);
+    check_moe(4, 64, 96, 8, 2, 0.0);     /* dropless, Mixtral's 8 experts top-2 */
+    check_moe(4, 64, 96, 8, 2, 1.0);     /* capacity 1: tokens dropped */
+    check_moe(2, 128, 64, 64, 6, 1.25);  /* DeepSeek-like: many small experts */
     st = prt_ops_sync();
     if (st != PRT_OK) {
         printf("CUDA error: %s\n", prt_ops_last_error());

@@ -23,7 +23,7 @@
 /* ORDER COLL_KIND */
 static const char *const coll_name[COLL_KIND_COUNT] = {
     "prt_broadcast", "prt_scatter", "prt_gather", "prt_reduce", "prt_all_gather",
-    "prt_reduce_scatter", "prt_all_reduce", "prt_all_to_all", "prt_barrier",
+    "prt_reduce_scatter", "prt_all_reduce", "prt_all_to_all", "prt_all_to_all_v", "prt_barrier",
     "prt_send", "prt_recv",
 };
 
@@ -73,10 +73,46 @@ static extent extents(const prt_comm *g, const coll_args *a, size_t total)
     }
 }
 
+/* Sum of P counts into *total, false on overflow of the bytes or of the
+ * int displacements MPI takes. */
+static bool count_total(const size_t *counts, int P, size_t es, size_t *total)
+{
+    *total = 0;
+    for (int i = 0; i < P; i++) {
+        if (counts[i] > SIZE_MAX / es - *total || *total + counts[i] > INT_MAX)
+            return false;
+        *total += counts[i];
+    }
+    return true;
+}
+
+/* The all-to-all-v's own rules: both count arrays, totals an int, and
+ * buffers that do not overlap at all (rows cannot be exchanged in place). */
+static prt_status validate_a2av(const prt_comm *g, const coll_args *a, size_t *total_out)
+{
+    const char *who = coll_name[a->kind];
+    const size_t es = prt_dtype_size(a->type);
+    size_t sent, got;
+    if (!a->counts || !a->rcounts)
+        return prtc_error(PRT_ERR_ARG, g, "%s: sendcounts or recvcounts is NULL", who);
+    if (!count_total(a->counts, g->size, es, &sent) || !count_total(a->rcounts, g->size, es, &got))
+        return prtc_error(PRT_ERR_ARG, g, "%s: counts exceed the 2^31-1 elements of one "
+                          "MPI/NCCL call\n  hint: split the rows", who);
+    if ((sent && !a->sendbuf) || (got && !a->recvbuf))
+        return prtc_error(PRT_ERR_ARG, g, "%s: a buffer is NULL", who);
+    if (ranges_overlap(a->sendbuf, sent * es, a->recvbuf, got * es))
+        return prtc_error(PRT_ERR_ARG, g, "%s: send and receive buffers overlap (it has no "
+                          "in-place form)", who);
+    *total_out = sent;
+    return PRT_OK;
+}
+
 /* Reject what cannot run correctly, saying why. */
 static prt_status validate(const prt_comm *g, const coll_args *a, size_t *total_out)
 {
     const char *who = coll_name[a->kind];
+    if (a->kind == COLL_ALL_TO_ALL_V && (unsigned)a->type <= PRT_INT64)
+        return validate_a2av(g, a, total_out);
     if ((unsigned)a->type > PRT_INT64)
         return prtc_error(PRT_ERR_ARG, g, "%s: unknown element type %d", who, (int)a->type);
     if (reduces(a->kind) && (unsigned)a->op > PRT_MIN)
@@ -239,6 +275,16 @@ prt_status prt_all_to_all_async(prt_comm *g, const void *sendbuf, void *recvbuf,
                        .type = t), req);
 }
 
+prt_status prt_all_to_all_v_async(prt_comm *g, const void *sendbuf,
+                                  const size_t *sendcounts, void *recvbuf,
+                                  const size_t *recvcounts, prt_dtype t, prt_request **req)
+{
+    size_t n = g && sendcounts ? sendcounts[g->rank] : 0;
+    return run(g, ARGS(COLL_ALL_TO_ALL_V, .sendbuf = sendbuf, .recvbuf = recvbuf, .n = n,
+                       .counts = sendcounts, .rcounts = recvcounts, .uneven = true,
+                       .type = t), req);
+}
+
 prt_status prt_barrier_async(prt_comm *g, prt_request **req)
 {
     return run(g, ARGS(COLL_BARRIER, .type = PRT_INT32), req);
@@ -311,6 +357,11 @@ prt_status prt_all_reduce(prt_comm *g, const void *s, void *r, size_t n, prt_dty
 prt_status prt_all_to_all(prt_comm *g, const void *s, void *r, size_t n, prt_dtype t)
 {
     return prt_all_to_all_async(g, s, r, n, t, NULL);
+}
+prt_status prt_all_to_all_v(prt_comm *g, const void *s, const size_t *sendcounts, void *r,
+                            const size_t *recvcounts, prt_dtype t)
+{
+    return prt_all_to_all_v_async(g, s, sendcounts, r, recvcounts, t, NULL);
 }
 prt_status prt_barrier(prt_comm *g) { return prt_barrier_async(g, NULL); }
 prt_status prt_all_gather_v(prt_comm *g, const void *s, void *r, const size_t *counts,

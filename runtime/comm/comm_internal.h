@@ -33,6 +33,7 @@ typedef enum {
     COLL_REDUCE_SCATTER, /* op, block r to rank r (counts[] per rank) */
     COLL_ALL_REDUCE,     /* op to all */
     COLL_ALL_TO_ALL,     /* block j to rank j */
+    COLL_ALL_TO_ALL_V,   /* uneven blocks: counts[j] to rank j, rcounts[i] from i */
     COLL_BARRIER,        /* nothing moves */
     COLL_SEND,           /* point to point */
     COLL_RECV,           /* point to point */
@@ -45,7 +46,9 @@ typedef struct {
     const void  *sendbuf;
     void        *recvbuf;
     size_t       n;       /* elements (per rank for the block collectives) */
-    const size_t *counts; /* per-rank counts (all-gather, reduce-scatter), else NULL */
+    const size_t *counts; /* per-rank counts (all-gather, reduce-scatter; all-to-all-v:
+                             what goes to each rank), else NULL */
+    const size_t *rcounts; /* all-to-all-v: what comes from each rank */
     bool         uneven;  /* counts[] came from the user (v variant) */
     prt_dtype    type;
     prt_redop    op;

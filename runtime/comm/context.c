@@ -204,6 +204,27 @@ static prt_status make_groups(prt_ctx *c, prt_algo algo)
     return ends ? group_new(c, e, algo, &c->embed) : PRT_OK;
 }
 
+prt_status prt_ep_init(prt_ctx *c, int ep)
+{
+    prtc_clear_error();
+    if (!c || ep < 1 || c->layout.dp % ep != 0)
+        return prtc_error(PRT_ERR_ARG, c ? c->world : NULL, "prt_ep_init: ep %d does not divide "
+                          "dp %d", ep, c ? c->layout.dp : 0);
+    if (c->ep || c->edp)
+        return prtc_error(PRT_ERR_ARG, c->world, "prt_ep_init: the expert groups exist already");
+    const prt_layout L = c->layout, x = c->coord;
+    const prt_algo algo = prt_comm_algo(c->dp);
+    /* colours: the coordinates a group shares, (tp, pp) as the DP group's,
+     * and the EP group index d / ep (EP group) or the EP rank d % ep
+     * (expert-DP group); the key orders the group */
+    int dp_group = x.tp + L.tp * x.pp, groups = L.tp * L.pp;
+    int er = prt_ep_rank(c, ep), edr = prt_edp_rank(c, ep);
+    prt_status s = split(c, dp_group + groups * edr, er, algo, &c->ep);
+    if (!s)
+        s = split(c, dp_group + groups * er, edr, algo, &c->edp);
+    return s;
+}
+
 static void ctx_destroy(prt_ctx *c);
 static bool mpi_started_here;
 static int live_contexts;
@@ -265,6 +286,8 @@ prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **o
 /* Free a context's groups and backend state. */
 static void ctx_destroy(prt_ctx *c)
 {
+    group_free(c->edp);
+    group_free(c->ep);
     group_free(c->embed);
     group_free(c->pp);
     group_free(c->dp);

@@ -161,6 +161,28 @@ static int *int_counts(const prt_comm *g, const size_t *counts, int **displs)
     return c;
 }
 
+/* MPI_Alltoallv's four int arrays in one allocation (MPI reads them until
+ * completion, so they live in the request's aux): send counts and
+ * displacements, then receive counts and displacements. Counts were checked
+ * against INT_MAX in coll.c. */
+static int *a2av_arrays(const prt_comm *g, const coll_args *a)
+{
+    const int P = g->size;
+    int *v = malloc(4 * (size_t)P * sizeof *v);
+    if (!v)
+        return NULL;
+    for (int half = 0; half < 2; half++) {
+        const size_t *cnt = half ? a->rcounts : a->counts;
+        int *c = v + 2 * half * P, *d = c + P, off = 0;
+        for (int i = 0; i < P; i++) {
+            c[i] = (int)cnt[i];
+            d[i] = off;
+            off += c[i];
+        }
+    }
+    return v;
+}
+
 /* The blocking MPI function or its MPI_I twin with the request last. */
 #define CALL(block, nonblock, ...) (mr ? nonblock(__VA_ARGS__, mr) : block(__VA_ARGS__))
 
@@ -206,6 +228,14 @@ static int native_call(prt_comm *g, const coll_args *a, MPI_Request *mr, void **
         if (sb == rb)
             sb = MPI_IN_PLACE;
         return CALL(MPI_Alltoall, MPI_Ialltoall, sb, in, dt, rb, in, dt, c);
+    case COLL_ALL_TO_ALL_V: {
+        int *v = a2av_arrays(g, a);
+        if (!v)
+            return MPI_ERR_NO_MEM;
+        *aux = v;
+        return CALL(MPI_Alltoallv, MPI_Ialltoallv, sb, v, v + P, dt, rb, v + 2 * P, v + 3 * P,
+                    dt, c);
+    }
     case COLL_BARRIER:
         return mr ? MPI_Ibarrier(c, mr) : MPI_Barrier(c);
     case COLL_SEND:

@@ -291,6 +291,39 @@ static prt_status nccl_v(prt_comm *g, const coll_args *a, cudaStream_t s)
     return PRT_OK;
 }
 
+/* The uneven all-to-all: one ncclSend/ncclRecv pair per peer in one NCCL
+ * group at the offsets the counts give; zero counts post nothing, and the
+ * rank's own block is a device copy. */
+static prt_status nccl_a2av(prt_comm *g, const coll_args *a, cudaStream_t s)
+{
+    ncclComm_t nc = g->backend;
+    ncclDataType_t dt = nccl_type(a->type);
+    const size_t es = prt_dtype_size(a->type);
+    const int P = g->size, r = g->rank;
+    const char *sb = a->sendbuf;
+    char *rb = a->recvbuf;
+    size_t soff = 0, roff = 0, own_s = 0, own_r = 0;
+    NCCL_TRY(g, ncclGroupStart());
+    for (int j = 0; j < P; j++) {
+        if (j == r) {
+            own_s = soff;
+            own_r = roff;
+        } else {
+            if (a->counts[j])
+                NCCL_TRY(g, ncclSend(sb + soff * es, a->counts[j], dt, j, nc, s));
+            if (a->rcounts[j])
+                NCCL_TRY(g, ncclRecv(rb + roff * es, a->rcounts[j], dt, j, nc, s));
+        }
+        soff += a->counts[j];
+        roff += a->rcounts[j];
+    }
+    NCCL_TRY(g, ncclGroupEnd());
+    if (a->counts[r])
+        CUDA_TRY(g, cudaMemcpyAsync(rb + own_r * es, sb + own_s * es, a->counts[r] * es,
+                                    cudaMemcpyDeviceToDevice, s));
+    return PRT_OK;
+}
+
 /* An in-place all-to-all cannot send from the buffer it receives into:
  * stage the input in the group's scratch first. */
 static prt_status stage_alltoall(prt_comm *g, coll_args *a, prt_request *r, cudaStream_t s)
@@ -340,6 +373,8 @@ static prt_status enqueue_native(prt_comm *g, coll_args a, prt_request *holder)
         if (a.sendbuf == a.recvbuf && a.n && (st = stage_alltoall(g, &a, holder, s)))
             return st;
         return nccl_linear(g, &a, s);
+    case COLL_ALL_TO_ALL_V:
+        return nccl_a2av(g, &a, s);
     case COLL_SCATTER: case COLL_GATHER:
         return nccl_linear(g, &a, s);
     case COLL_SEND:

@@ -87,6 +87,11 @@ typedef struct prt_ctx {
     prt_comm  *embed;   /* the first and the last stage's ranks with this (tp, dp): the
                            tied-embedding gradient sum (Megatron's embedding group);
                            NULL on the stages between them */
+    prt_comm  *ep;      /* expert parallelism (prt_ep_init; NULL before): the ep ranks of
+                           this rank's DP group with the same d / ep, ordered by d % ep:
+                           MoE dispatch and combine */
+    prt_comm  *edp;     /* the dp / ep ranks of the DP group with the same d % ep (the same
+                           experts), ordered by d / ep: expert gradients, expert ZeRO */
     int        device;  /* CUDA device used (libplanrt_cuda.a), else -1 */
     void      *impl;    /* backend state */
 } prt_ctx;
@@ -99,6 +104,19 @@ prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **o
 /* Free the groups and finalise MPI when prt_init initialised it;
  * prt_finalize(NULL) after a failed prt_init only finalises MPI. */
 void       prt_finalize(prt_ctx *c);
+
+/* Expert parallelism (issue 17; Megatron-Core's contiguous layout): inside
+ * each DP group, DP rank d is rank d % ep of EP group d / ep, which holds
+ * experts [r E/ep, (r+1) E/ep) on its rank r; its expert-DP group is the
+ * dp / ep DP ranks with the same d % ep. Builds c->ep and c->edp;
+ * PRT_ERR_ARG when ep does not divide dp or the groups exist already.
+ * Collective over the world. */
+prt_status prt_ep_init(prt_ctx *c, int ep);
+/* This rank's EP rank (the rule prt_ep_init builds the groups by; also for
+ * a context without groups, as --dry-run's). */
+static inline int prt_ep_rank(const prt_ctx *c, int ep) { return c->coord.dp % ep; }
+/* Its rank in its expert-DP group. */
+static inline int prt_edp_rank(const prt_ctx *c, int ep) { return c->coord.dp / ep; }
 
 /* The rank's place in a group and the group's size. */
 int        prt_comm_rank(const prt_comm *g);
@@ -181,6 +199,18 @@ prt_status prt_all_gather_v(prt_comm *g, const void *sendbuf, void *recvbuf,
                             const size_t *counts, prt_dtype t);
 prt_status prt_reduce_scatter_v(prt_comm *g, const void *sendbuf, void *recvbuf,
                                 const size_t *counts, prt_dtype t, prt_redop op);
+/* Uneven all-to-all (MoE dispatch and combine, issue 17): sendcounts[j]
+ * elements, packed in rank order in sendbuf, go to rank j and arrive as
+ * rank r's block of its recvbuf, which holds recvcounts[i] elements from
+ * each rank i packed in rank order. Counts go first: recvcounts are the
+ * peers' sendcounts, which prt_all_to_all_counts exchanges (host arrays).
+ * Zero counts are allowed; the buffers may not overlap (no in-place form).
+ * MPI_Alltoallv on the CPU, grouped ncclSend/ncclRecv on NCCL. */
+prt_status prt_all_to_all_v(prt_comm *g, const void *sendbuf, const size_t *sendcounts,
+                            void *recvbuf, const size_t *recvcounts, prt_dtype t);
+/* recvcounts[i] = rank i's sendcounts[r] (host arrays of P, both builds:
+ * an MPI all-to-all on the group's host communicator). */
+prt_status prt_all_to_all_counts(prt_comm *g, const size_t *sendcounts, size_t *recvcounts);
 /* Rank r's block of n elements split over P ranks: the first n % P ranks get
  * one more; *off is the block's first element. */
 void       prt_shard(size_t n, int P, int r, size_t *off, size_t *count);
@@ -204,6 +234,9 @@ prt_status prt_all_reduce_async(prt_comm *g, const void *sendbuf, void *recvbuf,
                                 size_t n, prt_dtype t, prt_redop op, prt_request **req);
 prt_status prt_all_to_all_async(prt_comm *g, const void *sendbuf, void *recvbuf,
                                 size_t n, prt_dtype t, prt_request **req);
+prt_status prt_all_to_all_v_async(prt_comm *g, const void *sendbuf,
+                                  const size_t *sendcounts, void *recvbuf,
+                                  const size_t *recvcounts, prt_dtype t, prt_request **req);
 prt_status prt_barrier_async(prt_comm *g, prt_request **req);
 prt_status prt_all_gather_v_async(prt_comm *g, const void *sendbuf, void *recvbuf,
                                   const size_t *counts, prt_dtype t, prt_request **req);

@@ -302,6 +302,90 @@ static inline size_t prt_xent_real_cols(size_t Vl, size_t v0, size_t V)
     return V <= v0 ? 0 : V - v0 < Vl ? V - v0 : Vl;
 }
 
+/* ---- mixture of experts (issue 17; runtime/ops/moe.c, cuda/ops_moe.cu) --
+ * A MoE layer on N = B*T tokens (B whole sequences of T), E experts, top-k:
+ *   1. prt_moe_router_fwd: logits (N, E) fp32 = x Wr^T, Wr (E, C), no bias.
+ *   2. prt_moe_topk_fwd: idx, w (N, k): the k largest logits, ties to the
+ *      lower expert index, w the softmax over those k (Mixtral's order).
+ *   3. prt_moe_route: row (N, k) = the token's row in the expert-sorted
+ *      buffer (experts in order, each expert's rows in (token, k) order), or
+ *      -1 when capacity dropped it; counts (E) = rows per expert. Capacity
+ *      cap (prt_moe_capacity, 0: dropless) is per expert per sequence, the
+ *      first cap tokens in token order kept.
+ *   4. prt_moe_dispatch: xe (R, C), R = sum counts, gets the token rows.
+ *      Under EP the buffer's block of experts [r*E/ep, (r+1)*E/ep) goes to
+ *      EP rank r by prt_all_to_all_v (per-expert counts exchanged first);
+ *      the receiver puts rows into expert order with prt_moe_sort_rows and
+ *      prt_moe_recv_order's permutation, and back with prt_moe_unsort_rows.
+ *   5. The experts: the caller's MLP (prt_linear_*) on each expert's rows.
+ *   6. prt_moe_combine: out (N, C) = sum_j w_j ye[row_j] (k order; dropped
+ *      rows add nothing). Overwrites.
+ *   7. prt_moe_aux_loss: loss (B) per sequence = coeff * E * sum_e f_e P_e
+ *      (Switch Transformer eq. 4): f_e the fraction of the sequence's T*k
+ *      top-k assignments (before capacity) to e, P_e the mean over its
+ *      tokens of the full softmax over E.
+ * Backward in reverse; dx of dispatch and dye/dw of combine and dlogits of
+ * topk overwrite; prt_moe_aux_bwd adds scale * d(sum_b loss_b)/dlogits;
+ * prt_moe_router_bwd accumulates into dx (a branch of the layer input) and
+ * dWr. logits, w, dw, dlogits, loss are fp32; idx, row, counts int32; all
+ * device arrays on CUDA. Every sum over a token's k rows runs in k order,
+ * so the result does not depend on which rank holds which expert. */
+void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr,
+                        size_t N, size_t C, size_t E);
+void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits, const prt_act *x,
+                        const prt_act *wr, size_t N, size_t C, size_t E);
+void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
+                      size_t k);
+void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
+                      size_t N, size_t E, size_t k);
+void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, size_t T,
+                   size_t E, size_t k, size_t cap);
+void prt_moe_dispatch(prt_act *xe, const prt_act *x, const int32_t *row, size_t N,
+                      size_t C, size_t k);
+void prt_moe_dispatch_bwd(prt_act *dx, const prt_act *dxe, const int32_t *row, size_t N,
+                          size_t C, size_t k);
+void prt_moe_combine(prt_act *out, const prt_act *ye, const int32_t *row, const float *w,
+                     size_t N, size_t C, size_t k);
+void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout, const prt_act *ye,
+                         const int32_t *row, const float *w, size_t N, size_t C, size_t k);
+void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B,
+                      size_t T, size_t E, size_t k, float coeff);
+void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
+                     size_t T, size_t E, size_t k, float coeff, float scale);
+/* out (R, C): out[i] = in[perm[i]]; unsort: out[perm[i]] = in[i]. */
+void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
+                       size_t C);
+void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
+                         size_t C);
+/* Capacity per expert per sequence (GShard's groups are sequences, so it
+ * depends on neither dp nor the micro-batch): ceil(factor * T * k / E)
+ * tokens; 0 (dropless) when factor <= 0. Host code of both builds. */
+static inline size_t prt_moe_capacity(double factor, size_t T, size_t k, size_t E)
+{
+    if (!(factor > 0.0) || !E)
+        return 0;
+    double c = factor * (double)T * (double)k / (double)E;
+    size_t f = (size_t)c;
+    return (double)f < c ? f + 1 : f;
+}
+/* The receiver's permutation (host arrays): rows arrive from EP rank s as
+ * cnt[s*El + 0 .. El) rows of its local experts in order; perm (R) lists,
+ * expert by expert and within an expert by source rank, where each row
+ * arrived, so rows of an expert run in (source rank, token, k) order. */
+static inline void prt_moe_recv_order(int32_t *perm, const int32_t *cnt, size_t ep,
+                                      size_t El)
+{
+    size_t i = 0;
+    for (size_t le = 0; le < El; le++)
+        for (size_t s = 0; s < ep; s++) {
+            size_t at = 0;   /* source-major offset of (s, le) */
+            for (size_t u = 0; u < s * El + le; u++)
+                at += (size_t)cnt[u];
+            for (int32_t c = 0; c < cnt[s * El + le]; c++)
+                perm[i++] = (int32_t)(at + (size_t)c);
+        }
+}
+
 /* ---- optimizer ---------------------------------------------------------- */
 typedef struct {
     float lr;            /* peak learning rate */

@@ -162,6 +162,10 @@ prt_status prt_zero_embed_reduce(prt_model *m);
  * copies once). It clips, prt_model_grad_norm logs it, and a NaN or Inf
  * fails here, before any update (`step` counts from 1). */
 prt_status prt_zero_norm_reduce(prt_model *m, long step);
+/* The same over two models that share one norm and one clip (issue 17: the
+ * dense model and the expert group's, whose tensors are the dense table's
+ * left out of it); both take the result. */
+prt_status prt_zero_norm_reduce_pair(prt_model *m, prt_model *peer, long step);
 /* Clip by the norm prt_zero_norm_reduce found (PRT_ERR_ARG when it did not
  * run this step), AdamW on the part this rank owns (ZeRO 0: all of it;
  * else its shard), zero the gradients for the next step. */
@@ -174,6 +178,10 @@ prt_status prt_zero_sync(prt_model *m);
  * length, name, u64 rows, u64 cols, rows*cols float32 (little-endian).
  * Collective over the world. */
 prt_status prt_model_dump(prt_model *m, const char *path);
+/* The same for a dense model and its expert group's (peer, or NULL): one
+ * file of every tensor, each from the rank holding it. m's table names all
+ * of them (those it leaves out have vstage -1). */
+prt_status prt_model_dump_pair(prt_model *m, prt_model *peer, const char *path);
 
 /* The global gradient norm of the last prt_zero_norm_reduce (computed every
  * step, clipping or not). A NaN or Inf norm makes that call fail before the
@@ -197,6 +205,10 @@ typedef struct {
  * the step directory goes to dir (cap bytes) when dir != NULL. */
 prt_status prt_model_save(prt_model *m, const char *root, long step, const prt_save_info *info,
                           char *dir, size_t cap);
+/* The same for a dense model and its expert group's (peer; issue 17): both
+ * into one checkpoint, each tensor's pieces from the ranks holding it. */
+prt_status prt_model_save_pair(prt_model *m, prt_model *peer, const char *root, long step,
+                               const prt_save_info *info, char *dir, size_t cap);
 /* Load the checkpoint at path (a step directory with index.json, or the
  * newest complete one under a root), written on any layout: world rank 0
  * checks every file's checksum, the tensors against this model, the model
@@ -204,6 +216,10 @@ prt_status prt_model_save(prt_model *m, const char *root, long step, const prt_s
  * the checkpoint's step (steps done). Collective over the world. */
 prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *info, long *step,
                           char *dir, size_t cap);
+/* The same into a dense model and its expert group's (peer): rank 0 checks
+ * the checkpoint against m's table, which names every tensor. */
+prt_status prt_model_load_pair(prt_model *m, prt_model *peer, const char *path,
+                               const prt_save_info *info, long *step, char *dir_out, size_t cap);
 
 /* World rank 0 writes the checkpoint ROOT/step-<step> consolidated into one
  * safetensors file at path, without the optimizer state ("opt." tensors):
@@ -246,6 +262,38 @@ prt_status prt_pipe_send_grad(prt_pipe *p, int mb, int chunk, int peer);
 prt_status prt_pipe_recv_grad(prt_pipe *p, int mb, int chunk, int peer);
 /* End of a step: wait for every send, recycle every slot. */
 prt_status prt_pipe_flush(prt_pipe *p);
+
+/* ---- expert parallelism: dispatch and combine (runtime/par/moe_ep.c) ----
+ * One MoE layer's exchange for one micro-batch over the EP group (c->ep,
+ * prt_ep_init): this rank's rows sorted by global expert (prt_moe_route,
+ * prt_moe_dispatch) go to the EP ranks holding their experts, arrive
+ * expert-major, each expert's rows in (source rank, token, k) order, and
+ * come back in their order. The forward's dispatch and the backward's
+ * combine gradient go to the experts; the forward's combine and the
+ * backward's dispatch gradient go to the sources. Buffers are device
+ * memory on CUDA; counts are host arrays. */
+typedef struct {
+    prt_comm *g;               /* the EP group */
+    int       ep;              /* its size */
+    size_t    el, C;           /* experts per EP rank; row width */
+    size_t    rows_out;        /* rows this rank sends (its tokens' kept rows) */
+    size_t    rows_in;         /* rows it receives (for its local experts) */
+    size_t   *send, *recv;     /* [ep] elements to / from each EP rank (rows x C) */
+    int32_t  *cnt;             /* [ep * el] host: rows from EP rank s for local expert le */
+    int32_t  *local;           /* [el] host: rows per local expert, the experts' GEMM sizes */
+    int32_t  *perm;            /* (rows_in) device: expert-major row -> arrival order */
+    prt_act  *tmp;             /* (rows_in, C) the rows in arrival order */
+} prt_moe_ep;
+
+/* Exchange the counts (all-to-all of each EP rank's el counts) and make
+ * the receiver's order: counts (E) host = this rank's rows per global
+ * expert. Collective over the EP group. */
+prt_status prt_moe_ep_plan(prt_moe_ep *x, prt_comm *ep, const int32_t *counts, size_t E, size_t C);
+/* src (rows_out, C), expert-sorted -> dst (rows_in, C), expert-major. */
+prt_status prt_moe_ep_to_experts(prt_moe_ep *x, const prt_act *src, prt_act *dst);
+/* src (rows_in, C), expert-major -> dst (rows_out, C), the source's order. */
+prt_status prt_moe_ep_to_sources(prt_moe_ep *x, const prt_act *src, prt_act *dst);
+void       prt_moe_ep_free(prt_moe_ep *x);
 
 /* ---- the counting allocator (runtime/par/mem.c) ------------------------ */
 

@@ -910,16 +910,25 @@ double prt_model_grad_norm(const prt_model *m) { return m->grad_norm; }
  * or Inf in it stops the run before the update spoils the weights. */
 prt_status prt_zero_norm_reduce(prt_model *m, long step)
 {
+    return prt_zero_norm_reduce_pair(m, NULL, step);
+}
+
+/* Issue 17: the expert group's model (peer) and the dense one share one
+ * norm, so the clip scales both alike; both take the result. */
+prt_status prt_zero_norm_reduce_pair(prt_model *m, prt_model *peer, long step)
+{
     prtp_clear();
     prt_status st = settle(m);
+    if (!st && peer) st = settle(peer);
     if (st) return st;
-    float sq = (float)local_sq(m);
+    float sq = (float)(local_sq(m) + (peer ? local_sq(peer) : 0.0));
     st = prtp_check(prtp_all_reduce_host(m->c->world, &sq, 1, PRT_FP32, PRT_SUM),
                     "gradient norm all-reduce");
     if (st) return st;
     if (step == test_nan_step()) sq = NAN;   /* test hook: PLANRT_TEST_NAN_STEP */
     m->grad_sq = (double)sq;
     m->grad_norm = sqrt((double)sq);
+    if (peer) { peer->grad_sq = m->grad_sq; peer->grad_norm = m->grad_norm; }
     if (!isfinite(sq)) {
         prtp_set_diverged();
         return prtp_fail(PRT_ERR_ARG, "the gradient norm is %s at step %ld: stopped before its "
@@ -927,6 +936,7 @@ prt_status prt_zero_norm_reduce(prt_model *m, long step)
                          isnan(sq) ? "NaN" : "Inf", step, step - 1);
     }
     m->norm_ready = true;
+    if (peer) peer->norm_ready = true;
     return PRT_OK;
 }
 
@@ -1023,11 +1033,40 @@ static void put_u64(FILE *f, uint64_t v) { fwrite(&v, sizeof v, 1, f); }
 
 prt_status prt_model_dump(prt_model *m, const char *path)
 {
+    return prt_model_dump_pair(m, NULL, path);
+}
+
+/* The model of this rank that holds tensor i, or NULL. */
+static prt_model *holder(prt_model *m, prt_model *peer, int i)
+{
+    return m->off[i] != NOWHERE ? m : peer && peer->off[i] != NOWHERE ? peer : NULL;
+}
+
+/* src[i * tp + t]: the world rank that sends TP slice t of tensor i to the
+ * dump (DP rank 0 of the group holding it), found by one all-reduce (MIN)
+ * rather than assumed, since expert tensors live on their EP rank. */
+static prt_status dump_sources(prt_model *m, prt_model *peer, int32_t *src)
+{
+    for (int i = 0; i < m->n; i++)
+        for (int t = 0; t < m->tp; t++) {
+            prt_model *h = holder(m, peer, i);
+            src[(size_t)i * (size_t)m->tp + (size_t)t] =
+                h && h->dpr == 0 && h->tpr == t ? m->c->rank : INT32_MAX;
+        }
+    return prtp_all_reduce_host(m->c->world, src, (size_t)m->n * (size_t)m->tp, PRT_INT32, PRT_MIN);
+}
+
+prt_status prt_model_dump_pair(prt_model *m, prt_model *peer, const char *path)
+{
     prtp_clear();
     prt_status st = PRT_OK;
     for (int ch = 0; !st && ch < m->chunks; ch++) st = gather_whole(m, ch);
-    if (st) return st;
-    bool root = m->c->rank == 0, sender = m->dpr == 0;
+    for (int ch = 0; !st && peer && ch < peer->chunks; ch++) st = gather_whole(peer, ch);
+    int32_t *srcs = (int32_t *)calloc((size_t)m->n * (size_t)m->tp + 1, sizeof(int32_t));
+    if (!st && !srcs) st = prtp_fail(PRT_ERR_NOMEM, "dump: out of memory");
+    if (!st) st = prtp_check(dump_sources(m, peer, srcs), "dump owners all-reduce");
+    if (st) { free(srcs); return st; }
+    bool root = m->c->rank == 0;
     FILE *f = NULL;
     if (root && !(f = fopen(path, "wb")))
         st = prtp_fail(PRT_ERR_IO, "%s: cannot write the parameter dump", path);
@@ -1037,14 +1076,14 @@ prt_status prt_model_dump(prt_model *m, const char *path)
     for (int i = 0; i < m->n; i++) {
         const prt_param *p = &m->tab[i];
         if (p->tie >= 0) continue;   /* a copy: the original is dumped */
-        int stage = p->vstage % m->pp;
+        prt_model *h = holder(m, peer, i);
         size_t lr, lc;
         local_shape(p, m->tp, &lr, &lc);
         size_t ln = lr * lc;
         int ntp = p->split == PRT_REPLICATED ? 1 : m->tp;
-        if (sender && stage == m->stage && m->tpr < ntp && !root) {
-            int ch = chunk_of(m, i);
-            const float *src = m->par[ch] + (m->off[i] - m->c0[ch]);
+        if (h && h->dpr == 0 && m->tpr < ntp && !root) {
+            int ch = chunk_of(h, i);
+            const float *src = h->par[ch] + (h->off[i] - h->c0[ch]);
             prt_status s2 = prtp_check(prt_send(m->c->world, src, ln, PRT_FP32, 0, i), "dump send");
             if (!st) st = s2;
         }
@@ -1053,10 +1092,10 @@ prt_status prt_model_dump(prt_model *m, const char *path)
         float *host = (float *)calloc(ln + 1, sizeof(float));
         float *buf = (float *)prt_comm_alloc((ln + 1) * sizeof(float));
         for (int t = 0; t < ntp && whole && host && buf; t++) {
-            int src = t + m->tp * (m->dp * stage);
-            if (src == 0) {
-                int ch = chunk_of(m, i);
-                prt_copy_to_host(host, m->par[ch] + (m->off[i] - m->c0[ch]), ln * sizeof(float));
+            int src = srcs[(size_t)i * (size_t)m->tp + (size_t)t];
+            if (src == 0 && h) {
+                int ch = chunk_of(h, i);
+                prt_copy_to_host(host, h->par[ch] + (h->off[i] - h->c0[ch]), ln * sizeof(float));
             } else {
                 prt_status s2 = prtp_check(prt_recv(m->c->world, buf, ln, PRT_FP32, src, i),
                                            "dump receive");
@@ -1076,5 +1115,7 @@ prt_status prt_model_dump(prt_model *m, const char *path)
     }
     if (f && fclose(f) != 0 && !st) st = prtp_fail(PRT_ERR_IO, "%s: write failed", path);
     for (int ch = 0; ch < m->chunks; ch++) release_whole(m, ch);
+    for (int ch = 0; peer && ch < peer->chunks; ch++) release_whole(peer, ch);
+    free(srcs);
     return st;
 }

@@ -25,6 +25,13 @@
  * tensor names and shapes against this model, the seed) and every rank
  * takes its verdict, so a bad checkpoint stops all ranks with one message.
  *
+ * Issue 17: a dense model and its expert group's (the routed experts'
+ * tensors, sharded over expert-DP) save into one checkpoint and load from
+ * it as a pair (prt_model_save_pair, prt_model_load_pair): each rank puts
+ * both models' pieces into its one file, and the dense model's table,
+ * which names every tensor, is the one rank 0 checks against. Pieces are
+ * global, so an ep 2 checkpoint resumes on ep 1, one rank or any layout.
+ *
  * What makes a resumed run continue exactly: the weights and both AdamW
  * moments in fp32 (bit for bit), the step counter (AdamW's bias correction
  * and the learning-rate schedule are functions of it) and the data order
@@ -208,27 +215,35 @@ static prt_status write_index(prt_model *m, const char *dir, const prt_ckpt_meta
 prt_status prt_model_save(prt_model *m, const char *root, long step, const prt_save_info *info,
                           char *dir, size_t cap)
 {
+    return prt_model_save_pair(m, NULL, root, step, info, dir, cap);
+}
+
+prt_status prt_model_save_pair(prt_model *m, prt_model *peer, const char *root, long step,
+                               const prt_save_info *info, char *dir, size_t cap)
+{
     prtp_clear();
     prt_ckpt_meta meta = { step, info->seed, m->dp, m->tp, m->pp, m->zero,
                            info->plan_hash ? info->plan_hash : "", info->model ? info->model : "" };
     char path[4096];
     prt_status st = prt_ckpt_step_dir(root, step, path, sizeof path);
     if (st) return prtp_fail(st, "checkpoint: %s", prt_ckpt_last_error());
-    Stage s = {0};
+    Stage s = {0}, se = {0};   /* the dense model's; the expert group's */
     prt_ckpt_writer *w = NULL;
     char *man = NULL;
     size_t len = 0;
     st = stage_host(m, &s);
+    if (!st && peer) st = stage_host(peer, &se);
     if (!st && prt_ckpt_writer_new(path, m->c->rank, &meta, &w))
         st = prtp_fail(PRT_ERR_IO, "checkpoint: %s", prt_ckpt_last_error());
     if (!st) st = put_all(m, &s, w);
+    if (!st && peer) st = put_all(peer, &se, w);
     if (!st) {
         prt_status f = prt_ckpt_writer_finish(w, &man, &len);
         w = NULL;
         if (f) st = prtp_fail(f, "checkpoint: %s", prt_ckpt_last_error());
     }
     if (w) prt_ckpt_writer_abort(w);
-    for (int k = 0; k < 3; k++) free(s.h[k]);
+    for (int k = 0; k < 3; k++) { free(s.h[k]); free(se.h[k]); }
     /* every file is on disk (or some rank failed) before the index goes */
     char why[1024];
     snprintf(why, sizeof why, "%s", prt_par_last_error());
@@ -370,6 +385,12 @@ static prt_status load_local(prt_model *m, const char *dir)
 prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *info, long *step,
                           char *dir_out, size_t cap)
 {
+    return prt_model_load_pair(m, NULL, path, info, step, dir_out, cap);
+}
+
+prt_status prt_model_load_pair(prt_model *m, prt_model *peer, const char *path,
+                               const prt_save_info *info, long *step, char *dir_out, size_t cap)
+{
     prtp_clear();
     char dir[4096] = "";
     int bad = 0;
@@ -388,6 +409,7 @@ prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *i
     MPI_Bcast(dir, (int)sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(&at, 1, MPI_LONG, 0, MPI_COMM_WORLD);
     st = load_local(m, dir);
+    if (!st && peer) st = load_local(peer, dir);
     if (st) prtp_mark_own_failure();
     char why[1024];
     snprintf(why, sizeof why, "%s", prt_par_last_error());

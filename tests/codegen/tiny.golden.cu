@@ -315,19 +315,21 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
 }
 
+/* The MLP's (and each expert's) activation on n rows of h. */
+static void mlp_act_fwd(const LayerSpec *L, prt_act *out, const prt_act *h, size_t n)
+{
+    prt_gelu_fwd(out, h, n * (size_t)L->f);                             /* GELU */
+}
+
+static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const prt_act *da, size_t n)
+{
+    prt_gelu_bwd(dh, h, da, n * (size_t)L->f);
+}
+
 /* MLP sublayer, tensor-parallel as Megatron-LM: the up projection is
  * column-parallel (this rank's L->f hidden units; SwiGLU: its slice of
  * both the gate and the up half), the down projection row-parallel,
  * summed over TP. */
-static void mlp_act_fwd(const LayerSpec *L, prt_act *out, const prt_act *h)
-{
-    prt_gelu_fwd(out, h, N * (size_t)L->f);                             /* GELU */
-}
-
-static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const prt_act *da)
-{
-    prt_gelu_bwd(dh, h, da, N * (size_t)L->f);
-}
 
 static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
@@ -335,7 +337,7 @@ static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel up */
-    mlp_act_fwd(L, a->a, a->h);
+    mlp_act_fwd(L, a->a, a->h, N);
     prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* row-parallel down */
     sum_partials(p, y);
     prt_residual_add(y, a->x, y, NL * C);
@@ -345,7 +347,7 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     const prt_act *dy = d;
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C);
-    mlp_act_bwd(L, S.dh, a->h, S.da);
+    mlp_act_bwd(L, S.dh, a->h, S.da, N);
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);

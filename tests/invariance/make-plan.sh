@@ -10,7 +10,11 @@
 # `vocabN;` sets the vocabulary to N (padded where tp does not divide it);
 # one containing `shard32;` trains a vocabulary of 70000 on an llm.c
 # 32-bit token shard (magic 20240801, version 7) made from the text; one
-# containing `dropout;` gives the model `dropout 0.1` (GPT-2's).
+# containing `dropout;` gives the model `dropout 0.1` (GPT-2's);
+# `moe;` a mixture-of-experts model of tiny's vocabulary and sequence (dim
+# 32, 2 blocks of attention + moe: 4 SwiGLU experts, top_k 2, one shared
+# expert, aux loss 0.01), `moecap;` the same with capacity factor 1 and no
+# shared expert (tokens dropped).
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
@@ -72,7 +76,25 @@ knobs_model='model tinyknobs {
     norm    { kind rmsnorm }
     lm_head { tied false }
 }'
+# `moe;`, `moecap;` (issue 17): routed experts; the layouts must route
+# every token to the same experts as one rank and train alike
+moe_extra=
+case "$body" in *moecap\;*) moe_extra=capacity; body=${body//moecap;/} ;; esac
+case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
+moe_keys='shared 1; aux_loss 0.01'
+[ "$moe_extra" != capacity ] || moe_keys='capacity_factor 1.0; aux_loss 0.01'
+moe_model="model tinymoe {
+    vocab 256;  seq 64;  dtype fp32;
+    embedding { dim 32 }
+    repeat 2 {
+        attention { heads 4 }
+        moe       { experts 4; top_k 2; hidden 32; act swiglu; $moe_keys }
+    }
+    norm    { kind layernorm }
+    lm_head { tied false }
+}"
 if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
+if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi
 {
     sed -e "s/^cluster laptop/cluster cpu$np/" -e "s/gpus_per_node *[0-9]*/gpus_per_node $np/" \
         "$root/examples/clusters/laptop.plan"

@@ -29,6 +29,10 @@
 #  6. --export's consolidated safetensors file: its header is JSON and its
 #     tensors equal the run's --dump-params bit for bit
 #     (runtime/ckpt/check_consolidated.py);
+#  7. mixture of experts (issue 17): an expert-parallel checkpoint (dp 4,
+#     ep 2, ZeRO-3: the experts' own group sharded over expert-DP) holds
+#     global tensors: resumed on one rank (ep 1) and on dp 2 ep 2 pp 2 it
+#     trains like the uninterrupted run, and its --export equals its dump;
 # and that `planc build --launch slurm` wrote a valid sbatch script, that the
 # progress line and the JSON log have every field (and PLANRT_PROGRESS=redraw
 # redraws one line), and that a host list (mpirun -H) launches.
@@ -54,10 +58,13 @@ sed -i 's|^include "clusters/laptop.plan"|include "'"$root"'/examples/clusters/l
 "$inv" "$dir/v257.plan" 4 "vocab257; dp 1; tp 2; pp 2; zero 1; micro_batch 2; schedule 1f1b;"
 "$inv" "$dir/v257-tp4.plan" 4 "vocab257; dp 1; tp 4; pp 1; zero 0; micro_batch 4; schedule 1f1b;"
 "$inv" "$dir/v257-one.plan" 1 "vocab257; dp 1; tp 1; pp 1; zero 0; micro_batch 16; schedule 1f1b;"
-printf '%s\n' tiny tp4 z3 one llama v257 v257-tp4 v257-one |
+"$inv" "$dir/moe-ep.plan" 4 "moe; dp 4; ep 2; tp 1; pp 1; zero 3; micro_batch 2; schedule 1f1b;"
+"$inv" "$dir/moe-one.plan" 1 "moe; dp 1; tp 1; pp 1; zero 0; micro_batch 16; schedule 1f1b;"
+"$inv" "$dir/moe-pp2.plan" 4 "moe; dp 2; ep 2; tp 1; pp 2; zero 1; micro_batch 2; schedule 1f1b;"
+printf '%s\n' tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2 |
     xargs -P 2 -I{} sh -c '"$1" build "$2/$3.plan" -o "$2/$3" --launch slurm > "$2/$3.build.log" 2>&1 || touch "$2/$3.build-failed"' \
         sh "$planc" "$dir" {}
-for b in tiny tp4 z3 one llama v257 v257-tp4 v257-one; do
+for b in tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2; do
     if [ -e "$dir/$b.build-failed" ]; then fail "planc build $b" "$dir/$b.build.log"; echo "resilience: cannot go on"; exit 1; fi
 done
 steps=12
@@ -232,6 +239,28 @@ if out=$(python3 "$root/runtime/ckpt/check_consolidated.py" "$dir/model.safetens
     ok "--export: $(echo "$out" | tail -n 1)"
 else
     fail "--export's consolidated file: $out"
+fi
+
+# ---- 7. mixture of experts: an expert-parallel checkpoint ---------------------------------
+run 4 "$dir/moe-ep" --steps 6 --save "$dir/ckmoe" --save-every 3 --log-json "$dir/moe-ep.jsonl" \
+    --dump-params "$dir/moe-ep.dump" --export "$dir/moe-ep.safetensors" > "$dir/moe-ep.log" 2>&1 ||
+    fail "MoE: the dp 4 ep 2 ZeRO-3 run" "$dir/moe-ep.log"
+sed -n '4,$p' "$dir/moe-ep.jsonl" > "$dir/moe-after3.jsonl"
+for c in "moe-one 1" "moe-pp2 4"; do
+    set -- $c
+    run "$2" "$dir/$1" --steps 6 --resume "$dir/ckmoe/step-00000003" --log-json "$dir/$1.jsonl" \
+        --dump-params "$dir/$1.dump" > "$dir/$1.log" 2>&1 || { fail "MoE: resume on $1" "$dir/$1.log"; continue; }
+    if out=$("$compare" "$dir/moe-after3.jsonl" "$dir/moe-ep.dump" "$dir/$1.jsonl" "$dir/$1.dump"); then
+        ok "MoE: dp 4 ep 2 ZeRO-3 checkpoint resumed on $1 ($2 ranks): $(echo "$out" | tail -n 1 | sed 's/^ *//')"
+    else
+        fail "MoE: resume on $1: $out"
+    fi
+done
+tail -c +9 "$dir/moe-ep.dump" > "$dir/moe-ep.expected"
+if out=$(python3 "$root/runtime/ckpt/check_consolidated.py" "$dir/moe-ep.safetensors" "$dir/moe-ep.expected" 2>&1); then
+    ok "MoE: --export of the ep 2 run: $(echo "$out" | tail -n 1)"
+else
+    fail "MoE: --export's consolidated file: $out"
 fi
 
 echo "resilience: $n checks, $fails failed, $(( $(date +%s) - t0 )) s"

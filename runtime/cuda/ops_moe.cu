@@ -1,0 +1,352 @@
+/*
+ * ops_moe.cu: the mixture-of-experts pieces of the CUDA build (issue 17):
+ * router, top-k, routing with per-sequence capacity, dispatch, combine,
+ * the Switch load-balancing loss and their backwards.
+ *
+ * The same functions, layouts and rules as runtime/ops/moe.c (prt_ops.h's
+ * MoE section), which is the reference test_ops_cuda checks them against
+ * on a GPU. Determinism is the point, so nothing here uses atomics: every
+ * sum has one thread (or one warp, in a fixed shuffle order) and runs in
+ * the CPU's order where the order matters for the result's layout
+ * invariance (a token's k rows in k order). Top-k ties go to the lower
+ * expert index exactly as on the CPU, so both builds route alike. The
+ * router's GEMMs are plain loops (E is small: 8-256), one thread per
+ * output, with fp32 sums of bf16 inputs.
+ */
+#include "ops_kernels.cuh"
+
+/* The most experts the per-thread arrays of the aux loss hold
+ * (DeepSeek-V3 routes over 256). */
+enum { MOE_MAX_E = 256 };
+
+/* ---- router -------------------------------------------------------------- */
+
+__global__ static void k_router_fwd(float *logits, const bf *x, const bf *wr, size_t N, size_t C,
+                                    size_t E)
+{
+    size_t idx = gtid();
+    if (idx >= N * E) return;
+    size_t t = idx / E, e = idx % E;
+    float s = 0.0f;
+    for (size_t c = 0; c < C; c++) s += ld(x, t * C + c) * ld(wr, e * C + c);
+    logits[idx] = s;
+}
+
+__global__ static void k_router_bwd_input(bf *dx, const float *dl, const bf *wr, size_t N, size_t C,
+                                          size_t E)
+{
+    size_t idx = gtid();
+    if (idx >= N * C) return;
+    size_t t = idx / C, c = idx % C;
+    float s = ld(dx, idx);
+    for (size_t e = 0; e < E; e++) s += dl[t * E + e] * ld(wr, e * C + c);
+    dx[idx] = to_bf(s);
+}
+
+__global__ static void k_router_bwd_weight(float *dwr, const float *dl, const bf *x, size_t N, size_t C,
+                                           size_t E)
+{
+    size_t idx = gtid();
+    if (idx >= E * C) return;
+    size_t e = idx / C, c = idx % C;
+    float s = 0.0f;
+    for (size_t t = 0; t < N; t++) s += dl[t * E + e] * ld(x, t * C + c);
+    dwr[idx] += s;
+}
+
+extern "C" void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr, size_t N,
+                                   size_t C, size_t E)
+{
+    k_router_fwd<<<grid_for(N * E), THREADS>>>(logits, CBF(x), CBF(wr), N, C, E);
+    PRT_CUDA_LAUNCHED("prt_moe_router_fwd");
+}
+
+extern "C" void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits, const prt_act *x,
+                                   const prt_act *wr, size_t N, size_t C, size_t E)
+{
+    if (dx) k_router_bwd_input<<<grid_for(N * C), THREADS>>>(BF(dx), dlogits, CBF(wr), N, C, E);
+    k_router_bwd_weight<<<grid_for(E * C), THREADS>>>(dwr, dlogits, CBF(x), N, C, E);
+    PRT_CUDA_LAUNCHED("prt_moe_router_bwd");
+}
+
+/* ---- top-k and its softmax ------------------------------------------------ */
+
+/* Larger first, ties to the lower index: moe.c's ranks_before. */
+static __device__ __forceinline__ bool ranks_before(float a, size_t ia, float b, size_t ib)
+{
+    return a > b || (a == b && ia < ib);
+}
+
+__global__ static void k_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
+                                  size_t k)
+{
+    size_t t = gtid();
+    if (t >= N) return;
+    const float *l = logits + t * E;
+    int32_t *id = idx + t * k;
+    for (size_t j = 0; j < k; j++) {
+        size_t best = E;
+        for (size_t e = 0; e < E; e++) {
+            bool taken = false;
+            for (size_t i = 0; i < j && !taken; i++) taken = (size_t)id[i] == e;
+            if (!taken && (best == E || ranks_before(l[e], e, l[best], best))) best = e;
+        }
+        id[j] = (int32_t)best;
+    }
+    float mx = l[id[0]], s = 0.0f;
+    for (size_t j = 0; j < k; j++) s += w[t * k + j] = expf(l[id[j]] - mx);
+    for (size_t j = 0; j < k; j++) w[t * k + j] /= s;
+}
+
+__global__ static void k_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
+                                  size_t N, size_t E, size_t k)
+{
+    size_t t = gtid();
+    if (t >= N) return;
+    const float *wt = w + t * k, *dwt = dw + t * k;
+    float dot = 0.0f;
+    for (size_t j = 0; j < k; j++) dot += wt[j] * dwt[j];
+    for (size_t e = 0; e < E; e++) dlogits[t * E + e] = 0.0f;
+    for (size_t j = 0; j < k; j++) dlogits[t * E + (size_t)idx[t * k + j]] = wt[j] * (dwt[j] - dot);
+}
+
+extern "C" void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
+                                 size_t k)
+{
+    k_topk_fwd<<<grid_for(N), THREADS>>>(idx, w, logits, N, E, k);
+    PRT_CUDA_LAUNCHED("prt_moe_topk_fwd");
+}
+
+extern "C" void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
+                                 size_t N, size_t E, size_t k)
+{
+    k_topk_bwd<<<grid_for(N), THREADS>>>(dlogits, dw, w, idx, N, E, k);
+    PRT_CUDA_LAUNCHED("prt_moe_topk_bwd");
+}
+
+/* ---- routing ---------------------------------------------------------------
+ * One thread per expert walks the assignments in token order (the order
+ * the capacity keeps by) and ranks its rows; then one thread per
+ * assignment adds its expert's first row (the counts of the experts
+ * before it). */
+
+__global__ static void k_route_rank(int32_t *row, int32_t *counts, const int32_t *idx, size_t B,
+                                    size_t T, size_t E, size_t k, size_t cap)
+{
+    size_t e = gtid();
+    if (e >= E) return;
+    int32_t n = 0;
+    for (size_t b = 0; b < B; b++) {
+        size_t in_seq = 0;
+        for (size_t i = b * T * k; i < (b + 1) * T * k; i++) {
+            if ((size_t)idx[i] != e) continue;
+            if (!cap || in_seq < cap) { in_seq++; row[i] = n++; }
+            else row[i] = -1;
+        }
+    }
+    counts[e] = n;
+}
+
+__global__ static void k_route_offset(int32_t *row, const int32_t *counts, const int32_t *idx,
+                                      size_t n)
+{
+    size_t i = gtid();
+    if (i >= n || row[i] < 0) return;
+    int32_t first = 0;
+    for (int32_t e = 0; e < idx[i]; e++) first += counts[e];
+    row[i] += first;
+}
+
+extern "C" void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, size_t T,
+                              size_t E, size_t k, size_t cap)
+{
+    k_route_rank<<<grid_for(E), THREADS>>>(row, counts, idx, B, T, E, k, cap);
+    k_route_offset<<<grid_for(B * T * k), THREADS>>>(row, counts, idx, B * T * k);
+    PRT_CUDA_LAUNCHED("prt_moe_route");
+}
+
+/* ---- dispatch and combine ---------------------------------------------------- */
+
+__global__ static void k_dispatch(bf *xe, const bf *x, const int32_t *row, size_t N, size_t C, size_t k)
+{
+    size_t idx = gtid();
+    if (idx >= N * k * C) return;
+    size_t tj = idx / C, c = idx % C;
+    int32_t r = row[tj];
+    if (r >= 0) xe[(size_t)r * C + c] = x[(tj / k) * C + c];
+}
+
+__global__ static void k_dispatch_bwd(bf *dx, const bf *dxe, const int32_t *row, size_t N, size_t C,
+                                      size_t k)
+{
+    size_t idx = gtid();
+    if (idx >= N * C) return;
+    size_t t = idx / C, c = idx % C;
+    float s = 0.0f;
+    for (size_t j = 0; j < k; j++) {   /* k order: the CPU's */
+        int32_t r = row[t * k + j];
+        if (r >= 0) s += ld(dxe, (size_t)r * C + c);
+    }
+    dx[idx] = to_bf(s);
+}
+
+__global__ static void k_combine(bf *out, const bf *ye, const int32_t *row, const float *w, size_t N,
+                                 size_t C, size_t k)
+{
+    size_t idx = gtid();
+    if (idx >= N * C) return;
+    size_t t = idx / C, c = idx % C;
+    float s = 0.0f;
+    for (size_t j = 0; j < k; j++) {
+        int32_t r = row[t * k + j];
+        if (r >= 0) s += w[t * k + j] * ld(ye, (size_t)r * C + c);
+    }
+    out[idx] = to_bf(s);
+}
+
+/* dye: one thread per element; dw: one warp per (token, k), a fixed
+ * shuffle tree over its strided partial sums. */
+__global__ static void k_combine_bwd_rows(bf *dye, const bf *dout, const int32_t *row, const float *w,
+                                          size_t N, size_t C, size_t k)
+{
+    size_t idx = gtid();
+    if (idx >= N * k * C) return;
+    size_t tj = idx / C, c = idx % C;
+    int32_t r = row[tj];
+    if (r >= 0) dye[(size_t)r * C + c] = to_bf(w[tj] * ld(dout, (tj / k) * C + c));
+}
+
+__global__ static void k_combine_bwd_weights(float *dw, const bf *dout, const bf *ye, const int32_t *row,
+                                             size_t N, size_t C, size_t k)
+{
+    size_t tj = gwarp(), lane = threadIdx.x % 32;
+    if (tj >= N * k) return;
+    int32_t r = row[tj];
+    float s = 0.0f;
+    if (r >= 0)
+        for (size_t c = lane; c < C; c += 32) s += ld(dout, (tj / k) * C + c) * ld(ye, (size_t)r * C + c);
+    s = warp_sum(s);
+    if (lane == 0) dw[tj] = s;
+}
+
+extern "C" void prt_moe_dispatch(prt_act *xe, const prt_act *x, const int32_t *row, size_t N, size_t C,
+                                 size_t k)
+{
+    k_dispatch<<<grid_for(N * k * C), THREADS>>>(BF(xe), CBF(x), row, N, C, k);
+    PRT_CUDA_LAUNCHED("prt_moe_dispatch");
+}
+
+extern "C" void prt_moe_dispatch_bwd(prt_act *dx, const prt_act *dxe, const int32_t *row, size_t N,
+                                     size_t C, size_t k)
+{
+    k_dispatch_bwd<<<grid_for(N * C), THREADS>>>(BF(dx), CBF(dxe), row, N, C, k);
+    PRT_CUDA_LAUNCHED("prt_moe_dispatch_bwd");
+}
+
+extern "C" void prt_moe_combine(prt_act *out, const prt_act *ye, const int32_t *row, const float *w,
+                                size_t N, size_t C, size_t k)
+{
+    k_combine<<<grid_for(N * C), THREADS>>>(BF(out), CBF(ye), row, w, N, C, k);
+    PRT_CUDA_LAUNCHED("prt_moe_combine");
+}
+
+extern "C" void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout, const prt_act *ye,
+                                    const int32_t *row, const float *w, size_t N, size_t C, size_t k)
+{
+    k_combine_bwd_rows<<<grid_for(N * k * C), THREADS>>>(BF(dye), CBF(dout), row, w, N, C, k);
+    k_combine_bwd_weights<<<grid_rows(N * k), THREADS>>>(dw, CBF(dout), CBF(ye), row, N, C, k);
+    PRT_CUDA_LAUNCHED("prt_moe_combine_bwd");
+}
+
+/* ---- the load-balancing loss -------------------------------------------------- */
+
+/* The softmax over E logits of one token into p. */
+static __device__ void softmax_row(float *p, const float *l, size_t E)
+{
+    float mx = l[0], s = 0.0f;
+    for (size_t e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
+    for (size_t e = 0; e < E; e++) s += p[e] = expf(l[e] - mx);
+    for (size_t e = 0; e < E; e++) p[e] /= s;
+}
+
+/* f (E): sequence b's fraction of its T k assignments per expert. */
+static __device__ void seq_fractions(float *f, const int32_t *idx, size_t b, size_t T, size_t E, size_t k)
+{
+    for (size_t e = 0; e < E; e++) f[e] = 0.0f;
+    for (size_t i = b * T * k; i < (b + 1) * T * k; i++) f[idx[i]] += 1.0f;
+    for (size_t e = 0; e < E; e++) f[e] /= (float)(T * k);
+}
+
+__global__ static void k_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B, size_t T,
+                                  size_t E, size_t k, float coeff)
+{
+    size_t b = gtid();
+    if (b >= B) return;
+    float f[MOE_MAX_E], P[MOE_MAX_E], p[MOE_MAX_E];
+    seq_fractions(f, idx, b, T, E, k);
+    for (size_t e = 0; e < E; e++) P[e] = 0.0f;
+    for (size_t t = b * T; t < (b + 1) * T; t++) {
+        softmax_row(p, logits + t * E, E);
+        for (size_t e = 0; e < E; e++) P[e] += p[e] / (float)T;
+    }
+    float s = 0.0f;
+    for (size_t e = 0; e < E; e++) s += f[e] * P[e];
+    loss[b] = coeff * (float)E * s;
+}
+
+__global__ static void k_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
+                                 size_t T, size_t E, size_t k, float g)
+{
+    size_t t = gtid();
+    if (t >= B * T) return;
+    float f[MOE_MAX_E], p[MOE_MAX_E];
+    seq_fractions(f, idx, t / T, T, E, k);
+    softmax_row(p, logits + t * E, E);
+    float fp = 0.0f;
+    for (size_t e = 0; e < E; e++) fp += f[e] * p[e];
+    for (size_t e = 0; e < E; e++) dlogits[t * E + e] += g * p[e] * (f[e] - fp);
+}
+
+extern "C" void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B, size_t T,
+                                 size_t E, size_t k, float coeff)
+{
+    if (E > MOE_MAX_E) { prt_cuda_note("prt_moe_aux_loss", "more than 256 experts"); return; }
+    k_aux_loss<<<grid_for(B), THREADS>>>(loss, logits, idx, B, T, E, k, coeff);
+    PRT_CUDA_LAUNCHED("prt_moe_aux_loss");
+}
+
+extern "C" void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
+                                size_t T, size_t E, size_t k, float coeff, float scale)
+{
+    if (E > MOE_MAX_E) { prt_cuda_note("prt_moe_aux_bwd", "more than 256 experts"); return; }
+    float g = scale * coeff * (float)E / (float)T;   /* moe.c's factor */
+    k_aux_bwd<<<grid_for(B * T), THREADS>>>(dlogits, logits, idx, B, T, E, k, g);
+    PRT_CUDA_LAUNCHED("prt_moe_aux_bwd");
+}
+
+/* ---- the receiver's order -------------------------------------------------------- */
+
+__global__ static void k_sort_rows(bf *out, const bf *in, const int32_t *perm, size_t R, size_t C,
+                                   bool unsort)
+{
+    size_t idx = gtid();
+    if (idx >= R * C) return;
+    size_t i = idx / C, c = idx % C, p = (size_t)perm[i];
+    if (unsort) out[p * C + c] = in[idx];
+    else out[idx] = in[p * C + c];
+}
+
+extern "C" void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R, size_t C)
+{
+    if (!R || !C) return;   /* no rows came: a zero-block launch is an error */
+    k_sort_rows<<<grid_for(R * C), THREADS>>>(BF(out), CBF(in), perm, R, C, false);
+    PRT_CUDA_LAUNCHED("prt_moe_sort_rows");
+}
+
+extern "C" void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
+                                    size_t C)
+{
+    if (!R || !C) return;
+    k_sort_rows<<<grid_for(R * C), THREADS>>>(BF(out), CBF(in), perm, R, C, true);
+    PRT_CUDA_LAUNCHED("prt_moe_unsort_rows");
+}

@@ -1,0 +1,260 @@
+/*
+ * moe.c: the mixture-of-experts pieces of the CPU build (issue 17): the
+ * router, top-k with the softmax over the selected logits (Mixtral, Jiang
+ * et al. 2024), the routing plan with per-sequence capacity (GShard,
+ * Lepikhin et al. 2020), dispatch (tokens -> expert-sorted rows), combine
+ * (rows -> tokens, weighted), the load-balancing loss (Switch Transformer,
+ * Fedus et al. 2021, eq. 4) and every backward.
+ *
+ * The experts themselves are plain MLPs run by the caller with
+ * prt_linear_* on each expert's block of rows (the grouped GEMM as a loop),
+ * and the all-to-all between EP ranks is prt_all_to_all_v: this file moves
+ * rows only inside one rank. What it must keep is determinism: top-k ties
+ * go to the lower expert index, rows of an expert are in (token, k) order,
+ * and every sum over a token's k rows runs in k order, so a token's result
+ * does not depend on where its experts live (the layout-invariance rule).
+ *
+ * The agreed semantics (h-moeplan predicts them, DESIGN.md issue 17):
+ * capacity is per expert per *sequence*, C = ceil(X * T * k / E); tokens
+ * beyond it, in token order, are dropped for that expert (they pass through
+ * the residual only). f_e in the aux loss counts the top-k assignments
+ * before the capacity drop, as Switch's dispatch mask before its capacity.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+#include "planrt.h"
+
+/* logits (N, E) fp32 = x (N, C) Wr^T, Wr (E, C), no bias. */
+void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr,
+                        size_t N, size_t C, size_t E)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)E, (int)C,
+                1.0f, x, (int)C, wr, (int)C, 0.0f, logits, (int)E);
+}
+
+/* dx (N, C) += dlogits Wr; dWr (E, C) += dlogits^T x. */
+void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits, const prt_act *x,
+                        const prt_act *wr, size_t N, size_t C, size_t E)
+{
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)C, (int)E,
+                    1.0f, dlogits, (int)E, wr, (int)C, 1.0f, dx, (int)C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)E, (int)C, (int)N,
+                1.0f, dlogits, (int)E, x, (int)C, 1.0f, dwr, (int)C);
+}
+
+/* Is logit a (expert ia) ranked before b (expert ib)? Larger first, ties to
+ * the lower index: the one order both builds select by. */
+static int ranks_before(float a, size_t ia, float b, size_t ib)
+{
+    return a > b || (a == b && ia < ib);
+}
+
+void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
+                      size_t k)
+{
+    for (size_t t = 0; t < N; t++) {
+        const float *l = logits + t * E;
+        int32_t *id = idx + t * k;
+        /* k passes of selection: k is small (1-8), E at most a few hundred */
+        for (size_t j = 0; j < k; j++) {
+            size_t best = E;
+            for (size_t e = 0; e < E; e++) {
+                int taken = 0;
+                for (size_t i = 0; i < j && !taken; i++)
+                    taken = (size_t)id[i] == e;
+                if (!taken && (best == E || ranks_before(l[e], e, l[best], best)))
+                    best = e;
+            }
+            id[j] = (int32_t)best;
+        }
+        /* softmax over the selected: the first is the maximum */
+        float mx = l[id[0]], s = 0.0f;
+        for (size_t j = 0; j < k; j++)
+            s += w[t * k + j] = expf(l[id[j]] - mx);
+        for (size_t j = 0; j < k; j++)
+            w[t * k + j] /= s;
+    }
+}
+
+/* dlogits (N, E) = 0 off the selected; on them the softmax backward
+ * dl_j = w_j (dw_j - sum_i w_i dw_i). Overwrites. */
+void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
+                      size_t N, size_t E, size_t k)
+{
+    memset(dlogits, 0, N * E * sizeof *dlogits);
+    for (size_t t = 0; t < N; t++) {
+        const float *wt = w + t * k, *dwt = dw + t * k;
+        float dot = 0.0f;
+        for (size_t j = 0; j < k; j++)
+            dot += wt[j] * dwt[j];
+        for (size_t j = 0; j < k; j++)
+            dlogits[t * E + (size_t)idx[t * k + j]] = wt[j] * (dwt[j] - dot);
+    }
+}
+
+/* One pass in token order counts each expert's kept rows (capacity per
+ * sequence: seq[] restarts at each sequence) and gives each kept row its
+ * rank within the expert; a second pass adds the expert's first row. */
+void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, size_t T,
+                   size_t E, size_t k, size_t cap)
+{
+    const size_t N = B * T;
+    int32_t seq[E ? E : 1], first[E ? E : 1];
+    memset(counts, 0, E * sizeof *counts);
+    for (size_t b = 0; b < B; b++) {
+        memset(seq, 0, sizeof seq);
+        for (size_t i = b * T * k; i < (b + 1) * T * k; i++) {
+            size_t e = (size_t)idx[i];
+            row[i] = -1;
+            if (!cap || (size_t)seq[e] < cap) {
+                seq[e]++;
+                row[i] = counts[e]++;
+            }
+        }
+    }
+    for (size_t e = 0, off = 0; e < E; off += (size_t)counts[e], e++)
+        first[e] = (int32_t)off;
+    for (size_t i = 0; i < N * k; i++)
+        if (row[i] >= 0)
+            row[i] += first[idx[i]];
+}
+
+void prt_moe_dispatch(prt_act *xe, const prt_act *x, const int32_t *row, size_t N,
+                      size_t C, size_t k)
+{
+    for (size_t t = 0; t < N; t++)
+        for (size_t j = 0; j < k; j++)
+            if (row[t * k + j] >= 0)
+                memcpy(xe + (size_t)row[t * k + j] * C, x + t * C, C * sizeof *xe);
+}
+
+void prt_moe_dispatch_bwd(prt_act *dx, const prt_act *dxe, const int32_t *row, size_t N,
+                          size_t C, size_t k)
+{
+    for (size_t t = 0; t < N; t++) {
+        prt_act *d = dx + t * C;
+        memset(d, 0, C * sizeof *d);
+        for (size_t j = 0; j < k; j++)   /* k order: the fixed summation order */
+            if (row[t * k + j] >= 0) {
+                const prt_act *s = dxe + (size_t)row[t * k + j] * C;
+                for (size_t c = 0; c < C; c++)
+                    d[c] += s[c];
+            }
+    }
+}
+
+void prt_moe_combine(prt_act *out, const prt_act *ye, const int32_t *row, const float *w,
+                     size_t N, size_t C, size_t k)
+{
+    for (size_t t = 0; t < N; t++) {
+        prt_act *o = out + t * C;
+        memset(o, 0, C * sizeof *o);
+        for (size_t j = 0; j < k; j++)
+            if (row[t * k + j] >= 0) {
+                const prt_act *y = ye + (size_t)row[t * k + j] * C;
+                float wj = w[t * k + j];
+                for (size_t c = 0; c < C; c++)
+                    o[c] += wj * y[c];
+            }
+    }
+}
+
+void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout, const prt_act *ye,
+                         const int32_t *row, const float *w, size_t N, size_t C, size_t k)
+{
+    for (size_t t = 0; t < N; t++) {
+        const prt_act *d = dout + t * C;
+        for (size_t j = 0; j < k; j++) {
+            int32_t r = row[t * k + j];
+            dw[t * k + j] = 0.0f;
+            if (r < 0)
+                continue;   /* dropped: no row, no weight gradient */
+            const prt_act *y = ye + (size_t)r * C;
+            prt_act *dy = dye + (size_t)r * C;
+            float wj = w[t * k + j], dot = 0.0f;
+            for (size_t c = 0; c < C; c++) {
+                dy[c] = wj * d[c];
+                dot += d[c] * y[c];
+            }
+            dw[t * k + j] = dot;
+        }
+    }
+}
+
+/* The full softmax over E logits of one token into p (E). */
+static void softmax_row(float *p, const float *l, size_t E)
+{
+    float mx = l[0], s = 0.0f;
+    for (size_t e = 1; e < E; e++)
+        mx = l[e] > mx ? l[e] : mx;
+    for (size_t e = 0; e < E; e++)
+        s += p[e] = expf(l[e] - mx);
+    for (size_t e = 0; e < E; e++)
+        p[e] /= s;
+}
+
+/* f (E): the fraction of sequence b's T*k top-k assignments going to e. */
+static void seq_fractions(float *f, const int32_t *idx, size_t b, size_t T, size_t E,
+                          size_t k)
+{
+    memset(f, 0, E * sizeof *f);
+    for (size_t i = b * T * k; i < (b + 1) * T * k; i++)
+        f[idx[i]] += 1.0f;
+    for (size_t e = 0; e < E; e++)
+        f[e] /= (float)(T * k);
+}
+
+void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B,
+                      size_t T, size_t E, size_t k, float coeff)
+{
+    float f[E], P[E], p[E];
+    for (size_t b = 0; b < B; b++) {
+        seq_fractions(f, idx, b, T, E, k);
+        memset(P, 0, sizeof P);
+        for (size_t t = b * T; t < (b + 1) * T; t++) {
+            softmax_row(p, logits + t * E, E);
+            for (size_t e = 0; e < E; e++)
+                P[e] += p[e] / (float)T;
+        }
+        float s = 0.0f;
+        for (size_t e = 0; e < E; e++)
+            s += f[e] * P[e];
+        loss[b] = coeff * (float)E * s;
+    }
+}
+
+/* d(loss_b)/d l_{t,i} = coeff E / T * p_i (f_i - sum_e f_e p_e); f is a
+ * count, so it has no gradient (Switch). Accumulates scale times that. */
+void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
+                     size_t T, size_t E, size_t k, float coeff, float scale)
+{
+    float f[E], p[E];
+    const float g = scale * coeff * (float)E / (float)T;
+    for (size_t b = 0; b < B; b++) {
+        seq_fractions(f, idx, b, T, E, k);
+        for (size_t t = b * T; t < (b + 1) * T; t++) {
+            softmax_row(p, logits + t * E, E);
+            float fp = 0.0f;
+            for (size_t e = 0; e < E; e++)
+                fp += f[e] * p[e];
+            for (size_t e = 0; e < E; e++)
+                dlogits[t * E + e] += g * p[e] * (f[e] - fp);
+        }
+    }
+}
+
+void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
+                       size_t C)
+{
+    for (size_t i = 0; i < R; i++)
+        memcpy(out + i * C, in + (size_t)perm[i] * C, C * sizeof *out);
+}
+
+void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
+                         size_t C)
+{
+    for (size_t i = 0; i < R; i++)
+        memcpy(out + (size_t)perm[i] * C, in + i * C, C * sizeof *out);
+}

@@ -1,0 +1,396 @@
+/*
+ * test_ops_moe.c: the mixture-of-experts ops of the CPU build (cmocka).
+ *
+ * 1. The routing rules against naive references: top-k order and ties,
+ *    the softmax over the selected, the expert-sorted rows with per-
+ *    sequence capacity, the receiver's (source rank, token, k) order, the
+ *    Switch load-balancing loss.
+ * 2. The whole MoE layer on one rank (router, top-k, route, dispatch, the
+ *    experts' SwiGLU MLPs, combine, shared experts, aux loss) against
+ *    central finite differences of L = sum(out * r) + sum_b aux_b, for
+ *    every gradient, with capacity and aux loss on and off. Top-k is
+ *    piecewise constant in its inputs: a probe whose +-h step changes the
+ *    routing is skipped (and the test asks that nearly all probes ran).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "planrt.h"
+
+static uint64_t rng_state = 17;
+
+static float frand(void)   /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+static float *rnd(size_t n, float scale)
+{
+    float *p = malloc(n * sizeof *p + 4);
+    for (size_t i = 0; i < n; i++)
+        p[i] = frand() * scale;
+    return p;
+}
+
+static float *zeros(size_t n) { return calloc(n + 1, sizeof(float)); }
+
+/* ---- 1. routing rules --------------------------------------------------- */
+
+/* Ties go to the lower index; the weights are the softmax of the k chosen. */
+static void test_topk_ties(void **state)
+{
+    (void)state;
+    static const struct {
+        float logits[5];
+        size_t k;
+        int32_t idx[3];
+    } cases[] = {
+        {{0.5f, 2.0f, 2.0f, -1.0f, 2.0f}, 2, {1, 2}},
+        {{1.0f, 1.0f, 1.0f, 1.0f, 1.0f}, 3, {0, 1, 2}},
+        {{-3.0f, -1.0f, -2.0f, -1.0f, 0.0f}, 3, {4, 1, 3}},
+        {{0.0f, 0.0f, 0.0f, 0.0f, 7.0f}, 1, {4}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int32_t idx[3];
+        float w[3], sum = 0.0f;
+        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k);
+        double den = 0.0;
+        for (size_t j = 0; j < cases[c].k; j++)
+            den += exp(cases[c].logits[cases[c].idx[j]]);
+        for (size_t j = 0; j < cases[c].k; j++) {
+            assert_int_equal(idx[j], cases[c].idx[j]);
+            assert_float_equal(w[j], exp(cases[c].logits[idx[j]]) / den, 1e-6);
+            sum += w[j];
+        }
+        assert_float_equal(sum, 1.0f, 1e-6);
+    }
+}
+
+/* prt_moe_route against a naive reading of the rule: expert by expert,
+ * sequence by sequence, the first cap assignments in token order. */
+static void test_route_capacity(void **state)
+{
+    (void)state;
+    static const struct { size_t B, T, E, k; double factor; } cases[] = {
+        {2, 8, 4, 2, 0.0}, {2, 8, 4, 2, 0.5}, {3, 5, 3, 1, 1.0}, {1, 16, 8, 2, 1.25},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        size_t B = cases[c].B, T = cases[c].T, E = cases[c].E, k = cases[c].k, N = B * T;
+        float *logits = rnd(N * E, 2);
+        int32_t *idx = malloc(N * k * sizeof *idx), *row = malloc(N * k * sizeof *row);
+        int32_t counts[8];
+        float *w = zeros(N * k);
+        size_t cap = prt_moe_capacity(cases[c].factor, T, k, E);
+        assert_int_equal(cap, cases[c].factor > 0
+                         ? (size_t)ceil(cases[c].factor * (double)(T * k) / (double)E) : 0);
+        prt_moe_topk_fwd(idx, w, logits, N, E, k);
+        prt_moe_route(row, counts, idx, B, T, E, k, cap);
+        int32_t next = 0;
+        for (size_t e = 0; e < E; e++) {
+            int32_t kept = 0;
+            for (size_t b = 0; b < B; b++) {
+                size_t in_seq = 0;
+                for (size_t i = b * T * k; i < (b + 1) * T * k; i++) {
+                    if ((size_t)idx[i] != e)
+                        continue;
+                    bool keep = !cap || in_seq < cap;
+                    in_seq++;
+                    assert_int_equal(row[i], keep ? next : -1);
+                    next += keep;
+                    kept += keep;
+                }
+            }
+            assert_int_equal(counts[e], kept);
+        }
+        free(logits); free(idx); free(row); free(w);
+    }
+}
+
+/* Rows from EP rank s for local expert le come out expert-major, sources in
+ * order within an expert, and unsort undoes sort. */
+static void test_recv_order(void **state)
+{
+    (void)state;
+    enum { EP = 3, EL = 2 };
+    const int32_t cnt[EP * EL] = {2, 0, 1, 3, 0, 2};   /* (source, local expert) */
+    int32_t perm[8];
+    prt_moe_recv_order(perm, cnt, EP, EL);
+    /* source-major offsets: s0e0 0-1, s1e0 2, s1e1 3-5, s2e1 6-7 */
+    const int32_t want[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    /* expert 0: s0 rows 0,1 then s1 row 2; expert 1: s1 rows 3,4,5, s2 6,7 */
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(perm[i], want[i]);
+    const int32_t cnt2[EP * EL] = {1, 2, 2, 0, 1, 1};
+    prt_moe_recv_order(perm, cnt2, EP, EL);
+    /* offsets: s0e0 0, s0e1 1-2, s1e0 3-4, s2e0 5, s2e1 6 */
+    const int32_t want3[7] = {0, 3, 4, 5, 1, 2, 6};
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(perm[i], want3[i]);
+    float in[7 * 2], mid[7 * 2], back[7 * 2];
+    for (int i = 0; i < 14; i++)
+        in[i] = (float)i;
+    prt_moe_sort_rows(mid, in, perm, 7, 2);
+    assert_float_equal(mid[2], in[2 * 3], 0);
+    prt_moe_unsort_rows(back, mid, perm, 7, 2);
+    assert_memory_equal(back, in, sizeof in);
+}
+
+/* The Switch loss against a double reference, and its uniform minimum. */
+static void test_aux_loss(void **state)
+{
+    (void)state;
+    const size_t B = 2, T = 6, E = 4, k = 2, N = B * T;
+    float *logits = rnd(N * E, 2), w[N * k], loss[B];
+    int32_t idx[N * k];
+    prt_moe_topk_fwd(idx, w, logits, N, E, k);
+    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f);
+    for (size_t b = 0; b < B; b++) {
+        double f[4] = {0}, P[4] = {0};
+        for (size_t t = b * T; t < (b + 1) * T; t++) {
+            double mx = -1e30, s = 0;
+            for (size_t e = 0; e < E; e++)
+                mx = fmax(mx, logits[t * E + e]);
+            for (size_t e = 0; e < E; e++)
+                s += exp(logits[t * E + e] - mx);
+            for (size_t e = 0; e < E; e++)
+                P[e] += exp(logits[t * E + e] - mx) / s / (double)T;
+            for (size_t j = 0; j < k; j++)
+                f[idx[t * k + j]] += 1.0 / (double)(T * k);
+        }
+        double ref = 0;
+        for (size_t e = 0; e < E; e++)
+            ref += f[e] * P[e];
+        assert_float_equal(loss[b], 0.01 * E * ref, 1e-7);
+    }
+    /* uniform logits: P_e = 1/E, sum f = 1, so the loss is coeff exactly */
+    memset(logits, 0, N * E * sizeof *logits);
+    for (size_t t = 0; t < N; t++)
+        for (size_t j = 0; j < k; j++)
+            idx[t * k + j] = (int32_t)((t + j) % E);
+    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.5f);
+    assert_float_equal(loss[0], 0.5f, 1e-6);
+    free(logits);
+}
+
+/* ---- 2. the whole layer against finite differences ------------------------ */
+
+typedef struct {
+    const char *name;
+    size_t B, T, C, E, k, F, shared;
+    double factor;   /* capacity factor, 0 dropless */
+    float aux;       /* load-balancing coefficient, 0 off */
+} MoeCase;
+
+typedef struct {
+    const MoeCase *mc;
+    size_t N, R, cap;
+    float *x, *wr, *w1, *w2, *s1, *s2;  /* w1 (E, 2F, C), w2 (E, C, F); s* per shared */
+    float *logits, *w, *xe, *he, *ae, *ye, *out, *hs, *as, *ys, *auxb;
+    int32_t *idx, *row, *counts;
+} MoeLayer;
+
+/* One expert MLP over n rows: h = x W1^T (n, 2F), a = swiglu(h), y = a W2^T. */
+static void mlp_fwd(float *y, float *h, float *a, const float *x, const float *w1,
+                    const float *w2, size_t n, size_t C, size_t F)
+{
+    prt_linear_fwd(h, x, w1, NULL, n, C, 2 * F);
+    prt_swiglu_fwd(a, h, n, F);
+    prt_linear_fwd(y, a, w2, NULL, n, F, C);
+}
+
+static void mlp_bwd(float *dx, float *dw1, float *dw2, const float *dy, const float *x,
+                    const float *h, const float *a, const float *w1, const float *w2,
+                    size_t n, size_t C, size_t F)
+{
+    float *da = zeros(n * F), *dh = zeros(n * 2 * F);
+    prt_linear_bwd(da, dw2, NULL, dy, a, w2, n, F, C);
+    prt_swiglu_bwd(dh, h, da, n, F);
+    prt_linear_bwd(dx, dw1, NULL, dh, x, w1, n, C, 2 * F);
+    free(da); free(dh);
+}
+
+/* The forward; out holds N*C outputs and, last, sum_b aux_b. */
+static void moe_fwd(void *p)
+{
+    MoeLayer *L = p;
+    const MoeCase *m = L->mc;
+    size_t N = L->N, C = m->C, E = m->E, k = m->k, F = m->F;
+    prt_moe_router_fwd(L->logits, L->x, L->wr, N, C, E);
+    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k);
+    prt_moe_route(L->row, L->counts, L->idx, m->B, m->T, E, k, L->cap);
+    prt_moe_dispatch(L->xe, L->x, L->row, N, C, k);
+    for (size_t e = 0, off = 0; e < E; off += (size_t)L->counts[e], e++)
+        if (L->counts[e])
+            mlp_fwd(L->ye + off * C, L->he + off * 2 * F, L->ae + off * F, L->xe + off * C,
+                    L->w1 + e * 2 * F * C, L->w2 + e * C * F, (size_t)L->counts[e], C, F);
+    prt_moe_combine(L->out, L->ye, L->row, L->w, N, C, k);
+    for (size_t s = 0; s < m->shared; s++) {
+        mlp_fwd(L->ys, L->hs + s * N * 2 * F, L->as + s * N * F, L->x, L->s1 + s * 2 * F * C,
+                L->s2 + s * C * F, N, C, F);
+        prt_add_inplace(L->out, L->ys, N * C);
+    }
+    float aux = 0.0f;
+    if (m->aux > 0) {
+        prt_moe_aux_loss(L->auxb, L->logits, L->idx, m->B, m->T, E, k, m->aux);
+        for (size_t b = 0; b < m->B; b++)
+            aux += L->auxb[b];
+    }
+    L->out[N * C] = aux;
+}
+
+typedef struct { const char *name; float *x, *grad; size_t n; } FdTensor;
+
+/* Central differences with h; probes that change the routing are skipped. */
+static int fd_moe(MoeLayer *L, const float *r, size_t nout, FdTensor *ts, int nt, double h,
+                  double atol, double rtol, int *skipped, int *probes)
+{
+    size_t nrow = L->N * L->mc->k;
+    int32_t *row0 = malloc(nrow * sizeof *row0), *idx0 = malloc(nrow * sizeof *idx0);
+    moe_fwd(L);
+    memcpy(row0, L->row, nrow * sizeof *row0);
+    memcpy(idx0, L->idx, nrow * sizeof *idx0);
+    int bad = 0;
+    for (int t = 0; t < nt; t++) {
+        size_t n = ts[t].n, stride = n > 40 ? n / 40 : 1;
+        for (size_t i = (size_t)t % stride; i < n; i += stride) {
+            float x0 = ts[t].x[i];
+            double l[2];
+            bool same = true;
+            for (int sgn = 0; sgn < 2; sgn++) {
+                ts[t].x[i] = (float)(x0 + (sgn ? -h : h));
+                moe_fwd(L);
+                same = same && !memcmp(L->row, row0, nrow * sizeof *row0) &&
+                       !memcmp(L->idx, idx0, nrow * sizeof *idx0);
+                l[sgn] = 0.0;
+                for (size_t o = 0; o < nout; o++)
+                    l[sgn] += (double)L->out[o] * r[o];
+            }
+            ts[t].x[i] = x0;
+            ++*probes;
+            if (!same) {
+                ++*skipped;
+                continue;
+            }
+            double ref = (l[0] - l[1]) / (2.0 * h), got = ts[t].grad[i];
+            if (!(fabs(got - ref) <= atol + rtol * fabs(ref))) {
+                if (bad < 5)
+                    print_message("  %s mismatch at %zu: ref %.7g got %.7g\n", ts[t].name, i,
+                                  ref, got);
+                bad++;
+            }
+        }
+    }
+    moe_fwd(L);
+    free(row0); free(idx0);
+    return bad;
+}
+
+static void check_moe_layer(const MoeCase *m)
+{
+    MoeLayer L = {.mc = m};
+    size_t N = L.N = m->B * m->T, C = m->C, E = m->E, k = m->k, F = m->F, S = m->shared;
+    L.cap = prt_moe_capacity(m->factor, m->T, k, E);
+    L.x = rnd(N * C, 1); L.wr = rnd(E * C, 1);
+    L.w1 = rnd(E * 2 * F * C, 0.5f); L.w2 = rnd(E * C * F, 0.5f);
+    L.s1 = rnd(S * 2 * F * C + 1, 0.5f); L.s2 = rnd(S * C * F + 1, 0.5f);
+    L.logits = zeros(N * E); L.w = zeros(N * k); L.auxb = zeros(m->B);
+    L.xe = zeros(N * k * C); L.he = zeros(N * k * 2 * F); L.ae = zeros(N * k * F);
+    L.ye = zeros(N * k * C); L.out = zeros(N * C + 1);
+    L.hs = zeros(S * N * 2 * F); L.as = zeros(S * N * F); L.ys = zeros(N * C);
+    L.idx = malloc(N * k * sizeof *L.idx); L.row = malloc(N * k * sizeof *L.row);
+    L.counts = malloc(E * sizeof *L.counts);
+    moe_fwd(&L);
+    size_t R = 0, dropped = 0;
+    for (size_t e = 0; e < E; e++)
+        R += (size_t)L.counts[e];
+    for (size_t i = 0; i < N * k; i++)
+        dropped += L.row[i] < 0;
+    assert_int_equal(R + dropped, N * k);
+    if (L.cap)   /* the case must exercise the drop it claims to */
+        assert_true(dropped > 0);
+    else
+        assert_int_equal(dropped, 0);
+
+    /* backward of L = sum(out * r) + 1 * sum_b aux_b */
+    size_t nout = N * C + 1;
+    float *r = rnd(nout, 1);
+    r[N * C] = 1.0f;
+    float *dx = zeros(N * C), *dxs = zeros(N * C), *dwr = zeros(E * C);
+    float *dw1 = zeros(E * 2 * F * C), *dw2 = zeros(E * C * F);
+    float *ds1 = zeros(S * 2 * F * C + 1), *ds2 = zeros(S * C * F + 1);
+    float *dye = zeros(R * C + 1), *dxe = zeros(R * C + 1), *dw = zeros(N * k);
+    float *dlogits = zeros(N * E);
+    for (size_t s = 0; s < S; s++) {
+        moe_fwd(&L);   /* hs/as hold every shared expert; ys is scratch */
+        mlp_bwd(dxs, ds1 + s * 2 * F * C, ds2 + s * C * F, r, L.x, L.hs + s * N * 2 * F,
+                L.as + s * N * F, L.s1 + s * 2 * F * C, L.s2 + s * C * F, N, C, F);
+        prt_add_inplace(dx, dxs, N * C);
+    }
+    prt_moe_combine_bwd(dye, dw, r, L.ye, L.row, L.w, N, C, k);
+    for (size_t e = 0, off = 0; e < E; off += (size_t)L.counts[e], e++)
+        if (L.counts[e])
+            mlp_bwd(dxe + off * C, dw1 + e * 2 * F * C, dw2 + e * C * F, dye + off * C,
+                    L.xe + off * C, L.he + off * 2 * F, L.ae + off * F, L.w1 + e * 2 * F * C,
+                    L.w2 + e * C * F, (size_t)L.counts[e], C, F);
+    prt_moe_dispatch_bwd(dxs, dxe, L.row, N, C, k);
+    prt_add_inplace(dx, dxs, N * C);
+    prt_moe_topk_bwd(dlogits, dw, L.w, L.idx, N, E, k);
+    if (m->aux > 0)
+        prt_moe_aux_bwd(dlogits, L.logits, L.idx, m->B, m->T, E, k, m->aux, 1.0f);
+    prt_moe_router_bwd(dx, dwr, dlogits, L.x, L.wr, N, C, E);
+
+    FdTensor ts[] = {
+        {"dx", L.x, dx, N * C}, {"dWr", L.wr, dwr, E * C},
+        {"dW1", L.w1, dw1, E * 2 * F * C}, {"dW2", L.w2, dw2, E * C * F},
+        {"dS1", L.s1, ds1, S * 2 * F * C}, {"dS2", L.s2, ds2, S * C * F},
+    };
+    int skipped = 0, probes = 0;
+    print_message("  %s: %zu rows, %zu dropped\n", m->name, R, dropped);
+    assert_int_equal(fd_moe(&L, r, nout, ts, S ? 6 : 4, 1e-2, 2e-3, 5e-3, &skipped, &probes), 0);
+    assert_true(skipped * 10 <= probes);   /* routing changes are rare probes */
+    /* the router gradient is not zero when the router matters */
+    double gsum = 0;
+    for (size_t i = 0; i < E * C; i++)
+        gsum += fabs(dwr[i]);
+    assert_true(k > 1 || m->aux > 0 ? gsum > 0 : gsum == 0);
+
+    free(r); free(dx); free(dxs); free(dwr); free(dw1); free(dw2); free(ds1); free(ds2);
+    free(dye); free(dxe); free(dw); free(dlogits);
+    free(L.x); free(L.wr); free(L.w1); free(L.w2); free(L.s1); free(L.s2);
+    free(L.logits); free(L.w); free(L.auxb); free(L.xe); free(L.he); free(L.ae);
+    free(L.ye); free(L.out); free(L.hs); free(L.as); free(L.ys);
+    free(L.idx); free(L.row); free(L.counts);
+}
+
+static const MoeCase moe_cases[] = {
+    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f},
+    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f},
+    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f},
+    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f},
+};
+
+static void test_moe_layer(void **state)
+{
+    (void)state;
+    for (size_t c = 0; c < sizeof moe_cases / sizeof *moe_cases; c++)
+        check_moe_layer(&moe_cases[c]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_topk_ties),
+        cmocka_unit_test(test_route_capacity),
+        cmocka_unit_test(test_recv_order),
+        cmocka_unit_test(test_aux_loss),
+        cmocka_unit_test(test_moe_layer),
+    };
+    return cmocka_run_group_tests_name("ops_moe", tests, NULL, NULL);
+}
