@@ -109,11 +109,14 @@ double plan_act_kept(int schedule, double act_kept, double act_split)
 void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int ep,
                         uint64_t *params, uint64_t *grads, uint64_t *opt)
 {
-    plan_model_states(psi - psi_expert, dtype, gdtype, zero, dp, params, grads, opt);
+    /* a group of one rank shards nothing: the runtime's effective stage is
+     * 0 there (runtime/par/model.c: zero = dp == 1 ? 0 : zero), for the
+     * dense states over DP and the experts' over expert-DP alike */
+    plan_model_states(psi - psi_expert, dtype, gdtype, dp > 1 ? zero : 0, dp, params, grads, opt);
     if (psi_expert == 0) return;
     uint64_t p2, g2, o2;
     int edp = ep > 1 ? dp / ep : dp;   /* the expert-DP group (issue 17's agreed semantics) */
-    plan_model_states(psi_expert, dtype, gdtype, zero, edp, &p2, &g2, &o2);
+    plan_model_states(psi_expert, dtype, gdtype, edp > 1 ? zero : 0, edp, &p2, &g2, &o2);
     *params = plan_bytes_add(*params, p2);
     *grads = plan_bytes_add(*grads, g2);
     *opt = plan_bytes_add(*opt, o2);

@@ -11,6 +11,13 @@ out=$1; np=$2; dim=$3; layers=$4; body=$5; dtype=${MEM_DTYPE:-fp32}
 # one byte an element, planner/model.c and runtime/ops/dropout.c)
 dropout=
 case "$body" in *dropout\;*) dropout="dropout 0.1;"; body=${body//dropout;/} ;; esac
+# a body containing `moe;` puts a mixture of experts where the MLP stands
+# (issue 17: 4 experts of the MLP's width, top 2, one shared; its expert
+# states over the expert-DP group, its dispatched rows and all-to-all buffers)
+ffn="mlp       { hidden $((4 * dim)); act gelu }"
+case "$body" in *moe\;*)
+    ffn="moe       { experts 4; top_k 2; shared 1; hidden $((4 * dim)); act gelu }"
+    body=${body//moe;/} ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
@@ -24,7 +31,7 @@ model mem$dim {
     embedding { dim $dim }
     repeat $layers {
         attention { heads 8 }
-        mlp       { hidden $((4 * dim)); act gelu }
+        $ffn
     }
     norm    { kind layernorm }
     lm_head { tied false }
