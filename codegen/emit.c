@@ -1090,6 +1090,9 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (w->overlap_tp && l->tp > 1) {
         key = "overlap_tp true";
         what = "its TP collectives are synchronous";
+    } else if (w->flash_attention) {
+        key = "flash_attention true";
+        what = "its attention materialises the scores (runtime/ops)";
     } else if (plan_model_has_moe(&p->model)) {
         key = "moe";
         what = "it has no mixture-of-experts layers yet";

@@ -266,6 +266,14 @@ typedef struct {
      * --tp-comm-overlap) and only what the layer's compute cannot cover is
      * exposed; false (planc): they are synchronous on the compute stream */
     bool overlap_tp;
+    /* true: attention is one fused kernel that keeps the s x s_k scores
+     * in on-chip memory (FlashAttention, Dao et al. 2022; FlashAttention-2,
+     * Dao 2023; Megatron-Core through TransformerEngine's fused attention):
+     * no score, probability or dropout-mask tensor in HBM, causal tiles
+     * above the diagonal skipped, the backward recomputes the scores;
+     * false (planc): scores materialised, softmax and dropout as kernels of
+     * their own */
+    bool flash_attention;
 } Software;
 
 typedef struct {

@@ -532,7 +532,7 @@ static void test_refusals(void **state)
 static void test_software_refusals(void **state)
 {
     (void)state;
-    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP };
+    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP, FLASH };
     static const struct { Case c; int key; const char *needle; } cases[] = {
         { { "pp2", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, "overlap_p2p false" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, NULL },
@@ -545,6 +545,7 @@ static void test_software_refusals(void **state)
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, DROP, NULL },
         { { "tp2-sel", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 4 }, DROP, NULL },
         { { "dp2-pp2", 2, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GRAD, NULL },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, FLASH, "flash_attention true" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         DslArena a;
@@ -562,6 +563,7 @@ static void test_software_refusals(void **state)
         case P2P:    w->overlap_p2p = false; break;
         case TP:     w->overlap_tp = true; break;
         case DROP:   p.model.dropout = 0.1; break;
+        case FLASH:  w->flash_attention = true; break;
         }
         char *text = emit_text(&p, why, sizeof why, &n);
         if (cases[i].needle) {

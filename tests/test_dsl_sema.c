@@ -527,7 +527,7 @@ static void test_knob_errors(void **state)
 static void test_software_keys(void **state)
 {
     (void)state;
-    static const struct { const char *plan; int grad, gather, p2p, tp; } cases[] = {
+    static const struct { const char *plan; int grad, gather, p2p, tp, flash; } cases[] = {
         { "", true, PLAN_AUTO, true, false },   /* gather: as the ZeRO stage has it */
         { "plan { dp 8 }\n", true, PLAN_AUTO, true, false },
         { "plan { overlap_grad_reduce false }\n", false, PLAN_AUTO, true, false },
@@ -537,6 +537,8 @@ static void test_software_keys(void **state)
         { "plan { overlap_tp true }\n", true, PLAN_AUTO, true, true },
         { "plan { overlap_grad_reduce false; overlap_param_gather true; overlap_p2p false; overlap_tp true }\n",
           false, true, false, true },
+        { "plan { flash_attention true }\n", true, PLAN_AUTO, true, false, true },
+        { "plan { flash_attention false }\n", true, PLAN_AUTO, true, false, false },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Run r;
@@ -549,12 +551,14 @@ static void test_software_keys(void **state)
         assert_int_equal(w->overlap_param_gather, cases[i].gather);
         assert_int_equal(w->overlap_p2p, cases[i].p2p);
         assert_int_equal(w->overlap_tp, cases[i].tp);
+        assert_int_equal(w->flash_attention, cases[i].flash);
         done(&r);
         free(text);
     }
     static const struct { const char *plan, *msg; } bad[] = {
         { "plan { overlap_tp auto }\n", "'overlap_tp' expects true or false, got auto" },
         { "plan { overlap_p2p 1 }\n", "'overlap_p2p' expects true or false, got 1" },
+        { "plan { flash_attention auto }\n", "'flash_attention' expects true or false, got auto" },
         { "plan { overlap_grad_reduce }\n", "overlap_grad_reduce" },
         { "plan { overlap_gather true }\n", "overlap_param_gather" },   /* the suggestion */
     };
