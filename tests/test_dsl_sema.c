@@ -528,15 +528,15 @@ static void test_software_keys(void **state)
 {
     (void)state;
     static const struct { const char *plan; int grad, gather, p2p, tp, flash; } cases[] = {
-        { "", true, PLAN_AUTO, true, false },   /* gather: as the ZeRO stage has it */
-        { "plan { dp 8 }\n", true, PLAN_AUTO, true, false },
-        { "plan { overlap_grad_reduce false }\n", false, PLAN_AUTO, true, false },
-        { "plan { overlap_param_gather true }\n", true, true, true, false },
-        { "plan { overlap_param_gather false }\n", true, false, true, false },
-        { "plan { overlap_p2p false }\n", true, PLAN_AUTO, false, false },
-        { "plan { overlap_tp true }\n", true, PLAN_AUTO, true, true },
+        { "", true, PLAN_AUTO, true, false, false },   /* gather: as the ZeRO stage has it */
+        { "plan { dp 8 }\n", true, PLAN_AUTO, true, false, false },
+        { "plan { overlap_grad_reduce false }\n", false, PLAN_AUTO, true, false, false },
+        { "plan { overlap_param_gather true }\n", true, true, true, false, false },
+        { "plan { overlap_param_gather false }\n", true, false, true, false, false },
+        { "plan { overlap_p2p false }\n", true, PLAN_AUTO, false, false, false },
+        { "plan { overlap_tp true }\n", true, PLAN_AUTO, true, true, false },
         { "plan { overlap_grad_reduce false; overlap_param_gather true; overlap_p2p false; overlap_tp true }\n",
-          false, true, false, true },
+          false, true, false, true, false },
         { "plan { flash_attention true }\n", true, PLAN_AUTO, true, false, true },
         { "plan { flash_attention false }\n", true, PLAN_AUTO, true, false, false },
     };
