@@ -220,9 +220,14 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
                         ? gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, 0)
                         : plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DW, g->m, g->n, g->k, g->batch);
         if (g->flash) {
-            /* a fused attention runs the causal blocks only, and its
+            /* a fused attention runs the causal blocks only, at the rate
+             * its kernel reaches (Device.attn_eff, else the GEMM ceiling;
+             * measured GEMM points where they apply), and its
              * backward recomputes the scores S = Q K^T once (FlashAttention-2
-             * Algorithm 2: five GEMMs backward, not four) */
+             * Algorithm 2: five GEMMs backward, not four: 2.5 x the forward) */
+            if (!gemm_points_apply(d, e))   /* compute only: the scores stay on chip */
+                f = dx = dw = 2 * g->m * g->n * g->k * g->batch /
+                              (peak * (d->attn_eff > 0 ? d->attn_eff : plan_gemm_eff(d)));
             f *= causal; dx *= causal; dw *= causal;
             if (!rescored) { dx += f; rescored = true; }
         }
@@ -246,9 +251,10 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     } else if (ly->kind == LAYER_ATTENTION) {
         double s = (double)p->model.seq;
         double n = (double)cut->micro_batch * (double)ly->heads / cut->tp * s * s;
-        sm = n * d->softmax_fwd;
+        /* a fused attention's softmax is inside its kernel (above) */
+        sm = cut->flash ? 0 : n * d->softmax_fwd;
         t->fwd += sm;
-        t->bwd_in += n * d->softmax_bwd;
+        t->bwd_in += cut->flash ? 0 : n * d->softmax_bwd;
     }
     t->tp_bytes = w.tp_bytes;
     t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);

@@ -137,6 +137,9 @@ typedef struct {
      * fills them for the presets; `device { ... }` may override): */
     double      gemm_eff;   /* fraction of flops_16 the best-shaped GEMM reaches (the
                                maximum achievable matmul FLOPS); 0: PLAN_GEMM_EFF */
+    double      attn_eff;   /* fraction of flops_16 a fused attention kernel (flash_attention)
+                               reaches forward and backward together, FLOPs of the causal
+                               blocks it runs; 0: gemm_eff's (cost.c) */
     int         arch;       /* compute capability x 10 (80 Ampere, 90 Hopper), the row of
                                NCCL's per-architecture tables; 0: unknown (Ampere's) */
     bool        nvls;       /* NVSwitch with multicast and in-switch reduction, so NCCL

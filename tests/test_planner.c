@@ -1728,8 +1728,24 @@ static void test_flash_attention_terms(void **state)
         assert_true(y.cost[k].reduce == x.cost[k].reduce && y.cost[k].p2p == x.cost[k].p2p);
         assert_true(y.cost[k].params == x.cost[k].params);
     }
+    /* the fused kernel's time is its causal blocks' FLOPs at Device.attn_eff
+     * of the peak, forward 1 and backward 2.5 (FlashAttention-2's count):
+     * halving attn_eff adds exactly that much again, nothing else */
+    PlanCosts z;
+    double eff = p.cluster.device.attn_eff;
+    assert_true(eff >= 0.5 && eff <= 0.73);   /* the A100 preset of gpt_plan: FA2's 50-73 % range */
+    p.cluster.device.attn_eff = eff / 2;
+    assert_true(plan_costs(&p, &l, &z));
+    double core = 2 * (2 * s * s * (h / a) * bat) * plan_flash_causal_fraction(s, s) / (y.peak_flops * eff);
+    for (int k = 0; k < y.n_chunks; k++) {
+        int att = y.chunk[k].blocks;
+        assert_true(att > 0);
+        assert_close(z.cost[k].fwd - y.cost[k].fwd, att * core, 0, 1e-9);
+        assert_close(z.cost[k].bwd - y.cost[k].bwd, 2.5 * att * core, 0, 1e-9);
+    }
     plan_costs_free(&x);
     plan_costs_free(&y);
+    plan_costs_free(&z);
 }
 
 /* overlap_param_gather: ZeRO-1/2's all-gather of the updated shards
