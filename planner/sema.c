@@ -791,7 +791,8 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
 
 static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm", "sms",
                                            "gemm", "gemm_dtype", "stream", "launch", "overhead",
-                                           "activation", "softmax", "gemm_efficiency", "nvls" };
+                                           "activation", "softmax", "gemm_efficiency", "nvls",
+                                           "attention_efficiency" };
 static const char *const GEMM_PASSES[] = { "fwd", "dx", "dw" };   /* ORDER PlanGemmPass */
 #define MAX_GEMM_POINTS 4096
 #define MAX_GEMM_DIM    (1 << 24)
@@ -959,6 +960,8 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
      * maximum achievable matmul FLOPS; else PLAN_GEMM_EFF) and whether
      * NCCL's NVLS runs inside a node (presets.c) */
     if ((s = field(&F, "gemm_efficiency"))) get_real(S, s, 0, true, 1, false, &D->gemm_eff);
+    /* a fused attention kernel's fraction of the peak (flash_attention) */
+    if ((s = field(&F, "attention_efficiency"))) get_real(S, s, 0, true, 1, false, &D->attn_eff);
     int nv;
     if ((s = field(&F, "nvls")) && get_bool(S, s, false, &nv)) D->nvls = nv;
     int dt;

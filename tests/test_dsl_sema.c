@@ -120,6 +120,15 @@ static void test_device_override_and_custom(void **state)
     assert_true(r.p.cluster.device.memory == 94000000000ull);
     assert_true(r.p.cluster.device.hbm == 3.9e12);
     assert_true(r.p.cluster.device.flops_16 == 989e12);     /* kept from the preset */
+    assert_true(r.p.cluster.device.attn_eff == 335.0 / 989);   /* FlashAttention-2's, the preset's */
+    done(&r);
+    free(text);
+
+    text = cat3("cluster c { nodes 1; gpus_per_node 1\n"
+                "  device h100-sxm-80gb { attention_efficiency 0.6 } }\n", MODEL, "");
+    run(&r, text);
+    assert_int_equal(r.errors, 0);
+    assert_true(r.p.cluster.device.attn_eff == 0.6);
     done(&r);
     free(text);
 
