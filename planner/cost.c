@@ -185,6 +185,19 @@ static double tp_exposed(const Plan *p, PlanGroup tpg, double tp, double compute
     return fmax(0, tp - compute) + slow * fmin(tp, compute);
 }
 
+/* The fraction of a causal attention's s x s_k score tiles a fused
+ * kernel computes: FlashAttention-2 (Dao 2023, Sec. 3.1.1) skips the
+ * blocks above the diagonal, so of nb x nb blocks of PLAN_FLASH_BLOCK
+ * queries x keys it runs nb (nb + 1) / 2. The FLOPs counted stay the full
+ * s^2 (Megatron's count); the time is of the blocks run. A sliding window
+ * (s_k < s) is already its band: 1. */
+double plan_flash_causal_fraction(double s, double sk)
+{
+    if (sk < s || s <= 0) return 1;
+    double nb = ceil(s / PLAN_FLASH_BLOCK);
+    return (nb + 1) / (2 * nb);
+}
+
 /* Why: one place turns a layer's counted work into seconds, so every
  * consumer (fast path, lowering, report) agrees. */
 static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
@@ -196,6 +209,8 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     plan_layer_work(&p->model, ly, prev, cut, &w);
     memset(t, 0, sizeof *t);
     double core_f = 0;
+    bool rescored = false;
+    double causal = plan_flash_causal_fraction((double)p->model.seq, (double)plan_attention_keys(&p->model, ly));
     for (int i = 0; i < w.n_gemm; i++) {
         const PlanGemm *g = &w.gemm[i];
         double f = plan_gemm_pass_time(d, peak, e, PLAN_GEMM_FWD, g->m, g->n, g->k, g->batch);
@@ -205,6 +220,18 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         double dw = g->core && !gemm_points_apply(d, e)
                         ? gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, 0)
                         : plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DW, g->m, g->n, g->k, g->batch);
+        if (g->flash) {
+            /* a fused attention runs the causal blocks only, at the rate
+             * its kernel reaches (Device.attn_eff, else the GEMM ceiling;
+             * measured GEMM points where they apply), and its
+             * backward recomputes the scores S = Q K^T once (FlashAttention-2
+             * Algorithm 2: five GEMMs backward, not four: 2.5 x the forward) */
+            if (!gemm_points_apply(d, e))   /* compute only: the scores stay on chip */
+                f = dx = dw = 2 * g->m * g->n * g->k * g->batch /
+                              (peak * (d->attn_eff > 0 ? d->attn_eff : plan_gemm_eff(d)));
+            f *= causal; dx *= causal; dw *= causal;
+            if (!rescored) { dx += f; rescored = true; }
+        }
         t->fwd += f;
         t->bwd_in += dx;
         if (g->core) { t->bwd_in += dw; core_f += f; }
@@ -225,9 +252,10 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     } else if (ly->kind == LAYER_ATTENTION) {
         double s = (double)p->model.seq;
         double n = (double)cut->micro_batch * (double)ly->heads / cut->tp * s * s;
-        sm = n * d->softmax_fwd;
+        /* a fused attention's softmax is inside its kernel (above) */
+        sm = cut->flash ? 0 : n * d->softmax_fwd;
         t->fwd += sm;
-        t->bwd_in += n * d->softmax_bwd;
+        t->bwd_in += cut->flash ? 0 : n * d->softmax_bwd;
     }
     t->tp_bytes = w.tp_bytes;
     t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);
@@ -665,7 +693,8 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     out->peak_flops = mo->dtype == DTYPE_FP32 ? cl->device.flops_fp32 : cl->device.flops_16;
 
     PlanCut cut = { .micro_batch = l->micro_batch, .tp = l->tp,
-                    .sp = l->sequence_parallel == 1, .recompute = l->recompute, .ep = plan_ep(l) };
+                    .sp = l->sequence_parallel == 1, .recompute = l->recompute, .ep = plan_ep(l),
+                    .flash = p->software.flash_attention };
     PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
     /* the EP group: ep consecutive DP ranks of one TP rank, tp apart */
     PlanGroup epg = plan_group_shape(cl->gpus_per_node, l->tp, plan_ep(l));

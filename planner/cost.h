@@ -29,6 +29,8 @@
 #define PLAN_KERNEL_GAP  2e-6   /* s, launch/ramp gap per kernel */
 #define PLAN_TILE_MN     128    /* GEMM output tile edge (cuBLAS/CUTLASS) */
 #define PLAN_TILE_K      32     /* GEMM k step */
+#define PLAN_FLASH_BLOCK 128    /* queries (and keys) per block of a fused attention kernel:
+                                   FlashAttention-2's kBlockM for head dim <= 128 */
 #define PLAN_WAVE_TILES  128    /* tiles run concurrently when Device.sms is 0 (one per SM) */
 #define PLAN_ADAM_BYTES  28.0   /* HBM bytes per parameter of one AdamW step */
 
@@ -36,6 +38,10 @@
  * preset's measured maximum achievable matmul FLOPS (Device.gemm_eff,
  * presets.c), else PLAN_GEMM_EFF. A GEMM's own shape then costs it its
  * tile and wave quantisation and, where thin, the HBM roofline. */
+/* Of a causal s x s_k attention, the fraction of score blocks a fused
+ * (FlashAttention-2) kernel computes: (nb + 1) / 2nb, nb = s / PLAN_FLASH_BLOCK
+ * rounded up; 1 for a sliding window (s_k < s). */
+double plan_flash_causal_fraction(double s, double sk);
 double plan_gemm_eff(const Device *d);
 
 /* The cost of one model chunk (virtual stage) for one micro-batch on one GPU. */

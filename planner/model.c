@@ -259,12 +259,13 @@ bool plan_model_params_padded(const Model *m, int tp, uint64_t *total)
 
 /* ---- work of one layer ---------------------------------------------- */
 
-static void gemm(PlanLayerWork *w, double m, double n, double k, double batch, bool core)
+static PlanGemm *gemm(PlanLayerWork *w, double m, double n, double k, double batch, bool core)
 {
     PlanGemm *g = &w->gemm[w->n_gemm++];
-    g->m = m; g->n = n; g->k = k; g->batch = batch; g->core = core;
+    g->m = m; g->n = n; g->k = k; g->batch = batch; g->core = core; g->flash = false;
     w->flops_fwd += 2.0 * m * n * k * batch;          /* 2mnk FLOPs per GEMM */
     if (core) w->flops_core += 2.0 * m * n * k * batch;
+    return g;
 }
 
 /* One elementwise kernel: `fwd` and `bwd` bytes of HBM traffic. */
@@ -317,16 +318,26 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * the band a window-aware kernel (FlashAttention's window_size)
      * computes, the first W - 1 rows' shorter rows not subtracted. */
     gemm(w, T, (hq + 2 * hkv) / t, h, 1, false);
-    gemm(w, s, sk, d, bat, true);
-    gemm(w, s, d, sk, bat, true);
+    gemm(w, s, sk, d, bat, true)->flash = c->flash;
+    gemm(w, s, d, sk, bat, true)->flash = c->flash;
     gemm(w, T, h, hq / t, 1, false);
 
     norm_work(w, T * h, e, r);
-    /* fused scale-mask-softmax: forward reads S writes P; backward reads
-     * dP, P and writes dS (s x s_k per head). */
-    ew(w, 2 * e * bat * s * sk, 3 * e * bat * s * sk, true);
-    if (dropout)   /* attention dropout: P -> P' plus a 1-byte mask */
-        ew(w, (2 * e + 1) * bat * s * sk, (2 * e + 1) * bat * s * sk, true);
+    if (c->flash) {
+        /* one fused kernel (FlashAttention-2, Dao 2023, Algorithms 1-2):
+         * forward reads Q, K, V and writes O and the fp32 log-sum-exp
+         * (4 b a s / t); backward reads Q, K, V, O, dO and the log-sum-exp
+         * and writes dQ, dK, dV. Scores, probabilities and the dropout
+         * mask (regenerated from the RNG state) never reach HBM. */
+        double qkvo = e * T * (2 * hq + 2 * hkv) / t, lse = 4 * bat * s;
+        ew(w, qkvo + lse, qkvo + e * T * hq / t + lse + e * T * (hq + 2 * hkv) / t, true);
+    } else {
+        /* fused scale-mask-softmax: forward reads S writes P; backward reads
+         * dP, P and writes dS (s x s_k per head). */
+        ew(w, 2 * e * bat * s * sk, 3 * e * bat * s * sk, true);
+        if (dropout)   /* attention dropout: P -> P' plus a 1-byte mask */
+            ew(w, (2 * e + 1) * bat * s * sk, (2 * e + 1) * bat * s * sk, true);
+    }
     if (model_position(m) == POS_ROPE)
         ew(w, 2 * e * T * (hq + hkv) / t, 2 * e * T * (hq + hkv) / t, false);
     residual_work(w, T * h, e, r, dropout);
@@ -342,6 +353,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
     double tpart = (e * T * hq + 2 * e * T * hkv + e * T * hq) / t;
     double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
+    if (c->flash) core = 4 * bat * s;   /* the log-sum-exp only (Q, K, V, O are in tpart) */
     w->act_none = repl + tpart + core;
     w->act_selective = repl + tpart;
     w->act_full = e * T * h * r;             /* the block input, 2sbh (Korthikanti) */

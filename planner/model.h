@@ -25,12 +25,15 @@ typedef struct {
     bool    sp;             /* sequence parallelism (Korthikanti et al. 2022) */
     int     recompute;      /* Recompute */
     int     ep;             /* expert-parallel degree (MoE layers); 0 means 1 */
+    bool    flash;          /* fused attention (Software.flash_attention) */
 } PlanCut;
 
 /* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */
 typedef struct {
     double m, n, k, batch;
     bool   core;            /* attention score/context GEMM (selective recompute) */
+    bool   flash;           /* of a fused attention kernel (PlanCut.flash): causal tiles
+                               skipped, the scores GEMM recomputed in the backward */
 } PlanGemm;
 
 #define PLAN_MAX_GEMMS 5   /* a mixture: router, experts up/down, shared up/down */

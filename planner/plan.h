@@ -137,6 +137,9 @@ typedef struct {
      * fills them for the presets; `device { ... }` may override): */
     double      gemm_eff;   /* fraction of flops_16 the best-shaped GEMM reaches (the
                                maximum achievable matmul FLOPS); 0: PLAN_GEMM_EFF */
+    double      attn_eff;   /* fraction of flops_16 a fused attention kernel (flash_attention)
+                               reaches forward and backward together, FLOPs of the causal
+                               blocks it runs; 0: gemm_eff's (cost.c) */
     int         arch;       /* compute capability x 10 (80 Ampere, 90 Hopper), the row of
                                NCCL's per-architecture tables; 0: unknown (Ampere's) */
     bool        nvls;       /* NVSwitch with multicast and in-switch reduction, so NCCL
@@ -269,9 +272,18 @@ typedef struct {
     /* the dtype gradients are accumulated, reduced and held in (DeepSpeed's
      * data_types.grad_accum_dtype; fp32 is Megatron's
      * --accumulate-allreduce-grads-in-fp32): a PlanDtype, or PLAN_AUTO when
-     * the plan does not say — then the model's dtype (plan_grad_dtype:
-     * a bf16 model's gradients are bf16, the ZeRO paper's 2 + 2 + 12 bytes) */
+     * the plan does not say — then plan_grad_dtype's default: fp32 for a
+     * bf16 model (Megatron-LM's and DeepSpeed's bf16 rule), else the
+     * model's (fp16: the ZeRO paper's 2 + 2 + 12 bytes) */
     int  grad_accum_dtype;
+    /* true: attention is one fused kernel that keeps the s x s_k scores
+     * in on-chip memory (FlashAttention, Dao et al. 2022; FlashAttention-2,
+     * Dao 2023; Megatron-Core through TransformerEngine's fused attention):
+     * no score, probability or dropout-mask tensor in HBM, causal tiles
+     * above the diagonal skipped, the backward recomputes the scores;
+     * false (planc): scores materialised, softmax and dropout as kernels of
+     * their own */
+    bool flash_attention;
 } Software;
 
 typedef struct {

@@ -74,14 +74,19 @@ void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64
  * figure. arch: compute capability x 10 (A100 8.0, H100/H200 9.0). nvls:
  * HGX H100/H200 boards carry third-generation NVSwitches with multicast
  * and in-switch reduction (NVLink SHARP), which NCCL's NVLS uses; the
- * A100's NVSwitches have none. */
+ * A100's NVSwitches have none. attn_eff: FlashAttention-2 (Dao 2023),
+ * forward + backward with head dim 128: "up to 335 TFLOPs/s" on the H100
+ * SXM (Sec. 4.1, the same kernels, no Hopper instructions: 33.9 % of 989),
+ * and "50-73 % of the theoretical maximum FLOPs/s" on the A100 (abstract;
+ * the backward at the low end): the middle of that range, 61.5 %; the H200
+ * the H100's. */
 const Device plan_device_presets[PLAN_N_DEVICES] = {
     { .name = "a100-sxm-80gb", .memory = 80ull << 30, .flops_fp32 = 19.5e12, .flops_16 = 312e12,
-      .hbm = 2.039e12, .sms = 108, .gemm_eff = 267.9 / 312, .arch = 80, .nvls = false },
+      .hbm = 2.039e12, .sms = 108, .gemm_eff = 267.9 / 312, .attn_eff = 0.615, .arch = 80, .nvls = false },
     { .name = "h100-sxm-80gb", .memory = 80ull << 30, .flops_fp32 = 67e12, .flops_16 = 989e12,
-      .hbm = 3.35e12, .sms = 132, .gemm_eff = 792.1 / 989, .arch = 90, .nvls = true },
+      .hbm = 3.35e12, .sms = 132, .gemm_eff = 792.1 / 989, .attn_eff = 335.0 / 989, .arch = 90, .nvls = true },
     { .name = "h200-sxm-141gb", .memory = 141000000000ull, .flops_fp32 = 67e12, .flops_16 = 989e12,
-      .hbm = 4.8e12, .sms = 132, .gemm_eff = 792.1 / 989, .arch = 90, .nvls = true },
+      .hbm = 4.8e12, .sms = 132, .gemm_eff = 792.1 / 989, .attn_eff = 335.0 / 989, .arch = 90, .nvls = true },
     { .name = "cpu", .memory = 8ull << 30, .flops_fp32 = 100e9, .flops_16 = 100e9, .hbm = 20e9, .sms = 0 },
 };
 

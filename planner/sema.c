@@ -67,8 +67,11 @@ typedef struct {
 
 /* ---- statements and values -------------------------------------------- */
 
-/* A block's statements by key, for blocks whose keys appear at most once. */
-#define MAX_KEYS 16
+/* A block's statements by key, for blocks whose keys appear at most once.
+ * Each key table is checked against MAX_KEYS where it is written
+ * (KEYS_FIT), so a key added to a block cannot overrun slot[]. */
+#define MAX_KEYS 32
+#define KEYS_FIT(t) _Static_assert(sizeof(t) / sizeof((t)[0]) <= MAX_KEYS, #t " has more keys than MAX_KEYS")
 typedef struct {
     const char        *what;            /* "plan", "attention", ... */
     const char *const *keys;
@@ -667,6 +670,7 @@ static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
 
 static const char *const MODEL_KEYS[] = { "vocab", "vocab_multiple", "seq", "dtype", "dropout",
                                           "embedding", "attention", "mlp", "moe", "repeat", "norm", "lm_head" };
+KEYS_FIT(MODEL_KEYS);
 
 /* Where a layer may appear: 0 before the embedding, 1 the blocks, 2 after
  * the final norm, 3 after the lm_head. */
@@ -791,7 +795,9 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
 
 static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm", "sms",
                                            "gemm", "gemm_dtype", "stream", "launch", "overhead",
-                                           "activation", "softmax", "gemm_efficiency", "nvls" };
+                                           "activation", "softmax", "gemm_efficiency", "nvls",
+                                           "attention_efficiency" };
+KEYS_FIT(DEVICE_KEYS);
 static const char *const GEMM_PASSES[] = { "fwd", "dx", "dw" };   /* ORDER PlanGemmPass */
 #define MAX_GEMM_POINTS 4096
 #define MAX_GEMM_DIM    (1 << 24)
@@ -959,6 +965,8 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
      * maximum achievable matmul FLOPS; else PLAN_GEMM_EFF) and whether
      * NCCL's NVLS runs inside a node (presets.c) */
     if ((s = field(&F, "gemm_efficiency"))) get_real(S, s, 0, true, 1, false, &D->gemm_eff);
+    /* a fused attention kernel's fraction of the peak (flash_attention) */
+    if ((s = field(&F, "attention_efficiency"))) get_real(S, s, 0, true, 1, false, &D->attn_eff);
     int nv;
     if ((s = field(&F, "nvls")) && get_bool(S, s, false, &nv)) D->nvls = nv;
     int dt;
@@ -972,6 +980,7 @@ static const char *const LINK_NAMES[] = { "intra", "inter", "pod" };
 static const char *const LINK_KEYS[] = { "bandwidth", "latency", "efficiency", "overlap_compute",
                                          "overlap_comm", "ranks", "all-reduce", "all-gather",
                                          "reduce-scatter", "broadcast", "reduce", "all-to-all", "p2p" };
+KEYS_FIT(LINK_KEYS);
 #define LINK_COLL0 6
 
 /* A measured collective (planc calibrate): NAME [RANKS] LATENCY BUSBW,
@@ -1066,6 +1075,7 @@ static void sema_link(Sema *S, const DslStmt *st, Link *l)
 
 static const char *const CLUSTER_KEYS[] = { "nodes", "gpus_per_node", "device", "link", "nodes_per_pod",
                                             "nics_per_node" };
+KEYS_FIT(CLUSTER_KEYS);
 
 /* cluster NAME { ... }: links are required only where there is traffic
  * over them (more than one GPU per node, more than one node, more than
@@ -1136,7 +1146,8 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
 static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
                                          "schedule", "chunks", "recompute", "sequence_parallel",
                                          "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
-                                         "overlap_tp", "ep", "grad_accum_dtype" };
+                                         "overlap_tp", "ep", "grad_accum_dtype", "flash_attention" };
+KEYS_FIT(PLAN_KEYS);
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
 
@@ -1152,8 +1163,8 @@ typedef struct {
 static void sema_software(Sema *S, const Fields *F, Software *W)
 {
     static const char *const KEYS[] = { "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
-                                        "overlap_tp" };
-    bool *slot[] = { &W->overlap_grad_reduce, NULL, &W->overlap_p2p, &W->overlap_tp };
+                                        "overlap_tp", "flash_attention" };
+    bool *slot[] = { &W->overlap_grad_reduce, NULL, &W->overlap_p2p, &W->overlap_tp, &W->flash_attention };
     const DslStmt *s;
     int e;
     for (size_t i = 0; i < N_ELEMS(KEYS); i++)
@@ -1162,7 +1173,7 @@ static void sema_software(Sema *S, const Fields *F, Software *W)
             else W->overlap_param_gather = e != 0;   /* int: PLAN_AUTO when absent */
         }
     if ((s = field(F, "grad_accum_dtype")) && get_enum(S, s, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &e))
-        W->grad_accum_dtype = e;   /* PLAN_AUTO when absent: the model's dtype */
+        W->grad_accum_dtype = e;   /* PLAN_AUTO when absent: plan_grad_dtype's default */
 }
 
 /* plan { ... }: every layout field may be absent or `auto` (PLAN_AUTO);
@@ -1260,6 +1271,7 @@ static void check_layout_cluster(Sema *S, const Layout *L, const Cluster *C, con
 /* ---- train ------------------------------------------------------------- */
 
 static const char *const TRAIN_KEYS[] = { "steps", "lr", "warmup", "seed", "grad_clip", "optimizer", "data" };
+KEYS_FIT(TRAIN_KEYS);
 static const char *const ADAMW_KEYS[] = { "beta1", "beta2", "eps", "weight_decay" };
 static const char *const OPTIMIZERS[] = { "adamw" };
 

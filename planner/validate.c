@@ -196,7 +196,7 @@ static int validate(int n, char **files)
         printf("%-10s %9.1f GB %9.1f GB %+8.1f\n", stage[z], pub[z], gb,
                100 * (gb - pub[z]) / pub[z]);
     }
-    printf("# ZeRO-1: planc's runtime keeps an fp32 shard of the reduced gradients (4 bytes / parameter / dp)\n"
+    printf("# ZeRO-1: planc's runtime keeps a shard of the reduced gradients (2 bytes / parameter / dp)\n"
            "# beside the full 16-bit gradients, which the paper's accounting has not\n");
     return bad ? 1 : 0;
 }

@@ -538,7 +538,7 @@ static void test_refusals(void **state)
 static void test_software_refusals(void **state)
 {
     (void)state;
-    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP, GACC32, GACC16, GACCH };
+    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP, GACC32, GACC16, GACCH, FLASH };
     static const struct { Case c; int key; const char *needle; } cases[] = {
         { { "pp2", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, "overlap_p2p false" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, NULL },
@@ -554,6 +554,7 @@ static void test_software_refusals(void **state)
         { { "dp2-zero2", 2, 1, 1, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GACC32, NULL },
         { { "dp2-zero2", 2, 1, 1, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GACC16, "grad_accum_dtype bf16" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, GACCH, "grad_accum_dtype fp16" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, FLASH, "flash_attention true" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         DslArena a;
@@ -574,6 +575,7 @@ static void test_software_refusals(void **state)
         case GACC32: w->grad_accum_dtype = DTYPE_FP32; break;
         case GACC16: w->grad_accum_dtype = DTYPE_BF16; break;
         case GACCH:  w->grad_accum_dtype = DTYPE_FP16; break;
+        case FLASH:  w->flash_attention = true; break;
         }
         char *text = emit_text(&p, why, sizeof why, &n);
         if (cases[i].needle) {

@@ -120,6 +120,15 @@ static void test_device_override_and_custom(void **state)
     assert_true(r.p.cluster.device.memory == 94000000000ull);
     assert_true(r.p.cluster.device.hbm == 3.9e12);
     assert_true(r.p.cluster.device.flops_16 == 989e12);     /* kept from the preset */
+    assert_true(r.p.cluster.device.attn_eff == 335.0 / 989);   /* FlashAttention-2's, the preset's */
+    done(&r);
+    free(text);
+
+    text = cat3("cluster c { nodes 1; gpus_per_node 1\n"
+                "  device h100-sxm-80gb { attention_efficiency 0.6 } }\n", MODEL, "");
+    run(&r, text);
+    assert_int_equal(r.errors, 0);
+    assert_true(r.p.cluster.device.attn_eff == 0.6);
     done(&r);
     free(text);
 
@@ -527,16 +536,18 @@ static void test_knob_errors(void **state)
 static void test_software_keys(void **state)
 {
     (void)state;
-    static const struct { const char *plan; int grad, gather, p2p, tp; } cases[] = {
-        { "", true, PLAN_AUTO, true, false },   /* gather: as the ZeRO stage has it */
-        { "plan { dp 8 }\n", true, PLAN_AUTO, true, false },
-        { "plan { overlap_grad_reduce false }\n", false, PLAN_AUTO, true, false },
-        { "plan { overlap_param_gather true }\n", true, true, true, false },
-        { "plan { overlap_param_gather false }\n", true, false, true, false },
-        { "plan { overlap_p2p false }\n", true, PLAN_AUTO, false, false },
-        { "plan { overlap_tp true }\n", true, PLAN_AUTO, true, true },
+    static const struct { const char *plan; int grad, gather, p2p, tp, flash; } cases[] = {
+        { "", true, PLAN_AUTO, true, false, false },   /* gather: as the ZeRO stage has it */
+        { "plan { dp 8 }\n", true, PLAN_AUTO, true, false, false },
+        { "plan { overlap_grad_reduce false }\n", false, PLAN_AUTO, true, false, false },
+        { "plan { overlap_param_gather true }\n", true, true, true, false, false },
+        { "plan { overlap_param_gather false }\n", true, false, true, false, false },
+        { "plan { overlap_p2p false }\n", true, PLAN_AUTO, false, false, false },
+        { "plan { overlap_tp true }\n", true, PLAN_AUTO, true, true, false },
         { "plan { overlap_grad_reduce false; overlap_param_gather true; overlap_p2p false; overlap_tp true }\n",
-          false, true, false, true },
+          false, true, false, true, false },
+        { "plan { flash_attention true }\n", true, PLAN_AUTO, true, false, true },
+        { "plan { flash_attention false }\n", true, PLAN_AUTO, true, false, false },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Run r;
@@ -549,12 +560,14 @@ static void test_software_keys(void **state)
         assert_int_equal(w->overlap_param_gather, cases[i].gather);
         assert_int_equal(w->overlap_p2p, cases[i].p2p);
         assert_int_equal(w->overlap_tp, cases[i].tp);
+        assert_int_equal(w->flash_attention, cases[i].flash);
         done(&r);
         free(text);
     }
     static const struct { const char *plan, *msg; } bad[] = {
         { "plan { overlap_tp auto }\n", "'overlap_tp' expects true or false, got auto" },
         { "plan { overlap_p2p 1 }\n", "'overlap_p2p' expects true or false, got 1" },
+        { "plan { flash_attention auto }\n", "'flash_attention' expects true or false, got auto" },
         { "plan { overlap_grad_reduce }\n", "overlap_grad_reduce" },
         { "plan { overlap_gather true }\n", "overlap_param_gather" },   /* the suggestion */
     };

@@ -1111,7 +1111,7 @@ static void test_comm_hier_and_sp(void **state)
     Layer buf[PLAN_PRESET_LAYERS(2)];
     Model m;
     plan_preset_llama(&m, buf, "l", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
-    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1 }, b = { 1, 4, true, RECOMPUTE_NONE, 1 };
+    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false }, b = { 1, 4, true, RECOMPUTE_NONE, 1, false };
     PlanLayerWork wa, wb;
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &a, &wa);
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &b, &wb);
@@ -1717,6 +1717,87 @@ static void test_overlap_tp_terms(void **state)
     plan_costs_free(&b);
 }
 
+/* FlashAttention-2 (Dao 2023, Sec. 3.1.1) runs, of a causal s x s score
+ * matrix in blocks of 128 x 128, the nb (nb + 1) / 2 on or below the
+ * diagonal; a sliding window's band is already what it computes. */
+static void test_flash_causal_fraction(void **state)
+{
+    (void)state;
+    static const struct { double s, sk, want; } cases[] = {
+        { 4096, 4096, 33.0 / 64 },   /* nb 32 */
+        { 2048, 2048, 17.0 / 32 },   /* nb 16 */
+        { 1000, 1000, 9.0 / 16 },    /* nb 8, the last block partial */
+        { 128, 128, 1 },             /* one block: the diagonal */
+        { 4096, 1024, 1 },           /* a window */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_close(plan_flash_causal_fraction(cases[i].s, cases[i].sk), cases[i].want, 0, 1e-12);
+}
+
+/* flash_attention changes exactly the attention core's terms: the FLOPs
+ * counted stay (Megatron counts the full s^2), the s x s_k softmax and
+ * dropout traffic becomes the fused kernel's Q, K, V, O (+ dO, dQ, dK, dV
+ * backward) and fp32 log-sum-exp, the kept scores, probabilities and mask
+ * become the log-sum-exp; the MLP, the DP collectives, the sends and the
+ * parameters stay, and the step's compute gets shorter. */
+static void test_flash_attention_terms(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Plan p = gpt_plan(buf, 4, 2048, 16, 1, 2, 2, 2, 0, 2, 16, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    p.model.dropout = 0.1;
+    const double s = 2048, b = 2, h = 2048, a = 16, t = 2, e = 2, bat = b * a / t, T = b * s;
+    PlanCut c0 = { .micro_batch = 2, .tp = 2, .recompute = RECOMPUTE_NONE }, c1 = c0;
+    c1.flash = true;
+    PlanLayerWork a0, a1, m0, m1;
+    plan_layer_work(&p.model, &p.model.layers[1], &p.model.layers[0], &c0, &a0);
+    plan_layer_work(&p.model, &p.model.layers[1], &p.model.layers[0], &c1, &a1);
+    plan_layer_work(&p.model, &p.model.layers[2], &p.model.layers[1], &c0, &m0);
+    plan_layer_work(&p.model, &p.model.layers[2], &p.model.layers[1], &c1, &m1);
+    assert_true(a0.flops_fwd == a1.flops_fwd && a0.flops_core == a1.flops_core);
+    double scores_f = (2 * e + 2 * e + 1) * bat * s * s, scores_b = (3 * e + 2 * e + 1) * bat * s * s;
+    double qkvo = e * T * 4 * h / t, lse = 4 * bat * s;
+    assert_close(a1.ew_fwd, a0.ew_fwd - scores_f + qkvo + lse, 0, 1e-12);
+    assert_close(a1.ew_bwd, a0.ew_bwd - scores_b + qkvo + e * T * h / t + lse + e * T * 3 * h / t, 0, 1e-12);
+    assert_close(a1.act_none, a0.act_none - (1 + 2 * e) * bat * s * s + lse, 0, 1e-12);
+    assert_int_equal(a1.ew_kernels, a0.ew_kernels - 1);
+    assert_true(a1.gemm[1].flash && a1.gemm[2].flash && !a1.gemm[0].flash && !a1.gemm[3].flash);
+    assert_true(!a0.gemm[1].flash && !a0.gemm[2].flash);
+    assert_memory_equal(&m0, &m1, sizeof m0);
+
+    Layout l = plan_layout_defaults(&p);
+    PlanCosts x, y;
+    assert_true(plan_costs(&p, &l, &x));
+    p.software.flash_attention = true;
+    assert_true(plan_costs(&p, &l, &y));
+    for (int k = 0; k < x.n_chunks; k++) {
+        assert_true(y.cost[k].fwd < x.cost[k].fwd && y.cost[k].bwd < x.cost[k].bwd);
+        assert_true(y.cost[k].act_kept < x.cost[k].act_kept);
+        assert_true(y.cost[k].flops_fwd == x.cost[k].flops_fwd);
+        assert_true(y.cost[k].fwd_tp == x.cost[k].fwd_tp && y.cost[k].bwd_tp == x.cost[k].bwd_tp);
+        assert_true(y.cost[k].reduce == x.cost[k].reduce && y.cost[k].p2p == x.cost[k].p2p);
+        assert_true(y.cost[k].params == x.cost[k].params);
+    }
+    /* the fused kernel's time is its causal blocks' FLOPs at Device.attn_eff
+     * of the peak, forward 1 and backward 2.5 (FlashAttention-2's count):
+     * halving attn_eff adds exactly that much again, nothing else */
+    PlanCosts z;
+    double eff = p.cluster.device.attn_eff;
+    assert_true(eff >= 0.5 && eff <= 0.73);   /* the A100 preset of gpt_plan: FA2's 50-73 % range */
+    p.cluster.device.attn_eff = eff / 2;
+    assert_true(plan_costs(&p, &l, &z));
+    double core = 2 * (2 * s * s * (h / a) * bat) * plan_flash_causal_fraction(s, s) / (y.peak_flops * eff);
+    for (int k = 0; k < y.n_chunks; k++) {
+        int att = y.chunk[k].blocks;
+        assert_true(att > 0);
+        assert_close(z.cost[k].fwd - y.cost[k].fwd, att * core, 0, 1e-9);
+        assert_close(z.cost[k].bwd - y.cost[k].bwd, 2.5 * att * core, 0, 1e-9);
+    }
+    plan_costs_free(&x);
+    plan_costs_free(&y);
+    plan_costs_free(&z);
+}
+
 /* overlap_param_gather: ZeRO-1/2's all-gather of the updated shards
  * leaves the tail (no SYNC_PARAMS) for a gather feeding each chunk's
  * first forward, layer by layer, and the step gets no slower; ZeRO-3's
@@ -1892,6 +1973,8 @@ int main(void)
         cmocka_unit_test(test_zb_h1),
         cmocka_unit_test(test_p2p_wait),
         cmocka_unit_test(test_overlap_tp_terms),
+        cmocka_unit_test(test_flash_causal_fraction),
+        cmocka_unit_test(test_flash_attention_terms),
         cmocka_unit_test(test_overlap_param_gather),
         cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_closed_form_vs_sim_real),
