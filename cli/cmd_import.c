@@ -14,8 +14,8 @@
  * What the import leaves out is said on stderr as notes: every top-level
  * key it did not read (rope_scaling, the norms' epsilon, token ids, ...),
  * none of which changes a shape, a count or a cost. It never guesses a
- * shape: a family it does not know, or a Mixtral (mixture of experts, not
- * yet in the language), is exit 2.
+ * shape: a family it does not know is exit 2. A Mixtral becomes `moe { }`
+ * blocks (issue 17's mixtures of experts).
  *
  * Sources of the key names and defaults: the transformers configuration
  * classes (LlamaConfig, MistralConfig, Qwen2Config, GemmaConfig,
@@ -37,8 +37,8 @@ static const char IMPORT_HELP[] =
     "\n"
     "Read a Hugging Face config.json and print a `model NAME { ... }` block in\n"
     "canonical form (or write it to OUT.plan). Architectures (model_type):\n"
-    "llama (Llama 1-3.x), mistral, qwen2, gemma, gpt2; mixtral is refused until\n"
-    "the language has mixture-of-experts layers. seq is the config's\n"
+    "llama (Llama 1-3.x), mistral, mixtral (its sparse MoE as `moe { }`), qwen2,\n"
+    "gemma, gpt2. seq is the config's\n"
     "max_position_embeddings (n_positions for GPT-2): lower it to the length\n"
     "you train at. Keys that change no shape or cost (rope_scaling, the norm\n"
     "epsilon, token ids, ...) are left out and listed on stderr.\n"
@@ -76,6 +76,8 @@ typedef struct {
     bool        tied;
     int64_t     window;             /* sliding window in tokens, 0: none */
     int64_t     window_from;        /* first layer that slides (Qwen2's max_window_layers) */
+    int64_t     experts, top_k;     /* Mixtral: routed experts per MoE layer and per token; 0: dense */
+    double      aux_loss;           /* Mixtral's router_aux_loss_coef */
 } ImportModel;
 
 /* ---- locating and reading keys ------------------------------------------ */
@@ -297,6 +299,23 @@ static void read_mistral(HfConfig *c, ImportModel *m)
     if (m->window < 0) m->window = 0;
 }
 
+/* Mixtral (MixtralConfig): Mistral's attention, and in each block a sparse
+ * MoE of num_local_experts SwiGLU experts of intermediate_size, the top
+ * num_experts_per_tok per token, softmax over their logits
+ * (MixtralSparseMoeBlock), the load-balancing loss router_aux_loss_coef. */
+static void read_mixtral(HfConfig *c, ImportModel *m)
+{
+    read_mistral(c, m);
+    m->experts = hf_int(c, "num_local_experts", 0, "the experts of each MoE layer");
+    m->top_k = hf_int(c, "num_experts_per_tok", 0, "the experts each token is routed to");
+    m->aux_loss = hf_num(c, "router_aux_loss_coef", 0.001, "the load-balancing loss coefficient");
+    if (!c->failed && m->top_k > m->experts) {
+        dsl_error(c->d, key_loc(c, "num_experts_per_tok"),
+                  "'num_experts_per_tok': expected at most num_local_experts %lld", (long long)m->experts);
+        c->failed = true;
+    }
+}
+
 /* Qwen2: biases on Q, K and V only (Qwen2Attention); the window applies
  * only with use_sliding_window, to the blocks from max_window_layers on. */
 static void read_qwen2(HfConfig *c, ImportModel *m)
@@ -358,6 +377,7 @@ typedef struct {
 static const ImportFamily FAMILIES[] = {
     { "llama",   read_llama },
     { "mistral", read_mistral },
+    { "mixtral", read_mixtral },
     { "qwen2",   read_qwen2 },
     { "gemma",   read_gemma },
     { "gpt2",    read_gpt2 },
@@ -382,8 +402,13 @@ static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, 
     if (to <= from) return;
     fprintf(o, "    repeat %lld {\n", (long long)(to - from));
     put_attention(o, m, window);
-    fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s }\n    }\n", (long long)m->hidden,
-            m->act, m->norm, m->mlp_bias ? "true" : "false");
+    if (m->experts > 0)
+        fprintf(o, "        moe { experts %lld; top_k %lld; hidden %lld; act %s; norm %s; bias %s; aux_loss %.17g }\n    }\n",
+                (long long)m->experts, (long long)m->top_k, (long long)m->hidden, m->act, m->norm,
+                m->mlp_bias ? "true" : "false", m->aux_loss);
+    else
+        fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s }\n    }\n", (long long)m->hidden,
+                m->act, m->norm, m->mlp_bias ? "true" : "false");
 }
 
 /* The .plan text of m (then parsed and formatted canonically). The
@@ -511,18 +536,12 @@ static int import_config(const char *path, const char *out_path, const char *nam
     }
     const char *family = hf_str(&c, "model_type", NULL, "the architecture, such as \"llama\"");
     if (!family) goto done;
-    if (strcmp(family, "mixtral") == 0) {
-        dsl_error(&diag, key_loc(&c, "model_type"),
-                  "model_type \"mixtral\": not yet: mixture of experts (num_local_experts, "
-                  "num_experts_per_tok) needs the MoE layer, which planc does not have yet");
-        goto done;
-    }
     const ImportFamily *fam = NULL;
     for (int i = 0; i < N_FAMILIES; i++)
         if (strcmp(family, FAMILIES[i].model_type) == 0) fam = &FAMILIES[i];
     if (!fam) {
         dsl_error(&diag, key_loc(&c, "model_type"),
-                  "model_type \"%s\" is not supported: expected llama, mistral, qwen2, gemma or gpt2", family);
+                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, gemma or gpt2", family);
         goto done;
     }
     ImportModel m = { .family = fam->model_type };

@@ -60,7 +60,9 @@ typedef struct {
     const Model *m;
     Layout       l;
     int64_t      n_micro;     /* micro-batches per step per pipeline */
-    const Layer *att, *mlp;   /* the first block's sublayers (shapes of every block) */
+    const Layer *att, *mlp;   /* the first block's sublayers (shapes of every block); mlp is
+                                 the first feed-forward sublayer, an MLP or a mixture */
+    const Layer *moe;         /* the first mixture of experts, or NULL (a dense model) */
     FILE        *notes;
     const char  *target;
 } Ex;
@@ -101,13 +103,22 @@ static void check_uniform(const Ex *x)
 {
     const Model *m = x->m;
     for (int i = 0; i < m->n_layers; i++) {
-        const Layer *a = &m->layers[i], *b = a->kind == LAYER_ATTENTION ? x->att : a->kind == LAYER_MLP ? x->mlp : NULL;
+        const Layer *a = &m->layers[i];
+        const Layer *b = a->kind == LAYER_ATTENTION ? x->att
+                       : a->kind == LAYER_MLP || a->kind == LAYER_MOE ? x->mlp : NULL;
         if (!b || a == b) continue;
+        if (a->kind != b->kind) {
+            note(x, "layer %d is %s where the first block has %s: the framework builds every block alike "
+                    "(Megatron-LM: --moe-layer-freq, not written)", i + 1, plan_layer_kind_name(a->kind),
+                 plan_layer_kind_name(b->kind));
+            return;
+        }
         bool same = a->kind == LAYER_ATTENTION
                         ? a->heads == b->heads && a->kv_heads == b->kv_heads && a->bias == b->bias &&
                               a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
                               a->qkv_bias_only == b->qkv_bias_only
-                        : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm;
+                        : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm &&
+                              a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared;
         if (!same) {
             note(x, "layer %d differs from the first block; the framework builds every block alike, "
                     "as the first", i + 1);
@@ -173,6 +184,33 @@ static void megatron_software(const Ex *x, FILE *o, bool *first)
 }
 
 /* One line of pretrain_gpt.py arguments (Megatron-LM's arguments.py). */
+/* A mixture of experts in Megatron-Core's flags (arguments.py's MoE group;
+ * its default routing is planc's: softmax after the top-k, unless
+ * --moe-router-pre-softmax): the experts, top-k, their width, shared
+ * experts as one MLP of S x F, the aux-loss coefficient, the capacity, EP,
+ * and the all-to-all dispatcher planc's runtime uses. */
+static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
+{
+    const Layer *e = x->moe;
+    arg_int(o, first, "--num-experts", e->experts);
+    arg_int(o, first, "--moe-router-topk", e->top_k);
+    arg_int(o, first, "--moe-ffn-hidden-size", e->hidden);
+    if (e->shared > 0) arg_int(o, first, "--moe-shared-expert-intermediate-size", e->shared * e->hidden);
+    if (e->aux_loss > 0) {
+        arg(o, first, "--moe-router-load-balancing-type");
+        fprintf(o, " aux_loss");
+        arg_num(o, first, "--moe-aux-loss-coeff", e->aux_loss);
+    } else {
+        arg(o, first, "--moe-router-load-balancing-type");
+        fprintf(o, " none");
+    }
+    if (e->capacity_factor > 0) arg_num(o, first, "--moe-expert-capacity-factor", e->capacity_factor);
+    arg(o, first, "--moe-token-dispatcher-type");
+    fprintf(o, " alltoall");
+    arg(o, first, "--moe-grouped-gemm");
+    if (plan_ep(&x->l) > 1) arg_int(o, first, "--expert-model-parallel-size", plan_ep(&x->l));
+}
+
 static void write_megatron(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
@@ -213,6 +251,8 @@ static void write_megatron(const Ex *x, FILE *o)
     if (!m->layers[m->n_layers - 1].tied) arg(o, &first, "--untie-embeddings-and-output-weights");
     if (m->dtype == DTYPE_BF16) arg(o, &first, "--bf16");
     if (m->dtype == DTYPE_FP16) arg(o, &first, "--fp16");
+
+    if (x->moe) write_megatron_moe(x, o, &first);
 
     arg_int(o, &first, "--tensor-model-parallel-size", l->tp);
     arg_int(o, &first, "--pipeline-model-parallel-size", l->pp);
@@ -306,6 +346,11 @@ static void write_torchtitan(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
     const Layout *l = &x->l;
+    if (x->moe)
+        note(x, "moe (experts %lld, top_k %lld, ep %d): not written; the job file names a model flavor "
+                "whose experts live in torchtitan's model code, and its expert parallelism is "
+                "parallelism.expert_parallel_degree in versions that have MoE models",
+             (long long)x->moe->experts, (long long)x->moe->top_k, plan_ep(l));
     /* the path goes into a comment: a control character (a newline would
        end it) is written as '?' */
     fprintf(o, "# torchtitan job file written by planc export from ");
@@ -430,6 +475,10 @@ static void write_deepspeed(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
     const Layout *l = &x->l;
+    if (x->moe)
+        note(x, "moe (experts %lld, top_k %lld, ep %d): not written; DeepSpeed takes experts from the "
+                "model code (deepspeed.moe.layer.MoE(num_experts, ep_size, k))",
+             (long long)x->moe->experts, (long long)x->moe->top_k, plan_ep(l));
     fprintf(o, "{\n  \"train_batch_size\": %lld,\n  \"train_micro_batch_size_per_gpu\": %lld,\n"
                "  \"gradient_accumulation_steps\": %lld,\n",
             (long long)l->global_batch, (long long)l->micro_batch, (long long)x->n_micro);
@@ -503,7 +552,8 @@ int plan_export(const Plan *p, PlanExportTarget t, FILE *out, FILE *notes, char 
     for (int i = 0; i < x.m->n_layers; i++) {
         const Layer *a = &x.m->layers[i];
         if (a->kind == LAYER_ATTENTION && !x.att) x.att = a;
-        if (a->kind == LAYER_MLP && !x.mlp) x.mlp = a;
+        if ((a->kind == LAYER_MLP || a->kind == LAYER_MOE) && !x.mlp) x.mlp = a;
+        if (a->kind == LAYER_MOE && !x.moe) x.moe = a;
     }
     check_uniform(&x);
     switch (t) {

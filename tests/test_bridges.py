@@ -4,7 +4,7 @@
 import: each architecture's config.json (tests/bridges/, written from the
 public files' key names and values) imports to a model block in canonical
 form (fmt of it is itself) whose `planc check --json` parameter count is
-the published one, exactly; Mixtral is refused (exit 2, "not yet"); broken
+the published one, exactly (Mixtral's MoE too, and its active count); broken
 configs (malformed, truncated, wrong type, missing key, ...) exit 2 with a
 message naming the key and what was expected.
 
@@ -63,6 +63,7 @@ COUNTS = [
     ("qwen2-7b.json", 7_615_616_512),
     ("gemma-7b.json", 8_537_680_896),
     ("gpt2.json", 124_439_808),
+    ("mixtral-8x7b.json", 46_702_792_704),   # Mixtral 8x7B's model card: 46.7B
 ]
 
 CLUSTER = os.path.join(ROOT, "examples", "clusters", "dgx-h100.plan")
@@ -104,8 +105,20 @@ check("import: rope_scaling said left out on stderr", "rope_scaling left out" in
 check("import: stdout is the model only", out.lstrip().startswith("#") and "note:" not in out)
 
 rc, out, err = run("import", os.path.join(DATA, "mixtral-8x7b.json"))
-check("mixtral: exit 2 'not yet: mixture of experts'",
-      rc == 2 and "not yet: mixture of experts" in err and out == "", err)
+mx = write("mixtral-imported.plan", f'include "{CLUSTER}"\n' + out)
+rc2, js, err2 = run("check", "--json", mx)
+try:
+    active = json.loads(js)["active_params"]
+except (ValueError, KeyError) as e:
+    active = f"no active_params ({e}; {err2.strip()[:200]})"
+check("mixtral: moe blocks (experts 8, top_k 2, aux_loss 0.02), 12,879,925,248 active",
+      rc == 0 and "moe {" in out and "experts 8" in out and "top_k 2" in out and "aux_loss 0.02" in out and
+      active == 12879925248, f"got {active}: " + out[:400] + err)
+bad = json.load(open(os.path.join(DATA, "mixtral-8x7b.json")))
+bad.update(num_experts_per_tok=9)
+rc, out, err = run("import", write("mixtral-topk.json", json.dumps(bad)))
+check("mixtral num_experts_per_tok 9 > 8: exit 2 naming the key",
+      rc == 2 and "num_experts_per_tok" in err and out == "", err)
 
 # Qwen2 with the window on from block 20: two repeat groups, 8 blocks slide
 q = json.load(open(os.path.join(DATA, "qwen2-7b.json")))
@@ -233,7 +246,10 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--train-iters",
                 "--lr", "--lr-warmup-iters", "--seed", "--clip-grad", "--adam-beta1", "--adam-beta2",
                 "--adam-eps", "--weight-decay", "--kv-channels", "--rotary-base",
-                "--attention-dropout", "--hidden-dropout"}
+                "--attention-dropout", "--hidden-dropout", "--num-experts", "--moe-router-topk",
+                "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+                "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-expert-capacity-factor",
+                "--moe-token-dispatcher-type", "--expert-model-parallel-size"}
 
 
 def megatron_flags(line):
@@ -368,6 +384,22 @@ plan {{
           d.get("gradient_clipping") == 1.0)
     if pp > 1:
         check(f"{name}: deepspeed says where pp goes", f"num_stages={pp}" in err, err)
+
+# export of a mixture: Megatron-Core's MoE flags (experts, top-k, their width,
+# EP, the all-to-all dispatcher); the other two say what they leave out
+mix = open(os.path.join(ROOT, "examples", "mixtral-8x7b.plan")).read()
+mix = mix.replace('include "clusters/', 'include "' + os.path.join(ROOT, "examples", "clusters") + '/')
+mix = mix.replace("ep auto", "ep 8; dp 8; pp 8; micro_batch 1; schedule 1f1b")
+mixp = write("mixtral-ep8.plan", mix)
+rc, out, err = run("export", mixp, "--to", "megatron")
+f = megatron_flags(out) if rc == 0 else {}
+want = {"--num-experts": "8", "--moe-router-topk": "2", "--moe-ffn-hidden-size": "14336",
+        "--expert-model-parallel-size": "8", "--moe-token-dispatcher-type": "alltoall", "--swiglu": True}
+check("export megatron of Mixtral ep 8: the MoE flags", rc == 0 and all(f.get(k) == v for k, v in want.items()),
+      f"exit {rc}: {[(k, f.get(k)) for k in want]} {err[:300]}")
+for t in ("torchtitan", "deepspeed"):
+    rc, out, err = run("export", mixp, "--to", t)
+    check(f"export {t} of Mixtral: says the experts are not written", rc == 0 and "moe (experts 8" in err, err[:300])
 
 # ---- export: the run's software ------------------------------------------------
 # One layout (dp 4 x tp 2 x pp 2, ZeRO-2, 1F1B), the plan's software keys and
