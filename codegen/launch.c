@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "codegen/codegen.h"
+#include "planner/layout.h"
 
 /* s made into a Slurm job name of at most n-1 safe characters. */
 static void job_name(const char *s, char *buf, size_t n)
@@ -58,7 +59,10 @@ static bool shell_quote(const char *s, char *buf, size_t n)
 
 bool cg_sbatch(const Plan *p, const char *exe, CgTarget t, FILE *out, char *why, size_t len)
 {
-    const Layout *l = &p->layout;
+    /* the layout the program runs: fields left out or `auto` resolved as
+     * emit resolves them (tp 1, pp 1, dp from the cluster), not PLAN_AUTO */
+    Layout lay = plan_layout_defaults(p);
+    const Layout *l = &lay;
     int64_t ranks = (int64_t)l->dp * l->tp * l->pp, per = p->cluster.gpus_per_node;
     if (per < 1 || ranks < 1) {
         snprintf(why, len, "the cluster block gives no gpus_per_node");

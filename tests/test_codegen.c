@@ -701,6 +701,14 @@ static void test_sbatch(void **state)
     p.cluster.nodes = 1;
     assert_null(sbatch_text(&p, "/jobs/run", CG_TARGET_CPU, why, sizeof why));
     assert_non_null(strstr(why, "need 2 nodes"));
+    /* tp and pp left out (`auto`): the job is the layout emit runs (tp 1,
+     * pp 1), not a product of PLAN_AUTO */
+    p.cluster.nodes = 4;
+    p.layout.dp = 8; p.layout.tp = PLAN_AUTO; p.layout.pp = PLAN_AUTO;
+    s = sbatch_text(&p, "/jobs/run", CG_TARGET_CPU, why, sizeof why);
+    if (!s) fail_msg("tp, pp auto: %s", why);
+    assert_non_null(strstr(s, "#SBATCH --ntasks=8\n"));
+    free(s);
     dsl_arena_free(&a);
 }
 
