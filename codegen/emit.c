@@ -829,15 +829,17 @@ static void emit_layers(Cg *g)
 
 /* The layers' functions by kind (ORDER LayerKind): forward, whole
  * backward, zb-h1's input half and weight half (NULL: the kind has no
- * weight half; its gradients come with the input half). */
+ * such half). Only W writes a layer's gradient bucket (B keeps the norm
+ * gradients aside; the embedding's whole backward is its W, from the
+ * slot's d), so ZeRO >= 2 holds two buckets; a MoE layer's is whole in B. */
 static const char *const FN_FWD[] = { "embedding_fwd", "attention_fwd", "mlp_fwd", "final_norm_fwd", "lm_head_fwd",
                                       "moe_fwd" };
 static const char *const FN_BWD[] = { "embedding_bwd", "attention_bwd", "mlp_bwd", "final_norm_bwd", "lm_head_bwd",
                                       "moe_bwd" };
-static const char *const FN_BWD_INPUT[] = { "embedding_bwd", "attention_bwd_input", "mlp_bwd_input",
-                                            "final_norm_bwd", "lm_head_bwd_input", "moe_bwd" };
-static const char *const FN_BWD_WEIGHT[] = { NULL, "attention_bwd_weight", "mlp_bwd_weight", NULL,
-                                             "lm_head_bwd_weight", NULL };
+static const char *const FN_BWD_INPUT[] = { NULL, "attention_bwd_input", "mlp_bwd_input",
+                                            "final_norm_bwd_input", "lm_head_bwd_input", "moe_bwd" };
+static const char *const FN_BWD_WEIGHT[] = { "embedding_bwd", "attention_bwd_weight", "mlp_bwd_weight",
+                                             "final_norm_bwd_weight", "lm_head_bwd_weight", NULL };
 
 /* The backward of virtual stage k, the layers in reverse: `fn` per kind,
  * grads_done after each unless `input` (zb-h1's B: the W half says when
@@ -847,14 +849,16 @@ static void emit_chunk_bwd(Cg *g, int k, const char *name, const char *const *fn
     const Model *m = &g->p->model;
     int a = g->chunk[k].first, e = g->chunk[k].end, uses = 0;
     bool weight = fn == FN_BWD_WEIGHT;
-    out(g, "\nstatic void %s_v%d(%sLayerActs *a)\n{\n", name, k, weight ? "" : "prt_slot *s, ");
+    out(g, "\nstatic void %s_v%d(prt_slot *s, LayerActs *a)\n{\n", name, k);
+    if (weight) out(g, "    (void)s;   /* the embedding's W only */\n");
     for (int i = e - 1; i >= a; i--) {
         const char *f = fn[m->layers[i].kind];
-        if (f && weight) { out(g, "    %s(&LAYERS[%d], &a[%d]);\n", f, i, i - a); uses++; }
+        bool with_d = !weight || m->layers[i].kind == LAYER_EMBEDDING;
+        if (f && !with_d) { out(g, "    %s(&LAYERS[%d], &a[%d]);\n", f, i, i - a); uses++; }
         else if (f) { out(g, "    %s(&LAYERS[%d], &a[%d], s->d);\n", f, i, i - a); uses++; }
         if (!input) out(g, "    grads_done(%d);\n", i);
     }
-    if (!uses) out(g, "    (void)a;\n");
+    if (!uses) out(g, "    (void)s; (void)a;\n");
     out(g, "}\n");
 }
 
@@ -900,7 +904,7 @@ static void emit_chunks(Cg *g)
     if (full) emit_chunk_switch(g, "chunk_bwd", "", "s, a");
     if (split) {
         emit_chunk_switch(g, "chunk_bwd_input", "", "s, a");
-        emit_chunk_switch(g, "chunk_bwd_weight", "", "a");
+        emit_chunk_switch(g, "chunk_bwd_weight", "", "s, a");
     }
     out(g, "\n");
 }

@@ -209,6 +209,9 @@ typedef struct {
     prt_act *a;                       /* (N, inner) second linear's input */
 #if SPLIT_BWD
     prt_act *dh, *dy;                 /* zb-h1: output gradients kept for the weight pass */
+    float   *gln;                     /* zb-h1: the B pass's norm gradients (gain, bias), fp32,
+                                       * kept aside until W adds them: its layer's gradient
+                                       * bucket stays closed from B to W */
 #endif
     prt_act *logits;                  /* (N, VL) lm_head: this rank's vocabulary slice */
     float   *mx, *se, *tgt, *loss;    /* (N) lm_head: cross-entropy pieces (se, tgt adjacent) */
@@ -356,19 +359,53 @@ static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd,
 #else
 /* dx accumulates: the residual stream's gradient flows through the norm. */
 #endif
+#if USES_BWD || SPLIT_BWD || HAS_MOE
+/* The norm's backward, its gain and bias gradients accumulated into dw, db. */
+static void norm_bwd_to(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *x,
+                        const float *mean, const float *rstd, float *dw, float *db)
+{
+#if NORM_MIXED
+    if (L->norm == NORM_RMSNORM) prt_rmsnorm_bwd(dx, dw, dout, x, W(L->ln_w), rstd, NL, C);
+    else prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
+#elif NORM_RMS
+    (void)mean; (void)db;
+    prt_rmsnorm_bwd(dx, dw, dout, x, W(L->ln_w), rstd, NL, C);
+#else
+    prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
+#endif
+}
+
+#endif
+
+#if USES_BWD || HAS_MOE
 static void norm_bwd(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *x,
                      const float *mean, const float *rstd)
 {
-#if NORM_MIXED
-    if (L->norm == NORM_RMSNORM) prt_rmsnorm_bwd(dx, G(L->ln_w), dout, x, W(L->ln_w), rstd, NL, C);
-    else prt_layernorm_bwd(dx, G(L->ln_w), G(L->ln_b), dout, x, W(L->ln_w), mean, rstd, NL, C);
-#elif NORM_RMS
-    (void)mean;
-    prt_rmsnorm_bwd(dx, G(L->ln_w), dout, x, W(L->ln_w), rstd, NL, C);
-#else
-    prt_layernorm_bwd(dx, G(L->ln_w), G(L->ln_b), dout, x, W(L->ln_w), mean, rstd, NL, C);
-#endif
+    norm_bwd_to(L, dx, dout, x, mean, rstd, G(L->ln_w), G(L->ln_b));
 }
+#endif
+
+#if SPLIT_BWD
+/* Elements of a layer's norm gradients: the gain's C, the bias's C if it
+ * has one (planner/model.c's zb-h1 act_split counts 4 bytes each). */
+static size_t norm_grad_numel(const LayerSpec *L) { return L->ln_b >= 0 ? 2 * C : C; }
+
+/* zb-h1's B: the norm's backward with its gain and bias gradients into
+ * a->gln, not the gradient bucket: writing the bucket in B would open it
+ * until W, every bucket of the stage at once under ZeRO >= 2. */
+static void norm_bwd_kept(const LayerSpec *L, LayerActs *a, prt_act *dx, const prt_act *dout)
+{
+    CHECK(prt_zero(a->gln, norm_grad_numel(L) * sizeof(float)));
+    norm_bwd_to(L, dx, dout, a->x, a->mean, a->rstd, a->gln, L->ln_b >= 0 ? a->gln + C : NULL);
+}
+
+/* zb-h1's W: the kept norm gradients added into the layer's gradients. */
+static void norm_grads_add(const LayerSpec *L, const LayerActs *a)
+{
+    prt_grad_add(G(L->ln_w), a->gln, C);
+    if (L->ln_b >= 0) prt_grad_add(G(L->ln_b), a->gln + C, C);
+}
+#endif
 
 #if SP
 /* The (N, C) input of a column-parallel linear: the norm's output rows of
@@ -664,7 +701,7 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 #endif
     prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
-    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+    norm_bwd_kept(L, a, d, S.dln);
 }
 
 /* zb-h1's second half: the weight gradients, from what the first kept. */
@@ -675,6 +712,7 @@ static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
 #endif
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
+    norm_grads_add(L, a);
 }
 #endif
 
@@ -784,7 +822,7 @@ static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     mlp_act_bwd(L, a->dh, a->h, S.da, N);
     prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
-    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+    norm_bwd_kept(L, a, d, S.dln);
 }
 
 static void mlp_bwd_weight(const LayerSpec *L, LayerActs *a)
@@ -794,6 +832,7 @@ static void mlp_bwd_weight(const LayerSpec *L, LayerActs *a)
 #endif
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
+    norm_grads_add(L, a);
 }
 #endif
 #endif
@@ -1008,12 +1047,27 @@ static void final_norm_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     norm_fwd(L, y, a->mean, a->rstd, a->x);
 }
 
+#if USES_BWD
 static void final_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     CHECK(prt_copy(S.tmp, d, NL * C * sizeof(prt_act)));
     CHECK(prt_zero(d, NL * C * sizeof(prt_act)));
     norm_bwd(L, d, S.tmp, a->x, a->mean, a->rstd);
 }
+#endif
+
+#if SPLIT_BWD
+/* zb-h1: B the input gradient, its gain (and bias) gradients kept aside;
+ * W adds them into the layer's gradients. */
+static void final_norm_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    CHECK(prt_copy(S.tmp, d, NL * C * sizeof(prt_act)));
+    CHECK(prt_zero(d, NL * C * sizeof(prt_act)));
+    norm_bwd_kept(L, a, d, S.tmp);
+}
+
+static void final_norm_bwd_weight(const LayerSpec *L, LayerActs *a) { norm_grads_add(L, a); }
+#endif
 #endif
 
 /* Logits and cross-entropy, vocab-parallel (Megatron): this rank computes
@@ -1214,6 +1268,8 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             a->dh = KEEP_ACT(N * L->width);
             a->dy = KEEP_ACT(N * C);
         }
+        if (L->kind == ATTENTION || L->kind == MLP || L->kind == NORM)
+            a->gln = KEEP_F32(norm_grad_numel(L));   /* zb-h1: the B pass's norm gradients */
 #endif
     }
     for (int i = 0; i < sa->n_mem; i++)
@@ -1387,24 +1443,29 @@ static void chunk_bwd_input(int chunk, prt_slot *s)
     (void)chunk;
     lm_head_bwd_input(&LAYERS[4], &a[4], s->d);
 #if HAS_FINAL_NORM
-    final_norm_bwd(&LAYERS[3], &a[3], s->d);
+    final_norm_bwd_input(&LAYERS[3], &a[3], s->d);
 #endif
 #if HAS_MLP
     mlp_bwd_input(&LAYERS[2], &a[2], s->d);
 #endif
     attention_bwd_input(&LAYERS[1], &a[1], s->d);
-    embedding_bwd(&LAYERS[0], &a[0], s->d);
 }
 
+/* The embedding's gradient too: s->d still holds its output gradient (the
+ * first stage sends none back), so B leaves its bucket closed. */
 static void chunk_bwd_weight(int chunk, prt_slot *s)
 {
     LayerActs *a = ((SlotActs *)s->acts)->a;
     (void)chunk;
     lm_head_bwd_weight(&LAYERS[4], &a[4]);
+#if HAS_FINAL_NORM
+    final_norm_bwd_weight(&LAYERS[3], &a[3]);
+#endif
 #if HAS_MLP
     mlp_bwd_weight(&LAYERS[2], &a[2]);
 #endif
     attention_bwd_weight(&LAYERS[1], &a[1]);
+    embedding_bwd(&LAYERS[0], &a[0], s->d);
     grads_done(0);
 }
 #endif

@@ -18,7 +18,8 @@
  *    copy, as Megatron does).
  *  - activations (Korthikanti et al. 2022, Sec. 4): each chunk's kept bytes
  *    per micro-batch (model.c; ZB-H1 adds the output gradients its B pass
- *    keeps for W, plan_act_kept) times the micro-batches in flight at the
+ *    keeps for W and the fp32 norm gradients it keeps aside so that only W
+ *    opens a gradient bucket, plan_act_kept) times the micro-batches in flight at the
  *    stage's peak (Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023 for
  *    ZB-H1), plus, under recomputation, the one layer whose activations are
  *    rebuilt during its backward.
@@ -26,7 +27,8 @@
  *    ZeRO-3 two gathered layers in the compute dtype (the one computing,
  *    the one prefetched); under ZeRO >= 2 two gradient buckets of the
  *    largest layer (the one the backward writes, the one being
- *    reduce-scattered; runtime/par/model.c frees each once reduced).
+ *    reduce-scattered; runtime/par/model.c frees each once reduced), under
+ *    ZB-H1 too (its B pass writes no bucket: codegen's gln).
  *    A mixture's all-to-all send and receive buffers (e R h each, ep > 1)
  *    are alive during its layer only: the largest one counts.
  *  - a mixture of experts (issue 17): each GPU holds E / ep routed

@@ -359,8 +359,10 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     w->act_full = e * T * h * r;             /* the block input, 2sbh (Korthikanti) */
     /* zb-h1 keeps, from B to W, the gradients of the QKV output (e T
      * (h_q + 2h_kv)/t) and of the block output (e T h, all rows): the W
-     * pass's GEMM inputs beside the forward's (codegen's slot: dh, dy) */
-    w->act_split = e * T * ((hq + 2 * hkv) / t + h);
+     * pass's GEMM inputs beside the forward's (codegen's slot: dh, dy),
+     * and the pre-norm's fp32 gain (+ bias) gradients, kept aside from
+     * B to W so B opens no gradient bucket (codegen's gln) */
+    w->act_split = e * T * ((hq + 2 * hkv) / t + h) + 4.0 * (double)norm_params(m, l->norm);
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }
@@ -395,8 +397,9 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
      * attention sublayer; a lone MLP keeps its own */
     w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
     /* zb-h1: the up projection's output gradient (e T f/t, gated 2f) and
-     * the block output's (e T h), kept from B to W (codegen's slot: dh, dy) */
-    w->act_split = e * T * ((glu ? 2 : 1) * f / t + h);
+     * the block output's (e T h), kept from B to W (codegen's slot: dh, dy),
+     * and the pre-norm's fp32 gradients (gln), as attention's */
+    w->act_split = e * T * ((glu ? 2 : 1) * f / t + h) + 4.0 * (double)norm_params(m, l->norm);
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }
@@ -532,6 +535,7 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
     case LAYER_NORM:
         norm_work(w, T * h, e, r);
         w->act_none = w->act_selective = w->act_full = e * T * h * r;
+        w->act_split = 4.0 * (double)norm_params(m, l->norm);   /* zb-h1: its fp32 gradients, B to W */
         break;
     case LAYER_LM_HEAD:
         /* logits GEMM 2T h V/t (Narayanan: counted), vocab-parallel

@@ -360,12 +360,18 @@ static void test_zb_h1_kept(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         PlanCut c = { .micro_batch = 2, .tp = cases[i].t, .sp = cases[i].sp, .recompute = cases[i].rec };
-        PlanLayerWork att, mlp;
+        PlanLayerWork att, mlp, fin;
+        const Layer *fl = &m.layers[m.n_layers - 2];   /* the final LayerNorm */
+        assert_int_equal(fl->kind, LAYER_NORM);
         plan_layer_work(&m, &m.layers[1], &m.layers[0], &c, &att);
         plan_layer_work(&m, &m.layers[2], &m.layers[1], &c, &mlp);
+        plan_layer_work(&m, fl, fl - 1, &c, &fin);
         double t = cases[i].t;
-        assert_close(att.act_split, e * s * b * (3 * h / t + h), 0, 1e-12);
-        assert_close(mlp.act_split, e * s * b * (4 * h / t + h), 0, 1e-12);
+        /* the GEMM inputs' gradients, and the pre-norm's fp32 gain and bias
+         * gradients B keeps aside for W (4 bytes x 2h, replicated over TP) */
+        assert_close(att.act_split, e * s * b * (3 * h / t + h) + 4 * 2 * h, 0, 1e-12);
+        assert_close(mlp.act_split, e * s * b * (4 * h / t + h) + 4 * 2 * h, 0, 1e-12);
+        assert_close(fin.act_split, 4 * 2 * h, 0, 1e-12);
         assert_close(plan_act_kept(SCHED_ZB_H1, att.act_kept, att.act_split),
                      att.act_kept + att.act_split, 0, 1e-12);
         for (int sc = SCHED_GPIPE; sc <= SCHED_INTERLEAVED; sc++)

@@ -382,6 +382,18 @@ extern "C" void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
     PRT_CUDA_LAUNCHED("prt_add_inplace");
 }
 
+__global__ static void k_grad_add(float *dst, const float *src, size_t n)
+{
+    size_t i = gtid();
+    if (i < n) dst[i] += src[i];
+}
+
+extern "C" void prt_grad_add(float *dst, const float *src, size_t n)
+{
+    k_grad_add<<<grid_for(n), THREADS>>>(dst, src, n);
+    PRT_CUDA_LAUNCHED("prt_grad_add");
+}
+
 /* ---- dropout ------------------------------------------------------------------------
  * The CPU build's masks exactly (runtime/ops/dropout.c): element (seq,
  * head, row, col) takes word col % 4 of the Philox block (col / 4, row,

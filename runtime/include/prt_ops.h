@@ -270,6 +270,9 @@ void prt_dropout_bwd(prt_act *dx, const prt_act *dy, const uint8_t *mask, float 
 void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n);
 /* dst += src, for gradients that meet (e.g. tied embeddings, branches). */
 void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n);
+/* dst += src on fp32 gradients, n elements (zb-h1: a B pass's norm
+ * gradients, kept aside, added into the layer's gradients by its W pass). */
+void prt_grad_add(float *dst, const float *src, size_t n);
 
 /* ---- softmax cross-entropy, in pieces for vocab-parallel TP --------------
  * This rank holds columns [v0, v0 + Vl) of the (N, Vp) logits; columns with

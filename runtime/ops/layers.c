@@ -316,6 +316,12 @@ void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
         dst[i] += src[i];
 }
 
+void prt_grad_add(float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
 /* ---- softmax cross-entropy ------------------------------------------------ */
 
 /* Only the nv = prt_xent_real_cols(...) real columns of a row count: the

@@ -231,10 +231,17 @@ static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd,
 }
 
 /* dx accumulates: the residual stream's gradient flows through the norm. */
+/* The norm's backward, its gain and bias gradients accumulated into dw, db. */
+static void norm_bwd_to(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *x,
+                        const float *mean, const float *rstd, float *dw, float *db)
+{
+    prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
+}
+
 static void norm_bwd(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *x,
                      const float *mean, const float *rstd)
 {
-    prt_layernorm_bwd(dx, G(L->ln_w), G(L->ln_b), dout, x, W(L->ln_w), mean, rstd, NL, C);
+    norm_bwd_to(L, dx, dout, x, mean, rstd, G(L->ln_w), G(L->ln_b));
 }
 
 /* The (N, C) input of a column-parallel linear: the norm's output. */
