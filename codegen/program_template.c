@@ -274,6 +274,9 @@ static struct {
 #endif
 #if HAS_MOE
     prt_act *dye, *dxe, *ys;   /* (N k, C) expert output / input gradients; (N, C) a shared expert's */
+#if EXPERT_PARALLEL
+    prt_act *xs;               /* (N k, C) the rows a forward sends out: read by no backward */
+#endif
     float   *dwk, *dlogits;    /* (N, k) top-k weight gradients; (N, E) router logit gradients */
     float   *auxb, *aux_host;  /* (B) the aux loss per sequence, and its host copy */
     int32_t *cnt_host;         /* (E) rows per expert, on the host: the experts' GEMM sizes */
@@ -909,12 +912,14 @@ static void moe_aux_fwd(const LayerSpec *L, LayerActs *a)
  * (runtime/par/moe_ep.c: counts first, then prt_all_to_all_v over c->ep,
  * the ranks of this TP rank's DP group with the same d / EP), arriving in
  * (source rank, token, k) order: each expert sees one rank's rows in its
- * order. The buffers on the experts' side are sized by what arrived and
- * freed by the backward. */
+ * order. The buffers on the experts' side are sized by what arrived: xr,
+ * hr, ar kept for the backward and freed by it (under full recomputation
+ * freed at once and rebuilt by the backward's forward), yr only until the
+ * combine (the backward reads the source side's ye). */
 static void ep_buffers_free(LayerActs *a)
 {
-    prt_mem_free(a->xr); prt_mem_free(a->hr); prt_mem_free(a->ar); prt_mem_free(a->yr);
-    a->xr = a->hr = a->ar = a->yr = NULL;
+    prt_mem_free(a->xr); prt_mem_free(a->hr); prt_mem_free(a->ar);
+    a->xr = a->hr = a->ar = NULL;
     prt_moe_ep_free(&a->ep);
 }
 
@@ -929,8 +934,8 @@ static void experts_fwd(const LayerSpec *L, LayerActs *a)
     a->xr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * C + 1) * sizeof(prt_act));
     a->hr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * L->width + 1) * sizeof(prt_act));
     a->ar = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * L->inner + 1) * sizeof(prt_act));
-    a->yr = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, (rin * C + 1) * sizeof(prt_act));
-    if (!a->xr || !a->hr || !a->ar || !a->yr) prt_run_fail(R.c, "prt_alloc (expert rows)", PRT_ERR_NOMEM);
+    a->yr = act_alloc(rin * C + 1);
+    if (!a->xr || !a->hr || !a->ar) prt_run_fail(R.c, "prt_alloc (expert rows)", PRT_ERR_NOMEM);
     CHECK(prt_moe_ep_to_experts(&a->ep, a->xe, a->xr));               /* EP: dispatch all-to-all */
     for (size_t le = 0, off = 0; le < a->ep.el; off += (size_t)a->ep.local[le], le++)
         if (a->ep.local[le])
@@ -938,6 +943,11 @@ static void experts_fwd(const LayerSpec *L, LayerActs *a)
                        a->hr + off * L->width, a->ar + off * L->inner, a->xr + off * C,
                        (size_t)a->ep.local[le]);
     CHECK(prt_moe_ep_to_sources(&a->ep, a->yr, a->ye));               /* EP: combine all-to-all */
+    prt_mem_free(a->yr);
+    a->yr = NULL;
+#if RECOMPUTE_FULL
+    if (!S.recomputing) ep_buffers_free(a);   /* the backward rebuilds them */
+#endif
 }
 
 /* dye (this rank's rows, source order) -> dxe, through the experts that
@@ -1192,8 +1202,8 @@ static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     a->rl = KEEP_F32(N * E); a->wk = KEEP_F32(N * K);
     a->idx = KEEP_I32(N * K); a->row = KEEP_I32(N * K); a->cnt = KEEP_I32(E);
 #if EXPERT_PARALLEL
-    a->xe = KEEP_ACT(N * K * C); a->ye = KEEP_ACT(N * K * C);   /* this rank's rows, out and back;
-                                                                    the experts' side: experts_fwd */
+    a->xe = S.xs; a->ye = KEEP_ACT(N * K * C);   /* this rank's rows out (sent, not kept) and back;
+                                                    the experts' side: experts_fwd */
 #else
     a->xe = KEEP_ACT(N * K * C); a->he = KEEP_ACT(N * K * L->width);
     a->ae = KEEP_ACT(N * K * L->inner); a->ye = KEEP_ACT(N * K * C);
@@ -1297,13 +1307,19 @@ static void moe_scratch_alloc(void)
 {
     S.dye = act_alloc(N * MAX_TOPK * C); S.dxe = act_alloc(N * MAX_TOPK * C); S.ys = act_alloc(N * C);
     S.dwk = f32_alloc(N * MAX_TOPK); S.dlogits = f32_alloc(N * MAX_EXPERTS); S.auxb = f32_alloc(B);
+#if EXPERT_PARALLEL
+    S.xs = act_alloc(N * MAX_TOPK * C);
+#endif
     S.aux_host = (float *)prt_host_alloc(B * sizeof(float));
     S.cnt_host = (int32_t *)prt_host_alloc(MAX_EXPERTS * sizeof(int32_t));
 #if RECOMPUTE_FULL
     S.rc.rl = f32_alloc(N * MAX_EXPERTS); S.rc.wk = f32_alloc(N * MAX_TOPK);
     S.rc.idx = i32_alloc(N * MAX_TOPK); S.rc.row = i32_alloc(N * MAX_TOPK); S.rc.cnt = i32_alloc(MAX_EXPERTS);
-    S.rc.xe = act_alloc(N * MAX_TOPK * C); S.rc.ye = act_alloc(N * MAX_TOPK * C);
-#if !EXPERT_PARALLEL
+    S.rc.ye = act_alloc(N * MAX_TOPK * C);
+#if EXPERT_PARALLEL
+    S.rc.xe = S.xs;
+#else
+    S.rc.xe = act_alloc(N * MAX_TOPK * C);
     S.rc.he = act_alloc(N * MAX_TOPK * MAX_WIDTH); S.rc.ae = act_alloc(N * MAX_TOPK * MAX_INNER);
 #endif
     S.rc.hs = MAX_SHARED ? act_alloc(MAX_SHARED * N * MAX_WIDTH) : NULL;
@@ -1314,8 +1330,14 @@ static void moe_scratch_alloc(void)
 static void moe_scratch_free(void)
 {
     void *p[] = { S.dye, S.dxe, S.ys, S.dwk, S.dlogits, S.auxb,
+#if EXPERT_PARALLEL
+                  S.xs,
+#endif
 #if RECOMPUTE_FULL
-                  S.rc.rl, S.rc.wk, S.rc.idx, S.rc.row, S.rc.cnt, S.rc.xe, S.rc.ye, S.rc.he, S.rc.ae,
+                  S.rc.rl, S.rc.wk, S.rc.idx, S.rc.row, S.rc.cnt, S.rc.ye, S.rc.he, S.rc.ae,
+#if !EXPERT_PARALLEL
+                  S.rc.xe,
+#endif
                   S.rc.hs, S.rc.as,
 #endif
     };

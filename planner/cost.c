@@ -283,7 +283,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
-    t->act_rebuild = w.recomputed ? w.act_none - w.act_kept : 0;
+    t->act_rebuild = (w.recomputed ? w.act_none - w.act_kept : 0) + w.act_scratch;
     /* what of the TP collectives the compute stream waits for (overlap_tp) */
     t->tp_f = tp_exposed(p, tpg, t->tp_f, t->fwd);
     t->tp_b = tp_exposed(p, tpg, t->tp_b, t->bwd_in + t->bwd_w);

@@ -468,14 +468,28 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * row — norm input and up input e T h (/t under SP), the dropout mask
      * T h — the activation input (up) e f / t and down input e f / t per
      * row, for R expert rows and T rows per shared expert; the router's
-     * fp32 logits 4 T E; the top-k indices and weights T k (int32 +
-     * fp32); the dispatched input e R h. */
+     * fp32 logits 4 T E; the top-k indices, weights and dispatched rows
+     * T k (int32 + fp32 + int32); the experts' input e R h (under ep > 1
+     * on the experts' side: the rows that arrived, R under uniform
+     * routing — the runtime keeps the rows it received, so EP ranks differ
+     * by the routing's imbalance, which no plan can know) and their output
+     * combined back e R h (the top-k weights' gradient reads it). */
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
     double tpart = (up + 1) * e * rows_act * f / t;
-    w->act_none = w->act_selective = repl + tpart + 4 * T * E + 8 * T * k + e * R * h;
+    w->act_none = w->act_selective = repl + tpart + 4 * T * E + 12 * T * k + 2 * e * R * h;
     w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
     w->recomputed = true;
     w->tp_bytes = e * T * h;
+    /* the layer's own buffers, alive while it runs (the runtime allocates
+     * them once, for the largest MoE layer): the backward's expert output
+     * and input gradients e T k h each, a shared expert's output e T h,
+     * the top-k weights' and the logits' gradients (fp32) 4 T k + 4 T E;
+     * under ep > 1 the forward's rows sent out e T k h and the experts'
+     * side of the backward, sized by the R rows that arrived: their output
+     * and input gradients 2 e R h, the up and activation gradients
+     * e R (up + 1) f / t */
+    w->act_scratch = e * (2 * T * k + T) * h + 4 * T * k + 4 * T * E;
+    if (ep > 1) w->act_scratch += e * T * k * h + e * R * (2 * h + (up + 1) * f / t);
     /* dispatch and combine (forward), their gradients (backward): each an
      * all-to-all of every rank's R rows of h, e R h bytes sent; the token
      * counts (E int32) go first in the forward; the send and receive

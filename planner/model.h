@@ -70,6 +70,8 @@ typedef struct {
     double      ep_count_bytes; /* the token counts exchanged before the dispatch (E int32) */
     int         ep_fwd, ep_bwd; /* all-to-alls of ep_bytes in forward / backward */
     double      a2a_bytes;      /* transient send + receive buffers during the layer */
+    double      act_scratch;    /* activation bytes alive only while the layer runs, whatever is
+                                   recomputed (a MoE layer's backward scratch): in the rebuild term */
 } PlanLayerWork;
 
 /* Rows of the word embedding and the LM head under tensor parallelism tp:

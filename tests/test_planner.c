@@ -213,6 +213,45 @@ static void test_moe_memory(void **state)
         }
 }
 
+/* A mixture's own buffers, alive while it runs whatever is recomputed
+ * (codegen/program_template.c's moe_scratch_alloc and experts_bwd, counted
+ * by hand here): the backward's expert output and input gradients e T k h
+ * each, a shared expert's output e T h, the top-k weights' and logits'
+ * gradients 4 T k + 4 T E; under ep > 1 also the forward's rows sent out
+ * e T k h and the experts' side of the backward for the R rows that
+ * arrived (uniform routing): output and input gradients 2 e R h, the
+ * gated up and activation gradients e R (2 + 1) f. They enter the stage's
+ * activations once, beside the micro-batches kept: under no recomputation
+ * the rebuild term is this scratch alone. */
+static void test_moe_scratch(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Model m;
+    plan_preset_llama(&m, buf, "moe", 2, 1024, 8, 8, 2048, 512, 1000, DTYPE_BF16);
+    moeify(&m, 8, 2, 1, 2048);
+    double e = 2, h = 1024, f = 2048, T = 2 * 512, E = 8, k = 2, R = T * k;
+    const int EP[] = { 1, 2, 8 };
+    const Recompute RC[] = { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
+    for (int i = 0; i < 3; i++) {
+        double want = e * (2 * T * k + T) * h + 4 * T * k + 4 * T * E;
+        if (EP[i] > 1) want += e * T * k * h + e * R * (2 * h + 3 * f);
+        for (int j = 0; j < 3; j++) {
+            PlanCut c = { .micro_batch = 2, .tp = 1, .sp = false, .recompute = RC[j], .ep = EP[i] };
+            PlanLayerWork w;
+            plan_layer_work(&m, &m.layers[2], &m.layers[1], &c, &w);
+            assert_close(w.act_scratch, want, 0, 1e-12);
+        }
+        Plan p = plan_preset_plan(m, plan_preset_dgx_h100(1), 8, 1, 1, 1, 2, 16, SCHED_1F1B, 1,
+                                  RECOMPUTE_NONE, 0);
+        p.layout.ep = EP[i];
+        PlanCosts pc;
+        assert_true(plan_costs(&p, &p.layout, &pc));
+        assert_close(pc.cost[0].act_layer_max, want, 0, 1e-12);
+        plan_costs_free(&pc);
+    }
+}
+
 /* The all-to-alls: on the critical path, times.ep 0 at ep 1; at ep 8 in
  * one node each mixture's forward is two all-to-alls of e R h plus the
  * counts, the backward two, over NVLink; at tp 2 the EP group (tp apart)
@@ -1955,6 +1994,7 @@ int main(void)
         cmocka_unit_test(test_moe_params),
         cmocka_unit_test(test_moe_work),
         cmocka_unit_test(test_moe_memory),
+        cmocka_unit_test(test_moe_scratch),
         cmocka_unit_test(test_moe_all_to_all),
         cmocka_unit_test(test_params_exact_and_overflow),
         cmocka_unit_test(test_flops_megatron),
