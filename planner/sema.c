@@ -527,22 +527,33 @@ static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
                   " (or give head_dim)", l->heads, dim);
 }
 
-/* mlp { hidden; act; norm; bias }: hidden defaults to 4 x dim (GPT-2). */
+/* The feed-forward keys an MLP and a mixture's experts share (hidden,
+ * act, norm, bias) into l, a layer of `kind` with the default activation
+ * `act`; hidden defaults to 4 x dim (GPT-2). Returns the block's fields
+ * (F, filled) or false when the statement has no block. */
+static bool sema_ffn(Sema *S, const DslStmt *st, Layer *l, LayerKind kind, ActKind act, int64_t dim,
+                     Fields *F)
+{
+    const DslStmt *body, *s;
+    layer_at(l, kind, st);
+    l->hidden = 4 * dim;
+    l->act = act;
+    sema_norm_bias(S, F, l);
+    if (!block_body(S, st, 0, &body)) return false;
+    collect(S, F, body);
+    sema_norm_bias(S, F, l);
+    if ((s = field(F, "hidden"))) get_int(S, s, 1, MAX_HIDDEN, false, &l->hidden);
+    int x;
+    if ((s = field(F, "act")) && get_enum(S, s, ACT_NAMES, N_ELEMS(ACT_NAMES), false, &x)) l->act = (ActKind)x;
+    return true;
+}
+
+/* mlp { hidden; act; norm; bias }: gelu by default (GPT-2). */
 static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "hidden", "act", "norm", "bias" };
     Fields F = { "mlp", keys, N_ELEMS(keys), { 0 } };
-    const DslStmt *body, *s;
-    layer_at(l, LAYER_MLP, st);
-    l->hidden = 4 * dim;
-    l->act = ACT_GELU;
-    sema_norm_bias(S, &F, l);
-    if (!block_body(S, st, 0, &body)) return;
-    collect(S, &F, body);
-    sema_norm_bias(S, &F, l);
-    if ((s = field(&F, "hidden"))) get_int(S, s, 1, MAX_HIDDEN, false, &l->hidden);
-    int x;
-    if ((s = field(&F, "act")) && get_enum(S, s, ACT_NAMES, N_ELEMS(ACT_NAMES), false, &x)) l->act = (ActKind)x;
+    sema_ffn(S, st, l, LAYER_MLP, ACT_GELU, dim, &F);
 }
 
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
@@ -554,17 +565,8 @@ static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
                                         "aux_loss", "capacity_factor" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
-    const DslStmt *body, *s, *es, *ks;
-    layer_at(l, LAYER_MOE, st);
-    l->hidden = 4 * dim;
-    l->act = ACT_SWIGLU;
-    sema_norm_bias(S, &F, l);
-    if (!block_body(S, st, 0, &body)) return;
-    collect(S, &F, body);
-    sema_norm_bias(S, &F, l);
-    if ((s = field(&F, "hidden"))) get_int(S, s, 1, MAX_HIDDEN, false, &l->hidden);
-    int x;
-    if ((s = field(&F, "act")) && get_enum(S, s, ACT_NAMES, N_ELEMS(ACT_NAMES), false, &x)) l->act = (ActKind)x;
+    const DslStmt *s, *es, *ks;
+    if (!sema_ffn(S, st, l, LAYER_MOE, ACT_SWIGLU, dim, &F)) return;
     if ((s = field(&F, "shared"))) get_int(S, s, 0, MAX_EXPERTS, false, &l->shared);
     if ((s = field(&F, "aux_loss"))) get_real(S, s, 0, false, 1e6, false, &l->aux_loss);
     if ((s = field(&F, "capacity_factor"))) get_real(S, s, 0, true, 1e6, false, &l->capacity_factor);

@@ -20,21 +20,8 @@
 #include <cmocka.h>
 #include "planrt.h"
 
-static uint64_t rng_state = 7;
-
-static float frand(void)   /* uniform in [-1, 1) */
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
-
-static float *rnd(size_t n, float scale)
-{
-    float *p = malloc(n * sizeof *p + 4);
-    for (size_t i = 0; i < n; i++)
-        p[i] = frand() * scale;
-    return p;
-}
+#define TEST_RAND_SEED 7
+#include "tests/test_rand.h"
 
 static size_t dropped(const uint8_t *mask, size_t n)
 {

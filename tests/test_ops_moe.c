@@ -23,23 +23,8 @@
 #include <cmocka.h>
 #include "planrt.h"
 
-static uint64_t rng_state = 17;
-
-static float frand(void)   /* uniform in [-1, 1) */
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
-}
-
-static float *rnd(size_t n, float scale)
-{
-    float *p = malloc(n * sizeof *p + 4);
-    for (size_t i = 0; i < n; i++)
-        p[i] = frand() * scale;
-    return p;
-}
-
-static float *zeros(size_t n) { return calloc(n + 1, sizeof(float)); }
+#define TEST_RAND_SEED 17
+#include "tests/test_rand.h"
 
 /* ---- 1. routing rules --------------------------------------------------- */
 
