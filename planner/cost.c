@@ -502,10 +502,6 @@ static double bucketed(const Cluster *cl, PlanCollective c, PlanGroup g, double 
     return n * plan_comm_cost(cl, c, ALGO_AUTO, g, bytes / n).time;
 }
 
-/* A chunk's DP collectives from its gradient bytes and layers (one
- * bucket per layer): the reduction (all-reduce under ZeRO 0, else
- * reduce-scatter), ZeRO-3's parameter all-gather, ZeRO-1/2's all-gather
- * of the updated shards. */
 /* The link a group's traffic crosses: between nodes when it spans them. */
 static const Link *group_link(const Cluster *cl, PlanGroup g)
 {
@@ -542,7 +538,11 @@ static PlanGroup expert_dp_group(const Cluster *cl, const Layout *l)
     return plan_group_shape(cl->gpus_per_node, (int64_t)l->tp * ep, l->dp / ep);
 }
 
-/* Dense gradients are reduced (ZeRO: sharded, gathered) over all of DP;
+/* A chunk's DP collectives from its gradient bytes and layers (one
+ * bucket per layer): the reduction (all-reduce under ZeRO 0, else
+ * reduce-scatter), ZeRO-3's parameter all-gather, ZeRO-1/2's all-gather
+ * of the updated shards. Dense gradients are reduced (ZeRO: sharded,
+ * gathered) over all of DP;
  * with ep > 1 the local experts' over their expert-DP group, in one
  * bucket per mixture. At ep 1 both groups are DP: one collective.
  * gbytes: bytes of one gradient element (plan_grad_bytes). */

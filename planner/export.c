@@ -155,8 +155,9 @@ static void arg_num(FILE *o, bool *first, const char *flag, double v)
 }
 
 /* The run's software as Megatron-LM's flags (arguments.py): its overlap
- * switches, fp32 gradients of a 16-bit model (its default accumulates and
- * reduces them in the model's dtype), and the dropout it defaults to 0.1
+ * switches, fp32 gradients of a 16-bit model (planc's default for bf16;
+ * the flag is written though Megatron-LM sets it for --bf16 itself), and
+ * the dropout it defaults to 0.1
  * (so 0 is written too). */
 static void megatron_software(const Ex *x, FILE *o, bool *first)
 {
@@ -491,8 +492,8 @@ static void write_deepspeed(const Ex *x, FILE *o)
         fprintf(o, "  \"zero_optimization\": {\n    \"stage\": %d\n  },\n", l->zero);
     fprintf(o, "  \"bf16\": {\n    \"enabled\": %s\n  },\n", m->dtype == DTYPE_BF16 ? "true" : "false");
     fprintf(o, "  \"fp16\": {\n    \"enabled\": %s\n  }", m->dtype == DTYPE_FP16 ? "true" : "false");
-    /* data_types.grad_accum_dtype (config-json.md): unset, DeepSpeed
-       accumulates in the model's dtype, as planc's default */
+    /* data_types.grad_accum_dtype (config-json.md): written where it is
+       not the model's dtype (so fp32 for a bf16 model, planc's default) */
     if (plan_grad_dtype(x->p) != m->dtype)
         fprintf(o, ",\n  \"data_types\": {\n    \"grad_accum_dtype\": \"%s\"\n  }",
                 plan_grad_dtype(x->p) == DTYPE_FP32 ? "fp32" : plan_grad_dtype(x->p) == DTYPE_BF16 ? "bf16" : "fp16");

@@ -44,8 +44,8 @@ Software plan_software_defaults(void)
      * bucket (prt_zero_layer_done), pipeline sends are asynchronous
      * (runtime/par/pipe.c), ZeRO-1/2's all-gather follows the optimizer
      * step and ZeRO-3 prefetches the next layer (plan_param_overlap), TP
-     * collectives are synchronous; gradients in the model's dtype
-     * (plan_grad_dtype) */
+     * collectives are synchronous; gradients in fp32 for a bf16 model,
+     * in the model's dtype otherwise (plan_grad_dtype) */
     return (Software){ .overlap_grad_reduce = true, .overlap_param_gather = PLAN_AUTO,
                        .overlap_p2p = true, .overlap_tp = false, .grad_accum_dtype = PLAN_AUTO };
 }

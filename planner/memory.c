@@ -4,15 +4,16 @@
  * Items, per GPU of stage s:
  *  - model states (Rajbhandari et al. 2020, "ZeRO", Sec. 3): with mixed
  *    precision AdamW, 2 bytes of 16-bit parameters, the gradients in the
- *    plan's grad_accum_dtype (plan_grad_dtype: the model's dtype unless
- *    the plan says, so 2 bytes as the paper's 2 + 2 + 12 = 16; fp32
- *    accumulation, Megatron-LM's --accumulate-allreduce-grads-in-fp32,
- *    4 bytes: 18, distributed 6 + 12/dp) and 12 of optimizer state (fp32
- *    master copy, momentum, variance) per parameter; fp32 training keeps
- *    4 + 4 + 8. ZeRO-1 divides the optimizer state by the DP degree,
- *    ZeRO-2 also the gradients, ZeRO-3 also the parameters; ZeRO-1 also
- *    holds the gradient shard its reduce-scatter writes (gradient bytes
- *    per parameter / dp) beside the full gradients. runtime/par/model.c allocates each of these. The parameters are those of the stage's chunks after the
+ *    plan's grad_accum_dtype (plan_grad_dtype: unless the plan says, fp32
+ *    for a bf16 model, Megatron-LM's --accumulate-allreduce-grads-in-fp32,
+ *    4 bytes: 18, distributed 6 + 12/dp; 2 bytes for an fp16 model, the
+ *    paper's 2 + 2 + 12 = 16) and 12 of optimizer state (fp32 master copy,
+ *    momentum, variance) per parameter; fp32 training keeps 4 + 4 + 8.
+ *    ZeRO-1 divides the optimizer state by the DP degree, ZeRO-2 also the
+ *    gradients, ZeRO-3 also the parameters; ZeRO-1 also holds the gradient
+ *    shard its reduce-scatter writes (gradient bytes per parameter / dp)
+ *    beside the full gradients; runtime/par/model.c allocates each of
+ *    these. The parameters are those of the stage's chunks after the
  *    tensor-parallel split (the first stage holds the embedding, the last
  *    the head; a tied head on another stage than the embedding keeps a
  *    copy, as Megatron does).
