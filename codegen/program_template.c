@@ -201,9 +201,6 @@ static const int VSTAGE_END[1] = { 5 };
 typedef struct {
     prt_act *x;                       /* (NL, C) the layer's input, the residual stream */
     prt_act *ln; float *mean, *rstd;  /* (NL, C), (NL), (NL) pre-norm output and statistics */
-#if SP
-    prt_act *lnf;                     /* (N, C) the norm's output of every row (all TP ranks') */
-#endif
     prt_act *h;                       /* (N, width) first linear's output */
     prt_act *att;                     /* (B, h, T, T) softmax probabilities */
     prt_act *a;                       /* (N, inner) second linear's input */
@@ -261,6 +258,8 @@ static struct {
     prt_act *dln, *dlnf, *da, *dh, *datt, *tmp;
 #if SP
     prt_act *full, *dyf;   /* all-rows partial sums of a row-parallel linear; the gathered output gradient */
+    prt_act *rows;         /* (N, C) a column-parallel linear's input gathered over TP: no layer
+                              keeps it, each pass that reads it gathers it again */
 #endif
 #if RECOMPUTE_SELECTIVE
     prt_act *att;          /* the attention scores, rebuilt in each backward */
@@ -411,16 +410,33 @@ static void norm_grads_add(const LayerSpec *L, const LayerActs *a)
 #endif
 
 #if SP
-/* The (N, C) input of a column-parallel linear: the norm's output rows of
- * every TP rank. */
-static const prt_act *all_rows(LayerActs *a)
+/* Rows `mine` (NL, C) of every TP rank gathered into the shared S.rows
+ * (N, C). No layer keeps the gathered rows: a layer keeps its own NL rows
+ * and its backward gathers them again (Megatron-LM's sequence parallelism,
+ * Korthikanti et al. 2022 Sec. 4.2.2: one all-gather more per backward for
+ * (t - 1) e N C / t bytes less per layer and micro-batch in flight;
+ * planner/model.c counts both). */
+static const prt_act *gather_rows(const prt_act *mine)
 {
-    CHECK(prt_all_gather(R.c->tp, a->ln, a->lnf, NL * C, PRT_ACT));   /* SP: gather the rows over TP */
-    return a->lnf;
+    CHECK(prt_all_gather(R.c->tp, mine, S.rows, NL * C, PRT_ACT));   /* SP: gather the rows over TP */
+    return S.rows;
 }
 
-/* What a backward reads as that input: the gathered rows. */
-static const prt_act *rows_in(const LayerActs *a) { return a->lnf; }
+/* The (N, C) input of a column-parallel linear: the norm's output rows of
+ * every TP rank. */
+static const prt_act *all_rows(LayerActs *a) { return gather_rows(a->ln); }
+
+/* What a backward reads as that input: under full recomputation the
+ * rebuilt forward has just gathered it; else it is gathered again. */
+static const prt_act *rows_in(const LayerActs *a)
+{
+#if RECOMPUTE_FULL
+    (void)a;
+    return S.rows;
+#else
+    return gather_rows(a->ln);
+#endif
+}
 
 /* Where a row-parallel linear writes its (N, C) partial sums. */
 static prt_act *partials(prt_act *y) { (void)y; return S.full; }
@@ -1089,8 +1105,7 @@ static void final_norm_bwd_weight(const LayerSpec *L, LayerActs *a) { norm_grads
 static void lm_head_fwd(const LayerSpec *L, LayerActs *a)
 {
 #if SP
-    CHECK(prt_all_gather(R.c->tp, a->x, a->lnf, NL * C, PRT_ACT));     /* SP: gather the rows over TP */
-    const prt_act *in = a->lnf;
+    const prt_act *in = gather_rows(a->x);
 #else
     const prt_act *in = a->x;
 #endif
@@ -1107,7 +1122,7 @@ static void lm_head_fwd(const LayerSpec *L, LayerActs *a)
 }
 
 #if SP
-static const prt_act *head_in(const LayerActs *a) { return a->lnf; }   /* the gathered rows */
+static const prt_act *head_in(const LayerActs *a) { return gather_rows(a->x); }   /* gathered again */
 #else
 static const prt_act *head_in(const LayerActs *a) { return a->x; }
 #endif
@@ -1226,14 +1241,6 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
         const LayerSpec *L = &LAYERS[first + j];
         LayerActs *a = &sa->a[j];
         a->x = j == 0 ? s->x : KEEP_ACT(NL * C);
-#if SP
-#if RECOMPUTE_FULL
-        if (L->kind == ATTENTION || L->kind == MLP) a->lnf = S.rc.lnf;   /* rebuilt by the backward */
-        if (L->kind == LM_HEAD) a->lnf = KEEP_ACT(N * C);
-#else
-        if (L->kind != EMBEDDING && L->kind != NORM) a->lnf = KEEP_ACT(N * C);
-#endif
-#endif
         if (L->kind == EMBEDDING) {
             a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else if (L->kind == NORM) {
@@ -1355,6 +1362,7 @@ static void scratch_alloc(void)
     S.dlnf = act_alloc(N * C);   /* the all-rows partial before the reduce-scatter */
     S.full = act_alloc(N * C);
     S.dyf = act_alloc(N * C);
+    S.rows = act_alloc(N * C);
 #else
     S.dlnf = S.dln;
 #endif
@@ -1372,9 +1380,6 @@ static void scratch_alloc(void)
     S.loss_host = (float *)prt_host_alloc(N * sizeof(float));
 #if RECOMPUTE_FULL
     S.rc.ln = act_alloc(NL * C); S.rc.mean = f32_alloc(NL); S.rc.rstd = f32_alloc(NL);
-#if SP
-    S.rc.lnf = act_alloc(N * C);
-#endif
     S.rc.h = act_alloc(N * MAX_WIDTH); S.rc.a = act_alloc(N * MAX_INNER);
     S.rc.att = act_alloc(B * MAX_HEADS * T * T);
 #endif
@@ -1392,16 +1397,13 @@ static void scratch_free(void)
 {
     prt_act *p[] = { S.dln, S.tmp, S.da, S.dh, S.datt,
 #if SP
-                     S.dlnf, S.full, S.dyf,
+                     S.dlnf, S.full, S.dyf, S.rows,
 #endif
 #if RECOMPUTE_SELECTIVE
                      S.att,
 #endif
 #if RECOMPUTE_FULL
                      S.rc.ln, S.rc.h, S.rc.a, S.rc.att,
-#if SP
-                     S.rc.lnf,
-#endif
 #endif
     };
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) prt_mem_free(p[i]);

@@ -503,6 +503,24 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     }
 }
 
+/* The TP collectives of an attention, MLP or MoE sublayer (Megatron's f
+ * and g): one all-reduce each way; with SP an all-gather of the norm's
+ * rows before the column-parallel GEMM and a reduce-scatter after the
+ * row-parallel one, and backward the output gradient gathered and the
+ * input gradient reduce-scattered — plus, as no layer keeps the gathered
+ * rows (the runtime's gather_rows; Korthikanti et al. 2022 Sec. 4.2.2), a
+ * second all-gather of them for the weight gradient, except under full
+ * recomputation, whose rebuilt forward has just gathered them (tp_rec). */
+static void sublayer_tp_colls(const PlanCut *c, PlanLayerWork *w)
+{
+    if (c->sp) {
+        w->tp_fwd.ag = w->tp_fwd.rs = w->tp_bwd.ag = w->tp_bwd.rs = 1;
+        if (c->recompute != RECOMPUTE_FULL) w->tp_bwd.ag = 2;
+    } else {
+        w->tp_fwd.ar = w->tp_bwd.ar = 1;
+    }
+}
+
 void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
                      const PlanCut *c, PlanLayerWork *w)
 {
@@ -517,15 +535,11 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
     switch (l->kind) {
     case LAYER_ATTENTION:
         attention_work(m, l, c, dropout, w);
-        /* f in forward, g in backward: one all-reduce each way; with SP an
-         * all-gather before QKV and a reduce-scatter after the output. */
-        if (c->sp) { w->tp_fwd.ag = w->tp_fwd.rs = w->tp_bwd.ag = w->tp_bwd.rs = 1; }
-        else       { w->tp_fwd.ar = w->tp_bwd.ar = 1; }
+        sublayer_tp_colls(c, w);
         break;
     case LAYER_MLP:
         mlp_work(m, l, prev, c, dropout, w);
-        if (c->sp) { w->tp_fwd.ag = w->tp_fwd.rs = w->tp_bwd.ag = w->tp_bwd.rs = 1; }
-        else       { w->tp_fwd.ar = w->tp_bwd.ar = 1; }
+        sublayer_tp_colls(c, w);
         break;
     case LAYER_EMBEDDING:
         /* gather rows (write eTh), add positions, dropout; backward
@@ -543,8 +557,7 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
         break;
     case LAYER_MOE:
         moe_work(m, l, prev, c, dropout, w);
-        if (c->sp) { w->tp_fwd.ag = w->tp_fwd.rs = w->tp_bwd.ag = w->tp_bwd.rs = 1; }
-        else       { w->tp_fwd.ar = w->tp_bwd.ar = 1; }
+        sublayer_tp_colls(c, w);
         break;
     case LAYER_NORM:
         norm_work(w, T * h, e, r);
@@ -563,7 +576,9 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
         w->act_none = w->act_selective = w->act_full = e * T * h * r + 4 * T * V / t;
         w->tp_bytes = e * T * h;
         if (c->tp > 1) {
-            if (c->sp) { w->tp_fwd.ag = 1; w->tp_bwd.rs = 1; }
+            /* SP: the input gathered again for the weight gradient (no
+             * layer keeps the gathered rows: sublayer_tp_colls) */
+            if (c->sp) { w->tp_fwd.ag = 1; w->tp_bwd.ag = 1; w->tp_bwd.rs = 1; }
             else       { w->tp_bwd.ar = 1; }
         }
         break;
