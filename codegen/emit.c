@@ -421,20 +421,13 @@ static void emit_constants(Cg *g)
     const Plan *p = g->p;
     const Model *m = &p->model;
     const Layout *l = &g->l;
-    int64_t max_width = 1, max_inner = 1, max_heads = 1, max_e = 1, max_k = 1, max_s = 0, n_moe = 0;
+    /* the scratch's sizes: the planner's (plan_bwd_scratch_bytes counts it) */
+    PlanWidest wide;
+    plan_widest(m, l->tp, &wide);
+    int64_t max_width = wide.width, max_inner = wide.inner, max_heads = wide.heads;
+    int64_t max_e = 1, max_k = 1, max_s = 0, n_moe = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
-        int64_t tp = l->tp;
-        if (L->kind == LAYER_ATTENTION) {
-            int64_t d = plan_head_dim(m, L), w = (L->heads + 2 * L->kv_heads) / tp * d;
-            if (w > max_width) max_width = w;
-            if (L->heads / tp * d > max_inner) max_inner = L->heads / tp * d;
-            if (L->heads / tp > max_heads) max_heads = L->heads / tp;
-        } else if (L->kind == LAYER_MLP || L->kind == LAYER_MOE) {   /* MoE: each expert's */
-            int64_t f = L->hidden / tp, w = plan_act_gated(L->act) ? 2 * f : f;
-            if (w > max_width) max_width = w;
-            if (f > max_inner) max_inner = f;
-        }
         if (L->kind == LAYER_MOE) {
             n_moe++;
             if (L->experts > max_e) max_e = L->experts;

@@ -423,10 +423,14 @@ typedef struct {
 /* Why: one rule sums a segment's layers, whether their costs come from
  * the class memo or layer by layer; the rebuild of recomputation is of a
  * whole block (attention + MLP) at once, and a segment starts a block. */
-static void segment_cost(const Model *mo, int first, int end, const LayerTime *const *t, SegCost *sc)
+static void segment_cost(const Model *mo, int first, int end, const LayerTime *const *t, double scratch,
+                         SegCost *sc)
 {
     memset(sc, 0, sizeof *sc);
+    /* the backward scratch all layers share (plan_bwd_scratch_bytes) is
+     * alive beside whichever layer's rebuild is the largest */
     double block_rebuild = 0;
+    sc->act_layer_max = scratch;
     for (int i = first; i < end; i++) {
         const Layer *ly = &mo->layers[i];
         const LayerTime *x = t[i - first];
@@ -453,7 +457,7 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         sc->act_kept += x->act_kept;
         sc->act_split += x->act_split;
         block_rebuild = ly->kind == LAYER_ATTENTION ? x->act_rebuild : block_rebuild + x->act_rebuild;
-        sc->act_layer_max = fmax(sc->act_layer_max, block_rebuild);
+        sc->act_layer_max = fmax(sc->act_layer_max, scratch + block_rebuild);
         if (x->params > sc->layer_params_max) sc->layer_params_max = x->params;
         sc->layers++;
     }
@@ -644,6 +648,7 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
     SegCost *sc = malloc(sizeof *sc * (size_t)ns);
     const LayerTime **tp = malloc(sizeof *tp * (size_t)(L ? L : 1));
     CostRun *run = malloc(sizeof *run * (size_t)nr);
+    double scratch = plan_bwd_scratch_bytes(mo, cut);
     *keep = NULL;
     *n_runs = 0;
     if (!lt || !sc || !tp || !run) { free(lt); free(sc); free(tp); free(run); return NULL; }
@@ -655,7 +660,7 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
         int first, end;
         segment(mo, sh->block_first, memo ? sh->seg_rep[c] : c, &first, &end);
         for (int i = first; i < end; i++) tp[i - first] = &lt[memo ? sh->layer_cls[i] : i];
-        segment_cost(mo, first, end, tp, &sc[c]);
+        segment_cost(mo, first, end, tp, scratch, &sc[c]);
     }
     for (int r = 0; r < nr; r++) {
         if (memo) run_push(run, n_runs, sh->run[r].first, sh->run[r].end, &sc[sh->run[r].cls]);

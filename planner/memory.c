@@ -154,11 +154,16 @@ uint64_t plan_bytes(double x)
     return (uint64_t)ceil(x);
 }
 
-uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype,
-                             PlanDtype gdtype)
+double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v)
+{
+    return ceil(plan_in_flight(schedule, p, s, m, v) * v - 1e-9);
+}
+
+uint64_t plan_memory_buffers(double slots, int zero, double p2p_bytes, double layer_params_max,
+                             PlanDtype dtype, PlanDtype gdtype)
 {
     double e = plan_dtype_bytes(dtype), ge = plan_dtype_bytes(gdtype), buf = 0;
-    if (pp > 1) buf += 2 * p2p_bytes;                    /* send + receive */
+    buf += 2 * slots * p2p_bytes;                        /* each slot's send + receive */
     if (zero >= 3) buf += 2 * layer_params_max * e;      /* gathered + prefetched layer */
     if (zero >= 2) buf += 2 * layer_params_max * ge;     /* two gradient buckets (ZeRO-1 reduces from the full buffer) */
     return plan_bytes(buf);
@@ -190,7 +195,8 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
         /* + a mixture's all-to-all send and receive buffers (ep > 1),
          * alive during the one layer that runs */
-        m->buffers_bytes = plan_bytes_add(plan_memory_buffers(l->pp, l->zero, p2p, layer_max, p->model.dtype,
+        double slots = plan_pipe_slots(l->schedule, l->pp, s, c->n_micro, l->chunks);
+        m->buffers_bytes = plan_bytes_add(plan_memory_buffers(slots, l->zero, p2p, layer_max, p->model.dtype,
                                                               plan_grad_dtype(p)),
                                           plan_bytes(a2a));
         m->reserve_bytes = plan_memory_reserve(cap);

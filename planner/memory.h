@@ -31,14 +31,19 @@ typedef struct {
  * the caching allocator's fragmentation, at most a quarter of capacity. */
 uint64_t plan_memory_reserve(uint64_t capacity);
 
-/* Bytes of one stage's buffers, per GPU: p2p send and receive buffers of
- * p2p_bytes each when pp > 1; under ZeRO-3 two gathered layers (the one
+/* Pipeline slots alive at once on stage s (planrt's pipe pool keeps one
+ * per micro-batch and chunk in flight, each with its send and receive
+ * buffers, pp 1 too): plan_in_flight times the chunks v. */
+double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v);
+
+/* Bytes of one stage's buffers, per GPU: a send and a receive buffer of
+ * p2p_bytes for each of `slots` pipeline slots (plan_pipe_slots); under ZeRO-3 two gathered layers (the one
  * computing, the one prefetched; layer_params_max parameters in the compute
  * dtype); under ZeRO >= 2 two gradient buckets of the largest layer in the
  * gradients' dtype gdtype (planner/layout.h's plan_grad_dtype).
  * The one formula: plan_memory() and the search's bounds both call it. */
-uint64_t plan_memory_buffers(int pp, int zero, double p2p_bytes, double layer_params_max, PlanDtype dtype,
-                             PlanDtype gdtype);
+uint64_t plan_memory_buffers(double slots, int zero, double p2p_bytes, double layer_params_max,
+                             PlanDtype dtype, PlanDtype gdtype);
 
 /* Bytes ceil(x) (0 for x <= 0, UINT64_MAX from 2^64 on) and a + b
  * saturating at UINT64_MAX: byte counts never wrap. */

@@ -158,6 +158,27 @@ bool plan_model_params_padded(const Model *m, int tp, uint64_t *total);
 void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
                      const PlanCut *c, PlanLayerWork *w);
 
+/* The widest layer of a model on one TP rank, per TP rank: the first
+ * linear's output columns (QKV; an MLP's up, gate and up under a GLU, one
+ * expert's under MoE), the second linear's input columns and the heads. The
+ * program sizes the backward scratch every layer shares by it (codegen's
+ * MAX_WIDTH, MAX_INNER, MAX_HEADS). */
+typedef struct {
+    int64_t width, inner, heads;
+} PlanWidest;
+
+void plan_widest(const Model *m, int tp, PlanWidest *w);
+
+/* Bytes of the backward scratch every layer of the program shares, one set
+ * per rank whatever its stage (codegen's scratch_alloc): the input and
+ * output gradients of the residual stream and a temporary (N x C, N = b s
+ * rows), under SP also the all-rows partial sums, the gathered output
+ * gradient and the gathered input (4 N x C more), the first linear's
+ * output gradient (N x width), the second's input gradient (N x inner)
+ * and, unless attention is fused (the scores never materialised), the
+ * score gradients (b x heads x s x s). */
+double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c);
+
 /* Model FLOPs of one training step over all GPUs, Megatron counting:
  * forward GEMMs x 3 (backward = 2 x forward), no recomputation. */
 double plan_model_flops_step(const Model *m, int64_t global_batch);

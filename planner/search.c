@@ -352,6 +352,7 @@ typedef struct {
     double   split;       /* bytes zb-h1 also keeps per micro-batch (plan_act_kept) */
     double   rebuild;     /* bytes of the largest recomputed layer */
     double   layer_max;   /* parameters of the largest layer */
+    double   p2p;         /* bytes of one pipeline send (each slot's send and receive buffer) */
     uint64_t fixed[4];    /* bytes by ZeRO stage: model states + buffers + reserve */
 } StageAgg;
 
@@ -462,7 +463,7 @@ static bool synth_split(const Plan *p, int pp, int v, Synth *s)
 
 static double dmax(double a, double b) { return a > b ? a : b; }
 
-static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep, int pp, double p2p_bytes);
+static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep);
 
 /* Why: the chunks of a (pp, v) split are sums of the memoised blocks.
  * Only the fields plan_pipeline_time() reads are filled, and the per-stage
@@ -580,7 +581,8 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int ep, int 
             prev->a2a == g->a2a)
             memcpy(g->fixed, prev->fixed, sizeof g->fixed);   /* most stages are alike */
         else
-            for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, ep, pp, cc->p2p_bytes);
+            for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, ep);
+        g->p2p = cc->p2p_bytes;
     }
     s->c.n_chunks = n;
     s->c.chunk = NULL;         /* the bounds read the runs */
@@ -678,25 +680,28 @@ static bool rule_plan(const Plan *p, Plan *out)
  * it to plan_memory() layout by layout over whole spaces. */
 
 /* Bytes of stage g under ZeRO stage z that do not depend on the schedule:
- * model states (ZeRO paper), p2p buffers, gathered layers and gradient
- * buckets, the reserve, each from memory.c's own function. */
-static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep, int pp, double p2p_bytes)
+ * model states (ZeRO paper), gathered layers and gradient buckets, the
+ * reserve, each from memory.c's own function (the pipeline slots' buffers
+ * depend on the schedule: stage_act). */
+static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep)
 {
     uint64_t pb, gb, ob;
     plan_expert_states(g->psi, g->psi_e, p->model.dtype, plan_grad_dtype(p), z, dp, ep, &pb, &gb, &ob);
-    uint64_t buf = plan_bytes_add(plan_memory_buffers(pp, z, p2p_bytes, g->layer_max, p->model.dtype,
+    uint64_t buf = plan_bytes_add(plan_memory_buffers(0, z, 0, g->layer_max, p->model.dtype,
                                                       plan_grad_dtype(p)),
                                   plan_bytes(g->a2a));
     return plan_bytes_add(plan_bytes_add(plan_bytes_add(pb, gb), ob),
                           plan_bytes_add(buf, plan_memory_reserve(p->cluster.device.memory)));
 }
 
-/* Activation bytes of stage s under the layout's schedule: kept bytes
- * times the micro-batches in flight, plus the layer being rebuilt. */
+/* Bytes of stage s that depend on the layout's schedule: kept activations
+ * times the micro-batches in flight, plus the layer being rebuilt, plus the
+ * pipeline slots' send and receive buffers (memory.c's buffers). */
 static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, int s)
 {
     double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) *
-                 plan_act_kept(l->schedule, g->act, g->split) + g->rebuild;
+                 plan_act_kept(l->schedule, g->act, g->split) + g->rebuild +
+                 2 * plan_pipe_slots(l->schedule, l->pp, s, n_micro, l->chunks) * g->p2p;
     return plan_bytes(act);
 }
 

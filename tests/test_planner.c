@@ -247,8 +247,40 @@ static void test_moe_scratch(void **state)
         p.layout.ep = EP[i];
         PlanCosts pc;
         assert_true(plan_costs(&p, &p.layout, &pc));
-        assert_close(pc.cost[0].act_layer_max, want, 0, 1e-12);
+        /* beside it the scratch every layer shares: the residual stream's
+         * two N x C, the widest first linear's output gradient (an expert's
+         * gate and up, 2f) and second linear's input (f), the scores of the
+         * 8 heads (plan_bwd_scratch_bytes; codegen's scratch_alloc) */
+        double shared = e * (2 * T * h + T * 2 * f + T * f + 2 * 8 * 512.0 * 512);
+        assert_close(pc.cost[0].act_layer_max, want + shared, 0, 1e-12);
         plan_costs_free(&pc);
+    }
+}
+
+/* The backward scratch every layer shares (codegen's scratch_alloc, sized
+ * by plan_widest): a GPT of width C, heads H, MLP 4C on tp 2 — the widest
+ * first linear is the MLP's up (2C per rank), the widest second linear's
+ * input too (2C), the heads H/2; the residual stream's buffers 2 N x C,
+ * 6 under SP; the score gradients unless attention is fused. */
+static void test_bwd_scratch(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Model m;
+    plan_preset_gpt(&m, buf, "g", 2, 256, 8, 128, 64, DTYPE_BF16);
+    PlanWidest w;
+    plan_widest(&m, 2, &w);
+    assert_int_equal(w.width, 512);
+    assert_int_equal(w.inner, 512);
+    assert_int_equal(w.heads, 4);
+    double e = 2, N = 3 * 128.0, C = 256;
+    static const struct { bool sp, flash; double rows, scores; } T[] = {
+        { false, false, 2, 1 }, { true, false, 6, 1 }, { false, true, 2, 0 }, { true, true, 6, 0 },
+    };
+    for (size_t i = 0; i < sizeof T / sizeof *T; i++) {
+        PlanCut c = { .micro_batch = 3, .tp = 2, .sp = T[i].sp, .recompute = RECOMPUTE_NONE, .flash = T[i].flash };
+        double want = e * (T[i].rows * N * C + N * 512 + N * 512 + T[i].scores * 3 * 4 * 128.0 * 128);
+        assert_close(plan_bwd_scratch_bytes(&m, &c), want, 0, 1e-12);
     }
 }
 
@@ -1995,6 +2027,7 @@ int main(void)
         cmocka_unit_test(test_moe_work),
         cmocka_unit_test(test_moe_memory),
         cmocka_unit_test(test_moe_scratch),
+        cmocka_unit_test(test_bwd_scratch),
         cmocka_unit_test(test_moe_all_to_all),
         cmocka_unit_test(test_params_exact_and_overflow),
         cmocka_unit_test(test_flops_megatron),

@@ -5,8 +5,8 @@
  *           4 micro-batches of 2 sequences per DP rank, global batch 16,
  *           recompute none, sequence parallel off
  * predicted by planc for cluster laptop:
- *   stage 0: 258.4 MiB per rank (params 0.2, grads 0.4, optimizer 0.2, activations 1.5)
- *   stage 1: 257.7 MiB per rank (params 0.2, grads 0.3, optimizer 0.2, activations 0.9)
+ *   stage 0: 258.7 MiB per rank (params 0.2, grads 0.4, optimizer 0.2, activations 1.8)
+ *   stage 1: 258.0 MiB per rank (params 0.2, grads 0.3, optimizer 0.2, activations 1.1)
  *   step 34.250 ms, pipeline bubble 37.0 %, 29898 tokens/s (the simulated Program below)
  *
  * How to read it: the parameter table (every tensor, its global shape and

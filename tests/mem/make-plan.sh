@@ -18,6 +18,11 @@ ffn="mlp       { hidden $((4 * dim)); act gelu }"
 case "$body" in *moe\;*)
     ffn="moe       { experts 4; top_k 2; shared 1; hidden $((4 * dim)); act gelu }"
     body=${body//moe;/} ;; esac
+# a body containing `wide;` trains on sequences of 512 tokens, not 64: the
+# backward scratch every layer shares (score gradients b h s^2 / t, the
+# widest layer's N x width) then outgrows the 4 MiB slack (CUDA --dry-run rows)
+seq=64
+case "$body" in *wide\;*) seq=512; body=${body//wide;/} ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
@@ -27,7 +32,7 @@ cluster cpu$np {
     link intra { bandwidth 2 GB/s; latency 5 us }
 }
 model mem$dim {
-    vocab 256;  seq 64;  dtype $dtype; $dropout
+    vocab 256;  seq $seq;  dtype $dtype; $dropout
     embedding { dim $dim }
     repeat $layers {
         attention { heads 8 }
