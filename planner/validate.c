@@ -225,8 +225,8 @@ static int validate(int n_cal, char **cal, int n_other, char **other)
     int bad = validate_group(n_cal, cal, "goal +-10 %, mean <= 5 %");
     validate_zero();
     if (other) {
-        printf("\n# published runs NOT in published-runs.md (validation/other/): a check that the model\n"
-               "# holds beyond the rows above, not a calibration target; written the same way; figures in\n"
+        printf("\n# published runs planc is NOT calibrated on (validation/other/, none of the rows above):\n"
+               "# a check that the model holds beyond them, not a target; written the same way; figures in\n"
                "# TFLOP/s per GPU, or seconds per step (s); error%% + = planc optimistic, as above\n");
         bad += validate_group(n_other, other, "a check, not the goal");
     }
