@@ -7,11 +7,11 @@ PLANNER_OBJS := $(PLANNER_SRCS:%.c=$(BUILD)/obj/%.o)
 # (planner/sema.c, the front end's AST -> Plan, is added by planner/sema.mk)
 PLANC_SRCS += $(PLANNER_SRCS)
 
-TEST_TARGETS     += test-planner test-commmodel
+TEST_TARGETS     += test-planner test-commmodel test-published
 BENCH_TARGETS    += bench-planner
 VALIDATE_TARGETS += validate-planner
 
-.PHONY: test-planner test-commmodel bench-planner validate-planner
+.PHONY: test-planner test-commmodel test-published bench-planner validate-planner
 
 # the collective model against NCCL's tuner and nccl-tests, the pod tier
 # (its search case needs the search)
@@ -29,23 +29,32 @@ $(BUILD)/bin/test_planner: tests/test_planner.c $(PLANNER_OBJS)
 # the validation rows are .plan files: the front end (dsl, sema) reads them,
 # and search fills the fields a source does not state
 $(BUILD)/bin/planc-validate: planner/validate.c $(PLANNER_OBJS) $(DSL_OBJS) $(BUILD)/obj/planner/sema.o \
-                             $(BUILD)/obj/planner/search.o
+                             $(BUILD)/obj/planner/search.o $(BUILD)/obj/planner/published.o
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
+
+# the `# published:` line of a validation row: both forms, and the
+# diagnostics of a missing, second or malformed one
+$(BUILD)/bin/test_published: tests/test_published.c $(BUILD)/obj/planner/published.o $(DSL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(CMOCKA_LIBS) $(LDLIBS)
+
+test-published: $(BUILD)/bin/test_published
+	$(BUILD)/bin/test_published
 
 # the unit tests, then `planc check --json` on every example and validation
 # row must print one JSON object that python's json.tool accepts, with exit
 # status 0 or 1 (a row's `auto` fields take check's defaults, which may not fit)
 test-planner: $(BUILD)/bin/test_planner $(PLANC)
 	$(BUILD)/bin/test_planner
-	@set -e; n=0; for f in examples/*.plan validation/*.plan; do \
+	@set -e; n=0; for f in examples/*.plan validation/*.plan validation/other/*.plan; do \
 	    rc=0; $(PLANC) check --json $$f > $(BUILD)/check.json 2>/dev/null || rc=$$?; \
 	    if [ $$rc -gt 1 ]; then echo "FAIL: planc check $$f exited $$rc"; exit 1; fi; \
 	    python3 -m json.tool $(BUILD)/check.json > /dev/null || { echo "FAIL: $$f: bad JSON"; exit 1; }; \
 	    n=$$((n+1)); done; echo "planc check --json: $$n examples and rows give valid JSON"
 
 validate-planner: $(BUILD)/bin/planc-validate
-	$(BUILD)/bin/planc-validate validation/*.plan
+	$(BUILD)/bin/planc-validate validation/*.plan --other validation/other/*.plan
 
 bench-planner: $(BUILD)/bin/planc-validate
 	$(BUILD)/bin/planc-validate --bench

@@ -110,7 +110,7 @@ rm -rf "$sw"
 for f in examples/*.plan; do
     expect "check $f" 0 '.' '' -- check "$f"
 done
-for f in examples/*.plan examples/clusters/*.plan validation/*.plan; do
+for f in examples/*.plan examples/clusters/*.plan validation/*.plan validation/other/*.plan; do
     expect "fmt $f" 0 '.' '' -- fmt "$f"
 done
 echo "planc cli: $pass passed, $fail failed"
