@@ -413,8 +413,11 @@ double plan_moe_capacity(const Model *m, const Layer *l)
 double plan_moe_rows(const Model *m, const Layer *l, int64_t micro_batch)
 {
     double b = (double)micro_batch, C = plan_moe_capacity(m, l);
-    if (C > 0) return b * (double)l->experts * C;               /* padded: C rows per expert and sequence */
-    return b * (double)m->seq * (double)l->top_k;                /* dropless: top_k rows per token */
+    double routed = b * (double)m->seq * (double)l->top_k;      /* top_k rows per token */
+    /* with a capacity each expert keeps at most C of a sequence's s k / E
+     * rows (uniform routing) and runs those only: the runtime drops the
+     * rest and pads nothing (prt_moe_route) */
+    return C > 0 ? fmin(routed, b * (double)l->experts * C) : routed;
 }
 
 /* A mixture of experts (the agreed semantics of issue 17, which the
@@ -425,7 +428,8 @@ double plan_moe_rows(const Model *m, const Layer *l, int64_t micro_batch)
  * rows under uniform routing (the planner's assumption: the runtime runs
  * what it receives), split over tp like an MLP, the rows combined back
  * (all-to-all) and summed with their weights, S shared experts on all T
- * tokens, the residual. R = T top_k, or b E C padded (plan_moe_rows). */
+ * tokens, the residual. R = T top_k, or with a capacity C per expert and
+ * sequence min(T top_k, b E C) kept rows (plan_moe_rows). */
 static void moe_work(const Model *m, const Layer *l, const Layer *prev, const PlanCut *c,
                      bool dropout, PlanLayerWork *w)
 {
@@ -434,6 +438,9 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     double f = (double)l->hidden, T = b * s, r = c->sp ? 1.0 / t : 1.0;
     double E = (double)l->experts, k = (double)l->top_k, S = (double)l->shared;
     double R = plan_moe_rows(m, l, c->micro_batch), Ru = T * k;   /* rows run, rows routed */
+    /* rows the experts' buffers hold: every routed row's place on this
+     * rank (the runtime sizes them N k), under ep > 1 the rows that arrived */
+    double Ra = ep > 1 ? R : Ru;
     double up = plan_act_gated(l->act) ? 2 : 1;
 
     /* GEMMs: router 2T h E (fp32 logits, counted as a GEMM of the model
@@ -467,16 +474,18 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     /* Kept for the backward (the agreed semantics): what an MLP keeps per
      * row — norm input and up input e T h (/t under SP), the dropout mask
      * T h — the activation input (up) e f / t and down input e f / t per
-     * row, for R expert rows and T rows per shared expert; the router's
-     * fp32 logits 4 T E; the top-k indices, weights and dispatched rows
-     * T k (int32 + fp32 + int32); the experts' input e R h (under ep > 1
-     * on the experts' side: the rows that arrived, R under uniform
-     * routing — the runtime keeps the rows it received, so EP ranks differ
-     * by the routing's imbalance, which no plan can know) and their output
-     * combined back e R h (the top-k weights' gradient reads it). */
+     * row, for the Ra rows of the experts' buffers and T rows per shared
+     * expert; the router's fp32 logits 4 T E; the top-k indices, weights
+     * and dispatched rows T k (int32 + fp32 + int32); the experts' input
+     * e Ra h (at ep 1 a place for every routed row, T k, whatever the
+     * capacity keeps; under ep > 1 on the experts' side the rows that
+     * arrived, R under uniform routing — the runtime keeps the rows it
+     * received, so EP ranks differ by the routing's imbalance, which no
+     * plan can know) and their output combined back, e T k h on every
+     * rank (the top-k weights' gradient reads it). */
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
-    double tpart = (up + 1) * e * rows_act * f / t;
-    w->act_none = w->act_selective = repl + tpart + 4 * T * E + 12 * T * k + 2 * e * R * h;
+    double tpart = (up + 1) * e * (Ra + T * S) * f / t;
+    w->act_none = w->act_selective = repl + tpart + 4 * T * E + 12 * T * k + e * (Ra + Ru) * h;
     w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
     w->recomputed = true;
     w->tp_bytes = e * T * h;

@@ -135,16 +135,19 @@ static void test_moe_work(void **state)
     /* router 2ThE, routed 2 T k 3hf, shared 2 T S 3hf */
     double want = 2 * T * h * E + 2 * T * k * 3 * h * f + 2 * T * S * 3 * h * f;
     const int EP[] = { 1, 2, 8 };
-    const double CF[] = { 0, 1.25 };
+    const double CF[] = { 0, 1.25, 0.5 };
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 2; j++) {
+        for (int j = 0; j < 3; j++) {
             buf[2].capacity_factor = CF[j];
             PlanCut c = { .micro_batch = 2, .tp = 1, .sp = false, .recompute = RECOMPUTE_NONE, .ep = EP[i] };
             PlanLayerWork w;
             plan_layer_work(&m, l, &m.layers[1], &c, &w);
             assert_close(w.flops_fwd, want, 0, 1e-12);
-            /* C = ceil(1.25 x 512 x 2 / 8) = 160 rows per expert and sequence */
-            double R = CF[j] > 0 ? 2 * E * 160 : T * k;
+            /* C = ceil(1.25 x 512 x 2 / 8) = 160 rows per expert and
+             * sequence, more than the 128 each gets under uniform routing:
+             * all T k rows run; C = ceil(0.5 x 512 x 2 / 8) = 64: 64 of
+             * the 128 kept per expert and sequence (nothing is padded) */
+            double R = CF[j] == 0.5 ? 2 * E * 64 : T * k;
             assert_close(plan_moe_rows(&m, l, 2), R, 0, 0);
             const PlanGemm *g = &w.gemm[1];   /* the experts' up GEMM */
             assert_close(g->batch, E / EP[i], 0, 0);

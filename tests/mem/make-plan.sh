@@ -15,8 +15,13 @@ case "$body" in *dropout\;*) dropout="dropout 0.1;"; body=${body//dropout;/} ;; 
 # (issue 17: 4 experts of the MLP's width, top 2, one shared; its expert
 # states over the expert-DP group, its dispatched rows and all-to-all buffers)
 ffn="mlp       { hidden $((4 * dim)); act gelu }"
+# (`cap;` beside it: capacity_factor 0.5, so each expert keeps half the rows
+# routed to it under uniform routing — the runtime runs those only, and its
+# buffers keep a place for every routed row)
+cap=
+case "$body" in *cap\;*) cap="capacity_factor 0.5;"; body=${body//cap;/} ;; esac
 case "$body" in *moe\;*)
-    ffn="moe       { experts 4; top_k 2; shared 1; hidden $((4 * dim)); act gelu }"
+    ffn="moe       { experts 4; top_k 2; shared 1; hidden $((4 * dim)); act gelu; $cap }"
     body=${body//moe;/} ;; esac
 # a body containing `wide;` trains on sequences of 512 tokens, not 64: the
 # backward scratch every layer shares (score gradients b h s^2 / t, the
