@@ -648,14 +648,16 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
     SegCost *sc = malloc(sizeof *sc * (size_t)ns);
     const LayerTime **tp = malloc(sizeof *tp * (size_t)(L ? L : 1));
     CostRun *run = malloc(sizeof *run * (size_t)nr);
-    double scratch = plan_bwd_scratch_bytes(mo, cut);
     *keep = NULL;
     *n_runs = 0;
     if (!lt || !sc || !tp || !run) { free(lt); free(sc); free(tp); free(run); return NULL; }
+    PlanWidest wide = { 1, 1, 1 };   /* over one layer of each class: plan_widest's */
     for (int c = 0; c < nc; c++) {
         int i = memo ? sh->cls_rep[c] : c;
         layer_time(p, &mo->layers[i], i ? &mo->layers[i - 1] : NULL, cut, tpg, epg, peak, ovf, &lt[c]);
+        plan_widest_add(mo, &mo->layers[i], cut->tp, &wide);
     }
+    double scratch = plan_bwd_scratch_bytes(mo, cut, &wide);
     for (int c = 0; c < ns; c++) {
         int first, end;
         segment(mo, sh->block_first, memo ? sh->seg_rep[c] : c, &first, &end);

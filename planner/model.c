@@ -605,28 +605,29 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
 
 /* ---- the shared backward scratch -------------------------------------- */
 
-void plan_widest(const Model *m, int tp, PlanWidest *w)
+void plan_widest_add(const Model *m, const Layer *l, int tp, PlanWidest *w)
 {
-    *w = (PlanWidest){ 1, 1, 1 };
-    for (int i = 0; i < m->n_layers; i++) {
-        const Layer *l = &m->layers[i];
-        if (l->kind == LAYER_ATTENTION) {
-            int64_t d = plan_head_dim(m, l), wq = (l->heads + 2 * l->kv_heads) / tp * d;
-            if (wq > w->width) w->width = wq;
-            if (l->heads / tp * d > w->inner) w->inner = l->heads / tp * d;
-            if (l->heads / tp > w->heads) w->heads = l->heads / tp;
-        } else if (l->kind == LAYER_MLP || l->kind == LAYER_MOE) {   /* MoE: each expert's */
-            int64_t f = l->hidden / tp, wu = plan_act_gated(l->act) ? 2 * f : f;
-            if (wu > w->width) w->width = wu;
-            if (f > w->inner) w->inner = f;
-        }
+    if (l->kind == LAYER_ATTENTION) {
+        int64_t d = plan_head_dim(m, l), wq = (l->heads + 2 * l->kv_heads) / tp * d;
+        if (wq > w->width) w->width = wq;
+        if (l->heads / tp * d > w->inner) w->inner = l->heads / tp * d;
+        if (l->heads / tp > w->heads) w->heads = l->heads / tp;
+    } else if (l->kind == LAYER_MLP || l->kind == LAYER_MOE) {   /* MoE: each expert's */
+        int64_t f = l->hidden / tp, wu = plan_act_gated(l->act) ? 2 * f : f;
+        if (wu > w->width) w->width = wu;
+        if (f > w->inner) w->inner = f;
     }
 }
 
-double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c)
+void plan_widest(const Model *m, int tp, PlanWidest *w)
 {
-    PlanWidest w;
-    plan_widest(m, c->tp, &w);
+    *w = (PlanWidest){ 1, 1, 1 };
+    for (int i = 0; i < m->n_layers; i++) plan_widest_add(m, &m->layers[i], tp, w);
+}
+
+double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest *wp)
+{
+    PlanWidest w = *wp;
     double e = plan_dtype_bytes(m->dtype), b = (double)c->micro_batch, s = (double)m->seq;
     double N = b * s, C = (double)m->dim;
     double rows = N * C * (c->sp && c->tp > 1 ? 6 : 2);

@@ -169,6 +169,10 @@ typedef struct {
 
 void plan_widest(const Model *m, int tp, PlanWidest *w);
 
+/* Widen w by layer l (start from plan_widest's { 1, 1, 1 }): the cost
+ * table takes one layer per shape class, not every layer. */
+void plan_widest_add(const Model *m, const Layer *l, int tp, PlanWidest *w);
+
 /* Bytes of the backward scratch every layer of the program shares, one set
  * per rank whatever its stage (codegen's scratch_alloc): the input and
  * output gradients of the residual stream and a temporary (N x C, N = b s
@@ -177,7 +181,7 @@ void plan_widest(const Model *m, int tp, PlanWidest *w);
  * output gradient (N x width), the second's input gradient (N x inner)
  * and, unless attention is fused (the scores never materialised), the
  * score gradients (b x heads x s x s). */
-double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c);
+double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest *w);
 
 /* Model FLOPs of one training step over all GPUs, Megatron counting:
  * forward GEMMs x 3 (backward = 2 x forward), no recomputation. */

@@ -283,7 +283,7 @@ static void test_bwd_scratch(void **state)
     for (size_t i = 0; i < sizeof T / sizeof *T; i++) {
         PlanCut c = { .micro_batch = 3, .tp = 2, .sp = T[i].sp, .recompute = RECOMPUTE_NONE, .flash = T[i].flash };
         double want = e * (T[i].rows * N * C + N * 512 + N * 512 + T[i].scores * 3 * 4 * 128.0 * 128);
-        assert_close(plan_bwd_scratch_bytes(&m, &c), want, 0, 1e-12);
+        assert_close(plan_bwd_scratch_bytes(&m, &c, &w), want, 0, 1e-12);
     }
 }
 
