@@ -559,17 +559,17 @@ static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, int gbyt
      * runtime/par/model.c reduces them as it holds them); the gathers move
      * the compute dtype */
     if (plan_ep(l) <= 1 || c->expert_params == 0) {
-        dp_group_times(cl, l, dpg, c->grad_bytes, c->red_bytes, c->layers, c);
+        dp_group_times(cl, l, dpg, c->weight_bytes, c->red_bytes, c->layers, c);
         return;
     }
     double f = (double)c->expert_params / (double)c->params;
-    dp_group_times(cl, l, dpg, c->grad_bytes * (1 - f), c->red_bytes * (1 - f), c->layers, c);
-    dp_group_times(cl, l, expert_dp_group(cl, l), c->grad_bytes * f, c->red_bytes * f, c->moe_layers, c);
+    dp_group_times(cl, l, dpg, c->weight_bytes * (1 - f), c->red_bytes * (1 - f), c->layers, c);
+    dp_group_times(cl, l, expert_dp_group(cl, l), c->weight_bytes * f, c->red_bytes * f, c->moe_layers, c);
 }
 
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
 {
-    c->grad_bytes = plan_dtype_bytes(p->model.dtype) * (double)c->params;
+    c->weight_bytes = plan_dtype_bytes(p->model.dtype) * (double)c->params;
     dp_times(&p->cluster, l, plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP), plan_grad_bytes(p), c);
 }
 
@@ -751,7 +751,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         bool same_pair = k && pair.pods == plan_pp_pair(cl, l->dp, l->tp, l->pp, (k - 1) % l->pp).pods;
         if (q && same_pair && q->params == c->params && q->layers == c->layers &&
             q->expert_params == c->expert_params && q->moe_layers == c->moe_layers) {   /* same collectives */
-            c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->grad_bytes = q->grad_bytes;
+            c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->weight_bytes = q->weight_bytes;
             c->red_bytes = q->red_bytes;
             c->reduce = q->reduce; c->gather = q->gather; c->sync = q->sync;
             out->opt_params[k % l->pp] += c->params;
@@ -760,7 +760,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         }
         c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
         c->p2p = l->pp > 1 ? plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, c->p2p_bytes).time : 0;
-        c->grad_bytes = e * (double)c->params;
+        c->weight_bytes = e * (double)c->params;
         dp_times(cl, l, dpg, plan_grad_bytes(p), c);
         out->opt_params[k % l->pp] += c->params;
         opt_expert[k % l->pp] += c->expert_params;

@@ -67,8 +67,8 @@ typedef struct {
     int      layers;         /* layers in the chunk (the gradient buckets) */
     double   p2p_bytes;      /* activation (or gradient) sent to the neighbour chunk */
     double   p2p;            /* s: its transfer */
-    double   grad_bytes;     /* bytes of the chunk's weights in the compute dtype (what the
-                                ZeRO gathers move; the name is older than red_bytes) */
+    double   weight_bytes;   /* bytes of the chunk's weights in the compute dtype (what the
+                                ZeRO gathers move) */
     double   red_bytes;      /* bytes of the chunk's gradients (plan_grad_bytes per
                                 parameter): what its DP reduction moves */
     double   reduce;         /* s: DP gradient all-reduce (ZeRO 0) or reduce-scatter */
@@ -169,7 +169,7 @@ double plan_stream_time(const Device *d, double bytes, int kernels);
  * their expert-DP group of dp / ep ranks (each rounded up). */
 uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ep);
 
-/* Fill c's grad_bytes, red_bytes, reduce, gather and sync (the DP collectives) from
+/* Fill c's weight_bytes, red_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c);
 

@@ -46,7 +46,7 @@ bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks)
     c->pp = pp;
     c->chunks = chunks;
     double **d[] = { &c->fwd, &c->bwd, &c->bwd_input, &c->bwd_weight, &c->p2p, &c->p2p_bytes,
-                     &c->reduce, &c->gather, &c->sync, &c->grad_bytes, &c->red_bytes, &c->fwd_ep,
+                     &c->reduce, &c->gather, &c->sync, &c->weight_bytes, &c->red_bytes, &c->fwd_ep,
                      &c->bwd_ep, &c->fwd_ep_bytes, &c->bwd_ep_bytes };
     bool ok = true;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) ok &= (*d[i] = calloc(n, sizeof(double))) != NULL;
@@ -62,7 +62,7 @@ bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks)
 void plan_op_costs_free(PlanOpCosts *c)
 {
     free(c->fwd); free(c->bwd); free(c->bwd_input); free(c->bwd_weight); free(c->p2p);
-    free(c->p2p_bytes); free(c->reduce); free(c->gather); free(c->sync); free(c->grad_bytes);
+    free(c->p2p_bytes); free(c->reduce); free(c->gather); free(c->sync); free(c->weight_bytes);
     free(c->red_bytes);
     free(c->fwd_ep); free(c->bwd_ep); free(c->fwd_ep_bytes); free(c->bwd_ep_bytes);
     free(c->first_layer); free(c->end_layer); free(c->layers); free(c->opt);
@@ -156,7 +156,7 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
     PlanCollective red = c->zero == 0 ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER;
     if (st.kind != PLAN_STEP_W && c->zero >= 3) {
         set_comm(&out[g = cnt++], c, OP_GATHER_PARAMS, s, st.mb, st.chunk, COLL_ALL_GATHER,
-                 c->grad_bytes[k], c->gather[k]);
+                 c->weight_bytes[k], c->gather[k]);
         if (!c->param_overlap) out[g].buckets = 1;   /* no prefetch: the compute waits for all of it */
     }
     /* ZeRO-1/2 with overlap_param_gather: the previous step's all-gather of
@@ -165,7 +165,7 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
      * forward), instead of the tail's blocking SYNC_PARAMS */
     if (st.kind == PLAN_STEP_F && st.mb == 0 && c->param_overlap && c->sync[k] > 0)
         set_comm(&out[g = cnt++], c, OP_GATHER_PARAMS, s, st.mb, st.chunk, COLL_ALL_GATHER,
-                 c->grad_bytes[k], c->sync[k]);
+                 c->weight_bytes[k], c->sync[k]);
     if (st.kind == PLAN_STEP_F && has_prev)
         set_p2p(&out[cnt++], c, OP_RECV_ACT, s, st.mb, st.chunk, prev, c->p2p_bytes[k], 0);
     if (st.kind == PLAN_STEP_B && has_next)
@@ -236,7 +236,7 @@ int plan_expand_tail(const PlanOpCosts *c, int s, PlanOp *out)
     o.chunk = -1; o.vstage = -1; o.dur = c->opt[s];
     put(out, &cnt, o);
     double sync = 0, bytes = 0;
-    for (int ch = 0; ch < v; ch++) { sync += c->sync[ch * p + s]; bytes += c->grad_bytes[ch * p + s]; }
+    for (int ch = 0; ch < v; ch++) { sync += c->sync[ch * p + s]; bytes += c->weight_bytes[ch * p + s]; }
     if (sync > 0 && !c->param_overlap) {   /* else gathered before the first forwards */
         PlanOp y = comm_op(c, OP_SYNC_PARAMS, s, -1, 0, COLL_ALL_GATHER, bytes, sync);
         y.chunk = -1; y.vstage = -1; y.buckets = 1;
@@ -306,7 +306,7 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
         oc->bwd_input[k] = cc->bwd_input; oc->bwd_weight[k] = cc->bwd_weight;
         oc->p2p[k] = cc->p2p; oc->p2p_bytes[k] = cc->p2p_bytes;
         oc->reduce[k] = cc->reduce; oc->gather[k] = cc->gather; oc->sync[k] = cc->sync;
-        oc->grad_bytes[k] = cc->grad_bytes; oc->red_bytes[k] = cc->red_bytes;
+        oc->weight_bytes[k] = cc->weight_bytes; oc->red_bytes[k] = cc->red_bytes;
         oc->fwd_ep[k] = cc->fwd_ep; oc->bwd_ep[k] = cc->bwd_ep;
         oc->fwd_ep_bytes[k] = cc->fwd_ep_bytes; oc->bwd_ep_bytes[k] = cc->bwd_ep_bytes;
         oc->first_layer[k] = pc->chunk[k].first; oc->end_layer[k] = pc->chunk[k].end;

@@ -103,9 +103,9 @@ typedef struct {
     int64_t n_micro;
     /* per virtual stage k = chunk * pp + stage: */
     double *fwd, *bwd, *bwd_input, *bwd_weight, *p2p, *p2p_bytes;
-    double *reduce, *gather, *sync, *grad_bytes, *red_bytes;   /* grad_bytes: weights moved by
-                                                                 the gathers; red_bytes: the
-                                                                 gradients the reductions move */
+    double *reduce, *gather, *sync, *weight_bytes, *red_bytes;   /* weight_bytes: weights moved by
+                                                                   the gathers; red_bytes: the
+                                                                   gradients the reductions move */
     double *fwd_ep, *bwd_ep;      /* s of fwd / bwd (bwd_input) in EP all-to-alls */
     double *fwd_ep_bytes, *bwd_ep_bytes; /* bytes sent in them */
     int    *first_layer, *end_layer, *layers;

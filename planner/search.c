@@ -756,7 +756,7 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
     for (int k = 0; k < s->n_runs; k++) {    /* one row per run */
         if (prev && prev->params == c[k].params && prev->layers == c[k].layers &&
             prev->expert_params == c[k].expert_params && prev->moe_layers == c[k].moe_layers) {
-            c[k].grad_bytes = prev->grad_bytes; c[k].reduce = prev->reduce; c[k].gather = prev->gather;
+            c[k].weight_bytes = prev->weight_bytes; c[k].reduce = prev->reduce; c[k].gather = prev->gather;
         } else {
             plan_chunk_dp_times(x->p, l, &c[k]);
         }
