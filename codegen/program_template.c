@@ -1793,12 +1793,22 @@ static void resume(void)
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
 }
 
+/* Between pipeline stages: with sequence parallelism each TP rank holds
+ * rows of its own and sends them whole; without it every TP rank holds the
+ * same activation, so each sends a 1/TP part over its own NIC and the
+ * receiving stage all-gathers them over TP (prt_pipe_new's tp_split). */
+#if SP
+static const bool PIPE_TP_SPLIT = false;
+#else
+static const bool PIPE_TP_SPLIT = TP > 1;
+#endif
+
 /* --dry-run: the model laid out, one step's allocations replayed (dry_op),
  * the allocator's peak reported (--mem-report PATH, else stdout). */
 static int dry_run(void)
 {
     scratch_alloc();
-    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, slot_alloc, slot_free, NULL, &R.pipe));
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, slot_alloc, slot_free, NULL, &R.pipe));
     train_step();
     CHECK(prt_mem_report(R.c, R.args.mem_report ? R.args.mem_report : "/dev/stdout"));
     prt_pipe_free(R.pipe);
@@ -1830,7 +1840,7 @@ int main(int argc, char **argv)
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
     prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
     scratch_alloc();
-    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, slot_alloc, slot_free, NULL, &R.pipe));
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, slot_alloc, slot_free, NULL, &R.pipe));
     long saved = R.args.resume ? R.step : -1;
     while (R.step < R.args.steps) {
         prt_log_step_begin(R.log);

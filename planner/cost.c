@@ -674,6 +674,22 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
     return run;
 }
 
+/* Seconds of one pipeline send of `bytes` (the activation as each TP rank
+ * holds it) between the stages of `pair`. Under SP each rank's rows are its
+ * own and go whole; without it every TP rank holds the same tensor, so each
+ * sends 1/tp of it over its own link and the receiver all-gathers the parts
+ * over TP (the runtime's prt_pipe tp_split; Megatron-LM's scatter/gather,
+ * Narayanan et al. 2021 Sec. 4.1): the gather is counted in the send, as
+ * the receiving stage's compute cannot start before it. */
+static double pp_send_time(const Cluster *cl, const Layout *l, PlanGroup pair, PlanGroup tpg, double bytes)
+{
+    if (l->tp <= 1 || l->sequence_parallel == 1)
+        return plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, bytes).time;
+    double part = bytes / l->tp;
+    return plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, part).time +
+           plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, tpg, bytes).time;
+}
+
 static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layout *l, PlanCosts *out)
 {
     const Model *mo = &p->model;
@@ -759,7 +775,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
             continue;
         }
         c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
-        c->p2p = l->pp > 1 ? plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, c->p2p_bytes).time : 0;
+        c->p2p = l->pp > 1 ? pp_send_time(cl, l, pair, tpg, c->p2p_bytes) : 0;
         c->weight_bytes = e * (double)c->params;
         dp_times(cl, l, dpg, plan_grad_bytes(p), c);
         out->opt_params[k % l->pp] += c->params;

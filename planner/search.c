@@ -286,8 +286,11 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
         plan_costs_free(&whole);
     }
     double bytes = per.cost[0].p2p_bytes;
-    out->p2p_lo = fmin(plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 2, 1, 1 }, bytes).time,
-                       plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 1, 2, 1 }, bytes).time);
+    /* without SP each TP rank sends 1/tp of it and the receiver gathers
+     * (cost.c's pp_send_time): the part's transfer alone bounds that */
+    double sent = k->tp > 1 && k->sp != 1 ? bytes / k->tp : bytes;
+    out->p2p_lo = fmin(plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 2, 1, 1 }, sent).time,
+                       plan_comm_cost(&p->cluster, COLL_P2P, ALGO_AUTO, (PlanGroup){ 2, 1, 2, 1 }, sent).time);
     out->p2p_bytes = bytes;
     out->run = malloc((size_t)nb * sizeof *out->run);
     for (int b = 0; out->run && b < nb; b++) {

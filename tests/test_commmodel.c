@@ -246,6 +246,35 @@ static void test_contention_and_gemm_ceiling(void **state)
     assert_true(thin < 0.7 * big);
 }
 
+/* A pipeline send between two DGX A100 nodes at tp 8: with SP each TP rank
+ * sends its own rows (e b s h / 8) whole; without it every rank holds the
+ * whole activation and sends 1/8 of it over its own NIC, and the receiver
+ * all-gathers the parts over NVLink (Megatron-LM's scatter/gather, the
+ * runtime's prt_pipe tp_split): P2P(e b s h / 8) + all-gather(e b s h) —
+ * not P2P(e b s h), eight times the inter-node bytes. */
+static void test_pp_send_scatter_gather(void **state)
+{
+    (void)state;
+    static Layer buf[PLAN_PRESET_LAYERS(4)];
+    Model m;
+    plan_preset_gpt(&m, buf, "gpt", 4, 4096, 32, 2048, 51200, DTYPE_BF16);
+    Cluster c = plan_preset_dgx_a100(2);
+    double full = 2.0 * 2048 * 4096;   /* e b s h, micro-batch 1 */
+    PlanGroup pair = plan_pp_pair(&c, 1, 8, 2, 0), tpg = plan_layout_group(&c, 1, 8, 2, GROUP_TP);
+    assert_true(pair.nodes == 2);
+    for (int sp = 0; sp <= 1; sp++) {
+        Plan p = plan_preset_plan(m, c, 1, 8, 2, 0, 1, 8, SCHED_1F1B, 1, RECOMPUTE_NONE, sp);
+        PlanCosts pc;
+        assert_true(plan_costs(&p, &p.layout, &pc));
+        double want = sp ? plan_comm_cost(&c, COLL_P2P, ALGO_AUTO, pair, full / 8).time
+                         : plan_comm_cost(&c, COLL_P2P, ALGO_AUTO, pair, full / 8).time +
+                           plan_comm_cost(&c, COLL_ALL_GATHER, ALGO_AUTO, tpg, full).time;
+        assert_close(pc.cost[0].p2p, want, 0, 1e-12);
+        assert_true(pc.cost[0].p2p < plan_comm_cost(&c, COLL_P2P, ALGO_AUTO, pair, full).time / 2);
+        plan_costs_free(&pc);
+    }
+}
+
 /* The H100 preset's analytic GEMM times (tile and wave quantisation under
  * mamf-finder's ceiling, cost.c) against GEMMs measured on an H100 SXM in
  * bf16: OpenXLA's default matmul performance table
@@ -285,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_measured_precedence),
         cmocka_unit_test(test_contention_and_gemm_ceiling),
         cmocka_unit_test(test_gemm_h100_measured),
+        cmocka_unit_test(test_pp_send_scatter_gather),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -246,7 +246,12 @@ typedef void       (*prt_slot_free_fn)(prt_slot *s, int chunk, void *user);
 
 typedef struct prt_pipe prt_pipe;
 
-prt_status prt_pipe_new(prt_ctx *c, int n_micro, int chunks, size_t act_count,
+/* act_count: elements of a transfer. tp_split: every TP rank holds the
+ * same act_count elements (TP without sequence parallelism), so each sends
+ * only its 1/tp of them and the receiving stage all-gathers them over TP
+ * (Megatron-LM's scatter/gather, Narayanan et al. 2021 Sec. 4.1: the
+ * inter-node bytes / tp, the gather on NVLink); act_count % tp must be 0. */
+prt_status prt_pipe_new(prt_ctx *c, int n_micro, int chunks, size_t act_count, bool tp_split,
                         prt_slot_alloc_fn alloc, prt_slot_free_fn free_fn, void *user,
                         prt_pipe **out);
 void       prt_pipe_free(prt_pipe *p);

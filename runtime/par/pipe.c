@@ -18,10 +18,15 @@
 #include <string.h>
 #include "par_internal.h"
 
+#define ACT_DTYPE (sizeof(prt_act) == 4 ? PRT_FP32 : PRT_BF16)
+
 struct prt_pipe {
     prt_ctx          *c;
     int               n_micro, chunks, pp, stage;
     size_t            count;          /* elements of x, y, d: N * C */
+    size_t            part, off;      /* elements this rank sends and receives, from offset off:
+                                         count / tp at tp rank * count / tp under tp_split, else all */
+    bool              split;          /* tp_split: the receiver all-gathers the parts over TP */
     prt_slot_alloc_fn alloc;
     prt_slot_free_fn  free_fn;
     void             *user;
@@ -30,14 +35,21 @@ struct prt_pipe {
     int               n_pool, cap;
 };
 
-prt_status prt_pipe_new(prt_ctx *c, int n_micro, int chunks, size_t act_count,
+prt_status prt_pipe_new(prt_ctx *c, int n_micro, int chunks, size_t act_count, bool tp_split,
                         prt_slot_alloc_fn alloc, prt_slot_free_fn free_fn, void *user,
                         prt_pipe **out)
 {
     prtp_clear();
+    int tp = c->layout.tp;
+    if (tp_split && tp > 1 && act_count % (size_t)tp)
+        return prtp_fail(PRT_ERR_ARG, "prt_pipe_new: %zu elements do not split over %d TP ranks",
+                         act_count, tp);
     prt_pipe *p = (prt_pipe *)calloc(1, sizeof *p);
     if (!p) return prtp_fail(PRT_ERR_NOMEM, "prt_pipe_new: out of memory");
     p->c = c; p->n_micro = n_micro; p->chunks = chunks; p->count = act_count;
+    p->split = tp_split && tp > 1;
+    p->part = p->split ? act_count / (size_t)tp : act_count;
+    p->off = p->split ? (size_t)c->coord.tp * p->part : 0;
     p->pp = c->layout.pp; p->stage = c->coord.pp;
     p->alloc = alloc; p->free_fn = free_fn; p->user = user;
     p->map = (prt_slot **)calloc((size_t)n_micro * (size_t)chunks, sizeof(prt_slot *));
@@ -173,8 +185,7 @@ static prt_status send_from(prt_pipe *p, int mb, int ch, int peer, bool grad)
     int k = ch * p->pp + p->stage, dst = grad ? k - 1 : k + 1;
     prt_wait(s->req);   /* a slot sends its activation, later its gradient */
     s->req = NULL;
-    return prtp_check(prt_send_async(p->c->pp, grad ? s->d : s->y, p->count,
-                                     sizeof(prt_act) == 4 ? PRT_FP32 : PRT_BF16, peer,
+    return prtp_check(prt_send_async(p->c->pp, (grad ? s->d : s->y) + p->off, p->part, ACT_DTYPE, peer,
                                      tag_of(p, mb, dst, grad), &s->req),
                       grad ? "pipeline gradient send" : "pipeline activation send");
 }
@@ -185,10 +196,13 @@ static prt_status recv_into(prt_pipe *p, int mb, int ch, int peer, bool grad)
     prt_status st = prt_pipe_slot(p, mb, ch, &s);
     if (st) return st;
     int k = ch * p->pp + p->stage;
-    return prtp_check(prt_recv(p->c->pp, grad ? s->d : s->x, p->count,
-                               sizeof(prt_act) == 4 ? PRT_FP32 : PRT_BF16, peer,
-                               tag_of(p, mb, k, grad)),
-                      grad ? "pipeline gradient receive" : "pipeline activation receive");
+    prt_act *buf = grad ? s->d : s->x;
+    st = prtp_check(prt_recv(p->c->pp, buf + p->off, p->part, ACT_DTYPE, peer, tag_of(p, mb, k, grad)),
+                    grad ? "pipeline gradient receive" : "pipeline activation receive");
+    if (st || !p->split) return st;
+    /* the other TP ranks' parts, over NVLink: the whole tensor in place */
+    return prtp_check(prt_all_gather(p->c->tp, buf + p->off, buf, p->part, ACT_DTYPE),
+                      grad ? "pipeline gradient all-gather over TP" : "pipeline activation all-gather over TP");
 }
 
 prt_status prt_pipe_send_act(prt_pipe *p, int mb, int ch, int peer) { return send_from(p, mb, ch, peer, false); }
