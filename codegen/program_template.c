@@ -1796,11 +1796,13 @@ static void resume(void)
 /* Between pipeline stages: with sequence parallelism each TP rank holds
  * rows of its own and sends them whole; without it every TP rank holds the
  * same activation, so each sends a 1/TP part over its own NIC and the
- * receiving stage all-gathers them over TP (prt_pipe_new's tp_split). */
+ * receiving stage all-gathers them over TP (prt_pipe_new's tp_split) —
+ * when the N x C elements split evenly (planner/cost.c's pp_send_time
+ * holds the same rule). */
 #if SP
 static const bool PIPE_TP_SPLIT = false;
 #else
-static const bool PIPE_TP_SPLIT = TP > 1;
+static const bool PIPE_TP_SPLIT = TP > 1 && N * C % TP == 0;
 #endif
 
 /* --dry-run: the model laid out, one step's allocations replayed (dry_op),

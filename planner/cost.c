@@ -681,9 +681,14 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
  * over TP (the runtime's prt_pipe tp_split; Megatron-LM's scatter/gather,
  * Narayanan et al. 2021 Sec. 4.1): the gather is counted in the send, as
  * the receiving stage's compute cannot start before it. */
-static double pp_send_time(const Cluster *cl, const Layout *l, PlanGroup pair, PlanGroup tpg, double bytes)
+static double pp_send_time(const Cluster *cl, const Model *m, const Layout *l, PlanGroup pair,
+                           PlanGroup tpg, double bytes)
 {
-    if (l->tp <= 1 || l->sequence_parallel == 1)
+    /* the program splits only b s h elements that divide evenly (its
+     * PIPE_TP_SPLIT); else every rank sends the whole tensor */
+    int64_t t = l->tp > 1 ? l->tp : 1;   /* b s h mod tp, factor by factor (no overflow) */
+    int64_t rem = l->micro_batch % t * (m->seq % t) % t * (m->dim % t) % t;
+    if (l->tp <= 1 || l->sequence_parallel == 1 || rem)
         return plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, bytes).time;
     double part = bytes / l->tp;
     return plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, part).time +
@@ -775,7 +780,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
             continue;
         }
         c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
-        c->p2p = l->pp > 1 ? pp_send_time(cl, l, pair, tpg, c->p2p_bytes) : 0;
+        c->p2p = l->pp > 1 ? pp_send_time(cl, mo, l, pair, tpg, c->p2p_bytes) : 0;
         c->weight_bytes = e * (double)c->params;
         dp_times(cl, l, dpg, plan_grad_bytes(p), c);
         out->opt_params[k % l->pp] += c->params;

@@ -625,14 +625,13 @@ void plan_widest(const Model *m, int tp, PlanWidest *w)
     for (int i = 0; i < m->n_layers; i++) plan_widest_add(m, &m->layers[i], tp, w);
 }
 
-double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest *wp)
+double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest *w)
 {
-    PlanWidest w = *wp;
     double e = plan_dtype_bytes(m->dtype), b = (double)c->micro_batch, s = (double)m->seq;
     double N = b * s, C = (double)m->dim;
     double rows = N * C * (c->sp && c->tp > 1 ? 6 : 2);
-    double scores = c->flash ? 0 : b * (double)w.heads * s * s;
-    return e * (rows + N * (double)w.width + N * (double)w.inner + scores);
+    double scores = c->flash ? 0 : b * (double)w->heads * s * s;
+    return e * (rows + N * (double)w->width + N * (double)w->inner + scores);
 }
 
 /* ---- step totals ------------------------------------------------------ */

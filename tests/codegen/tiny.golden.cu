@@ -743,8 +743,10 @@ static void resume(void)
 /* Between pipeline stages: with sequence parallelism each TP rank holds
  * rows of its own and sends them whole; without it every TP rank holds the
  * same activation, so each sends a 1/TP part over its own NIC and the
- * receiving stage all-gathers them over TP (prt_pipe_new's tp_split). */
-static const bool PIPE_TP_SPLIT = TP > 1;
+ * receiving stage all-gathers them over TP (prt_pipe_new's tp_split) —
+ * when the N x C elements split evenly (planner/cost.c's pp_send_time
+ * holds the same rule). */
+static const bool PIPE_TP_SPLIT = TP > 1 && N * C % TP == 0;
 
 /* --dry-run: the model laid out, one step's allocations replayed (dry_op),
  * the allocator's peak reported (--mem-report PATH, else stdout). */
