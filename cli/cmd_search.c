@@ -4,7 +4,8 @@
  * table or JSON, and optionally write the best back as a .plan file.
  *
  * The write-back re-emits the user's own file through the front end's
- * canonical printer (dsl_format) with only the plan block replaced, so
+ * canonical printer (dsl_format) with only the plan block's layout
+ * replaced (its software keys — overlap_*, flash_attention, ... — kept), so
  * comments, the model, the cluster and the train block stay as written.
  * Includes are kept as include statements; when OUT is in another folder
  * than FILE, each relative include path is rewritten to the included
@@ -104,6 +105,23 @@ static bool fix_includes(DslArena *a, DslFile *f, const char *file, const char *
     return true;
 }
 
+/* The searched entries, then the old block's entries that are not the
+ * layout's (the run's software: overlap_*, flash_attention,
+ * grad_accum_dtype), which `search` took as given and OUT must keep. */
+static DslStmt *keep_software(DslStmt *searched, DslStmt *old)
+{
+    DslStmt **tail = &searched;
+    while (*tail) tail = &(*tail)->next;
+    for (DslStmt *s = old, *next; s; s = next) {
+        next = s->next;
+        if (s->key && plan_search_layout_key(s->key)) continue;
+        s->next = NULL;
+        *tail = s;
+        tail = &s->next;
+    }
+    return searched;
+}
+
 /* Why: the new plan block goes through the same parser and printer as
  * the rest of the file, so OUT is canonical `planc fmt` output. */
 static int write_back(const char *file, const char *out, const Layout *best)
@@ -135,7 +153,7 @@ static int write_back(const char *file, const char *out, const Layout *best)
     /* the new entries sit on the block's first line, so the printer adds
      * no blank lines between them; the old block's comments described the
      * old values and are dropped */
-    plan->body = blk->stmts->body;
+    plan->body = keep_software(blk->stmts->body, plan->body);
     for (DslStmt *s = plan->body; s; s = s->next) {
         s->loc.line = s->loc.end_line = plan->open.line;
         for (DslValue *v = s->args; v; v = v->next) v->loc.line = v->loc.end_line = plan->open.line;

@@ -1599,6 +1599,15 @@ void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
     fprintf(out, "}\n");
 }
 
+bool plan_search_layout_key(const char *key)
+{
+    static const char *const keys[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
+                                        "schedule", "chunks", "recompute", "sequence_parallel", "ep" };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (strcmp(key, keys[i]) == 0) return true;
+    return false;
+}
+
 void plan_search_print_layout_block(FILE *out, const Layout *l)
 {
     fprintf(out, "plan {\n    dp %d\n    tp %d\n    pp %d\n    zero %d\n    micro_batch %" PRId64

@@ -142,4 +142,8 @@ void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s);
  * would write it. */
 void plan_search_print_layout_block(FILE *out, const Layout *l);
 
+/* Whether `key` of a plan block is one the layout block above sets (the
+ * layout a search decides); the others (the run's software) are given. */
+bool plan_search_layout_key(const char *key);
+
 #endif /* PLANC_SEARCH_H */

@@ -90,7 +90,8 @@ rm -rf "$bom"
 
 # The software keys: check predicts any setting (exit 0); emit refuses,
 # exit 1 naming the key, one planc's runtime cannot honour on tiny's
-# layout (dp 2, tp 2, pp 2, ZeRO-1), and emits overlap_grad_reduce false.
+# layout (dp 2, tp 2, pp 2, ZeRO-1), and emits overlap_grad_reduce false;
+# fmt and search --write keep the key.
 sw=$(mktemp -d)
 for kv in "overlap_tp true" "overlap_p2p false" "overlap_param_gather true" "overlap_grad_reduce false"; do
     key=${kv%% *}
@@ -98,6 +99,9 @@ for kv in "overlap_tp true" "overlap_p2p false" "overlap_param_gather true" "ove
     cp -r examples/clusters examples/data "$sw/" 2>/dev/null
     expect "check $kv" 0 '.' '' -- check "$sw/$key.plan"
     expect "fmt keeps $kv" 0 "^    $kv( |\$)" '' -- fmt "$sw/$key.plan"
+    # search --write replaces the layout and keeps the software it took as given
+    expect "search --write $kv" 0 '.' '' -- search "$sw/$key.plan" --top 1 --write "$sw/$key.best.plan"
+    expect "search --write keeps $kv" 0 "^    $kv( |\$)" '' -- fmt "$sw/$key.best.plan"
     if [ "$key" = overlap_grad_reduce ]; then
         expect "emit $kv" 0 '' '' -- emit "$sw/$key.plan" -o "$sw/$key.c"
     else
