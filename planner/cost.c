@@ -125,6 +125,13 @@ static double stream_time(const Device *d, double bytes, int kernels)
     return plan_stream_time(d, bytes, kernels);
 }
 
+double plan_grad_accum_time(const Plan *p, double params, int kernels)
+{
+    if (p->software.grad_accum_fusion || params <= 0) return 0;
+    double bytes = params * (plan_dtype_bytes(p->model.dtype) + 2.0 * plan_grad_bytes(p));
+    return stream_time(&p->cluster.device, bytes, kernels);
+}
+
 double plan_opt_time(const Device *d, uint64_t params)
 {
     return stream_time(d, PLAN_ADAM_BYTES * (double)params, 1);
@@ -284,6 +291,10 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
     t->act_rebuild = (w.recomputed ? w.act_none - w.act_kept : 0) + w.act_scratch;
+    /* grad_accum_fusion false: the layer's gradients added apart, one
+     * launch (the per-tensor launches beyond one a layer are not counted:
+     * microseconds) */
+    if (t->params > 0) t->bwd_w += plan_grad_accum_time(p, (double)t->params, 1);
     /* what of the TP collectives the compute stream waits for (overlap_tp) */
     t->tp_f = tp_exposed(p, tpg, t->tp_f, t->fwd);
     t->tp_b = tp_exposed(p, tpg, t->tp_b, t->bwd_in + t->bwd_w);
@@ -759,6 +770,11 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
         uint64_t v = (uint64_t)(plan_vocab_padded(mo, l->tp) / l->tp) * (uint64_t)mo->dim;
         out->cost[head_chunk].params += (uint64_t)sh->tied_heads * v;
+        /* whose gradient, as a layer's, a kernel of its own accumulates
+         * when the GEMM does not (layer_time, grad_accum_fusion false) */
+        double acc = plan_grad_accum_time(p, (double)sh->tied_heads * (double)v, 0);
+        out->cost[head_chunk].bwd += acc;
+        out->cost[head_chunk].bwd_weight += acc;
     }
     double T = (double)l->micro_batch * (double)mo->seq;
     uint64_t *opt_expert = calloc((size_t)l->pp, sizeof *opt_expert);   /* [pp] of opt_params, the experts' */

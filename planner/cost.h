@@ -149,6 +149,14 @@ double plan_gemm_time(const Device *d, double peak, double e,
  * the search's bound of the step's tail reads the same formula). */
 double plan_opt_time(const Device *d, uint64_t params);
 
+/* Seconds a micro-batch's backward spends adding `params` fresh weight
+ * gradients to the gradient buffer when the GEMMs do not accumulate
+ * themselves (Software.grad_accum_fusion false; 0 when they do): one
+ * streaming pass that reads the fresh gradient (the model's element, e
+ * bytes) and the buffer (g, plan_grad_bytes) and writes the buffer, e + 2g
+ * bytes a parameter, in `kernels` launches. */
+double plan_grad_accum_time(const Plan *p, double params, int kernels);
+
 /* Seconds of pass `pass` (PlanGemmPass) of the linear layer whose forward
  * GEMM is (m x k)(k x n), `batch` times. A device with measured points
  * (planc calibrate) interpolates their FLOP rates in log(m, n, k) space by

@@ -45,9 +45,12 @@ Software plan_software_defaults(void)
      * (runtime/par/pipe.c), ZeRO-1/2's all-gather follows the optimizer
      * step and ZeRO-3 prefetches the next layer (plan_param_overlap), TP
      * collectives are synchronous; gradients in fp32 for a bf16 model,
-     * in the model's dtype otherwise (plan_grad_dtype) */
+     * in the model's dtype otherwise (plan_grad_dtype), accumulated by the
+     * weight-gradient GEMM itself (runtime/cuda/ops_gemm.cu: beta = 1 into
+     * fp32) */
     return (Software){ .overlap_grad_reduce = true, .overlap_param_gather = PLAN_AUTO,
-                       .overlap_p2p = true, .overlap_tp = false, .grad_accum_dtype = PLAN_AUTO };
+                       .overlap_p2p = true, .overlap_tp = false, .grad_accum_dtype = PLAN_AUTO,
+                       .grad_accum_fusion = true };
 }
 
 PlanDtype plan_grad_dtype(const Plan *p)

@@ -284,6 +284,13 @@ typedef struct {
      * false (planc): scores materialised, softmax and dropout as kernels of
      * their own */
     bool flash_attention;
+    /* true (planc): a weight-gradient GEMM accumulates into the gradient
+     * buffer itself (beta = 1; Megatron-LM's --gradient-accumulation-fusion,
+     * TransformerEngine's fuse_wgrad_accumulation); false: it writes a
+     * fresh gradient that a kernel of its own then adds to the buffer,
+     * every micro-batch (PyTorch autograd's AccumulateGrad, Megatron-LM's
+     * DDP hook `param.main_grad.add_(param.grad)` before the fusion, 2021) */
+    bool grad_accum_fusion;
 } Software;
 
 typedef struct {

@@ -217,6 +217,8 @@ typedef struct {
     int            n_run;
     double         p2p_bytes;  /* one activation sent between stages */
     uint64_t       head_copy;  /* parameters of a tied head's copy (only when pp > 1) */
+    double         head_acc;   /* s: its gradient's accumulation in the backward
+                                  (plan_grad_accum_time; 0 when the GEMMs accumulate) */
     double         p2p_lo;     /* s: one activation send, the cheaper of NVLink and IB */
 } CutCosts;
 
@@ -285,6 +287,7 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
         out->head_copy = sum - whole.cost[0].params;   /* 0 unless the head is tied */
         plan_costs_free(&whole);
     }
+    out->head_acc = plan_grad_accum_time(p, (double)out->head_copy, 0);
     double bytes = per.cost[0].p2p_bytes;
     /* without SP each TP rank sends 1/tp of it and the receiver gathers
      * (cost.c's pp_send_time): the part's transfer alone bounds that */
@@ -538,7 +541,13 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int ep, int 
             c->p2p = p2p;
         }
     }
-    if (pp == 1) s->cost[s->n_runs - 1].params -= cc->head_copy;   /* one chunk: its own run */
+    if (pp == 1) {   /* one chunk, its own run: no copy of a tied head, nor its accumulation */
+        PlanChunkCost *c = &s->cost[s->n_runs - 1];
+        c->params -= cc->head_copy;
+        c->bwd -= cc->head_acc;
+        c->bwd_weight -= cc->head_acc;
+        c->bwd_input = c->bwd - c->bwd_weight;
+    }
     s->psi_max = 0;
     /* per stage, memory.c's sums: a run of at least pp chunks adds its
      * whole cycles to every stage (O(runs + pp), not O(chunks)) */

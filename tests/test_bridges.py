@@ -409,7 +409,8 @@ for t in ("torchtitan", "deepspeed"):
 SOFTWARE = [
     ("planc's defaults, dropout 0.1", "", "0.1", "true",
      {"--overlap-grad-reduce": True, "--attention-dropout": "0.1", "--hidden-dropout": "0.1"},
-     ["--overlap-param-gather", "--no-overlap-p2p-communication", "--tp-comm-overlap"], True, False,
+     ["--overlap-param-gather", "--no-overlap-p2p-communication", "--tp-comm-overlap",
+      "--no-gradient-accumulation-fusion"], True, False,
      ["dropout 0.1: DeepSpeed takes dropout from the model", "torchtitan's llama3 has no dropout"]),
     ("Megatron-Core's (overlap everything)", "overlap_param_gather true; overlap_tp true;", "0", "true",
      {"--overlap-grad-reduce": True, "--overlap-param-gather": True, "--tp-comm-overlap": True,
@@ -430,6 +431,8 @@ SOFTWARE = [
     ("bf16 gradients of a bf16 model", "grad_accum_dtype bf16;", "0", "false",
      {"--bf16": True}, ["--accumulate-allreduce-grads-in-fp32"], True, False,
      ["grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in fp32"]),
+    ("weight gradients accumulated by a kernel of their own (2021)", "grad_accum_fusion false;", "0", "false",
+     {"--no-gradient-accumulation-fusion": True}, [], True, False, []),
 ]
 for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(SOFTWARE):
     model = MODEL.replace("DTYPE", "bf16; dropout " + drop).replace("KV", "16")

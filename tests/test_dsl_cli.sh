@@ -93,7 +93,8 @@ rm -rf "$bom"
 # layout (dp 2, tp 2, pp 2, ZeRO-1), and emits overlap_grad_reduce false;
 # fmt and search --write keep the key.
 sw=$(mktemp -d)
-for kv in "overlap_tp true" "overlap_p2p false" "overlap_param_gather true" "overlap_grad_reduce false"; do
+for kv in "overlap_tp true" "overlap_p2p false" "overlap_param_gather true" "overlap_grad_reduce false" \
+          "grad_accum_fusion false"; do
     key=${kv%% *}
     sed "s|^    recompute none;|    recompute none; $kv;|" examples/tiny.plan >"$sw/$key.plan"
     cp -r examples/clusters examples/data "$sw/" 2>/dev/null

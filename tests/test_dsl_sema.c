@@ -536,18 +536,20 @@ static void test_knob_errors(void **state)
 static void test_software_keys(void **state)
 {
     (void)state;
-    static const struct { const char *plan; int grad, gather, p2p, tp, flash; } cases[] = {
-        { "", true, PLAN_AUTO, true, false, false },   /* gather: as the ZeRO stage has it */
-        { "plan { dp 8 }\n", true, PLAN_AUTO, true, false, false },
-        { "plan { overlap_grad_reduce false }\n", false, PLAN_AUTO, true, false, false },
-        { "plan { overlap_param_gather true }\n", true, true, true, false, false },
-        { "plan { overlap_param_gather false }\n", true, false, true, false, false },
-        { "plan { overlap_p2p false }\n", true, PLAN_AUTO, false, false, false },
-        { "plan { overlap_tp true }\n", true, PLAN_AUTO, true, true, false },
+    static const struct { const char *plan; int grad, gather, p2p, tp, flash, fuse; } cases[] = {
+        { "", true, PLAN_AUTO, true, false, false, true },   /* gather: as the ZeRO stage has it */
+        { "plan { dp 8 }\n", true, PLAN_AUTO, true, false, false, true },
+        { "plan { overlap_grad_reduce false }\n", false, PLAN_AUTO, true, false, false, true },
+        { "plan { overlap_param_gather true }\n", true, true, true, false, false, true },
+        { "plan { overlap_param_gather false }\n", true, false, true, false, false, true },
+        { "plan { overlap_p2p false }\n", true, PLAN_AUTO, false, false, false, true },
+        { "plan { overlap_tp true }\n", true, PLAN_AUTO, true, true, false, true },
         { "plan { overlap_grad_reduce false; overlap_param_gather true; overlap_p2p false; overlap_tp true }\n",
-          false, true, false, true, false },
-        { "plan { flash_attention true }\n", true, PLAN_AUTO, true, false, true },
-        { "plan { flash_attention false }\n", true, PLAN_AUTO, true, false, false },
+          false, true, false, true, false, true },
+        { "plan { flash_attention true }\n", true, PLAN_AUTO, true, false, true, true },
+        { "plan { flash_attention false }\n", true, PLAN_AUTO, true, false, false, true },
+        { "plan { grad_accum_fusion false }\n", true, PLAN_AUTO, true, false, false, false },
+        { "plan { grad_accum_fusion true }\n", true, PLAN_AUTO, true, false, false, true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Run r;
@@ -561,6 +563,7 @@ static void test_software_keys(void **state)
         assert_int_equal(w->overlap_p2p, cases[i].p2p);
         assert_int_equal(w->overlap_tp, cases[i].tp);
         assert_int_equal(w->flash_attention, cases[i].flash);
+        assert_int_equal(w->grad_accum_fusion, cases[i].fuse);
         done(&r);
         free(text);
     }
@@ -568,6 +571,7 @@ static void test_software_keys(void **state)
         { "plan { overlap_tp auto }\n", "'overlap_tp' expects true or false, got auto" },
         { "plan { overlap_p2p 1 }\n", "'overlap_p2p' expects true or false, got 1" },
         { "plan { flash_attention auto }\n", "'flash_attention' expects true or false, got auto" },
+        { "plan { grad_accum_fusion auto }\n", "'grad_accum_fusion' expects true or false, got auto" },
         { "plan { overlap_grad_reduce }\n", "overlap_grad_reduce" },
         { "plan { overlap_gather true }\n", "overlap_param_gather" },   /* the suggestion */
     };

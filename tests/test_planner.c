@@ -1797,6 +1797,37 @@ static void test_overlap_tp_terms(void **state)
     plan_costs_free(&b);
 }
 
+/* grad_accum_fusion false changes exactly the weight-gradient term: each
+ * chunk's backward and its W part grow by one streaming pass a micro-batch
+ * over its gradients — the fresh gradient read (e bytes a parameter), the
+ * buffer read and written (g each) — with at most one launch a layer; the
+ * forward, the TP and DP collectives and the parameters stay. */
+static void test_grad_accum_fusion_terms(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    Plan p = gpt_plan(buf, 8, 4096, 32, 2, 2, 4, 2, 0, 1, 16, SCHED_1F1B, 1, RECOMPUTE_FULL, 0);
+    Layout l = plan_layout_defaults(&p);
+    PlanCosts a, b;
+    assert_true(p.software.grad_accum_fusion);
+    assert_true(plan_costs(&p, &l, &a));
+    p.software.grad_accum_fusion = false;
+    assert_true(plan_costs(&p, &l, &b));
+    double per_param = plan_dtype_bytes(p.model.dtype) + 2.0 * plan_grad_bytes(&p);
+    for (int k = 0; k < a.n_chunks; k++) {
+        const PlanChunkCost *x = &a.cost[k], *y = &b.cost[k];
+        double bytes = (double)x->params * per_param, grew = y->bwd - x->bwd;
+        assert_true(grew > 0);
+        assert_true(fabs((y->bwd_weight - x->bwd_weight) - grew) <= 1e-12 * y->bwd);
+        assert_true(grew >= plan_stream_time(&p.cluster.device, bytes, 0) * (1 - 1e-12));
+        assert_true(grew <= plan_stream_time(&p.cluster.device, bytes, x->layers) * (1 + 1e-12));
+        assert_true(y->fwd == x->fwd && y->fwd_tp == x->fwd_tp && y->bwd_tp == x->bwd_tp);
+        assert_true(y->reduce == x->reduce && y->p2p == x->p2p && y->params == x->params);
+    }
+    plan_costs_free(&a);
+    plan_costs_free(&b);
+}
+
 /* FlashAttention-2 (Dao 2023, Sec. 3.1.1) runs, of a causal s x s score
  * matrix in blocks of 128 x 128, the nb (nb + 1) / 2 on or below the
  * diagonal; a sliding window's band is already what it computes. */
@@ -2055,6 +2086,7 @@ int main(void)
         cmocka_unit_test(test_zb_h1),
         cmocka_unit_test(test_p2p_wait),
         cmocka_unit_test(test_overlap_tp_terms),
+        cmocka_unit_test(test_grad_accum_fusion_terms),
         cmocka_unit_test(test_flash_causal_fraction),
         cmocka_unit_test(test_flash_attention_terms),
         cmocka_unit_test(test_overlap_param_gather),

@@ -375,8 +375,9 @@ static void test_results_recheck(void **state)
 
 /* ---- the software is given ------------------------------------------- */
 
-/* The plan's software settings (overlap_*) are given, not searched: under
- * Megatron-LM 2021's (reductions after the flush, blocking sends) and
+/* The plan's software settings (overlap_*, grad_accum_fusion) are given, not
+ * searched: under Megatron-LM 2021's (reductions after the flush, blocking
+ * sends, weight gradients accumulated apart) and
  * Megatron-Core's (everything overlapped), the pruned search equals brute
  * force (the bounds hold for every setting), and each result is what
  * plan_evaluate says of that layout with that software, bit for bit; the
@@ -385,8 +386,10 @@ static void test_software_given(void **state)
 {
     (void)state;
     static const Software sw[] = {
-        { .overlap_grad_reduce = false, .overlap_param_gather = false, .overlap_p2p = false, .overlap_tp = false },
-        { .overlap_grad_reduce = true, .overlap_param_gather = true, .overlap_p2p = true, .overlap_tp = true },
+        { .overlap_grad_reduce = false, .overlap_param_gather = false, .overlap_p2p = false, .overlap_tp = false,
+          .grad_accum_fusion = false },
+        { .overlap_grad_reduce = true, .overlap_param_gather = true, .overlap_p2p = true, .overlap_tp = true,
+          .grad_accum_fusion = true },
     };
     for (int i = 0; i < 4; i++) {
         Plan base = case_plan(i);
