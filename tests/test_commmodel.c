@@ -131,9 +131,11 @@ static void test_nccl_tests_curve_a100(void **state)
  * tuner rates it by the NVLink chain (search.cc lets a 2-node tree's
  * bwIntra reach twice its bwInter; tuning.cc takes bwIntra on <= 2
  * nodes), not by the rails as a ring. nccl-tests all_reduce_perf, 16
- * ranks, 10 GiB: 222.9 GB/s (NCCL 2.26.5) and 225.0 GB/s (NGC TensorFlow
- * container, NCCL_IB_QPS_PER_CONNECTION=4), oracle-japan/ocitutorials'
- * BM.GPU4.8 pages; within 15 %. */
+ * ranks, 10 GiB, oracle-japan/ocitutorials' BM.GPU4.8 tutorials: 222.9
+ * GB/s (NCCL 2.26.5, one process per GPU; spinup-gpu-cluster.md) and
+ * 225.0 GB/s (NGC TensorFlow 22.11, one process per node;
+ * spinup-gpu-cluster-withstack), within 15 %; the same container one
+ * process per GPU measured 169.8 there (planc 198, +16 %). */
 static void test_nccl_two_nodes_tree(void **state)
 {
     (void)state;
