@@ -24,7 +24,10 @@
  *    as nccl-tests shows it.
  * The line rates are derated by the measured busbw / line rate of
  * nccl-tests (PLAN_NCCL_EFF_*, comm.h): the nVidia figures are per
- * channel of NCCL's topology search, ours per GPU of the link.
+ * channel of NCCL's topology search, ours per GPU of the link; and capped
+ * as the tuner caps them by architecture (235 GB/s Ampere, 370 Hopper). A
+ * tree on two nodes runs at NVLink's busbw up to twice the rails' (its one
+ * network hop carries the data once each way; search.cc, tuning.cc).
  *
  * MPI (the CPU target) keeps the alpha-beta model: each link is a latency
  * alpha and a per-GPU, per-direction bandwidth derated by PLAN_LINK_EFF_*,
@@ -55,7 +58,9 @@
  * one code path.
  *
  * Sources: NCCL src/graph/tuning.cc (v2.19: baseLat, hwLat, llMaxBws,
- * perChMax*Bws, treeCorrectionFactor, the ring plateau); nccl-tests
+ * perChMax*Bws, treeCorrectionFactor, the ring plateau, the busBw caps;
+ * bwIntra on <= 2 nodes) and search.cc (a tree's bwIntra up to 2 x
+ * bwInter); nccl-tests
  * doc/PERFORMANCE.md (bus-bandwidth factors); NVIDIA dgxc-benchmarking
  * `nccl` README and nccl-tests issue #290 (measured bus bandwidths);
  * Thakur, Rabenseifner, Gropp 2005 (ring and tree costs, MPI).
@@ -308,19 +313,63 @@ static double eff_of(const Link *l, double dflt)
     return l->efficiency > 0 ? l->efficiency : dflt;
 }
 
-/* The busbw NCCL's rings and trees reach over g for large messages, GB/s
- * (tuning.cc's nChannels * bw): NVLink inside a node; across nodes the
- * smaller of NVLink and the rails the group's members drive (min(local,
- * NICs) NICs of gpus_per_node / NICs GPUs' share each). */
-static double nccl_base(const Cluster *cl, PlanGroup g)
+/* The bus bandwidth NCCL's tuner allows one GPU's channels, GB/s, by
+ * architecture (tuning.cc, 2.12 on: "if (compCapIndex ==
+ * AMPERE_COMPCAP_IDX) busBw = std::min(busBw, 235.0f)", Hopper 370; no
+ * cap on the others). The A100's 235 GB/s is what nccl-tests measures at
+ * 8-10 GB on eight A100 SXM (232-236 GB/s, test_commmodel.c), where the
+ * H100's measured fraction of NVLink (PLAN_NCCL_EFF_NVLINK, 82 %) would
+ * give 247. */
+static double nccl_bus_cap(const Device *d)
 {
-    double in = cl->intra.bandwidth * eff_of(&cl->intra, PLAN_NCCL_EFF_NVLINK);
-    if (g.nodes <= 1) return in / 1e9;
+    if (d->arch >= 80 && d->arch < 90) return 235.0;
+    if (d->arch >= 90 && d->arch < 100) return 370.0;
+    return INFINITY;
+}
+
+/* NVLink's bus bandwidth for NCCL's rings and trees, GB/s: the derated
+ * line rate, under the tuner's cap. */
+static double nccl_nvlink(const Cluster *cl)
+{
+    return fmin(cl->intra.bandwidth * eff_of(&cl->intra, PLAN_NCCL_EFF_NVLINK) / 1e9,
+                nccl_bus_cap(&cl->device));
+}
+
+/* The rails g's members drive across nodes, GB/s: min(local, NICs) NICs of
+ * gpus_per_node / NICs GPUs' share each. */
+static double nccl_net(const Cluster *cl, PlanGroup g)
+{
     double G = (double)cl->gpus_per_node;
     double nics = cl->nics_per_node > 0 ? (double)cl->nics_per_node : G;
-    double net = fmin((double)g.local, nics) * cl->inter.bandwidth * G / nics *
-                 eff_of(&cl->inter, PLAN_NCCL_EFF_NET);
-    return (g.local > 1 ? fmin(in, net) : net) / 1e9;
+    return fmin((double)g.local, nics) * cl->inter.bandwidth * G / nics *
+           eff_of(&cl->inter, PLAN_NCCL_EFF_NET) / 1e9;
+}
+
+/* The busbw NCCL's rings reach over g for large messages, GB/s
+ * (tuning.cc's nChannels * bw): NVLink inside a node; across nodes the
+ * smaller of NVLink and the rails (each ring's channel crosses a NIC at
+ * the NIC's speed, search.cc sets the ring's bwIntra = bwInter). */
+static double nccl_base(const Cluster *cl, PlanGroup g)
+{
+    double in = nccl_nvlink(cl);
+    if (g.nodes <= 1) return in;
+    double net = nccl_net(cl, g);
+    return g.local > 1 ? fmin(in, net) : net;
+}
+
+/* The tree's busbw over g, GB/s. On two nodes each tree's one network hop
+ * carries a channel's data once each way while its chain inside the node
+ * carries it twice, so NCCL's search raises the tree's bwIntra to up to
+ * twice its bwInter ("increase bwIntra for trees (2 nodes or collnet)",
+ * search.cc) and the tuner rates trees on <= 2 nodes by bwIntra
+ * (tuning.cc: "nNodes <= 2 ? graphs[a]->bwIntra : graphs[a]->bwInter"):
+ * min(NVLink, 2 x rails). On more nodes the tree's interior nodes carry
+ * it twice on the network too: the ring's figure. */
+static double nccl_tree_base(const Cluster *cl, PlanGroup g)
+{
+    if (g.nodes != 2) return nccl_base(cl, g);
+    double net2 = 2 * nccl_net(cl, g);
+    return g.local > 1 ? fmin(nccl_nvlink(cl), net2) : net2;
 }
 
 /* Seconds of a (latency us, algbw GB/s) estimate on M bytes, with the
@@ -355,7 +404,7 @@ static double nccl_ring(const Cluster *cl, PlanCollective c, PlanGroup g, PlanPr
 static double nccl_tree(const Cluster *cl, PlanGroup g, PlanProto p, double M)
 {
     int row = arch_row(&cl->device), col = node_col(g.nodes);
-    double b = fmin(nccl_base(cl, g) * 0.92, PLAN_NCCL_CHANNELS * NCCL_TREE_CH[row][col]);
+    double b = fmin(nccl_tree_base(cl, g) * 0.92, PLAN_NCCL_CHANNELS * NCCL_TREE_CH[row][col]);
     if (p == PROTO_LL) b = fmin(b / 3.8, NCCL_LL_MAX[col]);
     if (p == PROTO_LL128)
         b = fmin(b * (g.nodes == 1 ? 7.0 / 9 : 120.0 / 128), PLAN_NCCL_CHANNELS * NCCL_TREE_LL128_CH[row][col]);

@@ -85,7 +85,8 @@ typedef struct {
 
 /* NCCL (GPU clusters), measured bus bandwidth over the line rate:
  *  NVLink ring: nccl-tests all-reduce on one DGX H100 without NVLS,
- *    ~370 GB/s of 450 (published-runs.md);
+ *    ~370 GB/s of 450 (published-runs.md); NCCL's tuner caps it at 235
+ *    GB/s on Ampere, 370 on Hopper (comm.c nccl_bus_cap);
  *  NVLS: 480 GB/s busbw at 8 GiB on 8 GPUs, algbw 480 / (2 * 7/8) =
  *    274 GB/s = (5/6, NCCL's NVLS ratio) * 0.731 * 450 (NVIDIA
  *    dgxc-benchmarking `nccl` README);
