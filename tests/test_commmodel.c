@@ -311,17 +311,17 @@ static void test_gemm_h100_measured(void **state)
  *     TFLOPS (Horace He, "Strangely, Matrix Multiplications on GPUs Run
  *     Faster When Given 'Predictable' Data", thonking.ai, 2024; A100 at its
  *     400 W limit) — also the preset's ceiling (presets.c);
- *   - the five GEMMs of a GPT layer of width 4096 (micro-batch 4 x seq 2048)
+ *   - the four GEMMs of a GPT layer of width 4096 (micro-batch 4 x seq 2048)
  *     and its logits (vocab 51,200), fp16, torch.nn.functional.linear: the
  *     sample output of EleutherAI's cookbook
  *     (benchmarks/sizing/sample_results/transformer.out, made by
- *     transformer_flops.py; each the slowest of 200 iterations, so a few %
- *     below a sustained mean; the file names no GPU, its figures, 235-255 of
- *     a 312 TFLOPS peak, are an A100's).
- * Within 10 % each and 5 % on average (the largest residual of the data is
- * 5.6 %, the 8192 x 4096 x 4096 GEMM, whose 1024 output tiles fill 9.5 of
- * 108 SMs' waves). Before the epilogue and the sustained ceiling the model
- * was 4-14 % fast on these. The same file's unfused attention GEMMs (64
+ *     transformer_flops.py; each the slowest of its timed iterations, so
+ *     a little below a sustained mean; the file names no GPU, its figures,
+ *     235-255 of a 312 TFLOPS peak, are an A100's).
+ * Within 10 % each and 5 % on average (the largest residual, in time, is
+ * 5.3 %, the 8192 x 4096 x 4096 projection; the mean 2.4 %). With
+ * mamf-finder's ceiling and no epilogue the model was 3.5-12 % fast on
+ * all six. The same file's unfused attention GEMMs (64
  * heads x batch, seq 2048, head dim 256: the scores, k = 256, writing 2048 x
  * 2048 per head; the context, n = 256) within 25 %: the scores' residual is
  * 20 % (its mainloop is 8 steps of k; their start is not modelled), and
