@@ -11,15 +11,15 @@
  * analytic figures below, which are the profile it has when none was
  * measured (one model, one code path). Analytically each GEMM is
  * a roofline of its tile- and wave-quantised tensor-core time against its
- * HBM traffic, its output written after the mainloop on Ampere
- * (gemm_epilogue_serial) (so the attention score/context GEMMs with k or
- * n = head dim, or the GEMMs of a thin tensor-parallel shard, fall below
- * peak by themselves), each elementwise kernel (norms, softmax, dropout, GeLU,
- * residual, cross-entropy) is its bytes over the HBM bandwidth, and every
- * kernel pays a small launch gap. TP collectives are synchronous in
- * Megatron, so they add to the forward and backward; DP, ZeRO and PP
- * collectives and the step-level ones are separate entries that the
- * Program places (lower.c) and the simulator times (simulate.c).
+ * HBM traffic — on Ampere its output written after the mainloop, not
+ * beside it (gemm_epilogue_serial) — so the attention score/context GEMMs
+ * with k or n = head dim, or the GEMMs of a thin tensor-parallel shard,
+ * fall below peak by themselves; each elementwise kernel (norms, softmax,
+ * dropout, GeLU, residual, cross-entropy) is its bytes over the HBM
+ * bandwidth, and every kernel pays a small launch gap. TP collectives are
+ * synchronous in Megatron, so they add to the forward and backward; DP,
+ * ZeRO and PP collectives and the step-level ones are separate entries
+ * that the Program places (lower.c) and the simulator times (simulate.c).
  *
  * What this file must not do: derive a schedule, build ops or simulate.
  * It calls the model arithmetic (model.c) and the collective costs

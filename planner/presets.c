@@ -78,9 +78,10 @@ void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64
  * H100 SXM: mamf-finder's 792.1 of 989 (80.1 %; ml-engineering, "Maximum
  * Achievable Matmul FLOPS comparison table"), which OpenXLA's measured
  * sm_90 table bears out (test_gemm_h100_measured); the H200 SXM has the
- * H100's compute (and power limit), so its figure. arch: compute capability x 10 (A100 8.0, H100/H200 9.0). nvls:
- * HGX H100/H200 boards carry third-generation NVSwitches with multicast
- * and in-switch reduction (NVLink SHARP), which NCCL's NVLS uses; the
+ * H100's compute (and power limit), so its figure. arch: compute
+ * capability x 10 (A100 8.0, H100/H200 9.0). nvls: HGX H100/H200 boards
+ * carry third-generation NVSwitches with multicast and in-switch
+ * reduction (NVLink SHARP), which NCCL's NVLS uses; the
  * A100's NVSwitches have none. attn_eff: FlashAttention-2 (Dao 2023),
  * forward + backward with head dim 128: "up to 335 TFLOPs/s" on the H100
  * SXM (Sec. 4.1, the same kernels, no Hopper instructions: 33.9 % of 989),
