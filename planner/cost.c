@@ -11,14 +11,15 @@
  * analytic figures below, which are the profile it has when none was
  * measured (one model, one code path). Analytically each GEMM is
  * a roofline of its tile- and wave-quantised tensor-core time against its
- * HBM traffic (so the attention score/context GEMMs with k or n = head dim,
- * or the GEMMs of a thin tensor-parallel shard, fall below peak by
- * themselves), each elementwise kernel (norms, softmax, dropout, GeLU,
- * residual, cross-entropy) is its bytes over the HBM bandwidth, and every
- * kernel pays a small launch gap. TP collectives are synchronous in
- * Megatron, so they add to the forward and backward; DP, ZeRO and PP
- * collectives and the step-level ones are separate entries that the
- * Program places (lower.c) and the simulator times (simulate.c).
+ * HBM traffic — on Ampere its output written after the mainloop, not
+ * beside it (gemm_epilogue_serial) — so the attention score/context GEMMs
+ * with k or n = head dim, or the GEMMs of a thin tensor-parallel shard,
+ * fall below peak by themselves; each elementwise kernel (norms, softmax,
+ * dropout, GeLU, residual, cross-entropy) is its bytes over the HBM
+ * bandwidth, and every kernel pays a small launch gap. TP collectives are
+ * synchronous in Megatron, so they add to the forward and backward; DP,
+ * ZeRO and PP collectives and the step-level ones are separate entries
+ * that the Program places (lower.c) and the simulator times (simulate.c).
  *
  * What this file must not do: derive a schedule, build ops or simulate.
  * It calls the model arithmetic (model.c) and the collective costs
@@ -42,6 +43,22 @@ double plan_gemm_eff(const Device *d)
     return d->gemm_eff > 0 ? d->gemm_eff : PLAN_GEMM_EFF;
 }
 
+/* Whether a GEMM's epilogue (its output tiles written to HBM, read first
+ * when accumulating) runs after its mainloop rather than beside it. On
+ * Ampere (and a device of unknown architecture, taken as Ampere's, as
+ * comm.c does) cuBLAS runs one output tile per thread block, not
+ * persistently (its sm80 kernels: a 3-5 stage cp.async mainloop, then the
+ * epilogue; CUTLASS "Efficient GEMM in CUDA"): the tiles of a wave start
+ * and finish together, so the tensor cores wait while the wave's tiles are
+ * written, at the HBM's rate. Hopper's kernels are persistent and
+ * warp-specialised (CUTLASS 3 "ping-pong" and "cooperative" schedules:
+ * one warp group's epilogue, a TMA store, overlaps the other's mainloop),
+ * so there the output hides under the MMAs like the operands. */
+static bool gemm_epilogue_serial(const Device *d)
+{
+    return d->arch < 90;
+}
+
 /* A GEMM whose output C is read `c_reads` times besides being written
  * (1 for a weight-gradient GEMM accumulating into the gradient buffer,
  * beta = 1, as gradient accumulation over micro-batches does). */
@@ -49,9 +66,11 @@ static double gemm_time(const Device *d, double peak, double e, double m, double
                         double batch, int c_reads)
 {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
-    double traffic = (m * k + k * n + (1 + c_reads) * m * n) * e * batch / (d->hbm * PLAN_HBM_EFF);
+    double bw = d->hbm * PLAN_HBM_EFF;
+    double ab = (m * k + k * n) * e * batch / bw;            /* s: the operands, streamed */
+    double c = (1 + c_reads) * m * n * e * batch / bw;       /* s: the output tiles' epilogue */
     if (!(d->flops_16 > 2 * d->flops_fp32))   /* no tensor cores (a CPU): plain roofline */
-        return fmax(2 * m * n * k * batch / (peak * plan_gemm_eff(d)), traffic) + PLAN_KERNEL_GAP;
+        return fmax(2 * m * n * k * batch / (peak * plan_gemm_eff(d)), ab + c) + PLAN_KERNEL_GAP;
     double tm = ceil(m / PLAN_TILE_MN), tn = ceil(n / PLAN_TILE_MN);
     double kp = ceil(k / PLAN_TILE_K) * PLAN_TILE_K;
     double tiles = tm * tn * batch;
@@ -61,7 +80,9 @@ static double gemm_time(const Device *d, double peak, double e, double m, double
     double sms = d->sms > 0 ? d->sms : PLAN_WAVE_TILES;
     double waves = ceil(tiles / sms);
     double compute = waves * sms * 2.0 * PLAN_TILE_MN * PLAN_TILE_MN * kp / (peak * plan_gemm_eff(d));
-    return fmax(compute, traffic) + PLAN_KERNEL_GAP;
+    if (gemm_epilogue_serial(d))   /* the operands stream under the MMAs, the output after them */
+        return fmax(compute, ab) + c + PLAN_KERNEL_GAP;
+    return fmax(compute, ab + c) + PLAN_KERNEL_GAP;
 }
 
 /* The measured GEMMs of pass `pass` interpolated at (m, n, k): seconds

@@ -66,14 +66,22 @@ void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64
 }
 
 /* name, memory, fp32, 16-bit, HBM, SMs; no measured profile (cost.c's
- * analytic figures). gemm_eff: the maximum achievable matmul FLOPS over
- * the data-sheet peak, bf16, measured by Stas Bekman's mamf-finder
- * (ml-engineering, "Maximum Achievable Matmul FLOPS comparison table"):
- * A100 SXM 267.9 of 312 TFLOPS (85.9 %, CUDA 12.1), H100 SXM 792.1 of 989
- * (80.1 %); the H200 SXM has the H100's compute (and power limit), so its
- * figure. arch: compute capability x 10 (A100 8.0, H100/H200 9.0). nvls:
- * HGX H100/H200 boards carry third-generation NVSwitches with multicast
- * and in-switch reduction (NVLink SHARP), which NCCL's NVLS uses; the
+ * analytic figures). gemm_eff: the rate the largest GEMMs sustain over the
+ * data-sheet peak, 16-bit. A100 SXM: 258 of 312 TFLOPS (82.7 %), cuBLAS at
+ * 8192^3 on normally distributed inputs (Horace He, thonking.ai 2024,
+ * "Strangely, Matrix Multiplications on GPUs Run Faster When Given
+ * 'Predictable' Data"): the A100 is power-limited (400 W), so a step's
+ * GEMMs, back to back on random data, run below mamf-finder's 267.9 —
+ * the fastest of 100 iterations of its best shape (ml-engineering,
+ * benchmarks README) — as the same GEMM on zeros (295) runs above it;
+ * checked against the GEMMs of a GPT layer (test_gemm_a100_measured).
+ * H100 SXM: mamf-finder's 792.1 of 989 (80.1 %; ml-engineering, "Maximum
+ * Achievable Matmul FLOPS comparison table"), which OpenXLA's measured
+ * sm_90 table bears out (test_gemm_h100_measured); the H200 SXM has the
+ * H100's compute (and power limit), so its figure. arch: compute
+ * capability x 10 (A100 8.0, H100/H200 9.0). nvls: HGX H100/H200 boards
+ * carry third-generation NVSwitches with multicast and in-switch
+ * reduction (NVLink SHARP), which NCCL's NVLS uses; the
  * A100's NVSwitches have none. attn_eff: FlashAttention-2 (Dao 2023),
  * forward + backward with head dim 128: "up to 335 TFLOPs/s" on the H100
  * SXM (Sec. 4.1, the same kernels, no Hopper instructions: 33.9 % of 989),
@@ -82,7 +90,7 @@ void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64
  * the H100's. */
 const Device plan_device_presets[PLAN_N_DEVICES] = {
     { .name = "a100-sxm-80gb", .memory = 80ull << 30, .flops_fp32 = 19.5e12, .flops_16 = 312e12,
-      .hbm = 2.039e12, .sms = 108, .gemm_eff = 267.9 / 312, .attn_eff = 0.615, .arch = 80, .nvls = false },
+      .hbm = 2.039e12, .sms = 108, .gemm_eff = 258.0 / 312, .attn_eff = 0.615, .arch = 80, .nvls = false },
     { .name = "h100-sxm-80gb", .memory = 80ull << 30, .flops_fp32 = 67e12, .flops_16 = 989e12,
       .hbm = 3.35e12, .sms = 132, .gemm_eff = 792.1 / 989, .attn_eff = 335.0 / 989, .arch = 90, .nvls = true },
     { .name = "h200-sxm-141gb", .memory = 141000000000ull, .flops_fp32 = 67e12, .flops_16 = 989e12,
