@@ -31,7 +31,9 @@
  *    reduce-scattered; runtime/par/model.c frees each once reduced), under
  *    ZB-H1 too (its B pass writes no bucket: codegen's gln).
  *    A mixture's all-to-all send and receive buffers (e R h each, ep > 1)
- *    are alive during its layer only: the largest one counts.
+ *    are alive during its layer only: the largest one counts. Software
+ *    whose GEMMs do not accumulate the weight gradients (grad_accum_fusion
+ *    false) holds a fresh one until it is added: the largest layer's.
  *  - a mixture of experts (issue 17): each GPU holds E / ep routed
  *    experts (split over tp); their gradients are reduced and their ZeRO
  *    state sharded over the expert-DP group of dp / ep ranks, the dense
@@ -169,6 +171,12 @@ uint64_t plan_memory_buffers(double slots, int zero, double p2p_bytes, double la
     return plan_bytes(buf);
 }
 
+uint64_t plan_memory_grad_transient(const Plan *p, double layer_params_max)
+{
+    if (p->software.grad_accum_fusion) return 0;
+    return plan_bytes(layer_params_max * plan_dtype_bytes(p->model.dtype));
+}
+
 void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
 {
     const Layout *l = &c->layout;
@@ -198,7 +206,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         double slots = plan_pipe_slots(l->schedule, l->pp, s, c->n_micro, l->chunks);
         m->buffers_bytes = plan_bytes_add(plan_memory_buffers(slots, l->zero, p2p, layer_max, p->model.dtype,
                                                               plan_grad_dtype(p)),
-                                          plan_bytes(a2a));
+                                          plan_bytes_add(plan_bytes(a2a), plan_memory_grad_transient(p, layer_max)));
         m->reserve_bytes = plan_memory_reserve(cap);
         m->total_bytes = plan_bytes_add(plan_bytes_add(plan_bytes_add(m->params_bytes, m->grads_bytes),
                                          plan_bytes_add(m->optimizer_bytes, m->activations_bytes)),

@@ -45,6 +45,13 @@ double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v);
 uint64_t plan_memory_buffers(double slots, int zero, double p2p_bytes, double layer_params_max,
                              PlanDtype dtype, PlanDtype gdtype);
 
+/* Bytes of the fresh weight gradient that software without fused
+ * accumulation (Software.grad_accum_fusion false) holds until a kernel
+ * adds it to the buffer: at most the largest layer's, layer_params_max
+ * parameters in the model's dtype; 0 when the GEMMs accumulate. Part of
+ * the buffers; plan_memory() and the search's bounds both add it. */
+uint64_t plan_memory_grad_transient(const Plan *p, double layer_params_max);
+
 /* Bytes ceil(x) (0 for x <= 0, UINT64_MAX from 2^64 on) and a + b
  * saturating at UINT64_MAX: byte counts never wrap. */
 uint64_t plan_bytes(double x);

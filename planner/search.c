@@ -701,7 +701,7 @@ static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int
     plan_expert_states(g->psi, g->psi_e, p->model.dtype, plan_grad_dtype(p), z, dp, ep, &pb, &gb, &ob);
     uint64_t buf = plan_bytes_add(plan_memory_buffers(0, z, 0, g->layer_max, p->model.dtype,
                                                       plan_grad_dtype(p)),
-                                  plan_bytes(g->a2a));
+                                  plan_bytes_add(plan_bytes(g->a2a), plan_memory_grad_transient(p, g->layer_max)));
     return plan_bytes_add(plan_bytes_add(plan_bytes_add(pb, gb), ob),
                           plan_bytes_add(buf, plan_memory_reserve(p->cluster.device.memory)));
 }

@@ -1803,7 +1803,8 @@ static void test_overlap_tp_terms(void **state)
  * chunk's backward and its W part grow by one streaming pass a micro-batch
  * over its gradients — the fresh gradient read (e bytes a parameter), the
  * buffer read and written (g each) — with at most one launch a layer; the
- * forward, the TP and DP collectives and the parameters stay. */
+ * forward, the TP and DP collectives and the parameters stay; the stage
+ * holds the largest layer's fresh gradient until it is added. */
 static void test_grad_accum_fusion_terms(void **state)
 {
     (void)state;
@@ -1825,6 +1826,22 @@ static void test_grad_accum_fusion_terms(void **state)
         assert_true(grew <= plan_stream_time(&p.cluster.device, bytes, x->layers) * (1 + 1e-12));
         assert_true(y->fwd == x->fwd && y->fwd_tp == x->fwd_tp && y->bwd_tp == x->bwd_tp);
         assert_true(y->reduce == x->reduce && y->p2p == x->p2p && y->params == x->params);
+    }
+    /* and the memory holds the largest layer's fresh gradient beside the
+     * buffer until the add: the buffers grow by e x its parameters */
+    PlanStageMem ma[2], mb[2];
+    assert_true(l.pp <= 2);
+    p.software.grad_accum_fusion = true;
+    plan_memory(&p, &a, ma);
+    p.software.grad_accum_fusion = false;
+    plan_memory(&p, &b, mb);
+    for (int s = 0; s < l.pp; s++) {
+        double lmax = 0;
+        for (int k = s; k < a.n_chunks; k += l.pp) lmax = fmax(lmax, (double)a.cost[k].layer_params_max);
+        assert_true(lmax > 0);
+        assert_true(mb[s].buffers_bytes == ma[s].buffers_bytes +
+                                           plan_bytes(lmax * plan_dtype_bytes(p.model.dtype)));
+        assert_true(mb[s].activations_bytes == ma[s].activations_bytes && mb[s].grads_bytes == ma[s].grads_bytes);
     }
     plan_costs_free(&a);
     plan_costs_free(&b);
