@@ -1205,6 +1205,9 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (!w->grad_accum_fusion) {
         key = "grad_accum_fusion false";
         what = "its weight-gradient GEMMs accumulate into the gradients (beta = 1)";
+    } else if (!w->cross_entropy_fusion) {
+        key = "cross_entropy_fusion false";
+        what = "its loss reads the logits in their own dtype, no fp32 copy (prt_xent_*)";
     } else if (plan_grad_dtype(p) != DTYPE_FP32) {
         key = plan_grad_dtype(p) == DTYPE_FP16 ? "grad_accum_dtype fp16" : "grad_accum_dtype bf16";
         what = "it accumulates and reduces gradients in fp32; add `grad_accum_dtype fp32;` to the plan block";

@@ -177,6 +177,7 @@ static void megatron_software(const Ex *x, FILE *o, bool *first)
     if (l->zero >= 1 && plan_param_overlap(x->p, l->zero)) arg(o, first, "--overlap-param-gather");
     if (!w->overlap_p2p && l->pp > 1) arg(o, first, "--no-overlap-p2p-communication");
     if (!w->grad_accum_fusion) arg(o, first, "--no-gradient-accumulation-fusion");
+    if (w->cross_entropy_fusion) arg(o, first, "--cross-entropy-loss-fusion");
     if (w->overlap_tp && l->tp > 1) {
         arg(o, first, "--tp-comm-overlap");
         if (l->sequence_parallel != 1)

@@ -47,10 +47,10 @@ Software plan_software_defaults(void)
      * collectives are synchronous; gradients in fp32 for a bf16 model,
      * in the model's dtype otherwise (plan_grad_dtype), accumulated by the
      * weight-gradient GEMM itself (runtime/cuda/ops_gemm.cu: beta = 1 into
-     * fp32) */
+     * fp32), the loss from the logits in their own dtype (prt_xent_*) */
     return (Software){ .overlap_grad_reduce = true, .overlap_param_gather = PLAN_AUTO,
                        .overlap_p2p = true, .overlap_tp = false, .grad_accum_dtype = PLAN_AUTO,
-                       .grad_accum_fusion = true };
+                       .grad_accum_fusion = true, .cross_entropy_fusion = true };
 }
 
 PlanDtype plan_grad_dtype(const Plan *p)

@@ -34,7 +34,7 @@ Layout plan_layout_auto(void);
  * one place they are written; README's plan-block table): planc's own
  * program — overlap_grad_reduce true, overlap_param_gather as the ZeRO
  * stage has it (PLAN_AUTO: plan_param_overlap), overlap_p2p true,
- * overlap_tp false, grad_accum_fusion true. */
+ * overlap_tp false, grad_accum_fusion true, cross_entropy_fusion true. */
 Software plan_software_defaults(void);
 
 /* Whether parameter all-gathers overlap compute under ZeRO stage `zero`:

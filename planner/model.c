@@ -292,6 +292,42 @@ static void residual_work(PlanLayerWork *w, double Th, double e, double r, bool 
     ew(w, (3 * e + (dropout ? 1 : 0)) * Th * r, (2 * e + (dropout ? 1 : 0)) * Th * r, false);
 }
 
+/* The vocab-parallel cross-entropy of the head over N logits of e bytes:
+ * its traffic, launches and what it keeps (act_*) and holds while it
+ * runs (act_scratch).
+ *  - fused (planc's runtime, program_template.c: prt_xent_max,
+ *    prt_xent_sumexp, prt_xent_loss, prt_xent_bwd): the forward reads the
+ *    logits twice (the row max; the sum of exponentials and the target's
+ *    logit), the backward reads them and writes the gradient over them,
+ *    2e bytes an element each way; it keeps the logits, e N.
+ *  - on an fp32 copy (Megatron-LM's VocabParallelCrossEntropy,
+ *    megatron/core/tensor_parallel/cross_entropy.py, on logits.float()):
+ *    the copy (reads e, writes 4; none for fp32 logits), the row max
+ *    (reads 4), the subtraction, exp and division in place (8 each), the
+ *    row sum (reads 4): e + 36 bytes forward; backward the multiply by
+ *    the loss gradient in place (8) and the cast back (reads 4, writes e):
+ *    12 + e. It keeps the fp32 softmax, 4 N (Korthikanti et al. 2022 Sec.
+ *    4.3: 4sbv), and the logits in their own dtype live beside their copy
+ *    while it runs, e N. */
+static void head_xent_work(PlanLayerWork *w, double N, double e, bool fp32_copy)
+{
+    if (!fp32_copy) {
+        ew(w, e * N, 2 * e * N, false);      /* row max; backward: the gradient over the logits */
+        ew(w, e * N, 0, false);              /* sum of exponentials, target logit */
+        w->act_none = w->act_selective = w->act_full = e * N;
+        return;
+    }
+    double cast = e < 4 ? e + 4 : 0;
+    ew(w, cast * N, cast * N, false);        /* the fp32 copy; backward: the cast back */
+    ew(w, 4 * N, 8 * N, false);              /* row max; backward: times the loss gradient */
+    ew(w, 8 * N, 0, false);                  /* subtract the max */
+    ew(w, 8 * N, 0, false);                  /* exp */
+    ew(w, 4 * N, 0, false);                  /* row sum */
+    ew(w, 8 * N, 0, false);                  /* divide: the softmax */
+    w->act_none = w->act_selective = w->act_full = 4 * N;
+    if (e < 4) w->act_scratch = e * N;
+}
+
 /* Positions are declared on the embedding layer. */
 static PosKind model_position(const Model *m)
 {
@@ -574,15 +610,14 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
         w->act_split = 4.0 * (double)norm_params(m, l->norm);   /* zb-h1: its fp32 gradients, B to W */
         break;
     case LAYER_LM_HEAD:
-        /* logits GEMM 2T h V/t (Narayanan: counted), vocab-parallel
-         * cross-entropy in fp32: forward reads logits (e) and keeps fp32
-         * exponentials (4 bytes); backward reads them, writes the
-         * gradient (e). */
+        /* logits GEMM 2T h V/t (Narayanan: counted), then the
+         * vocab-parallel cross-entropy over this rank's N = T V / t logits
+         * (head_xent_work) */
         gemm(w, T, V / t, h, 1, false);
-        ew(w, (e + 4) * T * V / t, (4 + e) * T * V / t, false);
-        /* keeps its input (e T h, gathered copy unless SP) and the fp32
-         * logits 4 T V / t (Korthikanti Sec. 4.3) */
-        w->act_none = w->act_selective = w->act_full = e * T * h * r + 4 * T * V / t;
+        head_xent_work(w, T * V / t, e, c->xent_fp32);
+        /* keeps its input too (e T h, gathered copy unless SP) */
+        double kept = w->act_full + e * T * h * r;
+        w->act_none = w->act_selective = w->act_full = kept;
         w->tp_bytes = e * T * h;
         if (c->tp > 1) {
             /* SP: the input gathered again for the weight gradient (no

@@ -26,6 +26,8 @@ typedef struct {
     int     recompute;      /* Recompute */
     int     ep;             /* expert-parallel degree (MoE layers); 0 means 1 */
     bool    flash;          /* fused attention (Software.flash_attention) */
+    bool    xent_fp32;      /* the loss on an fp32 copy of the logits, Megatron-LM's
+                               VocabParallelCrossEntropy (!Software.cross_entropy_fusion) */
 } PlanCut;
 
 /* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */

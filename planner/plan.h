@@ -291,6 +291,14 @@ typedef struct {
      * every micro-batch (PyTorch autograd's AccumulateGrad, Megatron-LM's
      * DDP hook `param.main_grad.add_(param.grad)` before the fusion, 2021) */
     bool grad_accum_fusion;
+    /* true (planc): the loss is computed from the logits in their own
+     * dtype, the forward reading them twice (row max, then the sum of
+     * exponentials), the backward writing the gradient over them, and the
+     * logits kept for the backward (program_template.c: prt_xent_*;
+     * Megatron-Core's --cross-entropy-loss-fusion); false: Megatron-LM's
+     * VocabParallelCrossEntropy on an fp32 copy of them (max, subtract,
+     * exp, sum, divide as kernels of their own; the fp32 softmax kept) */
+    bool cross_entropy_fusion;
 } Software;
 
 typedef struct {

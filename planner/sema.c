@@ -1149,7 +1149,7 @@ static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch"
                                          "schedule", "chunks", "recompute", "sequence_parallel",
                                          "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
                                          "overlap_tp", "ep", "grad_accum_dtype", "flash_attention",
-                                         "grad_accum_fusion" };
+                                         "grad_accum_fusion", "cross_entropy_fusion" };
 KEYS_FIT(PLAN_KEYS);
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
@@ -1166,9 +1166,10 @@ typedef struct {
 static void sema_software(Sema *S, const Fields *F, Software *W)
 {
     static const char *const KEYS[] = { "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
-                                        "overlap_tp", "flash_attention", "grad_accum_fusion" };
+                                        "overlap_tp", "flash_attention", "grad_accum_fusion",
+                                        "cross_entropy_fusion" };
     bool *slot[] = { &W->overlap_grad_reduce, NULL, &W->overlap_p2p, &W->overlap_tp, &W->flash_attention,
-                     &W->grad_accum_fusion };
+                     &W->grad_accum_fusion, &W->cross_entropy_fusion };
     const DslStmt *s;
     int e;
     for (size_t i = 0; i < N_ELEMS(KEYS); i++)

@@ -298,8 +298,10 @@ plan {{
         "--train-iters": "100", "--lr-warmup-iters": "10", "--seed": "7",
         # planc's software by default: dropout 0 (Megatron-LM's default is
         # 0.1, so it is written), the DP reduction overlaps the backward,
-        # ZeRO-3 prefetches its gathers, ZeRO-1/2's all-gather follows the step
+        # ZeRO-3 prefetches its gathers, ZeRO-1/2's all-gather follows the step;
+        # its loss reads the logits in their own dtype (cross_entropy_fusion)
         "--attention-dropout": "0", "--hidden-dropout": "0", "--overlap-grad-reduce": True,
+        "--cross-entropy-loss-fusion": True,
     }
     if zero == 3:
         want["--overlap-param-gather"] = True
@@ -408,7 +410,8 @@ for t in ("torchtitan", "deepspeed"):
 # DeepSpeed overlap_comm, torchtitan async TP, words the notes must hold).
 SOFTWARE = [
     ("planc's defaults, dropout 0.1", "", "0.1", "true",
-     {"--overlap-grad-reduce": True, "--attention-dropout": "0.1", "--hidden-dropout": "0.1"},
+     {"--overlap-grad-reduce": True, "--attention-dropout": "0.1", "--hidden-dropout": "0.1",
+      "--cross-entropy-loss-fusion": True},
      ["--overlap-param-gather", "--no-overlap-p2p-communication", "--tp-comm-overlap",
       "--no-gradient-accumulation-fusion"], True, False,
      ["dropout 0.1: DeepSpeed takes dropout from the model", "torchtitan's llama3 has no dropout"]),
@@ -433,6 +436,8 @@ SOFTWARE = [
      ["grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in fp32"]),
     ("weight gradients accumulated by a kernel of their own (2021)", "grad_accum_fusion false;", "0", "false",
      {"--no-gradient-accumulation-fusion": True}, [], True, False, []),
+    ("the loss on an fp32 copy of the logits (Megatron-LM's default)", "cross_entropy_fusion false;", "0", "false",
+     {}, ["--cross-entropy-loss-fusion"], True, False, []),
 ]
 for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(SOFTWARE):
     model = MODEL.replace("DTYPE", "bf16; dropout " + drop).replace("KV", "16")

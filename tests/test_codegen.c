@@ -534,12 +534,13 @@ static void test_refusals(void **state)
  * dropout is honoured: its program draws masks (prt_dropout_*) with the
  * model's P, and a program without dropout has none of that code.
  * grad_accum_dtype: the runtime holds fp32 gradients, so fp32 is honoured
- * and 16-bit gradients are refused, named; so is grad_accum_fusion false
- * (its weight-gradient GEMMs accumulate, beta = 1). */
+ * and 16-bit gradients are refused, named; so are grad_accum_fusion false
+ * (its weight-gradient GEMMs accumulate, beta = 1) and cross_entropy_fusion
+ * false (its loss makes no fp32 copy of the logits). */
 static void test_software_refusals(void **state)
 {
     (void)state;
-    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP, GACC32, GACC16, GACCH, FLASH, NOFUSE };
+    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP, GACC32, GACC16, GACCH, FLASH, NOFUSE, NOXENT };
     static const struct { Case c; int key; const char *needle; } cases[] = {
         { { "pp2", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, "overlap_p2p false" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, NULL },
@@ -557,6 +558,7 @@ static void test_software_refusals(void **state)
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, GACCH, "grad_accum_dtype fp16" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, FLASH, "flash_attention true" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, NOFUSE, "grad_accum_fusion false" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, NOXENT, "cross_entropy_fusion false" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         DslArena a;
@@ -579,6 +581,7 @@ static void test_software_refusals(void **state)
         case GACCH:  w->grad_accum_dtype = DTYPE_FP16; break;
         case FLASH:  w->flash_attention = true; break;
         case NOFUSE: w->grad_accum_fusion = false; break;
+        case NOXENT: w->cross_entropy_fusion = false; break;
         }
         char *text = emit_text(&p, why, sizeof why, &n);
         if (cases[i].needle) {

@@ -94,7 +94,7 @@ rm -rf "$bom"
 # fmt and search --write keep the key.
 sw=$(mktemp -d)
 for kv in "overlap_tp true" "overlap_p2p false" "overlap_param_gather true" "overlap_grad_reduce false" \
-          "grad_accum_fusion false"; do
+          "grad_accum_fusion false" "cross_entropy_fusion false"; do
     key=${kv%% *}
     sed "s|^    recompute none;|    recompute none; $kv;|" examples/tiny.plan >"$sw/$key.plan"
     cp -r examples/clusters examples/data "$sw/" 2>/dev/null

@@ -550,6 +550,7 @@ static void test_software_keys(void **state)
         { "plan { flash_attention false }\n", true, PLAN_AUTO, true, false, false, true },
         { "plan { grad_accum_fusion false }\n", true, PLAN_AUTO, true, false, false, false },
         { "plan { grad_accum_fusion true }\n", true, PLAN_AUTO, true, false, false, true },
+        { "plan { cross_entropy_fusion false }\n", true, PLAN_AUTO, true, false, false, true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Run r;
@@ -564,6 +565,7 @@ static void test_software_keys(void **state)
         assert_int_equal(w->overlap_tp, cases[i].tp);
         assert_int_equal(w->flash_attention, cases[i].flash);
         assert_int_equal(w->grad_accum_fusion, cases[i].fuse);
+        assert_int_equal(w->cross_entropy_fusion, strstr(cases[i].plan, "cross_entropy_fusion false") == NULL);
         done(&r);
         free(text);
     }
@@ -572,6 +574,7 @@ static void test_software_keys(void **state)
         { "plan { overlap_p2p 1 }\n", "'overlap_p2p' expects true or false, got 1" },
         { "plan { flash_attention auto }\n", "'flash_attention' expects true or false, got auto" },
         { "plan { grad_accum_fusion auto }\n", "'grad_accum_fusion' expects true or false, got auto" },
+        { "plan { cross_entropy_fusion 0 }\n", "'cross_entropy_fusion' expects true or false, got 0" },
         { "plan { overlap_grad_reduce }\n", "overlap_grad_reduce" },
         { "plan { overlap_gather true }\n", "overlap_param_gather" },   /* the suggestion */
     };

@@ -1193,7 +1193,7 @@ static void test_comm_hier_and_sp(void **state)
     Layer buf[PLAN_PRESET_LAYERS(2)];
     Model m;
     plan_preset_llama(&m, buf, "l", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
-    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false }, b = { 1, 4, true, RECOMPUTE_NONE, 1, false };
+    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false }, b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false };
     PlanLayerWork wa, wb;
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &a, &wa);
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &b, &wb);
@@ -1847,6 +1847,45 @@ static void test_grad_accum_fusion_terms(void **state)
     plan_costs_free(&b);
 }
 
+/* cross_entropy_fusion false changes exactly the head's cross-entropy
+ * (model.c's head_xent_work): on the last chunk, of N = T V / t logits of
+ * e bytes, the forward moves (e + 36) N bytes in six launches instead of
+ * 2e N in two, the backward (12 + e) N instead of 2e N, and the softmax is
+ * kept in fp32 (4 N) instead of the logits (e N); the bf16 logits beside
+ * their copy raise the largest layer's transient by e N; every other
+ * chunk and every collective stays. */
+static void test_cross_entropy_fusion_terms(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    Plan p = gpt_plan(buf, 8, 4096, 32, 2, 2, 4, 2, 0, 1, 16, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    p.model.dtype = DTYPE_BF16;
+    Layout l = plan_layout_defaults(&p);
+    PlanCosts a, b;
+    assert_true(p.software.cross_entropy_fusion);
+    assert_true(plan_costs(&p, &l, &a));
+    p.software.cross_entropy_fusion = false;
+    assert_true(plan_costs(&p, &l, &b));
+    const Device *d = &p.cluster.device;
+    double e = 2, N = (double)l.micro_batch * (double)p.model.seq *
+                      (double)plan_vocab_padded(&p.model, l.tp) / l.tp;
+    int last = a.n_chunks - 1;
+    for (int k = 0; k < last; k++) {
+        assert_true(a.cost[k].fwd == b.cost[k].fwd && a.cost[k].bwd == b.cost[k].bwd);
+        assert_true(a.cost[k].act_kept == b.cost[k].act_kept);
+    }
+    const PlanChunkCost *x = &a.cost[last], *y = &b.cost[last];
+    double dfwd = plan_stream_time(d, (e + 36 - 2 * e) * N, 4) - plan_stream_time(d, 0, 0);
+    double dbwd = plan_stream_time(d, (12 + e - 2 * e) * N, 4);
+    assert_close(y->fwd - x->fwd, dfwd, 0, 1e-9);
+    assert_close(y->bwd - x->bwd, dbwd, 0, 1e-9);
+    assert_close(y->act_kept - x->act_kept, (4 - e) * N, 0, 1e-12);
+    assert_true(y->act_layer_max >= x->act_layer_max);
+    assert_true(y->p2p == x->p2p && y->reduce == x->reduce && y->fwd_tp == x->fwd_tp);
+    plan_costs_free(&a);
+    plan_costs_free(&b);
+}
+
 /* FlashAttention-2 (Dao 2023, Sec. 3.1.1) runs, of a causal s x s score
  * matrix in blocks of 128 x 128, the nb (nb + 1) / 2 on or below the
  * diagonal; a sliding window's band is already what it computes. */
@@ -2106,6 +2145,7 @@ int main(void)
         cmocka_unit_test(test_p2p_wait),
         cmocka_unit_test(test_overlap_tp_terms),
         cmocka_unit_test(test_grad_accum_fusion_terms),
+        cmocka_unit_test(test_cross_entropy_fusion_terms),
         cmocka_unit_test(test_flash_causal_fraction),
         cmocka_unit_test(test_flash_attention_terms),
         cmocka_unit_test(test_overlap_param_gather),

@@ -7,7 +7,7 @@
  * predicted by planc for cluster laptop:
  *   stage 0: 258.7 MiB per rank (params 0.2, grads 0.4, optimizer 0.2, activations 1.8)
  *   stage 1: 258.0 MiB per rank (params 0.2, grads 0.3, optimizer 0.2, activations 1.1)
- *   step 34.260 ms, pipeline bubble 37.1 %, 29889 tokens/s (the simulated Program below)
+ *   step 34.276 ms, pipeline bubble 37.1 %, 29875 tokens/s (the simulated Program below)
  *
  * How to read it: the parameter table (every tensor, its global shape and
  * how TP splits it), the layer table, the layers' forward and backward
