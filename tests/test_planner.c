@@ -1758,6 +1758,18 @@ static double costs_sum(const PlanCosts *c, size_t off)
     return t;
 }
 
+/* The cost tables of p's layout l before and after flipping one software
+ * key (`knob`, a field of p->software): what the knob-terms tests below
+ * compare. The layout is resolved once, so both tables cost the same one. */
+static Layout costs_flipped(Plan *p, bool *knob, PlanCosts *before, PlanCosts *after)
+{
+    Layout l = plan_layout_defaults(p);
+    assert_true(plan_costs(p, &l, before));
+    *knob = !*knob;
+    assert_true(plan_costs(p, &l, after));
+    return l;
+}
+
 /* overlap_tp changes exactly the TP terms: each layer pass's TP time
  * becomes what outlasts the pass's compute, max(0, tp - compute) — the
  * compute of a 4096-wide block far outlasts its all-reduce on NVLink — and
@@ -1768,12 +1780,9 @@ static void test_overlap_tp_terms(void **state)
     (void)state;
     Layer buf[PLAN_PRESET_LAYERS(8)];
     Plan p = gpt_plan(buf, 8, 4096, 32, 2, 2, 4, 2, 0, 1, 16, SCHED_1F1B, 1, RECOMPUTE_FULL, 0);
-    Layout l = plan_layout_defaults(&p);
     PlanCosts a, b;
     assert_false(p.software.overlap_tp);
-    assert_true(plan_costs(&p, &l, &a));
-    p.software.overlap_tp = true;
-    assert_true(plan_costs(&p, &l, &b));
+    Layout l = costs_flipped(&p, &p.software.overlap_tp, &a, &b);
     double tp_f = costs_sum(&a, offsetof(PlanChunkCost, fwd_tp)), tp_b = costs_sum(&a, offsetof(PlanChunkCost, bwd_tp));
     assert_true(tp_f > 0 && tp_b > 0);
     /* the blocks' all-reduces hide under their GEMMs; what stays exposed
@@ -1810,12 +1819,9 @@ static void test_grad_accum_fusion_terms(void **state)
     (void)state;
     Layer buf[PLAN_PRESET_LAYERS(8)];
     Plan p = gpt_plan(buf, 8, 4096, 32, 2, 2, 4, 2, 0, 1, 16, SCHED_1F1B, 1, RECOMPUTE_FULL, 0);
-    Layout l = plan_layout_defaults(&p);
     PlanCosts a, b;
     assert_true(p.software.grad_accum_fusion);
-    assert_true(plan_costs(&p, &l, &a));
-    p.software.grad_accum_fusion = false;
-    assert_true(plan_costs(&p, &l, &b));
+    Layout l = costs_flipped(&p, &p.software.grad_accum_fusion, &a, &b);
     double per_param = plan_dtype_bytes(p.model.dtype) + 2.0 * plan_grad_bytes(&p);
     for (int k = 0; k < a.n_chunks; k++) {
         const PlanChunkCost *x = &a.cost[k], *y = &b.cost[k];
@@ -1860,12 +1866,9 @@ static void test_cross_entropy_fusion_terms(void **state)
     Layer buf[PLAN_PRESET_LAYERS(8)];
     Plan p = gpt_plan(buf, 8, 4096, 32, 2, 2, 4, 2, 0, 1, 16, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
     p.model.dtype = DTYPE_BF16;
-    Layout l = plan_layout_defaults(&p);
     PlanCosts a, b;
     assert_true(p.software.cross_entropy_fusion);
-    assert_true(plan_costs(&p, &l, &a));
-    p.software.cross_entropy_fusion = false;
-    assert_true(plan_costs(&p, &l, &b));
+    Layout l = costs_flipped(&p, &p.software.cross_entropy_fusion, &a, &b);
     const Device *d = &p.cluster.device;
     double e = 2, N = (double)l.micro_batch * (double)p.model.seq *
                       (double)plan_vocab_padded(&p.model, l.tp) / l.tp;
