@@ -11,9 +11,10 @@
       a CUDA executable's --dry-run (no GPU needed): every rank's peak and
       each kind's own peak within 5 % + 4 MiB of the plan's (kind by kind)
   check.py delta CHECK.json MEM.jsonl BASE.json BASEMEM.jsonl
-      a feature's own items (dropout's masks): each rank's allocator
-      activations less the same layout's without the feature equal the
-      plan's difference within 1 % + 64 KiB (item by item, not 5 %)
+      a feature's own items (dropout's masks): each stage's allocator
+      activations peak (its highest rank's) less the same layout's without
+      the feature equal the plan's difference within 1 % + 64 KiB (item by
+      item, not 5 %)
   check.py same RUN.jsonl DRY.jsonl
       a --dry-run's report against a real run's of the same executable:
       every rank's peak and each kind's peak within 5 % + 4 MiB
@@ -123,17 +124,28 @@ def check_rss(check, mem, rdir, base, bdir):
     return bad
 
 
+def stage_peaks(path, kind):
+    """Each stage's peak of one kind over its ranks: the DP replicas of a
+    stage run the same program, but where an asynchronous send or receive
+    lands between two of its allocations can move one replica's high-water
+    mark by a buffer; the plan predicts the stage's worst, so the stage is
+    judged by its highest rank."""
+    peaks = {}
+    for r in reports(path):
+        peaks[r["stage"]] = max(peaks.get(r["stage"], 0), r["by_kind"][kind])
+    return peaks
+
+
 def check_delta(check, mem, base, bmem):
     st, bst, bad = stages(check), stages(base), 0
-    brep = {r["rank"]: r for r in reports(bmem)}
-    for r in reports(mem):
-        s = r["stage"]
+    got, bgot = stage_peaks(mem, "activations"), stage_peaks(bmem, "activations")
+    for s in sorted(got):
         p = st[s]["activations_bytes"] - bst[s]["activations_bytes"]
-        m = r["by_kind"]["activations"] - brep[r["rank"]]["by_kind"]["activations"]
+        m = got[s] - bgot[s]
         ok = p > 0 and within(m, p, 0.01, 64 * 1024)
         bad += not ok
-        print("  rank %d stage %d: the feature's activations predicted %.3f MiB, allocated %.3f MiB%s"
-              % (r["rank"], s, p / MIB, m / MIB, "" if ok else "  MISS (1 % + 64 KiB)"))
+        print("  stage %d: the feature's activations predicted %.3f MiB, allocated %.3f MiB%s"
+              % (s, p / MIB, m / MIB, "" if ok else "  MISS (1 % + 64 KiB)"))
     return bad
 
 

@@ -12,9 +12,10 @@
 #      quarantine keeps freed blocks and its shadow memory grows with the
 #      heap, so RSS then measures the sanitizer, not the program; (a) still
 #      holds, it counts planrt's allocator);
-#  (e) the cases marked e (dropout): the allocator's activations less those of
-#      the same layout without dropout equal the plan's difference within
-#      1 % + 64 KiB (dropout's masks and dropped probabilities, item by item);
+#  (e) the cases marked e (dropout): each stage's activations peak (its
+#      highest rank's) less that of the same layout without dropout equals
+#      the plan's difference within 1 % + 64 KiB (dropout's masks and
+#      dropped probabilities, item by item);
 #  (b) the cases marked c, when PRT_CUDA_LIB names the built
 #      libplanrt_cuda.a: the same layout in bf16, built for CUDA, whose
 #      --dry-run runs here without a GPU (no CUDA call before the plan is
