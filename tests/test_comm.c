@@ -21,6 +21,14 @@
  * flight at once; point-to-point (blocking and async); and the errors a
  * caller must get (wrong world size, bad root, overlapping buffers).
  *
+ * A group of one rank moves nothing: every operation on one (the TP group
+ * of a dp = world layout) gives its input back in every mode, type,
+ * reduction, algorithm and deadline, and makes no MPI call — counted by
+ * PMPI wrappers of every MPI communication call planrt makes (the MPI
+ * profiling interface: this program's MPI_Allreduce is the one planrt
+ * calls, and it calls PMPI_Allreduce).  prtc_agree, the start-up agreement
+ * behind the NCCL unique id's broadcast, is checked with one rank failing.
+ *
  * A case fails when it fails on any rank; rank 0 prints the failures and
  * the closing line "N passed, N failed".  Exit status 1 on any failure.
  */
@@ -52,6 +60,59 @@ static unsigned char failed[MAX_CASES];
 static char names[MAX_CASES][96];
 static int ncases;
 static int world_rank, world_size;
+
+/* ---- MPI calls, counted (PMPI): what a one-rank collective must not make */
+static long mpi_calls;
+
+#define COUNTED(name, params, args) \
+    int MPI_##name params { mpi_calls++; return PMPI_##name args; }
+#define B_  const void *sb, int sn, MPI_Datatype st, void *rb, int rn, MPI_Datatype rt
+#define BA_ sb, sn, st, rb, rn, rt
+#define R_  const void *sb, void *rb, int n, MPI_Datatype t, MPI_Op op
+#define RA_ sb, rb, n, t, op
+#define V_  const void *sb, const int *sc, const int *sd, MPI_Datatype st, void *rb, \
+            const int *rc, const int *rd, MPI_Datatype rt, MPI_Comm c
+#define VA_ sb, sc, sd, st, rb, rc, rd, rt, c
+#define GV_ const void *sb, int sn, MPI_Datatype st, void *rb, const int *rc, const int *rd, \
+            MPI_Datatype rt, MPI_Comm c
+#define GVA_ sb, sn, st, rb, rc, rd, rt, c
+typedef MPI_Request *Req_;
+COUNTED(Bcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm c), (b, n, t, root, c))
+COUNTED(Ibcast, (void *b, int n, MPI_Datatype t, int root, MPI_Comm c, Req_ q), (b, n, t, root, c, q))
+COUNTED(Scatter, (B_, int root, MPI_Comm c), (BA_, root, c))
+COUNTED(Iscatter, (B_, int root, MPI_Comm c, Req_ q), (BA_, root, c, q))
+COUNTED(Gather, (B_, int root, MPI_Comm c), (BA_, root, c))
+COUNTED(Igather, (B_, int root, MPI_Comm c, Req_ q), (BA_, root, c, q))
+COUNTED(Reduce, (R_, int root, MPI_Comm c), (RA_, root, c))
+COUNTED(Ireduce, (R_, int root, MPI_Comm c, Req_ q), (RA_, root, c, q))
+COUNTED(Allreduce, (R_, MPI_Comm c), (RA_, c))
+COUNTED(Iallreduce, (R_, MPI_Comm c, Req_ q), (RA_, c, q))
+COUNTED(Reduce_scatter_block, (R_, MPI_Comm c), (RA_, c))
+COUNTED(Ireduce_scatter_block, (R_, MPI_Comm c, Req_ q), (RA_, c, q))
+COUNTED(Reduce_scatter, (const void *sb, void *rb, const int *rc, MPI_Datatype t, MPI_Op op,
+                         MPI_Comm c), (sb, rb, rc, t, op, c))
+COUNTED(Ireduce_scatter, (const void *sb, void *rb, const int *rc, MPI_Datatype t, MPI_Op op,
+                          MPI_Comm c, Req_ q), (sb, rb, rc, t, op, c, q))
+COUNTED(Allgather, (B_, MPI_Comm c), (BA_, c))
+COUNTED(Iallgather, (B_, MPI_Comm c, Req_ q), (BA_, c, q))
+COUNTED(Allgatherv, (GV_), (GVA_))
+COUNTED(Iallgatherv, (GV_, Req_ q), (GVA_, q))
+COUNTED(Alltoall, (B_, MPI_Comm c), (BA_, c))
+COUNTED(Ialltoall, (B_, MPI_Comm c, Req_ q), (BA_, c, q))
+COUNTED(Alltoallv, (V_), (VA_))
+COUNTED(Ialltoallv, (V_, Req_ q), (VA_, q))
+COUNTED(Barrier, (MPI_Comm c), (c))
+COUNTED(Ibarrier, (MPI_Comm c, Req_ q), (c, q))
+COUNTED(Send, (const void *b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c),
+        (b, n, t, to, tag, c))
+COUNTED(Isend, (const void *b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, Req_ q),
+        (b, n, t, to, tag, c, q))
+COUNTED(Recv, (void *b, int n, MPI_Datatype t, int from, int tag, MPI_Comm c, MPI_Status *st),
+        (b, n, t, from, tag, c, st))
+COUNTED(Irecv, (void *b, int n, MPI_Datatype t, int from, int tag, MPI_Comm c, Req_ q),
+        (b, n, t, from, tag, c, q))
+COUNTED(Testall, (int n, MPI_Request *q, int *flag, MPI_Status *st), (n, q, flag, st))
+COUNTED(Wait, (MPI_Request *q, MPI_Status *st), (q, st))
 
 /* Input value of element i on (group) rank r: a small integer. */
 static double val(int r, size_t i, int salt)
@@ -720,6 +781,99 @@ static void check_all_to_all_v(prt_ctx *c)
     free(rc);
 }
 
+/* A group of one rank: every operation x mode x reduction (PRT_AVG the
+ * identity) x algorithm, blocking with and without a deadline, gives the
+ * input back — the same checks as on any group — and makes no MPI call;
+ * its _async forms hand back a NULL request, complete; its all-to-all-v
+ * copies the own block, and refuses counts that disagree. */
+static void check_alone(prt_comm *g)
+{
+    static const prt_algo algos[] = { PRT_ALGO_NATIVE, PRT_ALGO_RING, PRT_ALGO_TREE };
+    static const prt_dtype types[] = { PRT_FP32, PRT_BF16, PRT_INT32 };
+    static const size_t counts[] = { 0, 7, 1003 };
+    char why[256];
+    int salt = 0;
+    for (top k = 0; k < T_COUNT; k++)
+        for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
+            for (prt_redop op = PRT_SUM; op <= (reduces(k) ? PRT_MIN : PRT_SUM); op++)
+                for (size_t a = 0; a < 3; a++)
+                    for (int m = 0; m < M_COUNT; m++)
+                        for (size_t c = 0; c < 3; c++)
+                            for (int deadline = 0; deadline < 2; deadline++) {
+                                if (deadline && m == M_ASYNC)
+                                    continue;   /* a deadline changes blocking calls only */
+                                double old = prt_comm_set_timeout(deadline ? 30 : 0);
+                                prt_comm_set_algo(g, algos[a]);
+                                why[0] = '\0';
+                                long before = mpi_calls;
+                                bool ok = run_case(g, k, types[ti], op, m, counts[c], 0, ++salt,
+                                                   why, sizeof why);
+                                long made = mpi_calls - before;
+                                prt_comm_set_timeout(old);
+                                record(ok && made == 0, "one-rank group: %s %s %s %s %s%s "
+                                       "n=%zu (%ld MPI calls)", top_name[k],
+                                       type_name[types[ti]], reduces(k) ? prt_redop_name(op) : "-",
+                                       prt_algo_name(algos[a]), mode_name[m],
+                                       deadline ? " deadline" : "", counts[c], made);
+                                if (!ok || made)
+                                    fprintf(stderr, "rank %d: FAIL %s: %s\n", world_rank,
+                                            names[ncases - 1], why);
+                            }
+    prt_comm_set_algo(g, PRT_ALGO_NATIVE);
+
+    /* async: the request is NULL and prt_test/prt_wait take it as done */
+    float *x = prt_comm_alloc(16 * sizeof *x);
+    prt_request *rq = (prt_request *)x;   /* anything but NULL */
+    bool done = false;
+    long before = mpi_calls;
+    bool ok = x && prt_all_reduce_async(g, x, x, 16, PRT_FP32, PRT_AVG, &rq) == PRT_OK &&
+              rq == NULL && prt_test(rq, &done) == PRT_OK && done && prt_wait(rq) == PRT_OK &&
+              prt_barrier_async(g, &rq) == PRT_OK && rq == NULL && prt_barrier(g) == PRT_OK;
+    record(ok && mpi_calls == before, "one-rank group: _async gives a NULL request, complete; "
+           "barriers free");
+
+    /* all-to-all-v: the own block, blocking and async; unequal counts refused */
+    size_t sc = 5, rc = 5;
+    float h[10] = { 1, -2, 3, -4, 5 }, back[5];
+    prt_request *req = NULL;
+    ok = prt_comm_upload(x, h, 5 * sizeof *h) == PRT_OK &&
+         prt_all_to_all_v(g, x, &sc, x + 8, &rc, PRT_FP32) == PRT_OK &&
+         prt_all_to_all_v_async(g, x, &sc, x + 8, &rc, PRT_FP32, &req) == PRT_OK && !req &&
+         prt_comm_download(back, x + 8, sizeof back) == PRT_OK &&
+         memcmp(back, h, sizeof back) == 0;
+    record(ok && mpi_calls == before, "one-rank group: all_to_all_v copies the own block");
+    rc = 4;
+    prt_status s = prt_all_to_all_v(g, x, &sc, x + 8, &rc, PRT_FP32);
+    record(s == PRT_ERR_ARG && strstr(prt_comm_last_error(), "expects 4"),
+           "one-rank group: all_to_all_v with unequal own counts refused");
+    prt_comm_free(x);
+}
+
+/* prtc_agree: with the last rank failing (and rank 0 too, with another
+ * status), every rank returns the first failure's status and message;
+ * with none failing, PRT_OK everywhere. */
+static void check_agree(void)
+{
+    const int last = world_size - 1;
+    prtc_clear_error();
+    prt_status s = prtc_agree(MPI_COMM_WORLD, PRT_OK);
+    record(s == PRT_OK, "prtc_agree: nobody failed, all go on");
+    prt_status mine = PRT_OK;
+    if (world_rank == last)
+        mine = prtc_error(PRT_ERR_CUDA, NULL, "rank %d: no id (a test)", world_rank);
+    s = prtc_agree(MPI_COMM_WORLD, mine);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d: no id (a test)", last);
+    record(s == PRT_ERR_CUDA && strcmp(prt_comm_last_error(), want) == 0,
+           "prtc_agree: the last rank failed, every rank fails with its message");
+    if (world_rank == 0)
+        mine = prtc_error(PRT_ERR_ARG, NULL, "rank 0 first");
+    s = prtc_agree(MPI_COMM_WORLD, mine);
+    record(s == PRT_ERR_ARG && strcmp(prt_comm_last_error(), "rank 0 first") == 0,
+           "prtc_agree: two failed, the first one's status and message everywhere");
+    prtc_clear_error();
+}
+
 /* What a caller must be told, not silently given. */
 static void check_errors(prt_ctx *c)
 {
@@ -790,6 +944,8 @@ int main(int argc, char **argv)
         return s == PRT_ERR_CUDA ? 77 : 1;
     }
     double t0 = MPI_Wtime();
+    check_agree();
+    check_alone(c->tp);   /* tp 1 */
     check_errors(c);
     check_p2p(c);
     check_overlap(c);

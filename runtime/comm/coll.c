@@ -8,9 +8,18 @@
  * in prt_comm_last_error(); then the group's algorithm decides: an own
  * algorithm (algos.c) becomes a schedule that the backend runs, anything
  * else is the backend's native call.  A blocking call is the asynchronous
- * one followed by prt_wait(), except a native call without a deadline
- * (PLANRT_TIMEOUT_S unset), which calls the blocking MPI/NCCL function
- * directly so that "native" costs exactly what the library costs.
+ * one ended by prtc_backend_block() (MPI: prt_wait; NCCL: the compute
+ * stream waits for it, the host does not), except a native call on a
+ * backend whose blocking calls only enqueue (NCCL, whatever the deadline)
+ * or without a deadline (PLANRT_TIMEOUT_S unset), which calls the blocking
+ * MPI/NCCL function directly so that "native" costs exactly what the
+ * library costs.
+ *
+ * A group of one rank (TP 1, PP 1, DP 1 all make them) moves nothing: its
+ * collectives are local copies, or nothing at all in place — no
+ * communicator call, no event, no wait — and their _async forms hand back
+ * a NULL request, complete already (prt_wait(NULL) is a no-op).  Only
+ * send/recv to oneself still go to the backend, which matches them (MPI).
  *
  * This file is identical for both backends; it never touches MPI or CUDA.
  */
@@ -169,6 +178,29 @@ static prt_status validate(const prt_comm *g, const coll_args *a, size_t *total_
     return PRT_OK;
 }
 
+/* A collective of a one-rank group: this rank's block to its place, which
+ * is nothing in place; PRT_AVG over one rank is the identity.  a is valid
+ * (so the all-to-all-v counts are there). */
+static prt_status run_alone(prt_comm *g, const coll_args *a)
+{
+    switch (a->kind) {
+    case COLL_BROADCAST: case COLL_BARRIER:
+        return PRT_OK;   /* in place by nature; nothing moves */
+    case COLL_ALL_TO_ALL_V:
+        if (a->counts[0] != a->rcounts[0])
+            return prtc_error(PRT_ERR_ARG, g, "%s: rank 0 sends %zu elements to itself but "
+                              "expects %zu", coll_name[a->kind], a->counts[0], a->rcounts[0]);
+        break;
+    default:
+        break;
+    }
+    /* n is the one block (the v variants: counts[0]); every kind's source
+     * and destination of it start at sendbuf and recvbuf, block 0. */
+    if (!a->n || a->sendbuf == a->recvbuf)
+        return PRT_OK;
+    return prtc_backend_copy(g, a->recvbuf, a->sendbuf, a->n * prt_dtype_size(a->type));
+}
+
 /* Check, choose native or own, run; blocking when req is NULL. */
 static prt_status run(prt_comm *g, coll_args a, prt_request **req)
 {
@@ -181,9 +213,11 @@ static prt_status run(prt_comm *g, coll_args a, prt_request **req)
     prt_status s = validate(g, &a, &total);
     if (s != PRT_OK)
         return s;
+    if (g->size == 1 && a.kind != COLL_SEND && a.kind != COLL_RECV)
+        return run_alone(g, &a);   /* *req stays NULL: complete */
     prt_request *r = NULL;
     if (!prtc_algo_exists(a.kind, g->algo)) {
-        if (!req && prtc_timeout_s() <= 0)
+        if (!req && (prtc_timeout_s() <= 0 || prtc_backend_blocking_enqueues()))
             return prtc_backend_native(g, &a, NULL);
         s = prtc_backend_native(g, &a, &r);
     } else {
@@ -210,7 +244,7 @@ static prt_status run(prt_comm *g, coll_args a, prt_request **req)
     if (s != PRT_OK)
         return s;
     if (!req)
-        return prt_wait(r);
+        return prtc_backend_block(r);
     *req = r;
     return PRT_OK;
 }

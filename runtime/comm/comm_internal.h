@@ -67,7 +67,8 @@ struct prt_comm {
     void     *scratch;      /* reused work buffer of own algorithms */
     size_t    scratch_bytes;
     bool      scratch_busy; /* held by a request in flight */
-    void     *backend;      /* ncclComm_t on GPU */
+    void     *backend;      /* ncclComm_t on GPU; NULL for a group of one rank,
+                               whose collectives never reach the backend */
 };
 
 /* One step of a schedule. ORDER STEP_KIND. */
@@ -115,6 +116,12 @@ prt_status prtc_error(prt_status s, const prt_comm *g, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void       prtc_clear_error(void);
 double     prtc_timeout_s(void);          /* PLANRT_TIMEOUT_S, 0 = none */
+/* Collective over comm at start-up: every rank learns whether any failed,
+ * and all return the first failing rank's status and message (s and
+ * prt_comm_last_error() on each rank), so that a failure on one rank (rank
+ * 0 not getting the NCCL id, a rank without a GPU) stops every rank with one
+ * message instead of leaving the others in the next collective for good. */
+prt_status prtc_agree(MPI_Comm comm, prt_status s);
 
 /* ---- sched.c: building and running schedules ---- */
 prt_request *sch_new(prt_comm *g, coll_kind k, prt_dtype t, prt_redop op);
@@ -150,6 +157,25 @@ prt_status prtc_backend_progress(prt_request *r, bool *done);
 void       prtc_backend_request_free(prt_request *r);
 void      *prtc_backend_alloc(size_t bytes);
 void       prtc_backend_free(void *p);
+/* Work memory of own algorithms (sch_scratch), touched only by g's
+ * communication work: on GPU allocated and freed in the order of the
+ * communication stream from a pool that keeps its memory, so no
+ * cudaMalloc/cudaFree (each a device-wide sync) runs inside a step. */
+void      *prtc_backend_scratch_alloc(prt_comm *g, size_t bytes);
+void       prtc_backend_scratch_free(prt_comm *g, void *p);
+/* Does a blocking call only enqueue its work?  True on NCCL: later kernels
+ * wait for it through stream order and the host never does, so a blocking
+ * call never takes the wait loop and the deadline applies to prt_wait on
+ * requests alone.  False on MPI: a blocking call with a deadline is its
+ * non-blocking form plus prt_wait, so a dead peer is reported. */
+bool       prtc_backend_blocking_enqueues(void);
+/* End a blocking call on the started request r (and free r): MPI waits for
+ * it (prt_wait, deadline and all); NCCL orders the compute stream after it,
+ * the host going on at once. */
+prt_status prtc_backend_block(prt_request *r);
+/* dst = src, bytes of the backend's memory (host on CPU, device on GPU),
+ * in order with the compute work: a one-rank group's collectives. */
+prt_status prtc_backend_copy(prt_comm *g, void *dst, const void *src, size_t bytes);
 
 /* ---- reduce_cpu.c: local arithmetic on the host ---- */
 void     prtc_reduce(void *dst, const void *a, const void *b, size_t n, prt_dtype t,

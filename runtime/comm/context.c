@@ -5,10 +5,15 @@
  * Groups follow DESIGN.md's Megatron layout, rank = tp + TP*(dp + DP*pp):
  * MPI_Comm_split with colour = "the coordinates a group shares" and key =
  * "the coordinate that varies inside it" gives each rank its three groups in
- * one call each, and the embedding group (first and last stage) a fourth.  The node-local rank (which GPU to use) comes from
- * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), so it works the same under
- * mpirun and srun.  This file never moves data: collectives are in coll.c.
+ * one call each, and the embedding group (first and last stage) a fourth.
+ * The node-local rank (the GPU is the local rank modulo the visible devices,
+ * comm_nccl.c) comes from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), so it
+ * works the same under mpirun and srun.  Every group gets its MPI
+ * communicators, cheap; a group of one rank gets no backend communicator
+ * (NCCL), since its collectives are local copies (coll.c).  This file never
+ * moves data: collectives are in coll.c.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +42,28 @@ prt_status prtc_error(prt_status s, const prt_comm *g, const char *fmt, ...)
 void prtc_clear_error(void) { last_error[0] = '\0'; }
 const char *prt_comm_last_error(void) { return last_error; }
 double prtc_timeout_s(void) { return timeout_s; }
+
+/* The first failing rank (an MPI_MIN over "my rank if I failed") sends its
+ * status and message to all; two collectives, at start-up only. */
+prt_status prtc_agree(MPI_Comm comm, prt_status s)
+{
+    int me, first, none = INT_MAX;
+    MPI_Comm_rank(comm, &me);
+    int mine = s != PRT_OK ? me : none;
+    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Allreduce of the start-up "
+                          "status failed");
+    if (first == none)
+        return PRT_OK;
+    struct { int status; char msg[sizeof last_error]; } word = { (int)s, "" };
+    if (me == first)
+        snprintf(word.msg, sizeof word.msg, "%s", last_error);
+    if (MPI_Bcast(&word, (int)sizeof word, MPI_BYTE, first, comm) != MPI_SUCCESS)
+        return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Bcast of the start-up "
+                          "status failed");
+    snprintf(last_error, sizeof last_error, "%s", word.msg);
+    return (prt_status)word.status;
+}
 
 double prt_comm_set_timeout(double seconds)
 {
@@ -142,9 +169,9 @@ static void group_free(prt_comm *g)
 {
     if (!g)
         return;
-    prtc_backend_comm_free(g);
     if (g->scratch)
-        prtc_backend_free(g->scratch);
+        prtc_backend_scratch_free(g, g->scratch);
+    prtc_backend_comm_free(g);
     MPI_Comm_free(&g->own);
     MPI_Comm_free(&g->mpi);
     free(g->world_ranks);

@@ -93,6 +93,33 @@ void *prtc_backend_alloc(size_t bytes)
 
 void prtc_backend_free(void *p) { free(p); }
 
+/* Host memory: scratch is plain memory, no stream to order it on. */
+void *prtc_backend_scratch_alloc(prt_comm *g, size_t bytes)
+{
+    (void)g;
+    return prtc_backend_alloc(bytes);
+}
+
+void prtc_backend_scratch_free(prt_comm *g, void *p)
+{
+    (void)g;
+    prtc_backend_free(p);
+}
+
+/* MPI's blocking calls block: with a deadline they must be waited for in
+ * prt_wait, which can give up. */
+bool prtc_backend_blocking_enqueues(void) { return false; }
+
+prt_status prtc_backend_block(prt_request *r) { return prt_wait(r); }
+
+/* Host memory is ordered by program order: a copy is a memcpy. */
+prt_status prtc_backend_copy(prt_comm *g, void *dst, const void *src, size_t bytes)
+{
+    (void)g;
+    memcpy(dst, src, bytes);
+    return PRT_OK;
+}
+
 prt_status prt_comm_upload(void *dst, const void *host, size_t bytes)
 {
     memcpy(dst, host, bytes);

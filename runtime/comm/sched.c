@@ -41,7 +41,7 @@ void sch_free(prt_request *r)
         return;
     prtc_backend_request_free(r);
     if (r->scratch_owned)
-        prtc_backend_free(r->scratch);
+        prtc_backend_scratch_free(r->g, r->scratch);
     else if (r->scratch)
         r->g->scratch_busy = false;
     free(r->aux);
@@ -60,8 +60,8 @@ void *sch_scratch(prt_request *r, size_t bytes)
         bytes = 1;
     if (!g->scratch_busy) {
         if (g->scratch_bytes < bytes) {
-            prtc_backend_free(g->scratch);
-            g->scratch = prtc_backend_alloc(bytes);
+            prtc_backend_scratch_free(g, g->scratch);
+            g->scratch = prtc_backend_scratch_alloc(g, bytes);
             g->scratch_bytes = g->scratch ? bytes : 0;
         }
         if (g->scratch) {
@@ -70,7 +70,7 @@ void *sch_scratch(prt_request *r, size_t bytes)
             return r->scratch;
         }
     }
-    r->scratch = prtc_backend_alloc(bytes);
+    r->scratch = prtc_backend_scratch_alloc(g, bytes);
     r->scratch_owned = r->scratch != NULL;
     if (!r->scratch)
         r->failed_alloc = true;

@@ -4,21 +4,28 @@
  * the generic part (runtime/comm/{context,coll,algos,sched}.c) is shared
  * with the CPU build, so the API and the own algorithms are the same.
  *
- * Start-up: each rank takes the GPU numbered by its node-local rank (so
- * `mpirun -np 8` on an 8-GPU node uses all eight) and creates one stream for
- * communication.  Every group gets an NCCL communicator: its rank 0 calls
- * ncclGetUniqueId and MPI_Bcast's the id over the group's MPI communicator,
- * then all call ncclCommInitRank.  Without a GPU, prt_init fails with
- * PRT_ERR_CUDA and a message saying so; nothing crashes.
+ * Start-up: each rank takes device (node-local rank mod visible devices)
+ * — see pick_device() for why — and creates one stream for communication.
+ * Every group of two or more ranks gets an NCCL communicator: its rank 0
+ * calls ncclGetUniqueId and MPI_Bcast's the id over the group's MPI
+ * communicator, then all call ncclCommInitRank; a group of one rank gets
+ * none (coll.c runs its collectives as local copies).  A failure on any
+ * rank (no GPU, two ranks on one GPU, rank 0 without an id) stops every
+ * rank of the call with the same message (prtc_agree); nothing crashes
+ * and nothing hangs.
  *
  * Ordering: collectives run on the communication stream.  Before each one
  * an event recorded on the compute stream (the legacy default stream unless
  * prt_comm_set_compute_stream says otherwise) makes it wait for the kernels
  * that produced its input; after a blocking one the compute stream waits
  * for an event on the communication stream, so the next kernel sees the
- * result without the host waiting.  An _async call only records an event:
- * prt_test polls it, prt_wait spins on it (with the deadline of
- * PLANRT_TIMEOUT_S) and then orders the compute stream after it.
+ * result without the host waiting — whatever PLANRT_TIMEOUT_S says, since
+ * a host wait per collective would be a device sync per collective.  An
+ * _async call only records an event: prt_test polls it, prt_wait spins on
+ * it (with the deadline of PLANRT_TIMEOUT_S) and then orders the compute
+ * stream after it.  The work memory of own algorithms comes from a pool
+ * that keeps its memory, allocated and freed in communication-stream
+ * order, so no cudaMalloc/cudaFree (a device-wide sync) runs in a step.
  *
  * Own algorithms: a schedule is enqueued whole — each round one
  * ncclGroupStart/ncclSend.../ncclRecv.../ncclGroupEnd, its local steps
@@ -27,6 +34,7 @@
  * arrive in the order they were sent, which is what pipelines need.
  */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +55,8 @@ typedef struct {
     cudaStream_t compute;        /* the stream compute kernels run on */
     cudaEvent_t  compute_done;   /* recorded on compute before each collective */
     cudaEvent_t  comm_done;      /* recorded on comm after each blocking one */
+    cudaMemPool_t scratch;       /* own algorithms' work memory; NULL: the device
+                                    has no pools, cudaMalloc then */
 } gpu_ctx;
 
 static gpu_ctx *gctx(const prt_comm *g) { return g->ctx->impl; }
@@ -91,8 +101,15 @@ static ncclRedOp_t nccl_op(prt_redop op)
 
 const char *prt_comm_backend(void) { return "nccl"; }
 
-/* Pick the GPU of this node-local rank and make the streams. */
-prt_status prtc_backend_init(prt_ctx *c)
+/* The device of this rank: its node-local rank modulo the devices it sees.
+ * `mpirun -np 8` on an 8-GPU node (8 visible, local ranks 0..7) gives each
+ * rank its own; a Slurm job that gives each rank its own
+ * CUDA_VISIBLE_DEVICES (1 visible, local size 8) gives device 0 everywhere,
+ * which is a different GPU on every rank.  So more ranks on a node than
+ * visible devices is no error by itself: two ranks on one physical GPU is
+ * (planrt uses one GPU per rank, NCCL refuses duplicates), and
+ * one_gpu_per_rank() checks exactly that, by UUID.  *uuid gets the device's. */
+static prt_status pick_device(prt_ctx *c, cudaUUID_t *uuid)
 {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -103,14 +120,84 @@ prt_status prtc_backend_init(prt_ctx *c)
                    e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return PRT_ERR_CUDA;
     }
-    if (c->local_size > ndev) {
-        prtc_error(PRT_ERR_CUDA, NULL,
-                   "rank %d: %d ranks on this node but %d GPUs; planrt uses one GPU per "
-                   "rank\n  hint: start at most %d ranks per node", c->rank, c->local_size,
-                   ndev, ndev);
+    c->device = c->local_rank % ndev;
+    struct cudaDeviceProp p;
+    if ((e = cudaGetDeviceProperties(&p, c->device)) != cudaSuccess) {
+        prtc_error(PRT_ERR_CUDA, NULL, "rank %d: cudaGetDeviceProperties(%d): %s", c->rank,
+                   c->device, cudaGetErrorString(e));
         return PRT_ERR_CUDA;
     }
-    c->device = c->local_rank;
+    *uuid = p.uuid;
+    return PRT_OK;
+}
+
+/* One rank's entry in the world's device table. */
+typedef struct {
+    cudaUUID_t uuid;
+    int        rank, device;
+} rank_gpu;
+
+static int by_uuid(const void *a, const void *b)
+{
+    const rank_gpu *x = a, *y = b;
+    int d = memcmp(&x->uuid, &y->uuid, sizeof x->uuid);
+    return d ? d : x->rank - y->rank;
+}
+
+/* Refuse two ranks on one physical GPU: every rank's device UUID to all
+ * (UUIDs are unique across nodes, so no node table is needed), sorted, and
+ * neighbours compared; every rank sees the same table, so all decide the
+ * same with the same message.  An all-zero UUID (some virtual devices) says
+ * nothing and is skipped. */
+static prt_status one_gpu_per_rank(prt_ctx *c, cudaUUID_t uuid)
+{
+    rank_gpu me = { .uuid = uuid, .rank = c->rank, .device = c->device };
+    rank_gpu *all = malloc((size_t)c->size * sizeof *all);
+    int ok = all != NULL, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+        free(all);
+        return prtc_error(PRT_ERR_NOMEM, NULL, "prt_init: out of memory for the device table");
+    }
+    MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, MPI_COMM_WORLD);
+    qsort(all, (size_t)c->size, sizeof *all, by_uuid);
+    static const cudaUUID_t zero;
+    prt_status s = PRT_OK;
+    for (int i = 1; i < c->size && s == PRT_OK; i++)
+        if (!memcmp(&all[i].uuid, &all[i - 1].uuid, sizeof zero) &&
+            memcmp(&all[i].uuid, &zero, sizeof zero))
+            s = prtc_error(PRT_ERR_CUDA, NULL,
+                           "ranks %d and %d would share one GPU (their devices %d and %d are "
+                           "the same GPU); planrt uses one GPU per rank\n  hint: start at "
+                           "most as many ranks per node as it has GPUs, or give each rank its "
+                           "own CUDA_VISIBLE_DEVICES", all[i - 1].rank, all[i].rank,
+                           all[i - 1].device, all[i].device);
+    free(all);
+    return s;
+}
+
+/* The pool of own algorithms' scratch: device memory that, once freed in
+ * stream order, stays with the pool (release threshold: never) for the next
+ * step's allocation.  A device without pools gets NULL (cudaMalloc). */
+static prt_status make_scratch_pool(prt_ctx *c, gpu_ctx *gc)
+{
+    int pools = 0;
+    if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, c->device) !=
+        cudaSuccess || !pools)
+        return PRT_OK;
+    struct cudaMemPoolProps props = { 0 };
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = c->device;
+    CUDA_TRY(NULL, cudaMemPoolCreate(&gc->scratch, &props));
+    uint64_t keep = UINT64_MAX;
+    CUDA_TRY(NULL, cudaMemPoolSetAttribute(gc->scratch, cudaMemPoolAttrReleaseThreshold, &keep));
+    return PRT_OK;
+}
+
+/* Set the device up and make the streams and the pool. */
+static prt_status gpu_setup(prt_ctx *c)
+{
     gpu_ctx *gc = calloc(1, sizeof *gc);
     if (!gc)
         return prtc_error(PRT_ERR_NOMEM, NULL, "prt_init: out of memory");
@@ -120,7 +207,20 @@ prt_status prtc_backend_init(prt_ctx *c)
     CUDA_TRY(NULL, cudaEventCreateWithFlags(&gc->compute_done, cudaEventDisableTiming));
     CUDA_TRY(NULL, cudaEventCreateWithFlags(&gc->comm_done, cudaEventDisableTiming));
     gc->compute = 0;  /* legacy default stream */
-    return PRT_OK;
+    return make_scratch_pool(c, gc);
+}
+
+/* Pick the device, check one GPU per rank, set up; collective over the
+ * world, every step agreed, so all ranks stop together on a failure. */
+prt_status prtc_backend_init(prt_ctx *c)
+{
+    cudaUUID_t uuid;
+    prt_status s = prtc_agree(MPI_COMM_WORLD, pick_device(c, &uuid));
+    if (s == PRT_OK)
+        s = one_gpu_per_rank(c, uuid);
+    if (s == PRT_OK)
+        s = prtc_agree(MPI_COMM_WORLD, gpu_setup(c));
+    return s;
 }
 
 void prtc_backend_finalize(prt_ctx *c)
@@ -136,6 +236,8 @@ void prtc_backend_finalize(prt_ctx *c)
         cudaEventDestroy(gc->compute_done);
     if (gc->comm_done)
         cudaEventDestroy(gc->comm_done);
+    if (gc->scratch)
+        cudaMemPoolDestroy(gc->scratch);   /* its memory was freed on comm, now idle */
     free(gc);
     c->impl = NULL;
 }
@@ -146,12 +248,25 @@ void prt_comm_set_compute_stream(prt_ctx *c, void *stream)
         ((gpu_ctx *)c->impl)->compute = (cudaStream_t)stream;
 }
 
-/* One NCCL communicator per group: the unique id travels by MPI_Bcast. */
+/* One NCCL communicator per group of two or more ranks: the unique id
+ * travels by MPI_Bcast, after the group has agreed that rank 0 got one (a
+ * rank 0 that failed and left before the broadcast would hang the rest). */
 prt_status prtc_backend_comm_init(prt_comm *g)
 {
+    g->backend = NULL;
+    if (g->size == 1)
+        return PRT_OK;   /* its collectives are local copies (coll.c) */
     ncclUniqueId id;
-    if (g->rank == 0)
-        NCCL_TRY(g, ncclGetUniqueId(&id));
+    prt_status s = PRT_OK;
+    if (g->rank == 0) {
+        ncclResult_t e = ncclGetUniqueId(&id);
+        if (e != ncclSuccess)
+            s = prtc_error(PRT_ERR_CUDA, g, "rank 0 of this group could not get the NCCL unique "
+                           "id: %s\n  hint: NCCL_DEBUG=WARN says why (network interfaces, "
+                           "NCCL_SOCKET_IFNAME)", ncclGetErrorString(e));
+    }
+    if ((s = prtc_agree(g->mpi, s)) != PRT_OK)
+        return s;
     if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g->mpi) != MPI_SUCCESS)
         return prtc_error(PRT_ERR_MPI, g, "MPI_Bcast of the NCCL unique id failed");
     ncclComm_t nc;
@@ -177,6 +292,52 @@ void prtc_backend_free(void *p)
 {
     if (p)
         cudaFree(p);
+}
+
+void *prtc_backend_scratch_alloc(prt_comm *g, size_t bytes)
+{
+    gpu_ctx *gc = gctx(g);
+    void *p = NULL;
+    if (!gc->scratch)
+        return prtc_backend_alloc(bytes);
+    return cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, gc->scratch, gc->comm) == cudaSuccess
+        ? p : NULL;
+}
+
+/* Freed once the communication work queued so far, which may still read
+ * or write it, is done: stream order, no host wait. */
+void prtc_backend_scratch_free(prt_comm *g, void *p)
+{
+    gpu_ctx *gc = gctx(g);
+    if (!p)
+        return;
+    if (gc->scratch)
+        cudaFreeAsync(p, gc->comm);
+    else
+        cudaFree(p);
+}
+
+/* NCCL calls and kernels are queued; the host does not wait for them. */
+bool prtc_backend_blocking_enqueues(void) { return true; }
+
+/* The compute stream waits for r's event; the host goes on.  r's scratch
+ * goes back to the group (or the pool) at once: whatever uses it next is
+ * queued on the same communication stream, behind r. */
+prt_status prtc_backend_block(prt_request *r)
+{
+    cudaError_t e = cudaStreamWaitEvent(gctx(r->g)->compute, (cudaEvent_t)r->backend, 0);
+    prt_comm *g = r->g;
+    sch_free(r);
+    return e == cudaSuccess ? PRT_OK : cuda_fail(g, e, "cudaStreamWaitEvent");
+}
+
+/* A one-rank group's collective: a device copy queued on the compute
+ * stream, so it runs after the kernels that wrote src and before those that
+ * read dst (cudaMemcpyDefault: a host buffer works too). */
+prt_status prtc_backend_copy(prt_comm *g, void *dst, const void *src, size_t bytes)
+{
+    CUDA_TRY(g, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, gctx(g)->compute));
+    return PRT_OK;
 }
 
 prt_status prt_comm_upload(void *dst, const void *host, size_t bytes)
@@ -397,6 +558,10 @@ static prt_status enqueue_native(prt_comm *g, coll_args a, prt_request *holder)
 
 prt_status prtc_backend_native(prt_comm *g, const coll_args *a, prt_request **req)
 {
+    if (!g->backend)   /* only send/recv of a one-rank group come here */
+        return prtc_error(PRT_ERR_ARG, g, "%s to oneself on a group of one rank: NCCL has no "
+                          "communicator for it (a one-rank group moves nothing)",
+                          a->kind == COLL_SEND ? "prt_send" : "prt_recv");
     /* A request also holds scratch (in-place all-to-all), so make one even
      * for a blocking call and free it at once: stream order keeps the
      * scratch alive until the copy has run. */

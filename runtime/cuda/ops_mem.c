@@ -2,8 +2,9 @@
  * ops_mem.c: setup and memory helpers of the CUDA build (compiled by
  * mpicc with PRT_CUDA, calling the CUDA runtime's C API).
  *
- * One device per process, chosen by prt_ops_init (the caller passes its
- * node-local rank); one cuBLAS handle; one sticky error that
+ * One device per process, chosen by prt_ops_init (the caller passes
+ * prt_ctx.device, which prt_init picked: the node-local rank modulo the
+ * visible devices); one cuBLAS handle; one sticky error that
  * prt_ops_sync reports, so the asynchronous ops can stay void like their
  * CPU twins while a failure still reaches the caller with the op's name.
  */

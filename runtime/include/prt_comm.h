@@ -18,8 +18,9 @@
  *     prt_send(c->pp, act, n, PRT_FP32, c->coord.pp + 1, tag);      // next stage
  *
  * Buffers are host pointers in libplanrt.a (Open MPI) and device pointers in
- * libplanrt_cuda.a (NCCL, bootstrapped over MPI, one GPU per rank chosen by
- * local rank).  Counts are elements, never bytes.  Every collective is
+ * libplanrt_cuda.a (NCCL, bootstrapped over MPI, one GPU per rank: the
+ * node-local rank modulo the visible devices).  Counts are elements, never
+ * bytes.  Every collective is
  * in-place when sendbuf == recvbuf (for the gathering/scattering ones: when
  * the rank's own block of the big buffer is the small buffer), and has an
  * `_async` twin that returns a request to prt_wait()/prt_test() — the
@@ -76,7 +77,7 @@ typedef struct {
 typedef struct prt_ctx {
     int rank;           /* world rank, 0 .. size-1 */
     int size;           /* world size = dp * tp * pp */
-    int local_rank;     /* rank among the ranks on this node (GPU index) */
+    int local_rank;     /* rank among the ranks on this node (GPU: this mod the visible ones) */
     int local_size;     /* ranks on this node */
     prt_layout layout;  /* group sizes */
     prt_layout coord;   /* this rank's coordinates: coord.tp is its TP rank */
@@ -216,7 +217,9 @@ prt_status prt_all_to_all_counts(prt_comm *g, const size_t *sendcounts, size_t *
 void       prt_shard(size_t n, int P, int r, size_t *off, size_t *count);
 
 /* The same, asynchronous: *req receives the handle for prt_wait/prt_test.
- * Buffers must stay untouched until the request completes. */
+ * Buffers must stay untouched until the request completes.  On a group of
+ * one rank (a local copy, done before the call returns) *req is NULL,
+ * which prt_wait, prt_test and prt_wait_all take as complete. */
 prt_status prt_broadcast_async(prt_comm *g, void *buf, size_t n, prt_dtype t, int root,
                                prt_request **req);
 prt_status prt_scatter_async(prt_comm *g, const void *sendbuf, void *recvbuf, size_t n,
