@@ -20,6 +20,10 @@ prt_status prt_all_to_all_counts(prt_comm *g, const size_t *sendcounts, size_t *
     if (!g || !sendcounts || !recvcounts)
         return prtc_error(PRT_ERR_ARG, g, "prt_all_to_all_counts: a NULL argument");
     const int P = g->size;
+    if (P == 1) {   /* a one-rank group sends its count to itself (coll.c: no call) */
+        recvcounts[0] = sendcounts[0];
+        return PRT_OK;
+    }
     uint64_t *v = malloc(2 * (size_t)P * sizeof *v);
     if (!v)
         return prtc_error(PRT_ERR_NOMEM, g, "prt_all_to_all_counts: out of memory");
