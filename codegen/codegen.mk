@@ -59,13 +59,19 @@ test-invariance: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DATA)
 	MPIRUN="$(MPIRUN)" tests/invariance/run.sh $(PLANC) $(abspath $(BUILD))/invariance \
 	    $(BUILD)/tests/inv_compare $(CASES)
 
-# The CUDA program of tiny.plan compiles and links; started here on its 8
+# The CUDA program of tiny.plan compiles and links, without OpenBLAS (its
+# GEMMs are cuBLAS's: ldd must not list libopenblas); started here on its 8
 # ranks without a GPU, every rank must stop at start with a message, not crash.
 ifneq ($(NVCC),)
 TEST_TARGETS += test-codegen-cuda
 test-codegen-cuda: $(PLANC) $(LIBPRT_CUDA) $(CG_DATA)
 	@mkdir -p $(BUILD)/codegen
 	$(PLANC) build examples/tiny.plan -o $(BUILD)/codegen/tiny_cuda --target cuda
+	@if ldd $(BUILD)/codegen/tiny_cuda | grep -i openblas; then \
+	     echo "test-codegen-cuda: the CUDA program links OpenBLAS, which it does not use" >&2; exit 1; fi; \
+	 readelf -d $(BUILD)/codegen/tiny_cuda | grep -qi 'NEEDED.*libcublas' || \
+	     { echo "test-codegen-cuda: the CUDA program does not link cuBLAS" >&2; exit 1; }; \
+	 echo "test-codegen-cuda: linked without OpenBLAS (ldd: $$(ldd $(BUILD)/codegen/tiny_cuda | grep -c '=>') libraries, none libopenblas)"
 	@$(MPIRUN) -np 8 $(BUILD)/codegen/tiny_cuda --steps 1 > $(BUILD)/codegen/tiny_cuda.log 2>&1; rc=$$?; \
 	 grep -m 2 error $(BUILD)/codegen/tiny_cuda.log; \
 	 if [ $$rc = 0 ]; then echo "test-codegen-cuda: compiled, linked and trained one step (GPUs present)"; \

@@ -4,9 +4,10 @@
  * The command line is built as an argv array and started with posix_spawnp
  * (so no shell ever parses a path that came from a .plan file or the user);
  * the compiler inherits stdout and stderr, so its messages reach the user
- * as they are. Flags that depend on the machine (OpenBLAS, MPI, CUDA) were
- * found when planc itself was built and are baked in here as macros
- * (codegen/codegen.mk); they are split on spaces into separate arguments.
+ * as they are. Flags that depend on the machine (OpenBLAS, which only the
+ * CPU target links; MPI; CUDA) were found when planc itself was built and
+ * are baked in here as macros (codegen/codegen.mk); they are split on
+ * spaces into separate arguments.
  */
 #include "codegen/codegen.h"
 
@@ -122,9 +123,9 @@ int cg_build(const char *src, const char *exe, CgTarget t, const CgRuntime *rt,
             add(&a, l64);
             add(&a, rpath);
         }
+        /* no OpenBLAS: the CUDA runtime's GEMMs are cuBLAS's */
         add_words(&a, "-lcublas -lnccl -lcudart");
         add_words(&a, CG_MPI_LIBS);
-        add_words(&a, CG_BLAS_LIBS);
         add(&a, "-lm");
     }
     (void)libdir;

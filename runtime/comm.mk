@@ -31,7 +31,7 @@ ifneq ($(NVCC),)
 $(BUILD)/obj-cuda/tests/test_comm.c.o: CPPFLAGS += -I$(CUDA_HOME)/include
 $(BUILD)/tests/test_comm_cuda: $(BUILD)/obj-cuda/tests/test_comm.c.o $(LIBPRT_CUDA)
 	@mkdir -p $(@D)
-	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) -lstdc++ $(LDLIBS)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64 -lstdc++ $(LDLIBS)
 
 TEST_TARGETS += test-comm-cuda
 .PHONY: test-comm-cuda
@@ -65,7 +65,7 @@ ifneq ($(NVCC),)
 ALL_TARGETS += $(BUILD)/bin/planrt-bench-cuda
 $(BUILD)/bin/planrt-bench-cuda: $(BUILD)/obj-cuda/runtime/comm/planrt_bench.c.o $(LIBPRT_CUDA)
 	@mkdir -p $(@D)
-	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) -lstdc++ $(LDLIBS)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64 -lstdc++ $(LDLIBS)
 endif
 
 .PHONY: bench-comm

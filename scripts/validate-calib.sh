@@ -21,8 +21,18 @@
 # --target cuda; RANKS=1 (a machine of one GPU) takes the one-rank layouts
 # (recompute none, selective, full) instead of the two-rank ones.
 #
+# For a machine that cannot build (tests/gpu/run.sh on a borrowed GPU
+# machine): BUILD_ONLY=1 (with CALIB, a cluster of RANKS GPUs) only builds
+# each layout's program into OUTDIR, with NAME.layout beside it (`planc
+# check --json`'s layout object); PREBUILT=DIR then runs DIR's programs
+# instead of building them, and search's pick only where one of them has
+# its layout (else the pick is reported as not run). DATA=FILE is passed to
+# every program as --data.
+#
 # usage: validate-calib.sh PLANC OUTDIR    (MPIRUN, STEPS, WARMUP, CALIB, MODELS,
-#                                           TARGET, DTYPE, RANKS from the environment)
+#                                           TARGET, DTYPE, RANKS, BUILD_ONLY,
+#                                           PREBUILT, DATA, MACHINE_CHECK from
+#                                           the environment)
 set -euo pipefail
 planc=$1; dir=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,12 +40,16 @@ mpirun=${MPIRUN:-mpirun --oversubscribe --bind-to none}
 steps=${STEPS:-10}; warm=${WARMUP:-2}
 target=${TARGET:-cpu}; dtype=${DTYPE:-fp32}; ranks=${RANKS:-2}
 case $ranks in 1|2) ;; *) echo "validate-calib.sh: RANKS is 1 or 2, got $ranks" >&2; exit 2 ;; esac
+build_only=${BUILD_ONLY:-0}; prebuilt=${PREBUILT:-}; data=${DATA:-}
+if [ "$build_only" = 1 ] && [ -z "${CALIB:-}" ]; then
+    echo "validate-calib.sh: BUILD_ONLY=1 needs CALIB (a cluster of $ranks GPU(s))" >&2; exit 2
+fi
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$dir"
 "$root/scripts/make-data.sh" "$root/examples/data/sample.txt" >/dev/null
 calib=${CALIB:-$dir/measured.plan}
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-if [ ! -s "$calib" ]; then
+if [ "$build_only" != 1 ] && [ ! -s "$calib" ]; then
     start=$(date +%s.%N)
     "$planc" calibrate --target "$target" --ranks "$ranks" -o "$calib"
     echo "# planc calibrate --target $target --ranks $ranks: $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }') s"
@@ -71,12 +85,20 @@ write_plan() {
         echo "train { steps $steps; lr 1e-3; warmup 2; seed 42; data \"$root/examples/data/sample.txt\"; }"
     } > "$out"
 }
-# run_layout PLANFILE NAME: build, train, print "ms predicted_ms"
+layout_of() { "$planc" check --json "$1" 2>/dev/null | grep -o '"layout": *{[^}]*}' | head -n 1 || true; }
+# run_layout PLANFILE NAME [EXENAME]: build (or take PREBUILT's EXENAME,
+# default NAME), train, print "ms predicted_ms"; BUILD_ONLY: build only
 run_layout() {
-    local plan=$1 exe=$dir/$2
-    "$planc" build "$plan" -o "$exe" --target "$target" >/dev/null 2>"$exe.err" || { echo "build failed: $(head -3 "$exe.err")" >&2; return 1; }
-    (cd "$root" && $mpirun -np "$ranks" "$exe" --steps "$steps" --log-json "$exe.jsonl" > "$exe.log")
-    echo "$(field ms "$exe.jsonl") $(awk -v p="$(predicted "$plan")" 'BEGIN { print p * 1000 }')"
+    local plan=$1 out=$dir/$2 exe=$dir/$2
+    if [ -n "$prebuilt" ]; then
+        exe=$prebuilt/${3:-$2}
+        [ -x "$exe" ] || { echo "validate-calib.sh: no prebuilt program $exe" >&2; return 1; }
+    else
+        "$planc" build "$plan" -o "$exe" --target "$target" >/dev/null 2>"$exe.err" || { echo "build failed: $(head -3 "$exe.err")" >&2; return 1; }
+    fi
+    if [ "$build_only" = 1 ]; then layout_of "$plan" > "$exe.layout"; return 0; fi
+    (cd "$root" && $mpirun -np "$ranks" "$exe" --steps "$steps" --log-json "$out.jsonl" ${data:+--data "$data"} > "$out.log")
+    echo "$(field ms "$out.jsonl") $(awk -v p="$(predicted "$plan")" 'BEGIN { print p * 1000 }')"
 }
 
 LAYOUTS=(
@@ -108,23 +130,40 @@ for m in $MODELS; do
     for entry in "${LAYOUTS[@]}"; do
         lname=${entry%%|*}; body="${entry#*|}; micro_batch 2; global_batch 8;"
         write_plan "$dir/$name-$lname.plan" "$spec" "$body"
+        if [ "$build_only" = 1 ]; then run_layout "$dir/$name-$lname.plan" "$name-$lname"; continue; fi
         read -r ms pm < <(run_layout "$dir/$name-$lname.plan" "$name-$lname")
         awk -v m="$name" -v l="$lname" -v ms="$ms" -v p="$pm" 'BEGIN {
             printf "%-6s %-12s %10.1f %12.1f %7.1f%%\n", m, l, ms, p, 100 * (p - ms) / ms }'
         echo "$name $lname $ms $pm" >> "$rows"
     done
+    [ "$build_only" != 1 ] || continue
     # search's own pick over the same set's sizes (2 ranks, same batch)
     write_plan "$dir/$name-search.plan" "$spec" ""
     sed -i '/^train/i plan { micro_batch 2; global_batch 8; }' "$dir/$name-search.plan"
     "$planc" search "$dir/$name-search.plan" --top 1 --write "$dir/$name-pick.plan" > "$dir/$name-search.txt"
-    read -r ms pm < <(run_layout "$dir/$name-pick.plan" "$name-pick")
     pick=$(sed -n 's/^plan *{\(.*\)}/\1/p' "$dir/$name-pick.plan" | head -1 | tr -s ' ')
     [ -n "$pick" ] || pick=$(awk '/^plan/,/}/' "$dir/$name-pick.plan" | tr '\n' ' ' | tr -s ' ')
+    pexe=$name-pick
+    if [ -n "$prebuilt" ]; then   # the prebuilt program of the pick's layout, if any
+        want=$(layout_of "$dir/$name-pick.plan")
+        pexe=$(grep -lxF -- "$want" "$prebuilt/$name"-*.layout 2>/dev/null | head -n 1 || true)
+        pexe=$(basename "${pexe:-none}" .layout)
+    fi
+    if [ "$pexe" = none ]; then
+        echo "# $name search's pick: $pick (no prebuilt program has its layout: not run)"
+        : > "$dir/picks.txt.$name"
+        continue
+    fi
+    read -r ms pm < <(run_layout "$dir/$name-pick.plan" "$name-pick" "$pexe")
     awk -v m="$name" -v ms="$ms" -v p="$pm" 'BEGIN {
         printf "%-6s %-12s %10.1f %12.1f %7.1f%%\n", m, "search-pick", ms, p, 100 * (p - ms) / ms }'
     echo "# $name search's pick: $pick"
     echo "$name search-pick $ms $pm" > "$dir/picks.txt.$name"
 done
+if [ "$build_only" = 1 ]; then
+    echo "# validate-calib: built the programs of ${#LAYOUTS[@]} layouts per model in $dir (BUILD_ONLY)"
+    exit 0
+fi
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 # median of a[1..n], sorting a in place (so a[n] is the maximum); mawk has no asort
 MEDIAN='function median(a, n,   i, j, t) {
@@ -145,13 +184,15 @@ for m in $MODELS; do
             split(pick, s, " ")
             printf "%s: median |error| %.1f %%, max %.1f %% over %d layouts\n", n, med, err[k], k
             printf "%s: predicted fastest %s measures %.1f ms = %.2fx the measured fastest (%s, %.1f ms)\n", n, pl, pm, pm / mm, ml, mm
-            printf "%s: search pick measures %.1f ms = %.2fx the measured fastest\n", n, s[3], s[3] / mm }' "$rows"
+            if (s[3] == "") printf "%s: search pick not run\n", n
+            else printf "%s: search pick measures %.1f ms = %.2fx the measured fastest\n", n, s[3], s[3] / mm }' "$rows"
 done
 awk "$MEDIAN"'
     { e = 100 * ($4 - $3) / $3; if (e < 0) e = -e; err[++k] = e } END {
     med = median(err, k)
     printf "all: median |error| %.1f %%, max %.1f %% over %d layouts\n", med, err[k], k }' "$rows"
-# machine check: how quiet it was
+# machine check: how quiet it was (MACHINE_CHECK=0: none, to save the time)
+[ "${MACHINE_CHECK:-1}" != 0 ] || exit 0
 "$planc" calibrate --target "$target" --ranks "$ranks" --quick -o "$dir/check.plan" > /dev/null
 # a shape both grids have: 512^3 on a CPU, 2048^3 on a GPU (calib.c's grids)
 sz=512; [ "$target" = cuda ] && sz=2048

@@ -371,16 +371,22 @@ static long check(prt_comm *g, int algo, bcoll k, const options *o, void *sb, vo
 
 /* ---- timing --------------------------------------------------------------- */
 
-/* Seconds for `calls` back-to-back calls, the slowest rank's; negative on
- * failure. */
+/* Seconds for `calls` back-to-back calls, until the device has finished
+ * them, the slowest rank's; negative on failure. */
 static double time_batch(prt_comm *g, int algo, bcoll k, const options *o, void *sb, void *rb,
                          size_t n, int calls)
 {
-    bool ok = true;
-    MPI_Barrier(MPI_COMM_WORLD);
+    /* prt_barrier waits for this rank's queued device work before its host
+     * barrier (on NCCL, native calls only enqueue): the clock starts after
+     * the warm-up has finished and stops after the last call has. */
+    bool ok = prt_barrier(g) == PRT_OK;
     double t0 = MPI_Wtime();
     for (int i = 0; i < calls && ok; i++)
         ok = call(g, algo, k, o, sb, rb, n);
+    if (ok && prt_barrier(g) != PRT_OK) {
+        fprintf(stderr, "planrt-bench: %s\n", prt_comm_last_error());
+        ok = false;
+    }
     double t = MPI_Wtime() - t0, tmax;
     MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     int bad = !ok, anybad;

@@ -2,34 +2,36 @@
 # tests/gpu/check-calib.sh: `planc calibrate` on the GPU writes a GPU
 # profile, and its predictions stand beside planc's own CUDA programs.
 #
-# 1. planrt-calib-cuda --probe finds the GPU, so `planc calibrate` without
-#    --target picks cuda (its progress line says so); `--quick` on
-#    min(GPUs, 2) ranks writes a block with the GPU's keys (gemm_dtype bf16,
-#    flops from the bf16 GEMMs, flops_fp32, sms, memory; with 2 ranks the
-#    NCCL collectives per group size) that `planc fmt` prints unchanged.
-# 2. scripts/validate-calib.sh with TARGET=cuda DTYPE=bf16 on those ranks and
-#    that profile: one bf16 model under the layouts of that rank count, each
-#    built with --target cuda and trained 6 steps; the table of measured
-#    ms/step beside the prediction, median and max |error|, the predicted
-#    fastest and search's pick. The figures are printed to report; the
-#    goals (median <= 10 %, max <= 25 %) are judged on the CPU benchmark,
-#    so a miss here does not fail the check, a crash or a failed build does.
-# Run by tests/gpu/run.sh; needs a GPU. About 2 minutes.
+# 1. planrt-calib-cuda --probe finds the GPU, so the bundle's `planc
+#    calibrate` without --target picks cuda (its progress line says so);
+#    `--quick` on min(GPUs, 2) ranks (one without Open MPI's mpirun) writes
+#    a block with the GPU's keys (gemm_dtype bf16, flops from the bf16
+#    GEMMs, flops_fp32, sms, memory; with 2 ranks the NCCL collectives per
+#    group size) that `planc fmt` prints unchanged.
+# 2. scripts/validate-calib.sh with TARGET=cuda DTYPE=bf16 RANKS=1 on that
+#    profile, running the bundle's programs (PREBUILT: the one-rank layouts
+#    of one bf16 model, recompute none, selective and full, built by
+#    tests/gpu.mk) 6 steps each: measured ms/step beside the prediction,
+#    median and max |error|, the predicted fastest and search's pick (run
+#    when the bundle has its layout). The goals (median <= 10 %, max <=
+#    25 %) are judged on the CPU benchmark, so a miss here does not fail
+#    the check; a crash does.
+# Run by tests/gpu/run.sh; needs a GPU. Figures: ranks, flops_bf16_tflops,
+# flops_fp32_tflops (the GEMM rates measured), median_error_pct, max_error_pct.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-BUILD=${BUILD:-build/gpu}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-dir=$BUILD/check-calib
+. tests/gpu/lib.sh
+gpu_env || exit 1
+export OPENBLAS_NUM_THREADS=1
+dir=$GPU_OUT/calib
 mkdir -p "$dir"
-make --no-print-directory -j"$(nproc)" BUILD="$BUILD" "$BUILD/bin/planc" "$BUILD/bin/planrt-calib" \
-    "$BUILD/bin/planrt-calib-cuda" "$BUILD/lib/libplanrt.a" "$BUILD/lib/libplanrt_cuda.a" > "$dir/build.log" 2>&1 ||
-    { tail -30 "$dir/build.log" >&2; echo "check-calib: build failed" >&2; exit 1; }
-planc=$BUILD/bin/planc
-"$BUILD/bin/planrt-calib-cuda" --probe || { echo "check-calib: planrt-calib-cuda --probe finds no GPU" >&2; exit 1; }
-gpus=$(nvidia-smi -L | wc -l)
-ranks=1; [ "$gpus" -ge 2 ] && ranks=2
+planc=$GPU_BUNDLE/bin/planc
+"$GPU_BUNDLE/bin/planrt-calib-cuda" --probe || { echo "check-calib: planrt-calib-cuda --probe finds no GPU" >&2; exit 1; }
+gpus=${PLANC_GPUS:-$(gpu_count)}
+ranks=1; [ "$gpus" -ge 2 ] && [ "${PLANC_GPU_MPI:-}" = system ] && ranks=2
+gpu_figure ranks "$ranks"
 start=$(date +%s)
-timeout 120 "$planc" calibrate --ranks "$ranks" --quick --name gpu -o "$dir/gpu.plan" > "$dir/progress.txt" ||
+timeout 60 "$planc" calibrate --ranks "$ranks" --quick --name gpu -o "$dir/gpu.plan" < /dev/null > "$dir/progress.txt" 2>&1 ||
     { cat "$dir/progress.txt"; echo "check-calib: planc calibrate failed" >&2; exit 1; }
 cat "$dir/progress.txt"
 grep -q "target cuda" "$dir/progress.txt" || { echo "check-calib: calibrate did not pick cuda by itself" >&2; exit 1; }
@@ -41,8 +43,13 @@ done
 "$planc" fmt "$dir/gpu.plan" | cmp - "$dir/gpu.plan" || { echo "check-calib: fmt changes the profile" >&2; exit 1; }
 echo "check-calib: calibrate --target cuda --quick on $ranks rank(s): $(( $(date +%s) - start )) s;" \
      "$(grep -E '^        (flops|flops_fp32|stream|launch|sms) ' "$dir/gpu.plan" | tr -s ' ' | tr '\n' ';')"
+awk 'function tf(v, u) { sub(/;$/, "", u); return v * (u ~ /^P/ ? 1e3 : u ~ /^G/ ? 1e-3 : u ~ /^M/ ? 1e-6 : 1) }
+     $1 == "flops" { print "figure: flops_bf16_tflops " tf($2, $3) }
+     $1 == "flops_fp32" { print "figure: flops_fp32_tflops " tf($2, $3) }' "$dir/gpu.plan"
 rm -rf "$dir/validate"
-TARGET=cuda DTYPE=bf16 RANKS=$ranks STEPS=6 WARMUP=2 CALIB="$(pwd)/$dir/gpu.plan" MODELS="g1024:1024,16,4,512" \
-    MPIRUN="mpirun --bind-to none" timeout 170 scripts/validate-calib.sh "$planc" "$(pwd)/$dir/validate" ||
-    { echo "check-calib: the predicted-vs-measured run failed" >&2; exit 1; }
+TARGET=cuda DTYPE=bf16 RANKS=1 STEPS=6 WARMUP=2 CALIB="$dir/gpu.plan" MODELS="g1024:1024,16,4,512" \
+    PREBUILT="$GPU_BUNDLE/calib" DATA="$GPU_BUNDLE/data/sample.txt" MACHINE_CHECK=0 \
+    timeout 70 scripts/validate-calib.sh "$planc" "$dir/validate" < /dev/null | tee "$dir/validate.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || { echo "check-calib: the predicted-vs-measured run failed" >&2; exit 1; }
+sed -n 's/^all: median |error| \([0-9.]*\) %, max \([0-9.]*\) %.*/figure: median_error_pct \1\nfigure: max_error_pct \2/p' "$dir/validate.txt"
 echo "check-calib: passed (figures above; goals are judged on the CPU benchmark)"
