@@ -2,7 +2,7 @@
 # collectives, planc's own ring/tree algorithms), its tests and planrt-bench.
 COMM_GENERIC := runtime/comm/context.c runtime/comm/sched.c runtime/comm/algos.c \
                 runtime/comm/coll.c runtime/comm/reduce_cpu.c runtime/comm/counts.c
-PRT_SRCS     += $(COMM_GENERIC) runtime/comm/native_mpi.c
+PRT_SRCS     += $(COMM_GENERIC) runtime/comm/native_mpi.c runtime/comm/stream_mpi.c
 PRT_CUDA_SRCS += $(COMM_GENERIC) runtime/cuda/comm_nccl.c runtime/cuda/comm_kernels.cu
 
 # ---- tests -----------------------------------------------------------------
