@@ -51,3 +51,16 @@ TEST_TARGETS += test-moe-ep
 test-moe-ep: $(BUILD)/tests/test_moe_ep
 	@set -e; for np in $(MOE_EP_RANKS); do \
 	    timeout 300 $(MPIRUN) -np $$np $(BUILD)/tests/test_moe_ep; done
+
+# test-p2p-deadlock (issue 24): NCCL's point-to-point rules on the CPU.
+# Under PLANRT_P2P=rendezvous the old pipeline order (each rank sends, then
+# receives, ungrouped) is reported as a deadlock on both ranks, not hung,
+# and the same exchanges grouped complete (tests/p2p_deadlock.sh).
+$(BUILD)/tests/test_p2p_deadlock: $(BUILD)/obj-rt/tests/test_p2p_deadlock.o $(LIBPRT)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(BLAS_LIBS) $(LDLIBS)
+
+.PHONY: test-p2p-deadlock
+TEST_TARGETS += test-p2p-deadlock
+test-p2p-deadlock: $(BUILD)/tests/test_p2p_deadlock
+	MPIRUN="$(MPIRUN)" tests/p2p_deadlock.sh $(BUILD)/tests/test_p2p_deadlock
