@@ -2,7 +2,7 @@
 # collectives, planc's own ring/tree algorithms), its tests and planrt-bench.
 COMM_GENERIC := runtime/comm/context.c runtime/comm/sched.c runtime/comm/algos.c \
                 runtime/comm/coll.c runtime/comm/reduce_cpu.c runtime/comm/counts.c
-PRT_SRCS     += $(COMM_GENERIC) runtime/comm/native_mpi.c
+PRT_SRCS     += $(COMM_GENERIC) runtime/comm/native_mpi.c runtime/comm/stream_mpi.c
 PRT_CUDA_SRCS += $(COMM_GENERIC) runtime/cuda/comm_nccl.c runtime/cuda/comm_kernels.cu
 
 # ---- tests -----------------------------------------------------------------
@@ -19,10 +19,13 @@ $(BUILD)/tests/test_comm: $(BUILD)/obj-rt/tests/test_comm.o $(LIBPRT)
 
 .PHONY: test-comm
 TEST_TARGETS += test-comm
+# Each rank count runs under both point-to-point modes (PLANRT_P2P: MPI's
+# buffered sends, and NCCL's rules, which test_comm checks differently).
 test-comm: $(BUILD)/tests/test_comm
-	@set -e; for np in $(COMM_TEST_RANKS); do \
-	    echo "-- test_comm on $$np ranks"; \
-	    timeout 300 $(MPIRUN) -np $$np $(BUILD)/tests/test_comm; done
+	@set -e; for mode in buffered rendezvous; do for np in $(COMM_TEST_RANKS); do \
+	    echo "-- test_comm on $$np ranks, PLANRT_P2P=$$mode"; \
+	    PLANRT_P2P=$$mode timeout 300 $(MPIRUN) -x PLANRT_P2P -np $$np $(BUILD)/tests/test_comm; \
+	done; done
 
 # The same test program linked against the CUDA library (NCCL + cudart +
 # MPI).  With a GPU it runs on one rank per GPU; without one it must stop at

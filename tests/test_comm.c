@@ -616,8 +616,99 @@ static void check_layout(int dp, int tp, int pp)
     prt_finalize(c);
 }
 
+/* Does din hold, in block k of n, what rank `from` put in block k of its
+ * dout (check_p2p's pattern)? */
+static bool p2p_blocks_ok(const float *din, int from, int n, int blocks)
+{
+    size_t bytes = (size_t)blocks * (size_t)n * sizeof(float);
+    float *in = malloc(bytes);
+    bool ok = in && prt_comm_download(in, din, bytes) == PRT_OK;
+    for (int i = 0; ok && i < blocks * n; i++)
+        ok = in[i] == (float)(from * 1000 + i % 997);
+    free(in);
+    return ok;
+}
+
+/* Groups (prt_group_start/end), in both modes: every rank sends to the
+ * next first and receives from the previous — which under NCCL's rules
+ * only completes grouped — with several messages in issue order; blocking
+ * calls inside a group end at prt_group_end; misuse is refused. */
+static void check_p2p_group(prt_comm *g, const float *dout, float *din, int n, int tags)
+{
+    const int P = prt_comm_size(g), r = prt_comm_rank(g);
+    const int next = (r + 1) % P, prev = (r + P - 1) % P;
+    if (P > 1) {
+        memset(din, 0, (size_t)tags * (size_t)n * sizeof(float));
+        prt_request *rq[16];
+        bool ok = prt_group_start() == PRT_OK;
+        for (int tag = 0; tag < tags; tag++)
+            ok &= prt_send_async(g, dout + tag * n, (size_t)n, PRT_FP32, next, tag, &rq[tag]) == PRT_OK;
+        for (int tag = 0; tag < tags; tag++)
+            ok &= prt_recv_async(g, din + tag * n, (size_t)n, PRT_FP32, prev, tag,
+                                 &rq[tags + tag]) == PRT_OK;
+        ok &= prt_group_end() == PRT_OK;
+        ok &= prt_wait_all(rq, 2 * tags) == PRT_OK;
+        record(ok && p2p_blocks_ok(din, prev, n, tags),
+               "p2p group: %d sends then %d receives on every rank, in issue order", tags, tags);
+        memset(din, 0, (size_t)n * sizeof(float));
+        ok = prt_group_start() == PRT_OK;
+        ok &= prt_send(g, dout, (size_t)n, PRT_FP32, next, 7) == PRT_OK;   /* enqueued only */
+        ok &= prt_recv(g, din, (size_t)n, PRT_FP32, prev, 7) == PRT_OK;
+        ok &= prt_group_end() == PRT_OK;                                  /* both end here */
+        record(ok && p2p_blocks_ok(din, prev, n, 1),
+               "p2p group: blocking send and receive complete at prt_group_end");
+    }
+    float x = 0;
+    prt_status s = prt_group_end();
+    record(s == PRT_ERR_ARG && strstr(prt_comm_last_error(), "prt_group_start"),
+           "error: prt_group_end without prt_group_start");
+    prt_group_start();
+    s = prt_all_reduce(g, &x, &x, 1, PRT_FP32, PRT_SUM);
+    record(s == PRT_ERR_ARG && strstr(prt_comm_last_error(), "only prt_send and prt_recv"),
+           "error: a collective inside a group");
+    record(prt_group_end() == PRT_OK, "an empty group");
+}
+
+/* Rendezvous mode (and NCCL): messages between two ranks match in issue
+ * order, without tags. Two receives posted in the other order than the
+ * sends — what tags made fine under MPI — are reported on the MPI backend
+ * (on NCCL they would silently swap, so this is not run there). */
+static void check_p2p_order(prt_comm *g, const float *dout, float *din, int n)
+{
+    const int P = prt_comm_size(g), r = prt_comm_rank(g);
+    const int next = (r + 1) % P, prev = (r + P - 1) % P;
+    if (P < 2 || strcmp(prt_comm_backend(), "mpi") != 0)
+        return;
+    prt_request *rq[4];
+    bool ok = prt_group_start() == PRT_OK;
+    ok &= prt_send_async(g, dout, (size_t)n, PRT_FP32, next, 1, &rq[0]) == PRT_OK;
+    ok &= prt_send_async(g, dout + n, (size_t)n, PRT_FP32, next, 2, &rq[1]) == PRT_OK;
+    ok &= prt_recv_async(g, din + n, (size_t)n, PRT_FP32, prev, 2, &rq[2]) == PRT_OK;
+    ok &= prt_recv_async(g, din, (size_t)n, PRT_FP32, prev, 1, &rq[3]) == PRT_OK;
+    ok &= prt_group_end() == PRT_OK;
+    prt_status s0 = prt_wait(rq[0]), s1 = prt_wait(rq[1]);
+    prt_status s2 = prt_wait(rq[2]);
+    bool said = strstr(prt_comm_last_error(), "out of order") &&
+                strstr(prt_comm_last_error(), "tag 1");
+    prt_status s3 = prt_wait(rq[3]);
+    record(ok && s0 == PRT_OK && s1 == PRT_OK && s2 == PRT_ERR_MPI && said && s3 == PRT_ERR_MPI,
+           "rendezvous: receives in another order than the sends are reported (NCCL would "
+           "match them out of order)");
+    /* a count that differs from the sender's is reported too */
+    ok = prt_group_start() == PRT_OK;
+    ok &= prt_send_async(g, dout, (size_t)n, PRT_FP32, next, 3, &rq[0]) == PRT_OK;
+    ok &= prt_recv_async(g, din, (size_t)n + 1, PRT_FP32, prev, 3, &rq[1]) == PRT_OK;
+    ok &= prt_group_end() == PRT_OK;
+    s0 = prt_wait(rq[0]);
+    s1 = prt_wait(rq[1]);
+    record(ok && s0 == PRT_OK && s1 == PRT_ERR_MPI &&
+           strstr(prt_comm_last_error(), "100003 elements"),
+           "rendezvous: a receive of another count than the send is reported");
+}
+
 /* Point to point around a ring: blocking (ordered to avoid deadlock),
- * then async with several tags in flight, received in reverse order. */
+ * groups, then (buffered mode only) async with several tags in flight,
+ * received in reverse order. */
 static void check_p2p(prt_ctx *c)
 {
     prt_comm *g = c->world;
@@ -643,6 +734,17 @@ static void check_p2p(prt_ctx *c)
             ok &= in[i] == (float)(prev * 1000 + i % 997);
     }
     record(ok, "p2p blocking ring");
+    check_p2p_group(g, dout, din, N, TAGS);
+    if (prt_comm_p2p_mode() == PRT_P2P_RENDEZVOUS) {
+        /* NCCL has no tags: receives posted in reverse order would match
+         * the wrong messages (checked by check_p2p_order instead) */
+        check_p2p_order(g, dout, din, N);
+        prt_comm_free(dout);
+        prt_comm_free(din);
+        free(out);
+        free(in);
+        return;
+    }
     ok = true;
     if (P > 1) {
         prt_request *rq[2 * TAGS];

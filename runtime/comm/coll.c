@@ -21,6 +21,14 @@
  * a NULL request, complete already (prt_wait(NULL) is a no-op).  Only
  * send/recv to oneself still go to the backend, which matches them (MPI).
  *
+ * In rendezvous mode (PLANRT_P2P=rendezvous) a blocking call always goes
+ * through a request, so that it takes its place in the rank's FIFO.
+ *
+ * Groups (prt_group_start/end, NCCL's ncclGroupStart/End): a
+ * point-to-point call between them is checked at once and given its
+ * request, and all of them go to the backend together at the outermost
+ * prt_group_end, which then waits for the blocking ones.
+ *
  * This file is identical for both backends; it never touches MPI or CUDA.
  */
 #include <limits.h>
@@ -35,6 +43,11 @@ static const char *const coll_name[COLL_KIND_COUNT] = {
     "prt_reduce_scatter", "prt_all_reduce", "prt_all_to_all", "prt_all_to_all_v", "prt_barrier",
     "prt_send", "prt_recv",
 };
+
+const char *prtc_coll_name(coll_kind k)
+{
+    return (unsigned)k < COLL_KIND_COUNT ? coll_name[k] : "?";
+}
 
 static bool has_root(coll_kind k)
 {
@@ -201,6 +214,73 @@ static prt_status run_alone(prt_comm *g, const coll_args *a)
     return prtc_backend_copy(g, a->recvbuf, a->sendbuf, a->n * prt_dtype_size(a->type));
 }
 
+/* ---- groups ------------------------------------------------------------ */
+
+/* The calls of the open group, in issue order (one thread drives a rank's
+ * communication, as one host thread drives NCCL's). */
+static struct {
+    int          depth;      /* prt_group_start calls not yet ended */
+    coll_args   *args;
+    prt_request **req;
+    bool        *blocking;   /* prt_send/prt_recv: prt_group_end waits for it */
+    int          n, cap;
+} G;
+
+prt_status prt_group_start(void)
+{
+    prtc_clear_error();
+    G.depth++;
+    return PRT_OK;
+}
+
+/* Append a checked point-to-point call to the open group. */
+static prt_status group_add(prt_comm *g, const coll_args *a, prt_request **req)
+{
+    if (G.n == G.cap) {
+        int cap = G.cap ? 2 * G.cap : 8;
+        coll_args *na = realloc(G.args, (size_t)cap * sizeof *na);
+        if (na) G.args = na;
+        prt_request **nr = na ? realloc(G.req, (size_t)cap * sizeof *nr) : NULL;
+        if (nr) G.req = nr;
+        bool *nb = nr ? realloc(G.blocking, (size_t)cap * sizeof *nb) : NULL;
+        if (!nb)
+            return prtc_error(PRT_ERR_NOMEM, g, "%s: out of memory for the group",
+                              coll_name[a->kind]);
+        G.blocking = nb;
+        G.cap = cap;
+    }
+    prt_request *r = sch_new(g, a->kind, a->type, a->op);
+    if (!r)
+        return prtc_error(PRT_ERR_NOMEM, g, "%s: out of memory for a request", coll_name[a->kind]);
+    r->call = *a;
+    G.args[G.n] = *a;
+    G.req[G.n] = r;
+    G.blocking[G.n] = !req;
+    G.n++;
+    if (req)
+        *req = r;
+    return PRT_OK;
+}
+
+prt_status prt_group_end(void)
+{
+    prtc_clear_error();
+    if (G.depth == 0)
+        return prtc_error(PRT_ERR_ARG, NULL, "prt_group_end without prt_group_start");
+    if (--G.depth > 0)
+        return PRT_OK;
+    int n = G.n;
+    G.n = 0;
+    prt_status first = prtc_backend_group(G.req, G.args, n);
+    for (int i = 0; i < n; i++)
+        if (G.blocking[i]) {
+            prt_status s = prt_wait(G.req[i]);
+            if (first == PRT_OK)
+                first = s;
+        }
+    return first;
+}
+
 /* Check, choose native or own, run; blocking when req is NULL. */
 static prt_status run(prt_comm *g, coll_args a, prt_request **req)
 {
@@ -213,11 +293,19 @@ static prt_status run(prt_comm *g, coll_args a, prt_request **req)
     prt_status s = validate(g, &a, &total);
     if (s != PRT_OK)
         return s;
+    if (G.depth > 0) {
+        if (a.kind != COLL_SEND && a.kind != COLL_RECV)
+            return prtc_error(PRT_ERR_ARG, g, "%s inside prt_group_start/end: only "
+                              "prt_send and prt_recv may be grouped\n  hint: end the group "
+                              "first", coll_name[a.kind]);
+        return group_add(g, &a, req);
+    }
     if (g->size == 1 && a.kind != COLL_SEND && a.kind != COLL_RECV)
         return run_alone(g, &a);   /* *req stays NULL: complete */
     prt_request *r = NULL;
     if (!prtc_algo_exists(a.kind, g->algo)) {
-        if (!req && (prtc_timeout_s() <= 0 || prtc_backend_blocking_enqueues()))
+        if (!req && !prtc_rendezvous() &&
+            (prtc_timeout_s() <= 0 || prtc_backend_blocking_enqueues()))
             return prtc_backend_native(g, &a, NULL);
         s = prtc_backend_native(g, &a, &r);
     } else {
@@ -230,6 +318,10 @@ static prt_status run(prt_comm *g, coll_args a, prt_request **req)
             a.counts = even;
         }
         r = sch_new(g, a.kind, a.type, a.op);
+        if (r) {
+            r->call = a;
+            r->call.counts = r->call.rcounts = NULL;   /* the caller's; not kept */
+        }
         s = r ? prtc_algo_build(r, &a, g->algo) : PRT_ERR_NOMEM;
         free(even);
         if (s == PRT_OK)

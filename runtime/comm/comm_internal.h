@@ -109,6 +109,18 @@ struct prt_request {
     bool        scratch_owned; /* ours to free (else g->scratch) */
     void       *aux;        /* malloc'd arguments MPI keeps until completion */
     void       *backend;    /* cudaEvent_t on GPU */
+    coll_args   call;       /* the call as made (for messages; its pointers to counts are
+                               the caller's and are not read after the call returns) */
+    bool        native;     /* a backend call, not an own schedule */
+    bool        abandoned;  /* given up at a deadline: freed by prt_finalize, not by a wait */
+    /* rendezvous mode (stream_mpi.c): NCCL's one stream per rank */
+    bool        queued;     /* in the rank's FIFO, not yet complete */
+    bool        started;    /* its MPI calls are posted */
+    bool        complete;   /* done; the caller's wait or test frees it */
+    unsigned    entry;      /* FIFO entry: the requests of one group share it */
+    size_t     *held;       /* a queued native call's counts, copied (call.counts points here) */
+    prt_status  failed;     /* why it ended without completing (PRT_OK otherwise) */
+    char       *failed_msg; /* the message that went with it */
 };
 
 /* ---- context.c ---- */
@@ -122,11 +134,22 @@ double     prtc_timeout_s(void);          /* PLANRT_TIMEOUT_S, 0 = none */
  * 0 not getting the NCCL id, a rank without a GPU) stops every rank with one
  * message instead of leaving the others in the next collective for good. */
 prt_status prtc_agree(MPI_Comm comm, prt_status s);
+/* PLANRT_P2P=rendezvous: the MPI backend runs point-to-point as NCCL does
+ * (stream_mpi.c). */
+bool       prtc_rendezvous(void);
+/* "world", "dp", "tp", "pp", "embed", "ep", "edp" or "group", for messages. */
+const char *prtc_group_name(const prt_comm *g);
+
+/* ---- coll.c ---- */
+const char *prtc_coll_name(coll_kind k);  /* "prt_all_reduce", ... */
 
 /* ---- sched.c: building and running schedules ---- */
 prt_request *sch_new(prt_comm *g, coll_kind k, prt_dtype t, prt_redop op);
 void         sch_free(prt_request *r);
+void         prtc_abandon(prt_request *r);  /* given up: freed at prt_finalize */
 void         prtc_free_abandoned(void);   /* requests given up at a timeout */
+/* The generic timeout error for a wait on r that lasted `limit` seconds. */
+prt_status   prtc_timeout_error(prt_request *r, double limit);
 void        *sch_scratch(prt_request *r, size_t bytes);
 void         sch_send(prt_request *r, int peer, const void *src, size_t n);
 void         sch_recv(prt_request *r, int peer, void *dst, size_t n);
@@ -155,6 +178,19 @@ prt_status prtc_backend_native(prt_comm *g, const coll_args *a, prt_request **re
 prt_status prtc_backend_start(prt_request *r);
 prt_status prtc_backend_progress(prt_request *r, bool *done);
 void       prtc_backend_request_free(prt_request *r);
+/* The point-to-point calls of one prt_group_start/end (a[i] into the
+ * request req[i], made by sch_new), posted together: MPI buffered posts
+ * each, MPI rendezvous makes them one FIFO entry, NCCL one ncclGroup. */
+prt_status prtc_backend_group(prt_request *const *req, const coll_args *a, int n);
+/* Operations completed so far: a wait that sees the count grow is making
+ * progress, so its deadline starts again (0 forever where not counted). */
+unsigned   prtc_backend_completed(void);
+/* A wait on r made no progress for `limit` seconds: the error to return
+ * (rendezvous mode also prints the rank's pending operations). */
+prt_status prtc_backend_timeout(prt_request *r, double limit);
+/* Finish every queued operation before a host-side MPI call that the
+ * FIFO does not see (prt_all_to_all_counts); PRT_OK at once elsewhere. */
+prt_status prtc_backend_drain(prt_comm *g);
 void      *prtc_backend_alloc(size_t bytes);
 void       prtc_backend_free(void *p);
 /* Work memory of own algorithms (sch_scratch), touched only by g's
@@ -176,6 +212,17 @@ prt_status prtc_backend_block(prt_request *r);
 /* dst = src, bytes of the backend's memory (host on CPU, device on GPU),
  * in order with the compute work: a one-rank group's collectives. */
 prt_status prtc_backend_copy(prt_comm *g, void *dst, const void *src, size_t bytes);
+
+/* ---- the CPU backend: native_mpi.c and its rendezvous FIFO, stream_mpi.c ---- */
+/* Post the native call a into r (whose round 0 is then its MPI request and
+ * the host work after it). */
+prt_status prtc_mpi_arm(prt_request *r, const coll_args *a);
+/* Advance r as far as its messages allow, outside any FIFO. */
+prt_status prtc_mpi_exec(prt_request *r, bool *done);
+/* Rendezvous mode: queue req[0..n) as one FIFO entry and start what can
+ * start; advance the FIFO until r is complete or nothing can move. */
+prt_status prtc_fifo_push(prt_request *const *req, int n);
+prt_status prtc_fifo_progress(prt_request *r, bool *done);
 
 /* ---- reduce_cpu.c: local arithmetic on the host ---- */
 void     prtc_reduce(void *dst, const void *a, const void *b, size_t n, prt_dtype t,

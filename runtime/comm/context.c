@@ -23,6 +23,7 @@
 
 static _Thread_local char last_error[512];
 static double timeout_s;   /* PLANRT_TIMEOUT_S, read once in prt_init */
+static prt_p2p_mode p2p_mode;   /* PLANRT_P2P, read once in prt_init */
 
 /* Record why a call failed, with the rank, so a log line from any rank says
  * who failed; returns s so callers can `return prtc_error(...)`. */
@@ -42,6 +43,63 @@ prt_status prtc_error(prt_status s, const prt_comm *g, const char *fmt, ...)
 void prtc_clear_error(void) { last_error[0] = '\0'; }
 const char *prt_comm_last_error(void) { return last_error; }
 double prtc_timeout_s(void) { return timeout_s; }
+bool prtc_rendezvous(void) { return p2p_mode == PRT_P2P_RENDEZVOUS; }
+
+/* NCCL has only rendezvous semantics, whatever PLANRT_P2P says. */
+prt_p2p_mode prt_comm_p2p_mode(void)
+{
+    return strcmp(prt_comm_backend(), "nccl") == 0 ? PRT_P2P_RENDEZVOUS : p2p_mode;
+}
+
+/* ORDER PRT_P2P */
+const char *prt_p2p_mode_name(prt_p2p_mode m)
+{
+    switch (m) {
+    case PRT_P2P_BUFFERED:   return "buffered";
+    case PRT_P2P_RENDEZVOUS: return "rendezvous";
+    }
+    return "?";
+}
+
+/* PLANRT_P2P: buffered (the default) or rendezvous; anything else is
+ * refused, naming both. */
+static prt_status read_p2p_mode(void)
+{
+    const char *s = getenv("PLANRT_P2P");
+    p2p_mode = PRT_P2P_BUFFERED;
+    if (!s || !*s || strcmp(s, "buffered") == 0)
+        return PRT_OK;
+    if (strcmp(s, "rendezvous") == 0) {
+        p2p_mode = PRT_P2P_RENDEZVOUS;
+        return PRT_OK;
+    }
+    return prtc_error(PRT_ERR_ARG, NULL, "PLANRT_P2P=%s: expected buffered (MPI's point-to-point, "
+                      "the default) or rendezvous (NCCL's: no tags, one stream, sends end when "
+                      "matched)", s);
+}
+
+/* PLANRT_TIMEOUT_S; in rendezvous mode a deadlock must be reported, not
+ * hung, so an unset deadline is PLANRT_DEADLOCK_S or 60 s there. */
+static double read_timeout(void)
+{
+    const char *t = getenv("PLANRT_TIMEOUT_S");
+    if (t)
+        return atof(t);
+    if (p2p_mode != PRT_P2P_RENDEZVOUS)
+        return 0.0;
+    const char *d = getenv("PLANRT_DEADLOCK_S");
+    return d && atof(d) > 0 ? atof(d) : 60.0;
+}
+
+/* For messages: which of its context's groups g is. */
+const char *prtc_group_name(const prt_comm *g)
+{
+    const prt_ctx *c = g ? g->ctx : NULL;
+    if (!c)
+        return "group";
+    return g == c->world ? "world" : g == c->dp ? "dp" : g == c->tp ? "tp" : g == c->pp ? "pp"
+         : g == c->embed ? "embed" : g == c->ep ? "ep" : g == c->edp ? "edp" : "group";
+}
 
 /* The first failing rank (an MPI_MIN over "my rank if I failed") sends its
  * status and message to all; two collectives, at start-up only. */
@@ -268,8 +326,9 @@ prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **o
             return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Init failed");
         mpi_started_here = true;
     }
-    const char *t = getenv("PLANRT_TIMEOUT_S");
-    timeout_s = t ? atof(t) : 0.0;
+    if (read_p2p_mode() != PRT_OK)
+        return PRT_ERR_ARG;
+    timeout_s = read_timeout();
 
     prt_ctx *c = calloc(1, sizeof *c);
     if (!c)

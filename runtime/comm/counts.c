@@ -29,6 +29,14 @@ prt_status prt_all_to_all_counts(prt_comm *g, const size_t *sendcounts, size_t *
         return prtc_error(PRT_ERR_NOMEM, g, "prt_all_to_all_counts: out of memory");
     for (int i = 0; i < P; i++)
         v[i] = sendcounts[i];
+    /* A host collective on g->mpi, which the native calls queued in
+     * rendezvous mode use too: they go first, so every rank posts the two
+     * in the same order. */
+    prt_status s = prtc_backend_drain(g);
+    if (s != PRT_OK) {
+        free(v);
+        return s;
+    }
     int rc = MPI_Alltoall(v, 1, MPI_UINT64_T, v + P, 1, MPI_UINT64_T, g->mpi);
     for (int i = 0; rc == MPI_SUCCESS && i < P; i++)
         recvcounts[i] = (size_t)v[P + i];

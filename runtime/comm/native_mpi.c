@@ -14,8 +14,16 @@
  * MPI_Testall them from prt_test/prt_wait, then do the round's local steps
  * (reductions) and post the next round.  Errors come back as PRT_ERR_MPI
  * with MPI's message (the groups use MPI_ERRORS_RETURN).
+ *
+ * PLANRT_P2P=rendezvous changes three things here, so that MPI hides no
+ * deadlock NCCL would hit: sends are MPI_Issend (complete only once
+ * matched), a native receive takes MPI_ANY_TAG and checks on arrival that
+ * the tag and the count are the ones it named (NCCL has no tags: messages
+ * between two ranks match in issue order), and every request goes through
+ * the rank's FIFO (stream_mpi.c) instead of starting at once.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -266,9 +274,13 @@ static int native_call(prt_comm *g, const coll_args *a, MPI_Request *mr, void **
     case COLL_BARRIER:
         return mr ? MPI_Ibarrier(c, mr) : MPI_Barrier(c);
     case COLL_SEND:
+        if (mr && prtc_rendezvous())   /* complete only once matched, as NCCL's */
+            return MPI_Issend(sb, in, dt, a->root, a->tag, c, mr);
         return mr ? MPI_Isend(sb, in, dt, a->root, a->tag, c, mr)
                   : MPI_Send(sb, in, dt, a->root, a->tag, c);
     case COLL_RECV:
+        if (mr && prtc_rendezvous())   /* no tags: the next message from root */
+            return MPI_Irecv(rb, in, dt, a->root, MPI_ANY_TAG, c, mr);
         return mr ? MPI_Irecv(rb, in, dt, a->root, a->tag, c, mr)
                   : MPI_Recv(rb, in, dt, a->root, a->tag, c, MPI_STATUS_IGNORE);
     case COLL_ALL_GATHER:
@@ -310,37 +322,31 @@ static int native_call(prt_comm *g, const coll_args *a, MPI_Request *mr, void **
                      : CALL(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, sb, out, in, dt, op, c);
 }
 
-/* Native collective: blocking when req is NULL, else a request whose one
- * round is the MPI request followed by the host post-work. */
-prt_status prtc_backend_native(prt_comm *g, const coll_args *a, prt_request **req)
+static prt_status native_fail(const prt_comm *g, int rc)
 {
+    return rc == MPI_ERR_COUNT
+        ? prtc_error(PRT_ERR_ARG, g, "counts exceed the 2^31-1 elements of one MPI call")
+        : mpi_fail(g, rc, "native collective");
+}
+
+/* Post the native call a into r: round 0 is the MPI request followed by
+ * the host post-work. */
+prt_status prtc_mpi_arm(prt_request *r, const coll_args *a)
+{
+    prt_comm *g = r->g;
     post_work post = { 0 };
-    void *aux = NULL;
-    if (!req) {
-        int rc = native_call(g, a, NULL, &aux, &post);
-        free(aux);
-        if (rc == MPI_ERR_COUNT)
-            return prtc_error(PRT_ERR_ARG, g, "counts exceed the 2^31-1 elements of one MPI call");
-        if (rc != MPI_SUCCESS)
-            return mpi_fail(g, rc, "native collective");
-        post_run(&post, g, a->type);
-        return PRT_OK;
+    if (!r->mreq) {
+        if (!(r->mreq = malloc(sizeof *r->mreq)))
+            return prtc_error(PRT_ERR_NOMEM, g, "out of memory for a request");
+        r->mreq_cap = 1;
     }
-    prt_request *r = sch_new(g, a->kind, a->type, a->op);
-    if (!r || !(r->mreq = malloc(sizeof *r->mreq))) {
-        free(r);
-        return prtc_error(PRT_ERR_NOMEM, g, "out of memory for a request");
-    }
-    r->mreq_cap = 1;
+    r->native = true;
+    r->call = *a;
     int rc = native_call(g, a, &r->mreq[0], &r->aux, &post);
-    if (rc != MPI_SUCCESS) {
-        sch_free(r);
-        return rc == MPI_ERR_COUNT
-            ? prtc_error(PRT_ERR_ARG, g, "counts exceed the 2^31-1 elements of one MPI call")
-            : mpi_fail(g, rc, "native collective");
-    }
+    if (rc != MPI_SUCCESS)
+        return native_fail(g, rc);
     r->nmreq = 1;
-    r->posted = true;   /* round 0: the MPI request, then the post-work */
+    r->posted = true;
     sch_copy(r, post.move_dst, post.move_src, post.move_n);
     sch_scale(r, post.scale, post.scale_n);
     sch_end_round(r);
@@ -349,6 +355,72 @@ prt_status prtc_backend_native(prt_comm *g, const coll_args *a, prt_request **re
         post_run(&post, g, a->type);
         r->nmreq = 0;
         r->nrounds = 0;
+    }
+    return PRT_OK;
+}
+
+/* Rendezvous mode: the call waits in the FIFO with its arguments (the
+ * counts copied: an _async caller may free its arrays) until it starts. */
+static prt_status queue_native(prt_comm *g, const coll_args *a, prt_request **req)
+{
+    prt_request *r = sch_new(g, a->kind, a->type, a->op);
+    if (!r)
+        return prtc_error(PRT_ERR_NOMEM, g, "out of memory for a request");
+    r->native = true;
+    r->call = *a;
+    int P = g->size, arrays = (a->counts != NULL) + (a->rcounts != NULL);
+    if (arrays && !(r->held = malloc((size_t)arrays * (size_t)P * sizeof *r->held))) {
+        sch_free(r);
+        return prtc_error(PRT_ERR_NOMEM, g, "out of memory for a request");
+    }
+    size_t *h = r->held;
+    if (a->counts) {
+        memcpy(h, a->counts, (size_t)P * sizeof *h);
+        r->call.counts = h;
+        h += P;
+    }
+    if (a->rcounts) {
+        memcpy(h, a->rcounts, (size_t)P * sizeof *h);
+        r->call.rcounts = h;
+    }
+    prt_request *one[1] = { r };
+    prt_status s = prtc_fifo_push(one, 1);
+    if (s != PRT_OK) {   /* not queued: still ours */
+        sch_free(r);
+        return s;
+    }
+    *req = r;
+    return PRT_OK;
+}
+
+/* Native collective: blocking when req is NULL, else a request. */
+prt_status prtc_backend_native(prt_comm *g, const coll_args *a, prt_request **req)
+{
+    if (prtc_rendezvous()) {
+        prt_request *r = NULL;
+        prt_status s = queue_native(g, a, &r);
+        if (s != PRT_OK || !req)
+            return s != PRT_OK ? s : prt_wait(r);
+        *req = r;
+        return PRT_OK;
+    }
+    post_work post = { 0 };
+    void *aux = NULL;
+    if (!req) {
+        int rc = native_call(g, a, NULL, &aux, &post);
+        free(aux);
+        if (rc != MPI_SUCCESS)
+            return native_fail(g, rc);
+        post_run(&post, g, a->type);
+        return PRT_OK;
+    }
+    prt_request *r = sch_new(g, a->kind, a->type, a->op);
+    if (!r)
+        return prtc_error(PRT_ERR_NOMEM, g, "out of memory for a request");
+    prt_status s = prtc_mpi_arm(r, a);
+    if (s != PRT_OK) {
+        sch_free(r);
+        return s;
     }
     *req = r;
     return PRT_OK;
@@ -368,6 +440,7 @@ static prt_status post_round(prt_request *r)
         r->mreq_cap = end - start;
     }
     MPI_Datatype dt = mpi_type(r->type);
+    const bool rendezvous = prtc_rendezvous();   /* a round is an NCCL group: synchronous sends */
     r->nmreq = 0;
     for (int i = start; i < end; i++) {
         const sched_step *s = &r->steps[i];
@@ -377,9 +450,9 @@ static prt_status post_round(prt_request *r)
             return prtc_error(PRT_ERR_ARG, r->g, "a block of %zu elements exceeds the 2^31-1 "
                               "of one MPI message", s->n);
         MPI_Request *m = &r->mreq[r->nmreq++];
-        int rc = s->kind == STEP_SEND
-            ? MPI_Isend(s->src, (int)s->n, dt, s->peer, r->tag, r->g->own, m)
-            : MPI_Irecv(s->dst, (int)s->n, dt, s->peer, r->tag, r->g->own, m);
+        int rc = s->kind == STEP_RECV ? MPI_Irecv(s->dst, (int)s->n, dt, s->peer, r->tag, r->g->own, m)
+               : rendezvous ? MPI_Issend(s->src, (int)s->n, dt, s->peer, r->tag, r->g->own, m)
+                            : MPI_Isend(s->src, (int)s->n, dt, s->peer, r->tag, r->g->own, m);
         if (rc != MPI_SUCCESS)
             return mpi_fail(r->g, rc, s->kind == STEP_SEND ? "MPI_Isend" : "MPI_Irecv");
     }
@@ -404,12 +477,46 @@ static void run_locals(prt_request *r, int i)
 
 prt_status prtc_backend_start(prt_request *r)
 {
+    if (prtc_rendezvous()) {
+        prt_request *one[1] = { r };
+        return prtc_fifo_push(one, 1);
+    }
     bool done;
-    return prtc_backend_progress(r, &done);
+    return prtc_mpi_exec(r, &done);
+}
+
+/* Rendezvous mode: a native receive took MPI_ANY_TAG; what arrived must be
+ * what the caller named, else NCCL (which matches in issue order, without
+ * tags) would have paired these two messages differently. */
+static prt_status check_arrival(prt_request *r, int rc, const MPI_Status *st)
+{
+    const coll_args *a = &r->call;
+    int got = -1, cls = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &cls);
+    bool truncated = cls == MPI_ERR_TRUNCATE;
+    if (rc == MPI_SUCCESS)
+        MPI_Get_count(st, mpi_type(r->type), &got);
+    if (rc != MPI_SUCCESS && !truncated)
+        return mpi_fail(r->g, rc, "MPI_Test");
+    if (!truncated && st->MPI_TAG == a->tag && got == (int)a->n)
+        return PRT_OK;
+    char count[32];
+    if (truncated)
+        snprintf(count, sizeof count, "more than %zu", a->n);
+    else
+        snprintf(count, sizeof count, "%d", got);
+    return prtc_error(PRT_ERR_MPI, r->g,
+                      "prt_recv from rank %d (tag %d, %zu elements) got the next message from "
+                      "it: tag %d, %s elements; NCCL, which has no tags, would have matched "
+                      "these two out of order%s (PLANRT_P2P=rendezvous)\n  hint: issue the "
+                      "sends and receives between two ranks in the same order on both",
+                      a->root, a->tag, a->n, st->MPI_TAG, count,
+                      truncated ? " and truncated the message" : "");
 }
 
 /* Advance r as far as its messages allow without blocking. */
-prt_status prtc_backend_progress(prt_request *r, bool *done)
+prt_status prtc_mpi_exec(prt_request *r, bool *done)
 {
     for (;;) {
         if (!r->posted) {
@@ -422,9 +529,18 @@ prt_status prtc_backend_progress(prt_request *r, bool *done)
                 return s;
         }
         if (r->nmreq > 0) {
-            int flag = 0;
-            int rc = MPI_Testall(r->nmreq, r->mreq, &flag, MPI_STATUSES_IGNORE);
-            if (rc != MPI_SUCCESS)
+            int flag = 0, rc;
+            MPI_Status st;
+            bool checked = r->native && r->kind == COLL_RECV && prtc_rendezvous();
+            if (checked)
+                rc = MPI_Test(&r->mreq[0], &flag, &st);
+            else
+                rc = MPI_Testall(r->nmreq, r->mreq, &flag, MPI_STATUSES_IGNORE);
+            if (checked && (flag || rc != MPI_SUCCESS)) {
+                prt_status s = check_arrival(r, rc, &st);
+                if (s != PRT_OK)
+                    return s;
+            } else if (rc != MPI_SUCCESS)
                 return mpi_fail(r->g, rc, "MPI_Testall");
             if (!flag) {
                 *done = false;
@@ -439,4 +555,7 @@ prt_status prtc_backend_progress(prt_request *r, bool *done)
     }
 }
 
-void prtc_backend_request_free(prt_request *r) { (void)r; }
+prt_status prtc_backend_progress(prt_request *r, bool *done)
+{
+    return prtc_rendezvous() ? prtc_fifo_progress(r, done) : prtc_mpi_exec(r, done);
+}

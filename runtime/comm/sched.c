@@ -45,6 +45,8 @@ void sch_free(prt_request *r)
     else if (r->scratch)
         r->g->scratch_busy = false;
     free(r->aux);
+    free(r->held);
+    free(r->failed_msg);
     free(r->steps);
     free(r->round_end);
     free(r->mreq);
@@ -150,8 +152,11 @@ void sch_end_round(prt_request *r)
 static prt_request **abandoned;
 static int n_abandoned, cap_abandoned;
 
-static void abandon(prt_request *r)
+void prtc_abandon(prt_request *r)
 {
+    if (r->abandoned)
+        return;
+    r->abandoned = true;
     if (n_abandoned == cap_abandoned) {
         int cap = cap_abandoned ? 2 * cap_abandoned : 8;
         prt_request **p = realloc(abandoned, (size_t)cap * sizeof *p);
@@ -175,29 +180,58 @@ void prtc_free_abandoned(void)
 /* Seconds since an arbitrary start, for deadlines. */
 static double now_s(void) { return MPI_Wtime(); }
 
+prt_status prtc_timeout_error(prt_request *r, double limit)
+{
+    return prtc_error(PRT_ERR_TIMEOUT, r->g,
+                      "no progress for %.1f s (PLANRT_TIMEOUT_S); a peer has probably died\n"
+                      "  hint: look for the first rank that failed", limit);
+}
+
+/* A request that can no longer complete: abandoned at an earlier deadline
+ * (prt_finalize frees it), or failed when it was posted (its message was
+ * kept for its wait). PRT_OK for any other. */
+static prt_status ended_badly(prt_request *r)
+{
+    if (r->abandoned)
+        return prtc_error(PRT_ERR_TIMEOUT, r->g, "%s: given up at the deadline reported "
+                          "before; it will not complete", prtc_coll_name(r->kind));
+    if (r->failed != PRT_OK)
+        prtc_error(r->failed, NULL, "%s", r->failed_msg ? r->failed_msg : "");
+    return r->failed;
+}
+
 /* The one place a request is waited for: advance it until done, yielding the
  * core between polls (ranks often outnumber cores), and give up with
- * PRT_ERR_TIMEOUT at the deadline. */
+ * PRT_ERR_TIMEOUT when nothing has moved for the deadline (the backend's
+ * count of completed operations tells it that something did). */
 prt_status prt_wait(prt_request *r)
 {
     if (!r)
         return PRT_OK;
+    if (r->abandoned)
+        return ended_badly(r);   /* prt_finalize frees it */
     double limit = prtc_timeout_s(), deadline = limit > 0 ? now_s() + limit : 0;
+    unsigned seen = prtc_backend_completed();
     bool done = false;
     prt_status s;
     for (unsigned spins = 0;; spins++) {
         if ((s = prtc_backend_progress(r, &done)) != PRT_OK || done)
             break;
-        if (deadline > 0 && (spins & 255) == 0 && now_s() > deadline) {
-            s = prtc_error(PRT_ERR_TIMEOUT, r->g,
-                           "no progress for %.1f s (PLANRT_TIMEOUT_S); a peer has "
-                           "probably died\n  hint: look for the first rank that failed", limit);
-            abandon(r);   /* MPI may still write into it: freed at prt_finalize */
-            return s;
+        if (deadline > 0 && (spins & 255) == 0) {
+            if (prtc_backend_completed() != seen) {
+                seen = prtc_backend_completed();
+                deadline = now_s() + limit;
+            } else if (now_s() > deadline) {
+                s = prtc_backend_timeout(r, limit);
+                prtc_abandon(r);   /* MPI may still write into it: freed at prt_finalize */
+                return s;
+            }
         }
         if (spins > 64)
             sched_yield();
     }
+    if (s == PRT_OK)
+        s = ended_badly(r);
     sch_free(r);
     return s;
 }
@@ -207,7 +241,11 @@ prt_status prt_test(prt_request *r, bool *done)
     *done = true;
     if (!r)
         return PRT_OK;
+    if (r->abandoned)
+        return ended_badly(r);
     prt_status s = prtc_backend_progress(r, done);
+    if (s == PRT_OK && *done)
+        s = ended_badly(r);
     if (s != PRT_OK || *done)
         sch_free(r);
     if (s != PRT_OK)

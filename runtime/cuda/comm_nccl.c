@@ -649,3 +649,52 @@ void prtc_backend_request_free(prt_request *r)
         cudaEventDestroy((cudaEvent_t)r->backend);
     r->backend = NULL;
 }
+
+/* ---- groups, deadlines and draining (the hooks stream_mpi.c has on CPU) ----
+ * NCCL is what rendezvous mode imitates: one stream per rank already runs
+ * everything in issue order, so there is no FIFO to count, report or drain. */
+
+/* One ncclGroupStart/End around the calls, then one event per request,
+ * recorded after the group, for prt_test/prt_wait. */
+prt_status prtc_backend_group(prt_request *const *req, const coll_args *a, int n)
+{
+    if (n == 0)
+        return PRT_OK;
+    prt_comm *g0 = req[0]->g;
+    cudaStream_t s = gctx(g0)->comm;
+    prt_status st = after_compute(g0);
+    if (st != PRT_OK)
+        return st;
+    NCCL_TRY(g0, ncclGroupStart());
+    ncclResult_t e = ncclSuccess;
+    for (int i = 0; i < n && e == ncclSuccess; i++) {
+        prt_comm *g = req[i]->g;
+        req[i]->native = true;
+        req[i]->call = a[i];
+        e = a[i].kind == COLL_SEND
+            ? ncclSend(a[i].sendbuf, a[i].n, nccl_type(a[i].type), a[i].root, g->backend, s)
+            : ncclRecv(a[i].recvbuf, a[i].n, nccl_type(a[i].type), a[i].root, g->backend, s);
+    }
+    ncclResult_t end = ncclGroupEnd();   /* closed even after a failed call */
+    if (e != ncclSuccess || end != ncclSuccess)
+        return nccl_fail(g0, e != ncclSuccess ? e : end, "grouped ncclSend/ncclRecv");
+    for (int i = 0; i < n; i++)
+        if ((st = finish(req[i]->g, req[i])) != PRT_OK)
+            return st;
+    return PRT_OK;
+}
+
+unsigned prtc_backend_completed(void) { return 0; }
+
+prt_status prtc_backend_timeout(prt_request *r, double limit)
+{
+    return prtc_timeout_error(r, limit);
+}
+
+/* The host collective that follows reads host counts only; the stream
+ * keeps its own order. */
+prt_status prtc_backend_drain(prt_comm *g)
+{
+    (void)g;
+    return PRT_OK;
+}

@@ -151,8 +151,33 @@ void       prt_comm_set_compute_stream(prt_ctx *c, void *stream);
 
 /* Seconds a wait may last without progress before PRT_ERR_TIMEOUT (a dead
  * peer must not hang the others); 0 waits forever.  prt_init reads
- * PLANRT_TIMEOUT_S.  Returns the previous value. */
+ * PLANRT_TIMEOUT_S (in rendezvous mode, when it is unset, PLANRT_DEADLOCK_S
+ * or 60 s).  Returns the previous value. */
 double     prt_comm_set_timeout(double seconds);
+
+/* How point-to-point messages behave.  ORDER PRT_P2P: keep
+ * prt_p2p_mode_name() in step.  prt_init reads PLANRT_P2P=buffered|
+ * rendezvous (anything else is refused); it changes the MPI backend only,
+ * and NCCL always behaves as rendezvous (prt_comm_p2p_mode() says so).
+ *
+ * Rendezvous is NCCL's rules on Open MPI, so that CPU runs find the
+ * deadlocks a GPU run would hit: a send completes only once the peer's
+ * receive has matched it (MPI_Issend); there are no tags — messages
+ * between two ranks of a group match in issue order, and a receive that
+ * gets another tag or count than it named fails (PRT_ERR_MPI, "NCCL ...
+ * would have matched these two out of order"); and each rank runs its
+ * operations as one stream: every call (collectives on any group and
+ * point-to-point, blocking or _async) starts only once everything it
+ * issued before has completed, except the calls of one group, which start
+ * together.  A wait that sees nothing complete for the deadline prints the
+ * rank's pending operations on stderr and returns PRT_ERR_TIMEOUT saying it
+ * is a deadlock under NCCL's rules. */
+typedef enum {
+    PRT_P2P_BUFFERED,    /* MPI's: sends buffered, matched by tag (the default) */
+    PRT_P2P_RENDEZVOUS,  /* NCCL's: sends end when matched, issue order, one stream */
+} prt_p2p_mode;
+prt_p2p_mode prt_comm_p2p_mode(void);
+const char  *prt_p2p_mode_name(prt_p2p_mode m);   /* "buffered", "rendezvous" */
 
 /* ---- requests ---------------------------------------------------------- */
 
@@ -249,14 +274,30 @@ prt_status prt_reduce_scatter_v_async(prt_comm *g, const void *sendbuf, void *re
 
 /* ---- point to point (pipeline stages) ----------------------------------
  * peer is a rank of g; tag >= 0 tells messages between the same pair apart
- * (the pipeline uses the micro-batch index).  Messages between a pair with
- * the same tag arrive in the order they were sent. */
+ * under MPI (buffered mode).  Messages between a pair with the same tag
+ * arrive in the order they were sent.  NCCL (and rendezvous mode) have no
+ * tags: there the order of issue must match on both sides, and the tag is
+ * only checked. */
 prt_status prt_send(prt_comm *g, const void *buf, size_t n, prt_dtype t, int peer, int tag);
 prt_status prt_recv(prt_comm *g, void *buf, size_t n, prt_dtype t, int peer, int tag);
 prt_status prt_send_async(prt_comm *g, const void *buf, size_t n, prt_dtype t, int peer,
                           int tag, prt_request **req);
 prt_status prt_recv_async(prt_comm *g, void *buf, size_t n, prt_dtype t, int peer,
                           int tag, prt_request **req);
+
+/* Groups, as NCCL's ncclGroupStart/ncclGroupEnd: the point-to-point calls
+ * between them are posted together at the outermost prt_group_end, so a
+ * send and a receive that both ranks of a pair issue send-first complete
+ * (Megatron's send_forward_recv_backward, torch's batch_isend_irecv).
+ * prt_send_async/prt_recv_async inside a group return their request at
+ * once; a blocking prt_send/prt_recv inside a group is only enqueued, and
+ * prt_group_end waits for it (so its buffer may not be touched before).
+ * Groups nest; only point-to-point calls may be grouped (PRT_ERR_ARG
+ * otherwise).  MPI buffered mode posts the calls one by one at
+ * prt_group_end, rendezvous mode makes them one entry of the rank's
+ * stream, NCCL one ncclGroupStart/End with an event per request. */
+prt_status prt_group_start(void);
+prt_status prt_group_end(void);
 
 #ifdef __cplusplus
 }

@@ -260,12 +260,19 @@ prt_status prt_pipe_slot(prt_pipe *p, int mb, int chunk, prt_slot **out);
 /* Its backward is over: the slot goes back to the pool once its sends are. */
 void       prt_pipe_done(prt_pipe *p, int mb, int chunk);
 /* Point-to-point with stage `peer` of the PP group, tagged by (mb, the
- * receiving virtual stage): activations forward, gradients backward. */
+ * receiving virtual stage): activations forward, gradients backward. A
+ * send is queued; it is posted in one group (NCCL's rule: a send ends only
+ * once its receive is posted) with the next receive, or by prt_pipe_post
+ * or prt_pipe_flush. Both sides must issue their transfers in the same
+ * order (NCCL has no tags; pipe.c says why). */
 prt_status prt_pipe_send_act(prt_pipe *p, int mb, int chunk, int peer);
 prt_status prt_pipe_recv_act(prt_pipe *p, int mb, int chunk, int peer);
 prt_status prt_pipe_send_grad(prt_pipe *p, int mb, int chunk, int peer);
 prt_status prt_pipe_recv_grad(prt_pipe *p, int mb, int chunk, int peer);
-/* End of a step: wait for every send, recycle every slot. */
+/* Post the queued sends now, as one group: before any op that is not a
+ * transfer or FREE_SLOT, so no send waits behind a computation. */
+prt_status prt_pipe_post(prt_pipe *p);
+/* End of a step: post and wait for every send, recycle every slot. */
 prt_status prt_pipe_flush(prt_pipe *p);
 
 /* ---- expert parallelism: dispatch and combine (runtime/par/moe_ep.c) ----

@@ -9,10 +9,28 @@
  * p - s on stage s; GPipe: all m). The pool only ever tests a send, never
  * waits on one mid-step, so a slow receiver can never deadlock the sender.
  *
- * Messages are tagged by (micro-batch, receiving virtual stage, direction),
- * so activations and gradients between the same two stages never mix,
- * whatever order the schedule sends them in. The op list (the Program)
- * decides when each transfer happens; this file only moves the bytes.
+ * Transfers follow NCCL's rules, which PLANRT_P2P=rendezvous enforces on
+ * the CPU: a send ends only once its receive is posted, one stream runs a
+ * rank's operations in issue order, and there are no tags. In 1F1B's
+ * steady state stage s sends an activation and then receives a gradient
+ * while stage s+1 sends that gradient and then receives the activation:
+ * posted one by one, both sends wait forever. So a send is queued, not
+ * posted: the queued sends go in one group (prt_group_start/end) with the
+ * next receive — Megatron's send_forward_recv_backward, torch's
+ * batch_isend_irecv — or, when another op comes first, alone as a group
+ * at prt_pipe_post (which the generated op() calls before every op that is
+ * not a transfer or FREE_SLOT) or at prt_pipe_flush. A group's sends and
+ * receive start together, so neither side waits for the other.
+ *
+ * Without tags, messages between two ranks match in the order they were
+ * issued, so both sides must issue them in the same order; the Program's
+ * op lists do (planner/lower.c: 1F1B, GPipe, interleaved with the wrap
+ * from the last stage to stage 0, zb-h1), and grouping keeps each rank's
+ * order. Messages still carry a tag of (micro-batch, receiving virtual
+ * stage, direction): MPI's buffered mode matches by it, and rendezvous
+ * mode checks it on arrival, so an order that differs between the two
+ * sides is an error, not a silent swap. The op list (the Program) decides
+ * when each transfer happens; this file only moves the bytes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +51,12 @@ struct prt_pipe {
     prt_slot        **map;            /* [n_micro * chunks] slot of (mb, chunk) in this step */
     prt_slot        **pool;           /* every slot made, busy or not */
     int               n_pool, cap;
+    struct queued_send {              /* sends not posted yet, in issue order */
+        prt_slot *s;
+        int       mb, peer, tag;
+        bool      grad;
+    }                *queued;
+    int               n_queued, cap_queued;
 };
 
 prt_status prt_pipe_new(prt_ctx *c, int n_micro, int chunks, size_t act_count, bool tp_split,
@@ -75,7 +99,16 @@ void prt_pipe_free(prt_pipe *p)
     for (int i = 0; i < p->n_pool; i++) free_slot(p, p->pool[i]);
     free(p->pool);
     free(p->map);
+    free(p->queued);
     free(p);
+}
+
+/* Is a send from s queued (not posted yet)? Its buffer is still to be read. */
+static bool send_queued(const prt_pipe *p, const prt_slot *s)
+{
+    for (int i = 0; i < p->n_queued; i++)
+        if (p->queued[i].s == s) return true;
+    return false;
 }
 
 /* A slot of chunk ch that is free now: not busy and its send delivered;
@@ -84,7 +117,7 @@ static prt_slot *idle_slot(prt_pipe *p, int ch)
 {
     for (int i = 0; i < 2 * p->n_pool; i++) {
         prt_slot *s = p->pool[i % p->n_pool];
-        if (s->busy || s->chunk != ch || (i < p->n_pool && !s->acts)) continue;
+        if (s->busy || s->chunk != ch || (i < p->n_pool && !s->acts) || send_queued(p, s)) continue;
         if (s->req) {
             bool done = false;
             if (prt_test(s->req, &done) != PRT_OK || !done) continue;
@@ -161,7 +194,7 @@ void prt_pipe_done(prt_pipe *p, int mb, int ch)
     *at = NULL;
     if (!s) return;
     s->busy = false;
-    bool sent = !s->req;
+    bool sent = !s->req && !send_queued(p, s);
     if (s->req && prt_test(s->req, &sent) != PRT_OK) sent = false;
     if (sent) s->req = NULL;   /* a finished request is done with (as idle_slot's) */
     if (!sent && p->free_fn && s->acts) p->free_fn(s, s->chunk, p->user);
@@ -177,19 +210,51 @@ static int tag_of(const prt_pipe *p, int mb, int dst, int grad)
     return (int)(t % 32767);
 }
 
+/* Post the queued sends, and the receive into rbuf when there is one, as
+ * one group; *rreq gets the receive's request. */
+static prt_status post_group(prt_pipe *p, prt_act *rbuf, int rpeer, int rtag, prt_request **rreq)
+{
+    prt_status st = prt_group_start();
+    for (int i = 0; i < p->n_queued && !st; i++) {
+        struct queued_send *q = &p->queued[i];
+        st = prt_send_async(p->c->pp, (q->grad ? q->s->d : q->s->y) + p->off, p->part, ACT_DTYPE,
+                            q->peer, q->tag, &q->s->req);
+    }
+    p->n_queued = 0;
+    if (!st && rbuf)
+        st = prt_recv_async(p->c->pp, rbuf + p->off, p->part, ACT_DTYPE, rpeer, rtag, rreq);
+    prt_status end = prt_group_end();
+    return prtp_check(st ? st : end, rbuf ? "pipeline sends and receive (one group)" : "pipeline sends");
+}
+
+/* A send waits in the queue for the next receive or prt_pipe_post. */
 static prt_status send_from(prt_pipe *p, int mb, int ch, int peer, bool grad)
 {
     prt_slot *s;
     prt_status st = prt_pipe_slot(p, mb, ch, &s);
     if (st) return st;
     int k = ch * p->pp + p->stage, dst = grad ? k - 1 : k + 1;
+    if (send_queued(p, s) && (st = prt_pipe_post(p))) return st;
     prt_wait(s->req);   /* a slot sends its activation, later its gradient */
     s->req = NULL;
-    return prtp_check(prt_send_async(p->c->pp, (grad ? s->d : s->y) + p->off, p->part, ACT_DTYPE, peer,
-                                     tag_of(p, mb, dst, grad), &s->req),
-                      grad ? "pipeline gradient send" : "pipeline activation send");
+    if (p->n_queued == p->cap_queued) {
+        int cap = p->cap_queued ? 2 * p->cap_queued : 4;
+        struct queued_send *n = (struct queued_send *)realloc(p->queued, (size_t)cap * sizeof *n);
+        if (!n) return prtp_fail(PRT_ERR_NOMEM, "pipeline send: out of memory");
+        p->queued = n;
+        p->cap_queued = cap;
+    }
+    p->queued[p->n_queued++] = (struct queued_send){ s, mb, peer, tag_of(p, mb, dst, grad), grad };
+    return PRT_OK;
 }
 
+prt_status prt_pipe_post(prt_pipe *p)
+{
+    prtp_clear();
+    return p->n_queued ? post_group(p, NULL, -1, 0, NULL) : PRT_OK;
+}
+
+/* The receive goes with the queued sends, then is waited for. */
 static prt_status recv_into(prt_pipe *p, int mb, int ch, int peer, bool grad)
 {
     prt_slot *s;
@@ -197,8 +262,10 @@ static prt_status recv_into(prt_pipe *p, int mb, int ch, int peer, bool grad)
     if (st) return st;
     int k = ch * p->pp + p->stage;
     prt_act *buf = grad ? s->d : s->x;
-    st = prtp_check(prt_recv(p->c->pp, buf + p->off, p->part, ACT_DTYPE, peer, tag_of(p, mb, k, grad)),
-                    grad ? "pipeline gradient receive" : "pipeline activation receive");
+    prt_request *req = NULL;
+    st = post_group(p, buf, peer, tag_of(p, mb, k, grad), &req);
+    if (!st)
+        st = prtp_check(prt_wait(req), grad ? "pipeline gradient receive" : "pipeline activation receive");
     if (st || !p->split) return st;
     /* the other TP ranks' parts, over NVLink: the whole tensor in place */
     return prtp_check(prt_all_gather(p->c->tp, buf + p->off, buf, p->part, ACT_DTYPE),
@@ -212,8 +279,7 @@ prt_status prt_pipe_recv_grad(prt_pipe *p, int mb, int ch, int peer) { return re
 
 prt_status prt_pipe_flush(prt_pipe *p)
 {
-    prtp_clear();
-    prt_status st = PRT_OK;
+    prt_status st = prt_pipe_post(p);
     for (int i = 0; i < p->n_pool; i++) {
         prt_slot *s = p->pool[i];
         prt_status w = prtp_check(prt_wait(s->req), "pipeline send");

@@ -441,9 +441,14 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
         return 1;
     }
     prt_ctx *c = *ctx;
-    /* --timeout over PLANRT_TIMEOUT_S over 300 s: a dead peer ends the job */
+    /* --timeout over PLANRT_TIMEOUT_S over 300 s: a dead peer ends the job
+     * (PLANRT_P2P=rendezvous keeps its shorter deadlock deadline, 60 s or
+     * PLANRT_DEADLOCK_S, which prt_init set) */
     if (args->timeout >= 0) prt_comm_set_timeout(args->timeout);
-    else if (!getenv("PLANRT_TIMEOUT_S")) prt_comm_set_timeout(300);
+    else if (!getenv("PLANRT_TIMEOUT_S")) {
+        double set = prt_comm_set_timeout(300);
+        if (set > 0) prt_comm_set_timeout(set);
+    }
     int code = 0;
     if (rank == 0 && !readable(args->data)) {
         fprintf(stderr, "error: training data '%s' not found or not readable\n"

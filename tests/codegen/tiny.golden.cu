@@ -625,6 +625,10 @@ static void dry_op(OpKind kind, int mb, int chunk)
 static void op(OpKind kind, int mb, int chunk, int peer)
 {
     if (R.args.dry_run) { dry_op(kind, mb, chunk); return; }
+    /* PP: the queued sends go now, as one group (NCCL: a send ends only once its receive is
+     * posted, so a send never waits behind this op); a receive takes them along itself */
+    if (kind != SEND_ACT && kind != RECV_ACT && kind != SEND_GRAD && kind != RECV_GRAD && kind != FREE_SLOT)
+        CHECK(prt_pipe_post(R.pipe));
     prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
     switch (kind) {
     case FWD: chunk_fwd(chunk, slot_of(mb, chunk)); break;
