@@ -2,7 +2,7 @@
 # its tests and its benchmark.
 PRT_OPS_CPU := runtime/ops/mem.c runtime/ops/layers.c runtime/ops/linear.c runtime/ops/dropout.c \
                runtime/ops/attention.c runtime/ops/adamw.c runtime/ops/moe.c
-PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c
+PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c runtime/ops/errors.c
 PRT_SRCS     += $(PRT_OPS_CPU) $(PRT_OPS_BOTH)
 PRT_CUDA_SRCS += $(PRT_OPS_BOTH) runtime/ops/adamw.c
 
