@@ -24,6 +24,14 @@ TEST_TARGETS  += test-ops
 test-ops: $(OPS_TEST_BINS)
 	@set -e; for t in $(OPS_TEST_BINS); do $$t; done
 
+# test-fault: PLANRT_FAULT fails one call of one op in a generated CPU
+# program (1 rank, and a 2-stage pipeline): the run must end within the
+# step, non-zero, naming rank, layer and op (tests/fault/run.sh).
+.PHONY: test-fault
+TEST_TARGETS += test-fault
+test-fault: $(PLANC) $(LIBPRT) $(CG_DATA)
+	MPIRUN="$(MPIRUN)" tests/fault/run.sh $(PLANC) $(abspath $(BUILD))/fault
+
 BENCH_TARGETS += bench-ops
 bench-ops: $(BUILD)/tests/test_ops_bench
 	$(BUILD)/tests/test_ops_bench 4
