@@ -19,6 +19,8 @@ static void gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, siz
                  size_t ldb, long long sb, float beta, void *C, cudaDataType ct, size_t ldc,
                  long long sc, size_t batch)
 {
+    if (!m || !n || !batch)
+        return;   /* an empty C: nothing to compute (and a leading dimension of 0 is invalid) */
     cublasHandle_t h = prt_cuda_blas();
     if (!h)
         return;
