@@ -301,6 +301,10 @@ static void check(prt_status st, const char *call)
     if (st != PRT_OK) prt_run_fail(R.c, call, st);
 }
 
+/* Layer L's pass begins: a failed op is reported as "layer L (PASS): OP: ..."
+ * (prt_ops_where, a store), at the step's end (prt_ops_sync in main). */
+static void enter(const LayerSpec *L, const char *pass) { prt_ops_where(pass, (int)(L - LAYERS)); }
+
 static prt_act *act_alloc(size_t n)
 {
     prt_act *p = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, n * sizeof(prt_act));
@@ -547,6 +551,7 @@ static void drop_probs(const LayerSpec *L, prt_act *attd, uint8_t *mask, const p
  * (zeros elsewhere); summing over TP completes every row. */
 static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+    enter(L, "embedding forward");
     prt_act *e = partials(y);                                           /* (N, C) */
     CHECK(prt_batch_load(R.data, R.step, R.mb, a->tok, NULL));
     prt_embedding_fwd(e, a->tok, W(L->w1), N, C, vocab0(), VL);
@@ -568,6 +573,7 @@ static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 
 static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "embedding backward");
 #if SP && DROPOUT
     const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.full);
 #elif SP
@@ -602,6 +608,7 @@ static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
  */
 static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+    enter(L, "attention forward");
 #if RECOMPUTE_SELECTIVE && DROPOUT
     prt_act *att = S.att, *attd = S.attd;   /* selective recomputation: the backward rebuilds them */
     uint8_t *att_mask = S.att_mask;
@@ -667,6 +674,7 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
+    enter(L, "attention backward");
 #if SP && DROPOUT
     const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.dyf);
 #elif SP
@@ -702,6 +710,7 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
+    enter(L, "attention backward, input half");
 #if DROPOUT
     grad_rows(drop_output_bwd(d, a->mask), a->dy);                      /* kept for the weight pass */
 #else
@@ -729,6 +738,7 @@ static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
 #if RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
+    enter(L, "attention backward, weight half");
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
     norm_grads_add(L, a);
@@ -786,6 +796,7 @@ static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const
 
 static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+    enter(L, "mlp forward");
     prt_act *p = partials(y);
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
@@ -809,6 +820,7 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
+    enter(L, "mlp backward");
 #if SP && DROPOUT
     const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.dyf);
 #elif SP
@@ -832,6 +844,7 @@ static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
+    enter(L, "mlp backward, input half");
 #if DROPOUT
     grad_rows(drop_output_bwd(d, a->mask), a->dy);                      /* kept for the weight pass */
 #else
@@ -849,6 +862,7 @@ static void mlp_bwd_weight(const LayerSpec *L, LayerActs *a)
 #if RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
+    enter(L, "mlp backward, weight half");
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
     norm_grads_add(L, a);
@@ -931,7 +945,9 @@ static void moe_aux_fwd(const LayerSpec *L, LayerActs *a)
  * order. The buffers on the experts' side are sized by what arrived: xr,
  * hr, ar kept for the backward and freed by it (under full recomputation
  * freed at once and rebuilt by the backward's forward), yr only until the
- * combine (the backward reads the source side's ye). */
+ * combine (the backward reads the source side's ye). Made and freed inside
+ * the step, stream-ordered on CUDA (prt_alloc): no device-wide sync while
+ * the EP group's all-to-alls wait on peers. */
 static void ep_buffers_free(LayerActs *a)
 {
     prt_mem_free(a->xr); prt_mem_free(a->hr); prt_mem_free(a->ar);
@@ -1008,6 +1024,7 @@ static void experts_bwd(const LayerSpec *L, LayerActs *a)
 static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
     size_t E = (size_t)L->experts, K = (size_t)L->top_k;
+    enter(L, "moe forward");
     prt_act *p = partials(y);
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
@@ -1039,6 +1056,7 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     moe_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
     S.recomputing = false;
 #endif
+    enter(L, "moe backward");
 #if SP
     const prt_act *dy = grad_rows(d, S.dyf);
 #else
@@ -1070,12 +1088,14 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 /* The final norm, on this rank's rows. */
 static void final_norm_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+    enter(L, "final norm forward");
     norm_fwd(L, y, a->mean, a->rstd, a->x);
 }
 
 #if USES_BWD
 static void final_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "final norm backward");
     CHECK(prt_copy(S.tmp, d, NL * C * sizeof(prt_act)));
     CHECK(prt_zero(d, NL * C * sizeof(prt_act)));
     norm_bwd(L, d, S.tmp, a->x, a->mean, a->rstd);
@@ -1087,12 +1107,17 @@ static void final_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
  * W adds them into the layer's gradients. */
 static void final_norm_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "final norm backward, input half");
     CHECK(prt_copy(S.tmp, d, NL * C * sizeof(prt_act)));
     CHECK(prt_zero(d, NL * C * sizeof(prt_act)));
     norm_bwd_kept(L, a, d, S.tmp);
 }
 
-static void final_norm_bwd_weight(const LayerSpec *L, LayerActs *a) { norm_grads_add(L, a); }
+static void final_norm_bwd_weight(const LayerSpec *L, LayerActs *a)
+{
+    enter(L, "final norm backward, weight half");
+    norm_grads_add(L, a);
+}
 #endif
 #endif
 
@@ -1104,6 +1129,7 @@ static void final_norm_bwd_weight(const LayerSpec *L, LayerActs *a) { norm_grads
  * vocabulary TP does not divide) are left out of the softmax. */
 static void lm_head_fwd(const LayerSpec *L, LayerActs *a)
 {
+    enter(L, "lm_head forward");
 #if SP
     const prt_act *in = gather_rows(a->x);
 #else
@@ -1138,6 +1164,7 @@ static void xent_bwd(LayerActs *a)
 #if USES_BWD
 static void lm_head_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "lm_head backward");
     xent_bwd(a);
     prt_linear_bwd(S.dlnf, G(L->w1), NULL, a->logits, head_in(a), W(L->w1), N, C, VL);
     sum_input_grad(S.dlnf, d);         /* vocab-parallel input gradient: a partial sum over TP */
@@ -1147,6 +1174,7 @@ static void lm_head_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if SPLIT_BWD
 static void lm_head_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "lm_head backward, input half");
     xent_bwd(a);
     prt_linear_bwd_input(S.dlnf, a->logits, W(L->w1), N, C, VL);
     sum_input_grad(S.dlnf, d);         /* vocab-parallel input gradient: a partial sum over TP */
@@ -1154,6 +1182,7 @@ static void lm_head_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 
 static void lm_head_bwd_weight(const LayerSpec *L, LayerActs *a)
 {
+    enter(L, "lm_head backward, weight half");
     prt_linear_bwd_weight(G(L->w1), NULL, a->logits, head_in(a), N, C, VL);
 }
 #endif
@@ -1163,6 +1192,7 @@ static void lm_head_bwd_weight(const LayerSpec *L, LayerActs *a)
  * overlapping the backward of the layers before it. */
 static void grads_done(int layer)
 {
+    prt_ops_where(NULL, -1);   /* out of the layer: what follows (a bucket's reduction, the update) names none */
     CHECK(prt_zero_layer_done(R.m, layer));
 #if EXPERT_PARALLEL
     CHECK(prt_zero_layer_done(R.me, layer));   /* the experts' bucket, over expert-DP */
@@ -1172,7 +1202,9 @@ static void grads_done(int layer)
 //@@ slots
 /* ---- activation slots ---------------------------------------------------------
  * prt_pipe hands out one slot per (micro-batch, chunk) in flight; these
- * make and free the layers' part of it. */
+ * make and free the layers' part of it, inside the step (a slot whose send
+ * is in flight gives its layers' part back at once). prt_mem_alloc is
+ * stream-ordered on CUDA (prt_alloc), so neither waits for the device. */
 
 typedef struct {
     LayerActs *a;       /* one per layer of the chunk */
@@ -1855,6 +1887,7 @@ int main(int argc, char **argv)
         R.loss_sum = 0;
         train_step();
         CHECK(prt_pipe_flush(R.pipe));
+        CHECK(prt_ops_sync());   /* the step's one device sync: a failed op ends the run here, naming it */
         R.step++;   /* steps done: the data of step k is a function of (SEED, k - 1) */
         CHECK(prt_log_step_end(R.log, R.step, R.loss_sum, (double)GLOBAL_BATCH * T,
                                prt_model_grad_norm(R.m)));

@@ -16,6 +16,7 @@ const char *prt_status_str(prt_status s)
     case PRT_ERR_FORMAT:      return "malformed file";
     case PRT_ERR_TIMEOUT:     return "timed out";
     case PRT_ERR_UNSUPPORTED: return "not supported in this build";
+    case PRT_ERR_OP:          return "a compute op failed";
     }
     return "unknown status";
 }

@@ -2,7 +2,7 @@
 # its tests and its benchmark.
 PRT_OPS_CPU := runtime/ops/mem.c runtime/ops/layers.c runtime/ops/linear.c runtime/ops/dropout.c \
                runtime/ops/attention.c runtime/ops/adamw.c runtime/ops/moe.c
-PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c
+PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c runtime/ops/errors.c
 PRT_SRCS     += $(PRT_OPS_CPU) $(PRT_OPS_BOTH)
 PRT_CUDA_SRCS += $(PRT_OPS_BOTH) runtime/ops/adamw.c
 
@@ -23,6 +23,14 @@ $(BUILD)/tests/test_ops_train $(BUILD)/tests/test_ops_bench: $(BUILD)/tests/%: $
 TEST_TARGETS  += test-ops
 test-ops: $(OPS_TEST_BINS)
 	@set -e; for t in $(OPS_TEST_BINS); do $$t; done
+
+# test-fault: PLANRT_FAULT fails one call of one op in a generated CPU
+# program (1 rank, and a 2-stage pipeline): the run must end within the
+# step, non-zero, naming rank, layer and op (tests/fault/run.sh).
+.PHONY: test-fault
+TEST_TARGETS += test-fault
+test-fault: $(PLANC) $(LIBPRT) $(CG_DATA)
+	MPIRUN="$(MPIRUN)" tests/fault/run.sh $(PLANC) $(abspath $(BUILD))/fault
 
 BENCH_TARGETS += bench-ops
 bench-ops: $(BUILD)/tests/test_ops_bench

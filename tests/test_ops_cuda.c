@@ -62,30 +62,58 @@ static float *hrand(size_t n, float scale)
 
 static float *hzeros(size_t n) { return calloc(n + 1, sizeof(float)); }
 
+/* A transfer or the ops' recorded status: a failure fails the test, and
+ * what it would have copied is never compared. */
+static bool ok(prt_status st, const char *what)
+{
+    if (st == PRT_OK)
+        return true;
+    printf("  %s failed: %s: %s\n", what, prt_status_str(st), prt_ops_last_error());
+    return false;
+}
+
+/* An input that never reached the device: every later check would compare
+ * stale memory, so the test stops here. */
+static void *uploaded(void *d, const void *h, size_t bytes, const char *what)
+{
+    if (!d || !ok(prt_copy_to_device(d, h, bytes), what)) {
+        printf("test_ops_cuda: %s: %s; stopped\n", what, d ? "upload failed" : "out of device memory");
+        exit(1);
+    }
+    return d;
+}
+
 /* A device bf16 copy of host values. */
 static prt_act *dact(const float *h, size_t n)
 {
     uint16_t *tmp = malloc(n * 2 + 2);
     for (size_t i = 0; i < n; i++)
         tmp[i] = f2bf(h[i]);
-    prt_act *d = prt_alloc(n * 2);
-    prt_copy_to_device(d, tmp, n * 2);
+    prt_act *d = uploaded(prt_alloc(n * 2), tmp, n * 2, "bf16 input upload");
     free(tmp);
     return d;
 }
 
 static float *dfloat(const float *h, size_t n)
 {
-    float *d = prt_alloc(n * 4);
-    prt_copy_to_device(d, h, n * 4);
-    return d;
+    return uploaded(prt_alloc(n * 4), h, n * 4, "fp32 input upload");
 }
 
 static void *dbytes(const void *h, size_t bytes)
 {
-    void *d = prt_alloc(bytes);
-    prt_copy_to_device(d, h, bytes);
-    return d;
+    return uploaded(prt_alloc(bytes), h, bytes, "input upload");
+}
+
+/* bytes of device memory into host memory, after the ops that wrote them:
+ * false (and the check counted failed) when they or the copy failed. */
+static bool fetched(const char *name, void *host, const void *dev, size_t bytes)
+{
+    if (ok(prt_ops_sync(), name) && ok(prt_copy_to_host(host, dev, bytes), name))
+        return true;
+    checks++;
+    failures++;
+    printf("%-28s %9s           COPY FAILED\n", name, "");
+    return false;
 }
 
 /* Compare n device values (bf16 if act, else fp32) with the CPU result. */
@@ -95,12 +123,14 @@ static void validate(const char *name, const void *dev, bool act, const float *r
     float *got = malloc(n * sizeof *got + 4);
     if (act) {
         uint16_t *tmp = malloc(n * 2 + 2);
-        prt_copy_to_host(tmp, dev, n * 2);
-        for (size_t i = 0; i < n; i++)
+        bool copied = fetched(name, tmp, dev, n * 2);
+        for (size_t i = 0; copied && i < n; i++)
             got[i] = bf2f(tmp[i]);
         free(tmp);
-    } else {
-        prt_copy_to_host(got, dev, n * 4);
+        if (!copied) { free(got); return; }
+    } else if (!fetched(name, got, dev, n * 4)) {
+        free(got);
+        return;
     }
     int bad = 0;
     double maxerr = 0;
@@ -119,6 +149,18 @@ static void validate(const char *name, const void *dev, bool act, const float *r
         failures++;
     printf("%-28s %9zu elements  max |err| %.3g  %s\n", name, n, maxerr,
            bad ? "MISMATCH" : "ok");
+    free(got);
+}
+
+/* Two masks, the CPU's and the device's, byte for byte. */
+static void check_mask(const char *name, const uint8_t *ref, const void *dev, size_t n)
+{
+    uint8_t *got = malloc(n + 1);
+    if (fetched(name, got, dev, n)) {
+        checks++;
+        if (memcmp(ref, got, n)) { failures++; printf("%-28s %9zu masks  MISMATCH\n", name, n); }
+        else printf("%-28s %9zu masks  identical\n", name, n);
+    }
     free(got);
 }
 
@@ -277,8 +319,8 @@ static void check_attention(size_t B, size_t T, size_t H, size_t Hkv, size_t D, 
     prt_act *qkv_d = dact(qkv, N * R), *g_d = dact(g, N * HD), *out_d = prt_alloc(N * HD * 2);
     prt_act *att_d = prt_alloc(natt * 2), *datt_d = prt_alloc(natt * 2), *dqkv_d = prt_alloc(N * R * 2);
     prt_attention_fwd(out_d, att_d, qkv_d, B, T, H, Hkv, D, W);
-    if (recompute)
-        prt_zero(att_d, natt * 2);
+    if (recompute && !ok(prt_zero(att_d, natt * 2), "attention: clearing the probabilities"))
+        failures++;
     prt_attention_bwd(dqkv_d, datt_d, g_d, qkv_d, att_d, recompute, B, T, H, Hkv, D, W);
     char name[64];
     snprintf(name, sizeof name, "attention fwd H%zu/%zu W%zu", H, Hkv, W);
@@ -300,15 +342,12 @@ static void check_dropout(size_t B, size_t T, size_t H, size_t Hkv, size_t D, si
     size_t rows = B * T / 2, n = rows * C, R = (H + 2 * Hkv) * D, N = B * T, HD = H * D, natt = B * H * T * T;
     prt_dropout_key k = { 42, 3, 7, PRT_DROPOUT_OUTPUT, 0.1f };
     float *x = hrand(n, 1), *y = hzeros(n);
-    uint8_t *m = malloc(n), *mg = malloc(n), *ma = malloc(natt), *mag = malloc(natt);
+    uint8_t *m = malloc(n), *ma = malloc(natt);
     ref_prt_dropout_fwd(y, m, x, (const ref_prt_dropout_key *)&k, rows, C, T, 5, rows);
     prt_act *x_d = dact(x, n), *y_d = prt_alloc(n * 2);
     uint8_t *m_d = prt_alloc(n);
     prt_dropout_fwd(y_d, m_d, x_d, &k, rows, C, T, 5, rows);
-    prt_copy_to_host(mg, m_d, n);
-    checks++;
-    if (memcmp(m, mg, n)) { failures++; printf("%-28s %9zu masks  MISMATCH\n", "dropout mask (residual)", n); }
-    else printf("%-28s %9zu masks  identical\n", "dropout mask (residual)", n);
+    check_mask("dropout mask (residual)", m, m_d, n);
     validate("dropout fwd (residual)", y_d, true, y, n, ATOL, RTOL);
 
     float *qkv = hrand(N * R, 1.5f), *g = hrand(N * HD, 1), *out = hzeros(N * HD);
@@ -326,13 +365,10 @@ static void check_dropout(size_t B, size_t T, size_t H, size_t Hkv, size_t D, si
     prt_dropout_probs_fwd(attd_d, ma_d, att_d, &kp, B, H, T, 2, H);
     prt_attention_context_fwd(out_d, attd_d, qkv_d, B, T, H, Hkv, D);
     prt_attention_dropout_bwd(dqkv_d, datt_d, g_d, qkv_d, att_d, attd_d, ma_d, kp.p, B, T, H, Hkv, D, 0);
-    prt_copy_to_host(mag, ma_d, natt);
-    checks++;
-    if (memcmp(ma, mag, natt)) { failures++; printf("%-28s %9zu masks  MISMATCH\n", "dropout mask (probs)", natt); }
-    else printf("%-28s %9zu masks  identical\n", "dropout mask (probs)", natt);
+    check_mask("dropout mask (probs)", ma, ma_d, natt);
     validate("attention dropout fwd", out_d, true, out, N * HD, ATOL, 5e-2);
     validate("attention dropout bwd", dqkv_d, true, dqkv, N * R, 5e-2, 5e-2);
-    free(x); free(y); free(m); free(mg); free(ma); free(mag);
+    free(x); free(y); free(m); free(ma);
     free(qkv); free(g); free(out); free(att); free(attd); free(datt); free(dqkv);
     void *d[] = {x_d, y_d, m_d, qkv_d, g_d, out_d, att_d, attd_d, datt_d, dqkv_d, ma_d};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) prt_free(d[i]);
@@ -380,8 +416,12 @@ static void check_adamw_init(size_t n)
     ref_prt_init_normal(p, n, 5, 9, 100, 0.02f);
     float *p_d = prt_alloc(n * 4), *m_d = prt_alloc(n * 4), *v_d = prt_alloc(n * 4);
     float *g_d = dfloat(g, n);
-    prt_init_normal(p_d, n, 5, 9, 100, 0.02f);
-    validate("init (bit-exact)", p_d, false, p, n, 0, 0);
+    if (ok(prt_init_normal(p_d, n, 5, 9, 100, 0.02f), "init (bit-exact)")) {
+        validate("init (bit-exact)", p_d, false, p, n, 0, 0);
+    } else {
+        checks++;
+        failures++;
+    }
     double sq = ref_prt_grad_sq_norm(g, n), sq_d = prt_grad_sq_norm(g_d, n);
     printf("%-28s cpu %.9g gpu %.9g  %s\n", "grad sq norm", sq, sq_d,
            fabs(sq - sq_d) <= 1e-9 * sq ? "ok" : "MISMATCH");
@@ -412,7 +452,7 @@ static void check_adamw_init(size_t n)
 static void check_int(const char *name, const void *dev, const int32_t *ref, size_t n)
 {
     int32_t *got = malloc(n * sizeof *got + 4);
-    prt_copy_to_host(got, dev, n * sizeof *got);
+    if (!fetched(name, got, dev, n * sizeof *got)) { free(got); return; }
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += got[i] != ref[i];
     checks++;

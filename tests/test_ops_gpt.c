@@ -311,8 +311,9 @@ float gpt_forward(Gpt *g, const int32_t *tokens, const int32_t *targets)
 {
     const GptConfig *c = &g->c;
     size_t N = g->N, C = c->C;
-    prt_copy_to_device(g->tok, tokens, N * sizeof *tokens);
-    prt_copy_to_device(g->targets, targets, N * sizeof *targets);
+    if (prt_copy_to_device(g->tok, tokens, N * sizeof *tokens) ||
+        prt_copy_to_device(g->targets, targets, N * sizeof *targets))
+        return NAN;   /* the batch never arrived: a loss no check accepts */
     TIMED(PROF_EMBED, prt_embedding_fwd(g->x[0], g->tok, W(g, g->wte), N, C, 0, c->V));
     if (g->wpe != NONE)
         TIMED(PROF_EMBED, prt_position_fwd(g->x[0], W(g, g->wpe), c->B, c->T, C));
@@ -323,7 +324,8 @@ float gpt_forward(Gpt *g, const int32_t *tokens, const int32_t *targets)
     TIMED(PROF_XENT, prt_xent_max(g->mx, g->logits, N, c->V, 0, c->V));
     TIMED(PROF_XENT, prt_xent_sumexp(g->se, g->tgt, g->logits, g->mx, g->targets, N, c->V, 0, c->V));
     TIMED(PROF_XENT, prt_xent_loss(g->loss, g->mx, g->se, g->tgt, g->targets, N));
-    prt_copy_to_host(g->loss_host, g->loss, N * sizeof(float));
+    if (prt_copy_to_host(g->loss_host, g->loss, N * sizeof(float)))
+        return NAN;   /* the losses never came back */
     double sum = 0.0;
     for (size_t i = 0; i < N; i++)
         sum += g->loss_host[i];

@@ -27,12 +27,12 @@ extern "C" void prt_adamw_step(float *p, const float *g, float *m, float *v, siz
                                const prt_adamw_cfg *cfg, long t, float lr, float wd,
                                float grad_scale)
 {
+    PRT_OP_ENTER("prt_adamw_step");
     if (!n)
         return;
     float c1 = 1.0f - powf(cfg->beta1, (float)t), c2 = 1.0f - powf(cfg->beta2, (float)t);
-    k_adamw<<<grid_for(n), THREADS>>>(p, g, m, v, n, cfg->beta1, cfg->beta2, c1, c2, cfg->eps,
-                                      lr, wd, grad_scale);
-    PRT_CUDA_LAUNCHED("prt_adamw_step");
+    PRT_LAUNCH("prt_adamw_step", grid_for(n), 0, k_adamw,
+               p, g, m, v, n, cfg->beta1, cfg->beta2, c1, c2, cfg->eps, lr, wd, grad_scale);
 }
 
 __global__ static void k_sq_norm(double *out, const float *g, size_t n)
@@ -54,22 +54,23 @@ __global__ static void k_sq_norm(double *out, const float *g, size_t n)
 
 extern "C" double prt_grad_sq_norm(const float *g, size_t n)
 {
-    static double *acc;
+    if (prt_op_fault("prt_grad_sq_norm"))
+        return 0.0;   /* as a kernel that never ran: nothing summed */
+    static double *acc;   /* made once, stream-ordered: no device-wide sync inside a step */
     double host = 0.0;
     if (!n)
         return 0.0;
-    if (!acc && cudaMalloc(&acc, sizeof *acc) != cudaSuccess) {
-        prt_cuda_note("prt_grad_sq_norm", "cudaMalloc failed");
+    if (!acc && !prt_cuda_ok(cudaMallocAsync((void **)&acc, sizeof *acc, PRT_OPS_STREAM), "prt_grad_sq_norm",
+                             "cudaMallocAsync")) {
         acc = NULL;
         return NAN;
     }
-    cudaMemsetAsync(acc, 0, sizeof *acc, 0);
-    unsigned blocks = grid_for(n);
-    k_sq_norm<<<blocks > 1024 ? 1024 : blocks, THREADS>>>(acc, g, n);
-    PRT_CUDA_LAUNCHED("prt_grad_sq_norm");
-    if (cudaMemcpy(&host, acc, sizeof host, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        prt_cuda_note("prt_grad_sq_norm", "copy of the norm failed");
+    if (!prt_cuda_ok(cudaMemsetAsync(acc, 0, sizeof *acc, PRT_OPS_STREAM), "prt_grad_sq_norm", "cudaMemsetAsync"))
         return NAN;
-    }
+    unsigned blocks = grid_for(n);
+    PRT_LAUNCH("prt_grad_sq_norm", blocks > 1024 ? 1024 : blocks, 0, k_sq_norm, acc, g, n);
+    if (!prt_cuda_ok(cudaMemcpy(&host, acc, sizeof host, cudaMemcpyDeviceToHost), "prt_grad_sq_norm",
+                     "cudaMemcpy (the norm to the host)"))
+        return NAN;
     return host;
 }

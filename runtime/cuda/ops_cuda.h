@@ -1,8 +1,11 @@
 /*
  * ops_cuda.h: what the CUDA build's op files share (private to
- * runtime/cuda/ops_*): the cuBLAS handle, the sticky error, and the
- * launch check every op ends with. Ops run on the legacy default stream,
- * in order with each other and with NCCL work queued on it.
+ * runtime/cuda/ops_*): the cuBLAS handle, the ops' stream, and the checks
+ * every CUDA and cuBLAS call goes through where it is made. A failure is
+ * recorded by the op-error path both builds share (runtime/ops/ops_err.h:
+ * the first of the step, with the op and the layer) and reported by
+ * prt_ops_sync at the end of the step. Ops run on the legacy default
+ * stream, in order with each other and with NCCL work queued on it.
  */
 #ifndef PRT_OPS_CUDA_H
 #define PRT_OPS_CUDA_H
@@ -10,6 +13,10 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include "planrt.h"
+#include "../ops/ops_err.h"
+
+/* The stream every op, copy and stream-ordered allocation runs on. */
+#define PRT_OPS_STREAM ((cudaStream_t)0)
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,17 +24,19 @@ extern "C" {
 
 /* The handle, created on first use (NULL if creation failed). */
 cublasHandle_t prt_cuda_blas(void);
-/* Keep the first failure, with the op that saw it, for prt_ops_sync. */
-void prt_cuda_note(const char *op, const char *what);
+/* Whether a CUDA runtime call succeeded; if not, op's failure is recorded
+ * as "CALL failed: cudaErrorName (text)". */
+bool prt_cuda_ok(cudaError_t e, const char *op, const char *call);
+/* The same for a cuBLAS call: "CALL failed: CUBLAS_STATUS_...". */
+bool prt_cublas_ok(cublasStatus_t s, const char *op, const char *call);
 
 #ifdef __cplusplus
 }
 #endif
 
-/* After each launch: a bad configuration shows up here, not later. */
-#define PRT_CUDA_LAUNCHED(op) do { cudaError_t e_ = cudaGetLastError();      \
-        if (e_ != cudaSuccess) prt_cuda_note(op, cudaGetErrorString(e_)); } while (0)
-#define PRT_CUBLAS(op, call) do { cublasStatus_t s_ = (call);               \
-        if (s_ != CUBLAS_STATUS_SUCCESS) prt_cuda_note(op, "cuBLAS call failed"); } while (0)
+/* After each launch: a bad configuration shows up here, not later (an
+ * earlier kernel's fault may surface here too: the record says which op
+ * saw it, the step's sync says the step failed). */
+#define PRT_CUDA_LAUNCHED(op) ((void)prt_cuda_ok(cudaGetLastError(), op, "kernel launch"))
 
 #endif

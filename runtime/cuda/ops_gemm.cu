@@ -19,14 +19,17 @@ static void gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, siz
                  size_t ldb, long long sb, float beta, void *C, cudaDataType ct, size_t ldc,
                  long long sc, size_t batch)
 {
+    if (!m || !n || !batch)
+        return;   /* an empty C: nothing to compute (and a leading dimension of 0 is invalid) */
     cublasHandle_t h = prt_cuda_blas();
     if (!h)
         return;
-    PRT_CUBLAS(op, cublasGemmStridedBatchedEx(h, ta, tb, (int)m, (int)n, (int)k, &alpha,
-                                              A, CUDA_R_16BF, (int)lda, sa,
-                                              B, CUDA_R_16BF, (int)ldb, sb, &beta,
-                                              C, ct, (int)ldc, sc, (int)batch,
-                                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    prt_cublas_ok(cublasGemmStridedBatchedEx(h, ta, tb, (int)m, (int)n, (int)k, &alpha,
+                                             A, CUDA_R_16BF, (int)lda, sa,
+                                             B, CUDA_R_16BF, (int)ldb, sb, &beta,
+                                             C, ct, (int)ldc, sc, (int)batch,
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  op, "cublasGemmStridedBatchedEx");
 }
 
 /* ---- linear -------------------------------------------------------------------- */
@@ -52,18 +55,19 @@ __global__ static void k_bias_grad(float *db, const bf *dout, size_t N, size_t O
 extern "C" void prt_linear_fwd(prt_act *out, const prt_act *x, const prt_act *w, const prt_act *b,
                                size_t N, size_t K, size_t O)
 {
+    PRT_OP_ENTER("prt_linear_fwd");
     /* out^T (O, N) = W (O, K) x^T (K, N) */
     gemm("prt_linear_fwd", CUBLAS_OP_T, CUBLAS_OP_N, O, N, K, 1.0f, w, K, 0, x, K, 0, 0.0f,
          out, CUDA_R_16BF, O, 0, 1);
     if (b) {
-        k_add_bias<<<grid_for(N * O), THREADS>>>(BF(out), CBF(b), N, O);
-        PRT_CUDA_LAUNCHED("prt_linear_fwd");
+        PRT_LAUNCH("prt_linear_fwd", grid_for(N * O), 0, k_add_bias, BF(out), CBF(b), N, O);
     }
 }
 
 extern "C" void prt_linear_bwd_input(prt_act *dx, const prt_act *dout, const prt_act *w,
                                      size_t N, size_t K, size_t O)
 {
+    PRT_OP_ENTER("prt_linear_bwd_input");
     /* dx^T (K, N) = W^T (K, O) dout^T (O, N) */
     gemm("prt_linear_bwd_input", CUBLAS_OP_N, CUBLAS_OP_N, K, N, O, 1.0f, w, K, 0, dout, O, 0,
          0.0f, dx, CUDA_R_16BF, K, 0, 1);
@@ -72,19 +76,20 @@ extern "C" void prt_linear_bwd_input(prt_act *dx, const prt_act *dout, const prt
 extern "C" void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout, const prt_act *x,
                                       size_t N, size_t K, size_t O)
 {
+    PRT_OP_ENTER("prt_linear_bwd_weight");
     /* dW^T (K, O) += x^T (K, N) dout (N, O), into fp32 */
     gemm("prt_linear_bwd_weight", CUBLAS_OP_N, CUBLAS_OP_T, K, O, N, 1.0f, x, K, 0, dout, O, 0,
          1.0f, dw, CUDA_R_32F, K, 0, 1);
     if (db) {
         dim3 grid(grid_for(O), (unsigned)((N + 255) / 256));
-        k_bias_grad<<<grid, THREADS>>>(db, CBF(dout), N, O);
-        PRT_CUDA_LAUNCHED("prt_linear_bwd_weight");
+        PRT_LAUNCH("prt_linear_bwd_weight", grid, 0, k_bias_grad, db, CBF(dout), N, O);
     }
 }
 
 extern "C" void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
                                const prt_act *x, const prt_act *w, size_t N, size_t K, size_t O)
 {
+    PRT_OP_ENTER("prt_linear_bwd");
     if (dx)
         prt_linear_bwd_input(dx, dout, w, N, K, O);
     prt_linear_bwd_weight(dw, db, dout, x, N, K, O);
@@ -141,13 +146,13 @@ static void scores_softmax(bf *att, const bf *qkv, size_t B, size_t T, size_t H,
         gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, scale, qkv + (H + h / G) * D, R,
              (long long)(T * R), qkv + h * D, R, (long long)(T * R), 0.0f, att + h * T * T,
              CUDA_R_16BF, T, (long long)(H * T * T), B);
-    k_softmax_causal<<<grid_rows(B * H * T), THREADS>>>(att, B * H * T, T, W);
-    PRT_CUDA_LAUNCHED(op);
+    PRT_LAUNCH(op, grid_rows(B * H * T), 0, k_softmax_causal, att, B * H * T, T, W);
 }
 
 extern "C" void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
                                   size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
+    PRT_OP_ENTER("prt_attention_fwd");
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     scores_softmax(BF(att), CBF(qkv), B, T, H, Hkv, D, W, "prt_attention_fwd");
     for (size_t h = 0; h < H; h++)   /* O^T (D, T) = V^T (D, T) P^T (T, T) */
@@ -172,15 +177,14 @@ static void attention_bwd(const char *op, prt_act *dqkv, prt_act *datt, const pr
     const bf *Pd = mask ? CBF(attd) : P;
     if (recompute)
         scores_softmax(P, q, B, T, H, Hkv, D, W, op);
-    if (cudaMemsetAsync(dqkv, 0, B * T * R * sizeof(bf), 0) != cudaSuccess)
-        prt_cuda_note(op, "cudaMemsetAsync failed");
+    prt_cuda_ok(cudaMemsetAsync(dqkv, 0, B * T * R * sizeof(bf), PRT_OPS_STREAM), op, "cudaMemsetAsync");
     for (size_t h = 0; h < H; h++)   /* dP^T (T, T) = V (T, D) dO^T (D, T) */
         gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1.0f, q + (H + Hkv + h / G) * D, R, sq,
              dO + h * D, HD, so, 0.0f, dP + h * T * T, CUDA_R_16BF, T, ss, B);
     if (mask)
         prt_dropout_bwd(datt, datt, mask, pdrop, B * H * T * T);
-    k_softmax_bwd<<<grid_rows(B * H * T), THREADS>>>(dP, P, B * H * T, T, 1.0f / sqrtf((float)D), W);
-    PRT_CUDA_LAUNCHED(op);
+    PRT_LAUNCH(op, grid_rows(B * H * T), 0, k_softmax_bwd,
+               dP, P, B * H * T, T, 1.0f / sqrtf((float)D), W);
     for (size_t h = 0; h < H; h++) {
         size_t kq = (H + h / G) * D, kv = (H + Hkv + h / G) * D;
         /* dQ^T (D, T) = K^T (D, T) dS^T (T, T) */
@@ -199,6 +203,7 @@ extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *d
                                   const prt_act *qkv, prt_act *att, bool recompute,
                                   size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
+    PRT_OP_ENTER("prt_attention_bwd");
     attention_bwd("prt_attention_bwd", dqkv, datt, dout, qkv, att, recompute, NULL, NULL, 0.0f,
                   B, T, H, Hkv, D, W);
 }
@@ -207,12 +212,14 @@ extern "C" void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *d
 extern "C" void prt_attention_probs_fwd(prt_act *att, const prt_act *qkv, size_t B, size_t T, size_t H,
                                         size_t Hkv, size_t D, size_t W)
 {
+    PRT_OP_ENTER("prt_attention_probs_fwd");
     scores_softmax(BF(att), CBF(qkv), B, T, H, Hkv, D, W, "prt_attention_probs_fwd");
 }
 
 extern "C" void prt_attention_context_fwd(prt_act *out, const prt_act *attd, const prt_act *qkv, size_t B,
                                           size_t T, size_t H, size_t Hkv, size_t D)
 {
+    PRT_OP_ENTER("prt_attention_context_fwd");
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     for (size_t h = 0; h < H; h++)   /* O^T (D, T) = V^T (D, T) P'^T (T, T) */
         gemm("prt_attention_context_fwd", CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f,
@@ -226,6 +233,7 @@ extern "C" void prt_attention_dropout_bwd(prt_act *dqkv, prt_act *datt, const pr
                                           const uint8_t *mask, float p, size_t B, size_t T, size_t H,
                                           size_t Hkv, size_t D, size_t W)
 {
+    PRT_OP_ENTER("prt_attention_dropout_bwd");
     attention_bwd("prt_attention_dropout_bwd", dqkv, datt, dout, qkv, (prt_act *)att, false, attd, mask, p,
                   B, T, H, Hkv, D, W);
 }

@@ -38,6 +38,18 @@ static inline unsigned grid_for(size_t n) { return (unsigned)((n + THREADS - 1) 
 /* Blocks of WARPS warps, one warp per row. */
 static inline unsigned grid_rows(size_t rows) { return (unsigned)((rows + WARPS - 1) / WARPS); }
 
+/* Launch kernel on `blocks` (a count or a dim3) of THREADS threads with
+ * `shmem` bytes of shared memory on the ops' stream, and check the launch;
+ * nothing at all when there are no blocks (an op of zero elements: a
+ * zero-block launch is itself an error, cudaErrorInvalidConfiguration). */
+#define PRT_LAUNCH(op, blocks, shmem, kernel, ...) do {                          \
+        dim3 g_ = (blocks);                                                       \
+        if (g_.x && g_.y && g_.z) {                                               \
+            kernel<<<g_, THREADS, (shmem), PRT_OPS_STREAM>>>(__VA_ARGS__);        \
+            PRT_CUDA_LAUNCHED(op);                                                \
+        }                                                                         \
+    } while (0)
+
 /* The global index of this thread, and of this warp. */
 static __device__ __forceinline__ size_t gtid() { return (size_t)blockIdx.x * blockDim.x + threadIdx.x; }
 static __device__ __forceinline__ size_t gwarp() { return gtid() / 32; }

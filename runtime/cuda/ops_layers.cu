@@ -57,27 +57,29 @@ __global__ static void k_position_bwd(float *dwpe, const bf *dx, size_t B, size_
 extern "C" void prt_embedding_fwd(prt_act *out, const int32_t *tokens, const prt_act *wte,
                                   size_t N, size_t C, size_t v0, size_t Vl)
 {
-    k_embedding_fwd<<<grid_for(N * C), THREADS>>>(BF(out), tokens, CBF(wte), N, C, v0, Vl);
-    PRT_CUDA_LAUNCHED("prt_embedding_fwd");
+    PRT_OP_ENTER("prt_embedding_fwd");
+    PRT_LAUNCH("prt_embedding_fwd", grid_for(N * C), 0, k_embedding_fwd,
+               BF(out), tokens, CBF(wte), N, C, v0, Vl);
 }
 
 extern "C" void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
                                   size_t N, size_t C, size_t v0, size_t Vl)
 {
-    k_embedding_bwd<<<grid_for(N * C), THREADS>>>(dwte, tokens, CBF(dout), N, C, v0, Vl);
-    PRT_CUDA_LAUNCHED("prt_embedding_bwd");
+    PRT_OP_ENTER("prt_embedding_bwd");
+    PRT_LAUNCH("prt_embedding_bwd", grid_for(N * C), 0, k_embedding_bwd,
+               dwte, tokens, CBF(dout), N, C, v0, Vl);
 }
 
 extern "C" void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C)
 {
-    k_position_fwd<<<grid_for(B * T * C), THREADS>>>(BF(x), CBF(wpe), B, T, C);
-    PRT_CUDA_LAUNCHED("prt_position_fwd");
+    PRT_OP_ENTER("prt_position_fwd");
+    PRT_LAUNCH("prt_position_fwd", grid_for(B * T * C), 0, k_position_fwd, BF(x), CBF(wpe), B, T, C);
 }
 
 extern "C" void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C)
 {
-    k_position_bwd<<<grid_for(T * C), THREADS>>>(dwpe, CBF(dx), B, T, C);
-    PRT_CUDA_LAUNCHED("prt_position_bwd");
+    PRT_OP_ENTER("prt_position_bwd");
+    PRT_LAUNCH("prt_position_bwd", grid_for(T * C), 0, k_position_bwd, dwpe, CBF(dx), B, T, C);
 }
 
 /* ---- RoPE -------------------------------------------------------------------- */
@@ -101,15 +103,17 @@ __global__ static void k_rope(bf *qkv, size_t B, size_t T, size_t H, size_t Hkv,
 extern "C" void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
                              size_t D, float theta)
 {
-    k_rope<<<grid_for(B * T * (H + Hkv) * (D / 2)), THREADS>>>(BF(qkv), B, T, H, Hkv, D, theta, 1.0f);
-    PRT_CUDA_LAUNCHED("prt_rope_fwd");
+    PRT_OP_ENTER("prt_rope_fwd");
+    PRT_LAUNCH("prt_rope_fwd", grid_for(B * T * (H + Hkv) * (D / 2)), 0, k_rope,
+               BF(qkv), B, T, H, Hkv, D, theta, 1.0f);
 }
 
 extern "C" void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
                              size_t D, float theta)
 {
-    k_rope<<<grid_for(B * T * (H + Hkv) * (D / 2)), THREADS>>>(BF(dqkv), B, T, H, Hkv, D, theta, -1.0f);
-    PRT_CUDA_LAUNCHED("prt_rope_bwd");
+    PRT_OP_ENTER("prt_rope_bwd");
+    PRT_LAUNCH("prt_rope_bwd", grid_for(B * T * (H + Hkv) * (D / 2)), 0, k_rope,
+               BF(dqkv), B, T, H, Hkv, D, theta, -1.0f);
 }
 
 /* ---- norms --------------------------------------------------------------------- */
@@ -209,35 +213,38 @@ static void norm_bwd(const char *op, bf *dx, float *dw, float *db, const bf *dou
     unsigned blocks = grid_rows(N);
     if (blocks > 1024)
         blocks = 1024;   /* more rows per block: fewer global atomics */
-    k_norm_bwd<<<blocks, THREADS, shared_ok ? shmem : 0>>>(dx, dw, db, dout, x, w, mean, rstd,
-                                                           N, C, shared_ok);
-    PRT_CUDA_LAUNCHED(op);
+    PRT_LAUNCH(op, blocks, shared_ok ? shmem : 0, k_norm_bwd,
+               dx, dw, db, dout, x, w, mean, rstd, N, C, shared_ok);
 }
 
 extern "C" void prt_layernorm_fwd(prt_act *out, float *mean, float *rstd, const prt_act *x,
                                   const prt_act *w, const prt_act *b, size_t N, size_t C, float eps)
 {
-    k_layernorm_fwd<<<grid_rows(N), THREADS>>>(BF(out), mean, rstd, CBF(x), CBF(w), CBF(b), N, C, eps);
-    PRT_CUDA_LAUNCHED("prt_layernorm_fwd");
+    PRT_OP_ENTER("prt_layernorm_fwd");
+    PRT_LAUNCH("prt_layernorm_fwd", grid_rows(N), 0, k_layernorm_fwd,
+               BF(out), mean, rstd, CBF(x), CBF(w), CBF(b), N, C, eps);
 }
 
 extern "C" void prt_layernorm_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
                                   const prt_act *x, const prt_act *w, const float *mean,
                                   const float *rstd, size_t N, size_t C)
 {
+    PRT_OP_ENTER("prt_layernorm_bwd");
     norm_bwd("prt_layernorm_bwd", BF(dx), dw, db, CBF(dout), CBF(x), CBF(w), mean, rstd, N, C);
 }
 
 extern "C" void prt_rmsnorm_fwd(prt_act *out, float *rstd, const prt_act *x, const prt_act *w,
                                 size_t N, size_t C, float eps)
 {
-    k_rmsnorm_fwd<<<grid_rows(N), THREADS>>>(BF(out), rstd, CBF(x), CBF(w), N, C, eps);
-    PRT_CUDA_LAUNCHED("prt_rmsnorm_fwd");
+    PRT_OP_ENTER("prt_rmsnorm_fwd");
+    PRT_LAUNCH("prt_rmsnorm_fwd", grid_rows(N), 0, k_rmsnorm_fwd,
+               BF(out), rstd, CBF(x), CBF(w), N, C, eps);
 }
 
 extern "C" void prt_rmsnorm_bwd(prt_act *dx, float *dw, const prt_act *dout, const prt_act *x,
                                 const prt_act *w, const float *rstd, size_t N, size_t C)
 {
+    PRT_OP_ENTER("prt_rmsnorm_bwd");
     norm_bwd("prt_rmsnorm_bwd", BF(dx), dw, NULL, CBF(dout), CBF(x), CBF(w), NULL, rstd, N, C);
 }
 
@@ -324,62 +331,62 @@ __global__ static void k_add(bf *out, const bf *a, const bf *b, size_t n)
 
 extern "C" void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n)
 {
-    k_gelu_fwd<<<grid_for(n), THREADS>>>(BF(out), CBF(x), n);
-    PRT_CUDA_LAUNCHED("prt_gelu_fwd");
+    PRT_OP_ENTER("prt_gelu_fwd");
+    PRT_LAUNCH("prt_gelu_fwd", grid_for(n), 0, k_gelu_fwd, BF(out), CBF(x), n);
 }
 
 extern "C" void prt_gelu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
 {
-    k_gelu_bwd<<<grid_for(n), THREADS>>>(BF(dx), CBF(x), CBF(dout), n);
-    PRT_CUDA_LAUNCHED("prt_gelu_bwd");
+    PRT_OP_ENTER("prt_gelu_bwd");
+    PRT_LAUNCH("prt_gelu_bwd", grid_for(n), 0, k_gelu_bwd, BF(dx), CBF(x), CBF(dout), n);
 }
 
 extern "C" void prt_relu_fwd(prt_act *out, const prt_act *x, size_t n)
 {
-    k_relu_fwd<<<grid_for(n), THREADS>>>(BF(out), CBF(x), n);
-    PRT_CUDA_LAUNCHED("prt_relu_fwd");
+    PRT_OP_ENTER("prt_relu_fwd");
+    PRT_LAUNCH("prt_relu_fwd", grid_for(n), 0, k_relu_fwd, BF(out), CBF(x), n);
 }
 
 extern "C" void prt_relu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
 {
-    k_relu_bwd<<<grid_for(n), THREADS>>>(BF(dx), CBF(x), CBF(dout), n);
-    PRT_CUDA_LAUNCHED("prt_relu_bwd");
+    PRT_OP_ENTER("prt_relu_bwd");
+    PRT_LAUNCH("prt_relu_bwd", grid_for(n), 0, k_relu_bwd, BF(dx), CBF(x), CBF(dout), n);
 }
 
 extern "C" void prt_swiglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
 {
-    k_swiglu_fwd<<<grid_for(N * F), THREADS>>>(BF(out), CBF(gu), N, F);
-    PRT_CUDA_LAUNCHED("prt_swiglu_fwd");
+    PRT_OP_ENTER("prt_swiglu_fwd");
+    PRT_LAUNCH("prt_swiglu_fwd", grid_for(N * F), 0, k_swiglu_fwd, BF(out), CBF(gu), N, F);
 }
 
 extern "C" void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F)
 {
-    k_swiglu_bwd<<<grid_for(N * F), THREADS>>>(BF(dgu), CBF(gu), CBF(dout), N, F);
-    PRT_CUDA_LAUNCHED("prt_swiglu_bwd");
+    PRT_OP_ENTER("prt_swiglu_bwd");
+    PRT_LAUNCH("prt_swiglu_bwd", grid_for(N * F), 0, k_swiglu_bwd, BF(dgu), CBF(gu), CBF(dout), N, F);
 }
 
 extern "C" void prt_geglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
 {
-    k_geglu_fwd<<<grid_for(N * F), THREADS>>>(BF(out), CBF(gu), N, F);
-    PRT_CUDA_LAUNCHED("prt_geglu_fwd");
+    PRT_OP_ENTER("prt_geglu_fwd");
+    PRT_LAUNCH("prt_geglu_fwd", grid_for(N * F), 0, k_geglu_fwd, BF(out), CBF(gu), N, F);
 }
 
 extern "C" void prt_geglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F)
 {
-    k_geglu_bwd<<<grid_for(N * F), THREADS>>>(BF(dgu), CBF(gu), CBF(dout), N, F);
-    PRT_CUDA_LAUNCHED("prt_geglu_bwd");
+    PRT_OP_ENTER("prt_geglu_bwd");
+    PRT_LAUNCH("prt_geglu_bwd", grid_for(N * F), 0, k_geglu_bwd, BF(dgu), CBF(gu), CBF(dout), N, F);
 }
 
 extern "C" void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n)
 {
-    k_add<<<grid_for(n), THREADS>>>(BF(out), CBF(a), CBF(b), n);
-    PRT_CUDA_LAUNCHED("prt_residual_add");
+    PRT_OP_ENTER("prt_residual_add");
+    PRT_LAUNCH("prt_residual_add", grid_for(n), 0, k_add, BF(out), CBF(a), CBF(b), n);
 }
 
 extern "C" void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
 {
-    k_add<<<grid_for(n), THREADS>>>(BF(dst), CBF(dst), CBF(src), n);
-    PRT_CUDA_LAUNCHED("prt_add_inplace");
+    PRT_OP_ENTER("prt_add_inplace");
+    PRT_LAUNCH("prt_add_inplace", grid_for(n), 0, k_add, BF(dst), CBF(dst), CBF(src), n);
 }
 
 __global__ static void k_grad_add(float *dst, const float *src, size_t n)
@@ -390,8 +397,8 @@ __global__ static void k_grad_add(float *dst, const float *src, size_t n)
 
 extern "C" void prt_grad_add(float *dst, const float *src, size_t n)
 {
-    k_grad_add<<<grid_for(n), THREADS>>>(dst, src, n);
-    PRT_CUDA_LAUNCHED("prt_grad_add");
+    PRT_OP_ENTER("prt_grad_add");
+    PRT_LAUNCH("prt_grad_add", grid_for(n), 0, k_grad_add, dst, src, n);
 }
 
 /* ---- dropout ------------------------------------------------------------------------
@@ -440,25 +447,26 @@ __global__ static void k_dropout_bwd(bf *dx, const bf *dy, const uint8_t *mask, 
 extern "C" void prt_dropout_fwd(prt_act *y, uint8_t *mask, const prt_act *x, const prt_dropout_key *k,
                                 size_t rows, size_t C, size_t T, size_t seq0, size_t row0)
 {
-    k_dropout_fwd<<<grid_for(rows * C), THREADS>>>(BF(y), mask, CBF(x), prt_dropout_stream(k),
-                                                    prt_dropout_threshold(k->p), 1.0f / (1.0f - k->p),
-                                                    rows, C, T, seq0, row0);
-    PRT_CUDA_LAUNCHED("prt_dropout_fwd");
+    PRT_OP_ENTER("prt_dropout_fwd");
+    PRT_LAUNCH("prt_dropout_fwd", grid_for(rows * C), 0, k_dropout_fwd,
+               BF(y), mask, CBF(x), prt_dropout_stream(k), prt_dropout_threshold(k->p),
+               1.0f / (1.0f - k->p), rows, C, T, seq0, row0);
 }
 
 extern "C" void prt_dropout_probs_fwd(prt_act *y, uint8_t *mask, const prt_act *att, const prt_dropout_key *k,
                                       size_t B, size_t H, size_t T, size_t seq0, size_t head0)
 {
-    k_dropout_probs<<<grid_for(B * H * T * T), THREADS>>>(BF(y), mask, CBF(att), prt_dropout_stream(k),
-                                                           prt_dropout_threshold(k->p), 1.0f / (1.0f - k->p),
-                                                           B, H, T, seq0, head0);
-    PRT_CUDA_LAUNCHED("prt_dropout_probs_fwd");
+    PRT_OP_ENTER("prt_dropout_probs_fwd");
+    PRT_LAUNCH("prt_dropout_probs_fwd", grid_for(B * H * T * T), 0, k_dropout_probs,
+               BF(y), mask, CBF(att), prt_dropout_stream(k), prt_dropout_threshold(k->p),
+               1.0f / (1.0f - k->p), B, H, T, seq0, head0);
 }
 
 extern "C" void prt_dropout_bwd(prt_act *dx, const prt_act *dy, const uint8_t *mask, float p, size_t n)
 {
-    k_dropout_bwd<<<grid_for(n), THREADS>>>(BF(dx), CBF(dy), mask, 1.0f / (1.0f - p), n);
-    PRT_CUDA_LAUNCHED("prt_dropout_bwd");
+    PRT_OP_ENTER("prt_dropout_bwd");
+    PRT_LAUNCH("prt_dropout_bwd", grid_for(n), 0, k_dropout_bwd,
+               BF(dx), CBF(dy), mask, 1.0f / (1.0f - p), n);
 }
 
 /* ---- cross-entropy ------------------------------------------------------------------
@@ -522,32 +530,34 @@ __global__ static void k_xent_bwd(bf *dl, const bf *logits, const float *mx, con
 extern "C" void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl, size_t v0,
                              size_t V)
 {
-    k_xent_max<<<grid_rows(N), THREADS>>>(mx, CBF(logits), N, Vl, prt_xent_real_cols(Vl, v0, V));
-    PRT_CUDA_LAUNCHED("prt_xent_max");
+    PRT_OP_ENTER("prt_xent_max");
+    PRT_LAUNCH("prt_xent_max", grid_rows(N), 0, k_xent_max,
+               mx, CBF(logits), N, Vl, prt_xent_real_cols(Vl, v0, V));
 }
 
 extern "C" void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *mx,
                                 const int32_t *targets, size_t N, size_t Vl, size_t v0, size_t V)
 {
-    k_xent_sumexp<<<grid_rows(N), THREADS>>>(se, tgt, CBF(logits), mx, targets, N, Vl, v0,
-                                             prt_xent_real_cols(Vl, v0, V));
-    PRT_CUDA_LAUNCHED("prt_xent_sumexp");
+    PRT_OP_ENTER("prt_xent_sumexp");
+    PRT_LAUNCH("prt_xent_sumexp", grid_rows(N), 0, k_xent_sumexp,
+               se, tgt, CBF(logits), mx, targets, N, Vl, v0, prt_xent_real_cols(Vl, v0, V));
 }
 
 extern "C" void prt_xent_loss(float *loss, const float *mx, const float *se, const float *tgt,
                               const int32_t *targets, size_t N)
 {
-    k_xent_loss<<<grid_for(N), THREADS>>>(loss, mx, se, tgt, targets, N);
-    PRT_CUDA_LAUNCHED("prt_xent_loss");
+    PRT_OP_ENTER("prt_xent_loss");
+    PRT_LAUNCH("prt_xent_loss", grid_for(N), 0, k_xent_loss, loss, mx, se, tgt, targets, N);
 }
 
 extern "C" void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
                              const float *se, const int32_t *targets, size_t N, size_t Vl,
                              size_t v0, size_t V, float scale)
 {
-    k_xent_bwd<<<grid_for(N * Vl), THREADS>>>(BF(dlogits), CBF(logits), mx, se, targets, N, Vl, v0,
-                                              prt_xent_real_cols(Vl, v0, V), scale);
-    PRT_CUDA_LAUNCHED("prt_xent_bwd");
+    PRT_OP_ENTER("prt_xent_bwd");
+    PRT_LAUNCH("prt_xent_bwd", grid_for(N * Vl), 0, k_xent_bwd,
+               BF(dlogits), CBF(logits), mx, se, targets, N, Vl, v0, prt_xent_real_cols(Vl, v0, V),
+               scale);
 }
 
 /* ---- casts ------------------------------------------------------------------------------ */
@@ -566,12 +576,12 @@ __global__ static void k_from_act(float *dst, const bf *src, size_t n)
 
 extern "C" void prt_to_act(prt_act *dst, const float *src, size_t n)
 {
-    k_to_act<<<grid_for(n), THREADS>>>(BF(dst), src, n);
-    PRT_CUDA_LAUNCHED("prt_to_act");
+    PRT_OP_ENTER("prt_to_act");
+    PRT_LAUNCH("prt_to_act", grid_for(n), 0, k_to_act, BF(dst), src, n);
 }
 
 extern "C" void prt_from_act(float *dst, const prt_act *src, size_t n)
 {
-    k_from_act<<<grid_for(n), THREADS>>>(dst, CBF(src), n);
-    PRT_CUDA_LAUNCHED("prt_from_act");
+    PRT_OP_ENTER("prt_from_act");
+    PRT_LAUNCH("prt_from_act", grid_for(n), 0, k_from_act, dst, CBF(src), n);
 }

@@ -57,16 +57,18 @@ __global__ static void k_router_bwd_weight(float *dwr, const float *dl, const bf
 extern "C" void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr, size_t N,
                                    size_t C, size_t E)
 {
-    k_router_fwd<<<grid_for(N * E), THREADS>>>(logits, CBF(x), CBF(wr), N, C, E);
-    PRT_CUDA_LAUNCHED("prt_moe_router_fwd");
+    PRT_OP_ENTER("prt_moe_router_fwd");
+    PRT_LAUNCH("prt_moe_router_fwd", grid_for(N * E), 0, k_router_fwd, logits, CBF(x), CBF(wr), N, C, E);
 }
 
 extern "C" void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits, const prt_act *x,
                                    const prt_act *wr, size_t N, size_t C, size_t E)
 {
-    if (dx) k_router_bwd_input<<<grid_for(N * C), THREADS>>>(BF(dx), dlogits, CBF(wr), N, C, E);
-    k_router_bwd_weight<<<grid_for(E * C), THREADS>>>(dwr, dlogits, CBF(x), N, C, E);
-    PRT_CUDA_LAUNCHED("prt_moe_router_bwd");
+    PRT_OP_ENTER("prt_moe_router_bwd");
+    if (dx) PRT_LAUNCH("prt_moe_router_bwd", grid_for(N * C), 0, k_router_bwd_input,
+                       BF(dx), dlogits, CBF(wr), N, C, E);
+    PRT_LAUNCH("prt_moe_router_bwd", grid_for(E * C), 0, k_router_bwd_weight,
+               dwr, dlogits, CBF(x), N, C, E);
 }
 
 /* ---- top-k and its softmax ------------------------------------------------ */
@@ -113,15 +115,15 @@ __global__ static void k_topk_bwd(float *dlogits, const float *dw, const float *
 extern "C" void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
                                  size_t k)
 {
-    k_topk_fwd<<<grid_for(N), THREADS>>>(idx, w, logits, N, E, k);
-    PRT_CUDA_LAUNCHED("prt_moe_topk_fwd");
+    PRT_OP_ENTER("prt_moe_topk_fwd");
+    PRT_LAUNCH("prt_moe_topk_fwd", grid_for(N), 0, k_topk_fwd, idx, w, logits, N, E, k);
 }
 
 extern "C" void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
                                  size_t N, size_t E, size_t k)
 {
-    k_topk_bwd<<<grid_for(N), THREADS>>>(dlogits, dw, w, idx, N, E, k);
-    PRT_CUDA_LAUNCHED("prt_moe_topk_bwd");
+    PRT_OP_ENTER("prt_moe_topk_bwd");
+    PRT_LAUNCH("prt_moe_topk_bwd", grid_for(N), 0, k_topk_bwd, dlogits, dw, w, idx, N, E, k);
 }
 
 /* ---- routing ---------------------------------------------------------------
@@ -160,9 +162,9 @@ __global__ static void k_route_offset(int32_t *row, const int32_t *counts, const
 extern "C" void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, size_t T,
                               size_t E, size_t k, size_t cap)
 {
-    k_route_rank<<<grid_for(E), THREADS>>>(row, counts, idx, B, T, E, k, cap);
-    k_route_offset<<<grid_for(B * T * k), THREADS>>>(row, counts, idx, B * T * k);
-    PRT_CUDA_LAUNCHED("prt_moe_route");
+    PRT_OP_ENTER("prt_moe_route");
+    PRT_LAUNCH("prt_moe_route", grid_for(E), 0, k_route_rank, row, counts, idx, B, T, E, k, cap);
+    PRT_LAUNCH("prt_moe_route", grid_for(B * T * k), 0, k_route_offset, row, counts, idx, B * T * k);
 }
 
 /* ---- dispatch and combine ---------------------------------------------------- */
@@ -232,30 +234,33 @@ __global__ static void k_combine_bwd_weights(float *dw, const bf *dout, const bf
 extern "C" void prt_moe_dispatch(prt_act *xe, const prt_act *x, const int32_t *row, size_t N, size_t C,
                                  size_t k)
 {
-    k_dispatch<<<grid_for(N * k * C), THREADS>>>(BF(xe), CBF(x), row, N, C, k);
-    PRT_CUDA_LAUNCHED("prt_moe_dispatch");
+    PRT_OP_ENTER("prt_moe_dispatch");
+    PRT_LAUNCH("prt_moe_dispatch", grid_for(N * k * C), 0, k_dispatch, BF(xe), CBF(x), row, N, C, k);
 }
 
 extern "C" void prt_moe_dispatch_bwd(prt_act *dx, const prt_act *dxe, const int32_t *row, size_t N,
                                      size_t C, size_t k)
 {
-    k_dispatch_bwd<<<grid_for(N * C), THREADS>>>(BF(dx), CBF(dxe), row, N, C, k);
-    PRT_CUDA_LAUNCHED("prt_moe_dispatch_bwd");
+    PRT_OP_ENTER("prt_moe_dispatch_bwd");
+    PRT_LAUNCH("prt_moe_dispatch_bwd", grid_for(N * C), 0, k_dispatch_bwd,
+               BF(dx), CBF(dxe), row, N, C, k);
 }
 
 extern "C" void prt_moe_combine(prt_act *out, const prt_act *ye, const int32_t *row, const float *w,
                                 size_t N, size_t C, size_t k)
 {
-    k_combine<<<grid_for(N * C), THREADS>>>(BF(out), CBF(ye), row, w, N, C, k);
-    PRT_CUDA_LAUNCHED("prt_moe_combine");
+    PRT_OP_ENTER("prt_moe_combine");
+    PRT_LAUNCH("prt_moe_combine", grid_for(N * C), 0, k_combine, BF(out), CBF(ye), row, w, N, C, k);
 }
 
 extern "C" void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout, const prt_act *ye,
                                     const int32_t *row, const float *w, size_t N, size_t C, size_t k)
 {
-    k_combine_bwd_rows<<<grid_for(N * k * C), THREADS>>>(BF(dye), CBF(dout), row, w, N, C, k);
-    k_combine_bwd_weights<<<grid_rows(N * k), THREADS>>>(dw, CBF(dout), CBF(ye), row, N, C, k);
-    PRT_CUDA_LAUNCHED("prt_moe_combine_bwd");
+    PRT_OP_ENTER("prt_moe_combine_bwd");
+    PRT_LAUNCH("prt_moe_combine_bwd", grid_for(N * k * C), 0, k_combine_bwd_rows,
+               BF(dye), CBF(dout), row, w, N, C, k);
+    PRT_LAUNCH("prt_moe_combine_bwd", grid_rows(N * k), 0, k_combine_bwd_weights,
+               dw, CBF(dout), CBF(ye), row, N, C, k);
 }
 
 /* ---- the load-balancing loss -------------------------------------------------- */
@@ -310,18 +315,18 @@ __global__ static void k_aux_bwd(float *dlogits, const float *logits, const int3
 extern "C" void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B, size_t T,
                                  size_t E, size_t k, float coeff)
 {
-    if (E > MOE_MAX_E) { prt_cuda_note("prt_moe_aux_loss", "more than 256 experts"); return; }
-    k_aux_loss<<<grid_for(B), THREADS>>>(loss, logits, idx, B, T, E, k, coeff);
-    PRT_CUDA_LAUNCHED("prt_moe_aux_loss");
+    PRT_OP_ENTER("prt_moe_aux_loss");
+    if (E > MOE_MAX_E) { prt_op_fail(PRT_ERR_ARG, "prt_moe_aux_loss", "more than 256 experts"); return; }
+    PRT_LAUNCH("prt_moe_aux_loss", grid_for(B), 0, k_aux_loss, loss, logits, idx, B, T, E, k, coeff);
 }
 
 extern "C" void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
                                 size_t T, size_t E, size_t k, float coeff, float scale)
 {
-    if (E > MOE_MAX_E) { prt_cuda_note("prt_moe_aux_bwd", "more than 256 experts"); return; }
+    PRT_OP_ENTER("prt_moe_aux_bwd");
+    if (E > MOE_MAX_E) { prt_op_fail(PRT_ERR_ARG, "prt_moe_aux_bwd", "more than 256 experts"); return; }
     float g = scale * coeff * (float)E / (float)T;   /* moe.c's factor */
-    k_aux_bwd<<<grid_for(B * T), THREADS>>>(dlogits, logits, idx, B, T, E, k, g);
-    PRT_CUDA_LAUNCHED("prt_moe_aux_bwd");
+    PRT_LAUNCH("prt_moe_aux_bwd", grid_for(B * T), 0, k_aux_bwd, dlogits, logits, idx, B, T, E, k, g);
 }
 
 /* ---- the receiver's order -------------------------------------------------------- */
@@ -338,15 +343,16 @@ __global__ static void k_sort_rows(bf *out, const bf *in, const int32_t *perm, s
 
 extern "C" void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R, size_t C)
 {
+    PRT_OP_ENTER("prt_moe_sort_rows");
     if (!R || !C) return;   /* no rows came: a zero-block launch is an error */
-    k_sort_rows<<<grid_for(R * C), THREADS>>>(BF(out), CBF(in), perm, R, C, false);
-    PRT_CUDA_LAUNCHED("prt_moe_sort_rows");
+    PRT_LAUNCH("prt_moe_sort_rows", grid_for(R * C), 0, k_sort_rows, BF(out), CBF(in), perm, R, C, false);
 }
 
 extern "C" void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
                                     size_t C)
 {
+    PRT_OP_ENTER("prt_moe_unsort_rows");
     if (!R || !C) return;
-    k_sort_rows<<<grid_for(R * C), THREADS>>>(BF(out), CBF(in), perm, R, C, true);
-    PRT_CUDA_LAUNCHED("prt_moe_unsort_rows");
+    PRT_LAUNCH("prt_moe_unsort_rows", grid_for(R * C), 0, k_sort_rows,
+               BF(out), CBF(in), perm, R, C, true);
 }

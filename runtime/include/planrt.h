@@ -36,6 +36,7 @@ typedef enum {
     PRT_ERR_FORMAT,      /* a file is malformed (bad magic, truncated) */
     PRT_ERR_TIMEOUT,     /* a peer did not answer in time */
     PRT_ERR_UNSUPPORTED, /* not available in this build (e.g. bf16 on CPU) */
+    PRT_ERR_OP,          /* a compute op failed (prt_ops_sync: a fault PLANRT_FAULT injected) */
 } prt_status;
 
 /* Element types. ORDER PRT_DTYPE: keep prt_dtype_size() in step. */

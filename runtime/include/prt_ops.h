@@ -52,16 +52,33 @@ typedef prt_bf16 prt_act;
 typedef float prt_act;
 #endif
 
-/* ---- setup and memory ---------------------------------------------------
- * prt_ops_init binds the device (CUDA: cudaSetDevice, cuBLAS handle; CPU:
- * nothing). Ops are asynchronous on CUDA: prt_ops_sync waits and reports
- * the first error since the last call, naming the op. */
+/* ---- setup, errors and memory -------------------------------------------
+ * prt_ops_init binds the device (CUDA: cudaSetDevice, cuBLAS handle and
+ * workspace, the memory pool; CPU: nothing) and reads PLANRT_FAULT (an
+ * unknown op name is PRT_ERR_ARG). Ops are void and asynchronous on CUDA:
+ * a failure (a launch, a cuBLAS status, a copy, PLANRT_FAULT's injected
+ * one) is recorded where it happens, the first since the last
+ * prt_ops_sync kept, as "layer L (WHAT): OP: WHY" (prt_ops_where says
+ * where the caller is). prt_ops_sync waits for the device (CUDA:
+ * cudaDeviceSynchronize; CPU: returns at once) and returns the recorded
+ * failure's status (PRT_ERR_CUDA, or PRT_ERR_OP for an injected one),
+ * then clears the record: one call per training step. */
 prt_status prt_ops_init(int device);
 void       prt_ops_finalize(void);
 prt_status prt_ops_sync(void);
-const char *prt_ops_last_error(void);   /* text of the last failure, or "" */
+const char *prt_ops_last_error(void);   /* text of the failure pending or just reported, or "" */
+/* The layer the program is in (what: a string literal such as "attention
+ * backward", kept by pointer; layer: its index in the model, -1 none;
+ * what NULL: outside the layers): a store, nothing more. */
+void       prt_ops_where(const char *what, int layer);
 
-void      *prt_alloc(size_t bytes);     /* device memory on CUDA, zeroed; NULL on failure */
+/* Device memory on CUDA, zeroed; NULL on failure. Stream-ordered on CUDA
+ * (cudaMallocAsync / cudaFreeAsync on the ops' stream, from a pool that
+ * keeps freed memory): neither synchronises the device, so buffers made
+ * and freed inside a step never stall a rank while its collectives wait
+ * on peers. A buffer may be freed once the ops' stream is ordered after
+ * its last use (every collective's completion orders it so). */
+void      *prt_alloc(size_t bytes);
 void       prt_free(void *p);
 prt_status prt_zero(void *p, size_t bytes);
 prt_status prt_copy_to_device(void *dst, const void *src_host, size_t bytes);

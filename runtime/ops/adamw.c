@@ -11,7 +11,7 @@
  * shared with the CUDA build.
  */
 #include <math.h>
-#include "planrt.h"
+#include "ops_err.h"
 
 /* Linear warm-up then cosine decay (Loshchilov & Hutter 2017, SGDR; the
  * form of nanoGPT/llm.c). */
@@ -37,6 +37,8 @@ float prt_clip_scale(double global_sq, float clip)
 #ifndef PRT_CUDA
 double prt_grad_sq_norm(const float *g, size_t n)
 {
+    if (prt_op_fault("prt_grad_sq_norm"))
+        return 0.0;   /* as a kernel that never ran: nothing summed */
     double s = 0.0;
     for (size_t i = 0; i < n; i++)
         s += (double)g[i] * g[i];
@@ -49,6 +51,7 @@ void prt_adamw_step(float *p, const float *g, float *m, float *v, size_t n,
                     const prt_adamw_cfg *cfg, long t, float lr, float wd,
                     float grad_scale)
 {
+    PRT_OP_ENTER("prt_adamw_step");
     float b1 = cfg->beta1, b2 = cfg->beta2;
     float c1 = 1.0f - powf(b1, (float)t), c2 = 1.0f - powf(b2, (float)t);
     for (size_t i = 0; i < n; i++) {

@@ -22,7 +22,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
-#include "planrt.h"
+#include "ops_err.h"
 
 /* Scores and causal softmax of one (b, h) into S (T, T); row t keeps
  * columns [prt_window_first(t, W), t], the rest are exact zeros. */
@@ -54,6 +54,7 @@ static void scores_softmax(float *S, const float *Q, const float *K, size_t ld,
 void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv,
                        size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
+    PRT_OP_ENTER("prt_attention_fwd");
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
@@ -128,12 +129,14 @@ void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
                        const prt_act *qkv, prt_act *att, bool recompute,
                        size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
+    PRT_OP_ENTER("prt_attention_bwd");
     attention_bwd(dqkv, datt, dout, qkv, att, recompute, NULL, NULL, 0.0f, B, T, H, Hkv, D, W);
 }
 
 void prt_attention_probs_fwd(prt_act *att, const prt_act *qkv, size_t B, size_t T, size_t H,
                              size_t Hkv, size_t D, size_t W)
 {
+    PRT_OP_ENTER("prt_attention_probs_fwd");
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv;
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
@@ -145,6 +148,7 @@ void prt_attention_probs_fwd(prt_act *att, const prt_act *qkv, size_t B, size_t 
 void prt_attention_context_fwd(prt_act *out, const prt_act *attd, const prt_act *qkv, size_t B,
                                size_t T, size_t H, size_t Hkv, size_t D)
 {
+    PRT_OP_ENTER("prt_attention_context_fwd");
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++)
@@ -157,5 +161,6 @@ void prt_attention_dropout_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout
                                const prt_act *att, const prt_act *attd, const uint8_t *mask, float p,
                                size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W)
 {
+    PRT_OP_ENTER("prt_attention_dropout_bwd");
     attention_bwd(dqkv, datt, dout, qkv, (float *)att, false, attd, mask, p, B, T, H, Hkv, D, W);
 }

@@ -15,7 +15,7 @@
  * What this file must not do: keep state between calls (there is none to
  * keep), or read a rank's coordinates itself (the caller passes them).
  */
-#include "planrt.h"
+#include "ops_err.h"
 
 /* The four words of the Philox block of (col / 4, row, seq, head). */
 static void block(uint32_t w[4], uint64_t stream, size_t col, size_t row, size_t seq, size_t head)
@@ -44,6 +44,7 @@ static void drop_row(prt_act *y, uint8_t *mask, const prt_act *x, size_t n, uint
 void prt_dropout_fwd(prt_act *y, uint8_t *mask, const prt_act *x, const prt_dropout_key *k,
                      size_t rows, size_t C, size_t T, size_t seq0, size_t row0)
 {
+    PRT_OP_ENTER("prt_dropout_fwd");
     uint64_t stream = prt_dropout_stream(k);
     uint32_t thresh = prt_dropout_threshold(k->p);
     float scale = 1.0f / (1.0f - k->p);
@@ -56,6 +57,7 @@ void prt_dropout_fwd(prt_act *y, uint8_t *mask, const prt_act *x, const prt_drop
 void prt_dropout_probs_fwd(prt_act *y, uint8_t *mask, const prt_act *att, const prt_dropout_key *k,
                            size_t B, size_t H, size_t T, size_t seq0, size_t head0)
 {
+    PRT_OP_ENTER("prt_dropout_probs_fwd");
     uint64_t stream = prt_dropout_stream(k);
     uint32_t thresh = prt_dropout_threshold(k->p);
     float scale = 1.0f / (1.0f - k->p);
@@ -74,6 +76,7 @@ void prt_dropout_probs_fwd(prt_act *y, uint8_t *mask, const prt_act *att, const 
 
 void prt_dropout_bwd(prt_act *dx, const prt_act *dy, const uint8_t *mask, float p, size_t n)
 {
+    PRT_OP_ENTER("prt_dropout_bwd");
     float scale = 1.0f / (1.0f - p);
     for (size_t i = 0; i < n; i++)
         dx[i] = mask[i] ? dy[i] * scale : 0.0f;

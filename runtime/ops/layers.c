@@ -13,13 +13,14 @@
  */
 #include <math.h>
 #include <string.h>
-#include "planrt.h"
+#include "ops_err.h"
 
 /* ---- embeddings ---------------------------------------------------------- */
 
 void prt_embedding_fwd(prt_act *out, const int32_t *tokens, const prt_act *wte,
                        size_t N, size_t C, size_t v0, size_t Vl)
 {
+    PRT_OP_ENTER("prt_embedding_fwd");
     for (size_t i = 0; i < N; i++) {
         float *o = out + i * C;
         int64_t local = (int64_t)tokens[i] - (int64_t)v0;
@@ -33,6 +34,7 @@ void prt_embedding_fwd(prt_act *out, const int32_t *tokens, const prt_act *wte,
 void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
                        size_t N, size_t C, size_t v0, size_t Vl)
 {
+    PRT_OP_ENTER("prt_embedding_bwd");
     for (size_t i = 0; i < N; i++) {
         int64_t local = (int64_t)tokens[i] - (int64_t)v0;
         if (local < 0 || (size_t)local >= Vl)
@@ -46,6 +48,7 @@ void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
 
 void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C)
 {
+    PRT_OP_ENTER("prt_position_fwd");
     for (size_t b = 0; b < B; b++)
         for (size_t t = 0; t < T; t++) {
             float *row = x + (b * T + t) * C;
@@ -57,6 +60,7 @@ void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t
 
 void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C)
 {
+    PRT_OP_ENTER("prt_position_bwd");
     for (size_t b = 0; b < B; b++)
         for (size_t t = 0; t < T; t++) {
             const float *g = dx + (b * T + t) * C;
@@ -95,12 +99,14 @@ static void rope_apply(float *qkv, size_t B, size_t T, size_t H, size_t Hkv,
 void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
                   size_t D, float theta)
 {
+    PRT_OP_ENTER("prt_rope_fwd");
     rope_apply(qkv, B, T, H, Hkv, D, theta, 1.0f);
 }
 
 void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
                   size_t D, float theta)
 {
+    PRT_OP_ENTER("prt_rope_bwd");
     rope_apply(dqkv, B, T, H, Hkv, D, theta, -1.0f);
 }
 
@@ -111,6 +117,7 @@ void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
 void prt_layernorm_fwd(prt_act *out, float *mean, float *rstd, const prt_act *x,
                        const prt_act *w, const prt_act *b, size_t N, size_t C, float eps)
 {
+    PRT_OP_ENTER("prt_layernorm_fwd");
     for (size_t i = 0; i < N; i++) {
         const float *xi = x + i * C;
         float *o = out + i * C;
@@ -135,6 +142,7 @@ void prt_layernorm_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
                        const prt_act *x, const prt_act *w, const float *mean,
                        const float *rstd, size_t N, size_t C)
 {
+    PRT_OP_ENTER("prt_layernorm_bwd");
     for (size_t i = 0; i < N; i++) {
         const float *g = dout + i * C, *xi = x + i * C;
         float *d = dx + i * C, m = mean[i], s = rstd[i];
@@ -160,6 +168,7 @@ void prt_layernorm_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
 void prt_rmsnorm_fwd(prt_act *out, float *rstd, const prt_act *x, const prt_act *w,
                      size_t N, size_t C, float eps)
 {
+    PRT_OP_ENTER("prt_rmsnorm_fwd");
     for (size_t i = 0; i < N; i++) {
         const float *xi = x + i * C;
         float *o = out + i * C, ss = 0.0f;
@@ -177,6 +186,7 @@ void prt_rmsnorm_fwd(prt_act *out, float *rstd, const prt_act *x, const prt_act 
 void prt_rmsnorm_bwd(prt_act *dx, float *dw, const prt_act *dout, const prt_act *x,
                      const prt_act *w, const float *rstd, size_t N, size_t C)
 {
+    PRT_OP_ENTER("prt_rmsnorm_bwd");
     for (size_t i = 0; i < N; i++) {
         const float *g = dout + i * C, *xi = x + i * C;
         float *d = dx + i * C, s = rstd[i], dot = 0.0f;
@@ -222,6 +232,7 @@ static inline float fast_tanh(float u)
 
 void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n)
 {
+    PRT_OP_ENTER("prt_gelu_fwd");
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
         float t = fast_tanh(GELU_K * (v + 0.044715f * v * v * v));
@@ -232,6 +243,7 @@ void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n)
 /* d/dx of 0.5 x (1 + tanh u), u = k (x + 0.044715 x^3). */
 void prt_gelu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
 {
+    PRT_OP_ENTER("prt_gelu_bwd");
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
         float t = fast_tanh(GELU_K * (v + 0.044715f * v * v * v));
@@ -242,18 +254,21 @@ void prt_gelu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
 
 void prt_relu_fwd(prt_act *out, const prt_act *x, size_t n)
 {
+    PRT_OP_ENTER("prt_relu_fwd");
     for (size_t i = 0; i < n; i++)
         out[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 void prt_relu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n)
 {
+    PRT_OP_ENTER("prt_relu_bwd");
     for (size_t i = 0; i < n; i++)
         dx[i] = x[i] > 0.0f ? dout[i] : 0.0f;
 }
 
 void prt_swiglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
 {
+    PRT_OP_ENTER("prt_swiglu_fwd");
     for (size_t i = 0; i < N; i++) {
         const float *g = gu + i * 2 * F, *u = g + F;
         float *o = out + i * F;
@@ -265,6 +280,7 @@ void prt_swiglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
 /* d silu(g)/dg = s (1 + g (1 - s)), s = sigmoid(g). */
 void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F)
 {
+    PRT_OP_ENTER("prt_swiglu_bwd");
     for (size_t i = 0; i < N; i++) {
         const float *g = gu + i * 2 * F, *u = g + F, *d = dout + i * F;
         float *dg = dgu + i * 2 * F, *du = dg + F;
@@ -279,6 +295,7 @@ void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t
 /* GeGLU: gelu(g) * u with the tanh GELU of prt_gelu_fwd. */
 void prt_geglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
 {
+    PRT_OP_ENTER("prt_geglu_fwd");
     for (size_t i = 0; i < N; i++) {
         const float *g = gu + i * 2 * F, *u = g + F;
         float *o = out + i * F;
@@ -292,6 +309,7 @@ void prt_geglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F)
 /* du = d gelu(g), dg = d u gelu'(g), gelu' as in prt_gelu_bwd. */
 void prt_geglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F)
 {
+    PRT_OP_ENTER("prt_geglu_bwd");
     for (size_t i = 0; i < N; i++) {
         const float *g = gu + i * 2 * F, *u = g + F, *d = dout + i * F;
         float *dg = dgu + i * 2 * F, *du = dg + F;
@@ -306,18 +324,21 @@ void prt_geglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t 
 
 void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n)
 {
+    PRT_OP_ENTER("prt_residual_add");
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
 
 void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
 {
+    PRT_OP_ENTER("prt_add_inplace");
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
 }
 
 void prt_grad_add(float *dst, const float *src, size_t n)
 {
+    PRT_OP_ENTER("prt_grad_add");
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
 }
@@ -328,6 +349,7 @@ void prt_grad_add(float *dst, const float *src, size_t n)
  * padding columns after them (global index >= V) are not in the softmax. */
 void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl, size_t v0, size_t V)
 {
+    PRT_OP_ENTER("prt_xent_max");
     size_t nv = prt_xent_real_cols(Vl, v0, V);
     for (size_t i = 0; i < N; i++) {
         const float *l = logits + i * Vl;
@@ -343,6 +365,7 @@ void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl, size_t 
 void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *mx,
                      const int32_t *targets, size_t N, size_t Vl, size_t v0, size_t V)
 {
+    PRT_OP_ENTER("prt_xent_sumexp");
     size_t nv = prt_xent_real_cols(Vl, v0, V);
     for (size_t i = 0; i < N; i++) {
         const float *l = logits + i * Vl;
@@ -358,6 +381,7 @@ void prt_xent_sumexp(float *se, float *tgt, const prt_act *logits, const float *
 void prt_xent_loss(float *loss, const float *mx, const float *se, const float *tgt,
                    const int32_t *targets, size_t N)
 {
+    PRT_OP_ENTER("prt_xent_loss");
     for (size_t i = 0; i < N; i++)
         loss[i] = targets[i] < 0 ? 0.0f : logf(se[i]) + mx[i] - tgt[i];
 }
@@ -369,6 +393,7 @@ void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
                   const float *se, const int32_t *targets, size_t N, size_t Vl,
                   size_t v0, size_t V, float scale)
 {
+    PRT_OP_ENTER("prt_xent_bwd");
     size_t nv = prt_xent_real_cols(Vl, v0, V);
     for (size_t i = 0; i < N; i++) {
         const float *l = logits + i * Vl;

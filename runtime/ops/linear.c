@@ -9,11 +9,12 @@
  * zero-bubble pipeline schedules can run the weight half later.
  */
 #include <cblas.h>
-#include "planrt.h"
+#include "ops_err.h"
 
 void prt_linear_fwd(prt_act *out, const prt_act *x, const prt_act *w, const prt_act *b,
                     size_t N, size_t K, size_t O)
 {
+    PRT_OP_ENTER("prt_linear_fwd");
     float beta = 0.0f;
     if (b) {   /* start from the bias in every row, then accumulate x W^T */
         for (size_t i = 0; i < N; i++)
@@ -29,6 +30,7 @@ void prt_linear_fwd(prt_act *out, const prt_act *x, const prt_act *w, const prt_
 void prt_linear_bwd_input(prt_act *dx, const prt_act *dout, const prt_act *w,
                           size_t N, size_t K, size_t O)
 {
+    PRT_OP_ENTER("prt_linear_bwd_input");
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)K, (int)O,
                 1.0f, dout, (int)O, w, (int)K, 0.0f, dx, (int)K);
 }
@@ -37,6 +39,7 @@ void prt_linear_bwd_input(prt_act *dx, const prt_act *dout, const prt_act *w,
 void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout, const prt_act *x,
                            size_t N, size_t K, size_t O)
 {
+    PRT_OP_ENTER("prt_linear_bwd_weight");
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)O, (int)K, (int)N,
                 1.0f, dout, (int)O, x, (int)K, 1.0f, dw, (int)K);
     if (db)
@@ -48,6 +51,7 @@ void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout, const prt_
 void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
                     const prt_act *x, const prt_act *w, size_t N, size_t K, size_t O)
 {
+    PRT_OP_ENTER("prt_linear_bwd");
     if (dx)
         prt_linear_bwd_input(dx, dout, w, N, K, O);
     prt_linear_bwd_weight(dw, db, dout, x, N, K, O);

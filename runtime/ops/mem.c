@@ -4,23 +4,23 @@
  * On the CPU every "device" pointer is a host pointer, so these are plain
  * malloc and memcpy; they exist so generated code reads the same for both
  * targets (runtime/cuda/ops_mem.c is the CUDA twin). Nothing here fails
- * except allocation.
+ * except allocation; errors.c records the ops' failures for prt_ops_sync.
  */
 #include <stdlib.h>
 #include <string.h>
-#include "planrt.h"
+#include "ops_err.h"
 
 prt_status prt_ops_init(int device)
 {
     (void)device;
-    return PRT_OK;
+    return prt_op_setup();   /* PLANRT_FAULT */
 }
 
 void prt_ops_finalize(void) {}
 
-prt_status prt_ops_sync(void) { return PRT_OK; }
-
-const char *prt_ops_last_error(void) { return ""; }
+/* Nothing to wait for: the step's recorded failure (an injected one; CPU
+ * ops have no other), a flag test. */
+prt_status prt_ops_sync(void) { return prt_op_take(); }
 
 /* 64-byte alignment keeps AVX loads and BLAS packing on cache lines. */
 void *prt_alloc(size_t bytes)
@@ -64,12 +64,14 @@ prt_status prt_copy(void *dst, const void *src, size_t bytes)
 
 void prt_to_act(prt_act *dst, const float *src, size_t n)
 {
+    PRT_OP_ENTER("prt_to_act");
     if (dst != src)
         memmove(dst, src, n * sizeof *dst);
 }
 
 void prt_from_act(float *dst, const prt_act *src, size_t n)
 {
+    PRT_OP_ENTER("prt_from_act");
     if (dst != src)
         memmove(dst, src, n * sizeof *dst);
 }

@@ -23,12 +23,13 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
-#include "planrt.h"
+#include "ops_err.h"
 
 /* logits (N, E) fp32 = x (N, C) Wr^T, Wr (E, C), no bias. */
 void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr,
                         size_t N, size_t C, size_t E)
 {
+    PRT_OP_ENTER("prt_moe_router_fwd");
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)E, (int)C,
                 1.0f, x, (int)C, wr, (int)C, 0.0f, logits, (int)E);
 }
@@ -37,6 +38,7 @@ void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr,
 void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits, const prt_act *x,
                         const prt_act *wr, size_t N, size_t C, size_t E)
 {
+    PRT_OP_ENTER("prt_moe_router_bwd");
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)C, (int)E,
                     1.0f, dlogits, (int)E, wr, (int)C, 1.0f, dx, (int)C);
@@ -54,6 +56,7 @@ static int ranks_before(float a, size_t ia, float b, size_t ib)
 void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
                       size_t k)
 {
+    PRT_OP_ENTER("prt_moe_topk_fwd");
     for (size_t t = 0; t < N; t++) {
         const float *l = logits + t * E;
         int32_t *id = idx + t * k;
@@ -83,6 +86,7 @@ void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, siz
 void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
                       size_t N, size_t E, size_t k)
 {
+    PRT_OP_ENTER("prt_moe_topk_bwd");
     memset(dlogits, 0, N * E * sizeof *dlogits);
     for (size_t t = 0; t < N; t++) {
         const float *wt = w + t * k, *dwt = dw + t * k;
@@ -100,6 +104,7 @@ void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int
 void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, size_t T,
                    size_t E, size_t k, size_t cap)
 {
+    PRT_OP_ENTER("prt_moe_route");
     const size_t N = B * T;
     int32_t seq[E ? E : 1], first[E ? E : 1];
     memset(counts, 0, E * sizeof *counts);
@@ -124,6 +129,7 @@ void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, 
 void prt_moe_dispatch(prt_act *xe, const prt_act *x, const int32_t *row, size_t N,
                       size_t C, size_t k)
 {
+    PRT_OP_ENTER("prt_moe_dispatch");
     for (size_t t = 0; t < N; t++)
         for (size_t j = 0; j < k; j++)
             if (row[t * k + j] >= 0)
@@ -133,6 +139,7 @@ void prt_moe_dispatch(prt_act *xe, const prt_act *x, const int32_t *row, size_t 
 void prt_moe_dispatch_bwd(prt_act *dx, const prt_act *dxe, const int32_t *row, size_t N,
                           size_t C, size_t k)
 {
+    PRT_OP_ENTER("prt_moe_dispatch_bwd");
     for (size_t t = 0; t < N; t++) {
         prt_act *d = dx + t * C;
         memset(d, 0, C * sizeof *d);
@@ -148,6 +155,7 @@ void prt_moe_dispatch_bwd(prt_act *dx, const prt_act *dxe, const int32_t *row, s
 void prt_moe_combine(prt_act *out, const prt_act *ye, const int32_t *row, const float *w,
                      size_t N, size_t C, size_t k)
 {
+    PRT_OP_ENTER("prt_moe_combine");
     for (size_t t = 0; t < N; t++) {
         prt_act *o = out + t * C;
         memset(o, 0, C * sizeof *o);
@@ -164,6 +172,7 @@ void prt_moe_combine(prt_act *out, const prt_act *ye, const int32_t *row, const 
 void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout, const prt_act *ye,
                          const int32_t *row, const float *w, size_t N, size_t C, size_t k)
 {
+    PRT_OP_ENTER("prt_moe_combine_bwd");
     for (size_t t = 0; t < N; t++) {
         const prt_act *d = dout + t * C;
         for (size_t j = 0; j < k; j++) {
@@ -209,6 +218,7 @@ static void seq_fractions(float *f, const int32_t *idx, size_t b, size_t T, size
 void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B,
                       size_t T, size_t E, size_t k, float coeff)
 {
+    PRT_OP_ENTER("prt_moe_aux_loss");
     float f[E], P[E], p[E];
     for (size_t b = 0; b < B; b++) {
         seq_fractions(f, idx, b, T, E, k);
@@ -230,6 +240,7 @@ void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size
 void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
                      size_t T, size_t E, size_t k, float coeff, float scale)
 {
+    PRT_OP_ENTER("prt_moe_aux_bwd");
     float f[E], p[E];
     const float g = scale * coeff * (float)E / (float)T;
     for (size_t b = 0; b < B; b++) {
@@ -248,6 +259,7 @@ void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, si
 void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
                        size_t C)
 {
+    PRT_OP_ENTER("prt_moe_sort_rows");
     for (size_t i = 0; i < R; i++)
         memcpy(out + i * C, in + (size_t)perm[i] * C, C * sizeof *out);
 }
@@ -255,6 +267,7 @@ void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, siz
 void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
                          size_t C)
 {
+    PRT_OP_ENTER("prt_moe_unsort_rows");
     for (size_t i = 0; i < R; i++)
         memcpy(out + (size_t)perm[i] * C, in + i * C, C * sizeof *out);
 }

@@ -39,12 +39,11 @@ void prt_moe_ep_free(prt_moe_ep *x)
 static prt_status exchange_counts(prt_moe_ep *x, const int32_t *counts)
 {
     size_t n = (size_t)x->ep * x->el;
-    int32_t *d = prt_comm_alloc(2 * n * sizeof *d + sizeof *d);
+    int32_t *d = prtp_stage_buf(2 * n * sizeof *d + sizeof *d);   /* kept for the run: no per-layer cudaMalloc */
     prt_status st = d ? PRT_OK : prtp_fail(PRT_ERR_NOMEM, "prt_moe_ep_plan: out of memory");
     if (!st) st = prt_comm_upload(d, counts, n * sizeof *d);
     if (!st) st = prtp_check(prt_all_to_all(x->g, d, d + n, x->el, PRT_INT32), "MoE count all-to-all");
     if (!st) st = prt_comm_download(x->cnt, d + n, n * sizeof *d);
-    prt_comm_free(d);
     return st;
 }
 

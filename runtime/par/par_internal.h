@@ -20,6 +20,10 @@ prt_status prtp_check(prt_status st, const char *what);
  * can send (device memory under NCCL), so it works in both builds. */
 prt_status prtp_all_reduce_host(prt_comm *g, void *vals, size_t n, prt_dtype t, prt_redop op);
 prt_status prtp_broadcast_host(prt_comm *g, void *vals, size_t n, prt_dtype t, int root);
+/* Their buffer, at least `bytes` of backend memory kept for the run (NULL:
+ * out of memory): steps never allocate one. Valid until the next call;
+ * the caller ends its use (a copy back) before anyone else stages. */
+void      *prtp_stage_buf(size_t bytes);
 
 /* This rank's own call failed in a collective verdict (not just the others'
  * report of it): prt_run_stop prints its message too, not only rank 0's. */

@@ -48,17 +48,50 @@ prt_status prtp_check(prt_status st, const char *what)
 
 const char *prt_par_last_error(void) { return last_error; }
 
-/* Stage n host values of type t through backend memory around call. */
+/* The staging buffer of host values (a loss, a norm, a verdict, MoE
+ * counts) in backend memory, kept from the first call to the end of the
+ * run: allocating and freeing one per call would put a device-wide
+ * cudaMalloc / cudaFree into every step. Made at start (prt_run_start's
+ * first broadcast) at STAGE_MIN bytes, which a step's calls never exceed
+ * (the loss: 8 bytes, the gradient norm: 4, a MoE layer's counts: 8 E + 4
+ * bytes, E <= 8000); only a bigger call outside the step (the per-tensor
+ * table of a save: 4 bytes per tensor and TP rank) grows it. */
+enum { STAGE_MIN = 64 << 10 };
+static void  *stage_buf;
+static size_t stage_cap;
+
+void *prtp_stage_buf(size_t bytes)
+{
+    if (bytes <= stage_cap) return stage_buf;
+    size_t cap = bytes > STAGE_MIN ? bytes : STAGE_MIN;
+    void *p = prt_comm_alloc(cap);
+    if (!p) return NULL;
+    prt_comm_free(stage_buf);
+    stage_buf = p;
+    stage_cap = cap;
+    return p;
+}
+
+/* Before the backend goes (prt_finalize). */
+static void stage_release(void)
+{
+    prt_comm_free(stage_buf);
+    stage_buf = NULL;
+    stage_cap = 0;
+}
+
+/* Stage n host values of type t through backend memory around call (one
+ * call at a time: the buffer is shared, and each call ends with the copy
+ * back, which waits for the collective). */
 static prt_status staged(prt_comm *g, void *vals, size_t n, prt_dtype t, int root, prt_redop op,
                          bool bcast)
 {
     size_t bytes = n * prt_dtype_size(t);
-    void *buf = prt_comm_alloc(bytes ? bytes : 1);
+    void *buf = prtp_stage_buf(bytes ? bytes : 1);
     if (!buf) return prtp_fail(PRT_ERR_NOMEM, "staging buffer: out of memory");
     prt_status st = prt_comm_upload(buf, vals, bytes);
     if (!st) st = bcast ? prt_broadcast(g, buf, n, t, root) : prt_all_reduce(g, buf, buf, n, t, op);
     if (!st) st = prt_comm_download(vals, buf, bytes);
-    prt_comm_free(buf);
     return st;
 }
 
@@ -460,12 +493,14 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
     if (!code) {
         st = prt_ops_init(c->device);
         if (st) {
-            fprintf(stderr, "error: rank %d: the device could not be set up: %s %s\n", c->rank,
+            /* the device, or PLANRT_FAULT naming no op (refused here, before any step) */
+            fprintf(stderr, "error: rank %d: the ops could not be set up: %s: %s\n", c->rank,
                     prt_status_str(st), prt_ops_last_error());
             code = 1;
         }
     }
     if (code) {
+        stage_release();
         prt_finalize(c);
         *ctx = NULL;
         return code;
@@ -477,21 +512,25 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
 void prt_run_fail(prt_ctx *c, const char *call, prt_status st)
 {
     const char *why = prt_par_last_error();
-    if (prtp_diverged()) {
+    /* a NaN that a failed op left behind is that op's failure, not a divergence */
+    if (prtp_diverged() && prt_ops_sync() == PRT_OK) {
         /* every rank saw the same all-reduced value: stop together, cleanly */
         if (!c || c->rank == 0) {
             fflush(stdout);
             fprintf(stderr, "\nerror: %s\n", why);
             fflush(stderr);
         }
-        prt_ops_sync();
         MPI_Barrier(MPI_COMM_WORLD);
+        stage_release();
         prt_ops_finalize();
         prt_finalize(c);
         exit(3);
     }
+    /* an op's failure (pending, or just reported by prt_ops_sync) came
+     * first and names the layer and the op: it goes before the rest */
+    const char *op_why = prt_ops_last_error();
+    if (op_why && *op_why) why = op_why;
     if (!*why) why = prt_comm_last_error();
-    if (!why || !*why) why = prt_ops_last_error();
     fprintf(stderr, "error: rank %d: %s: %s%s%s\n", c ? c->rank : -1, call, prt_status_str(st),
             why && *why ? ": " : "", why ? why : "");
     fflush(stderr);
@@ -507,6 +546,7 @@ void prt_run_stop(prt_ctx *c)
         fflush(stderr);
     }
     prt_ops_sync();
+    stage_release();
     prt_ops_finalize();
     prt_finalize(c);
     exit(1);
@@ -522,6 +562,7 @@ void prt_run_end(prt_ctx *c)
     if (prt_trace_write(c))   /* --trace: gather the traced step to rank 0, which writes it */
         fprintf(stderr, "error: rank %d: %s\n", c->rank, prt_trace_last_error());
     prt_ops_sync();
+    stage_release();
     prt_ops_finalize();
     prt_finalize(c);
 }

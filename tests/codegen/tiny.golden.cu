@@ -202,6 +202,10 @@ static void check(prt_status st, const char *call)
     if (st != PRT_OK) prt_run_fail(R.c, call, st);
 }
 
+/* Layer L's pass begins: a failed op is reported as "layer L (PASS): OP: ..."
+ * (prt_ops_where, a store), at the step's end (prt_ops_sync in main). */
+static void enter(const LayerSpec *L, const char *pass) { prt_ops_where(pass, (int)(L - LAYERS)); }
+
 static prt_act *act_alloc(size_t n)
 {
     prt_act *p = (prt_act *)prt_mem_alloc(PRT_MEM_ACTIVATIONS, n * sizeof(prt_act));
@@ -273,6 +277,7 @@ static void sum_input_grad(prt_act *dp, prt_act *dx)
  * (zeros elsewhere); summing over TP completes every row. */
 static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+    enter(L, "embedding forward");
     prt_act *e = partials(y);                                           /* (N, C) */
     CHECK(prt_batch_load(R.data, R.step, R.mb, a->tok, NULL));
     prt_embedding_fwd(e, a->tok, W(L->w1), N, C, vocab0(), VL);
@@ -282,6 +287,7 @@ static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 
 static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "embedding backward");
     const prt_act *dy = d;
     prt_embedding_bwd(G(L->w1), a->tok, dy, N, C, vocab0(), VL);        /* rows of this rank's slice */
     prt_position_bwd(G(L->w2), dy, B, T, C);
@@ -298,6 +304,7 @@ static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
  */
 static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+    enter(L, "attention forward");
     prt_act *att = a->att;
     prt_act *p = partials(y);
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
@@ -314,6 +321,7 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     size_t h = (size_t)L->h, hkv = (size_t)L->hkv, hs = (size_t)L->d;
+    enter(L, "attention backward");
     const prt_act *dy = d;
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* row-parallel: no comm */
     prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
@@ -340,6 +348,7 @@ static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const
 
 static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+    enter(L, "mlp forward");
     prt_act *p = partials(y);
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
@@ -352,6 +361,7 @@ static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 
 static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "mlp backward");
     const prt_act *dy = d;
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C);
     mlp_act_bwd(L, S.dh, a->h, S.da, N);
@@ -363,11 +373,13 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 /* The final norm, on this rank's rows. */
 static void final_norm_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+    enter(L, "final norm forward");
     norm_fwd(L, y, a->mean, a->rstd, a->x);
 }
 
 static void final_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "final norm backward");
     CHECK(prt_copy(S.tmp, d, NL * C * sizeof(prt_act)));
     CHECK(prt_zero(d, NL * C * sizeof(prt_act)));
     norm_bwd(L, d, S.tmp, a->x, a->mean, a->rstd);
@@ -381,6 +393,7 @@ static void final_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
  * vocabulary TP does not divide) are left out of the softmax. */
 static void lm_head_fwd(const LayerSpec *L, LayerActs *a)
 {
+    enter(L, "lm_head forward");
     const prt_act *in = a->x;
     CHECK(prt_batch_load(R.data, R.step, R.mb, NULL, a->tok));
     prt_linear_fwd(a->logits, in, W(L->w1), NULL, N, C, VL);            /* (N, VL): this rank's slice */
@@ -406,6 +419,7 @@ static void xent_bwd(LayerActs *a)
 
 static void lm_head_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
+    enter(L, "lm_head backward");
     xent_bwd(a);
     prt_linear_bwd(S.dlnf, G(L->w1), NULL, a->logits, head_in(a), W(L->w1), N, C, VL);
     sum_input_grad(S.dlnf, d);         /* vocab-parallel input gradient: a partial sum over TP */
@@ -416,12 +430,15 @@ static void lm_head_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
  * overlapping the backward of the layers before it. */
 static void grads_done(int layer)
 {
+    prt_ops_where(NULL, -1);   /* out of the layer: what follows (a bucket's reduction, the update) names none */
     CHECK(prt_zero_layer_done(R.m, layer));
 }
 
 /* ---- activation slots ---------------------------------------------------------
  * prt_pipe hands out one slot per (micro-batch, chunk) in flight; these
- * make and free the layers' part of it. */
+ * make and free the layers' part of it, inside the step (a slot whose send
+ * is in flight gives its layers' part back at once). prt_mem_alloc is
+ * stream-ordered on CUDA (prt_alloc), so neither waits for the device. */
 
 typedef struct {
     LayerActs *a;       /* one per layer of the chunk */
@@ -787,6 +804,7 @@ int main(int argc, char **argv)
         R.loss_sum = 0;
         train_step();
         CHECK(prt_pipe_flush(R.pipe));
+        CHECK(prt_ops_sync());   /* the step's one device sync: a failed op ends the run here, naming it */
         R.step++;   /* steps done: the data of step k is a function of (SEED, k - 1) */
         CHECK(prt_log_step_end(R.log, R.step, R.loss_sum, (double)GLOBAL_BATCH * T,
                                prt_model_grad_norm(R.m)));
