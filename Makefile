@@ -75,6 +75,13 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OPENBLAS_NUM_THREADS := 1
 MPIRUN       := mpirun --oversubscribe --bind-to none
+# The tests' multi-rank programs run under NCCL's point-to-point rules
+# (PLANRT_P2P=rendezvous: sends end only when matched, no tags, a rank's
+# operations in issue order; runtime/comm/stream_mpi.c), so a pipeline
+# order that would hang on NCCL fails here, with each rank's pending
+# operations printed; test-invariance-buffered runs the matrix again under
+# MPI's own rules, planc's default on the CPU.
+MPIRUN_RDV   := env PLANRT_P2P=rendezvous $(MPIRUN) -x PLANRT_P2P
 
 PLANC        := $(BUILD)/bin/planc
 LIBPRT       := $(BUILD)/lib/libplanrt.a

@@ -56,7 +56,7 @@ update-codegen-golden: $(PLANC)
 	@git diff --stat -- $(CG_GOLDEN) 2>/dev/null || true
 
 test-invariance: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DATA)
-	MPIRUN="$(MPIRUN)" tests/invariance/run.sh $(PLANC) $(abspath $(BUILD))/invariance \
+	MPIRUN="$(MPIRUN_RDV)" tests/invariance/run.sh $(PLANC) $(abspath $(BUILD))/invariance \
 	    $(BUILD)/tests/inv_compare $(CASES)
 
 # The CUDA program of tiny.plan compiles and links, without OpenBLAS (its

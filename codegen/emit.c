@@ -22,8 +22,10 @@
  * transcription of plan_lower()'s ops; a regular schedule's rounds are
  * written as loops (loop_pieces), kept only when they expand back to the
  * op list exactly (pieces_expand_to), and ZB-H1 is listed op by op. It
- * adds three kinds of bookkeeping
- * lines the Program implies: REDUCE_DURING before the compute op a
+ * adds four kinds of bookkeeping
+ * lines the Program implies: POST_RECV_ACT / POST_RECV_GRAD before the op
+ * that posts the sends queued there, for a receive the Program posts early
+ * (its `prepost`: NCCL's rules, planner/p2p_order.c); REDUCE_DURING before the compute op a
  * REDUCE_GRADS drains (its `pair`), so the reduction starts bucket by
  * bucket inside that backward; RELEASE_PARAMS after the op a ZeRO-3 gather
  * feeds (its `pair`); and FREE_SLOT after the last op that touches a
@@ -442,6 +444,8 @@ static void emit_constants(Cg *g)
     if (feature(g, "EXPERT_PARALLEL", 15) == 1)
         col(g, "    EP = %d,", "expert-parallel degree: DP ranks per EP group", plan_ep(l));
     col(g, "    CHUNKS = %d,", "model chunks per pipeline stage", l->chunks);
+    col(g, "    EARLY_RECVS = %d,", "activation receives posted early at once (NCCL's rules)",
+        plan_pipe_early_recvs(l->schedule, l->pp));
     col(g, "    ZERO = %d,", "ZeRO stage", l->zero);
     col(g, "    N_MICRO = %lld,", "micro-batches per step on each pipeline", (long long)g->prog.n_micro);
     col(g, "    N_LAYERS = %d, N_PARAMS = %d,", "layers of the model, tensors of PARAMS", m->n_layers, g->n_params);
@@ -922,7 +926,8 @@ static const char *reduce_text(int zero)
 
 /* The program's bookkeeping kinds, numbered after PlanOpKind as the
  * template's OpKind numbers them. */
-enum { CG_RELEASE_PARAMS = PLAN_N_OPKINDS, CG_REDUCE_DURING, CG_FREE_SLOT };
+enum { CG_RELEASE_PARAMS = PLAN_N_OPKINDS, CG_REDUCE_DURING, CG_FREE_SLOT, CG_POST_RECV_ACT,
+       CG_POST_RECV_GRAD };
 
 /* One op(kind, mb, chunk, peer) line of a step function. */
 typedef struct { int kind, mb, chunk, peer; } CgLine;
@@ -938,6 +943,8 @@ static const char *line_kind(int k)
     if (k == CG_RELEASE_PARAMS) return "RELEASE_PARAMS";
     if (k == CG_REDUCE_DURING) return "REDUCE_DURING";
     if (k == CG_FREE_SLOT) return "FREE_SLOT";
+    if (k == CG_POST_RECV_ACT) return "POST_RECV_ACT";
+    if (k == CG_POST_RECV_GRAD) return "POST_RECV_GRAD";
     return plan_op_name((PlanOpKind)k);
 }
 
@@ -974,6 +981,12 @@ static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *bu
     case CG_RELEASE_PARAMS: snprintf(buf, n, "ZeRO-3: free chunk %d's gathered parameters", l->chunk); break;
     case CG_REDUCE_DURING: snprintf(buf, n, "its reduction below starts layer by layer inside the next op"); break;
     case CG_FREE_SLOT: snprintf(buf, n, "mb %s, chunk %d: activations may be reused", mb, l->chunk); break;
+    case CG_POST_RECV_ACT:
+        snprintf(buf, n, "post the receive of mb %s's activation <- stage %d now, with the sends "
+                 "before it (NCCL: a send ends only once its receive is posted)", mb, l->peer); break;
+    case CG_POST_RECV_GRAD:
+        snprintf(buf, n, "post the receive of mb %s's output gradient <- stage %d now, with the "
+                 "sends before it (NCCL: a send ends only once its receive is posted)", mb, l->peer); break;
     default: snprintf(buf, n, "?"); break;
     }
 }
@@ -986,7 +999,7 @@ static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *bu
 static CgLine *stage_lines(Cg *g, int s, int *n)
 {
     const PlanStageProgram *sp = &g->prog.stages[s];
-    CgLine *L = malloc(sizeof *L * (size_t)(3 * sp->n_ops + 1));
+    CgLine *L = malloc(sizeof *L * (size_t)(4 * sp->n_ops + 1));   /* + one early receive an op */
     *n = 0;
     if (!L) return NULL;
     int *last = calloc((size_t)sp->n_ops + 1, sizeof(int));   /* op i is its slot's last use */
@@ -1010,6 +1023,14 @@ static CgLine *stage_lines(Cg *g, int s, int *n)
     }
     for (int i = 0; i < sp->n_ops; i++) {
         const PlanOp *o = &sp->ops[i];
+        /* receives posted early (p2p_order.c) go before the op that posts the
+         * sends queued there, and before a REDUCE_DURING that would post them first */
+        for (int j = i; j < sp->n_ops; j++) {
+            const PlanOp *q = &sp->ops[j];
+            if (q->prepost == i + 1)
+                L[(*n)++] = (CgLine){ q->kind == OP_RECV_ACT ? CG_POST_RECV_ACT : CG_POST_RECV_GRAD,
+                                      q->mb, q->chunk, q->peer };
+        }
         if (during[i]) L[(*n)++] = (CgLine){ CG_REDUCE_DURING, o->mb, o->chunk, -1 };
         L[(*n)++] = (CgLine){ (int)o->kind, o->mb, o->chunk, o->peer };
         if (release[i] >= 0) L[(*n)++] = (CgLine){ CG_RELEASE_PARAMS, o->mb, o->chunk, -1 };

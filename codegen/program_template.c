@@ -107,7 +107,7 @@
 #endif
 
 /* What emit.c writes before the first section: the layout's constants. */
-enum { DP = 1, TP = 1, PP = 1, CHUNKS = 1, ZERO = 0, N_MICRO = 1, N_LAYERS = 5, N_PARAMS = 1 };
+enum { DP = 1, TP = 1, PP = 1, CHUNKS = 1, EARLY_RECVS = 0, ZERO = 0, N_MICRO = 1, N_LAYERS = 5, N_PARAMS = 1 };
 static const size_t B = 1, T = 8, N = 8, NL = 8, C = 8, V = 16, VL = 16, GLOBAL_BATCH = 1,
                     MAX_WIDTH = 24, MAX_INNER = 32, MAX_HEADS = 1;
 #if ROPE
@@ -1567,6 +1567,10 @@ typedef enum {
     REDUCE_DURING = 16,  /* the REDUCE_GRADS after the next backward starts inside it, bucket by bucket */
 #endif
     FREE_SLOT = 17,      /* (mb, chunk)'s activations are not needed any more */
+#if PIPELINE
+    POST_RECV_ACT = 18,  /* the receive of (mb, chunk)'s input posted early, with the sends queued */
+    POST_RECV_GRAD = 19, /* ... of its output gradient; the RECV_* op later waits for it */
+#endif
 } OpKind;
 
 /* The activation slot of (mb, chunk), for a forward or backward. */
@@ -1685,7 +1689,8 @@ static void op(OpKind kind, int mb, int chunk, int peer)
 #if PIPELINE
     /* PP: the queued sends go now, as one group (NCCL: a send ends only once its receive is
      * posted, so a send never waits behind this op); a receive takes them along itself */
-    if (kind != SEND_ACT && kind != RECV_ACT && kind != SEND_GRAD && kind != RECV_GRAD && kind != FREE_SLOT)
+    if (kind != SEND_ACT && kind != RECV_ACT && kind != SEND_GRAD && kind != RECV_GRAD && kind != FREE_SLOT &&
+        kind != POST_RECV_ACT && kind != POST_RECV_GRAD)
         CHECK(prt_pipe_post(R.pipe));
 #endif
     prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
@@ -1724,6 +1729,8 @@ static void op(OpKind kind, int mb, int chunk, int peer)
     case RECV_ACT:  CHECK(prt_pipe_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: input <- previous stage */
     case SEND_GRAD: CHECK(prt_pipe_send_grad(R.pipe, mb, chunk, peer)); break;  /* PP: input gradient -> previous */
     case RECV_GRAD: CHECK(prt_pipe_recv_grad(R.pipe, mb, chunk, peer)); break;  /* PP: output gradient <- next */
+    case POST_RECV_ACT:  CHECK(prt_pipe_post_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: NCCL's rules */
+    case POST_RECV_GRAD: CHECK(prt_pipe_post_recv_grad(R.pipe, mb, chunk, peer)); break;
 #endif
 #if USES_GATHER_PARAMS
     case GATHER_PARAMS:  CHECK(prt_zero_gather(R.m, chunk)); break;   /* ZeRO-3: all-gather over DP, layer by layer */
@@ -1848,7 +1855,7 @@ static const bool PIPE_TP_SPLIT = TP > 1 && N * C % TP == 0;
 static int dry_run(void)
 {
     scratch_alloc();
-    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, slot_alloc, slot_free, NULL, &R.pipe));
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, EARLY_RECVS, slot_alloc, slot_free, NULL, &R.pipe));
     train_step();
     CHECK(prt_mem_report(R.c, R.args.mem_report ? R.args.mem_report : "/dev/stdout"));
     prt_pipe_free(R.pipe);
@@ -1880,7 +1887,7 @@ int main(int argc, char **argv)
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
     prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
     scratch_alloc();
-    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, slot_alloc, slot_free, NULL, &R.pipe));
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, EARLY_RECVS, slot_alloc, slot_free, NULL, &R.pipe));
     long saved = R.args.resume ? R.step : -1;
     while (R.step < R.args.steps) {
         prt_log_step_begin(R.log);

@@ -97,7 +97,7 @@ static inline void set_op(PlanOp *o, const PlanOpCosts *c, PlanOpKind kind, int 
     o->kind = kind; o->mb = mb; o->chunk = chunk; o->vstage = k; o->peer = -1;
     o->first_layer = c->first_layer[k]; o->end_layer = c->end_layer[k];
     o->coll = COLL_ALL_REDUCE; o->group = GROUP_TP; o->bytes = 0; o->buckets = 0; o->pair = -1;
-    o->stream = STREAM_COMPUTE; o->dur = 0; o->ep_dur = 0; o->ep_bytes = 0;
+    o->stream = STREAM_COMPUTE; o->dur = 0; o->ep_dur = 0; o->ep_bytes = 0; o->prepost = 0;
 }
 
 /* A DP/ZeRO collective of the chunk, one bucket per layer. */
@@ -337,6 +337,7 @@ bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len)
     ok = plan_lower_costs(&oc, out);
     if (ok) { out->dp = l.dp; out->tp = l.tp; }
     else snprintf(why, len, "the schedule could not be built (out of memory or deadlock)");
+    if (ok && !(ok = plan_program_p2p_order(out, why, len))) plan_program_free(out);
     plan_op_costs_free(&oc);
     plan_costs_free(&pc);
     return ok;

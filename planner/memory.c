@@ -161,6 +161,11 @@ double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v)
     return ceil(plan_in_flight(schedule, p, s, m, v) * v - 1e-9);
 }
 
+int plan_pipe_early_recvs(int schedule, int p)
+{
+    return schedule == SCHED_INTERLEAVED && p > 1 ? 1 : 0;
+}
+
 uint64_t plan_memory_buffers(double slots, int zero, double p2p_bytes, double layer_params_max,
                              PlanDtype dtype, PlanDtype gdtype)
 {
@@ -204,9 +209,11 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         /* + a mixture's all-to-all send and receive buffers (ep > 1),
          * alive during the one layer that runs */
         double slots = plan_pipe_slots(l->schedule, l->pp, s, c->n_micro, l->chunks);
+        double early = plan_pipe_early_recvs(l->schedule, l->pp) * p2p;   /* receives posted early */
         m->buffers_bytes = plan_bytes_add(plan_memory_buffers(slots, l->zero, p2p, layer_max, p->model.dtype,
                                                               plan_grad_dtype(p)),
-                                          plan_bytes_add(plan_bytes(a2a), plan_memory_grad_transient(p, layer_max)));
+                                          plan_bytes_add(plan_bytes(a2a + early),
+                                                         plan_memory_grad_transient(p, layer_max)));
         m->reserve_bytes = plan_memory_reserve(cap);
         m->total_bytes = plan_bytes_add(plan_bytes_add(plan_bytes_add(m->params_bytes, m->grads_bytes),
                                          plan_bytes_add(m->optimizer_bytes, m->activations_bytes)),

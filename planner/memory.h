@@ -36,6 +36,12 @@ uint64_t plan_memory_reserve(uint64_t capacity);
  * buffers, pp 1 too): plan_in_flight times the chunks v. */
 double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v);
 
+/* Activation receives a stage posts early at once (planner/p2p_order.c:
+ * NCCL's rules; the interleaved schedule needs one, the others none), each
+ * into a receive buffer of p2p bytes that planrt's pipe makes at start on
+ * every stage. plan_program_p2p_order refuses a Program that needs more. */
+int plan_pipe_early_recvs(int schedule, int p);
+
 /* Bytes of one stage's buffers, per GPU: a send and a receive buffer of
  * p2p_bytes for each of `slots` pipeline slots (plan_pipe_slots); under ZeRO-3 two gathered layers (the one
  * computing, the one prefetched; layer_params_max parameters in the compute

@@ -78,6 +78,9 @@ typedef struct {
     double         ep_dur;      /* compute ops: seconds of dur in the EP all-to-alls inside
                                    (OP_EP_ALL_TO_ALL; 0 without expert parallelism) */
     double         ep_bytes;    /* compute ops: bytes one rank sends in those all-to-alls */
+    int            prepost;     /* RECV_*: 0, posted at the op itself; else 1 + the index of
+                                   the op before which it is posted early, with the sends
+                                   queued there (NCCL's rules: p2p_order.c) */
 } PlanOp;
 
 typedef struct {
@@ -159,6 +162,16 @@ bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len);
 bool plan_lower_costs(const PlanOpCosts *c, PlanProgram *out);
 
 void plan_program_free(PlanProgram *p);
+
+/* Make the pipeline's transfers hold under NCCL's rules (one stream in
+ * issue order, a send ends once its receive is posted, no tags): run the
+ * transfers of every stage as the runtime groups them and post early the
+ * receives a deadlock waits for (PlanOp.prepost). False, with the waiting
+ * transfers in why, if no receive posted early can end a deadlock, or if
+ * sends and receives do not pair up. plan_lower calls it. */
+bool plan_program_p2p_order(PlanProgram *p, char *why, size_t len);
+/* How many receives of p are posted early. */
+int  plan_program_preposts(const PlanProgram *p);
 
 /* Copy a cost table (cost.h) into the lowering's per-virtual-stage
  * arrays (oc allocated with plan_op_costs_alloc for the same pp and

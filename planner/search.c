@@ -713,7 +713,8 @@ static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, i
 {
     double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) *
                  plan_act_kept(l->schedule, g->act, g->split) + g->rebuild +
-                 2 * plan_pipe_slots(l->schedule, l->pp, s, n_micro, l->chunks) * g->p2p;
+                 2 * plan_pipe_slots(l->schedule, l->pp, s, n_micro, l->chunks) * g->p2p +
+                 plan_pipe_early_recvs(l->schedule, l->pp) * g->p2p;   /* receives posted early */
     return plan_bytes(act);
 }
 

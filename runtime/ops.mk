@@ -30,7 +30,7 @@ test-ops: $(OPS_TEST_BINS)
 .PHONY: test-fault
 TEST_TARGETS += test-fault
 test-fault: $(PLANC) $(LIBPRT) $(CG_DATA)
-	MPIRUN="$(MPIRUN)" tests/fault/run.sh $(PLANC) $(abspath $(BUILD))/fault
+	MPIRUN="$(MPIRUN_RDV)" tests/fault/run.sh $(PLANC) $(abspath $(BUILD))/fault
 
 BENCH_TARGETS += bench-ops
 bench-ops: $(BUILD)/tests/test_ops_bench

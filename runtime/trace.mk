@@ -13,4 +13,4 @@ PRT_CUDA_SRCS  += $(PRT_TRACE_SRCS)
 .PHONY: test-trace-measured
 TEST_TARGETS += test-trace-measured
 test-trace-measured: $(PLANC) $(LIBPRT) $(CG_DATA)
-	MPIRUN="$(MPIRUN)" tests/trace_measured/run.sh $(PLANC) $(abspath $(BUILD))/tests/trace-measured
+	MPIRUN="$(MPIRUN_RDV)" tests/trace_measured/run.sh $(PLANC) $(abspath $(BUILD))/tests/trace-measured

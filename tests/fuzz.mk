@@ -75,4 +75,4 @@ TEST_TARGETS += test-hostile
 test-hostile: $(PLANC) $(LIBPRT)
 	tests/hostile/frontend.sh $(PLANC)
 	LIMIT_S=$(HOSTILE_LIMIT_S) tests/hostile/limits.sh $(PLANC)
-	MPIRUN="$(MPIRUN)" tests/hostile/codegen.sh $(PLANC)
+	MPIRUN="$(MPIRUN_RDV)" tests/hostile/codegen.sh $(PLANC)

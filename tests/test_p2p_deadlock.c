@@ -82,7 +82,7 @@ static bool raw_pair(prt_comm *g, bool grouped, float *out, float *in)
 static bool pipe_1f1b(prt_ctx *c, bool old, float *in)
 {
     prt_pipe *p;
-    if (prt_pipe_new(c, 2, 1, N, false, NULL, NULL, NULL, &p) != PRT_OK) return false;
+    if (prt_pipe_new(c, 2, 1, N, false, 0, NULL, NULL, NULL, &p) != PRT_OK) return false;
     const int stage = c->coord.pp, peer = 1 - stage;
     prt_status s = PRT_OK;
     bool deadlock = false;   /* the first failure's message, before later calls replace it */

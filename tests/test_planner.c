@@ -892,6 +892,111 @@ static void test_schedules_structure(void **state)
             }
 }
 
+/* The order in which stage s posts its receives from each peer is the
+ * list's order (so they match the peer's sends, NCCL having no tags):
+ * post points never go backwards, and an early one comes after the op
+ * that posts it. Returns the number of receives posted early. */
+static int check_recv_order(const PlanProgram *pr, int s)
+{
+    const PlanStageProgram *sp = &pr->stages[s];
+    int early = 0;
+    for (int peer = 0; peer < pr->pp; peer++) {
+        int last = -1;
+        for (int i = 0; i < sp->n_ops; i++) {
+            const PlanOp *o = &sp->ops[i];
+            if ((o->kind != OP_RECV_ACT && o->kind != OP_RECV_GRAD) || o->peer != peer) continue;
+            int at = o->prepost ? o->prepost - 1 : i;
+            if (o->prepost) { assert_true(at < i); early++; }
+            assert_true(at >= last);
+            last = at;
+        }
+    }
+    return early;
+}
+
+/* NCCL's rules (p2p_order.c): every schedule's Program, with or without
+ * collectives inside its compute ops (tp > 1), lowers to transfers that
+ * end; GPipe and 1F1B need no receive posted early (the runtime's groups
+ * of adjacent transfers are enough), the interleaved schedule on two
+ * stages does (the deadlock PLANRT_P2P=rendezvous found), and every early
+ * receive keeps the list's order. */
+static void test_p2p_order_schedules(void **state)
+{
+    (void)state;
+    int scheds[] = { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_INTERLEAVED, SCHED_INTERLEAVED,
+                     SCHED_ZB_H1 };
+    int vs[] = { 1, 1, 2, 3, 4, 1 };
+    int runs = 0;
+    for (int si = 0; si < 6; si++)
+        for (int p = 2; p <= 8; p *= 2)
+            for (int m = p; m <= 4 * p; m += p)
+                for (int tp = 1; tp <= 2; tp++) {
+                    PlanOpCosts c;
+                    PlanProgram pr;
+                    char why[512] = "";
+                    assert_true(synthetic(&c, p, vs[si], m, scheds[si], 1, 1, 2, 1));
+                    assert_true(plan_lower_costs(&c, &pr));
+                    pr.tp = tp;
+                    bool ok = plan_program_p2p_order(&pr, why, sizeof why);
+                    if (!ok) print_message("sched %d v %d p %d m %d tp %d: %s\n", scheds[si], vs[si], p, m, tp, why);
+                    assert_true(ok);
+                    int early = 0;
+                    for (int s = 0; s < p; s++) {
+                        early += check_recv_order(&pr, s);
+                        /* only the interleaved schedule posts an activation's receive
+                         * early (into the pipe's buffer, memory.c counts it) */
+                        const PlanStageProgram *sp = &pr.stages[s];
+                        for (int i = 0; i < sp->n_ops; i++)
+                            if (sp->ops[i].kind == OP_RECV_ACT && sp->ops[i].prepost)
+                                assert_int_equal(plan_pipe_early_recvs(scheds[si], p), 1);
+                    }
+                    assert_int_equal(early, plan_program_preposts(&pr));
+                    if (scheds[si] == SCHED_GPIPE || scheds[si] == SCHED_1F1B) assert_int_equal(early, 0);
+                    if (scheds[si] == SCHED_INTERLEAVED && p == 2 && vs[si] == 2 && m == 4)
+                        assert_true(early > 0);
+                    runs++;
+                    plan_program_free(&pr);
+                    plan_op_costs_free(&c);
+                }
+    assert_true(runs == 6 * 3 * 4 * 2);
+}
+
+/* Hand-made lists: both stages send, compute, then receive what the
+ * other sent (the old pipeline order) — fixed by posting a receive early;
+ * both stages receive before they send (a real deadlock of the data) —
+ * refused, naming the waiting transfers. */
+static void test_p2p_order_hand(void **state)
+{
+    (void)state;
+    PlanOp ops[2][3];
+    PlanStageProgram st[2];
+    memset(ops, 0, sizeof ops);
+    for (int s = 0; s < 2; s++) {
+        ops[s][0] = (PlanOp){ .kind = s ? OP_SEND_GRAD : OP_SEND_ACT, .mb = 0, .peer = 1 - s };
+        ops[s][1] = (PlanOp){ .kind = OP_FWD, .mb = 1, .peer = -1 };
+        ops[s][2] = (PlanOp){ .kind = s ? OP_RECV_ACT : OP_RECV_GRAD, .mb = 0, .peer = 1 - s };
+        st[s] = (PlanStageProgram){ .stage = s, .n_ops = 3, .cap = 3, .ops = ops[s] };
+    }
+    PlanProgram pr = { .pp = 2, .dp = 1, .tp = 1, .chunks = 1, .n_micro = 2, .stages = st };
+    char why[512] = "";
+    assert_true(plan_program_p2p_order(&pr, why, sizeof why));
+    assert_int_equal(plan_program_preposts(&pr), 1);
+    for (int s = 0; s < 2; s++) check_recv_order(&pr, s);
+
+    for (int s = 0; s < 2; s++) {   /* receive first on both sides */
+        ops[s][0] = (PlanOp){ .kind = s ? OP_RECV_ACT : OP_RECV_GRAD, .mb = 0, .peer = 1 - s };
+        ops[s][1] = (PlanOp){ .kind = OP_FWD, .mb = 1, .peer = -1 };
+        ops[s][2] = (PlanOp){ .kind = s ? OP_SEND_GRAD : OP_SEND_ACT, .mb = 0, .peer = 1 - s };
+    }
+    assert_false(plan_program_p2p_order(&pr, why, sizeof why));
+    assert_non_null(strstr(why, "deadlock under NCCL's rules"));
+    assert_non_null(strstr(why, "stage 0 waits in RECV_GRAD mb 0 chunk 0 from stage 1"));
+
+    ops[1][2].kind = OP_FWD;          /* a send with no receive */
+    assert_false(plan_program_p2p_order(&pr, why, sizeof why));
+    assert_non_null(strstr(why, "no partner"));
+}
+
 /* Bubble of the simulated Program equals the closed forms, many layouts. */
 static void test_bubble_sim_vs_closed(void **state)
 {
@@ -2143,6 +2248,8 @@ int main(void)
         cmocka_unit_test(test_layout_defaults),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_schedules_structure),
+        cmocka_unit_test(test_p2p_order_schedules),
+        cmocka_unit_test(test_p2p_order_hand),
         cmocka_unit_test(test_bubble_sim_vs_closed),
         cmocka_unit_test(test_zb_h1),
         cmocka_unit_test(test_p2p_wait),

@@ -237,6 +237,8 @@ typedef struct prt_slot {
     prt_act     *d;          /* (N, C) gradient of the output; of the input after backward */
     void        *acts;       /* the generated program's per-layer buffers */
     prt_request *req;        /* a send from this slot in flight */
+    prt_request *rreq;       /* a receive into this slot posted early (prt_pipe_post_recv_*) */
+    bool         rqueued;    /* ... and still queued, not posted yet */
     bool         busy;       /* between forward and the end of backward */
 } prt_slot;
 
@@ -250,10 +252,13 @@ typedef struct prt_pipe prt_pipe;
  * same act_count elements (TP without sequence parallelism), so each sends
  * only its 1/tp of them and the receiving stage all-gathers them over TP
  * (Megatron-LM's scatter/gather, Narayanan et al. 2021 Sec. 4.1: the
- * inter-node bytes / tp, the gather on NVLink); act_count % tp must be 0. */
+ * inter-node bytes / tp, the gather on NVLink); act_count % tp must be 0.
+ * early_recvs: buffers of act_count elements, made now, for activation
+ * receives posted early (prt_pipe_post_recv_act; the planner's
+ * plan_pipe_early_recvs: 1 under the interleaved schedule, else 0). */
 prt_status prt_pipe_new(prt_ctx *c, int n_micro, int chunks, size_t act_count, bool tp_split,
-                        prt_slot_alloc_fn alloc, prt_slot_free_fn free_fn, void *user,
-                        prt_pipe **out);
+                        int early_recvs, prt_slot_alloc_fn alloc, prt_slot_free_fn free_fn,
+                        void *user, prt_pipe **out);
 void       prt_pipe_free(prt_pipe *p);
 /* The slot of (mb, chunk), taken from the pool on first use in a step. */
 prt_status prt_pipe_slot(prt_pipe *p, int mb, int chunk, prt_slot **out);
@@ -269,8 +274,15 @@ prt_status prt_pipe_send_act(prt_pipe *p, int mb, int chunk, int peer);
 prt_status prt_pipe_recv_act(prt_pipe *p, int mb, int chunk, int peer);
 prt_status prt_pipe_send_grad(prt_pipe *p, int mb, int chunk, int peer);
 prt_status prt_pipe_recv_grad(prt_pipe *p, int mb, int chunk, int peer);
-/* Post the queued sends now, as one group: before any op that is not a
- * transfer or FREE_SLOT, so no send waits behind a computation. */
+/* Queue the receive of (mb, chunk)'s input activation / output gradient
+ * now, to be posted with the queued sends (the Program says where:
+ * planner/p2p_order.c posts early the receives NCCL's rules need); the
+ * prt_pipe_recv_* of the same transfer later waits for it. */
+prt_status prt_pipe_post_recv_act(prt_pipe *p, int mb, int chunk, int peer);
+prt_status prt_pipe_post_recv_grad(prt_pipe *p, int mb, int chunk, int peer);
+/* Post the queued sends and early receives now, as one group: before any
+ * op that is not a transfer or FREE_SLOT, so no send waits behind a
+ * computation. */
 prt_status prt_pipe_post(prt_pipe *p);
 /* End of a step: post and wait for every send, recycle every slot. */
 prt_status prt_pipe_flush(prt_pipe *p);

@@ -25,6 +25,7 @@
 enum {
     DP = 2, TP = 2, PP = 2,                 /* data-, tensor-, pipeline-parallel degrees */
     CHUNKS = 1,                             /* model chunks per pipeline stage */
+    EARLY_RECVS = 0,                        /* activation receives posted early at once (NCCL's rules) */
     ZERO = 1,                               /* ZeRO stage */
     N_MICRO = 4,                            /* micro-batches per step on each pipeline */
     N_LAYERS = 11, N_PARAMS = 53,           /* layers of the model, tensors of PARAMS */
@@ -609,6 +610,8 @@ typedef enum {
     NORM_REDUCE = 14,
     REDUCE_DURING = 16,  /* the REDUCE_GRADS after the next backward starts inside it, bucket by bucket */
     FREE_SLOT = 17,      /* (mb, chunk)'s activations are not needed any more */
+    POST_RECV_ACT = 18,  /* the receive of (mb, chunk)'s input posted early, with the sends queued */
+    POST_RECV_GRAD = 19, /* ... of its output gradient; the RECV_* op later waits for it */
 } OpKind;
 
 /* The activation slot of (mb, chunk), for a forward or backward. */
@@ -644,7 +647,8 @@ static void op(OpKind kind, int mb, int chunk, int peer)
     if (R.args.dry_run) { dry_op(kind, mb, chunk); return; }
     /* PP: the queued sends go now, as one group (NCCL: a send ends only once its receive is
      * posted, so a send never waits behind this op); a receive takes them along itself */
-    if (kind != SEND_ACT && kind != RECV_ACT && kind != SEND_GRAD && kind != RECV_GRAD && kind != FREE_SLOT)
+    if (kind != SEND_ACT && kind != RECV_ACT && kind != SEND_GRAD && kind != RECV_GRAD && kind != FREE_SLOT &&
+        kind != POST_RECV_ACT && kind != POST_RECV_GRAD)
         CHECK(prt_pipe_post(R.pipe));
     prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
     switch (kind) {
@@ -659,6 +663,8 @@ static void op(OpKind kind, int mb, int chunk, int peer)
     case RECV_ACT:  CHECK(prt_pipe_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: input <- previous stage */
     case SEND_GRAD: CHECK(prt_pipe_send_grad(R.pipe, mb, chunk, peer)); break;  /* PP: input gradient -> previous */
     case RECV_GRAD: CHECK(prt_pipe_recv_grad(R.pipe, mb, chunk, peer)); break;  /* PP: output gradient <- next */
+    case POST_RECV_ACT:  CHECK(prt_pipe_post_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: NCCL's rules */
+    case POST_RECV_GRAD: CHECK(prt_pipe_post_recv_grad(R.pipe, mb, chunk, peer)); break;
     case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.m, chunk)); break;   /* ZeRO-1: reduce-scatter the chunk's gradients over DP into this rank's shard, async */
     case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.m, chunk)); break;
     case NORM_REDUCE:    CHECK(prt_zero_norm_reduce(R.m, R.step + 1)); break; /* all ranks: squared norm */
@@ -774,7 +780,7 @@ static const bool PIPE_TP_SPLIT = TP > 1 && N * C % TP == 0;
 static int dry_run(void)
 {
     scratch_alloc();
-    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, slot_alloc, slot_free, NULL, &R.pipe));
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, EARLY_RECVS, slot_alloc, slot_free, NULL, &R.pipe));
     train_step();
     CHECK(prt_mem_report(R.c, R.args.mem_report ? R.args.mem_report : "/dev/stdout"));
     prt_pipe_free(R.pipe);
@@ -797,7 +803,7 @@ int main(int argc, char **argv)
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
     prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
     scratch_alloc();
-    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, slot_alloc, slot_free, NULL, &R.pipe));
+    CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, EARLY_RECVS, slot_alloc, slot_free, NULL, &R.pipe));
     long saved = R.args.resume ? R.step : -1;
     while (R.step < R.args.steps) {
         prt_log_step_begin(R.log);
