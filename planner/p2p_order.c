@@ -255,8 +255,8 @@ static void move_to_head(P2pRank *rt, int j, int at)
 static bool post_one_early(P2pModel *m)
 {
     /* a gradient's receive first: it writes into the slot its forward
-     * made, while an activation's receive posted early takes a slot early
-     * (memory the schedule's formulas do not count) */
+     * made, while an activation's receive posted early needs one of the
+     * pipe's few early buffers (plan_pipe_early_recvs) */
     for (int pass = 0; pass < 2; pass++)
     for (int s = 0; s < m->p->pp; s++) {
         P2pRank *r = &m->r[s];
