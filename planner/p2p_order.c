@@ -20,8 +20,11 @@
  * symmetric — and where it deadlocks, the receive that a blocked send
  * waits for is posted early, in the group at the head of the receiving
  * stage's stream (Megatron's send_forward_backward_recv_forward_backward
- * posts the next receives with the sends for the same reason). Then the
- * run starts again, until every stage ends its list. Receives from one
+ * posts the next receives with the sends for the same reason), and the
+ * run goes on from there (move_to_head: the state a run with that receive
+ * posted from the start reaches), until every stage ends its list. A
+ * gradient's receive is preferred: it lands in the slot its forward made,
+ * an activation's in one of the pipe's early buffers. Receives from one
  * peer keep their order: a receive posted early takes the earlier ones
  * from the same peer with it. The result is each RECV op's `prepost`
  * (program.h), which the code generator emits as POST_RECV_* before the

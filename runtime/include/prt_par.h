@@ -237,7 +237,8 @@ typedef struct prt_slot {
     prt_act     *d;          /* (N, C) gradient of the output; of the input after backward */
     void        *acts;       /* the generated program's per-layer buffers */
     prt_request *req;        /* a send from this slot in flight */
-    prt_request *rreq;       /* a receive into this slot posted early (prt_pipe_post_recv_*) */
+    prt_request *rreq;       /* a gradient's receive into d posted early (prt_pipe_post_recv_grad;
+                                an activation's goes to the pipe's early buffer instead) */
     bool         rqueued;    /* ... and still queued, not posted yet */
     bool         busy;       /* between forward and the end of backward */
 } prt_slot;
