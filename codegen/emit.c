@@ -1220,8 +1220,8 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (w->overlap_tp && l->tp > 1) {
         key = "overlap_tp true";
         what = "its TP collectives are synchronous";
-    } else if (w->flash_attention) {
-        key = "flash_attention true";
+    } else if (plan_flash(w)) {
+        key = "attention_kernel fa2|fa3|cudnn (flash_attention true)";
         what = "its attention materialises the scores (runtime/ops)";
     } else if (!w->grad_accum_fusion) {
         key = "grad_accum_fusion false";

@@ -754,7 +754,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
 
     PlanCut cut = { .micro_batch = l->micro_batch, .tp = l->tp,
                     .sp = l->sequence_parallel == 1, .recompute = l->recompute, .ep = plan_ep(l),
-                    .flash = p->software.flash_attention, .xent_fp32 = !p->software.cross_entropy_fusion };
+                    .flash = plan_flash(&p->software), .xent_fp32 = !p->software.cross_entropy_fusion };
     PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
     /* the EP group: ep consecutive DP ranks of one TP rank, tp apart */
     PlanGroup epg = plan_group_shape(cl->gpus_per_node, l->tp, plan_ep(l));

@@ -25,7 +25,7 @@ typedef struct {
     bool    sp;             /* sequence parallelism (Korthikanti et al. 2022) */
     int     recompute;      /* Recompute */
     int     ep;             /* expert-parallel degree (MoE layers); 0 means 1 */
-    bool    flash;          /* fused attention (Software.flash_attention) */
+    bool    flash;          /* fused attention (plan_flash(Software)) */
     bool    xent_fp32;      /* the loss on an fp32 copy of the logits, Megatron-LM's
                                VocabParallelCrossEntropy (!Software.cross_entropy_fusion) */
 } PlanCut;

@@ -245,6 +245,16 @@ typedef struct {
  * they predict other software (Megatron-LM, DeepSpeed) too; `emit` refuses
  * the settings planc's runtime cannot honour (codegen/emit.c). Named after
  * Megatron-LM's flags, which planc export prints from them. */
+/* The attention kernels (Software.attention_kernel, the plan key
+ * `attention_kernel`). ORDER the names in sema.c (ATTN_KERNEL_NAMES). */
+typedef enum {
+    PLAN_ATTN_MATH,     /* scores materialised in HBM (planc's runtime) */
+    PLAN_ATTN_FA2,      /* FlashAttention-2 */
+    PLAN_ATTN_FA3,      /* FlashAttention-3 (Hopper: wgmma, TMA, warp specialisation) */
+    PLAN_ATTN_CUDNN,    /* cuDNN's fused attention (TransformerEngine's on Hopper/Blackwell) */
+} PlanAttnKernel;
+#define PLAN_N_ATTN_KERNELS 4
+
 typedef struct {
     /* true (planc): each chunk's DP reduction drains its last backward
      * bucket by bucket; false: all of them run after the pipeline flush,
@@ -276,14 +286,17 @@ typedef struct {
      * bf16 model (Megatron-LM's and DeepSpeed's bf16 rule), else the
      * model's (fp16: the ZeRO paper's 2 + 2 + 12 bytes) */
     int  grad_accum_dtype;
-    /* true: attention is one fused kernel that keeps the s x s_k scores
-     * in on-chip memory (FlashAttention, Dao et al. 2022; FlashAttention-2,
-     * Dao 2023; Megatron-Core through TransformerEngine's fused attention):
-     * no score, probability or dropout-mask tensor in HBM, causal tiles
-     * above the diagonal skipped, the backward recomputes the scores;
-     * false (planc): scores materialised, softmax and dropout as kernels of
-     * their own */
-    bool flash_attention;
+    /* the attention kernel (PlanAttnKernel). Any but PLAN_ATTN_MATH is one
+     * fused kernel that keeps the s x s_k scores in on-chip memory
+     * (FlashAttention, Dao et al. 2022; FlashAttention-2, Dao 2023;
+     * FlashAttention-3, Shah et al. 2024; cuDNN's fused attention, which
+     * TransformerEngine's DotProductAttention runs on Hopper): no score,
+     * probability or dropout-mask tensor in HBM, causal tiles above the
+     * diagonal skipped, the backward recomputes the scores; the kernels
+     * differ in the rate they reach (cost.c). PLAN_ATTN_MATH (planc):
+     * scores materialised, softmax and dropout as kernels of their own
+     * (PyTorch's "math" SDPA backend). plan_flash() says which. */
+    int  attention_kernel;
     /* true (planc): a weight-gradient GEMM accumulates into the gradient
      * buffer itself (beta = 1; Megatron-LM's --gradient-accumulation-fusion,
      * TransformerEngine's fuse_wgrad_accumulation); false: it writes a
@@ -300,6 +313,12 @@ typedef struct {
      * exp, sum, divide as kernels of their own; the fp32 softmax kept) */
     bool cross_entropy_fusion;
 } Software;
+
+/* Whether the plan's attention is one fused kernel (scores on chip). */
+static inline bool plan_flash(const Software *w)
+{
+    return w->attention_kernel != PLAN_ATTN_MATH;
+}
 
 typedef struct {
     const char *file;            /* the .plan file it came from */

@@ -1149,10 +1149,11 @@ static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch"
                                          "schedule", "chunks", "recompute", "sequence_parallel",
                                          "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
                                          "overlap_tp", "ep", "grad_accum_dtype", "flash_attention",
-                                         "grad_accum_fusion", "cross_entropy_fusion" };
+                                         "grad_accum_fusion", "cross_entropy_fusion", "attention_kernel" };
 KEYS_FIT(PLAN_KEYS);
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
+static const char *const ATTN_KERNEL_NAMES[] = { "math", "fa2", "fa3", "cudnn" };       /* ORDER PlanAttnKernel */
 
 /* The plan block's statements, kept for the locations of later checks. */
 typedef struct {
@@ -1166,9 +1167,8 @@ typedef struct {
 static void sema_software(Sema *S, const Fields *F, Software *W)
 {
     static const char *const KEYS[] = { "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
-                                        "overlap_tp", "flash_attention", "grad_accum_fusion",
-                                        "cross_entropy_fusion" };
-    bool *slot[] = { &W->overlap_grad_reduce, NULL, &W->overlap_p2p, &W->overlap_tp, &W->flash_attention,
+                                        "overlap_tp", "grad_accum_fusion", "cross_entropy_fusion" };
+    bool *slot[] = { &W->overlap_grad_reduce, NULL, &W->overlap_p2p, &W->overlap_tp,
                      &W->grad_accum_fusion, &W->cross_entropy_fusion };
     const DslStmt *s;
     int e;
@@ -1179,6 +1179,19 @@ static void sema_software(Sema *S, const Fields *F, Software *W)
         }
     if ((s = field(F, "grad_accum_dtype")) && get_enum(S, s, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &e))
         W->grad_accum_dtype = e;   /* PLAN_AUTO when absent: plan_grad_dtype's default */
+    /* the attention kernel; `flash_attention true|false`, the older key,
+     * says fa2 or math, and the two may not disagree */
+    const DslStmt *fa = field(F, "flash_attention"), *ak = field(F, "attention_kernel");
+    int flash = -1;
+    if (fa && get_bool(S, fa, false, &flash)) W->attention_kernel = flash ? PLAN_ATTN_FA2 : PLAN_ATTN_MATH;
+    if (ak && get_enum(S, ak, ATTN_KERNEL_NAMES, N_ELEMS(ATTN_KERNEL_NAMES), false, &e)) {
+        if (flash >= 0 && (e != PLAN_ATTN_MATH) != (flash != 0))
+            dsl_error(S->d, ak->args ? ak->args->loc : ak->key_loc,
+                      "'attention_kernel %s' disagrees with 'flash_attention %s' (fa2, fa3 and cudnn are "
+                      "fused kernels, math is not); keep one of the two", ATTN_KERNEL_NAMES[e],
+                      flash ? "true" : "false");
+        W->attention_kernel = e;
+    }
 }
 
 /* plan { ... }: every layout field may be absent or `auto` (PLAN_AUTO);

@@ -556,7 +556,7 @@ static void test_software_refusals(void **state)
         { { "dp2-zero2", 2, 1, 1, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GACC32, NULL },
         { { "dp2-zero2", 2, 1, 1, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GACC16, "grad_accum_dtype bf16" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, GACCH, "grad_accum_dtype fp16" },
-        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, FLASH, "flash_attention true" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, FLASH, "attention_kernel fa2|fa3|cudnn (flash_attention true)" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, NOFUSE, "grad_accum_fusion false" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, NOXENT, "cross_entropy_fusion false" },
     };
@@ -579,7 +579,7 @@ static void test_software_refusals(void **state)
         case GACC32: w->grad_accum_dtype = DTYPE_FP32; break;
         case GACC16: w->grad_accum_dtype = DTYPE_BF16; break;
         case GACCH:  w->grad_accum_dtype = DTYPE_FP16; break;
-        case FLASH:  w->flash_attention = true; break;
+        case FLASH:  w->attention_kernel = PLAN_ATTN_FA2; break;
         case NOFUSE: w->grad_accum_fusion = false; break;
         case NOXENT: w->cross_entropy_fusion = false; break;
         }

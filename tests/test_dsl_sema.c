@@ -551,6 +551,9 @@ static void test_software_keys(void **state)
         { "plan { grad_accum_fusion false }\n", true, PLAN_AUTO, true, false, false, false },
         { "plan { grad_accum_fusion true }\n", true, PLAN_AUTO, true, false, false, true },
         { "plan { cross_entropy_fusion false }\n", true, PLAN_AUTO, true, false, false, true },
+        { "plan { attention_kernel cudnn }\n", true, PLAN_AUTO, true, false, true, true },
+        { "plan { attention_kernel math }\n", true, PLAN_AUTO, true, false, false, true },
+        { "plan { attention_kernel fa3; flash_attention true }\n", true, PLAN_AUTO, true, false, true, true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Run r;
@@ -563,9 +566,13 @@ static void test_software_keys(void **state)
         assert_int_equal(w->overlap_param_gather, cases[i].gather);
         assert_int_equal(w->overlap_p2p, cases[i].p2p);
         assert_int_equal(w->overlap_tp, cases[i].tp);
-        assert_int_equal(w->flash_attention, cases[i].flash);
+        assert_int_equal(plan_flash(w), cases[i].flash);
         assert_int_equal(w->grad_accum_fusion, cases[i].fuse);
         assert_int_equal(w->cross_entropy_fusion, strstr(cases[i].plan, "cross_entropy_fusion false") == NULL);
+        if (strstr(cases[i].plan, "cudnn")) assert_int_equal(w->attention_kernel, PLAN_ATTN_CUDNN);
+        if (strstr(cases[i].plan, "fa3")) assert_int_equal(w->attention_kernel, PLAN_ATTN_FA3);
+        if (!strstr(cases[i].plan, "attention_kernel") && strstr(cases[i].plan, "flash_attention true"))
+            assert_int_equal(w->attention_kernel, PLAN_ATTN_FA2);
         done(&r);
         free(text);
     }
@@ -575,6 +582,8 @@ static void test_software_keys(void **state)
         { "plan { flash_attention auto }\n", "'flash_attention' expects true or false, got auto" },
         { "plan { grad_accum_fusion auto }\n", "'grad_accum_fusion' expects true or false, got auto" },
         { "plan { cross_entropy_fusion 0 }\n", "'cross_entropy_fusion' expects true or false, got 0" },
+        { "plan { attention_kernel fa4 }\n", "attention_kernel" },
+        { "plan { attention_kernel math; flash_attention true }\n", "disagrees with 'flash_attention true'" },
         { "plan { overlap_grad_reduce }\n", "overlap_grad_reduce" },
         { "plan { overlap_gather true }\n", "overlap_param_gather" },   /* the suggestion */
     };

@@ -2045,7 +2045,7 @@ static void test_flash_attention_terms(void **state)
     Layout l = plan_layout_defaults(&p);
     PlanCosts x, y;
     assert_true(plan_costs(&p, &l, &x));
-    p.software.flash_attention = true;
+    p.software.attention_kernel = PLAN_ATTN_FA2;
     assert_true(plan_costs(&p, &l, &y));
     for (int k = 0; k < x.n_chunks; k++) {
         assert_true(y.cost[k].fwd < x.cost[k].fwd && y.cost[k].bwd < x.cost[k].bwd);
