@@ -132,7 +132,7 @@ PlanGroup plan_group_shape(int64_t G, int64_t stride, int64_t size)
 /* The group of `size` members `stride` apart, with the pods it spans. */
 static PlanGroup cluster_group(const Cluster *cl, int64_t stride, int64_t size)
 {
-    PlanGroup g = plan_group_shape(cl->gpus_per_node, stride, size);
+    PlanGroup g = plan_group_shape(plan_nvlink_domain(cl), stride, size);   /* "nodes": NVLink domains */
     int64_t npp = cl->nodes_per_pod;
     if (npp > 0 && cl->nodes > npp && size > 1) {
         int64_t per = per_block(cl->gpus_per_node * npp, stride, size);
@@ -335,13 +335,15 @@ static double nccl_nvlink(const Cluster *cl)
                 nccl_bus_cap(&cl->device));
 }
 
-/* The rails g's members drive across nodes, GB/s: min(local, NICs) NICs of
- * gpus_per_node / NICs GPUs' share each. */
+/* The rails g's members drive across NVLink domains, GB/s: min(local,
+ * NICs of the domain) NICs of gpus_per_node / NICs GPUs' share each (a
+ * domain of several nodes, an NVL72 rack of trays, has each tray's NICs). */
 static double nccl_net(const Cluster *cl, PlanGroup g)
 {
     double G = (double)cl->gpus_per_node;
     double nics = cl->nics_per_node > 0 ? (double)cl->nics_per_node : G;
-    return fmin((double)g.local, nics) * cl->inter.bandwidth * G / nics *
+    double domain_nics = nics * (double)plan_nvlink_domain(cl) / G;
+    return fmin((double)g.local, domain_nics) * cl->inter.bandwidth * G / nics *
            eff_of(&cl->inter, PLAN_NCCL_EFF_NET) / 1e9;
 }
 

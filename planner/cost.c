@@ -43,6 +43,19 @@ double plan_gemm_eff(const Device *d)
     return d->gemm_eff > 0 ? d->gemm_eff : PLAN_GEMM_EFF;
 }
 
+double plan_sustained(const Device *d)
+{
+    return d->sustained > 0 ? d->sustained : 1;
+}
+
+/* bytes/s a memory-bound kernel streams: the device's measured figure
+ * (a preset's BabelStream, presets.c, or planc calibrate's), else
+ * PLAN_HBM_EFF of its HBM */
+static double stream_bw(const Device *d)
+{
+    return d->stream > 0 ? d->stream : d->hbm * PLAN_HBM_EFF;
+}
+
 /* Whether a GEMM's epilogue (its output tiles written to HBM, read first
  * when accumulating) runs after its mainloop rather than beside it. On
  * Ampere (and a device of unknown architecture, taken as Ampere's, as
@@ -66,7 +79,7 @@ static double gemm_time(const Device *d, double peak, double e, double m, double
                         double batch, int c_reads)
 {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
-    double bw = d->hbm * PLAN_HBM_EFF;
+    double bw = stream_bw(d);
     double ab = (m * k + k * n) * e * batch / bw;            /* s: the operands, streamed */
     double c = (1 + c_reads) * m * n * e * batch / bw;       /* s: the output tiles' epilogue */
     if (!(d->flops_16 > 2 * d->flops_fp32))   /* no tensor cores (a CPU): plain roofline */
@@ -137,8 +150,7 @@ double plan_gemm_time(const Device *d, double peak, double e,
 
 double plan_stream_time(const Device *d, double bytes, int kernels)
 {
-    double bw = d->stream > 0 ? d->stream : d->hbm * PLAN_HBM_EFF;
-    return bytes / bw + kernels * (d->launch > 0 ? d->launch : PLAN_KERNEL_GAP);
+    return bytes / stream_bw(d) + kernels * (d->launch > 0 ? d->launch : PLAN_KERNEL_GAP);
 }
 
 static double stream_time(const Device *d, double bytes, int kernels)
@@ -226,6 +238,80 @@ double plan_flash_causal_fraction(double s, double sk)
     return (nb + 1) / (2 * nb);
 }
 
+/* ---- fused attention: measured rates ------------------------------------ */
+
+/* TFLOP/s of the fused attention kernels on an H100 SXM5 at a locked
+ * 1830 MHz (the clock its 989 TFLOPS dense peak is quoted at), batch x seq
+ * = 16k tokens, hidden 2048: FlashAttention-3 (Shah et al. 2024) Fig. 5
+ * (forward) and Fig. 6 (backward), which also time FlashAttention-2 and
+ * cuDNN (TransformerEngine's fused attention on Hopper is cuDNN's); FLOPs
+ * counted as 4 s^2 d heads forward (halved when causal), backward 2.5 x
+ * the forward (kernel-rates.md). [kernel][head dim 64, 128][mask
+ * non-causal, causal][seq 2k, 4k, 8k]; kernel ORDER PlanAttnKernel - 1. */
+static const double HOPPER_ATTN_FWD[3][2][2][3] = {
+    { { { 318, 321, 322 }, { 262, 284, 295 } }, { { 362, 368, 370 }, { 298, 319, 333 } } },   /* fa2 */
+    { { { 460, 476, 496 }, { 371, 420, 460 } }, { { 625, 638, 646 }, { 521, 579, 602 } } },   /* fa3 */
+    { { { 395, 408, 412 }, { 334, 363, 379 } }, { { 617, 609, 600 }, { 484, 518, 529 } } },   /* cudnn */
+};
+/* The backward, non-causal only (the papers time no causal backward):
+ * [kernel][head dim 64, 128][seq 2k, 4k, 8k]. */
+static const double HOPPER_ATTN_BWD[3][2][3] = {
+    { { 264, 279, 287 }, { 291, 310, 318 } },   /* fa2 */
+    { { 422, 453, 472 }, { 501, 542, 559 } },   /* fa3 */
+    { { 395, 417, 432 }, { 465, 499, 518 } },   /* cudnn */
+};
+#define HOPPER_ATTN_PEAK 989.0   /* TFLOPS the figures above are fractions of */
+/* FlashAttention-2 on an A100 (Dao 2023, Fig. 4), forward and backward
+ * together, head dim 128, causal, seq 2k / 4k / 8k, of a 312 TFLOPS peak:
+ * the only Ampere figures (taken for both passes, both masks and every
+ * head dim). */
+static const double AMPERE_FA2[3] = { 155, 182, 189 };
+#define AMPERE_ATTN_PEAK 312.0
+
+/* Linear interpolation of y[0..2] (at seq 2k, 4k, 8k) in log2 of the
+ * keys, held at the ends. */
+static double at_seq(const double y[3], double keys)
+{
+    double x = log2(fmax(keys, 1) / 2048.0);   /* 0, 1, 2 at the table's points */
+    if (x <= 0) return y[0];
+    if (x >= 2) return y[2];
+    int i = x < 1 ? 0 : 1;
+    return y[i] + (y[i + 1] - y[i]) * (x - i);
+}
+
+/* y64 and y128 interpolated in log2 of the head dim, held at the ends. */
+static double at_head_dim(double y64, double y128, double d)
+{
+    double x = log2(fmax(d, 1) / 64.0);
+    if (x <= 0) return y64;
+    if (x >= 1) return y128;
+    return y64 + (y128 - y64) * x;
+}
+
+double plan_attn_rate(const Device *d, int kernel, int pass, double head_dim, double keys, bool causal)
+{
+    if (d->attn_eff > 0) return d->attn_eff;   /* the device block's one rate */
+    if (kernel <= PLAN_ATTN_MATH || kernel >= PLAN_N_ATTN_KERNELS) return 0;
+    if (d->arch >= 90) {   /* Hopper's figures; Blackwell has none published: Hopper's fractions */
+        int k = kernel - 1, c = causal;
+        if (pass == 0)
+            return at_head_dim(at_seq(HOPPER_ATTN_FWD[k][0][c], keys), at_seq(HOPPER_ATTN_FWD[k][1][c], keys),
+                               head_dim) / HOPPER_ATTN_PEAK;
+        double bwd = at_head_dim(at_seq(HOPPER_ATTN_BWD[k][0], keys), at_seq(HOPPER_ATTN_BWD[k][1], keys),
+                                 head_dim);
+        if (causal) {   /* the forward's causal-to-full ratio of the same kernel and shape */
+            double fc = at_head_dim(at_seq(HOPPER_ATTN_FWD[k][0][1], keys), at_seq(HOPPER_ATTN_FWD[k][1][1], keys),
+                                    head_dim);
+            double fn = at_head_dim(at_seq(HOPPER_ATTN_FWD[k][0][0], keys), at_seq(HOPPER_ATTN_FWD[k][1][0], keys),
+                                    head_dim);
+            bwd *= fc / fn;
+        }
+        return bwd / HOPPER_ATTN_PEAK;
+    }
+    if (d->arch >= 80) return at_seq(AMPERE_FA2, keys) / AMPERE_ATTN_PEAK;   /* any fused kernel: FA2's */
+    return 0;
+}
+
 /* Why: one place turns a layer's counted work into seconds, so every
  * consumer (fast path, lowering, report) agrees. */
 static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
@@ -238,27 +324,40 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     memset(t, 0, sizeof *t);
     double core_f = 0;
     bool rescored = false;
-    double causal = plan_flash_causal_fraction((double)p->model.seq, (double)plan_attention_keys(&p->model, ly));
+    double keys = ly->kind == LAYER_ATTENTION ? (double)plan_attention_keys(&p->model, ly) : 0;
+    double hd = ly->kind == LAYER_ATTENTION ? (double)plan_head_dim(&p->model, ly) : 0;
+    double causal = plan_flash_causal_fraction((double)p->model.seq, keys);
+    int kernel = p->software.attention_kernel;
+    /* a training step's compute-bound kernels run at the device's
+     * sustained clock (Device.sustained, presets.c): the analytic GEMMs
+     * and the fused attention at that fraction of the peak they reach in
+     * short runs; the memory-bound parts are not slowed */
+    double speak = peak * plan_sustained(d);
     for (int i = 0; i < w.n_gemm; i++) {
         const PlanGemm *g = &w.gemm[i];
-        double f = plan_gemm_pass_time(d, peak, e, PLAN_GEMM_FWD, g->m, g->n, g->k, g->batch);
-        double dx = plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DX, g->m, g->n, g->k, g->batch);
+        double f = plan_gemm_pass_time(d, speak, e, PLAN_GEMM_FWD, g->m, g->n, g->k, g->batch);
+        double dx = plan_gemm_pass_time(d, speak, e, PLAN_GEMM_DX, g->m, g->n, g->k, g->batch);
         /* dB = A^T dC: accumulated into the gradient buffer (beta = 1)
          * except for the attention core's, a fresh product */
         double dw = g->core && !gemm_points_apply(d, e)
-                        ? gemm_time(d, peak, e, g->k, g->n, g->m, g->batch, 0)
-                        : plan_gemm_pass_time(d, peak, e, PLAN_GEMM_DW, g->m, g->n, g->k, g->batch);
+                        ? gemm_time(d, speak, e, g->k, g->n, g->m, g->batch, 0)
+                        : plan_gemm_pass_time(d, speak, e, PLAN_GEMM_DW, g->m, g->n, g->k, g->batch);
         if (g->flash) {
             /* a fused attention runs the causal blocks only, at the rate
-             * its kernel reaches (Device.attn_eff, else the GEMM ceiling;
-             * measured GEMM points where they apply), and its
-             * backward recomputes the scores S = Q K^T once (FlashAttention-2
-             * Algorithm 2: five GEMMs backward, not four: 2.5 x the forward) */
-            if (!gemm_points_apply(d, e))   /* compute only: the scores stay on chip */
-                f = dx = dw = 2 * g->m * g->n * g->k * g->batch /
-                              (peak * (d->attn_eff > 0 ? d->attn_eff : plan_gemm_eff(d)));
+             * its kernel reaches on this device, pass and shape
+             * (plan_attn_rate: measured; else the GEMM ceiling; measured
+             * GEMM points where they apply), and its backward recomputes
+             * the scores S = Q K^T once (FlashAttention-2 Algorithm 2:
+             * five GEMMs backward, not four: 2.5 x the forward) */
+            double fl = 2 * g->m * g->n * g->k * g->batch;
+            if (!gemm_points_apply(d, e)) {   /* compute only: the scores stay on chip */
+                double rf = plan_attn_rate(d, kernel, 0, hd, keys, causal < 1);
+                double rb = plan_attn_rate(d, kernel, 1, hd, keys, causal < 1);
+                f = fl / (speak * (rf > 0 ? rf : plan_gemm_eff(d)));
+                dx = dw = fl / (speak * (rb > 0 ? rb : plan_gemm_eff(d)));
+            }
             f *= causal; dx *= causal; dw *= causal;
-            if (!rescored) { dx += f; rescored = true; }
+            if (!rescored) { dx += gemm_points_apply(d, e) ? f : dw; rescored = true; }
         }
         t->fwd += f;
         t->bwd_in += dx;
@@ -571,7 +670,7 @@ static void dp_group_times(const Cluster *cl, const Layout *l, PlanGroup g, doub
 static PlanGroup expert_dp_group(const Cluster *cl, const Layout *l)
 {
     int ep = plan_ep(l);
-    return plan_group_shape(cl->gpus_per_node, (int64_t)l->tp * ep, l->dp / ep);
+    return plan_group_shape(plan_nvlink_domain(cl), (int64_t)l->tp * ep, l->dp / ep);
 }
 
 /* A chunk's DP collectives from its gradient bytes and layers (one
@@ -757,7 +856,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
                     .flash = plan_flash(&p->software), .xent_fp32 = !p->software.cross_entropy_fusion };
     PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
     /* the EP group: ep consecutive DP ranks of one TP rank, tp apart */
-    PlanGroup epg = plan_group_shape(cl->gpus_per_node, l->tp, plan_ep(l));
+    PlanGroup epg = plan_group_shape(plan_nvlink_domain(cl), l->tp, plan_ep(l));
     PlanGroup dpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_DP);
     out->overlap_compute = l->dp > 1 ? plan_overlap_compute(cl, dpg) : 0;   /* measured, or NCCL's SMs */
     double e = plan_dtype_bytes(mo->dtype);

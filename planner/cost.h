@@ -44,6 +44,21 @@
 double plan_flash_causal_fraction(double s, double sk);
 double plan_gemm_eff(const Device *d);
 
+/* The fraction of its short-run rate a compute-bound kernel keeps in a
+ * training step on d (Device.sustained, else 1). */
+double plan_sustained(const Device *d);
+
+/* The fraction of the 16-bit peak a fused attention kernel (`kernel`, a
+ * PlanAttnKernel other than MATH) reaches on d in pass `pass` (0 forward,
+ * 1 backward), head dim and keys per query given, causal or not, on the
+ * FLOPs of the blocks it runs, in short runs (the step's clock is
+ * plan_sustained's): the device block's attention_efficiency if set; else
+ * the measured rates of its architecture (Hopper: FlashAttention-3's
+ * figures of FA2, FA3 and cuDNN, interpolated in log seq and log head dim,
+ * held at their ends; Blackwell: Hopper's fractions; Ampere:
+ * FlashAttention-2's); 0 when none is known (the GEMM ceiling then). */
+double plan_attn_rate(const Device *d, int kernel, int pass, double head_dim, double keys, bool causal);
+
 /* The cost of one model chunk (virtual stage) for one micro-batch on one GPU. */
 typedef struct {
     double   fwd;            /* s: forward compute + TP collectives */

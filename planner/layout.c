@@ -222,10 +222,20 @@ bool plan_rule_ep(const Model *m, int dp, int ep, char *why, size_t len)
 
 bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len)
 {
-    if (set(tp) && tp > c->gpus_per_node)
-        return refuse(why, len, "tp %d is more than the %lld GPUs of a node of cluster %s (tensor "
-                      "parallelism stays inside a node)", tp, (long long)c->gpus_per_node,
-                      c->name ? c->name : "?");
+    bool rack = plan_nvlink_domain(c) > c->gpus_per_node;   /* nvlink_domain: NVLink across nodes */
+    if (set(tp) && tp > plan_nvlink_domain(c))
+        return refuse(why, len, "tp %d is more than the %lld GPUs of %s of cluster %s (tensor "
+                      "parallelism stays inside %s)", tp, (long long)plan_nvlink_domain(c),
+                      rack ? "an NVLink domain" : "a node", c->name ? c->name : "?",
+                      rack ? "an NVLink domain" : "a node");
+    return true;
+}
+
+bool plan_rule_attention_kernel(const Device *d, int kernel, char *why, size_t len)
+{
+    if (kernel == PLAN_ATTN_FA3 && d->arch != 0 && d->arch != 90)
+        return refuse(why, len, "attention_kernel fa3: FlashAttention-3 runs on Hopper (sm_90) only, and device "
+                      "%s is sm_%d; use fa2 or cudnn", d->name ? d->name : "?", d->arch);
     return true;
 }
 

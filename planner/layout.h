@@ -84,8 +84,11 @@ bool plan_rule_ep(const Model *m, int dp, int ep, char *why, size_t len);
 /* Sequence parallelism (sp 1) cuts the micro_batch * seq rows of a
  * micro-batch over tp. */
 bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char *why, size_t len);
-/* A tensor-parallel group stays inside a node. */
+/* A tensor-parallel group stays inside a node (an NVLink domain). */
 bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len);
+/* The attention kernel runs on the device: FlashAttention-3 is written
+ * for Hopper (sm_90: wgmma and TMA) and runs nowhere else. */
+bool plan_rule_attention_kernel(const Device *d, int kernel, char *why, size_t len);
 /* One rank per GPU: dp x tp x pp equals the cluster's GPUs (with some
  * degrees PLAN_AUTO: the fixed ones divide it). */
 bool plan_rule_ranks(const Cluster *c, int dp, int tp, int pp, char *why, size_t len);

@@ -147,6 +147,12 @@ typedef struct {
     PlanDtype   gemm_dtype; /* what the gemm points were measured in (`gemm_dtype`,
                                default fp32: the CPU target's); they time the GEMMs
                                of models of that element size only (cost.c) */
+    double      flops_fp8;  /* dense peak FLOP/s in FP8 (E4M3/E5M2 tensor cores); 0: none */
+    /* the fraction of its short-run rate a compute-bound kernel (GEMM,
+     * fused attention) keeps when the GPU runs them back to back for a
+     * training step, at its power limit: the clock drops under sustained
+     * load (presets.c cites each); 0: 1 (gemm_eff is already sustained) */
+    double      sustained;
 } Device;
 
 /* The collectives a link may carry measured figures for. ORDER
@@ -192,7 +198,18 @@ typedef struct {
      * between pods, per GPU and per direction like the others */
     int64_t     nodes_per_pod;
     Link        pod;
+    /* GPUs that one NVLink domain joins (the intra link's reach): a node
+     * of a DGX/HGX (0: gpus_per_node), or a rack of trays on one NVSwitch
+     * fabric (GB200 NVL72: 72 GPUs over 18 trays of 4); a multiple of
+     * gpus_per_node. plan_nvlink_domain() reads it. */
+    int64_t     nvlink_domain;
 } Cluster;
+
+/* The GPUs a group can span on the intra (NVLink) link. */
+static inline int64_t plan_nvlink_domain(const Cluster *c)
+{
+    return c->nvlink_domain > 0 ? c->nvlink_domain : c->gpus_per_node;
+}
 
 typedef enum {
     SCHED_GPIPE,        /* all forwards, then all backwards */

@@ -8,6 +8,7 @@
  *     dense (1,979 with sparsity), 67 TFLOPS fp32, 3.35 TB/s.
  *   H200 SXM 141GB: NVIDIA H200 datasheet: 141 GB HBM3e, same compute as
  *     H100 SXM, 4.8 TB/s.
+ *   H100 96GB, B200, GB200: below, with the table.
  *   cpu: a 2-core laptop or VM running the fp32 CPU target with OpenBLAS:
  *     8 GiB, 2 cores x 3 GHz x 16 fp32 FLOP/cycle (one AVX2 FMA per cycle)
  *     ~ 100 GFLOPS for both "fp32" and "16-bit" (the CPU target computes in
@@ -65,36 +66,80 @@ void plan_preset_llama(Model *m, Layer *buf, const char *name, int blocks, int64
                   .layers = buf, .n_layers = n, .n_blocks = blocks };
 }
 
-/* name, memory, fp32, 16-bit, HBM, SMs; no measured profile (cost.c's
- * analytic figures). gemm_eff: the rate the largest GEMMs sustain over the
- * data-sheet peak, 16-bit. A100 SXM: 258 of 312 TFLOPS (82.7 %), cuBLAS at
- * 8192^3 on normally distributed inputs (Horace He, thonking.ai 2024,
- * "Strangely, Matrix Multiplications on GPUs Run Faster When Given
- * 'Predictable' Data"): the A100 is power-limited (400 W), so a step's
- * GEMMs, back to back on random data, run below mamf-finder's 267.9 —
- * the fastest of 100 iterations of its best shape (ml-engineering,
- * benchmarks README) — as the same GEMM on zeros (295) runs above it;
- * checked against the GEMMs of a GPT layer (test_gemm_a100_measured).
- * H100 SXM: mamf-finder's 792.1 of 989 (80.1 %; ml-engineering, "Maximum
- * Achievable Matmul FLOPS comparison table"), which OpenXLA's measured
- * sm_90 table bears out (test_gemm_h100_measured); the H200 SXM has the
- * H100's compute (and power limit), so its figure. arch: compute
- * capability x 10 (A100 8.0, H100/H200 9.0). nvls: HGX H100/H200 boards
- * carry third-generation NVSwitches with multicast and in-switch
- * reduction (NVLink SHARP), which NCCL's NVLS uses; the
- * A100's NVSwitches have none. attn_eff: FlashAttention-2 (Dao 2023),
- * forward + backward with head dim 128: "up to 335 TFLOPs/s" on the H100
- * SXM (Sec. 4.1, the same kernels, no Hopper instructions: 33.9 % of 989),
- * and "50-73 % of the theoretical maximum FLOPs/s" on the A100 (abstract;
- * the backward at the low end): the middle of that range, 61.5 %; the H200
- * the H100's. */
+/* name, memory, fp32, 16-bit, HBM, SMs; no measured GEMM profile
+ * (cost.c's analytic figures).
+ *
+ * gemm_eff: the rate the best-shaped GEMM reaches over the data-sheet
+ * peak, 16-bit, in the runs its source timed; `sustained` then the
+ * fraction of it a training step's back-to-back kernels keep at the
+ * power limit (cost.c applies it to GEMMs and fused attention; 0 = 1).
+ * A100 SXM: 258 of 312 TFLOPS (82.7 %), cuBLAS at 8192^3 on normally
+ * distributed inputs (Horace He, thonking.ai 2024, "Strangely, Matrix
+ * Multiplications on GPUs Run Faster When Given 'Predictable' Data"):
+ * the A100 is power-limited (400 W), so a step's GEMMs, back to back on
+ * random data, run below mamf-finder's 271.2 (ml-engineering, "Maximum
+ * Achievable Matmul FLOPS" table) — already sustained, so `sustained` 1;
+ * Azure's harness after 10,000 warm-up iterations agrees (254 / 257 at
+ * 8192^3 / 16384^3, ND_A100_v4; kernel-rates.md); checked against the
+ * GEMMs of a GPT layer (test_gemm_a100_measured).
+ * H100 SXM: mamf-finder's 792.1 of 989 (80.1 %), which OpenXLA's measured
+ * sm_90 table bears out (test_gemm_h100_measured) — short runs; at its
+ * 700 W limit the H100's GEMMs lose the clock (kernel-rates.md: "H100
+ * matmuls are power-limited ... the clock drops under sustained load"):
+ * torch.matmul reaches 797 TFLOPS at 8192^3 and 720 at 10240^3, whose
+ * calls run 1.6x longer (public single-machine reports, kernel-rates.md),
+ * so `sustained` = 720 / 792.1 = 0.909; Azure's FP8 GEMMs after 10,000
+ * warm-up iterations, at 65-70 % of the FP8 peak (ND_H100_v5), say the
+ * drop is at least that. The H200 SXM has the H100's compute and power
+ * limit, so its figures.
+ * H100 96 GB (Meta's Grand Teton part of torchtitan's tables: the SXM5
+ * die with 6 HBM2e stacks, 2.4 TB/s, at 500 W): the 700 W part's
+ * figures, with the clock at 500 W scaled by the power ratio to the 1/3
+ * (dynamic power ~ f V^2 with V ~ f in the DVFS range): sustained 0.909
+ * x (500/700)^(1/3) = 0.812. A model, not a measurement: none is
+ * published for this part.
+ * B200 (HGX, 1000 W) and GB200 (1200 W): NVIDIA's Blackwell data sheet
+ * (dense: bf16 2.25 / 2.5 PFLOPS, fp8 4.5 / 5, fp32 80 / 90 TFLOPS),
+ * HBM3e 8 TB/s, 148 SMs; 180 GB usable of the B200 (DGX B200: 1,440 GB
+ * for 8), 186 GB of the GB200 (NVL72: 13.4 TB for 72). No Blackwell GEMM
+ * or attention rate is published in our sources: the H100's fractions of
+ * the peak (gemm_eff, sustained), said so by `check`'s device line being
+ * a preset.
+ * stream: the bytes/s memory-bound kernels reach, BabelStream copy /
+ * triad means (Azure ND_A100_v4: 1.61 / 1.70 TB/s = 81 % of 2.039;
+ * ND_H100_v5: 2.90 / 2.97 TB/s = 87.6 % of 3.35; kernel-rates.md; tuned
+ * RMSNorm and softmax kernels reach ~90 %, Dao-AILab/quack); the parts
+ * without a measurement take the H100's fraction of their HBM.
+ * flops_fp8: dense FP8 tensor-core peak (H100/H200 1979 TFLOPS; the A100
+ * has no FP8).
+ * arch: compute capability x 10 (A100 8.0, H100/H200 9.0, B200 10.0).
+ * nvls: HGX H100/H200/B200 boards and NVL72 racks carry NVSwitches with
+ * multicast and in-switch reduction (NVLink SHARP), which NCCL's NVLS
+ * uses; the A100's NVSwitches have none. attn_eff: 0 for every preset
+ * (cost.c's measured attention rates per kernel); `device { attention_efficiency X }`
+ * sets one rate instead. */
+#define H100_STREAM_FRAC (2.935 / 3.35)   /* BabelStream on ND_H100_v5 */
+#define H100_GEMM_EFF    (792.1 / 989)
+#define H100_SUSTAINED   (720.0 / 792.1)
 const Device plan_device_presets[PLAN_N_DEVICES] = {
     { .name = "a100-sxm-80gb", .memory = 80ull << 30, .flops_fp32 = 19.5e12, .flops_16 = 312e12,
-      .hbm = 2.039e12, .sms = 108, .gemm_eff = 258.0 / 312, .attn_eff = 0.615, .arch = 80, .nvls = false },
+      .hbm = 2.039e12, .stream = 1.655e12, .sms = 108, .gemm_eff = 258.0 / 312, .arch = 80,
+      .nvls = false },
     { .name = "h100-sxm-80gb", .memory = 80ull << 30, .flops_fp32 = 67e12, .flops_16 = 989e12,
-      .hbm = 3.35e12, .sms = 132, .gemm_eff = 792.1 / 989, .attn_eff = 335.0 / 989, .arch = 90, .nvls = true },
+      .flops_fp8 = 1979e12, .hbm = 3.35e12, .stream = 2.935e12, .sms = 132, .gemm_eff = H100_GEMM_EFF,
+      .sustained = H100_SUSTAINED, .arch = 90, .nvls = true },
+    { .name = "h100-96gb", .memory = 96ull << 30, .flops_fp32 = 67e12, .flops_16 = 989e12,
+      .flops_fp8 = 1979e12, .hbm = 2.4e12, .stream = 2.4e12 * H100_STREAM_FRAC, .sms = 132,
+      .gemm_eff = H100_GEMM_EFF, .sustained = H100_SUSTAINED * 0.8939 /* (500/700)^(1/3) */, .arch = 90, .nvls = true },
     { .name = "h200-sxm-141gb", .memory = 141000000000ull, .flops_fp32 = 67e12, .flops_16 = 989e12,
-      .hbm = 4.8e12, .sms = 132, .gemm_eff = 792.1 / 989, .attn_eff = 335.0 / 989, .arch = 90, .nvls = true },
+      .flops_fp8 = 1979e12, .hbm = 4.8e12, .stream = 4.8e12 * H100_STREAM_FRAC, .sms = 132,
+      .gemm_eff = H100_GEMM_EFF, .sustained = H100_SUSTAINED, .arch = 90, .nvls = true },
+    { .name = "b200-sxm-180gb", .memory = 180000000000ull, .flops_fp32 = 80e12, .flops_16 = 2250e12,
+      .flops_fp8 = 4500e12, .hbm = 8e12, .stream = 8e12 * H100_STREAM_FRAC, .sms = 148,
+      .gemm_eff = H100_GEMM_EFF, .sustained = H100_SUSTAINED, .arch = 100, .nvls = true },
+    { .name = "gb200", .memory = 186000000000ull, .flops_fp32 = 90e12, .flops_16 = 2500e12,
+      .flops_fp8 = 5000e12, .hbm = 8e12, .stream = 8e12 * H100_STREAM_FRAC, .sms = 148,
+      .gemm_eff = H100_GEMM_EFF, .sustained = H100_SUSTAINED, .arch = 100, .nvls = true },
     { .name = "cpu", .memory = 8ull << 30, .flops_fp32 = 100e9, .flops_16 = 100e9, .hbm = 20e9, .sms = 0 },
 };
 

@@ -11,9 +11,10 @@
 #include "planner/plan.h"
 
 /* The device presets, the one table of device figures (dense peaks, no
- * sparsity): a100-sxm-80gb, h100-sxm-80gb, h200-sxm-141gb, cpu. sema reads
+ * sparsity): a100-sxm-80gb, h100-sxm-80gb, h100-96gb, h200-sxm-141gb,
+ * b200-sxm-180gb, gb200, cpu. sema reads
  * it for `device PRESET`, the cluster presets below for their nodes. */
-#define PLAN_N_DEVICES 4
+#define PLAN_N_DEVICES 7
 extern const Device plan_device_presets[PLAN_N_DEVICES];
 
 /* The device preset called name, or NULL. */

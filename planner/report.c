@@ -123,10 +123,38 @@ static void print_cluster(FILE *out, const Cluster *c)
     fprintf(out, "  links per GPU per direction: intra %.1f GB/s, %.1f us; inter %.1f GB/s, %.1f us\n",
             c->intra.bandwidth / 1e9, c->intra.latency * 1e6, c->inter.bandwidth / 1e9,
             c->inter.latency * 1e6);
+    if (plan_nvlink_domain(c) > c->gpus_per_node)
+        fprintf(out, "  NVLink domain: %lld GPUs (%lld nodes) on the intra link\n", (long long)plan_nvlink_domain(c),
+                (long long)(plan_nvlink_domain(c) / c->gpus_per_node));
     if (c->nodes_per_pod > 0 && c->nodes > c->nodes_per_pod)
         fprintf(out, "  pods: %lld of %lld nodes; pod link %.3g GB/s, %.1f us per GPU per direction\n",
                 (long long)((c->nodes + c->nodes_per_pod - 1) / c->nodes_per_pod), (long long)c->nodes_per_pod,
                 c->pod.bandwidth / 1e9, c->pod.latency * 1e6);
+}
+
+/* The kernel rates the step's times use (cost.c, presets.c), for a GPU:
+ * the GEMM ceiling and the sustained clock, the attention kernel's
+ * forward rate at the model's keys, the memory-bound kernels' stream. */
+static void print_kernels(FILE *out, const Plan *p)
+{
+    const Device *d = &p->cluster.device;
+    if (!(d->flops_16 > 2 * d->flops_fp32) || d->n_gemm > 0) return;   /* a CPU, or measured GEMMs */
+    double stream = d->stream > 0 ? d->stream : d->hbm * PLAN_HBM_EFF;
+    fprintf(out, "  kernels: GEMMs up to %.1f %% of peak, x %.3g sustained; memory-bound %.3g TB/s",
+            100 * plan_gemm_eff(d), plan_sustained(d), stream / 1e12);
+    const Layer *att = NULL;
+    for (int i = 0; i < p->model.n_layers && !att; i++)
+        if (p->model.layers[i].kind == LAYER_ATTENTION) att = &p->model.layers[i];
+    int k = p->software.attention_kernel;
+    if (att && k != PLAN_ATTN_MATH) {
+        double keys = (double)plan_attention_keys(&p->model, att), hd = (double)plan_head_dim(&p->model, att);
+        bool causal = plan_flash_causal_fraction((double)p->model.seq, keys) < 1;
+        static const char *const names[] = { "math", "fa2", "fa3", "cudnn" };   /* ORDER PlanAttnKernel */
+        fprintf(out, "; attention %s %.1f %% forward, %.1f %% backward", names[k],
+                100 * plan_attn_rate(d, k, 0, hd, keys, causal), 100 * plan_attn_rate(d, k, 1, hd, keys, causal));
+    }
+    if (d->flops_fp8 > 0) fprintf(out, "; FP8 %.4g TFLOPS", d->flops_fp8 / 1e12);
+    fputc('\n', out);
 }
 
 /* A group's line: its shape and the widest tier it spans (comm.c's
@@ -156,7 +184,7 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
         int ep = plan_ep(l);
         fprintf(out, "  ep %d: each GPU holds experts / %d of every mixture; expert gradients over %d "
                      "DP ranks, dense over %d\n", ep, ep, l->dp / ep, l->dp);
-        print_group(out, "EP", plan_group_shape(p->cluster.gpus_per_node, l->tp, ep));
+        print_group(out, "EP", plan_group_shape(plan_nvlink_domain(&p->cluster), l->tp, ep));
     }
 }
 
@@ -361,6 +389,7 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
     if (!json) {
         print_model(out, p, ev.params, ev.layout.tp);
         print_cluster(out, &p->cluster);
+        print_kernels(out, p);
         print_layout(out, p, &ev.layout, plan_micro_batches(&ev.layout));
     }
     if (!ev.valid) {

@@ -1026,7 +1026,7 @@ static bool enumerate(Ctx *x)
         int64_t tp = tps.v[i];
         if (is_set(L->tp) && L->tp != tp) continue;
         if (x->o->max_tp > 0 && tp > x->o->max_tp) continue;
-        if (x->o->tp_in_node && cl->gpus_per_node % tp) continue;
+        if (x->o->tp_in_node && plan_nvlink_domain(cl) % tp) continue;
         if (!plan_rule_tp_split(&p->model, (int)tp, NULL, 0)) continue;   /* layout.c's rule */
         int n_rec = is_set(L->recompute) ? 1 : 3;
         int n_sp = is_set(L->sequence_parallel) || tp == 1 ? 1 : 2;

@@ -798,7 +798,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
 static const char *const DEVICE_KEYS[] = { "memory", "flops", "flops_fp32", "hbm", "sms",
                                            "gemm", "gemm_dtype", "stream", "launch", "overhead",
                                            "activation", "softmax", "gemm_efficiency", "nvls",
-                                           "attention_efficiency" };
+                                           "attention_efficiency", "flops_fp8", "sustained" };
 KEYS_FIT(DEVICE_KEYS);
 static const char *const GEMM_PASSES[] = { "fwd", "dx", "dw" };   /* ORDER PlanGemmPass */
 #define MAX_GEMM_POINTS 4096
@@ -969,6 +969,10 @@ static void sema_device(Sema *S, const DslStmt *st, Device *D)
     if ((s = field(&F, "gemm_efficiency"))) get_real(S, s, 0, true, 1, false, &D->gemm_eff);
     /* a fused attention kernel's fraction of the peak (flash_attention) */
     if ((s = field(&F, "attention_efficiency"))) get_real(S, s, 0, true, 1, false, &D->attn_eff);
+    /* the FP8 dense peak, and the fraction of their short-run rate the
+     * compute-bound kernels keep in a step at the power limit (presets.c) */
+    if ((s = field(&F, "flops_fp8"))) get_quantity(S, s, DSL_UNIT_COMPUTE, false, &D->flops_fp8, NULL);
+    if ((s = field(&F, "sustained"))) get_real(S, s, 0, true, 1, false, &D->sustained);
     int nv;
     if ((s = field(&F, "nvls")) && get_bool(S, s, false, &nv)) D->nvls = nv;
     int dt;
@@ -1075,8 +1079,26 @@ static void sema_link(Sema *S, const DslStmt *st, Link *l)
     sema_link_colls(S, st, body, field(&F, "ranks"), l);
 }
 
+/* nvlink_domain N: the GPUs one NVLink fabric joins, whole nodes of
+ * them (GB200 NVL72: gpus_per_node 4, nvlink_domain 72), dividing the
+ * cluster's GPUs so every domain is alike. */
+static void sema_nvlink_domain(Sema *S, const DslStmt *st, Cluster *C)
+{
+    int64_t n;
+    if (!get_int(S, st, 1, MAX_NODES, false, &n)) return;
+    int64_t gpn = C->gpus_per_node, gpus = C->nodes * C->gpus_per_node;
+    const DslLoc at = st->args ? st->args->loc : st->key_loc;
+    if (gpn > 0 && n % gpn)
+        dsl_error(S->d, at, "nvlink_domain %" PRId64 " is not a whole number of nodes of %" PRId64 " GPUs "
+                  "(an NVLink domain joins whole nodes or trays)", n, gpn);
+    else if (gpus > 0 && gpus % n)
+        dsl_error(S->d, at, "nvlink_domain %" PRId64 " does not divide the cluster's %" PRId64 " GPUs", n, gpus);
+    else
+        C->nvlink_domain = n;
+}
+
 static const char *const CLUSTER_KEYS[] = { "nodes", "gpus_per_node", "device", "link", "nodes_per_pod",
-                                            "nics_per_node" };
+                                            "nics_per_node", "nvlink_domain" };
 KEYS_FIT(CLUSTER_KEYS);
 
 /* cluster NAME { ... }: links are required only where there is traffic
@@ -1088,7 +1110,7 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
     C->name = block_name(S, c);
     if (!C->name) return;
     C->name = dsl_arena_strdup(S->a, C->name);
-    const DslStmt *nodes = NULL, *gpn = NULL, *dev = NULL, *npp = NULL, *nics = NULL;
+    const DslStmt *nodes = NULL, *gpn = NULL, *dev = NULL, *npp = NULL, *nics = NULL, *nvd = NULL;
     const DslStmt *links[3] = { NULL, NULL, NULL };   /* ORDER LINK_NAMES */
     for (const DslStmt *st = c->body; st; st = st->next) {
         int k = key_index(st->key, CLUSTER_KEYS, N_ELEMS(CLUSTER_KEYS));
@@ -1097,7 +1119,7 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
             continue;
         }
         const DslStmt **slot = k == 0 ? &nodes : k == 1 ? &gpn : k == 2 ? &dev : k == 4 ? &npp
-                             : k == 5 ? &nics : NULL;
+                             : k == 5 ? &nics : k == 6 ? &nvd : NULL;
         if (!slot) {   /* link intra|inter|pod */
             int li = st->n_args >= 1 && st->args->kind == DSL_VAL_WORD
                          ? key_index(st->args->text, LINK_NAMES, N_ELEMS(LINK_NAMES)) : -1;
@@ -1123,6 +1145,7 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
     else missing(S, c, "device", "device h100-sxm-80gb");
     /* NICs a node has (rails): default one per GPU */
     if (nics) get_int(S, nics, 1, MAX_GPN, false, &C->nics_per_node);
+    if (nvd) sema_nvlink_domain(S, nvd, C);
     if (links[0]) sema_link(S, links[0], &C->intra);
     else if (C->gpus_per_node > 1)
         dsl_error(S->d, c->key_loc, "cluster %s has %" PRId64 " GPUs per node but no 'link intra { bandwidth ...; "
@@ -1277,9 +1300,12 @@ static void check_layout_model(Sema *S, Layout *L, const Model *M, const PlanSrc
 /* The layout against the cluster: every GPU gets one rank, and a
  * tensor-parallel group stays inside a node (planner/layout.c's rules).
  * Class DSL_ERR_CLUSTER: a valid plan for another cluster, exit 1. */
-static void check_layout_cluster(Sema *S, const Layout *L, const Cluster *C, const PlanSrc *src)
+static void check_layout_cluster(Sema *S, const Layout *L, const Software *W, const Cluster *C,
+                                 const PlanSrc *src)
 {
     char why[512];
+    if (!plan_rule_attention_kernel(&C->device, W->attention_kernel, why, sizeof why))
+        dsl_error_class(S->d, DSL_ERR_CLUSTER, plan_loc(src, "attention_kernel"), "%s", why);
     if (!plan_rule_tp_node(C, L->tp, why, sizeof why))
         dsl_error_class(S->d, DSL_ERR_CLUSTER, plan_loc(src, "tp"), "%s", why);
     if (!plan_rule_ranks(C, L->dp, L->tp, L->pp, why, sizeof why))
@@ -1402,7 +1428,7 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
         sema_layout(&S, p, &out->layout, &out->software, &src);
         if (d->n_errors == e2) {
             if (model_ok) check_layout_model(&S, &out->layout, &out->model, &src);
-            if (cluster_ok) check_layout_cluster(&S, &out->layout, &out->cluster, &src);
+            if (cluster_ok) check_layout_cluster(&S, &out->layout, &out->software, &out->cluster, &src);
         }
     }
     if (model_ok && cluster_ok && S.device_no_fp32 && out->model.dtype == DTYPE_FP32)

@@ -108,6 +108,49 @@ static void test_units_and_presets(void **state)
     assert_null(plan_device_preset("a100"));
 }
 
+/* nvlink_domain N: whole nodes, dividing the cluster; the Blackwell and
+ * the 96 GB H100 presets resolve with their FP8 peaks and sustained clocks. */
+static void test_nvlink_domain_and_devices(void **state)
+{
+    (void)state;
+    static const struct { const char *cluster, *msg; long long domain; } cases[] = {
+        { "cluster c { nodes 36; gpus_per_node 4; device gb200; nvlink_domain 72\n"
+          "  link intra { bandwidth 900 GB/s; latency 2 us }\n  link inter { bandwidth 400 Gb/s; latency 5 us } }\n",
+          NULL, 72 },
+        { "cluster c { nodes 36; gpus_per_node 4; device gb200; nvlink_domain 6\n"
+          "  link intra { bandwidth 900 GB/s; latency 2 us }\n  link inter { bandwidth 400 Gb/s; latency 5 us } }\n",
+          "nvlink_domain 6 is not a whole number of nodes of 4 GPUs", 0 },
+        { "cluster c { nodes 36; gpus_per_node 4; device gb200; nvlink_domain 64\n"
+          "  link intra { bandwidth 900 GB/s; latency 2 us }\n  link inter { bandwidth 400 Gb/s; latency 5 us } }\n",
+          "nvlink_domain 64 does not divide the cluster's 144 GPUs", 0 },
+        { "cluster c { nodes 1; gpus_per_node 8; device h100-96gb\n"
+          "  link intra { bandwidth 450 GB/s; latency 2 us } }\n", NULL, 8 },
+        { "cluster c { nodes 1; gpus_per_node 8; device b200-sxm-180gb { sustained 0.8; flops_fp8 4 PFLOPS }\n"
+          "  link intra { bandwidth 900 GB/s; latency 2 us } }\n", NULL, 8 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r;
+        char *text = cat3(cases[i].cluster, MODEL, "");
+        run(&r, text);
+        if (cases[i].msg) {
+            if (r.errors != 1 || !strstr(r.d.first, cases[i].msg)) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+            assert_int_equal(r.errors, 1);
+            assert_non_null(strstr(r.d.first, cases[i].msg));
+        } else {
+            if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+            assert_int_equal(r.errors, 0);
+            assert_int_equal(plan_nvlink_domain(&r.p.cluster), cases[i].domain);
+            const Device *d = &r.p.cluster.device;
+            assert_true(d->flops_fp8 > 0 && d->sustained > 0 && d->sustained < 1 && d->arch >= 90);
+            if (strstr(cases[i].cluster, "sustained 0.8")) {
+                assert_true(d->sustained == 0.8 && d->flops_fp8 == 4e15 && d->flops_16 == 2250e12);
+            }
+        }
+        done(&r);
+        free(text);
+    }
+}
+
 static void test_device_override_and_custom(void **state)
 {
     (void)state;
@@ -120,7 +163,9 @@ static void test_device_override_and_custom(void **state)
     assert_true(r.p.cluster.device.memory == 94000000000ull);
     assert_true(r.p.cluster.device.hbm == 3.9e12);
     assert_true(r.p.cluster.device.flops_16 == 989e12);     /* kept from the preset */
-    assert_true(r.p.cluster.device.attn_eff == 335.0 / 989);   /* FlashAttention-2's, the preset's */
+    assert_true(r.p.cluster.device.attn_eff == 0);   /* the preset's: cost.c's measured rates per kernel */
+    assert_true(r.p.cluster.device.sustained == 720.0 / 792.1);   /* kept from the preset */
+    assert_true(r.p.cluster.device.flops_fp8 == 1979e12);
     done(&r);
     free(text);
 
@@ -553,7 +598,7 @@ static void test_software_keys(void **state)
         { "plan { cross_entropy_fusion false }\n", true, PLAN_AUTO, true, false, false, true },
         { "plan { attention_kernel cudnn }\n", true, PLAN_AUTO, true, false, true, true },
         { "plan { attention_kernel math }\n", true, PLAN_AUTO, true, false, false, true },
-        { "plan { attention_kernel fa3; flash_attention true }\n", true, PLAN_AUTO, true, false, true, true },
+        { "plan { attention_kernel cudnn; flash_attention true }\n", true, PLAN_AUTO, true, false, true, true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Run r;
@@ -583,6 +628,7 @@ static void test_software_keys(void **state)
         { "plan { grad_accum_fusion auto }\n", "'grad_accum_fusion' expects true or false, got auto" },
         { "plan { cross_entropy_fusion 0 }\n", "'cross_entropy_fusion' expects true or false, got 0" },
         { "plan { attention_kernel fa4 }\n", "attention_kernel" },
+        { "plan { attention_kernel fa3 }\n", "FlashAttention-3 runs on Hopper (sm_90) only, and device a100-sxm-80gb" },
         { "plan { attention_kernel math; flash_attention true }\n", "disagrees with 'flash_attention true'" },
         { "plan { overlap_grad_reduce }\n", "overlap_grad_reduce" },
         { "plan { overlap_gather true }\n", "overlap_param_gather" },   /* the suggestion */
@@ -726,6 +772,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_units_and_presets),
         cmocka_unit_test(test_device_override_and_custom),
+        cmocka_unit_test(test_nvlink_domain_and_devices),
         cmocka_unit_test(test_model_defaults_and_repeat),
         cmocka_unit_test(test_plan_auto_and_train),
         cmocka_unit_test(test_checks),

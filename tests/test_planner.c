@@ -2011,6 +2011,100 @@ static void test_flash_causal_fraction(void **state)
         assert_close(plan_flash_causal_fraction(cases[i].s, cases[i].sk), cases[i].want, 0, 1e-12);
 }
 
+/* The fused attention rates are the published figures at their points
+ * (FlashAttention-3 paper, Figs. 5-6, H100 at 1830 MHz; FlashAttention-2
+ * paper Fig. 4, A100; kernel-rates.md), interpolated between them in log
+ * seq and log head dim and held past the ends; the causal backward takes
+ * its kernel's causal-to-full forward ratio; FA2 forward and backward at
+ * head dim 128, causal, 2k keys, combined as 1 forward + 2.5 backward,
+ * lands within 5 % of FA2's own measured fwd+bwd (265 TFLOPS, FA2 paper
+ * Fig. 7). A device block's attention_efficiency replaces them all. */
+static void test_attention_rates(void **state)
+{
+    (void)state;
+    const Device *h = plan_device_preset("h100-sxm-80gb"), *a = plan_device_preset("a100-sxm-80gb");
+    assert_close(plan_attn_rate(h, PLAN_ATTN_FA3, 0, 128, 8192, true), 602.0 / 989, 0, 1e-12);
+    assert_close(plan_attn_rate(h, PLAN_ATTN_CUDNN, 0, 64, 2048, false), 395.0 / 989, 0, 1e-12);
+    assert_close(plan_attn_rate(h, PLAN_ATTN_FA2, 1, 128, 4096, false), 310.0 / 989, 0, 1e-12);
+    /* halfway in log seq (2k..4k: 2896 keys) and in log head dim (90.5) */
+    assert_close(plan_attn_rate(h, PLAN_ATTN_FA2, 0, 128, 2048 * sqrt(2), true), (298.0 + 319) / 2 / 989, 0, 1e-9);
+    assert_close(plan_attn_rate(h, PLAN_ATTN_FA2, 0, 64 * sqrt(2), 2048, false), (318.0 + 362) / 2 / 989, 0, 1e-9);
+    assert_close(plan_attn_rate(h, PLAN_ATTN_FA3, 0, 256, 65536, false), 646.0 / 989, 0, 1e-12);   /* held */
+    assert_close(plan_attn_rate(h, PLAN_ATTN_FA3, 1, 128, 4096, true), 542.0 * 579 / 638 / 989, 0, 1e-12);
+    double f = plan_attn_rate(h, PLAN_ATTN_FA2, 0, 128, 2048, true), b = plan_attn_rate(h, PLAN_ATTN_FA2, 1, 128, 2048, true);
+    double both = 3.5 / (1 / f + 2.5 / b) * 989;
+    assert_close(both, 265, 0, 0.05);
+    assert_close(plan_attn_rate(a, PLAN_ATTN_FA2, 0, 128, 4096, true), 182.0 / 312, 0, 1e-12);
+    assert_close(plan_attn_rate(a, PLAN_ATTN_CUDNN, 1, 64, 8192, false), 189.0 / 312, 0, 1e-12);
+    assert_true(plan_attn_rate(a, PLAN_ATTN_MATH, 0, 128, 4096, true) == 0);
+    assert_true(plan_attn_rate(plan_device_preset("cpu"), PLAN_ATTN_FA2, 0, 128, 4096, true) == 0);
+    Device custom = *h;
+    custom.attn_eff = 0.5;
+    assert_true(plan_attn_rate(&custom, PLAN_ATTN_CUDNN, 1, 64, 512, false) == 0.5);
+}
+
+/* The sustained clock (Device.sustained) slows a step's compute-bound
+ * kernels and nothing else: on an H100, a GEMM-bound layer's GEMM seconds
+ * grow by 1 / sustained exactly, its memory-bound traffic and the
+ * collectives stay; sustained 1 (the A100, whose ceiling is a sustained
+ * measurement) changes nothing. */
+static void test_sustained_clock(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Plan p = gpt_plan(buf, 4, 4096, 32, 1, 8, 1, 1, 1, 4, 32, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    p.cluster.device = *plan_device_preset("h100-sxm-80gb");
+    Layout l = plan_layout_defaults(&p);
+    PlanCosts x, y;
+    p.cluster.device.sustained = 1;
+    assert_true(plan_costs(&p, &l, &x));
+    p.cluster.device.sustained = 0.5;
+    assert_true(plan_costs(&p, &l, &y));
+    for (int k = 0; k < x.n_chunks; k++) {
+        assert_true(y.cost[k].fwd > x.cost[k].fwd * 1.5 && y.cost[k].fwd < x.cost[k].fwd * 2);
+        assert_true(y.cost[k].reduce == x.cost[k].reduce && y.cost[k].act_kept == x.cost[k].act_kept);
+    }
+    assert_true(y.opt[0] == x.opt[0]);   /* AdamW streams: memory-bound */
+    plan_costs_free(&x);
+    plan_costs_free(&y);
+    assert_true(plan_sustained(plan_device_preset("a100-sxm-80gb")) == 1);
+    assert_close(plan_sustained(plan_device_preset("h100-sxm-80gb")), 720.0 / 792.1, 0, 1e-12);
+}
+
+/* nvlink_domain: a group inside one NVLink domain of several nodes is
+ * on the intra link (one "node" of the group's shape), the NICs of the
+ * domain's nodes serve it across domains; without the key the domain is
+ * the node. GB200 NVL72: 4 GPUs a tray, 72 a rack. */
+static void test_nvlink_domain(void **state)
+{
+    (void)state;
+    Cluster c = plan_preset_dgx_h100(36);   /* 288 GPUs */
+    c.gpus_per_node = 4;
+    c.nodes = 72;
+    PlanGroup t16 = plan_layout_group(&c, 18, 16, 1, GROUP_TP);
+    assert_int_equal(t16.nodes, 4);                       /* 16 GPUs over 4 trays: inter */
+    assert_int_equal(plan_group_tier(t16), TIER_POD);
+    c.nvlink_domain = 72;
+    t16 = plan_layout_group(&c, 18, 16, 1, GROUP_TP);
+    assert_int_equal(t16.nodes, 1);                       /* one rack: NVLink */
+    assert_int_equal(plan_group_tier(t16), TIER_NODE);
+    PlanGroup d = plan_layout_group(&c, 18, 16, 1, GROUP_DP);   /* 18, 16 apart: ceil(72 / 16) a rack */
+    assert_int_equal(d.local, 5);
+    assert_int_equal(d.nodes, 4);   /* ceil(18 / 5) racks */
+    char why[256];
+    assert_true(plan_rule_tp_node(&c, 16, why, sizeof why));
+    assert_false(plan_rule_tp_node(&c, 144, why, sizeof why));
+    assert_non_null(strstr(why, "NVLink domain"));
+    /* all-reduce over the 16 of one rack beats the same 16 over 4 trays' IB */
+    double big = 1 << 30;
+    Cluster tray = c;
+    tray.nvlink_domain = 0;
+    double in_rack = plan_comm_cost(&c, COLL_ALL_REDUCE, ALGO_AUTO, t16, big).time;
+    double over_ib = plan_comm_cost(&tray, COLL_ALL_REDUCE, ALGO_AUTO,
+                                    plan_layout_group(&tray, 18, 16, 1, GROUP_TP), big).time;
+    assert_true(in_rack * 1.5 < over_ib);   /* NVLink 450 GB/s vs 4 NICs of 50 a tray */
+}
+
 /* flash_attention changes exactly the attention core's terms: the FLOPs
  * counted stay (Megatron counts the full s^2), the s x s_k softmax and
  * dropout traffic becomes the fused kernel's Q, K, V, O (+ dO, dQ, dK, dV
@@ -2046,6 +2140,7 @@ static void test_flash_attention_terms(void **state)
     PlanCosts x, y;
     assert_true(plan_costs(&p, &l, &x));
     p.software.attention_kernel = PLAN_ATTN_FA2;
+    p.cluster.device.attn_eff = 0.6;   /* one rate for both passes (device { attention_efficiency }) */
     assert_true(plan_costs(&p, &l, &y));
     for (int k = 0; k < x.n_chunks; k++) {
         assert_true(y.cost[k].fwd < x.cost[k].fwd && y.cost[k].bwd < x.cost[k].bwd);
@@ -2060,10 +2155,11 @@ static void test_flash_attention_terms(void **state)
      * halving attn_eff adds exactly that much again, nothing else */
     PlanCosts z;
     double eff = p.cluster.device.attn_eff;
-    assert_true(eff >= 0.5 && eff <= 0.73);   /* the A100 preset of gpt_plan: FA2's 50-73 % range */
+    assert_true(eff == 0.6);
     p.cluster.device.attn_eff = eff / 2;
     assert_true(plan_costs(&p, &l, &z));
-    double core = 2 * (2 * s * s * (h / a) * bat) * plan_flash_causal_fraction(s, s) / (y.peak_flops * eff);
+    double core = 2 * (2 * s * s * (h / a) * bat) * plan_flash_causal_fraction(s, s) /
+                  (y.peak_flops * plan_sustained(&p.cluster.device) * eff);
     for (int k = 0; k < y.n_chunks; k++) {
         int att = y.chunk[k].blocks;
         assert_true(att > 0);
@@ -2258,6 +2354,9 @@ int main(void)
         cmocka_unit_test(test_cross_entropy_fusion_terms),
         cmocka_unit_test(test_flash_causal_fraction),
         cmocka_unit_test(test_flash_attention_terms),
+        cmocka_unit_test(test_attention_rates),
+        cmocka_unit_test(test_sustained_clock),
+        cmocka_unit_test(test_nvlink_domain),
         cmocka_unit_test(test_overlap_param_gather),
         cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_closed_form_vs_sim_real),
