@@ -7,11 +7,11 @@ PLANNER_OBJS := $(PLANNER_SRCS:%.c=$(BUILD)/obj/%.o)
 # (planner/sema.c, the front end's AST -> Plan, is added by planner/sema.mk)
 PLANC_SRCS += $(PLANNER_SRCS)
 
-TEST_TARGETS     += test-planner test-commmodel test-published
+TEST_TARGETS     += test-planner test-commmodel test-published test-validate-rows
 BENCH_TARGETS    += bench-planner
 VALIDATE_TARGETS += validate-planner
 
-.PHONY: test-planner test-commmodel test-published bench-planner validate-planner
+.PHONY: test-planner test-commmodel test-published test-validate-rows bench-planner validate-planner
 
 # the collective model against NCCL's tuner and nccl-tests, the pod tier
 # (its search case needs the search)
@@ -55,6 +55,19 @@ test-planner: $(BUILD)/bin/test_planner $(PLANC)
 
 validate-planner: $(BUILD)/bin/planc-validate
 	$(BUILD)/bin/planc-validate validation/*.plan --other validation/other/*.plan
+
+# every validation row loads, states its figure and runs on a preset's
+# cited figures (no kernel rate, link efficiency or measured collective
+# written in a row: planc-validate refuses one, exit 1), and a row that
+# sets one is refused, naming it
+test-validate-rows: $(BUILD)/bin/planc-validate
+	$(BUILD)/bin/planc-validate validation/*.plan --other validation/other/*.plan > $(BUILD)/validate-rows.txt
+	@for f in tests/validate/fitted-*.plan; do \
+	    if $(BUILD)/bin/planc-validate $$f > /dev/null 2> $(BUILD)/validate-fitted.err; then \
+	        echo "$$f: a fitted row was accepted"; exit 1; fi; \
+	    grep -q "error: .*\(overrides a kernel figure\|sets an efficiency\)" $(BUILD)/validate-fitted.err || \
+	        { cat $(BUILD)/validate-fitted.err; exit 1; }; done
+	@echo "validate rows: $$(ls validation/*.plan validation/other/*.plan | wc -l) rows on preset figures; $$(ls tests/validate/fitted-*.plan | wc -l) fitted rows refused"
 
 bench-planner: $(BUILD)/bin/planc-validate
 	$(BUILD)/bin/planc-validate --bench

@@ -122,9 +122,69 @@ static void print_figure(double x, PlanPublishedUnit unit)
     else printf(" %10.1f", x);
 }
 
+/* Why: a row must test the model, never carry a figure tuned to it. Its
+ * device is a preset (presets.c, where every kernel rate cites its
+ * microbenchmark), with at most the hardware facts a part states
+ * (memory, nvls) written over it; its links carry their bandwidth and
+ * latency only — no efficiency, overlap slowdown or measured collective.
+ * False, with the reason, when the row sets any other figure. */
+static bool row_unfitted(const Plan *p, char *why, size_t n)
+{
+    const Device *d = &p->cluster.device, *q = d->name ? plan_device_preset(d->name) : NULL;
+    if (!q) {
+        snprintf(why, n, "device %s is not a preset: a validation row runs on a preset's cited figures",
+                 d->name ? d->name : "custom");
+        return false;
+    }
+    /* every figure but what a part states (its memory size, its NVSwitch) */
+    bool same = d->flops_fp32 == q->flops_fp32 && d->flops_16 == q->flops_16 && d->flops_fp8 == q->flops_fp8 &&
+                d->hbm == q->hbm && d->sms == q->sms && d->n_gemm == q->n_gemm && d->stream == q->stream &&
+                d->launch == q->launch && d->overhead == q->overhead && d->act_fwd == q->act_fwd &&
+                d->act_bwd == q->act_bwd && d->softmax_fwd == q->softmax_fwd &&
+                d->softmax_bwd == q->softmax_bwd && d->gemm_eff == q->gemm_eff && d->attn_eff == q->attn_eff &&
+                d->sustained == q->sustained && d->arch == q->arch && d->gemm_dtype == q->gemm_dtype;
+    if (!same) {
+        snprintf(why, n, "the device block overrides a kernel figure of preset %s (only memory and nvls may "
+                 "be written over a preset in a validation row)", q->name);
+        return false;
+    }
+    const Link *links[] = { &p->cluster.intra, &p->cluster.inter, &p->cluster.pod };
+    static const char *const names[] = { "intra", "inter", "pod" };
+    for (int i = 0; i < 3; i++)
+        if (links[i]->efficiency > 0 || links[i]->overlap_compute > 0 || links[i]->overlap_comm > 0 ||
+            links[i]->n_coll > 0) {
+            snprintf(why, n, "link %s sets an efficiency, an overlap slowdown or measured collectives (a "
+                     "validation row gives bandwidth and latency only)", names[i]);
+            return false;
+        }
+    return true;
+}
+
+/* The rows of a table by device, for the summary lines. */
+#define MAX_KINDS 16
+typedef struct {
+    const char *device[MAX_KINDS];
+    int         rows[MAX_KINDS];
+    double      sum[MAX_KINDS], max[MAX_KINDS];
+    int         n;
+} KindSums;
+
+static void kind_add(KindSums *k, const char *device, double err)
+{
+    int i = 0;
+    while (i < k->n && strcmp(k->device[i], device)) i++;
+    if (i == k->n) {
+        if (k->n == MAX_KINDS) return;
+        k->device[k->n++] = device;
+    }
+    k->rows[i]++;
+    k->sum[i] += err;
+    if (err > k->max[i]) k->max[i] = err;
+}
+
 /* One row: load, evaluate, simulate, print. Its |error| in percent, or
  * -1 when the file does not load or states no well-formed figure. */
-static double validate_row(const char *file)
+static double validate_row(const char *file, const char **device)
 {
     DslArena arena;
     DslDiag diag;
@@ -144,6 +204,13 @@ static double validate_row(const char *file)
         dsl_arena_free(&arena);
         return -1;
     }
+    char fitted[256];
+    if (!row_unfitted(&p, fitted, sizeof fitted)) {
+        fprintf(stderr, "%s: error: %s\n", file, fitted);
+        dsl_arena_free(&arena);
+        return -1;
+    }
+    *device = plan_device_preset(p.cluster.device.name)->name;   /* the preset table's: outlives the arena */
     Layout l;
     if (!row_layout(&p, &l)) {
         dsl_arena_free(&arena);
@@ -181,16 +248,22 @@ static int validate_group(int n, char **files, const char *goal)
 {
     double max_err = 0, sum = 0;
     int worst = -1, rows = 0, bad = 0;
+    KindSums kinds = { .n = 0 };
     printf("%-28s %3s %3s %4s %5s %6s %3s %-11s %-9s %10s %10s %10s %8s %8s %7s\n", "row", "tp", "pp", "dp",
            "gpus", "batch", "mb", "schedule", "recompute", "published", "simulated", "fast", "error%",
            "bubble", "mfu");
     for (int i = 0; i < n; i++) {
-        double e = validate_row(files[i]);
+        const char *device = NULL;
+        double e = validate_row(files[i], &device);
         if (e < 0) { bad++; continue; }
+        kind_add(&kinds, device, e);
         rows++;
         sum += e;
         if (e > max_err) { max_err = e; worst = i; }
     }
+    for (int i = 0; i < kinds.n && rows; i++)
+        printf("#   %-16s %2d rows: mean |error| %5.1f %%, largest %5.1f %%\n", kinds.device[i], kinds.rows[i],
+               kinds.sum[i] / kinds.rows[i], kinds.max[i]);
     if (rows)
         printf("# %d rows: mean |error| %.1f %%, largest %.1f %% (%s); %s\n\n", rows, sum / rows, max_err,
                worst >= 0 ? files[worst] : "-", goal);
