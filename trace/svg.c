@@ -5,11 +5,15 @@
  * bubble), the topology strip (the network's tiers — GPUs in nodes on
  * NVLink, nodes in pods on InfiniBand, pods on the pod link — and the tier
  * each of the TP, DP and PP groups spans), then one panel per timeline (predicted, and under --compare the
- * measured one beneath, on the same time axis), then a legend. In a panel
- * each pipeline stage is a row: a tall compute lane (forward, backward,
- * optimizer) and two thin lanes beneath it, one for pipeline sends and
- * receive waits, one for DP/ZeRO collectives. Idle compute time is left
- * empty over a light band, so the bubble is what the eye sees.
+ * measured one beneath, on the same time axis), then a legend. A panel
+ * opens with its summary: per stage one bar of where the step went
+ * (TrStageSummary, stacked in TrItem order on the panel's time axis), and
+ * a line giving the stage that ends last item by item. Then each pipeline
+ * stage is a row: a tall compute lane (forward, backward, optimizer), the
+ * in-pass lane where passes have TP or EP collectives (their segments),
+ * and two thin lanes, one for pipeline sends and receive waits, one for
+ * DP/ZeRO collectives. Idle compute time is left empty over a light band,
+ * so the bubble is what the eye sees.
  *
  * Boxes are placed at exactly their start and end times (x = x0 + t *
  * px_per_ms, written on the root element as data-x0 and data-px-per-ms), so
