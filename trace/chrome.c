@@ -74,7 +74,7 @@ static void metadata(FILE *f, int s)
 }
 
 /* `"summary":[{"stage":0,"forward_s":...,"end_s":...}, ...]`: each
- * item's name as a key (lower case, spaces and slashes as underscores). */
+ * item's name as a key (lower case; spaces, slashes and hyphens as underscores). */
 static void summary_json(FILE *f, const TrTimeline *t)
 {
     fputs(",\"critical\":", f);
@@ -84,7 +84,8 @@ static void summary_json(FILE *f, const TrTimeline *t)
         for (int i = 0; i < TR_N_ITEMS; i++) {
             char key[48];
             snprintf(key, sizeof key, "%s", tr_item_name((TrItem)i));
-            for (char *c = key; *c; c++) *c = *c == ' ' || *c == '/' ? '_' : (char)tolower((unsigned char)*c);
+            for (char *c = key; *c; c++)
+                *c = *c == ' ' || *c == '/' || *c == '-' ? '_' : (char)tolower((unsigned char)*c);
             fprintf(f, ",\"%s_s\":%.9g", key, t->summary[s].item[i]);
         }
         fprintf(f, ",\"end_s\":%.9g}", t->summary[s].end);
