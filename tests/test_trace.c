@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "dsl/dsl.h"
+#include "planner/cost.h"
 #include "planner/evaluate.h"
 #include "planner/layout.h"
 #include "planner/presets.h"
@@ -658,6 +659,33 @@ static void check_summary(const PlanProgram *prog, const PlanSimResult *sim, con
     }
 }
 
+/* The passes' items of every stage against the cost table itself, not
+ * the Program: per micro-batch and chunk its recomputed kernels
+ * (recompute less the collectives it repeats), TP collectives and EP
+ * all-to-alls, whatever the schedule splits the backward into. */
+static void check_summary_costs(const Plan *p, const TrTimeline *t)
+{
+    Layout l = plan_layout_defaults(p);
+    PlanCosts pc;
+    assert_true(plan_costs(p, &l, &pc));
+    for (int s = 0; s < l.pp; s++) {
+        double rc = 0, tp = 0, ep = 0, m = (double)pc.n_micro;
+        for (int v = 0; v < l.chunks; v++) {
+            const PlanChunkCost *k = &pc.cost[v * l.pp + s];
+            assert_true(k->recompute_coll >= 0 && k->recompute_coll <= k->recompute + 1e-15);
+            assert_true(k->recompute_coll <= k->bwd_tp + k->bwd_ep + 1e-15);
+            if (l.recompute == RECOMPUTE_FULL && l.tp > 1) assert_true(k->recompute_coll > 0);
+            rc += k->recompute - k->recompute_coll;
+            tp += k->fwd_tp + k->bwd_tp;
+            ep += k->fwd_ep + k->bwd_ep;
+        }
+        ASSERT_NEAR(t->summary[s].item[TR_ITEM_RECOMPUTE], m * rc, 1e-9);
+        ASSERT_NEAR(t->summary[s].item[TR_ITEM_TP], m * tp, 1e-9);
+        ASSERT_NEAR(t->summary[s].item[TR_ITEM_EP], m * ep, 1e-9);
+    }
+    plan_costs_free(&pc);
+}
+
 /* The summary bars as drawn: per stage, the rects' widths add up to the
  * stage's end on the time axis and their data-s seconds to the same end
  * as the summary's; returns the bars found. */
@@ -691,7 +719,8 @@ static void test_summary_is_the_simulators(void **state)
 {
     (void)state;
     const char *plans[] = { "tests/trace/pipe4.plan", "tests/trace/zb2.plan", "examples/llama3-70b.plan",
-                            "examples/mixtral-8x7b.plan", "examples/gpt3-175b.plan" };
+                            "examples/mixtral-8x7b.plan", "examples/gpt3-175b.plan",
+                            "validation/narayanan2021-gpt-18_4b.plan" };   /* full recompute, tp 8 */
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         DslArena arena = { 0 };
         Plan p = load(plans[k], &arena);
@@ -707,6 +736,7 @@ static void test_summary_is_the_simulators(void **state)
             assert_true(plan_simulate(&prog, &sim));
             assert_true(tr_from_program(&prog, &sim, "t", &t));
             check_summary(&prog, &sim, &t);
+            check_summary_costs(&p, &t);
             plan_evaluate(&p, &ev);
             const double *it = t.summary[ev.critical].item;
             assert_int_equal(ev.critical, t.critical);
