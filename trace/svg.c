@@ -63,10 +63,13 @@ static const struct { const char *cls, *fill, *ink, *legend; } KIND[PLAN_N_OPKIN
 
 /* Colour and class of each summary item, most from the kind drawn for
  * it below. ORDER TrItem */
-static const struct { const char *cls, *fill; } ITEM[TR_N_ITEMS] = {
-    { "sFWD", "#4e79a7" }, { "sBWD", "#59a14f" }, { "sRC", "#b6992d" }, { "sTP", "#17becf" },
-    { "sEP", "#8cd17d" },  { "sDP", "#e15759" },  { "sSLOW", "#ff9da7" }, { "sP2P", "#f28e2b" },
-    { "sSTEP", "#bab0ac" }, { "sOPT", "#79706e" }, { "sBUB", "#e8e8e8" },
+static const struct { const char *cls, *fill, *ink, *label; } ITEM[TR_N_ITEMS] = {
+    { "sFWD", "#4e79a7", "#ffffff", "fwd" },   { "sBWD", "#59a14f", "#ffffff", "bwd" },
+    { "sRC", "#b6992d", "#ffffff", "recomp" }, { "sTP", "#17becf", "#000000", "TP" },
+    { "sEP", "#8cd17d", "#000000", "EP" },     { "sDP", "#e15759", "#ffffff", "DP" },
+    { "sSLOW", "#ff9da7", "#000000", "slowed" }, { "sP2P", "#f28e2b", "#000000", "p2p" },
+    { "sSTEP", "#bab0ac", "#000000", "step" }, { "sOPT", "#79706e", "#ffffff", "opt" },
+    { "sBUB", "#e8e8e8", "#000000", "bubble" },
 };
 
 static bool is_recv(PlanOpKind k)
@@ -278,6 +281,12 @@ static double summary(FILE *f, const TrTimeline *t, const Rows *r, double y, dou
                        "data-s=\"%.9g\"><title>stage %d: %s %s (%.1f %%)</title></rect>\n",
                     ITEM[i].cls, xb, yb, w, r->bar, g->item[i], s, tr_item_name((TrItem)i), sec,
                     g->end > 0 ? 100 * g->item[i] / g->end : 0);
+            /* its short name and share, where they fit */
+            double font = fmin(10, floor(r->bar * 0.75));
+            snprintf(txt, sizeof txt, "%s %.0f%%", ITEM[i].label, g->end > 0 ? 100 * g->item[i] / g->end : 0);
+            if (font >= 7 && w >= strlen(txt) * font * 0.6 + 4)
+                fprintf(f, "<text class=\"slbl\" x=\"%.3f\" y=\"%.1f\" font-size=\"%.0f\" fill=\"%s\">%s</text>\n",
+                        xb + w / 2, yb + r->bar / 2 + font * 0.36, font, ITEM[i].ink, txt);
             xb += w;
         }
         fputs("</g>\n", f);
@@ -422,7 +431,7 @@ static const char STYLE[] =
     ".head{font-size:12px;font-weight:bold}\n"
     ".stg{text-anchor:end}.tick{font-size:10px;text-anchor:middle}\n"
     ".unit{font-size:10px;text-anchor:end}.leg{font-size:11px}\n"
-    ".lbl{text-anchor:middle;font-size:%.0fpx}\n"
+    ".lbl{text-anchor:middle;font-size:%.0fpx}.slbl{text-anchor:middle}\n"
     ".band{fill:#f2f2f2}.idle{stroke:#999;stroke-width:.5}\n"
     ".grid{stroke:#ddd;stroke-width:.5}.ax{stroke:#555;stroke-width:1}\n"
     ".op{stroke:#fff;stroke-width:.3}.odd{fill-opacity:.62}\n"
