@@ -823,6 +823,67 @@ static void test_tp_collectives_drawn(void **state)
     dsl_arena_free(&arena);
 }
 
+/* A measured trace's summary, from its boxes alone (tr_summarise_boxes):
+ * llama3-70b's predicted trace read back as if measured gives, stage by
+ * stage, the predicted items to the ns rounding of the format — the
+ * backward with its recomputation inside, the compute slowed by the DP
+ * collectives as gaps (or as waits before the step-level ops), the waits
+ * for the stage's own sends as DP — and a
+ * bubble whose share of the passes is the trace's bubble fraction. */
+static void test_summary_of_measured(void **state)
+{
+    (void)state;
+    DslArena arena = { 0 };
+    Plan p = load("examples/llama3-70b.plan", &arena);
+    PlanProgram prog;
+    PlanSimResult sim;
+    TrTimeline t, m;
+    char why[256], path[64];
+    if (!plan_lower(&p, &prog, why, sizeof why)) fail_msg("lower: %s", why);
+    assert_true(plan_simulate(&prog, &sim));
+    assert_true(tr_from_program(&prog, &sim, "l", &t));
+    strcpy(path, "/tmp/planc-trace-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_true(tr_write_chrome(f, &t));
+    fclose(f);
+    if (!tr_read_chrome(path, &m, why, sizeof why)) fail_msg("read: %s", why);
+    unlink(path);
+    assert_non_null(m.summary);
+    assert_int_equal(m.critical, t.critical);
+    double tol = 1e-9 * (double)t.n_boxes;   /* ns per event */
+    for (int s = 0; s < t.pp; s++) {
+        const double *a = t.summary[s].item, *b = m.summary[s].item;
+        double sum = 0;
+        for (int i = 0; i < TR_N_ITEMS; i++) { assert_true(b[i] >= -tol); sum += b[i]; }
+        assert_true(fabs(sum - m.summary[s].end) <= tol);
+        assert_true(fabs(m.summary[s].end - t.summary[s].end) <= tol);
+        assert_true(fabs(b[TR_ITEM_FWD] - a[TR_ITEM_FWD]) <= tol);
+        assert_true(fabs(b[TR_ITEM_BWD] - (a[TR_ITEM_BWD] + a[TR_ITEM_RECOMPUTE])) <= tol);
+        assert_true(b[TR_ITEM_RECOMPUTE] == 0 && a[TR_ITEM_TP] > 0);
+        assert_true(fabs(b[TR_ITEM_TP] - a[TR_ITEM_TP]) <= tol);
+        assert_true(fabs(b[TR_ITEM_BUBBLE] - a[TR_ITEM_BUBBLE]) <= tol);
+        assert_true(fabs(b[TR_ITEM_OPT] - a[TR_ITEM_OPT]) <= tol);
+        assert_true(fabs(b[TR_ITEM_STEPCOLL] - a[TR_ITEM_STEPCOLL]) <= tol);
+        /* slowed compute shows as a gap before a pass, or as a wait before a step-level op */
+        assert_true(a[TR_ITEM_GAP] == 0 && b[TR_ITEM_GAP] <= a[TR_ITEM_SLOWED] + tol);
+        assert_true(fabs(b[TR_ITEM_GAP] + b[TR_ITEM_DP] - (a[TR_ITEM_SLOWED] + a[TR_ITEM_DP] + a[TR_ITEM_P2P])) <= tol);
+    }
+    const double *c = m.summary[m.critical].item;
+    double passes = c[TR_ITEM_FWD] + c[TR_ITEM_BWD] + c[TR_ITEM_TP] + c[TR_ITEM_EP];
+    assert_true(fabs(c[TR_ITEM_BUBBLE] / passes - m.bubble_fraction) <= 1e-9);
+    const TrTimeline *panels[] = { &t, &m };
+    char *svg = render(panels, 2);
+    assert_int_equal(check_summary_drawn(svg, &t), 2 * t.pp);   /* both panels' bars */
+    free(svg);
+    tr_timeline_free(&m);
+    tr_timeline_free(&t);
+    plan_sim_free(&sim);
+    plan_program_free(&prog);
+    dsl_arena_free(&arena);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -839,6 +900,7 @@ int main(void)
         cmocka_unit_test(test_ep_all_to_all_drawn),
         cmocka_unit_test(test_summary_is_the_simulators),
         cmocka_unit_test(test_tp_collectives_drawn),
+        cmocka_unit_test(test_summary_of_measured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -371,7 +371,7 @@ static bool finish(Reader *r)
     }
     qsort(t->boxes, (size_t)t->n_boxes, sizeof *t->boxes, by_stage_then_op);
     t->bubble_fraction = tr_bubble_of(t);
-    return true;
+    return tr_summarise_boxes(t);
 }
 
 /* Whole file into memory; NULL with a reason. */

@@ -69,7 +69,7 @@ static const struct { const char *cls, *fill, *ink, *label; } ITEM[TR_N_ITEMS] =
     { "sEP", "#8cd17d", "#000000", "EP" },     { "sDP", "#e15759", "#ffffff", "DP" },
     { "sSLOW", "#ff9da7", "#000000", "slowed" }, { "sP2P", "#f28e2b", "#000000", "p2p" },
     { "sSTEP", "#bab0ac", "#000000", "step" }, { "sOPT", "#79706e", "#ffffff", "opt" },
-    { "sBUB", "#e8e8e8", "#000000", "bubble" },
+    { "sBUB", "#e8e8e8", "#000000", "bubble" },  { "sGAP", "#c7c7e8", "#000000", "gaps" },
 };
 
 static bool is_recv(PlanOpKind k)

@@ -61,7 +61,8 @@ const char *tr_item_name(TrItem i)
 {
     static const char *const names[TR_N_ITEMS] = {   /* ORDER TrItem */
         "forward", "backward", "recomputation", "exposed TP", "exposed EP", "exposed DP/ZeRO",
-        "compute slowed by DP", "p2p sends", "step all-reduces", "optimizer", "bubble" };
+        "compute slowed by DP", "p2p sends", "step all-reduces", "optimizer", "bubble",
+        "gaps between ops" };
     return (unsigned)i < TR_N_ITEMS ? names[i] : "?";
 }
 
@@ -216,4 +217,63 @@ double tr_bubble_of(const TrTimeline *t)
     double f = busy[crit] > 0 ? wait[crit] / busy[crit] : 0;
     free(busy); free(wait); free(end);
     return f;
+}
+
+/* Which item a compute-stream box of kind k is booked to; -1: the box is
+ * not on the compute stream (sends, DP collectives, in-pass segments). */
+static int compute_stream_item(PlanOpKind k)
+{
+    switch (k) {
+    case OP_FWD:                                          return TR_ITEM_FWD;
+    case OP_BWD: case OP_BWD_INPUT: case OP_BWD_WEIGHT:   return TR_ITEM_BWD;
+    case OP_RECV_ACT: case OP_RECV_GRAD:                  return TR_ITEM_BUBBLE;
+    case OP_OPT_STEP:                                     return TR_ITEM_OPT;
+    case OP_SYNC_PARAMS:                                  return TR_ITEM_DP;
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: return TR_ITEM_STEPCOLL;
+    default:                                              return -1;
+    }
+}
+
+bool tr_summarise_boxes(TrTimeline *t)
+{
+    int pp = t->pp > 0 ? t->pp : 1;
+    free(t->summary);
+    t->summary = calloc((size_t)pp, sizeof *t->summary);
+    if (!t->summary) return false;
+    double *cur = calloc((size_t)pp, sizeof *cur), *last = calloc((size_t)pp, sizeof *last);
+    int *pass = malloc((size_t)pp * sizeof *pass);
+    if (!cur || !last || !pass) { free(cur); free(last); free(pass); return false; }
+    for (int s = 0; s < pp; s++) pass[s] = TR_ITEM_FWD;
+    for (int i = 0; i < t->n_boxes; i++) {   /* a stage's boxes come in op order */
+        const TrBox *b = &t->boxes[i];
+        if (b->stage < 0 || b->stage >= pp) continue;
+        int s = b->stage;
+        double *it = t->summary[s].item, d = b->end - b->start;
+        int k = compute_stream_item(b->kind);
+        if (b->kind == OP_TP_COLL || b->kind == OP_EP_ALL_TO_ALL) {   /* a part of its pass */
+            it[pass[s]] -= d;
+            it[b->kind == OP_TP_COLL ? TR_ITEM_TP : TR_ITEM_EP] += d;
+        } else if (k >= 0) {
+            double idle = fmax(0, b->start - cur[s]);
+            if (b->kind == OP_EMBED_REDUCE || b->kind == OP_NORM_REDUCE) {
+                double others = fmax(0, b->start - fmax(cur[s], last[s]));   /* other stages */
+                it[TR_ITEM_BUBBLE] += others;
+                it[TR_ITEM_DP] += idle - others;
+            } else {
+                it[tr_is_compute(b->kind) || k == TR_ITEM_BUBBLE ? TR_ITEM_GAP : TR_ITEM_DP] += idle;
+            }
+            it[k] += fmax(0, b->end - fmax(b->start, cur[s]));
+            cur[s] = fmax(cur[s], b->end);
+            if (tr_is_compute(b->kind)) pass[s] = k;
+        }
+        last[s] = fmax(last[s], b->end);
+    }
+    t->critical = 0;
+    for (int s = 0; s < pp; s++) {   /* the stage still busy after its compute stream: a gap */
+        t->summary[s].item[TR_ITEM_GAP] += fmax(0, last[s] - cur[s]);
+        t->summary[s].end = fmax(cur[s], last[s]);
+        if (t->summary[s].end > t->summary[t->critical].end) t->critical = s;
+    }
+    free(cur); free(last); free(pass);
+    return true;
 }

@@ -53,9 +53,12 @@ typedef enum {
     TR_ITEM_STEPCOLL,  /* the step-level all-reduces: SP norms, tied embedding, gradient norm */
     TR_ITEM_OPT,       /* the optimizer step */
     TR_ITEM_BUBBLE,    /* waiting for other stages (the pipeline bubble) */
+    TR_ITEM_GAP,       /* a measured trace: the compute stream idle before a pass with no
+                          box to say why (launch gaps, host work; predicted: 0, the
+                          simulator books every second) */
 } TrItem;
 
-#define TR_N_ITEMS 11
+#define TR_N_ITEMS 12
 
 /* One stage's summary: seconds per item, and when the stage ends. */
 typedef struct {
@@ -81,8 +84,8 @@ typedef struct {
     int     pp, chunks;
     int     n_boxes, cap;
     TrBox  *boxes;           /* stage by stage, each in op-list order */
-    TrStageSummary *summary; /* [pp] where each stage's step went; NULL: not known (a
-                                measured trace) */
+    TrStageSummary *summary; /* [pp] where each stage's step went (tr_from_program, or
+                                tr_summarise_boxes for a measured trace); NULL: none */
     int     critical;        /* the stage that ends last (the summary's text names it) */
     double  step_time;       /* s: last end of any box */
     double  bubble_fraction; /* simulator's (predicted), or from the boxes (measured) */
@@ -106,6 +109,18 @@ void tr_timeline_free(TrTimeline *t);
 
 /* The name of a summary item ("forward", "exposed TP", ...). */
 const char *tr_item_name(TrItem i);
+
+/* The summary of a timeline read from a trace (tr_read_chrome calls it),
+ * from its boxes alone, stage by stage in op order along the compute
+ * stream: passes to forward / backward (less the TP and EP segments the
+ * trace has, booked to theirs; recomputation is inside the backward),
+ * receive waits and the wait before a collective over several stages
+ * after the stage's other boxes ended to the bubble (tr_bubble_of's
+ * rule), the optimizer, the ZeRO-1/2 sync and the waits before the
+ * step-level ops for the stage's own streams to exposed DP, the rest of
+ * the compute stream's idle time to TR_ITEM_GAP. The items add up to the
+ * stage's last box's end. False out of memory. */
+bool tr_summarise_boxes(TrTimeline *t);
 
 /* Which lane an op kind is drawn in (receives: TR_LANE_P2P in the SVG). */
 TrLane tr_lane_of(PlanOpKind k);
