@@ -184,10 +184,11 @@ static int trace_plan(const Plan *plan, const TraceArgs *a)
     if (rc == 0) {
         const TrTimeline *panels[2] = { &pred, &meas };
         rc = write_out(a, panels, n);
+        int ops = 0;   /* the Program's ops: the in-pass segments are parts of them */
+        for (int i = 0; i < pred.n_boxes; i++) ops += tr_lane_of(pred.boxes[i].kind) != TR_LANE_PASS;
         if (rc == 0)
             printf("wrote %s: %s, %d stages, %d ops, step %.3f ms, bubble %.1f %%\n", a->out,
-                   pred.layout, pred.pp, pred.n_boxes, pred.step_time * 1e3,
-                   100 * pred.bubble_fraction);
+                   pred.layout, pred.pp, ops, pred.step_time * 1e3, 100 * pred.bubble_fraction);
     }
     if (n == 2) tr_timeline_free(&meas);
     tr_timeline_free(&pred);

@@ -544,7 +544,7 @@ void plan_shapes_free(PlanShapes *s)
 
 /* What a chunk adds up of one segment, for one micro-batch on one GPU. */
 typedef struct {
-    double   fwd, bwd, bwd_weight, fwd_tp, bwd_tp, recompute, flops_fwd, flops_recompute;
+    double   fwd, bwd, bwd_weight, fwd_tp, bwd_tp, recompute, recompute_coll, flops_fwd, flops_recompute;
     double   act_kept, act_layer_max, act_split, fwd_ep, bwd_ep, fwd_ep_bytes, bwd_ep_bytes, a2a_bytes;
     uint64_t params, params_full, layer_params_max, norm_params, expert_params;
     int      layers, moe_layers;
@@ -580,6 +580,7 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         sc->fwd_tp += x->tp_f;
         sc->bwd_tp += x->tp_b + x->tp_rec;
         sc->recompute += x->rec + x->tp_rec + x->ep_rec;
+        sc->recompute_coll += x->tp_rec + x->ep_rec;
         sc->flops_fwd += x->flops_fwd;
         sc->flops_recompute += x->flops_rec;
         sc->params += x->params;
@@ -613,6 +614,7 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     c->moe_layers += n * sc->moe_layers;
     c->a2a_bytes = fmax(c->a2a_bytes, sc->a2a_bytes);
     c->recompute += d * sc->recompute;
+    c->recompute_coll += d * sc->recompute_coll;
     c->flops_fwd += d * sc->flops_fwd;
     c->flops_recompute += d * sc->flops_recompute;
     c->act_kept += d * sc->act_kept;

@@ -69,6 +69,8 @@ typedef struct {
     double   fwd_ep, bwd_ep; /* s: EP all-to-alls (dispatch, combine) inside fwd / bwd (critical path) */
     double   fwd_ep_bytes, bwd_ep_bytes; /* bytes one rank sends in them */
     double   recompute;      /* s: recomputed forward inside bwd */
+    double   recompute_coll; /* s: of recompute, the TP collectives and EP all-to-alls it
+                                repeats (counted in bwd_tp / bwd_ep too) */
     double   flops_fwd;      /* model FLOPs of the forward */
     double   flops_recompute;/* FLOPs recomputed in the backward */
     uint64_t params;         /* parameters per GPU (TP rank; a mixture's routed experts / ep), before ZeRO */

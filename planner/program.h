@@ -49,9 +49,14 @@ typedef enum {
                           never an op of a stage's list, but the part ep_dur of the compute op
                           that carries it, which the trace draws as a segment of that op on the
                           collective lane (trace/timeline.c) */
+    OP_TP_COLL,        /* a pass's TP collectives (all-reduces; with sequence parallelism
+                          all-gathers and reduce-scatters) that the compute stream waits for:
+                          like OP_EP_ALL_TO_ALL never an op of a list, but the part tp_dur of
+                          the FWD / BWD / BWD_INPUT that carries it, drawn on the trace's
+                          in-pass lane */
 } PlanOpKind;          /* ORDER PlanOpKind */
 
-#define PLAN_N_OPKINDS 16
+#define PLAN_N_OPKINDS 17
 
 typedef enum {
     STREAM_COMPUTE,    /* kernels, TP collectives, waits on receives */
@@ -78,6 +83,11 @@ typedef struct {
     double         ep_dur;      /* compute ops: seconds of dur in the EP all-to-alls inside
                                    (OP_EP_ALL_TO_ALL; 0 without expert parallelism) */
     double         ep_bytes;    /* compute ops: bytes one rank sends in those all-to-alls */
+    double         tp_dur;      /* compute ops: seconds of dur in exposed TP collectives
+                                   (PlanChunkCost.fwd_tp / bwd_tp; OP_TP_COLL) */
+    double         rc_dur;      /* BWD / BWD_INPUT: seconds of dur recomputing the forward's
+                                   kernels (PlanChunkCost.recompute less the collectives it
+                                   repeats, which tp_dur / ep_dur count) */
     int            prepost;     /* RECV_*: 0, posted at the op itself; else 1 + the index of
                                    the op before which it is posted early, with the sends
                                    queued there (NCCL's rules: p2p_order.c) */
@@ -111,6 +121,8 @@ typedef struct {
                                                                    gradients the reductions move */
     double *fwd_ep, *bwd_ep;      /* s of fwd / bwd (bwd_input) in EP all-to-alls */
     double *fwd_ep_bytes, *bwd_ep_bytes; /* bytes sent in them */
+    double *fwd_tp, *bwd_tp;      /* s of fwd / bwd (bwd_input) in exposed TP collectives */
+    double *rc;                   /* s of bwd (bwd_input) recomputing kernels (PlanOp.rc_dur) */
     int    *first_layer, *end_layer, *layers;
     /* per stage: */
     double *opt;          /* s: the optimizer step (AdamW only) */

@@ -17,7 +17,8 @@
  *     cluster, exit 1). These are planner/layout.c's rules, asked of the
  *     fields the plan block fixes: this file only points at the field, so
  *     its words are `check`'s words;
- *   - warnings that change no exit code (sequence_parallel with tp 1).
+ *   - warnings that change no exit code (sequence_parallel with tp 1; link
+ *     figures no hardware has, a unit slip most likely).
  * All errors are reported in one run. Fields of the plan block that are left
  * out or `auto` stay PLAN_AUTO; filling them is the planner's job, not this
  * file's. It must not compute memory or time either.
@@ -1047,6 +1048,64 @@ static void sema_link_colls(Sema *S, const DslStmt *st, const DslStmt *body, con
     l->n_coll = k;
 }
 
+/* ---- plausible link figures ------------------------------------------ *
+ * Warnings, not errors: a cluster may be unusual, but a figure far outside
+ * what hardware does is most often a unit slip (Gb/s for GB/s, ms for us)
+ * and would make every prediction of the plan wrong. Links are per GPU and
+ * per direction (sema_link). The thresholds, each with its source: */
+#define LINK_LATENCY_MAX 1e-3    /* s: NCCL's latencies are microseconds (its tuning model,
+                                    src/graph/tuning.cc, "Latencies in us": baseLat 4-17 us
+                                    a collective, hwLat 0.5-3.4 us an NVLink hop on the ring,
+                                    a few us a network hop); a millisecond is a unit slip */
+#define LINK_BW_MAX      10e12   /* B/s per GPU per direction: 11 x NVLink 5's 900 GB/s
+                                    (B200: 18 links x 50 GB/s); no link of any tier comes near */
+#define LINK_INTER_BW_MAX 1.8e12 /* B/s per GPU per direction between nodes: twice NVLink 5's
+                                    900 GB/s (which an NVL72 rack spans between its trays);
+                                    a NIC per GPU is 400 Gb/s (NDR, 50 GB/s) or 800 Gb/s
+                                    (XDR, 100 GB/s) */
+
+static const char *link_name(const DslStmt *st)
+{
+    return st->n_args >= 1 && st->args->text ? st->args->text : "?";
+}
+
+/* A bandwidth above what any link does (LINK_BW_MAX), or between nodes
+ * above LINK_INTER_BW_MAX. */
+static void link_bw_plausible(Sema *S, const DslStmt *st, const DslStmt *s, const Link *l)
+{
+    const char *name = link_name(st);
+    bool between = strcmp(name, "intra") != 0;   /* inter, pod */
+    if (l->bandwidth > LINK_BW_MAX)
+        dsl_warning(S->d, s->loc, "link %s bandwidth %.4g TB/s per GPU is implausible: NVLink 5 is 0.9 TB/s "
+                    "per direction (a unit slip? GB/s, Gb/s)", name, l->bandwidth / 1e12);
+    else if (between && l->bandwidth > LINK_INTER_BW_MAX)
+        dsl_warning(S->d, s->loc, "link %s bandwidth %.4g GB/s per GPU is implausible between nodes: an "
+                    "InfiniBand NIC is 400 or 800 Gb/s (50 or 100 GB/s), NVLink 5 across a rack 900 GB/s "
+                    "(a unit slip? Gb/s)", name, l->bandwidth / 1e9);
+}
+
+/* A latency of a millisecond or more (LINK_LATENCY_MAX). */
+static void link_latency_plausible(Sema *S, const DslStmt *st, const DslStmt *s, const Link *l)
+{
+    if (l->latency >= LINK_LATENCY_MAX)
+        dsl_warning(S->d, s->loc, "link %s latency %.4g ms is implausible: NCCL's hop latencies are "
+                    "microseconds (NCCL's tuning model: 0.5-3.4 us an NVLink hop, 4-17 us a collective's base); did you mean us?",
+                    link_name(st), l->latency * 1e3);
+}
+
+/* The links of one cluster against each other: inside a node (NVLink,
+ * PCIe) is faster than between nodes on any machine planc models; a
+ * slower intra link is most often the two swapped. Only where both tiers
+ * carry traffic (several GPUs per node, several nodes). */
+static void links_plausible(Sema *S, const DslStmt *intra, const Cluster *C)
+{
+    if (!intra || C->gpus_per_node < 2 || C->nodes < 2) return;
+    if (C->intra.bandwidth > 0 && C->inter.bandwidth > C->intra.bandwidth)
+        dsl_warning(S->d, intra->loc, "link intra (%.4g GB/s per GPU) is slower than link inter (%.4g GB/s): "
+                    "inside a node is NVLink or PCIe, faster than the network between nodes (swapped?)",
+                    C->intra.bandwidth / 1e9, C->inter.bandwidth / 1e9);
+}
+
 /* link intra|inter { bandwidth; latency }: per GPU and per direction. */
 static void sema_link(Sema *S, const DslStmt *st, Link *l)
 {
@@ -1067,10 +1126,12 @@ static void sema_link(Sema *S, const DslStmt *st, Link *l)
                       F.slot[k]->key_loc.line);
         else F.slot[k] = st2;
     }
-    if ((s = field(&F, "bandwidth"))) get_quantity(S, s, DSL_UNIT_BANDWIDTH, false, &l->bandwidth, NULL);
-    else missing(S, st, "bandwidth", "bandwidth 300 GB/s");
-    if ((s = field(&F, "latency"))) get_quantity(S, s, DSL_UNIT_TIME, true, &l->latency, NULL);
-    else missing(S, st, "latency", "latency 5 us");
+    if ((s = field(&F, "bandwidth"))) {
+        if (get_quantity(S, s, DSL_UNIT_BANDWIDTH, false, &l->bandwidth, NULL)) link_bw_plausible(S, st, s, l);
+    } else missing(S, st, "bandwidth", "bandwidth 300 GB/s");
+    if ((s = field(&F, "latency"))) {
+        if (get_quantity(S, s, DSL_UNIT_TIME, true, &l->latency, NULL)) link_latency_plausible(S, st, s, l);
+    } else missing(S, st, "latency", "latency 5 us");
     /* the measured profile (planc calibrate); absent: comm.c's alpha-beta
      * model derated by PLAN_LINK_EFF_*, no overlap slowdown */
     if ((s = field(&F, "efficiency"))) get_real(S, s, 0, true, 1, false, &l->efficiency);
@@ -1154,6 +1215,7 @@ static void sema_cluster(Sema *S, const DslStmt *c, Cluster *C)
     else if (C->nodes > 1)
         dsl_error(S->d, c->key_loc, "cluster %s has %" PRId64 " nodes but no 'link inter { bandwidth ...; "
                   "latency ... }'", C->name, C->nodes);
+    links_plausible(S, links[0], C);
     /* the third tier: nodes_per_pod N and link pod, which is required
      * when the nodes fill more than one pod */
     if (npp) get_int(S, npp, 1, MAX_NODES, false, &C->nodes_per_pod);

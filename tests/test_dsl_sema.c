@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <glob.h>
+
 #include <cmocka.h>
 
 #include "dsl/dsl.h"
@@ -767,6 +769,74 @@ static void test_knob_head_dim_flops(void **state)
     assert_true(fabs(w.flops_fwd - want) < 1e-6 * want);
 }
 
+/* Implausible link figures (issue 25): each warns once, at the figure
+ * (the cross-link one at the intra link), and changes nothing else: no
+ * error, exit 0, the figure kept. Plausible clusters, among them every
+ * shipped one (test_examples loads them), do not warn. */
+static void test_link_warnings(void **state)
+{
+    (void)state;
+    static const struct { const char *intra, *inter, *warning; } cases[] = {
+        { "bandwidth 300 GB/s; latency 2 us", "bandwidth 200 Gb/s; latency 5 us", NULL },
+        { "bandwidth 900 GB/s; latency 1 us", "bandwidth 900 GB/s; latency 3 us", NULL },   /* NVL72 trays */
+        { "bandwidth 300 GB/s; latency 2 ms", "bandwidth 200 Gb/s; latency 5 us",
+          "t.plan:4:38: warning: link intra latency 2 ms is implausible: NCCL's hop latencies are microseconds" },
+        { "bandwidth 300 GB/s; latency 2 us", "bandwidth 200 Gb/s; latency 1 ms",
+          "t.plan:5:38: warning: link inter latency 1 ms is implausible" },
+        { "bandwidth 300 TB/s; latency 2 us", "bandwidth 200 Gb/s; latency 5 us",
+          "t.plan:4:18: warning: link intra bandwidth 300 TB/s per GPU is implausible: NVLink 5 is 0.9 TB/s "
+          "per direction" },
+        { "bandwidth 3 TB/s; latency 2 us", "bandwidth 2 TB/s; latency 5 us",
+          "t.plan:5:18: warning: link inter bandwidth 2000 GB/s per GPU is implausible between nodes" },
+        { "bandwidth 25 GB/s; latency 2 us", "bandwidth 400 Gb/s; latency 5 us",
+          "t.plan:4:5: warning: link intra (25 GB/s per GPU) is slower than link inter (50 GB/s)" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cluster[512];
+        snprintf(cluster, sizeof cluster,
+                 "cluster c {\n"
+                 "    nodes 2; gpus_per_node 4\n"
+                 "    device a100-sxm-80gb\n"
+                 "    link intra { %s }\n"
+                 "    link inter { %s }\n"
+                 "}\n", cases[i].intra, cases[i].inter);
+        Run r;
+        char *text = cat3(cluster, MODEL, "plan { dp 2; tp 4; pp 1 }\n");
+        run(&r, text);
+        size_t n = 0;
+        for (const char *c = strstr(r.diag, "warning: "); c; c = strstr(c + 1, "warning: ")) n++;
+        if (r.errors != 0 || n != (cases[i].warning ? 1u : 0u) ||
+            (cases[i].warning && !strstr(r.diag, cases[i].warning)))
+            fail_msg("case %zu: %d errors, %zu warnings:\n%s", i, r.errors, n, r.diag);
+        assert_int_equal(dsl_diag_exit_code(&r.d), 0);
+        assert_true(r.p.cluster.intra.bandwidth > 0 && r.p.cluster.inter.latency > 0);
+        done(&r);
+        free(text);
+    }
+    /* no shipped plan warns */
+    glob_t g;
+    assert_int_equal(glob("examples/*.plan", 0, NULL, &g), 0);
+    glob("validation/*.plan", GLOB_APPEND, NULL, &g);
+    glob("validation/other/*.plan", GLOB_APPEND, NULL, &g);
+    assert_true(g.gl_pathc > 20);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        DslArena a = { 0 };
+        DslDiag d;
+        char *diag = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&diag, &len);
+        dsl_diag_init(&d, m);
+        DslFile *f = dsl_load(&a, &d, g.gl_pathv[i]);
+        Plan p;
+        if (f) plan_sema(f, &d, &a, &p);
+        fclose(m);
+        if (!f || strstr(diag, "warning: link")) fail_msg("%s:\n%s", g.gl_pathv[i], diag);
+        free(diag);
+        dsl_arena_free(&a);
+    }
+    globfree(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -776,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_model_defaults_and_repeat),
         cmocka_unit_test(test_plan_auto_and_train),
         cmocka_unit_test(test_checks),
+        cmocka_unit_test(test_link_warnings),
         cmocka_unit_test(test_every_error_reported),
         cmocka_unit_test(test_limits_are_fast),
         cmocka_unit_test(test_examples),

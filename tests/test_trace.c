@@ -25,6 +25,8 @@
 #include <cmocka.h>
 
 #include "dsl/dsl.h"
+#include "planner/cost.h"
+#include "planner/evaluate.h"
 #include "planner/layout.h"
 #include "planner/presets.h"
 #include "planner/search.h"
@@ -545,7 +547,7 @@ static void test_step_collectives_drawn(void **state)
 
 /* A mixture's all-to-alls (issue 17): the Program carries them as the
  * forward's and backward's ep_dur; the timeline draws each as a segment
- * at the end of its pass on the collective lane (one per FWD / BWD with
+ * at the end of its pass on the in-pass lane (one per FWD / BWD with
  * ep > 1, none at ep 1), named in the SVG and the Chrome trace. */
 static void test_ep_all_to_all_drawn(void **state)
 {
@@ -574,7 +576,7 @@ static void test_ep_all_to_all_drawn(void **state)
             segs++;
             const PlanOp *o = &prog.stages[0].ops[b->op];   /* the pass that carries it */
             assert_true(o->kind == OP_FWD || o->kind == OP_BWD);
-            assert_int_equal(tr_lane_of(b->kind), TR_LANE_COLL);
+            assert_int_equal(tr_lane_of(b->kind), TR_LANE_PASS);
             assert_true(b->end == sim.span[0][b->op].end && b->end - b->start <= o->dur);
             assert_true(fabs((b->end - b->start) - o->ep_dur) <= 1e-12 * o->dur);
             assert_true(b->bytes == o->ep_bytes && b->bytes > 0);
@@ -588,7 +590,8 @@ static void test_ep_all_to_all_drawn(void **state)
         const TrTimeline *panels[] = { &t };
         char *svg = render(panels, 1);
         assert_int_equal(count(json, "\"cat\":\"EP_ALL_TO_ALL\",\"ph\":\"X\",\"pid\":0,\"tid\":3,"), (size_t)segs);
-        assert_int_equal(count(json, "\"tid\":3,\"args\":{\"name\":\"EP all-to-alls"), ep > 1 ? 1 : 0);
+        assert_int_equal(count(json, "\"tid\":3,\"args\":{\"name\":\"EP all-to-alls (inside the passes)"),
+                         ep > 1 ? 1 : 0);
         assert_int_equal(count(svg, "<title>EP dispatch + combine all-to-alls"), (size_t)segs);
         assert_int_equal(count(svg, ".EPA2A{"), ep > 1 ? 1 : 0);   /* its style only where drawn */
         free(json);
@@ -597,6 +600,288 @@ static void test_ep_all_to_all_drawn(void **state)
         plan_sim_free(&sim);
         plan_program_free(&prog);
     }
+}
+
+/* |a - b| within rel of the larger, or within 1e-15 s. */
+static bool near(double a, double b, double rel)
+{
+    return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-15;
+}
+
+#define ASSERT_NEAR(a, b, rel) \
+    do { if (!near((a), (b), (rel))) fail_msg("%s = %.12g, %s = %.12g", #a, (double)(a), #b, (double)(b)); } while (0)
+
+/* Every stage's summary against the simulator's books of that stage
+ * (PlanStageTimes) and against the boxes drawn for it: the items add up
+ * to the stage's end, the passes' items to its forward/backward time, and
+ * the in-pass segments, optimizer and step-level boxes to their items. */
+static void check_summary(const PlanProgram *prog, const PlanSimResult *sim, const TrTimeline *t)
+{
+    assert_non_null(t->summary);
+    assert_int_equal(t->critical, sim->critical);
+    for (int s = 0; s < prog->pp; s++) {
+        const TrStageSummary *g = &t->summary[s];
+        const PlanStageTimes *st = &sim->times[s];
+        const double *it = g->item;
+        double sum = 0;
+        for (int i = 0; i < TR_N_ITEMS; i++) {
+            assert_true(it[i] >= -1e-12 * st->end);
+            sum += it[i];
+        }
+        ASSERT_NEAR(g->end, st->end, 0);
+        ASSERT_NEAR(sum, st->end, 1e-9);
+        ASSERT_NEAR(it[TR_ITEM_FWD] + it[TR_ITEM_BWD] + it[TR_ITEM_RECOMPUTE] + it[TR_ITEM_TP] + it[TR_ITEM_EP],
+                    st->busy, 1e-9);
+        ASSERT_NEAR(it[TR_ITEM_DP], st->comm_wait + st->stall + st->sync, 1e-12);
+        ASSERT_NEAR(it[TR_ITEM_BUBBLE], st->bubble, 0);
+        ASSERT_NEAR(it[TR_ITEM_P2P], st->p2p, 0);
+        ASSERT_NEAR(it[TR_ITEM_OPT], st->opt, 0);
+        ASSERT_NEAR(it[TR_ITEM_SLOWED], st->slowed, 0);
+        /* from the drawn boxes */
+        double pass = 0, tp = 0, ep = 0, opt = 0, stepc = 0, recv = 0;
+        for (int i = 0; i < t->n_boxes; i++) {
+            const TrBox *b = &t->boxes[i];
+            if (b->stage != s) continue;
+            double d = b->end - b->start;
+            if (tr_is_compute(b->kind)) pass += d;
+            if (b->kind == OP_TP_COLL) tp += d;
+            if (b->kind == OP_EP_ALL_TO_ALL) ep += d;
+            if (b->kind == OP_OPT_STEP) opt += d;
+            if (b->kind == OP_SP_NORM_REDUCE || b->kind == OP_EMBED_REDUCE || b->kind == OP_NORM_REDUCE) stepc += d;
+            if (b->kind == OP_RECV_ACT || b->kind == OP_RECV_GRAD) recv += d;
+        }
+        ASSERT_NEAR(pass, st->busy + st->stall, 1e-9);
+        ASSERT_NEAR(tp, it[TR_ITEM_TP], 1e-9);
+        ASSERT_NEAR(ep, it[TR_ITEM_EP], 1e-9);
+        ASSERT_NEAR(opt, it[TR_ITEM_OPT], 1e-9);
+        ASSERT_NEAR(stepc, it[TR_ITEM_STEPCOLL], 1e-9);
+        assert_true(recv <= it[TR_ITEM_BUBBLE] * (1 + 1e-9) + 1e-15);
+    }
+}
+
+/* The passes' items of every stage against the cost table itself, not
+ * the Program: per micro-batch and chunk its recomputed kernels
+ * (recompute less the collectives it repeats), TP collectives and EP
+ * all-to-alls, whatever the schedule splits the backward into. */
+static void check_summary_costs(const Plan *p, const TrTimeline *t)
+{
+    Layout l = plan_layout_defaults(p);
+    PlanCosts pc;
+    assert_true(plan_costs(p, &l, &pc));
+    for (int s = 0; s < l.pp; s++) {
+        double rc = 0, tp = 0, ep = 0, m = (double)pc.n_micro;
+        for (int v = 0; v < l.chunks; v++) {
+            const PlanChunkCost *k = &pc.cost[v * l.pp + s];
+            assert_true(k->recompute_coll >= 0 && k->recompute_coll <= k->recompute + 1e-15);
+            assert_true(k->recompute_coll <= k->bwd_tp + k->bwd_ep + 1e-15);
+            if (l.recompute == RECOMPUTE_FULL && l.tp > 1) assert_true(k->recompute_coll > 0);
+            rc += k->recompute - k->recompute_coll;
+            tp += k->fwd_tp + k->bwd_tp;
+            ep += k->fwd_ep + k->bwd_ep;
+        }
+        ASSERT_NEAR(t->summary[s].item[TR_ITEM_RECOMPUTE], m * rc, 1e-9);
+        ASSERT_NEAR(t->summary[s].item[TR_ITEM_TP], m * tp, 1e-9);
+        ASSERT_NEAR(t->summary[s].item[TR_ITEM_EP], m * ep, 1e-9);
+    }
+    plan_costs_free(&pc);
+}
+
+/* The summary bars as drawn: per stage, the rects' widths add up to the
+ * stage's end on the time axis and their data-s seconds to the same end
+ * as the summary's; returns the bars found. */
+static int check_summary_drawn(const char *svg, const TrTimeline *t)
+{
+    const char *root = strchr(strstr(svg, "<svg "), '<');
+    double px_per_ms = attr(root, "data-px-per-ms=\"");
+    int bars = 0;
+    for (const char *c = strstr(svg, "<g class=\"sumbar\""); c; c = strstr(c + 1, "<g class=\"sumbar\"")) {
+        int s = (int)attr(c, " data-stage=\"");
+        double end = attr(c, " data-end=\""), w = 0, secs = 0;
+        assert_true(s >= 0 && s < t->pp);
+        const char *close = strstr(c, "</g>");
+        for (const char *r = strstr(c, "<rect class=\"sum "); r && r < close; r = strstr(r + 1, "<rect class=\"sum ")) {
+            w += attr(r, " width=\"");
+            secs += attr(r, " data-s=\"");
+        }
+        ASSERT_NEAR(end, t->summary[s].end, 1e-8);
+        ASSERT_NEAR(secs, end, 1e-7);
+        assert_true(fabs(w - end * 1e3 * px_per_ms) <= 1e-2);
+        bars++;
+    }
+    return bars;
+}
+
+/* Where the time goes (issue 25): the summary of every stage of real
+ * plans (gpipe, 1f1b, zb-h1, ZeRO-3, interleaved with tp 8 and 128
+ * micro-batches, a mixture) is the simulator's and the drawing's; the
+ * critical stage's items are the figures `planc check` prints. */
+static void test_summary_is_the_simulators(void **state)
+{
+    (void)state;
+    const char *plans[] = { "tests/trace/pipe4.plan", "tests/trace/zb2.plan", "examples/llama3-70b.plan",
+                            "examples/mixtral-8x7b.plan", "examples/gpt3-175b.plan",
+                            "validation/narayanan2021-gpt-18_4b.plan" };   /* full recompute, tp 8 */
+    for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+        DslArena arena = { 0 };
+        Plan p = load(plans[k], &arena);
+        for (int sched = 0; sched < (k == 0 ? 3 : 1); sched++) {
+            static const int scheds[] = { SCHED_GPIPE, SCHED_1F1B, SCHED_ZB_H1 };
+            if (k == 0) p.layout.schedule = scheds[sched];
+            PlanProgram prog;
+            PlanSimResult sim;
+            TrTimeline t;
+            PlanEval ev;
+            char why[256];
+            if (!plan_lower(&p, &prog, why, sizeof why)) fail_msg("%s: lower: %s", plans[k], why);
+            assert_true(plan_simulate(&prog, &sim));
+            assert_true(tr_from_program(&prog, &sim, "t", &t));
+            check_summary(&prog, &sim, &t);
+            check_summary_costs(&p, &t);
+            plan_evaluate(&p, &ev);
+            const double *it = t.summary[ev.critical].item;
+            assert_int_equal(ev.critical, t.critical);
+            ASSERT_NEAR(it[TR_ITEM_TP], ev.times.tp, 1e-9);
+            ASSERT_NEAR(it[TR_ITEM_EP], ev.times.ep, 1e-9);
+            ASSERT_NEAR(it[TR_ITEM_BUBBLE], ev.times.bubble, 1e-9);
+            ASSERT_NEAR(it[TR_ITEM_OPT], ev.times.optimizer, 1e-9);
+            ASSERT_NEAR(it[TR_ITEM_FWD] + it[TR_ITEM_BWD] + it[TR_ITEM_RECOMPUTE] + it[TR_ITEM_SLOWED],
+                        ev.times.compute, 1e-9);
+            ASSERT_NEAR(t.summary[ev.critical].end, ev.step_time, 1e-9);
+            const TrTimeline *panels[] = { &t };
+            char *svg = render(panels, 1);
+            assert_int_equal(check_summary_drawn(svg, &t), prog.pp);
+            free(svg);
+            plan_eval_free(&ev);
+            tr_timeline_free(&t);
+            plan_sim_free(&sim);
+            plan_program_free(&prog);
+        }
+        dsl_arena_free(&arena);
+    }
+}
+
+/* The TP collectives a pass waits for (issue 25): Llama 3 70B at tp 8 and
+ * 128 micro-batches draws one TP segment per forward and backward, inside
+ * its pass, on the in-pass lane; on the stage that ends last they add up
+ * to the exposed TP seconds `planc check` prints (PlanTimes.tp); the SVG
+ * and the Chrome trace name every one. */
+static void test_tp_collectives_drawn(void **state)
+{
+    (void)state;
+    DslArena arena = { 0 };
+    Plan p = load("examples/llama3-70b.plan", &arena);
+    PlanProgram prog;
+    PlanSimResult sim;
+    TrTimeline t;
+    PlanEval ev;
+    char why[256];
+    if (!plan_lower(&p, &prog, why, sizeof why)) fail_msg("lower: %s", why);
+    assert_int_equal(prog.tp, 8);
+    assert_int_equal(prog.n_micro, 128);   /* global_batch / (dp * micro_batch) */
+    assert_true(plan_simulate(&prog, &sim));
+    assert_true(tr_from_program(&prog, &sim, "llama3-70b", &t));
+    plan_evaluate(&p, &ev);
+    assert_true(ev.times.tp > 0.1 * ev.step_time);   /* the 12 s of 47 s the boxes used to hide */
+    int segs = 0, passes = 0;
+    double *tp = calloc((size_t)prog.pp, sizeof *tp);
+    for (int i = 0; i < t.n_boxes; i++) {
+        const TrBox *b = &t.boxes[i];
+        passes += tr_is_compute(b->kind) && b->kind != OP_BWD_WEIGHT;
+        if (b->kind != OP_TP_COLL) continue;
+        segs++;
+        const PlanOp *o = &prog.stages[b->stage].ops[b->op];   /* the pass that carries it */
+        const PlanSpan *sp = &sim.span[b->stage][b->op];
+        assert_true(o->kind == OP_FWD || o->kind == OP_BWD);
+        assert_int_equal(tr_lane_of(b->kind), TR_LANE_PASS);
+        assert_true(b->start >= sp->start && b->end <= sp->end);
+        ASSERT_NEAR(b->end - b->start, o->tp_dur, 1e-9);
+        tp[b->stage] += b->end - b->start;
+    }
+    assert_int_equal(segs, passes);
+    ASSERT_NEAR(tp[ev.critical], ev.times.tp, 1e-9);
+    char *json = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&json, &len);
+    assert_true(tr_write_chrome(f, &t));
+    fclose(f);
+    const TrTimeline *panels[] = { &t };
+    char *svg = render(panels, 1);
+    assert_int_equal(count(json, "\"cat\":\"TP_COLL\",\"ph\":\"X\""), (size_t)segs);
+    assert_int_equal(count(json, "\"tid\":3,\"args\":{\"name\":\"TP collectives (inside the passes)"),
+                     (size_t)prog.pp);
+    assert_non_null(strstr(json, "\"exposed_tp_s\":"));
+    assert_int_equal(count(svg, "<title>TP collectives (inside the pass)"), (size_t)segs);
+    assert_int_equal(count(svg, ".TPC{"), 1);
+    assert_non_null(strstr(svg, "exposed TP 11.98 s"));
+    free(json);
+    free(svg);
+    free(tp);
+    plan_eval_free(&ev);
+    tr_timeline_free(&t);
+    plan_sim_free(&sim);
+    plan_program_free(&prog);
+    dsl_arena_free(&arena);
+}
+
+/* A measured trace's summary, from its boxes alone (tr_summarise_boxes):
+ * llama3-70b's predicted trace read back as if measured gives, stage by
+ * stage, the predicted items to the ns rounding of the format — the
+ * backward with its recomputation inside, the compute slowed by the DP
+ * collectives as gaps (or as waits before the step-level ops), the waits
+ * for the stage's own sends as DP — and a
+ * bubble whose share of the passes is the trace's bubble fraction. */
+static void test_summary_of_measured(void **state)
+{
+    (void)state;
+    DslArena arena = { 0 };
+    Plan p = load("examples/llama3-70b.plan", &arena);
+    PlanProgram prog;
+    PlanSimResult sim;
+    TrTimeline t, m;
+    char why[256], path[64];
+    if (!plan_lower(&p, &prog, why, sizeof why)) fail_msg("lower: %s", why);
+    assert_true(plan_simulate(&prog, &sim));
+    assert_true(tr_from_program(&prog, &sim, "l", &t));
+    strcpy(path, "/tmp/planc-trace-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_true(tr_write_chrome(f, &t));
+    fclose(f);
+    if (!tr_read_chrome(path, &m, why, sizeof why)) fail_msg("read: %s", why);
+    unlink(path);
+    assert_non_null(m.summary);
+    assert_int_equal(m.critical, t.critical);
+    double tol = 1e-9 * (double)t.n_boxes;   /* ns per event */
+    for (int s = 0; s < t.pp; s++) {
+        const double *a = t.summary[s].item, *b = m.summary[s].item;
+        double sum = 0;
+        for (int i = 0; i < TR_N_ITEMS; i++) { assert_true(b[i] >= -tol); sum += b[i]; }
+        assert_true(fabs(sum - m.summary[s].end) <= tol);
+        assert_true(fabs(m.summary[s].end - t.summary[s].end) <= tol);
+        assert_true(fabs(b[TR_ITEM_FWD] - a[TR_ITEM_FWD]) <= tol);
+        assert_true(fabs(b[TR_ITEM_BWD] - (a[TR_ITEM_BWD] + a[TR_ITEM_RECOMPUTE])) <= tol);
+        assert_true(b[TR_ITEM_RECOMPUTE] == 0 && a[TR_ITEM_TP] > 0);
+        assert_true(fabs(b[TR_ITEM_TP] - a[TR_ITEM_TP]) <= tol);
+        assert_true(fabs(b[TR_ITEM_BUBBLE] - a[TR_ITEM_BUBBLE]) <= tol);
+        assert_true(fabs(b[TR_ITEM_OPT] - a[TR_ITEM_OPT]) <= tol);
+        assert_true(fabs(b[TR_ITEM_STEPCOLL] - a[TR_ITEM_STEPCOLL]) <= tol);
+        /* slowed compute shows as a gap before a pass, or as a wait before a step-level op */
+        assert_true(a[TR_ITEM_GAP] == 0 && b[TR_ITEM_GAP] <= a[TR_ITEM_SLOWED] + tol);
+        assert_true(fabs(b[TR_ITEM_GAP] + b[TR_ITEM_DP] - (a[TR_ITEM_SLOWED] + a[TR_ITEM_DP] + a[TR_ITEM_P2P])) <= tol);
+    }
+    const double *c = m.summary[m.critical].item;
+    double passes = c[TR_ITEM_FWD] + c[TR_ITEM_BWD] + c[TR_ITEM_TP] + c[TR_ITEM_EP];
+    assert_true(fabs(c[TR_ITEM_BUBBLE] / passes - m.bubble_fraction) <= 1e-9);
+    const TrTimeline *panels[] = { &t, &m };
+    char *svg = render(panels, 2);
+    assert_int_equal(check_summary_drawn(svg, &t), 2 * t.pp);   /* both panels' bars */
+    free(svg);
+    tr_timeline_free(&m);
+    tr_timeline_free(&t);
+    plan_sim_free(&sim);
+    plan_program_free(&prog);
+    dsl_arena_free(&arena);
 }
 
 int main(void)
@@ -613,6 +898,9 @@ int main(void)
         cmocka_unit_test(test_search_file),
         cmocka_unit_test(test_step_collectives_drawn),
         cmocka_unit_test(test_ep_all_to_all_drawn),
+        cmocka_unit_test(test_summary_is_the_simulators),
+        cmocka_unit_test(test_tp_collectives_drawn),
+        cmocka_unit_test(test_summary_of_measured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

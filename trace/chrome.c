@@ -6,13 +6,15 @@
  * in microseconds (the format's unit), `pid` = pipeline stage, `tid` = the
  * stream the op ran on (0 compute, including receive waits and the
  * optimizer; 1 pipeline sends; 2 DP/ZeRO and step-level collectives, the
- * latter after the reductions they wait for; 3 a mixture's all-to-alls,
- * part of their compute pass), so events on one tid never
+ * latter after the reductions they wait for; 3 the TP collectives and a
+ * mixture's all-to-alls inside a compute pass, segments of it), so events on one tid never
  * overlap and Perfetto nests nothing wrongly. `args` carries the
  * link back to the Program: `op` (index in the stage's op list), `kind`
  * (plan_op_name), `mb`, `chunk`, `bytes`. `otherData` says what the file
  * is (`format` "planc-trace", `version` 1, `source` predicted|measured,
- * model name, layout line).
+ * model name, layout line) and, for a predicted trace, `summary`: per
+ * stage the seconds of each item of the step (TrItem: `forward_s`,
+ * `exposed_tp_s`, ..., `end_s`), the figures of the SVG's summary bars.
  *
  * The reader is the other half, for measured traces written by the
  * generated executable (`--trace OUT.json`, README section trace): it
@@ -22,6 +24,7 @@
  */
 #include "trace/trace.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +55,7 @@ static int tid_of(PlanOpKind k)
     case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: return 2;
     /* a part of its compute pass, which DP reductions may run beside:
      * a thread of its own keeps each tid's events disjoint */
-    case OP_EP_ALL_TO_ALL: return 3;
+    case OP_EP_ALL_TO_ALL: case OP_TP_COLL: return 3;
     default: return 0;
     }
 }
@@ -70,6 +73,26 @@ static void metadata(FILE *f, int s)
                    "\"args\":{\"name\":\"%s\"}},\n", s, t, threads[t]);
 }
 
+/* `"summary":[{"stage":0,"forward_s":...,"end_s":...}, ...]`: each
+ * item's name as a key (lower case; spaces, slashes and hyphens as underscores). */
+static void summary_json(FILE *f, const TrTimeline *t)
+{
+    fputs(",\"critical\":", f);
+    fprintf(f, "%d,\"summary\":[", t->critical);
+    for (int s = 0; s < t->pp; s++) {
+        fprintf(f, "%s{\"stage\":%d", s ? "," : "", s);
+        for (int i = 0; i < TR_N_ITEMS; i++) {
+            char key[48];
+            snprintf(key, sizeof key, "%s", tr_item_name((TrItem)i));
+            for (char *c = key; *c; c++)
+                *c = *c == ' ' || *c == '/' || *c == '-' ? '_' : (char)tolower((unsigned char)*c);
+            fprintf(f, ",\"%s_s\":%.9g", key, t->summary[s].item[i]);
+        }
+        fprintf(f, ",\"end_s\":%.9g}", t->summary[s].end);
+    }
+    fputc(']', f);
+}
+
 bool tr_write_chrome(FILE *f, const TrTimeline *t)
 {
     fputs("{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"planc-trace\",\"version\":1,"
@@ -79,15 +102,21 @@ bool tr_write_chrome(FILE *f, const TrTimeline *t)
     json_str(f, t->name);
     fputs(",\"layout\":", f);
     json_str(f, t->layout);
-    fprintf(f, ",\"pp\":%d,\"chunks\":%d,\"step_time_s\":%.9g,\"bubble_fraction\":%.9g},\n"
-               "\"traceEvents\":[\n", t->pp, t->chunks, t->step_time,
-            isfinite(t->bubble_fraction) ? t->bubble_fraction : 0);
+    fprintf(f, ",\"pp\":%d,\"chunks\":%d,\"step_time_s\":%.9g,\"bubble_fraction\":%.9g",
+            t->pp, t->chunks, t->step_time, isfinite(t->bubble_fraction) ? t->bubble_fraction : 0);
+    if (t->summary) summary_json(f, t);
+    fputs("},\n\"traceEvents\":[\n", f);
     for (int s = 0; s < t->pp; s++) metadata(f, s);
-    bool ep = false;   /* the EP lane's name only where it is drawn */
-    for (int i = 0; i < t->n_boxes && !ep; i++) ep = t->boxes[i].kind == OP_EP_ALL_TO_ALL;
-    for (int s = 0; ep && s < t->pp; s++)
+    bool ep = false, tp = false;   /* the in-pass lane's name only where it is drawn */
+    for (int i = 0; i < t->n_boxes; i++) {
+        ep |= t->boxes[i].kind == OP_EP_ALL_TO_ALL;
+        tp |= t->boxes[i].kind == OP_TP_COLL;
+    }
+    const char *pass = tp && ep ? "TP collectives and EP all-to-alls (inside the passes)"
+                     : tp ? "TP collectives (inside the passes)" : "EP all-to-alls (inside the passes)";
+    for (int s = 0; (ep || tp) && s < t->pp; s++)
         fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":3,"
-                   "\"args\":{\"name\":\"EP all-to-alls (inside the passes)\"}},\n", s);
+                   "\"args\":{\"name\":\"%s\"}},\n", s, pass);
     for (int i = 0; i < t->n_boxes; i++) {
         const TrBox *b = &t->boxes[i];
         char name[64];
@@ -342,7 +371,7 @@ static bool finish(Reader *r)
     }
     qsort(t->boxes, (size_t)t->n_boxes, sizeof *t->boxes, by_stage_then_op);
     t->bubble_fraction = tr_bubble_of(t);
-    return true;
+    return tr_summarise_boxes(t);
 }
 
 /* Whole file into memory; NULL with a reason. */

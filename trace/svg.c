@@ -5,11 +5,15 @@
  * bubble), the topology strip (the network's tiers — GPUs in nodes on
  * NVLink, nodes in pods on InfiniBand, pods on the pod link — and the tier
  * each of the TP, DP and PP groups spans), then one panel per timeline (predicted, and under --compare the
- * measured one beneath, on the same time axis), then a legend. In a panel
- * each pipeline stage is a row: a tall compute lane (forward, backward,
- * optimizer) and two thin lanes beneath it, one for pipeline sends and
- * receive waits, one for DP/ZeRO collectives. Idle compute time is left
- * empty over a light band, so the bubble is what the eye sees.
+ * measured one beneath, on the same time axis), then a legend. A panel
+ * opens with its summary: per stage one bar of where the step went
+ * (TrStageSummary, stacked in TrItem order on the panel's time axis), and
+ * a line giving the stage that ends last item by item. Then each pipeline
+ * stage is a row: a tall compute lane (forward, backward, optimizer), the
+ * in-pass lane where passes have TP or EP collectives (their segments),
+ * and two thin lanes, one for pipeline sends and receive waits, one for
+ * DP/ZeRO collectives. Idle compute time is left empty over a light band,
+ * so the bubble is what the eye sees.
  *
  * Boxes are placed at exactly their start and end times (x = x0 + t *
  * px_per_ms, written on the root element as data-x0 and data-px-per-ms), so
@@ -54,6 +58,18 @@ static const struct { const char *cls, *fill, *ink, *legend; } KIND[PLAN_N_OPKIN
     { "EMBR", "#fabfd2", "#000000", "tied-embedding all-reduce" },
     { "NRMR", "#bab0ac", "#000000", "gradient-norm all-reduce" },
     { "EPA2A", "#8cd17d", "#000000", "EP all-to-all (inside the pass)" },
+    { "TPC",  "#17becf", "#000000", "TP collectives (inside the pass)" },
+};
+
+/* Colour and class of each summary item, most from the kind drawn for
+ * it below. ORDER TrItem */
+static const struct { const char *cls, *fill, *ink, *label; } ITEM[TR_N_ITEMS] = {
+    { "sFWD", "#4e79a7", "#ffffff", "fwd" },   { "sBWD", "#59a14f", "#ffffff", "bwd" },
+    { "sRC", "#b6992d", "#ffffff", "recomp" }, { "sTP", "#17becf", "#000000", "TP" },
+    { "sEP", "#8cd17d", "#000000", "EP" },     { "sDP", "#e15759", "#ffffff", "DP" },
+    { "sSLOW", "#ff9da7", "#000000", "slowed" }, { "sP2P", "#f28e2b", "#000000", "p2p" },
+    { "sSTEP", "#bab0ac", "#000000", "step" }, { "sOPT", "#79706e", "#ffffff", "opt" },
+    { "sBUB", "#e8e8e8", "#000000", "bubble" },  { "sGAP", "#c7c7e8", "#000000", "gaps" },
 };
 
 static bool is_recv(PlanOpKind k)
@@ -65,6 +81,8 @@ static bool is_recv(PlanOpKind k)
  * both fill a screen-sized picture. */
 typedef struct {
     double row, lane, gap;     /* px: compute lane, each thin lane, between stages */
+    bool   pass;               /* the in-pass lane (TP / EP segments) is drawn */
+    double bar, bar_gap;       /* px: a stage's summary bar, between bars */
     double font;               /* px: box labels (0: none) */
     double stage_font;         /* px: stage names */
     int    stage_every;        /* name every n-th stage */
@@ -73,6 +91,7 @@ typedef struct {
 static Rows rows_for(int pp)
 {
     Rows r;
+    r.pass = false;
     r.row = floor(320.0 / (pp > 0 ? pp : 1));
     if (r.row > 28) r.row = 28;
     if (r.row < 8) r.row = 8;
@@ -81,17 +100,30 @@ static Rows rows_for(int pp)
     r.font = r.row >= 12 ? fmin(11, floor(r.row * 0.6)) : 0;
     r.stage_font = fmin(12, fmax(7, r.row));
     r.stage_every = r.row >= 10 ? 1 : 4;
+    r.bar = fmax(3, floor(r.row * 0.5));
+    r.bar_gap = fmax(1, floor(r.bar / 4));
+    return r;
+}
+
+/* The rows of timeline t: rows_for its stages, with the in-pass lane
+ * where a pass has TP or EP segments. */
+static Rows rows_of(const TrTimeline *t)
+{
+    Rows r = rows_for(t->pp);
+    for (int i = 0; i < t->n_boxes && !r.pass; i++) r.pass = tr_lane_of(t->boxes[i].kind) == TR_LANE_PASS;
     return r;
 }
 
 static double stage_h(const Rows *r)
 {
-    return r->row + 2 * r->lane + r->gap;
+    return r->row + (r->pass ? 3 : 2) * r->lane + r->gap;
 }
+
+static double summary(FILE *f, const TrTimeline *t, const Rows *r, double y, double px_per_ms);
 
 static double panel_h(const TrTimeline *t, const Rows *r)
 {
-    return SVG_HEAD_H + t->pp * stage_h(r) + SVG_AXIS_H;
+    return SVG_HEAD_H + summary(NULL, t, r, 0, 0) + t->pp * stage_h(r) + SVG_AXIS_H;
 }
 
 /* Write s with XML's five special characters escaped. */
@@ -162,9 +194,10 @@ static void box(FILE *f, const TrTimeline *t, const TrBox *b, const Rows *r, dou
                 double px_per_ms, bool tooltip)
 {
     TrLane lane = tr_lane_of(b->kind);
-    double y = y_stage, h = r->row;
-    if (lane == TR_LANE_P2P) { y += r->row; h = r->lane; }
-    if (lane == TR_LANE_COLL) { y += r->row + r->lane; h = r->lane; }
+    double y = y_stage, h = r->row, pass = r->pass ? r->lane : 0;
+    if (lane == TR_LANE_PASS) { y += r->row; h = r->lane; }
+    if (lane == TR_LANE_P2P) { y += r->row + pass; h = r->lane; }
+    if (lane == TR_LANE_COLL) { y += r->row + pass + r->lane; h = r->lane; }
     double x = SVG_LEFT + b->start * 1e3 * px_per_ms;
     double w = (b->end - b->start) * 1e3 * px_per_ms;
     if (w < 0) w = 0;
@@ -190,16 +223,90 @@ static void box(FILE *f, const TrTimeline *t, const TrBox *b, const Rows *r, dou
             x + w / 2, y + h / 2 + r->font * 0.36, KIND[b->kind].ink, lbl);
 }
 
-/* One panel: heading, stage rows with their boxes, axis. Returns its height. */
+/* Seconds as the summary writes them: s from 1 s up, else ms. */
+static void secs(char *buf, size_t len, double t, double scale)
+{
+    if (scale >= 1) snprintf(buf, len, "%.2f s", t);
+    else snprintf(buf, len, "%.2f ms", t * 1e3);
+}
+
+/* Lay out (draw when f is not NULL) timeline t's summary from y: a line
+ * naming each item with its seconds on the stage that ends last (the
+ * legend of the bars), then per stage one bar of the items stacked in
+ * order (TrItem), on the timeline's time axis, so a bar's length is the
+ * stage's end and the longest is the step. Returns its height (0: no
+ * summary, a measured trace). */
+static double summary(FILE *f, const TrTimeline *t, const Rows *r, double y, double px_per_ms)
+{
+    if (!t->summary || t->pp < 1) return 0;
+    int crit = t->critical >= 0 && t->critical < t->pp ? t->critical : 0;
+    const TrStageSummary *c = &t->summary[crit];
+    bool shown[TR_N_ITEMS] = { false };
+    for (int s = 0; s < t->pp; s++)
+        for (int i = 0; i < TR_N_ITEMS; i++) shown[i] |= t->summary[s].item[i] > 0;
+    double x = SVG_LEFT, line = 0, lh = 16;
+    char txt[96], sec[32];
+    if (f) {
+        fprintf(f, "<g class=\"summary\">\n<text class=\"leg\" x=\"%.1f\" y=\"%.1f\">where the time "
+                   "goes, per stage (bars on the time axis below); stage %d, the one that ends last:</text>\n",
+                SVG_LEFT, y + 11, crit);
+    }
+    line += lh;
+    for (int i = 0; i < TR_N_ITEMS; i++) {
+        if (!shown[i]) continue;
+        secs(sec, sizeof sec, c->item[i], t->step_time);
+        snprintf(txt, sizeof txt, "%s %s (%.1f %%)", tr_item_name((TrItem)i), sec,
+                 c->end > 0 ? 100 * c->item[i] / c->end : 0);
+        double w = 22 + strlen(txt) * 6.2;
+        if (x + w > SVG_W - SVG_RIGHT) { x = SVG_LEFT; line += lh; }
+        if (f)
+            fprintf(f, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\"/>"
+                       "<text class=\"leg\" x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                    ITEM[i].cls, x, y + line + 1, x + 18, y + line + 10, txt);
+        x += w;
+    }
+    line += lh + 2;
+    for (int s = 0; f && s < t->pp; s++) {
+        const TrStageSummary *g = &t->summary[s];
+        double yb = y + line + s * (r->bar + r->bar_gap), xb = SVG_LEFT;
+        fprintf(f, "<g class=\"sumbar\" data-stage=\"%d\" data-end=\"%.9g\">\n", s, g->end);
+        if (s % r->stage_every == 0 || s == t->pp - 1)
+            fprintf(f, "<text class=\"stg\" x=\"%.1f\" y=\"%.1f\" font-size=\"%.0f\">%d</text>\n",
+                    SVG_LEFT - 6, yb + r->bar / 2 + fmin(r->bar, 10) * 0.36, fmin(r->bar, 10), s);
+        for (int i = 0; i < TR_N_ITEMS; i++) {
+            double w = g->item[i] * 1e3 * px_per_ms;
+            if (g->item[i] <= 0) continue;
+            secs(sec, sizeof sec, g->item[i], t->step_time);
+            fprintf(f, "<rect class=\"sum %s\" x=\"%.3f\" y=\"%.1f\" width=\"%.3f\" height=\"%.1f\" "
+                       "data-s=\"%.9g\"><title>stage %d: %s %s (%.1f %%)</title></rect>\n",
+                    ITEM[i].cls, xb, yb, w, r->bar, g->item[i], s, tr_item_name((TrItem)i), sec,
+                    g->end > 0 ? 100 * g->item[i] / g->end : 0);
+            /* its short name and share, where they fit */
+            double font = fmin(10, floor(r->bar * 0.75));
+            snprintf(txt, sizeof txt, "%s %.0f%%", ITEM[i].label, g->end > 0 ? 100 * g->item[i] / g->end : 0);
+            if (font >= 7 && w >= strlen(txt) * font * 0.6 + 4)
+                fprintf(f, "<text class=\"slbl\" x=\"%.3f\" y=\"%.1f\" font-size=\"%.0f\" fill=\"%s\">%s</text>\n",
+                        xb + w / 2, yb + r->bar / 2 + font * 0.36, font, ITEM[i].ink, txt);
+            xb += w;
+        }
+        fputs("</g>\n", f);
+    }
+    if (f) fputs("</g>\n", f);
+    return line + t->pp * (r->bar + r->bar_gap) + 8;
+}
+
+/* One panel: heading, summary, stage rows with their boxes, axis. Returns its height. */
 static double panel(FILE *f, const TrTimeline *t, const TrTimeline *ref, double y0,
                     double tmax_ms, double px_per_ms, bool tooltip)
 {
-    Rows r = rows_for(t->pp);
+    Rows r = rows_of(t);
     fprintf(f, "<g class=\"panel\" data-source=\"");
     xml_text(f, t->source);
     fputs("\">\n", f);
     heading(f, t, ref, y0);
-    double top = y0 + SVG_HEAD_H, sh = stage_h(&r);
+    double top = y0 + SVG_HEAD_H;
+    top += summary(f, t, &r, top, px_per_ms);
+    double sh = stage_h(&r);
     double y_axis = top + t->pp * sh;
     axis(f, top, y_axis, tmax_ms, px_per_ms);
     int i = 0;
@@ -259,9 +366,11 @@ static double legend(FILE *f, const TrTimeline *const *panels, int n, double y)
     }
     if (f) {
         fprintf(f, "<text class=\"leg\" x=\"%.1f\" y=\"%.1f\">box labels: micro-batch%s; "
-                   "%sthin lanes under each stage: pipeline p2p, then DP/ZeRO collectives</text>\n",
+                   "%sthin lanes under each stage: %spipeline p2p, then DP/ZeRO collectives</text>\n",
                 SVG_LEFT, y + row + 30, chunks ? ".chunk" : "",
-                chunks ? "odd chunks drawn lighter; " : "");
+                chunks ? "odd chunks drawn lighter; " : "",
+                seen[OP_TP_COLL] || seen[OP_EP_ALL_TO_ALL]
+                    ? "the TP / EP collectives the pass above waits for (drawn at its end), " : "");
         fputs("</g>\n", f);
     }
     return row + 40;
@@ -322,7 +431,7 @@ static const char STYLE[] =
     ".head{font-size:12px;font-weight:bold}\n"
     ".stg{text-anchor:end}.tick{font-size:10px;text-anchor:middle}\n"
     ".unit{font-size:10px;text-anchor:end}.leg{font-size:11px}\n"
-    ".lbl{text-anchor:middle;font-size:%.0fpx}\n"
+    ".lbl{text-anchor:middle;font-size:%.0fpx}.slbl{text-anchor:middle}\n"
     ".band{fill:#f2f2f2}.idle{stroke:#999;stroke-width:.5}\n"
     ".grid{stroke:#ddd;stroke-width:.5}.ax{stroke:#555;stroke-width:1}\n"
     ".op{stroke:#fff;stroke-width:.3}.odd{fill-opacity:.62}\n"
@@ -351,7 +460,7 @@ bool tr_write_svg(FILE *f, const TrTimeline *const *panels, int n)
     double tmax = 0, h = SVG_TITLE_H + topo_h + 6 + legend(NULL, panels, n, 0);
     int boxes = 0, pp_max = 1;
     for (int p = 0; p < n; p++) {
-        Rows r = rows_for(panels[p]->pp);
+        Rows r = rows_of(panels[p]);
         tmax = fmax(tmax, panels[p]->step_time);
         h += panel_h(panels[p], &r);
         boxes += panels[p]->n_boxes;
@@ -369,8 +478,12 @@ bool tr_write_svg(FILE *f, const TrTimeline *const *panels, int n)
         fputs(".op{stroke:none}\n", f);
     bool seen[PLAN_N_OPKINDS];
     kinds_seen(panels, n, seen);
-    for (int k = 0; k < PLAN_N_OPKINDS; k++)   /* the EP segment's style only where drawn */
-        if (k != OP_EP_ALL_TO_ALL || seen[k]) fprintf(f, ".%s{fill:%s}\n", KIND[k].cls, KIND[k].fill);
+    for (int k = 0; k < PLAN_N_OPKINDS; k++)   /* the in-pass segments' styles only where drawn */
+        if ((k != OP_EP_ALL_TO_ALL && k != OP_TP_COLL) || seen[k])
+            fprintf(f, ".%s{fill:%s}\n", KIND[k].cls, KIND[k].fill);
+    bool sums = false;
+    for (int p = 0; p < n; p++) sums |= panels[p]->summary != NULL;
+    for (int i = 0; sums && i < TR_N_ITEMS; i++) fprintf(f, ".%s{fill:%s}\n", ITEM[i].cls, ITEM[i].fill);
     fputs("</style>\n", f);
     fprintf(f, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", SVG_W, h);
     const TrTimeline *t = panels[0];

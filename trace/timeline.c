@@ -6,7 +6,11 @@
  * picture shows the very step the planner predicts (and the code generator
  * emits). Lanes follow the op's stream: compute kernels on the stage's
  * main row, pipeline sends and receive waits on a thin p2p lane, DP/ZeRO
- * collectives on a thin lane beneath.
+ * collectives on a thin lane beneath. The collectives a pass waits for
+ * inside it (TP all-reduces, EP all-to-alls) are no ops of their own: they
+ * are the PlanOp's tp_dur / ep_dur, drawn as segments of the pass on the
+ * in-pass lane. Each stage's summary (where its step went) is the
+ * simulator's books of it split by the same per-op figures.
  */
 #include "trace/trace.h"
 
@@ -33,8 +37,10 @@ TrLane tr_lane_of(PlanOpKind k)
     case OP_SEND_ACT: case OP_RECV_ACT: case OP_SEND_GRAD: case OP_RECV_GRAD:
         return TR_LANE_P2P;
     case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS:
-    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: case OP_EP_ALL_TO_ALL:
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE:
         return TR_LANE_COLL;
+    case OP_EP_ALL_TO_ALL: case OP_TP_COLL:
+        return TR_LANE_PASS;
     }
     return TR_LANE_COMPUTE;
 }
@@ -46,8 +52,71 @@ const char *tr_op_title(PlanOpKind k)
     case OP_EMBED_REDUCE:   return "tied-embedding all-reduce (first + last stage)";
     case OP_NORM_REDUCE:    return "gradient-norm all-reduce (all ranks)";
     case OP_EP_ALL_TO_ALL:  return "EP dispatch + combine all-to-alls (inside the pass)";
+    case OP_TP_COLL:        return "TP collectives (inside the pass)";
     default:                return plan_op_name(k);
     }
+}
+
+const char *tr_item_name(TrItem i)
+{
+    static const char *const names[TR_N_ITEMS] = {   /* ORDER TrItem */
+        "forward", "backward", "recomputation", "exposed TP", "exposed EP", "exposed DP/ZeRO",
+        "compute slowed by DP", "p2p sends", "step all-reduces", "optimizer", "bubble",
+        "gaps between ops" };
+    return (unsigned)i < TR_N_ITEMS ? names[i] : "?";
+}
+
+/* Stage s's summary: the simulator's books (PlanStageTimes) with the
+ * forward/backward time split by the ops' own figures, so that the bar
+ * and the in-pass segments show the same seconds. */
+static void summarise_stage(const PlanStageProgram *sp, const PlanStageTimes *st, TrStageSummary *out)
+{
+    memset(out, 0, sizeof *out);
+    double *it = out->item;
+    for (int i = 0; i < sp->n_ops; i++) {
+        const PlanOp *o = &sp->ops[i];
+        if (!tr_is_compute(o->kind)) continue;
+        double kernels = o->dur - o->tp_dur - o->ep_dur;
+        it[TR_ITEM_TP] += o->tp_dur;
+        it[TR_ITEM_EP] += o->ep_dur;
+        it[TR_ITEM_RECOMPUTE] += o->rc_dur;
+        it[o->kind == OP_FWD ? TR_ITEM_FWD : TR_ITEM_BWD] += kernels - o->rc_dur;
+    }
+    it[TR_ITEM_DP] = st->comm_wait + st->stall + st->sync;
+    it[TR_ITEM_SLOWED] = st->slowed;
+    it[TR_ITEM_P2P] = st->p2p;
+    it[TR_ITEM_STEPCOLL] = st->sp_norm + st->embed + st->norm;
+    it[TR_ITEM_OPT] = st->opt;
+    it[TR_ITEM_BUBBLE] = st->bubble;
+    out->end = st->end;
+}
+
+/* The segments of pass b (op o) on the in-pass lane, written to out: its
+ * EP all-to-alls and TP collectives run layer by layer inside it; each is
+ * drawn as one segment of their summed time at the pass's end (EP last,
+ * TP before it). Returns how many. */
+static int pass_segments(const TrBox *b, const PlanOp *o, TrBox *out)
+{
+    int n = 0;
+    double t = b->end;
+    if (o->ep_dur > 0) {
+        TrBox *a = &out[n++];
+        *a = *b;
+        a->kind = OP_EP_ALL_TO_ALL;
+        a->start = fmax(b->start, t - o->ep_dur);
+        a->end = t;
+        a->bytes = o->ep_bytes;
+        t = a->start;
+    }
+    if (o->tp_dur > 0) {
+        TrBox *a = &out[n++];
+        *a = *b;
+        a->kind = OP_TP_COLL;
+        a->start = fmax(b->start, t - o->tp_dur);
+        a->end = t;
+        a->bytes = 0;   /* the cost table keeps the seconds, not the bytes */
+    }
+    return n;
 }
 
 /* "dp 2 x tp 2 x pp 2, ZeRO-1, 1f1b, 8 micro-batches" from the Program. */
@@ -85,9 +154,11 @@ bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *n
     out->chunks = p->chunks > 0 ? p->chunks : 1;
     size_t n = 0;
     for (int s = 0; s < p->pp; s++)
-        for (int i = 0; i < p->stages[s].n_ops; i++) n += 1 + (p->stages[s].ops[i].ep_dur > 0);
+        for (int i = 0; i < p->stages[s].n_ops; i++)
+            n += 1 + (p->stages[s].ops[i].ep_dur > 0) + (p->stages[s].ops[i].tp_dur > 0);
     out->boxes = calloc(n ? n : 1, sizeof *out->boxes);
-    if (!out->boxes) return false;
+    out->summary = calloc((size_t)(p->pp > 0 ? p->pp : 1), sizeof *out->summary);
+    if (!out->boxes || !out->summary) { tr_timeline_free(out); return false; }
     out->cap = (int)n;
     for (int s = 0; s < p->pp; s++) {
         const PlanStageProgram *sp = &p->stages[s];
@@ -103,18 +174,11 @@ bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *n
             b->end = r->span[s][i].end;
             b->bytes = o->bytes;
             out->step_time = fmax(out->step_time, b->end);
-            if (o->ep_dur > 0) {
-                /* a mixture's all-to-alls run inside the pass, layer by
-                 * layer; drawn as one segment of their summed time at
-                 * the pass's end, on the collective lane */
-                TrBox *a = &out->boxes[out->n_boxes++];
-                *a = *b;
-                a->kind = OP_EP_ALL_TO_ALL;
-                a->start = fmax(b->start, b->end - o->ep_dur);
-                a->bytes = o->ep_bytes;
-            }
+            if (tr_is_compute(o->kind)) out->n_boxes += pass_segments(b, o, b + 1);
         }
+        summarise_stage(sp, &r->times[s], &out->summary[s]);
     }
+    out->critical = r->critical;
     out->bubble_fraction = r->bubble_fraction;
     return true;
 }
@@ -122,6 +186,7 @@ bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *n
 void tr_timeline_free(TrTimeline *t)
 {
     free(t->boxes);
+    free(t->summary);
     memset(t, 0, sizeof *t);
 }
 
@@ -152,4 +217,63 @@ double tr_bubble_of(const TrTimeline *t)
     double f = busy[crit] > 0 ? wait[crit] / busy[crit] : 0;
     free(busy); free(wait); free(end);
     return f;
+}
+
+/* Which item a compute-stream box of kind k is booked to; -1: the box is
+ * not on the compute stream (sends, DP collectives, in-pass segments). */
+static int compute_stream_item(PlanOpKind k)
+{
+    switch (k) {
+    case OP_FWD:                                          return TR_ITEM_FWD;
+    case OP_BWD: case OP_BWD_INPUT: case OP_BWD_WEIGHT:   return TR_ITEM_BWD;
+    case OP_RECV_ACT: case OP_RECV_GRAD:                  return TR_ITEM_BUBBLE;
+    case OP_OPT_STEP:                                     return TR_ITEM_OPT;
+    case OP_SYNC_PARAMS:                                  return TR_ITEM_DP;
+    case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: return TR_ITEM_STEPCOLL;
+    default:                                              return -1;
+    }
+}
+
+bool tr_summarise_boxes(TrTimeline *t)
+{
+    int pp = t->pp > 0 ? t->pp : 1;
+    free(t->summary);
+    t->summary = calloc((size_t)pp, sizeof *t->summary);
+    if (!t->summary) return false;
+    double *cur = calloc((size_t)pp, sizeof *cur), *last = calloc((size_t)pp, sizeof *last);
+    int *pass = malloc((size_t)pp * sizeof *pass);
+    if (!cur || !last || !pass) { free(cur); free(last); free(pass); return false; }
+    for (int s = 0; s < pp; s++) pass[s] = TR_ITEM_FWD;
+    for (int i = 0; i < t->n_boxes; i++) {   /* a stage's boxes come in op order */
+        const TrBox *b = &t->boxes[i];
+        if (b->stage < 0 || b->stage >= pp) continue;
+        int s = b->stage;
+        double *it = t->summary[s].item, d = b->end - b->start;
+        int k = compute_stream_item(b->kind);
+        if (b->kind == OP_TP_COLL || b->kind == OP_EP_ALL_TO_ALL) {   /* a part of its pass */
+            it[pass[s]] -= d;
+            it[b->kind == OP_TP_COLL ? TR_ITEM_TP : TR_ITEM_EP] += d;
+        } else if (k >= 0) {
+            double idle = fmax(0, b->start - cur[s]);
+            if (b->kind == OP_EMBED_REDUCE || b->kind == OP_NORM_REDUCE) {
+                double others = fmax(0, b->start - fmax(cur[s], last[s]));   /* other stages */
+                it[TR_ITEM_BUBBLE] += others;
+                it[TR_ITEM_DP] += idle - others;
+            } else {
+                it[tr_is_compute(b->kind) || k == TR_ITEM_BUBBLE ? TR_ITEM_GAP : TR_ITEM_DP] += idle;
+            }
+            it[k] += fmax(0, b->end - fmax(b->start, cur[s]));
+            cur[s] = fmax(cur[s], b->end);
+            if (tr_is_compute(b->kind)) pass[s] = k;
+        }
+        last[s] = fmax(last[s], b->end);
+    }
+    t->critical = 0;
+    for (int s = 0; s < pp; s++) {   /* the stage still busy after its compute stream: a gap */
+        t->summary[s].item[TR_ITEM_GAP] += fmax(0, last[s] - cur[s]);
+        t->summary[s].end = fmax(cur[s], last[s]);
+        if (t->summary[s].end > t->summary[t->critical].end) t->critical = s;
+    }
+    free(cur); free(last); free(pass);
+    return true;
 }

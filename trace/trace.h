@@ -23,14 +23,48 @@
 #include "planner/search.h"
 #include "planner/simulate.h"
 
-/* The lanes of a stage's row, top to bottom. The JSON `tid` is the lane. */
+/* The lanes of a stage's row (drawn top to bottom: compute, in-pass,
+ * p2p, collectives; the in-pass lane only where a pass has TP or EP
+ * collectives). The JSON `tid` is the lane. */
 typedef enum {
     TR_LANE_COMPUTE,   /* forward, backward, optimizer; receive waits (JSON only) */
     TR_LANE_P2P,       /* pipeline sends (filled) and receive waits (outlined) */
     TR_LANE_COLL,      /* DP / ZeRO collectives: gathers, reductions, sync */
+    TR_LANE_PASS,      /* the TP collectives and EP all-to-alls inside a pass, which the
+                          compute stream waits for: segments of their pass's box */
 } TrLane;
 
-#define TR_N_LANES 3
+#define TR_N_LANES 4
+
+/* Where a stage's step went, the items of its summary bar, in the order
+ * they are stacked. Each is seconds of the stage's compute stream; the
+ * items add up to the stage's end (planner/simulate.h, PlanStageTimes).
+ * ORDER TrItem */
+typedef enum {
+    TR_ITEM_FWD,       /* forward kernels (the pass less its TP and EP collectives) */
+    TR_ITEM_BWD,       /* backward kernels, less recomputation and collectives */
+    TR_ITEM_RECOMPUTE, /* the backward's recomputed forward kernels */
+    TR_ITEM_TP,        /* exposed TP collectives inside the passes (OP_TP_COLL) */
+    TR_ITEM_EP,        /* exposed EP all-to-alls inside the passes (OP_EP_ALL_TO_ALL) */
+    TR_ITEM_DP,        /* exposed DP / ZeRO: waits for reductions and ZeRO-3 gathers, the
+                          ZeRO-1/2 parameter all-gather */
+    TR_ITEM_SLOWED,    /* compute slowed by the DP collectives beside it (Link.overlap_compute) */
+    TR_ITEM_P2P,       /* blocking pipeline sends, waits for the stage's own sends */
+    TR_ITEM_STEPCOLL,  /* the step-level all-reduces: SP norms, tied embedding, gradient norm */
+    TR_ITEM_OPT,       /* the optimizer step */
+    TR_ITEM_BUBBLE,    /* waiting for other stages (the pipeline bubble) */
+    TR_ITEM_GAP,       /* a measured trace: the compute stream idle before a pass with no
+                          box to say why (launch gaps, host work; predicted: 0, the
+                          simulator books every second) */
+} TrItem;
+
+#define TR_N_ITEMS 12
+
+/* One stage's summary: seconds per item, and when the stage ends. */
+typedef struct {
+    double item[TR_N_ITEMS];
+    double end;            /* s: the stage's last op ends (the items' sum) */
+} TrStageSummary;
 
 /* One drawn box: one op of one stage. */
 typedef struct {
@@ -50,6 +84,9 @@ typedef struct {
     int     pp, chunks;
     int     n_boxes, cap;
     TrBox  *boxes;           /* stage by stage, each in op-list order */
+    TrStageSummary *summary; /* [pp] where each stage's step went (tr_from_program, or
+                                tr_summarise_boxes for a measured trace); NULL: none */
+    int     critical;        /* the stage that ends last (the summary's text names it) */
     double  step_time;       /* s: last end of any box */
     double  bubble_fraction; /* simulator's (predicted), or from the boxes (measured) */
     /* the cluster's network tiers, drawn as the topology strip under the
@@ -63,10 +100,27 @@ typedef struct {
  * (dp, tp, pp) land on them, for the picture. */
 void tr_set_topology(TrTimeline *t, const Cluster *c, int dp, int tp, int pp);
 
-/* Build the timeline of Program p timed by r; `name` is the model's. */
+/* Build the timeline of Program p timed by r; `name` is the model's. The
+ * summary of stage s is r's books of it (PlanStageTimes) with the passes'
+ * time split by the Program's ops (PlanOp.tp_dur, ep_dur, rc_dur). */
 bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *name,
                      TrTimeline *out);
 void tr_timeline_free(TrTimeline *t);
+
+/* The name of a summary item ("forward", "exposed TP", ...). */
+const char *tr_item_name(TrItem i);
+
+/* The summary of a timeline read from a trace (tr_read_chrome calls it),
+ * from its boxes alone, stage by stage in op order along the compute
+ * stream: passes to forward / backward (less the TP and EP segments the
+ * trace has, booked to theirs; recomputation is inside the backward),
+ * receive waits and the wait before a collective over several stages
+ * after the stage's other boxes ended to the bubble (tr_bubble_of's
+ * rule), the optimizer, the ZeRO-1/2 sync and the waits before the
+ * step-level ops for the stage's own streams to exposed DP, the rest of
+ * the compute stream's idle time to TR_ITEM_GAP. The items add up to the
+ * stage's last box's end. False out of memory. */
+bool tr_summarise_boxes(TrTimeline *t);
 
 /* Which lane an op kind is drawn in (receives: TR_LANE_P2P in the SVG). */
 TrLane tr_lane_of(PlanOpKind k);

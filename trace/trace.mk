@@ -7,7 +7,9 @@ PLANC_SRCS += $(TRACE_SRCS)
 # ---- tests ----------------------------------------------------------------
 # test-trace: cmocka tests (box counts per stage == the Program's op
 # counts, drawn idle time == the simulator's bubble for gpipe, 1f1b,
-# interleaved and zb-h1, Chrome trace round trip, the search plot), then
+# interleaved and zb-h1, Chrome trace round trip, the search plot, the
+# summary bars == the simulator's per-stage books and check's figures, the
+# TP segments of llama3-70b == check's exposed TP), then
 # tests/trace/run.sh: every example drawn as SVG and JSON and checked with
 # an XML and a JSON parser, --compare on a written trace, and the goldens
 # of two small plans compared byte for byte. update-trace-golden rewrites

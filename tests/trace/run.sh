@@ -7,6 +7,7 @@
 #  2. every example (and every plan here) drawn as SVG and JSON, and tiny
 #     under every schedule, all checked by check.py (XML / JSON parsers,
 #     boxes per stage == trace events per stage);
+#     and on llama3-70b (tp 8) the TP events add up to check's exposed TP;
 #  3. --compare of a trace planc wrote, the usage errors (exit 2), a plan
 #     that does not fit (exit 1, still drawn) and an invalid layout (exit 1).
 set -u
@@ -49,6 +50,21 @@ for s in gpipe 1f1b interleaved zb-h1; do
         files+=("$out/tiny-$s.$ext")
     done
 done
+
+# the TP collectives a pass waits for, end to end: on the stage that ends
+# last, the TP_COLL events of `planc trace` add up to the exposed TP seconds
+# `planc check` prints, as does the trace's summary (otherData.summary)
+"$planc" check examples/llama3-70b.plan > "$out/l70-check.txt" 2>/dev/null
+python3 - "$out/l70-check.txt" "$out/llama3-70b.json" <<'PY' || bad "llama3-70b: TP events != check's exposed TP"
+import json, re, sys
+tp = float(re.search(r"^  TP collectives +([0-9.]+)", open(sys.argv[1]).read(), re.M).group(1))
+doc = json.load(open(sys.argv[2]))
+crit = doc["otherData"]["critical"]
+ev = sum(e["dur"] for e in doc["traceEvents"] if e.get("cat") == "TP_COLL" and e["pid"] == crit) / 1e6
+summ = doc["otherData"]["summary"][crit]["exposed_tp_s"]
+if not (tp > 1 and abs(ev - tp) <= 1e-4 + 1e-6 * tp and abs(summ - tp) <= 1e-4):
+    sys.exit(f"check {tp} s, trace events {ev} s, summary {summ} s")
+PY
 
 # 3. --compare on a trace written by planc (stands in for a measured one)
 "$planc" trace examples/tiny.plan --compare "$out/tiny.json" -o "$out/tiny-compare.svg" >/dev/null \
