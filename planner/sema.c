@@ -1180,7 +1180,11 @@ static void sema_stack(Sema *S, const DslStmt *st, Software *W)
     const char *variant = v->next ? v->next->text : NULL;
     int row = plan_stack_find(v->text, variant);
     if (row == -1) {
+        /* the nearest by edit distance, else the one the word begins
+         * (`megatron` for megatron-core) */
         const char *hint = dsl_suggest(v->text, names, nn);
+        for (int i = 0; i < nn && !hint; i++)
+            if (strncmp(names[i], v->text, strlen(v->text)) == 0) hint = names[i];
         char list[256] = "";
         for (int i = 0, o = 0; i < nn; i++) o += snprintf(list + o, sizeof list - (size_t)o, "%s%s", i ? ", " : "", names[i]);
         if (hint) dsl_error(S->d, v->loc, "unknown software '%s' (expected %s); did you mean '%s'?", v->text, list, hint);
@@ -1198,8 +1202,7 @@ static void sema_stack(Sema *S, const DslStmt *st, Software *W)
         else dsl_error(S->d, v->next->loc, "unknown %s variant '%s' (expected %s)", v->text, variant, list);
         return;
     }
-    *W = plan_stack_row(row)->sw;
-    W->stack = row;
+    *W = plan_stack_software(row);
 }
 
 /* The software keys of a plan block (true|false, grad_accum_dtype

@@ -51,7 +51,8 @@ const char *const plan_optimizer_names[PLAN_N_OPTIMIZERS] = { "fused", "foreach"
 
 /* The table. ORDER: a name's default row first (plan_stack_find). */
 static const PlanStack STACKS[] = {
-    /* planc's own program: plan_software_defaults (planner/layout.c) */
+    /* planc's own program: its keys are plan_software_defaults
+     * (planner/layout.c), which plan_stack_software returns for row 0 */
     { "planc", "", "planc's runtime (what emit generates)", { 0 } },
     { "megatron-core", "0.19", "Megatron-LM core_v0.19.0, examples/llama/train_llama3_8b_h100_fp8.sh",
       { MCORE_COMMON, MCORE_LLAMA_RECIPE } },
@@ -133,12 +134,15 @@ int plan_stack_count(void)
 
 const PlanStack *plan_stack_row(int i)
 {
-    static PlanStack planc;
-    if (i > 0 && i < N_STACKS) return &STACKS[i];
-    /* row 0 is planc's defaults, written once in layout.c */
-    planc = STACKS[0];
-    planc.sw = plan_software_defaults();
-    return &planc;
+    return &STACKS[i > 0 && i < N_STACKS ? i : 0];
+}
+
+Software plan_stack_software(int i)
+{
+    /* row 0 is planc's defaults, written once (planner/layout.c) */
+    Software w = i > 0 && i < N_STACKS ? STACKS[i].sw : plan_software_defaults();
+    w.stack = i > 0 && i < N_STACKS ? i : 0;
+    return w;
 }
 
 int plan_stack_find(const char *name, const char *variant)

@@ -19,7 +19,7 @@ typedef struct {
     const char *name;     /* "planc", "megatron-core", "torchtitan", "deepspeed" */
     const char *variant;  /* "0.19", "eager", "compile"; "" where the name has one row */
     const char *source;   /* what the row is read from (a version, a recipe), for check */
-    Software    sw;       /* every software key; sw.stack is the row's index */
+    Software    sw;       /* every software key (row 0's: plan_stack_software) */
 } PlanStack;
 
 /* The names of the attention kernels (ORDER PlanAttnKernel) and of the
@@ -31,6 +31,10 @@ extern const char *const plan_optimizer_names[PLAN_N_OPTIMIZERS];
 /* Rows of the table; row 0 is planc, what `emit` generates. */
 int plan_stack_count(void);
 const PlanStack *plan_stack_row(int i);
+
+/* Every software key of row i, its index in .stack: what `software NAME
+ * [VARIANT]` sets before the plan's own keys. */
+Software plan_stack_software(int i);
 
 /* The row of NAME VARIANT: variant NULL picks the name's default (its
  * first row: the newest version cited, torchtitan's eager). -1 when no
