@@ -1211,6 +1211,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
 {
     const Software *w = &p->software;
     const char *key = NULL, *what = NULL;
+    char kbuf[64];
     if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
@@ -1222,7 +1223,9 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         key = "overlap_tp true";
         what = "its TP collectives are synchronous";
     } else if (plan_flash(w)) {
-        key = "attention_kernel fa2|fa3|cudnn (flash_attention true)";
+        snprintf(kbuf, sizeof kbuf, "attention_kernel %s%s", plan_attn_kernel_names[w->attention_kernel],
+                 w->attention_kernel == PLAN_ATTN_FA2 ? " (flash_attention true)" : "");
+        key = kbuf;
         what = "its attention materialises the scores (runtime/ops)";
     } else if (!w->grad_accum_fusion) {
         key = "grad_accum_fusion false";

@@ -80,7 +80,9 @@ static const PlanStack STACKS[] = {
      *    default "float32", MixedPrecisionPolicy(reduce_dtype));
      *  - attention F.scaled_dot_product_attention(is_causal=True)
      *    (models/llama/model.py), whose flash backend, FlashAttention-2,
-     *    PyTorch 2.5 picks on H100;
+     *    PyTorch 2.5 picks on H100 (its fixed priority puts flash first;
+     *    cuDNN's by default was reverted, pytorch/pytorch#128539, and is
+     *    not chosen unasked, pytorch/pytorch#142132);
      *  - RMSNorm unfused (--model.norm_type default "rmsnorm", models/norms.py:
      *    x.float(), pow(2), mean, + eps, rsqrt, multiply, type_as, * weight,
      *    each an eager kernel); RoPE unfused (apply_rotary_emb: float,

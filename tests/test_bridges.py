@@ -532,7 +532,7 @@ check("check --json: software", sw.get("stack") == "megatron-core" and sw.get("v
       sw.get("grad_accum_dtype") == "fp32", str(sw))
 rc, out, err = run("emit", plan)
 check("emit refuses a preset and names it with the key it set", rc == 1 and
-      "software megatron-core 0.8 sets attention_kernel" in err, err[:300])
+      "software megatron-core 0.8 sets attention_kernel cudnn:" in err, err[:300])
 
 # import -> export: the imported knobs reach the Megatron line
 # (config, seq to train at, tp, flags that must be there with their values)
