@@ -246,7 +246,7 @@ typedef struct {
  * the settings planc's runtime cannot honour (codegen/emit.c). Named after
  * Megatron-LM's flags, which planc export prints from them. */
 /* The attention kernels (Software.attention_kernel, the plan key
- * `attention_kernel`). ORDER the names in sema.c (ATTN_KERNEL_NAMES). */
+ * `attention_kernel`). ORDER the names in planner/stacks.c (plan_attn_kernel_names). */
 typedef enum {
     PLAN_ATTN_MATH,     /* scores materialised in HBM (planc's runtime) */
     PLAN_ATTN_FA2,      /* FlashAttention-2 */
@@ -256,7 +256,7 @@ typedef enum {
 #define PLAN_N_ATTN_KERNELS 4
 
 /* The optimizer's kernels (Software.optimizer, the plan key `optimizer`).
- * ORDER the names in sema.c (OPTIMIZER_NAMES); 0 is planc's. */
+ * ORDER the names in planner/stacks.c (plan_optimizer_names); 0 is planc's. */
 typedef enum {
     PLAN_OPTIM_FUSED,   /* one pass per parameter, every tensor at once (planc's runtime:
                            one kernel over the flat shard; TE / Apex FusedAdam) */
