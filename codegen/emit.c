@@ -48,6 +48,7 @@
 #include "planner/layout.h"
 #include "planner/program.h"
 #include "planner/simulate.h"
+#include "planner/stacks.h"
 
 extern const char cg_program_template[];   /* codegen/program_template.c, built into $(BUILD)/gen */
 
@@ -1210,6 +1211,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
 {
     const Software *w = &p->software;
     const char *key = NULL, *what = NULL;
+    char kbuf[64];
     if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
@@ -1221,7 +1223,9 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         key = "overlap_tp true";
         what = "its TP collectives are synchronous";
     } else if (plan_flash(w)) {
-        key = "attention_kernel fa2|fa3|cudnn (flash_attention true)";
+        snprintf(kbuf, sizeof kbuf, "attention_kernel %s%s", plan_attn_kernel_names[w->attention_kernel],
+                 w->attention_kernel == PLAN_ATTN_FA2 ? " (flash_attention true)" : "");
+        key = kbuf;
         what = "its attention materialises the scores (runtime/ops)";
     } else if (!w->grad_accum_fusion) {
         key = "grad_accum_fusion false";
@@ -1232,9 +1236,28 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (plan_grad_dtype(p) != DTYPE_FP32) {
         key = plan_grad_dtype(p) == DTYPE_FP16 ? "grad_accum_dtype fp16" : "grad_accum_dtype bf16";
         what = "it accumulates and reduces gradients in fp32; add `grad_accum_dtype fp32;` to the plan block";
+    } else if (w->unfused_norm && plan_model_has_rmsnorm(&p->model)) {
+        key = "fused_norm false";
+        what = "its RMSNorm is one kernel each way (prt_rmsnorm_*)";
+    } else if (w->unfused_rope && plan_model_has_rope(&p->model)) {
+        key = "fused_rope false";
+        what = "its RoPE is one kernel over q and k (prt_rope_*)";
+    } else if (w->unfused_swiglu && plan_model_has_gated(&p->model)) {
+        key = "fused_swiglu false";
+        what = "its gated activation is one kernel each way";
+    } else if (w->optimizer != PLAN_OPTIM_FUSED) {
+        key = w->optimizer == PLAN_OPTIM_FOREACH ? "optimizer foreach" : "optimizer forloop";
+        what = "its AdamW is one fused pass per tensor (prt_adamw_step)";
     }
-    if (key) snprintf(why, len, "%s: planc's runtime cannot honour it (%s); `check` and `search` still "
-                      "predict it", key, what);
+    /* a stack preset names itself first: the key is what it set */
+    char stack[64] = "";
+    if (key && w->stack != 0) {
+        char label[48];
+        plan_stack_label(w, label, sizeof label);
+        snprintf(stack, sizeof stack, "software %s sets ", label);
+    }
+    if (key) snprintf(why, len, "%s%s: planc's runtime cannot honour it (%s); `check` and `search` still "
+                      "predict it", stack, key, what);
     return !key;
 }
 

@@ -165,9 +165,43 @@ double plan_grad_accum_time(const Plan *p, double params, int kernels)
     return stream_time(&p->cluster.device, bytes, kernels);
 }
 
-double plan_opt_time(const Device *d, uint64_t params)
+/* The update of torch.optim.AdamW's foreach and for-loop paths (PyTorch
+ * 2.5 torch/optim/adamw.py, _multi_tensor_adamw and _single_tensor_adamw,
+ * capturable off), one op per row, each a pass over fp32 tensors: its
+ * bytes per parameter and its multi-tensor depth (the tensor lists the
+ * foreach kernel takes). The for-loop runs the same ops per tensor. */
+static const struct { int depth; double bytes; } ADAMW_EAGER_OPS[] = {
+    { 1, 8 },    /* param.mul_(1 - lr wd): reads and writes p */
+    { 2, 12 },   /* exp_avg.lerp_(grad, 1 - beta1): reads m, g, writes m */
+    { 1, 8 },    /* exp_avg_sq.mul_(beta2) */
+    { 3, 16 },   /* exp_avg_sq.addcmul_(grad, grad, 1 - beta2): reads v, g, g, writes v */
+    { 2, 8 },    /* denom = exp_avg_sq.sqrt() */
+    { 1, 8 },    /* denom /= sqrt(bias_correction2) */
+    { 1, 8 },    /* denom += eps */
+    { 3, 16 },   /* param.addcdiv_(exp_avg, denom, -step_size): reads p, m, denom, writes p */
+};
+/* PyTorch's multi_tensor_apply (aten/src/ATen/native/cuda/MultiTensorApply.cuh):
+ * a launch holds at most depth_to_max_tensors[depth - 1] tensors and
+ * depth_to_max_blocks (320) chunks of kChunkSize (65536) elements */
+static const int MTA_MAX_TENSORS[] = { 110, 64, 48, 36, 30 };
+#define MTA_BLOCK_ELEMS (320.0 * 65536.0)
+
+double plan_opt_time(const Device *d, uint64_t params, int optimizer, double tensors)
 {
-    return stream_time(d, PLAN_ADAM_BYTES * (double)params, 1);
+    double P = (double)params, bytes = 0;
+    int n = (int)(sizeof ADAMW_EAGER_OPS / sizeof ADAMW_EAGER_OPS[0]);
+    double launches = 0;
+    if (optimizer != PLAN_OPTIM_FOREACH && optimizer != PLAN_OPTIM_FORLOOP)
+        return stream_time(d, PLAN_ADAM_BYTES * P, 1);   /* one fused pass */
+    for (int i = 0; i < n; i++) {
+        bytes += ADAMW_EAGER_OPS[i].bytes * P;
+        if (optimizer == PLAN_OPTIM_FORLOOP)
+            launches += tensors;                         /* a kernel per tensor per op */
+        else                                             /* the launches of multi_tensor_apply */
+            launches += fmax(ceil(tensors / MTA_MAX_TENSORS[ADAMW_EAGER_OPS[i].depth - 1]),
+                             ceil(P / MTA_BLOCK_ELEMS));
+    }
+    return stream_time(d, bytes, (int)fmin(launches, 1e9));
 }
 
 /* ---- one layer -------------------------------------------------------- */
@@ -365,7 +399,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         else t->bwd_w += dw;
     }
     t->fwd += stream_time(d, w.ew_fwd, w.ew_kernels);
-    t->bwd_in += stream_time(d, w.ew_bwd, w.ew_kernels);
+    t->bwd_in += stream_time(d, w.ew_bwd, w.ew_kernels_bwd);
     /* the kernels that compute more than they move: measured seconds per
      * element (Device.act_*, softmax_*, planc calibrate; 0 analytically) */
     double sm = 0;
@@ -548,6 +582,7 @@ typedef struct {
     double   act_kept, act_layer_max, act_split, fwd_ep, bwd_ep, fwd_ep_bytes, bwd_ep_bytes, a2a_bytes;
     uint64_t params, params_full, layer_params_max, norm_params, expert_params;
     int      layers, moe_layers;
+    double   tensors;          /* parameter tensors (plan_layer_tensors) */
     bool     embedding, head;  /* holds the embedding / the head */
 } SegCost;
 
@@ -586,6 +621,7 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         sc->params += x->params;
         sc->params_full += x->params_full;
         sc->norm_params += plan_layer_norm_params(mo, ly);
+        sc->tensors += plan_layer_tensors(mo, ly);
         sc->act_kept += x->act_kept;
         sc->act_split += x->act_split;
         block_rebuild = ly->kind == LAYER_ATTENTION ? x->act_rebuild : block_rebuild + x->act_rebuild;
@@ -624,6 +660,7 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     c->params += (uint64_t)n * sc->params;
     *norm_params += (uint64_t)n * sc->norm_params;
     c->layers += n * sc->layers;
+    c->tensors += d * sc->tensors;
     uint64_t full;
     if (__builtin_mul_overflow((uint64_t)n, sc->params_full, &full) ||
         __builtin_add_overflow(*total, full, total))
@@ -855,7 +892,9 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
 
     PlanCut cut = { .micro_batch = l->micro_batch, .tp = l->tp,
                     .sp = l->sequence_parallel == 1, .recompute = l->recompute, .ep = plan_ep(l),
-                    .flash = plan_flash(&p->software), .xent_fp32 = !p->software.cross_entropy_fusion };
+                    .flash = plan_flash(&p->software), .xent_fp32 = !p->software.cross_entropy_fusion,
+                    .unfused_norm = p->software.unfused_norm, .unfused_rope = p->software.unfused_rope,
+                    .unfused_swiglu = p->software.unfused_swiglu };
     PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
     /* the EP group: ep consecutive DP ranks of one TP rank, tp apart */
     PlanGroup epg = plan_group_shape(plan_nvlink_domain(cl), l->tp, plan_ep(l));
@@ -892,6 +931,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
         uint64_t v = (uint64_t)(plan_vocab_padded(mo, l->tp) / l->tp) * (uint64_t)mo->dim;
         out->cost[head_chunk].params += (uint64_t)sh->tied_heads * v;
+        out->cost[head_chunk].tensors += sh->tied_heads;
         /* whose gradient, as a layer's, a kernel of its own accumulates
          * when the GEMM does not (layer_time, grad_accum_fusion false) */
         double acc = plan_grad_accum_time(p, (double)sh->tied_heads * (double)v, 0);
@@ -900,7 +940,9 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     }
     double T = (double)l->micro_batch * (double)mo->seq;
     uint64_t *opt_expert = calloc((size_t)l->pp, sizeof *opt_expert);   /* [pp] of opt_params, the experts' */
-    if (!opt_expert) { free(norm_params); return false; }
+    double *opt_tensors = calloc((size_t)l->pp, sizeof *opt_tensors);   /* [pp] parameter tensors */
+    if (!opt_expert || !opt_tensors) { free(opt_expert); free(opt_tensors); free(norm_params); return false; }
+    for (int k = 0; k < out->n_chunks; k++) opt_tensors[k % l->pp] += out->cost[k].tensors;
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
         const PlanChunkCost *q = k ? &out->cost[k - 1] : NULL;
@@ -932,9 +974,11 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         /* the AdamW step, and the program's fixed work of a step (logging,
          * the data batch, bookkeeping: Device.overhead, measured by planc
          * calibrate, else 0) once per step on every stage */
-        out->opt[s] = plan_opt_time(&cl->device, out->opt_params[s]) + cl->device.overhead;
+        out->opt[s] = plan_opt_time(&cl->device, out->opt_params[s], p->software.optimizer, opt_tensors[s]) +
+                      cl->device.overhead;
     }
     free(opt_expert);
+    free(opt_tensors);
     return !ovf;
 }
 

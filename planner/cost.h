@@ -82,6 +82,8 @@ typedef struct {
     double   act_layer_max;  /* bytes of the largest layer's full activations */
     uint64_t layer_params_max; /* parameters of the largest layer, per TP rank */
     int      layers;         /* layers in the chunk (the gradient buckets) */
+    double   tensors;        /* parameter tensors in the chunk (plan_layer_tensors; a per-tensor
+                                optimizer's launches) */
     double   p2p_bytes;      /* activation (or gradient) sent to the neighbour chunk */
     double   p2p;            /* s: its transfer */
     double   weight_bytes;   /* bytes of the chunk's weights in the compute dtype (what the
@@ -161,10 +163,15 @@ void plan_costs_free(PlanCosts *c);
 double plan_gemm_time(const Device *d, double peak, double e,
                       double m, double n, double k, double batch);
 
-/* Seconds of one AdamW step over `params` parameters on device d: a
- * streaming kernel of PLAN_ADAM_BYTES per parameter (plan_costs' opt[];
- * the search's bound of the step's tail reads the same formula). */
-double plan_opt_time(const Device *d, uint64_t params);
+/* Seconds of one AdamW step over `params` parameters in `tensors`
+ * tensors on device d, by the optimizer's kernels (PlanOptimizer,
+ * Software.optimizer): fused, one streaming pass of PLAN_ADAM_BYTES per
+ * parameter in one launch (planc's runtime over its flat shard); foreach
+ * and for-loop, torch.optim.AdamW's eight ops, each a pass of its own
+ * (84 bytes a parameter), in multi-tensor launches (foreach) or a launch
+ * per tensor per op (for-loop). plan_costs' opt[]; the search's bound of
+ * the step's tail reads the same formula with tensors 0. */
+double plan_opt_time(const Device *d, uint64_t params, int optimizer, double tensors);
 
 /* Seconds a micro-batch's backward spends adding `params` fresh weight
  * gradients to the gradient buffer when the GEMMs do not accumulate

@@ -44,6 +44,7 @@
 #include "planner/export.h"
 #include "planner/layout.h"
 #include "planner/model.h"
+#include "planner/stacks.h"
 
 static const char *const TARGETS[] = { "megatron", "torchtitan", "deepspeed" };   /* ORDER PlanExportTarget */
 
@@ -154,6 +155,31 @@ static void arg_num(FILE *o, bool *first, const char *flag, double v)
     put_num(o, v);
 }
 
+/* The kernels as Megatron-Core's flags (arguments.py, core_v0.19.0):
+ * --attention-backend (AttnBackend: fused is TransformerEngine's cuDNN
+ * FusedAttention, flash its FlashAttention, unfused the scores in HBM),
+ * --no-rope-fusion and --no-bias-swiglu-fusion where the model has them;
+ * an unfused norm and a torch.optim optimizer have no flag (its TE layers
+ * fuse the norm into the GEMM, its Adam is TE's or Apex's FusedAdam). */
+static void megatron_kernels(const Ex *x, FILE *o, bool *first)
+{
+    const Software *w = &x->p->software;
+    static const char *const backend[] = { "unfused", "flash", "flash", "fused" };   /* ORDER PlanAttnKernel */
+    arg(o, first, "--attention-backend");
+    fprintf(o, " %s", backend[w->attention_kernel]);
+    if (w->attention_kernel == PLAN_ATTN_FA3)
+        note(x, "attention_kernel fa3: --attention-backend flash runs FlashAttention-3 where TransformerEngine "
+                "finds flash_attn_interface (flash-attn 3) installed, else FlashAttention-2");
+    if (w->unfused_rope && plan_model_has_rope(x->m)) arg(o, first, "--no-rope-fusion");
+    if (w->unfused_swiglu && plan_model_has_gated(x->m)) arg(o, first, "--no-bias-swiglu-fusion");
+    if (w->unfused_norm && plan_model_has_rmsnorm(x->m))
+        note(x, "fused_norm false: no flag; Megatron-Core's TransformerEngine layers fuse the norm into the "
+                "next GEMM (TELayerNormColumnParallelLinear)");
+    if (w->optimizer != PLAN_OPTIM_FUSED)
+        note(x, "optimizer %s: no flag; Megatron-Core's Adam is TransformerEngine's (or Apex's) FusedAdam",
+             plan_optimizer_names[w->optimizer]);
+}
+
 /* The run's software as Megatron-LM's flags (arguments.py): its overlap
  * switches, fp32 gradients of a 16-bit model (planc's default for bf16;
  * the flag is written though Megatron-LM sets it for --bf16 itself), and
@@ -166,8 +192,7 @@ static void megatron_software(const Ex *x, FILE *o, bool *first)
     if (x->m->dtype != DTYPE_FP32 && plan_grad_dtype(x->p) == DTYPE_FP32)
         arg(o, first, "--accumulate-allreduce-grads-in-fp32");
     if (x->m->dtype == DTYPE_BF16 && plan_grad_dtype(x->p) == DTYPE_BF16)
-        note(x, "grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in "
-                "fp32 whatever the flags (arguments.py), 2 more bytes per parameter than this plan");
+        arg(o, first, "--grad-reduce-in-bf16");   /* core_v0.14.0 on: bf16 main_grad */
     if (x->m->dtype == DTYPE_FP32 && plan_grad_dtype(x->p) != DTYPE_FP32)
         note(x, "grad_accum_dtype %s: Megatron-LM keeps an fp32 model's gradients in fp32 (not written)",
              plan_grad_dtype(x->p) == DTYPE_BF16 ? "bf16" : "fp16");
@@ -178,6 +203,7 @@ static void megatron_software(const Ex *x, FILE *o, bool *first)
     if (!w->overlap_p2p && l->pp > 1) arg(o, first, "--no-overlap-p2p-communication");
     if (!w->grad_accum_fusion) arg(o, first, "--no-gradient-accumulation-fusion");
     if (w->cross_entropy_fusion) arg(o, first, "--cross-entropy-loss-fusion");
+    megatron_kernels(x, o, first);
     if (w->overlap_tp && l->tp > 1) {
         arg(o, first, "--tp-comm-overlap");
         if (l->sequence_parallel != 1)
@@ -336,12 +362,54 @@ static void torchtitan_software(const Ex *x, FILE *o)
         fprintf(o, "# overlap_p2p false: no setting in torch.distributed.pipelining\n");
         note(x, "overlap_p2p false: torch.distributed.pipelining has no setting for blocking sends");
     }
+    if (plan_flash(w) && w->attention_kernel != PLAN_ATTN_FA2)
+        note(x, "attention_kernel %s: torchtitan runs F.scaled_dot_product_attention, whose flash backend "
+                "is FlashAttention-2 (no setting; not written)", plan_attn_kernel_names[w->attention_kernel]);
+    else if (!plan_flash(w))
+        note(x, "attention_kernel math: torchtitan runs F.scaled_dot_product_attention (flash, FlashAttention-2, "
+                "on H100; no setting for the math backend)");
+    if (w->cross_entropy_fusion)
+        note(x, "cross_entropy_fusion true: torchtitan's loss is F.cross_entropy on an fp32 copy of the logits "
+                "(no setting)");
+    if (w->grad_accum_fusion && x->n_micro > 1)
+        note(x, "grad_accum_fusion true: torchtitan's autograd adds each micro-batch's gradients (no setting)");
+    if (plan_grad_dtype(x->p) != DTYPE_FP32)
+        note(x, "grad_accum_dtype %s: torchtitan reduces in float32 only (mixed_precision_reduce)",
+             plan_grad_dtype(x->p) == DTYPE_BF16 ? "bf16" : "fp16");
     if (x->m->dropout > 0) {
         fprintf(o, "# dropout ");
         put_num(o, x->m->dropout);
         fprintf(o, ": no setting; torchtitan's llama3 has no dropout\n");
         note(x, "dropout %g: torchtitan's llama3 has no dropout (not written)", x->m->dropout);
     }
+}
+
+/* Whether the plan's fusions are torchtitan's torch.compile ([training]
+ * compile): Inductor fuses the norm, RoPE and SwiGLU together, eager
+ * runs each unfused (nn.RMSNorm, the complex RoPE, F.silu(w1 x) * w3 x),
+ * so a plan that fuses some and not others gets the nearest and a note. */
+static bool torchtitan_compile(const Ex *x)
+{
+    const Software *w = &x->p->software;
+    bool fused[] = { !w->unfused_norm || !plan_model_has_rmsnorm(x->m), !w->unfused_rope || !plan_model_has_rope(x->m),
+                     !w->unfused_swiglu || !plan_model_has_gated(x->m) };
+    static const char *const name[] = { "fused_norm", "fused_rope", "fused_swiglu" };
+    int n = fused[0] + fused[1] + fused[2];
+    bool compile = n >= 2;
+    if (n == 1 || n == 2)
+        for (int i = 0; i < 3; i++)
+            if (fused[i] != compile)
+                note(x, "%s %s: torchtitan fuses the pointwise ops only all at once, under torch.compile; "
+                        "nearest compile = %s", name[i], fused[i] ? "true" : "false", compile ? "true" : "false");
+    return compile;
+}
+
+/* torchtitan's [optimizer] implementation (job_config.py: for-loop,
+ * foreach, fused). */
+static const char *torchtitan_optimizer(const Ex *x)
+{
+    static const char *const impl[] = { "fused", "foreach", "for-loop" };   /* ORDER PlanOptimizer */
+    return impl[x->p->software.optimizer];
 }
 
 /* A TOML job file for torchtitan's train.py (torchtitan/config/job_config.py). */
@@ -392,6 +460,7 @@ static void write_torchtitan(const Ex *x, FILE *o)
         fprintf(o, "mixed_precision_param = \"%s\"\n", m->dtype == DTYPE_BF16 ? "bfloat16" : "float32");
     else
         note(x, "dtype fp16: torchtitan's mixed precision is bfloat16 or float32; nearest bfloat16 (not written)");
+    fprintf(o, "compile = %s\n", torchtitan_compile(x) ? "true" : "false");
     if (x->p->has_train) {
         const Train *t = &x->p->train;
         fprintf(o, "steps = %lld\nseed = %llu\nmax_norm = ", (long long)t->steps, (unsigned long long)t->seed);
@@ -406,7 +475,10 @@ static void write_torchtitan(const Ex *x, FILE *o)
         put_num(o, t->eps);
         fprintf(o, "\nweight_decay = ");
         put_num(o, t->weight_decay);
+        fprintf(o, "\nimplementation = \"%s\"", torchtitan_optimizer(x));
         fprintf(o, "\n\n[lr_scheduler]\nwarmup_steps = %lld\n", (long long)t->warmup);
+    } else {
+        fprintf(o, "\n[optimizer]\nimplementation = \"%s\"\n", torchtitan_optimizer(x));
     }
 
     /* ZeRO-3 is FSDP (parameters, gradients and optimizer state sharded over
@@ -471,6 +543,22 @@ static void deepspeed_software(const Ex *x)
         note(x, "overlap_tp true: DeepSpeed's AutoTP has no setting to overlap its collectives");
     if (x->m->dropout > 0)
         note(x, "dropout %g: DeepSpeed takes dropout from the model's code, not ds_config", x->m->dropout);
+    /* the kernels are the model's code (a Hugging Face model: sdpa
+     * attention, eager RMSNorm, rotate-half RoPE, SwiGLU; the loss on an
+     * fp32 copy; autograd's gradient accumulation) */
+    if (w->attention_kernel != PLAN_ATTN_FA2)
+        note(x, "attention_kernel %s: the model's code decides (Hugging Face attn_implementation: \"sdpa\" runs "
+                "FlashAttention-2 on H100, \"eager\" the scores in HBM)", plan_attn_kernel_names[w->attention_kernel]);
+    if ((!w->unfused_norm && plan_model_has_rmsnorm(x->m)) || (!w->unfused_rope && plan_model_has_rope(x->m)) ||
+        (!w->unfused_swiglu && plan_model_has_gated(x->m)))
+        note(x, "fused_norm / fused_rope / fused_swiglu true: no ds_config setting; the model's code decides "
+                "(Hugging Face's Llama runs them unfused; a kernel library such as Liger Kernel fuses them)");
+    if (w->cross_entropy_fusion)
+        note(x, "cross_entropy_fusion true: the model's code decides (Hugging Face's loss runs on logits.float())");
+    if (w->grad_accum_fusion && x->n_micro > 1)
+        note(x, "grad_accum_fusion true: DeepSpeed adds each micro-batch's gradients apart (no setting)");
+    if (w->optimizer == PLAN_OPTIM_FORLOOP)
+        note(x, "optimizer forloop: \"torch_adam\": true runs torch.optim.AdamW, whose default on CUDA is foreach");
 }
 
 /* A ds_config.json (DeepSpeed's configuration documentation). */
@@ -514,6 +602,8 @@ static void write_deepspeed(const Ex *x, FILE *o)
         put_num(o, t->eps);
         fprintf(o, ",\n      \"weight_decay\": ");
         put_num(o, t->weight_decay);
+        /* torch.optim.AdamW in place of DeepSpeed's FusedAdam (its default) */
+        if (x->p->software.optimizer != PLAN_OPTIM_FUSED) fprintf(o, ",\n      \"torch_adam\": true");
         fprintf(o, "\n    }\n  },\n  \"scheduler\": {\n    \"type\": \"WarmupLR\",\n    \"params\": {\n"
                    "      \"warmup_min_lr\": 0,\n      \"warmup_max_lr\": ");
         put_num(o, t->lr);

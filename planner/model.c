@@ -90,6 +90,32 @@ bool plan_model_has_moe(const Model *m)
     return false;
 }
 
+bool plan_model_has_rmsnorm(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        LayerKind k = m->layers[i].kind;
+        bool normed = k == LAYER_ATTENTION || k == LAYER_MLP || k == LAYER_MOE || k == LAYER_NORM;
+        if (normed && m->layers[i].norm == NORM_RMSNORM) return true;
+    }
+    return false;
+}
+
+bool plan_model_has_rope(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_EMBEDDING) return m->layers[i].position == POS_ROPE;
+    return false;
+}
+
+bool plan_model_has_gated(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *l = &m->layers[i];
+        if ((l->kind == LAYER_MLP || l->kind == LAYER_MOE) && plan_act_gated(l->act)) return true;
+    }
+    return false;
+}
+
 const char *plan_layer_kind_name(LayerKind k)
 {
     switch (k) {   /* ORDER LayerKind */
@@ -268,20 +294,105 @@ static PlanGemm *gemm(PlanLayerWork *w, double m, double n, double k, double bat
     return g;
 }
 
-/* One elementwise kernel: `fwd` and `bwd` bytes of HBM traffic. */
-static void ew(PlanLayerWork *w, double fwd, double bwd, bool core)
+/* Elementwise kernels: `fwd` and `bwd` bytes of HBM traffic in `kf`
+ * forward and `kb` backward launches. */
+static void ew_n(PlanLayerWork *w, double fwd, double bwd, int kf, int kb, bool core)
 {
     w->ew_fwd += fwd;
     w->ew_bwd += bwd;
     if (core) w->ew_core_fwd += fwd;
-    w->ew_kernels++;
+    w->ew_kernels += kf;
+    w->ew_kernels_bwd += kb;
 }
 
-/* The pre-norm of a sublayer: reads x, writes y (forward); reads dy, x,
- * writes dx (backward). `r` is 1/t under sequence parallelism, else 1. */
-static void norm_work(PlanLayerWork *w, double Th, double e, double r)
+/* One elementwise kernel each way. */
+static void ew(PlanLayerWork *w, double fwd, double bwd, bool core)
 {
-    ew(w, 2 * e * Th * r, 3 * e * Th * r, false);
+    ew_n(w, fwd, bwd, 1, 1, core);
+}
+
+/* The pre-norm of a sublayer (or the final norm) over N = T h r elements
+ * (`r` is 1/t under sequence parallelism, else 1); returns the bytes
+ * autograd keeps beyond the norm's input, which the caller's inventory
+ * counts (e N).
+ *  - fused (planc's runtime, TransformerEngine's LayerNormLinear,
+ *    Inductor; and LayerNorm always: PyTorch's native_layer_norm is one
+ *    kernel eager too): reads x, writes y; backward reads dy, x, writes dx.
+ *  - RMSNorm unfused (c->unfused_norm: torchtitan's models/norms.py
+ *    RMSNorm, Hugging Face's LlamaRMSNorm, PyTorch 2.5's composite
+ *    rms_norm), per element, `cast` the two dtype casts of a 16-bit model
+ *    (none in fp32): forward x.float() (e + 4), pow(2) (8), mean (reads 4;
+ *    a row out), + eps and rsqrt (a row each: launches only), x * rstd (8),
+ *    type_as (4 + e), * weight (2e): 20 + 2e (+ 2(e + 4) cast) bytes in 6
+ *    (+ 2) kernels. Backward, autograd's kernels in reverse: * weight
+ *    (dy w 2e, dy y 3e, its row sum e), type_as (e + 4), * rstd (dy rstd 8,
+ *    dy x 12, its row sum 4), rsqrt (a row), mean (the expand / n, writes
+ *    4), pow (x.pow(1) 8, * 2 8, * dy 12: PyTorch's pow_backward), the two
+ *    paths' sum (12), x.float() (4 + e): 68 + 6e (+ 2(e + 4)) bytes in 12
+ *    (+ 2) kernels. Kept: the fp32 x (pow's and the multiply's input, 4N)
+ *    and the normalised y (the weight multiply's, e N) in place of x (e
+ *    N): 4N more, in fp32 as in 16 bits (fp32: x itself and y). */
+static double norm_work(PlanLayerWork *w, const PlanCut *c, NormKind kind, double Th, double e, double r)
+{
+    double N = Th * r;
+    if (!c->unfused_norm || kind != NORM_RMSNORM) {
+        ew(w, 2 * e * N, 3 * e * N, false);
+        return 0;
+    }
+    bool cast = e < 4;
+    double casts = cast ? 2 * (e + 4) : 0;
+    ew_n(w, (20 + 2 * e + casts) * N, (68 + 6 * e + casts) * N, 6 + 2 * cast, 12 + 2 * cast, false);
+    return 4 * N;
+}
+
+/* RoPE on E elements of q or k (T h_q / t or T h_kv / t), `n` of them
+ * (q and k: 2).
+ *  - fused (planc's runtime, Megatron-Core's --apply-rope-fusion): one
+ *    kernel over q and k, reads and writes each, 2e both ways.
+ *  - unfused (c->unfused_rope): the rotate-half form of Megatron-Core's
+ *    unfused _apply_rotary_pos_emb_bshd and Hugging Face's
+ *    apply_rotary_pos_emb, t cos + rotate_half(t) sin, per q and per k:
+ *    the negated half (e), the cat (2e), two multiplies (2e each; cos and
+ *    sin are (s, d) tables), the add (3e): 10e in 5 kernels; backward
+ *    dy sin and dy cos (2e each), the negation (e), the halves' cat (2e),
+ *    the two paths' sum (3e): 10e in 5. (torchtitan's complex multiply,
+ *    float - multiply - type_as, moves the same 20 bytes an element in
+ *    bf16 in 3 kernels each way.) Autograd keeps cos and sin only: no
+ *    activation. */
+static void rope_work(PlanLayerWork *w, const PlanCut *c, double Eq, double Ek, double e)
+{
+    if (!c->unfused_rope) {
+        ew(w, 2 * e * (Eq + Ek), 2 * e * (Eq + Ek), false);
+        return;
+    }
+    ew_n(w, 10 * e * Eq, 10 * e * Eq, 5, 5, false);
+    ew_n(w, 10 * e * Ek, 10 * e * Ek, 5, 5, false);
+}
+
+/* The MLP activation over F elements (rows x f/t): returns the bytes
+ * autograd keeps beyond the inventory's (gate and up, or the input).
+ *  - GeLU (and ReLU): one kernel eager too; reads x writes y, backward
+ *    reads dy, x, writes dx.
+ *  - gated, fused (planc's runtime, Megatron-Core's --bias-swiglu-fusion):
+ *    reads gate and up, writes their product; backward reads dy, gate, up
+ *    and writes both gradients.
+ *  - gated, unfused (c->unfused_swiglu: torchtitan's w2(F.silu(w1(x)) *
+ *    w3(x)), Hugging Face's act_fn(gate_proj(x)) * up_proj(x)): silu (2e)
+ *    then the multiply (3e), 2 kernels; backward the multiply's two
+ *    gradients (3e each) and silu_backward (reads dy and the gate, writes:
+ *    3e), 3 kernels; the multiply keeps silu's output, e F more. */
+static double act_work(PlanLayerWork *w, const PlanCut *c, bool gated, double F, double e)
+{
+    if (!gated) {
+        ew(w, 2 * e * F, 3 * e * F, false);
+        return 0;
+    }
+    if (!c->unfused_swiglu) {
+        ew(w, 3 * e * F, 5 * e * F, false);
+        return 0;
+    }
+    ew_n(w, 5 * e * F, 9 * e * F, 2, 3, false);
+    return e * F;
 }
 
 /* Residual add with (fused) dropout: reads branch and residual, writes the
@@ -358,7 +469,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     gemm(w, s, d, sk, bat, true)->flash = c->flash;
     gemm(w, T, h, hq / t, 1, false);
 
-    norm_work(w, T * h, e, r);
+    double eager = norm_work(w, c, l->norm, T * h, e, r);
     if (c->flash) {
         /* one fused kernel (FlashAttention-2, Dao 2023, Algorithms 1-2):
          * forward reads Q, K, V and writes O and the fp32 log-sum-exp
@@ -374,8 +485,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
         if (dropout)   /* attention dropout: P -> P' plus a 1-byte mask */
             ew(w, (2 * e + 1) * bat * s * sk, (2 * e + 1) * bat * s * sk, true);
     }
-    if (model_position(m) == POS_ROPE)
-        ew(w, 2 * e * T * (hq + hkv) / t, 2 * e * T * (hq + hkv) / t, false);
+    if (model_position(m) == POS_ROPE) rope_work(w, c, T * hq / t, T * hkv / t, e);
     residual_work(w, T * h, e, r, dropout);
 
     /* Stored activations (Korthikanti et al. 2022, Sec. 4.1, attention
@@ -386,7 +496,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * dropout and h_kv = h this is 13sbh (11sbh + 2sbh LayerNorm) + 5as^2b.
      * With head_dim, Q and the output-projection input are e T h_q; with a
      * sliding window the score tensors are s x s_k per head (the band). */
-    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
+    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
     double tpart = (e * T * hq + 2 * e * T * hkv + e * T * hq) / t;
     double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
     if (c->flash) core = 4 * bat * s;   /* the log-sum-exp only (Q, K, V, O are in tpart) */
@@ -415,18 +525,14 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
     gemm(w, T, (glu ? 2 : 1) * f / t, h, 1, false);
     gemm(w, T, h, f / t, 1, false);
 
-    norm_work(w, T * h, e, r);
-    /* activation: GeLU reads x writes y; backward reads dy, x, writes dx.
-     * SwiGLU (and GeGLU) reads gate and up, writes their product; backward
-     * reads dy, gate, up and writes both gradients. */
-    if (glu) ew(w, 3 * e * T * f / t, 5 * e * T * f / t, false);
-    else     ew(w, 2 * e * T * f / t, 3 * e * T * f / t, false);
+    double eager = norm_work(w, c, l->norm, T * h, e, r);
+    eager += act_work(w, c, glu, T * f / t, e);   /* GeLU, or SwiGLU / GeGLU */
     residual_work(w, T * h, e, r, dropout);
 
     /* Stored (Korthikanti Sec. 4.1, MLP + LayerNorm): replicated — norm
      * input eTh, up input eTh, dropout mask Th; split — activation input
      * eTf (SwiGLU: gate and up, 2eTf), down input eTf. f = 4h: 21sbh. */
-    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
+    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
     double tpart = ((glu ? 2 : 1) * e * T * f + e * T * f) / t;
     w->act_none = w->act_selective = repl + tpart;
     /* under full recomputation a block keeps only its input, at the
@@ -493,7 +599,7 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     }
     w->flops_fwd -= 2.0 * (R - Ru) * (up + 1) * f / t * h;
 
-    norm_work(w, T * h, e, r);
+    double eager = norm_work(w, c, l->norm, T * h, e, r);
     /* softmax and top-k over the fp32 logits (reads 4TE, writes the k
      * weights and indices, 8Tk); backward reads the weights' gradient and
      * the logits, writes the logits' gradient */
@@ -503,8 +609,7 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     ew(w, e * (R + T) * h, e * (R + T) * h, false);
     ew(w, e * (R + T) * h + 4 * T * k, 2 * e * (R + T) * h, false);
     double rows_act = R + T * S;
-    if (up > 1) ew(w, 3 * e * rows_act * f / t, 5 * e * rows_act * f / t, false);
-    else        ew(w, 2 * e * rows_act * f / t, 3 * e * rows_act * f / t, false);
+    eager += act_work(w, c, up > 1, rows_act * f / t, e);
     residual_work(w, T * h, e, r, dropout);
 
     /* Kept for the backward (the agreed semantics): what an MLP keeps per
@@ -519,7 +624,7 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * received, so EP ranks differ by the routing's imbalance, which no
      * plan can know) and their output combined back, e T k h on every
      * rank (the top-k weights' gradient reads it). */
-    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r;
+    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
     double tpart = (up + 1) * e * (Ra + T * S) * f / t;
     w->act_none = w->act_selective = repl + tpart + 4 * T * E + 12 * T * k + e * (Ra + Ru) * h;
     w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
@@ -605,8 +710,7 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
         sublayer_tp_colls(c, w);
         break;
     case LAYER_NORM:
-        norm_work(w, T * h, e, r);
-        w->act_none = w->act_selective = w->act_full = e * T * h * r;
+        w->act_none = w->act_selective = w->act_full = e * T * h * r + norm_work(w, c, l->norm, T * h, e, r);
         w->act_split = 4.0 * (double)norm_params(m, l->norm);   /* zb-h1: its fp32 gradients, B to W */
         break;
     case LAYER_LM_HEAD:
@@ -754,4 +858,28 @@ uint64_t plan_layer_norm_params(const Model *m, const Layer *l)
     bool normed = l->kind == LAYER_ATTENTION || l->kind == LAYER_MLP || l->kind == LAYER_MOE ||
                   l->kind == LAYER_NORM;
     return normed ? norm_params(m, l->norm) : 0;
+}
+
+int plan_layer_tensors(const Model *m, const Layer *l)
+{
+    (void)m;
+    int norm = l->norm == NORM_LAYERNORM ? 2 : 1;       /* gain (+ bias) */
+    int mats = 0, biases = 0;
+    switch (l->kind) {
+    case LAYER_EMBEDDING: return 1 + (l->position == POS_LEARNED);
+    case LAYER_LM_HEAD:   return l->tied ? 0 : 1;
+    case LAYER_NORM:      return norm;
+    case LAYER_ATTENTION:                               /* q, k, v, o */
+        mats = 4;
+        biases = l->bias ? (l->qkv_bias_only ? 3 : 4) : 0;
+        return norm + mats + biases;
+    case LAYER_MLP:                                     /* (gate,) up, down */
+        mats = plan_act_gated(l->act) ? 3 : 2;
+        return norm + mats + (l->bias ? 2 : 0);
+    case LAYER_MOE: {                                   /* router, grouped experts, shared */
+        int per = plan_act_gated(l->act) ? 3 : 2;
+        return norm + 1 + per + (l->shared > 0 ? per : 0);
+    }
+    }
+    return 0;
 }

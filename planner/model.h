@@ -28,6 +28,9 @@ typedef struct {
     bool    flash;          /* fused attention (plan_flash(Software)) */
     bool    xent_fp32;      /* the loss on an fp32 copy of the logits, Megatron-LM's
                                VocabParallelCrossEntropy (!Software.cross_entropy_fusion) */
+    /* RMSNorm, RoPE, the gated activation as eager PyTorch's separate
+     * kernels (Software.unfused_*); false: one fused kernel each (planc) */
+    bool    unfused_norm, unfused_rope, unfused_swiglu;
 } PlanCut;
 
 /* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */
@@ -58,6 +61,7 @@ typedef struct {
     double      ew_bwd;         /* elementwise HBM traffic, backward, bytes */
     double      ew_core_fwd;    /* of ew_fwd: softmax + attention dropout */
     int         ew_kernels;     /* elementwise kernels in the forward */
+    int         ew_kernels_bwd; /* ... in the backward (autograd's, where unfused) */
     double      act_none;       /* activation bytes kept for backward, no recompute */
     double      act_selective;  /* ... with selective recomputation */
     double      act_full;       /* ... with full recomputation (layer input only) */
@@ -113,6 +117,13 @@ bool plan_model_dropout(const Model *m);
 /* Whether a layer of m is a mixture of experts (LAYER_MOE). */
 bool plan_model_has_moe(const Model *m);
 
+/* Whether m has an op the fusion keys change (fused_norm: an RMSNorm;
+ * fused_rope: RoPE positions; fused_swiglu: a gated activation), so a key
+ * that changes nothing on m is honoured by any program (codegen/emit.c). */
+bool plan_model_has_rmsnorm(const Model *m);
+bool plan_model_has_rope(const Model *m);
+bool plan_model_has_gated(const Model *m);
+
 /* Parameters of one layer held by one tensor-parallel rank, as laid out:
  * the embedding and an untied head hold plan_vocab_padded(m, tp) / tp rows
  * (tp 1: the whole layer, padded to vocab_multiple). A tied LM head holds
@@ -159,6 +170,13 @@ bool plan_model_params_padded(const Model *m, int tp, uint64_t *total);
  * keeps. */
 void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
                      const PlanCut *c, PlanLayerWork *w);
+
+/* Parameter tensors of one layer, one per weight matrix, bias and norm
+ * gain as Hugging Face and torchtitan name them (q, k, v, o apart; gate,
+ * up, down apart; a mixture's experts as grouped tensors, torchtitan's
+ * GroupedExperts w1, w2, w3; a tied head none): what a per-tensor
+ * optimizer launches kernels for (cost.c, plan_opt_time). */
+int plan_layer_tensors(const Model *m, const Layer *l);
 
 /* The widest layer of a model on one TP rank, per TP rank: the first
  * linear's output columns (QKV; an MLP's up, gate and up under a GLU, one

@@ -263,7 +263,7 @@ typedef struct {
  * the settings planc's runtime cannot honour (codegen/emit.c). Named after
  * Megatron-LM's flags, which planc export prints from them. */
 /* The attention kernels (Software.attention_kernel, the plan key
- * `attention_kernel`). ORDER the names in sema.c (ATTN_KERNEL_NAMES). */
+ * `attention_kernel`). ORDER the names in planner/stacks.c (plan_attn_kernel_names). */
 typedef enum {
     PLAN_ATTN_MATH,     /* scores materialised in HBM (planc's runtime) */
     PLAN_ATTN_FA2,      /* FlashAttention-2 */
@@ -272,7 +272,22 @@ typedef enum {
 } PlanAttnKernel;
 #define PLAN_N_ATTN_KERNELS 4
 
+/* The optimizer's kernels (Software.optimizer, the plan key `optimizer`).
+ * ORDER the names in planner/stacks.c (plan_optimizer_names); 0 is planc's. */
+typedef enum {
+    PLAN_OPTIM_FUSED,   /* one pass per parameter, every tensor at once (planc's runtime:
+                           one kernel over the flat shard; TE / Apex FusedAdam) */
+    PLAN_OPTIM_FOREACH, /* torch.optim's foreach=True: each step of the update a multi-tensor
+                           kernel of its own over all tensors */
+    PLAN_OPTIM_FORLOOP, /* torch.optim's foreach=False: each step a kernel per tensor */
+} PlanOptimizer;
+#define PLAN_N_OPTIMIZERS 3
+
 typedef struct {
+    /* the stack preset the plan names (`software NAME [VARIANT]`): its row
+     * in planner/stacks.c's table, 0 = planc (plan_stack_row); the keys
+     * below hold what it set, overridden by the keys the plan writes */
+    int  stack;
     /* true (planc): each chunk's DP reduction drains its last backward
      * bucket by bucket; false: all of them run after the pipeline flush,
      * before the optimizer step (Megatron-LM 2021, before
@@ -329,6 +344,18 @@ typedef struct {
      * VocabParallelCrossEntropy on an fp32 copy of them (max, subtract,
      * exp, sum, divide as kernels of their own; the fp32 softmax kept) */
     bool cross_entropy_fusion;
+    /* the pointwise ops of a layer that run as eager PyTorch's separate
+     * kernels, each reading and writing HBM, with autograd's saved tensors
+     * (model.c counts them: norm_work, rope_work, glu_work); false (planc,
+     * the plan keys fused_norm, fused_rope, fused_swiglu true): one kernel
+     * each (planc's runtime; TransformerEngine's LayerNormLinear,
+     * Megatron-Core's --apply-rope-fusion and --bias-swiglu-fusion;
+     * torch.compile's generated kernels). RMSNorm only: PyTorch's
+     * LayerNorm is one kernel eager too (native_layer_norm) */
+    bool unfused_norm, unfused_rope, unfused_swiglu;
+    /* the optimizer's kernels (PlanOptimizer): their HBM bytes and
+     * launches per step (cost.c, plan_opt_time) */
+    int  optimizer;
 } Software;
 
 /* Whether the plan's attention is one fused kernel (scores on chip). */
@@ -345,7 +372,7 @@ typedef struct {
     Layout      layout;
     bool        has_train;       /* a train block was given */
     Train       train;
-    Software    software;        /* the plan block's overlap_* and grad_accum_dtype keys */
+    Software    software;        /* the plan block's software keys (`software` and the rest) */
 } Plan;
 
 #endif /* PLANC_PLAN_H */

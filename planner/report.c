@@ -10,6 +10,7 @@
  * largest item on stderr, and returns 1.
  */
 #include "planner/report.h"
+#include "planner/stacks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -177,6 +178,9 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             (long long)n_micro, plan_schedule_name(l->schedule), l->chunks,
             plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "on" : "off");
+    char sw[512];
+    plan_software_describe(p, l->zero, sw, sizeof sw);
+    fprintf(out, "software: %s\n", sw);
     print_group(out, "TP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_TP));
     print_group(out, "DP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP));
     print_group(out, "PP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_PP));
@@ -312,6 +316,10 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
             l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), nl);
+    /* the resolved software stack (planner/stacks.c) */
+    fprintf(out, "\"software\": ");
+    plan_software_json(out, p, l->zero);
+    fprintf(out, ",%s", nl);
     /* where each group lands on the tiers (plan_group_tier) */
     static const char *const gname[] = { "tp", "dp", "pp" };
     PlanGroupKind gk[] = { GROUP_TP, GROUP_DP, GROUP_PP };

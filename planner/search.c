@@ -791,7 +791,7 @@ static double tail_bound(const Ctx *x, const Layout *l, int zero)
 {
     uint64_t psi = x->syn.psi_max, dp = (uint64_t)l->dp;
     if (zero >= 1) psi = psi / dp + (psi % dp != 0);
-    return plan_opt_time(&x->p->cluster.device, psi);
+    return plan_opt_time(&x->p->cluster.device, psi, x->p->software.optimizer, 0);   /* launches a bound below */
 }
 
 /* Whether ZeRO stage z is searched at data-parallel degree dp (unless the

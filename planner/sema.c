@@ -31,6 +31,7 @@
 #include "planner/layout.h"
 #include "planner/model.h"
 #include "planner/presets.h"
+#include "planner/stacks.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -1234,11 +1235,12 @@ static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch"
                                          "schedule", "chunks", "recompute", "sequence_parallel",
                                          "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
                                          "overlap_tp", "ep", "grad_accum_dtype", "flash_attention",
-                                         "grad_accum_fusion", "cross_entropy_fusion", "attention_kernel" };
+                                         "grad_accum_fusion", "cross_entropy_fusion", "attention_kernel",
+                                         "software", "fused_norm", "fused_rope", "fused_swiglu", "optimizer" };
 KEYS_FIT(PLAN_KEYS);
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
-static const char *const ATTN_KERNEL_NAMES[] = { "math", "fa2", "fa3", "cudnn" };       /* ORDER PlanAttnKernel */
+#define ATTN_KERNEL_NAMES plan_attn_kernel_names   /* ORDER PlanAttnKernel (planner/stacks.c) */
 
 /* The plan block's statements, kept for the locations of later checks. */
 typedef struct {
@@ -1246,22 +1248,72 @@ typedef struct {
     Fields         F;
 } PlanSrc;
 
+/* `software NAME [VARIANT]`: the stack preset's row of planner/stacks.c
+ * replaces every software key (the keys the plan writes then override
+ * it). An unknown name or variant is reported with the ones there are. */
+static void sema_stack(Sema *S, const DslStmt *st, Software *W)
+{
+    const char *names[16], *vars[16];
+    int nn = plan_stack_names(names, N_ELEMS(names));
+    const DslValue *v = st->kind == DSL_STMT_ENTRY ? st->args : NULL;
+    if (!v || v->kind != DSL_VAL_WORD || (v->next && v->next->next) ||
+        (v->next && v->next->kind != DSL_VAL_WORD && v->next->kind != DSL_VAL_NUMBER)) {
+        dsl_error(S->d, v ? v->loc : st->key_loc, "software takes a stack name and an optional variant: "
+                  "software planc|megatron-core|torchtitan|deepspeed [VARIANT] (software megatron-core 0.19)");
+        return;
+    }
+    const char *variant = v->next ? v->next->text : NULL;
+    int row = plan_stack_find(v->text, variant);
+    if (row == -1) {
+        /* the nearest by edit distance, else the one the word begins
+         * (`megatron` for megatron-core) */
+        const char *hint = dsl_suggest(v->text, names, nn);
+        for (int i = 0; i < nn && !hint; i++)
+            if (strncmp(names[i], v->text, strlen(v->text)) == 0) hint = names[i];
+        char list[256] = "";
+        for (int i = 0, o = 0; i < nn; i++) o += snprintf(list + o, sizeof list - (size_t)o, "%s%s", i ? ", " : "", names[i]);
+        if (hint) dsl_error(S->d, v->loc, "unknown software '%s' (expected %s); did you mean '%s'?", v->text, list, hint);
+        else dsl_error(S->d, v->loc, "unknown software '%s' (expected %s)", v->text, list);
+        return;
+    }
+    if (row == -2) {
+        int nv = plan_stack_variants(v->text, vars, N_ELEMS(vars));
+        const char *hint = dsl_suggest(variant, vars, nv);
+        char list[256] = "";
+        for (int i = 0, o = 0; i < nv; i++) o += snprintf(list + o, sizeof list - (size_t)o, "%s%s", i ? ", " : "", vars[i]);
+        if (!nv) dsl_error(S->d, v->next->loc, "software %s takes no variant (it has one row)", v->text);
+        else if (hint) dsl_error(S->d, v->next->loc, "unknown %s variant '%s' (expected %s); did you mean '%s'?",
+                                 v->text, variant, list, hint);
+        else dsl_error(S->d, v->next->loc, "unknown %s variant '%s' (expected %s)", v->text, variant, list);
+        return;
+    }
+    *W = plan_stack_software(row);
+}
+
 /* The software keys of a plan block (true|false, grad_accum_dtype
- * fp32|bf16|fp16; no `auto`: search takes them as given); absent keys keep
- * plan_software_defaults. */
+ * fp32|bf16|fp16; no `auto`: search takes them as given): first the
+ * `software` preset, then each key written overrides it; absent keys keep
+ * the preset's, or plan_software_defaults without one. */
 static void sema_software(Sema *S, const Fields *F, Software *W)
 {
     static const char *const KEYS[] = { "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
-                                        "overlap_tp", "grad_accum_fusion", "cross_entropy_fusion" };
+                                        "overlap_tp", "grad_accum_fusion", "cross_entropy_fusion",
+                                        "fused_norm", "fused_rope", "fused_swiglu" };
     bool *slot[] = { &W->overlap_grad_reduce, NULL, &W->overlap_p2p, &W->overlap_tp,
-                     &W->grad_accum_fusion, &W->cross_entropy_fusion };
+                     &W->grad_accum_fusion, &W->cross_entropy_fusion,
+                     &W->unfused_norm, &W->unfused_rope, &W->unfused_swiglu };
+    const bool negated[] = { false, false, false, false, false, false, true, true, true };
     const DslStmt *s;
     int e;
+    if ((s = field(F, "software"))) sema_stack(S, s, W);
     for (size_t i = 0; i < N_ELEMS(KEYS); i++)
         if ((s = field(F, KEYS[i])) && get_bool(S, s, false, &e)) {
-            if (slot[i]) *slot[i] = e;
+            if (slot[i]) *slot[i] = negated[i] ? !e : e;
             else W->overlap_param_gather = e != 0;   /* int: PLAN_AUTO when absent */
         }
+    if ((s = field(F, "optimizer")) &&
+        get_enum(S, s, plan_optimizer_names, PLAN_N_OPTIMIZERS, false, &e))   /* ORDER PlanOptimizer */
+        W->optimizer = e;
     if ((s = field(F, "grad_accum_dtype")) && get_enum(S, s, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &e))
         W->grad_accum_dtype = e;   /* PLAN_AUTO when absent: plan_grad_dtype's default */
     /* the attention kernel; `flash_attention true|false`, the older key,

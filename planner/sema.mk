@@ -8,6 +8,7 @@ SEMA_TEST := $(BUILD)/tests/test_dsl_sema
 # sema asks planner/layout.c's rules (which read model.c's head dim) and
 # planner/presets.c's device table; the tests count models with model.c
 SEMA_OBJS := $(BUILD)/obj/planner/sema.o $(BUILD)/obj/planner/layout.o $(BUILD)/obj/planner/presets.o \
+             $(BUILD)/obj/planner/stacks.o \
              $(BUILD)/obj/planner/model.o
 
 $(SEMA_TEST): tests/test_dsl_sema.c $(DSL_OBJS) $(SEMA_OBJS)

@@ -246,7 +246,7 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--recompute-granularity", "--recompute-method", "--recompute-num-layers", "--train-iters",
                 "--lr", "--lr-warmup-iters", "--seed", "--clip-grad", "--adam-beta1", "--adam-beta2",
                 "--adam-eps", "--weight-decay", "--kv-channels", "--rotary-base",
-                "--attention-dropout", "--hidden-dropout", "--num-experts", "--moe-router-topk",
+                "--attention-dropout", "--hidden-dropout", "--attention-backend", "--num-experts", "--moe-router-topk",
                 "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
                 "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-expert-capacity-factor",
                 "--moe-token-dispatcher-type", "--expert-model-parallel-size"}
@@ -299,9 +299,10 @@ plan {{
         # planc's software by default: dropout 0 (Megatron-LM's default is
         # 0.1, so it is written), the DP reduction overlaps the backward,
         # ZeRO-3 prefetches its gathers, ZeRO-1/2's all-gather follows the step;
-        # its loss reads the logits in their own dtype (cross_entropy_fusion)
+        # its loss reads the logits in their own dtype (cross_entropy_fusion),
+        # its attention materialises the scores (--attention-backend unfused)
         "--attention-dropout": "0", "--hidden-dropout": "0", "--overlap-grad-reduce": True,
-        "--cross-entropy-loss-fusion": True,
+        "--cross-entropy-loss-fusion": True, "--attention-backend": "unfused",
     }
     if zero == 3:
         want["--overlap-param-gather"] = True
@@ -432,8 +433,28 @@ SOFTWARE = [
     ("fp32 gradients of a bf16 model", "grad_accum_dtype fp32;", "0", "false",
      {"--accumulate-allreduce-grads-in-fp32": True, "--bf16": True}, [], True, False, []),
     ("bf16 gradients of a bf16 model", "grad_accum_dtype bf16;", "0", "false",
-     {"--bf16": True}, ["--accumulate-allreduce-grads-in-fp32"], True, False,
-     ["grad_accum_dtype bf16: Megatron-LM accumulates and all-reduces a bf16 model's gradients in fp32"]),
+     {"--bf16": True, "--grad-reduce-in-bf16": True}, ["--accumulate-allreduce-grads-in-fp32"], True, False,
+     ["grad_accum_dtype bf16: torchtitan reduces in float32 only"]),
+    # the stack presets (planner/stacks.c) and a key over a preset
+    ("Megatron-Core 0.19's Llama recipe", "software megatron-core;", "0", "true",
+     {"--overlap-grad-reduce": True, "--overlap-param-gather": True, "--attention-backend": "fused",
+      "--cross-entropy-loss-fusion": True, "--grad-reduce-in-bf16": True},
+     ["--no-rope-fusion", "--no-bias-swiglu-fusion", "--tp-comm-overlap", "--no-gradient-accumulation-fusion"],
+     True, False, ["attention_kernel cudnn: torchtitan runs F.scaled_dot_product_attention"]),
+    ("Megatron-Core 0.8's defaults", "software megatron-core 0.8;", "0", "true",
+     {"--attention-backend": "fused", "--accumulate-allreduce-grads-in-fp32": True},
+     ["--overlap-grad-reduce", "--overlap-param-gather", "--cross-entropy-loss-fusion"], False, False, []),
+    ("a key over a preset", "software megatron-core; attention_kernel fa2; fused_rope false;", "0", "true",
+     {"--attention-backend": "flash", "--no-rope-fusion": True, "--overlap-param-gather": True},
+     ["--no-bias-swiglu-fusion"], True, False, []),
+    ("torchtitan eager", "software torchtitan;", "0", "true",
+     {"--attention-backend": "flash", "--no-rope-fusion": True, "--no-bias-swiglu-fusion": True,
+      "--no-gradient-accumulation-fusion": True, "--accumulate-allreduce-grads-in-fp32": True},
+     ["--cross-entropy-loss-fusion"], True, False,
+     ["fused_norm false: no flag", "optimizer foreach: no flag"]),
+    ("DeepSpeed with a Hugging Face model", "software deepspeed;", "0", "true",
+     {"--no-overlap-p2p-communication": True, "--no-rope-fusion": True}, ["--overlap-param-gather"], True, False,
+     ["overlap_p2p false: DeepSpeed's pipeline engine has no setting"]),
     ("weight gradients accumulated by a kernel of their own (2021)", "grad_accum_fusion false;", "0", "false",
      {"--no-gradient-accumulation-fusion": True}, [], True, False, []),
     ("the loss on an fp32 copy of the logits (Megatron-LM's default)", "cross_entropy_fusion false;", "0", "false",
@@ -467,12 +488,51 @@ for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(
     # the gradients' dtype: Megatron's flag and DeepSpeed's data_types only
     # where the plan's differs from the model's (bf16 here, whose gradients
     # are fp32 unless the plan says bf16: planner/layout.c plan_grad_dtype)
-    fp32 = "grad_accum_dtype bf16" not in keys
+    fp32 = "grad_accum_dtype bf16" not in keys and not keys.startswith("software megatron-core;")
     if not fp32:
         check(f"software {name}: megatron keeps the model's gradient dtype",
               "--accumulate-allreduce-grads-in-fp32" not in f, str(f))
     check(f"software {name}: deepspeed data_types.grad_accum_dtype",
           d.get("data_types", {}).get("grad_accum_dtype") == ("fp32" if fp32 else None), str(d)[:300])
+
+# the kernels in torchtitan's job file: [training] compile for the fusions
+# (Inductor fuses them all at once), [optimizer] implementation
+for keys, compile, impl, words in [
+        ("", True, "fused", []),
+        ("software torchtitan;", False, "foreach", []),
+        ("software torchtitan compile;", True, "foreach", []),
+        ("optimizer forloop; fused_swiglu false;", True, "for-loop",
+         ["fused_swiglu false: torchtitan fuses the pointwise ops only all at once"])]:
+    model = MODEL.replace("DTYPE", "bf16").replace("KV", "16")
+    plan = write("kernels.plan", model + f"plan {{ dp 4; tp 2; pp 2; zero 2; micro_batch 1; global_batch 32; {keys} }}\n")
+    rc, out, err = run("export", plan, "--to", "torchtitan")
+    t = tomllib.loads(out) if rc == 0 else {}
+    got = (t.get("training", {}).get("compile"), t.get("optimizer", {}).get("implementation"))
+    check(f"torchtitan kernels of '{keys}': compile {compile}, implementation {impl}",
+          got == (compile, impl) and all(w in err for w in words), f"{got} {err[:400]}")
+    rc, out, err = run("export", plan, "--to", "deepspeed")
+    d = json.loads(out) if rc == 0 else {}
+    torch_adam = d.get("optimizer", {}).get("params", {}).get("torch_adam")
+    check(f"deepspeed optimizer of '{keys}'", torch_adam == (True if impl != "fused" else None), out[:400])
+
+# check prints the resolved stack, as text and in --json
+plan = write("stack.plan", MODEL.replace("DTYPE", "bf16").replace("KV", "16") +
+             "plan { dp 4; tp 2; pp 2; zero 2; micro_batch 1; global_batch 32; software megatron-core 0.8; "
+             "optimizer foreach; }\n")
+rc, out, err = run("check", plan)
+line = [x for x in out.splitlines() if x.startswith("software: ")]
+check("check prints the software line", rc == 0 and line and line[0].startswith(
+      "software: megatron-core 0.8 (attention cudnn; fused norm rope swiglu; unfused cross_entropy; "
+      "optimizer foreach; overlap p2p; gradients fp32"), str(line) + err[:300])
+rc, out, err = run("check", plan, "--json")
+sw = json.loads(out).get("software", {}) if rc == 0 else {}
+check("check --json: software", sw.get("stack") == "megatron-core" and sw.get("variant") == "0.8" and
+      sw.get("attention_kernel") == "cudnn" and sw.get("optimizer") == "foreach" and
+      sw.get("fused_norm") is True and sw.get("overlap_grad_reduce") is False and
+      sw.get("grad_accum_dtype") == "fp32", str(sw))
+rc, out, err = run("emit", plan)
+check("emit refuses a preset and names it with the key it set", rc == 1 and
+      "software megatron-core 0.8 sets attention_kernel cudnn:" in err, err[:300])
 
 # import -> export: the imported knobs reach the Megatron line
 # (config, seq to train at, tp, flags that must be there with their values)

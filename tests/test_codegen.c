@@ -39,6 +39,7 @@
 #include "cli/commands.h"
 #include "codegen/codegen.h"
 #include "planner/layout.h"
+#include "planner/stacks.h"
 #include "planner/program.h"
 #include "planner/simulate.h"
 
@@ -540,7 +541,8 @@ static void test_refusals(void **state)
 static void test_software_refusals(void **state)
 {
     (void)state;
-    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP, GACC32, GACC16, GACCH, FLASH, NOFUSE, NOXENT };
+    enum { GRAD, GATHER, NOGATHER, P2P, TP, DROP, GACC32, GACC16, GACCH, FLASH, NOFUSE, NOXENT,
+           UNFUSED, UNORM, UROPE, USWIGLU, FOREACH, FORLOOP, STACK };
     static const struct { Case c; int key; const char *needle; } cases[] = {
         { { "pp2", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, "overlap_p2p false" },
         { { "dp2", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, P2P, NULL },
@@ -556,9 +558,19 @@ static void test_software_refusals(void **state)
         { { "dp2-zero2", 2, 1, 1, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GACC32, NULL },
         { { "dp2-zero2", 2, 1, 1, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, GACC16, "grad_accum_dtype bf16" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, GACCH, "grad_accum_dtype fp16" },
-        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, FLASH, "attention_kernel fa2|fa3|cudnn (flash_attention true)" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, FLASH, "attention_kernel fa2 (flash_attention true)" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, NOFUSE, "grad_accum_fusion false" },
         { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, NOXENT, "cross_entropy_fusion false" },
+        /* the fusion keys change nothing on tiny (LayerNorm, GeLU, learned
+         * positions): honoured; on the ops they name, refused */
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, UNFUSED, NULL },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, UNORM, "fused_norm false" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, UROPE, "fused_rope false" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, USWIGLU, "fused_swiglu false" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, FOREACH, "optimizer foreach" },
+        { { "dp2-zero1", 2, 1, 1, 1, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 }, FORLOOP, "optimizer forloop" },
+        { { "single", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, STACK,
+          "software torchtitan eager sets attention_kernel fa2" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         DslArena a;
@@ -582,6 +594,25 @@ static void test_software_refusals(void **state)
         case FLASH:  w->attention_kernel = PLAN_ATTN_FA2; break;
         case NOFUSE: w->grad_accum_fusion = false; break;
         case NOXENT: w->cross_entropy_fusion = false; break;
+        case UNFUSED: w->unfused_norm = w->unfused_rope = w->unfused_swiglu = true; break;
+        case UNORM:
+            w->unfused_norm = true;
+            for (int k = 0; k < p.model.n_layers; k++) p.model.layers[k].norm = NORM_RMSNORM;
+            break;
+        case UROPE:
+            w->unfused_rope = true;
+            p.model.layers[0].position = POS_ROPE;
+            break;
+        case USWIGLU:
+            w->unfused_swiglu = true;
+            for (int k = 0; k < p.model.n_layers; k++)
+                if (p.model.layers[k].kind == LAYER_MLP) p.model.layers[k].act = ACT_SWIGLU;
+            break;
+        case FOREACH: w->optimizer = PLAN_OPTIM_FOREACH; break;
+        case FORLOOP: w->optimizer = PLAN_OPTIM_FORLOOP; break;
+        case STACK:
+            *w = plan_stack_software(plan_stack_find("torchtitan", NULL));
+            break;
         }
         char *text = emit_text(&p, why, sizeof why, &n);
         if (cases[i].needle) {

@@ -94,7 +94,8 @@ rm -rf "$bom"
 # fmt and search --write keep the key.
 sw=$(mktemp -d)
 for kv in "overlap_tp true" "overlap_p2p false" "overlap_param_gather true" "overlap_grad_reduce false" \
-          "grad_accum_fusion false" "cross_entropy_fusion false"; do
+          "grad_accum_fusion false" "cross_entropy_fusion false" "optimizer foreach" "fused_norm false" \
+          "software torchtitan"; do
     key=${kv%% *}
     sed "s|^    recompute none;|    recompute none; $kv;|" examples/tiny.plan >"$sw/$key.plan"
     cp -r examples/clusters examples/data "$sw/" 2>/dev/null
@@ -103,8 +104,12 @@ for kv in "overlap_tp true" "overlap_p2p false" "overlap_param_gather true" "ove
     # search --write replaces the layout and keeps the software it took as given
     expect "search --write $kv" 0 '.' '' -- search "$sw/$key.plan" --top 1 --write "$sw/$key.best.plan"
     expect "search --write keeps $kv" 0 "^    $kv( |\$)" '' -- fmt "$sw/$key.best.plan"
-    if [ "$key" = overlap_grad_reduce ]; then
+    if [ "$key" = overlap_grad_reduce ] || [ "$key" = fused_norm ]; then
+        # honoured: the reductions wait for the flush; tiny has no RMSNorm
         expect "emit $kv" 0 '' '' -- emit "$sw/$key.plan" -o "$sw/$key.c"
+    elif [ "$key" = software ]; then
+        expect "emit $kv" 1 '' "cannot generate the program: software torchtitan eager sets overlap_param_gather true" \
+            -- emit "$sw/$key.plan" -o "$sw/$key.c"
     else
         expect "emit $kv" 1 '' "cannot generate the program: $kv: planc's runtime cannot honour it" \
             -- emit "$sw/$key.plan" -o "$sw/$key.c"

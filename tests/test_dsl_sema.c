@@ -22,6 +22,7 @@
 #include "dsl/dsl.h"
 #include "planner/model.h"
 #include "planner/sema.h"
+#include "planner/stacks.h"
 
 /* A cluster and a model that are valid; cases append or replace parts. */
 static const char CLUSTER[] =
@@ -647,6 +648,88 @@ static void test_software_keys(void **state)
     }
 }
 
+/* `software NAME [VARIANT]` sets every software key from its row of
+ * planner/stacks.c, and the keys the plan writes override it whatever
+ * their order; the fusion and optimizer keys alone; a bad name or variant
+ * is one error with the ones there are and the nearest. */
+static void test_software_stack(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *plan, *stack, *variant;
+        int attn, unorm, urope, uswiglu, opt, xent, grad_dtype;
+    } cases[] = {
+        { "", "planc", "", PLAN_ATTN_MATH, 0, 0, 0, PLAN_OPTIM_FUSED, 1, PLAN_AUTO },
+        { "plan { software planc }\n", "planc", "", PLAN_ATTN_MATH, 0, 0, 0, PLAN_OPTIM_FUSED, 1, PLAN_AUTO },
+        { "plan { software megatron-core }\n", "megatron-core", "0.19", PLAN_ATTN_CUDNN, 0, 0, 0,
+          PLAN_OPTIM_FUSED, 1, DTYPE_BF16 },
+        { "plan { software megatron-core 0.8 }\n", "megatron-core", "0.8", PLAN_ATTN_CUDNN, 0, 0, 0,
+          PLAN_OPTIM_FUSED, 0, PLAN_AUTO },
+        { "plan { software torchtitan }\n", "torchtitan", "eager", PLAN_ATTN_FA2, 1, 1, 1, PLAN_OPTIM_FOREACH, 0,
+          DTYPE_FP32 },
+        { "plan { software torchtitan compile }\n", "torchtitan", "compile", PLAN_ATTN_FA2, 0, 0, 0,
+          PLAN_OPTIM_FOREACH, 0, DTYPE_FP32 },
+        { "plan { software deepspeed }\n", "deepspeed", "", PLAN_ATTN_FA2, 1, 1, 1, PLAN_OPTIM_FUSED, 0, PLAN_AUTO },
+        /* a key overrides the preset, written before or after it */
+        { "plan { fused_norm true; software torchtitan; optimizer fused }\n", "torchtitan", "eager", PLAN_ATTN_FA2,
+          0, 1, 1, PLAN_OPTIM_FUSED, 0, DTYPE_FP32 },
+        { "plan { software megatron-core; attention_kernel math; grad_accum_dtype fp32; cross_entropy_fusion false }\n",
+          "megatron-core", "0.19", PLAN_ATTN_MATH, 0, 0, 0, PLAN_OPTIM_FUSED, 0, DTYPE_FP32 },
+        { "plan { software megatron-core; flash_attention false }\n", "megatron-core", "0.19", PLAN_ATTN_MATH,
+          0, 0, 0, PLAN_OPTIM_FUSED, 1, DTYPE_BF16 },
+        /* the keys without a preset */
+        { "plan { fused_norm false; fused_rope false }\n", "planc", "", PLAN_ATTN_MATH, 1, 1, 0, PLAN_OPTIM_FUSED, 1,
+          PLAN_AUTO },
+        { "plan { fused_swiglu false; optimizer forloop }\n", "planc", "", PLAN_ATTN_MATH, 0, 0, 1,
+          PLAN_OPTIM_FORLOOP, 1, PLAN_AUTO },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, cases[i].plan);
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        const Software *w = &r.p.software;
+        const PlanStack *row = plan_stack_row(w->stack);
+        assert_string_equal(row->name, cases[i].stack);
+        assert_string_equal(row->variant, cases[i].variant);
+        assert_int_equal(w->attention_kernel, cases[i].attn);
+        assert_int_equal(w->unfused_norm, cases[i].unorm);
+        assert_int_equal(w->unfused_rope, cases[i].urope);
+        assert_int_equal(w->unfused_swiglu, cases[i].uswiglu);
+        assert_int_equal(w->optimizer, cases[i].opt);
+        assert_int_equal(w->cross_entropy_fusion, cases[i].xent);
+        assert_int_equal(w->grad_accum_dtype, cases[i].grad_dtype);
+        done(&r);
+        free(text);
+    }
+    static const struct { const char *plan, *msg; } bad[] = {
+        { "plan { software megatron }\n", "unknown software 'megatron' (expected planc, megatron-core, torchtitan, "
+          "deepspeed); did you mean 'megatron-core'?" },
+        { "plan { software jax }\n", "unknown software 'jax' (expected planc, megatron-core" },
+        { "plan { software torchtitan compiled }\n", "unknown torchtitan variant 'compiled' (expected eager, "
+          "compile); did you mean 'compile'?" },
+        { "plan { software megatron-core 0.9 }\n", "unknown megatron-core variant '0.9' (expected 0.19, 0.14, 0.8)" },
+        { "plan { software deepspeed 0.14 }\n", "software deepspeed takes no variant" },
+        { "plan { software }\n", "software takes a stack name" },
+        { "plan { software torchtitan eager extra }\n", "software takes a stack name" },
+        { "plan { optimizer adamw }\n", "unknown optimizer adamw (expected fused, foreach or forloop)" },
+        { "plan { fused_norm auto }\n", "'fused_norm' expects true or false, got auto" },
+        { "plan { fused_rop false }\n", "did you mean 'fused_rope'?" },
+        { "plan { sofware planc }\n", "did you mean 'software'?" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, bad[i].plan);
+        run(&r, text);
+        if (r.errors != 1 || !strstr(r.d.first, bad[i].msg)) fprintf(stderr, "bad case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 1);
+        assert_non_null(strstr(r.d.first, bad[i].msg));
+        done(&r);
+        free(text);
+    }
+}
+
 /* plan { grad_accum_dtype fp32|bf16|fp16 }: absent, PLAN_AUTO (the model's
  * dtype, plan_grad_dtype); given, that dtype; no `auto`, nothing else. */
 static void test_grad_accum_key(void **state)
@@ -855,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_knob_attention_params),
         cmocka_unit_test(test_knob_errors),
         cmocka_unit_test(test_software_keys),
+        cmocka_unit_test(test_software_stack),
         cmocka_unit_test(test_grad_accum_key),
         cmocka_unit_test(test_dropout_key),
         cmocka_unit_test(test_knob_window_flops),

@@ -1298,7 +1298,8 @@ static void test_comm_hier_and_sp(void **state)
     Layer buf[PLAN_PRESET_LAYERS(2)];
     Model m;
     plan_preset_llama(&m, buf, "l", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
-    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false }, b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false };
+    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false, false, false, false },
+            b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false, false, false, false };
     PlanLayerWork wa, wb;
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &a, &wa);
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &b, &wb);
@@ -2171,6 +2172,110 @@ static void test_flash_attention_terms(void **state)
     plan_costs_free(&z);
 }
 
+/* The fusion keys change exactly the elementwise terms they name, by the
+ * kernels model.c counts (eager PyTorch's, autograd's backward): an
+ * unfused RMSNorm over N = T h elements of e = 2 bytes moves (28 + 2e) N
+ * more forward and (76 + 5e) N more backward in 7 and 13 more launches and
+ * keeps 4N more; unfused RoPE 8e more per element of q and k each way, 9
+ * more launches each way; an unfused SwiGLU over F = T f / t elements 2e F
+ * more forward, 4e F more backward, 1 and 2 more launches, e F more kept.
+ * FLOPs, the TP collectives and full recomputation's input stay; a GPT
+ * (LayerNorm, GeLU, learned positions) is one kernel each eager too. */
+static void test_fusion_terms(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Model m;
+    plan_preset_llama(&m, buf, "llama", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
+    const double e = 2, t = 2, T = 2.0 * 4096, h = 4096, hq = 4096, hkv = 8 * 128, f = 14336;
+    PlanCut c0 = { .micro_batch = 2, .tp = 2, .recompute = RECOMPUTE_NONE };
+    static const struct { int key, layer; double fwd, bwd; int kf, kb; double act; } cases[] = {
+        { 0, 1, (28 + 2 * e) * T * h, (76 + 5 * e) * T * h, 7, 13, 4 * T * h },   /* attention's pre-norm */
+        { 0, 2, (28 + 2 * e) * T * h, (76 + 5 * e) * T * h, 7, 13, 4 * T * h },   /* the MLP's */
+        { 0, 5, (28 + 2 * e) * T * h, (76 + 5 * e) * T * h, 7, 13, 4 * T * h },   /* the final norm */
+        { 1, 1, 8 * e * T * (hq + hkv) / t, 8 * e * T * (hq + hkv) / t, 9, 9, 0 },
+        { 2, 2, 2 * e * T * f / t, 4 * e * T * f / t, 1, 2, e * T * f / t },
+        { 1, 2, 0, 0, 0, 0, 0 },                                                 /* RoPE: not the MLP's */
+        { 2, 1, 0, 0, 0, 0, 0 },                                                 /* SwiGLU: not attention's */
+    };
+    assert_int_equal(m.layers[5].kind, LAYER_NORM);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        PlanCut c1 = c0;
+        if (cases[i].key == 0) c1.unfused_norm = true;
+        if (cases[i].key == 1) c1.unfused_rope = true;
+        if (cases[i].key == 2) c1.unfused_swiglu = true;
+        const Layer *l = &m.layers[cases[i].layer], *prev = &m.layers[cases[i].layer - 1];
+        PlanLayerWork w0, w1;
+        plan_layer_work(&m, l, prev, &c0, &w0);
+        plan_layer_work(&m, l, prev, &c1, &w1);
+        assert_close(w1.ew_fwd - w0.ew_fwd, cases[i].fwd, 1e-3, 1e-12);
+        assert_close(w1.ew_bwd - w0.ew_bwd, cases[i].bwd, 1e-3, 1e-12);
+        assert_int_equal(w1.ew_kernels - w0.ew_kernels, cases[i].kf);
+        assert_int_equal(w1.ew_kernels_bwd - w0.ew_kernels_bwd, cases[i].kb);
+        assert_close(w1.act_none - w0.act_none, cases[i].act, 1e-3, 1e-12);
+        assert_close(w1.act_selective - w0.act_selective, cases[i].act, 1e-3, 1e-12);
+        assert_true(w1.flops_fwd == w0.flops_fwd && w1.tp_bytes == w0.tp_bytes);
+        if (l->kind != LAYER_NORM) assert_true(w1.act_full == w0.act_full);
+    }
+    Layer gbuf[PLAN_PRESET_LAYERS(2)];
+    Model g;
+    plan_preset_gpt(&g, gbuf, "gpt", 2, 2048, 16, 2048, 51200, DTYPE_BF16);
+    PlanCut all = c0;
+    all.unfused_norm = all.unfused_rope = all.unfused_swiglu = true;
+    for (int k = 1; k < g.n_layers; k++) {
+        PlanLayerWork w0, w1;
+        plan_layer_work(&g, &g.layers[k], &g.layers[k - 1], &c0, &w0);
+        plan_layer_work(&g, &g.layers[k], &g.layers[k - 1], &all, &w1);
+        assert_true(w0.ew_fwd == w1.ew_fwd && w0.ew_bwd == w1.ew_bwd && w0.ew_kernels == w1.ew_kernels &&
+                    w0.act_none == w1.act_none);
+    }
+    /* the plan's keys reach the cost table: the unfused step computes longer, keeps more */
+    Plan p = plan_preset_plan(m, plan_preset_dgx_h100(1), 4, 2, 1, 1, 2, 8, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    Layout l = plan_layout_defaults(&p);
+    PlanCosts k0, k1;
+    assert_true(plan_costs(&p, &l, &k0));
+    p.software.unfused_norm = p.software.unfused_rope = p.software.unfused_swiglu = true;
+    assert_true(plan_costs(&p, &l, &k1));
+    assert_true(k1.cost[0].fwd > k0.cost[0].fwd && k1.cost[0].bwd > k0.cost[0].bwd);
+    assert_true(k1.cost[0].act_kept > k0.cost[0].act_kept && k1.cost[0].flops_fwd == k0.cost[0].flops_fwd);
+    plan_costs_free(&k0);
+    plan_costs_free(&k1);
+}
+
+/* The optimizer's kernels: fused is one pass of PLAN_ADAM_BYTES a
+ * parameter in one launch; torch.optim's foreach and for-loop run eight
+ * passes (84 bytes a parameter), foreach in multi_tensor_apply's launches
+ * (per op the larger of ceil(tensors / the max tensors of its depth) and
+ * ceil(params / (320 x 65536))), for-loop a launch per tensor per op. The
+ * cost table passes each stage's tensors (plan_layer_tensors: Llama's
+ * attention 5, MLP 4, embedding, final norm and untied head 1 each). */
+static void test_optimizer_kernels(void **state)
+{
+    (void)state;
+    Cluster c = plan_preset_dgx_h100(1);
+    const Device *d = &c.device;
+    assert_close(plan_opt_time(d, 1000000, PLAN_OPTIM_FUSED, 291), plan_stream_time(d, 28e6, 1), 0, 1e-12);
+    /* depths 1 2 1 3 2 1 1 3: ceil(291 / {110, 64, 48}) = 3, 5, 7 */
+    assert_close(plan_opt_time(d, 1000000, PLAN_OPTIM_FOREACH, 291), plan_stream_time(d, 84e6, 36), 0, 1e-12);
+    /* 1e9 parameters: 48 launches of 320 x 65536 elements per op */
+    assert_close(plan_opt_time(d, 1000000000, PLAN_OPTIM_FOREACH, 291), plan_stream_time(d, 84e9, 8 * 48), 0, 1e-12);
+    assert_close(plan_opt_time(d, 1000000, PLAN_OPTIM_FORLOOP, 291), plan_stream_time(d, 84e6, 8 * 291), 0, 1e-12);
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Model m;
+    plan_preset_llama(&m, buf, "llama", 4, 1024, 16, 4, 2816, 1024, 32000, DTYPE_BF16);
+    assert_int_equal(plan_layer_tensors(&m, &m.layers[1]), 5);
+    assert_int_equal(plan_layer_tensors(&m, &m.layers[2]), 4);
+    Plan p = plan_preset_plan(m, c, 4, 1, 2, 1, 1, 8, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    p.software.optimizer = PLAN_OPTIM_FORLOOP;
+    Layout l = plan_layout_defaults(&p);
+    PlanCosts k;
+    assert_true(plan_costs(&p, &l, &k));
+    /* stage 0: the embedding and 2 blocks; stage 1: 2 blocks, the norm, the head */
+    assert_close(k.opt[0], plan_opt_time(d, k.opt_params[0], PLAN_OPTIM_FORLOOP, 1 + 2 * 9) + d->overhead, 0, 1e-12);
+    assert_close(k.opt[1], plan_opt_time(d, k.opt_params[1], PLAN_OPTIM_FORLOOP, 2 * 9 + 2) + d->overhead, 0, 1e-12);
+    plan_costs_free(&k);
+}
+
 /* overlap_param_gather: ZeRO-1/2's all-gather of the updated shards
  * leaves the tail (no SYNC_PARAMS) for a gather feeding each chunk's
  * first forward, layer by layer, and the step gets no slower; ZeRO-3's
@@ -2357,6 +2462,8 @@ int main(void)
         cmocka_unit_test(test_attention_rates),
         cmocka_unit_test(test_sustained_clock),
         cmocka_unit_test(test_nvlink_domain),
+        cmocka_unit_test(test_fusion_terms),
+        cmocka_unit_test(test_optimizer_kernels),
         cmocka_unit_test(test_overlap_param_gather),
         cmocka_unit_test(test_overlap),
         cmocka_unit_test(test_closed_form_vs_sim_real),
