@@ -154,16 +154,16 @@ Cluster plan_preset_dgx_a100(int64_t nodes)
 {
     return (Cluster){ .name = "dgx-a100", .nodes = nodes, .gpus_per_node = 8,
                       .device = *plan_device_preset("a100-sxm-80gb"),
-                      .intra = { 300e9, 2e-6 },
-                      .inter = { 8 * 200e9 / 8 / 8, 5e-6 } };   /* 8 x 200 Gb/s per node, per GPU: 25 GB/s */
+                      .intra = { .bandwidth = 300e9, .latency = 2e-6 },
+                      .inter = { .bandwidth = 8 * 200e9 / 8 / 8, .latency = 5e-6 } };   /* 8 x 200 Gb/s per node, per GPU: 25 GB/s */
 }
 
 Cluster plan_preset_dgx_h100(int64_t nodes)
 {
     return (Cluster){ .name = "dgx-h100", .nodes = nodes, .gpus_per_node = 8,
                       .device = *plan_device_preset("h100-sxm-80gb"),
-                      .intra = { 450e9, 2e-6 },
-                      .inter = { 8 * 400e9 / 8 / 8, 5e-6 } };   /* 50 GB/s per GPU */
+                      .intra = { .bandwidth = 450e9, .latency = 2e-6 },
+                      .inter = { .bandwidth = 8 * 400e9 / 8 / 8, .latency = 5e-6 } };   /* 50 GB/s per GPU */
 }
 
 Plan plan_preset_plan(Model m, Cluster c, int dp, int tp, int pp, int zero,
