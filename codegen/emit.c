@@ -1193,6 +1193,30 @@ static void emit_steps(Cg *g)
 
 /* ---- driver ------------------------------------------------------------------- */
 
+/* The recomputation the runtime runs: none, selective (the attention core,
+ * Megatron's core_attn: RECOMPUTE_SELECTIVE) and full (RECOMPUTE_FULL),
+ * of every block or, without a mixture, of the blocks
+ * plan_block_recomputed names (REBUILT[]). Else *key names what it
+ * cannot (in buf) and *what why. */
+static void recompute_honoured(const Plan *p, const Layout *l, const char **key, const char **what,
+                               char *buf, size_t len)
+{
+    int mods = plan_recompute_modules(l) & ~PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
+    if (l->recompute == RECOMPUTE_SELECTIVE_OP) {
+        *key = "recompute selective_op";
+        *what = "it keeps no per-op save list: none, selective (the attention core) or full";
+    } else if (mods) {
+        int m = 0;
+        while (!(mods & PLAN_RC_BIT(m))) m++;
+        snprintf(buf, len, "recompute_modules %s", plan_recompute_module_name(m));
+        *key = buf;
+        *what = "its selective recomputation rebuilds the attention core only (core_attn)";
+    } else if (plan_recompute_partial(l) && plan_model_has_moe(&p->model)) {
+        *key = l->recompute_layers ? "recompute_layers" : "recompute_every";
+        *what = "a mixture's buffers are rebuilt in every block or none";
+    }
+}
+
 /* Whether planc's runtime does what the plan's software settings and
  * model knobs say, on the resolved layout l; if not, the key it cannot
  * honour goes to why. `check` and `search` model every setting (they
@@ -1210,6 +1234,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
 {
     const Software *w = &p->software;
     const char *key = NULL, *what = NULL;
+    char keybuf[160];
     if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
@@ -1232,6 +1257,8 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (plan_grad_dtype(p) != DTYPE_FP32) {
         key = plan_grad_dtype(p) == DTYPE_FP16 ? "grad_accum_dtype fp16" : "grad_accum_dtype bf16";
         what = "it accumulates and reduces gradients in fp32; add `grad_accum_dtype fp32;` to the plan block";
+    } else {
+        recompute_honoured(p, l, &key, &what, keybuf, sizeof keybuf);
     }
     if (key) snprintf(why, len, "%s: planc's runtime cannot honour it (%s); `check` and `search` still "
                       "predict it", key, what);
