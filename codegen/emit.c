@@ -332,6 +332,7 @@ static void set_features(Cg *g)
     set_feature(g, "SP", l->sequence_parallel == 1 && l->tp > 1);   /* tp 1: nothing to split */
     set_feature(g, "RECOMPUTE_SELECTIVE", l->recompute == RECOMPUTE_SELECTIVE);
     set_feature(g, "RECOMPUTE_FULL", l->recompute == RECOMPUTE_FULL);
+    set_feature(g, "RECOMPUTE_SOME", plan_recompute_partial(l));   /* some blocks only: REBUILT[] */
     set_feature(g, "SPLIT_BWD", program_uses(g, OP_BWD_INPUT));
     set_feature(g, "NORM_MIXED", rms > 0 && ln > 0);
     set_feature(g, "NORM_RMS", rms > 0 && ln == 0);
@@ -733,6 +734,33 @@ static int emit_params(Cg *g, bool write)
     return id;
 }
 
+/* Which layers full recomputation rebuilds when it covers some blocks
+ * only (recompute_layers, recompute_every): the attention and MLP layers
+ * of the blocks plan_block_recomputed names, counted as cost.c counts
+ * them (the block's place in its chunk, and among its rank's blocks). */
+static void emit_rebuilt(Cg *g)
+{
+    const Model *m = &g->p->model;
+    int rank_blocks[PLAN_MAX_VSTAGES];   /* [stage] blocks of its earlier chunks */
+    for (int s = 0; s < g->l.pp; s++) rank_blocks[s] = 0;
+    out(g, "/* The layers full recomputation rebuilds in the backward (%s); the\n"
+           " * others keep what their backward reads. */\n", g->l.recompute_layers
+               ? "recompute_layers: the first blocks of each chunk" : "recompute_every: every N-th block of a rank");
+    out(g, "static const bool REBUILT[N_LAYERS] = {");
+    for (int k = 0; k < g->nv; k++) {   /* the chunks hold the layers in order */
+        int cb = -1, *rb = &rank_blocks[k % g->l.pp];
+        for (int i = g->chunk[k].first; i < g->chunk[k].end; i++) {
+            LayerKind kind = m->layers[i].kind;
+            if (kind == LAYER_ATTENTION) cb++;
+            bool r = cb >= 0 && (kind == LAYER_ATTENTION || kind == LAYER_MLP) &&
+                     plan_block_recomputed(&g->l, cb, *rb + cb);
+            out(g, "%s%s", i ? ", " : " ", r ? "true" : "false");
+        }
+        *rb += cb + 1;
+    }
+    out(g, " };\n\n");
+}
+
 /* The layer table: parameter ids by role and this rank's dimensions. */
 static void emit_layers(Cg *g)
 {
@@ -820,6 +848,7 @@ static void emit_layers(Cg *g)
     out(g, " };\nstatic const int VSTAGE_END[%d] = {", g->nv);
     for (int k = 0; k < g->nv; k++) out(g, "%s%d", k ? ", " : " ", g->chunk[k].end);
     out(g, " };\n\n");
+    if (feature(g, "RECOMPUTE_SOME", 14) == 1) emit_rebuilt(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */

@@ -10,7 +10,7 @@
  *
  * Features the plan fixes are resolved at emit time, not at run time:
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
- * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, SPLIT_BWD,
+ * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, DROPOUT,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
@@ -31,6 +31,9 @@
 #endif
 #ifndef RECOMPUTE_FULL
 #define RECOMPUTE_FULL 0
+#endif
+#ifndef RECOMPUTE_SOME
+#define RECOMPUTE_SOME 0
 #endif
 #ifndef SPLIT_BWD
 #define SPLIT_BWD 0
@@ -192,6 +195,9 @@ static const LayerSpec LAYERS[N_LAYERS] = {
 #endif
 static const int VSTAGE_FIRST[1] = { 0 };
 static const int VSTAGE_END[1] = { 5 };
+#if RECOMPUTE_SOME
+static const bool REBUILT[N_LAYERS] = { false, true, true, false, false };
+#endif
 
 //@@ runtime
 /* ---- what a micro-batch keeps -------------------------------------------- */
@@ -434,7 +440,10 @@ static const prt_act *all_rows(LayerActs *a) { return gather_rows(a->ln); }
  * rebuilt forward has just gathered it; else it is gathered again. */
 static const prt_act *rows_in(const LayerActs *a)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    /* a rebuilt block's buffers are the shared S.rc's (slot_alloc) */
+    return a->ln == S.rc.ln ? S.rows : gather_rows(a->ln);
+#elif RECOMPUTE_FULL
     (void)a;
     return S.rows;
 #else
@@ -671,7 +680,9 @@ static void attention_core_bwd(const LayerSpec *L, LayerActs *a, prt_act *dqkv, 
 static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     size_t h = (size_t)L->h, hkv = (size_t)L->hkv, hs = (size_t)L->d;
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
     enter(L, "attention backward");
@@ -707,7 +718,9 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     size_t h = (size_t)L->h, hkv = (size_t)L->hkv, hs = (size_t)L->d;
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
     enter(L, "attention backward, input half");
@@ -735,7 +748,9 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 /* zb-h1's second half: the weight gradients, from what the first kept. */
 static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
     enter(L, "attention backward, weight half");
@@ -817,7 +832,9 @@ static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #if USES_BWD
 static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) mlp_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
     enter(L, "mlp backward");
@@ -841,7 +858,9 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if SPLIT_BWD
 static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) mlp_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
     enter(L, "mlp backward, input half");
@@ -859,7 +878,9 @@ static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 
 static void mlp_bwd_weight(const LayerSpec *L, LayerActs *a)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) mlp_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
     enter(L, "mlp backward, weight half");
@@ -1260,6 +1281,34 @@ static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
 }
 #endif
 
+#if RECOMPUTE_SOME
+/* A recomputed block's attention or MLP layer: only x is kept, the rest is
+ * rebuilt in the shared S.rc (its dropout masks too). */
+static void rebuilt_slot(LayerActs *a)
+{
+    a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
+    a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
+#if DROPOUT
+    a->mask = S.rc.mask; a->attd = S.rc.attd; a->att_mask = S.rc.att_mask;
+#endif
+}
+
+/* A block that is not recomputed keeps what its backward reads, as under
+ * recompute none. */
+static void kept_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
+{
+    a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+    a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
+    if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#if DROPOUT
+    if (L->kind == ATTENTION) {
+        a->attd = KEEP_ACT(B * (size_t)L->h * T * T);
+        a->att_mask = KEEP_MASK(B * (size_t)L->h * T * T);
+    }
+#endif
+}
+#endif
+
 static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 {
     (void)user;
@@ -1286,7 +1335,10 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             a->mx = KEEP_F32(N); a->se = KEEP_F32(2 * N); a->tgt = a->se + N; a->loss = KEEP_F32(N);
             a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+            if (REBUILT[first + j]) rebuilt_slot(a);                   /* this block recomputed */
+            else kept_slot(sa, L, a);                                   /* this block keeps its own */
+#elif RECOMPUTE_FULL
             /* full recomputation: only x is kept, the rest is rebuilt in the shared S.rc */
             a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
             a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
@@ -1304,7 +1356,10 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #endif
 #endif
         }
-#if DROPOUT && RECOMPUTE_FULL
+#if DROPOUT && RECOMPUTE_SOME
+        if (L->kind == EMBEDDING) a->mask = KEEP_MASK(NL * C);          /* not recomputed: kept */
+        if ((L->kind == ATTENTION || L->kind == MLP) && !REBUILT[first + j]) a->mask = KEEP_MASK(NL * C);
+#elif DROPOUT && RECOMPUTE_FULL
         if (L->kind == EMBEDDING) a->mask = KEEP_MASK(NL * C);          /* not recomputed: kept */
         if (L->kind == ATTENTION || L->kind == MLP) {                   /* rebuilt by the backward */
             a->mask = S.rc.mask; a->attd = S.rc.attd; a->att_mask = S.rc.att_mask;
