@@ -1239,7 +1239,7 @@ static void recompute_honoured(const Plan *p, const Layout *l, const char **key,
         while (!(mods & PLAN_RC_BIT(m))) m++;
         snprintf(buf, len, "recompute_modules %s", plan_recompute_module_name(m));
         *key = buf;
-        *what = "its selective recomputation rebuilds the attention core only (core_attn)";
+        *what = "its selective recomputation rebuilds the attention core only, Megatron's core_attn";
     } else if (plan_recompute_partial(l) && plan_model_has_moe(&p->model)) {
         *key = l->recompute_layers ? "recompute_layers" : "recompute_every";
         *what = "a mixture's buffers are rebuilt in every block or none";

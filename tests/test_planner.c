@@ -879,7 +879,9 @@ static void test_layout_defaults(void **state)
     assert_int_equal(l.chunks, 1); assert_int_equal(l.recompute, RECOMPUTE_NONE);
     assert_int_equal(l.sequence_parallel, 0);
     p.has_layout = true;
-    p.layout = (Layout){ PLAN_AUTO, 2, 4, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, 0, 0, 0 };
+    p.layout = (Layout){ .dp = PLAN_AUTO, .tp = 2, .pp = 4, .zero = PLAN_AUTO, .micro_batch = 2, .global_batch = PLAN_AUTO,
+                         .schedule = PLAN_AUTO, .chunks = 2, .recompute = PLAN_AUTO, .sequence_parallel = PLAN_AUTO,
+                         .ep = PLAN_AUTO };
     l = plan_layout_defaults(&p);
     assert_int_equal(l.dp, 2); assert_int_equal(l.global_batch, 4);
     assert_int_equal(l.schedule, SCHED_INTERLEAVED);
