@@ -1240,6 +1240,9 @@ static void recompute_honoured(const Plan *p, const Layout *l, const char **key,
         snprintf(buf, len, "recompute_modules %s", plan_recompute_module_name(m));
         *key = buf;
         *what = "its selective recomputation rebuilds the attention core only, Megatron's core_attn";
+    } else if (plan_recompute_unit(l) > 1) {
+        *key = "recompute_method uniform";
+        *what = "its full recomputation rebuilds one block at a time, not units of recompute_layers";
     } else if (plan_recompute_partial(l) && plan_model_has_moe(&p->model)) {
         *key = l->recompute_layers ? "recompute_layers" : "recompute_every";
         *what = "a mixture's buffers are rebuilt in every block or none";

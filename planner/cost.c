@@ -170,6 +170,7 @@ typedef struct {
     uint64_t expert_params;             /* of params, the local routed experts' */
     double   a2a_bytes;                 /* transient all-to-all buffers of the layer */
     double   act_kept, act_rebuild, act_split;
+    double   act_input;                 /* of act_kept, the input full recomputation keeps */
     double   tp_bytes;
 } LayerTime;
 
@@ -321,6 +322,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
     t->act_rebuild = (w.recomputed ? w.act_none - w.act_kept : 0) + w.act_scratch;
+    t->act_input = cut->recompute == RECOMPUTE_FULL && w.recomputed ? w.act_kept : 0;
     /* grad_accum_fusion false: the layer's gradients added apart, one
      * launch (the per-tensor launches beyond one a layer are not counted:
      * microseconds) */
@@ -456,6 +458,8 @@ void plan_shapes_free(PlanShapes *s)
 typedef struct {
     double   fwd, bwd, bwd_weight, fwd_tp, bwd_tp, recompute, flops_fwd, flops_recompute;
     double   act_kept, act_layer_max, act_split, fwd_ep, bwd_ep, fwd_ep_bytes, bwd_ep_bytes, a2a_bytes;
+    double   act_input, rebuild, scratch;   /* full recomputation's kept input; the block's rebuild
+                                               (act_layer_max less the scratch); the scratch */
     uint64_t params, params_full, layer_params_max, norm_params, expert_params;
     int      layers, moe_layers;
     bool     embedding, head;  /* holds the embedding / the head */
@@ -471,7 +475,7 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
     /* the backward scratch all layers share (plan_bwd_scratch_bytes) is
      * alive beside whichever layer's rebuild is the largest */
     double block_rebuild = 0;
-    sc->act_layer_max = scratch;
+    sc->act_layer_max = sc->scratch = scratch;
     for (int i = first; i < end; i++) {
         const Layer *ly = &mo->layers[i];
         const LayerTime *x = t[i - first];
@@ -499,6 +503,8 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         sc->act_split += x->act_split;
         block_rebuild = ly->kind == LAYER_ATTENTION ? x->act_rebuild : block_rebuild + x->act_rebuild;
         sc->act_layer_max = fmax(sc->act_layer_max, scratch + block_rebuild);
+        sc->act_input += x->act_input;
+        sc->rebuild = block_rebuild;
         if (x->params > sc->layer_params_max) sc->layer_params_max = x->params;
         sc->layers++;
     }
@@ -793,11 +799,12 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     }
     /* chunk k holds segments [g, g + its blocks), chunk 0 also segment 0
      * (the layers before block 0); the runs are walked once for all */
-    int r = 0, r0 = 0, g = 0, G = mo->n_blocks + 1;
+    int r = 0, r0 = 0, g = 0, G = mo->n_blocks + 1, unit = plan_recompute_unit(l);
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
         int end = k == out->n_chunks - 1 ? G : g + out->chunk[k].blocks + (k == 0);
         int fb = k == 0 ? 1 : g, rb = rank_blocks[k % l->pp];   /* the chunk's first block segment */
+        double unit_rebuild = 0;
         while (g < end) {
             /* segment 0 is no block: the same under either cut */
             bool rec = !partial || g < fb || plan_block_recomputed(l, g - fb, rb + g - fb);
@@ -805,10 +812,23 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
             int *ri = rec ? &r : &r0;
             while (R[*ri].end <= g) (*ri)++;
             int stop = R[*ri].end < end ? R[*ri].end : end;
-            if (partial) stop = g + 1;   /* one block at a time: each asks the rule */
+            if (partial || unit > 1) stop = g + 1;   /* one block at a time: each asks the rule */
             if (R[*ri].c->embedding) emb_chunk = k;
             if (R[*ri].c->head) head_chunk = k;
-            chunk_add(c, R[*ri].c, stop - g, &norm_params[k], &out->params_total, &ovf);
+            SegCost u;
+            const SegCost *x = R[*ri].c;
+            if (unit > 1 && g >= fb) {
+                /* Megatron's uniform method: a unit of `unit` blocks keeps
+                 * its first block's input alone, and its backward rebuilds
+                 * all of its blocks at once (the later blocks' inputs too) */
+                u = *x;
+                bool first = (g - fb) % unit == 0;
+                if (!first) u.act_kept -= u.act_input;
+                unit_rebuild = (first ? 0 : unit_rebuild + u.act_input) + u.rebuild;
+                u.act_layer_max = fmax(u.act_layer_max, u.scratch + unit_rebuild);
+                x = &u;
+            }
+            chunk_add(c, x, stop - g, &norm_params[k], &out->params_total, &ovf);
             g = stop;
         }
         rank_blocks[k % l->pp] += out->chunk[k].blocks;

@@ -293,7 +293,7 @@ static void write_megatron(const Ex *x, FILE *o)
         arg(o, &first, "--recompute-granularity");
         fputs(" full", o);
         arg(o, &first, "--recompute-method");
-        fputs(" block", o);
+        fputs(l->recompute_method == PLAN_RC_METHOD_UNIFORM ? " uniform" : " block", o);
         arg_int(o, &first, "--recompute-num-layers", l->recompute_layers);
     } else if (l->recompute == RECOMPUTE_SELECTIVE_OP) {
         note(x, "recompute selective_op (torchtitan's op-level save list) has no Megatron-LM flag: none written");
@@ -465,8 +465,9 @@ static void write_torchtitan(const Ex *x, FILE *o)
     if (every) fprintf(o, "selective_ac_option = \"%d\"\n", l->recompute_every);
     if (l->recompute == RECOMPUTE_SELECTIVE_OP) fprintf(o, "selective_ac_option = \"op\"\n");
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
-        note(x, "recompute_layers %d (Megatron's block method) has no torchtitan option: written as full "
-                "recomputation of every block", l->recompute_layers);
+        note(x, "recompute_layers %d (Megatron's %s method) has no torchtitan option: written as full "
+                "recomputation of every block", l->recompute_layers,
+             l->recompute_method == PLAN_RC_METHOD_UNIFORM ? "uniform" : "block");
     if (l->recompute == RECOMPUTE_SELECTIVE) {
         fprintf(o, "selective_ac_option = \"op\"\n");
         note(x, "recompute selective: planc recomputes the attention scores (Korthikanti); torchtitan's "

@@ -54,6 +54,9 @@ void plan_recompute_describe(const Layout *L, char *buf, size_t len)
             if (L->recompute_modules & PLAN_RC_BIT(m))
                 n += (size_t)snprintf(buf + n, len - n, "%s%s", k++ ? " " : " (modules ", plan_recompute_module_name(m));
         if (n < len) snprintf(buf + n, len - n, ")");
+    } else if (L->recompute == RECOMPUTE_FULL && L->recompute_layers > 0 &&
+               L->recompute_method == PLAN_RC_METHOD_UNIFORM) {
+        snprintf(buf + n, len - n, " (every block, in units of %d)", L->recompute_layers);
     } else if (L->recompute == RECOMPUTE_FULL && L->recompute_layers > 0) {
         snprintf(buf + n, len - n, " (the first %d blocks of each chunk)", L->recompute_layers);
     } else if (L->recompute == RECOMPUTE_FULL && L->recompute_every > 0) {
@@ -62,14 +65,22 @@ void plan_recompute_describe(const Layout *L, char *buf, size_t len)
     }
 }
 
+int plan_recompute_unit(const Layout *L)
+{
+    bool uniform = L->recompute == RECOMPUTE_FULL && L->recompute_method == PLAN_RC_METHOD_UNIFORM;
+    return uniform && L->recompute_layers > 1 ? L->recompute_layers : 1;
+}
+
 bool plan_recompute_partial(const Layout *L)
 {
-    return L->recompute == RECOMPUTE_FULL && (L->recompute_layers > 0 || L->recompute_every > 0);
+    bool block = L->recompute_layers > 0 && L->recompute_method != PLAN_RC_METHOD_UNIFORM;
+    return L->recompute == RECOMPUTE_FULL && (block || L->recompute_every > 0);
 }
 
 bool plan_block_recomputed(const Layout *L, int chunk_block, int rank_block)
 {
     if (L->recompute != RECOMPUTE_FULL) return false;
+    if (L->recompute_method == PLAN_RC_METHOD_UNIFORM) return true;
     if (L->recompute_layers > 0) return chunk_block < L->recompute_layers;
     if (L->recompute_every > 0) return (rank_block + 1) % L->recompute_every == 0;
     return true;

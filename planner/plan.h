@@ -223,6 +223,7 @@ typedef enum {
     PLAN_RC_MLA_UP_PROJ,    /* multi-head latent attention's up projection: no MLA here */
 } PlanRecomputeModule;
 #define PLAN_N_RECOMPUTE_MODULES 7
+enum { PLAN_RC_METHOD_BLOCK, PLAN_RC_METHOD_UNIFORM };   /* Layout.recompute_method */
 #define PLAN_RC_BIT(m) (1 << (m))
 
 /* The parallel layout. Any int field may be PLAN_AUTO. */
@@ -246,6 +247,11 @@ typedef struct {
                                     recomputed, the others keep everything (Megatron's
                                     --recompute-method block --recompute-num-layers N);
                                     0 = every block */
+    int      recompute_method;   /* with recompute_layers: PLAN_RC_METHOD_BLOCK (0, the
+                                    default) or PLAN_RC_METHOD_UNIFORM: every block
+                                    recomputed, in units of recompute_layers blocks that
+                                    keep the first one's input alone (Megatron's
+                                    --recompute-method uniform) */
     int      recompute_every;    /* recompute full: every N-th block a rank holds is
                                     recomputed, counted over its chunks in order from 1
                                     (torchtitan's selective_ac_option "N"); 0 = every block */

@@ -153,7 +153,8 @@ static void json_recompute_parts(FILE *out, const Layout *l, const char *nl)
         fprintf(out, "],%s", nl);
     }
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
-        fprintf(out, "\"recompute_layers\": %d,%s", l->recompute_layers, nl);
+        fprintf(out, "\"recompute_layers\": %d, \"recompute_method\": \"%s\",%s", l->recompute_layers,
+                l->recompute_method == PLAN_RC_METHOD_UNIFORM ? "uniform" : "block", nl);
     if (l->recompute == RECOMPUTE_FULL && l->recompute_every > 0)
         fprintf(out, "\"recompute_every\": %d,%s", l->recompute_every, nl);
 }

@@ -1054,7 +1054,8 @@ static bool enumerate(Ctx *x)
                              /* which parts are recomputed: as the plan says (sema: they
                               * come with a set recompute, never searched) */
                              .recompute_modules = L->recompute_modules,
-                             .recompute_layers = L->recompute_layers, .recompute_every = L->recompute_every };
+                             .recompute_layers = L->recompute_layers, .recompute_every = L->recompute_every,
+                             .recompute_method = L->recompute_method };
                 if (is_set(L->recompute)) l.recompute = L->recompute;
                 if (is_set(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
                 int n_sh = n_ep ? shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero * n_ep) : 0;
@@ -1472,11 +1473,12 @@ bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char 
         snprintf(why, len, "model %s has no transformer block to lay out", p->model.name);
         return false;
     }
-    /* a block's cost under recompute_layers / recompute_every depends on
-     * where it sits in its chunk, which the bounds' per-block sums
-     * (cut_build: one block a chunk) cannot know: every layout evaluated */
+    /* a block's cost under recompute_layers / recompute_every (and in
+     * the uniform method's units) depends on where it sits in its chunk,
+     * which the bounds' per-block sums (cut_build: one block a chunk)
+     * cannot know: every layout evaluated */
     PlanSearchOptions whole = *o;
-    if (plan_recompute_partial(&p->layout)) whole.prune = false;
+    if (plan_recompute_partial(&p->layout) || plan_recompute_unit(&p->layout) > 1) whole.prune = false;
     bool ok = search_once(p, &whole, s, why, len);
     if (ok && s->bound_violations > 0) {
         /* the cost model no longer matches the estimates: be right, not fast */
@@ -1623,7 +1625,8 @@ bool plan_search_layout_key(const char *key)
 {
     static const char *const keys[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
                                         "schedule", "chunks", "recompute", "sequence_parallel", "ep",
-                                        "recompute_modules", "recompute_layers", "recompute_every" };
+                                        "recompute_modules", "recompute_layers", "recompute_every",
+                                        "recompute_method" };
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (strcmp(key, keys[i]) == 0) return true;
     return false;
@@ -1645,6 +1648,8 @@ void plan_search_print_layout_block(FILE *out, const Layout *l)
     }
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
         fprintf(out, "    recompute_layers %d\n", l->recompute_layers);
+    if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0 && l->recompute_method == PLAN_RC_METHOD_UNIFORM)
+        fputs("    recompute_method uniform\n", out);
     if (l->recompute == RECOMPUTE_FULL && l->recompute_every > 0)
         fprintf(out, "    recompute_every %d\n", l->recompute_every);
     if (plan_ep(l) > 1) fprintf(out, "    ep %d\n", l->ep);

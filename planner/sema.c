@@ -1150,7 +1150,8 @@ static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch"
                                          "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
                                          "overlap_tp", "ep", "grad_accum_dtype", "flash_attention",
                                          "grad_accum_fusion", "cross_entropy_fusion", "attention_kernel",
-                                         "recompute_modules", "recompute_layers", "recompute_every" };
+                                         "recompute_modules", "recompute_layers", "recompute_every",
+                                         "recompute_method" };
 KEYS_FIT(PLAN_KEYS);
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full", "selective_op" };   /* ORDER Recompute */
@@ -1160,6 +1161,7 @@ static const char *const RECOMPUTE_MODULE_NAMES[] = { "core_attn", "layernorm", 
                                                       "shared_experts", "mla_up_proj" };
 _Static_assert(sizeof RECOMPUTE_MODULE_NAMES / sizeof *RECOMPUTE_MODULE_NAMES == PLAN_N_RECOMPUTE_MODULES,
                "RECOMPUTE_MODULE_NAMES out of step with PlanRecomputeModule");
+static const char *const RECOMPUTE_METHOD_NAMES[] = { "block", "uniform" };   /* ORDER PLAN_RC_METHOD_ */
 static const char *const ATTN_KERNEL_NAMES[] = { "math", "fa2", "fa3", "cudnn" };       /* ORDER PlanAttnKernel */
 
 /* The plan block's statements, kept for the locations of later checks. */
@@ -1233,7 +1235,8 @@ static void sema_recompute_modules(Sema *S, const DslStmt *st, Layout *L)
 /* Which parts `recompute` covers: recompute_modules (with selective, as
  * Megatron's --recompute-modules needs --recompute-granularity selective),
  * recompute_layers N (with full: Megatron's --recompute-method block
- * --recompute-num-layers N) or recompute_every N (with full: torchtitan's
+ * --recompute-num-layers N, or with recompute_method uniform its units of
+ * N blocks) or recompute_every N (with full: torchtitan's
  * selective_ac_option "N", every N-th block), one of the last two. */
 static void sema_recompute_parts(Sema *S, const Fields *F, Layout *L)
 {
@@ -1251,6 +1254,14 @@ static void sema_recompute_parts(Sema *S, const Fields *F, Layout *L)
         if (L->recompute != RECOMPUTE_FULL)
             dsl_error(S->d, lay->key_loc, "recompute_layers needs 'recompute full' (Megatron: "
                       "--recompute-granularity full --recompute-method block --recompute-num-layers N)");
+    }
+    const DslStmt *method = field(F, "recompute_method");
+    int e;
+    if (method && get_enum(S, method, RECOMPUTE_METHOD_NAMES, N_ELEMS(RECOMPUTE_METHOD_NAMES), false, &e)) {
+        L->recompute_method = e;
+        if (!lay)
+            dsl_error(S->d, method->key_loc, "recompute_method needs 'recompute_layers N' (Megatron: "
+                      "--recompute-method with --recompute-num-layers)");
     }
     if (every && get_int(S, every, 1, MAX_PAR, false, &x)) {
         L->recompute_every = (int)x;

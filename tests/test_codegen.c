@@ -548,6 +548,8 @@ static void test_recompute_refusals(void **state)
         { { "full", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 16 }, 0, 0, 0, NULL, "S.rc" },
         { { "layers", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 2 }, 0, 1, 0, NULL,
           "REBUILT[N_LAYERS] = { false, true, true, false, false, true, true, false, false, false, false }" },
+        { { "uniform", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 16 }, 0, 2, -1,
+          "recompute_method uniform: planc's runtime cannot honour it", NULL },
         { { "every", 1, 1, 2, 0, SCHED_INTERLEAVED, 2, RECOMPUTE_FULL, 2 }, 0, 0, 2, NULL,
           "REBUILT[N_LAYERS] = { false, false, false, false, false, true, true, true, true, false, false }" },
     };
@@ -559,7 +561,8 @@ static void test_recompute_refusals(void **state)
         load_case(&cases[i].c, &a, &p);
         p.layout.recompute_modules = cases[i].mods;
         p.layout.recompute_layers = cases[i].layers;
-        p.layout.recompute_every = cases[i].every;
+        p.layout.recompute_every = cases[i].every > 0 ? cases[i].every : 0;
+        if (cases[i].every < 0) p.layout.recompute_method = PLAN_RC_METHOD_UNIFORM;   /* -1: uniform */
         char *text = emit_text(&p, why, sizeof why, &n);
         if (cases[i].needle) {
             if (text) fail_msg("case %zu (%s): emitted, expected a refusal", i, cases[i].c.name);

@@ -614,6 +614,7 @@ static void test_recompute_keys(void **state)
         { "plan { recompute selective_op }\n", RECOMPUTE_SELECTIVE_OP, 0, 0, 0 },
         { "plan { recompute full; recompute_layers 3 }\n", RECOMPUTE_FULL, 0, 3, 0 },
         { "plan { recompute full; recompute_every 2 }\n", RECOMPUTE_FULL, 0, 0, 2 },
+        { "plan { recompute full; recompute_layers 2; recompute_method uniform }\n", RECOMPUTE_FULL, 0, 2, 0 },
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         Run r;
@@ -625,6 +626,8 @@ static void test_recompute_keys(void **state)
         assert_int_equal(r.p.layout.recompute_modules, ok[i].mods);
         assert_int_equal(r.p.layout.recompute_layers, ok[i].layers);
         assert_int_equal(r.p.layout.recompute_every, ok[i].every);
+        assert_int_equal(r.p.layout.recompute_method, strstr(ok[i].plan, "uniform") ? PLAN_RC_METHOD_UNIFORM
+                                                                                    : PLAN_RC_METHOD_BLOCK);
         done(&r);
         free(text);
     }
@@ -652,6 +655,9 @@ static void test_recompute_keys(void **state)
         { "plan { recompute full; recompute_layers 1; recompute_every 2 }\n",
           "recompute_every and recompute_layers (line 14) each choose the blocks full recomputation covers; keep one" },
         { "plan { recompute selectiv_op }\n", "did you mean 'selective_op'?" },
+        { "plan { recompute full; recompute_method uniform }\n",
+          "recompute_method needs 'recompute_layers N' (Megatron: --recompute-method with --recompute-num-layers)" },
+        { "plan { recompute full; recompute_layers 2; recompute_method uniformly }\n", "did you mean 'uniform'?" },
         { "plan { recompute_layer 2 }\n", "did you mean 'recompute_layers'?" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -493,6 +493,23 @@ static void test_recompute_some_blocks(void **state)
         assert_close(c.cost[0].flops_recompute, k * (2621440.0 + 4194304), 0, 1e-12);
         plan_costs_free(&c);
     }
+    /* Megatron's uniform method, units of 2 blocks: every block re-runs its
+     * forward; blocks 2 and 4 keep no input (2 x 8192 less than full), and
+     * a unit's backward holds both blocks rebuilt and the second's input:
+     * the rebuild grows from 65536 + 81920 - 8192 to twice that + 8192,
+     * by 147456 */
+    PlanCosts full;
+    Layout lf = p.layout;
+    lf.recompute = RECOMPUTE_FULL;
+    assert_true(plan_costs(&p, &lf, &full));
+    lf.recompute_layers = 2;
+    lf.recompute_method = PLAN_RC_METHOD_UNIFORM;
+    assert_true(plan_costs(&p, &lf, &c));
+    assert_close(c.cost[0].act_kept, full.cost[0].act_kept - 2 * 8192, 0, 1e-12);
+    assert_close(c.cost[0].act_layer_max, full.cost[0].act_layer_max + 147456, 0, 1e-12);
+    assert_close(c.cost[0].flops_recompute, full.cost[0].flops_recompute, 0, 1e-12);
+    plan_costs_free(&c);
+    plan_costs_free(&full);
     plan_costs_free(&none);
     /* interleaved, pp 2 x 2 chunks of one block: every 2nd block of a rank
      * is its second chunk's; the first N of each chunk is every chunk's */
