@@ -17,6 +17,13 @@
  *    replicated parts 10sbh, tensor-parallel parts 24sbh + 5as^2b; here the
  *    same inventory is written per tensor so GQA, SwiGLU, RMSNorm and fp32
  *    fall out of the same lines.
+ *  - Recomputation: what each of Megatron-Core's recompute_modules drops
+ *    from that inventory and re-runs (megatron/core/transformer/
+ *    transformer_config.py, recompute_modules, Megatron-LM main at
+ *    002526d8), torchtitan's op-level save list (torchtitan/models/llama3/
+ *    infra/parallelize.py, _save_list, torchtitan at 81c12433), full
+ *    recomputation; resolve_redo is the one rule of what a cut keeps
+ *    (act_kept) and re-runs (redo).
  *
  * Notation in comments: s sequence, b micro-batch, h width, a heads,
  * d head dim (h/a unless head_dim is given), h_q = a*d the query width
@@ -415,8 +422,8 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     ca->softmax = true;
     norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
     /* torchtitan's op-level selective AC (torchtitan/models/llama3/infra/
-     * parallelize.py, _save_list and _custom_policy, v0.1.0): a block keeps
-     * its input (e T h, /t under SP) and the outputs of the ops in its save
+     * parallelize.py at 81c12433, _save_list and _custom_policy): a block
+     * keeps its input (e T h, /t under SP) and the outputs of the ops in its save
      * list — aten.mm except every second one in the block, the SDPA kernel
      * (output and log-sum-exp), reduce_scatter — and recomputes the rest.
      * Its attention runs wq, wk, wv, wo as four mms: Q (1st) and V (3rd)

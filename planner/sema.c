@@ -1156,7 +1156,8 @@ KEYS_FIT(PLAN_KEYS);
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full", "selective_op" };   /* ORDER Recompute */
 /* Megatron-Core's --recompute-modules names (megatron/core/transformer/
- * transformer_config.py, recompute_modules, core_r0.13). ORDER PlanRecomputeModule */
+ * transformer_config.py, recompute_modules; NVIDIA/Megatron-LM main at
+ * 002526d8). ORDER PlanRecomputeModule */
 static const char *const RECOMPUTE_MODULE_NAMES[] = { "core_attn", "layernorm", "mlp", "moe_act", "moe",
                                                       "shared_experts", "mla_up_proj" };
 _Static_assert(sizeof RECOMPUTE_MODULE_NAMES / sizeof *RECOMPUTE_MODULE_NAMES == PLAN_N_RECOMPUTE_MODULES,
@@ -1203,6 +1204,21 @@ static void sema_software(Sema *S, const Fields *F, Software *W)
     }
 }
 
+/* What a Megatron-Core module recomputes that the language has no layer
+ * for (transformer_config.py's list), or NULL. */
+static const char *recompute_module_lacks(const char *name)
+{
+    static const struct { const char *name, *what; } LACKS[] = {
+        { "mla_up_proj", "multi-head latent attention's up projection" },
+        { "mhc", "hyper-connections' intermediate activations" },
+        { "gdn", "a gated delta net (linear attention)" },
+        { "gdn_norm_out", "a gated delta net's gated norm output" },
+    };
+    for (int i = 0; i < N_ELEMS(LACKS); i++)
+        if (strcmp(name, LACKS[i].name) == 0) return LACKS[i].what;
+    return NULL;
+}
+
 /* recompute_modules NAME...: Megatron-Core's modules, each once; names
  * only here (the model's layers are checked in check_layout_model). */
 static void sema_recompute_modules(Sema *S, const DslStmt *st, Layout *L)
@@ -1213,17 +1229,18 @@ static void sema_recompute_modules(Sema *S, const DslStmt *st, Layout *L)
     }
     for (const DslValue *v = st->args; v; v = v->next) {
         int k = v->kind == DSL_VAL_WORD ? key_index(v->text, RECOMPUTE_MODULE_NAMES, PLAN_N_RECOMPUTE_MODULES) : -1;
+        const char *lacks = v->kind == DSL_VAL_WORD ? recompute_module_lacks(v->text) : NULL;
+        if (lacks) {
+            dsl_error(S->d, v->loc, "recompute_modules %s recomputes %s, and the language has none yet", v->text,
+                      lacks);
+            continue;
+        }
         if (k < 0) {
             const char *hint = v->kind == DSL_VAL_WORD
                                    ? dsl_suggest(v->text, RECOMPUTE_MODULE_NAMES, PLAN_N_RECOMPUTE_MODULES) : NULL;
             dsl_error(S->d, v->loc, "unknown recompute_modules %s (expected core_attn, layernorm, mlp, moe_act, "
                       "moe or shared_experts: Megatron-Core's --recompute-modules)%s%s%s", shown(S, v),
                       hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
-            continue;
-        }
-        if (k == PLAN_RC_MLA_UP_PROJ) {
-            dsl_error(S->d, v->loc, "recompute_modules mla_up_proj recomputes multi-head latent attention's up "
-                      "projection, and the language has no multi-head latent attention yet");
             continue;
         }
         if (L->recompute_modules & PLAN_RC_BIT(k))

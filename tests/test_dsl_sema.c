@@ -638,7 +638,9 @@ static void test_recompute_keys(void **state)
           "Megatron-Core's --recompute-modules); did you mean 'core_attn'?" },
         { "plan { recompute selective; recompute_modules mla_up_proj }\n",
           "recompute_modules mla_up_proj recomputes multi-head latent attention's up projection, and the "
-          "language has no multi-head latent attention yet" },
+          "language has none yet" },
+        { "plan { recompute selective; recompute_modules core_attn gdn }\n",
+          "recompute_modules gdn recomputes a gated delta net (linear attention), and the language has none yet" },
         { "plan { recompute full; recompute_modules mlp }\n",
           "recompute_modules needs 'recompute selective' (Megatron: --recompute-modules with "
           "--recompute-granularity selective)" },
