@@ -330,7 +330,11 @@ static void set_features(Cg *g)
     int kinds = (act[ACT_GELU] > 0) + (act[ACT_RELU] > 0) + (act[ACT_SWIGLU] > 0) + (act[ACT_GEGLU] > 0);
     g->n_feat = 0;
     set_feature(g, "SP", l->sequence_parallel == 1 && l->tp > 1);   /* tp 1: nothing to split */
-    set_feature(g, "RECOMPUTE_SELECTIVE", l->recompute == RECOMPUTE_SELECTIVE);
+    /* selective: Megatron's modules the runtime runs, the attention core
+     * and the pre-norms' outputs (recompute_honoured refuses the others) */
+    int mods = plan_recompute_modules(l);
+    set_feature(g, "RECOMPUTE_SELECTIVE", (mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN)) != 0);
+    set_feature(g, "RECOMPUTE_LN", (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) != 0);
     set_feature(g, "RECOMPUTE_FULL", l->recompute == RECOMPUTE_FULL);
     set_feature(g, "RECOMPUTE_SOME", plan_recompute_partial(l));   /* some blocks only: REBUILT[] */
     set_feature(g, "SPLIT_BWD", program_uses(g, OP_BWD_INPUT));
@@ -1223,14 +1227,15 @@ static void emit_steps(Cg *g)
 /* ---- driver ------------------------------------------------------------------- */
 
 /* The recomputation the runtime runs: none, selective (the attention core,
- * Megatron's core_attn: RECOMPUTE_SELECTIVE) and full (RECOMPUTE_FULL),
+ * Megatron's core_attn: RECOMPUTE_SELECTIVE; the pre-norms' outputs,
+ * layernorm: RECOMPUTE_LN) and full (RECOMPUTE_FULL),
  * of every block or, without a mixture, of the blocks
  * plan_block_recomputed names (REBUILT[]). Else *key names what it
  * cannot (in buf) and *what why. */
 static void recompute_honoured(const Plan *p, const Layout *l, const char **key, const char **what,
                                char *buf, size_t len)
 {
-    int mods = plan_recompute_modules(l) & ~PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
+    int mods = plan_recompute_modules(l) & ~(PLAN_RC_BIT(PLAN_RC_CORE_ATTN) | PLAN_RC_BIT(PLAN_RC_LAYERNORM));
     if (l->recompute == RECOMPUTE_SELECTIVE_OP) {
         *key = "recompute selective_op";
         *what = "it keeps no per-op save list: none, selective (the attention core) or full";
@@ -1239,7 +1244,8 @@ static void recompute_honoured(const Plan *p, const Layout *l, const char **key,
         while (!(mods & PLAN_RC_BIT(m))) m++;
         snprintf(buf, len, "recompute_modules %s", plan_recompute_module_name(m));
         *key = buf;
-        *what = "its selective recomputation rebuilds the attention core only, Megatron's core_attn";
+        *what = "its selective recomputation rebuilds the attention core and the pre-norms only, Megatron's "
+                "core_attn and layernorm";
     } else if (plan_recompute_unit(l) > 1) {
         *key = "recompute_method uniform";
         *what = "its full recomputation rebuilds one block at a time, not units of recompute_layers";

@@ -10,7 +10,7 @@
  *
  * Features the plan fixes are resolved at emit time, not at run time:
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
- * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
+ * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, DROPOUT,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
@@ -34,6 +34,9 @@
 #endif
 #ifndef RECOMPUTE_SOME
 #define RECOMPUTE_SOME 0
+#endif
+#ifndef RECOMPUTE_LN
+#define RECOMPUTE_LN 0
 #endif
 #ifndef SPLIT_BWD
 #define SPLIT_BWD 0
@@ -270,6 +273,9 @@ static struct {
 #if RECOMPUTE_SELECTIVE
     prt_act *att;          /* the attention scores, rebuilt in each backward */
 #endif
+#if RECOMPUTE_LN
+    prt_act *lnr;          /* (NL, C) every pre-norm's output, rebuilt in each backward */
+#endif
 #if RECOMPUTE_SELECTIVE && DROPOUT
     prt_act *attd;         /* ... after dropout, and their mask, redrawn in each backward */
     uint8_t *att_mask;
@@ -416,6 +422,17 @@ static void norm_grads_add(const LayerSpec *L, const LayerActs *a)
 {
     prt_grad_add(G(L->ln_w), a->gln, C);
     if (L->ln_b >= 0) prt_grad_add(G(L->ln_b), a->gln + C, C);
+}
+#endif
+
+#if RECOMPUTE_LN
+/* recompute_modules layernorm (Megatron-Core's output-discarding
+ * checkpoint of the pre-norms): the norm's output was not kept (every
+ * layer writes the shared S.lnr), so the backward runs the norm again
+ * from the kept input x before a GEMM reads it. */
+static void norm_rebuilt(const LayerSpec *L, LayerActs *a)
+{
+    norm_fwd(L, a->ln, a->mean, a->rstd, a->x);                         /* layernorm recomputed */
 }
 #endif
 
@@ -706,6 +723,9 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if ROPE
     prt_rope_bwd(S.dh, B, T, h, hkv, hs, ROPE_THETA);
 #endif
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
@@ -755,6 +775,9 @@ static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
 #endif
     enter(L, "attention backward, weight half");
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
     norm_grads_add(L, a);
 }
@@ -849,6 +872,9 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #endif
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C);
     mlp_act_bwd(L, S.dh, a->h, S.da, N);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
@@ -885,6 +911,9 @@ static void mlp_bwd_weight(const LayerSpec *L, LayerActs *a)
 #endif
     enter(L, "mlp backward, weight half");
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
     norm_grads_add(L, a);
 }
@@ -1083,6 +1112,9 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #else
     const prt_act *dy = d;
 #endif
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     const prt_act *in = rows_in(a);
     prt_moe_combine_bwd(S.dye, S.dwk, dy, a->ye, a->row, a->wk, N, C, K);
     CHECK(prt_all_reduce(R.c->tp, S.dwk, S.dwk, N * K, PRT_FP32, PRT_SUM)); /* TP: ye was a partial sum */
@@ -1266,7 +1298,11 @@ static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     a->x = x.x;
 #else
     size_t E = (size_t)L->experts, K = (size_t)L->top_k, S_ = (size_t)L->shared;
+#if RECOMPUTE_LN
+    a->ln = S.lnr; a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);   /* the norm's output: rebuilt */
+#else
     a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+#endif
     a->rl = KEEP_F32(N * E); a->wk = KEEP_F32(N * K);
     a->idx = KEEP_I32(N * K); a->row = KEEP_I32(N * K); a->cnt = KEEP_I32(E);
 #if EXPERT_PARALLEL
@@ -1342,6 +1378,18 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             /* full recomputation: only x is kept, the rest is rebuilt in the shared S.rc */
             a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
             a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
+#elif RECOMPUTE_LN
+            a->ln = S.lnr; a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);   /* the norm's output: rebuilt */
+            a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
+#if !RECOMPUTE_SELECTIVE
+            if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#if !RECOMPUTE_SELECTIVE && DROPOUT
+            if (L->kind == ATTENTION) {
+                a->attd = KEEP_ACT(B * (size_t)L->h * T * T);
+                a->att_mask = KEEP_MASK(B * (size_t)L->h * T * T);
+            }
+#endif
 #else
             a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
             a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
@@ -1464,6 +1512,9 @@ static void scratch_alloc(void)
     S.attd = act_alloc(B * MAX_HEADS * T * T);
     S.att_mask = mask_alloc(B * MAX_HEADS * T * T);
 #endif
+#if RECOMPUTE_LN
+    S.lnr = act_alloc(NL * C);
+#endif
     S.loss_host = (float *)prt_host_alloc(N * sizeof(float));
 #if RECOMPUTE_FULL
     S.rc.ln = act_alloc(NL * C); S.rc.mean = f32_alloc(NL); S.rc.rstd = f32_alloc(NL);
@@ -1488,6 +1539,9 @@ static void scratch_free(void)
 #endif
 #if RECOMPUTE_SELECTIVE
                      S.att,
+#endif
+#if RECOMPUTE_LN
+                     S.lnr,
 #endif
 #if RECOMPUTE_FULL
                      S.rc.ln, S.rc.h, S.rc.a, S.rc.att,

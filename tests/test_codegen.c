@@ -399,6 +399,8 @@ static void test_template_compiles(void **state)
         { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DROPE=1", NULL },
         { "-DDROPOUT=1", "-DRECOMPUTE_FULL=1", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DLEARNED_POS=0", NULL },
         { "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", NULL },   /* some blocks: REBUILT[] */
+        { "-DRECOMPUTE_LN=1", "-DSP=1", "-DSPLIT_BWD=1", NULL },   /* recompute_modules layernorm */
+        { "-DRECOMPUTE_LN=1", "-DRECOMPUTE_SELECTIVE=1", "-DHAS_MOE=1", "-DDROPOUT=1", NULL },
         { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DMLP_SWIGLU=1", NULL },
         { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
@@ -541,8 +543,12 @@ static void test_recompute_refusals(void **state)
         { { "sel", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 }, PLAN_RC_BIT(PLAN_RC_MLP), 0, 0,
           "recompute_modules mlp: planc's runtime cannot honour it", NULL },
         { { "sel", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 },
-          PLAN_RC_BIT(PLAN_RC_CORE_ATTN) | PLAN_RC_BIT(PLAN_RC_LAYERNORM), 0, 0,
-          "recompute_modules layernorm: planc's runtime cannot honour it", NULL },
+          PLAN_RC_BIT(PLAN_RC_CORE_ATTN) | PLAN_RC_BIT(PLAN_RC_LAYERNORM), 0, 0, NULL, "norm_rebuilt(L, a);" },
+        { { "ln", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 }, PLAN_RC_BIT(PLAN_RC_LAYERNORM), 0, 0,
+          NULL, "S.lnr" },
+        { { "sel", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 },
+          PLAN_RC_BIT(PLAN_RC_LAYERNORM) | PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS), 0, 0,
+          "recompute_modules shared_experts: planc's runtime cannot honour it", NULL },
         { { "op", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE_OP, 16 }, 0, 0, 0,
           "recompute selective_op: planc's runtime cannot honour it", NULL },
         { { "full", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 16 }, 0, 0, 0, NULL, "S.rc" },
@@ -570,8 +576,14 @@ static void test_recompute_refusals(void **state)
         } else {
             if (!text) fail_msg("case %zu (%s): refused: %s", i, cases[i].c.name, why);
             if (!strstr(text, cases[i].has)) fail_msg("case %zu (%s): no '%s'", i, cases[i].c.name, cases[i].has);
-            /* only a plan that recomputes some blocks has the table */
+            /* only a plan that recomputes some blocks has the table; only
+             * one that recomputes the attention core (core_attn, Megatron's
+             * default), its shared scores, and the pre-norms, their buffer */
             assert_int_equal(strstr(text, "REBUILT[") != NULL, cases[i].layers || cases[i].every);
+            bool core = cases[i].c.recompute == RECOMPUTE_SELECTIVE &&
+                        (!cases[i].mods || (cases[i].mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN)));
+            assert_int_equal(strstr(text, "S.att = act_alloc") != NULL, core);
+            assert_int_equal(strstr(text, "S.lnr") != NULL, (cases[i].mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) != 0);
         }
         free(text);
         dsl_arena_free(&a);
