@@ -1059,8 +1059,10 @@ static bool enumerate(Ctx *x)
                 if (is_set(L->recompute)) l.recompute = L->recompute;
                 if (is_set(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
                 int n_sh = n_ep ? shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero * n_ep) : 0;
-                for (int rec = 0; ok && n_sh && rec < 3; rec++) {
-                    if (is_set(L->recompute) && L->recompute != rec) continue;
+                /* none, selective, full searched; a set recompute (selective_op
+                 * too) is the only one */
+                int rec_lo = is_set(L->recompute) ? L->recompute : 0, rec_hi = is_set(L->recompute) ? rec_lo + 1 : 3;
+                for (int rec = rec_lo; ok && n_sh && rec < rec_hi; rec++) {
                     for (int sp = 0; ok && sp < 2; sp++) {
                         if (sp && tp == 1) continue;   /* means nothing at tp 1: off (layout.h) */
                         if (is_set(L->sequence_parallel) && tp > 1 && L->sequence_parallel != sp) continue;
