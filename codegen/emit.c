@@ -331,8 +331,13 @@ static void set_features(Cg *g)
     int kinds = (act[ACT_GELU] > 0) + (act[ACT_RELU] > 0) + (act[ACT_SWIGLU] > 0) + (act[ACT_GEGLU] > 0);
     g->n_feat = 0;
     set_feature(g, "SP", l->sequence_parallel == 1 && l->tp > 1);   /* tp 1: nothing to split */
-    set_feature(g, "RECOMPUTE_SELECTIVE", l->recompute == RECOMPUTE_SELECTIVE);
+    /* selective: Megatron's modules the runtime runs, the attention core
+     * and the pre-norms' outputs (recompute_honoured refuses the others) */
+    int mods = plan_recompute_modules(l);
+    set_feature(g, "RECOMPUTE_SELECTIVE", (mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN)) != 0);
+    set_feature(g, "RECOMPUTE_LN", (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) != 0);
     set_feature(g, "RECOMPUTE_FULL", l->recompute == RECOMPUTE_FULL);
+    set_feature(g, "RECOMPUTE_SOME", plan_recompute_partial(l));   /* some blocks only: REBUILT[] */
     set_feature(g, "SPLIT_BWD", program_uses(g, OP_BWD_INPUT));
     set_feature(g, "NORM_MIXED", rms > 0 && ln > 0);
     set_feature(g, "NORM_RMS", rms > 0 && ln == 0);
@@ -734,6 +739,33 @@ static int emit_params(Cg *g, bool write)
     return id;
 }
 
+/* Which layers full recomputation rebuilds when it covers some blocks
+ * only (recompute_layers, recompute_every): the attention and MLP layers
+ * of the blocks plan_block_recomputed names, counted as cost.c counts
+ * them (the block's place in its chunk, and among its rank's blocks). */
+static void emit_rebuilt(Cg *g)
+{
+    const Model *m = &g->p->model;
+    int rank_blocks[PLAN_MAX_VSTAGES];   /* [stage] blocks of its earlier chunks */
+    for (int s = 0; s < g->l.pp; s++) rank_blocks[s] = 0;
+    out(g, "/* The layers full recomputation rebuilds in the backward (%s); the\n"
+           " * others keep what their backward reads. */\n", g->l.recompute_layers
+               ? "recompute_layers: the first blocks of each chunk" : "recompute_every: every N-th block of a rank");
+    out(g, "static const bool REBUILT[N_LAYERS] = {");
+    for (int k = 0; k < g->nv; k++) {   /* the chunks hold the layers in order */
+        int cb = -1, *rb = &rank_blocks[k % g->l.pp];
+        for (int i = g->chunk[k].first; i < g->chunk[k].end; i++) {
+            LayerKind kind = m->layers[i].kind;
+            if (kind == LAYER_ATTENTION) cb++;
+            bool r = cb >= 0 && (kind == LAYER_ATTENTION || kind == LAYER_MLP) &&
+                     plan_block_recomputed(&g->l, cb, *rb + cb);
+            out(g, "%s%s", i ? ", " : " ", r ? "true" : "false");
+        }
+        *rb += cb + 1;
+    }
+    out(g, " };\n\n");
+}
+
 /* The layer table: parameter ids by role and this rank's dimensions. */
 static void emit_layers(Cg *g)
 {
@@ -821,6 +853,7 @@ static void emit_layers(Cg *g)
     out(g, " };\nstatic const int VSTAGE_END[%d] = {", g->nv);
     for (int k = 0; k < g->nv; k++) out(g, "%s%d", k ? ", " : " ", g->chunk[k].end);
     out(g, " };\n\n");
+    if (feature(g, "RECOMPUTE_SOME", 14) == 1) emit_rebuilt(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -1194,6 +1227,35 @@ static void emit_steps(Cg *g)
 
 /* ---- driver ------------------------------------------------------------------- */
 
+/* The recomputation the runtime runs: none, selective (the attention core,
+ * Megatron's core_attn: RECOMPUTE_SELECTIVE; the pre-norms' outputs,
+ * layernorm: RECOMPUTE_LN) and full (RECOMPUTE_FULL),
+ * of every block or, without a mixture, of the blocks
+ * plan_block_recomputed names (REBUILT[]). Else *key names what it
+ * cannot (in buf) and *what why. */
+static void recompute_honoured(const Plan *p, const Layout *l, const char **key, const char **what,
+                               char *buf, size_t len)
+{
+    int mods = plan_recompute_modules(l) & ~(PLAN_RC_BIT(PLAN_RC_CORE_ATTN) | PLAN_RC_BIT(PLAN_RC_LAYERNORM));
+    if (l->recompute == RECOMPUTE_SELECTIVE_OP) {
+        *key = "recompute selective_op";
+        *what = "it keeps no per-op save list: none, selective (the attention core) or full";
+    } else if (mods) {
+        int m = 0;
+        while (!(mods & PLAN_RC_BIT(m))) m++;
+        snprintf(buf, len, "recompute_modules %s", plan_recompute_module_name(m));
+        *key = buf;
+        *what = "its selective recomputation rebuilds the attention core and the pre-norms only, Megatron's "
+                "core_attn and layernorm";
+    } else if (plan_recompute_unit(l) > 1) {
+        *key = "recompute_method uniform";
+        *what = "its full recomputation rebuilds one block at a time, not units of recompute_layers";
+    } else if (plan_recompute_partial(l) && plan_model_has_moe(&p->model)) {
+        *key = l->recompute_layers ? "recompute_layers" : "recompute_every";
+        *what = "a mixture's buffers are rebuilt in every block or none";
+    }
+}
+
 /* Whether planc's runtime does what the plan's software settings and
  * model knobs say, on the resolved layout l; if not, the key it cannot
  * honour goes to why. `check` and `search` model every setting (they
@@ -1212,6 +1274,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     const Software *w = &p->software;
     const char *key = NULL, *what = NULL;
     char kbuf[64];
+    char keybuf[160];
     if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
@@ -1248,6 +1311,8 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else if (w->optimizer != PLAN_OPTIM_FUSED) {
         key = w->optimizer == PLAN_OPTIM_FOREACH ? "optimizer foreach" : "optimizer forloop";
         what = "its AdamW is one fused pass per tensor (prt_adamw_step)";
+    } else {
+        recompute_honoured(p, l, &key, &what, keybuf, sizeof keybuf);
     }
     /* a stack preset names itself first: the key is what it set */
     char stack[64] = "";

@@ -10,7 +10,7 @@
  *
  * Features the plan fixes are resolved at emit time, not at run time:
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
- * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL, SPLIT_BWD,
+ * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, DROPOUT,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
@@ -31,6 +31,12 @@
 #endif
 #ifndef RECOMPUTE_FULL
 #define RECOMPUTE_FULL 0
+#endif
+#ifndef RECOMPUTE_SOME
+#define RECOMPUTE_SOME 0
+#endif
+#ifndef RECOMPUTE_LN
+#define RECOMPUTE_LN 0
 #endif
 #ifndef SPLIT_BWD
 #define SPLIT_BWD 0
@@ -192,6 +198,9 @@ static const LayerSpec LAYERS[N_LAYERS] = {
 #endif
 static const int VSTAGE_FIRST[1] = { 0 };
 static const int VSTAGE_END[1] = { 5 };
+#if RECOMPUTE_SOME
+static const bool REBUILT[N_LAYERS] = { false, true, true, false, false };
+#endif
 
 //@@ runtime
 /* ---- what a micro-batch keeps -------------------------------------------- */
@@ -263,6 +272,9 @@ static struct {
 #endif
 #if RECOMPUTE_SELECTIVE
     prt_act *att;          /* the attention scores, rebuilt in each backward */
+#endif
+#if RECOMPUTE_LN
+    prt_act *lnr;          /* (NL, C) every pre-norm's output, rebuilt in each backward */
 #endif
 #if RECOMPUTE_SELECTIVE && DROPOUT
     prt_act *attd;         /* ... after dropout, and their mask, redrawn in each backward */
@@ -413,6 +425,17 @@ static void norm_grads_add(const LayerSpec *L, const LayerActs *a)
 }
 #endif
 
+#if RECOMPUTE_LN
+/* recompute_modules layernorm (Megatron-Core's output-discarding
+ * checkpoint of the pre-norms): the norm's output was not kept (every
+ * layer writes the shared S.lnr), so the backward runs the norm again
+ * from the kept input x before a GEMM reads it. */
+static void norm_rebuilt(const LayerSpec *L, LayerActs *a)
+{
+    norm_fwd(L, a->ln, a->mean, a->rstd, a->x);                         /* layernorm recomputed */
+}
+#endif
+
 #if SP
 /* Rows `mine` (NL, C) of every TP rank gathered into the shared S.rows
  * (N, C). No layer keeps the gathered rows: a layer keeps its own NL rows
@@ -434,7 +457,10 @@ static const prt_act *all_rows(LayerActs *a) { return gather_rows(a->ln); }
  * rebuilt forward has just gathered it; else it is gathered again. */
 static const prt_act *rows_in(const LayerActs *a)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    /* a rebuilt block's buffers are the shared S.rc's (slot_alloc) */
+    return a->ln == S.rc.ln ? S.rows : gather_rows(a->ln);
+#elif RECOMPUTE_FULL
     (void)a;
     return S.rows;
 #else
@@ -671,7 +697,9 @@ static void attention_core_bwd(const LayerSpec *L, LayerActs *a, prt_act *dqkv, 
 static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     size_t h = (size_t)L->h, hkv = (size_t)L->hkv, hs = (size_t)L->d;
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
     enter(L, "attention backward");
@@ -695,6 +723,9 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if ROPE
     prt_rope_bwd(S.dh, B, T, h, hkv, hs, ROPE_THETA);
 #endif
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
@@ -707,7 +738,9 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     size_t h = (size_t)L->h, hkv = (size_t)L->hkv, hs = (size_t)L->d;
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
     enter(L, "attention backward, input half");
@@ -735,11 +768,16 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 /* zb-h1's second half: the weight gradients, from what the first kept. */
 static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
     enter(L, "attention backward, weight half");
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
     norm_grads_add(L, a);
 }
@@ -817,7 +855,9 @@ static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #if USES_BWD
 static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) mlp_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
     enter(L, "mlp backward");
@@ -832,6 +872,9 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #endif
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C);
     mlp_act_bwd(L, S.dh, a->h, S.da, N);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
@@ -841,7 +884,9 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #if SPLIT_BWD
 static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) mlp_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
     enter(L, "mlp backward, input half");
@@ -859,11 +904,16 @@ static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 
 static void mlp_bwd_weight(const LayerSpec *L, LayerActs *a)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+    if (REBUILT[L - LAYERS]) mlp_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
+#elif RECOMPUTE_FULL
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
     enter(L, "mlp backward, weight half");
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     prt_linear_bwd_weight(G(L->w1), G(L->b1), a->dh, rows_in(a), N, C, L->width);
     norm_grads_add(L, a);
 }
@@ -1062,6 +1112,9 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #else
     const prt_act *dy = d;
 #endif
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
     const prt_act *in = rows_in(a);
     prt_moe_combine_bwd(S.dye, S.dwk, dy, a->ye, a->row, a->wk, N, C, K);
     CHECK(prt_all_reduce(R.c->tp, S.dwk, S.dwk, N * K, PRT_FP32, PRT_SUM)); /* TP: ye was a partial sum */
@@ -1245,7 +1298,11 @@ static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     a->x = x.x;
 #else
     size_t E = (size_t)L->experts, K = (size_t)L->top_k, S_ = (size_t)L->shared;
+#if RECOMPUTE_LN
+    a->ln = S.lnr; a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);   /* the norm's output: rebuilt */
+#else
     a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+#endif
     a->rl = KEEP_F32(N * E); a->wk = KEEP_F32(N * K);
     a->idx = KEEP_I32(N * K); a->row = KEEP_I32(N * K); a->cnt = KEEP_I32(E);
 #if EXPERT_PARALLEL
@@ -1256,6 +1313,34 @@ static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     a->ae = KEEP_ACT(N * K * L->inner); a->ye = KEEP_ACT(N * K * C);
 #endif
     if (S_) { a->hs = KEEP_ACT(S_ * N * L->width); a->as = KEEP_ACT(S_ * N * L->inner); }
+#endif
+}
+#endif
+
+#if RECOMPUTE_SOME
+/* A recomputed block's attention or MLP layer: only x is kept, the rest is
+ * rebuilt in the shared S.rc (its dropout masks too). */
+static void rebuilt_slot(LayerActs *a)
+{
+    a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
+    a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
+#if DROPOUT
+    a->mask = S.rc.mask; a->attd = S.rc.attd; a->att_mask = S.rc.att_mask;
+#endif
+}
+
+/* A block that is not recomputed keeps what its backward reads, as under
+ * recompute none. */
+static void kept_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
+{
+    a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+    a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
+    if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#if DROPOUT
+    if (L->kind == ATTENTION) {
+        a->attd = KEEP_ACT(B * (size_t)L->h * T * T);
+        a->att_mask = KEEP_MASK(B * (size_t)L->h * T * T);
+    }
 #endif
 }
 #endif
@@ -1286,10 +1371,25 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             a->mx = KEEP_F32(N); a->se = KEEP_F32(2 * N); a->tgt = a->se + N; a->loss = KEEP_F32(N);
             a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_SOME
+            if (REBUILT[first + j]) rebuilt_slot(a);                   /* this block recomputed */
+            else kept_slot(sa, L, a);                                   /* this block keeps its own */
+#elif RECOMPUTE_FULL
             /* full recomputation: only x is kept, the rest is rebuilt in the shared S.rc */
             a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
             a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
+#elif RECOMPUTE_LN
+            a->ln = S.lnr; a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);   /* the norm's output: rebuilt */
+            a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
+#if !RECOMPUTE_SELECTIVE
+            if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#if !RECOMPUTE_SELECTIVE && DROPOUT
+            if (L->kind == ATTENTION) {
+                a->attd = KEEP_ACT(B * (size_t)L->h * T * T);
+                a->att_mask = KEEP_MASK(B * (size_t)L->h * T * T);
+            }
+#endif
 #else
             a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
             a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
@@ -1304,7 +1404,10 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #endif
 #endif
         }
-#if DROPOUT && RECOMPUTE_FULL
+#if DROPOUT && RECOMPUTE_SOME
+        if (L->kind == EMBEDDING) a->mask = KEEP_MASK(NL * C);          /* not recomputed: kept */
+        if ((L->kind == ATTENTION || L->kind == MLP) && !REBUILT[first + j]) a->mask = KEEP_MASK(NL * C);
+#elif DROPOUT && RECOMPUTE_FULL
         if (L->kind == EMBEDDING) a->mask = KEEP_MASK(NL * C);          /* not recomputed: kept */
         if (L->kind == ATTENTION || L->kind == MLP) {                   /* rebuilt by the backward */
             a->mask = S.rc.mask; a->attd = S.rc.attd; a->att_mask = S.rc.att_mask;
@@ -1409,6 +1512,9 @@ static void scratch_alloc(void)
     S.attd = act_alloc(B * MAX_HEADS * T * T);
     S.att_mask = mask_alloc(B * MAX_HEADS * T * T);
 #endif
+#if RECOMPUTE_LN
+    S.lnr = act_alloc(NL * C);
+#endif
     S.loss_host = (float *)prt_host_alloc(N * sizeof(float));
 #if RECOMPUTE_FULL
     S.rc.ln = act_alloc(NL * C); S.rc.mean = f32_alloc(NL); S.rc.rstd = f32_alloc(NL);
@@ -1433,6 +1539,9 @@ static void scratch_free(void)
 #endif
 #if RECOMPUTE_SELECTIVE
                      S.att,
+#endif
+#if RECOMPUTE_LN
+                     S.lnr,
 #endif
 #if RECOMPUTE_FULL
                      S.rc.ln, S.rc.h, S.rc.a, S.rc.att,

@@ -216,6 +216,7 @@ typedef struct {
     uint64_t expert_params;             /* of params, the local routed experts' */
     double   a2a_bytes;                 /* transient all-to-all buffers of the layer */
     double   act_kept, act_rebuild, act_split;
+    double   act_input;                 /* of act_kept, the input full recomputation keeps */
     double   tp_bytes;
 } LayerTime;
 
@@ -356,7 +357,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     PlanLayerWork w;
     plan_layer_work(&p->model, ly, prev, cut, &w);
     memset(t, 0, sizeof *t);
-    double core_f = 0;
+    double gemm_f[PLAN_MAX_GEMMS] = { 0 };   /* each forward GEMM's seconds */
     bool rescored = false;
     double keys = ly->kind == LAYER_ATTENTION ? (double)plan_attention_keys(&p->model, ly) : 0;
     double hd = ly->kind == LAYER_ATTENTION ? (double)plan_head_dim(&p->model, ly) : 0;
@@ -395,7 +396,8 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         }
         t->fwd += f;
         t->bwd_in += dx;
-        if (g->core) { t->bwd_in += dw; core_f += f; }
+        gemm_f[i] = f;
+        if (g->core) t->bwd_in += dw;
         else t->bwd_w += dw;
     }
     t->fwd += stream_time(d, w.ew_fwd, w.ew_kernels);
@@ -429,22 +431,31 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         t->epb_b = w.ep_bwd * w.ep_bytes;
     }
     t->flops_fwd = w.flops_fwd;
-    if (cut->recompute == RECOMPUTE_FULL && w.recomputed) {
+    /* what the backward re-runs (model.c's redo: the cut's modules, op
+     * list or whole layer): the whole forward, or the GEMM fractions at
+     * their forward seconds, the elementwise kernels, the activation's and
+     * softmax's measured per-element cost and the TP collectives again */
+    const PlanRedo *x = &w.redo;
+    if (x->whole) {
         t->rec = t->fwd;
         t->tp_rec = t->tp_f;
         t->ep_rec = t->ep_f;   /* the recomputed forward dispatches again */
         t->epb_b += t->epb_f;
-        t->flops_rec = w.flops_fwd;
-    } else if (cut->recompute == RECOMPUTE_SELECTIVE && w.recomputed) {
-        t->rec = core_f + stream_time(d, w.ew_core_fwd, w.ew_core_fwd > 0 ? 2 : 0) + sm;
-        t->flops_rec = w.flops_core;
+    } else if (w.recomputed) {
+        double g = 0;
+        for (int i = 0; i < w.n_gemm; i++) g += x->gemm[i] * gemm_f[i];
+        t->rec = g + stream_time(d, x->ew, x->kernels) + (x->softmax ? sm : 0) +
+                 x->act_rows * (double)ly->hidden / cut->tp * d->act_fwd;
+        t->tp_rec = tp_time(&p->cluster, tpg, &x->tp, w.tp_bytes);
     }
+    t->flops_rec = x->flops;
     t->params = plan_layer_params_ep(&p->model, ly, cut->tp, cut->ep, ovf);
     t->expert_params = plan_layer_expert_params(&p->model, ly, cut->tp, ovf) / (uint64_t)(cut->ep > 1 ? cut->ep : 1);
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
     t->act_rebuild = (w.recomputed ? w.act_none - w.act_kept : 0) + w.act_scratch;
+    t->act_input = cut->recompute == RECOMPUTE_FULL && w.recomputed ? w.act_kept : 0;
     /* grad_accum_fusion false: the layer's gradients added apart, one
      * launch (the per-tensor launches beyond one a layer are not counted:
      * microseconds) */
@@ -580,6 +591,8 @@ void plan_shapes_free(PlanShapes *s)
 typedef struct {
     double   fwd, bwd, bwd_weight, fwd_tp, bwd_tp, recompute, recompute_coll, flops_fwd, flops_recompute;
     double   act_kept, act_layer_max, act_split, fwd_ep, bwd_ep, fwd_ep_bytes, bwd_ep_bytes, a2a_bytes;
+    double   act_input, rebuild, scratch;   /* full recomputation's kept input; the block's rebuild
+                                               (act_layer_max less the scratch); the scratch */
     uint64_t params, params_full, layer_params_max, norm_params, expert_params;
     int      layers, moe_layers;
     double   tensors;          /* parameter tensors (plan_layer_tensors) */
@@ -596,7 +609,7 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
     /* the backward scratch all layers share (plan_bwd_scratch_bytes) is
      * alive beside whichever layer's rebuild is the largest */
     double block_rebuild = 0;
-    sc->act_layer_max = scratch;
+    sc->act_layer_max = sc->scratch = scratch;
     for (int i = first; i < end; i++) {
         const Layer *ly = &mo->layers[i];
         const LayerTime *x = t[i - first];
@@ -626,6 +639,8 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         sc->act_split += x->act_split;
         block_rebuild = ly->kind == LAYER_ATTENTION ? x->act_rebuild : block_rebuild + x->act_rebuild;
         sc->act_layer_max = fmax(sc->act_layer_max, scratch + block_rebuild);
+        sc->act_input += x->act_input;
+        sc->rebuild = block_rebuild;
         if (x->params > sc->layer_params_max) sc->layer_params_max = x->params;
         sc->layers++;
     }
@@ -892,6 +907,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
 
     PlanCut cut = { .micro_batch = l->micro_batch, .tp = l->tp,
                     .sp = l->sequence_parallel == 1, .recompute = l->recompute, .ep = plan_ep(l),
+                    .modules = plan_recompute_modules(l),
                     .flash = plan_flash(&p->software), .xent_fp32 = !p->software.cross_entropy_fusion,
                     .unfused_norm = p->software.unfused_norm, .unfused_rope = p->software.unfused_rope,
                     .unfused_swiglu = p->software.unfused_swiglu };
@@ -904,28 +920,65 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     bool ovf = false;
 
     int n_runs, emb_chunk = -1, head_chunk = -1;
-    void *keep;
+    void *keep, *keep0 = NULL;
     CostRun *run = segment_runs(p, sh, memo, &cut, tpg, epg, out->peak_flops, &ovf, &n_runs, &keep);
+    /* full recomputation of some blocks only (recompute_layers,
+     * recompute_every): the others cost as under recompute none, and
+     * plan_block_recomputed says which is which */
+    bool partial = plan_recompute_partial(l);
+    PlanCut cut0 = cut;
+    cut0.recompute = RECOMPUTE_NONE;
+    int n_runs0 = 0;
+    CostRun *run0 = partial ? segment_runs(p, sh, memo, &cut0, tpg, epg, out->peak_flops, &ovf, &n_runs0, &keep0)
+                            : NULL;
     uint64_t *norm_params = calloc((size_t)out->n_chunks, sizeof *norm_params);
-    if (!run || !norm_params) { free(run); free(keep); free(norm_params); return false; }
+    int *rank_blocks = calloc((size_t)l->pp, sizeof *rank_blocks);   /* [pp] blocks of the earlier chunks */
+    if (!run || !norm_params || !rank_blocks || (partial && !run0)) {
+        free(run); free(keep); free(run0); free(keep0); free(norm_params); free(rank_blocks);
+        return false;
+    }
     /* chunk k holds segments [g, g + its blocks), chunk 0 also segment 0
      * (the layers before block 0); the runs are walked once for all */
-    int r = 0, g = 0, G = mo->n_blocks + 1;
+    int r = 0, r0 = 0, g = 0, G = mo->n_blocks + 1, unit = plan_recompute_unit(l);
     for (int k = 0; k < out->n_chunks; k++) {
         PlanChunkCost *c = &out->cost[k];
         int end = k == out->n_chunks - 1 ? G : g + out->chunk[k].blocks + (k == 0);
+        int fb = k == 0 ? 1 : g, rb = rank_blocks[k % l->pp];   /* the chunk's first block segment */
+        double unit_rebuild = 0;
         while (g < end) {
-            while (run[r].end <= g) r++;
-            int stop = run[r].end < end ? run[r].end : end;
-            if (run[r].c->embedding) emb_chunk = k;
-            if (run[r].c->head) head_chunk = k;
-            chunk_add(c, run[r].c, stop - g, &norm_params[k], &out->params_total, &ovf);
+            /* segment 0 is no block: the same under either cut */
+            bool rec = !partial || g < fb || plan_block_recomputed(l, g - fb, rb + g - fb);
+            const CostRun *R = rec ? run : run0;
+            int *ri = rec ? &r : &r0;
+            while (R[*ri].end <= g) (*ri)++;
+            int stop = R[*ri].end < end ? R[*ri].end : end;
+            if (partial || unit > 1) stop = g + 1;   /* one block at a time: each asks the rule */
+            if (R[*ri].c->embedding) emb_chunk = k;
+            if (R[*ri].c->head) head_chunk = k;
+            SegCost u;
+            const SegCost *x = R[*ri].c;
+            if (unit > 1 && g >= fb) {
+                /* Megatron's uniform method: a unit of `unit` blocks keeps
+                 * its first block's input alone, and its backward rebuilds
+                 * all of its blocks at once (the later blocks' inputs too) */
+                u = *x;
+                bool first = (g - fb) % unit == 0;
+                if (!first) u.act_kept -= u.act_input;
+                unit_rebuild = (first ? 0 : unit_rebuild + u.act_input) + u.rebuild;
+                u.act_layer_max = fmax(u.act_layer_max, u.scratch + unit_rebuild);
+                x = &u;
+            }
+            chunk_add(c, x, stop - g, &norm_params[k], &out->params_total, &ovf);
             g = stop;
         }
+        rank_blocks[k % l->pp] += out->chunk[k].blocks;
         c->bwd_input = c->bwd - c->bwd_weight;
     }
     free(run);
     free(keep);
+    free(run0);
+    free(keep0);
+    free(rank_blocks);
     /* a tied head on another stage than the embedding keeps its own copy
      * of the word table (Megatron), updated like any other weight */
     if (head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {

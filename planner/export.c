@@ -310,7 +310,23 @@ static void write_megatron(const Ex *x, FILE *o)
     if (l->recompute == RECOMPUTE_SELECTIVE) {
         arg(o, &first, "--recompute-granularity");
         fputs(" selective", o);
+        if (l->recompute_modules) {
+            arg(o, &first, "--recompute-modules");
+            for (int m = 0; m < PLAN_N_RECOMPUTE_MODULES; m++)
+                if (l->recompute_modules & PLAN_RC_BIT(m)) fprintf(o, " %s", plan_recompute_module_name(m));
+        }
+    } else if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0) {
+        arg(o, &first, "--recompute-granularity");
+        fputs(" full", o);
+        arg(o, &first, "--recompute-method");
+        fputs(l->recompute_method == PLAN_RC_METHOD_UNIFORM ? " uniform" : " block", o);
+        arg_int(o, &first, "--recompute-num-layers", l->recompute_layers);
+    } else if (l->recompute == RECOMPUTE_SELECTIVE_OP) {
+        note(x, "recompute selective_op (torchtitan's op-level save list) has no Megatron-LM flag: none written");
     } else if (l->recompute == RECOMPUTE_FULL) {
+        if (l->recompute_every > 0)
+            note(x, "recompute_every %d (torchtitan's every N-th block) has no Megatron-LM flag: written as full "
+                    "recomputation of every block", l->recompute_every);
         arg(o, &first, "--recompute-granularity");
         fputs(" full", o);
         arg(o, &first, "--recompute-method");
@@ -512,8 +528,18 @@ static void write_torchtitan(const Ex *x, FILE *o)
                     "(zero bubble, two stages per rank in a V)");
     }
     torchtitan_software(x, o);
-    static const char *const ac[] = { "none", "selective", "full" };   /* ORDER Recompute */
-    fprintf(o, "\n[activation_checkpoint]\nmode = \"%s\"\n", ac[l->recompute]);
+    /* torchtitan's [activation_checkpoint]: selective_op is mode
+     * "selective" with selective_ac_option "op", recompute_every N is
+     * mode "selective" with selective_ac_option "N" */
+    static const char *const ac[] = { "none", "selective", "full", "selective" };   /* ORDER Recompute */
+    bool every = l->recompute == RECOMPUTE_FULL && l->recompute_every > 0;
+    fprintf(o, "\n[activation_checkpoint]\nmode = \"%s\"\n", every ? "selective" : ac[l->recompute]);
+    if (every) fprintf(o, "selective_ac_option = \"%d\"\n", l->recompute_every);
+    if (l->recompute == RECOMPUTE_SELECTIVE_OP) fprintf(o, "selective_ac_option = \"op\"\n");
+    if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
+        note(x, "recompute_layers %d (Megatron's %s method) has no torchtitan option: written as full "
+                "recomputation of every block", l->recompute_layers,
+             l->recompute_method == PLAN_RC_METHOD_UNIFORM ? "uniform" : "block");
     if (l->recompute == RECOMPUTE_SELECTIVE) {
         fprintf(o, "selective_ac_option = \"op\"\n");
         note(x, "recompute selective: planc recomputes the attention scores (Korthikanti); torchtitan's "

@@ -34,8 +34,56 @@ const char *plan_recompute_name(int r)
     case RECOMPUTE_NONE:      return "none";
     case RECOMPUTE_SELECTIVE: return "selective";
     case RECOMPUTE_FULL:      return "full";
+    case RECOMPUTE_SELECTIVE_OP: return "selective_op";
     }
     return "auto";
+}
+
+const char *plan_recompute_module_name(int m)
+{
+    static const char *const names[] = { "core_attn", "layernorm", "mlp", "moe_act", "moe",
+                                         "shared_experts", "mla_up_proj" };   /* ORDER PlanRecomputeModule */
+    return m >= 0 && m < PLAN_N_RECOMPUTE_MODULES ? names[m] : "?";
+}
+
+void plan_recompute_describe(const Layout *L, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "%s", plan_recompute_name(L->recompute));
+    if (L->recompute == RECOMPUTE_SELECTIVE && L->recompute_modules) {
+        for (int m = 0, k = 0; m < PLAN_N_RECOMPUTE_MODULES && n < len; m++)
+            if (L->recompute_modules & PLAN_RC_BIT(m))
+                n += (size_t)snprintf(buf + n, len - n, "%s%s", k++ ? " " : " (modules ", plan_recompute_module_name(m));
+        if (n < len) snprintf(buf + n, len - n, ")");
+    } else if (L->recompute == RECOMPUTE_FULL && L->recompute_layers > 0 &&
+               L->recompute_method == PLAN_RC_METHOD_UNIFORM) {
+        snprintf(buf + n, len - n, " (every block, in units of %d)", L->recompute_layers);
+    } else if (L->recompute == RECOMPUTE_FULL && L->recompute_layers > 0) {
+        snprintf(buf + n, len - n, " (the first %d blocks of each chunk)", L->recompute_layers);
+    } else if (L->recompute == RECOMPUTE_FULL && L->recompute_every > 0) {
+        snprintf(buf + n, len - n, " (every %d%s block of each rank)", L->recompute_every,
+                 L->recompute_every == 1 ? "st" : L->recompute_every == 2 ? "nd" : L->recompute_every == 3 ? "rd" : "th");
+    }
+}
+
+int plan_recompute_unit(const Layout *L)
+{
+    bool uniform = L->recompute == RECOMPUTE_FULL && L->recompute_method == PLAN_RC_METHOD_UNIFORM;
+    return uniform && L->recompute_layers > 1 ? L->recompute_layers : 1;
+}
+
+bool plan_recompute_partial(const Layout *L)
+{
+    bool block = L->recompute_layers > 0 && L->recompute_method != PLAN_RC_METHOD_UNIFORM;
+    return L->recompute == RECOMPUTE_FULL && (block || L->recompute_every > 0);
+}
+
+bool plan_block_recomputed(const Layout *L, int chunk_block, int rank_block)
+{
+    if (L->recompute != RECOMPUTE_FULL) return false;
+    if (L->recompute_method == PLAN_RC_METHOD_UNIFORM) return true;
+    if (L->recompute_layers > 0) return chunk_block < L->recompute_layers;
+    if (L->recompute_every > 0) return (rank_block + 1) % L->recompute_every == 0;
+    return true;
 }
 
 Software plan_software_defaults(void)

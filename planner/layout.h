@@ -119,4 +119,28 @@ bool plan_split_at(const Model *m, const int *block_first, int pp, int chunks, P
 const char *plan_schedule_name(int s);
 const char *plan_recompute_name(int r);
 
+/* The name of a PlanRecomputeModule as Megatron-Core spells it
+ * (--recompute-modules, transformer_config.py recompute_modules). */
+const char *plan_recompute_module_name(int m);
+
+/* `recompute` and which parts it covers, in words ("selective (modules
+ * core_attn layernorm)", "full (the first 2 blocks of each chunk)"). */
+void plan_recompute_describe(const Layout *L, char *buf, size_t len);
+
+/* Blocks of one unit of full recomputation: recompute_layers under
+ * Megatron's uniform method (the unit keeps its first block's input, its
+ * backward rebuilds all of it), else 1. */
+int plan_recompute_unit(const Layout *L);
+
+/* Whether full recomputation covers only some blocks (recompute_layers or
+ * recompute_every), so a block's cost depends on where it sits. */
+bool plan_recompute_partial(const Layout *L);
+
+/* The one rule of which blocks full recomputation rebuilds: the block
+ * chunk_block of its chunk (0-based) that is the rank_block-th block its
+ * rank holds (0-based, over the rank's chunks in order). False unless
+ * `recompute full`; every block when neither recompute_layers (method
+ * block) nor recompute_every is set. */
+bool plan_block_recomputed(const Layout *L, int chunk_block, int rank_block);
+
 #endif /* PLANC_LAYOUT_H */

@@ -23,7 +23,11 @@
  *    opens a gradient bucket, plan_act_kept) times the micro-batches in flight at the
  *    stage's peak (Narayanan et al. 2021 Sec. 2.2; Qi et al. 2023 for
  *    ZB-H1), plus, under recomputation, the one layer whose activations are
- *    rebuilt during its backward.
+ *    rebuilt during its backward (Megatron's uniform method: the unit of
+ *    recompute_layers blocks rebuilt at once). What each recompute setting
+ *    keeps (Megatron's recompute_modules, torchtitan's op list, full
+ *    recomputation of some blocks: recompute_layers, recompute_every) is
+ *    model.c's and cost.c's (costs_of, plan_block_recomputed).
  *  - buffers: p2p send and receive buffers of one activation each; under
  *    ZeRO-3 two gathered layers in the compute dtype (the one computing,
  *    the one prefetched); under ZeRO >= 2 two gradient buckets of the

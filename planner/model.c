@@ -17,6 +17,13 @@
  *    replicated parts 10sbh, tensor-parallel parts 24sbh + 5as^2b; here the
  *    same inventory is written per tensor so GQA, SwiGLU, RMSNorm and fp32
  *    fall out of the same lines.
+ *  - Recomputation: what each of Megatron-Core's recompute_modules drops
+ *    from that inventory and re-runs (megatron/core/transformer/
+ *    transformer_config.py, recompute_modules, Megatron-LM main at
+ *    002526d8), torchtitan's op-level save list (torchtitan/models/llama3/
+ *    infra/parallelize.py, _save_list, torchtitan at 81c12433), full
+ *    recomputation; resolve_redo is the one rule of what a cut keeps
+ *    (act_kept) and re-runs (redo).
  *
  * Notation in comments: s sequence, b micro-batch, h width, a heads,
  * d head dim (h/a unless head_dim is given), h_q = a*d the query width
@@ -395,6 +402,13 @@ static double act_work(PlanLayerWork *w, const PlanCut *c, bool gated, double F,
     return e * F;
 }
 
+/* The pre-norm's forward again (norm_work's forward traffic), in a redo. */
+static void norm_redo(PlanRedo *x, double Th, double e, double r)
+{
+    x->ew += 2 * e * Th * r;
+    x->kernels++;
+}
+
 /* Residual add with (fused) dropout: reads branch and residual, writes the
  * sum and a 1-byte mask; backward reads the gradient (and mask) and writes
  * the branch gradient. Megatron's bias-dropout-add fusion. */
@@ -501,8 +515,43 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
     if (c->flash) core = 4 * bat * s;   /* the log-sum-exp only (Q, K, V, O are in tpart) */
     w->act_none = repl + tpart + core;
-    w->act_selective = repl + tpart;
     w->act_full = e * T * h * r;             /* the block input, 2sbh (Korthikanti) */
+    /* Megatron-Core's recompute_modules (transformer_config.py): core_attn
+     * drops the core's tensors and re-runs the score and context GEMMs and
+     * the softmax (and dropout) kernels; layernorm drops the pre-norm's
+     * output (the QKV input, e T h, /t under SP), re-running the norm */
+    int mods = c->modules ? c->modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
+    double norm_out = e * T * h * r;
+    w->act_selective = (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM) ? repl - norm_out : repl) + tpart +
+                       (mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN) ? 0 : core);
+    PlanRedo *ca = &w->module[PLAN_RC_CORE_ATTN];
+    ca->gemm[1] = ca->gemm[2] = 1;
+    ca->flops = w->flops_core;
+    ca->ew = w->ew_core_fwd;
+    ca->kernels = w->ew_core_fwd > 0 ? 2 : 0;
+    ca->softmax = true;
+    norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
+    /* torchtitan's op-level selective AC (torchtitan/models/llama3/infra/
+     * parallelize.py at 81c12433, _save_list and _custom_policy): a block
+     * keeps its input (e T h, /t under SP) and the outputs of the ops in its save
+     * list — aten.mm except every second one in the block, the SDPA kernel
+     * (output and log-sum-exp), reduce_scatter — and recomputes the rest.
+     * Its attention runs wq, wk, wv, wo as four mms: Q (1st) and V (3rd)
+     * kept, K (2nd) and the output projection (4th) re-run, with the norm,
+     * RoPE and the residual add; the output projection's all-reduce (or,
+     * under SP, the norm's all-gather) runs again, the reduce-scatter's
+     * output is kept. Dropout masks are not in the list: redrawn. */
+    w->act_op = e * T * h * r + e * T * (2 * hq + hkv) / t + 4 * bat * s + (c->sp ? e * T * h * r : 0);
+    PlanRedo *op = &w->op;
+    op->gemm[0] = hkv / (hq + 2 * hkv);
+    op->gemm[3] = 1;
+    op->flops = 2 * T * h * hkv / t + 2 * T * hq * h / t;
+    norm_redo(op, T * h, e, r);
+    if (model_position(m) == POS_ROPE) { op->ew += 2 * e * T * (hq + hkv) / t; op->kernels++; }
+    op->ew += 3 * e * T * h * r;             /* the residual add */
+    op->kernels++;
+    if (c->sp) op->tp.ag = 1;
+    else op->tp.ar = 1;
     /* zb-h1 keeps, from B to W, the gradients of the QKV output (e T
      * (h_q + 2h_kv)/t) and of the block output (e T h, all rows): the W
      * pass's GEMM inputs beside the forward's (codegen's slot: dh, dy),
@@ -534,7 +583,40 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
      * eTf (SwiGLU: gate and up, 2eTf), down input eTf. f = 4h: 21sbh. */
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
     double tpart = ((glu ? 2 : 1) * e * T * f + e * T * f) / t;
-    w->act_none = w->act_selective = repl + tpart;
+    w->act_none = repl + tpart;
+    /* recompute_modules: mlp drops what the MLP keeps inside (tpart) and
+     * re-runs its GEMMs, activation and TP collectives from its input (the
+     * norm's output, which it keeps: Megatron checkpoints self.mlp, after
+     * pre_mlp_layernorm); layernorm drops the norm's output */
+    int mods = c->modules ? c->modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
+    double norm_out = e * T * h * r;
+    bool ln = mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM), whole = mods & PLAN_RC_BIT(PLAN_RC_MLP);
+    w->act_selective = ln && whole ? repl - norm_out : ln ? repl - norm_out + tpart : whole ? repl : repl + tpart;
+    PlanRedo *mr = &w->module[PLAN_RC_MLP];
+    mr->gemm[0] = mr->gemm[1] = 1;
+    mr->flops = w->flops_fwd;
+    mr->ew = (glu ? 3 : 2) * e * T * f / t;  /* the activation, as mlp's ew above */
+    mr->kernels = 1;
+    mr->act_rows = T;
+    mr->tp = c->sp ? (PlanTpColls){ 0, 1, 1 } : (PlanTpColls){ 1, 0, 0 };
+    norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
+    /* torchtitan's op-level AC (attention_work says the rule): the MLP's
+     * mms are the block's 5th, 6th (and 7th): gated, w1 (gate) and w2
+     * (down, its partial sums e T h) kept, w3 (up, half of planc's fused
+     * GEMM) re-run; ungated, the up projection kept, the down re-run. The
+     * norm, the activation and the residual add re-run, as the all-reduce
+     * (SP: the norm's all-gather; the reduce-scatter's output kept). The
+     * MLP's input is rebuilt from the block's (kept by the attention). */
+    w->act_op = e * T * f / t + (glu ? e * T * h : 0) + (c->sp ? e * T * h * r : 0);
+    PlanRedo *op = &w->op;
+    if (glu) { op->gemm[0] = 0.5; op->flops = 2 * T * h * f / t; }
+    else     { op->gemm[1] = 1;   op->flops = 2 * T * f * h / t; }
+    norm_redo(op, T * h, e, r);
+    op->ew += (glu ? 3 : 2) * e * T * f / t + 3 * e * T * h * r;   /* activation, residual add */
+    op->kernels += 2;
+    op->act_rows = T;
+    if (c->sp) op->tp.ag = 1;
+    else op->tp.ar = 1;
     /* under full recomputation a block keeps only its input, at the
      * attention sublayer; a lone MLP keeps its own */
     w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
@@ -626,7 +708,45 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * rank (the top-k weights' gradient reads it). */
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
     double tpart = (up + 1) * e * (Ra + T * S) * f / t;
-    w->act_none = w->act_selective = repl + tpart + 4 * T * E + 12 * T * k + e * (Ra + Ru) * h;
+    double inner = 4 * T * E + 12 * T * k + e * (Ra + Ru) * h;
+    w->act_none = repl + tpart + inner;
+    /* recompute_modules: moe drops all the mixture keeps inside (from its
+     * input, the norm's output) and re-runs its forward, all-to-alls
+     * included; moe_act the routed experts' activation output (the down
+     * projections' input, e Ra f / t; Megatron's output-discarding
+     * checkpoint in experts.py); shared_experts the shared experts' two
+     * tensors per row (up + 1) e T S f / t, re-running their GEMMs and
+     * activation; layernorm the norm's output */
+    int mods = c->modules ? c->modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
+    double norm_out = e * T * h * r;
+    int moe_mods = PLAN_RC_BIT(PLAN_RC_MOE_ACT) | PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS);
+    if (mods & PLAN_RC_BIT(PLAN_RC_MOE)) {
+        w->act_selective = repl;
+    } else if (!(mods & moe_mods)) {
+        w->act_selective = w->act_none;
+    } else {
+        double routed = (up + 1) * e * Ra * f / t, shared = (up + 1) * e * T * S * f / t;
+        if (mods & PLAN_RC_BIT(PLAN_RC_MOE_ACT)) routed = up * e * Ra * f / t;
+        if (mods & PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS)) shared = 0;
+        w->act_selective = repl + routed + shared + inner;
+    }
+    if (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) w->act_selective -= norm_out;
+    w->module[PLAN_RC_MOE].whole = true;
+    w->module[PLAN_RC_MOE].flops = w->flops_fwd;
+    PlanRedo *ma = &w->module[PLAN_RC_MOE_ACT];
+    ma->ew = (up > 1 ? 3 : 2) * e * R * f / t;
+    ma->kernels = 1;
+    ma->act_rows = R;
+    if (S > 0) {
+        PlanRedo *se = &w->module[PLAN_RC_SHARED_EXPERTS];
+        se->gemm[3] = se->gemm[4] = 1;
+        se->flops = 2.0 * T * (up + 1) * f / t * h * S;
+        se->ew = (up > 1 ? 3 : 2) * e * T * S * f / t;
+        se->kernels = 1;
+        se->act_rows = T * S;
+    }
+    norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
+    w->act_op = w->act_none;   /* selective_op with a mixture: refused by sema */
     w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
     w->recomputed = true;
     w->tp_bytes = e * T * h;
@@ -668,6 +788,49 @@ static void sublayer_tp_colls(const PlanCut *c, PlanLayerWork *w)
         if (c->recompute != RECOMPUTE_FULL) w->tp_bwd.ag = 2;
     } else {
         w->tp_fwd.ar = w->tp_bwd.ar = 1;
+    }
+}
+
+/* x += y: a redo made of several. */
+static void redo_add(PlanRedo *x, const PlanRedo *y)
+{
+    for (int i = 0; i < PLAN_MAX_GEMMS; i++) x->gemm[i] += y->gemm[i];
+    x->flops += y->flops;
+    x->ew += y->ew;
+    x->kernels += y->kernels;
+    x->tp.ar += y->tp.ar; x->tp.ag += y->tp.ag; x->tp.rs += y->tp.rs;
+    x->act_rows += y->act_rows;
+    x->softmax |= y->softmax;
+    x->whole |= y->whole;
+}
+
+/* The one rule of what the cut keeps and re-runs: full the layer's input
+ * and its whole forward; selective the modules' sum (core_attn alone when
+ * none are named); selective_op torchtitan's op list; none nothing. */
+static void resolve_redo(const PlanCut *c, PlanLayerWork *w)
+{
+    memset(&w->redo, 0, sizeof w->redo);
+    switch (c->recompute) {
+    case RECOMPUTE_SELECTIVE: {
+        w->act_kept = w->act_selective;
+        if (!w->recomputed) break;
+        int mods = c->modules ? c->modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
+        for (int k = 0; k < PLAN_N_RECOMPUTE_MODULES; k++)
+            if (mods & PLAN_RC_BIT(k)) redo_add(&w->redo, &w->module[k]);
+        if (w->redo.whole) w->redo.flops = w->flops_fwd;   /* a whole forward, once */
+        break;
+    }
+    case RECOMPUTE_SELECTIVE_OP:
+        w->act_kept = w->act_op;
+        if (w->recomputed) w->redo = w->op;
+        break;
+    case RECOMPUTE_FULL:
+        w->act_kept = w->recomputed ? w->act_full : w->act_none;
+        if (w->recomputed) { w->redo.whole = true; w->redo.flops = w->flops_fwd; }
+        break;
+    default:
+        w->act_kept = w->act_none;
+        break;
     }
 }
 
@@ -735,11 +898,8 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
         memset(&w->tp_fwd, 0, sizeof w->tp_fwd);
         memset(&w->tp_bwd, 0, sizeof w->tp_bwd);
     }
-    switch (c->recompute) {
-    case RECOMPUTE_SELECTIVE: w->act_kept = w->act_selective; break;
-    case RECOMPUTE_FULL:      w->act_kept = w->recomputed ? w->act_full : w->act_none; break;
-    default:                  w->act_kept = w->act_none; break;
-    }
+    if (!w->recomputed) w->act_op = w->act_selective = w->act_none;   /* outside the blocks */
+    resolve_redo(c, w);
 }
 
 /* ---- the shared backward scratch -------------------------------------- */
@@ -779,9 +939,9 @@ double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest
  * before it, so the sublayer of each repeated block is worked out once
  * (the one two back, same shape after the same kind of layer, is reused):
  * O(distinct layers) calls to plan_layer_work instead of one per layer. */
-static double forward_flops_per_seq(const Model *m, bool core_only, bool recomputed_only)
+static double forward_flops_per_seq(const Model *m, int recompute, bool recomputed_only)
 {
-    PlanCut c = { .micro_batch = 1, .tp = 1, .sp = false, .recompute = RECOMPUTE_NONE };
+    PlanCut c = { .micro_batch = 1, .tp = 1, .sp = false, .recompute = recompute };
     double f = 0;
     PlanLayerWork ring[2];
     for (int i = 0; i < m->n_layers; i++) {
@@ -789,24 +949,20 @@ static double forward_flops_per_seq(const Model *m, bool core_only, bool recompu
         PlanLayerWork *w = &ring[i % 2];
         if (!(i >= 3 && plan_layer_same_shape(l, l - 2) && plan_layer_same_shape(l - 1, l - 3)))
             plan_layer_work(m, l, i ? l - 1 : NULL, &c, w);
-        if (recomputed_only && !w->recomputed) continue;
-        f += core_only ? w->flops_core : w->flops_fwd;
+        f += recomputed_only ? w->redo.flops : w->flops_fwd;
     }
     return f;
 }
 
 double plan_model_flops_step(const Model *m, int64_t global_batch)
 {
-    return 3.0 * forward_flops_per_seq(m, false, false) * (double)global_batch;
+    return 3.0 * forward_flops_per_seq(m, RECOMPUTE_NONE, false) * (double)global_batch;
 }
 
 double plan_recompute_flops_step(const Model *m, int64_t global_batch, int recompute)
 {
-    if (recompute == RECOMPUTE_FULL)
-        return forward_flops_per_seq(m, false, true) * (double)global_batch;
-    if (recompute == RECOMPUTE_SELECTIVE)
-        return forward_flops_per_seq(m, true, true) * (double)global_batch;
-    return 0;
+    if (recompute == RECOMPUTE_NONE || recompute == PLAN_AUTO) return 0;
+    return forward_flops_per_seq(m, recompute, true) * (double)global_batch;
 }
 
 void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)

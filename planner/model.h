@@ -31,6 +31,8 @@ typedef struct {
     /* RMSNorm, RoPE, the gated activation as eager PyTorch's separate
      * kernels (Software.unfused_*); false: one fused kernel each (planc) */
     bool    unfused_norm, unfused_rope, unfused_swiglu;
+    int     modules;        /* recompute selective: the PLAN_RC_BIT()s recomputed
+                               (plan_recompute_modules); 0 reads as core_attn alone */
 } PlanCut;
 
 /* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */
@@ -51,6 +53,21 @@ typedef struct {
     int ar, ag, rs;
 } PlanTpColls;
 
+/* What recomputing one part of a layer re-runs in its backward: fractions
+ * of the forward GEMMs (gemm[i] of PlanLayerWork.gemm[i]), elementwise
+ * traffic, launches and TP collectives; `whole` is the layer's whole
+ * forward (its TP and EP collectives too). cost.c turns it into seconds. */
+typedef struct {
+    double      gemm[PLAN_MAX_GEMMS];
+    double      flops;          /* forward GEMM FLOPs re-run (HFU counts them) */
+    double      ew;             /* elementwise bytes re-run */
+    int         kernels;        /* their launches */
+    PlanTpColls tp;             /* TP collectives re-run, of tp_bytes each */
+    double      act_rows;       /* rows of the MLP activation re-run (Device.act_fwd) */
+    bool        softmax;        /* the attention softmax re-run (Device.softmax_fwd) */
+    bool        whole;
+} PlanRedo;
+
 /* The work of one layer for one micro-batch on one GPU. */
 typedef struct {
     PlanGemm    gemm[PLAN_MAX_GEMMS];  /* forward GEMMs; backward are derived */
@@ -63,9 +80,14 @@ typedef struct {
     int         ew_kernels;     /* elementwise kernels in the forward */
     int         ew_kernels_bwd; /* ... in the backward (autograd's, where unfused) */
     double      act_none;       /* activation bytes kept for backward, no recompute */
-    double      act_selective;  /* ... with selective recomputation */
+    double      act_selective;  /* ... with selective recomputation of cut.modules */
     double      act_full;       /* ... with full recomputation (layer input only) */
-    double      act_kept;       /* the one of the three that cut.recompute selects */
+    double      act_op;         /* ... under torchtitan's op-level selective AC */
+    double      act_kept;       /* the one of the four that cut.recompute selects */
+    PlanRedo    redo;           /* what the backward re-runs under cut.recompute (model.c's
+                                   module[] and op summed as the cut says) */
+    PlanRedo    module[PLAN_N_RECOMPUTE_MODULES];  /* ... each of Megatron's modules alone */
+    PlanRedo    op;             /* ... torchtitan's op-level selective AC */
     double      act_split;      /* zb-h1: output gradients kept from B to W, on top of act_kept
                                    whatever is recomputed (memory.c adds it for that schedule) */
     double      tp_bytes;       /* bytes of one TP collective (b*s*h*e) */
@@ -207,7 +229,8 @@ double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest
  * forward GEMMs x 3 (backward = 2 x forward), no recomputation. */
 double plan_model_flops_step(const Model *m, int64_t global_batch);
 
-/* Extra forward FLOPs per step that recomputation adds (for HFU). */
+/* Extra forward FLOPs per step that recomputation adds (for HFU), every
+ * block recomputed as `recompute` says (selective: core_attn alone). */
 double plan_recompute_flops_step(const Model *m, int64_t global_batch, int recompute);
 
 /* A short human name for a layer kind ("attention", ...). */

@@ -222,7 +222,26 @@ typedef enum {
     RECOMPUTE_NONE,      /* keep every activation */
     RECOMPUTE_SELECTIVE, /* recompute attention scores/softmax (Korthikanti) */
     RECOMPUTE_FULL,      /* keep only each layer's input; recompute the layer */
+    RECOMPUTE_SELECTIVE_OP, /* torchtitan's op-level selective AC (mode "selective",
+                               selective_ac_option "op"): a block keeps its input and the
+                               outputs of its save list (model.c), recomputes the rest */
 } Recompute;
+
+/* Megatron-Core's --recompute-modules (recompute selective), as bits of
+ * Layout.recompute_modules. ORDER the names in layout.c
+ * (plan_recompute_module_name). */
+typedef enum {
+    PLAN_RC_CORE_ATTN,      /* the attention core: scores, softmax, dropout (Korthikanti) */
+    PLAN_RC_LAYERNORM,      /* the pre-norms' outputs, discarded once their linear ran */
+    PLAN_RC_MLP,            /* the dense MLP sublayer, from its input */
+    PLAN_RC_MOE_ACT,        /* the routed experts' activation output, discarded */
+    PLAN_RC_MOE,            /* the mixture-of-experts sublayer, from its input */
+    PLAN_RC_SHARED_EXPERTS, /* the shared experts, from their input */
+    PLAN_RC_MLA_UP_PROJ,    /* multi-head latent attention's up projection: no MLA here */
+} PlanRecomputeModule;
+#define PLAN_N_RECOMPUTE_MODULES 7
+enum { PLAN_RC_METHOD_BLOCK, PLAN_RC_METHOD_UNIFORM };   /* Layout.recompute_method */
+#define PLAN_RC_BIT(m) (1 << (m))
 
 /* The parallel layout. Any int field may be PLAN_AUTO. */
 typedef struct {
@@ -237,7 +256,31 @@ typedef struct {
     int      ep;                 /* expert-parallel degree, divides dp (MoE models);
                                     PLAN_AUTO: searched; 0 (a Layout built in C
                                     without it) means 1 (plan_ep) */
+    /* which parts are recomputed (0 everywhere: the whole of `recompute`);
+     * a Layout built in C without them gets the defaults */
+    int      recompute_modules;  /* recompute selective: PLAN_RC_BIT()s; 0 = Megatron's
+                                    default, core_attn (plan_recompute_modules) */
+    int      recompute_layers;   /* recompute full: the first N blocks of each chunk are
+                                    recomputed, the others keep everything (Megatron's
+                                    --recompute-method block --recompute-num-layers N);
+                                    0 = every block */
+    int      recompute_method;   /* with recompute_layers: PLAN_RC_METHOD_BLOCK (0, the
+                                    default) or PLAN_RC_METHOD_UNIFORM: every block
+                                    recomputed, in units of recompute_layers blocks that
+                                    keep the first one's input alone (Megatron's
+                                    --recompute-method uniform) */
+    int      recompute_every;    /* recompute full: every N-th block a rank holds is
+                                    recomputed, counted over its chunks in order from 1
+                                    (torchtitan's selective_ac_option "N"); 0 = every block */
 } Layout;
+
+/* The recompute_modules a layout runs with: its bits, or core_attn alone
+ * under `recompute selective` when it names none; 0 under any other. */
+static inline int plan_recompute_modules(const Layout *L)
+{
+    if (L->recompute != RECOMPUTE_SELECTIVE) return 0;
+    return L->recompute_modules ? L->recompute_modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
+}
 
 /* The expert-parallel degree a set layout runs with: ep, or 1 when unset. */
 static inline int plan_ep(const Layout *L)

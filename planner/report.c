@@ -170,14 +170,34 @@ static void print_group(FILE *out, const char *name, PlanGroup g)
     fprintf(out, " (tier %s: %s link)\n", plan_tier_name(t), link[t]);
 }
 
+/* The parts `recompute` covers, top-level keys beside "layout" and only
+ * when the plan names them (the layout object keeps DESIGN.md's keys). */
+static void json_recompute_parts(FILE *out, const Layout *l, const char *nl)
+{
+    if (l->recompute == RECOMPUTE_SELECTIVE && l->recompute_modules) {
+        fprintf(out, "\"recompute_modules\": [");
+        for (int m = 0, k = 0; m < PLAN_N_RECOMPUTE_MODULES; m++)
+            if (l->recompute_modules & PLAN_RC_BIT(m))
+                fprintf(out, "%s\"%s\"", k++ ? ", " : "", plan_recompute_module_name(m));
+        fprintf(out, "],%s", nl);
+    }
+    if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
+        fprintf(out, "\"recompute_layers\": %d, \"recompute_method\": \"%s\",%s", l->recompute_layers,
+                l->recompute_method == PLAN_RC_METHOD_UNIFORM ? "uniform" : "block", nl);
+    if (l->recompute == RECOMPUTE_FULL && l->recompute_every > 0)
+        fprintf(out, "\"recompute_every\": %d,%s", l->recompute_every, nl);
+}
+
 static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_micro)
 {
+    char rc[160];
+    plan_recompute_describe(l, rc, sizeof rc);
     fprintf(out, "layout: dp %d x tp %d x pp %d, zero %d, micro_batch %lld, global_batch %lld "
                  "(%lld micro-batches per pipeline), schedule %s, chunks %d, recompute %s, "
                  "sequence_parallel %s\n",
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             (long long)n_micro, plan_schedule_name(l->schedule), l->chunks,
-            plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "on" : "off");
+            rc, l->sequence_parallel == 1 ? "on" : "off");
     char sw[512];
     plan_software_describe(p, l->zero, sw, sizeof sw);
     fprintf(out, "software: %s\n", sw);
@@ -320,6 +340,7 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     fprintf(out, "\"software\": ");
     plan_software_json(out, p, l->zero);
     fprintf(out, ",%s", nl);
+    json_recompute_parts(out, l, nl);
     /* where each group lands on the tiers (plan_group_tier) */
     static const char *const gname[] = { "tp", "dp", "pp" };
     PlanGroupKind gk[] = { GROUP_TP, GROUP_DP, GROUP_PP };

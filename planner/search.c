@@ -272,7 +272,8 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
     int nb = p->model.n_blocks;
     Layout l = { .dp = 1, .tp = k->tp, .pp = nb, .zero = 0, .micro_batch = k->mb,
                  .global_batch = k->mb, .schedule = SCHED_1F1B, .chunks = 1,
-                 .recompute = k->rec, .sequence_parallel = k->sp, .ep = k->ep };
+                 .recompute = k->rec, .sequence_parallel = k->sp, .ep = k->ep,
+                 .recompute_modules = p->layout.recompute_modules };
     PlanCosts per, whole;
     memset(out, 0, sizeof *out);
     out->key = *k;
@@ -1049,12 +1050,19 @@ static bool enumerate(Ctx *x)
                 if (is_set(L->micro_batch) && L->micro_batch != mb) continue;
                 Layout l = { .dp = (int)dp, .tp = (int)tp, .pp = (int)pp, .zero = 0,
                              .micro_batch = mb, .global_batch = gb, .schedule = SCHED_1F1B,
-                             .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = 1 };
+                             .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = 1,
+                             /* which parts are recomputed: as the plan says (sema: they
+                              * come with a set recompute, never searched) */
+                             .recompute_modules = L->recompute_modules,
+                             .recompute_layers = L->recompute_layers, .recompute_every = L->recompute_every,
+                             .recompute_method = L->recompute_method };
                 if (is_set(L->recompute)) l.recompute = L->recompute;
                 if (is_set(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
                 int n_sh = n_ep ? shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero * n_ep) : 0;
-                for (int rec = 0; ok && n_sh && rec < 3; rec++) {
-                    if (is_set(L->recompute) && L->recompute != rec) continue;
+                /* none, selective, full searched; a set recompute (selective_op
+                 * too) is the only one */
+                int rec_lo = is_set(L->recompute) ? L->recompute : 0, rec_hi = is_set(L->recompute) ? rec_lo + 1 : 3;
+                for (int rec = rec_lo; ok && n_sh && rec < rec_hi; rec++) {
                     for (int sp = 0; ok && sp < 2; sp++) {
                         if (sp && tp == 1) continue;   /* means nothing at tp 1: off (layout.h) */
                         if (is_set(L->sequence_parallel) && tp > 1 && L->sequence_parallel != sp) continue;
@@ -1467,7 +1475,13 @@ bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char 
         snprintf(why, len, "model %s has no transformer block to lay out", p->model.name);
         return false;
     }
-    bool ok = search_once(p, o, s, why, len);
+    /* a block's cost under recompute_layers / recompute_every (and in
+     * the uniform method's units) depends on where it sits in its chunk,
+     * which the bounds' per-block sums (cut_build: one block a chunk)
+     * cannot know: every layout evaluated */
+    PlanSearchOptions whole = *o;
+    if (plan_recompute_partial(&p->layout) || plan_recompute_unit(&p->layout) > 1) whole.prune = false;
+    bool ok = search_once(p, &whole, s, why, len);
     if (ok && s->bound_violations > 0) {
         /* the cost model no longer matches the estimates: be right, not fast */
         int64_t v = s->bound_violations;
@@ -1612,7 +1626,9 @@ void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
 bool plan_search_layout_key(const char *key)
 {
     static const char *const keys[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
-                                        "schedule", "chunks", "recompute", "sequence_parallel", "ep" };
+                                        "schedule", "chunks", "recompute", "sequence_parallel", "ep",
+                                        "recompute_modules", "recompute_layers", "recompute_every",
+                                        "recompute_method" };
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (strcmp(key, keys[i]) == 0) return true;
     return false;
@@ -1626,6 +1642,18 @@ void plan_search_print_layout_block(FILE *out, const Layout *l)
     if (l->schedule == SCHED_INTERLEAVED) fprintf(out, "    chunks %d\n", l->chunks);
     fprintf(out, "    recompute %s\n    sequence_parallel %s\n",
             plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "true" : "false");
+    if (l->recompute == RECOMPUTE_SELECTIVE && l->recompute_modules) {
+        fputs("    recompute_modules", out);
+        for (int m = 0; m < PLAN_N_RECOMPUTE_MODULES; m++)
+            if (l->recompute_modules & PLAN_RC_BIT(m)) fprintf(out, " %s", plan_recompute_module_name(m));
+        fputs("\n", out);
+    }
+    if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
+        fprintf(out, "    recompute_layers %d\n", l->recompute_layers);
+    if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0 && l->recompute_method == PLAN_RC_METHOD_UNIFORM)
+        fputs("    recompute_method uniform\n", out);
+    if (l->recompute == RECOMPUTE_FULL && l->recompute_every > 0)
+        fprintf(out, "    recompute_every %d\n", l->recompute_every);
     if (plan_ep(l) > 1) fprintf(out, "    ep %d\n", l->ep);
     fputs("}\n", out);
 }

@@ -1236,10 +1236,20 @@ static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch"
                                          "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p",
                                          "overlap_tp", "ep", "grad_accum_dtype", "flash_attention",
                                          "grad_accum_fusion", "cross_entropy_fusion", "attention_kernel",
-                                         "software", "fused_norm", "fused_rope", "fused_swiglu", "optimizer" };
+                                         "software", "fused_norm", "fused_rope", "fused_swiglu", "optimizer",
+                                         "recompute_modules", "recompute_layers", "recompute_every",
+                                         "recompute_method" };
 KEYS_FIT(PLAN_KEYS);
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
-static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full" };          /* ORDER Recompute */
+static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full", "selective_op" };   /* ORDER Recompute */
+/* Megatron-Core's --recompute-modules names (megatron/core/transformer/
+ * transformer_config.py, recompute_modules; NVIDIA/Megatron-LM main at
+ * 002526d8). ORDER PlanRecomputeModule */
+static const char *const RECOMPUTE_MODULE_NAMES[] = { "core_attn", "layernorm", "mlp", "moe_act", "moe",
+                                                      "shared_experts", "mla_up_proj" };
+_Static_assert(sizeof RECOMPUTE_MODULE_NAMES / sizeof *RECOMPUTE_MODULE_NAMES == PLAN_N_RECOMPUTE_MODULES,
+               "RECOMPUTE_MODULE_NAMES out of step with PlanRecomputeModule");
+static const char *const RECOMPUTE_METHOD_NAMES[] = { "block", "uniform" };   /* ORDER PLAN_RC_METHOD_ */
 #define ATTN_KERNEL_NAMES plan_attn_kernel_names   /* ORDER PlanAttnKernel (planner/stacks.c) */
 
 /* The plan block's statements, kept for the locations of later checks. */
@@ -1331,6 +1341,93 @@ static void sema_software(Sema *S, const Fields *F, Software *W)
     }
 }
 
+/* What a Megatron-Core module recomputes that the language has no layer
+ * for (transformer_config.py's list), or NULL. */
+static const char *recompute_module_lacks(const char *name)
+{
+    static const struct { const char *name, *what; } LACKS[] = {
+        { "mla_up_proj", "multi-head latent attention's up projection" },
+        { "mhc", "hyper-connections' intermediate activations" },
+        { "gdn", "a gated delta net (linear attention)" },
+        { "gdn_norm_out", "a gated delta net's gated norm output" },
+    };
+    for (int i = 0; i < N_ELEMS(LACKS); i++)
+        if (strcmp(name, LACKS[i].name) == 0) return LACKS[i].what;
+    return NULL;
+}
+
+/* recompute_modules NAME...: Megatron-Core's modules, each once; names
+ * only here (the model's layers are checked in check_layout_model). */
+static void sema_recompute_modules(Sema *S, const DslStmt *st, Layout *L)
+{
+    if (st->kind == DSL_STMT_BLOCK || st->n_args == 0) {
+        entry_value(S, st);   /* says what is wrong */
+        return;
+    }
+    for (const DslValue *v = st->args; v; v = v->next) {
+        int k = v->kind == DSL_VAL_WORD ? key_index(v->text, RECOMPUTE_MODULE_NAMES, PLAN_N_RECOMPUTE_MODULES) : -1;
+        const char *lacks = v->kind == DSL_VAL_WORD ? recompute_module_lacks(v->text) : NULL;
+        if (lacks) {
+            dsl_error(S->d, v->loc, "recompute_modules %s recomputes %s, and the language has none yet", v->text,
+                      lacks);
+            continue;
+        }
+        if (k < 0) {
+            const char *hint = v->kind == DSL_VAL_WORD
+                                   ? dsl_suggest(v->text, RECOMPUTE_MODULE_NAMES, PLAN_N_RECOMPUTE_MODULES) : NULL;
+            dsl_error(S->d, v->loc, "unknown recompute_modules %s (expected core_attn, layernorm, mlp, moe_act, "
+                      "moe or shared_experts: Megatron-Core's --recompute-modules)%s%s%s", shown(S, v),
+                      hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
+            continue;
+        }
+        if (L->recompute_modules & PLAN_RC_BIT(k))
+            dsl_error(S->d, v->loc, "recompute_modules names %s twice", v->text);
+        L->recompute_modules |= PLAN_RC_BIT(k);
+    }
+}
+
+/* Which parts `recompute` covers: recompute_modules (with selective, as
+ * Megatron's --recompute-modules needs --recompute-granularity selective),
+ * recompute_layers N (with full: Megatron's --recompute-method block
+ * --recompute-num-layers N, or with recompute_method uniform its units of
+ * N blocks) or recompute_every N (with full: torchtitan's
+ * selective_ac_option "N", every N-th block), one of the last two. */
+static void sema_recompute_parts(Sema *S, const Fields *F, Layout *L)
+{
+    const DslStmt *mods = field(F, "recompute_modules"), *lay = field(F, "recompute_layers"),
+                  *every = field(F, "recompute_every");
+    int64_t x;
+    if (mods) {
+        sema_recompute_modules(S, mods, L);
+        if (L->recompute != RECOMPUTE_SELECTIVE)
+            dsl_error(S->d, mods->key_loc, "recompute_modules needs 'recompute selective' (Megatron: "
+                      "--recompute-modules with --recompute-granularity selective)");
+    }
+    if (lay && get_int(S, lay, 1, MAX_PAR, false, &x)) {
+        L->recompute_layers = (int)x;
+        if (L->recompute != RECOMPUTE_FULL)
+            dsl_error(S->d, lay->key_loc, "recompute_layers needs 'recompute full' (Megatron: "
+                      "--recompute-granularity full --recompute-method block --recompute-num-layers N)");
+    }
+    const DslStmt *method = field(F, "recompute_method");
+    int e;
+    if (method && get_enum(S, method, RECOMPUTE_METHOD_NAMES, N_ELEMS(RECOMPUTE_METHOD_NAMES), false, &e)) {
+        L->recompute_method = e;
+        if (!lay)
+            dsl_error(S->d, method->key_loc, "recompute_method needs 'recompute_layers N' (Megatron: "
+                      "--recompute-method with --recompute-num-layers)");
+    }
+    if (every && get_int(S, every, 1, MAX_PAR, false, &x)) {
+        L->recompute_every = (int)x;
+        if (L->recompute != RECOMPUTE_FULL)
+            dsl_error(S->d, every->key_loc, "recompute_every needs 'recompute full' (torchtitan: mode "
+                      "\"selective\" with selective_ac_option \"N\" checkpoints every N-th block whole)");
+        else if (lay)
+            dsl_error(S->d, every->key_loc, "recompute_every and recompute_layers (line %d) each choose the "
+                      "blocks full recomputation covers; keep one", lay->key_loc.line);
+    }
+}
+
 /* plan { ... }: every layout field may be absent or `auto` (PLAN_AUTO);
  * only ranges are checked here, the cross-checks come after model and
  * cluster. The software keys go to W. */
@@ -1364,6 +1461,7 @@ static void sema_layout(Sema *S, const DslStmt *p, Layout *L, Software *W, PlanS
         L->recompute = e;
     if ((s = field(F, "sequence_parallel")) && get_bool(S, s, true, &e)) L->sequence_parallel = e;
     if ((s = field(F, "ep")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->ep = (int)x;
+    sema_recompute_parts(S, F, L);
     sema_software(S, F, W);
 }
 
@@ -1372,6 +1470,35 @@ static DslLoc plan_loc(const PlanSrc *src, const char *key)
 {
     const DslStmt *s = field(&src->F, key);
     return s && s->args ? s->args->loc : src->block->key_loc;
+}
+
+/* Whether the model has a layer of kind k (and, for shared experts, any). */
+static bool model_has(const Model *M, LayerKind k, bool shared)
+{
+    for (int i = 0; i < M->n_layers; i++)
+        if (M->layers[i].kind == k && (!shared || M->layers[i].shared > 0)) return true;
+    return false;
+}
+
+/* Recomputation against the model: a module must name a part the model
+ * has (Megatron ignores it silently; here it is a mistake to say), and
+ * torchtitan's op-level rule is counted for dense blocks only. */
+static void check_recompute_model(Sema *S, const Layout *L, const Model *M, const PlanSrc *src)
+{
+    static const struct { int module; LayerKind kind; bool shared; const char *what; } NEEDS[] = {
+        { PLAN_RC_MLP, LAYER_MLP, false, "a dense mlp layer" },
+        { PLAN_RC_MOE_ACT, LAYER_MOE, false, "a moe layer" },
+        { PLAN_RC_MOE, LAYER_MOE, false, "a moe layer" },
+        { PLAN_RC_SHARED_EXPERTS, LAYER_MOE, true, "a moe layer with shared experts" },
+    };
+    for (int i = 0; i < N_ELEMS(NEEDS); i++)
+        if ((L->recompute_modules & PLAN_RC_BIT(NEEDS[i].module)) && !model_has(M, NEEDS[i].kind, NEEDS[i].shared))
+            dsl_error(S->d, plan_loc(src, "recompute_modules"), "recompute_modules %s needs %s; model %s has none",
+                      RECOMPUTE_MODULE_NAMES[NEEDS[i].module], NEEDS[i].what, M->name);
+    if (L->recompute == RECOMPUTE_SELECTIVE_OP && plan_model_has_moe(M))
+        dsl_error(S->d, plan_loc(src, "recompute"), "recompute selective_op is counted for dense blocks only "
+                  "(torchtitan's mixtures run grouped_mm, outside its save list): use selective, full or "
+                  "recompute_modules moe");
 }
 
 /* The divisibility the layout needs against the model (tp against heads,
@@ -1403,6 +1530,7 @@ static void check_layout_model(Sema *S, Layout *L, const Model *M, const PlanSrc
     } else if (!plan_rule_ep(M, L->dp, L->ep, why, sizeof why)) {
         dsl_error(S->d, plan_loc(src, "ep"), "%s", why);
     }
+    check_recompute_model(S, L, M, src);
     /* sequence parallelism cuts the activations over the TP group: with
      * tp 1 there is none, and the layout runs without it */
     if (L->tp == 1 && L->sequence_parallel == 1) {

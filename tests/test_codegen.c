@@ -399,6 +399,10 @@ static void test_template_compiles(void **state)
         { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DPIPELINE=1", NULL },
         { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DROPE=1", NULL },
         { "-DDROPOUT=1", "-DRECOMPUTE_FULL=1", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DLEARNED_POS=0", NULL },
+        { "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", NULL },   /* some blocks: REBUILT[] */
+        { "-DRECOMPUTE_LN=1", "-DSP=1", "-DSPLIT_BWD=1", NULL },   /* recompute_modules layernorm */
+        { "-DRECOMPUTE_LN=1", "-DRECOMPUTE_SELECTIVE=1", "-DHAS_MOE=1", "-DDROPOUT=1", NULL },
+        { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DMLP_SWIGLU=1", NULL },
         { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DUSES_GATHER_PARAMS=1", "-DUSES_SYNC_PARAMS=1", "-DSPLIT_BWD=1", NULL },
@@ -523,6 +527,66 @@ static void test_refusals(void **state)
         if (text) fail_msg("%s: emitted, expected a refusal", bad[i].c.name);
         assert_true(why[0] != '\0');
         assert_non_null(strstr(why, bad[i].needle));
+        dsl_arena_free(&a);
+    }
+}
+
+/* Recomputation: the runtime runs core_attn (today's selective) and full
+ * recomputation of every block or of some (REBUILT[]: recompute_layers,
+ * recompute_every); emit refuses, naming the key, the other Megatron
+ * modules and torchtitan's op-level rule. */
+static void test_recompute_refusals(void **state)
+{
+    (void)state;
+    static const struct { Case c; int mods, layers, every; const char *needle, *has; } cases[] = {
+        { { "sel", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 }, PLAN_RC_BIT(PLAN_RC_CORE_ATTN), 0, 0,
+          NULL, "S.att" },
+        { { "sel", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 }, PLAN_RC_BIT(PLAN_RC_MLP), 0, 0,
+          "recompute_modules mlp: planc's runtime cannot honour it", NULL },
+        { { "sel", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 },
+          PLAN_RC_BIT(PLAN_RC_CORE_ATTN) | PLAN_RC_BIT(PLAN_RC_LAYERNORM), 0, 0, NULL, "norm_rebuilt(L, a);" },
+        { { "ln", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 }, PLAN_RC_BIT(PLAN_RC_LAYERNORM), 0, 0,
+          NULL, "S.lnr" },
+        { { "sel", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE, 16 },
+          PLAN_RC_BIT(PLAN_RC_LAYERNORM) | PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS), 0, 0,
+          "recompute_modules shared_experts: planc's runtime cannot honour it", NULL },
+        { { "op", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_SELECTIVE_OP, 16 }, 0, 0, 0,
+          "recompute selective_op: planc's runtime cannot honour it", NULL },
+        { { "full", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 16 }, 0, 0, 0, NULL, "S.rc" },
+        { { "layers", 1, 1, 2, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 2 }, 0, 1, 0, NULL,
+          "REBUILT[N_LAYERS] = { false, true, true, false, false, true, true, false, false, false, false }" },
+        { { "uniform", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 16 }, 0, 2, -1,
+          "recompute_method uniform: planc's runtime cannot honour it", NULL },
+        { { "every", 1, 1, 2, 0, SCHED_INTERLEAVED, 2, RECOMPUTE_FULL, 2 }, 0, 0, 2, NULL,
+          "REBUILT[N_LAYERS] = { false, false, false, false, false, true, true, true, true, false, false }" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        DslArena a;
+        Plan p;
+        char why[256] = "";
+        size_t n;
+        load_case(&cases[i].c, &a, &p);
+        p.layout.recompute_modules = cases[i].mods;
+        p.layout.recompute_layers = cases[i].layers;
+        p.layout.recompute_every = cases[i].every > 0 ? cases[i].every : 0;
+        if (cases[i].every < 0) p.layout.recompute_method = PLAN_RC_METHOD_UNIFORM;   /* -1: uniform */
+        char *text = emit_text(&p, why, sizeof why, &n);
+        if (cases[i].needle) {
+            if (text) fail_msg("case %zu (%s): emitted, expected a refusal", i, cases[i].c.name);
+            if (!strstr(why, cases[i].needle)) fail_msg("case %zu: '%s' does not name '%s'", i, why, cases[i].needle);
+        } else {
+            if (!text) fail_msg("case %zu (%s): refused: %s", i, cases[i].c.name, why);
+            if (!strstr(text, cases[i].has)) fail_msg("case %zu (%s): no '%s'", i, cases[i].c.name, cases[i].has);
+            /* only a plan that recomputes some blocks has the table; only
+             * one that recomputes the attention core (core_attn, Megatron's
+             * default), its shared scores, and the pre-norms, their buffer */
+            assert_int_equal(strstr(text, "REBUILT[") != NULL, cases[i].layers || cases[i].every);
+            bool core = cases[i].c.recompute == RECOMPUTE_SELECTIVE &&
+                        (!cases[i].mods || (cases[i].mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN)));
+            assert_int_equal(strstr(text, "S.att = act_alloc") != NULL, core);
+            assert_int_equal(strstr(text, "S.lnr") != NULL, (cases[i].mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) != 0);
+        }
+        free(text);
         dsl_arena_free(&a);
     }
 }
@@ -938,6 +1002,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_text_is_escaped),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_software_refusals),
+        cmocka_unit_test(test_recompute_refusals),
         cmocka_unit_test(test_padded_vocab),
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),

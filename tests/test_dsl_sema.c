@@ -293,7 +293,7 @@ static void test_checks(void **state)
           "t.plan:14:33: error: pp 2 x chunks 5 = 10 is more than the 8 transformer blocks of model m", 1, 2 },
         { "plan { dp 2; tp 2; pp 2; chunks 4; schedule interleaved; zero 3; recompute selective }\n", "", 0, 0 },
         { "plan { zero auto; recompute fulll }\n",
-          "t.plan:14:29: error: unknown recompute fulll (expected none, selective, full or auto); did you mean "
+          "t.plan:14:29: error: unknown recompute fulll (expected none, selective, full, selective_op or auto); did you mean "
           "'full'?", 1, 2 },
         { "plan { sequence_parallel maybe }\n",
           "t.plan:14:26: error: 'sequence_parallel' expects true or false or auto, got maybe", 1, 2 },
@@ -730,6 +730,100 @@ static void test_software_stack(void **state)
     }
 }
 
+/* recompute_modules (Megatron-Core's names, with selective), recompute
+ * selective_op, recompute_layers / recompute_every (with full): what they
+ * set, and each refusal with the words that name the fix. */
+static void test_recompute_keys(void **state)
+{
+    (void)state;
+    static const struct { const char *plan; int rec, mods, layers, every; } ok[] = {
+        { "plan { recompute selective }\n", RECOMPUTE_SELECTIVE, 0, 0, 0 },
+        { "plan { recompute selective; recompute_modules core_attn }\n", RECOMPUTE_SELECTIVE,
+          PLAN_RC_BIT(PLAN_RC_CORE_ATTN), 0, 0 },
+        { "plan { recompute selective; recompute_modules layernorm mlp }\n", RECOMPUTE_SELECTIVE,
+          PLAN_RC_BIT(PLAN_RC_LAYERNORM) | PLAN_RC_BIT(PLAN_RC_MLP), 0, 0 },
+        { "plan { recompute selective_op }\n", RECOMPUTE_SELECTIVE_OP, 0, 0, 0 },
+        { "plan { recompute full; recompute_layers 3 }\n", RECOMPUTE_FULL, 0, 3, 0 },
+        { "plan { recompute full; recompute_every 2 }\n", RECOMPUTE_FULL, 0, 0, 2 },
+        { "plan { recompute full; recompute_layers 2; recompute_method uniform }\n", RECOMPUTE_FULL, 0, 2, 0 },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, ok[i].plan);
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        assert_int_equal(r.p.layout.recompute, ok[i].rec);
+        assert_int_equal(r.p.layout.recompute_modules, ok[i].mods);
+        assert_int_equal(r.p.layout.recompute_layers, ok[i].layers);
+        assert_int_equal(r.p.layout.recompute_every, ok[i].every);
+        assert_int_equal(r.p.layout.recompute_method, strstr(ok[i].plan, "uniform") ? PLAN_RC_METHOD_UNIFORM
+                                                                                    : PLAN_RC_METHOD_BLOCK);
+        done(&r);
+        free(text);
+    }
+    /* MODEL is dense: the mixture's modules name nothing it has */
+    static const struct { const char *plan, *msg; } bad[] = {
+        { "plan { recompute selective; recompute_modules core_atn }\n",
+          "unknown recompute_modules core_atn (expected core_attn, layernorm, mlp, moe_act, moe or shared_experts: "
+          "Megatron-Core's --recompute-modules); did you mean 'core_attn'?" },
+        { "plan { recompute selective; recompute_modules mla_up_proj }\n",
+          "recompute_modules mla_up_proj recomputes multi-head latent attention's up projection, and the "
+          "language has none yet" },
+        { "plan { recompute selective; recompute_modules core_attn gdn }\n",
+          "recompute_modules gdn recomputes a gated delta net (linear attention), and the language has none yet" },
+        { "plan { recompute full; recompute_modules mlp }\n",
+          "recompute_modules needs 'recompute selective' (Megatron: --recompute-modules with "
+          "--recompute-granularity selective)" },
+        { "plan { recompute_modules mlp }\n", "recompute_modules needs 'recompute selective'" },
+        { "plan { recompute selective; recompute_modules mlp mlp }\n", "recompute_modules names mlp twice" },
+        { "plan { recompute selective; recompute_modules moe }\n",
+          "recompute_modules moe needs a moe layer; model m has none" },
+        { "plan { recompute selective; recompute_modules 3 }\n", "unknown recompute_modules 3" },
+        { "plan { recompute selective; recompute_layers 2 }\n",
+          "recompute_layers needs 'recompute full' (Megatron: --recompute-granularity full --recompute-method "
+          "block --recompute-num-layers N)" },
+        { "plan { recompute full; recompute_layers 0 }\n", "'recompute_layers' must be between 1 and" },
+        { "plan { recompute none; recompute_every 2 }\n", "recompute_every needs 'recompute full'" },
+        { "plan { recompute full; recompute_layers 1; recompute_every 2 }\n",
+          "recompute_every and recompute_layers (line 14) each choose the blocks full recomputation covers; keep one" },
+        { "plan { recompute selectiv_op }\n", "did you mean 'selective_op'?" },
+        { "plan { recompute full; recompute_method uniform }\n",
+          "recompute_method needs 'recompute_layers N' (Megatron: --recompute-method with --recompute-num-layers)" },
+        { "plan { recompute full; recompute_layers 2; recompute_method uniformly }\n", "did you mean 'uniform'?" },
+        { "plan { recompute_layer 2 }\n", "did you mean 'recompute_layers'?" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, bad[i].plan);
+        run(&r, text);
+        if (r.errors != 1 || !strstr(r.d.first, bad[i].msg)) fprintf(stderr, "bad case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 1);
+        assert_non_null(strstr(r.d.first, bad[i].msg));
+        done(&r);
+        free(text);
+    }
+    /* a mixture: its modules are accepted, torchtitan's op rule is not */
+    static const char MOE[] =
+        "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+        "    repeat 2 { attention { heads 8 }; moe { experts 4; top_k 2; shared 1 } }\n    norm {}\n    lm_head\n}\n";
+    Run r;
+    char *text = cat3(CLUSTER, MOE, "plan { recompute selective; recompute_modules moe_act shared_experts }\n");
+    run(&r, text);
+    if (r.errors) fprintf(stderr, "moe:\n%s", r.diag);
+    assert_int_equal(r.errors, 0);
+    assert_int_equal(r.p.layout.recompute_modules,
+                     PLAN_RC_BIT(PLAN_RC_MOE_ACT) | PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS));
+    done(&r);
+    free(text);
+    text = cat3(CLUSTER, MOE, "plan { recompute selective_op }\n");
+    run(&r, text);
+    assert_int_equal(r.errors, 1);
+    assert_non_null(strstr(r.d.first, "recompute selective_op is counted for dense blocks only"));
+    done(&r);
+    free(text);
+}
+
 /* plan { grad_accum_dtype fp32|bf16|fp16 }: absent, PLAN_AUTO (the model's
  * dtype, plan_grad_dtype); given, that dtype; no `auto`, nothing else. */
 static void test_grad_accum_key(void **state)
@@ -939,6 +1033,7 @@ int main(void)
         cmocka_unit_test(test_knob_errors),
         cmocka_unit_test(test_software_keys),
         cmocka_unit_test(test_software_stack),
+        cmocka_unit_test(test_recompute_keys),
         cmocka_unit_test(test_grad_accum_key),
         cmocka_unit_test(test_dropout_key),
         cmocka_unit_test(test_knob_window_flops),

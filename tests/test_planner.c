@@ -379,6 +379,154 @@ static void test_flops_megatron(void **state)
     }
 }
 
+/* Each recomputed part's bytes and FLOPs, by hand, on a GPT block of
+ * h 64, a 4 (d 16), f 4h = 256, s 32, b 2 (T 64), bf16 (e 2), tp 1, no
+ * dropout, the attention's scores in HBM (attention_kernel math):
+ *  attention keeps (Korthikanti Sec. 4.1's inventory): norm input and QKV
+ *    input 2 e T h = 16384; Q, K, V and the output projection's input
+ *    e T (h + 2h + h) = 32768; the softmax output e b a s^2 = 16384:
+ *    65536. core_attn drops the last (49152), layernorm the QKV input
+ *    e T h = 8192 too (40960). torchtitan's op list keeps the block input
+ *    e T h = 8192, Q, V and the SDPA output e T 3h = 24576 and the
+ *    log-sum-exp 4 b a s = 1024: 33792.
+ *  MLP keeps norm input and up input 16384, the activation's input and
+ *    output 2 e T f = 65536: 81920; mlp drops the last (16384), with
+ *    layernorm 8192; torchtitan's (ungated: mm 5 kept, mm 6 re-run) the
+ *    up projection's output e T f = 32768.
+ *  FLOPs re-run: core_attn the score and context GEMMs 2 x 2 b a s^2 d =
+ *    524288; mlp both GEMMs 2 x 2 T h f = 4194304; op-level the K third
+ *    of QKV and the output projection 2 T h h + 2 T h h = 1048576 and the
+ *    MLP's down projection 2 T f h = 2097152; layernorm none (no GEMM). */
+static void test_recompute_modules_exact(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(1)];
+    Model m;
+    plan_preset_gpt(&m, buf, "g", 1, 64, 4, 32, 256, DTYPE_BF16);
+    const Layer *att = &m.layers[1], *mlp = &m.layers[2];
+    static const struct { int rec, mods; double att, mlp, att_flops, mlp_flops; } T[] = {
+        { RECOMPUTE_NONE, 0, 65536, 81920, 0, 0 },
+        { RECOMPUTE_SELECTIVE, 0, 49152, 81920, 524288, 0 },   /* core_attn, Megatron's default */
+        { RECOMPUTE_SELECTIVE, PLAN_RC_BIT(PLAN_RC_CORE_ATTN), 49152, 81920, 524288, 0 },
+        { RECOMPUTE_SELECTIVE, PLAN_RC_BIT(PLAN_RC_LAYERNORM), 57344, 73728, 0, 0 },
+        { RECOMPUTE_SELECTIVE, PLAN_RC_BIT(PLAN_RC_MLP), 65536, 16384, 0, 4194304 },
+        { RECOMPUTE_SELECTIVE, PLAN_RC_BIT(PLAN_RC_CORE_ATTN) | PLAN_RC_BIT(PLAN_RC_LAYERNORM) |
+                               PLAN_RC_BIT(PLAN_RC_MLP), 40960, 8192, 524288, 4194304 },
+        { RECOMPUTE_SELECTIVE_OP, 0, 33792, 32768, 1048576, 2097152 },
+        { RECOMPUTE_FULL, 0, 8192, 0, 2621440, 4194304 },   /* the block input; every GEMM */
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        PlanCut c = { .micro_batch = 2, .tp = 1, .recompute = T[i].rec, .modules = T[i].mods };
+        PlanLayerWork wa, wm;
+        plan_layer_work(&m, att, &m.layers[0], &c, &wa);
+        plan_layer_work(&m, mlp, att, &c, &wm);
+        if (wa.act_kept != T[i].att || wm.act_kept != T[i].mlp || wa.redo.flops != T[i].att_flops ||
+            wm.redo.flops != T[i].mlp_flops)
+            fprintf(stderr, "case %zu: kept %.0f %.0f, re-run %.0f %.0f FLOPs\n", i, wa.act_kept, wm.act_kept,
+                    wa.redo.flops, wm.redo.flops);
+        assert_true(wa.act_kept == T[i].att && wm.act_kept == T[i].mlp);
+        assert_true(wa.redo.flops == T[i].att_flops && wm.redo.flops == T[i].mlp_flops);
+    }
+    /* A mixture in the MLP's place (Llama's: SwiGLU f 128, RMSNorm; E 4,
+     * top_k 2, one shared expert, dropless: R = T k = 128 rows), h 64:
+     * keeps norm input and output 2 e T h = 16384; per row of the routed
+     * (128) and shared (64) experts the gate-and-up output and the down
+     * input 3 e f: 147456; router logits 4 T E = 1024, top-k 12 T k =
+     * 1536, dispatched and combined rows e (R + R) h = 32768: 199168.
+     * moe keeps its input alone (16384); moe_act drops the routed rows'
+     * activation output e R f = 32768 (166400); shared_experts the shared
+     * rows' 3 e T f = 49152 (150016), re-running their GEMMs 2 T 3f h =
+     * 3145728 FLOPs; moe re-runs the whole forward: router 2 T E h = 32768,
+     * experts 2 R 3f h = 6291456, shared 3145728: 9469952. */
+    Layer lb[PLAN_PRESET_LAYERS(1)];
+    Model mm;
+    plan_preset_llama(&mm, lb, "moe", 1, 64, 4, 4, 128, 32, 256, DTYPE_BF16);
+    Layer *moe = &lb[2];
+    moe->kind = LAYER_MOE;
+    moe->experts = 4; moe->top_k = 2; moe->shared = 1;
+    static const struct { int mods; double kept, flops; } M[] = {
+        { 0, 199168, 0 },
+        { PLAN_RC_BIT(PLAN_RC_MOE), 16384, 9469952 },
+        { PLAN_RC_BIT(PLAN_RC_MOE_ACT), 166400, 0 },
+        { PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS), 150016, 3145728 },
+        { PLAN_RC_BIT(PLAN_RC_MOE_ACT) | PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS) | PLAN_RC_BIT(PLAN_RC_LAYERNORM),
+          199168 - 32768 - 49152 - 8192, 3145728 },
+        { PLAN_RC_BIT(PLAN_RC_MOE) | PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS), 16384, 9469952 },   /* once */
+    };
+    for (size_t i = 0; i < sizeof M / sizeof M[0]; i++) {
+        PlanCut c = { .micro_batch = 2, .tp = 1, .recompute = RECOMPUTE_SELECTIVE, .modules = M[i].mods };
+        PlanLayerWork w;
+        plan_layer_work(&mm, moe, &lb[1], &c, &w);
+        if (w.act_kept != M[i].kept || w.redo.flops != M[i].flops)
+            fprintf(stderr, "moe case %zu: kept %.0f, re-run %.0f FLOPs\n", i, w.act_kept, w.redo.flops);
+        assert_true(w.act_kept == M[i].kept && w.redo.flops == M[i].flops);
+    }
+    /* HFU counts the same redo per step: one sequence is half of b 2 */
+    assert_close(plan_recompute_flops_step(&m, 1, RECOMPUTE_SELECTIVE_OP), (1048576.0 + 2097152) / 2, 0, 1e-15);
+}
+
+/* Full recomputation of some blocks: recompute_layers N rebuilds the first
+ * N of each chunk, recompute_every N each N-th of a rank; the others keep
+ * what recompute none keeps. Four blocks of the model above on one stage:
+ * each recomputed block keeps its input e T h = 8192 instead of 65536 +
+ * 81920, and re-runs its forward, 2621440 + 4194304 FLOPs. */
+static void test_recompute_some_blocks(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Model m;
+    plan_preset_gpt(&m, buf, "g", 4, 64, 4, 32, 256, DTYPE_BF16);
+    Plan p = plan_preset_plan(m, plan_preset_dgx_a100(1), 1, 1, 1, 0, 2, 2, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    PlanCosts none, c;
+    assert_true(plan_costs(&p, &p.layout, &none));
+    static const struct { int layers, every, rebuilt; } T[] = { { 1, 0, 1 }, { 3, 0, 3 }, { 4, 0, 4 },
+                                                                { 9, 0, 4 }, { 0, 2, 2 }, { 0, 3, 1 },
+                                                                { 0, 1, 4 }, { 0, 0, 4 } };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        Layout l = p.layout;
+        l.recompute = RECOMPUTE_FULL;
+        l.recompute_layers = T[i].layers;
+        l.recompute_every = T[i].every;
+        assert_true(plan_costs(&p, &l, &c));
+        double k = T[i].rebuilt;
+        assert_close(c.cost[0].act_kept, none.cost[0].act_kept - k * (65536 + 81920 - 8192), 0, 1e-12);
+        assert_close(c.cost[0].flops_recompute, k * (2621440.0 + 4194304), 0, 1e-12);
+        plan_costs_free(&c);
+    }
+    /* Megatron's uniform method, units of 2 blocks: every block re-runs its
+     * forward; blocks 2 and 4 keep no input (2 x 8192 less than full), and
+     * a unit's backward holds both blocks rebuilt and the second's input:
+     * the rebuild grows from 65536 + 81920 - 8192 to twice that + 8192,
+     * by 147456 */
+    PlanCosts full;
+    Layout lf = p.layout;
+    lf.recompute = RECOMPUTE_FULL;
+    assert_true(plan_costs(&p, &lf, &full));
+    lf.recompute_layers = 2;
+    lf.recompute_method = PLAN_RC_METHOD_UNIFORM;
+    assert_true(plan_costs(&p, &lf, &c));
+    assert_close(c.cost[0].act_kept, full.cost[0].act_kept - 2 * 8192, 0, 1e-12);
+    assert_close(c.cost[0].act_layer_max, full.cost[0].act_layer_max + 147456, 0, 1e-12);
+    assert_close(c.cost[0].flops_recompute, full.cost[0].flops_recompute, 0, 1e-12);
+    plan_costs_free(&c);
+    plan_costs_free(&full);
+    plan_costs_free(&none);
+    /* interleaved, pp 2 x 2 chunks of one block: every 2nd block of a rank
+     * is its second chunk's; the first N of each chunk is every chunk's */
+    Layout l = plan_preset_plan(m, plan_preset_dgx_a100(1), 2, 1, 2, 0, 1, 4, SCHED_INTERLEAVED, 2, RECOMPUTE_FULL, 0).layout;
+    l.recompute_every = 2;
+    assert_true(plan_costs(&p, &l, &c));
+    assert_true(c.cost[0].flops_recompute == 0 && c.cost[1].flops_recompute == 0);
+    assert_true(c.cost[2].flops_recompute > 0 && c.cost[3].flops_recompute > 0);
+    plan_costs_free(&c);
+    l.recompute_every = 0;
+    l.recompute_layers = 1;
+    assert_true(plan_costs(&p, &l, &c));
+    for (int k = 0; k < 4; k++)   /* micro_batch 1: half of b 2 */
+        assert_close(c.cost[k].flops_recompute, (2621440.0 + 4194304) / 2, 0, 1e-12);
+    plan_costs_free(&c);
+}
+
 /* Korthikanti et al. 2022, Table 2, per transformer layer (attention + MLP),
  * which counts dropout 0.1's masks; without dropout (the model's default)
  * the attention-probability mask (a s^2 b bytes) and dropped copy (2 a s^2
@@ -748,7 +896,9 @@ static void test_layout_defaults(void **state)
     assert_int_equal(l.chunks, 1); assert_int_equal(l.recompute, RECOMPUTE_NONE);
     assert_int_equal(l.sequence_parallel, 0);
     p.has_layout = true;
-    p.layout = (Layout){ PLAN_AUTO, 2, 4, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO };
+    p.layout = (Layout){ .dp = PLAN_AUTO, .tp = 2, .pp = 4, .zero = PLAN_AUTO, .micro_batch = 2, .global_batch = PLAN_AUTO,
+                         .schedule = PLAN_AUTO, .chunks = 2, .recompute = PLAN_AUTO, .sequence_parallel = PLAN_AUTO,
+                         .ep = PLAN_AUTO };
     l = plan_layout_defaults(&p);
     assert_int_equal(l.dp, 2); assert_int_equal(l.global_batch, 4);
     assert_int_equal(l.schedule, SCHED_INTERLEAVED);
@@ -1298,8 +1448,8 @@ static void test_comm_hier_and_sp(void **state)
     Layer buf[PLAN_PRESET_LAYERS(2)];
     Model m;
     plan_preset_llama(&m, buf, "l", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
-    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false, false, false, false },
-            b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false, false, false, false };
+    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false, false, false, false, 0 },
+            b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false, false, false, false, 0 };
     PlanLayerWork wa, wb;
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &a, &wa);
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &b, &wb);
@@ -2434,6 +2584,8 @@ int main(void)
         cmocka_unit_test(test_flops_megatron),
         cmocka_unit_test(test_zb_h1_kept),
         cmocka_unit_test(test_activations_korthikanti),
+        cmocka_unit_test(test_recompute_modules_exact),
+        cmocka_unit_test(test_recompute_some_blocks),
         cmocka_unit_test(test_layer_gemm_flops),
         cmocka_unit_test(test_gemm_efficiency),
         cmocka_unit_test(test_bus_factors),

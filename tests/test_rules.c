@@ -259,7 +259,8 @@ static void test_each_rule(void **state)
     (void)state;
     /* llama-odd: layer 1 attention (12 heads, 6 kv heads), layer 2 MLP 2050,
      * seq 999, 6 blocks, vocab 32001 */
-#define L(dp, tp, pp, z, mb, gb, sc, ch, sp) { dp, tp, pp, z, mb, gb, sc, ch, RECOMPUTE_NONE, sp, 1 }
+#define L(dp_, tp_, pp_, z, mb, gb, sc, ch, sp) { .dp = dp_, .tp = tp_, .pp = pp_, .zero = z, .micro_batch = mb, \
+        .global_batch = gb, .schedule = sc, .chunks = ch, .recompute = RECOMPUTE_NONE, .sequence_parallel = sp, .ep = 1 }
     const RuleCase cases[] = {
         { "valid, vocab padded", 2, 8, L(4, 2, 2, 1, 2, 32, SCHED_1F1B, 1, 0), 0, NULL },
         { "kv heads", 2, 8, L(2, 4, 2, 1, 2, 32, SCHED_1F1B, 1, 0), 0,
@@ -316,7 +317,8 @@ static void test_each_rule(void **state)
 static void test_ep_rules(void **state)
 {
     (void)state;
-#define L(dp, tp, ep) { dp, tp, 1, 1, 1, 48, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, ep }
+#define L(dp_, tp_, ep_) { .dp = dp_, .tp = tp_, .pp = 1, .zero = 1, .micro_batch = 1, .global_batch = 48, \
+        .schedule = SCHED_1F1B, .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = ep_ }
     const RuleCase cases[] = {
         { "ep 2 of dp 8", 2, 8, L(8, 2, 2), 0, NULL },
         { "ep 6 of dp 8", 2, 8, L(8, 2, 6), 0, "ep 6 does not divide dp 8" },
@@ -347,10 +349,13 @@ static void test_ep_rules(void **state)
     assert_false(plan_rule_ep(&b.p.model, PLAN_AUTO, 4, NULL, 0));
     assert_true(plan_rule_ep(&b.p.model, 8, PLAN_AUTO, NULL, 0));
     /* a dense model runs with ep 1 whatever the layout says */
-    Layout l = { 8, 2, 1, 1, 1, 32, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, 4 };
+    Layout l = { .dp = 8, .tp = 2, .pp = 1, .zero = 1, .micro_batch = 1, .global_batch = 32, .schedule = SCHED_1F1B,
+                 .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = 4 };
     build(&b, &MODELS[1], cluster(2, 8), l);
     assert_int_equal(plan_layout_defaults(&b.p).ep, 1);
-    build(&b, &MODELS[3], cluster(2, 8), (Layout){ 8, 2, 1, 1, 1, 32, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, 2 });
+    build(&b, &MODELS[3], cluster(2, 8), (Layout){ .dp = 8, .tp = 2, .pp = 1, .zero = 1, .micro_batch = 1,
+                                                   .global_batch = 32, .schedule = SCHED_1F1B, .chunks = 1,
+                                                   .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = 2 });
     assert_int_equal(plan_layout_defaults(&b.p).ep, 2);
 }
 
@@ -420,7 +425,8 @@ static void test_vocab_padded_memory_flops(void **state)
     (void)state;
     static const int64_t TP[] = { 2, 4 };   /* (tp 8 does not divide gpt2-odd's 12 heads) */
     for (int i = 0; i < 2; i++) {
-        Layout l = { 16 / TP[i] / 2, (int)TP[i], 2, 1, 2, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, 1 };
+        Layout l = { .dp = 16 / TP[i] / 2, .tp = (int)TP[i], .pp = 2, .zero = 1, .micro_batch = 2, .global_batch = 64,
+                     .schedule = SCHED_1F1B, .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = 1 };
         ModelCase a = MODELS[0], b = MODELS[0];
         Built x, y;
         build(&x, &a, cluster(2, 8), l);
@@ -650,7 +656,8 @@ static void test_buffer_formula(void **state)
     assert_int_equal((int)plan_pipe_slots(SCHED_INTERLEAVED, 4, 0, 16, 2), 2 * 3 + 4 + 1);
     /* plan_memory's buffers are that formula */
     Built b;
-    Layout l = { 2, 2, 4, 3, 2, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0, 1 };
+    Layout l = { .dp = 2, .tp = 2, .pp = 4, .zero = 3, .micro_batch = 2, .global_batch = 64, .schedule = SCHED_1F1B,
+                 .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = 1 };
     build(&b, &MODELS[1], cluster(2, 8), l);
     PlanCosts c;
     b.p.software.grad_accum_dtype = DTYPE_BF16;

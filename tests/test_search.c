@@ -373,6 +373,59 @@ static void test_results_recheck(void **state)
     }
 }
 
+/* ---- recomputation is given ------------------------------------------ */
+
+/* The parts a plan's recompute covers are given, never searched: every
+ * result carries them (torchtitan's selective_op, Megatron's modules,
+ * recompute_layers in either method, recompute_every), each is what
+ * plan_evaluate says of that layout bit for bit, and the pruned search
+ * equals brute force (for the per-block settings it evaluates every
+ * layout: a block's cost depends on where it sits in its chunk). */
+static void test_recompute_given(void **state)
+{
+    (void)state;
+    static const struct { int rec, mods, layers, method, every; } R[] = {
+        { RECOMPUTE_SELECTIVE_OP, 0, 0, 0, 0 },
+        { RECOMPUTE_SELECTIVE, PLAN_RC_BIT(PLAN_RC_CORE_ATTN) | PLAN_RC_BIT(PLAN_RC_MLP), 0, 0, 0 },
+        { RECOMPUTE_FULL, 0, 1, PLAN_RC_METHOD_BLOCK, 0 },
+        { RECOMPUTE_FULL, 0, 2, PLAN_RC_METHOD_UNIFORM, 0 },
+        { RECOMPUTE_FULL, 0, 0, 0, 2 },
+    };
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
+        Plan p = case_plan(0);
+        p.layout.recompute = R[i].rec;
+        p.layout.recompute_modules = R[i].mods;
+        p.layout.recompute_layers = R[i].layers;
+        p.layout.recompute_method = R[i].method;
+        p.layout.recompute_every = R[i].every;
+        PlanSearch s, b;
+        run(&p, 5, true, false, &s);
+        run(&p, 5, false, false, &b);
+        assert_true(s.n_results > 0);
+        assert_int_equal(s.n_results, b.n_results);
+        for (int k = 0; k < s.n_results; k++) {
+            const Layout *l = &s.results[k].layout;
+            assert_int_equal(l->recompute, R[i].rec);
+            assert_int_equal(l->recompute_modules, R[i].mods);
+            assert_int_equal(l->recompute_layers, R[i].layers);
+            assert_int_equal(l->recompute_method, R[i].method);
+            assert_int_equal(l->recompute_every, R[i].every);
+            assert_true(same_layout(l, &b.results[k].layout));
+            assert_true(s.results[k].step_time == b.results[k].step_time);
+            Plan q = p;
+            q.layout = *l;
+            PlanEval ev;
+            plan_evaluate(&q, &ev);
+            assert_true(ev.valid && ev.feasible);
+            assert_true(ev.step_time == s.results[k].step_time);
+            assert_true(ev.peak_memory == s.results[k].peak_memory);
+            plan_eval_free(&ev);
+        }
+        plan_search_free(&s);
+        plan_search_free(&b);
+    }
+}
+
 /* ---- the software is given ------------------------------------------- */
 
 /* The plan's software settings (overlap_*, grad_accum_fusion) are given, not
@@ -751,6 +804,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_estimates_bound_exact),
         cmocka_unit_test(test_results_recheck),
         cmocka_unit_test(test_software_given),
+        cmocka_unit_test(test_recompute_given),
         cmocka_unit_test(test_constraints),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_cli_write_recheck),
