@@ -970,6 +970,14 @@ static void test_1t_interleaved_fits(void **state)
         assert_true(m->buffers_bytes < (uint64_t)4 * 2048 * 25600 * 2 + (2ull << 30));
     }
     assert_true(ev.stages[0].in_flight > 90);   /* 2 (p - 1) + p + 1 chunk forwards of 2 */
+    /* and the program holds what memory.c counts, stage by stage (2 each) */
+    PlanProgram pr;
+    char why[256];
+    assert_true(plan_lower(&p, &pr, why, sizeof why));
+    for (int s = 0; s < 64; s++)
+        assert_int_equal(plan_pipe_xfer_peak(&pr.stages[s], 64, 2, ev.n_micro),
+                         (int)plan_pipe_xfer_bufs(SCHED_INTERLEAVED, 64, s, ev.n_micro, 2, 0, 6));
+    plan_program_free(&pr);
     plan_eval_free(&ev);
 }
 
