@@ -1255,8 +1255,8 @@ static void grads_done(int layer)
 //@@ slots
 /* ---- activation slots ---------------------------------------------------------
  * prt_pipe hands out one slot per (micro-batch, chunk) in flight; these
- * make and free the layers' part of it, inside the step (a slot whose send
- * is in flight gives its layers' part back at once). prt_mem_alloc is
+ * make and free the layers' part of it, inside the step (its output and
+ * gradient buffers are the pipe's: freed once sent). prt_mem_alloc is
  * stream-ordered on CUDA (prt_alloc), so neither waits for the device. */
 
 typedef struct {
@@ -1682,14 +1682,35 @@ typedef enum {
 #endif
 } OpKind;
 
-/* The activation slot of (mb, chunk), for a forward or backward. */
-static prt_slot *slot_of(int mb, int chunk)
+/* The activation slot of (mb, chunk), for a forward (with the output
+ * buffer it writes and sends), a backward (with the gradient buffer it
+ * reads and writes in place) or a zb-h1 weight pass (neither). */
+typedef enum { FOR_FWD, FOR_BWD, FOR_WEIGHT } SlotUse;
+static prt_slot *slot_of(int mb, int chunk, SlotUse use)
 {
     prt_slot *s = NULL;
     R.mb = mb;
-    CHECK(prt_pipe_slot(R.pipe, mb, chunk, &s));
+    CHECK(use == FOR_FWD ? prt_pipe_fwd_slot(R.pipe, mb, chunk, &s)
+          : use == FOR_BWD ? prt_pipe_bwd_slot(R.pipe, mb, chunk, &s) : prt_pipe_slot(R.pipe, mb, chunk, &s));
     return s;
 }
+
+#if PIPELINE
+/* A transfer op, run or --dry-run alike (a dry pipe moves nothing but
+ * makes and frees the buffers where the real one does). */
+static void pipe_xfer(OpKind kind, int mb, int chunk, int peer)
+{
+    switch (kind) {
+    case SEND_ACT:  CHECK(prt_pipe_send_act(R.pipe, mb, chunk, peer)); break;   /* PP: output -> next stage */
+    case RECV_ACT:  CHECK(prt_pipe_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: input <- previous stage */
+    case SEND_GRAD: CHECK(prt_pipe_send_grad(R.pipe, mb, chunk, peer)); break;  /* PP: input gradient -> previous */
+    case RECV_GRAD: CHECK(prt_pipe_recv_grad(R.pipe, mb, chunk, peer)); break;  /* PP: output gradient <- next */
+    case POST_RECV_ACT:  CHECK(prt_pipe_post_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: NCCL's rules */
+    case POST_RECV_GRAD: CHECK(prt_pipe_post_recv_grad(R.pipe, mb, chunk, peer)); break;
+    default: break;
+    }
+}
+#endif
 
 #if EXPERT_PARALLEL
 /* The experts' group takes the dense model's ZeRO calls too, on its own
@@ -1757,21 +1778,24 @@ static void expert_dry(OpKind kind, int chunk)
 /* --dry-run: an op's allocations and frees alone (prt_mem_dry: addresses,
  * not memory): slots, gradient buckets and gathered layers as the real op
  * makes them; nothing computes, nothing moves, nothing is updated. */
-static void dry_op(OpKind kind, int mb, int chunk)
+static void dry_op(OpKind kind, int mb, int chunk, int peer)
 {
+#if !PIPELINE
+    (void)peer;
+#endif
     switch (kind) {
-    case FWD: slot_of(mb, chunk); CHECK(prt_zero_dry_pass(R.m, chunk, false)); break;
+    case FWD: slot_of(mb, chunk, FOR_FWD); CHECK(prt_zero_dry_pass(R.m, chunk, false)); break;
 #if USES_BWD
     case BWD:
-        slot_of(mb, chunk);
+        slot_of(mb, chunk, FOR_BWD);
         CHECK(prt_zero_grads(R.m, chunk));
         CHECK(prt_zero_dry_pass(R.m, chunk, true));
         break;
 #endif
 #if SPLIT_BWD
-    case BWD_INPUT: slot_of(mb, chunk); CHECK(prt_zero_grads(R.m, chunk)); break;
+    case BWD_INPUT: slot_of(mb, chunk, FOR_BWD); CHECK(prt_zero_grads(R.m, chunk)); break;
     case BWD_WEIGHT:
-        slot_of(mb, chunk);
+        slot_of(mb, chunk, FOR_WEIGHT);
         CHECK(prt_zero_grads(R.m, chunk));
         CHECK(prt_zero_dry_pass(R.m, chunk, true));
         break;
@@ -1785,7 +1809,12 @@ static void dry_op(OpKind kind, int mb, int chunk)
     case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.m, chunk)); break;
 #endif
     case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
-    default:             break;   /* transfers, step-level collectives, the update */
+#if PIPELINE
+    case SEND_ACT: case RECV_ACT: case SEND_GRAD: case RECV_GRAD: case POST_RECV_ACT: case POST_RECV_GRAD:
+        pipe_xfer(kind, mb, chunk, peer);   /* the buffers, not the bytes */
+        break;
+#endif
+    default:             break;   /* step-level collectives, the update */
     }
 #if EXPERT_PARALLEL
     expert_dry(kind, chunk);
@@ -1794,14 +1823,15 @@ static void dry_op(OpKind kind, int mb, int chunk)
 
 static void op(OpKind kind, int mb, int chunk, int peer)
 {
-    if (R.args.dry_run) { dry_op(kind, mb, chunk); return; }
 #if PIPELINE
     /* PP: the queued sends go now, as one group (NCCL: a send ends only once its receive is
-     * posted, so a send never waits behind this op); a receive takes them along itself */
+     * posted, so a send never waits behind this op); a receive takes them along itself.
+     * The sends that completed are freed first (prt_pipe_post) */
     if (kind != SEND_ACT && kind != RECV_ACT && kind != SEND_GRAD && kind != RECV_GRAD && kind != FREE_SLOT &&
         kind != POST_RECV_ACT && kind != POST_RECV_GRAD)
         CHECK(prt_pipe_post(R.pipe));
 #endif
+    if (R.args.dry_run) { dry_op(kind, mb, chunk, peer); return; }
     prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
 #if EXPERT_PARALLEL
     expert_pre(kind, chunk);
@@ -1810,10 +1840,10 @@ static void op(OpKind kind, int mb, int chunk, int peer)
     (void)peer;
 #endif
     switch (kind) {
-    case FWD: chunk_fwd(chunk, slot_of(mb, chunk)); break;
+    case FWD: chunk_fwd(chunk, slot_of(mb, chunk, FOR_FWD)); break;
 #if USES_BWD
     case BWD: {
-        prt_slot *s = slot_of(mb, chunk);
+        prt_slot *s = slot_of(mb, chunk, FOR_BWD);
         CHECK(prt_zero_grads(R.m, chunk));            /* the gradient buffer is free to write */
         chunk_bwd(chunk, s);
         break;
@@ -1821,25 +1851,22 @@ static void op(OpKind kind, int mb, int chunk, int peer)
 #endif
 #if SPLIT_BWD
     case BWD_INPUT: {                                                    /* zb-h1 B: input gradients */
-        prt_slot *s = slot_of(mb, chunk);
+        prt_slot *s = slot_of(mb, chunk, FOR_BWD);
         CHECK(prt_zero_grads(R.m, chunk));            /* embedding and final-norm gradients are written here */
         chunk_bwd_input(chunk, s);
         break;
     }
     case BWD_WEIGHT: {                                                   /* zb-h1 W: weight gradients */
-        prt_slot *s = slot_of(mb, chunk);
+        prt_slot *s = slot_of(mb, chunk, FOR_WEIGHT);
         CHECK(prt_zero_grads(R.m, chunk));            /* the gradient buffer is free to write */
         chunk_bwd_weight(chunk, s);
         break;
     }
 #endif
 #if PIPELINE
-    case SEND_ACT:  CHECK(prt_pipe_send_act(R.pipe, mb, chunk, peer)); break;   /* PP: output -> next stage */
-    case RECV_ACT:  CHECK(prt_pipe_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: input <- previous stage */
-    case SEND_GRAD: CHECK(prt_pipe_send_grad(R.pipe, mb, chunk, peer)); break;  /* PP: input gradient -> previous */
-    case RECV_GRAD: CHECK(prt_pipe_recv_grad(R.pipe, mb, chunk, peer)); break;  /* PP: output gradient <- next */
-    case POST_RECV_ACT:  CHECK(prt_pipe_post_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: NCCL's rules */
-    case POST_RECV_GRAD: CHECK(prt_pipe_post_recv_grad(R.pipe, mb, chunk, peer)); break;
+    case SEND_ACT: case RECV_ACT: case SEND_GRAD: case RECV_GRAD: case POST_RECV_ACT: case POST_RECV_GRAD:
+        pipe_xfer(kind, mb, chunk, peer);
+        break;
 #endif
 #if USES_GATHER_PARAMS
     case GATHER_PARAMS:  CHECK(prt_zero_gather(R.m, chunk)); break;   /* ZeRO-3: all-gather over DP, layer by layer */
@@ -1966,6 +1993,7 @@ static int dry_run(void)
     scratch_alloc();
     CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, EARLY_RECVS, slot_alloc, slot_free, NULL, &R.pipe));
     train_step();
+    CHECK(prt_pipe_flush(R.pipe));
     CHECK(prt_mem_report(R.c, R.args.mem_report ? R.args.mem_report : "/dev/stdout"));
     prt_pipe_free(R.pipe);
     scratch_free();

@@ -28,7 +28,11 @@
  *    keeps (Megatron's recompute_modules, torchtitan's op list, full
  *    recomputation of some blocks: recompute_layers, recompute_every) is
  *    model.c's and cost.c's (costs_of, plan_block_recomputed).
- *  - buffers: p2p send and receive buffers of one activation each; under
+ *  - buffers: the pipeline's transfer buffers of one activation each that
+ *    are alive at once (plan_pipe_xfer_bufs: a stage's output from its
+ *    forward until its send completes, a gradient from its receive until
+ *    its send completes, Megatron-LM's deallocate_output_tensor; the input
+ *    received is the kept activation itself); under
  *    ZeRO-3 two gathered layers in the compute dtype (the one computing,
  *    the one prefetched); under ZeRO >= 2 two gradient buckets of the
  *    largest layer (the one the backward writes, the one being
@@ -51,6 +55,7 @@
 #include "planner/memory.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include "planner/cost.h"
 #include "planner/layout.h"
 #include "planner/model.h"
@@ -165,16 +170,37 @@ double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v)
     return ceil(plan_in_flight(schedule, p, s, m, v) * v - 1e-9);
 }
 
+double plan_pipe_xfer_bufs(int schedule, int p, int s, int64_t m, int v, int zero, int dp)
+{
+    (void)v;
+    if (p <= 1) return 1;   /* the backward's gradient, freed with its slot */
+    if (schedule == SCHED_INTERLEAVED) {
+        /* ops that post the queued sends between a stage's transfers (ZeRO-3's
+         * gathers, ZeRO-2's reduction after each backward over dp > 1) make
+         * p2p_order.c post gradients' receives early, into d made then: the
+         * last stage holds up to p - 2 of them beside its own; two stages
+         * post them early anyway (the second one's d lands before the one it
+         * sends has gone) */
+        bool posts = zero >= 3 || (zero >= 2 && dp > 1);
+        if (m > p && posts) return s == p - 1 && p - 2 > 3 ? p - 2 : 3;
+        return p == 2 && s == 1 && m > p ? 3 : 2;
+    }
+    /* the head sends no output: its d alone (the one sent is freed at the
+     * next receive's call, before the next backward makes one) */
+    if (s == p - 1 && schedule != SCHED_GPIPE) return 1;
+    return 2;   /* the output sent with the gradient received, or two gradients (GPipe's cool-down) */
+}
+
 int plan_pipe_early_recvs(int schedule, int p)
 {
     return schedule == SCHED_INTERLEAVED && p > 1 ? 1 : 0;
 }
 
-uint64_t plan_memory_buffers(double slots, int zero, double p2p_bytes, double layer_params_max,
+uint64_t plan_memory_buffers(double xfers, int zero, double p2p_bytes, double layer_params_max,
                              PlanDtype dtype, PlanDtype gdtype)
 {
     double e = plan_dtype_bytes(dtype), ge = plan_dtype_bytes(gdtype), buf = 0;
-    buf += 2 * slots * p2p_bytes;                        /* each slot's send + receive */
+    buf += xfers * p2p_bytes;                            /* outputs and gradients alive at once */
     if (zero >= 3) buf += 2 * layer_params_max * e;      /* gathered + prefetched layer */
     if (zero >= 2) buf += 2 * layer_params_max * ge;     /* two gradient buckets (ZeRO-1 reduces from the full buffer) */
     return plan_bytes(buf);
@@ -212,9 +238,9 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
         /* + a mixture's all-to-all send and receive buffers (ep > 1),
          * alive during the one layer that runs */
-        double slots = plan_pipe_slots(l->schedule, l->pp, s, c->n_micro, l->chunks);
+        double xfers = plan_pipe_xfer_bufs(l->schedule, l->pp, s, c->n_micro, l->chunks, l->zero, l->dp);
         double early = plan_pipe_early_recvs(l->schedule, l->pp) * p2p;   /* receives posted early */
-        m->buffers_bytes = plan_bytes_add(plan_memory_buffers(slots, l->zero, p2p, layer_max, p->model.dtype,
+        m->buffers_bytes = plan_bytes_add(plan_memory_buffers(xfers, l->zero, p2p, layer_max, p->model.dtype,
                                                               plan_grad_dtype(p)),
                                           plan_bytes_add(plan_bytes(a2a + early),
                                                          plan_memory_grad_transient(p, layer_max)));
@@ -255,4 +281,116 @@ void plan_memory_peaks(const PlanStageProgram *sp, int zero, int op_at[PLAN_MEM_
     }
     int b = p2p > gather ? p2p : gather;
     op_at[PLAN_MEM_BUFFERS] = bucket > b ? bucket : b;
+}
+
+/* ---- the pipeline's transfer buffers, op by op ------------------------
+ * runtime/par/pipe.c makes a stage's output y at its forward (not on the
+ * last virtual stage) and a gradient d at its receive, its early receive
+ * or its backward; a send takes the buffer out of its slot, and the buffer
+ * is freed when the send has completed, which the pipe tests ("reaps") at
+ * every transfer call and before every other op (prt_pipe_post); an unsent
+ * d (the first virtual stage's) goes with its slot. --dry-run frees a
+ * posted send at the first reap after it was posted: the receiver waiting
+ * for it, as in a pipeline's steady state. This walk replays that over a
+ * stage's op list as the generated program issues it (codegen/emit.c:
+ * early receives before the op that posts them, FREE_SLOT after a slot's
+ * last op). */
+
+typedef struct {
+    int   live, most;     /* y and d buffers alive; the most at once */
+    int   queued, posted; /* of them: sends queued, sends posted not reaped */
+    bool *pre_queued;     /* [n_ops] receive i was posted early and is queued, not posted */
+    int  *pre, n_pre;     /* those receives */
+} XferWalk;
+
+static void xfer_alloc(XferWalk *w, bool *have)
+{
+    if (*have) return;
+    *have = true;
+    if (++w->live > w->most) w->most = w->live;
+}
+
+static void xfer_reap(XferWalk *w)
+{
+    w->live -= w->posted;
+    w->posted = 0;
+}
+
+static void xfer_post(XferWalk *w)
+{
+    w->posted += w->queued;
+    w->queued = 0;
+    for (int i = 0; i < w->n_pre; i++) w->pre_queued[w->pre[i]] = false;
+    w->n_pre = 0;
+}
+
+static bool is_xfer(PlanOpKind k)
+{
+    return k == OP_SEND_ACT || k == OP_RECV_ACT || k == OP_SEND_GRAD || k == OP_RECV_GRAD;
+}
+
+int plan_pipe_xfer_peak(const PlanStageProgram *sp, int pp, int chunks, int64_t n_micro)
+{
+    size_t n = (size_t)n_micro * (size_t)(chunks > 0 ? chunks : 1);
+    bool *y = calloc(n ? n : 1, sizeof *y), *d = calloc(n ? n : 1, sizeof *d);
+    int *last = malloc(sizeof *last * (size_t)(sp->n_ops + 1));
+    int *seen = malloc(sizeof *seen * (n ? n : 1)), *pre = malloc(sizeof *pre * (size_t)(sp->n_ops + 1));
+    bool *pq = calloc((size_t)sp->n_ops + 1, sizeof *pq);
+    if (!y || !d || !last || !seen || !pre || !pq) {
+        free(y); free(d); free(last); free(seen); free(pre); free(pq);
+        return -1;
+    }
+    /* the last op of each slot: FREE_SLOT follows it (emit.c's uses_slot) */
+    for (size_t i = 0; i < n; i++) seen[i] = 0;
+    for (int i = sp->n_ops - 1; i >= 0; i--) {
+        const PlanOp *o = &sp->ops[i];
+        last[i] = 0;
+        bool slot = o->kind == OP_FWD || o->kind == OP_BWD || o->kind == OP_BWD_INPUT ||
+                    o->kind == OP_BWD_WEIGHT || is_xfer(o->kind);
+        if (!slot || o->mb < 0) continue;
+        size_t k = (size_t)o->mb * (size_t)chunks + (size_t)o->chunk;
+        if (!seen[k]) last[i] = seen[k] = 1;
+    }
+    XferWalk w = { .pre_queued = pq, .pre = pre };
+    for (int i = 0; i < sp->n_ops; i++) {
+        const PlanOp *o = &sp->ops[i];
+        for (int j = i; j < sp->n_ops; j++) {   /* early receives queued before op i */
+            const PlanOp *q = &sp->ops[j];
+            if (q->prepost != i + 1) continue;
+            xfer_reap(&w);
+            if (q->kind == OP_RECV_GRAD) xfer_alloc(&w, &d[(size_t)q->mb * (size_t)chunks + (size_t)q->chunk]);
+            pq[j] = true;
+            pre[w.n_pre++] = j;
+        }
+        if (!is_xfer(o->kind)) { xfer_reap(&w); xfer_post(&w); }   /* prt_pipe_post */
+        size_t k = o->mb >= 0 ? (size_t)o->mb * (size_t)chunks + (size_t)o->chunk : 0;
+        bool head = o->chunk == chunks - 1 && sp->stage == pp - 1;
+        switch (o->kind) {
+        case OP_FWD:
+            if (!head) xfer_alloc(&w, &y[k]);
+            break;
+        case OP_BWD: case OP_BWD_INPUT:
+            xfer_alloc(&w, &d[k]);
+            break;
+        case OP_SEND_ACT: case OP_SEND_GRAD: {
+            xfer_reap(&w);
+            bool *b = o->kind == OP_SEND_ACT ? &y[k] : &d[k];
+            if (*b) { *b = false; w.queued++; }
+            break;
+        }
+        case OP_RECV_ACT: case OP_RECV_GRAD:
+            xfer_reap(&w);
+            if (o->kind == OP_RECV_GRAD) xfer_alloc(&w, &d[k]);
+            if (!o->prepost || pq[i]) xfer_post(&w);   /* its group, or the one it was queued in */
+            break;
+        default:
+            break;
+        }
+        if (last[i]) {   /* FREE_SLOT: what was not sent */
+            w.live -= y[k] + d[k];
+            y[k] = d[k] = false;
+        }
+    }
+    free(y); free(d); free(last); free(seen); free(pre); free(pq);
+    return w.most;
 }

@@ -32,8 +32,8 @@ typedef struct {
 uint64_t plan_memory_reserve(uint64_t capacity);
 
 /* Pipeline slots alive at once on stage s (planrt's pipe pool keeps one
- * per micro-batch and chunk in flight, each with its send and receive
- * buffers, pp 1 too): plan_in_flight times the chunks v. */
+ * per micro-batch and chunk in flight, each with its input, pp 1 too):
+ * plan_in_flight times the chunks v. */
 double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v);
 
 /* Activation receives a stage posts early at once (planner/p2p_order.c:
@@ -42,13 +42,26 @@ double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v);
  * every stage. plan_program_p2p_order refuses a Program that needs more. */
 int plan_pipe_early_recvs(int schedule, int p);
 
-/* Bytes of one stage's buffers, per GPU: a send and a receive buffer of
- * p2p_bytes for each of `slots` pipeline slots (plan_pipe_slots); under ZeRO-3 two gathered layers (the one
+/* Transfer buffers of one activation (an output y or a gradient d) that
+ * stage s holds at once at its peak, as runtime/par/pipe.c frees them
+ * once sent (Megatron-LM's deallocate_output_tensor in
+ * megatron/core/pipeline_parallel/schedules.py): 1 with pp 1 (the
+ * backward's gradient) and on 1F1B's / zb-h1's last stage, 2 otherwise
+ * (an output being sent beside a gradient received); interleaved, the
+ * gradients whose receives p2p_order.c posts early add theirs (3 on the
+ * second of two stages; under ZeRO-3, or ZeRO-2 over dp > 1, 3 and on
+ * the last stage up to p - 2). ZeRO-3's gathers can leave one fewer
+ * alive; plan_pipe_xfer_peak, the walk of a Program, is never above it
+ * and equal to it under ZeRO 0-2 (tests/test_planner.c). */
+double plan_pipe_xfer_bufs(int schedule, int p, int s, int64_t m, int v, int zero, int dp);
+
+/* Bytes of one stage's buffers, per GPU: `xfers` transfer buffers of
+ * p2p_bytes (plan_pipe_xfer_bufs); under ZeRO-3 two gathered layers (the one
  * computing, the one prefetched; layer_params_max parameters in the compute
  * dtype); under ZeRO >= 2 two gradient buckets of the largest layer in the
  * gradients' dtype gdtype (planner/layout.h's plan_grad_dtype).
  * The one formula: plan_memory() and the search's bounds both call it. */
-uint64_t plan_memory_buffers(double slots, int zero, double p2p_bytes, double layer_params_max,
+uint64_t plan_memory_buffers(double xfers, int zero, double p2p_bytes, double layer_params_max,
                              PlanDtype dtype, PlanDtype gdtype);
 
 /* Bytes of the fresh weight gradient that software without fused
@@ -111,6 +124,15 @@ enum { PLAN_MEM_PARAMS, PLAN_MEM_GRADS, PLAN_MEM_OPTIMIZER, PLAN_MEM_ACTIVATIONS
  * first gather for ZeRO-3's layers, the first backward for ZeRO >= 2's
  * buckets); weights, gradients and AdamW state are the same all step. */
 void plan_memory_peaks(const PlanStageProgram *sp, int zero, int op_at[PLAN_MEM_KINDS]);
+
+/* The most pipeline transfer buffers (outputs y and gradients d of one
+ * activation each) stage sp holds at once, as runtime/par/pipe.c makes
+ * and frees them: y from the forward to its send's completion, d from its
+ * receive (or early receive, or the backward on the last virtual stage) to
+ * its send's completion or, on the first virtual stage, the slot's end; a
+ * posted send counted until the next test of the outbox (prt_pipe_post or
+ * a transfer call), where --dry-run frees it. -1: out of memory. */
+int plan_pipe_xfer_peak(const PlanStageProgram *sp, int pp, int chunks, int64_t n_micro);
 
 /* Fill out[0..pp-1] from a cost table. */
 void plan_memory(const Plan *p, const struct PlanCosts *c, PlanStageMem *out);

@@ -23,8 +23,9 @@
  * posts the next receives with the sends for the same reason), and the
  * run goes on from there (move_to_head: the state a run with that receive
  * posted from the start reaches), until every stage ends its list. A
- * gradient's receive is preferred: it lands in the slot its forward made,
- * an activation's in one of the pipe's early buffers. Receives from one
+ * gradient's receive is preferred: it lands in a gradient buffer of its
+ * slot made at the early post (memory.c's plan_pipe_xfer_bufs counts the
+ * ones alive), an activation's in one of the pipe's early buffers. Receives from one
  * peer keep their order: a receive posted early takes the earlier ones
  * from the same peer with it. The result is each RECV op's `prepost`
  * (program.h), which the code generator emits as POST_RECV_* before the

@@ -709,12 +709,12 @@ static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int
 
 /* Bytes of stage s that depend on the layout's schedule: kept activations
  * times the micro-batches in flight, plus the layer being rebuilt, plus the
- * pipeline slots' send and receive buffers (memory.c's buffers). */
-static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, int s)
+ * pipeline's transfer buffers alive at once (memory.c's buffers). */
+static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, int s, int zero)
 {
     double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) *
                  plan_act_kept(l->schedule, g->act, g->split) + g->rebuild +
-                 2 * plan_pipe_slots(l->schedule, l->pp, s, n_micro, l->chunks) * g->p2p +
+                 plan_pipe_xfer_bufs(l->schedule, l->pp, s, n_micro, l->chunks, zero, l->dp) * g->p2p +
                  plan_pipe_early_recvs(l->schedule, l->pp) * g->p2p;   /* receives posted early */
     return plan_bytes(act);
 }
@@ -729,8 +729,8 @@ static void estimate(Ctx *x, Cand *c, int n)
     int64_t n_micro = plan_micro_batches(&c[0].l);
     for (int st = 0; st < c[0].l.pp; st++) {
         const StageAgg *g = &s->agg[st];
-        uint64_t act = stage_act(&c[0].l, n_micro, g, st);
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n; i++) {   /* (the transfer buffers depend on ZeRO's stage) */
+            uint64_t act = stage_act(&c[0].l, n_micro, g, st, c[i].l.zero);
             uint64_t b = plan_bytes_add(g->fixed[c[i].l.zero], act);
             if (b > peak[i]) peak[i] = b;
         }

@@ -88,8 +88,11 @@ static bool pipe_1f1b(prt_ctx *c, bool old, float *in)
     bool deadlock = false;   /* the first failure's message, before later calls replace it */
 #define STEP(call) do { if (!s) s = (call); if (!s && old) s = prt_pipe_post(p); \
                         if (s && !deadlock) deadlock = says_deadlock(s); } while (0)
+    prt_slot *sl;   /* the no-op forward and backward make the buffers they would write */
     if (stage == 0) {
+        STEP(prt_pipe_fwd_slot(p, 0, 0, &sl));
         STEP(prt_pipe_send_act(p, 0, 0, peer));
+        STEP(prt_pipe_fwd_slot(p, 1, 0, &sl));
         STEP(prt_pipe_send_act(p, 1, 0, peer));
         STEP(prt_pipe_recv_grad(p, 0, 0, peer));
         prt_pipe_done(p, 0, 0);
@@ -97,9 +100,11 @@ static bool pipe_1f1b(prt_ctx *c, bool old, float *in)
         prt_pipe_done(p, 1, 0);
     } else {
         STEP(prt_pipe_recv_act(p, 0, 0, peer));
+        STEP(prt_pipe_bwd_slot(p, 0, 0, &sl));
         STEP(prt_pipe_send_grad(p, 0, 0, peer));
         prt_pipe_done(p, 0, 0);
         STEP(prt_pipe_recv_act(p, 1, 0, peer));
+        STEP(prt_pipe_bwd_slot(p, 1, 0, &sl));
         STEP(prt_pipe_send_grad(p, 1, 0, peer));
         prt_pipe_done(p, 1, 0);
     }

@@ -639,13 +639,13 @@ static void test_sema_device_keys(void **state)
 static void test_buffer_formula(void **state)
 {
     (void)state;
-    /* a send + a receive buffer per pipeline slot, two gathered layers
-     * (ZeRO-3, bf16), two buckets in the gradients' dtype (ZeRO >= 2; ZeRO-1
+    /* the transfer buffers alive at once, two gathered layers (ZeRO-3,
+     * bf16), two buckets in the gradients' dtype (ZeRO >= 2; ZeRO-1
      * reduce-scatters from its full gradient buffer: no buckets) */
-    assert_int_equal(plan_memory_buffers(1, 3, 100, 10, DTYPE_BF16, DTYPE_BF16), 2 * 100 + 2 * 10 * 2 + 2 * 10 * 2);
-    assert_int_equal(plan_memory_buffers(3, 3, 100, 10, DTYPE_BF16, DTYPE_FP32), 6 * 100 + 2 * 10 * 2 + 2 * 10 * 4);
+    assert_int_equal(plan_memory_buffers(2, 3, 100, 10, DTYPE_BF16, DTYPE_BF16), 2 * 100 + 2 * 10 * 2 + 2 * 10 * 2);
+    assert_int_equal(plan_memory_buffers(6, 3, 100, 10, DTYPE_BF16, DTYPE_FP32), 6 * 100 + 2 * 10 * 2 + 2 * 10 * 4);
     assert_int_equal(plan_memory_buffers(0, 0, 100, 10, DTYPE_FP32, DTYPE_FP32), 0);
-    assert_int_equal(plan_memory_buffers(1, 1, 100, 10, DTYPE_FP32, DTYPE_FP32), 2 * 100);
+    assert_int_equal(plan_memory_buffers(2, 1, 100, 10, DTYPE_FP32, DTYPE_FP32), 2 * 100);
     assert_int_equal(plan_memory_buffers(0, 2, 100, 10, DTYPE_FP32, DTYPE_FP32), 2 * 10 * 4);
     /* the slots: one per micro-batch and chunk in flight (1F1B: p - s;
      * interleaved: the warm-up's chunk forwards + 1; pp 1: one) */
@@ -654,6 +654,14 @@ static void test_buffer_formula(void **state)
     assert_int_equal((int)plan_pipe_slots(SCHED_1F1B, 1, 0, 16, 1), 1);
     assert_int_equal((int)plan_pipe_slots(SCHED_GPIPE, 2, 1, 8, 1), 8);
     assert_int_equal((int)plan_pipe_slots(SCHED_INTERLEAVED, 4, 0, 16, 2), 2 * 3 + 4 + 1);
+    /* the transfer buffers do not grow with the micro-batches in flight:
+     * an output is freed once sent (Megatron's deallocate_output_tensor) */
+    assert_int_equal((int)plan_pipe_xfer_bufs(SCHED_1F1B, 4, 0, 16, 1, 3, 2), 2);
+    assert_int_equal((int)plan_pipe_xfer_bufs(SCHED_1F1B, 4, 3, 16, 1, 3, 2), 1);
+    assert_int_equal((int)plan_pipe_xfer_bufs(SCHED_1F1B, 1, 0, 16, 1, 3, 2), 1);
+    assert_int_equal((int)plan_pipe_xfer_bufs(SCHED_GPIPE, 2, 1, 8, 1, 3, 2), 2);
+    assert_int_equal((int)plan_pipe_xfer_bufs(SCHED_INTERLEAVED, 64, 0, 512, 2, 0, 6), 2);
+    assert_int_equal((int)plan_pipe_xfer_bufs(SCHED_INTERLEAVED, 64, 63, 512, 2, 3, 6), 62);   /* early receives */
     /* plan_memory's buffers are that formula */
     Built b;
     Layout l = { .dp = 2, .tp = 2, .pp = 4, .zero = 3, .micro_batch = 2, .global_batch = 64, .schedule = SCHED_1F1B,
@@ -667,7 +675,7 @@ static void test_buffer_formula(void **state)
     for (int s = 0; s < 4; s++) {
         const PlanChunkCost *k = &c.cost[s];
         assert_int_equal(mem[s].buffers_bytes,
-                         plan_memory_buffers(plan_pipe_slots(SCHED_1F1B, 4, s, c.n_micro, 1), 3, k->p2p_bytes,
+                         plan_memory_buffers(plan_pipe_xfer_bufs(SCHED_1F1B, 4, s, c.n_micro, 1, 3, 2), 3, k->p2p_bytes,
                                              (double)k->layer_params_max, DTYPE_BF16, DTYPE_BF16));
     }
     plan_costs_free(&c);
@@ -679,7 +687,7 @@ static void test_buffer_formula(void **state)
     for (int s = 0; s < 4; s++) {
         const PlanChunkCost *k = &c.cost[s];
         assert_int_equal(mem[s].buffers_bytes,
-                         plan_memory_buffers(plan_pipe_slots(SCHED_1F1B, 4, s, c.n_micro, 1), 3, k->p2p_bytes,
+                         plan_memory_buffers(plan_pipe_xfer_bufs(SCHED_1F1B, 4, s, c.n_micro, 1, 3, 2), 3, k->p2p_bytes,
                                              (double)k->layer_params_max, DTYPE_BF16, DTYPE_FP32));
     }
     plan_costs_free(&c);

@@ -229,14 +229,17 @@ prt_status prt_model_export(prt_model *m, const char *root, long step, const cha
 /* ---- pipeline slots and transfers ------------------------------------- */
 
 /* The activations of one (micro-batch, chunk): x, y and d are what the
- * transfers move; acts is what the generated layers keep. */
+ * transfers move; acts is what the generated layers keep. Only x is kept
+ * from forward to backward; y and d are made when needed and leave the
+ * slot with their send, which frees them once it completes (pipe.c). */
 typedef struct prt_slot {
     int          mb, chunk;
-    prt_act     *x;          /* (N, C) input of the chunk */
-    prt_act     *y;          /* (N, C) output of the chunk */
-    prt_act     *d;          /* (N, C) gradient of the output; of the input after backward */
+    prt_act     *x;          /* (N, C) input of the chunk, received into (kept) */
+    prt_act     *y;          /* (N, C) output of the chunk: from prt_pipe_fwd_slot to its send */
+    prt_act     *d;          /* (N, C) gradient of the output; of the input after backward: from
+                                its receive or prt_pipe_bwd_slot to its send (first virtual
+                                stage: to prt_pipe_done) */
     void        *acts;       /* the generated program's per-layer buffers */
-    prt_request *req;        /* a send from this slot in flight */
     prt_request *rreq;       /* a gradient's receive into d posted early (prt_pipe_post_recv_grad;
                                 an activation's goes to the pipe's early buffer instead) */
     bool         rqueued;    /* ... and still queued, not posted yet */
@@ -263,7 +266,11 @@ prt_status prt_pipe_new(prt_ctx *c, int n_micro, int chunks, size_t act_count, b
 void       prt_pipe_free(prt_pipe *p);
 /* The slot of (mb, chunk), taken from the pool on first use in a step. */
 prt_status prt_pipe_slot(prt_pipe *p, int mb, int chunk, prt_slot **out);
-/* Its backward is over: the slot goes back to the pool once its sends are. */
+/* ... for its forward: with y to write (none on the last virtual stage). */
+prt_status prt_pipe_fwd_slot(prt_pipe *p, int mb, int chunk, prt_slot **out);
+/* ... for its backward (zb-h1: its B pass): with d, received or to write. */
+prt_status prt_pipe_bwd_slot(prt_pipe *p, int mb, int chunk, prt_slot **out);
+/* Its backward is over: the slot goes back to the pool (an unsent d freed). */
 void       prt_pipe_done(prt_pipe *p, int mb, int chunk);
 /* Point-to-point with stage `peer` of the PP group, tagged by (mb, the
  * receiving virtual stage): activations forward, gradients backward. A

@@ -5,8 +5,8 @@
  *           4 micro-batches of 2 sequences per DP rank, global batch 16,
  *           recompute none, sequence parallel off
  * predicted by planc for cluster laptop:
- *   stage 0: 258.7 MiB per rank (params 0.2, grads 0.4, optimizer 0.2, activations 1.8)
- *   stage 1: 258.0 MiB per rank (params 0.2, grads 0.3, optimizer 0.2, activations 1.1)
+ *   stage 0: 258.6 MiB per rank (params 0.2, grads 0.4, optimizer 0.2, activations 1.8)
+ *   stage 1: 257.9 MiB per rank (params 0.2, grads 0.3, optimizer 0.2, activations 1.1)
  *   step 34.276 ms, pipeline bubble 37.1 %, 29875 tokens/s (the simulated Program below)
  *
  * How to read it: the parameter table (every tensor, its global shape and
@@ -437,8 +437,8 @@ static void grads_done(int layer)
 
 /* ---- activation slots ---------------------------------------------------------
  * prt_pipe hands out one slot per (micro-batch, chunk) in flight; these
- * make and free the layers' part of it, inside the step (a slot whose send
- * is in flight gives its layers' part back at once). prt_mem_alloc is
+ * make and free the layers' part of it, inside the step (its output and
+ * gradient buffers are the pipe's: freed once sent). prt_mem_alloc is
  * stream-ordered on CUDA (prt_alloc), so neither waits for the device. */
 
 typedef struct {
@@ -614,57 +614,77 @@ typedef enum {
     POST_RECV_GRAD = 19, /* ... of its output gradient; the RECV_* op later waits for it */
 } OpKind;
 
-/* The activation slot of (mb, chunk), for a forward or backward. */
-static prt_slot *slot_of(int mb, int chunk)
+/* The activation slot of (mb, chunk), for a forward (with the output
+ * buffer it writes and sends), a backward (with the gradient buffer it
+ * reads and writes in place) or a zb-h1 weight pass (neither). */
+typedef enum { FOR_FWD, FOR_BWD, FOR_WEIGHT } SlotUse;
+static prt_slot *slot_of(int mb, int chunk, SlotUse use)
 {
     prt_slot *s = NULL;
     R.mb = mb;
-    CHECK(prt_pipe_slot(R.pipe, mb, chunk, &s));
+    CHECK(use == FOR_FWD ? prt_pipe_fwd_slot(R.pipe, mb, chunk, &s)
+          : use == FOR_BWD ? prt_pipe_bwd_slot(R.pipe, mb, chunk, &s) : prt_pipe_slot(R.pipe, mb, chunk, &s));
     return s;
 }
 
-/* --dry-run: an op's allocations and frees alone (prt_mem_dry: addresses,
- * not memory): slots, gradient buckets and gathered layers as the real op
- * makes them; nothing computes, nothing moves, nothing is updated. */
-static void dry_op(OpKind kind, int mb, int chunk)
+/* A transfer op, run or --dry-run alike (a dry pipe moves nothing but
+ * makes and frees the buffers where the real one does). */
+static void pipe_xfer(OpKind kind, int mb, int chunk, int peer)
 {
     switch (kind) {
-    case FWD: slot_of(mb, chunk); CHECK(prt_zero_dry_pass(R.m, chunk, false)); break;
-    case BWD:
-        slot_of(mb, chunk);
-        CHECK(prt_zero_grads(R.m, chunk));
-        CHECK(prt_zero_dry_pass(R.m, chunk, true));
-        break;
-    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.m, chunk)); break;
-    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.m, chunk)); break;
-    case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
-    default:             break;   /* transfers, step-level collectives, the update */
-    }
-}
-
-static void op(OpKind kind, int mb, int chunk, int peer)
-{
-    if (R.args.dry_run) { dry_op(kind, mb, chunk); return; }
-    /* PP: the queued sends go now, as one group (NCCL: a send ends only once its receive is
-     * posted, so a send never waits behind this op); a receive takes them along itself */
-    if (kind != SEND_ACT && kind != RECV_ACT && kind != SEND_GRAD && kind != RECV_GRAD && kind != FREE_SLOT &&
-        kind != POST_RECV_ACT && kind != POST_RECV_GRAD)
-        CHECK(prt_pipe_post(R.pipe));
-    prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
-    switch (kind) {
-    case FWD: chunk_fwd(chunk, slot_of(mb, chunk)); break;
-    case BWD: {
-        prt_slot *s = slot_of(mb, chunk);
-        CHECK(prt_zero_grads(R.m, chunk));            /* the gradient buffer is free to write */
-        chunk_bwd(chunk, s);
-        break;
-    }
     case SEND_ACT:  CHECK(prt_pipe_send_act(R.pipe, mb, chunk, peer)); break;   /* PP: output -> next stage */
     case RECV_ACT:  CHECK(prt_pipe_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: input <- previous stage */
     case SEND_GRAD: CHECK(prt_pipe_send_grad(R.pipe, mb, chunk, peer)); break;  /* PP: input gradient -> previous */
     case RECV_GRAD: CHECK(prt_pipe_recv_grad(R.pipe, mb, chunk, peer)); break;  /* PP: output gradient <- next */
     case POST_RECV_ACT:  CHECK(prt_pipe_post_recv_act(R.pipe, mb, chunk, peer)); break;   /* PP: NCCL's rules */
     case POST_RECV_GRAD: CHECK(prt_pipe_post_recv_grad(R.pipe, mb, chunk, peer)); break;
+    default: break;
+    }
+}
+
+/* --dry-run: an op's allocations and frees alone (prt_mem_dry: addresses,
+ * not memory): slots, gradient buckets and gathered layers as the real op
+ * makes them; nothing computes, nothing moves, nothing is updated. */
+static void dry_op(OpKind kind, int mb, int chunk, int peer)
+{
+    switch (kind) {
+    case FWD: slot_of(mb, chunk, FOR_FWD); CHECK(prt_zero_dry_pass(R.m, chunk, false)); break;
+    case BWD:
+        slot_of(mb, chunk, FOR_BWD);
+        CHECK(prt_zero_grads(R.m, chunk));
+        CHECK(prt_zero_dry_pass(R.m, chunk, true));
+        break;
+    case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.m, chunk)); break;
+    case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.m, chunk)); break;
+    case FREE_SLOT:      prt_pipe_done(R.pipe, mb, chunk); break;
+    case SEND_ACT: case RECV_ACT: case SEND_GRAD: case RECV_GRAD: case POST_RECV_ACT: case POST_RECV_GRAD:
+        pipe_xfer(kind, mb, chunk, peer);   /* the buffers, not the bytes */
+        break;
+    default:             break;   /* step-level collectives, the update */
+    }
+}
+
+static void op(OpKind kind, int mb, int chunk, int peer)
+{
+    /* PP: the queued sends go now, as one group (NCCL: a send ends only once its receive is
+     * posted, so a send never waits behind this op); a receive takes them along itself.
+     * The sends that completed are freed first (prt_pipe_post) */
+    if (kind != SEND_ACT && kind != RECV_ACT && kind != SEND_GRAD && kind != RECV_GRAD && kind != FREE_SLOT &&
+        kind != POST_RECV_ACT && kind != POST_RECV_GRAD)
+        CHECK(prt_pipe_post(R.pipe));
+    if (R.args.dry_run) { dry_op(kind, mb, chunk, peer); return; }
+    prt_trace_begin(R.step, (int)kind, mb, chunk);   /* --trace: the op's start (a flag test otherwise) */
+    switch (kind) {
+    case FWD: chunk_fwd(chunk, slot_of(mb, chunk, FOR_FWD)); break;
+    case BWD: {
+        prt_slot *s = slot_of(mb, chunk, FOR_BWD);
+        CHECK(prt_zero_grads(R.m, chunk));            /* the gradient buffer is free to write */
+        chunk_bwd(chunk, s);
+        break;
+    }
+    case SEND_ACT: case RECV_ACT: case SEND_GRAD: case RECV_GRAD: case POST_RECV_ACT: case POST_RECV_GRAD:
+        pipe_xfer(kind, mb, chunk, peer);
+        break;
     case REDUCE_GRADS:   CHECK(prt_zero_reduce(R.m, chunk)); break;   /* ZeRO-1: reduce-scatter the chunk's gradients over DP into this rank's shard, async */
     case REDUCE_DURING:  CHECK(prt_zero_reduce_during(R.m, chunk)); break;
     case NORM_REDUCE:    CHECK(prt_zero_norm_reduce(R.m, R.step + 1)); break; /* all ranks: squared norm */
@@ -782,6 +802,7 @@ static int dry_run(void)
     scratch_alloc();
     CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, EARLY_RECVS, slot_alloc, slot_free, NULL, &R.pipe));
     train_step();
+    CHECK(prt_pipe_flush(R.pipe));
     CHECK(prt_mem_report(R.c, R.args.mem_report ? R.args.mem_report : "/dev/stdout"));
     prt_pipe_free(R.pipe);
     scratch_free();

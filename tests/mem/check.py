@@ -15,6 +15,11 @@
       activations peak (its highest rank's) less the same layout's without
       the feature equal the plan's difference within 1 % + 64 KiB (item by
       item, not 5 %)
+  check.py buffers CHECK.json MEM.jsonl
+      a --dry-run's buffers (its kind_peak): every rank's equals its stage's
+      buffers_bytes to the byte (the pipeline's transfer buffers, freed once
+      sent, planner/memory.c plan_pipe_xfer_bufs; the early receive
+      buffer; ZeRO's buckets and gathered layers)
   check.py same RUN.jsonl DRY.jsonl
       a --dry-run's report against a real run's of the same executable:
       every rank's peak and each kind's peak within 5 % + 4 MiB
@@ -87,6 +92,17 @@ def check_cuda(check, mem):
         print("  rank %d stage %d: predicted %.1f MiB, dry-run peak %.1f MiB (%+.1f %%) [%s]%s"
               % (r["rank"], r["stage"], p / MIB, m / MIB, 100.0 * (m - p) / p, " ".join(cells),
                  "  MISS (5 %% + 4 MiB: %s)" % ", ".join(miss) if miss else ""))
+    return bad + (seen == 0)
+
+
+def check_buffers(check, mem):
+    st, bad, seen = stages(check), 0, 0
+    for r in reports(mem):
+        seen += 1
+        got, want = r["kind_peak"]["buffers"], st[r["stage"]]["buffers_bytes"]
+        bad += got != want
+        print("  rank %d stage %d: buffers planned %d B, allocated at the dry-run's peak %d B%s"
+              % (r["rank"], r["stage"], want, got, "" if got == want else "  MISS (to the byte)"))
     return bad + (seen == 0)
 
 
@@ -175,6 +191,8 @@ def main(argv):
         bad = check_delta(*argv[2:6])
     elif mode == "same":
         bad = check_same(argv[2], argv[3])
+    elif mode == "buffers":
+        bad = check_buffers(argv[2], argv[3])
     elif mode == "rss":
         bad = check_rss(*argv[2:7])
     else:

@@ -16,6 +16,10 @@
 #      highest rank's) less that of the same layout without dropout equals
 #      the plan's difference within 1 % + 64 KiB (dropout's masks and
 #      dropped probabilities, item by item);
+#  (x) the cases marked x: the CPU executable's --dry-run allocates, at its
+#      peak, exactly the buffers `planc check` counts for its stage (the
+#      pipeline's transfer buffers, freed once sent: memory.c
+#      plan_pipe_xfer_bufs);
 #  (b) the cases marked c, when PRT_CUDA_LIB names the built
 #      libplanrt_cuda.a: the same layout in bf16, built for CUDA, whose
 #      --dry-run runs here without a GPU (no CUDA call before the plan is
@@ -68,6 +72,16 @@ while read -r name np checks body; do
     case "$name" in ''|'#'*) continue ;; esac
     if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
     case "$checks" in *c*) [ -f "${PRT_CUDA_LIB:-}" ] && cuda "$name" "$np" "$body" ;; esac
+    # (x) the cases marked x: the CPU executable's --dry-run buffers, to the byte
+    case "$checks" in *x*)
+        if build "$name-x" "$np" 384 6 "$body" &&
+           timeout 120 $mpirun -np "$np" "$dir/$name-x" --dry-run --mem-report "$dir/$name-x.mem.jsonl" \
+               < /dev/null > "$dir/$name-x.log" 2>&1; then
+            echo "$name (x) the pipeline's buffers, planned vs allocated (--dry-run):"
+            python3 "$here/check.py" buffers "$dir/$name-x.check.json" "$dir/$name-x.mem.jsonl" || fail "$name" "(x)"
+        else
+            fail "$name" "the --dry-run did not run (see $dir/$name-x.log)"
+        fi ;; esac
     case "$checks" in *a*) ;; *) continue ;; esac
     if ! build "$name" "$np" 384 6 "$body" || ! train "$name" "$np"; then
         fail "$name" "build or run failed (see $dir/$name.log)"; continue
