@@ -53,6 +53,9 @@ typedef struct {
     double   fwd_tp, bwd_tp; /* s: TP collectives inside fwd / bwd (on the critical path) */
     double   fwd_ep, bwd_ep; /* s: EP all-to-alls (dispatch, combine) inside fwd / bwd (critical path) */
     double   fwd_ep_bytes, bwd_ep_bytes; /* bytes one rank sends in them */
+    double   fwd_ep_hidden, bwd_ep_hidden; /* s: of fwd_ep / bwd_ep, what overlap_moe_a2a hides
+                                          when the step runs paired with another micro-batch's
+                                          (PlanStep.paired); 0 without it */
     double   recompute;      /* s: recomputed forward inside bwd */
     double   flops_fwd;      /* model FLOPs of the forward */
     double   flops_recompute;/* FLOPs recomputed in the backward */
@@ -174,8 +177,8 @@ double plan_stream_time(const Device *d, double bytes, int kernels);
 
 /* Parameters one GPU's ZeRO shard holds of `params` of which
  * `expert_params` are routed experts: dense ones over dp, experts over
- * their expert-DP group of dp / ep ranks (each rounded up). */
-uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ep);
+ * their expert-DP group of edp ranks (plan_expert_dp; each rounded up). */
+uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int edp);
 
 /* Fill c's weight_bytes, red_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */

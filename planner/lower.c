@@ -47,7 +47,7 @@ bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks)
     c->chunks = chunks;
     double **d[] = { &c->fwd, &c->bwd, &c->bwd_input, &c->bwd_weight, &c->p2p, &c->p2p_bytes,
                      &c->reduce, &c->gather, &c->sync, &c->weight_bytes, &c->red_bytes, &c->fwd_ep,
-                     &c->bwd_ep, &c->fwd_ep_bytes, &c->bwd_ep_bytes };
+                     &c->bwd_ep, &c->fwd_ep_bytes, &c->bwd_ep_bytes, &c->fwd_ep_hidden, &c->bwd_ep_hidden };
     bool ok = true;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) ok &= (*d[i] = calloc(n, sizeof(double))) != NULL;
     ok &= (c->first_layer = calloc(n, sizeof(int))) != NULL;
@@ -65,6 +65,7 @@ void plan_op_costs_free(PlanOpCosts *c)
     free(c->p2p_bytes); free(c->reduce); free(c->gather); free(c->sync); free(c->weight_bytes);
     free(c->red_bytes);
     free(c->fwd_ep); free(c->bwd_ep); free(c->fwd_ep_bytes); free(c->bwd_ep_bytes);
+    free(c->fwd_ep_hidden); free(c->bwd_ep_hidden);
     free(c->first_layer); free(c->end_layer); free(c->layers); free(c->opt);
     free(c->sp_norm); free(c->sp_norm_bytes); free(c->embed); free(c->embed_bytes);
     memset(c, 0, sizeof *c);
@@ -179,6 +180,11 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
     if (kind != OP_BWD_WEIGHT && c->fwd_ep) {
         out[i].ep_dur = kind == OP_FWD ? c->fwd_ep[k] : c->bwd_ep[k];
         out[i].ep_bytes = kind == OP_FWD ? c->fwd_ep_bytes[k] : c->bwd_ep_bytes[k];
+        /* overlap_moe_a2a: a paired step's all-to-alls run beside the
+         * other micro-batch's compute, what they hide off its duration */
+        bool paired = st.paired && (c->schedule == SCHED_1F1B || c->schedule == SCHED_INTERLEAVED);
+        double hid = paired && c->fwd_ep_hidden ? (kind == OP_FWD ? c->fwd_ep_hidden[k] : c->bwd_ep_hidden[k]) : 0;
+        if (hid > 0) { out[i].dur -= hid; out[i].ep_dur -= hid; }
     }
     if (g >= 0) out[g].pair = i;
     if (st.kind == PLAN_STEP_F && has_next)
@@ -309,6 +315,7 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
         oc->weight_bytes[k] = cc->weight_bytes; oc->red_bytes[k] = cc->red_bytes;
         oc->fwd_ep[k] = cc->fwd_ep; oc->bwd_ep[k] = cc->bwd_ep;
         oc->fwd_ep_bytes[k] = cc->fwd_ep_bytes; oc->bwd_ep_bytes[k] = cc->bwd_ep_bytes;
+        oc->fwd_ep_hidden[k] = cc->fwd_ep_hidden; oc->bwd_ep_hidden[k] = cc->bwd_ep_hidden;
         oc->first_layer[k] = pc->chunk[k].first; oc->end_layer[k] = pc->chunk[k].end;
         oc->layers[k] = cc->layers;
     }

@@ -111,7 +111,7 @@ double plan_act_kept(int schedule, double act_kept, double act_split)
     return act_kept + (schedule == SCHED_ZB_H1 ? act_split : 0);
 }
 
-void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int ep,
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int edp,
                         uint64_t *params, uint64_t *grads, uint64_t *opt)
 {
     /* a group of one rank shards nothing: the runtime's effective stage is
@@ -120,7 +120,7 @@ void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, Plan
     plan_model_states(psi - psi_expert, dtype, gdtype, dp > 1 ? zero : 0, dp, params, grads, opt);
     if (psi_expert == 0) return;
     uint64_t p2, g2, o2;
-    int edp = ep > 1 ? dp / ep : dp;   /* the expert-DP group (issue 17's agreed semantics) */
+    if (edp < 1) edp = 1;   /* the expert-DP group (issue 17's agreed semantics; plan_expert_dp) */
     plan_model_states(psi_expert, dtype, gdtype, edp > 1 ? zero : 0, edp, &p2, &g2, &o2);
     *params = plan_bytes_add(*params, p2);
     *grads = plan_bytes_add(*grads, g2);
@@ -202,7 +202,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         }
         m->stage = s;
         m->params = psi;
-        plan_expert_states(psi, psi_e, p->model.dtype, plan_grad_dtype(p), l->zero, l->dp, plan_ep(l),
+        plan_expert_states(psi, psi_e, p->model.dtype, plan_grad_dtype(p), l->zero, l->dp, plan_expert_dp(l),
                            &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
         m->in_flight = plan_in_flight(l->schedule, l->pp, s, c->n_micro, l->chunks);
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);

@@ -87,8 +87,9 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, PlanDtype gdtype, int zero
 double plan_act_kept(int schedule, double act_kept, double act_split);
 /* plan_model_states for psi parameters of which psi_expert are routed
  * experts: the dense ones over dp, the experts over their expert-DP group
- * of dp / ep ranks (Megatron-Core MoE's expert data parallelism). */
-void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int ep,
+ * of edp ranks (plan_expert_dp: tp dp / (etp ep); dp / ep at etp = tp;
+ * Megatron-Core MoE's expert data parallelism). */
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int edp,
                         uint64_t *params, uint64_t *grads, uint64_t *opt);
 
 /* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B

@@ -28,6 +28,9 @@ typedef struct {
     bool    flash;          /* fused attention (plan_flash(Software)) */
     bool    xent_fp32;      /* the loss on an fp32 copy of the logits, Megatron-LM's
                                VocabParallelCrossEntropy (!Software.cross_entropy_fusion) */
+    /* MoE (issue 25) */
+    int     etp;            /* expert-tensor-parallel degree; 0 means tp (plan_etp) */
+    double  imbalance;      /* the busiest EP rank's rows over the mean (>= 1; 0 means 1) */
 } PlanCut;
 
 /* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */
@@ -72,6 +75,9 @@ typedef struct {
     double      ep_count_bytes; /* the token counts exchanged before the dispatch (E int32) */
     int         ep_fwd, ep_bwd; /* all-to-alls of ep_bytes in forward / backward */
     double      a2a_bytes;      /* transient send + receive buffers during the layer */
+    double      ep_token_bytes; /* the tokens this rank dispatches, once each (e T h; the busiest
+                                   rank's under Software.moe_imbalance): what a hierarchical
+                                   dispatcher sends across nodes once per node (comm.c) */
     double      act_scratch;    /* activation bytes alive only while the layer runs, whatever is
                                    recomputed (a MoE layer's backward scratch): in the rebuild term */
 } PlanLayerWork;
@@ -124,9 +130,10 @@ uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *overflo
  * tp); 0 for a layer that is no mixture. */
 uint64_t plan_layer_expert_params(const Model *m, const Layer *l, int tp, bool *overflow);
 
-/* Parameters of one layer on one GPU under (tp, ep): plan_layer_params
- * with the routed experts divided over the ep ranks of the EP group. */
-uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int ep, bool *overflow);
+/* Parameters of one layer on one GPU under (tp, etp, ep): plan_layer_params
+ * with the routed experts split over etp instead of tp and divided over
+ * the ep ranks of the EP group. */
+uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int etp, int ep, bool *overflow);
 
 /* Parameters one token passes through (exact; false on overflow): the
  * total minus, per mixture, the experts - top_k routed experts it skips

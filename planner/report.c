@@ -155,8 +155,17 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
     if (plan_model_has_moe(&p->model)) {   /* issue 17: ep consecutive DP ranks of one TP rank */
         int ep = plan_ep(l);
         fprintf(out, "  ep %d: each GPU holds experts / %d of every mixture; expert gradients over %d "
-                     "DP ranks, dense over %d\n", ep, ep, l->dp / ep, l->dp);
-        print_group(out, "EP", plan_group_shape(p->cluster.gpus_per_node, l->tp, ep));
+                     "DP ranks, dense over %d\n", ep, ep, plan_expert_dp(l), l->dp);
+        if (plan_etp(l) != l->tp)
+            fprintf(out, "  etp %d: each expert split over %d ranks (dense layers over tp %d)\n", plan_etp(l),
+                    plan_etp(l), l->tp);
+        const Software *w = &p->software;
+        fprintf(out, "  moe: dispatcher %s, all-to-alls %s, busiest EP rank %.3g x the mean rows\n",
+                    w->moe_dispatcher == PLAN_MOE_DEEPEP ? "deepep (hierarchical)" : "alltoall",
+                    w->overlap_moe_a2a ? "overlapped with another micro-batch (steady state)"
+                                       : "synchronous inside the layer",
+                    plan_moe_imbalance(w));
+        print_group(out, "EP", plan_ep_group(&p->cluster, plan_etp(l), ep));
     }
 }
 
@@ -243,7 +252,7 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
     fprintf(out, "  %-28s %10.4f   (of which recomputation %.4f)\n", "compute", t->compute, t->recompute);
     fprintf(out, "  %-28s %10.4f   exposed (synchronous)\n", "TP collectives", t->tp);
     if (ev->layout.ep > 1)
-        fprintf(out, "  %-28s %10.4f   exposed (synchronous, dispatch + combine, uniform routing)\n",
+        fprintf(out, "  %-28s %10.4f   exposed (dispatch + combine; how they run: the layout's moe line)\n",
                 "EP all-to-all", t->ep);
     fprintf(out, "  %-28s %10.4f   exposed (blocking sends)\n", "PP send/recv", t->p2p);
     fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "DP gradient reduce",

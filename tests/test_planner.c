@@ -748,7 +748,7 @@ static void test_layout_defaults(void **state)
     assert_int_equal(l.chunks, 1); assert_int_equal(l.recompute, RECOMPUTE_NONE);
     assert_int_equal(l.sequence_parallel, 0);
     p.has_layout = true;
-    p.layout = (Layout){ PLAN_AUTO, 2, 4, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO };
+    p.layout = (Layout){ PLAN_AUTO, 2, 4, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO };
     l = plan_layout_defaults(&p);
     assert_int_equal(l.dp, 2); assert_int_equal(l.global_batch, 4);
     assert_int_equal(l.schedule, SCHED_INTERLEAVED);
@@ -1298,7 +1298,7 @@ static void test_comm_hier_and_sp(void **state)
     Layer buf[PLAN_PRESET_LAYERS(2)];
     Model m;
     plan_preset_llama(&m, buf, "l", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
-    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false }, b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false };
+    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false, 0, 1 }, b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false, 0, 1 };
     PlanLayerWork wa, wb;
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &a, &wa);
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &b, &wb);
