@@ -474,11 +474,7 @@ typedef struct {
     bool     embedding, head;  /* holds the embedding / the head */
 } SegCost;
 
-/* Seconds of an all-to-all of a s that overlap hides behind `cover` s of
- * another micro-batch's compute: what the compute cannot cover stays
- * exposed, and the covered compute runs slower by the SMs the all-to-all
- * takes (plan_overlap_compute, as tp_exposed); never below 0. */
-static double a2a_hidden(double a, double cover, double slow)
+double plan_a2a_hidden(double a, double cover, double slow)
 {
     double exposed = fmax(0, a - cover) + slow * fmin(a, cover);
     return a > exposed ? a - exposed : 0;
@@ -501,8 +497,8 @@ static void moe_a2a_hidden(const Plan *p, PlanGroup epg, SegCost *sc)
     if (!p->software.overlap_moe_a2a || epg.size <= 1 || (sc->fwd_ep <= 0 && sc->bwd_ep <= 0)) return;
     double slow = plan_overlap_compute(&p->cluster, epg) - 1;
     double fwd_compute = sc->fwd - sc->fwd_ep, bwd_compute = sc->bwd - sc->bwd_ep;
-    sc->fwd_ep_hidden = a2a_hidden(sc->fwd_ep, bwd_compute, slow);
-    sc->bwd_ep_hidden = a2a_hidden(sc->bwd_ep, fwd_compute, slow);
+    sc->fwd_ep_hidden = plan_a2a_hidden(sc->fwd_ep, bwd_compute, slow);
+    sc->bwd_ep_hidden = plan_a2a_hidden(sc->bwd_ep, fwd_compute, slow);
 }
 
 /* Why: one rule sums a segment's layers, whether their costs come from

@@ -175,6 +175,13 @@ double plan_gemm_pass_time(const Device *d, double peak, double e, int pass,
  * PLAN_KERNEL_GAP). */
 double plan_stream_time(const Device *d, double bytes, int kernels);
 
+/* Seconds of `a` s of all-to-alls that overlap_moe_a2a hides behind
+ * `cover` s of another micro-batch's compute: exposed = max(0, a - cover)
+ * + slow x min(a, cover) (what the compute cannot cover, plus the covered
+ * compute's slowdown by the SMs the all-to-all takes, slow =
+ * plan_overlap_compute - 1, as tp_exposed), hidden = a - exposed, >= 0. */
+double plan_a2a_hidden(double a, double cover, double slow);
+
 /* Parameters one GPU's ZeRO shard holds of `params` of which
  * `expert_params` are routed experts: dense ones over dp, experts over
  * their expert-DP group of edp ranks (plan_expert_dp; each rounded up). */
