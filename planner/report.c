@@ -289,10 +289,10 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     if (padded) fprintf(out, "\"params_padded\": %llu,%s", (unsigned long long)padded, nl);
     fprintf(out, "\"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %lld, "
                  "\"global_batch\": %lld, \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
-                 "\"sequence_parallel\": %s, \"ep\": %d},%s",
+                 "\"sequence_parallel\": %s, \"ep\": %d, \"etp\": %d},%s",
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
-            l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), nl);
+            l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), plan_etp(l), nl);
     /* where each group lands on the tiers (plan_group_tier) */
     static const char *const gname[] = { "tp", "dp", "pp" };
     PlanGroupKind gk[] = { GROUP_TP, GROUP_DP, GROUP_PP };

@@ -1066,6 +1066,12 @@ static bool enumerate(Ctx *x)
                 int n_sh = n_ep ? shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero * n_ep) : 0;
                 for (int rec = 0; ok && n_sh && rec < 3; rec++) {
                     if (is_set(L->recompute) && L->recompute != rec) continue;
+                    /* layout.c's rule: overlap_moe_a2a runs without full recomputation */
+                    if (!plan_rule_moe_overlap(&p->software, SCHED_INTERLEAVED, 2, rec, NULL, 0)) {
+                        x->s->considered += (int64_t)n_sh * n_zero * n_ep * n_sp;
+                        x->s->dropped.invalid += (int64_t)n_sh * n_zero * n_ep * n_sp;
+                        continue;
+                    }
                     for (int sp = 0; ok && sp < 2; sp++) {
                         if (sp && tp == 1) continue;   /* means nothing at tp 1: off (layout.h) */
                         if (is_set(L->sequence_parallel) && tp > 1 && L->sequence_parallel != sp) continue;
