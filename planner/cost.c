@@ -789,6 +789,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     out->reduce_after_flush = !p->software.overlap_grad_reduce;
     out->p2p_blocking = !p->software.overlap_p2p;
     out->param_overlap = plan_param_overlap(p, l->zero);
+    out->warmup_extra = plan_warmup_extra(p, l);
     out->n_micro = plan_micro_batches(l);
     out->n_chunks = l->pp * l->chunks;
     out->chunk = calloc((size_t)out->n_chunks, sizeof *out->chunk);

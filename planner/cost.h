@@ -102,6 +102,7 @@ typedef struct PlanCosts {
     bool           p2p_blocking;       /* !Plan.software.overlap_p2p */
     bool           param_overlap;      /* Plan.software.overlap_param_gather */
     double         overlap_compute;    /* the DP link's Link.overlap_compute (PlanProgram's) */
+    int            warmup_extra;       /* plan_warmup_extra: overlap_moe_a2a's warm-up forward */
 } PlanCosts;
 
 /* The model's layers by shape, built once per model (O(layers)): layer

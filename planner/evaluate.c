@@ -70,7 +70,7 @@ static double paired_hidden(const PlanCosts *c, int s, int v, const PlanChunkCos
     int n = (int)(2 * c->n_micro * (l->schedule == SCHED_INTERLEAVED ? l->chunks : 1));
     double h = 0;
     for (int i = 0; i < n; i++) {
-        PlanStep st = plan_schedule_step(l->schedule, l->pp, s, c->n_micro, l->chunks, i);
+        PlanStep st = plan_schedule_step_x(l->schedule, l->pp, s, c->n_micro, l->chunks, c->warmup_extra, i);
         if (st.paired && st.chunk == v) h += st.kind == PLAN_STEP_F ? k->fwd_ep_hidden : k->bwd_ep_hidden;
     }
     return h;

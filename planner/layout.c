@@ -62,6 +62,18 @@ double plan_moe_imbalance(const Software *w)
     return w->moe_imbalance > 1 ? w->moe_imbalance : 1.0;
 }
 
+int plan_warmup_extra(const Plan *p, const Layout *l)
+{
+    /* Megatron-Core, schedules.py (get_pp_rank_microbatches): "if
+     * config.overlap_moe_expert_parallel_comm: num_warmup_microbatches += 1"
+     * under interleaving, so that each steady step's forward and backward
+     * are of different micro-batches; without a pipeline the combined
+     * 1F1B (combined_1f1b_schedule_for_no_pipelining) runs F(0), then F(i+1)
+     * with B(i): one warm-up forward, the same */
+    if (!p->software.overlap_moe_a2a || plan_ep(l) <= 1 || !plan_model_has_moe(&p->model)) return 0;
+    return l->schedule == SCHED_INTERLEAVED || (l->schedule == SCHED_1F1B && l->pp == 1) ? 1 : 0;
+}
+
 int plan_expert_dp(const Layout *l)
 {
     int64_t cell = (int64_t)plan_etp(l) * plan_ep(l), dense = (int64_t)l->tp * l->dp;

@@ -88,6 +88,11 @@ bool plan_rule_ep(const Model *m, int dp, int tp, int etp, int ep, char *why, si
 /* overlap_moe_a2a (Megatron-Core's combined 1F1B) runs under 1f1b without
  * a pipeline or interleaved with one, and not with full recomputation. */
 bool plan_rule_moe_overlap(const Software *w, int schedule, int pp, int recompute, char *why, size_t len);
+/* The forwards overlap_moe_a2a adds to a stage's warm-up (0 or 1): one
+ * under the interleaved schedule and under 1f1b without a pipeline, with
+ * ep > 1 (Megatron-Core's combined 1F1B); the schedule (PlanOpCosts.
+ * warmup_extra) and the memory model (plan_in_flight_x) read it. */
+int plan_warmup_extra(const Plan *p, const Layout *l);
 /* The size of the expert-DP group (the ranks holding the same experts):
  * tp x dp / (etp x ep), 1 where that does not divide. */
 int plan_expert_dp(const Layout *l);

@@ -306,6 +306,7 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
     oc->p2p_blocking = pc->p2p_blocking;
     oc->param_overlap = pc->param_overlap;
     oc->overlap_compute = pc->overlap_compute;
+    oc->warmup_extra = pc->warmup_extra;
     for (int k = 0; k < pc->n_chunks; k++) {
         const PlanChunkCost *cc = &pc->cost[k];
         oc->fwd[k] = cc->fwd; oc->bwd[k] = cc->bwd;

@@ -129,14 +129,20 @@ void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, Plan
 
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
 {
+    return plan_in_flight_x(schedule, p, s, m, v, 0);
+}
+
+double plan_in_flight_x(int schedule, int p, int s, int64_t m, int v, int extra)
+{
     double dm = (double)m;
     switch (schedule) {
     case SCHED_GPIPE:
         return dm;
     case SCHED_INTERLEAVED: {
-        /* Megatron: warm-up 2(p-s-1) + (v-1)p chunk forwards, + 1 in steady
-         * state; with m == p every forward runs in the warm-up */
-        double n = m == p ? dm * v : 2.0 * (p - s - 1) + (double)(v - 1) * p + 1;
+        /* Megatron: warm-up 2(p-s-1) + (v-1)p chunk forwards (+ extra,
+         * overlap_moe_a2a), + 1 in steady state; with m == p every forward
+         * runs in the warm-up */
+        double n = m == p ? dm * v : 2.0 * (p - s - 1) + (double)(v - 1) * p + extra + 1;
         return fmin(n, dm * v) / v;
     }
     case SCHED_ZB_H1:
@@ -145,7 +151,7 @@ double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
          * slot_alloc/free), with the B-to-W gradients (plan_act_kept) */
         return fmin((double)p, dm);
     default:   /* 1F1B */
-        return fmin((double)(p - s), dm);
+        return fmin((double)(p - s + extra), dm);
     }
 }
 
@@ -158,7 +164,12 @@ uint64_t plan_bytes(double x)
 
 double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v)
 {
-    return ceil(plan_in_flight(schedule, p, s, m, v) * v - 1e-9);
+    return plan_pipe_slots_x(schedule, p, s, m, v, 0);
+}
+
+double plan_pipe_slots_x(int schedule, int p, int s, int64_t m, int v, int extra)
+{
+    return ceil(plan_in_flight_x(schedule, p, s, m, v, extra) * v - 1e-9);
 }
 
 int plan_pipe_early_recvs(int schedule, int p)
@@ -204,11 +215,12 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         m->params = psi;
         plan_expert_states(psi, psi_e, p->model.dtype, plan_grad_dtype(p), l->zero, l->dp, plan_expert_dp(l),
                            &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
-        m->in_flight = plan_in_flight(l->schedule, l->pp, s, c->n_micro, l->chunks);
+        int extra = plan_warmup_extra(p, l);   /* overlap_moe_a2a's warm-up forward */
+        m->in_flight = plan_in_flight_x(l->schedule, l->pp, s, c->n_micro, l->chunks, extra);
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
         /* + a mixture's all-to-all send and receive buffers (ep > 1),
          * alive during the one layer that runs */
-        double slots = plan_pipe_slots(l->schedule, l->pp, s, c->n_micro, l->chunks);
+        double slots = plan_pipe_slots_x(l->schedule, l->pp, s, c->n_micro, l->chunks, extra);
         double early = plan_pipe_early_recvs(l->schedule, l->pp) * p2p;   /* receives posted early */
         m->buffers_bytes = plan_bytes_add(plan_memory_buffers(slots, l->zero, p2p, layer_max, p->model.dtype,
                                                               plan_grad_dtype(p)),

@@ -124,6 +124,8 @@ typedef struct {
                                      their compute layer by layer; ZeRO-1/2's all-gather
                                      becomes a gather before each chunk's first forward */
     double  overlap_compute;      /* PlanProgram.overlap_compute */
+    int     warmup_extra;         /* forwards added to each stage's warm-up (plan_warmup_extra:
+                                     overlap_moe_a2a); 0 */
 } PlanOpCosts;
 
 /* One compute micro-step of a stage's schedule: the forward, the backward

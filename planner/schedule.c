@@ -67,10 +67,15 @@ static Step interleaved_step(int p, int v, int k, bool fwd)
  * when m == p), at most T. */
 PlanStep plan_schedule_step(int schedule, int p, int s, int64_t m, int v, int i)
 {
+    return plan_schedule_step_x(schedule, p, s, m, v, 0, i);
+}
+
+PlanStep plan_schedule_step_x(int schedule, int p, int s, int64_t m, int v, int extra, int i)
+{
     int T = schedule == SCHED_INTERLEAVED ? (int)m * v : (int)m;
     int w = schedule == SCHED_GPIPE ? T
-          : schedule == SCHED_INTERLEAVED ? (m == p ? T : 2 * (p - s - 1) + (v - 1) * p)
-          : p - s - 1;
+          : schedule == SCHED_INTERLEAVED ? (m == p ? T : 2 * (p - s - 1) + (v - 1) * p + extra)
+          : p - s - 1 + extra;
     if (w > T) w = T;
     bool fwd;
     int idx, j = i - w;
@@ -285,7 +290,7 @@ bool plan_schedule_steps(const PlanOpCosts *c, PlanStep **order, int *len)
     if (c->schedule == SCHED_ZB_H1) return zb_h1_memo(c, order, len);
     int n = 2 * m * (c->schedule == SCHED_INTERLEAVED ? v : 1);
     for (int s = 0; s < p; s++) {
-        for (int i = 0; i < n; i++) order[s][i] = plan_schedule_step(c->schedule, p, s, m, v, i);
+        for (int i = 0; i < n; i++) order[s][i] = plan_schedule_step_x(c->schedule, p, s, m, v, c->warmup_extra, i);
         len[s] = n;
     }
     return true;

@@ -716,11 +716,12 @@ static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int
 /* Bytes of stage s that depend on the layout's schedule: kept activations
  * times the micro-batches in flight, plus the layer being rebuilt, plus the
  * pipeline slots' send and receive buffers (memory.c's buffers). */
-static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, int s)
+static uint64_t stage_act(const Plan *p, const Layout *l, int64_t n_micro, const StageAgg *g, int s)
 {
-    double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) *
+    int extra = plan_warmup_extra(p, l);   /* overlap_moe_a2a's warm-up forward (layout.c) */
+    double act = plan_in_flight_x(l->schedule, l->pp, s, n_micro, l->chunks, extra) *
                  plan_act_kept(l->schedule, g->act, g->split) + g->rebuild +
-                 2 * plan_pipe_slots(l->schedule, l->pp, s, n_micro, l->chunks) * g->p2p +
+                 2 * plan_pipe_slots_x(l->schedule, l->pp, s, n_micro, l->chunks, extra) * g->p2p +
                  plan_pipe_early_recvs(l->schedule, l->pp) * g->p2p;   /* receives posted early */
     return plan_bytes(act);
 }
@@ -735,7 +736,7 @@ static void estimate(Ctx *x, Cand *c, int n)
     int64_t n_micro = plan_micro_batches(&c[0].l);
     for (int st = 0; st < c[0].l.pp; st++) {
         const StageAgg *g = &s->agg[st];
-        uint64_t act = stage_act(&c[0].l, n_micro, g, st);
+        uint64_t act = stage_act(x->p, &c[0].l, n_micro, g, st);
         for (int i = 0; i < n; i++) {
             uint64_t b = plan_bytes_add(g->fixed[c[i].l.zero], act);
             if (b > peak[i]) peak[i] = b;

@@ -385,14 +385,18 @@ static void test_moe_overlap(void **state)
             if (o->dur == full) alone++;
             else { assert_close(o->dur, full - hid, 0, 1e-15); paired++; }
         }
-    /* stage s runs 2 m v = 16 steps, w = 2(p - s - 1) + (v - 1) p of them
-     * warm-up forwards and as many cool-down backwards (stage 0: 4 + 4,
-     * stage 1: 2 + 2); of the steady state's pairs, the last stage's
-     * F(j, 1) B(j, 1) are one micro-batch of one chunk, which cannot run at
-     * once (4 pairs, 8 steps; Megatron-Core adds a warm-up micro-batch
-     * under the overlap for them, planc's schedule does not): 8 + 12 alone */
-    assert_int_equal(alone, 8 + 12);
+    /* stage s runs 2 m v = 16 steps, w = 2(p - s - 1) + (v - 1) p + 1 of
+     * them warm-up forwards (the overlap's extra one, Megatron-Core's, so
+     * that every steady pair is of two micro-batches) and as many
+     * cool-down backwards: stage 0 5 + 5, stage 1 3 + 3 alone */
+    assert_int_equal(ov.warmup_extra, 1);
+    assert_int_equal(alone, 10 + 6);
     assert_int_equal(paired, 2 * 16 - alone);
+    /* one more micro-batch in flight, as the Program holds them */
+    for (int s = 0; s < 2; s++)
+        assert_close(plan_program_in_flight(&pr, s), plan_in_flight_x(SCHED_INTERLEAVED, 2, s, 4, 2, 1), 0, 1e-12);
+    assert_close(plan_in_flight_x(SCHED_INTERLEAVED, 2, 1, 4, 2, 1), plan_in_flight(SCHED_INTERLEAVED, 2, 1, 4, 2) + 0.5,
+                 0, 1e-12);
     plan_program_free(&pr);
     PlanEval e0, e1;
     p.software.overlap_moe_a2a = false;
