@@ -364,6 +364,23 @@ static void test_ep_rules(void **state)
             fail();
         }
     }
+    /* overlap_moe_a2a's rule (Megatron-Core's combined 1F1B): 1f1b
+     * without a pipeline or interleaved, no full recomputation; unset
+     * fields constrain nothing, and without the key nothing is refused */
+    Software w = plan_software_defaults();
+    char why[256];
+    w.overlap_moe_a2a = true;
+    assert_true(plan_rule_moe_overlap(&w, SCHED_INTERLEAVED, 4, RECOMPUTE_SELECTIVE, NULL, 0));
+    assert_true(plan_rule_moe_overlap(&w, SCHED_1F1B, 1, RECOMPUTE_NONE, NULL, 0));
+    assert_true(plan_rule_moe_overlap(&w, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, NULL, 0));
+    assert_false(plan_rule_moe_overlap(&w, SCHED_1F1B, 4, RECOMPUTE_NONE, why, sizeof why));
+    assert_string_equal(why, "overlap_moe_a2a with pp 4 needs schedule interleaved (got 1f1b; Megatron-Core's "
+                             "combined 1F1B runs under the interleaved schedule)");
+    assert_false(plan_rule_moe_overlap(&w, SCHED_ZB_H1, 1, RECOMPUTE_NONE, why, sizeof why));
+    assert_string_equal(why, "overlap_moe_a2a needs schedule 1f1b or interleaved (got zb-h1)");
+    assert_false(plan_rule_moe_overlap(&w, SCHED_INTERLEAVED, 4, RECOMPUTE_FULL, NULL, 0));
+    w.overlap_moe_a2a = false;
+    assert_true(plan_rule_moe_overlap(&w, SCHED_ZB_H1, 4, RECOMPUTE_FULL, NULL, 0));
     /* the predicate alone: PLAN_AUTO constrains nothing */
     Built b;
     build(&b, &MODELS[3], cluster(2, 8), plan_layout_auto());
