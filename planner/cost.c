@@ -491,11 +491,26 @@ double plan_a2a_hidden(double a, double cover, double slow)
  * compute of the same block, the backward's behind the forward's. Only
  * steps the schedule pairs take it (plan_schedule_step: the steady
  * state); warm-up and cool-down steps keep them exposed. */
+/* The slowdown of compute beside a mixture's all-to-alls (>= 1): NCCL's
+ * channels' SMs for the alltoall dispatcher (plan_overlap_compute, or the
+ * link's measured figure); DeepEP's kernels take PLAN_DEEPEP_SMS SMs of
+ * the device's instead (a measured figure, where the link has one, still
+ * wins). */
+static double moe_comm_slowdown(const Plan *p, PlanGroup epg)
+{
+    const Cluster *cl = &p->cluster;
+    const Link *l = epg.nodes > 1 ? &cl->inter : &cl->intra;
+    int sms = cl->device.sms;
+    if (p->software.moe_dispatcher != PLAN_MOE_DEEPEP || l->overlap_compute > 0 || sms <= PLAN_DEEPEP_SMS)
+        return plan_overlap_compute(cl, epg);
+    return (double)sms / (double)(sms - PLAN_DEEPEP_SMS);
+}
+
 static void moe_a2a_hidden(const Plan *p, PlanGroup epg, SegCost *sc)
 {
     sc->fwd_ep_hidden = sc->bwd_ep_hidden = 0;
     if (!p->software.overlap_moe_a2a || epg.size <= 1 || (sc->fwd_ep <= 0 && sc->bwd_ep <= 0)) return;
-    double slow = plan_overlap_compute(&p->cluster, epg) - 1;
+    double slow = moe_comm_slowdown(p, epg) - 1;
     double fwd_compute = sc->fwd - sc->fwd_ep, bwd_compute = sc->bwd - sc->bwd_ep;
     sc->fwd_ep_hidden = plan_a2a_hidden(sc->fwd_ep, bwd_compute, slow);
     sc->bwd_ep_hidden = plan_a2a_hidden(sc->bwd_ep, fwd_compute, slow);

@@ -33,6 +33,9 @@
                                    FlashAttention-2's kBlockM for head dim <= 128 */
 #define PLAN_WAVE_TILES  128    /* tiles run concurrently when Device.sms is 0 (one per SM) */
 #define PLAN_ADAM_BYTES  28.0   /* HBM bytes per parameter of one AdamW step */
+#define PLAN_DEEPEP_SMS  20     /* SMs DeepEP's dispatch and combine kernels take (Megatron-LM
+                                   arguments.py --moe-deepep-num-sms, default 20; DeepEP's
+                                   Buffer.num_sms = 20): what the compute beside them loses */
 
 /* The fraction of the dense peak the best-shaped GEMM reaches on d: the
  * preset's measured maximum achievable matmul FLOPS (Device.gemm_eff,
