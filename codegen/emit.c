@@ -1269,6 +1269,26 @@ static void recompute_honoured(const Plan *p, const Layout *l, const char **key,
  * targets (runtime/par/model.c), so a plan whose gradients are 16-bit
  * (plan_grad_dtype: a bf16 model's default) is refused with the key that
  * makes it fp32, which memory and cost then count at 4 bytes. */
+/* The MoE settings planc's runtime cannot run (issue 25), its key and why
+ * into *key / *what; none: left as they are. moe_imbalance is the
+ * prediction's assumption about routing, which the runtime runs as the
+ * router decides: nothing to honour. */
+static void moe_runtime_key(const Plan *p, const Layout *l, const char **key, const char **what)
+{
+    const Software *w = &p->software;
+    if (!plan_model_has_moe(&p->model)) return;
+    if (w->overlap_moe_a2a && plan_ep(l) > 1) {
+        *key = "overlap_moe_a2a true";
+        *what = "its all-to-alls are synchronous inside the layer, one micro-batch at a time (runtime/par/moe_ep.c)";
+    } else if (w->moe_dispatcher == PLAN_MOE_DEEPEP && plan_ep(l) > 1) {
+        *key = "moe_dispatcher deepep";
+        *what = "it dispatches with one all-to-all over the EP group (prt_all_to_all_v)";
+    } else if (plan_etp(l) != l->tp) {
+        *key = "etp";
+        *what = "its experts are split over the dense layers' tp (prt_ep_init)";
+    }
+}
+
 static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t len)
 {
     const Software *w = &p->software;
@@ -1314,6 +1334,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     } else {
         recompute_honoured(p, l, &key, &what, keybuf, sizeof keybuf);
     }
+    if (!key) moe_runtime_key(p, l, &key, &what);
     /* a stack preset names itself first: the key is what it set */
     char stack[64] = "";
     if (key && w->stack != 0) {

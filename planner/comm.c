@@ -168,6 +168,70 @@ PlanGroup plan_pp_pair(const Cluster *cl, int dp, int tp, int pp, int s)
     return pair;
 }
 
+static double eff_of(const Link *l, double dflt);
+
+PlanGroup plan_ep_group(const Cluster *cl, int etp, int ep)
+{
+    return cluster_group(cl, etp > 0 ? etp : 1, ep > 0 ? ep : 1);
+}
+
+PlanGroup plan_expert_dp_group(const Cluster *cl, int etp, int ep, int edp)
+{
+    return cluster_group(cl, (int64_t)(etp > 0 ? etp : 1) * (ep > 0 ? ep : 1), edp > 0 ? edp : 1);
+}
+
+/* The chance that none of a token's k experts, drawn without repetition
+ * from E spread evenly over N nodes (uniform routing), lies on one given
+ * node: C(E - E/N, k) / C(E, k). */
+static double no_expert_on_node(double E, double N, double k)
+{
+    double q = 1, other = E - E / N;
+    for (int i = 0; i < (int)k; i++) {
+        if (other - i <= 0) return 0;
+        q *= (other - i) / (E - i);
+    }
+    return q;
+}
+
+PlanMoeTierBytes plan_moe_dispatch_bytes(PlanGroup g, int dispatcher, double rows_bytes, double tokens_bytes,
+                                         int64_t experts, int64_t top_k)
+{
+    PlanMoeTierBytes b = { 0, 0 };
+    if (g.size <= 1) return b;
+    double n = (double)g.size, loc = (double)g.local, N = (double)g.nodes;
+    /* every row to the GPU of its expert: (local - 1)/n of them stay in
+     * the node, (n - local)/n leave it, each on its own (NCCL's all-to-all,
+     * Megatron's alltoall dispatcher) */
+    b.nvlink = rows_bytes * (loc - 1) / n;
+    b.network = rows_bytes * (n - loc) / n;
+    if (dispatcher != PLAN_MOE_DEEPEP || g.nodes <= 1) return b;
+    /* DeepEP's internode dispatch (deepseek-ai/DeepEP, README "Normal
+     * kernels with NVLink and RDMA forwarding"; DeepSeek-V3 report Sec.
+     * 3.2.2): a token crosses the network once per remote node that holds
+     * one of its experts, to the GPU of its own rail there, which forwards
+     * it over NVLink to the experts' GPUs of that node. Remote nodes per
+     * token under uniform routing: (N - 1)(1 - P0), P0 the chance a node
+     * holds none of its k experts. NVLink carries the rows for the own
+     * node's other GPUs and, by symmetry, as many forwarded rows as the
+     * rank's own left it, less the forwarder's own share (1/local). */
+    double P0 = no_expert_on_node((double)experts, N, (double)top_k);
+    b.network = tokens_bytes * (N - 1) * (1 - P0);
+    b.nvlink = rows_bytes * ((loc - 1) / n + (n - loc) / n * (loc - 1) / loc);
+    return b;
+}
+
+double plan_moe_dispatch_time(const Cluster *cl, PlanGroup g, PlanMoeTierBytes b)
+{
+    if (g.size <= 1) return 0;
+    bool nccl = plan_cluster_nccl(cl);
+    double in = cl->intra.bandwidth * eff_of(&cl->intra, nccl ? PLAN_NCCL_EFF_NVLINK : PLAN_LINK_EFF_INTRA);
+    double net = cl->inter.bandwidth * eff_of(&cl->inter, nccl ? PLAN_NCCL_EFF_NET : PLAN_LINK_EFF_INTER);
+    double t = b.nvlink > 0 ? cl->intra.latency + b.nvlink / (in > 0 ? in : 1e-30) : 0;
+    if (g.nodes > 1 && b.network > 0)
+        t = fmax(t, cl->inter.latency + cl->intra.latency + b.network / (net > 0 ? net : 1e-30));
+    return t;
+}
+
 PlanTier plan_group_tier(PlanGroup g)
 {
     return pods_of(g) > 1 ? TIER_PODS : g.nodes > 1 ? TIER_POD : TIER_NODE;

@@ -125,6 +125,31 @@ PlanGroup plan_layout_group(const Cluster *cl, int dp, int tp, int pp, PlanGroup
  * lie in different pods (pods 2). */
 PlanGroup plan_pp_pair(const Cluster *cl, int dp, int tp, int pp, int s);
 
+/* ---- MoE (issues 17, 25) ---- */
+
+/* The EP group of a layout: ep ranks etp apart (the stage's tp x dp ranks
+ * laid out etp x ep x expert-DP, Megatron-Core's expert rank generator;
+ * at etp = tp: ep consecutive DP ranks of one TP rank), with its pods. */
+PlanGroup plan_ep_group(const Cluster *cl, int etp, int ep);
+/* The expert-DP group: the edp ranks holding the same experts, etp x ep
+ * apart. */
+PlanGroup plan_expert_dp_group(const Cluster *cl, int etp, int ep, int edp);
+
+/* Bytes one rank moves on each tier in one dispatch (or combine) of a
+ * mixture over EP group g: rows_bytes of rows sent (every routed row,
+ * its own GPU's among them), tokens_bytes of its tokens once each. */
+typedef struct {
+    double nvlink;        /* inside the group's node (NVLink domain) */
+    double network;       /* across nodes, on the rank's own rail */
+} PlanMoeTierBytes;
+PlanMoeTierBytes plan_moe_dispatch_bytes(PlanGroup g, int dispatcher, double rows_bytes, double tokens_bytes,
+                                         int64_t experts, int64_t top_k);
+/* Seconds of one DeepEP-style dispatch moving b over g: the network part
+ * and the NVLink forwarding run at once (DeepEP's internode kernels:
+ * RDMA senders, NVLink forwarders and receivers on their own SMs), one
+ * latency of each tier it crosses. */
+double plan_moe_dispatch_time(const Cluster *cl, PlanGroup g, PlanMoeTierBytes b);
+
 /* The widest tier group g spans. */
 PlanTier plan_group_tier(PlanGroup g);
 

@@ -228,16 +228,34 @@ static double tp_time(const Cluster *cl, PlanGroup g, const PlanTpColls *k, doub
            k->rs * plan_comm_cost(cl, COLL_REDUCE_SCATTER, ALGO_AUTO, g, bytes).time;
 }
 
-/* Seconds of a mixture's all-to-alls in one pass over the EP group g:
- * n of `bytes` each (every rank's send buffer, comm.c's all-to-all with
- * bus factor (n-1)/n on the links the group spans), plus the exchange of
- * the token counts (count_bytes) when the pass dispatches first. The
- * runtime runs them synchronously inside the layer, as TP collectives. */
-static double ep_time(const Cluster *cl, PlanGroup g, int n, double bytes, double count_bytes)
+/* Seconds of one dispatch (or combine) of layer work w over the EP group
+ * g: with the alltoall dispatcher comm.c's all-to-all of the busiest
+ * rank's e R h bytes (bus factor (n-1)/n on the links the group spans:
+ * what leaves the node on each GPU's rail, the rest on NVLink); with
+ * deepep the hierarchical kernels' bytes per tier
+ * (plan_moe_dispatch_bytes: a token crosses the network once per remote
+ * node of its experts, then fans out over NVLink), both tiers at once. */
+static double a2a_once(const Plan *p, const Layer *ly, PlanGroup g, const PlanLayerWork *w)
+{
+    const Cluster *cl = &p->cluster;
+    if (p->software.moe_dispatcher != PLAN_MOE_DEEPEP || g.nodes <= 1)
+        return plan_comm_cost(cl, COLL_ALL_TO_ALL, ALGO_AUTO, g, w->ep_bytes).time;
+    PlanMoeTierBytes b = plan_moe_dispatch_bytes(g, PLAN_MOE_DEEPEP, w->ep_bytes, w->ep_token_bytes,
+                                                 ly->experts, ly->top_k);
+    return plan_moe_dispatch_time(cl, g, b);
+}
+
+/* Seconds of a mixture's all-to-alls in one pass over the EP group g: n
+ * dispatches and combines (a2a_once), plus the exchange of the token
+ * counts (count_bytes) when the pass dispatches first. planc's runtime
+ * runs them synchronously inside the layer, as TP collectives; what of
+ * them overlap_moe_a2a hides is the segment's (segment_cost). */
+static double ep_time(const Plan *p, const Layer *ly, PlanGroup g, int n, const PlanLayerWork *w,
+                      double count_bytes)
 {
     if (g.size <= 1 || n <= 0) return 0;
-    double t = n * plan_comm_cost(cl, COLL_ALL_TO_ALL, ALGO_AUTO, g, bytes).time;
-    if (count_bytes > 0) t += plan_comm_cost(cl, COLL_ALL_TO_ALL, ALGO_AUTO, g, count_bytes).time;
+    double t = n * a2a_once(p, ly, g, w);
+    if (count_bytes > 0) t += plan_comm_cost(&p->cluster, COLL_ALL_TO_ALL, ALGO_AUTO, g, count_bytes).time;
     return t;
 }
 
@@ -407,9 +425,11 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     double sm = 0;
     if (ly->kind == LAYER_MLP || ly->kind == LAYER_MOE) {
         double rows = (double)cut->micro_batch * (double)p->model.seq;
-        if (ly->kind == LAYER_MOE)   /* the expert rows and the shared experts' */
-            rows = plan_moe_rows(&p->model, ly, cut->micro_batch) + rows * (double)ly->shared;
         double n = rows * (double)ly->hidden / cut->tp;
+        if (ly->kind == LAYER_MOE) {   /* the expert rows (f / etp wide) and the shared experts' */
+            n = plan_moe_rows(&p->model, ly, cut->micro_batch) / cut->tp * (double)ly->hidden +
+                n * (double)ly->shared;
+        }
         t->fwd += n * d->act_fwd;
         t->bwd_in += n * d->act_bwd;
     } else if (ly->kind == LAYER_ATTENTION) {
@@ -423,8 +443,8 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->tp_bytes = w.tp_bytes;
     t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);
     t->tp_b = tp_time(&p->cluster, tpg, &w.tp_bwd, w.tp_bytes);
-    t->ep_f = ep_time(&p->cluster, epg, w.ep_fwd, w.ep_bytes, w.ep_count_bytes);
-    t->ep_b = ep_time(&p->cluster, epg, w.ep_bwd, w.ep_bytes, 0);
+    t->ep_f = ep_time(p, ly, epg, w.ep_fwd, &w, w.ep_count_bytes);
+    t->ep_b = ep_time(p, ly, epg, w.ep_bwd, &w, 0);
     t->a2a_bytes = w.a2a_bytes;
     if (epg.size > 1) {
         t->epb_f = w.ep_fwd * w.ep_bytes + w.ep_count_bytes;
@@ -449,8 +469,9 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         t->tp_rec = tp_time(&p->cluster, tpg, &x->tp, w.tp_bytes);
     }
     t->flops_rec = x->flops;
-    t->params = plan_layer_params_ep(&p->model, ly, cut->tp, cut->ep, ovf);
-    t->expert_params = plan_layer_expert_params(&p->model, ly, cut->tp, ovf) / (uint64_t)(cut->ep > 1 ? cut->ep : 1);
+    int etp = cut->etp >= 1 ? cut->etp : cut->tp;
+    t->params = plan_layer_params_ep(&p->model, ly, cut->tp, etp, cut->ep, ovf);
+    t->expert_params = plan_layer_expert_params(&p->model, ly, etp, ovf) / (uint64_t)(cut->ep > 1 ? cut->ep : 1);
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
@@ -593,18 +614,62 @@ typedef struct {
     double   act_kept, act_layer_max, act_split, fwd_ep, bwd_ep, fwd_ep_bytes, bwd_ep_bytes, a2a_bytes;
     double   act_input, rebuild, scratch;   /* full recomputation's kept input; the block's rebuild
                                                (act_layer_max less the scratch); the scratch */
+    double   fwd_ep_hidden, bwd_ep_hidden;   /* overlap_moe_a2a: of fwd_ep / bwd_ep, hidden when paired */
     uint64_t params, params_full, layer_params_max, norm_params, expert_params;
     int      layers, moe_layers;
     double   tensors;          /* parameter tensors (plan_layer_tensors) */
     bool     embedding, head;  /* holds the embedding / the head */
 } SegCost;
 
+double plan_a2a_hidden(double a, double cover, double slow)
+{
+    double exposed = fmax(0, a - cover) + slow * fmin(a, cover);
+    return a > exposed ? a - exposed : 0;
+}
+
+/* overlap_moe_a2a (Megatron-Core's combined 1F1B,
+ * megatron/core/pipeline_parallel/combined_1f1b.py, core_r0.14: the
+ * forward of one micro-batch and the backward of another run as one
+ * step, layer by layer, each one's dispatch and combine on the
+ * communication stream beside the other's attention and expert compute;
+ * the weight gradients delayed, --delay-wgrad-compute, so that the
+ * backward's dispatch has compute to hide behind). Per transformer block
+ * (a segment): the forward's all-to-alls behind the paired backward's
+ * compute of the same block, the backward's behind the forward's. Only
+ * steps the schedule pairs take it (plan_schedule_step: the steady
+ * state); warm-up and cool-down steps keep them exposed. */
+/* The slowdown of compute beside a mixture's all-to-alls (>= 1): NCCL's
+ * channels' SMs for the alltoall dispatcher (plan_overlap_compute, or the
+ * link's measured figure); DeepEP's kernels take PLAN_DEEPEP_SMS SMs of
+ * the device's instead (a measured figure, where the link has one, still
+ * wins). */
+static double moe_comm_slowdown(const Plan *p, PlanGroup epg)
+{
+    const Cluster *cl = &p->cluster;
+    const Link *l = epg.nodes > 1 ? &cl->inter : &cl->intra;
+    int sms = cl->device.sms;
+    if (p->software.moe_dispatcher != PLAN_MOE_DEEPEP || l->overlap_compute > 0 || sms <= PLAN_DEEPEP_SMS)
+        return plan_overlap_compute(cl, epg);
+    return (double)sms / (double)(sms - PLAN_DEEPEP_SMS);
+}
+
+static void moe_a2a_hidden(const Plan *p, PlanGroup epg, SegCost *sc)
+{
+    sc->fwd_ep_hidden = sc->bwd_ep_hidden = 0;
+    if (!p->software.overlap_moe_a2a || epg.size <= 1 || (sc->fwd_ep <= 0 && sc->bwd_ep <= 0)) return;
+    double slow = moe_comm_slowdown(p, epg) - 1;
+    double fwd_compute = sc->fwd - sc->fwd_ep, bwd_compute = sc->bwd - sc->bwd_ep;
+    sc->fwd_ep_hidden = plan_a2a_hidden(sc->fwd_ep, bwd_compute, slow);
+    sc->bwd_ep_hidden = plan_a2a_hidden(sc->bwd_ep, fwd_compute, slow);
+}
+
 /* Why: one rule sums a segment's layers, whether their costs come from
  * the class memo or layer by layer; the rebuild of recomputation is of a
  * whole block (attention + MLP) at once, and a segment starts a block. */
-static void segment_cost(const Model *mo, int first, int end, const LayerTime *const *t, double scratch,
-                         SegCost *sc)
+static void segment_cost(const Plan *p, PlanGroup epg, int first, int end, const LayerTime *const *t,
+                         double scratch, SegCost *sc)
 {
+    const Model *mo = &p->model;
     memset(sc, 0, sizeof *sc);
     /* the backward scratch all layers share (plan_bwd_scratch_bytes) is
      * alive beside whichever layer's rebuild is the largest */
@@ -644,6 +709,7 @@ static void segment_cost(const Model *mo, int first, int end, const LayerTime *c
         if (x->params > sc->layer_params_max) sc->layer_params_max = x->params;
         sc->layers++;
     }
+    moe_a2a_hidden(p, epg, sc);
 }
 
 /* A run of n consecutive segments of cost sc added to chunk c: each sum
@@ -661,6 +727,8 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     c->bwd_ep += d * sc->bwd_ep;
     c->fwd_ep_bytes += d * sc->fwd_ep_bytes;
     c->bwd_ep_bytes += d * sc->bwd_ep_bytes;
+    c->fwd_ep_hidden += d * sc->fwd_ep_hidden;
+    c->bwd_ep_hidden += d * sc->bwd_ep_hidden;
     c->expert_params += (uint64_t)n * sc->expert_params;
     c->moe_layers += n * sc->moe_layers;
     c->a2a_bytes = fmax(c->a2a_bytes, sc->a2a_bytes);
@@ -719,12 +787,12 @@ static void dp_group_times(const Cluster *cl, const Layout *l, PlanGroup g, doub
     if (l->zero == 1 || l->zero == 2) c->sync += plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, g, wbytes).time;
 }
 
-/* The expert-DP group of a layout (issue 17's agreed semantics): the
- * dp/ep ranks with the same EP rank, tp x ep apart in the rank order. */
+/* The expert-DP group of a layout (issue 17's agreed semantics, etp of
+ * issue 25): the tp dp / (etp ep) ranks with the same EP rank, etp x ep
+ * apart in the rank order. */
 static PlanGroup expert_dp_group(const Cluster *cl, const Layout *l)
 {
-    int ep = plan_ep(l);
-    return plan_group_shape(plan_nvlink_domain(cl), (int64_t)l->tp * ep, l->dp / ep);
+    return plan_expert_dp_group(cl, plan_etp(l), plan_ep(l), plan_expert_dp(l));
 }
 
 /* A chunk's DP collectives from its gradient bytes and layers (one
@@ -743,7 +811,7 @@ static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, int gbyt
     /* the reductions move the gradients in their dtype (plan_grad_bytes:
      * runtime/par/model.c reduces them as it holds them); the gathers move
      * the compute dtype */
-    if (plan_ep(l) <= 1 || c->expert_params == 0) {
+    if ((plan_ep(l) <= 1 && plan_etp(l) == l->tp) || c->expert_params == 0) {
         dp_group_times(cl, l, dpg, c->weight_bytes, c->red_bytes, c->layers, c);
         return;
     }
@@ -758,9 +826,9 @@ void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
     dp_times(&p->cluster, l, plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP), plan_grad_bytes(p), c);
 }
 
-uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ep)
+uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int edp)
 {
-    uint64_t d = dp > 0 ? (uint64_t)dp : 1, x = ep > 1 ? d / (uint64_t)ep : d, dense = params - expert_params;
+    uint64_t d = dp > 0 ? (uint64_t)dp : 1, x = edp > 1 ? (uint64_t)edp : 1, dense = params - expert_params;
     return (dense + d - 1) / d + (expert_params + x - 1) / x;
 }
 
@@ -847,7 +915,7 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
         int first, end;
         segment(mo, sh->block_first, memo ? sh->seg_rep[c] : c, &first, &end);
         for (int i = first; i < end; i++) tp[i - first] = &lt[memo ? sh->layer_cls[i] : i];
-        segment_cost(mo, first, end, tp, scratch, &sc[c]);
+        segment_cost(p, epg, first, end, tp, scratch, &sc[c]);
     }
     for (int r = 0; r < nr; r++) {
         if (memo) run_push(run, n_runs, sh->run[r].first, sh->run[r].end, &sc[sh->run[r].cls]);
@@ -889,6 +957,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     out->reduce_after_flush = !p->software.overlap_grad_reduce;
     out->p2p_blocking = !p->software.overlap_p2p;
     out->param_overlap = plan_param_overlap(p, l->zero);
+    out->warmup_extra = plan_warmup_extra(p, l);
     out->n_micro = plan_micro_batches(l);
     out->n_chunks = l->pp * l->chunks;
     out->chunk = calloc((size_t)out->n_chunks, sizeof *out->chunk);
@@ -910,10 +979,12 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
                     .modules = plan_recompute_modules(l),
                     .flash = plan_flash(&p->software), .xent_fp32 = !p->software.cross_entropy_fusion,
                     .unfused_norm = p->software.unfused_norm, .unfused_rope = p->software.unfused_rope,
-                    .unfused_swiglu = p->software.unfused_swiglu };
+                    .unfused_swiglu = p->software.unfused_swiglu,
+                    .etp = plan_etp(l), .imbalance = plan_moe_imbalance(&p->software) };
     PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
-    /* the EP group: ep consecutive DP ranks of one TP rank, tp apart */
-    PlanGroup epg = plan_group_shape(plan_nvlink_domain(cl), l->tp, plan_ep(l));
+    /* the EP group: ep ranks etp apart (at etp = tp: ep consecutive DP
+     * ranks of one TP rank), in NVLink domains (plan_ep_group) */
+    PlanGroup epg = plan_ep_group(cl, plan_etp(l), plan_ep(l));
     PlanGroup dpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_DP);
     out->overlap_compute = l->dp > 1 ? plan_overlap_compute(cl, dpg) : 0;   /* measured, or NCCL's SMs */
     double e = plan_dtype_bytes(mo->dtype);
@@ -1023,7 +1094,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     free(norm_params);
     for (int s = 0; s < l->pp; s++) {
         /* ZeRO shards dense state over DP, expert state over expert-DP */
-        if (l->zero >= 1) out->opt_params[s] = plan_zero_shard(out->opt_params[s], opt_expert[s], l->dp, plan_ep(l));
+        if (l->zero >= 1) out->opt_params[s] = plan_zero_shard(out->opt_params[s], opt_expert[s], l->dp, plan_expert_dp(l));
         /* the AdamW step, and the program's fixed work of a step (logging,
          * the data batch, bookkeeping: Device.overhead, measured by planc
          * calibrate, else 0) once per step on every stage */

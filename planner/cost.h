@@ -33,6 +33,9 @@
                                    FlashAttention-2's kBlockM for head dim <= 128 */
 #define PLAN_WAVE_TILES  128    /* tiles run concurrently when Device.sms is 0 (one per SM) */
 #define PLAN_ADAM_BYTES  28.0   /* HBM bytes per parameter of one AdamW step */
+#define PLAN_DEEPEP_SMS  20     /* SMs DeepEP's dispatch and combine kernels take (Megatron-LM
+                                   arguments.py --moe-deepep-num-sms, default 20; DeepEP's
+                                   Buffer.num_sms = 20): what the compute beside them loses */
 
 /* The fraction of the dense peak the best-shaped GEMM reaches on d: the
  * preset's measured maximum achievable matmul FLOPS (Device.gemm_eff,
@@ -68,6 +71,9 @@ typedef struct {
     double   fwd_tp, bwd_tp; /* s: TP collectives inside fwd / bwd (on the critical path) */
     double   fwd_ep, bwd_ep; /* s: EP all-to-alls (dispatch, combine) inside fwd / bwd (critical path) */
     double   fwd_ep_bytes, bwd_ep_bytes; /* bytes one rank sends in them */
+    double   fwd_ep_hidden, bwd_ep_hidden; /* s: of fwd_ep / bwd_ep, what overlap_moe_a2a hides
+                                          when the step runs paired with another micro-batch's
+                                          (PlanStep.paired); 0 without it */
     double   recompute;      /* s: recomputed forward inside bwd */
     double   recompute_coll; /* s: of recompute, the TP collectives and EP all-to-alls it
                                 repeats (counted in bwd_tp / bwd_ep too) */
@@ -118,6 +124,7 @@ typedef struct PlanCosts {
     bool           p2p_blocking;       /* !Plan.software.overlap_p2p */
     bool           param_overlap;      /* Plan.software.overlap_param_gather */
     double         overlap_compute;    /* the DP link's Link.overlap_compute (PlanProgram's) */
+    int            warmup_extra;       /* plan_warmup_extra: overlap_moe_a2a's warm-up forward */
 } PlanCosts;
 
 /* The model's layers by shape, built once per model (O(layers)): layer
@@ -196,10 +203,17 @@ double plan_gemm_pass_time(const Device *d, double peak, double e, int pass,
  * PLAN_KERNEL_GAP). */
 double plan_stream_time(const Device *d, double bytes, int kernels);
 
+/* Seconds of `a` s of all-to-alls that overlap_moe_a2a hides behind
+ * `cover` s of another micro-batch's compute: exposed = max(0, a - cover)
+ * + slow x min(a, cover) (what the compute cannot cover, plus the covered
+ * compute's slowdown by the SMs the all-to-all takes, slow =
+ * plan_overlap_compute - 1, as tp_exposed), hidden = a - exposed, >= 0. */
+double plan_a2a_hidden(double a, double cover, double slow);
+
 /* Parameters one GPU's ZeRO shard holds of `params` of which
  * `expert_params` are routed experts: dense ones over dp, experts over
- * their expert-DP group of dp / ep ranks (each rounded up). */
-uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ep);
+ * their expert-DP group of edp ranks (plan_expert_dp; each rounded up). */
+uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int edp);
 
 /* Fill c's weight_bytes, red_bytes, reduce, gather and sync (the DP collectives) from
  * its params and layers under layout l, as plan_costs does. */

@@ -56,7 +56,25 @@
 #include "planner/memory.h"
 #include "planner/model.h"
 #include "planner/program.h"
+#include "planner/schedule.h"
 #include "planner/simulate.h"
+
+/* Seconds of chunk v's all-to-alls that overlap_moe_a2a hides on stage s
+ * over a step: what each paired step of the schedule hides (lower.c);
+ * the schedule walked only when something is hidden. */
+static double paired_hidden(const PlanCosts *c, int s, int v, const PlanChunkCost *k)
+{
+    const Layout *l = &c->layout;
+    if (k->fwd_ep_hidden <= 0 && k->bwd_ep_hidden <= 0) return 0;
+    if (l->schedule != SCHED_1F1B && l->schedule != SCHED_INTERLEAVED) return 0;
+    int n = (int)(2 * c->n_micro * (l->schedule == SCHED_INTERLEAVED ? l->chunks : 1));
+    double h = 0;
+    for (int i = 0; i < n; i++) {
+        PlanStep st = plan_schedule_step_x(l->schedule, l->pp, s, c->n_micro, l->chunks, c->warmup_extra, i);
+        if (st.paired && st.chunk == v) h += st.kind == PLAN_STEP_F ? k->fwd_ep_hidden : k->bwd_ep_hidden;
+    }
+    return h;
+}
 
 /* Why: the step time is the simulated time of the Program `check` lowers
  * — no closed form covers uneven chunks, m < p, ZeRO-3's gathers queueing
@@ -91,7 +109,7 @@ static bool step_times(const PlanCosts *c, PlanEval *ev)
         t->compute += m * (k->fwd - k->fwd_tp - k->fwd_ep + k->bwd - k->bwd_tp - k->bwd_ep);
         t->recompute += m * (k->recompute);
         t->tp += m * (k->fwd_tp + k->bwd_tp);
-        t->ep += m * (k->fwd_ep + k->bwd_ep);
+        t->ep += m * (k->fwd_ep + k->bwd_ep) - paired_hidden(c, crit, v, k);
         t->dp_total += (l->zero >= 2 ? m : 1) * k->reduce;
         t->gather_total += 2 * m * k->gather;
     }

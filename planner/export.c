@@ -217,7 +217,10 @@ static void megatron_software(const Ex *x, FILE *o, bool *first)
  * its default routing is planc's: softmax after the top-k, unless
  * --moe-router-pre-softmax): the experts, top-k, their width, shared
  * experts as one MLP of S x F, the aux-loss coefficient, the capacity, EP,
- * and the all-to-all dispatcher planc's runtime uses. */
+ * expert TP, the dispatcher (alltoall, planc's runtime's; deepep:
+ * --moe-token-dispatcher-type flex --moe-enable-deepep) and the 1F1B
+ * all-to-all overlap (--overlap-moe-expert-parallel-comm, with
+ * --delay-wgrad-compute). moe_imbalance is a prediction, no flag. */
 static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
 {
     const Layer *e = x->moe;
@@ -234,10 +237,17 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
         fprintf(o, " none");
     }
     if (e->capacity_factor > 0) arg_num(o, first, "--moe-expert-capacity-factor", e->capacity_factor);
+    const Software *w = &x->p->software;
     arg(o, first, "--moe-token-dispatcher-type");
-    fprintf(o, " alltoall");
+    fprintf(o, w->moe_dispatcher == PLAN_MOE_DEEPEP ? " flex" : " alltoall");
+    if (w->moe_dispatcher == PLAN_MOE_DEEPEP) arg(o, first, "--moe-enable-deepep");
     arg(o, first, "--moe-grouped-gemm");
     if (plan_ep(&x->l) > 1) arg_int(o, first, "--expert-model-parallel-size", plan_ep(&x->l));
+    if (plan_etp(&x->l) != x->l.tp) arg_int(o, first, "--expert-tensor-parallel-size", plan_etp(&x->l));
+    if (w->overlap_moe_a2a) {
+        arg(o, first, "--overlap-moe-expert-parallel-comm");
+        arg(o, first, "--delay-wgrad-compute");
+    }
 }
 
 static void write_megatron(const Ex *x, FILE *o)

@@ -98,7 +98,34 @@ Software plan_software_defaults(void)
      * fp32), the loss from the logits in their own dtype (prt_xent_*) */
     return (Software){ .overlap_grad_reduce = true, .overlap_param_gather = PLAN_AUTO,
                        .overlap_p2p = true, .overlap_tp = false, .grad_accum_dtype = PLAN_AUTO,
-                       .grad_accum_fusion = true, .cross_entropy_fusion = true };
+                       .grad_accum_fusion = true, .cross_entropy_fusion = true,
+                       /* MoE (issue 25): the runtime's all-to-alls are blocking
+                        * (runtime/par/moe_ep.c), one per EP group (alltoall);
+                        * the planner assumes uniform routing */
+                       .overlap_moe_a2a = false, .moe_dispatcher = PLAN_MOE_ALLTOALL, .moe_imbalance = 1.0 };
+}
+
+double plan_moe_imbalance(const Software *w)
+{
+    return w->moe_imbalance > 1 ? w->moe_imbalance : 1.0;
+}
+
+int plan_warmup_extra(const Plan *p, const Layout *l)
+{
+    /* Megatron-Core, schedules.py (get_pp_rank_microbatches): "if
+     * config.overlap_moe_expert_parallel_comm: num_warmup_microbatches += 1"
+     * under interleaving, so that each steady step's forward and backward
+     * are of different micro-batches; without a pipeline the combined
+     * 1F1B (combined_1f1b_schedule_for_no_pipelining) runs F(0), then F(i+1)
+     * with B(i): one warm-up forward, the same */
+    if (!p->software.overlap_moe_a2a || plan_ep(l) <= 1 || !plan_model_has_moe(&p->model)) return 0;
+    return l->schedule == SCHED_INTERLEAVED || (l->schedule == SCHED_1F1B && l->pp == 1) ? 1 : 0;
+}
+
+int plan_expert_dp(const Layout *l)
+{
+    int64_t cell = (int64_t)plan_etp(l) * plan_ep(l), dense = (int64_t)l->tp * l->dp;
+    return cell > 0 && dense % cell == 0 ? (int)(dense / cell) : 1;
 }
 
 PlanDtype plan_grad_dtype(const Plan *p)
@@ -128,7 +155,7 @@ Layout plan_layout_auto(void)
     return (Layout){ .dp = PLAN_AUTO, .tp = PLAN_AUTO, .pp = PLAN_AUTO, .zero = PLAN_AUTO,
                      .micro_batch = PLAN_AUTO, .global_batch = PLAN_AUTO, .schedule = PLAN_AUTO,
                      .chunks = PLAN_AUTO, .recompute = PLAN_AUTO, .sequence_parallel = PLAN_AUTO,
-                     .ep = PLAN_AUTO };
+                     .ep = PLAN_AUTO, .etp = PLAN_AUTO };
 }
 
 Layout plan_layout_defaults(const Plan *p)
@@ -153,6 +180,9 @@ Layout plan_layout_defaults(const Plan *p)
     /* expert parallelism splits the experts of the mixtures: a dense
      * model has none, and runs with ep 1 whatever the plan block says */
     if (l.ep == PLAN_AUTO || l.ep < 1 || !plan_model_has_moe(&p->model)) l.ep = 1;
+    /* expert TP: tp unless the plan says (Megatron's default); a dense
+     * model has no experts to split */
+    if (l.etp == PLAN_AUTO || l.etp < 1 || !plan_model_has_moe(&p->model)) l.etp = l.tp;
     return l;
 }
 
@@ -250,21 +280,55 @@ bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char
                   (long long)m->seq);
 }
 
-bool plan_rule_ep(const Model *m, int dp, int ep, char *why, size_t len)
+bool plan_rule_ep(const Model *m, int dp, int tp, int etp, int ep, char *why, size_t len)
 {
-    if (!set(ep) || ep <= 1) return true;
-    /* EP groups are ep consecutive DP ranks of one stage and TP rank
-     * (Megatron-Core's expert-model-parallel groups) */
-    if (set(dp) && dp % ep)
-        return refuse(why, len, "ep %d does not divide dp %d", ep, dp);
+    bool ep_set = set(ep) && ep > 1, etp_set = set(etp) && set(tp) && etp != tp;
+    if (!ep_set && !etp_set) return true;
+    int e = ep_set ? ep : 1;
+    /* the expert layout re-factors a stage's tp x dp ranks as etp x ep x
+     * expert-DP, etp fastest (Megatron-Core parallel_state.py,
+     * initialize_model_parallel: expert_decoder_rank_generator(tp=etp,
+     * ep=ep, dp=expert_data_parallel_size, order "tp-ep-dp-pp"), and
+     * "world_size ... is not divisible by
+     * expert_tensor_model_pipeline_parallel size" is its error). At etp =
+     * tp that is: EP groups of ep consecutive DP ranks, ep divides dp. */
+    if (!etp_set && set(dp) && dp % e)
+        return refuse(why, len, "ep %d does not divide dp %d", e, dp);
+    if (etp_set && set(dp) && ((int64_t)tp * dp) % ((int64_t)etp * e))
+        return refuse(why, len, "ep %d x etp %d = %lld does not divide the tp %d x dp %d = %lld ranks of a stage",
+                      e, etp, (long long)etp * e, tp, dp, (long long)tp * dp);
+    char at[48];
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *l = &m->layers[i];
-        if (l->kind == LAYER_MOE && l->experts % ep) {
-            char at[48];
-            return refuse(why, len, "experts %lld not a multiple of ep %d (%s)", (long long)l->experts, ep,
+        if (l->kind == LAYER_MOE && l->experts % e)
+            return refuse(why, len, "experts %lld not a multiple of ep %d (%s)", (long long)l->experts, e,
                           layer_where(m, i, at, sizeof at));
-        }
+        /* each routed expert's GEMMs split over etp as an MLP's over tp */
+        if (l->kind == LAYER_MOE && etp_set && etp > 1 && l->hidden % etp)
+            return refuse(why, len, "etp %d does not divide moe hidden %lld (%s)", etp, (long long)l->hidden,
+                          layer_where(m, i, at, sizeof at));
     }
+    return true;
+}
+
+bool plan_rule_moe_overlap(const Software *w, int schedule, int pp, int recompute, char *why, size_t len)
+{
+    if (!w->overlap_moe_a2a) return true;
+    /* Megatron-LM arguments.py (validate_args, with
+     * --overlap-moe-expert-parallel-comm): "disable full recomputation
+     * when enabling overlap_moe_expert_parallel_comm"; the combined 1F1B
+     * runs without pipelining or under the interleaved schedule
+     * (schedules.py: combined_1f1b_schedule_for_no_pipelining,
+     * forward_backward_pipelining_with_interleaving) */
+    if (recompute == RECOMPUTE_FULL)
+        return refuse(why, len, "overlap_moe_a2a does not run with recompute full (Megatron-Core: disable full "
+                      "recomputation when enabling overlap_moe_expert_parallel_comm)");
+    if (set(pp) && pp > 1 && set(schedule) && schedule != SCHED_INTERLEAVED)
+        return refuse(why, len, "overlap_moe_a2a with pp %d needs schedule interleaved (got %s; Megatron-Core's "
+                      "combined 1F1B runs under the interleaved schedule)", pp, plan_schedule_name(schedule));
+    if ((!set(pp) || pp == 1) && set(schedule) && schedule != SCHED_1F1B && schedule != SCHED_INTERLEAVED)
+        return refuse(why, len, "overlap_moe_a2a needs schedule 1f1b or interleaved (got %s)",
+                      plan_schedule_name(schedule));
     return true;
 }
 
@@ -372,7 +436,8 @@ bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len)
            plan_rule_ranks(&p->cluster, l->dp, l->tp, l->pp, why, len) &&
            plan_rule_tp_node(&p->cluster, l->tp, why, len) &&
            plan_rule_tp_split(m, l->tp, why, len) &&
-           plan_rule_ep(m, l->dp, plan_ep(l), why, len) &&
+           plan_rule_ep(m, l->dp, l->tp, plan_etp(l), plan_ep(l), why, len) &&
+           plan_rule_moe_overlap(&p->software, l->schedule, l->pp, l->recompute, why, len) &&
            plan_rule_sp_rows(m, l->tp, l->micro_batch, l->sequence_parallel, why, len) &&
            plan_rule_batch(l->global_batch, l->dp, l->micro_batch, why, len) &&
            plan_rule_schedule(l->schedule, l->pp, l->chunks, why, len) &&

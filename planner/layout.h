@@ -76,11 +76,29 @@ bool plan_rule_model(const Model *m, char *why, size_t len);
 /* Megatron splits the query heads, the key/value heads and the MLP width
  * (each expert's, in a mixture) of every layer over tp. */
 bool plan_rule_tp_split(const Model *m, int tp, char *why, size_t len);
-/* Expert parallelism (issue 17): ep divides dp (EP groups are ep
- * consecutive DP ranks) and every mixture's experts (each EP rank holds
- * experts / ep of them). ep on a dense model means nothing (sema warns;
- * plan_layout_defaults runs it with ep 1), so it is no rule. */
-bool plan_rule_ep(const Model *m, int dp, int ep, char *why, size_t len);
+/* Expert parallelism (issue 17) and expert TP (issue 25): the stage's
+ * tp x dp ranks are laid out as etp x ep x expert-DP (etp fastest,
+ * Megatron-Core's expert rank generator), so ep x etp divides tp x dp (at
+ * etp = tp: ep divides dp, EP groups are ep consecutive DP ranks); ep
+ * divides every mixture's experts (each EP rank holds experts / ep of
+ * them) and etp every mixture's hidden. ep on a dense model means nothing
+ * (sema warns; plan_layout_defaults runs it with ep 1), so it is no rule.
+ * etp PLAN_AUTO (or equal to tp) is tp's. */
+bool plan_rule_ep(const Model *m, int dp, int tp, int etp, int ep, char *why, size_t len);
+/* overlap_moe_a2a (Megatron-Core's combined 1F1B) runs under 1f1b without
+ * a pipeline or interleaved with one, and not with full recomputation. */
+bool plan_rule_moe_overlap(const Software *w, int schedule, int pp, int recompute, char *why, size_t len);
+/* The forwards overlap_moe_a2a adds to a stage's warm-up (0 or 1): one
+ * under the interleaved schedule and under 1f1b without a pipeline, with
+ * ep > 1 (Megatron-Core's combined 1F1B); the schedule (PlanOpCosts.
+ * warmup_extra) and the memory model (plan_in_flight_x) read it. */
+int plan_warmup_extra(const Plan *p, const Layout *l);
+/* The size of the expert-DP group (the ranks holding the same experts):
+ * tp x dp / (etp x ep), 1 where that does not divide. */
+int plan_expert_dp(const Layout *l);
+/* The routing imbalance a plan assumes, >= 1 (Software.moe_imbalance; 0 in
+ * a Software built in C means 1). */
+double plan_moe_imbalance(const Software *w);
 /* Sequence parallelism (sp 1) cuts the micro_batch * seq rows of a
  * micro-batch over tp. */
 bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char *why, size_t len);

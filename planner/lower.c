@@ -47,7 +47,8 @@ bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks)
     c->chunks = chunks;
     double **d[] = { &c->fwd, &c->bwd, &c->bwd_input, &c->bwd_weight, &c->p2p, &c->p2p_bytes,
                      &c->reduce, &c->gather, &c->sync, &c->weight_bytes, &c->red_bytes, &c->fwd_ep,
-                     &c->bwd_ep, &c->fwd_ep_bytes, &c->bwd_ep_bytes, &c->fwd_tp, &c->bwd_tp, &c->rc };
+                     &c->bwd_ep, &c->fwd_ep_bytes, &c->bwd_ep_bytes, &c->fwd_tp, &c->bwd_tp, &c->rc,
+                     &c->fwd_ep_hidden, &c->bwd_ep_hidden };
     bool ok = true;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) ok &= (*d[i] = calloc(n, sizeof(double))) != NULL;
     ok &= (c->first_layer = calloc(n, sizeof(int))) != NULL;
@@ -66,6 +67,7 @@ void plan_op_costs_free(PlanOpCosts *c)
     free(c->red_bytes);
     free(c->fwd_ep); free(c->bwd_ep); free(c->fwd_ep_bytes); free(c->bwd_ep_bytes);
     free(c->fwd_tp); free(c->bwd_tp); free(c->rc);
+    free(c->fwd_ep_hidden); free(c->bwd_ep_hidden);
     free(c->first_layer); free(c->end_layer); free(c->layers); free(c->opt);
     free(c->sp_norm); free(c->sp_norm_bytes); free(c->embed); free(c->embed_bytes);
     memset(c, 0, sizeof *c);
@@ -181,6 +183,11 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
     if (kind != OP_BWD_WEIGHT && c->fwd_ep) {
         out[i].ep_dur = kind == OP_FWD ? c->fwd_ep[k] : c->bwd_ep[k];
         out[i].ep_bytes = kind == OP_FWD ? c->fwd_ep_bytes[k] : c->bwd_ep_bytes[k];
+        /* overlap_moe_a2a: a paired step's all-to-alls run beside the
+         * other micro-batch's compute, what they hide off its duration */
+        bool paired = st.paired && (c->schedule == SCHED_1F1B || c->schedule == SCHED_INTERLEAVED);
+        double hid = paired && c->fwd_ep_hidden ? (kind == OP_FWD ? c->fwd_ep_hidden[k] : c->bwd_ep_hidden[k]) : 0;
+        if (hid > 0) { out[i].dur -= hid; out[i].ep_dur -= hid; }
     }
     /* its TP collectives and recomputation: the input-gradient side of
      * the backward (zb-h1's weight pass has neither) */
@@ -308,6 +315,7 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
     oc->p2p_blocking = pc->p2p_blocking;
     oc->param_overlap = pc->param_overlap;
     oc->overlap_compute = pc->overlap_compute;
+    oc->warmup_extra = pc->warmup_extra;
     for (int k = 0; k < pc->n_chunks; k++) {
         const PlanChunkCost *cc = &pc->cost[k];
         oc->fwd[k] = cc->fwd; oc->bwd[k] = cc->bwd;
@@ -319,6 +327,7 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
         oc->fwd_ep_bytes[k] = cc->fwd_ep_bytes; oc->bwd_ep_bytes[k] = cc->bwd_ep_bytes;
         oc->fwd_tp[k] = cc->fwd_tp; oc->bwd_tp[k] = cc->bwd_tp;
         oc->rc[k] = cc->recompute - cc->recompute_coll;
+        oc->fwd_ep_hidden[k] = cc->fwd_ep_hidden; oc->bwd_ep_hidden[k] = cc->bwd_ep_hidden;
         oc->first_layer[k] = pc->chunk[k].first; oc->end_layer[k] = pc->chunk[k].end;
         oc->layers[k] = cc->layers;
     }

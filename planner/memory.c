@@ -120,7 +120,7 @@ double plan_act_kept(int schedule, double act_kept, double act_split)
     return act_kept + (schedule == SCHED_ZB_H1 ? act_split : 0);
 }
 
-void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int ep,
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int edp,
                         uint64_t *params, uint64_t *grads, uint64_t *opt)
 {
     /* a group of one rank shards nothing: the runtime's effective stage is
@@ -129,7 +129,7 @@ void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, Plan
     plan_model_states(psi - psi_expert, dtype, gdtype, dp > 1 ? zero : 0, dp, params, grads, opt);
     if (psi_expert == 0) return;
     uint64_t p2, g2, o2;
-    int edp = ep > 1 ? dp / ep : dp;   /* the expert-DP group (issue 17's agreed semantics) */
+    if (edp < 1) edp = 1;   /* the expert-DP group (issue 17's agreed semantics; plan_expert_dp) */
     plan_model_states(psi_expert, dtype, gdtype, edp > 1 ? zero : 0, edp, &p2, &g2, &o2);
     *params = plan_bytes_add(*params, p2);
     *grads = plan_bytes_add(*grads, g2);
@@ -138,14 +138,20 @@ void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, Plan
 
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
 {
+    return plan_in_flight_x(schedule, p, s, m, v, 0);
+}
+
+double plan_in_flight_x(int schedule, int p, int s, int64_t m, int v, int extra)
+{
     double dm = (double)m;
     switch (schedule) {
     case SCHED_GPIPE:
         return dm;
     case SCHED_INTERLEAVED: {
-        /* Megatron: warm-up 2(p-s-1) + (v-1)p chunk forwards, + 1 in steady
-         * state; with m == p every forward runs in the warm-up */
-        double n = m == p ? dm * v : 2.0 * (p - s - 1) + (double)(v - 1) * p + 1;
+        /* Megatron: warm-up 2(p-s-1) + (v-1)p chunk forwards (+ extra,
+         * overlap_moe_a2a), + 1 in steady state; with m == p every forward
+         * runs in the warm-up */
+        double n = m == p ? dm * v : 2.0 * (p - s - 1) + (double)(v - 1) * p + extra + 1;
         return fmin(n, dm * v) / v;
     }
     case SCHED_ZB_H1:
@@ -154,7 +160,7 @@ double plan_in_flight(int schedule, int p, int s, int64_t m, int v)
          * slot_alloc/free), with the B-to-W gradients (plan_act_kept) */
         return fmin((double)p, dm);
     default:   /* 1F1B */
-        return fmin((double)(p - s), dm);
+        return fmin((double)(p - s + extra), dm);
     }
 }
 
@@ -167,7 +173,12 @@ uint64_t plan_bytes(double x)
 
 double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v)
 {
-    return ceil(plan_in_flight(schedule, p, s, m, v) * v - 1e-9);
+    return plan_pipe_slots_x(schedule, p, s, m, v, 0);
+}
+
+double plan_pipe_slots_x(int schedule, int p, int s, int64_t m, int v, int extra)
+{
+    return ceil(plan_in_flight_x(schedule, p, s, m, v, extra) * v - 1e-9);
 }
 
 double plan_pipe_xfer_bufs(int schedule, int p, int s, int64_t m, int v, int zero, int dp)
@@ -232,9 +243,10 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         }
         m->stage = s;
         m->params = psi;
-        plan_expert_states(psi, psi_e, p->model.dtype, plan_grad_dtype(p), l->zero, l->dp, plan_ep(l),
+        plan_expert_states(psi, psi_e, p->model.dtype, plan_grad_dtype(p), l->zero, l->dp, plan_expert_dp(l),
                            &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
-        m->in_flight = plan_in_flight(l->schedule, l->pp, s, c->n_micro, l->chunks);
+        int extra = plan_warmup_extra(p, l);   /* overlap_moe_a2a's warm-up forward */
+        m->in_flight = plan_in_flight_x(l->schedule, l->pp, s, c->n_micro, l->chunks, extra);
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
         /* + a mixture's all-to-all send and receive buffers (ep > 1),
          * alive during the one layer that runs */

@@ -35,6 +35,8 @@ uint64_t plan_memory_reserve(uint64_t capacity);
  * per micro-batch and chunk in flight, each with its input, pp 1 too):
  * plan_in_flight times the chunks v. */
 double plan_pipe_slots(int schedule, int p, int s, int64_t m, int v);
+/* The same with `extra` forwards added to the warm-up (plan_warmup_extra). */
+double plan_pipe_slots_x(int schedule, int p, int s, int64_t m, int v, int extra);
 
 /* Activation receives a stage posts early at once (planner/p2p_order.c:
  * NCCL's rules; the interleaved schedule needs one, the others none), each
@@ -100,8 +102,9 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, PlanDtype gdtype, int zero
 double plan_act_kept(int schedule, double act_kept, double act_split);
 /* plan_model_states for psi parameters of which psi_expert are routed
  * experts: the dense ones over dp, the experts over their expert-DP group
- * of dp / ep ranks (Megatron-Core MoE's expert data parallelism). */
-void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int ep,
+ * of edp ranks (plan_expert_dp: tp dp / (etp ep); dp / ep at etp = tp;
+ * Megatron-Core MoE's expert data parallelism). */
+void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, PlanDtype gdtype, int zero, int dp, int edp,
                         uint64_t *params, uint64_t *grads, uint64_t *opt);
 
 /* Micro-batches in flight on stage s of p for a schedule: GPipe m, 1F1B
@@ -110,6 +113,9 @@ void plan_expert_states(uint64_t psi, uint64_t psi_expert, PlanDtype dtype, Plan
  * micro-batches) min(2(p-s-1) + (v-1)p + 1, m v) / v (m v / v = m when
  * m == p: Megatron then runs every forward in the warm-up). */
 double plan_in_flight(int schedule, int p, int s, int64_t m, int v);
+/* The same with `extra` forwards added to the warm-up of 1f1b and
+ * interleaved (plan_warmup_extra: overlap_moe_a2a). */
+double plan_in_flight_x(int schedule, int p, int s, int64_t m, int v, int extra);
 
 /* The memory items as planrt's allocator counts them (prt_mem_kind's
  * order): --mem-report's by_kind. */

@@ -222,12 +222,17 @@ uint64_t plan_layer_expert_params(const Model *m, const Layer *l, int tp, bool *
     return mul((uint64_t)l->experts, expert_params(m, l, tp, ovf), ovf);
 }
 
-uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int ep, bool *ovf)
+uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int etp, int ep, bool *ovf)
 {
     uint64_t n = plan_layer_params(m, l, tp, ovf);
-    if (l->kind != LAYER_MOE || ep <= 1) return n;
+    if (l->kind != LAYER_MOE) return n;
+    if (etp < 1) etp = tp;
+    if (ep <= 1 && etp == tp) return n;
+    /* the routed experts split over etp (Megatron's expert TP), the rest
+     * (norm, router, shared experts) as the dense layers over tp */
     uint64_t routed = plan_layer_expert_params(m, l, tp, ovf);
-    return n - routed + routed / (uint64_t)ep;   /* experts % ep == 0 (plan_rule_ep) */
+    uint64_t mine = plan_layer_expert_params(m, l, etp, ovf);
+    return n - routed + mine / (uint64_t)(ep > 1 ? ep : 1);   /* experts % ep == 0 (plan_rule_ep) */
 }
 
 bool plan_model_active_params(const Model *m, uint64_t *active)
@@ -661,59 +666,75 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     double t = c->tp, e = plan_dtype_bytes(m->dtype), ep = c->ep > 1 ? c->ep : 1;
     double f = (double)l->hidden, T = b * s, r = c->sp ? 1.0 / t : 1.0;
     double E = (double)l->experts, k = (double)l->top_k, S = (double)l->shared;
-    double R = plan_moe_rows(m, l, c->micro_batch), Ru = T * k;   /* rows run, rows routed */
+    /* expert TP (issue 25): each routed expert split over et ranks. At et
+     * = t every TP rank routes the whole micro-batch (issue 17's
+     * semantics); with et < t each rank routes its own T/t rows (sequence
+     * parallel, as Megatron-Core requires for MoE with tp > 1) gathered
+     * over its et expert-TP ranks: T et / t tokens */
+    double et = c->etp >= 1 ? c->etp : t, Tr = T * et / t;
+    double C = plan_moe_capacity(m, l);
+    double R = plan_moe_rows(m, l, c->micro_batch) * et / t, Ru = Tr * k;   /* rows run, rows routed */
+    /* the busiest EP rank (Software.moe_imbalance) receives imb x the
+     * mean rows, at most what its experts' capacity keeps; the step waits
+     * for it, so its rows are the GEMMs' and the all-to-alls' (at ep 1
+     * every rank holds every expert: no rank is busier) */
+    double imb = ep > 1 && c->imbalance > 1 ? c->imbalance : 1;
+    double Rb = R * imb;
+    if (C > 0) Rb = fmin(Rb, b * E * C * et / t);
     /* rows the experts' buffers hold: every routed row's place on this
      * rank (the runtime sizes them N k), under ep > 1 the rows that arrived */
-    double Ra = ep > 1 ? R : Ru;
+    double Ra = ep > 1 ? Rb : Ru;
     double up = plan_act_gated(l->act) ? 2 : 1;
 
     /* GEMMs: router 2T h E (fp32 logits, counted as a GEMM of the model
      * dtype); the local experts as grouped GEMMs (Megatron-Core's
-     * GroupedMLP): E/ep of R ep/E rows each, up (gate fused) and down;
-     * the shared experts S of T rows. FLOPs count what the tokens run
-     * (Ru rows, not the capacity's padding), so MFU is honest. */
-    gemm(w, T, E, h, 1, false);
-    gemm(w, R * ep / E, up * f / t, h, E / ep, false);
-    gemm(w, R * ep / E, h, f / t, E / ep, false);
+     * GroupedMLP): E/ep of Rb ep/E rows each, up (gate fused) and down,
+     * f/et wide; the shared experts S of T rows, f/t wide. FLOPs count
+     * what the tokens run (Ru rows, not the capacity's padding nor the
+     * busiest rank's excess), so MFU is honest. */
+    gemm(w, Tr, E, h, 1, false);
+    gemm(w, Rb * ep / E, up * f / et, h, E / ep, false);
+    gemm(w, Rb * ep / E, h, f / et, E / ep, false);
     if (S > 0) {
         gemm(w, T, up * f / t, h, S, false);
         gemm(w, T, h, f / t, S, false);
     }
-    w->flops_fwd -= 2.0 * (R - Ru) * (up + 1) * f / t * h;
+    w->flops_fwd -= 2.0 * (Rb - Ru) * (up + 1) * f / et * h;
 
     double eager = norm_work(w, c, l->norm, T * h, e, r);
     /* softmax and top-k over the fp32 logits (reads 4TE, writes the k
      * weights and indices, 8Tk); backward reads the weights' gradient and
      * the logits, writes the logits' gradient */
-    ew(w, 4 * T * E + 8 * T * k, 8 * T * E + 8 * T * k, false);
+    ew(w, 4 * Tr * E + 8 * Tr * k, 8 * Tr * E + 8 * Tr * k, false);
     /* permutation into the R dispatched rows and the weighted combine
      * back: each reads one side and writes the other, e R h + e T h */
-    ew(w, e * (R + T) * h, e * (R + T) * h, false);
-    ew(w, e * (R + T) * h + 4 * T * k, 2 * e * (R + T) * h, false);
-    double rows_act = R + T * S;
-    eager += act_work(w, c, up > 1, rows_act * f / t, e);
+    ew(w, e * (R + Tr) * h, e * (R + Tr) * h, false);
+    ew(w, e * (R + Tr) * h + 4 * Tr * k, 2 * e * (R + Tr) * h, false);
+    /* the activation: the routed rows f/et wide, the shared f/t */
+    double act_el = Rb * f / et + T * S * f / t;
+    eager += act_work(w, c, up > 1, act_el, e);
     residual_work(w, T * h, e, r, dropout);
 
     /* Kept for the backward (the agreed semantics): what an MLP keeps per
      * row — norm input and up input e T h (/t under SP), the dropout mask
-     * T h — the activation input (up) e f / t and down input e f / t per
+     * T h — the activation input (up) e f / et and down input e f / et per
      * row, for the Ra rows of the experts' buffers and T rows per shared
-     * expert; the router's fp32 logits 4 T E; the top-k indices, weights
-     * and dispatched rows T k (int32 + fp32 + int32); the experts' input
-     * e Ra h (at ep 1 a place for every routed row, T k, whatever the
+     * expert (f / t); the router's fp32 logits 4 T E; the top-k indices,
+     * weights and dispatched rows T k (int32 + fp32 + int32); the experts'
+     * input e Ra h (at ep 1 a place for every routed row, T k, whatever the
      * capacity keeps; under ep > 1 on the experts' side the rows that
-     * arrived, R under uniform routing — the runtime keeps the rows it
-     * received, so EP ranks differ by the routing's imbalance, which no
-     * plan can know) and their output combined back, e T k h on every
-     * rank (the top-k weights' gradient reads it). */
+     * arrived, R under uniform routing, Rb on the busiest rank — the
+     * runtime keeps the rows it received) and their output combined back,
+     * e T k h on every rank (the top-k weights' gradient reads it); T the
+     * rank's routed tokens Tr. */
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
-    double tpart = (up + 1) * e * (Ra + T * S) * f / t;
-    double inner = 4 * T * E + 12 * T * k + e * (Ra + Ru) * h;
+    double tpart = (up + 1) * e * (Ra * f / et + T * S * f / t);
+    double inner = 4 * Tr * E + 12 * Tr * k + e * (Ra + Ru) * h;
     w->act_none = repl + tpart + inner;
     /* recompute_modules: moe drops all the mixture keeps inside (from its
      * input, the norm's output) and re-runs its forward, all-to-alls
      * included; moe_act the routed experts' activation output (the down
-     * projections' input, e Ra f / t; Megatron's output-discarding
+     * projections' input, e Ra f / et; Megatron's output-discarding
      * checkpoint in experts.py); shared_experts the shared experts' two
      * tensors per row (up + 1) e T S f / t, re-running their GEMMs and
      * activation; layernorm the norm's output */
@@ -725,8 +746,8 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     } else if (!(mods & moe_mods)) {
         w->act_selective = w->act_none;
     } else {
-        double routed = (up + 1) * e * Ra * f / t, shared = (up + 1) * e * T * S * f / t;
-        if (mods & PLAN_RC_BIT(PLAN_RC_MOE_ACT)) routed = up * e * Ra * f / t;
+        double routed = (up + 1) * e * Ra * f / et, shared = (up + 1) * e * T * S * f / t;
+        if (mods & PLAN_RC_BIT(PLAN_RC_MOE_ACT)) routed = up * e * Ra * f / et;
         if (mods & PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS)) shared = 0;
         w->act_selective = repl + routed + shared + inner;
     }
@@ -734,9 +755,9 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     w->module[PLAN_RC_MOE].whole = true;
     w->module[PLAN_RC_MOE].flops = w->flops_fwd;
     PlanRedo *ma = &w->module[PLAN_RC_MOE_ACT];
-    ma->ew = (up > 1 ? 3 : 2) * e * R * f / t;
+    ma->ew = (up > 1 ? 3 : 2) * e * Rb * f / et;   /* the busiest rank's rows, f/et wide */
     ma->kernels = 1;
-    ma->act_rows = R;
+    ma->act_rows = Rb;
     if (S > 0) {
         PlanRedo *se = &w->module[PLAN_RC_SHARED_EXPERTS];
         se->gemm[3] = se->gemm[4] = 1;
@@ -755,21 +776,22 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * and input gradients e T k h each, a shared expert's output e T h,
      * the top-k weights' and the logits' gradients (fp32) 4 T k + 4 T E;
      * under ep > 1 the forward's rows sent out e T k h and the experts'
-     * side of the backward, sized by the R rows that arrived: their output
-     * and input gradients 2 e R h, the up and activation gradients
-     * e R (up + 1) f / t */
-    w->act_scratch = e * (2 * T * k + T) * h + 4 * T * k + 4 * T * E;
-    if (ep > 1) w->act_scratch += e * T * k * h + e * R * (2 * h + (up + 1) * f / t);
+     * side of the backward, sized by the Rb rows that arrived: their output
+     * and input gradients 2 e Rb h, the up and activation gradients
+     * e Rb (up + 1) f / et */
+    w->act_scratch = e * (2 * Tr * k + T) * h + 4 * Tr * k + 4 * Tr * E;
+    if (ep > 1) w->act_scratch += e * Tr * k * h + e * Rb * (2 * h + (up + 1) * f / et);
     /* dispatch and combine (forward), their gradients (backward): each an
-     * all-to-all of every rank's R rows of h, e R h bytes sent; the token
-     * counts (E int32) go first in the forward; the send and receive
+     * all-to-all of the busiest rank's Rb rows of h, e Rb h bytes; the
+     * token counts (E int32) go first in the forward; the send and receive
      * buffers are alive during the layer only */
     if (ep > 1) {
-        w->ep_bytes = e * R * h;
+        w->ep_bytes = e * Rb * h;
+        w->ep_token_bytes = e * Tr * h * imb;
         w->ep_count_bytes = 4 * E;
         w->ep_fwd = 2;
         w->ep_bwd = 2;
-        w->a2a_bytes = 2 * e * R * h;
+        w->a2a_bytes = 2 * e * Rb * h;
     }
 }
 
@@ -870,7 +892,9 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
         break;
     case LAYER_MOE:
         moe_work(m, l, prev, c, dropout, w);
-        sublayer_tp_colls(c, w);
+        /* with expert TP below tp each rank dispatches its own rows: only
+         * shared experts (TP-split MLPs) need the TP collectives */
+        if (!(c->etp >= 1 && c->etp < c->tp && l->shared == 0)) sublayer_tp_colls(c, w);
         break;
     case LAYER_NORM:
         w->act_none = w->act_selective = w->act_full = e * T * h * r + norm_work(w, c, l->norm, T * h, e, r);

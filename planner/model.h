@@ -33,6 +33,9 @@ typedef struct {
     bool    unfused_norm, unfused_rope, unfused_swiglu;
     int     modules;        /* recompute selective: the PLAN_RC_BIT()s recomputed
                                (plan_recompute_modules); 0 reads as core_attn alone */
+    /* MoE (issue 25) */
+    int     etp;            /* expert-tensor-parallel degree; 0 means tp (plan_etp) */
+    double  imbalance;      /* the busiest EP rank's rows over the mean (>= 1; 0 means 1) */
 } PlanCut;
 
 /* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */
@@ -98,6 +101,9 @@ typedef struct {
     double      ep_count_bytes; /* the token counts exchanged before the dispatch (E int32) */
     int         ep_fwd, ep_bwd; /* all-to-alls of ep_bytes in forward / backward */
     double      a2a_bytes;      /* transient send + receive buffers during the layer */
+    double      ep_token_bytes; /* the tokens this rank dispatches, once each (e T h; the busiest
+                                   rank's under Software.moe_imbalance): what a hierarchical
+                                   dispatcher sends across nodes once per node (comm.c) */
     double      act_scratch;    /* activation bytes alive only while the layer runs, whatever is
                                    recomputed (a MoE layer's backward scratch): in the rebuild term */
 } PlanLayerWork;
@@ -157,9 +163,10 @@ uint64_t plan_layer_params(const Model *m, const Layer *l, int tp, bool *overflo
  * tp); 0 for a layer that is no mixture. */
 uint64_t plan_layer_expert_params(const Model *m, const Layer *l, int tp, bool *overflow);
 
-/* Parameters of one layer on one GPU under (tp, ep): plan_layer_params
- * with the routed experts divided over the ep ranks of the EP group. */
-uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int ep, bool *overflow);
+/* Parameters of one layer on one GPU under (tp, etp, ep): plan_layer_params
+ * with the routed experts split over etp instead of tp and divided over
+ * the ep ranks of the EP group. */
+uint64_t plan_layer_params_ep(const Model *m, const Layer *l, int tp, int etp, int ep, bool *overflow);
 
 /* Parameters one token passes through (exact; false on overflow): the
  * total minus, per mixture, the experts - top_k routed experts it skips

@@ -272,6 +272,11 @@ typedef struct {
     int      recompute_every;    /* recompute full: every N-th block a rank holds is
                                     recomputed, counted over its chunks in order from 1
                                     (torchtitan's selective_ac_option "N"); 0 = every block */
+    /* ---- MoE: expert tensor parallelism (issue 25) ---- */
+    int      etp;                /* expert-tensor-parallel degree: each routed expert's
+                                    GEMMs split over etp ranks (Megatron-Core's
+                                    --expert-tensor-parallel-size); PLAN_AUTO or 0 (a Layout
+                                    built in C without it): = tp, Megatron's default (plan_etp) */
 } Layout;
 
 /* The recompute_modules a layout runs with: its bits, or core_attn alone
@@ -286,6 +291,15 @@ static inline int plan_recompute_modules(const Layout *L)
 static inline int plan_ep(const Layout *L)
 {
     return L->ep >= 1 ? L->ep : 1;
+}
+
+/* The expert-tensor-parallel degree a set layout runs with: etp, or tp
+ * when unset (Megatron-Core parallel_state.py: "if
+ * expert_tensor_parallel_size is None: expert_tensor_parallel_size =
+ * tensor_model_parallel_size"). */
+static inline int plan_etp(const Layout *L)
+{
+    return L->etp >= 1 ? L->etp : L->tp >= 1 ? L->tp : 1;
 }
 
 typedef struct {
@@ -399,7 +413,31 @@ typedef struct {
     /* the optimizer's kernels (PlanOptimizer): their HBM bytes and
      * launches per step (cost.c, plan_opt_time) */
     int  optimizer;
+    /* ---- MoE dispatch as it runs (issue 25); planc's program: blocking
+     * all-to-alls, uniform routing ---- */
+    /* true: a micro-batch's dispatch and combine run beside another
+     * micro-batch's compute in the steady state of 1F1B / interleaved
+     * (Megatron-Core's --overlap-moe-expert-parallel-comm with
+     * --delay-wgrad-compute: megatron/core/pipeline_parallel/combined_1f1b.py);
+     * false (planc): synchronous inside the layer */
+    bool   overlap_moe_a2a;
+    /* the token dispatcher (PlanMoeDispatcher, the plan key moe_dispatcher) */
+    int    moe_dispatcher;
+    /* the busiest EP rank's tokens over the mean (>= 1; 1: uniform routing,
+     * planc's assumption): its expert GEMMs and all-to-alls, which the
+     * step waits for */
+    double moe_imbalance;
 } Software;
+
+/* How a mixture's tokens reach their experts (Software.moe_dispatcher).
+ * ORDER the names in sema.c (MOE_DISPATCHER_NAMES). */
+typedef enum {
+    PLAN_MOE_ALLTOALL,  /* one all-to-all over the EP group, every row on its own
+                           (Megatron's --moe-token-dispatcher-type alltoall; planc's runtime) */
+    PLAN_MOE_DEEPEP,    /* DeepEP's hierarchical kernels: a token crosses the network once
+                           per destination node, then fans out over NVLink (Megatron's
+                           --moe-token-dispatcher-type flex --moe-enable-deepep) */
+} PlanMoeDispatcher;
 
 /* Whether the plan's attention is one fused kernel (scores on chip). */
 static inline bool plan_flash(const Software *w)

@@ -123,6 +123,7 @@ typedef struct {
     double *fwd_ep_bytes, *bwd_ep_bytes; /* bytes sent in them */
     double *fwd_tp, *bwd_tp;      /* s of fwd / bwd (bwd_input) in exposed TP collectives */
     double *rc;                   /* s of bwd (bwd_input) recomputing kernels (PlanOp.rc_dur) */
+    double *fwd_ep_hidden, *bwd_ep_hidden; /* s of them a paired step hides (overlap_moe_a2a) */
     int    *first_layer, *end_layer, *layers;
     /* per stage: */
     double *opt;          /* s: the optimizer step (AdamW only) */
@@ -135,13 +136,19 @@ typedef struct {
                                      their compute layer by layer; ZeRO-1/2's all-gather
                                      becomes a gather before each chunk's first forward */
     double  overlap_compute;      /* PlanProgram.overlap_compute */
+    int     warmup_extra;         /* forwards added to each stage's warm-up (plan_warmup_extra:
+                                     overlap_moe_a2a); 0 */
 } PlanOpCosts;
 
 /* One compute micro-step of a stage's schedule: the forward, the backward
  * (zb-h1: its input-gradient part) or the zb-h1 weight pass of
  * (mb, chunk). A stage's Program is its steps expanded into ops. */
 typedef enum { PLAN_STEP_F, PLAN_STEP_B, PLAN_STEP_W } PlanStepKind;
-typedef struct { PlanStepKind kind; int mb, chunk; } PlanStep;
+/* paired: the step runs beside another micro-batch's step of the other
+ * direction (the steady state of 1F1B and interleaved 1F1B, Megatron-Core's
+ * combined 1F1B), so overlap_moe_a2a hides its all-to-alls (cost.h
+ * fwd_ep_hidden) */
+typedef struct { PlanStepKind kind; int mb, chunk; bool paired; } PlanStep;
 
 /* The most ops one micro-step expands into: a gather, a receive, the
  * compute op, a send and a reduction. */

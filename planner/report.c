@@ -207,8 +207,17 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
     if (plan_model_has_moe(&p->model)) {   /* issue 17: ep consecutive DP ranks of one TP rank */
         int ep = plan_ep(l);
         fprintf(out, "  ep %d: each GPU holds experts / %d of every mixture; expert gradients over %d "
-                     "DP ranks, dense over %d\n", ep, ep, l->dp / ep, l->dp);
-        print_group(out, "EP", plan_group_shape(plan_nvlink_domain(&p->cluster), l->tp, ep));
+                     "DP ranks, dense over %d\n", ep, ep, plan_expert_dp(l), l->dp);
+        if (plan_etp(l) != l->tp)
+            fprintf(out, "  etp %d: each expert split over %d ranks (dense layers over tp %d)\n", plan_etp(l),
+                    plan_etp(l), l->tp);
+        const Software *w = &p->software;
+        fprintf(out, "  moe: dispatcher %s, all-to-alls %s, busiest EP rank %.3g x the mean rows\n",
+                    w->moe_dispatcher == PLAN_MOE_DEEPEP ? "deepep (hierarchical)" : "alltoall",
+                    w->overlap_moe_a2a ? "overlapped with another micro-batch (steady state)"
+                                       : "synchronous inside the layer",
+                    plan_moe_imbalance(w));
+        print_group(out, "EP", plan_ep_group(&p->cluster, plan_etp(l), ep));
     }
 }
 
@@ -295,7 +304,7 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
     fprintf(out, "  %-28s %10.4f   (of which recomputation %.4f)\n", "compute", t->compute, t->recompute);
     fprintf(out, "  %-28s %10.4f   exposed (synchronous)\n", "TP collectives", t->tp);
     if (ev->layout.ep > 1)
-        fprintf(out, "  %-28s %10.4f   exposed (synchronous, dispatch + combine, uniform routing)\n",
+        fprintf(out, "  %-28s %10.4f   exposed (dispatch + combine; how they run: the layout's moe line)\n",
                 "EP all-to-all", t->ep);
     fprintf(out, "  %-28s %10.4f   exposed (blocking sends)\n", "PP send/recv", t->p2p);
     fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "DP gradient reduce",
@@ -332,10 +341,10 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     if (padded) fprintf(out, "\"params_padded\": %llu,%s", (unsigned long long)padded, nl);
     fprintf(out, "\"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %lld, "
                  "\"global_batch\": %lld, \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
-                 "\"sequence_parallel\": %s, \"ep\": %d},%s",
+                 "\"sequence_parallel\": %s, \"ep\": %d, \"etp\": %d},%s",
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
-            l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), nl);
+            l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), plan_etp(l), nl);
     /* the resolved software stack (planner/stacks.c) */
     fprintf(out, "\"software\": ");
     plan_software_json(out, p, l->zero);

@@ -57,7 +57,7 @@ double plan_reduce_after(const PlanOpCosts *c, int k, int mb)
 static Step interleaved_step(int p, int v, int k, bool fwd)
 {
     int j = k % (p * v), c = j / p;
-    return (Step){ fwd ? STEP_F : STEP_B, (k / (p * v)) * p + k % p, fwd ? c : v - 1 - c };
+    return (Step){ fwd ? STEP_F : STEP_B, (k / (p * v)) * p + k % p, fwd ? c : v - 1 - c, false };
 }
 
 /* GPipe, 1F1B and interleaved 1F1B share one shape: of T forwards, w run
@@ -67,18 +67,37 @@ static Step interleaved_step(int p, int v, int k, bool fwd)
  * when m == p), at most T. */
 PlanStep plan_schedule_step(int schedule, int p, int s, int64_t m, int v, int i)
 {
+    return plan_schedule_step_x(schedule, p, s, m, v, 0, i);
+}
+
+PlanStep plan_schedule_step_x(int schedule, int p, int s, int64_t m, int v, int extra, int i)
+{
     int T = schedule == SCHED_INTERLEAVED ? (int)m * v : (int)m;
     int w = schedule == SCHED_GPIPE ? T
-          : schedule == SCHED_INTERLEAVED ? (m == p ? T : 2 * (p - s - 1) + (v - 1) * p)
-          : p - s - 1;
+          : schedule == SCHED_INTERLEAVED ? (m == p ? T : 2 * (p - s - 1) + (v - 1) * p + extra)
+          : p - s - 1 + extra;
     if (w > T) w = T;
     bool fwd;
     int idx, j = i - w;
     if (i < w) { fwd = true; idx = i; }
     else if (j < 2 * (T - w)) { fwd = !(j & 1); idx = fwd ? w + j / 2 : j / 2; }
     else { fwd = false; idx = T - w + (j - 2 * (T - w)); }
-    if (schedule == SCHED_INTERLEAVED) return interleaved_step(p, v, idx, fwd);
-    return (Step){ fwd ? STEP_F : STEP_B, idx, 0 };
+    Step st = schedule == SCHED_INTERLEAVED ? interleaved_step(p, v, idx, fwd)
+                                            : (Step){ fwd ? STEP_F : STEP_B, idx, 0, false };
+    /* the steady state pairs each forward with the backward after it
+     * (Megatron-Core's combined 1F1B runs them as one step): both are
+     * paired when they are of different (micro-batch, chunk), as the two
+     * must be to run at once (1F1B's last stage, w = 0, runs F(i) B(i):
+     * no pair) */
+    if (schedule != SCHED_GPIPE && i >= w && j < 2 * (T - w)) {
+        int jf = j & ~1;   /* the pair's forward step and its backward */
+        Step f = schedule == SCHED_INTERLEAVED ? interleaved_step(p, v, w + jf / 2, true)
+                                               : (Step){ STEP_F, w + jf / 2, 0, false };
+        Step b = schedule == SCHED_INTERLEAVED ? interleaved_step(p, v, jf / 2, false)
+                                               : (Step){ STEP_B, jf / 2, 0, false };
+        st.paired = f.mb != b.mb || f.chunk != b.chunk;
+    }
+    return st;
 }
 
 static int one_f_one_b(int p, int s, int m, Step *out)
@@ -182,7 +201,7 @@ static bool zb_h1(const PlanOpCosts *c, Step **order, int *len)
         bool take_x = z.take[s];
         double now = z.key[s];
         if (now == INFINITY) { ok = false; break; }
-        Step st = take_x ? z.fb[(size_t)s * 2 * m + z.pos[s]] : (Step){ STEP_W, z.nw[s], 0 };
+        Step st = take_x ? z.fb[(size_t)s * 2 * m + z.pos[s]] : (Step){ STEP_W, z.nw[s], 0, false };
         int k = s;   /* zb-h1 has one chunk: vstage = stage */
         double dur = st.kind == STEP_F ? c->fwd[k] : st.kind == STEP_B ? c->bwd_input[k]
                                                                        : c->bwd_weight[k];
@@ -271,7 +290,7 @@ bool plan_schedule_steps(const PlanOpCosts *c, PlanStep **order, int *len)
     if (c->schedule == SCHED_ZB_H1) return zb_h1_memo(c, order, len);
     int n = 2 * m * (c->schedule == SCHED_INTERLEAVED ? v : 1);
     for (int s = 0; s < p; s++) {
-        for (int i = 0; i < n; i++) order[s][i] = plan_schedule_step(c->schedule, p, s, m, v, i);
+        for (int i = 0; i < n; i++) order[s][i] = plan_schedule_step_x(c->schedule, p, s, m, v, c->warmup_extra, i);
         len[s] = n;
     }
     return true;
@@ -336,6 +355,15 @@ static const PlanChunkCost *row_at(const PlanChunkRun *run, int n_run, int k)
  * j's chain starts after j forwards of virtual stage 0 and its last
  * backward there is followed by m - 1 - j more: the bound takes the larger
  * of the two ends. Seconds. */
+/* The shortest a chunk's forward and backward (zb-h1: input part) run:
+ * a step paired under overlap_moe_a2a hides fwd_ep_hidden / bwd_ep_hidden
+ * (lower.c), so a bound must take them off. */
+static double fwd_min(const PlanChunkCost *q) { return q->fwd - q->fwd_ep_hidden; }
+static double bwd_min(const PlanChunkCost *q, bool zb)
+{
+    return (zb ? q->bwd_input : q->bwd) - q->bwd_ep_hidden;
+}
+
 static double micro_batch_path(const PlanCosts *c, const PlanChunkRun *run, int n_run)
 {
     const Layout *l = &c->layout;
@@ -344,12 +372,12 @@ static double micro_batch_path(const PlanCosts *c, const PlanChunkRun *run, int 
     double t = 0, hops = 0;
     for (int r = 0; r < n_run; r++) {
         const PlanChunkCost *q = run[r].row;
-        t += run[r].count * (q->fwd + (zb ? q->bwd_input : q->bwd));
+        t += run[r].count * (fwd_min(q) + bwd_min(q, zb));
         hops += run[r].count * q->p2p;
     }
     const PlanChunkCost *first = run[0].row, *last = row_at(run, n_run, n - 1);
     if (l->pp > 1) t += 2 * hops - first->p2p - last->p2p;   /* n - 1 sends each way */
-    return t + (double)(c->n_micro - 1) * fmax(first->fwd, zb ? first->bwd_input : first->bwd);
+    return t + (double)(c->n_micro - 1) * fmax(fwd_min(first), bwd_min(first, zb));
 }
 
 double plan_pipeline_comm_bound_runs(const PlanCosts *c, const PlanChunkRun *run, int n_run)
@@ -380,14 +408,17 @@ double plan_pipeline_time_runs(const PlanCosts *c, const PlanChunkRun *run, int 
     int p = l->pp;
     bool zb = l->schedule == SCHED_ZB_H1;
     double m = (double)c->n_micro, bound = 0, chain = 0;   /* chain: stages before s, chunk 0 */
-    double *F = malloc(2 * (size_t)p * sizeof *F), *B = F ? F + p : NULL;
+    double *F = malloc(4 * (size_t)p * sizeof *F), *B = F ? F + p : NULL;
     if (!F) return 0;
+    double *HF = F + 2 * p, *HB = F + 3 * p;   /* what paired steps hide (overlap_moe_a2a) */
     stage_sums(run, n_run, p, offsetof(PlanChunkCost, fwd), F);
     stage_sums(run, n_run, p, offsetof(PlanChunkCost, bwd), B);
+    stage_sums(run, n_run, p, offsetof(PlanChunkCost, fwd_ep_hidden), HF);
+    stage_sums(run, n_run, p, offsetof(PlanChunkCost, bwd_ep_hidden), HB);
     for (int s = 0; s < p; s++) {
-        bound = fmax(bound, chain + m * (F[s] + B[s]));
+        bound = fmax(bound, chain + m * (F[s] - HF[s] + B[s] - HB[s]));
         const PlanChunkCost *k = row_at(run, n_run, s);
-        chain += k->fwd + k->p2p + (zb ? 0 : k->bwd + k->p2p);
+        chain += fwd_min(k) + k->p2p + (zb ? 0 : bwd_min(k, false) + k->p2p);
     }
     free(F);
     if (l->zero >= 3) bound = fmax(bound, plan_pipeline_comm_bound_runs(c, run, n_run));

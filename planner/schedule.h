@@ -28,6 +28,10 @@ bool plan_schedule_steps(const PlanOpCosts *c, PlanStep **order, int *len);
  * gpipe, 1f1b or interleaved schedule of m micro-batches and v chunks, in
  * O(1) (zb-h1 is list-scheduled: use plan_schedule_steps). */
 PlanStep plan_schedule_step(int schedule, int p, int s, int64_t m, int v, int i);
+/* The same with `extra` forwards added to the warm-up of 1f1b and
+ * interleaved (PlanOpCosts.warmup_extra: overlap_moe_a2a's, Megatron-Core's
+ * num_warmup_microbatches + 1), at most all of them. */
+PlanStep plan_schedule_step_x(int schedule, int p, int s, int64_t m, int v, int extra, int i);
 
 /* Number of micro-steps of each stage under c's schedule: 2 m (gpipe,
  * 1f1b), 2 m v (interleaved), 3 m (zb-h1). */

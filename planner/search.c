@@ -273,7 +273,7 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
     Layout l = { .dp = 1, .tp = k->tp, .pp = nb, .zero = 0, .micro_batch = k->mb,
                  .global_batch = k->mb, .schedule = SCHED_1F1B, .chunks = 1,
                  .recompute = k->rec, .sequence_parallel = k->sp, .ep = k->ep,
-                 .recompute_modules = p->layout.recompute_modules };
+                 .recompute_modules = p->layout.recompute_modules, .etp = p->layout.etp };
     PlanCosts per, whole;
     memset(out, 0, sizeof *out);
     out->key = *k;
@@ -301,7 +301,9 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
         const PlanChunkCost *c = &per.cost[b];
         Block x;
         memset(&x, 0, sizeof x);            /* padding too: runs compare bytes */
-        x.fwd = c->fwd; x.bwd = c->bwd; x.bwd_weight = c->bwd_weight;
+        /* the bounds' rows (schedule.c): a step paired under
+         * overlap_moe_a2a runs shorter by what it hides */
+        x.fwd = c->fwd - c->fwd_ep_hidden; x.bwd = c->bwd - c->bwd_ep_hidden; x.bwd_weight = c->bwd_weight;
         x.act_kept = c->act_kept; x.act_layer_max = c->act_layer_max; x.act_split = c->act_split;
         x.params = c->params; x.layer_params_max = c->layer_params_max; x.layers = c->layers;
         x.expert_params = c->expert_params; x.moe_layers = c->moe_layers; x.a2a_bytes = c->a2a_bytes;
@@ -470,7 +472,7 @@ static bool synth_split(const Plan *p, int pp, int v, Synth *s)
 
 static double dmax(double a, double b) { return a > b ? a : b; }
 
-static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep);
+static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int edp);
 
 /* Why: the chunks of a (pp, v) split are sums of the memoised blocks.
  * Only the fields plan_pipeline_time() reads are filled, and the per-stage
@@ -594,7 +596,11 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int ep, int 
             prev->a2a == g->a2a)
             memcpy(g->fixed, prev->fixed, sizeof g->fixed);   /* most stages are alike */
         else
-            for (int z = 0; z <= 3; z++) g->fixed[z] = stage_fixed(p, g, z, dp, ep);
+            for (int z = 0; z <= 3; z++) {
+                /* the expert-DP group of the cut's (tp, ep) and the plan's etp (layout.c) */
+                Layout el = { .dp = dp, .tp = cc->key.tp, .ep = ep, .etp = p->layout.etp };
+                g->fixed[z] = stage_fixed(p, g, z, dp, plan_expert_dp(&el));
+            }
         g->p2p = cc->p2p_bytes;
     }
     s->c.n_chunks = n;
@@ -696,10 +702,10 @@ static bool rule_plan(const Plan *p, Plan *out)
  * model states (ZeRO paper), gathered layers and gradient buckets, the
  * reserve, each from memory.c's own function (the pipeline slots' buffers
  * depend on the schedule: stage_act). */
-static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int ep)
+static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int edp)
 {
     uint64_t pb, gb, ob;
-    plan_expert_states(g->psi, g->psi_e, p->model.dtype, plan_grad_dtype(p), z, dp, ep, &pb, &gb, &ob);
+    plan_expert_states(g->psi, g->psi_e, p->model.dtype, plan_grad_dtype(p), z, dp, edp, &pb, &gb, &ob);
     uint64_t buf = plan_bytes_add(plan_memory_buffers(0, z, 0, g->layer_max, p->model.dtype,
                                                       plan_grad_dtype(p)),
                                   plan_bytes_add(plan_bytes(g->a2a), plan_memory_grad_transient(p, g->layer_max)));
@@ -710,9 +716,10 @@ static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int
 /* Bytes of stage s that depend on the layout's schedule: kept activations
  * times the micro-batches in flight, plus the layer being rebuilt, plus the
  * pipeline's transfer buffers alive at once (memory.c's buffers). */
-static uint64_t stage_act(const Layout *l, int64_t n_micro, const StageAgg *g, int s, int zero)
+static uint64_t stage_act(const Plan *p, const Layout *l, int64_t n_micro, const StageAgg *g, int s, int zero)
 {
-    double act = plan_in_flight(l->schedule, l->pp, s, n_micro, l->chunks) *
+    int extra = plan_warmup_extra(p, l);   /* overlap_moe_a2a's warm-up forward (layout.c) */
+    double act = plan_in_flight_x(l->schedule, l->pp, s, n_micro, l->chunks, extra) *
                  plan_act_kept(l->schedule, g->act, g->split) + g->rebuild +
                  plan_pipe_xfer_bufs(l->schedule, l->pp, s, n_micro, l->chunks, zero, l->dp) * g->p2p +
                  plan_pipe_early_recvs(l->schedule, l->pp) * g->p2p;   /* receives posted early */
@@ -730,7 +737,7 @@ static void estimate(Ctx *x, Cand *c, int n)
     for (int st = 0; st < c[0].l.pp; st++) {
         const StageAgg *g = &s->agg[st];
         for (int i = 0; i < n; i++) {   /* (the transfer buffers depend on ZeRO's stage) */
-            uint64_t act = stage_act(&c[0].l, n_micro, g, st, c[i].l.zero);
+            uint64_t act = stage_act(x->p, &c[0].l, n_micro, g, st, c[i].l.zero);
             uint64_t b = plan_bytes_add(g->fixed[c[i].l.zero], act);
             if (b > peak[i]) peak[i] = b;
         }
@@ -994,18 +1001,21 @@ static int64_t count_degrees(const Ctx *x, int64_t tp, int64_t pp, int64_t dp, i
  * divisor of dp that layout.c's rule allows (it divides every mixture's
  * experts). */
 #define PLAN_SEARCH_MAX_EP 64
-static int ep_degrees(const Ctx *x, int64_t dp, int *out)
+static int ep_degrees(const Ctx *x, int64_t dp, int64_t tp, int *out)
 {
     const Plan *p = x->p;
     int set = p->layout.ep;
+    /* expert TP: the plan's (a constraint, never searched), else tp's */
+    int etp = is_set(p->layout.etp) && p->layout.etp >= 1 ? p->layout.etp : (int)tp;
     if (!plan_model_has_moe(&p->model)) { out[0] = 1; return 1; }
     if (is_set(set)) {   /* (0, a Layout built in C without it: 1, plan_ep) */
         out[0] = set >= 1 ? set : 1;
-        return plan_rule_ep(&x->rules.model, (int)dp, out[0], NULL, 0) ? 1 : 0;
+        return plan_rule_ep(&x->rules.model, (int)dp, (int)tp, etp, out[0], NULL, 0) ? 1 : 0;
     }
     int n = 0;
-    for (int64_t e = 1; e <= dp && n < PLAN_SEARCH_MAX_EP; e++)
-        if (dp % e == 0 && plan_rule_ep(&x->rules.model, (int)dp, (int)e, NULL, 0)) out[n++] = (int)e;
+    int64_t most = etp == tp ? dp : tp * dp / etp;   /* EP inside the stage's tp x dp / etp cells */
+    for (int64_t e = 1; e <= most && n < PLAN_SEARCH_MAX_EP; e++)
+        if (most % e == 0 && plan_rule_ep(&x->rules.model, (int)dp, (int)tp, etp, (int)e, NULL, 0)) out[n++] = (int)e;
     return n;
 }
 
@@ -1038,7 +1048,7 @@ static bool enumerate(Ctx *x)
             if (is_set(L->pp) && L->pp != pp) continue;
             if (is_set(L->dp) && L->dp != dp) continue;
             if (gb % dp) continue;
-            int eps[PLAN_SEARCH_MAX_EP], n_ep = ep_degrees(x, dp, eps);
+            int eps[PLAN_SEARCH_MAX_EP], n_ep = ep_degrees(x, dp, tp, eps);
             if (x->count_only) {
                 x->s->space += count_degrees(x, tp, pp, dp, n_rec * n_ep, n_sp, &x->s->space_sums);
                 continue;
@@ -1055,7 +1065,7 @@ static bool enumerate(Ctx *x)
                               * come with a set recompute, never searched) */
                              .recompute_modules = L->recompute_modules,
                              .recompute_layers = L->recompute_layers, .recompute_every = L->recompute_every,
-                             .recompute_method = L->recompute_method };
+                             .recompute_method = L->recompute_method, .etp = L->etp };
                 if (is_set(L->recompute)) l.recompute = L->recompute;
                 if (is_set(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
                 int n_sh = n_ep ? shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero * n_ep) : 0;
@@ -1063,6 +1073,12 @@ static bool enumerate(Ctx *x)
                  * too) is the only one */
                 int rec_lo = is_set(L->recompute) ? L->recompute : 0, rec_hi = is_set(L->recompute) ? rec_lo + 1 : 3;
                 for (int rec = rec_lo; ok && n_sh && rec < rec_hi; rec++) {
+                    /* layout.c's rule: overlap_moe_a2a runs without full recomputation */
+                    if (!plan_rule_moe_overlap(&p->software, SCHED_INTERLEAVED, 2, rec, NULL, 0)) {
+                        x->s->considered += (int64_t)n_sh * n_zero * n_ep * n_sp;
+                        x->s->dropped.invalid += (int64_t)n_sh * n_zero * n_ep * n_sp;
+                        continue;
+                    }
                     for (int sp = 0; ok && sp < 2; sp++) {
                         if (sp && tp == 1) continue;   /* means nothing at tp 1: off (layout.h) */
                         if (is_set(L->sequence_parallel) && tp > 1 && L->sequence_parallel != sp) continue;
@@ -1655,5 +1671,6 @@ void plan_search_print_layout_block(FILE *out, const Layout *l)
     if (l->recompute == RECOMPUTE_FULL && l->recompute_every > 0)
         fprintf(out, "    recompute_every %d\n", l->recompute_every);
     if (plan_ep(l) > 1) fprintf(out, "    ep %d\n", l->ep);
+    if (l->etp >= 1 && l->etp != l->tp) fprintf(out, "    etp %d\n", l->etp);
     fputs("}\n", out);
 }

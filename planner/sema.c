@@ -72,7 +72,7 @@ typedef struct {
 /* A block's statements by key, for blocks whose keys appear at most once.
  * Each key table is checked against MAX_KEYS where it is written
  * (KEYS_FIT), so a key added to a block cannot overrun slot[]. */
-#define MAX_KEYS 32
+#define MAX_KEYS 40
 #define KEYS_FIT(t) _Static_assert(sizeof(t) / sizeof((t)[0]) <= MAX_KEYS, #t " has more keys than MAX_KEYS")
 typedef struct {
     const char        *what;            /* "plan", "attention", ... */
@@ -1238,8 +1238,11 @@ static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch"
                                          "grad_accum_fusion", "cross_entropy_fusion", "attention_kernel",
                                          "software", "fused_norm", "fused_rope", "fused_swiglu", "optimizer",
                                          "recompute_modules", "recompute_layers", "recompute_every",
-                                         "recompute_method" };
+                                         "recompute_method",
+                                         /* MoE dispatch (issue 25) */
+                                         "etp", "overlap_moe_a2a", "moe_dispatcher", "moe_imbalance" };
 KEYS_FIT(PLAN_KEYS);
+static const char *const MOE_DISPATCHER_NAMES[] = { "alltoall", "deepep" };   /* ORDER PlanMoeDispatcher */
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full", "selective_op" };   /* ORDER Recompute */
 /* Megatron-Core's --recompute-modules names (megatron/core/transformer/
@@ -1300,6 +1303,23 @@ static void sema_stack(Sema *S, const DslStmt *st, Software *W)
     *W = plan_stack_software(row);
 }
 
+/* The MoE software keys (issue 25): overlap_moe_a2a true|false,
+ * moe_dispatcher alltoall|deepep, moe_imbalance X >= 1 (no `auto`:
+ * search takes them as given); absent keys keep plan_software_defaults. */
+static void sema_software_moe(Sema *S, const Fields *F, Software *W)
+{
+    const DslStmt *s;
+    int e;
+    if ((s = field(F, "overlap_moe_a2a")) && get_bool(S, s, false, &e)) W->overlap_moe_a2a = e != 0;
+    if ((s = field(F, "moe_dispatcher")) && get_enum(S, s, MOE_DISPATCHER_NAMES, N_ELEMS(MOE_DISPATCHER_NAMES),
+                                                     false, &e))
+        W->moe_dispatcher = e;
+    /* the busiest EP rank's tokens over the mean: 1 (uniform) up to every
+     * token on one rank, which no plan can exceed (capped at 1e6 as a
+     * plain bound) */
+    if ((s = field(F, "moe_imbalance"))) get_real(S, s, 1, false, 1e6, false, &W->moe_imbalance);
+}
+
 /* The software keys of a plan block (true|false, grad_accum_dtype
  * fp32|bf16|fp16; no `auto`: search takes them as given): first the
  * `software` preset, then each key written overrides it; absent keys keep
@@ -1339,6 +1359,7 @@ static void sema_software(Sema *S, const Fields *F, Software *W)
                       flash ? "true" : "false");
         W->attention_kernel = e;
     }
+    sema_software_moe(S, F, W);
 }
 
 /* What a Megatron-Core module recomputes that the language has no layer
@@ -1439,6 +1460,7 @@ static void sema_layout(Sema *S, const DslStmt *p, Layout *L, Software *W, PlanS
     L->dp = L->tp = L->pp = L->zero = L->schedule = L->chunks = L->recompute = PLAN_AUTO;
     L->sequence_parallel = PLAN_AUTO;
     L->ep = PLAN_AUTO;
+    L->etp = PLAN_AUTO;
     L->micro_batch = L->global_batch = PLAN_AUTO;
     src->block = p;
     src->F = (Fields){ "plan", PLAN_KEYS, N_ELEMS(PLAN_KEYS), { 0 } };
@@ -1462,6 +1484,7 @@ static void sema_layout(Sema *S, const DslStmt *p, Layout *L, Software *W, PlanS
     if ((s = field(F, "sequence_parallel")) && get_bool(S, s, true, &e)) L->sequence_parallel = e;
     if ((s = field(F, "ep")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->ep = (int)x;
     sema_recompute_parts(S, F, L);
+    if ((s = field(F, "etp")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->etp = (int)x;
     sema_software(S, F, W);
 }
 
@@ -1527,8 +1550,14 @@ static void check_layout_model(Sema *S, Layout *L, const Model *M, const PlanSrc
     if (L->ep > 1 && !plan_model_has_moe(M)) {
         dsl_warning(S->d, plan_loc(src, "ep"), "ep %d has no effect on a dense model (no moe layers)", L->ep);
         L->ep = 1;
-    } else if (!plan_rule_ep(M, L->dp, L->ep, why, sizeof why)) {
-        dsl_error(S->d, plan_loc(src, "ep"), "%s", why);
+    } else if (!plan_rule_ep(M, L->dp, L->tp, L->etp, L->ep, why, sizeof why)) {
+        /* at the key that breaks it: etp where it alone does */
+        bool at_etp = field(&src->F, "etp") && plan_rule_ep(M, L->dp, L->tp, PLAN_AUTO, L->ep, NULL, 0);
+        dsl_error(S->d, plan_loc(src, at_etp ? "etp" : "ep"), "%s", why);
+    }
+    if (L->etp != PLAN_AUTO && L->etp != L->tp && !plan_model_has_moe(M)) {
+        dsl_warning(S->d, plan_loc(src, "etp"), "etp %d has no effect on a dense model (no moe layers)", L->etp);
+        L->etp = PLAN_AUTO;
     }
     check_recompute_model(S, L, M, src);
     /* sequence parallelism cuts the activations over the TP group: with
@@ -1537,6 +1566,20 @@ static void check_layout_model(Sema *S, Layout *L, const Model *M, const PlanSrc
         dsl_warning(S->d, plan_loc(src, "sequence_parallel"), "sequence_parallel has no effect with tp 1");
         L->sequence_parallel = 0;
     }
+}
+
+/* The MoE software keys against the layout (issue 25): the one rule of
+ * layout.c (plan_rule_moe_overlap) for overlap_moe_a2a, and warnings for
+ * keys a dense model or ep 1 leaves without effect. */
+static void check_layout_moe(Sema *S, const Layout *L, const Software *W, const Model *M, const PlanSrc *src)
+{
+    char why[512];
+    if (!plan_rule_moe_overlap(W, L->schedule, L->pp, L->recompute, why, sizeof why))
+        dsl_error(S->d, plan_loc(src, "overlap_moe_a2a"), "%s", why);
+    static const char *const KEYS[] = { "overlap_moe_a2a", "moe_dispatcher", "moe_imbalance" };
+    for (size_t i = 0; i < N_ELEMS(KEYS); i++)
+        if (field(&src->F, KEYS[i]) && !plan_model_has_moe(M))
+            dsl_warning(S->d, plan_loc(src, KEYS[i]), "%s has no effect on a dense model (no moe layers)", KEYS[i]);
 }
 
 /* The layout against the cluster: every GPU gets one rank, and a
@@ -1670,6 +1713,7 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
         sema_layout(&S, p, &out->layout, &out->software, &src);
         if (d->n_errors == e2) {
             if (model_ok) check_layout_model(&S, &out->layout, &out->model, &src);
+            if (model_ok) check_layout_moe(&S, &out->layout, &out->software, &out->model, &src);
             if (cluster_ok) check_layout_cluster(&S, &out->layout, &out->software, &out->cluster, &src);
         }
     }

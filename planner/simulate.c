@@ -348,7 +348,8 @@ static bool walker_load(const PlanOpCosts *c, int s, Walker *w, PlanStep *const 
     if (w->next > len) return false;
     if (w->next < len) {
         PlanStep st = order ? order[s][w->next]
-                            : plan_schedule_step(c->schedule, c->pp, s, c->n_micro, c->chunks, w->next);
+                            : plan_schedule_step_x(c->schedule, c->pp, s, c->n_micro, c->chunks, c->warmup_extra,
+                                                   w->next);
         w->n = plan_expand_step(c, s, st, w->ops);
     } else {
         w->n = plan_expand_tail(c, s, w->ops);

@@ -824,6 +824,93 @@ static void test_recompute_keys(void **state)
     free(text);
 }
 
+/* The MoE keys (issue 25): etp, overlap_moe_a2a, moe_dispatcher,
+ * moe_imbalance — defaults (plan_software_defaults: planc's runtime),
+ * values, the rules' words at the key that breaks them, and the warnings
+ * on a dense model. */
+static const char MOE_MODEL[] =
+    "model m {\n"
+    "    vocab 1000; seq 128\n"
+    "    embedding { dim 256 }\n"
+    "    repeat 8 { attention { heads 8 }; moe { experts 8; top_k 2; hidden 512 } }\n"
+    "    norm {}\n"
+    "    lm_head\n"
+    "}\n";
+
+static void test_moe_keys(void **state)
+{
+    (void)state;
+    static const struct { const char *plan; int etp, ep, overlap, dispatcher; double imb; } cases[] = {
+        { "plan { dp 8 }\n", PLAN_AUTO, PLAN_AUTO, false, PLAN_MOE_ALLTOALL, 1.0 },
+        { "plan { dp 2; tp 4; pp 1; ep 8; etp 1 }\n", 1, 8, false, PLAN_MOE_ALLTOALL, 1.0 },   /* ep > dp */
+        { "plan { dp 4; tp 2; ep 4; etp 2 }\n", 2, 4, false, PLAN_MOE_ALLTOALL, 1.0 },
+        { "plan { overlap_moe_a2a true }\n", PLAN_AUTO, PLAN_AUTO, true, PLAN_MOE_ALLTOALL, 1.0 },
+        { "plan { moe_dispatcher deepep; moe_imbalance 1.25 }\n", PLAN_AUTO, PLAN_AUTO, false, PLAN_MOE_DEEPEP, 1.25 },
+        { "plan { moe_dispatcher alltoall; overlap_moe_a2a false }\n", PLAN_AUTO, PLAN_AUTO, false,
+          PLAN_MOE_ALLTOALL, 1.0 },
+        { "plan { pp 2; schedule interleaved; chunks 2; overlap_moe_a2a true }\n", PLAN_AUTO, PLAN_AUTO, true,
+          PLAN_MOE_ALLTOALL, 1.0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MOE_MODEL, cases[i].plan);
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        const Software *w = &r.p.software;
+        assert_int_equal(r.p.layout.etp, cases[i].etp);
+        assert_int_equal(r.p.layout.ep, cases[i].ep);
+        assert_int_equal(w->overlap_moe_a2a, cases[i].overlap);
+        assert_int_equal(w->moe_dispatcher, cases[i].dispatcher);
+        assert_true(w->moe_imbalance == cases[i].imb);
+        done(&r);
+        free(text);
+    }
+    static const struct { const char *plan, *msg; } bad[] = {
+        { "plan { dp 2; tp 4; ep 8 }\n", "t.plan:14:23: error: ep 8 does not divide dp 2" },
+        { "plan { dp 4; tp 2; ep 4; etp 3 }\n",
+          "t.plan:14:30: error: ep 4 x etp 3 = 12 does not divide the tp 2 x dp 4 = 8 ranks of a stage" },
+        { "plan { dp 2; tp 4; ep 2; etp 4 }\n", NULL },   /* etp = tp: tp's rule */
+        { "plan { moe_dispatcher nccl }\n", "moe_dispatcher" },
+        { "plan { moe_imbalance 0.9 }\n", "moe_imbalance" },
+        { "plan { overlap_moe_a2a auto }\n", "'overlap_moe_a2a' expects true or false, got auto" },
+        { "plan { overlap_moe_a2a true; recompute full }\n",
+          "overlap_moe_a2a does not run with recompute full" },
+        { "plan { pp 2; schedule 1f1b; overlap_moe_a2a true }\n",
+          "overlap_moe_a2a with pp 2 needs schedule interleaved (got 1f1b" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MOE_MODEL, bad[i].plan);
+        run(&r, text);
+        int want = bad[i].msg ? 1 : 0;
+        if (r.errors != want || (want && !strstr(r.diag, bad[i].msg))) fprintf(stderr, "bad case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, want);
+        if (want) assert_non_null(strstr(r.diag, bad[i].msg));
+        done(&r);
+        free(text);
+    }
+    /* on a dense model the keys change nothing: a warning each, and etp
+     * runs as tp */
+    static const char *const dense[] = { "plan { tp 2; etp 1 }\n", "plan { moe_dispatcher deepep }\n",
+                                         "plan { overlap_moe_a2a true }\n", "plan { moe_imbalance 2 }\n" };
+    static const char *const warn[] = { "warning: etp 1 has no effect on a dense model",
+                                        "warning: moe_dispatcher has no effect on a dense model",
+                                        "warning: overlap_moe_a2a has no effect on a dense model",
+                                        "warning: moe_imbalance has no effect on a dense model" };
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, dense[i]);
+        run(&r, text);
+        if (r.errors || !strstr(r.diag, warn[i])) fprintf(stderr, "dense case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        assert_non_null(strstr(r.diag, warn[i]));
+        assert_int_equal(r.p.layout.etp, PLAN_AUTO);
+        done(&r);
+        free(text);
+    }
+}
+
 /* plan { grad_accum_dtype fp32|bf16|fp16 }: absent, PLAN_AUTO (the model's
  * dtype, plan_grad_dtype); given, that dtype; no `auto`, nothing else. */
 static void test_grad_accum_key(void **state)
@@ -1034,6 +1121,7 @@ int main(void)
         cmocka_unit_test(test_software_keys),
         cmocka_unit_test(test_software_stack),
         cmocka_unit_test(test_recompute_keys),
+        cmocka_unit_test(test_moe_keys),
         cmocka_unit_test(test_grad_accum_key),
         cmocka_unit_test(test_dropout_key),
         cmocka_unit_test(test_knob_window_flops),

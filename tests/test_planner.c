@@ -336,6 +336,220 @@ static void test_moe_all_to_all(void **state)
     }
 }
 
+/* overlap_moe_a2a (issue 25): the hand case of the formula; per block the
+ * forward's all-to-alls hide behind the backward's compute and the
+ * reverse; only the steady state's paired steps run shorter (warm-up and
+ * cool-down keep them), and the step is shorter than with blocking
+ * all-to-alls. 32 H100s, pp 2 interleaved x 2 chunks, dp 16 x ep 16: the
+ * EP group spans the stage's two nodes. */
+static void test_moe_overlap(void **state)
+{
+    (void)state;
+    assert_close(plan_a2a_hidden(3, 2, 0.1), 3 - (1 + 0.1 * 2), 0, 1e-15);   /* the compute covers 2 of 3 */
+    assert_close(plan_a2a_hidden(1, 5, 0.1), 1 - 0.1, 0, 1e-15);             /* all covered: the slowdown */
+    assert_close(plan_a2a_hidden(1, 0, 0.1), 0, 0, 0);                       /* nothing to hide behind */
+    assert_close(plan_a2a_hidden(1, 5, 2.0), 0, 0, 0);                       /* never below 0 */
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Model m;
+    plan_preset_llama(&m, buf, "moe", 4, 1024, 8, 8, 2048, 512, 1000, DTYPE_BF16);
+    moeify(&m, 16, 2, 0, 2048);
+    Cluster cl = plan_preset_dgx_h100(4);
+    Plan p = plan_preset_plan(m, cl, 16, 1, 2, 1, 1, 64, SCHED_INTERLEAVED, 2, RECOMPUTE_NONE, 0);
+    p.layout.ep = 16;
+    PlanCosts base, ov;
+    assert_true(plan_costs(&p, &p.layout, &base));
+    p.software.overlap_moe_a2a = true;
+    assert_true(plan_costs(&p, &p.layout, &ov));
+    PlanGroup g = plan_ep_group(&cl, 1, 16);
+    assert_int_equal(g.nodes, 2);
+    double slow = plan_overlap_compute(&cl, g) - 1;
+    for (int k = 1; k <= 2; k++) {   /* the middle chunks hold one block each, no embedding, no head */
+        const PlanChunkCost *c = &ov.cost[k];
+        assert_true(c->fwd_ep > 0 && c->bwd_ep > 0);
+        assert_close(c->fwd_ep_hidden, plan_a2a_hidden(c->fwd_ep, c->bwd - c->bwd_ep, slow), 0, 1e-12);
+        assert_close(c->bwd_ep_hidden, plan_a2a_hidden(c->bwd_ep, c->fwd - c->fwd_ep, slow), 0, 1e-12);
+        assert_true(c->fwd_ep_hidden > 0 && c->bwd_ep_hidden > 0);
+        assert_close(c->fwd, base.cost[k].fwd, 0, 0);   /* the table's passes stay the blocking ones */
+        assert_close(base.cost[k].fwd_ep_hidden, 0, 0, 0);
+    }
+    PlanProgram pr;
+    char why[256];
+    assert_true(plan_lower(&p, &pr, why, sizeof why));
+    int paired = 0, alone = 0;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < pr.stages[s].n_ops; i++) {
+            const PlanOp *o = &pr.stages[s].ops[i];
+            if (o->kind != OP_FWD && o->kind != OP_BWD) continue;
+            const PlanChunkCost *c = &ov.cost[o->vstage];
+            double full = o->kind == OP_FWD ? c->fwd : c->bwd, hid = o->kind == OP_FWD ? c->fwd_ep_hidden : c->bwd_ep_hidden;
+            if (o->dur == full) alone++;
+            else { assert_close(o->dur, full - hid, 0, 1e-15); paired++; }
+        }
+    /* stage s runs 2 m v = 16 steps, w = 2(p - s - 1) + (v - 1) p + 1 of
+     * them warm-up forwards (the overlap's extra one, Megatron-Core's, so
+     * that every steady pair is of two micro-batches) and as many
+     * cool-down backwards: stage 0 5 + 5, stage 1 3 + 3 alone */
+    assert_int_equal(ov.warmup_extra, 1);
+    assert_int_equal(alone, 10 + 6);
+    assert_int_equal(paired, 2 * 16 - alone);
+    /* one more micro-batch in flight, as the Program holds them */
+    for (int s = 0; s < 2; s++)
+        assert_close(plan_program_in_flight(&pr, s), plan_in_flight_x(SCHED_INTERLEAVED, 2, s, 4, 2, 1), 0, 1e-12);
+    assert_close(plan_in_flight_x(SCHED_INTERLEAVED, 2, 1, 4, 2, 1), plan_in_flight(SCHED_INTERLEAVED, 2, 1, 4, 2) + 0.5,
+                 0, 1e-12);
+    plan_program_free(&pr);
+    PlanEval e0, e1;
+    p.software.overlap_moe_a2a = false;
+    plan_evaluate(&p, &e0);
+    p.software.overlap_moe_a2a = true;
+    plan_evaluate(&p, &e1);
+    assert_true(e1.step_time < e0.step_time);
+    assert_true(e1.times.ep < e0.times.ep);
+    plan_eval_free(&e0);
+    plan_eval_free(&e1);
+    plan_costs_free(&base);
+    plan_costs_free(&ov);
+}
+
+/* DeepEP's hierarchical dispatch (issue 25), bytes per tier by hand: an EP
+ * group of 32 over 4 nodes of 8, 128 experts top 8. alltoall: every row on
+ * its own, 7/32 in the node, 24/32 across; deepep: a token once per remote
+ * node holding one of its experts, 3 (1 - P0), P0 = C(96, 8) / C(128, 8),
+ * and NVLink the node's own rows plus the forwarded ones less the
+ * forwarder's own. Inside one node both are the all-to-all. */
+static void test_moe_deepep_bytes(void **state)
+{
+    (void)state;
+    PlanGroup g = { 32, 8, 4, 1 };
+    double rows = 8e6, tok = 1e6;   /* bytes: T k rows of e h, T tokens */
+    PlanMoeTierBytes a = plan_moe_dispatch_bytes(g, PLAN_MOE_ALLTOALL, rows, tok, 128, 8);
+    assert_close(a.nvlink, rows * 7 / 32, 0, 1e-15);
+    assert_close(a.network, rows * 24 / 32, 0, 1e-15);
+    double P0 = 1;
+    for (int i = 0; i < 8; i++) P0 *= (96.0 - i) / (128.0 - i);
+    PlanMoeTierBytes d = plan_moe_dispatch_bytes(g, PLAN_MOE_DEEPEP, rows, tok, 128, 8);
+    assert_close(d.network, tok * 3 * (1 - P0), 0, 1e-12);
+    assert_close(d.nvlink, rows * (7.0 / 32 + 24.0 / 32 * 7 / 8), 0, 1e-12);
+    assert_true(d.network < a.network / 2);   /* 2.72 remote nodes a token instead of 6 rows */
+    PlanGroup one = { 8, 8, 1, 1 };
+    PlanMoeTierBytes x = plan_moe_dispatch_bytes(one, PLAN_MOE_DEEPEP, rows, tok, 128, 8);
+    PlanMoeTierBytes y = plan_moe_dispatch_bytes(one, PLAN_MOE_ALLTOALL, rows, tok, 128, 8);
+    assert_close(x.nvlink, y.nvlink, 0, 0);
+    assert_close(x.network, 0, 0, 0);
+    /* the time: both tiers at once, each with its latency; on the cost
+     * table, each mixture's forward two dispatches of it plus the counts */
+    Cluster cl = plan_preset_dgx_h100(4);
+    double in = cl.intra.bandwidth * PLAN_NCCL_EFF_NVLINK, net = cl.inter.bandwidth * PLAN_NCCL_EFF_NET;
+    double want = fmax(cl.intra.latency + d.nvlink / in, cl.inter.latency + cl.intra.latency + d.network / net);
+    assert_close(plan_moe_dispatch_time(&cl, g, d), want, 0, 1e-15);
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Model m;
+    plan_preset_llama(&m, buf, "moe", 4, 1024, 8, 8, 2048, 512, 1000, DTYPE_BF16);
+    moeify(&m, 32, 8, 0, 1024);
+    Plan p = plan_preset_plan(m, cl, 32, 1, 1, 1, 1, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    p.layout.ep = 32;
+    p.software.moe_dispatcher = PLAN_MOE_DEEPEP;
+    PlanCosts c;
+    assert_true(plan_costs(&p, &p.layout, &c));
+    PlanGroup eg = plan_ep_group(&cl, 1, 32);
+    double e = 2, h = 1024, T = 512, k = 8;
+    PlanMoeTierBytes b = plan_moe_dispatch_bytes(eg, PLAN_MOE_DEEPEP, e * T * k * h, e * T * h, 32, 8);
+    double counts = plan_comm_cost(&cl, COLL_ALL_TO_ALL, ALGO_AUTO, eg, 4 * 32).time;
+    assert_close(c.cost[0].fwd_ep, 4 * (2 * plan_moe_dispatch_time(&cl, eg, b) + counts), 0, 1e-12);
+    assert_close(c.cost[0].bwd_ep, 4 * 2 * plan_moe_dispatch_time(&cl, eg, b), 0, 1e-12);
+    plan_costs_free(&c);
+}
+
+/* Expert TP (issue 25): the routed experts split over etp, the rest over
+ * tp; at etp 1 < tp 2 each rank routes its own T/2 rows, and its expert
+ * GEMMs are whole experts of those rows, the same FLOPs per GPU as etp =
+ * tp. The expert-DP group is tp dp / (etp ep). */
+static void test_moe_etp(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Model m;
+    plan_preset_llama(&m, buf, "moe", 4, 1024, 8, 8, 2048, 512, 1000, DTYPE_BF16);
+    moeify(&m, 16, 4, 1, 1536);
+    const Layer *l = &m.layers[2];
+    assert_int_equal(l->kind, LAYER_MOE);
+    bool ovf = false;
+    uint64_t h = 1024, f = 1536, E = 16, one = 3 * h * f;   /* SwiGLU, no bias */
+    uint64_t rest = h + h * E + one / 2;                    /* norm, router, the shared expert over tp 2 */
+    assert_int_equal(plan_layer_params_ep(&m, l, 2, 2, 4, &ovf), rest + E * one / 2 / 4);
+    assert_int_equal(plan_layer_params_ep(&m, l, 2, 1, 4, &ovf), rest + E * one / 4);
+    assert_int_equal(plan_layer_params_ep(&m, l, 2, 1, 1, &ovf), rest + E * one);
+    assert_false(ovf);
+    PlanCut a = { .micro_batch = 2, .tp = 2, .sp = true, .recompute = RECOMPUTE_NONE, .ep = 4, .etp = 2 };
+    PlanCut b = a;
+    b.etp = 1;
+    PlanLayerWork wa, wb;
+    plan_layer_work(&m, l, l - 1, &a, &wa);
+    plan_layer_work(&m, l, l - 1, &b, &wb);
+    double T = 2 * 512, R = T * 4;                           /* tokens, rows of a micro-batch */
+    assert_close(wa.gemm[1].m, R * 4 / 16, 0, 0);             /* etp 2: every TP rank routes all T */
+    assert_close(wa.gemm[1].n, 2.0 * 1536 / 2, 0, 0);
+    assert_close(wb.gemm[1].m, R / 2 * 4 / 16, 0, 0);         /* etp 1: its own T/2, whole experts */
+    assert_close(wb.gemm[1].n, 2.0 * 1536, 0, 0);
+    double ga = 2 * wa.gemm[1].m * wa.gemm[1].n * wa.gemm[1].k * wa.gemm[1].batch;
+    double gb = 2 * wb.gemm[1].m * wb.gemm[1].n * wb.gemm[1].k * wb.gemm[1].batch;
+    assert_close(ga, gb, 0, 1e-12);
+    assert_close(wb.ep_bytes, wa.ep_bytes / 2, 0, 1e-12);
+    Layout L = { .dp = 8, .tp = 2, .ep = 16, .etp = 1 };
+    assert_int_equal(plan_expert_dp(&L), 1);
+    L.ep = 4;
+    assert_int_equal(plan_expert_dp(&L), 4);
+    L.etp = 2;
+    assert_int_equal(plan_expert_dp(&L), 2);   /* etp = tp: dp / ep */
+    L.etp = 0;
+    assert_int_equal(plan_etp(&L), 2);
+}
+
+/* moe_imbalance (issue 25): the busiest EP rank's rows, imb x the mean,
+ * in its expert GEMMs and its all-to-all bytes; the model's FLOPs stay
+ * the tokens' (MFU honest); at ep 1 no rank is busier; a capacity caps it. */
+static void test_moe_imbalance(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(4)];
+    Model m;
+    plan_preset_llama(&m, buf, "moe", 4, 1024, 8, 8, 2048, 512, 1000, DTYPE_BF16);
+    moeify(&m, 8, 2, 0, 2048);
+    Layer *l = (Layer *)&m.layers[2];
+    PlanCut c = { .micro_batch = 1, .tp = 1, .recompute = RECOMPUTE_NONE, .ep = 4, .imbalance = 1 };
+    PlanLayerWork u, b;
+    plan_layer_work(&m, l, l - 1, &c, &u);
+    c.imbalance = 1.5;
+    plan_layer_work(&m, l, l - 1, &c, &b);
+    assert_close(b.gemm[1].m, 1.5 * u.gemm[1].m, 0, 1e-15);
+    assert_close(b.gemm[2].m, 1.5 * u.gemm[2].m, 0, 1e-15);
+    assert_close(b.ep_bytes, 1.5 * u.ep_bytes, 0, 1e-15);
+    assert_close(b.flops_fwd, u.flops_fwd, 0, 1e-12);
+    c.ep = 1;
+    plan_layer_work(&m, l, l - 1, &c, &b);
+    assert_close(b.gemm[1].m, u.gemm[1].m / 4, 0, 1e-15);   /* ep 1: E experts of R/E rows, none busier */
+    assert_close(b.ep_bytes, 0, 0, 0);
+    /* a capacity of 1.25 keeps at most 1.25 x the mean per expert */
+    l->capacity_factor = 1.25;
+    c.ep = 4;
+    c.imbalance = 2;
+    plan_layer_work(&m, l, l - 1, &c, &b);
+    assert_close(b.gemm[1].m, ceil(1.25 * 512 * 2 / 8) * 4, 0, 1e-12);   /* C rows of each of the ep sources */
+    l->capacity_factor = 0;
+    /* the cost table's all-to-alls grow with it */
+    Cluster cl = plan_preset_dgx_h100(2);
+    Plan p = plan_preset_plan(m, cl, 16, 1, 1, 1, 1, 32, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    p.layout.ep = 8;
+    PlanCosts c1, c2;
+    assert_true(plan_costs(&p, &p.layout, &c1));
+    p.software.moe_imbalance = 1.3;
+    assert_true(plan_costs(&p, &p.layout, &c2));
+    assert_true(c2.cost[0].fwd_ep > c1.cost[0].fwd_ep && c2.cost[0].fwd > c1.cost[0].fwd);
+    assert_close(c2.cost[0].fwd_ep_bytes, 1.3 * c1.cost[0].fwd_ep_bytes - 0.3 * 4 * 4 * 8, 0, 1e-12);
+    plan_costs_free(&c1);
+    plan_costs_free(&c2);
+}
+
 /* 10^13 parameters stay exact; 2^64 overflows and is reported. */
 static void test_params_exact_and_overflow(void **state)
 {
@@ -1537,8 +1751,8 @@ static void test_comm_hier_and_sp(void **state)
     Layer buf[PLAN_PRESET_LAYERS(2)];
     Model m;
     plan_preset_llama(&m, buf, "l", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
-    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false, false, false, false, 0 },
-            b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false, false, false, false, 0 };
+    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false, false, false, false, 0, 0, 1 },
+            b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false, false, false, false, 0, 0, 1 };
     PlanLayerWork wa, wb;
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &a, &wa);
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &b, &wb);
@@ -2669,6 +2883,10 @@ int main(void)
         cmocka_unit_test(test_moe_scratch),
         cmocka_unit_test(test_bwd_scratch),
         cmocka_unit_test(test_moe_all_to_all),
+        cmocka_unit_test(test_moe_overlap),
+        cmocka_unit_test(test_moe_deepep_bytes),
+        cmocka_unit_test(test_moe_etp),
+        cmocka_unit_test(test_moe_imbalance),
         cmocka_unit_test(test_params_exact_and_overflow),
         cmocka_unit_test(test_flops_megatron),
         cmocka_unit_test(test_zb_h1_kept),

@@ -342,12 +342,54 @@ static void test_ep_rules(void **state)
         int padded = 0;
         assert_int_equal(verdicts_agree(&b.p, &padded), ok);
     }
+    /* expert TP (issue 25): the stage's tp x dp ranks as etp x ep x
+     * expert-DP, so ep may exceed dp; each expert's width split over etp.
+     * (emit refuses etp != tp, a runtime limit, so check alone judges) */
+#define LE(dp_, tp_, ep_, etp_) { .dp = dp_, .tp = tp_, .pp = 1, .zero = 1, .micro_batch = 1, .global_batch = 48, \
+        .schedule = SCHED_1F1B, .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = ep_, .etp = etp_ }
+    const RuleCase etp_cases[] = {
+        { "ep 6 over tp 2 x dp 3 at etp 1", 1, 6, LE(3, 2, 6, 1), 0, NULL },
+        { "ep 6 of dp 3 at etp = tp", 1, 6, LE(3, 2, 6, 2), 0, "ep 6 does not divide dp 3" },
+        { "ep x etp", 1, 8, LE(4, 2, 6, 1), 0,
+          "ep 6 x etp 1 = 6 does not divide the tp 2 x dp 4 = 8 ranks of a stage" },
+        { "etp width", 1, 6, LE(3, 2, 2, 3), 0, "etp 3 does not divide moe hidden 1000 (layer 2)" },
+    };
+#undef LE
+    for (size_t i = 0; i < sizeof etp_cases / sizeof etp_cases[0]; i++) {
+        const RuleCase *c = &etp_cases[i];
+        Built b;
+        build(&b, &MODELS[3], cluster(c->nodes, c->gpn), c->l);
+        char why[256] = "";
+        bool ok = plan_layout_check(&b.p, &c->l, why, sizeof why);
+        if (ok != (c->msg == NULL) || (c->msg && strcmp(why, c->msg) != 0)) {
+            print_error("%s: got %s '%s', want %s\n", c->name, ok ? "valid" : "invalid", why,
+                        c->msg ? c->msg : "valid");
+            fail();
+        }
+    }
+    /* overlap_moe_a2a's rule (Megatron-Core's combined 1F1B): 1f1b
+     * without a pipeline or interleaved, no full recomputation; unset
+     * fields constrain nothing, and without the key nothing is refused */
+    Software w = plan_software_defaults();
+    char why[256];
+    w.overlap_moe_a2a = true;
+    assert_true(plan_rule_moe_overlap(&w, SCHED_INTERLEAVED, 4, RECOMPUTE_SELECTIVE, NULL, 0));
+    assert_true(plan_rule_moe_overlap(&w, SCHED_1F1B, 1, RECOMPUTE_NONE, NULL, 0));
+    assert_true(plan_rule_moe_overlap(&w, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, NULL, 0));
+    assert_false(plan_rule_moe_overlap(&w, SCHED_1F1B, 4, RECOMPUTE_NONE, why, sizeof why));
+    assert_string_equal(why, "overlap_moe_a2a with pp 4 needs schedule interleaved (got 1f1b; Megatron-Core's "
+                             "combined 1F1B runs under the interleaved schedule)");
+    assert_false(plan_rule_moe_overlap(&w, SCHED_ZB_H1, 1, RECOMPUTE_NONE, why, sizeof why));
+    assert_string_equal(why, "overlap_moe_a2a needs schedule 1f1b or interleaved (got zb-h1)");
+    assert_false(plan_rule_moe_overlap(&w, SCHED_INTERLEAVED, 4, RECOMPUTE_FULL, NULL, 0));
+    w.overlap_moe_a2a = false;
+    assert_true(plan_rule_moe_overlap(&w, SCHED_ZB_H1, 4, RECOMPUTE_FULL, NULL, 0));
     /* the predicate alone: PLAN_AUTO constrains nothing */
     Built b;
     build(&b, &MODELS[3], cluster(2, 8), plan_layout_auto());
-    assert_true(plan_rule_ep(&b.p.model, PLAN_AUTO, 2, NULL, 0));
-    assert_false(plan_rule_ep(&b.p.model, PLAN_AUTO, 4, NULL, 0));
-    assert_true(plan_rule_ep(&b.p.model, 8, PLAN_AUTO, NULL, 0));
+    assert_true(plan_rule_ep(&b.p.model, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, 2, NULL, 0));
+    assert_false(plan_rule_ep(&b.p.model, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, 4, NULL, 0));
+    assert_true(plan_rule_ep(&b.p.model, 8, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, NULL, 0));
     /* a dense model runs with ep 1 whatever the layout says */
     Layout l = { .dp = 8, .tp = 2, .pp = 1, .zero = 1, .micro_batch = 1, .global_batch = 32, .schedule = SCHED_1F1B,
                  .chunks = 1, .recompute = RECOMPUTE_NONE, .sequence_parallel = 0, .ep = 4 };
