@@ -49,6 +49,7 @@
 #include "planner/search.h"
 #include "planner/sema.h"
 #include "planner/simulate.h"
+#include "planner/stacks.h"
 
 /* FLOPs per step as Megatron-LM's papers count them (Narayanan et al.
  * 2021, Sec. 5.1): `passes` dense passes of the blocks, 24 B s l h^2
@@ -160,10 +161,12 @@ static bool row_unfitted(const Plan *p, char *why, size_t n)
     return true;
 }
 
-/* The rows of a table by device, for the summary lines. */
-#define MAX_KINDS 16
+/* The rows of a table by device and software stack, for the summary
+ * lines: "h100-sxm-80gb, megatron-core 0.8". */
+#define MAX_KINDS 24
+#define KIND_LEN  64
 typedef struct {
-    const char *device[MAX_KINDS];
+    char        device[MAX_KINDS][KIND_LEN];
     int         rows[MAX_KINDS];
     double      sum[MAX_KINDS], max[MAX_KINDS];
     int         n;
@@ -175,7 +178,7 @@ static void kind_add(KindSums *k, const char *device, double err)
     while (i < k->n && strcmp(k->device[i], device)) i++;
     if (i == k->n) {
         if (k->n == MAX_KINDS) return;
-        k->device[k->n++] = device;
+        snprintf(k->device[k->n++], KIND_LEN, "%s", device);
     }
     k->rows[i]++;
     k->sum[i] += err;
@@ -184,7 +187,7 @@ static void kind_add(KindSums *k, const char *device, double err)
 
 /* One row: load, evaluate, simulate, print. Its |error| in percent, or
  * -1 when the file does not load or states no well-formed figure. */
-static double validate_row(const char *file, const char **device)
+static double validate_row(const char *file, char *kind, size_t kind_len)
 {
     DslArena arena;
     DslDiag diag;
@@ -210,7 +213,16 @@ static double validate_row(const char *file, const char **device)
         dsl_arena_free(&arena);
         return -1;
     }
-    *device = plan_device_preset(p.cluster.device.name)->name;   /* the preset table's: outlives the arena */
+    /* the stack the row names; a row that names none but writes its
+     * software keys (Megatron-LM 2021's, a recipe's) is "keys as written" */
+    char stack[48], mine[512], dflt[512];
+    plan_stack_label(&p.software, stack, sizeof stack);
+    Plan d = p;
+    d.software = plan_software_defaults();
+    plan_software_describe(&p, p.layout.zero, mine, sizeof mine);
+    plan_software_describe(&d, p.layout.zero, dflt, sizeof dflt);
+    bool own = p.software.stack == 0 && strcmp(mine, dflt) != 0;
+    snprintf(kind, kind_len, "%s, %s", p.cluster.device.name, own ? "keys as written" : stack);
     Layout l;
     if (!row_layout(&p, &l)) {
         dsl_arena_free(&arena);
@@ -253,16 +265,16 @@ static int validate_group(int n, char **files, const char *goal)
            "gpus", "batch", "mb", "schedule", "recompute", "published", "simulated", "fast", "error%",
            "bubble", "mfu");
     for (int i = 0; i < n; i++) {
-        const char *device = NULL;
-        double e = validate_row(files[i], &device);
+        char kind[KIND_LEN] = "";
+        double e = validate_row(files[i], kind, sizeof kind);
         if (e < 0) { bad++; continue; }
-        kind_add(&kinds, device, e);
+        kind_add(&kinds, kind, e);
         rows++;
         sum += e;
         if (e > max_err) { max_err = e; worst = i; }
     }
     for (int i = 0; i < kinds.n && rows; i++)
-        printf("#   %-16s %2d rows: mean |error| %5.1f %%, largest %5.1f %%\n", kinds.device[i], kinds.rows[i],
+        printf("#   %-34s %2d rows: mean |error| %5.1f %%, largest %5.1f %%\n", kinds.device[i], kinds.rows[i],
                kinds.sum[i] / kinds.rows[i], kinds.max[i]);
     if (rows)
         printf("# %d rows: mean |error| %.1f %%, largest %.1f %% (%s); %s\n\n", rows, sum / rows, max_err,

@@ -100,7 +100,11 @@ static void test_no_profile_is_analytic(void **state)
         assert_true(plan_gemm_pass_time(&d, d.flops_16, 2, PLAN_GEMM_DX, m, n, k, 1) ==
                     plan_gemm_time(&d, d.flops_16, 2, m, k, n, 1));
     }
-    assert_true(plan_stream_time(&d, 1e9, 3) == 1e9 / (d.hbm * PLAN_HBM_EFF) + 3 * PLAN_KERNEL_GAP);
+    /* the preset's BabelStream rate (presets.c); a device without one: PLAN_HBM_EFF of its HBM */
+    assert_true(plan_stream_time(&d, 1e9, 3) == 1e9 / d.stream + 3 * PLAN_KERNEL_GAP);
+    Device bare = d;
+    bare.stream = 0;
+    assert_true(plan_stream_time(&bare, 1e9, 3) == 1e9 / (d.hbm * PLAN_HBM_EFF) + 3 * PLAN_KERNEL_GAP);
     Device p = profiled();
     assert_true(plan_stream_time(&p, 6e6, 5) == 6e6 / 3e9 + 5 * 4e-6);
 }
