@@ -1378,20 +1378,13 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             /* full recomputation: only x is kept, the rest is rebuilt in the shared S.rc */
             a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
             a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
-#elif RECOMPUTE_LN
-            a->ln = S.lnr; a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);   /* the norm's output: rebuilt */
-            a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
-#if !RECOMPUTE_SELECTIVE
-            if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
-#endif
-#if !RECOMPUTE_SELECTIVE && DROPOUT
-            if (L->kind == ATTENTION) {
-                a->attd = KEEP_ACT(B * (size_t)L->h * T * T);
-                a->att_mask = KEEP_MASK(B * (size_t)L->h * T * T);
-            }
-#endif
 #else
-            a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+#if RECOMPUTE_LN
+            a->ln = S.lnr;   /* the norm's output: rebuilt */
+#else
+            a->ln = KEEP_ACT(NL * C);
+#endif
+            a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
             a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
 #if !RECOMPUTE_SELECTIVE
             if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);

@@ -478,7 +478,8 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             a->mx = KEEP_F32(N); a->se = KEEP_F32(2 * N); a->tgt = a->se + N; a->loss = KEEP_F32(N);
             a->tok = (int32_t *)keep(sa, prt_mem_alloc(PRT_MEM_ACTIVATIONS, N * sizeof(int32_t)));
         } else {
-            a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+            a->ln = KEEP_ACT(NL * C);
+            a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
             a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
             if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
         }
