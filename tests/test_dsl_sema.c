@@ -76,6 +76,21 @@ static char *cat3(const char *x, const char *y, const char *z)
     return s;
 }
 
+/* cluster + model + plan must give exactly one error, whose first
+ * message contains msg (case i, for the report when it does not). */
+static void expect_one_error(const char *cluster, const char *model, const char *plan, const char *msg, size_t i)
+{
+    Run r;
+    char *text = cat3(cluster, model, plan);
+    run(&r, text);
+    if (r.errors != 1 || !strstr(r.d.first, msg)) fprintf(stderr, "bad case %zu:\n%s", i, r.diag);
+    assert_int_equal(r.errors, 1);
+    assert_non_null(strstr(r.d.first, msg));
+    done(&r);
+    free(text);
+}
+
+
 static void test_units_and_presets(void **state)
 {
     (void)state;
@@ -636,16 +651,7 @@ static void test_software_keys(void **state)
         { "plan { overlap_grad_reduce }\n", "overlap_grad_reduce" },
         { "plan { overlap_gather true }\n", "overlap_param_gather" },   /* the suggestion */
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        Run r;
-        char *text = cat3(CLUSTER, MODEL, bad[i].plan);
-        run(&r, text);
-        if (r.errors != 1 || !strstr(r.d.first, bad[i].msg)) fprintf(stderr, "bad case %zu:\n%s", i, r.diag);
-        assert_int_equal(r.errors, 1);
-        assert_non_null(strstr(r.d.first, bad[i].msg));
-        done(&r);
-        free(text);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_one_error(CLUSTER, MODEL, bad[i].plan, bad[i].msg, i);
 }
 
 /* `software NAME [VARIANT]` sets every software key from its row of
@@ -718,16 +724,7 @@ static void test_software_stack(void **state)
         { "plan { fused_rop false }\n", "did you mean 'fused_rope'?" },
         { "plan { sofware planc }\n", "did you mean 'software'?" },
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        Run r;
-        char *text = cat3(CLUSTER, MODEL, bad[i].plan);
-        run(&r, text);
-        if (r.errors != 1 || !strstr(r.d.first, bad[i].msg)) fprintf(stderr, "bad case %zu:\n%s", i, r.diag);
-        assert_int_equal(r.errors, 1);
-        assert_non_null(strstr(r.d.first, bad[i].msg));
-        done(&r);
-        free(text);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_one_error(CLUSTER, MODEL, bad[i].plan, bad[i].msg, i);
 }
 
 /* recompute_modules (Megatron-Core's names, with selective), recompute
@@ -793,16 +790,7 @@ static void test_recompute_keys(void **state)
         { "plan { recompute full; recompute_layers 2; recompute_method uniformly }\n", "did you mean 'uniform'?" },
         { "plan { recompute_layer 2 }\n", "did you mean 'recompute_layers'?" },
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        Run r;
-        char *text = cat3(CLUSTER, MODEL, bad[i].plan);
-        run(&r, text);
-        if (r.errors != 1 || !strstr(r.d.first, bad[i].msg)) fprintf(stderr, "bad case %zu:\n%s", i, r.diag);
-        assert_int_equal(r.errors, 1);
-        assert_non_null(strstr(r.d.first, bad[i].msg));
-        done(&r);
-        free(text);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_one_error(CLUSTER, MODEL, bad[i].plan, bad[i].msg, i);
     /* a mixture: its modules are accepted, torchtitan's op rule is not */
     static const char MOE[] =
         "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
