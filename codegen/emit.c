@@ -1293,8 +1293,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
 {
     const Software *w = &p->software;
     const char *key = NULL, *what = NULL;
-    char kbuf[64];
-    char keybuf[160];
+    char keybuf[160];   /* a key written out (the attention kernel's, a recompute module's) */
     if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
@@ -1306,9 +1305,9 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         key = "overlap_tp true";
         what = "its TP collectives are synchronous";
     } else if (plan_flash(w)) {
-        snprintf(kbuf, sizeof kbuf, "attention_kernel %s%s", plan_attn_kernel_names[w->attention_kernel],
+        snprintf(keybuf, sizeof keybuf, "attention_kernel %s%s", plan_attn_kernel_names[w->attention_kernel],
                  w->attention_kernel == PLAN_ATTN_FA2 ? " (flash_attention true)" : "");
-        key = kbuf;
+        key = keybuf;
         what = "its attention materialises the scores (runtime/ops)";
     } else if (!w->grad_accum_fusion) {
         key = "grad_accum_fusion false";

@@ -48,10 +48,7 @@ double plan_sustained(const Device *d)
     return d->sustained > 0 ? d->sustained : 1;
 }
 
-/* bytes/s a memory-bound kernel streams: the device's measured figure
- * (a preset's BabelStream, presets.c, or planc calibrate's), else
- * PLAN_HBM_EFF of its HBM */
-static double stream_bw(const Device *d)
+double plan_stream_bw(const Device *d)
 {
     return d->stream > 0 ? d->stream : d->hbm * PLAN_HBM_EFF;
 }
@@ -79,7 +76,7 @@ static double gemm_time(const Device *d, double peak, double e, double m, double
                         double batch, int c_reads)
 {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
-    double bw = stream_bw(d);
+    double bw = plan_stream_bw(d);
     double ab = (m * k + k * n) * e * batch / bw;            /* s: the operands, streamed */
     double c = (1 + c_reads) * m * n * e * batch / bw;       /* s: the output tiles' epilogue */
     if (!(d->flops_16 > 2 * d->flops_fp32))   /* no tensor cores (a CPU): plain roofline */
@@ -150,7 +147,7 @@ double plan_gemm_time(const Device *d, double peak, double e,
 
 double plan_stream_time(const Device *d, double bytes, int kernels)
 {
-    return bytes / stream_bw(d) + kernels * (d->launch > 0 ? d->launch : PLAN_KERNEL_GAP);
+    return bytes / plan_stream_bw(d) + kernels * (d->launch > 0 ? d->launch : PLAN_KERNEL_GAP);
 }
 
 static double stream_time(const Device *d, double bytes, int kernels)

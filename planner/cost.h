@@ -51,6 +51,11 @@ double plan_gemm_eff(const Device *d);
  * training step on d (Device.sustained, else 1). */
 double plan_sustained(const Device *d);
 
+/* Bytes/s a memory-bound kernel streams on d: its measured figure (a
+ * preset's BabelStream, presets.c, or planc calibrate's), else
+ * PLAN_HBM_EFF of its HBM. */
+double plan_stream_bw(const Device *d);
+
 /* The fraction of the 16-bit peak a fused attention kernel (`kernel`, a
  * PlanAttnKernel other than MATH) reaches on d in pass `pass` (0 forward,
  * 1 backward), head dim and keys per query given, causal or not, on the

@@ -140,7 +140,7 @@ static void print_kernels(FILE *out, const Plan *p)
 {
     const Device *d = &p->cluster.device;
     if (!(d->flops_16 > 2 * d->flops_fp32) || d->n_gemm > 0) return;   /* a CPU, or measured GEMMs */
-    double stream = d->stream > 0 ? d->stream : d->hbm * PLAN_HBM_EFF;
+    double stream = plan_stream_bw(d);
     fprintf(out, "  kernels: GEMMs up to %.1f %% of peak, x %.3g sustained; memory-bound %.3g TB/s",
             100 * plan_gemm_eff(d), plan_sustained(d), stream / 1e12);
     const Layer *att = NULL;
@@ -150,8 +150,7 @@ static void print_kernels(FILE *out, const Plan *p)
     if (att && k != PLAN_ATTN_MATH) {
         double keys = (double)plan_attention_keys(&p->model, att), hd = (double)plan_head_dim(&p->model, att);
         bool causal = plan_flash_causal_fraction((double)p->model.seq, keys) < 1;
-        static const char *const names[] = { "math", "fa2", "fa3", "cudnn" };   /* ORDER PlanAttnKernel */
-        fprintf(out, "; attention %s %.1f %% forward, %.1f %% backward", names[k],
+        fprintf(out, "; attention %s %.1f %% forward, %.1f %% backward", plan_attn_kernel_names[k],
                 100 * plan_attn_rate(d, k, 0, hd, keys, causal), 100 * plan_attn_rate(d, k, 1, hd, keys, causal));
     }
     if (d->flops_fp8 > 0) fprintf(out, "; FP8 %.4g TFLOPS", d->flops_fp8 / 1e12);
