@@ -1334,6 +1334,11 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         recompute_honoured(p, l, &key, &what, keybuf, sizeof keybuf);
     }
     if (!key) moe_runtime_key(p, l, &key, &what);
+    if (!key && plan_cp(l) > 1) {
+        snprintf(keybuf, sizeof keybuf, "cp %d", plan_cp(l));
+        key = keybuf;
+        what = "its attention sees whole sequences on one rank (context parallelism is planned, not yet emitted)";
+    }
     /* a stack preset names itself first: the key is what it set */
     char stack[64] = "";
     if (key && w->stack != 0) {

@@ -39,6 +39,13 @@ const char *plan_recompute_name(int r)
     return "auto";
 }
 
+const char *plan_cp_comm_name(int c)
+{
+    static const char *const names[] = { "ring", "all_to_all", "all_gather",
+                                         "hierarchical" };   /* ORDER PlanCpComm */
+    return c >= 0 && c < PLAN_N_CP_COMMS ? names[c] : "ring";
+}
+
 const char *plan_recompute_module_name(int m)
 {
     static const char *const names[] = { "core_attn", "layernorm", "mlp", "moe_act", "moe",
@@ -164,8 +171,10 @@ Layout plan_layout_defaults(const Plan *p)
     int64_t gpus = p->cluster.nodes * p->cluster.gpus_per_node;
     if (l.tp == PLAN_AUTO) l.tp = 1;
     if (l.pp == PLAN_AUTO) l.pp = 1;
+    if (l.cp == PLAN_AUTO || l.cp < 1) l.cp = 1;
+    if (l.cp_comm == PLAN_AUTO || l.cp_comm < 0) l.cp_comm = PLAN_CP_RING;
     if (l.dp == PLAN_AUTO) {
-        int64_t mp = (int64_t)l.tp * l.pp;
+        int64_t mp = (int64_t)l.tp * l.cp * l.pp;
         l.dp = mp > 0 && gpus >= mp ? (int)(gpus / mp) : 1;
     }
     if (l.zero == PLAN_AUTO) l.zero = 0;
@@ -351,24 +360,51 @@ bool plan_rule_attention_kernel(const Device *d, int kernel, char *why, size_t l
     return true;
 }
 
-bool plan_rule_ranks(const Cluster *c, int dp, int tp, int pp, char *why, size_t len)
+bool plan_rule_ranks(const Cluster *c, int dp, int tp, int cp, int pp, char *why, size_t len)
 {
     int64_t gpus = c->nodes * c->gpus_per_node;   /* <= 2^30 */
     int64_t known = 1;
     int n_auto = 0;
-    int par[3] = { dp, tp, pp };
-    for (int i = 0; i < 3; i++) {
+    int par[4] = { dp, tp, cp, pp };
+    for (int i = 0; i < 4; i++) {
         if (!set(par[i])) n_auto++;
         else if (__builtin_mul_overflow(known, (int64_t)par[i], &known)) known = INT64_MAX;   /* > any cluster */
     }
     const char *name = c->name ? c->name : "?";
+    char cps[24] = "";
+    if (set(cp) && cp > 1) snprintf(cps, sizeof cps, " x cp %d", cp);
     if (n_auto == 0 && known != gpus)
-        return refuse(why, len, "dp %d x tp %d x pp %d = %lld ranks, but cluster %s has %lld GPUs (%lld node%s x %lld)",
-                      dp, tp, pp, (long long)known, name, (long long)gpus, (long long)c->nodes,
+        return refuse(why, len, "dp %d x tp %d%s x pp %d = %lld ranks, but cluster %s has %lld GPUs (%lld node%s x %lld)",
+                      dp, tp, cps, pp, (long long)known, name, (long long)gpus, (long long)c->nodes,
                       c->nodes == 1 ? "" : "s", (long long)c->gpus_per_node);
     if (n_auto > 0 && (known < 1 || gpus % known))
         return refuse(why, len, "the fixed parallel degrees multiply to %lld, which does not divide the %lld "
                       "GPUs of cluster %s", (long long)known, (long long)gpus, name);
+    return true;
+}
+
+bool plan_rule_cp(const Model *m, int tp, int cp, int cp_comm, char *why, size_t len)
+{
+    if (!set(cp) || cp <= 1) return true;
+    if (m->seq % (2 * (int64_t)cp))
+        return refuse(why, len, "cp %d cuts each sequence into 2 x cp = %d chunks (rank i holds chunks i and "
+                      "%d-i, balancing causal attention), but seq %lld is not a multiple of %d",
+                      cp, 2 * cp, 2 * cp - 1, (long long)m->seq, 2 * cp);
+    bool a2a = cp_comm == PLAN_CP_ALL_TO_ALL || cp_comm == PLAN_CP_HIERARCHICAL;
+    if (!a2a) return true;
+    int64_t tc = (int64_t)(set(tp) ? tp : 1) * cp;
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        if (L->kind != LAYER_ATTENTION) continue;
+        if (L->heads % tc)
+            return refuse(why, len, "cp_comm %s scatters the heads over tp x cp = %lld ranks, but the attention "
+                          "layer has %lld query heads", plan_cp_comm_name(cp_comm), (long long)tc,
+                          (long long)L->heads);
+        if (L->kv_heads % tc)
+            return refuse(why, len, "cp_comm %s scatters the heads over tp x cp = %lld ranks, but the attention "
+                          "layer has %lld key/value heads", plan_cp_comm_name(cp_comm), (long long)tc,
+                          (long long)L->kv_heads);
+    }
     return true;
 }
 
@@ -433,7 +469,8 @@ bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len)
         return refuse(why, len, "dp, tp, pp, chunks, micro_batch and global_batch must be at least 1");
     if (l->zero < 0 || l->zero > 3) return refuse(why, len, "zero %d is not 0..3", l->zero);
     return plan_rule_model(m, why, len) &&
-           plan_rule_ranks(&p->cluster, l->dp, l->tp, l->pp, why, len) &&
+           plan_rule_ranks(&p->cluster, l->dp, l->tp, plan_cp(l), l->pp, why, len) &&
+           plan_rule_cp(m, l->tp, plan_cp(l), plan_cp_comm(l), why, len) &&
            plan_rule_tp_node(&p->cluster, l->tp, why, len) &&
            plan_rule_tp_split(m, l->tp, why, len) &&
            plan_rule_ep(m, l->dp, l->tp, plan_etp(l), plan_ep(l), why, len) &&

@@ -107,9 +107,17 @@ bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len);
 /* The attention kernel runs on the device: FlashAttention-3 is written
  * for Hopper (sm_90: wgmma and TMA) and runs nowhere else. */
 bool plan_rule_attention_kernel(const Device *d, int kernel, char *why, size_t len);
-/* One rank per GPU: dp x tp x pp equals the cluster's GPUs (with some
+/* One rank per GPU: dp x tp x cp x pp equals the cluster's GPUs (with some
  * degrees PLAN_AUTO: the fixed ones divide it). */
-bool plan_rule_ranks(const Cluster *c, int dp, int tp, int pp, char *why, size_t len);
+bool plan_rule_ranks(const Cluster *c, int dp, int tp, int cp, int pp, char *why, size_t len);
+/* Context parallelism (issue 26): cp cuts every sequence into 2 x cp
+ * chunks (rank i of the CP group holds chunks i and 2cp-1-i, so causal
+ * work is balanced), so 2 x cp divides seq; the all-to-all forms
+ * (all_to_all, hierarchical) scatter the heads over tp x cp ranks, so
+ * tp x cp divides the query heads and the key/value heads (the message
+ * names the one that does not). cp PLAN_AUTO constrains nothing;
+ * cp_comm PLAN_AUTO is the ring's. */
+bool plan_rule_cp(const Model *m, int tp, int cp, int cp_comm, char *why, size_t len);
 /* Every pipeline chunk holds a block: pp x chunks <= the model's blocks
  * (and <= PLAN_MAX_VSTAGES). chunks PLAN_AUTO counts as 1. */
 bool plan_rule_pp_blocks(const Model *m, int pp, int chunks, char *why, size_t len);
@@ -135,6 +143,8 @@ bool plan_split(const Model *m, int pp, int chunks, PlanChunk *out);
 bool plan_split_at(const Model *m, const int *block_first, int pp, int chunks, PlanChunk *out);
 
 const char *plan_schedule_name(int s);
+/* The plan-key name of a PlanCpComm ("ring", "all_to_all", ...). */
+const char *plan_cp_comm_name(int c);
 const char *plan_recompute_name(int r);
 
 /* The name of a PlanRecomputeModule as Megatron-Core spells it

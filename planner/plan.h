@@ -277,7 +277,42 @@ typedef struct {
                                     GEMMs split over etp ranks (Megatron-Core's
                                     --expert-tensor-parallel-size); PLAN_AUTO or 0 (a Layout
                                     built in C without it): = tp, Megatron's default (plan_etp) */
+    /* ---- context parallelism (issue 26) ---- */
+    int      cp;                 /* context-parallel degree: each sequence split over cp
+                                    ranks in 2*cp chunks, rank i holding chunks i and
+                                    2cp-1-i (the load-balanced causal split). Ranks: tp
+                                    fastest, then cp, then dp, then pp (Megatron-Core's
+                                    order). PLAN_AUTO: searched; 0 (a Layout built in C
+                                    without it) means 1 (plan_cp) */
+    int      cp_comm;            /* PlanCpComm: how attention sees the other chunks'
+                                    keys and values; PLAN_AUTO or 0: ring */
 } Layout;
+
+/* The forms of context parallelism (Layout.cp_comm, the plan key `cp_comm`).
+ * ORDER CP_COMM_NAMES in planner/sema.c. Megatron-Core's --cp-comm-type in
+ * brackets. */
+typedef enum {
+    PLAN_CP_RING,         /* KV chunks passed round the CP group, each send overlapped
+                             with the attention of the chunk in hand (p2p) */
+    PLAN_CP_ALL_TO_ALL,   /* DeepSpeed-Ulysses: all-to-all from sequence-split to
+                             head-split and back around attention (a2a) */
+    PLAN_CP_ALL_GATHER,   /* all-gather the whole sequence's K and V before attention,
+                             reduce-scatter dK, dV after (allgather) */
+    PLAN_CP_HIERARCHICAL, /* all-to-all inside the node, ring across nodes (a2a+p2p) */
+} PlanCpComm;
+#define PLAN_N_CP_COMMS 4
+
+/* The context-parallel degree a set layout runs with: cp, or 1 when unset. */
+static inline int plan_cp(const Layout *L)
+{
+    return L->cp >= 1 ? L->cp : 1;
+}
+
+/* Its form: cp_comm, or the ring when unset. */
+static inline int plan_cp_comm(const Layout *L)
+{
+    return L->cp_comm >= 0 && L->cp_comm < PLAN_N_CP_COMMS ? L->cp_comm : PLAN_CP_RING;
+}
 
 /* The recompute_modules a layout runs with: its bits, or core_attn alone
  * under `recompute selective` when it names none; 0 under any other. */

@@ -1240,8 +1240,12 @@ static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch"
                                          "recompute_modules", "recompute_layers", "recompute_every",
                                          "recompute_method",
                                          /* MoE dispatch (issue 25) */
-                                         "etp", "overlap_moe_a2a", "moe_dispatcher", "moe_imbalance" };
+                                         "etp", "overlap_moe_a2a", "moe_dispatcher", "moe_imbalance",
+                                         /* context parallelism (issue 26) */
+                                         "cp", "cp_comm" };
 KEYS_FIT(PLAN_KEYS);
+static const char *const CP_COMM_NAMES[] = { "ring", "all_to_all", "all_gather", "hierarchical" };   /* ORDER PlanCpComm */
+_Static_assert(sizeof CP_COMM_NAMES / sizeof *CP_COMM_NAMES == PLAN_N_CP_COMMS, "CP_COMM_NAMES out of step");
 static const char *const MOE_DISPATCHER_NAMES[] = { "alltoall", "deepep" };   /* ORDER PlanMoeDispatcher */
 static const char *const SCHED_NAMES[] = { "gpipe", "1f1b", "interleaved", "zb-h1" };   /* ORDER Schedule */
 static const char *const RECOMPUTE_NAMES[] = { "none", "selective", "full", "selective_op" };   /* ORDER Recompute */
@@ -1461,6 +1465,7 @@ static void sema_layout(Sema *S, const DslStmt *p, Layout *L, Software *W, PlanS
     L->sequence_parallel = PLAN_AUTO;
     L->ep = PLAN_AUTO;
     L->etp = PLAN_AUTO;
+    L->cp = L->cp_comm = PLAN_AUTO;
     L->micro_batch = L->global_batch = PLAN_AUTO;
     src->block = p;
     src->F = (Fields){ "plan", PLAN_KEYS, N_ELEMS(PLAN_KEYS), { 0 } };
@@ -1485,6 +1490,8 @@ static void sema_layout(Sema *S, const DslStmt *p, Layout *L, Software *W, PlanS
     if ((s = field(F, "ep")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->ep = (int)x;
     sema_recompute_parts(S, F, L);
     if ((s = field(F, "etp")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->etp = (int)x;
+    if ((s = field(F, "cp")) && get_int(S, s, 1, MAX_PAR, true, &x)) L->cp = (int)x;
+    if ((s = field(F, "cp_comm")) && get_enum(S, s, CP_COMM_NAMES, N_ELEMS(CP_COMM_NAMES), true, &e)) L->cp_comm = e;
     sema_software(S, F, W);
 }
 
@@ -1560,6 +1567,11 @@ static void check_layout_model(Sema *S, Layout *L, const Model *M, const PlanSrc
         L->etp = PLAN_AUTO;
     }
     check_recompute_model(S, L, M, src);
+    if (!plan_rule_cp(M, L->tp, L->cp, L->cp_comm, why, sizeof why)) {
+        /* at cp_comm where the form alone breaks it (heads), else at cp */
+        bool at_comm = field(&src->F, "cp_comm") && plan_rule_cp(M, L->tp, L->cp, PLAN_CP_RING, NULL, 0);
+        dsl_error(S->d, plan_loc(src, at_comm ? "cp_comm" : "cp"), "%s", why);
+    }
     /* sequence parallelism cuts the activations over the TP group: with
      * tp 1 there is none, and the layout runs without it */
     if (L->tp == 1 && L->sequence_parallel == 1) {
@@ -1593,7 +1605,10 @@ static void check_layout_cluster(Sema *S, const Layout *L, const Software *W, co
         dsl_error_class(S->d, DSL_ERR_CLUSTER, plan_loc(src, "attention_kernel"), "%s", why);
     if (!plan_rule_tp_node(C, L->tp, why, sizeof why))
         dsl_error_class(S->d, DSL_ERR_CLUSTER, plan_loc(src, "tp"), "%s", why);
-    if (!plan_rule_ranks(C, L->dp, L->tp, L->pp, why, sizeof why))
+    /* cp left out is 1 here (a plan that fixes dp, tp and pp means no CP);
+     * `cp auto` leaves it to the search */
+    int cp = field(&src->F, "cp") ? L->cp : 1;
+    if (!plan_rule_ranks(C, L->dp, L->tp, cp, L->pp, why, sizeof why))
         dsl_error_class(S->d, DSL_ERR_CLUSTER, src->block->key_loc, "%s", why);
 }
 

@@ -415,8 +415,8 @@ static void test_rules_ignore_auto(void **state)
     assert_true(plan_rule_sp_rows(m, 2, PLAN_AUTO, 1, why, sizeof why));
     assert_false(plan_rule_sp_rows(m, 2, 1, 1, NULL, 0));          /* why may be NULL */
     assert_true(plan_rule_sp_rows(m, 2, 1, 0, why, sizeof why));   /* no SP: no rule */
-    assert_true(plan_rule_ranks(c, PLAN_AUTO, 2, PLAN_AUTO, why, sizeof why));
-    assert_false(plan_rule_ranks(c, PLAN_AUTO, 3, PLAN_AUTO, why, sizeof why));
+    assert_true(plan_rule_ranks(c, PLAN_AUTO, 2, PLAN_AUTO, PLAN_AUTO, why, sizeof why));
+    assert_false(plan_rule_ranks(c, PLAN_AUTO, 3, PLAN_AUTO, PLAN_AUTO, why, sizeof why));
     assert_string_equal(why, "the fixed parallel degrees multiply to 3, which does not divide the 16 GPUs of "
                              "cluster dgx-a100");
     assert_true(plan_rule_pp_blocks(m, PLAN_AUTO, 100, why, sizeof why));

@@ -98,6 +98,7 @@ const char *prtc_group_name(const prt_comm *g)
     if (!c)
         return "group";
     return g == c->world ? "world" : g == c->dp ? "dp" : g == c->tp ? "tp" : g == c->pp ? "pp"
+         : g == c->cp ? "cp" : g == c->dpcp ? "dpcp"
          : g == c->embed ? "embed" : g == c->ep ? "ep" : g == c->edp ? "edp" : "group";
 }
 
@@ -258,11 +259,14 @@ static prt_status split(prt_ctx *c, int colour, int key, prt_algo algo, prt_comm
     return group_new(c, m, algo, out);
 }
 
-/* Build world, DP, TP and PP groups of c's layout. */
+/* Build world, TP, CP, DP, PP and the gradient group of c's layout
+ * (prt_comm.h: the rank order tp, cp, dp, pp). */
 static prt_status make_groups(prt_ctx *c, prt_algo algo)
 {
     const prt_layout L = c->layout, x = c->coord;
     prt_status s;
+    /* index of the (tp, pp) pair and of the (tp, cp, dp) triple */
+    const int tp_pp = x.tp + L.tp * x.pp, tcd = x.tp + L.tp * (x.cp + L.cp * x.dp);
     /* World too is a duplicate: planrt's error handler and messages stay
      * off the user's MPI_COMM_WORLD. */
     MPI_Comm w;
@@ -270,20 +274,29 @@ static prt_status make_groups(prt_ctx *c, prt_algo algo)
         return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Comm_dup failed");
     if ((s = group_new(c, w, algo, &c->world)))
         return s;
-    /* TP group: same (dp, pp), ordered by tp. */
-    if ((s = split(c, x.dp + L.dp * x.pp, x.tp, algo, &c->tp)))
+    /* TP group: same (cp, dp, pp), ordered by tp. */
+    if ((s = split(c, x.cp + L.cp * (x.dp + L.dp * x.pp), x.tp, algo, &c->tp)))
         return s;
-    /* DP group: same (tp, pp), ordered by dp. */
-    if ((s = split(c, x.tp + L.tp * x.pp, x.dp, algo, &c->dp)))
+    /* CP group: same (tp, dp, pp), ordered by cp. */
+    if ((s = split(c, x.tp + L.tp * (x.dp + L.dp * x.pp), x.cp, algo, &c->cp)))
         return s;
-    /* PP group: same (tp, dp), ordered by pp. */
-    if ((s = split(c, x.tp + L.tp * x.dp, x.pp, algo, &c->pp)))
+    /* DP group: same (tp, cp, pp), ordered by dp. */
+    if ((s = split(c, x.tp + L.tp * (x.cp + L.cp * x.pp), x.dp, algo, &c->dp)))
+        return s;
+    /* Gradient group: same (tp, pp), ordered by cp + CP * dp; the DP group
+     * when there is no CP (one communicator, not two alike). */
+    if (L.cp == 1)
+        c->dpcp = c->dp;
+    else if ((s = split(c, tp_pp, x.cp + L.cp * x.dp, algo, &c->dpcp)))
+        return s;
+    /* PP group: same (tp, cp, dp), ordered by pp. */
+    if ((s = split(c, tcd, x.pp, algo, &c->pp)))
         return s;
     /* Embedding group: the first and the last stage of the PP group (one
      * rank when pp is 1); the stages between take no part. */
     bool ends = x.pp == 0 || x.pp == L.pp - 1;
     MPI_Comm e;
-    if (MPI_Comm_split(MPI_COMM_WORLD, ends ? x.tp + L.tp * x.dp : MPI_UNDEFINED, x.pp, &e) !=
+    if (MPI_Comm_split(MPI_COMM_WORLD, ends ? tcd : MPI_UNDEFINED, x.pp, &e) !=
         MPI_SUCCESS)
         return prtc_error(PRT_ERR_MPI, NULL, "prt_init: MPI_Comm_split failed");
     return ends ? group_new(c, e, algo, &c->embed) : PRT_OK;
@@ -299,10 +312,10 @@ prt_status prt_ep_init(prt_ctx *c, int ep)
         return prtc_error(PRT_ERR_ARG, c->world, "prt_ep_init: the expert groups exist already");
     const prt_layout L = c->layout, x = c->coord;
     const prt_algo algo = prt_comm_algo(c->dp);
-    /* colours: the coordinates a group shares, (tp, pp) as the DP group's,
-     * and the EP group index d / ep (EP group) or the EP rank d % ep
-     * (expert-DP group); the key orders the group */
-    int dp_group = x.tp + L.tp * x.pp, groups = L.tp * L.pp;
+    /* colours: the coordinates a group shares, (tp, cp, pp) as the DP
+     * group's, and the EP group index d / ep (EP group) or the EP rank
+     * d % ep (expert-DP group); the key orders the group */
+    int dp_group = x.tp + L.tp * (x.cp + L.cp * x.pp), groups = L.tp * L.cp * L.pp;
     int er = prt_ep_rank(c, ep), edr = prt_edp_rank(c, ep);
     prt_status s = split(c, dp_group + groups * edr, er, algo, &c->ep);
     if (!s)
@@ -314,9 +327,22 @@ static void ctx_destroy(prt_ctx *c);
 static bool mpi_started_here;
 static int live_contexts;
 
-/* Initialise MPI and the groups of a dp x tp x pp layout. */
+prt_layout prt_layout_coord(prt_layout L, int rank)
+{
+    int tp = L.tp, cp = L.cp > 1 ? L.cp : 1, dp = L.dp;
+    return (prt_layout){ .tp = rank % tp, .cp = (rank / tp) % cp, .dp = (rank / (tp * cp)) % dp,
+                         .pp = rank / (tp * cp * dp) };
+}
+
 prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **out)
 {
+    return prt_init_layout(argc, argv, (prt_layout){ .dp = dp, .tp = tp, .pp = pp, .cp = 1 }, out);
+}
+
+/* Initialise MPI and the groups of a dp x tp x cp x pp layout. */
+prt_status prt_init_layout(int *argc, char ***argv, prt_layout L, prt_ctx **out)
+{
+    const int dp = L.dp, tp = L.tp, pp = L.pp, cp = L.cp == 0 ? 1 : L.cp;   /* 0: a layout without cp */
     *out = NULL;
     prtc_clear_error();
     int inited = 0;
@@ -336,17 +362,19 @@ prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **o
     c->device = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
-    if (dp < 1 || tp < 1 || pp < 1 || (long long)dp * tp * pp != c->size) {
+    long long need = (long long)dp * tp * cp * pp;
+    if (dp < 1 || tp < 1 || pp < 1 || cp < 1 || need != c->size) {
+        char cps[32] = "";
+        if (cp != 1) snprintf(cps, sizeof cps, " x cp %d", cp);
         prtc_error(PRT_ERR_ARG, NULL,
-                   "prt_init: %d ranks were started but the layout dp %d x tp %d x pp %d "
+                   "prt_init: %d ranks were started but the layout dp %d x tp %d%s x pp %d "
                    "needs %lld\n  hint: run `mpirun -np %lld ...` or change the plan",
-                   c->size, dp, tp, pp, (long long)dp * tp * pp, (long long)dp * tp * pp);
+                   c->size, dp, tp, cps, pp, need, need);
         free(c);
         return PRT_ERR_ARG;
     }
-    c->layout = (prt_layout){ .dp = dp, .tp = tp, .pp = pp };
-    c->coord = (prt_layout){ .tp = c->rank % tp, .dp = (c->rank / tp) % dp,
-                             .pp = c->rank / (tp * dp) };
+    c->layout = (prt_layout){ .dp = dp, .tp = tp, .pp = pp, .cp = cp };
+    c->coord = prt_layout_coord(c->layout, c->rank);
 
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node);
@@ -376,7 +404,10 @@ static void ctx_destroy(prt_ctx *c)
     group_free(c->ep);
     group_free(c->embed);
     group_free(c->pp);
+    if (c->dpcp != c->dp)
+        group_free(c->dpcp);
     group_free(c->dp);
+    group_free(c->cp);
     group_free(c->tp);
     group_free(c->world);
     prtc_backend_finalize(c);

@@ -3,15 +3,21 @@
  * a DP x TP x PP layout, collectives and point-to-point messages.
  *
  * A program starts with prt_init(), which initialises MPI (launched by
- * `mpirun` or `srun`), checks that the world size is dp * tp * pp, and builds
- * one communicator per group this rank belongs to.  Ranks are laid out as in
- * Megatron-LM (DESIGN.md): tp varies fastest, then dp, then pp,
+ * `mpirun` or `srun`), checks that the world size is dp * tp * cp * pp, and
+ * builds one communicator per group this rank belongs to.  Ranks are laid
+ * out as in Megatron-Core (DESIGN.md): tp varies fastest, then cp (context
+ * parallelism), then dp, then pp,
  *
- *     rank = tp + TP * (dp + DP * pp)
+ *     rank = tp + TP * (cp + CP * (dp + DP * pp))
  *
- * so a TP group is TP consecutive ranks (inside a node), a DP group is the
- * ranks with the same (tp, pp), and a PP group the ranks with the same
- * (tp, dp).  Generated code reads like the step it runs:
+ * so a TP group is TP consecutive ranks (inside a node), a CP group the
+ * ranks with the same (tp, dp, pp), a DP group the ranks with the same
+ * (tp, cp, pp), a PP group the ranks with the same (tp, cp, dp), and the
+ * gradient group (dpcp: weights are replicated over dp and cp alike, so
+ * gradients are reduced and ZeRO shards over both, as Megatron's
+ * distributed optimizer over its "dp-cp" group) the ranks with the same
+ * (tp, pp).  With cp 1 dpcp is the DP group.  Generated code reads like the
+ * step it runs:
  *
  *     prt_all_reduce(c->tp, y, y, n, PRT_FP32, PRT_SUM);          // TP partial sums
  *     prt_reduce_scatter(c->dp, g, shard, n / dp, PRT_FP32, PRT_AVG);  // ZeRO
@@ -71,21 +77,27 @@ typedef struct {
     int dp; /* data-parallel */
     int tp; /* tensor-parallel, fastest-varying */
     int pp; /* pipeline-parallel, slowest-varying */
+    int cp; /* context-parallel, between tp and dp in the rank order; a size of 0
+               (a layout written before it existed) means 1 */
 } prt_layout;
 
 /* What a rank knows about itself and its groups. Read-only for users. */
 typedef struct prt_ctx {
     int rank;           /* world rank, 0 .. size-1 */
-    int size;           /* world size = dp * tp * pp */
+    int size;           /* world size = dp * tp * cp * pp */
     int local_rank;     /* rank among the ranks on this node (GPU: this mod the visible ones) */
     int local_size;     /* ranks on this node */
     prt_layout layout;  /* group sizes */
     prt_layout coord;   /* this rank's coordinates: coord.tp is its TP rank */
     prt_comm  *world;   /* every rank */
-    prt_comm  *dp;      /* ranks with this (tp, pp): gradient reductions */
-    prt_comm  *tp;      /* ranks with this (dp, pp): tensor-parallel sums */
-    prt_comm  *pp;      /* ranks with this (tp, dp): pipeline send/recv */
-    prt_comm  *embed;   /* the first and the last stage's ranks with this (tp, dp): the
+    prt_comm  *dp;      /* ranks with this (tp, cp, pp): data-parallel replicas */
+    prt_comm  *tp;      /* ranks with this (cp, dp, pp): tensor-parallel sums */
+    prt_comm  *pp;      /* ranks with this (tp, cp, dp): pipeline send/recv */
+    prt_comm  *cp;      /* ranks with this (tp, dp, pp), ordered by cp: the sequence's
+                           chunks (ring attention's KV ring, the all-to-all forms) */
+    prt_comm  *dpcp;    /* ranks with this (tp, pp), ordered by cp + CP * dp: gradient
+                           reductions and ZeRO shards; the DP group itself when cp is 1 */
+    prt_comm  *embed;   /* the first and the last stage's ranks with this (tp, cp, dp): the
                            tied-embedding gradient sum (Megatron's embedding group);
                            NULL on the stages between them */
     prt_comm  *ep;      /* expert parallelism (prt_ep_init; NULL before): the ep ranks of
@@ -102,6 +114,11 @@ typedef struct prt_ctx {
 /* Initialise MPI (if not yet) and build the groups of a dp x tp x pp layout;
  * PRT_ERR_ARG with a clear message when the world size is not dp*tp*pp. */
 prt_status prt_init(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **out);
+/* The same for any layout, context parallelism included (L.cp 0 means 1):
+ * the world size must be dp*tp*cp*pp. */
+prt_status prt_init_layout(int *argc, char ***argv, prt_layout L, prt_ctx **out);
+/* A rank's coordinates in layout L by the rank order above (L.cp 0 means 1). */
+prt_layout prt_layout_coord(prt_layout L, int rank);
 /* Free the groups and finalise MPI when prt_init initialised it;
  * prt_finalize(NULL) after a failed prt_init only finalises MPI. */
 void       prt_finalize(prt_ctx *c);
@@ -116,6 +133,8 @@ prt_status prt_ep_init(prt_ctx *c, int ep);
 /* This rank's EP rank (the rule prt_ep_init builds the groups by; also for
  * a context without groups, as --dry-run's). */
 static inline int prt_ep_rank(const prt_ctx *c, int ep) { return c->coord.dp % ep; }
+/* The context-parallel degree of a context (1 without CP). */
+static inline int prt_cp_size(const prt_ctx *c) { return c->layout.cp > 1 ? c->layout.cp : 1; }
 /* Its rank in its expert-DP group. */
 static inline int prt_edp_rank(const prt_ctx *c, int ep) { return c->coord.dp / ep; }
 

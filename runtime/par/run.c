@@ -442,8 +442,8 @@ static int dry_start(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **
     prt_ctx *c = (prt_ctx *)calloc(1, sizeof *c);
     if (!c) { MPI_Finalize(); return 1; }
     c->rank = rank; c->size = size; c->device = -1;
-    c->layout = (prt_layout){ dp, tp, pp };
-    c->coord = (prt_layout){ (rank / tp) % dp, rank % tp, rank / (tp * dp) };
+    c->layout = (prt_layout){ .dp = dp, .tp = tp, .pp = pp, .cp = 1 };
+    c->coord = prt_layout_coord(c->layout, rank);
     dry_ctx = true;
     prt_mem_set_dry(true);
     *ctx = c;
