@@ -327,6 +327,84 @@ prt_status prt_moe_ep_to_experts(prt_moe_ep *x, const prt_act *src, prt_act *dst
 prt_status prt_moe_ep_to_sources(prt_moe_ep *x, const prt_act *src, prt_act *dst);
 void       prt_moe_ep_free(prt_moe_ep *x);
 
+/* ---- context parallelism: attention over a split sequence (runtime/par/cp.c) ----
+ * Issue 26. The CP group (c->cp, cp ranks) splits every sequence of T
+ * tokens into 2cp chunks of C = T / (2cp): CP rank r holds chunks r and
+ * 2cp-1-r (the load-balanced causal split of Megatron-Core and
+ * torchtitan), so its Tl = T / cp local tokens are, in order, chunk r then
+ * chunk 2cp-1-r. Every token-wise op (linears, norms, MLP, loss) runs on
+ * the local rows unchanged; embeddings, RoPE, dropout masks and the data
+ * loader use the global position prt_cp_pos(); attention alone needs the
+ * other ranks' keys and values. The forms (ORDER PRT_CP_FORM, as the
+ * planner's PlanCpComm):
+ *  - RING: K and V of each local chunk pair pass round the CP group in cp
+ *    steps; step s computes the local queries against rank (r - s) mod
+ *    cp's keys, flash-style (scores of one block at a time, online-softmax
+ *    merge with a running max and sum; the log-sum-exp per query row is
+ *    saved), while the next block's send/receive is in flight (two KV
+ *    blocks held: the one in hand and the one arriving). The backward
+ *    passes K, V with their dK, dV accumulators round the ring again and
+ *    rebuilds each block's probabilities from the saved log-sum-exp.
+ *  - ALL_TO_ALL (DeepSpeed-Ulysses): all-to-all qkv from (local tokens,
+ *    all heads) to (all T tokens in global order, heads / cp), ordinary
+ *    causal attention on whole sequences, all-to-all the output back;
+ *    needs cp (x tp) to divide the heads and the kv heads.
+ *  - ALL_GATHER: all-gather K and V of the whole sequence, attention of
+ *    the local queries against every key (masked by global position);
+ *    the backward reduce-scatters dK, dV back to their owners.
+ *  - HIERARCHICAL: all-to-all inside the node, ring across nodes.
+ * Masks are by global position: key j is seen by query i when j <= i and,
+ * with a sliding window W > 0, j > i - W. GQA/MQA as prt_attention_fwd.
+ *
+ * What each form keeps between a micro-batch's forward and its backward
+ * (the `saved` buffer the program allocates with the layer's
+ * activations, prt_cp_saved_numel elements of prt_act, counted as
+ * activations) and what it allocates for itself while it runs (counted as
+ * PRT_MEM_BUFFER by prt_mem and freed before it returns): the planner's
+ * memory model (planner/memory.c) counts the same numbers. B sequences,
+ * Tl local tokens, H query and Hkv key/value heads (this TP rank's), D
+ * head size, all in elements:
+ *  - RING: saved B*H*Tl (log-sum-exp, fp32); forward buffers 2 KV blocks
+ *    2*(B*Tl*2*Hkv*D) plus one block's scores Tl*Tl; backward buffers 2 KV
+ *    blocks and 2 dKV blocks 4*(B*Tl*2*Hkv*D) plus scores and their
+ *    gradient 2*Tl*Tl.
+ *  - ALL_TO_ALL: saved the head-split qkv B*T*(H+2Hkv)*D/cp, the head-split
+ *    output B*T*H*D/cp and the probabilities B*(H/cp)*T*T; buffers none
+ *    beyond them in the forward, their gradients (the same sizes) in the
+ *    backward.
+ *  - ALL_GATHER: saved the probabilities B*H*Tl*T; forward buffer the
+ *    gathered K, V B*T*2*Hkv*D; backward buffers that and the full dK, dV
+ *    B*T*2*Hkv*D.
+ * Collective over the CP group (every rank calls each layer's forward and
+ * backward in the same order); buffers are device memory on CUDA. */
+typedef enum {
+    PRT_CP_RING,
+    PRT_CP_ALL_TO_ALL,
+    PRT_CP_ALL_GATHER,
+    PRT_CP_HIERARCHICAL,
+} prt_cp_form;
+
+/* The global position of local token t (0 <= t < T/cp) of CP rank r. */
+static inline size_t prt_cp_pos(size_t t, size_t T, int cp, int r)
+{
+    size_t C = T / (2 * (size_t)cp);
+    return t < C ? (size_t)r * C + t : (size_t)(2 * cp - 1 - r) * C + (t - C);
+}
+
+/* Elements of the saved buffer of one attention call (see above). */
+size_t     prt_cp_saved_numel(prt_cp_form form, int cp, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D);
+/* out (B, Tl, H*D) from qkv (B, Tl, (H+2Hkv)*D) of the local tokens, as
+ * prt_attention_fwd lays them out, under the causal (and window W) mask by
+ * global position; saved as above. */
+prt_status prt_cp_attention_fwd(prt_comm *cp, prt_cp_form form, prt_act *out, prt_act *saved,
+                                const prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv,
+                                size_t D, size_t W);
+/* dqkv (B, Tl, (H+2Hkv)*D), overwritten, from dout (B, Tl, H*D) and the
+ * forward's qkv, out and saved. */
+prt_status prt_cp_attention_bwd(prt_comm *cp, prt_cp_form form, prt_act *dqkv, const prt_act *dout,
+                                const prt_act *qkv, const prt_act *out, const prt_act *saved,
+                                size_t B, size_t Tl, size_t H, size_t Hkv, size_t D, size_t W);
+
 /* ---- the counting allocator (runtime/par/mem.c) ------------------------ */
 
 /* What a buffer holds, as the planner's memory items (planner/memory.h)
