@@ -2,7 +2,7 @@
 # buffers, pipeline slots and transfers, the executable's command line, data
 # and log). The same C sources build into both libraries.
 PRT_PAR_SRCS  := runtime/par/model.c runtime/par/pipe.c runtime/par/run.c runtime/par/save.c \
-                 runtime/par/mem.c runtime/par/moe_ep.c
+                 runtime/par/mem.c runtime/par/moe_ep.c runtime/par/cp.c
 PRT_SRCS      += $(PRT_PAR_SRCS)
 PRT_CUDA_SRCS += $(PRT_PAR_SRCS)
 
@@ -78,3 +78,19 @@ TEST_TARGETS += test-invariance-buffered
 test-invariance-buffered: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DATA)
 	PLANRT_P2P=buffered MPIRUN="$(MPIRUN) -x PLANRT_P2P" tests/invariance/run.sh $(PLANC) \
 	    $(abspath $(BUILD))/invariance-buffered $(BUILD)/tests/inv_compare $(INV_BUFFERED_CASES)
+
+# test-cp-attention (issue 26): context-parallel attention in every form
+# planrt runs (ring, all_gather, all_to_all) on 1, 2 and 4 CP ranks against
+# the whole-sequence attention (outputs and every gradient), its buffers
+# against prt_par.h's contract, and the refusals (tests/test_cp_attention.c).
+CP_ATTN_RANKS := 1 2 4
+$(BUILD)/tests/test_cp_attention: $(BUILD)/obj-rt/tests/test_cp_attention.o $(LIBPRT)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(BLAS_LIBS) $(LDLIBS)
+
+.PHONY: test-cp-attention
+TEST_TARGETS += test-cp-attention
+test-cp-attention: $(BUILD)/tests/test_cp_attention
+	@set -e; for mode in buffered rendezvous; do for np in $(CP_ATTN_RANKS); do \
+	    PLANRT_P2P=$$mode timeout 300 $(MPIRUN) -x PLANRT_P2P -np $$np $(BUILD)/tests/test_cp_attention; \
+	done; done
