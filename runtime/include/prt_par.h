@@ -374,7 +374,15 @@ void       prt_moe_ep_free(prt_moe_ep *x);
  *    backward.
  *  - ALL_GATHER: saved the probabilities B*H*Tl*T; forward buffer the
  *    gathered K, V B*T*2*Hkv*D; backward buffers that and the full dK, dV
- *    B*T*2*Hkv*D.
+ *    B*T*2*Hkv*D, plus one (b, h)'s score gradient Tl*T.
+ *  - HIERARCHICAL, nodes of k CP ranks (k = cp/nodes; PLANRT_CP_NODE_RANKS
+ *    overrides the hosts' count; k must divide H and Hkv): saved the node's
+ *    head-split qkv B*Tl*(H+2Hkv)*D and output B*Tl*H*D and the ring's
+ *    log-sum-exp B*H*Tl (fp32); forward buffers, not at once, the qkv
+ *    exchange's B*Tl*(H+2Hkv)*D, then the ring's 2*(B*Tl*2*Hkv*D) +
+ *    (k*Tl)^2, then the output's B*Tl*H*D; backward buffers the head-split
+ *    output gradient B*Tl*H*D and qkv gradient B*Tl*(H+2Hkv)*D beside the
+ *    ring's 4*(B*Tl*2*Hkv*D) + 2*(k*Tl)^2.
  * Collective over the CP group (every rank calls each layer's forward and
  * backward in the same order); buffers are device memory on CUDA. */
 typedef enum {
