@@ -399,7 +399,8 @@ static inline size_t prt_cp_pos(size_t t, size_t T, int cp, int r)
     return t < C ? (size_t)r * C + t : (size_t)(2 * cp - 1 - r) * C + (t - C);
 }
 
-/* Elements of the saved buffer of one attention call (see above). */
+/* Elements of the saved buffer of one attention call (see above); 0 for a
+ * shape the form refuses (prt_cp_attention_fwd says why). */
 size_t     prt_cp_saved_numel(prt_cp_form form, int cp, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D);
 /* out (B, Tl, H*D) from qkv (B, Tl, (H+2Hkv)*D) of the local tokens, as
  * prt_attention_fwd lays them out, under the causal (and window W) mask by

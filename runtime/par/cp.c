@@ -50,6 +50,7 @@
  * sizes; its forward and backward refuse (PRT_ERR_ARG) until the device
  * kernels exist.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -129,8 +130,8 @@ static bool saved_numel(size_t *out, prt_cp_form form, int cp, size_t B, size_t 
 
 size_t prt_cp_saved_numel(prt_cp_form form, int cp, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D)
 {
-    size_t n;
-    return saved_numel(&n, form, cp, B, Tl, H, Hkv, D) ? n : SIZE_MAX;
+    size_t n;   /* 0 for a shape the form refuses: its forward says why */
+    return saved_numel(&n, form, cp, B, Tl, H, Hkv, D) ? n : 0;
 }
 
 /* Check one call's arguments and fill x; the message names the fix. */
@@ -164,6 +165,9 @@ static prt_status cp_setup(Cp *x, const char *who, prt_comm *g, prt_cp_form form
         qkv_all > SIZE_MAX / sizeof(float) || n > SIZE_MAX / sizeof(float))
         return prtp_fail(PRT_ERR_ARG, "%s: shape too large (B %zu, T %zu, H %zu, D %zu) for size_t", who,
                          B, Tl * (size_t)cp, H, D);
+    if (T > INT_MAX || (H + 2 * Hkv) * D > INT_MAX)   /* BLAS takes int sizes and strides */
+        return prtp_fail(PRT_ERR_ARG, "%s: seq %zu or row width %zu beyond BLAS's int", who, T,
+                         (H + 2 * Hkv) * D);
     *x = (Cp){
         .g = g, .form = form, .cp = cp, .r = prt_comm_rank(g),
         .rk = 1, .rn = cp, .ri = prt_comm_rank(g),
