@@ -184,10 +184,6 @@ static prt_status cp_setup(Cp *x, const char *who, prt_comm *g, prt_cp_form form
 
 /* ---- positions and masks ---------------------------------------------- */
 
-static bool visible(size_t qpos, size_t kpos, size_t W)
-{
-    return kpos <= qpos && (W == 0 || kpos + W > qpos);
-}
 
 /* Global chunk index of chunk a (0 .. nch-1) of ring member m: its CP rank
  * m rk + a / 2 holds chunks cr and 2cp-1-cr (prt_cp_pos). */
@@ -203,10 +199,33 @@ static size_t pos_of(const Cp *x, int m, size_t t)
     return chunk_of(x, m, t / x->C) * x->C + t % x->C;
 }
 
-/* Column c of the all-gathered keys: block c / Tl is rank c / Tl's tokens. */
-static size_t gathered_pos(const Cp *x, size_t c)
+/* The keys of a chunk (C tokens from position k0) that query position q
+ * sees: [lo, hi) of the chunk, a range since a chunk's positions are
+ * consecutive (the mask rule of prt_window_first: k <= q, k > q - W). */
+static void seen_cols(const Cp *x, size_t q, size_t k0, size_t *lo, size_t *hi)
 {
-    return pos_of(x, (int)(c / x->Tl), c % x->Tl);
+    size_t first = prt_window_first(q, x->W);
+    size_t b = q >= k0 ? prtp_min(q - k0 + 1, x->C) : 0;
+    size_t a = first > k0 ? prtp_min(first - k0, b) : 0;
+    *lo = a;
+    *hi = b;
+}
+
+/* One row's chunk of scores s (C of them): masked columns 0, seen ones
+ * exp(s - M); returns their sum. */
+static float exp_chunk(float *s, size_t C, size_t lo, size_t hi, float M)
+{
+    float sum = 0.0f;
+    for (size_t j = 0; j < lo; j++) s[j] = 0.0f;
+    for (size_t j = lo; j < hi; j++) sum += s[j] = expf(s[j] - M);
+    for (size_t j = hi; j < C; j++) s[j] = 0.0f;
+    return sum;
+}
+
+static float max_chunk(const float *s, size_t lo, size_t hi, float m)
+{
+    for (size_t j = lo; j < hi; j++) m = fmaxf(m, s[j]);
+    return m;
 }
 
 /* ---- K, V blocks: (B, Tl, 2 Hkv D), per row the K heads then the V heads */
@@ -246,19 +265,23 @@ static const float *kv_at(const Cp *x, const float *kv, int s, size_t b, size_t 
     return kv + ((size_t)s * x->B + b) * x->Tl * x->KV + off;
 }
 
-/* Masked softmax of one (b, h)'s rows P (Tl, T) over the gathered keys. */
+/* Masked softmax of one (b, h)'s rows P (Tl, T) over the gathered keys:
+ * column chunk cc is chunk cc % 2 of rank cc / 2. */
 static void gathered_softmax(const Cp *x, float *P)
 {
+    size_t nc = 2 * (size_t)x->cp, lo, hi;
     for (size_t i = 0; i < x->Tl; i++) {
         float *p = P + i * x->T, m = -INFINITY, sum = 0.0f;
         size_t q = pos_of(x, x->r, i);
-        for (size_t c = 0; c < x->T; c++)
-            if (visible(q, gathered_pos(x, c), x->W)) m = fmaxf(m, p[c]);
-        for (size_t c = 0; c < x->T; c++) {
-            p[c] = visible(q, gathered_pos(x, c), x->W) ? expf(p[c] - m) : 0.0f;
-            sum += p[c];
+        for (size_t cc = 0; cc < nc; cc++) {
+            seen_cols(x, q, chunk_of(x, (int)(cc / 2), cc % 2) * x->C, &lo, &hi);
+            m = max_chunk(p + cc * x->C, lo, hi, m);
         }
-        float inv = 1.0f / sum;   /* the diagonal key is always visible: sum >= exp(0) */
+        for (size_t cc = 0; cc < nc; cc++) {
+            seen_cols(x, q, chunk_of(x, (int)(cc / 2), cc % 2) * x->C, &lo, &hi);
+            sum += exp_chunk(p + cc * x->C, x->C, lo, hi, m);
+        }
+        float inv = 1.0f / sum;   /* the diagonal key is always seen: sum >= exp(0) */
         for (size_t c = 0; c < x->T; c++) p[c] *= inv;
     }
 }
@@ -374,31 +397,37 @@ static void sub_gemm_abt(const Cp *x, const Blk *k, float *S, float alpha, const
                             ldb, 0.0f, S + (size_t)qa * x->C * x->Tl + (size_t)kc * x->C, (int)x->Tl);
 }
 
-/* Whether entry (i, j) of the block's S takes part (not skipped, not masked). */
-static bool blk_seen(const Cp *x, const Blk *k, size_t i, size_t j)
+/* The columns [lo, hi) of key chunk kc that row i sees; a skipped
+ * sub-block (whose scores were never computed) gives false. */
+static bool blk_cols(const Cp *x, const Blk *k, size_t i, size_t kc, size_t *lo, size_t *hi)
 {
-    SubKind s = k->kind[(i / x->C) * x->nch + j / x->C];
-    return s == SUB_FULL ||
-           (s == SUB_MASKED && visible(pos_of(x, x->ri, i), pos_of(x, k->owner, j), x->W));
+    SubKind s = k->kind[(i / x->C) * x->nch + kc];
+    if (s == SUB_SKIP) return false;
+    if (s == SUB_FULL) {   /* wholly seen: no mask */
+        *lo = 0;
+        *hi = x->C;
+    } else {
+        seen_cols(x, pos_of(x, x->ri, i), chunk_of(x, k->owner, kc) * x->C, lo, hi);
+    }
+    return true;
 }
 
 /* Online-softmax merge of one block into the normalised output rows and
  * their log-sum-exp (see the top of the file); S becomes P / tot. */
 static void ring_merge_rows(const Cp *x, const Blk *k, float *S)
 {
+    size_t lo, hi;
     for (size_t i = 0; i < x->Tl; i++) {
         float *s = S + i * x->Tl, mb = -INFINITY, L = k->lse[i], sum = 0.0f;
-        for (size_t j = 0; j < x->Tl; j++)
-            if (blk_seen(x, k, i, j)) mb = fmaxf(mb, s[j]);
+        for (size_t kc = 0; kc < x->nch; kc++)
+            if (blk_cols(x, k, i, kc, &lo, &hi)) mb = max_chunk(s + kc * x->C, lo, hi, mb);
         if (mb == -INFINITY) {   /* nothing of this block is seen by row i */
             memset(s, 0, x->Tl * sizeof *s);
             continue;
         }
         float M = fmaxf(L, mb);
-        for (size_t j = 0; j < x->Tl; j++) {
-            s[j] = blk_seen(x, k, i, j) ? expf(s[j] - M) : 0.0f;
-            sum += s[j];
-        }
+        for (size_t kc = 0; kc < x->nch; kc++)
+            if (blk_cols(x, k, i, kc, &lo, &hi)) sum += exp_chunk(s + kc * x->C, x->C, lo, hi, M);
         float old = expf(L - M), tot = old + sum, inv = 1.0f / tot;   /* L -inf: old 0 */
         for (size_t j = 0; j < x->Tl; j++) s[j] *= inv;
         float *o = k->out + i * x->HD;
@@ -425,14 +454,16 @@ static void ring_block_fwd(const Cp *x, Blk *k, float *S)
  * S and dP; entries not seen are exact zeros in both. */
 static void ring_softmax_bwd(const Cp *x, const Blk *k, float *S, float *dP)
 {
+    size_t lo, hi;
     for (size_t i = 0; i < x->Tl; i++) {
         const float *o = k->O + i * x->HD, *dO = k->dO + i * x->HD;
-        float rs = 0.0f, L = k->lse[i], *s = S + i * x->Tl, *d = dP + i * x->Tl;
+        float rs = 0.0f, L = k->lse[i];
         for (size_t e = 0; e < x->D; e++) rs += dO[e] * o[e];
-        for (size_t j = 0; j < x->Tl; j++) {
-            float p = blk_seen(x, k, i, j) ? expf(s[j] - L) : 0.0f;
-            s[j] = p;
-            d[j] = p * (d[j] - rs) * x->scale;
+        for (size_t kc = 0; kc < x->nch; kc++) {
+            if (!blk_cols(x, k, i, kc, &lo, &hi)) continue;   /* skipped: never read */
+            float *s = S + i * x->Tl + kc * x->C, *d = dP + i * x->Tl + kc * x->C;
+            exp_chunk(s, x->C, lo, hi, L);
+            for (size_t j = 0; j < x->C; j++) d[j] = s[j] * (d[j] - rs) * x->scale;
         }
     }
 }
