@@ -22,10 +22,12 @@
  *    log-sum-exp L of each query row; a block with scores S and reference
  *    M = max(L, max S) adds P = exp(S - M), tot = exp(L - M) + sum P, and
  *    O <- (O exp(L - M) + P V) / tot, L <- M + log(tot). The block is done
- *    as 2 x 2 sub-blocks of C x C (query chunk, key chunk): one wholly in
+ *    as sub-blocks of C x C (query chunk, key chunk; 2 x 2 of them, nodes
+ *    of k ranks under HIERARCHICAL 2k x 2k): one wholly in
  *    the future (or, under a window, wholly too old) is skipped, one wholly
- *    visible is not masked. Under the load-balanced split half of every
- *    non-diagonal step is skipped. The backward rebuilds P = exp(S - L)
+ *    visible is not masked, and a mask is a column range per row.
+ *    Under the load-balanced split half of every non-diagonal step is
+ *    skipped. The backward rebuilds P = exp(S - L)
  *    from the saved L, uses rowsum(dO * O) for the softmax Jacobian's
  *    rowsum(P * dP) (they are equal, FlashAttention-2 Sec. 3.1.2), and
  *    sends dK, dV (fp32) round the ring behind K, V: after cp steps they
@@ -183,7 +185,6 @@ static prt_status cp_setup(Cp *x, const char *who, prt_comm *g, prt_cp_form form
 #ifndef PRT_CUDA
 
 /* ---- positions and masks ---------------------------------------------- */
-
 
 /* Global chunk index of chunk a (0 .. nch-1) of ring member m: its CP rank
  * m rk + a / 2 holds chunks cr and 2cp-1-cr (prt_cp_pos). */
@@ -836,9 +837,9 @@ static prt_status a2a_bwd(const Cp *x, float *dqkv, const float *dout, const flo
 }
 
 /* ---- HIERARCHICAL ------------------------------------------------------------
- * A node is rk consecutive CP ranks (MPI_COMM_TYPE_SHARED's idea of a host,
- * found from the processor names; PLANRT_CP_NODE_RANKS=k pretends nodes of
- * k ranks, for tests). The node's all-to-all gives each of its ranks H/rk
+ * A node is rk consecutive CP ranks on one host (the ranks with CP rank
+ * 0's processor name, MPI_Get_processor_name: the host MPI_COMM_TYPE_SHARED
+ * groups by; PLANRT_CP_NODE_RANKS=k pretends nodes of k ranks, for tests). The node's all-to-all gives each of its ranks H/rk
  * query and Hkv/rk kv heads of the node's rk Tl tokens; the ring then runs
  * over the cp/rk nodes (rank l of each node with rank l of the others:
  * CP ranks r +- rk), each ring block the node's 2 rk chunks; the output
