@@ -37,6 +37,7 @@ static const size_t
     C = 64, V = 256, VL = 128,              /* width, vocabulary, this rank's slice Vp/TP (Vp: V padded) */
     GLOBAL_BATCH = 16,                      /* sequences per step, all DP ranks together */
     MAX_WIDTH = 128, MAX_INNER = 128, MAX_HEADS = 2; /* widest layer, this rank */
+static const float NORM_EPS = 1e-05f;     /* every norm's epsilon (model norm_eps) */
 
 static const long  STEPS = 50;                 /* default of --steps */
 static const char *const DATA = "examples/data/sample.txt"; /* default of --data, relative to the working directory */
@@ -232,7 +233,7 @@ static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
 
 static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
 {
-    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, 1e-5f);   /* LayerNorm */
+    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);   /* LayerNorm */
 }
 
 /* dx accumulates: the residual stream's gradient flows through the norm. */
