@@ -2015,6 +2015,9 @@ int main(int argc, char **argv)
     if (R.args.dry_run) return dry_run();
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
+    if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
+        prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
+                     "(give a larger --steps to continue)\n", R.step, R.args.steps);
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
     prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
     scratch_alloc();
