@@ -11,11 +11,18 @@
  * text, which is parsed back and printed by dsl_format, so the output is in
  * canonical form by construction and is known to parse.
  *
- * What the import leaves out is said on stderr as notes: every top-level
- * key it did not read (rope_scaling, the norms' epsilon, token ids, ...),
- * none of which changes a shape, a count or a cost. It never guesses a
- * shape: a family it does not know is exit 2. A Mixtral becomes `moe { }`
- * blocks (issue 17's mixtures of experts).
+ * Nothing that changes a shape or the compute is left out (issue 29):
+ * every top-level key is read into the model (the norms' epsilon as
+ * norm_eps, rope_scaling as the embedding's rope_scaling, the dropout
+ * keys as the model's dropout), or is on a list of keys that change
+ * nothing (token ids, hub bookkeeping: listed in one note), or is refused,
+ * exit 2, naming it — an unknown key too, since it may change the model.
+ * `architectures` must be the model_type's causal LM; torch_dtype is how
+ * the checkpoint is stored, not the training dtype (bf16, said in a note).
+ * It never guesses a shape: a family it does not know is exit 2, and the
+ * families the language cannot write yet (Qwen3, Gemma 2, DeepSeek-V3, ...)
+ * are refused naming what they need. A Mixtral becomes `moe { }` blocks
+ * (issue 17's mixtures of experts).
  *
  * Sources of the key names and defaults: the transformers configuration
  * classes (LlamaConfig, MistralConfig, Qwen2Config, GemmaConfig,
@@ -37,18 +44,20 @@ static const char IMPORT_HELP[] =
     "\n"
     "Read a Hugging Face config.json and print a `model NAME { ... }` block in\n"
     "canonical form (or write it to OUT.plan). Architectures (model_type):\n"
-    "llama (Llama 1-3.x), mistral, mixtral (its sparse MoE as `moe { }`), qwen2,\n"
-    "gemma, gpt2. seq is the config's\n"
+    "llama (Llama 1-3.x, rope_scaling included), mistral, mixtral (its sparse\n"
+    "MoE as `moe { }`), qwen2, gemma, gpt2, phi3. seq is the config's\n"
     "max_position_embeddings (n_positions for GPT-2): lower it to the length\n"
-    "you train at. Keys that change no shape or cost (rope_scaling, the norm\n"
-    "epsilon, token ids, ...) are left out and listed on stderr.\n"
+    "you train at. dtype is bf16 (torch_dtype is the checkpoint's storage).\n"
+    "Every key is imported exactly, or listed on stderr as changing nothing\n"
+    "(token ids, ...), or refused naming it: an import never drops a key that\n"
+    "could change a shape or the compute.\n"
     "\n"
     "  -o OUT.plan   write there instead of stdout\n"
     "  --name NAME   the model's name (default: the config's _name_or_path,\n"
     "                else its folder, else model_type)\n"
     "\n"
     "exit status: 0, or 2 for a malformed config, a missing key or one of the\n"
-    "wrong type, or an architecture planc cannot express.\n";
+    "wrong type, a key planc cannot express, or an architecture it cannot.\n";
 
 /* Where the config came from and what has been read of it. */
 typedef struct {
@@ -78,6 +87,9 @@ typedef struct {
     int64_t     window_from;        /* first layer that slides (Qwen2's max_window_layers) */
     int64_t     experts, top_k;     /* Mixtral: routed experts per MoE layer and per token; 0: dense */
     double      aux_loss;           /* Mixtral's router_aux_loss_coef */
+    double      norm_eps;           /* rms_norm_eps / layer_norm_epsilon; 0: the language's default */
+    double      dropout;            /* the one dropout probability of the model, 0: none */
+    RopeScaling rope_scaling;       /* kind NONE: none */
 } ImportModel;
 
 /* ---- locating and reading keys ------------------------------------------ */
@@ -230,23 +242,163 @@ static bool hf_one_of(HfConfig *c, const char *key, const char *val, const char 
     return false;
 }
 
-/* torch_dtype -> the plan's compute dtype; absent: bf16 (mixed precision,
- * what one trains these models in), said as a note. */
+/* The plan's compute dtype: bf16 always (mixed precision with fp32 master
+ * weights, what these models are trained in). torch_dtype is the dtype the
+ * checkpoint is stored in — a float32 upload is not a float32 training run
+ * — so it is checked and said as a note, never taken as the training dtype. */
 static const char *hf_dtype(HfConfig *c)
 {
     const char *t = hf_str(c, "torch_dtype", "", "a torch dtype name such as \"bfloat16\"");
+    DslLoc none = { 0 };
     if (!t) return "bf16";
     if (!*t) {
-        DslLoc none = { 0 };
-        dsl_note(c->d, none, "import: no torch_dtype: dtype bf16 (mixed precision with fp32 master weights)");
+        dsl_note(c->d, none, "import: dtype bf16 (mixed precision with fp32 master weights); the config names no "
+                 "torch_dtype");
         return "bf16";
     }
     static const char *const names[] = { "float32", "bfloat16", "float16", NULL };
-    static const char *const dtypes[] = { "fp32", "bf16", "fp16" };   /* ORDER names */
-    for (int i = 0; names[i]; i++)
-        if (strcmp(t, names[i]) == 0) return dtypes[i];
-    hf_one_of(c, "torch_dtype", t, names, "\"float32\", \"bfloat16\" or \"float16\"");
+    if (hf_one_of(c, "torch_dtype", t, names, "\"float32\", \"bfloat16\" or \"float16\"") && strcmp(t, "bfloat16"))
+        dsl_note(c->d, key_loc(c, "torch_dtype"), "import: torch_dtype %s is how the checkpoint is stored; the plan "
+                 "trains in bf16 (mixed precision with fp32 master weights): write `dtype fp32` to train in fp32", t);
     return "bf16";
+}
+
+/* The norms' epsilon from `key` (rms_norm_eps, layer_norm_epsilon): it
+ * changes every norm's output, so it is imported, not left out. */
+static void hf_norm_eps(HfConfig *c, ImportModel *m, const char *key, double def)
+{
+    json_t *v = hf_get(c, key);
+    m->norm_eps = def;
+    if (!v || json_is_null(v)) return;
+    if (!json_is_number(v) || !(json_number_value(v) > 0) || !(json_number_value(v) < 1)) {
+        wrong_type(c, key, "a number between 0 and 1: the norms' epsilon", v);
+        return;
+    }
+    m->norm_eps = json_number_value(v);
+}
+
+/* A dropout probability key: 0 <= p < 1. */
+static double hf_prob(HfConfig *c, const char *key, double def)
+{
+    json_t *v = hf_get(c, key);
+    if (!v || json_is_null(v)) return def;
+    if (!json_is_number(v) || json_number_value(v) < 0 || !(json_number_value(v) < 1)) {
+        wrong_type(c, key, "a probability 0 <= p < 1", v);
+        return 0;
+    }
+    return json_number_value(v);
+}
+
+/* The model's one dropout from the config's dropout keys: planc drops with
+ * one probability after the attention probabilities, on every residual
+ * branch and on the embedding (GPT-2's attn_pdrop, resid_pdrop and
+ * embd_pdrop alike; Megatron's --attention-dropout and --hidden-dropout
+ * alike), so the keys must agree (an absent key is the config class's
+ * default, def); keys that differ are refused, naming them. */
+static void hf_dropout(HfConfig *c, ImportModel *m, const char *const *keys, int n, double def)
+{
+    const char *first = NULL;
+    for (int i = 0; i < n; i++) {
+        double p = hf_prob(c, keys[i], def);
+        if (!first) {
+            first = keys[i];
+            m->dropout = p;
+        } else if (p != m->dropout) {
+            dsl_error(c->d, key_loc(c, keys[i]), "'%s' %g differs from '%s' %g: planc's model has one dropout "
+                      "probability for the attention probabilities, the residual branches and the embedding",
+                      keys[i], p, first, m->dropout);
+            c->failed = true;
+            return;
+        }
+    }
+}
+
+/* A number inside rope_scaling. */
+static bool rs_num(HfConfig *c, json_t *rs, const char *key, double lo, double *out, bool required)
+{
+    json_t *v = json_object_get(rs, key);
+    if (!v || json_is_null(v)) {
+        if (required) {
+            dsl_error(c->d, key_loc(c, "rope_scaling"), "rope_scaling: missing '%s'", key);
+            c->failed = true;
+        }
+        return false;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) >= lo)) {
+        dsl_error(c->d, key_loc(c, "rope_scaling"), "rope_scaling '%s': expected a number >= %g, got %s", key, lo,
+                  json_kind(v));
+        c->failed = true;
+        return false;
+    }
+    *out = json_number_value(v);
+    return true;
+}
+
+/* rope_scaling (transformers' modeling_rope_utils.py, ROPE_INIT_FUNCTIONS):
+ * null or rope_type "default" is none; "linear", "llama3" and "yarn" are
+ * imported with their keys; any other type (dynamic, longrope, mrope) and
+ * any key the type does not have, or one of YaRN's attention-scale
+ * overrides, is refused: each changes the rotation. */
+static void hf_rope_scaling(HfConfig *c, ImportModel *m)
+{
+    m->rope_scaling = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1 };
+    json_t *rs = hf_get(c, "rope_scaling");
+    if (!rs || json_is_null(rs)) return;
+    if (!json_is_object(rs)) {
+        wrong_type(c, "rope_scaling", "an object or null", rs);
+        return;
+    }
+    json_t *t = json_object_get(rs, "rope_type");
+    if (!t) t = json_object_get(rs, "type");   /* the older spelling */
+    const char *type = t && json_is_string(t) ? json_string_value(t) : NULL;
+    if (!type) {
+        dsl_error(c->d, key_loc(c, "rope_scaling"), "rope_scaling: expected a string 'rope_type'");
+        c->failed = true;
+        return;
+    }
+    static const char *const TYPES[] = { "default", "linear", "llama3", "yarn" };   /* ORDER RopeScalingKind */
+    static const char *const KEYS[][6] = {
+        { NULL },
+        { "factor", NULL },
+        { "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings", NULL },
+        { "factor", "original_max_position_embeddings", "beta_fast", "beta_slow", NULL },
+    };
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof TYPES / sizeof *TYPES); i++)
+        if (strcmp(type, TYPES[i]) == 0) k = i;
+    if (k < 0) {
+        dsl_error(c->d, key_loc(c, "rope_scaling"), "rope_scaling type \"%s\" changes the rotation in a way planc "
+                  "cannot express: expected default, linear, llama3 or yarn", type);
+        c->failed = true;
+        return;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(rs, key, v) {
+        bool known = strcmp(key, "rope_type") == 0 || strcmp(key, "type") == 0;
+        for (int i = 0; KEYS[k][i] && !known; i++) known = strcmp(key, KEYS[k][i]) == 0;
+        if (!known) {
+            dsl_error(c->d, key_loc(c, "rope_scaling"), "rope_scaling '%s' (type %s): planc cannot express it", key,
+                      type);
+            c->failed = true;
+        }
+    }
+    RopeScaling r = { .kind = (RopeScalingKind)k, .factor = 1, .low_freq_factor = 1, .high_freq_factor = 4,
+                      .beta_fast = 32, .beta_slow = 1 };
+    if (k == ROPE_SCALING_NONE || c->failed) return;
+    rs_num(c, rs, "factor", 1, &r.factor, true);
+    double omp = 0;
+    if (rs_num(c, rs, "original_max_position_embeddings", 1, &omp, k == ROPE_SCALING_LLAMA3))
+        r.original_max_position = (int64_t)omp;
+    rs_num(c, rs, "low_freq_factor", 0, &r.low_freq_factor, k == ROPE_SCALING_LLAMA3);
+    rs_num(c, rs, "high_freq_factor", 0, &r.high_freq_factor, k == ROPE_SCALING_LLAMA3);
+    rs_num(c, rs, "beta_fast", 0, &r.beta_fast, false);
+    rs_num(c, rs, "beta_slow", 0, &r.beta_slow, false);
+    /* YaRN without original_max_position_embeddings: transformers takes
+     * max_position_embeddings / factor (modeling_rope_utils.py) */
+    if (k == ROPE_SCALING_YARN && !r.original_max_position)
+        r.original_max_position = (int64_t)((double)m->seq / r.factor);
+    m->rope_scaling = r;
 }
 
 /* ---- the families --------------------------------------------------------- */
@@ -270,6 +422,10 @@ static void read_rope_family(HfConfig *c, ImportModel *m, int64_t head_def, bool
     m->dtype = hf_dtype(c);
     m->position = "rope";
     m->norm = "rmsnorm";
+    hf_norm_eps(c, m, "rms_norm_eps", 1e-6);   /* LlamaConfig's default */
+    hf_rope_scaling(c, m);
+    static const char *const drop[] = { "attention_dropout" };
+    hf_dropout(c, m, drop, 1, 0);   /* LlamaConfig: attention_dropout 0.0 */
 }
 
 /* What Llama, Mistral and Qwen2 share: LlamaConfig's keys. The MLP is
@@ -340,9 +496,17 @@ static void read_gemma(HfConfig *c, ImportModel *m)
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
     m->act = "geglu";
     static const char *const gelu[] = { "gelu", "gelu_pytorch_tanh", "gelu_new", NULL };
-    const char *key = json_object_get(c->root, "hidden_activation") ? "hidden_activation" : "hidden_act";
+    /* GemmaConfig reads hidden_activation, and hidden_act when that is null */
+    const char *key = json_object_get(c->root, "hidden_activation") &&
+                      !json_is_null(json_object_get(c->root, "hidden_activation")) ? "hidden_activation" : "hidden_act";
+    hf_get(c, "hidden_activation");
     const char *act = hf_str(c, key, "gelu", "the activation's name");
     if (act) hf_one_of(c, key, act, gelu, "a gelu (a GeGLU MLP)");
+    if (strcmp(key, "hidden_act")) hf_get(c, "hidden_act");
+    DslLoc none = { 0 };
+    dsl_warning(c->d, none, "import: Gemma's RMSNorm multiplies by (1 + w) and its embedding output by "
+                "sqrt(hidden_size); the shapes, counts and cost are exact, but planc's runtime computes the norm "
+                "with w and leaves the embedding unscaled, so its forward is not transformers' Gemma");
 }
 
 /* GPT-2: its own key names; learned positions, LayerNorm, biases
@@ -364,25 +528,106 @@ static void read_gpt2(HfConfig *c, ImportModel *m)
     m->act = "gelu";
     m->attn_bias = IMP_BIAS_ALL;
     m->mlp_bias = true;
+    hf_norm_eps(c, m, "layer_norm_epsilon", 1e-5);   /* GPT2Config's default */
+    static const char *const drop[] = { "attn_pdrop", "resid_pdrop", "embd_pdrop" };
+    hf_dropout(c, m, drop, 3, 0.1);   /* GPT2Config: 0.1 each */
     static const char *const gelu[] = { "gelu", "gelu_new", "gelu_pytorch_tanh", NULL };
     const char *act = hf_str(c, "activation_function", "gelu_new", "the activation's name");
     if (act) hf_one_of(c, "activation_function", act, gelu, "a gelu");
 }
 
+/* Phi-3 (Phi3Config): Llama's shapes and SwiGLU with fused qkv_proj and
+ * gate_up_proj weights (planc's own layout), a Mistral-style window, and
+ * dropout keys of its own. partial_rotary_factor below 1 (Phi-3.5-MoE,
+ * Phi-4-mini) rotates part of each head: not expressible. */
+static void read_phi3(HfConfig *c, ImportModel *m)
+{
+    read_mistral(c, m);
+    m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
+    static const char *const drop[] = { "attention_dropout", "resid_pdrop", "embd_pdrop" };
+    m->dropout = 0;
+    hf_dropout(c, m, drop, 3, 0);   /* Phi3Config: 0.0 each */
+    double prf = hf_num(c, "partial_rotary_factor", 1, "the rotated fraction of each head");
+    if (prf != 1) {
+        dsl_error(c->d, key_loc(c, "partial_rotary_factor"), "'partial_rotary_factor' %g: planc's RoPE rotates "
+                  "every dimension of a head", prf);
+        c->failed = true;
+    }
+    /* the pre-training context of a longrope model; with rope_scaling null
+     * it changes nothing */
+    hf_int(c, "original_max_position_embeddings", -1, "the pre-training context");
+}
+
 typedef struct {
     const char *model_type;
     void (*read)(HfConfig *, ImportModel *);
+    const char *architecture;   /* the causal-LM class its `architectures` names */
 } ImportFamily;
 
 static const ImportFamily FAMILIES[] = {
-    { "llama",   read_llama },
-    { "mistral", read_mistral },
-    { "mixtral", read_mixtral },
-    { "qwen2",   read_qwen2 },
-    { "gemma",   read_gemma },
-    { "gpt2",    read_gpt2 },
+    { "llama",   read_llama,   "LlamaForCausalLM" },
+    { "mistral", read_mistral, "MistralForCausalLM" },
+    { "mixtral", read_mixtral, "MixtralForCausalLM" },
+    { "qwen2",   read_qwen2,   "Qwen2ForCausalLM" },
+    { "gemma",   read_gemma,   "GemmaForCausalLM" },
+    { "gpt2",    read_gpt2,    "GPT2LMHeadModel" },
+    { "phi3",    read_phi3,    "Phi3ForCausalLM" },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
+
+/* Architectures planc's language cannot write yet, with what they need:
+ * refused naming it, never imported as a near relative. */
+static const struct { const char *model_type, *needs; } NOT_YET[] = {
+    { "qwen3", "RMSNorm of each query and key head (q_norm, k_norm)" },
+    { "qwen3_moe", "RMSNorm of each query and key head (q_norm, k_norm), experts of their own width "
+                   "(moe_intermediate_size) and renormalised top-k weights (norm_topk_prob)" },
+    { "qwen2_moe", "shared experts of their own width behind a sigmoid gate (shared_expert_intermediate_size) "
+                   "and experts of their own width (moe_intermediate_size)" },
+    { "gemma2", "attention and final-logit soft-capping, pre- and post-norms around each sub-block, alternating "
+                "local and global attention and query_pre_attn_scalar" },
+    { "gemma3_text", "RMSNorm of each query and key head, pre- and post-norms, local and global layers with "
+                     "their own RoPE bases" },
+    { "olmo2", "RMSNorm of the queries and keys and norms after each sub-block instead of before" },
+    { "deepseek_v2", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
+                     "layers and shared plus routed experts with grouped routing" },
+    { "deepseek_v3", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
+                     "layers, shared plus routed experts with sigmoid scores and grouped routing" },
+};
+
+/* Top-level keys that change nothing planc models or trains, for every
+ * family: token ids, the tokenizer's and the hub's bookkeeping, what the
+ * inference code returns. A key neither read nor here (nor in the
+ * family's list below) is refused: it may change a shape or the compute. */
+static const char *const INERT[] = {
+    "_name_or_path", "architectures", "transformers_version", "bos_token_id", "eos_token_id", "pad_token_id",
+    "sep_token_id", "decoder_start_token_id", "use_cache", "output_attentions", "output_hidden_states",
+    "return_dict", "torchscript", "tokenizer_class", "id2label", "label2id", "problem_type", "finetuning_task",
+    "task_specific_params", "initializer_range", "auto_map", "is_decoder", "is_encoder_decoder",
+    "tie_encoder_decoder", "chunk_size_feed_forward", "prefix", "max_length", "min_length",
+    /* inference-time sampling defaults (generation_config.json's) */
+    "do_sample", "temperature", "top_k", "top_p", "num_beams", "repetition_penalty",
+};
+
+/* Keys that change nothing at one value (given as JSON text) and the
+ * compute at any other: accepted at that value, refused at others. */
+static const struct { const char *key, *neutral, *why; } NEUTRAL_AT[] = {
+    { "pretraining_tp", "1", "Llama's pretraining_tp > 1 splits the linear layers into slices summed in another order" },
+    { "router_jitter_noise", "0", "Mixtral's router_jitter_noise multiplies the router's input by noise" },
+    { "use_mrope", "false", "Qwen2-VL's multimodal RoPE" },
+    { "scale_attn_weights", "true", "GPT-2 without 1/sqrt(d) attention scaling" },
+    { "scale_attn_by_inverse_layer_idx", "false", "GPT-2's scores divided by the layer index" },
+    { "n_ctx", NULL, NULL },               /* GPT-2's n_positions again */
+    { "summary_type", NULL, NULL },        /* GPT-2 double-heads' classifier, not the LM */
+    { "summary_use_proj", NULL, NULL },
+    { "summary_activation", NULL, NULL },
+    { "summary_proj_to_labels", NULL, NULL },
+    { "summary_first_dropout", NULL, NULL },
+    { "reorder_and_upcast_attn", NULL, NULL },   /* fp32 scores in fp16 GPT-2: planc's softmax is fp32 */
+    { "output_router_logits", NULL, NULL },      /* what Mixtral's forward returns; planc's loss adds
+                                                    router_aux_loss_coef x the balance loss */
+    { "use_sliding_window", NULL, NULL },        /* read by Qwen2; Mistral's and Phi-3's configs carry it */
+    { "max_window_layers", NULL, NULL },
+};
 
 /* ---- writing the model block ---------------------------------------------- */
 
@@ -411,6 +656,38 @@ static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, 
                 m->act, m->norm, m->mlp_bias ? "true" : "false");
 }
 
+/* A number in the shortest form that reads back as itself. */
+static void put_num(FILE *o, double x)
+{
+    char buf[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    fputs(buf, o);
+}
+
+static void put_rope_scaling(FILE *o, const RopeScaling *r)
+{
+    static const char *const names[] = { "none", "linear", "llama3", "yarn" };   /* ORDER RopeScalingKind */
+    if (r->kind == ROPE_SCALING_NONE) return;
+    fprintf(o, "; rope_scaling { type %s; factor ", names[r->kind]);
+    put_num(o, r->factor);
+    if (r->kind == ROPE_SCALING_LLAMA3) {
+        fprintf(o, "; low_freq_factor ");
+        put_num(o, r->low_freq_factor);
+        fprintf(o, "; high_freq_factor ");
+        put_num(o, r->high_freq_factor);
+    } else if (r->kind == ROPE_SCALING_YARN) {
+        fprintf(o, "; beta_fast ");
+        put_num(o, r->beta_fast);
+        fprintf(o, "; beta_slow ");
+        put_num(o, r->beta_slow);
+    }
+    if (r->original_max_position) fprintf(o, "; original_max_position %lld", (long long)r->original_max_position);
+    fprintf(o, " }");
+}
+
 /* The .plan text of m (then parsed and formatted canonically). The
  * config's path goes into a comment: its control characters (a newline
  * would end the comment) are written as '?'. */
@@ -421,6 +698,16 @@ static void put_model(FILE *o, const ImportModel *m, const char *name, const cha
     fprintf(o, " (model_type %s)\n", m->family);
     fprintf(o, "model %s {\n    vocab %lld\n    seq %lld\n    dtype %s\n", name, (long long)m->vocab,
             (long long)m->seq, m->dtype);
+    if (m->norm_eps > 0 && m->norm_eps != PLAN_NORM_EPS_DEFAULT) {
+        fprintf(o, "    norm_eps ");
+        put_num(o, m->norm_eps);
+        fprintf(o, "\n");
+    }
+    if (m->dropout > 0) {
+        fprintf(o, "    dropout ");
+        put_num(o, m->dropout);
+        fprintf(o, "\n");
+    }
     fprintf(o, "    embedding { dim %lld; position %s", (long long)m->dim, m->position);
     if (m->rope_theta > 0 && m->rope_theta != PLAN_ROPE_THETA_DEFAULT) {
         if (m->rope_theta == floor(m->rope_theta) && m->rope_theta < 1e15)
@@ -428,6 +715,7 @@ static void put_model(FILE *o, const ImportModel *m, const char *name, const cha
         else
             fprintf(o, "; rope_theta %.17g", m->rope_theta);
     }
+    put_rope_scaling(o, &m->rope_scaling);
     fprintf(o, " }\n");
     int64_t from = m->window ? m->window_from : m->layers;
     put_blocks(o, m, 0, from, false);
@@ -479,28 +767,72 @@ static void default_name(char *out, size_t cap, HfConfig *c, const char *path, c
     plan_name(out, cap, buf);
 }
 
-/* One note listing the top-level keys the import did not read. */
-static void note_left_out(HfConfig *c)
+static bool key_read(const HfConfig *c, const char *key)
+{
+    for (int i = 0; i < c->n_used; i++)
+        if (strcmp(c->used[i], key) == 0) return true;
+    return strcmp(key, "model_type") == 0;
+}
+
+/* Every top-level key the families did not read must change nothing: in
+ * INERT, or in NEUTRAL_AT at its neutral value. The rest are refused
+ * (exit 2) one by one, naming them — an import never drops a key that
+ * could change a shape or the compute. Returns whether all passed; the
+ * inert keys are listed in one note. */
+static bool check_unread(HfConfig *c)
 {
     char list[1024] = "";
     size_t n = 0;
-    bool scaling = false;
+    bool ok = true;
     const char *key;
     json_t *v;
     json_object_foreach(c->root, key, v) {
-        bool used = false;
-        for (int i = 0; i < c->n_used && !used; i++) used = strcmp(c->used[i], key) == 0;
-        if (used || strcmp(key, "model_type") == 0) continue;
-        if (strcmp(key, "rope_scaling") == 0 && !json_is_null(v)) scaling = true;
+        if (key_read(c, key)) continue;
+        bool inert = false;
+        for (size_t i = 0; i < sizeof INERT / sizeof *INERT && !inert; i++) inert = strcmp(key, INERT[i]) == 0;
+        for (size_t i = 0; i < sizeof NEUTRAL_AT / sizeof *NEUTRAL_AT && !inert; i++) {
+            if (strcmp(key, NEUTRAL_AT[i].key)) continue;
+            if (!NEUTRAL_AT[i].neutral) { inert = true; break; }
+            char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            bool same = text && (strcmp(text, NEUTRAL_AT[i].neutral) == 0 ||
+                                 (json_is_number(v) && json_number_value(v) == atof(NEUTRAL_AT[i].neutral)));
+            free(text);
+            if (same) { inert = true; break; }
+            dsl_error(c->d, key_loc(c, key), "'%s' changes the model: %s; planc imports it only at %s", key,
+                      NEUTRAL_AT[i].why, NEUTRAL_AT[i].neutral);
+            ok = false;
+            inert = true;   /* reported */
+        }
+        if (!inert) {
+            dsl_error(c->d, key_loc(c, key), "'%s' is not a key planc's import knows for this model_type: it may "
+                      "change a shape or the compute, so it is not left out (remove it if it changes neither)", key);
+            ok = false;
+            continue;
+        }
         int w = snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", key);
-        if (w < 0 || (size_t)w >= sizeof list - n) break;
-        n += (size_t)w;
+        if (w > 0 && (size_t)w < sizeof list - n) n += (size_t)w;
     }
     DslLoc none = { 0 };
-    if (scaling)
-        dsl_note(c->d, key_loc(c, "rope_scaling"),
-                 "rope_scaling left out: it rescales positions at long context and changes no shape or cost");
-    if (n) dsl_note(c->d, none, "import: left out (no shape or cost): %s", list);
+    if (ok && n) dsl_note(c->d, none, "import: keys that change no shape, cost or compute: %s", list);
+    return ok;
+}
+
+/* `architectures` names the causal-LM class of the model_type (a config
+ * relabelled by hand, or a classifier head, is refused). */
+static bool check_architectures(HfConfig *c, const ImportFamily *fam)
+{
+    json_t *a = hf_get(c, "architectures");
+    if (!a || json_is_null(a)) return true;
+    if (!json_is_array(a) || json_array_size(a) != 1 || !json_is_string(json_array_get(a, 0))) {
+        wrong_type(c, "architectures", "a list of one class name", a);
+        return false;
+    }
+    const char *cls = json_string_value(json_array_get(a, 0));
+    if (strcmp(cls, fam->architecture) == 0) return true;
+    dsl_error(c->d, key_loc(c, "architectures"), "'architectures' [\"%s\"] does not match model_type \"%s\" "
+              "(whose causal LM is %s)", cls, fam->model_type, fam->architecture);
+    c->failed = true;
+    return false;
 }
 
 /* ---- the command ------------------------------------------------------------ */
@@ -540,12 +872,20 @@ static int import_config(const char *path, const char *out_path, const char *nam
     for (int i = 0; i < N_FAMILIES; i++)
         if (strcmp(family, FAMILIES[i].model_type) == 0) fam = &FAMILIES[i];
     if (!fam) {
+        for (size_t i = 0; i < sizeof NOT_YET / sizeof *NOT_YET; i++)
+            if (strcmp(family, NOT_YET[i].model_type) == 0) {
+                dsl_error(&diag, key_loc(&c, "model_type"), "model_type \"%s\" needs %s, which planc's language "
+                          "cannot write yet", family, NOT_YET[i].needs);
+                goto done;
+            }
         dsl_error(&diag, key_loc(&c, "model_type"),
-                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, gemma or gpt2", family);
+                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, gemma, gpt2 or phi3",
+                  family);
         goto done;
     }
     ImportModel m = { .family = fam->model_type };
     fam->read(&c, &m);
+    check_architectures(&c, fam);
     if (!c.failed && strcmp(m.family, "gpt2") == 0 && m.dim % m.heads != 0) {
         dsl_error(&diag, key_loc(&c, "n_head"), "'n_head': expected a divisor of n_embd %lld", (long long)m.dim);
         c.failed = true;
@@ -555,6 +895,7 @@ static int import_config(const char *path, const char *out_path, const char *nam
                   "'num_key_value_heads': expected a divisor of num_attention_heads %lld", (long long)m.heads);
         c.failed = true;
     }
+    if (!check_unread(&c)) c.failed = true;
     if (c.failed) goto done;
 
     char name[DSL_MAX_NAME + 2];
@@ -585,7 +926,6 @@ static int import_config(const char *path, const char *out_path, const char *nam
     const char *ctx = strcmp(m.family, "gpt2") ? "max_position_embeddings" : "n_positions";
     dsl_note(&diag, key_loc(&c, ctx), "seq %lld is %s, the longest context the model supports; set seq to the length you train at",
              (long long)m.seq, ctx);
-    note_left_out(&c);
     rc = 0;
 done:
     json_decref(root);

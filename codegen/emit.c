@@ -482,6 +482,9 @@ static void emit_constants(Cg *g)
         out(g, "static const float DROPOUT_P = %s;    /* the model's dropout: probability an element is dropped */\n",
             flt(pr, m->dropout));
     }
+    char eps[48];
+    out(g, "static const float NORM_EPS = %s;     /* every norm's epsilon (model norm_eps) */\n",
+        flt(eps, plan_norm_eps(m)));
     out(g, "\n");
     char data[1024], name[256];
     cg_string_literal(p->train.data ? p->train.data : "", data, sizeof data);
@@ -1334,6 +1337,10 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         recompute_honoured(p, l, &key, &what, keybuf, sizeof keybuf);
     }
     if (!key) moe_runtime_key(p, l, &key, &what);
+    if (!key && plan_rope_scaling(&p->model).kind != ROPE_SCALING_NONE) {
+        key = "rope_scaling";
+        what = "its RoPE rotates at the unscaled frequencies theta^(-2i/D) (prt_rope_fwd)";
+    }
     if (!key && plan_cp(l) > 1) {
         snprintf(keybuf, sizeof keybuf, "cp %d", plan_cp(l));
         key = keybuf;

@@ -122,6 +122,7 @@ static const float ROPE_THETA = 10000.0f;
 #if DROPOUT
 static const float DROPOUT_P = 0.1f;
 #endif
+static const float NORM_EPS = 1e-5f;
 #if EXPERT_PARALLEL
 enum { EP = 2 };
 static const int EXPERT_EP[N_PARAMS] = { -1 };
@@ -360,13 +361,13 @@ static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
 static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
 {
 #if NORM_MIXED
-    if (L->norm == NORM_RMSNORM) prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, 1e-5f);
-    else prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, 1e-5f);
+    if (L->norm == NORM_RMSNORM) prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, NORM_EPS);
+    else prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);
 #elif NORM_RMS
     (void)mean;
-    prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, 1e-5f);                       /* RMSNorm */
+    prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, NORM_EPS);                       /* RMSNorm */
 #else
-    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, 1e-5f);   /* LayerNorm */
+    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);   /* LayerNorm */
 #endif
 }
 
@@ -2014,6 +2015,9 @@ int main(int argc, char **argv)
     if (R.args.dry_run) return dry_run();
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
+    if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
+        prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
+                     "(give a larger --steps to continue)\n", R.step, R.args.steps);
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
     prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
     scratch_alloc();

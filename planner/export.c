@@ -35,6 +35,7 @@
  * What this file must not do: decide validity (layout.c does) or count
  * memory (memory.c, through evaluate.c).
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -250,6 +251,31 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
     }
 }
 
+
+/* RoPE scaling as Megatron-LM writes it: --use-rope-scaling applies Llama
+ * 3.1's rule with --rotary-scaling-factor (megatron/training/arguments.py)
+ * and its fixed low_freq_factor 1, high_freq_factor 4 and original context
+ * 8192 (megatron/core/models/common/embeddings/rope_utils.py); linear
+ * interpolation is --rotary-seq-len-interpolation-factor (an integer).
+ * What those flags cannot say is a note, not a silent drop. */
+static void megatron_rope_scaling(const Ex *x, FILE *o, bool *first)
+{
+    RopeScaling r = plan_rope_scaling(x->m);
+    if (r.kind == ROPE_SCALING_LLAMA3) {
+        arg(o, first, "--use-rope-scaling");
+        arg_num(o, first, "--rotary-scaling-factor", r.factor);
+        if (r.low_freq_factor != 1 || r.high_freq_factor != 4 || r.original_max_position != 8192)
+            note(x, "rope_scaling llama3 low_freq_factor %g, high_freq_factor %g, original_max_position %lld: "
+                 "Megatron-LM's --use-rope-scaling fixes them at 1, 4 and 8192 (not written)",
+                 r.low_freq_factor, r.high_freq_factor, (long long)r.original_max_position);
+    } else if (r.kind == ROPE_SCALING_LINEAR && r.factor == floor(r.factor)) {
+        arg_num(o, first, "--rotary-seq-len-interpolation-factor", r.factor);
+    } else if (r.kind != ROPE_SCALING_NONE) {
+        note(x, "rope_scaling %s factor %g: no Megatron-LM flag for it on standard attention (not written)",
+             r.kind == ROPE_SCALING_YARN ? "yarn" : "linear", r.factor);
+    }
+}
+
 static void write_megatron(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
@@ -274,6 +300,8 @@ static void write_megatron(const Ex *x, FILE *o)
     arg(o, &first, "--position-embedding-type");
     fprintf(o, " %s", pos[m->layers[0].position]);
     if (m->layers[0].position == POS_ROPE) arg_num(o, &first, "--rotary-base", plan_rope_theta(m));
+    megatron_rope_scaling(x, o, &first);
+    arg_num(o, &first, "--norm-epsilon", plan_norm_eps(m));
     static const char *const norms[] = { "LayerNorm", "RMSNorm" };             /* ORDER NormKind */
     arg(o, &first, "--normalization");
     fprintf(o, " %s", norms[x->att ? x->att->norm : m->layers[m->n_layers - 2].norm]);
@@ -467,6 +495,17 @@ static void write_torchtitan(const Ex *x, FILE *o)
     if (x->att && plan_head_dim(m, x->att) * x->att->heads != m->dim)
         fprintf(o, ", head_dim %lld", (long long)plan_head_dim(m, x->att));
     if (x->att && x->att->window > 0) fprintf(o, ", sliding window %lld", (long long)x->att->window);
+    fprintf(o, ", norm_eps ");
+    put_num(o, plan_norm_eps(m));
+    RopeScaling rs = plan_rope_scaling(m);
+    if (rs.kind != ROPE_SCALING_NONE) {
+        static const char *const kinds[] = { "none", "linear", "llama3", "yarn" };   /* ORDER RopeScalingKind */
+        fprintf(o, ", rope_scaling %s factor ", kinds[rs.kind]);
+        put_num(o, rs.factor);
+        if (rs.kind == ROPE_SCALING_LLAMA3)
+            fprintf(o, " low_freq_factor %g high_freq_factor %g original_max_position %lld", rs.low_freq_factor,
+                    rs.high_freq_factor, (long long)rs.original_max_position);
+    }
     fprintf(o, "\n\n");
     fprintf(o, "[job]\ndescription = \"planc: %s\"\n\n", m->name);
     fprintf(o, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n\n", m->name);

@@ -69,6 +69,18 @@ double plan_rope_theta(const Model *m)
     return PLAN_ROPE_THETA_DEFAULT;
 }
 
+RopeScaling plan_rope_scaling(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_EMBEDDING) return m->layers[i].rope_scaling;
+    return (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1 };
+}
+
+double plan_norm_eps(const Model *m)
+{
+    return m->norm_eps > 0 ? m->norm_eps : PLAN_NORM_EPS_DEFAULT;
+}
+
 bool plan_act_gated(ActKind a)
 {
     return a == ACT_SWIGLU || a == ACT_GEGLU;

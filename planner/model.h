@@ -128,6 +128,13 @@ int64_t plan_attention_keys(const Model *m, const Layer *l);
 /* RoPE's base: the embedding's rope_theta, or PLAN_ROPE_THETA_DEFAULT. */
 #define PLAN_ROPE_THETA_DEFAULT 10000.0
 double plan_rope_theta(const Model *m);
+/* RoPE's frequency scaling: the embedding's rope_scaling (kind NONE when
+ * the model has none). */
+RopeScaling plan_rope_scaling(const Model *m);
+/* The norms' epsilon: the model's norm_eps, or PLAN_NORM_EPS_DEFAULT
+ * (Megatron's --norm-epsilon default and planc's runtime before the key). */
+#define PLAN_NORM_EPS_DEFAULT 1e-5
+double plan_norm_eps(const Model *m);
 
 /* Whether an MLP activation is gated (SwiGLU, GeGLU): a gate and an up
  * projection, 2 x hidden columns, then the down projection. */

@@ -43,6 +43,31 @@ typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
  * with tanh-GELU in place of SiLU; appended so the order of the others holds. */
 typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GEGLU } ActKind;
 
+/* RoPE's frequency scaling for long context (the embedding's
+ * `rope_scaling { ... }`, transformers' config.rope_scaling). ORDER
+ * ROPE_SCALING_NAMES in planner/sema.c. It changes no shape and no cost:
+ * the rotation angles of the low frequencies are stretched. */
+typedef enum {
+    ROPE_SCALING_NONE,
+    ROPE_SCALING_LINEAR,  /* every frequency / factor (position interpolation, Chen et al. 2023) */
+    ROPE_SCALING_LLAMA3,  /* Llama 3.1's: wavelengths above original_max_position /
+                             low_freq_factor divided by factor, below
+                             original_max_position / high_freq_factor kept, smooth
+                             between (transformers modeling_rope_utils.py,
+                             _compute_llama3_parameters) */
+    ROPE_SCALING_YARN,    /* YaRN (Peng et al. 2023): ramp between beta_fast and
+                             beta_slow rotations, attention scaled by 0.1 ln(factor) + 1 */
+} RopeScalingKind;
+
+typedef struct {
+    RopeScalingKind kind;
+    double  factor;                 /* > 1 for a longer context; 1 with kind NONE */
+    double  low_freq_factor;        /* llama3 (Llama 3.1: 1) */
+    double  high_freq_factor;       /* llama3 (Llama 3.1: 4) */
+    double  beta_fast, beta_slow;   /* yarn (defaults 32, 1) */
+    int64_t original_max_position;  /* llama3, yarn: the pre-training context (8192 for Llama 3.1) */
+} RopeScaling;
+
 /* One layer of the flattened model (repeat blocks are expanded). Only the
  * fields of its kind are meaningful; the rest are zero. */
 typedef struct {
@@ -51,6 +76,7 @@ typedef struct {
     /* LAYER_EMBEDDING */
     PosKind   position;
     double    rope_theta;   /* RoPE base; 0 = the default 10000 (plan_rope_theta) */
+    RopeScaling rope_scaling; /* kind NONE: none */
     /* LAYER_ATTENTION */
     int64_t   heads;        /* query heads */
     int64_t   kv_heads;     /* key/value heads (== heads unless GQA) */
@@ -94,6 +120,10 @@ typedef struct {
     double      dropout;    /* the model block's `dropout P`, 0 <= P < 1: after the
                                attention probabilities and on each residual
                                branch (GPT-2, Megatron); 0 = none, the default */
+    double      norm_eps;   /* the model block's `norm_eps E`: the epsilon of every
+                               LayerNorm and RMSNorm (Megatron's --norm-epsilon,
+                               transformers' rms_norm_eps / layer_norm_epsilon);
+                               0 = the default 1e-5 (plan_norm_eps) */
 } Model;
 
 /* Which of a linear layer's three GEMMs a measured point is (`gemm`

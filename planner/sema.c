@@ -292,6 +292,22 @@ static bool get_quantity(Sema *S, const DslStmt *st, DslUnitKind kind, bool zero
 }
 
 /* One of a list of names (or `auto` -> PLAN_AUTO when allowed). */
+/* Names from other software that mean one of ours, tried before the
+ * spelling distance: transformers' hidden_act "silu" on a Llama MLP is our
+ * swiglu (silu on the gate), not the nearer-spelt gelu. The hint is given
+ * only where the enum has the name it points to. */
+static const char *enum_alias(const char *word, const char *const *names, int n)
+{
+    static const struct { const char *alias, *ours; } ALIASES[] = {
+        { "silu", "swiglu" }, { "swish", "swiglu" }, { "gelu_new", "gelu" }, { "gelu_pytorch_tanh", "gelu" },
+        { "rms", "rmsnorm" }, { "rms_norm", "rmsnorm" }, { "layer_norm", "layernorm" },
+        { "p2p", "ring" }, { "a2a", "all_to_all" }, { "allgather", "all_gather" }, { "a2a+p2p", "hierarchical" },
+    };
+    for (size_t i = 0; i < N_ELEMS(ALIASES); i++)
+        if (strcmp(word, ALIASES[i].alias) == 0 && key_index(ALIASES[i].ours, names, n) >= 0) return ALIASES[i].ours;
+    return NULL;
+}
+
 static bool get_enum(Sema *S, const DslStmt *st, const char *const *names, int n, bool allow_auto, int *out)
 {
     const DslValue *v = entry_value(S, st);
@@ -313,7 +329,8 @@ static bool get_enum(Sema *S, const DslStmt *st, const char *const *names, int n
         len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? (i == n - 1 && !allow_auto ? " or " : ", ") : "",
                                 names[i]);
     if (allow_auto) snprintf(list + len, sizeof list - len, " or auto");
-    const char *hint = v->kind == DSL_VAL_WORD ? dsl_suggest(v->text, names, n) : NULL;
+    const char *hint = v->kind == DSL_VAL_WORD ? enum_alias(v->text, names, n) : NULL;
+    if (!hint && v->kind == DSL_VAL_WORD) hint = dsl_suggest(v->text, names, n);
     if (hint)
         dsl_error(S->d, v->loc, "unknown %s %s (expected %s); did you mean '%s'?", st->key, shown(S, v), list, hint);
     else
@@ -432,12 +449,62 @@ static void layer_at(Layer *l, LayerKind kind, const DslStmt *st)
     l->col = st->key_loc.col;
 }
 
-/* embedding { dim; position; rope_theta }: the model width comes from
- * here; rope_theta is RoPE's base (default 10000, Llama 3: 500000) and
- * needs `position rope`. */
+static const char *const ROPE_SCALING_NAMES[] = { "none", "linear", "llama3", "yarn" };   /* ORDER RopeScalingKind */
+
+/* rope_scaling { type llama3; factor 8; low_freq_factor 1; high_freq_factor 4;
+ * original_max_position 8192 } (transformers' config.rope_scaling, its
+ * rope_type and key names; modeling_rope_utils.py). Each type takes its own
+ * keys: another type's key is an error, not ignored. */
+static void sema_rope_scaling(Sema *S, const DslStmt *st, RopeScaling *r)
+{
+    static const char *const keys[] = { "type", "factor", "low_freq_factor", "high_freq_factor",
+                                        "original_max_position", "beta_fast", "beta_slow" };
+    /* which types read each key (bit per RopeScalingKind) */
+    enum { LIN = 1 << ROPE_SCALING_LINEAR, L3 = 1 << ROPE_SCALING_LLAMA3, YA = 1 << ROPE_SCALING_YARN };
+    static const int takes[] = { LIN | L3 | YA, LIN | L3 | YA, L3, L3, L3 | YA, YA, YA };   /* ORDER keys */
+    Fields F = { "rope_scaling", keys, N_ELEMS(keys), { 0 } };
+    const DslStmt *body, *s;
+    *r = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1, .low_freq_factor = 1, .high_freq_factor = 4,
+                        .beta_fast = 32, .beta_slow = 1 };
+    if (!block_body(S, st, 0, &body)) return;
+    if (st->kind != DSL_STMT_BLOCK) {
+        dsl_error(S->d, st->key_loc, "rope_scaling needs a block: rope_scaling { type llama3; factor 8; "
+                  "original_max_position 8192 }");
+        return;
+    }
+    collect(S, &F, body);
+    int k;
+    if (!(s = field(&F, "type"))) {
+        missing(S, st, "type", "type llama3");
+        return;
+    }
+    if (!get_enum(S, s, ROPE_SCALING_NAMES, N_ELEMS(ROPE_SCALING_NAMES), false, &k)) return;
+    r->kind = (RopeScalingKind)k;
+    for (int i = 1; i < N_ELEMS(keys); i++)
+        if ((s = field(&F, keys[i])) && !(takes[i] & (1 << k)))
+            dsl_error(S->d, s->key_loc, "'%s' is not a key of rope_scaling type %s", keys[i], ROPE_SCALING_NAMES[k]);
+    if (r->kind == ROPE_SCALING_NONE) return;
+    if ((s = field(&F, "factor"))) get_real(S, s, 1, false, 1e6, false, &r->factor);
+    else missing(S, st, "factor", "factor 8");
+    if ((s = field(&F, "low_freq_factor"))) get_real(S, s, 0, true, 1e6, false, &r->low_freq_factor);
+    if ((s = field(&F, "high_freq_factor"))) get_real(S, s, 0, true, 1e6, false, &r->high_freq_factor);
+    if ((s = field(&F, "beta_fast"))) get_real(S, s, 0, true, 1e6, false, &r->beta_fast);
+    if ((s = field(&F, "beta_slow"))) get_real(S, s, 0, true, 1e6, false, &r->beta_slow);
+    if ((s = field(&F, "original_max_position"))) get_int(S, s, 1, MAX_SEQ, false, &r->original_max_position);
+    else if (r->kind != ROPE_SCALING_LINEAR) missing(S, st, "original_max_position", "original_max_position 8192");
+    if (r->kind == ROPE_SCALING_LLAMA3 && r->high_freq_factor <= r->low_freq_factor && (s = field(&F, "high_freq_factor")))
+        dsl_error(S->d, s->key_loc, "high_freq_factor %g must exceed low_freq_factor %g (wavelengths between "
+                  "original_max_position / high and / low are interpolated)", r->high_freq_factor, r->low_freq_factor);
+    if (r->kind == ROPE_SCALING_YARN && r->beta_fast <= r->beta_slow && (s = field(&F, "beta_fast")))
+        dsl_error(S->d, s->key_loc, "beta_fast %g must exceed beta_slow %g", r->beta_fast, r->beta_slow);
+}
+
+/* embedding { dim; position; rope_theta; rope_scaling { } }: the model
+ * width comes from here; rope_theta is RoPE's base (default 10000, Llama 3:
+ * 500000) and, with rope_scaling, needs `position rope`. */
 static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
 {
-    static const char *const keys[] = { "dim", "position", "rope_theta" };
+    static const char *const keys[] = { "dim", "position", "rope_theta", "rope_scaling" };
     Fields F = { "embedding", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body;
     layer_at(l, LAYER_EMBEDDING, st);
@@ -454,6 +521,13 @@ static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
         l->position != POS_ROPE)
         dsl_error(S->d, s->key_loc, "rope_theta needs position rope (the model's positions are %s)",
                   POS_NAMES[l->position]);
+    l->rope_scaling = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1 };
+    if ((s = field(&F, "rope_scaling"))) {
+        sema_rope_scaling(S, s, &l->rope_scaling);
+        if (l->position != POS_ROPE)
+            dsl_error(S->d, s->key_loc, "rope_scaling needs position rope (the model's positions are %s)",
+                      POS_NAMES[l->position]);
+    }
 }
 
 /* `bias true|false`, or for attention also `bias qkv`: biases on the
@@ -672,7 +746,7 @@ static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
         for (int64_t i = 0; i < len; i++) *layers_push(S, L) = L->v[start + i];
 }
 
-static const char *const MODEL_KEYS[] = { "vocab", "vocab_multiple", "seq", "dtype", "dropout",
+static const char *const MODEL_KEYS[] = { "vocab", "vocab_multiple", "seq", "dtype", "dropout", "norm_eps",
                                           "embedding", "attention", "mlp", "moe", "repeat", "norm", "lm_head" };
 KEYS_FIT(MODEL_KEYS);
 
@@ -732,7 +806,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     if (!M->name) return;
     M->name = dsl_arena_strdup(S->a, M->name);
 
-    const DslStmt *vocab = NULL, *vmult = NULL, *seq = NULL, *dtype = NULL, *drop = NULL;
+    const DslStmt *vocab = NULL, *vmult = NULL, *seq = NULL, *dtype = NULL, *drop = NULL, *eps = NULL;
     const DslStmt *embed = NULL, *norm = NULL, *head = NULL;
     int stage = 0;
     int errors_before = S->d->n_errors;   /* to tell whether the model already has an error */
@@ -743,6 +817,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
                                : strcmp(st->key, "vocab_multiple") == 0 ? &vmult
                                : strcmp(st->key, "seq") == 0   ? &seq
                                : strcmp(st->key, "dropout") == 0 ? &drop
+                               : strcmp(st->key, "norm_eps") == 0 ? &eps
                                : strcmp(st->key, "dtype") == 0 ? &dtype : NULL;
         if (scalar) {
             if (*scalar)
@@ -781,6 +856,8 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     /* dropout P: the probability an element is dropped, 0 <= P < 1 (1 would
      * drop everything and scale by 1/0); 0, no dropout, by default */
     if (drop) get_real(S, drop, 0, false, 1, true, &M->dropout);
+    /* norm_eps E, 0 < E < 1: every norm's epsilon (default 1e-5) */
+    if (eps) get_real(S, eps, 0, true, 1, true, &M->norm_eps);
     int x;
     if (dtype && get_enum(S, dtype, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &x)) M->dtype = (PlanDtype)x;
     if (!embed) missing(S, m, "embedding", "embedding { dim 768 }");

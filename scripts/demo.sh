@@ -65,7 +65,11 @@ if ! "$planc" build examples/tiny.plan -o "$out/tiny"; then
 fi
 echo
 rm -rf "$out/ckpt"
-echo "==== mpirun -np 8 $out/tiny --steps $steps --save $out/ckpt --save-every 200 --export $out/model.safetensors"
+# the line as it runs here, so it works when pasted (as root and on fewer
+# cores than ranks too)
+envs="OPENBLAS_NUM_THREADS=1"
+[ "$(id -u)" = 0 ] && envs="OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 $envs"
+echo "==== $envs $mpirun -np 8 $out/tiny --steps $steps --save $out/ckpt --save-every 200 --export $out/model.safetensors"
 echo "     (every 10th step shown; full log: $out/train.jsonl)"
 $mpirun -np 8 "$out/tiny" --steps "$steps" --log-json "$out/train.jsonl" --save "$out/ckpt" \
         --save-every 200 --export "$out/model.safetensors" |

@@ -84,8 +84,12 @@ for cfg, want in COUNTS:
 
 # what each family must write (the knobs the issue names)
 SHAPES = [
-    ("llama-3.1-8b.json", ["rope_theta 500000", "kv_heads 8", "act swiglu", "lm_head { tied false }"]),
-    ("llama-2-7b.json", ["model Llama-2-7b-hf {", "dtype fp16", "attention { heads 32; norm rmsnorm; bias false }"]),
+    ("llama-3.1-8b.json", ["rope_theta 500000", "kv_heads 8", "act swiglu", "lm_head { tied false }",
+                           "rope_scaling {", "type llama3", "factor 8", "low_freq_factor 1", "high_freq_factor 4",
+                           "original_max_position 8192"]),
+    ("qwen2-7b.json", ["norm_eps 1e-06"]),
+    ("gpt2.json", ["dropout 0.1"]),
+    ("llama-2-7b.json", ["model Llama-2-7b-hf {", "dtype bf16", "attention { heads 32; norm rmsnorm; bias false }"]),
     ("mistral-7b.json", ["sliding_window 4096"]),
     ("qwen2-7b.json", ["bias qkv", "rope_theta 1000000"]),
     ("gemma-7b.json", ["head_dim 256", "act geglu", "lm_head { tied true }"]),
@@ -101,8 +105,62 @@ check("qwen2 without use_sliding_window: no window",
       "sliding_window" not in run("import", os.path.join(DATA, "qwen2-7b.json"))[1])
 
 rc, out, err = run("import", os.path.join(DATA, "llama-3.1-8b.json"))
-check("import: rope_scaling said left out on stderr", "rope_scaling left out" in err, err)
+check("import: nothing left out but keys that change nothing, listed",
+      "left out" not in err and "keys that change no shape, cost or compute: bos_token_id" in err, err)
 check("import: stdout is the model only", out.lstrip().startswith("#") and "note:" not in out)
+rc, out, err = run("import", os.path.join(DATA, "llama-2-7b.json"))
+check("import: torch_dtype float16 is storage: dtype bf16 and a note saying so",
+      rc == 0 and "dtype bf16" in out and "torch_dtype float16 is how the checkpoint is stored" in err, err)
+
+# a key that changes shape or compute is imported or refused, never left out (issue 29)
+def variant(name, base, **kv):
+    d = json.load(open(os.path.join(DATA, base)))
+    for k, v in kv.items():
+        if v is None: d.pop(k, None)
+        else: d[k] = v
+    return run("import", write(name, json.dumps(d)))
+
+rc, out, err = variant("unknown-key.json", "llama-3.1-8b.json", q_norm_eps=1e-6)
+check("import: an unknown key is refused naming it (exit 2)",
+      rc == 2 and out == "" and "'q_norm_eps' is not a key planc's import knows" in err, err)
+rc, out, err = variant("qwen3moe-as-mixtral.json", "mixtral-8x7b.json", moe_intermediate_size=768,
+                       norm_topk_prob=True, architectures=["Qwen3MoeForCausalLM"])
+check("import: a Qwen3-MoE config relabelled as Mixtral is refused (architectures, moe_intermediate_size)",
+      rc == 2 and "does not match model_type \"mixtral\"" in err and "'moe_intermediate_size'" in err, err)
+rc, out, err = variant("tp2.json", "llama-2-7b.json", pretraining_tp=2)
+check("import: pretraining_tp 2 refused, 1 accepted", rc == 2 and "'pretraining_tp' changes the model" in err, err)
+rc, out, err = variant("dyn.json", "llama-3.1-8b.json", rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+check("import: rope_scaling dynamic refused naming the type", rc == 2 and "rope_scaling type \"dynamic\"" in err, err)
+rc, out, err = variant("lin.json", "llama-2-7b.json", rope_scaling={"type": "linear", "factor": 4.0})
+check("import: rope_scaling linear imported", rc == 0 and "type linear" in out and "factor 4" in out, err)
+rc, out, err = variant("attn-drop.json", "llama-2-7b.json", attention_dropout=0.1)
+check("import: attention_dropout 0.1 becomes the model's dropout", rc == 0 and "dropout 0.1" in out, err)
+rc, out, err = variant("gpt2-drop.json", "gpt2.json", attn_pdrop=0.0)
+check("import: GPT-2 dropouts that differ are refused", rc == 2 and "'resid_pdrop' 0.1 differs from" in err, err)
+rc, out, err = variant("eps.json", "llama-2-7b.json", rms_norm_eps=1e-6)
+check("import: rms_norm_eps 1e-6 imported as norm_eps", rc == 0 and "norm_eps 1e-06" in out, err)
+for mt, needle in [("qwen3", "q_norm, k_norm"), ("qwen3_moe", "moe_intermediate_size"), ("gemma2", "soft-capping"),
+                   ("olmo2", "RMSNorm of the queries"), ("deepseek_v3", "multi-head latent attention"),
+                   ("gemma3_text", "local and global"), ("qwen2_moe", "shared experts")]:
+    rc, out, err = variant(mt + ".json", "llama-3.1-8b.json", model_type=mt, architectures=None)
+    check(f"import: model_type {mt} refused naming what it needs", rc == 2 and needle in err and out == "", err)
+# Phi-3-mini-4k-instruct's config.json (microsoft/Phi-3-mini-4k-instruct): 3,821,079,552 parameters
+phi3 = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
+        "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+        "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096, "model_type": "phi3",
+        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+        "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+        "rope_scaling": None, "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": True, "vocab_size": 32064}
+rc, out, err = run("import", write("phi3.json", json.dumps(phi3)))
+check("import phi3: exit 0 with the window", rc == 0 and "sliding_window 2047" in out, err)
+plan = write("phi3.check.plan", f'include "{CLUSTER}"\n' + out)
+rc3, js, err3 = run("check", "--json", plan)
+try:
+    params = json.loads(js)["params"]
+except (ValueError, KeyError) as e:
+    params = f"no params ({e}; {err3.strip()[:200]})"
+check("import phi3: params 3,821,079,552", params == 3821079552, f"got {params}")
 
 rc, out, err = run("import", os.path.join(DATA, "mixtral-8x7b.json"))
 mx = write("mixtral-imported.plan", f'include "{CLUSTER}"\n' + out)
@@ -249,7 +307,8 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--attention-dropout", "--hidden-dropout", "--attention-backend", "--num-experts", "--moe-router-topk",
                 "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
                 "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-expert-capacity-factor",
-                "--moe-token-dispatcher-type", "--expert-model-parallel-size"}
+                "--moe-token-dispatcher-type", "--expert-model-parallel-size", "--norm-epsilon",
+                "--rotary-scaling-factor", "--rotary-seq-len-interpolation-factor"}
 
 
 def megatron_flags(line):
@@ -291,7 +350,7 @@ plan {{
         "--num-layers": "16", "--hidden-size": "2048", "--num-attention-heads": "16",
         "--ffn-hidden-size": "5632", "--seq-length": "2048", "--max-position-embeddings": "2048",
         "--make-vocab-size-divisible-by": "64", "--position-embedding-type": "rope", "--rotary-base": "10000",
-        "--normalization": "RMSNorm", "--swiglu": True, "--disable-bias-linear": True,
+        "--norm-epsilon": "1e-05", "--normalization": "RMSNorm", "--swiglu": True, "--disable-bias-linear": True,
         "--untie-embeddings-and-output-weights": True,
         "--tensor-model-parallel-size": str(tp), "--pipeline-model-parallel-size": str(pp),
         "--micro-batch-size": str(mb), "--global-batch-size": str(gb),
@@ -538,8 +597,9 @@ check("emit refuses a preset and names it with the key it set", rc == 1 and
 # (config, seq to train at, tp, flags that must be there with their values)
 CHAIN = [
     ("llama-3.1-8b.json", 8192, 8, {"--rotary-base": "500000", "--num-query-groups": "8",
-                                     "--group-query-attention": True, "--swiglu": True}),
-    ("qwen2-7b.json", 4096, 4, {"--rotary-base": "1000000", "--add-qkv-bias": True,
+                                     "--group-query-attention": True, "--swiglu": True, "--norm-epsilon": "1e-05",
+                                     "--use-rope-scaling": True, "--rotary-scaling-factor": "8"}),
+    ("qwen2-7b.json", 4096, 4, {"--rotary-base": "1000000", "--add-qkv-bias": True, "--norm-epsilon": "1e-06",
                                  "--disable-bias-linear": True, "--num-query-groups": "4"}),
     ("gemma-7b.json", 8192, 8, {"--kv-channels": "256", "--num-attention-heads": "16"}),
     ("gpt2.json", 1024, 1, {"--position-embedding-type": "learned_absolute", "--normalization": "LayerNorm"}),

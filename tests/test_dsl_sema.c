@@ -579,6 +579,23 @@ static void test_knob_errors(void **state)
           "'head_dim' must be an integer, got 2.5" },
         { "model m { vocab 10; seq 8; embedding { dim 64 }; mlp { act gegl }; lm_head }\n",
           "unknown act gegl (expected gelu, relu, swiglu or geglu); did you mean 'geglu'?" },
+        /* transformers' name for Llama's activation points at swiglu, not the nearer-spelt gelu */
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; mlp { act silu }; lm_head }\n",
+          "unknown act silu (expected gelu, relu, swiglu or geglu); did you mean 'swiglu'?" },
+        { "model m { vocab 10; seq 8; norm_eps 0; embedding { dim 64 }; attention { heads 4 }; lm_head }\n",
+          "'norm_eps' must be in (0, 1), got 0" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; rope_scaling { type llama3; factor 8; "
+          "original_max_position 8 } }; attention { heads 4 }; lm_head }\n",
+          "rope_scaling needs position rope (the model's positions are learned)" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type llama3; factor 8 } }; "
+          "attention { heads 4 }; lm_head }\n", "rope_scaling needs 'original_max_position'" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type linear; factor 4; "
+          "beta_fast 32 } }; attention { heads 4 }; lm_head }\n", "'beta_fast' is not a key of rope_scaling type linear" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type llama4; factor 4 } }; "
+          "attention { heads 4 }; lm_head }\n", "unknown type llama4 (expected none, linear, llama3 or yarn); did you mean 'llama3'?" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type llama3; factor 8; "
+          "low_freq_factor 4; high_freq_factor 1; original_max_position 8 } }; attention { heads 4 }; lm_head }\n",
+          "high_freq_factor 1 must exceed low_freq_factor 4" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Run r;
@@ -590,6 +607,33 @@ static void test_knob_errors(void **state)
         done(&r);
         free(text);
     }
+}
+
+/* norm_eps and rope_scaling are read into the model as written. */
+static void test_norm_eps_rope_scaling(void **state)
+{
+    (void)state;
+    Run r;
+    char *text = cat3(CLUSTER, "model m { vocab 10; seq 8; norm_eps 1e-6; embedding { dim 64; position rope; "
+                      "rope_theta 5e5; rope_scaling { type llama3; factor 8; low_freq_factor 1; high_freq_factor 4; "
+                      "original_max_position 8192 } }; attention { heads 4 }; lm_head }\n", "");
+    run(&r, text);
+    if (r.errors) fprintf(stderr, "%s", r.diag);
+    assert_int_equal(r.errors, 0);
+    assert_true(plan_norm_eps(&r.p.model) == 1e-6);
+    RopeScaling rs = plan_rope_scaling(&r.p.model);
+    assert_int_equal(rs.kind, ROPE_SCALING_LLAMA3);
+    assert_true(rs.factor == 8 && rs.low_freq_factor == 1 && rs.high_freq_factor == 4);
+    assert_int_equal(rs.original_max_position, 8192);
+    done(&r);
+    free(text);
+    text = cat3(CLUSTER, "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4 }; lm_head }\n", "");
+    run(&r, text);
+    assert_int_equal(r.errors, 0);
+    assert_true(plan_norm_eps(&r.p.model) == PLAN_NORM_EPS_DEFAULT);
+    assert_int_equal(plan_rope_scaling(&r.p.model).kind, ROPE_SCALING_NONE);
+    done(&r);
+    free(text);
 }
 
 /* The plan block's software keys: each absent key keeps planc's own
@@ -1106,6 +1150,7 @@ int main(void)
         cmocka_unit_test(test_knob_fields),
         cmocka_unit_test(test_knob_attention_params),
         cmocka_unit_test(test_knob_errors),
+        cmocka_unit_test(test_norm_eps_rope_scaling),
         cmocka_unit_test(test_software_keys),
         cmocka_unit_test(test_software_stack),
         cmocka_unit_test(test_recompute_keys),

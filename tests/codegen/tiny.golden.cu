@@ -37,6 +37,7 @@ static const size_t
     C = 64, V = 256, VL = 128,              /* width, vocabulary, this rank's slice Vp/TP (Vp: V padded) */
     GLOBAL_BATCH = 16,                      /* sequences per step, all DP ranks together */
     MAX_WIDTH = 128, MAX_INNER = 128, MAX_HEADS = 2; /* widest layer, this rank */
+static const float NORM_EPS = 1e-05f;     /* every norm's epsilon (model norm_eps) */
 
 static const long  STEPS = 50;                 /* default of --steps */
 static const char *const DATA = "examples/data/sample.txt"; /* default of --data, relative to the working directory */
@@ -232,7 +233,7 @@ static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
 
 static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
 {
-    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, 1e-5f);   /* LayerNorm */
+    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);   /* LayerNorm */
 }
 
 /* dx accumulates: the residual stream's gradient flows through the norm. */
@@ -822,6 +823,9 @@ int main(int argc, char **argv)
     if (R.args.dry_run) return dry_run();
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
+    if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
+        prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
+                     "(give a larger --steps to continue)\n", R.step, R.args.steps);
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
     prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
     scratch_alloc();

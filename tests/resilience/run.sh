@@ -106,6 +106,15 @@ else
     fail "resume after kill -9 (from '$from'): losses differ"; paste <(losses "$dir/full.jsonl") <(losses "$dir/resumed.jsonl") | head -n 12
 fi
 
+# a resume with nothing left to do says so (and still exits 0)
+if run 8 "$dir/tiny" --steps 3 --resume "$dir/full.ck/step-00000006" > "$dir/nothing.log" 2>&1 &&
+   grep -q 'nothing to train: the checkpoint has done 6 steps and --steps is 3' "$dir/nothing.log" &&
+   ! grep -q '^step' "$dir/nothing.log"; then
+    ok "--resume at step 6 with --steps 3: says there is nothing to train, trains nothing"
+else
+    fail "--resume with nothing to do" "$dir/nothing.log"
+fi
+
 # ---- progress line and JSON log ---------------------------------------------------
 # one line per step when stdout is no terminal (under mpirun: see README);
 # PLANRT_PROGRESS=redraw redraws one line in place
