@@ -186,12 +186,13 @@ void plan_evaluate_layout_shaped(const Plan *p, const struct PlanShapes *sh, con
         plan_costs_free(&c);
         return;
     }
-    double gpus = (double)l->dp * l->tp * l->pp;
-    /* every GEMM is split t ways, so the step's FLOPs are t x dp x m x the
-     * per-GPU forward FLOPs of all chunks (x 3: backward = 2 x forward) */
+    double gpus = (double)plan_dp_cp(l) * l->tp * l->pp;
+    /* every GEMM is split t ways and every sequence cp ways, so the step's
+     * FLOPs are t x cp x dp x m x the per-GPU forward FLOPs of all chunks
+     * (x 3: backward = 2 x forward) */
     double fwd = 0, rec = 0;
     for (int k = 0; k < c.n_chunks; k++) { fwd += c.cost[k].flops_fwd; rec += c.cost[k].flops_recompute; }
-    double reps = (double)l->tp * l->dp * (double)c.n_micro;
+    double reps = (double)l->tp * plan_dp_cp(l) * (double)c.n_micro;
     ev->model_flops = 3 * fwd * reps;
     ev->hw_flops = ev->model_flops + rec * reps;
     if (ev->step_time > 0) {
