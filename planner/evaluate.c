@@ -106,7 +106,9 @@ static bool step_times(const PlanCosts *c, PlanEval *ev)
     memset(t, 0, sizeof *t);
     for (int v = 0; v < l->chunks; v++) {
         const PlanChunkCost *k = &c->cost[v * p + crit];
-        t->compute += m * (k->fwd - k->fwd_tp - k->fwd_ep + k->bwd - k->bwd_tp - k->bwd_ep);
+        t->compute += m * (k->fwd - k->fwd_tp - k->fwd_ep - k->fwd_cp + k->bwd - k->bwd_tp - k->bwd_ep - k->bwd_cp);
+        t->cp += m * (k->fwd_cp + k->bwd_cp);
+        t->cp_total += m * (k->fwd_cp_total + k->bwd_cp_total);
         t->recompute += m * (k->recompute);
         t->tp += m * (k->fwd_tp + k->bwd_tp);
         t->ep += m * (k->fwd_ep + k->bwd_ep) - paired_hidden(c, crit, v, k);

@@ -471,10 +471,10 @@ double plan_cut_tokens(const Model *m, const PlanCut *c)
     return (double)m->seq / (c->cp > 1 ? c->cp : 1);
 }
 
-PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, double B, double Tl, double H,
+PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, double B, double Tl, double H,
                                     double Hkv, double D)
 {
-    PlanCpNumel n = { 0, 0, 0 };
+    PlanCpNumel n = { 0, 0, 0, 0 };
     if (cp <= 1) return n;
     double T = Tl * cp, kv = B * Tl * 2 * Hkv * D;   /* one KV block of the local tokens */
     double qkv = B * T * (H + 2 * Hkv) * D / cp, out = B * T * H * D / cp;
@@ -483,14 +483,16 @@ PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, double B, do
         /* head-split q, k, v and output, the probabilities of H / cp heads
          * over whole sequences; the backward their gradients */
         double probs = B * (H / cp) * T * T;
-        n.saved = qkv + out + probs;
+        n.saved = qkv + out + (flash ? 0 : probs);
+        n.saved_f32 = flash ? B * (H / cp) * T : 0;
         n.buf_bwd = n.saved;
         break;
     }
     case PLAN_CP_ALL_GATHER:
         /* the probabilities of the local queries against every key; the
          * gathered K, V (and in the backward the full dK, dV) */
-        n.saved = B * H * Tl * T;
+        n.saved = flash ? 0 : B * H * Tl * T;
+        n.saved_f32 = flash ? B * H * Tl : 0;
         n.buf_fwd = B * T * 2 * Hkv * D;
         n.buf_bwd = 2 * n.buf_fwd;
         break;
@@ -499,16 +501,21 @@ PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, double B, do
          * rest on a Tl tokens of H / a heads: its KV block is the same
          * B Tl 2 Hkv D elements, its scores block (a Tl)^2 */
         double a = cp_local >= 1 && cp_local <= cp ? cp_local : cp, Ta = a * Tl;
-        n.saved = qkv + out + B * H * Tl;
-        n.buf_fwd = 2 * kv + Ta * Ta;
-        n.buf_bwd = 4 * kv + 2 * Ta * Ta + qkv + out;
+        double sc = flash ? 0 : Ta * Ta;   /* a score block (on chip when fused) */
+        n.saved = qkv + out + (flash ? 0 : B * H * Tl);
+        n.saved_f32 = flash ? B * H * Tl : 0;
+        n.buf_fwd = 2 * kv + sc;
+        n.buf_bwd = 4 * kv + 2 * sc + qkv + out;
         break;
     }
-    default:   /* PLAN_CP_RING: the log-sum-exp; two KV blocks (+ two dKV backward) and a block's scores */
-        n.saved = B * H * Tl;
-        n.buf_fwd = 2 * kv + Tl * Tl;
-        n.buf_bwd = 4 * kv + 2 * Tl * Tl;
+    default: {   /* PLAN_CP_RING: the log-sum-exp; two KV blocks (+ two dKV backward) and a block's scores */
+        double sc = flash ? 0 : Tl * Tl;
+        n.saved = flash ? 0 : B * H * Tl;
+        n.saved_f32 = flash ? B * H * Tl : 0;
+        n.buf_fwd = 2 * kv + sc;
+        n.buf_bwd = 4 * kv + 2 * sc;
         break;
+    }
     }
     return n;
 }
@@ -522,12 +529,12 @@ static double cp_attention_work(const Model *m, const Layer *l, const PlanCut *c
 {
     double b = (double)c->micro_batch, Tl = plan_cut_tokens(m, c), t = c->tp;
     double H = (double)l->heads / t, Hkv = (double)l->kv_heads / t, D = (double)plan_head_dim(m, l);
-    PlanCpNumel n = plan_cp_attention_numel(c->cp_comm, c->cp, c->cp_local, b, Tl, H, Hkv, D);
+    PlanCpNumel n = plan_cp_attention_numel(c->cp_comm, c->cp, c->cp_local, c->flash, b, Tl, H, Hkv, D);
     w->cp_buf_bytes = e * fmax(n.buf_fwd, n.buf_bwd);
     w->cp_kv_bytes = e * b * Tl * 2 * Hkv * D;
     w->cp_qkv_bytes = e * b * Tl * (H + 2 * Hkv) * D;
     w->cp_out_bytes = e * b * Tl * H * D;
-    return e * n.saved;
+    return e * n.saved + 4 * n.saved_f32;
 }
 
 static void attention_work(const Model *m, const Layer *l, const PlanCut *c,

@@ -122,8 +122,13 @@ typedef struct {
 } PlanLayerWork;
 
 /* Elements of what one context-parallel attention call keeps and
- * allocates, exactly as runtime/include/prt_par.h's contract (section
- * "context parallelism") says planrt does: B sequences, Tl = T / cp local
+ * allocates. flash false (planc's runtime, attention_kernel math): exactly
+ * as runtime/include/prt_par.h's contract (section "context parallelism")
+ * says planrt does, in prt_act elements. flash true (a fused kernel under
+ * CP: Megatron-Core/TransformerEngine's, torchtitan's, Meta's Llama 3 CP):
+ * no probabilities or score blocks reach HBM; what the pass keeps is its
+ * fp32 log-sum-exp per query row (saved_f32) beside the tensors below.
+ * B sequences, Tl = T / cp local
  * tokens, H query and Hkv key/value heads of this TP rank, D the head size;
  * cp_local the ranks of the CP group in one node (hierarchical: the
  * all-to-all over them, the ring over cp / cp_local). `saved` is kept from
@@ -134,9 +139,9 @@ typedef struct {
  * cp / cp_local steps on cp_local x Tl tokens and H / cp_local heads),
  * the ring's log-sum-exp in place of the probabilities. */
 typedef struct {
-    double saved, buf_fwd, buf_bwd;
+    double saved, saved_f32, buf_fwd, buf_bwd;
 } PlanCpNumel;
-PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, double B, double Tl, double H,
+PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, double B, double Tl, double H,
                                     double Hkv, double D);
 /* The tokens of a sequence one rank holds under cut c: seq / cp. */
 double plan_cut_tokens(const Model *m, const PlanCut *c);
