@@ -25,3 +25,22 @@ TEST_TARGETS += test-search
 
 test-search: $(BUILD)/bin/test_search $(PLANC)
 	$(BUILD)/bin/test_search $(PLANC)
+
+# test-cp-planner: context parallelism (issue 26) in the planner: each CP
+# form's memory against the contract of runtime/include/prt_par.h worked
+# by hand, cp 1 unchanged, the ring's exposed time, the CP group's tier,
+# the search on a 128K and a 2K plan
+$(BUILD)/bin/test_cp_planner: tests/test_cp_planner.c $(SEARCH_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(CMOCKA_LIBS) $(LDLIBS)
+
+.PHONY: test-cp-planner
+TEST_TARGETS += test-cp-planner
+
+test-cp-planner: $(BUILD)/bin/test_cp_planner $(PLANC)
+	$(BUILD)/bin/test_cp_planner
+	@$(PLANC) check examples/llama3-8b-128k.plan > $(BUILD)/cp-128k.txt || \
+	    { echo "FAIL: examples/llama3-8b-128k.plan does not fit"; exit 1; }
+	@grep -q "CP attention comm" $(BUILD)/cp-128k.txt && grep -q "CP group: 8 GPUs" $(BUILD)/cp-128k.txt || \
+	    { echo "FAIL: check's report of the 128K example lacks the CP group or the CP row"; exit 1; }
+	@echo "planc check: examples/llama3-8b-128k.plan fits, with its CP group and CP attention row"
