@@ -364,7 +364,7 @@ bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len)
     }
     plan_op_costs_fill(&pc, &oc);
     ok = plan_lower_costs(&oc, out);
-    if (ok) { out->dp = l.dp; out->tp = l.tp; }
+    if (ok) { out->dp = l.dp; out->tp = l.tp; out->cp = plan_cp(&l); }
     else snprintf(why, len, "the schedule could not be built (out of memory or deadlock)");
     if (ok && !(ok = plan_program_p2p_order(out, why, len))) plan_program_free(out);
     plan_op_costs_free(&oc);

@@ -110,6 +110,7 @@ typedef struct {
 
 typedef struct {
     int               pp, dp, tp, chunks, zero;
+    int               cp;              /* context-parallel degree (0 or 1: none; issue 26) */
     int               schedule;        /* Schedule */
     int64_t           n_micro;         /* micro-batches per step */
     double            overlap_compute; /* slowdown of compute while a DP/ZeRO collective runs

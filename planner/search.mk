@@ -44,3 +44,8 @@ test-cp-planner: $(BUILD)/bin/test_cp_planner $(PLANC)
 	@grep -q "CP attention comm" $(BUILD)/cp-128k.txt && grep -q "CP group: 8 GPUs" $(BUILD)/cp-128k.txt || \
 	    { echo "FAIL: check's report of the 128K example lacks the CP group or the CP row"; exit 1; }
 	@echo "planc check: examples/llama3-8b-128k.plan fits, with its CP group and CP attention row"
+	@$(PLANC) trace examples/llama3-8b-128k.plan -o $(BUILD)/cp-128k.json > /dev/null
+	@python3 -c "import json,sys; d=json.load(open('$(BUILD)/cp-128k.json')); \
+	    n=sum(e.get('cat')=='CP_COLL' for e in d['traceEvents']); \
+	    sys.exit(0 if n == 32 else 'FAIL: %d CP_COLL segments in the trace, want 32 (16 forwards, 16 backwards)' % n)"
+	@echo "planc trace: the 128K example's CP transfers drawn, one segment per pass"

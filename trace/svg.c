@@ -371,8 +371,9 @@ static double legend(FILE *f, const TrTimeline *const *panels, int n, double y)
                    "%sthin lanes under each stage: %spipeline p2p, then DP/ZeRO collectives</text>\n",
                 SVG_LEFT, y + row + 30, chunks ? ".chunk" : "",
                 chunks ? "odd chunks drawn lighter; " : "",
-                seen[OP_TP_COLL] || seen[OP_EP_ALL_TO_ALL] || seen[OP_CP_COLL]
-                    ? "the TP / EP / CP collectives the pass above waits for (drawn at its end), " : "");
+                seen[OP_CP_COLL] ? "the TP / EP / CP collectives the pass above waits for (drawn at its end), "
+                : seen[OP_TP_COLL] || seen[OP_EP_ALL_TO_ALL]
+                    ? "the TP / EP collectives the pass above waits for (drawn at its end), " : "");
         fputs("</g>\n", f);
     }
     return row + 40;

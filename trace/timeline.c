@@ -133,10 +133,11 @@ static int pass_segments(const TrBox *b, const PlanOp *o, TrBox *out)
 /* "dp 2 x tp 2 x pp 2, ZeRO-1, 1f1b, 8 micro-batches" from the Program. */
 static void layout_line(const PlanProgram *p, char *buf, size_t len)
 {
-    char chunks[32] = "";
+    char chunks[32] = "", cp[24] = "";
     if (p->chunks > 1) snprintf(chunks, sizeof chunks, " x %d chunks", p->chunks);
-    snprintf(buf, len, "dp %d x tp %d x pp %d, ZeRO-%d, %s%s, %lld micro-batches",
-             p->dp, p->tp, p->pp, p->zero, plan_schedule_name(p->schedule), chunks,
+    if (p->cp > 1) snprintf(cp, sizeof cp, " x cp %d", p->cp);
+    snprintf(buf, len, "dp %d x tp %d%s x pp %d, ZeRO-%d, %s%s, %lld micro-batches",
+             p->dp, p->tp, cp, p->pp, p->zero, plan_schedule_name(p->schedule), chunks,
              (long long)p->n_micro);
 }
 
