@@ -191,17 +191,19 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
 {
     char rc[160];
     plan_recompute_describe(l, rc, sizeof rc);
-    fprintf(out, "layout: dp %d x tp %d x pp %d, zero %d, micro_batch %lld, global_batch %lld "
+    char cp[48] = "";
+    if (plan_cp(l) > 1) snprintf(cp, sizeof cp, " x cp %d (cp_comm %s)", plan_cp(l), plan_cp_comm_name(plan_cp_comm(l)));
+    fprintf(out, "layout: dp %d x tp %d%s x pp %d, zero %d, micro_batch %lld, global_batch %lld "
                  "(%lld micro-batches per pipeline), schedule %s, chunks %d, recompute %s, "
                  "sequence_parallel %s\n",
-            l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
+            l->dp, l->tp, cp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             (long long)n_micro, plan_schedule_name(l->schedule), l->chunks,
             rc, l->sequence_parallel == 1 ? "on" : "off");
     if (plan_cp(l) > 1)   /* issue 26: the ranks tp, cp, dp, pp */
-        fprintf(out, "context parallel: cp %d, cp_comm %s: each rank holds %lld of a sequence's %lld tokens "
-                     "(chunks r and %d-r of %d); rank = tp + TP*(cp + CP*(dp + DP*pp))\n",
-                plan_cp(l), plan_cp_comm_name(plan_cp_comm(l)), (long long)(p->model.seq / plan_cp(l)),
-                (long long)p->model.seq, 2 * plan_cp(l) - 1, 2 * plan_cp(l));
+        fprintf(out, "context parallel: each rank holds %lld of a sequence's %lld tokens (chunks r and %d-r "
+                     "of %d); rank = tp + TP*(cp + CP*(dp + DP*pp))\n",
+                (long long)(p->model.seq / plan_cp(l)), (long long)p->model.seq, 2 * plan_cp(l) - 1,
+                2 * plan_cp(l));
     char sw[512];
     plan_software_describe(p, l->zero, sw, sizeof sw);
     fprintf(out, "software: %s\n", sw);

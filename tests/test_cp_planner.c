@@ -270,6 +270,18 @@ static void test_cp_search(void **state)
     assert_false(s.cp_has[0]);
     assert_true(plan_search_cp_note(&s, note, sizeof note));
     assert_string_equal(note, "cp > 1: no layout without CP fits in memory");
+    assert_int_equal(s.bound_violations, 0);   /* the bounds hold under cp (else it reran brute force) */
+    /* pruned == brute force: the same best layout and step */
+    PlanSearch b;
+    PlanSearchOptions brute = o;
+    brute.prune = false;
+    assert_true(plan_search(&p, &brute, &b, why, sizeof why));
+    assert_true(b.n_results > 0);
+    assert_true(b.results[0].step_time == s.results[0].step_time);
+    assert_int_equal(plan_cp(&b.results[0].layout), plan_cp(&s.results[0].layout));
+    assert_int_equal(b.results[0].layout.tp, s.results[0].layout.tp);
+    assert_true(b.feasible == s.feasible);
+    plan_search_free(&b);
     plan_search_free(&s);
 
     Plan q = l8_plan(buf, 2048, 2, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, PLAN_AUTO, 64);
