@@ -419,7 +419,9 @@ static void cp_time(const Plan *p, PlanGroup cpg, const PlanCut *cut, const Plan
     if (cp <= 1 || w->cp_kv_bytes <= 0) return;
     double slow = plan_overlap_compute(cl, cpg) - 1;
     double ef = 0, eb = 0;   /* exposed */
-    int a = form == PLAN_CP_ALL_TO_ALL ? cp : form == PLAN_CP_HIERARCHICAL ? (int)cpg.local : 1;
+    /* the all-to-all's degree: the whole group, hierarchical's tier in a
+     * node (cut->cp_local, as the memory counts it), the ring's none */
+    int a = form == PLAN_CP_ALL_TO_ALL ? cp : form == PLAN_CP_HIERARCHICAL ? cut->cp_local : 1;
     if (a < 1 || cp % a) a = 1;
     int r = cp / a;   /* ring degree */
     if (a > 1) {
@@ -1100,7 +1102,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     /* the CP group: cp ranks tp apart (plan_cp_group); hierarchical's
      * all-to-all over those of them in one NVLink domain */
     PlanGroup cpg = plan_cp_group(cl, l->tp, plan_cp(l));
-    cut.cp_local = (int)cpg.local;
+    cut.cp_local = cpg.local >= 1 && plan_cp(l) % cpg.local == 0 ? (int)cpg.local : 1;   /* uneven: the ring */
     PlanGroup tpg = plan_layout_group(cl, plan_dp_cp(l), l->tp, l->pp, GROUP_TP);
     /* the EP group: ep ranks etp apart (at etp = tp: ep consecutive DP
      * ranks of one TP rank), in NVLink domains (plan_ep_group) */

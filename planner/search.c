@@ -1440,6 +1440,26 @@ static bool rank_pruned(Ctx *x, TopK *t)
             else topk_offer(t, &ev, c->order);
         }
     }
+    /* the best layout of the other kind (cp 1 beside a CP winner, or the
+     * reverse) when the top K holds none: best-first on its bounds, until
+     * a bound exceeds the best found (plan_search_cp_note's figure) */
+    int other = t->n > 0 ? plan_cp(&t->ev[0].layout) <= 1 : 0;
+    for (int64_t i = 0; s->cp_searched && t->n > 0 && !s->cp_has[other] && i < nf; i++) {
+        Cand *c = fit[i];
+        if ((plan_cp(&c->l) > 1) != other) continue;
+        if (!affordable(x, c)) break;
+        PlanEval ev;
+        evaluate(x, c, &ev);
+        plan_eval_free(&ev);
+    }
+    for (int64_t i = 0; s->cp_searched && s->cp_has[other] && i < nf; i++) {   /* one with a better bound */
+        Cand *c = fit[i];
+        if (c->t_lb > s->cp_best[other].step_time) break;
+        if ((plan_cp(&c->l) > 1) != other || !affordable(x, c)) continue;
+        PlanEval ev;
+        evaluate(x, c, &ev);
+        plan_eval_free(&ev);
+    }
     if (s->feasible == 0) {
         /* nothing fits: the smallest peak memory, best-first on its bound */
         int closest_order = 0;
@@ -1776,7 +1796,7 @@ void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
             ", \"search_cpu_s\": %.6f, \"simulate_time_s\": %.6f, \"evaluated_in_full\": %" PRId64
             ", \"pruned\": %" PRId64
             ", \"dropped\": {\"memory\": %" PRId64 ", \"invalid\": %" PRId64 ", \"too_large\": %" PRId64
-            "}, \"collapsed\": %" PRId64 ", \"capped\": %s, \"results\": [",
+            "}, \"collapsed\": %" PRId64 ", \"capped\": %s",
             s->considered, s->feasible, s->search_time_s, s->search_cpu_s, s->simulate_time_s, s->evaluated,
             s->pruned,
             s->dropped.memory, s->dropped.invalid, s->dropped.too_large, s->collapsed,
@@ -1787,6 +1807,7 @@ void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
         for (const char *c = note; *c; c++) fputc(*c == '"' || *c == '\\' ? '\'' : *c, out);
         fputc('"', out);
     }
+    fputs(", \"results\": [", out);
     for (int i = 0; i < s->n_results; i++) {
         fputs(i ? ",\n  " : "\n  ", out);
         plan_report_json(out, p, &s->results[i], s->sim_step[i], s->sim_bubble[i], NULL,

@@ -49,3 +49,12 @@ test-cp-planner: $(BUILD)/bin/test_cp_planner $(PLANC)
 	    n=sum(e.get('cat')=='CP_COLL' for e in d['traceEvents']); \
 	    sys.exit(0 if n == 32 else 'FAIL: %d CP_COLL segments in the trace, want 32 (16 forwards, 16 backwards)' % n)"
 	@echo "planc trace: the 128K example's CP transfers drawn, one segment per pass"
+	@grep -v "tp 2; cp 8" examples/llama3-8b-128k.plan > $(BUILD)/cp-128k-free.plan
+	@$(PLANC) search $(BUILD)/cp-128k-free.plan --json --top 3 --write $(BUILD)/cp-128k-best.plan > $(BUILD)/cp-128k.json
+	@python3 -c "import json,sys; d=json.load(open('$(BUILD)/cp-128k.json')); r=d['results']; \
+	    ok = r and all(x['layout']['cp'] > 1 for x in r) and 'no layout without CP fits' in d['cp_note']; \
+	    sys.exit(0 if ok else 'FAIL: search --json of the 128K plan: %s' % d.get('cp_note'))"
+	@grep -q "^    cp 8" $(BUILD)/cp-128k-best.plan && grep -q "^    cp_comm ring" $(BUILD)/cp-128k-best.plan && \
+	    $(PLANC) check $(BUILD)/cp-128k-best.plan > /dev/null || \
+	    { echo "FAIL: search --write of the 128K plan lacks cp / cp_comm or does not check"; exit 1; }
+	@echo "planc search: the 128K plan with tp and cp free ranks CP layouts only (--json, --write, check)"
