@@ -454,6 +454,19 @@ static void cp_time(const Plan *p, PlanGroup cpg, const PlanCut *cut, const Plan
     t->cp_b = eb;
 }
 
+/* The keys one call of the fused kernel sees, for its rate (plan_attn_rate
+ * is measured by sequence length): the whole sequence's (keys) without CP
+ * and for the gathering forms (all_gather: the local queries against every
+ * key; all_to_all: whole sequences); the ring's kernel runs one block of
+ * the local Tl tokens' keys a step (hierarchical's, cp_local x Tl). */
+static double cp_kernel_keys(const PlanCut *cut, double keys, double Tl)
+{
+    if (cut->cp <= 1) return keys;
+    if (cut->cp_comm == PLAN_CP_RING) return fmin(keys, Tl);
+    if (cut->cp_comm == PLAN_CP_HIERARCHICAL) return fmin(keys, Tl * (cut->cp_local >= 1 ? cut->cp_local : 1));
+    return keys;
+}
+
 /* Why: one place turns a layer's counted work into seconds, so every
  * consumer (fast path, lowering, report) agrees. */
 static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
@@ -494,8 +507,9 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
              * five GEMMs backward, not four: 2.5 x the forward) */
             double fl = 2 * g->m * g->n * g->k * g->batch;
             if (!gemm_points_apply(d, e)) {   /* compute only: the scores stay on chip */
-                double rf = plan_attn_rate(d, kernel, 0, hd, keys, causal < 1);
-                double rb = plan_attn_rate(d, kernel, 1, hd, keys, causal < 1);
+                double rk = cp_kernel_keys(cut, keys, plan_cut_tokens(&p->model, cut));
+                double rf = plan_attn_rate(d, kernel, 0, hd, rk, causal < 1);
+                double rb = plan_attn_rate(d, kernel, 1, hd, rk, causal < 1);
                 f = fl / (speak * (rf > 0 ? rf : plan_gemm_eff(d)));
                 dx = dw = fl / (speak * (rb > 0 ? rb : plan_gemm_eff(d)));
             }
