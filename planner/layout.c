@@ -131,7 +131,9 @@ int plan_warmup_extra(const Plan *p, const Layout *l)
 
 int plan_dp_cp(const Layout *l)
 {
-    return l->dp * plan_cp(l);   /* both <= MAX_PAR, their product <= the cluster's GPUs */
+    /* <= the cluster's GPUs on a valid layout; an invalid one saturates */
+    int64_t n = (int64_t)(l->dp > 0 ? l->dp : 1) * plan_cp(l);
+    return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 int plan_expert_dp(const Layout *l)
