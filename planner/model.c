@@ -506,7 +506,7 @@ PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, 
         n.saved = flash ? 0 : B * H * Tl * T;
         n.saved_f32 = flash ? B * H * Tl : 0;
         n.buf_fwd = B * T * 2 * Hkv * D;
-        n.buf_bwd = 2 * n.buf_fwd;
+        n.buf_bwd = 2 * n.buf_fwd + (flash ? 0 : Tl * T);   /* + one (b, h)'s score gradient */
         break;
     case PLAN_CP_HIERARCHICAL: {
         /* the all-to-all over a = cp_local ranks, then the ring over the
@@ -516,7 +516,7 @@ PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, 
         double sc = flash ? 0 : Ta * Ta;   /* a score block (on chip when fused) */
         n.saved = qkv + out + (flash ? 0 : B * H * Tl);
         n.saved_f32 = flash ? B * H * Tl : 0;
-        n.buf_fwd = 2 * kv + sc;
+        n.buf_fwd = fmax(qkv, fmax(2 * kv + sc, out));   /* the qkv exchange, the ring, the output's: in turn */
         n.buf_bwd = 4 * kv + 2 * sc + qkv + out;
         break;
     }
