@@ -108,6 +108,7 @@ static bool step_times(const PlanCosts *c, PlanEval *ev)
         const PlanChunkCost *k = &c->cost[v * p + crit];
         t->compute += m * (k->fwd - k->fwd_tp - k->fwd_ep + k->bwd - k->bwd_tp - k->bwd_ep);
         t->recompute += m * (k->recompute);
+        t->fp8_cast += m * k->fp8_cast;
         t->tp += m * (k->fwd_tp + k->bwd_tp);
         t->ep += m * (k->fwd_ep + k->bwd_ep) - paired_hidden(c, crit, v, k);
         t->dp_total += (l->zero >= 2 ? m : 1) * k->reduce;

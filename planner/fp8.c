@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "planner/cost.h"
+#include "planner/layout.h"
 #include "planner/presets.h"
 #include "planner/stacks.h"
 
@@ -298,6 +299,19 @@ void plan_fp8_memory(const Plan *p, const Layout *l, int first, int end, PlanFp8
             double sb = scale_per_elem(p, (double)m->dim, false);
             out->act_per_mb -= (e - 1 - sb) * linear_inputs(p, ly, l);
         }
+    }
+}
+
+void plan_fp8_stage_memory(const Plan *p, const Layout *l, const PlanChunk *chunks, int s, PlanFp8Mem *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int v = 0; v < l->chunks; v++) {
+        const PlanChunk *k = &chunks[v * l->pp + s];
+        PlanFp8Mem x;
+        plan_fp8_memory(p, l, k->first, k->end, &x);
+        out->params += x.params;
+        out->buffers += x.buffers;
+        out->act_per_mb += x.act_per_mb;
     }
 }
 

@@ -29,6 +29,7 @@
 #include "planner/plan.h"
 #include "planner/model.h"
 #include "planner/comm.h"
+#include "planner/layout.h"
 
 /* The names of the recipes and formats as the plan block writes them.
  * ORDER PlanFp8Recipe, PlanFp8Format. */
@@ -128,6 +129,10 @@ typedef struct {
 } PlanFp8Mem;
 
 void plan_fp8_memory(const Plan *p, const Layout *l, int first, int end, PlanFp8Mem *out);
+
+/* The same summed over stage s's chunks (chunk v * pp + s of `chunks`,
+ * plan_split's), as memory.c applies it and check reports it. */
+void plan_fp8_stage_memory(const Plan *p, const Layout *l, const PlanChunk *chunks, int s, PlanFp8Mem *out);
 
 /* Bytes of the chunk's weights that its ZeRO all-gathers move, with `params`
  * parameters in the model's dtype of which fp8 run in FP8 linears:

@@ -230,16 +230,8 @@ uint64_t plan_memory_grad_transient(const Plan *p, double layer_params_max)
 static void plan_memory_fp8(const Plan *p, const PlanCosts *c, int s, PlanStageMem *m)
 {
     if (!plan_fp8_on(&p->software)) return;
-    const Layout *l = &c->layout;
-    PlanFp8Mem sum = { 0 };
-    for (int v = 0; v < l->chunks; v++) {
-        const PlanChunk *k = &c->chunk[v * l->pp + s];
-        PlanFp8Mem x;
-        plan_fp8_memory(p, l, k->first, k->end, &x);
-        sum.params += x.params;
-        sum.buffers += x.buffers;
-        sum.act_per_mb += x.act_per_mb;
-    }
+    PlanFp8Mem sum;
+    plan_fp8_stage_memory(p, &c->layout, c->chunk, s, &sum);
     /* each item stays >= 0: a saving never exceeds what the item holds */
     m->params_bytes = plan_bytes(fmax(0, (double)m->params_bytes + sum.params));
     m->buffers_bytes = plan_bytes(fmax(0, (double)m->buffers_bytes + sum.buffers));
