@@ -2,7 +2,7 @@
 # simulation, evaluation (the call graph: planner/evaluate.c).
 PLANNER_SRCS := planner/model.c planner/comm.c planner/layout.c planner/memory.c \
                 planner/cost.c planner/schedule.c planner/lower.c planner/p2p_order.c planner/simulate.c \
-                planner/evaluate.c planner/presets.c planner/report.c planner/stacks.c planner/fp8.c
+                planner/evaluate.c planner/presets.c planner/report.c planner/stacks.c planner/fp8.c planner/fp8_cost.c
 PLANNER_OBJS := $(PLANNER_SRCS:%.c=$(BUILD)/obj/%.o)
 # (planner/sema.c, the front end's AST -> Plan, is added by planner/sema.mk)
 PLANC_SRCS += $(PLANNER_SRCS)
