@@ -1,6 +1,6 @@
 /*
- * fp8.c: FP8 training's recipes, rule, GEMM rates, casts and memory
- * (issue 27; fp8.h says what runs in FP8 and where each rule comes from).
+ * fp8.c: FP8 training's recipes: their names, defaults and one rule, and
+ * which GEMMs run in FP8 (issue 27; fp8.h says where each rule comes from).
  *
  * The costs and memory of the recipes are planner/fp8_cost.c's (its essay
  * says what is counted); this file holds what sema and the layout rules
@@ -8,7 +8,6 @@
  */
 #include "planner/fp8.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
