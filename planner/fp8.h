@@ -113,6 +113,7 @@ void plan_fp8_cast_time(const Plan *p, const PlanFp8Casts *c, PlanGroup tpg, dou
  * their largest layer's, and the FP8 linears' count (for the scales). */
 typedef struct {
     double params, layer_max;
+    double other_max;   /* the largest layer not in FP8 (embedding, head), parameters per TP rank */
     int    linears;
 } PlanFp8Params;
 

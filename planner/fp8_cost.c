@@ -160,8 +160,11 @@ void plan_fp8_params(const Plan *p, int first, int end, int tp, PlanFp8Params *o
     const Model *m = &p->model;
     for (int i = first; i < end && i < m->n_layers; i++) {
         const Layer *ly = &m->layers[i];
-        if (!plan_fp8_layer(p, ly)) continue;
         bool ovf = false;
+        if (!plan_fp8_layer(p, ly)) {
+            out->other_max = fmax(out->other_max, (double)plan_layer_params(m, ly, tp, &ovf));
+            continue;
+        }
         double w = (double)plan_layer_params(m, ly, tp, &ovf) - (double)plan_layer_norm_params(m, ly);
         out->params += w;
         out->layer_max = fmax(out->layer_max, w);
@@ -197,7 +200,11 @@ void plan_fp8_memory(const Plan *p, const Layout *l, int first, int end, PlanFp8
         /* the two gathered layers (computing, prefetched) arrive in fp8 under
          * all_gather; the computing one's fp8 copy (and transpose) is made
          * from the bf16 one otherwise */
-        if (f->all_gather) out->buffers += -2 * (e - 1) * q.layer_max + (lay - 1) * q.layer_max;
+        /* memory.c sizes the two by the largest layer: in fp8 the FP8
+         * layers' weights, the others' (embedding, head) in bf16 */
+        if (f->all_gather)
+            out->buffers += 2 * (fmax(q.other_max * e, q.layer_max) - fmax(q.other_max, q.layer_max) * e) +
+                            (lay - 1) * q.layer_max;
         else out->buffers += lay * q.layer_max;
     } else if (te) {
         /* TE keeps each module's fp8 weight (and transpose) for the step;
