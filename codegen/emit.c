@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "planner/fp8.h"
 #include "planner/cost.h"
 #include "planner/evaluate.h"
 #include "planner/model.h"
@@ -1340,6 +1341,10 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     if (!key && plan_rope_scaling(&p->model).kind != ROPE_SCALING_NONE) {
         key = "rope_scaling";
         what = "its RoPE rotates at the unscaled frequencies theta^(-2i/D) (prt_rope_fwd)";
+    }
+    if (!key && plan_fp8_on(w)) {   /* issue 27: planned, not yet emitted */
+        key = "fp8";
+        what = "planc's runtime has the FP8 numerics but its program does not run FP8 GEMMs yet";
     }
     if (!key && plan_cp(l) > 1) {
         snprintf(keybuf, sizeof keybuf, "cp %d", plan_cp(l));

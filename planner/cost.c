@@ -32,6 +32,7 @@
 #include <string.h>
 #include <stdio.h>
 #include "planner/comm.h"
+#include "planner/fp8.h"
 #include "planner/memory.h"
 #include "planner/model.h"
 #include "planner/layout.h"
@@ -220,6 +221,8 @@ typedef struct {
     double   act_kept, act_rebuild, act_split;
     double   act_input;                 /* of act_kept, the input full recomputation keeps */
     double   tp_bytes;
+    double   fp8_cast;                  /* s of FP8 casts in fwd + bwd_in (fp8.c) */
+    double   fp8_params;                /* of params, the FP8 linears' weights */
 } LayerTime;
 
 static double tp_time(const Cluster *cl, PlanGroup g, const PlanTpColls *k, double bytes)
@@ -470,7 +473,7 @@ static double cp_kernel_keys(const PlanCut *cut, double keys, double Tl)
 /* Why: one place turns a layer's counted work into seconds, so every
  * consumer (fast path, lowering, report) agrees. */
 static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
-                       PlanGroup tpg, PlanGroup epg, PlanGroup cpg, double peak, bool *ovf, LayerTime *t)
+                       PlanGroup tpg, PlanGroup epg, PlanGroup cpg, int zero_dp, double peak, bool *ovf, LayerTime *t)
 {
     const Device *d = &p->cluster.device;
     double e = plan_dtype_bytes(p->model.dtype);
@@ -489,8 +492,22 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
      * and the fused attention at that fraction of the peak they reach in
      * short runs; the memory-bound parts are not slowed */
     double speak = peak * plan_sustained(d);
+    double fp8_f = 0, fp8_b = 0, fp8_arf = 0, fp8_arb = 0;   /* FP8 casts and amax all-reduces (fp8.c) */
     for (int i = 0; i < w.n_gemm; i++) {
         const PlanGemm *g = &w.gemm[i];
+        if (plan_fp8_gemm(p, ly, g)) {   /* a linear's three GEMMs at the FP8 rate, its casts */
+            double f = plan_fp8_gemm_time(d, PLAN_GEMM_FWD, g->m, g->n, g->k, g->batch);
+            t->fwd += f;
+            t->bwd_in += plan_fp8_gemm_time(d, PLAN_GEMM_DX, g->m, g->n, g->k, g->batch);
+            t->bwd_w += plan_fp8_gemm_time(d, PLAN_GEMM_DW, g->m, g->n, g->k, g->batch);
+            gemm_f[i] = f;
+            PlanFp8Casts c;
+            double cf, cb, af, ab;
+            plan_fp8_casts(p, g->m * g->batch, g->n, g->k, cut->tp, zero_dp, zero_dp > 1 ? 3 : 0, &c);
+            plan_fp8_cast_time(p, &c, tpg, &cf, &cb, &af, &ab);
+            fp8_f += cf; fp8_b += cb; fp8_arf += af; fp8_arb += ab;
+            continue;
+        }
         double f = plan_gemm_pass_time(d, speak, e, PLAN_GEMM_FWD, g->m, g->n, g->k, g->batch);
         double dx = plan_gemm_pass_time(d, speak, e, PLAN_GEMM_DX, g->m, g->n, g->k, g->batch);
         /* dB = A^T dC: accumulated into the gradient buffer (beta = 1)
@@ -523,8 +540,9 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         else t->bwd_w += dw;
         if (g->core) { core_f += f; core_b += dx + dw; }
     }
-    t->fwd += stream_time(d, w.ew_fwd, w.ew_kernels);
-    t->bwd_in += stream_time(d, w.ew_bwd, w.ew_kernels_bwd);
+    t->fwd += stream_time(d, w.ew_fwd, w.ew_kernels) + fp8_f;
+    t->bwd_in += stream_time(d, w.ew_bwd, w.ew_kernels_bwd) + fp8_b;
+    t->fp8_cast = fp8_f + fp8_b;
     /* the kernels that compute more than they move: measured seconds per
      * element (Device.act_*, softmax_*, planc calibrate; 0 analytically) */
     double sm = 0;
@@ -549,7 +567,8 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     }
     t->tp_bytes = w.tp_bytes;
     t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);
-    t->tp_b = tp_time(&p->cluster, tpg, &w.tp_bwd, w.tp_bytes);
+    t->tp_b = tp_time(&p->cluster, tpg, &w.tp_bwd, w.tp_bytes) + fp8_arb;
+    t->tp_f += fp8_arf;
     t->ep_f = ep_time(p, ly, epg, w.ep_fwd, &w, w.ep_count_bytes);
     t->ep_b = ep_time(p, ly, epg, w.ep_bwd, &w, 0);
     t->a2a_bytes = w.a2a_bytes;
@@ -588,6 +607,8 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->params = plan_layer_params_ep(&p->model, ly, cut->tp, etp, cut->ep, ovf);
     t->expert_params = plan_layer_expert_params(&p->model, ly, etp, ovf) / (uint64_t)(cut->ep > 1 ? cut->ep : 1);
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
+    if (plan_fp8_layer(p, ly))
+        t->fp8_params = (double)t->params - (double)plan_layer_norm_params(&p->model, ly);
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
     t->act_rebuild = (w.recomputed ? w.act_none - w.act_kept : 0) + w.act_scratch;
@@ -735,6 +756,7 @@ typedef struct {
     int      layers, moe_layers;
     double   tensors;          /* parameter tensors (plan_layer_tensors) */
     bool     embedding, head;  /* holds the embedding / the head */
+    double   fp8_cast, fp8_params;   /* FP8 casts (s), FP8 linears' weights (LayerTime's) */
 } SegCost;
 
 double plan_a2a_hidden(double a, double cover, double slow)
@@ -831,6 +853,8 @@ static void segment_cost(const Plan *p, PlanGroup epg, int first, int end, const
         sc->rebuild = block_rebuild;
         if (x->params > sc->layer_params_max) sc->layer_params_max = x->params;
         sc->layers++;
+        sc->fp8_cast += x->fp8_cast;
+        sc->fp8_params += x->fp8_params;
     }
     moe_a2a_hidden(p, epg, sc);
 }
@@ -874,6 +898,8 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     *norm_params += (uint64_t)n * sc->norm_params;
     c->layers += n * sc->layers;
     c->tensors += d * sc->tensors;
+    c->fp8_cast += d * sc->fp8_cast;
+    c->fp8_params += d * sc->fp8_params;
     uint64_t full;
     if (__builtin_mul_overflow((uint64_t)n, sc->params_full, &full) ||
         __builtin_add_overflow(*total, full, total))
@@ -952,7 +978,7 @@ static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, int gbyt
 
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
 {
-    c->weight_bytes = plan_dtype_bytes(p->model.dtype) * (double)c->params;
+    c->weight_bytes = plan_fp8_gather_bytes(p, (double)c->params, c->fp8_params);
     dp_times(&p->cluster, l, plan_layout_group(&p->cluster, plan_dp_cp(l), l->tp, l->pp, GROUP_DP), plan_grad_bytes(p), c);
 }
 
@@ -1022,7 +1048,7 @@ static void run_push(CostRun *r, int *n, int first, int end, const SegCost *c)
  * (plan_costs_reference) every layer and segment is costed on its own.
  * *keep owns what the runs point into. */
 static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, const PlanCut *cut,
-                             PlanGroup tpg, PlanGroup epg, PlanGroup cpg, double peak, bool *ovf, int *n_runs,
+                             PlanGroup tpg, PlanGroup epg, PlanGroup cpg, int zero_dp, double peak, bool *ovf, int *n_runs,
                              void **keep)
 {
     const Model *mo = &p->model;
@@ -1038,7 +1064,7 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
     PlanWidest wide = { 1, 1, 1 };   /* over one layer of each class: plan_widest's */
     for (int c = 0; c < nc; c++) {
         int i = memo ? sh->cls_rep[c] : c;
-        layer_time(p, &mo->layers[i], i ? &mo->layers[i - 1] : NULL, cut, tpg, epg, cpg, peak, ovf, &lt[c]);
+        layer_time(p, &mo->layers[i], i ? &mo->layers[i - 1] : NULL, cut, tpg, epg, cpg, zero_dp, peak, ovf, &lt[c]);
         plan_widest_add(mo, &mo->layers[i], cut->tp, &wide);
     }
     double scratch = plan_bwd_scratch_bytes(mo, cut, &wide);
@@ -1128,7 +1154,8 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
 
     int n_runs, emb_chunk = -1, head_chunk = -1;
     void *keep, *keep0 = NULL;
-    CostRun *run = segment_runs(p, sh, memo, &cut, tpg, epg, cpg, out->peak_flops, &ovf, &n_runs, &keep);
+    int zero_dp = l->zero >= 3 ? plan_dp_cp(l) : 1;   /* the ZeRO-3 shards an fp8 weight is cast on (dp x cp) */
+    CostRun *run = segment_runs(p, sh, memo, &cut, tpg, epg, cpg, zero_dp, out->peak_flops, &ovf, &n_runs, &keep);
     /* full recomputation of some blocks only (recompute_layers,
      * recompute_every): the others cost as under recompute none, and
      * plan_block_recomputed says which is which */
@@ -1136,7 +1163,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     PlanCut cut0 = cut;
     cut0.recompute = RECOMPUTE_NONE;
     int n_runs0 = 0;
-    CostRun *run0 = partial ? segment_runs(p, sh, memo, &cut0, tpg, epg, cpg, out->peak_flops, &ovf, &n_runs0, &keep0)
+    CostRun *run0 = partial ? segment_runs(p, sh, memo, &cut0, tpg, epg, cpg, zero_dp, out->peak_flops, &ovf, &n_runs0, &keep0)
                             : NULL;
     uint64_t *norm_params = calloc((size_t)out->n_chunks, sizeof *norm_params);
     int *rank_blocks = calloc((size_t)l->pp, sizeof *rank_blocks);   /* [pp] blocks of the earlier chunks */
@@ -1211,7 +1238,8 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         PlanGroup pair = plan_pp_pair(cl, plan_dp_cp(l), l->tp, l->pp, k % l->pp);
         bool same_pair = k && pair.pods == plan_pp_pair(cl, plan_dp_cp(l), l->tp, l->pp, (k - 1) % l->pp).pods;
         if (q && same_pair && q->params == c->params && q->layers == c->layers &&
-            q->expert_params == c->expert_params && q->moe_layers == c->moe_layers) {   /* same collectives */
+            q->expert_params == c->expert_params && q->moe_layers == c->moe_layers &&
+            q->fp8_params == c->fp8_params) {   /* same collectives */
             c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->weight_bytes = q->weight_bytes;
             c->red_bytes = q->red_bytes;
             c->reduce = q->reduce; c->gather = q->gather; c->sync = q->sync;
@@ -1221,7 +1249,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         }
         c->p2p_bytes = e * T * (double)mo->dim / (l->sequence_parallel == 1 ? l->tp : 1);
         c->p2p = l->pp > 1 ? pp_send_time(cl, mo, l, pair, tpg, c->p2p_bytes) : 0;
-        c->weight_bytes = e * (double)c->params;
+        c->weight_bytes = plan_fp8_gather_bytes(p, (double)c->params, c->fp8_params);   /* fp8 all-gather */
         dp_times(cl, l, dpg, plan_grad_bytes(p), c);
         out->opt_params[k % l->pp] += c->params;
         opt_expert[k % l->pp] += c->expert_params;

@@ -111,6 +111,8 @@ typedef struct {
     double   reduce;         /* s: DP gradient all-reduce (ZeRO 0) or reduce-scatter */
     double   gather;         /* s: ZeRO-3 parameter all-gather of the chunk */
     double   sync;           /* s: ZeRO-1/2 all-gather of the updated parameters */
+    double   fp8_cast;       /* s: of fwd + bwd, the FP8 casts (planner/fp8.c) */
+    double   fp8_params;     /* of params, the weights of FP8 linears */
 } PlanChunkCost;
 
 /* Costs of one layout. */

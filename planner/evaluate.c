@@ -110,6 +110,7 @@ static bool step_times(const PlanCosts *c, PlanEval *ev)
         t->cp += m * (k->fwd_cp + k->bwd_cp);
         t->cp_total += m * (k->fwd_cp_total + k->bwd_cp_total);
         t->recompute += m * (k->recompute);
+        t->fp8_cast += m * k->fp8_cast;
         t->tp += m * (k->fwd_tp + k->bwd_tp);
         t->ep += m * (k->fwd_ep + k->bwd_ep) - paired_hidden(c, crit, v, k);
         t->dp_total += (l->zero >= 2 ? m : 1) * k->reduce;

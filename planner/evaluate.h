@@ -38,6 +38,7 @@ typedef struct {
     double norm;             /* gradient-norm all-reduce over all ranks */
     double optimizer;        /* AdamW */
     double bubble;           /* pipeline bubble: waiting for other stages (simulate.h) */
+    double fp8_cast;         /* of compute, the FP8 casts (planner/fp8.c; recomputed ones aside) */
 } PlanTimes;
 
 /* Everything `check` reports about one layout. */

@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "planner/comm.h"
+#include "planner/fp8.h"
 #include "planner/evaluate.h"
 #include "planner/export.h"
 #include "planner/layout.h"
@@ -312,6 +313,29 @@ static void megatron_cp(const Ex *x, FILE *o, bool *first)
     }
 }
 
+/* FP8 (issue 27) as Megatron-LM's Transformer-Engine flags
+ * (megatron/training/arguments.py, _add_transformer_engine_args:
+ * --fp8-format choices e4m3, hybrid; --fp8-recipe choices tensorwise,
+ * delayed, mxfp8, blockwise; --fp8-amax-history-len; --fp8-param-gather;
+ * --first-last-layers-bf16). Megatron has no rowwise recipe: a note. */
+static void megatron_fp8(const Ex *x, FILE *o, bool *first)
+{
+    const PlanFp8 *f = &x->p->software.fp8;
+    if (!plan_fp8_on(&x->p->software)) return;
+    if (f->recipe == PLAN_FP8_ROWWISE) {
+        note(x, "fp8 rowwise: Megatron-LM's --fp8-recipe has tensorwise, delayed, mxfp8 and blockwise, no "
+                "rowwise (torchao's); not written");
+        return;
+    }
+    arg(o, first, "--fp8-format");
+    fprintf(o, " %s", plan_fp8_format_names[f->format]);
+    arg(o, first, "--fp8-recipe");
+    fprintf(o, " %s", plan_fp8_recipe_names[f->recipe]);
+    if (f->recipe == PLAN_FP8_DELAYED) arg_int(o, first, "--fp8-amax-history-len", f->amax_history);
+    if (f->all_gather) arg(o, first, "--fp8-param-gather");
+    if (f->first_last_bf16) arg(o, first, "--first-last-layers-bf16");
+}
+
 static void write_megatron(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
@@ -408,6 +432,7 @@ static void write_megatron(const Ex *x, FILE *o)
         fputs(" uniform", o);
         arg_int(o, &first, "--recompute-num-layers", 1);
     }
+    megatron_fp8(x, o, &first);
     if (x->p->has_train) {
         const Train *t = &x->p->train;
         arg_int(o, &first, "--train-iters", t->steps);
@@ -519,6 +544,8 @@ static void torchtitan_cp(const Ex *x, FILE *o)
                 "allgather or alltoall), no head-scattering all-to-all (DeepSpeed-Ulysses); written: the "
                 "ring, context_parallel_rotate_method = \"alltoall\"", plan_cp_comm_name(form));
 }
+
+static void torchtitan_fp8(const Ex *x, FILE *o);
 
 static void write_torchtitan(const Ex *x, FILE *o)
 {
@@ -639,6 +666,7 @@ static void write_torchtitan(const Ex *x, FILE *o)
     fprintf(o, "\n[activation_checkpoint]\nmode = \"%s\"\n", every ? "selective" : ac[l->recompute]);
     if (every) fprintf(o, "selective_ac_option = \"%d\"\n", l->recompute_every);
     if (l->recompute == RECOMPUTE_SELECTIVE_OP) fprintf(o, "selective_ac_option = \"op\"\n");
+    torchtitan_fp8(x, o);
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
         note(x, "recompute_layers %d (Megatron's %s method) has no torchtitan option: written as full "
                 "recomputation of every block", l->recompute_layers,
@@ -648,6 +676,32 @@ static void write_torchtitan(const Ex *x, FILE *o)
         note(x, "recompute selective: planc recomputes the attention scores (Korthikanti); torchtitan's "
                 "op-level selective checkpointing is the nearest, its memory differs");
     }
+}
+
+/* FP8 (issue 27) as torchtitan's tables (torchtitan/config/job_config.py:
+ * Float8 enable_fsdp_float8_all_gather, precompute_float8_dynamic_scale_for_fsdp,
+ * recipe_name "tensorwise" | "rowwise" | "rowwise_with_gw_hp", filter_fqns;
+ * MX for mxfp8), with the model converter that turns them on
+ * ([model] converters = ["float8"] or ["mx"], written here as a note: the
+ * [model] table is the flavor's). The output layer stays bf16: filter_fqns
+ * ["output"]. */
+static void torchtitan_fp8(const Ex *x, FILE *o)
+{
+    const PlanFp8 *f = &x->p->software.fp8;
+    if (!plan_fp8_on(&x->p->software)) return;
+    if (f->recipe == PLAN_FP8_MXFP8) {
+        fprintf(o, "\n[mx]\nrecipe_name = \"mxfp8\"\nfilter_fqns = [\"output\"]\n");
+        note(x, "fp8 mxfp8: add \"mx\" to [model] converters (torchao's MXLinear)");
+    } else {
+        fprintf(o, "\n[float8]\nrecipe_name = \"%s\"\nenable_fsdp_float8_all_gather = %s\n"
+                   "precompute_float8_dynamic_scale_for_fsdp = %s\nfilter_fqns = [\"output\"]\n",
+                plan_fp8_recipe_names[f->recipe], f->all_gather ? "true" : "false", f->all_gather ? "true" : "false");
+        note(x, "fp8 %s: add \"float8\" to [model] converters (torchao's Float8Linear)",
+             plan_fp8_recipe_names[f->recipe]);
+    }
+    if (f->first_last_bf16)
+        note(x, "fp8 first_last_bf16: list the first and last block's linears in filter_fqns "
+                "(\"layers.0.\", \"layers.%d.\")", x->m->n_blocks - 1);
 }
 
 /* ---- DeepSpeed ------------------------------------------------------------ */
@@ -688,6 +742,10 @@ static void deepspeed_software(const Ex *x)
         note(x, "grad_accum_fusion true: DeepSpeed adds each micro-batch's gradients apart (no setting)");
     if (w->optimizer == PLAN_OPTIM_FORLOOP)
         note(x, "optimizer forloop: \"torch_adam\": true runs torch.optim.AdamW, whose default on CUDA is foreach");
+    if (plan_fp8_on(w))
+        note(x, "fp8 %s: DeepSpeed has no FP8 training of its own (ds_config has no fp8 section); the model's "
+                "code runs it, e.g. Transformer Engine's te.Linear under te.fp8_autocast with the recipe; not "
+                "written", plan_fp8_recipe_names[w->fp8.recipe]);
 }
 
 /* A ds_config.json (DeepSpeed's configuration documentation). */

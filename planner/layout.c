@@ -10,6 +10,7 @@
  * the code generator ask the same functions and nothing else.
  */
 #include "planner/layout.h"
+#include "planner/fp8.h"
 #include "planner/model.h"
 
 #include <stdarg.h>
@@ -487,7 +488,8 @@ bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len)
            plan_rule_batch(l->global_batch, l->dp, l->micro_batch, why, len) &&
            plan_rule_schedule(l->schedule, l->pp, l->chunks, why, len) &&
            plan_rule_pp_blocks(m, l->pp, l->chunks, why, len) &&
-           plan_rule_interleaved_batches(l, why, len);
+           plan_rule_interleaved_batches(l, why, len) &&
+           plan_rule_fp8(p, &p->software.fp8, why, len);
 }
 
 /* Blocks per chunk of B blocks in n chunks: base, plus one for `extra`

@@ -64,6 +64,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "planner/cost.h"
+#include "planner/fp8.h"
 #include "planner/layout.h"
 #include "planner/model.h"
 
@@ -230,6 +231,20 @@ uint64_t plan_memory_grad_transient(const Plan *p, double layer_params_max)
     return plan_bytes(layer_params_max * plan_dtype_bytes(p->model.dtype));
 }
 
+/* What FP8 training changes in stage s's items (planner/fp8.c's
+ * plan_fp8_memory over the stage's chunks): the parameters, the buffers
+ * and the activations of the micro-batches in flight; nothing without fp8. */
+static void plan_memory_fp8(const Plan *p, const PlanCosts *c, int s, PlanStageMem *m)
+{
+    if (!plan_fp8_on(&p->software)) return;
+    PlanFp8Mem sum;
+    plan_fp8_stage_memory(p, &c->layout, c->chunk, s, &sum);
+    /* each item stays >= 0: a saving never exceeds what the item holds */
+    m->params_bytes = plan_bytes(fmax(0, (double)m->params_bytes + sum.params));
+    m->buffers_bytes = plan_bytes(fmax(0, (double)m->buffers_bytes + sum.buffers));
+    m->activations_bytes = plan_bytes(fmax(0, (double)m->activations_bytes + m->in_flight * sum.act_per_mb));
+}
+
 void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
 {
     const Layout *l = &c->layout;
@@ -264,6 +279,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
                                                               plan_grad_dtype(p)),
                                           plan_bytes_add(plan_bytes(a2a + early),
                                                          plan_memory_grad_transient(p, layer_max)));
+        plan_memory_fp8(p, c, s, m);
         m->reserve_bytes = plan_memory_reserve(cap);
         m->total_bytes = plan_bytes_add(plan_bytes_add(plan_bytes_add(m->params_bytes, m->grads_bytes),
                                          plan_bytes_add(m->optimizer_bytes, m->activations_bytes)),

@@ -94,7 +94,8 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
            a->bias == b->bias && a->qkv_bias_only == b->qkv_bias_only && a->tied == b->tied &&
            a->position == b->position && a->rope_theta == b->rope_theta &&
            a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
-           a->aux_loss == b->aux_loss && a->capacity_factor == b->capacity_factor;
+           a->aux_loss == b->aux_loss && a->capacity_factor == b->capacity_factor &&
+           a->fp8_exempt == b->fp8_exempt;
 }
 
 bool plan_model_dropout(const Model *m)

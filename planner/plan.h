@@ -102,6 +102,11 @@ typedef struct {
                                the output projection (Qwen2's `bias qkv`) */
     /* LAYER_LM_HEAD */
     bool      tied;         /* shares the embedding matrix */
+    /* LAYER_ATTENTION, LAYER_MLP: the linears stay in bf16 under an fp8
+     * plan (the first and last block under `fp8 { first_last_bf16 true }`,
+     * set by sema; planner/fp8.c). A field of the shape, so the cost memo
+     * keeps such blocks in a class of their own. */
+    bool      fp8_exempt;
 } Layer;
 
 typedef struct {
@@ -377,6 +382,35 @@ typedef struct {
     const char *data;            /* path of the training data, or NULL */
 } Train;
 
+/* FP8 training (issue 27): the scaling recipe of the linears' GEMMs
+ * (Software.fp8, the plan block's `fp8 { ... }`; planner/fp8.c holds the
+ * names, the defaults and the rules). ORDER plan_fp8_recipe_names. */
+typedef enum {
+    PLAN_FP8_OFF,          /* bf16 GEMMs (no fp8 block) */
+    PLAN_FP8_TENSORWISE,   /* one scale per tensor from its current amax (torchao's default,
+                              TE's Float8CurrentScaling) */
+    PLAN_FP8_ROWWISE,      /* one scale per row (torchao's rowwise) */
+    PLAN_FP8_BLOCKWISE,    /* 1x128 activation, 128x128 weight blocks (DeepSeek-V3; TE's
+                              Float8BlockScaling) */
+    PLAN_FP8_MXFP8,        /* 32-element blocks with e8m0 scales (OCP MX; Blackwell) */
+    PLAN_FP8_DELAYED,      /* one scale per tensor from an amax history (TE's DelayedScaling) */
+} PlanFp8Recipe;
+#define PLAN_N_FP8_RECIPES 6
+/* ORDER plan_fp8_format_names */
+typedef enum {
+    PLAN_FP8_E4M3,         /* E4M3 in every GEMM */
+    PLAN_FP8_HYBRID,       /* E4M3 forward, E5M2 for the gradients (TE's Format.HYBRID) */
+} PlanFp8Format;
+
+typedef struct {
+    int     recipe;          /* PlanFp8Recipe; PLAN_FP8_OFF (0) when the plan has none */
+    int     format;          /* PlanFp8Format */
+    bool    all_gather;      /* the ZeRO/FSDP parameter all-gathers move fp8 weights (torchao's
+                                enable_fsdp_float8_all_gather, Megatron's --fp8-param-gather) */
+    int64_t amax_history;    /* delayed: amaxes kept per tensor (TE's amax_history_len) */
+    bool    first_last_bf16; /* the first and last transformer block's linears in bf16 */
+} PlanFp8;
+
 /* The software that runs the plan: which communication it overlaps with
  * compute. The plan block's overlap_* keys set it; the defaults are what
  * planc's own program does (plan_software_defaults, planner/layout.c, the
@@ -492,6 +526,9 @@ typedef struct {
      * planc's assumption): its expert GEMMs and all-to-alls, which the
      * step waits for */
     double moe_imbalance;
+    /* FP8 training (issue 27): the recipe of the linears' GEMMs; recipe
+     * PLAN_FP8_OFF (a Software built in C without it) is bf16 */
+    PlanFp8 fp8;
 } Software;
 
 /* How a mixture's tokens reach their experts (Software.moe_dispatcher).

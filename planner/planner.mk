@@ -2,16 +2,17 @@
 # simulation, evaluation (the call graph: planner/evaluate.c).
 PLANNER_SRCS := planner/model.c planner/comm.c planner/layout.c planner/memory.c \
                 planner/cost.c planner/schedule.c planner/lower.c planner/p2p_order.c planner/simulate.c \
-                planner/evaluate.c planner/presets.c planner/report.c planner/stacks.c
+                planner/evaluate.c planner/presets.c planner/report.c planner/stacks.c planner/fp8.c planner/fp8_cost.c
 PLANNER_OBJS := $(PLANNER_SRCS:%.c=$(BUILD)/obj/%.o)
 # (planner/sema.c, the front end's AST -> Plan, is added by planner/sema.mk)
 PLANC_SRCS += $(PLANNER_SRCS)
 
-TEST_TARGETS     += test-planner test-commmodel test-published test-validate-rows
+TEST_TARGETS     += test-planner test-commmodel test-published test-validate-rows test-fp8-planner
 BENCH_TARGETS    += bench-planner
 VALIDATE_TARGETS += validate-planner
 
-.PHONY: test-planner test-commmodel test-published test-validate-rows bench-planner validate-planner
+.PHONY: test-planner test-commmodel test-published test-validate-rows bench-planner validate-planner \
+        test-fp8-planner
 
 # the collective model against NCCL's tuner and nccl-tests, the pod tier
 # (its search case needs the search)
@@ -25,6 +26,22 @@ test-commmodel: $(BUILD)/bin/test_commmodel
 $(BUILD)/bin/test_planner: tests/test_planner.c $(PLANNER_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(CMOCKA_LIBS) $(LDLIBS)
+
+# FP8 training in the planner (issue 27): the unit tests, then `planc
+# check` of an fp8 plan and `planc emit` refusing it, naming the key
+$(BUILD)/bin/test_fp8_planner: tests/test_fp8_planner.c $(PLANNER_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(CMOCKA_LIBS) $(LDLIBS)
+
+test-fp8-planner: $(BUILD)/bin/test_fp8_planner $(PLANC)
+	$(BUILD)/bin/test_fp8_planner
+	@$(PLANC) check tests/fp8/tiny-fp8.plan > $(BUILD)/fp8-check.txt
+	@grep -q '^fp8: tensorwise' $(BUILD)/fp8-check.txt && grep -q 'FP8 casts' $(BUILD)/fp8-check.txt || \
+	    { echo "FAIL: planc check prints no fp8 line or cast time"; exit 1; }
+	@rc=0; $(PLANC) emit tests/fp8/tiny-fp8.plan -o $(BUILD)/fp8.cu 2> $(BUILD)/fp8-emit.err || rc=$$?; \
+	    [ $$rc = 1 ] && grep -q "fp8: planc's runtime cannot honour it" $(BUILD)/fp8-emit.err || \
+	    { cat $(BUILD)/fp8-emit.err; echo "FAIL: planc emit did not refuse fp8 (exit $$rc)"; exit 1; }
+	@echo "planc check prints the fp8 plan; planc emit refuses it"
 
 # the validation rows are .plan files: the front end (dsl, sema) reads them,
 # and search fills the fields a source does not state

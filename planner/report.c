@@ -9,6 +9,7 @@
  * a stage does not fit, the report still prints, names the stage and the
  * largest item on stderr, and returns 1.
  */
+#include "planner/fp8.h"
 #include "planner/report.h"
 #include "planner/stacks.h"
 
@@ -207,6 +208,11 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
     char sw[512];
     plan_software_describe(p, l->zero, sw, sizeof sw);
     fprintf(out, "software: %s\n", sw);
+    if (plan_fp8_on(&p->software)) {
+        char f8[512];
+        plan_fp8_describe(p, f8, sizeof f8);
+        fprintf(out, "fp8: %s; %.1f %% of the GEMM FLOPs in FP8\n", f8, 100 * plan_fp8_gemm_fraction(p, l));
+    }
     print_group(out, "TP", plan_layout_group(&p->cluster, plan_dp_cp(l), l->tp, l->pp, GROUP_TP));
     if (plan_cp(l) > 1) {   /* cp ranks tp apart; the gradient group is dp x cp of them */
         print_group(out, "CP", plan_cp_group(&p->cluster, l->tp, plan_cp(l)));
@@ -313,6 +319,9 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
     const PlanTimes *t = &ev->times;
     fprintf(out, "\ntime per step (seconds, stage %d, the one that ends last)\n", ev->critical);
     fprintf(out, "  %-28s %10.4f   (of which recomputation %.4f)\n", "compute", t->compute, t->recompute);
+    if (t->fp8_cast > 0)
+        fprintf(out, "  %-28s %10.4f   of compute (memory-bound quantisation of X, W, dY; amax passes)\n",
+                "FP8 casts", t->fp8_cast);
     fprintf(out, "  %-28s %10.4f   exposed (synchronous)\n", "TP collectives", t->tp);
     if (ev->layout.ep > 1)
         fprintf(out, "  %-28s %10.4f   exposed (dispatch + combine; how they run: the layout's moe line)\n",
@@ -337,6 +346,32 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
     fprintf(out, "  %-28s %10.4f   (bubble fraction %.4f: waiting for other stages / compute)\n",
             "pipeline bubble", t->bubble, bubble);
     fprintf(out, "  %-28s %10.4f   simulated (fast path %.4f)\n", "step", step, closed);
+}
+
+/* check --json's "fp8" object (only with an fp8 plan): the recipe, the
+ * format, the FP8 share of the GEMM FLOPs, the casts' seconds per step on
+ * the critical stage, and what FP8 adds to the fullest stage's bytes
+ * (negative: saves; planner/fp8.c's plan_fp8_stage_memory). */
+static void json_fp8(FILE *out, const Plan *p, const PlanEval *ev, const char *nl)
+{
+    const Layout *l = &ev->layout;
+    const PlanFp8 *f = &p->software.fp8;
+    double extra = 0;
+    PlanChunk *chunks = calloc((size_t)(l->pp * l->chunks), sizeof *chunks);
+    if (ev->valid && ev->stages && chunks && plan_split(&p->model, l->pp, l->chunks, chunks)) {
+        PlanFp8Mem m;
+        int s = ev->worst_stage;
+        plan_fp8_stage_memory(p, l, chunks, s, &m);
+        extra = m.params + m.buffers + ev->stages[s].in_flight * m.act_per_mb;
+    }
+    free(chunks);
+    fprintf(out, "\"fp8\": {\"recipe\": \"%s\", \"format\": \"%s\", \"all_gather\": %s, "
+                 "\"first_last_bf16\": %s, \"amax_history\": %lld, \"software\": \"%s\", "
+                 "\"gemm_fraction\": %.6f, \"cast_time_s\": %.9g, \"extra_bytes\": %.0f},%s",
+            plan_fp8_recipe_names[f->recipe], plan_fp8_format_names[f->format], f->all_gather ? "true" : "false",
+            f->first_last_bf16 ? "true" : "false", (long long)f->amax_history,
+            plan_fp8_torchao(&p->software) ? "torchao" : "transformer_engine", plan_fp8_gemm_fraction(p, l),
+            ev->times.fp8_cast, extra, nl);
 }
 
 void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step, double bubble,
@@ -364,6 +399,7 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     fprintf(out, "\"software\": ");
     plan_software_json(out, p, l->zero);
     fprintf(out, ",%s", nl);
+    if (plan_fp8_on(&p->software)) json_fp8(out, p, ev, nl);
     json_recompute_parts(out, l, nl);
     /* where each group lands on the tiers (plan_group_tier) */
     static const char *const gname[] = { "tp", "dp", "pp", "cp" };

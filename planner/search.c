@@ -76,6 +76,7 @@
  * and every byte from memory.h's items; this file only adds per-block
  * figures up.
  */
+#include "planner/fp8.h"
 #include "planner/search.h"
 
 #include <inttypes.h>
@@ -1623,6 +1624,9 @@ bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char 
      * cannot know: every layout evaluated */
     PlanSearchOptions whole = *o;
     if (plan_recompute_partial(&p->layout) || plan_recompute_unit(&p->layout) > 1) whole.prune = false;
+    /* FP8's memory items (planner/fp8.c) are not in the per-stage memory
+     * estimate (stage_fixed, stage_act): every layout evaluated */
+    if (plan_fp8_on(&p->software)) whole.prune = false;
     bool ok = search_once(p, &whole, s, false, why, len);
     bool forced = false;
     if (!s->cp_searched && !s->refused && s->feasible == 0 && p->layout.cp == PLAN_AUTO) {

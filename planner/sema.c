@@ -28,6 +28,7 @@
  */
 #include "planner/sema.h"
 
+#include "planner/fp8.h"
 #include "planner/layout.h"
 #include "planner/model.h"
 #include "planner/presets.h"
@@ -1319,7 +1320,9 @@ static const char *const PLAN_KEYS[] = { "dp", "tp", "pp", "zero", "micro_batch"
                                          /* MoE dispatch (issue 25) */
                                          "etp", "overlap_moe_a2a", "moe_dispatcher", "moe_imbalance",
                                          /* context parallelism (issue 26) */
-                                         "cp", "cp_comm" };
+                                         "cp", "cp_comm",
+                                         /* FP8 training (issue 27) */
+                                         "fp8" };
 KEYS_FIT(PLAN_KEYS);
 static const char *const CP_COMM_NAMES[] = { "ring", "all_to_all", "all_gather", "hierarchical" };   /* ORDER PlanCpComm */
 _Static_assert(sizeof CP_COMM_NAMES / sizeof *CP_COMM_NAMES == PLAN_N_CP_COMMS, "CP_COMM_NAMES out of step");
@@ -1384,6 +1387,8 @@ static void sema_stack(Sema *S, const DslStmt *st, Software *W)
     *W = plan_stack_software(row);
 }
 
+static void sema_fp8(Sema *S, const DslStmt *st, Software *W);
+
 /* The MoE software keys (issue 25): overlap_moe_a2a true|false,
  * moe_dispatcher alltoall|deepep, moe_imbalance X >= 1 (no `auto`:
  * search takes them as given); absent keys keep plan_software_defaults. */
@@ -1441,6 +1446,62 @@ static void sema_software(Sema *S, const Fields *F, Software *W)
         W->attention_kernel = e;
     }
     sema_software_moe(S, F, W);
+    if ((s = field(F, "fp8"))) sema_fp8(S, s, W);
+}
+
+/* fp8 RECIPE; or fp8 [RECIPE] { recipe R; format e4m3|hybrid; all_gather
+ * B; amax_history N; first_last_bf16 B } (issue 27): the recipe's
+ * defaults (plan_fp8_defaults) and the keys written over them. Given by
+ * the plan, never searched. The keys are Transformer Engine's and
+ * torchao's: recipe (TE's recipe class, torchao's recipe_name), format
+ * (TE's fp8_format, Megatron's --fp8-format), all_gather (torchao's
+ * enable_fsdp_float8_all_gather, Megatron's --fp8-param-gather),
+ * amax_history (TE's amax_history_len, --fp8-amax-history-len),
+ * first_last_bf16 (Megatron's --first-last-layers-bf16). */
+static void sema_fp8(Sema *S, const DslStmt *st, Software *W)
+{
+    static const char *const KEYS[] = { "recipe", "format", "all_gather", "amax_history", "first_last_bf16" };
+    const char *const *names = plan_fp8_recipe_names + 1;   /* "off" is no recipe to write */
+    const int n = PLAN_N_FP8_RECIPES - 1;
+    const DslStmt *body, *s;
+    int e, recipe = PLAN_FP8_TENSORWISE;   /* torchao's Float8LinearConfig default: tensorwise, dynamic */
+    if (st->kind != DSL_STMT_BLOCK && st->n_args == 0) {
+        dsl_error(S->d, st->key_loc, "fp8 needs a recipe: fp8 tensorwise; or fp8 { recipe delayed; format "
+                  "hybrid } (recipes tensorwise, rowwise, blockwise, mxfp8, delayed)");
+        return;
+    }
+    if (!block_body(S, st, 1, &body)) return;
+    if (st->n_args == 1) {
+        if (st->args->kind == DSL_VAL_WORD && strcmp(st->args->text, "auto") == 0) {
+            dsl_error(S->d, st->args->loc, "fp8 is given by the plan, not searched: write a recipe "
+                      "(tensorwise, rowwise, blockwise, mxfp8 or delayed)");
+            return;
+        }
+        DslStmt name = *st;
+        name.kind = DSL_STMT_ENTRY;
+        if (!get_enum(S, &name, names, n, false, &e)) return;
+        recipe = e + 1;
+    }
+    Fields F = { "fp8", KEYS, N_ELEMS(KEYS), { 0 } };
+    collect(S, &F, body);
+    if ((s = field(&F, "recipe"))) {
+        if (st->n_args == 1)
+            dsl_error(S->d, s->key_loc, "the recipe is named twice ('fp8 %s' and 'recipe'); keep one",
+                      st->args->text);
+        else if (get_enum(S, s, names, n, false, &e)) recipe = e + 1;
+    }
+    PlanFp8 f = plan_fp8_defaults(recipe);
+    int64_t x;
+    if ((s = field(&F, "format")) && get_enum(S, s, plan_fp8_format_names, 2, false, &e)) f.format = e;
+    if ((s = field(&F, "all_gather")) && get_bool(S, s, false, &e)) f.all_gather = e != 0;
+    if ((s = field(&F, "first_last_bf16")) && get_bool(S, s, false, &e)) f.first_last_bf16 = e != 0;
+    /* TE keeps up to amax_history_len amaxes per tensor (1 .. 2^20 as a
+     * plain bound: TE's default is 1024) */
+    if ((s = field(&F, "amax_history")) && get_int(S, s, 1, INT64_C(1) << 20, false, &x)) f.amax_history = x;
+    if (f.recipe == PLAN_FP8_MXFP8 && field(&F, "format") && f.format == PLAN_FP8_HYBRID)
+        dsl_error(S->d, field(&F, "format")->args->loc, "MXFP8 is E4M3 with e8m0 block scales (TE's "
+                  "MXFP8BlockScaling takes fp8_format E4M3); write 'format e4m3'");
+    W->fp8 = f;
 }
 
 /* What a Megatron-Core module recomputes that the language has no layer
@@ -1689,6 +1750,42 @@ static void check_layout_cluster(Sema *S, const Layout *L, const Software *W, co
         dsl_error_class(S->d, DSL_ERR_CLUSTER, src->block->key_loc, "%s", why);
 }
 
+/* FP8 against the model and the device (planner/fp8.c's one rule), and
+ * first_last_bf16's mark on the first and last block's layers. The device
+ * lacking what the recipe needs is DSL_ERR_CLUSTER (a valid plan for
+ * another cluster, exit 1). */
+static void check_fp8(Sema *S, Plan *out, const PlanSrc *src)
+{
+    const PlanFp8 *f = &out->software.fp8;
+    if (!plan_fp8_on(&out->software)) return;
+    char why[512];
+    const Device *d = &out->cluster.device;
+    if (!plan_rule_fp8(out, f, why, sizeof why)) {
+        bool device = !(d->flops_fp8 > 0) || (f->recipe == PLAN_FP8_MXFP8 && d->arch != 0 && d->arch < 100);
+        if (device) dsl_error_class(S->d, DSL_ERR_CLUSTER, plan_loc(src, "fp8"), "%s", why);
+        else dsl_error(S->d, plan_loc(src, "fp8"), "%s", why);
+        return;
+    }
+    if (!f->first_last_bf16) return;
+    /* a block runs from its attention layer to the next one: the first
+     * [first, second), the last [last, the end) */
+    Model *m = &out->model;
+    int first = -1, second = -1, last = -1;
+    for (int i = 0; i < m->n_layers; i++) {
+        if (m->layers[i].kind != LAYER_ATTENTION) continue;
+        if (first < 0) first = i;
+        else if (second < 0) second = i;
+        last = i;
+    }
+    if (first < 0) return;
+    if (second < 0) second = m->n_layers;
+    for (int i = 0; i < m->n_layers; i++) {
+        bool in = (i >= first && i < second) || i >= last;
+        if (in && (m->layers[i].kind == LAYER_ATTENTION || m->layers[i].kind == LAYER_MLP))
+            m->layers[i].fp8_exempt = true;
+    }
+}
+
 /* ---- train ------------------------------------------------------------- */
 
 static const char *const TRAIN_KEYS[] = { "steps", "lr", "warmup", "seed", "grad_clip", "optimizer", "data" };
@@ -1807,6 +1904,7 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
             if (model_ok) check_layout_model(&S, &out->layout, &out->model, &src);
             if (model_ok) check_layout_moe(&S, &out->layout, &out->software, &out->model, &src);
             if (cluster_ok) check_layout_cluster(&S, &out->layout, &out->software, &out->cluster, &src);
+            if (model_ok && cluster_ok) check_fp8(&S, out, &src);
         }
     }
     if (model_ok && cluster_ok && S.device_no_fp32 && out->model.dtype == DTYPE_FP32)

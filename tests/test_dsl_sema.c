@@ -1197,6 +1197,100 @@ static void test_link_warnings(void **state)
     globfree(&g);
 }
 
+
+/* fp8 { ... } and fp8 RECIPE (issue 27): each recipe's defaults (TE's and
+ * torchao's), the keys over them, first_last_bf16's mark on the first and
+ * last block, and the refusals: a device without FP8 (exit class cluster,
+ * naming it), mxfp8 before Blackwell, an fp32 model, a misspelt recipe
+ * with the nearest one. */
+static void test_fp8_keys(void **state)
+{
+    (void)state;
+    static const char H100[] =
+        "cluster c { nodes 1; gpus_per_node 8; device h100-sxm-80gb\n"
+        "    link intra { bandwidth 450 GB/s; latency 2 us } }\n";
+    static const char B200[] =
+        "cluster c { nodes 1; gpus_per_node 8; device b200-sxm-180gb\n"
+        "    link intra { bandwidth 900 GB/s; latency 2 us } }\n";
+    static const char BF16[] =
+        "model m {\n"
+        "    vocab 1000; seq 128; dtype bf16\n"
+        "    embedding { dim 256 }\n"
+        "    repeat 8 { attention { heads 8 }; mlp {} }\n"
+        "    norm {}\n"
+        "    lm_head\n"
+        "}\n";
+    static const char FP32[] =
+        "model m {\n"
+        "    vocab 1000; seq 128; dtype fp32\n"
+        "    embedding { dim 256 }\n"
+        "    repeat 8 { attention { heads 8 }; mlp {} }\n"
+        "    norm {}\n"
+        "    lm_head\n"
+        "}\n";
+    static const struct { const char *cluster, *plan; int recipe, format; bool gather, fl; int64_t hist; } cases[] = {
+        { H100, "plan { fp8 tensorwise }\n", PLAN_FP8_TENSORWISE, PLAN_FP8_HYBRID, false, false, 1024 },
+        { H100, "plan { fp8 {} }\n", PLAN_FP8_TENSORWISE, PLAN_FP8_HYBRID, false, false, 1024 },
+        { H100, "plan { fp8 { recipe delayed; amax_history 16 } }\n", PLAN_FP8_DELAYED, PLAN_FP8_HYBRID, false,
+          false, 16 },
+        { H100, "plan { fp8 rowwise }\n", PLAN_FP8_ROWWISE, PLAN_FP8_E4M3, false, false, 1024 },
+        { H100, "plan { fp8 { recipe blockwise; all_gather true } }\n", PLAN_FP8_BLOCKWISE, PLAN_FP8_E4M3, true,
+          false, 1024 },
+        { H100, "plan { fp8 tensorwise { format e4m3; first_last_bf16 true } }\n", PLAN_FP8_TENSORWISE,
+          PLAN_FP8_E4M3, false, true, 1024 },
+        { B200, "plan { fp8 mxfp8 }\n", PLAN_FP8_MXFP8, PLAN_FP8_E4M3, false, false, 1024 },
+        { H100, "plan { dp 8 }\n", PLAN_FP8_OFF, 0, false, false, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Run r;
+        char *text = cat3(cases[i].cluster, BF16, cases[i].plan);
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        const PlanFp8 *f = &r.p.software.fp8;
+        assert_int_equal(f->recipe, cases[i].recipe);
+        assert_int_equal(f->format, cases[i].format);
+        assert_int_equal(f->all_gather, cases[i].gather);
+        assert_int_equal(f->first_last_bf16, cases[i].fl);
+        assert_int_equal(f->amax_history, cases[i].hist);
+        /* first_last_bf16: blocks 0 and 7 (layers 1, 2 and 15, 16) exempt, the rest not */
+        const Model *m = &r.p.model;
+        for (int k = 0; k < m->n_layers; k++) {
+            bool exempt = cases[i].fl && (k == 1 || k == 2 || k == 15 || k == 16);
+            if (m->layers[k].fp8_exempt != exempt) fprintf(stderr, "case %zu layer %d\n", i, k);
+            assert_int_equal(m->layers[k].fp8_exempt, exempt);
+        }
+        done(&r);
+        free(text);
+    }
+    static const struct { const char *cluster, *model, *plan, *msg; bool cluster_class; } bad[] = {
+        { CLUSTER, BF16, "plan { fp8 tensorwise }\n", "device a100-sxm-80gb has no FP8 tensor cores", true },
+        { H100, BF16, "plan { fp8 mxfp8 }\n", "run on Blackwell (sm_100: b200-sxm-180gb, gb200), and device h100-sxm-80gb is sm_90",
+          true },
+        { H100, FP32, "plan { fp8 tensorwise }\n", "needs a 16-bit model: model m trains in fp32", false },
+        { H100, BF16, "plan { fp8 tensorwize }\n", "did you mean 'tensorwise'?", false },
+        { H100, BF16, "plan { fp8 { recipe rowwize } }\n", "did you mean 'rowwise'?", false },
+        { H100, BF16, "plan { fp8 { recipe delayed; format e5m2 } }\n", "format", false },
+        { H100, BF16, "plan { fp8 { recipe tensorwise; amax_history 16 } }\n", "amax_history applies to recipe delayed",
+          false },
+        { H100, BF16, "plan { fp8 tensorwise { recipe rowwise } }\n", "the recipe is named twice", false },
+        { H100, BF16, "plan { fp8 auto }\n", "fp8 is given by the plan, not searched", false },
+        { H100, BF16, "plan { fp8 { recipe tensorwise; bogus 1 } }\n", "bogus", false },
+        { H100, BF16, "plan { software torchtitan; fp8 { recipe rowwise; all_gather true } }\n",
+          "torchao all-gathers FP8 weights under tensorwise scaling only", false },
+        { B200, BF16, "plan { fp8 mxfp8 { format hybrid } }\n", "MXFP8 is E4M3", false },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        expect_one_error(bad[i].cluster, bad[i].model, bad[i].plan, bad[i].msg, i);
+        Run r;
+        char *text = cat3(bad[i].cluster, bad[i].model, bad[i].plan);
+        run(&r, text);
+        assert_int_equal(r.d.n_cluster, bad[i].cluster_class ? 1 : 0);
+        done(&r);
+        free(text);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1224,6 +1318,7 @@ int main(void)
         cmocka_unit_test(test_dropout_key),
         cmocka_unit_test(test_knob_window_flops),
         cmocka_unit_test(test_knob_head_dim_flops),
+        cmocka_unit_test(test_fp8_keys),
     };
     return cmocka_run_group_tests_name("sema", tests, NULL, NULL);
 }
