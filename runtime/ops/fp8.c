@@ -169,8 +169,7 @@ static float mx_scale(float amax, prt_fp8_format fmt)
         return 1.0f;
     int shared = floor_log2(amax) - (fmt == PRT_FP8_E4M3 ? 8 : 15);
     shared = shared < -127 ? -127 : shared > 127 ? 127 : shared;
-    return shared == -127 ? prt_f32_from_bits(0x7F000000u)   /* 1 / 2^-127 = 2^127 */
-                          : pow2f(-shared);
+    return pow2f(-shared);   /* 1 / X, exact: 2^-127 .. 2^127 */
 }
 
 /* TE compute_scale_from_amax (recipe_common.cuh), value_for_inf FLT_MAX as
@@ -328,6 +327,16 @@ static float scale_at(const prt_fp8_tensor *t, size_t other, size_t kk)
     return t->scale_inv[(r / t->g.br) * t->g.nbc + c / t->g.bc];
 }
 
+/* Elements of A, B and extra together, 0 if the count (in floats) would
+ * overflow size_t. */
+static size_t sum_elems(const prt_fp8_tensor *A, const prt_fp8_tensor *B, size_t extra)
+{
+    size_t na = A->g.rows * A->g.cols, nb = B->g.rows * B->g.cols;  /* checked by grid_of */
+    if (na > SIZE_MAX / sizeof(float) - nb || na + nb > SIZE_MAX / sizeof(float) - extra)
+        return 0;
+    return na + nb + extra;
+}
+
 /* The decoded codes alone (no scale), exact in fp32. */
 static void decode_all(float *x, const prt_fp8_tensor *t)
 {
@@ -344,9 +353,10 @@ static prt_status gemm_by_kblocks(float *C, const prt_fp8_tensor *A, bool ta,
                                   const prt_fp8_tensor *B, bool tb, size_t M, size_t N,
                                   size_t K, size_t kb, float beta)
 {
-    float *a = malloc((A->g.rows * A->g.cols + B->g.rows * B->g.cols + M * N) * sizeof *a);
+    size_t n = sum_elems(A, B, M * N);
+    float *a = n ? malloc(n * sizeof *a) : NULL;
     if (!a)
-        return PRT_ERR_NOMEM;
+        return n ? PRT_ERR_NOMEM : PRT_ERR_ARG;
     float *b = a + A->g.rows * A->g.cols, *p = b + B->g.rows * B->g.cols;
     decode_all(a, A);
     decode_all(b, B);
@@ -386,13 +396,15 @@ prt_status prt_fp8_gemm(float *C, const prt_fp8_tensor *A, bool ta, const prt_fp
         return PRT_ERR_ARG;   /* K-blocks that straddle each other */
     if (!(all_pow2(A) && all_pow2(B)))
         return gemm_by_kblocks(C, A, ta, B, tb, M, N, K, lo, beta);
-    /* Powers of two: decode(q) * 2^k is exact in fp32 (3 or 2 mantissa bits,
-     * exponents within fp32's range), so dequantise-then-sgemm computes the
-     * same products as the FP8 kernel; only the order of the fp32 sums
-     * differs. */
-    float *a = malloc((A->g.rows * A->g.cols + B->g.rows * B->g.cols) * sizeof *a);
+    /* Powers of two: decode(q) * 2^k is exact in fp32 (4 or 3 significant
+     * bits; the smallest, 2^-16 * 2^-127, is above fp32's 2^-149; only a
+     * product past FLT_MAX, which the kernel's would be too, is not), so
+     * dequantise-then-sgemm computes the FP8 kernel's products; only the
+     * order of the fp32 sums differs. */
+    size_t n = sum_elems(A, B, 0);
+    float *a = n ? malloc(n * sizeof *a) : NULL;
     if (!a)
-        return PRT_ERR_NOMEM;
+        return n ? PRT_ERR_NOMEM : PRT_ERR_ARG;
     float *b = a + A->g.rows * A->g.cols;
     prt_fp8_dequantize(a, A);
     prt_fp8_dequantize(b, B);
