@@ -2,7 +2,7 @@
 # its tests and its benchmark.
 PRT_OPS_CPU := runtime/ops/mem.c runtime/ops/layers.c runtime/ops/linear.c runtime/ops/dropout.c \
                runtime/ops/attention.c runtime/ops/adamw.c runtime/ops/moe.c runtime/ops/fp8.c
-PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c runtime/ops/errors.c
+PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c runtime/ops/errors.c runtime/ops/fp8_recipe.c
 PRT_SRCS     += $(PRT_OPS_CPU) $(PRT_OPS_BOTH)
 PRT_CUDA_SRCS += $(PRT_OPS_BOTH) runtime/ops/adamw.c
 
@@ -38,7 +38,7 @@ bench-ops: $(BUILD)/tests/test_ops_bench
 
 # ---- CUDA build ---------------------------------------------------------------
 PRT_CUDA_SRCS += runtime/cuda/ops_mem.c runtime/cuda/ops_layers.cu runtime/cuda/ops_gemm.cu \
-                 runtime/cuda/ops_adamw.cu runtime/cuda/ops_moe.cu
+                 runtime/cuda/ops_adamw.cu runtime/cuda/ops_moe.cu runtime/cuda/ops_fp8.cu
 
 # ---- CUDA check: CUDA ops vs CPU ops in one program ------------------------------
 # libplanrt_ref.a is the CPU ops with every prt_ symbol renamed ref_prt_, and

@@ -590,15 +590,65 @@ static inline size_t prt_fp8_nblocks(const prt_fp8_grid *g) { return g->nbr * g-
 /* amax (nblocks) = max |x| over each block; a NaN in a block makes its
  * amax NaN. The caller may all-reduce (MAX) these over the ranks that
  * hold shards of one block, so every layout scales alike. */
-void  prt_fp8_amax(float *amax, const float *x, const prt_fp8_grid *g);
-/* The quantisation scale of one block from its amax: TE's
- * compute_scale_from_amax (recipe_common.cuh): amax floored at eps;
- * amax 0, inf or NaN gives 1; max / amax in fp32 (inf: FLT_MAX); pow2
- * keeps the exponent bits only (round down to 2^k). MXFP8: 1 / X, X =
- * 2^(floor(log2 amax) - emax_elem) clamped to E8M0's [2^-127, 2^127]
- * (emax_elem 8 for E4M3, 15 for E5M2; OCP MX v1.0 section 6.3); amax 0:
- * 1; amax inf or NaN: NaN (E8M0's NaN code). */
-float prt_fp8_scale_from_amax(float amax, const prt_fp8_cfg *cfg);
+void  prt_fp8_amax(float *amax, const prt_act *x, const prt_fp8_grid *g);
+/* scale (n) = prt_fp8_scale_from_amax of each amax (n). */
+void  prt_fp8_scales(float *scale, const float *amax, size_t n, const prt_fp8_cfg *cfg);
+/* floor(log2 a) of a finite a > 0, from its bits (fp32 subnormals too). */
+static inline PRT_FP8_HD int prt_f32_floor_log2(float a)
+{
+    uint32_t u = prt_f32_bits(a) & 0x7FFFFFFFu;
+    if (u >> 23)
+        return (int)(u >> 23) - 127;
+    int lead = 22;
+    while (lead > 0 && !(u >> lead))
+        lead--;
+    return lead - 149;   /* a subnormal is its mantissa times 2^-149 */
+}
+
+/* 2^e for e in [-149, 127], exactly. */
+static inline PRT_FP8_HD float prt_f32_pow2(int e)
+{
+    return e >= -126 ? prt_f32_from_bits((uint32_t)(e + 127) << 23)
+                     : prt_f32_from_bits(1u << (e + 149));
+}
+
+/* The quantisation scale of one block from its amax (host and device, so
+ * both builds' casts take it from here). Amax recipes: TE's
+ * compute_scale_from_amax (transformer_engine/common/recipe/
+ * recipe_common.cuh): amax floored at eps; amax 0, inf or NaN gives 1;
+ * max / amax in fp32, correctly rounded (TE's __fdiv_rn; torchao's
+ * amax_to_scale divides in fp64 and rounds once to fp32, the same value);
+ * an overflow gives FLT_MAX (value_for_inf of an fp32 input); pow2 keeps
+ * the sign and exponent bits, rounding down to 2^k (torchao's
+ * exp2(floor(log2(scale)))). MXFP8: 1 / X, X = 2^(floor(log2 amax) -
+ * emax_elem) clamped to E8M0's [2^-127, 2^127], emax_elem 8 for E4M3 and
+ * 15 for E5M2 (OCP MX v1.0 section 6.3); amax 0 gives 1; inf or NaN gives
+ * NaN (E8M0's NaN code 0xFF). */
+static inline PRT_FP8_HD float prt_fp8_scale_from_amax(float amax, const prt_fp8_cfg *cfg)
+{
+    uint32_t a = prt_f32_bits(amax) & 0x7FFFFFFFu;
+    bool finite = a < 0x7F800000u;
+    if (cfg->recipe == PRT_FP8_MXFP8) {
+        if (!finite)
+            return prt_f32_from_bits(0x7FC00000u);
+        if (a == 0u)
+            return 1.0f;
+        int shared = prt_f32_floor_log2(amax) - (cfg->fmt == PRT_FP8_E4M3 ? 8 : 15);
+        shared = shared < -127 ? -127 : shared > 127 ? 127 : shared;
+        return prt_f32_pow2(-shared);   /* exact: 2^-127 .. 2^127 */
+    }
+    if (amax < cfg->amax_eps)
+        amax = cfg->amax_eps;
+    if (!finite || amax == 0.0f)
+        return 1.0f;
+    float scale = prt_fp8_max(cfg->fmt) / amax;
+    if (prt_f32_bits(scale) == 0x7F800000u)
+        scale = prt_f32_from_bits(0x7F7FFFFFu);   /* FLT_MAX */
+    if (cfg->pow2)
+        scale = prt_f32_from_bits(prt_f32_bits(scale) & 0xFF800000u);
+    return scale;
+}
+
 /* The E8M0 code of an MXFP8 scale_inv (a power of two), 0xFF for NaN. */
 uint8_t prt_e8m0_encode(float pow2);
 
@@ -636,7 +686,12 @@ typedef struct {
 
 /* q = encode(x * scale of its block), scale_inv = 1 / scale (exact for
  * powers of two); the tensor's grid must be set (prt_fp8_grid_of). */
-void prt_fp8_cast(prt_fp8_tensor *t, const float *x, const float *scale, prt_fp8_mode mode);
+void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_fp8_mode mode);
+
+/* What follows is the CPU build's alone (runtime/ops/fp8.c; the CUDA
+ * build has the amax, scales and cast above, runtime/cuda/ops_fp8.cu, and
+ * no FP8 GEMM yet). */
+#ifndef PRT_CUDA
 /* amax, scales and cast in one, for every recipe: DELAYED casts with
  * h->scale and records its amax in h (h required then); the others
  * ignore h. amax_out (the tensor's amax) may be NULL. */
@@ -684,6 +739,7 @@ prt_status prt_fp8_linear_bwd_input(float *dx, const float *dout, const float *w
 prt_status prt_fp8_linear_bwd_weight(float *dw, const float *dout, const float *x,
                                      size_t N, size_t K, size_t O, const prt_fp8_linear_cfg *cfg,
                                      prt_fp8_history *h_dout, prt_fp8_history *h_x);
+#endif /* !PRT_CUDA */
 
 /* ---- optimizer ---------------------------------------------------------- */
 typedef struct {

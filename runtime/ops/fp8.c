@@ -3,8 +3,10 @@
  * and scales of each recipe, quantisation to E4M3 / E5M2 codes, and the
  * scaled GEMM, so a CPU run computes what an FP8 run on a GPU computes.
  *
- * The scalar codec lives in prt_ops.h (inline, shared with the CUDA
- * kernels); this file applies it to matrices. What the recipes do is
+ * The scalar codec and the scale rule live in prt_ops.h (inline, shared
+ * with the CUDA kernels of runtime/cuda/ops_fp8.cu), the recipes' grids
+ * and delayed scaling's history in fp8_recipe.c (both builds); this file
+ * applies them to matrices in host memory. What the recipes do is
  * taken from the libraries that define them, named at each rule:
  * Transformer Engine (transformer_engine/common/recipe/__init__.py,
  * recipe_common.cuh, delayed_scaling.cu), torchao
@@ -25,98 +27,9 @@
 
 /* ---- recipes -------------------------------------------------------------- */
 
-/* DeepSeek-V3 section 3.3.2 (fine-grained quantisation): 1 x 128 tiles
- * for activations and gradients, 128 x 128 blocks for weights; TE
- * Float8BlockScaling uses the same 128. */
-enum { FP8_BLOCK = 128 };
-/* OCP MX v1.0 section 5 (table 1, MXFP8): k = 32 elements per scale. */
-enum { FP8_MX_BLOCK = 32 };
-
-/* ORDER PRT_FP8_RECIPE */
-static const char *const RECIPE_NAMES[] = {
-    "tensorwise", "delayed", "rowwise", "blockwise", "mxfp8",
-};
-
-const char *prt_fp8_recipe_name(prt_fp8_recipe r)
-{
-    return (unsigned)r < sizeof RECIPE_NAMES / sizeof RECIPE_NAMES[0] ? RECIPE_NAMES[r] : "?";
-}
-
-prt_fp8_cfg prt_fp8_cfg_default(prt_fp8_recipe r, prt_fp8_format fmt, bool weight)
-{
-    return (prt_fp8_cfg){
-        .recipe = r,
-        .fmt = fmt,
-        .mode = PRT_FP8_SAT,
-        /* torchao Float8LinearConfig.from_recipe_name(ROWWISE) sets
-         * round_scales_to_power_of_2=True; TE Float8BlockScaling's QParams
-         * default power_2_scale=True; tensorwise and delayed keep fp32
-         * scales (TE Float8CurrentScaling use_power_2_scales defaults off). */
-        .pow2 = r == PRT_FP8_ROWWISE || r == PRT_FP8_BLOCKWISE,
-        .block2d = r == PRT_FP8_BLOCKWISE && weight,
-        .amax_eps = 0.0f,
-        .margin = 0,
-    };
-}
-
-prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid)
-{
-    /* TE Format.HYBRID: e4m3 forward, e5m2 for the backward's gradients. */
-    return (prt_fp8_linear_cfg){
-        .act = prt_fp8_cfg_default(r, PRT_FP8_E4M3, false),
-        .weight = prt_fp8_cfg_default(r, PRT_FP8_E4M3, true),
-        .grad = prt_fp8_cfg_default(r, hybrid ? PRT_FP8_E5M2 : PRT_FP8_E4M3, false),
-    };
-}
-
-/* The block's extent along K and across it, per recipe. */
-static bool block_extent(const prt_fp8_cfg *cfg, size_t kdim_len, size_t *along_k,
-                         size_t *across_k, size_t other_len)
-{
-    switch (cfg->recipe) {
-    case PRT_FP8_TENSORWISE:
-    case PRT_FP8_DELAYED:
-        *along_k = kdim_len, *across_k = other_len;
-        return true;
-    case PRT_FP8_ROWWISE:
-        *along_k = kdim_len, *across_k = 1;
-        return true;
-    case PRT_FP8_BLOCKWISE:
-        *along_k = FP8_BLOCK, *across_k = cfg->block2d ? FP8_BLOCK : 1;
-        return true;
-    case PRT_FP8_MXFP8:
-        *along_k = FP8_MX_BLOCK, *across_k = 1;
-        return true;
-    }
-    return false;
-}
-
-prt_status prt_fp8_grid_of(prt_fp8_grid *g, const prt_fp8_cfg *cfg, size_t rows, size_t cols,
-                           prt_fp8_kdim k)
-{
-    if (!rows || !cols || (k != PRT_FP8_K_COLS && k != PRT_FP8_K_ROWS))
-        return PRT_ERR_ARG;
-    if (rows > SIZE_MAX / cols)
-        return PRT_ERR_ARG;
-    size_t klen = k == PRT_FP8_K_COLS ? cols : rows, olen = k == PRT_FP8_K_COLS ? rows : cols;
-    size_t along, across;
-    if (!block_extent(cfg, klen, &along, &across, olen))
-        return PRT_ERR_ARG;
-    along = along < klen ? along : klen;
-    across = across < olen ? across : olen;
-    *g = (prt_fp8_grid){
-        .rows = rows, .cols = cols, .k = k,
-        .br = k == PRT_FP8_K_COLS ? across : along,
-        .bc = k == PRT_FP8_K_COLS ? along : across,
-    };
-    g->nbr = (rows + g->br - 1) / g->br;
-    g->nbc = (cols + g->bc - 1) / g->bc;
-    return PRT_OK;
-}
-
 /* ---- amax and scales ------------------------------------------------------- */
 
-void prt_fp8_amax(float *amax, const float *x, const prt_fp8_grid *g)
+void prt_fp8_amax(float *amax, const prt_act *x, const prt_fp8_grid *g)
 {
     for (size_t b = 0; b < prt_fp8_nblocks(g); b++)
         amax[b] = 0.0f;
@@ -131,114 +44,15 @@ void prt_fp8_amax(float *amax, const float *x, const prt_fp8_grid *g)
     }
 }
 
-/* floor(log2 a) of a finite a > 0 from its bits (fp32 subnormals too). */
-static int floor_log2(float a)
+void prt_fp8_scales(float *scale, const float *amax, size_t n, const prt_fp8_cfg *cfg)
 {
-    uint32_t u = prt_f32_bits(a);
-    int e = (int)(u >> 23);
-    if (e)
-        return e - 127;
-    int lead = 31 - __builtin_clz(u & 0x7FFFFFu);  /* subnormal: 2^-149 * mantissa */
-    return lead - 149;
-}
-
-/* 2^e for e in [-149, 127], exactly. */
-static float pow2f(int e)
-{
-    if (e >= -126)
-        return prt_f32_from_bits((uint32_t)(e + 127) << 23);
-    return prt_f32_from_bits(1u << (e + 149));
-}
-
-uint8_t prt_e8m0_encode(float pow2)
-{
-    if (!(pow2 > 0.0f) || isinf(pow2))
-        return 0xFFu;
-    int e = floor_log2(pow2);
-    return (uint8_t)(e < -127 ? 0 : e > 127 ? 254 : e + 127);
-}
-
-/* OCP MX v1.0 section 6.3: shared_exp = floor(log2(max |V_i|)) - emax_elem,
- * X = 2^shared_exp, clamped to E8M0's range; elements are V_i / X. emax_elem
- * is the element format's largest normal exponent: 8 (E4M3), 15 (E5M2). */
-static float mx_scale(float amax, prt_fp8_format fmt)
-{
-    if (isnan(amax) || isinf(amax))
-        return prt_f32_from_bits(0x7FC00000u);
-    if (amax == 0.0f)
-        return 1.0f;
-    int shared = floor_log2(amax) - (fmt == PRT_FP8_E4M3 ? 8 : 15);
-    shared = shared < -127 ? -127 : shared > 127 ? 127 : shared;
-    return pow2f(-shared);   /* 1 / X, exact: 2^-127 .. 2^127 */
-}
-
-/* TE compute_scale_from_amax (recipe_common.cuh), value_for_inf FLT_MAX as
- * for an fp32 input; torchao's amax_to_scale computes the same quotient (in
- * fp64, rounded once to fp32: the same value) and rounds down to a power of
- * two with exp2(floor(log2(scale))), which is the mask below. */
-static float amax_scale(float amax, float fmax, bool pow2, float eps)
-{
-    if (amax < eps)
-        amax = eps;
-    if (isinf(amax) || amax == 0.0f || isnan(amax))
-        return 1.0f;
-    float scale = fmax / amax;
-    if (isinf(scale))
-        scale = FLT_MAX;
-    if (pow2)
-        scale = prt_f32_from_bits(prt_f32_bits(scale) & 0xFF800000u);
-    return scale;
-}
-
-float prt_fp8_scale_from_amax(float amax, const prt_fp8_cfg *cfg)
-{
-    if (cfg->recipe == PRT_FP8_MXFP8)
-        return mx_scale(amax, cfg->fmt);
-    return amax_scale(amax, prt_fp8_max(cfg->fmt), cfg->pow2, cfg->amax_eps);
-}
-
-/* ---- delayed scaling --------------------------------------------------------- */
-
-prt_status prt_fp8_history_init(prt_fp8_history *h, float *buf, size_t len)
-{
-    if (!buf || !len)
-        return PRT_ERR_ARG;
-    *h = (prt_fp8_history){ .amax = buf, .len = len, .scale = 1.0f };
-    return PRT_OK;
-}
-
-void prt_fp8_history_record(prt_fp8_history *h, float amax)
-{
-    h->pending = fmaxf(h->pending, amax);
-}
-
-/* TE amax_and_scale_update's kernel: roll the window, amax = max over it
- * ("max" algorithm, fmaxf), scale = (max * 2^-margin) / amax when amax is
- * finite and > 0, else the previous scale; pow2 as compute_scale_from_amax. */
-float prt_fp8_history_update(prt_fp8_history *h, const prt_fp8_cfg *cfg)
-{
-    h->amax[h->head] = h->pending;
-    h->head = (h->head + 1) % h->len;
-    if (h->count < h->len)
-        h->count++;
-    h->pending = 0.0f;
-    float amax = 0.0f;
-    for (size_t i = 0; i < h->count; i++)
-        amax = fmaxf(amax, h->amax[i]);
-    if (isfinite(amax) && amax > 0.0f) {
-        float s = ldexpf(prt_fp8_max(cfg->fmt), -cfg->margin) / amax;
-        if (isinf(s))
-            s = FLT_MAX;
-        if (cfg->pow2)
-            s = prt_f32_from_bits(prt_f32_bits(s) & 0xFF800000u);
-        h->scale = s;
-    }
-    return h->scale;
+    for (size_t b = 0; b < n; b++)
+        scale[b] = prt_fp8_scale_from_amax(amax[b], cfg);
 }
 
 /* ---- cast, quantise, dequantise --------------------------------------------- */
 
-void prt_fp8_cast(prt_fp8_tensor *t, const float *x, const float *scale, prt_fp8_mode mode)
+void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_fp8_mode mode)
 {
     const prt_fp8_grid *g = &t->g;
     for (size_t b = 0; b < prt_fp8_nblocks(g); b++)
@@ -269,8 +83,7 @@ prt_status prt_fp8_quantize(prt_fp8_tensor *t, const float *x, const prt_fp8_cfg
     if (cfg->recipe == PRT_FP8_DELAYED)
         scale[0] = h->scale;
     else
-        for (size_t b = 0; b < nb; b++)
-            scale[b] = prt_fp8_scale_from_amax(amax[b], cfg);
+        prt_fp8_scales(scale, amax, nb, cfg);
     prt_fp8_cast(t, x, scale, cfg->mode);
     float whole = 0.0f;
     for (size_t b = 0; b < nb; b++)
@@ -416,6 +229,17 @@ prt_status prt_fp8_gemm(float *C, const prt_fp8_tensor *A, bool ta, const prt_fp
 }
 
 /* ---- linear layers ------------------------------------------------------------ */
+
+prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid)
+{
+    /* TE Format.HYBRID: e4m3 forward, e5m2 for the backward's gradients. */
+    return (prt_fp8_linear_cfg){
+        .act = prt_fp8_cfg_default(r, PRT_FP8_E4M3, false),
+        .weight = prt_fp8_cfg_default(r, PRT_FP8_E4M3, true),
+        .grad = prt_fp8_cfg_default(r, hybrid ? PRT_FP8_E5M2 : PRT_FP8_E4M3, false),
+    };
+}
+
 
 /* Quantise two operands into one allocation, run the GEMM, free. */
 typedef struct {
