@@ -443,6 +443,59 @@ static void test_quant_error(void **state)
     free(x), free(dq), free(q), free(si);
 }
 
+/* Layout invariance: a tensor split over two ranks (rows [0, R/2) and
+ * [R/2, R), as a column-parallel weight over TP 2) casts to the codes of
+ * the whole when the shards' amaxes are combined first (the MAX
+ * all-reduce the caller makes): tensorwise takes the max of the two;
+ * 128 x 128 blocks and rowwise scales lie inside a shard when the split
+ * falls on a block boundary, so nothing is combined. */
+static void test_shard_invariance(void **state)
+{
+    (void)state;
+    const size_t R = 256, C = 192, H = R / 2;
+    float *x = wide_values(R * C);
+    x[3] = 700.0f;   /* the largest element lies in the first shard only */
+    static const prt_fp8_recipe rs[] = { PRT_FP8_TENSORWISE, PRT_FP8_ROWWISE, PRT_FP8_BLOCKWISE };
+    uint8_t *qw = malloc(R * C), *qs = malloc(R * C);
+    float siw[8], sis[2][8], amax[2][8], scale[8];
+    for (size_t ri = 0; ri < 3; ri++) {
+        prt_fp8_cfg cfg = prt_fp8_cfg_default(rs[ri], PRT_FP8_E4M3, true);
+        float *siw_r = ri == 1 ? malloc(R * sizeof(float)) : siw;
+        prt_fp8_tensor whole = { .q = qw, .scale_inv = siw_r };
+        assert_int_equal(prt_fp8_quantize(&whole, x, &cfg, PRT_FP8_K_COLS, R, C, NULL, NULL), PRT_OK);
+        prt_fp8_grid g;
+        assert_int_equal(prt_fp8_grid_of(&g, &cfg, H, C, PRT_FP8_K_COLS), PRT_OK);
+        size_t nb = prt_fp8_nblocks(&g);
+        for (size_t sh = 0; sh < 2 && rs[ri] != PRT_FP8_ROWWISE; sh++)
+            prt_fp8_amax(amax[sh], x + sh * H * C, &g);
+        if (rs[ri] == PRT_FP8_TENSORWISE)   /* the all-reduce (MAX) over the two ranks */
+            amax[0][0] = amax[1][0] = fmaxf(amax[0][0], amax[1][0]);
+        for (size_t sh = 0; sh < 2; sh++) {
+            prt_fp8_tensor part = { .q = qs + sh * H * C, .scale_inv = sis[sh], .g = g,
+                                    .fmt = cfg.fmt };
+            if (rs[ri] == PRT_FP8_ROWWISE) {   /* per row: each shard alone */
+                float *si = malloc(H * sizeof *si);
+                part.scale_inv = si;
+                assert_int_equal(prt_fp8_quantize(&part, x + sh * H * C, &cfg, PRT_FP8_K_COLS, H, C,
+                                                  NULL, NULL), PRT_OK);
+                assert_memory_equal(si, siw_r + sh * H, H * sizeof *si);
+                free(si);
+                continue;
+            }
+            prt_fp8_scales(scale, amax[sh], nb, &cfg);
+            prt_fp8_cast(&part, x + sh * H * C, scale, cfg.mode);
+            const float *want = rs[ri] == PRT_FP8_TENSORWISE ? siw : siw + sh * nb;
+            assert_memory_equal(sis[sh], want, nb * sizeof(float));
+        }
+        assert_memory_equal(qs, qw, R * C);
+        print_message("  %-10s two shards cast to the whole tensor's %zu codes\n",
+                      prt_fp8_recipe_name(rs[ri]), R * C);
+        if (ri == 1)
+            free(siw_r);
+    }
+    free(x), free(qw), free(qs);
+}
+
 /* ---- the scaled GEMM -------------------------------------------------------
  * The reference is the double-precision sum of the dequantised products,
  * decode(a) scale_inv(a) decode(b) scale_inv(b), each exact in double. An
@@ -650,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_mx_scales),
         cmocka_unit_test(test_delayed_scales),
         cmocka_unit_test(test_quant_error),
+        cmocka_unit_test(test_shard_invariance),
         cmocka_unit_test(test_scaled_gemm),
         cmocka_unit_test(test_gemm_refusals),
         cmocka_unit_test(test_fp8_linear),
