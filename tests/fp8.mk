@@ -31,3 +31,26 @@ TEST_TARGETS += test-fp8
 test-fp8: $(FP8_TEST_BIN) $(FP8_ENCODE) $(FP8_VENV)/.installed
 	$(FP8_TEST_BIN)
 	$(FP8_VENV)/bin/python tests/fp8/ref_check.py $(FP8_ENCODE) $(BUILD)
+
+# ---- the CUDA casts against the CPU's (runtime/cuda/ops_fp8.cu) -------------
+# test_fp8_cuda links libplanrt_cuda.a and the renamed CPU ops
+# (libplanrt_ref.a, runtime/ops.mk); without a GPU it stops at start with
+# status 77, which proves the CUDA casts link. On a GPU machine run
+# build/tests/test_fp8_cuda itself.
+ifneq ($(NVCC),)
+FP8_CUDA_BIN := $(BUILD)/tests/test_fp8_cuda
+
+$(BUILD)/obj-cuda/tests/test_fp8_cuda.c.o: $(BUILD)/gen/prt_ops_ref.h
+
+$(FP8_CUDA_BIN): $(BUILD)/obj-cuda/tests/test_fp8_cuda.c.o $(LIBPRT_CUDA) $(OPS_REF_LIB)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(OPS_REF_LIB) $(BLAS_LIBS) \
+	    $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64 -lstdc++ $(LDLIBS)
+
+.PHONY: test-fp8-cuda-link
+TEST_TARGETS += test-fp8-cuda-link
+test-fp8-cuda-link: $(FP8_CUDA_BIN)
+	@$(FP8_CUDA_BIN) 2>&1 | tail -n 12; rc=$${PIPESTATUS[0]}; \
+	 if [ $$rc = 77 ]; then echo "test-fp8-cuda-link: linked; no GPU here, CUDA checks skipped"; \
+	 elif [ $$rc != 0 ]; then echo "test-fp8-cuda-link: failed (status $$rc)" >&2; exit 1; fi
+endif
