@@ -5,9 +5,11 @@
 #
 # ml_dtypes 0.7.0 (and numpy) go into a venv under build/ the first time
 # (about 10 s and 100 MB); without PyPI the target fails and says so.
+# `make SAN=1 test-fp8` runs both under AddressSanitizer and UBSan.
 FP8_TEST_BIN := $(BUILD)/tests/test_fp8
 FP8_ENCODE   := $(BUILD)/tests/fp8_encode
-FP8_VENV     := $(BUILD)/venv-fp8
+# One venv for the plain and the SAN=1 trees (build/san shares build's).
+FP8_VENV     := $(patsubst %/san,%,$(BUILD))/venv-fp8
 FP8_MLDTYPES := ml_dtypes==0.7.0
 
 $(FP8_TEST_BIN) $(FP8_ENCODE): $(BUILD)/tests/%: $(BUILD)/obj-rt/tests/%.o $(LIBPRT)

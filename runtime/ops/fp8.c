@@ -25,8 +25,6 @@
 #include <string.h>
 #include "ops_err.h"
 
-/* ---- recipes -------------------------------------------------------------- */
-
 /* ---- amax and scales ------------------------------------------------------- */
 
 void prt_fp8_amax(float *amax, const prt_act *x, const prt_fp8_grid *g)
