@@ -101,6 +101,9 @@ typedef struct {
     const char *why;
 } encode_case;
 
+#define CASE(F, M, X, W, WHY) \
+    { .f = PRT_FP8_##F, .mode = PRT_FP8_##M, .x = (X), .want = (W), .why = (WHY) }
+
 static void run_encode_cases(const encode_case *cs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -118,25 +121,25 @@ static void test_ties_and_subnormals(void **state)
     (void)state;
     const float u4 = ldexpf(1, -9), u5 = ldexpf(1, -16);  /* the smallest subnormals */
     const encode_case cs[] = {
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 1.0625f, 0x38, "tie 1 | 1.125 -> 1 (even)" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 1.1875f, 0x3A, "tie 1.125 | 1.25 -> 1.25 (even)" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, nextafterf(1.0625f, 2), 0x39, "past the tie" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, nextafterf(1.0625f, 0), 0x38, "before the tie" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, -1.1875f, 0xBA, "negative tie" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 0.5f * u4, 0x00, "half the min subnormal -> 0 (even)" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, nextafterf(0.5f * u4, 1), 0x01, "just past it" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 1.5f * u4, 0x02, "tie 1 | 2 subnormal units -> 2" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 2.5f * u4, 0x02, "tie 2 | 3 units -> 2" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 7.5f * u4, 0x08, "tie max subnormal | min normal" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 1e-30f, 0x00, "far below" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, -1e-30f, 0x80, "far below, negative: -0" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 1e-40f, 0x00, "an fp32 subnormal" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, 1.125f, 0x3C, "tie 1 | 1.25 -> 1" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, 1.375f, 0x3E, "tie 1.25 | 1.5 -> 1.5" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, 0.5f * u5, 0x00, "half the min subnormal" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, 1.5f * u5, 0x02, "tie 1 | 2 units" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, 3.5f * u5, 0x04, "tie max subnormal | min normal" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, 3.0f * u5, 0x03, "a subnormal exactly" },
+        CASE(E4M3, NONSAT, 1.0625f, 0x38, "tie 1 | 1.125 -> 1 (even)"),
+        CASE(E4M3, NONSAT, 1.1875f, 0x3A, "tie 1.125 | 1.25 -> 1.25 (even)"),
+        CASE(E4M3, NONSAT, nextafterf(1.0625f, 2), 0x39, "past the tie"),
+        CASE(E4M3, NONSAT, nextafterf(1.0625f, 0), 0x38, "before the tie"),
+        CASE(E4M3, NONSAT, -1.1875f, 0xBA, "negative tie"),
+        CASE(E4M3, NONSAT, 0.5f * u4, 0x00, "half the min subnormal -> 0 (even)"),
+        CASE(E4M3, NONSAT, nextafterf(0.5f * u4, 1), 0x01, "just past it"),
+        CASE(E4M3, NONSAT, 1.5f * u4, 0x02, "tie 1 | 2 subnormal units -> 2"),
+        CASE(E4M3, NONSAT, 2.5f * u4, 0x02, "tie 2 | 3 units -> 2"),
+        CASE(E4M3, NONSAT, 7.5f * u4, 0x08, "tie max subnormal | min normal"),
+        CASE(E4M3, NONSAT, 1e-30f, 0x00, "far below"),
+        CASE(E4M3, NONSAT, -1e-30f, 0x80, "far below, negative: -0"),
+        CASE(E4M3, NONSAT, 1e-40f, 0x00, "an fp32 subnormal"),
+        CASE(E5M2, NONSAT, 1.125f, 0x3C, "tie 1 | 1.25 -> 1"),
+        CASE(E5M2, NONSAT, 1.375f, 0x3E, "tie 1.25 | 1.5 -> 1.5"),
+        CASE(E5M2, NONSAT, 0.5f * u5, 0x00, "half the min subnormal"),
+        CASE(E5M2, NONSAT, 1.5f * u5, 0x02, "tie 1 | 2 units"),
+        CASE(E5M2, NONSAT, 3.5f * u5, 0x04, "tie max subnormal | min normal"),
+        CASE(E5M2, NONSAT, 3.0f * u5, 0x03, "a subnormal exactly"),
     };
     run_encode_cases(cs, sizeof cs / sizeof cs[0]);
 }
@@ -147,22 +150,22 @@ static void test_saturation(void **state)
 {
     (void)state;
     const encode_case cs[] = {
-        { PRT_FP8_E4M3, PRT_FP8_SAT, 449.0f, 0x7E, "sat: just past max" },
-        { PRT_FP8_E4M3, PRT_FP8_SAT, 1e30f, 0x7E, "sat: far past" },
-        { PRT_FP8_E4M3, PRT_FP8_SAT, -1e30f, 0xFE, "sat: negative" },
-        { PRT_FP8_E4M3, PRT_FP8_SAT, INFINITY, 0x7E, "sat: inf -> max" },
-        { PRT_FP8_E4M3, PRT_FP8_SAT, -INFINITY, 0xFE, "sat: -inf -> -max" },
-        { PRT_FP8_E4M3, PRT_FP8_SAT, NAN, 0x7F, "sat: NaN stays NaN" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, 464.0f, 0x7E, "tie 448 | (480) -> 448 (even)" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, nextafterf(464.0f, 1e9f), 0x7F, "past: NaN" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, INFINITY, 0x7F, "inf: NaN (no inf in E4M3)" },
-        { PRT_FP8_E4M3, PRT_FP8_NONSAT, -INFINITY, 0xFF, "-inf: -NaN" },
-        { PRT_FP8_E5M2, PRT_FP8_SAT, 60000.0f, 0x7B, "sat e5m2" },
-        { PRT_FP8_E5M2, PRT_FP8_SAT, -INFINITY, 0xFB, "sat e5m2 -inf" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, 61440.0f, 0x7C, "tie 57344 | (65536) -> inf (even)" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, nextafterf(61440.0f, 0), 0x7B, "before it: max" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, -INFINITY, 0xFC, "-inf" },
-        { PRT_FP8_E5M2, PRT_FP8_NONSAT, -NAN, 0xFE, "-NaN" },
+        CASE(E4M3, SAT, 449.0f, 0x7E, "sat: just past max"),
+        CASE(E4M3, SAT, 1e30f, 0x7E, "sat: far past"),
+        CASE(E4M3, SAT, -1e30f, 0xFE, "sat: negative"),
+        CASE(E4M3, SAT, INFINITY, 0x7E, "sat: inf -> max"),
+        CASE(E4M3, SAT, -INFINITY, 0xFE, "sat: -inf -> -max"),
+        CASE(E4M3, SAT, NAN, 0x7F, "sat: NaN stays NaN"),
+        CASE(E4M3, NONSAT, 464.0f, 0x7E, "tie 448 | (480) -> 448 (even)"),
+        CASE(E4M3, NONSAT, nextafterf(464.0f, 1e9f), 0x7F, "past: NaN"),
+        CASE(E4M3, NONSAT, INFINITY, 0x7F, "inf: NaN (no inf in E4M3)"),
+        CASE(E4M3, NONSAT, -INFINITY, 0xFF, "-inf: -NaN"),
+        CASE(E5M2, SAT, 60000.0f, 0x7B, "sat e5m2"),
+        CASE(E5M2, SAT, -INFINITY, 0xFB, "sat e5m2 -inf"),
+        CASE(E5M2, NONSAT, 61440.0f, 0x7C, "tie 57344 | (65536) -> inf (even)"),
+        CASE(E5M2, NONSAT, nextafterf(61440.0f, 0), 0x7B, "before it: max"),
+        CASE(E5M2, NONSAT, -INFINITY, 0xFC, "-inf"),
+        CASE(E5M2, NONSAT, -NAN, 0xFE, "-NaN"),
     };
     run_encode_cases(cs, sizeof cs / sizeof cs[0]);
 }
@@ -379,15 +382,24 @@ typedef struct {
 } quant_case;
 
 static const quant_case QCASES[] = {
-    { "tensorwise e4m3", PRT_FP8_TENSORWISE, PRT_FP8_E4M3, false, false, PRT_FP8_K_COLS },
-    { "tensorwise e5m2 pow2", PRT_FP8_TENSORWISE, PRT_FP8_E5M2, true, false, PRT_FP8_K_ROWS },
-    { "rowwise e4m3", PRT_FP8_ROWWISE, PRT_FP8_E4M3, true, false, PRT_FP8_K_COLS },
-    { "rowwise e4m3 fp32 scales", PRT_FP8_ROWWISE, PRT_FP8_E4M3, false, false, PRT_FP8_K_ROWS },
-    { "blockwise 1x128", PRT_FP8_BLOCKWISE, PRT_FP8_E4M3, true, false, PRT_FP8_K_COLS },
-    { "blockwise 128x128", PRT_FP8_BLOCKWISE, PRT_FP8_E4M3, true, true, PRT_FP8_K_ROWS },
-    { "blockwise e5m2 fp32 scales", PRT_FP8_BLOCKWISE, PRT_FP8_E5M2, false, false, PRT_FP8_K_ROWS },
-    { "mxfp8 e4m3", PRT_FP8_MXFP8, PRT_FP8_E4M3, true, false, PRT_FP8_K_COLS },
-    { "mxfp8 e5m2", PRT_FP8_MXFP8, PRT_FP8_E5M2, true, false, PRT_FP8_K_ROWS },
+    { .name = "tensorwise e4m3", .recipe = PRT_FP8_TENSORWISE, .fmt = PRT_FP8_E4M3,
+      .k = PRT_FP8_K_COLS },
+    { .name = "tensorwise e5m2 pow2", .recipe = PRT_FP8_TENSORWISE, .fmt = PRT_FP8_E5M2,
+      .pow2 = true, .k = PRT_FP8_K_ROWS },
+    { .name = "rowwise e4m3", .recipe = PRT_FP8_ROWWISE, .fmt = PRT_FP8_E4M3, .pow2 = true,
+      .k = PRT_FP8_K_COLS },
+    { .name = "rowwise e4m3 fp32 scales", .recipe = PRT_FP8_ROWWISE, .fmt = PRT_FP8_E4M3,
+      .k = PRT_FP8_K_ROWS },
+    { .name = "blockwise 1x128", .recipe = PRT_FP8_BLOCKWISE, .fmt = PRT_FP8_E4M3, .pow2 = true,
+      .k = PRT_FP8_K_COLS },
+    { .name = "blockwise 128x128", .recipe = PRT_FP8_BLOCKWISE, .fmt = PRT_FP8_E4M3, .pow2 = true,
+      .weight = true, .k = PRT_FP8_K_ROWS },
+    { .name = "blockwise e5m2 fp32 scales", .recipe = PRT_FP8_BLOCKWISE, .fmt = PRT_FP8_E5M2,
+      .k = PRT_FP8_K_ROWS },
+    { .name = "mxfp8 e4m3", .recipe = PRT_FP8_MXFP8, .fmt = PRT_FP8_E4M3, .pow2 = true,
+      .k = PRT_FP8_K_COLS },
+    { .name = "mxfp8 e5m2", .recipe = PRT_FP8_MXFP8, .fmt = PRT_FP8_E5M2, .pow2 = true,
+      .k = PRT_FP8_K_ROWS },
 };
 
 static prt_fp8_cfg cfg_of(const quant_case *qc)
@@ -462,7 +474,8 @@ static void test_shard_invariance(void **state)
         prt_fp8_cfg cfg = prt_fp8_cfg_default(rs[ri], PRT_FP8_E4M3, true);
         float *siw_r = ri == 1 ? malloc(R * sizeof(float)) : siw;
         prt_fp8_tensor whole = { .q = qw, .scale_inv = siw_r };
-        assert_int_equal(prt_fp8_quantize(&whole, x, &cfg, PRT_FP8_K_COLS, R, C, NULL, NULL), PRT_OK);
+        assert_int_equal(prt_fp8_quantize(&whole, x, &cfg, PRT_FP8_K_COLS, R, C, NULL, NULL),
+                         PRT_OK);
         prt_fp8_grid g;
         assert_int_equal(prt_fp8_grid_of(&g, &cfg, H, C, PRT_FP8_K_COLS), PRT_OK);
         size_t nb = prt_fp8_nblocks(&g);
@@ -511,14 +524,14 @@ typedef struct {
 } gemm_case;
 
 static const gemm_case GCASES[] = {
-    { "tensorwise fp32 scales", PRT_FP8_TENSORWISE, false, true },
-    { "tensorwise pow2", PRT_FP8_TENSORWISE, true, false },
-    { "rowwise pow2", PRT_FP8_ROWWISE, true, false },
-    { "rowwise fp32 scales", PRT_FP8_ROWWISE, false, true },
-    { "blockwise pow2", PRT_FP8_BLOCKWISE, true, false },
-    { "blockwise fp32 scales", PRT_FP8_BLOCKWISE, false, true },
-    { "mxfp8", PRT_FP8_MXFP8, true, false },
-    { "mxfp8 hybrid", PRT_FP8_MXFP8, true, true },
+    { .name = "tensorwise fp32 scales", .recipe = PRT_FP8_TENSORWISE, .hybrid = true },
+    { .name = "tensorwise pow2", .recipe = PRT_FP8_TENSORWISE, .pow2 = true },
+    { .name = "rowwise pow2", .recipe = PRT_FP8_ROWWISE, .pow2 = true },
+    { .name = "rowwise fp32 scales", .recipe = PRT_FP8_ROWWISE, .hybrid = true },
+    { .name = "blockwise pow2", .recipe = PRT_FP8_BLOCKWISE, .pow2 = true },
+    { .name = "blockwise fp32 scales", .recipe = PRT_FP8_BLOCKWISE, .hybrid = true },
+    { .name = "mxfp8", .recipe = PRT_FP8_MXFP8, .pow2 = true },
+    { .name = "mxfp8 hybrid", .recipe = PRT_FP8_MXFP8, .pow2 = true, .hybrid = true },
 };
 
 typedef struct {

@@ -2,7 +2,7 @@
  * test_fp8_cuda.c: the CUDA build's FP8 casts (runtime/cuda/ops_fp8.cu)
  * against the CPU build's (runtime/ops/fp8.c, linked renamed ref_prt_ from
  * libplanrt_ref.a), byte for byte: per-block amax, scales and codes of
- * bf16 tensors under each recipe and format. Both builds take the same
+ * bf16 and fp32 tensors under each recipe and format. Both builds take the same
  * inline rules, so any difference is a bug, not a tolerance.
  *
  * Without a GPU it stops at start with a message and status 77 (the CUDA
@@ -46,18 +46,34 @@ typedef struct {
     bool pow2, weight;
     prt_fp8_kdim k;
     size_t rows, cols;
+    bool f32;   /* an fp32 tensor (prt_fp8_*_f32), else bf16 */
 } cast_case;
 
 static const cast_case CASES[] = {
-    { "tensorwise e4m3", PRT_FP8_TENSORWISE, PRT_FP8_E4M3, false, false, PRT_FP8_K_COLS, 300, 520 },
-    { "tensorwise e5m2", PRT_FP8_TENSORWISE, PRT_FP8_E5M2, false, false, PRT_FP8_K_ROWS, 300, 520 },
-    { "rowwise e4m3", PRT_FP8_ROWWISE, PRT_FP8_E4M3, true, false, PRT_FP8_K_COLS, 300, 520 },
-    { "rowwise e5m2 cols", PRT_FP8_ROWWISE, PRT_FP8_E5M2, true, false, PRT_FP8_K_ROWS, 300, 520 },
-    { "blockwise 1x128", PRT_FP8_BLOCKWISE, PRT_FP8_E4M3, true, false, PRT_FP8_K_COLS, 300, 520 },
-    { "blockwise 128x128", PRT_FP8_BLOCKWISE, PRT_FP8_E4M3, true, true, PRT_FP8_K_COLS, 300, 520 },
-    { "blockwise fp32 scales", PRT_FP8_BLOCKWISE, PRT_FP8_E5M2, false, false, PRT_FP8_K_ROWS, 300, 520 },
-    { "mxfp8 e4m3", PRT_FP8_MXFP8, PRT_FP8_E4M3, true, false, PRT_FP8_K_COLS, 300, 520 },
-    { "mxfp8 e5m2", PRT_FP8_MXFP8, PRT_FP8_E5M2, true, false, PRT_FP8_K_ROWS, 300, 520 },
+    { .name = "tensorwise e4m3", .recipe = PRT_FP8_TENSORWISE, .fmt = PRT_FP8_E4M3,
+      .k = PRT_FP8_K_COLS, .rows = 300, .cols = 520 },
+    { .name = "tensorwise e5m2", .recipe = PRT_FP8_TENSORWISE, .fmt = PRT_FP8_E5M2,
+      .k = PRT_FP8_K_ROWS, .rows = 300, .cols = 520 },
+    { .name = "rowwise e4m3", .recipe = PRT_FP8_ROWWISE, .fmt = PRT_FP8_E4M3, .pow2 = true,
+      .k = PRT_FP8_K_COLS, .rows = 300, .cols = 520 },
+    { .name = "rowwise e5m2 cols", .recipe = PRT_FP8_ROWWISE, .fmt = PRT_FP8_E5M2, .pow2 = true,
+      .k = PRT_FP8_K_ROWS, .rows = 300, .cols = 520 },
+    { .name = "blockwise 1x128", .recipe = PRT_FP8_BLOCKWISE, .fmt = PRT_FP8_E4M3, .pow2 = true,
+      .k = PRT_FP8_K_COLS, .rows = 300, .cols = 520 },
+    { .name = "blockwise 128x128", .recipe = PRT_FP8_BLOCKWISE, .fmt = PRT_FP8_E4M3, .pow2 = true,
+      .weight = true, .k = PRT_FP8_K_COLS, .rows = 300, .cols = 520 },
+    { .name = "blockwise fp32 scales", .recipe = PRT_FP8_BLOCKWISE, .fmt = PRT_FP8_E5M2,
+      .k = PRT_FP8_K_ROWS, .rows = 300, .cols = 520 },
+    { .name = "mxfp8 e4m3", .recipe = PRT_FP8_MXFP8, .fmt = PRT_FP8_E4M3, .pow2 = true,
+      .k = PRT_FP8_K_COLS, .rows = 300, .cols = 520 },
+    { .name = "mxfp8 e5m2", .recipe = PRT_FP8_MXFP8, .fmt = PRT_FP8_E5M2, .pow2 = true,
+      .k = PRT_FP8_K_ROWS, .rows = 300, .cols = 520 },
+    { .name = "fp32 tensorwise e4m3", .recipe = PRT_FP8_TENSORWISE, .fmt = PRT_FP8_E4M3,
+      .weight = true, .k = PRT_FP8_K_COLS, .rows = 300, .cols = 520, .f32 = true },
+    { .name = "fp32 blockwise 128x128", .recipe = PRT_FP8_BLOCKWISE, .fmt = PRT_FP8_E4M3,
+      .pow2 = true, .weight = true, .k = PRT_FP8_K_ROWS, .rows = 300, .cols = 520, .f32 = true },
+    { .name = "fp32 mxfp8 e5m2", .recipe = PRT_FP8_MXFP8, .fmt = PRT_FP8_E5M2, .pow2 = true,
+      .k = PRT_FP8_K_COLS, .rows = 300, .cols = 520, .f32 = true },
 };
 
 /* Count the bytes that differ, print the first. */
@@ -80,7 +96,7 @@ static size_t run_case(const cast_case *c)
     for (size_t i = 0; i < n; i++) {   /* six decades, some zero rows */
         float v = (i / c->cols) % 37 == 5 ? 0.0f : frand() * ldexpf(1.0f, (int)(20 * frand()));
         hb[i] = f2bf(v);
-        hx[i] = bf2f(hb[i]);
+        hx[i] = c->f32 ? v : bf2f(hb[i]);
     }
     prt_fp8_cfg cfg = prt_fp8_cfg_default(c->recipe, c->fmt, c->weight);
     cfg.pow2 = c->pow2;
@@ -96,7 +112,7 @@ static size_t run_case(const cast_case *c)
     }
     size_t nb = prt_fp8_nblocks(&g);
     /* device */
-    prt_act *dx = prt_alloc(n * sizeof *dx);
+    void *dx = prt_alloc(n * (c->f32 ? sizeof(float) : sizeof(prt_act)));
     float *damax = prt_alloc(nb * sizeof *damax), *dscale = prt_alloc(nb * sizeof *dscale);
     prt_fp8_tensor t = { .q = prt_alloc(n), .scale_inv = prt_alloc(nb * sizeof(float)), .g = g,
                          .fmt = c->fmt };
@@ -104,10 +120,17 @@ static size_t run_case(const cast_case *c)
     uint8_t *gq = malloc(n), *rq = malloc(n);
     float *gv = malloc(3 * nb * sizeof *gv), *rv = malloc(3 * nb * sizeof *rv);
     if (dx && damax && dscale && t.q && t.scale_inv &&
-        prt_copy_to_device(dx, hb, n * sizeof *hb) == PRT_OK) {
-        prt_fp8_amax(damax, dx, &g);
+        (c->f32 ? prt_copy_to_device(dx, hx, n * sizeof *hx)
+                : prt_copy_to_device(dx, hb, n * sizeof *hb)) == PRT_OK) {
+        if (c->f32)
+            prt_fp8_amax_f32(damax, dx, &g);
+        else
+            prt_fp8_amax(damax, dx, &g);
         prt_fp8_scales(dscale, damax, nb, &cfg);
-        prt_fp8_cast(&t, dx, dscale, cfg.mode);
+        if (c->f32)
+            prt_fp8_cast_f32(&t, dx, dscale, cfg.mode);
+        else
+            prt_fp8_cast(&t, dx, dscale, cfg.mode);
         prt_status st = prt_ops_sync();
         if (st == PRT_OK && prt_copy_to_host(gq, t.q, n) == PRT_OK &&
             prt_copy_to_host(gv, damax, nb * sizeof(float)) == PRT_OK &&

@@ -687,6 +687,11 @@ typedef struct {
 /* q = encode(x * scale of its block), scale_inv = 1 / scale (exact for
  * powers of two); the tensor's grid must be set (prt_fp8_grid_of). */
 void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_fp8_mode mode);
+/* The same on an fp32 tensor (fp32 master weights cast for an FP8
+ * all-gather, TE's fp8 parameter gather); on the CPU build, where prt_act
+ * is float, the very functions above. */
+void prt_fp8_amax_f32(float *amax, const float *x, const prt_fp8_grid *g);
+void prt_fp8_cast_f32(prt_fp8_tensor *t, const float *x, const float *scale, prt_fp8_mode mode);
 
 /* What follows is the CPU build's alone (runtime/ops/fp8.c; the CUDA
  * build has the amax, scales and cast above, runtime/cuda/ops_fp8.cu, and

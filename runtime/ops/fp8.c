@@ -62,6 +62,16 @@ void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_f
     }
 }
 
+void prt_fp8_amax_f32(float *amax, const float *x, const prt_fp8_grid *g)
+{
+    prt_fp8_amax(amax, x, g);
+}
+
+void prt_fp8_cast_f32(prt_fp8_tensor *t, const float *x, const float *scale, prt_fp8_mode mode)
+{
+    prt_fp8_cast(t, x, scale, mode);
+}
+
 prt_status prt_fp8_quantize(prt_fp8_tensor *t, const float *x, const prt_fp8_cfg *cfg,
                             prt_fp8_kdim k, size_t rows, size_t cols, prt_fp8_history *h,
                             float *amax_out)
