@@ -406,7 +406,7 @@ static inline void prt_moe_recv_order(int32_t *perm, const int32_t *cnt, size_t 
         }
 }
 
-/* ---- FP8 numerics (issue 27; runtime/ops/fp8.c, CPU build) ---------------
+/* ---- FP8 numerics (issue 27) ----------------------------------------------
  * The two OCP 8-bit formats (OCP 8-bit Floating Point Specification (OFP8)
  * rev. 1.0, 2023, section 5, table 1):
  *   E4M3 ("fn"): bias 7, no infinities, max 448 = 1.75 * 2^8, NaN is
@@ -420,8 +420,10 @@ static inline void prt_moe_recv_order(int32_t *perm, const int32_t *cnt, size_t 
  * PRT_FP8_NONSAT is the plain conversion (ml_dtypes, torch's .to()):
  * overflow gives inf (E5M2) or NaN (E4M3, which has no inf). NaN in gives
  * NaN out, its sign kept (E5M2: S.11111.10 whatever the payload, as
- * ml_dtypes and a quiet NaN's top bits). Decoding is exact: every code is an fp32 value.
- * The scalar codec is inline so the CUDA kernels take the same rule. */
+ * ml_dtypes). Decoding is exact: every code is an fp32 value. The scalar
+ * codec and the scale rule are inline so the CUDA kernels take the same
+ * rules (runtime/cuda/ops_fp8.cu); the recipes' host side is
+ * runtime/ops/fp8_recipe.c (both builds), the matrices' runtime/ops/fp8.c. */
 typedef enum {
     PRT_FP8_E4M3,   /* 4 exponent bits, 3 mantissa bits, "fn" (no inf) */
     PRT_FP8_E5M2,   /* 5 exponent bits, 2 mantissa bits, IEEE inf and NaN */
@@ -675,8 +677,8 @@ prt_status prt_fp8_history_init(prt_fp8_history *h, float *buf, size_t len);
 void  prt_fp8_history_record(prt_fp8_history *h, float amax);
 float prt_fp8_history_update(prt_fp8_history *h, const prt_fp8_cfg *cfg);
 
-/* A quantised matrix (caller memory: q rows*cols bytes, scale_inv
- * nblocks floats). */
+/* A quantised matrix (caller memory, device memory on CUDA as are the
+ * amax and scale arrays: q rows*cols bytes, scale_inv nblocks floats). */
 typedef struct {
     uint8_t       *q;          /* (rows, cols) codes */
     float         *scale_inv;  /* (nblocks) */
