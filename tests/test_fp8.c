@@ -431,7 +431,7 @@ static void test_quant_error(void **state)
         prt_fp8_tensor t = { .q = q, .scale_inv = si };
         assert_int_equal(prt_fp8_quantize(&t, x, &cfg, qc->k, R, C, NULL, NULL), PRT_OK);
         prt_fp8_dequantize(dq, &t);
-        double fm = prt_fp8_max(qc->fmt), worst = 0, rms = 0;
+        double fm = prt_fp8_max(qc->fmt), worst = 0, sig = 0, noise = 0;
         int bad = 0;
         for (size_t r = 0; r < R; r++)
             for (size_t c = 0; c < C; c++) {
@@ -445,10 +445,11 @@ static void test_quant_error(void **state)
                     print_message("  %s (%zu, %zu): x %.7g dq %.7g err %.3g tol %.3g\n", qc->name,
                                   r, c, xv, (double)dq[r * C + c], err, tol);
                 worst = fmax(worst, err / tol);
-                rms += err * err / (xv * xv + 1e-60);
+                sig += xv * xv, noise += err * err;
             }
-        print_message("  %-28s %4zu blocks, max err / bound %.3f, rms rel err %.3g\n", qc->name,
-                      prt_fp8_nblocks(&t.g), worst, sqrt(rms / (double)(R * C)));
+        /* SQNR as torchao's compute_error (float8_utils.py): 20 log10(|x| / |x - dq|) */
+        print_message("  %-28s %4zu blocks, max err / bound %.3f, SQNR %.1f dB\n", qc->name,
+                      prt_fp8_nblocks(&t.g), worst, 10.0 * log10(sig / noise));
         assert_int_equal(bad, 0);
         assert_true(worst > 0);   /* the cast did round something */
     }
