@@ -1,8 +1,8 @@
 # runtime/ops.mk: the compute half of libplanrt (layers, AdamW, init, data),
 # its tests and its benchmark.
 PRT_OPS_CPU := runtime/ops/mem.c runtime/ops/layers.c runtime/ops/linear.c runtime/ops/dropout.c \
-               runtime/ops/attention.c runtime/ops/adamw.c runtime/ops/moe.c
-PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c runtime/ops/errors.c
+               runtime/ops/attention.c runtime/ops/adamw.c runtime/ops/moe.c runtime/ops/fp8.c
+PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c runtime/ops/errors.c runtime/ops/fp8_recipe.c
 PRT_SRCS     += $(PRT_OPS_CPU) $(PRT_OPS_BOTH)
 PRT_CUDA_SRCS += $(PRT_OPS_BOTH) runtime/ops/adamw.c
 
@@ -38,7 +38,7 @@ bench-ops: $(BUILD)/tests/test_ops_bench
 
 # ---- CUDA build ---------------------------------------------------------------
 PRT_CUDA_SRCS += runtime/cuda/ops_mem.c runtime/cuda/ops_layers.cu runtime/cuda/ops_gemm.cu \
-                 runtime/cuda/ops_adamw.cu runtime/cuda/ops_moe.cu
+                 runtime/cuda/ops_adamw.cu runtime/cuda/ops_moe.cu runtime/cuda/ops_fp8.cu
 
 # ---- CUDA check: CUDA ops vs CPU ops in one program ------------------------------
 # libplanrt_ref.a is the CPU ops with every prt_ symbol renamed ref_prt_, and
@@ -53,7 +53,7 @@ OPS_CUDA_BIN := $(BUILD)/tests/test_ops_cuda
 
 $(BUILD)/gen/prt_ops_ref.h: runtime/include/prt_ops.h runtime/ops.mk
 	@mkdir -p $(@D)
-	sed -e 's/\bprt_/ref_prt_/g' -e 's/ref_prt_status/prt_status/g' -e 's/PRT_DATA_/REF_DATA_/g' -e 's/PRT_DROPOUT_/REF_DROPOUT_/g' \
+	sed -e 's/\bprt_/ref_prt_/g' -e 's/ref_prt_status/prt_status/g' -e 's/PRT_DATA_/REF_DATA_/g' -e 's/PRT_DROPOUT_/REF_DROPOUT_/g' -e 's/PRT_FP8_/REF_FP8_/g' \
 	    -e 's/PRT_OPS_H/REF_OPS_H/g' -e 's/^#ifdef PRT_CUDA/#if 0/' $< > $@
 
 $(OPS_REF_LIB): $(OPS_REF_OBJS)

@@ -406,6 +406,348 @@ static inline void prt_moe_recv_order(int32_t *perm, const int32_t *cnt, size_t 
         }
 }
 
+/* ---- FP8 numerics (issue 27) ----------------------------------------------
+ * The two OCP 8-bit formats (OCP 8-bit Floating Point Specification (OFP8)
+ * rev. 1.0, 2023, section 5, table 1):
+ *   E4M3 ("fn"): bias 7, no infinities, max 448 = 1.75 * 2^8, NaN is
+ *        S.1111.111 (0x7F/0xFF), smallest subnormal 2^-9;
+ *   E5M2: bias 15, IEEE-like: +-inf S.11111.00, NaNs S.11111.{01,10,11},
+ *        max 57344 = 1.75 * 2^15, smallest subnormal 2^-16.
+ * Encoding rounds to nearest, ties to even, on normals and subnormals
+ * alike. PRT_FP8_SAT clamps what lies beyond +-max (infinities included)
+ * to +-max first, as Transformer Engine's casts (__NV_SATFINITE) and
+ * torchao's to_fp8_saturated (x.clamp(-max, max) before .to(float8)) do;
+ * PRT_FP8_NONSAT is the plain conversion (ml_dtypes, torch's .to()):
+ * overflow gives inf (E5M2) or NaN (E4M3, which has no inf). NaN in gives
+ * NaN out, its sign kept (E5M2: S.11111.10 whatever the payload, as
+ * ml_dtypes). Decoding is exact: every code is an fp32 value. The scalar
+ * codec and the scale rule are inline so the CUDA kernels take the same
+ * rules (runtime/cuda/ops_fp8.cu); the recipes' host side is
+ * runtime/ops/fp8_recipe.c (both builds), the matrices' runtime/ops/fp8.c. */
+typedef enum {
+    PRT_FP8_E4M3,   /* 4 exponent bits, 3 mantissa bits, "fn" (no inf) */
+    PRT_FP8_E5M2,   /* 5 exponent bits, 2 mantissa bits, IEEE inf and NaN */
+} prt_fp8_format;
+
+typedef enum {
+    PRT_FP8_SAT,    /* beyond +-max (and +-inf) becomes +-max */
+    PRT_FP8_NONSAT, /* beyond max rounds to inf (E5M2) or NaN (E4M3) */
+} prt_fp8_mode;
+
+#ifdef __CUDACC__
+#define PRT_FP8_HD __host__ __device__
+#else
+#define PRT_FP8_HD
+#endif
+
+static inline PRT_FP8_HD uint32_t prt_f32_bits(float f)
+{
+    union { float f; uint32_t u; } v;
+    v.f = f;
+    return v.u;
+}
+
+static inline PRT_FP8_HD float prt_f32_from_bits(uint32_t u)
+{
+    union { float f; uint32_t u; } v;
+    v.u = u;
+    return v.f;
+}
+
+/* The largest finite value: 448 (E4M3) or 57344 (E5M2). */
+static inline PRT_FP8_HD float prt_fp8_max(prt_fp8_format f)
+{
+    return f == PRT_FP8_E4M3 ? 448.0f : 57344.0f;
+}
+
+/* fp32 -> code: round to nearest even with integer arithmetic on the fp32
+ * bits (the 24-bit significand shifted right to the format's 3 or 2
+ * bits, further for subnormals, the dropped bits deciding the rounding;
+ * a carry out of the mantissa moves into the exponent as it should). */
+static inline PRT_FP8_HD uint8_t prt_fp8_encode(float x, prt_fp8_format f, prt_fp8_mode mode)
+{
+    const int      mbits    = f == PRT_FP8_E4M3 ? 3 : 2;
+    const int      bias     = f == PRT_FP8_E4M3 ? 7 : 15;
+    const uint32_t max_code = f == PRT_FP8_E4M3 ? 0x7Eu : 0x7Bu;  /* 448, 57344 */
+    const uint32_t big_code = f == PRT_FP8_E4M3 ? 0x7Fu : 0x7Cu;  /* overflow: NaN, inf */
+    uint32_t bits = prt_f32_bits(x);
+    uint32_t sign = (bits >> 24) & 0x80u;
+    uint32_t abs  = bits & 0x7FFFFFFFu;
+    if (abs > 0x7F800000u)     /* NaN: E4M3's only NaN; E5M2's quiet NaN, any payload (ml_dtypes) */
+        return (uint8_t)(sign | (f == PRT_FP8_E4M3 ? 0x7Fu : 0x7Eu));
+    if (mode == PRT_FP8_SAT && abs > prt_f32_bits(prt_fp8_max(f)))
+        return (uint8_t)(sign | max_code);
+    if (abs == 0x7F800000u)
+        return (uint8_t)(sign | big_code);
+    int e = (int)(abs >> 23) - 127;       /* unbiased; fp32 subnormals round to 0 below */
+    if (e < -126)
+        return (uint8_t)sign;
+    int emin = 1 - bias;                  /* the format's smallest normal exponent */
+    int shift = 23 - mbits + (e < emin ? emin - e : 0);
+    if (shift > 25)                       /* below half the smallest subnormal */
+        return (uint8_t)sign;
+    uint32_t m = (abs & 0x7FFFFFu) | 0x800000u;
+    uint32_t q = m >> shift, rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    uint32_t code = e < emin ? q : ((uint32_t)(e + bias) << mbits) | (q & ((1u << mbits) - 1u));
+    if (rest > half || (rest == half && (q & 1u)))
+        code++;
+    if (code > max_code)                  /* only NONSAT reaches here */
+        code = big_code;
+    return (uint8_t)(sign | code);
+}
+
+/* code -> fp32, exact (subnormals are mant * 2^(emin - mbits)). */
+static inline PRT_FP8_HD float prt_fp8_decode(uint8_t c, prt_fp8_format f)
+{
+    const int mbits = f == PRT_FP8_E4M3 ? 3 : 2;
+    const int bias  = f == PRT_FP8_E4M3 ? 7 : 15;
+    uint32_t sign = (uint32_t)(c & 0x80u) << 24;
+    uint32_t mag  = c & 0x7Fu;
+    uint32_t ex   = mag >> mbits, mant = mag & ((1u << mbits) - 1u);
+    if (f == PRT_FP8_E4M3 && mag == 0x7Fu)
+        return prt_f32_from_bits(sign | 0x7FC00000u);
+    if (f == PRT_FP8_E5M2 && ex == 31u)
+        return prt_f32_from_bits(sign | 0x7F800000u | (mant ? 0x400000u | mant << 21 : 0u));
+    if (ex == 0u) {   /* subnormal: mant * 2^(1 - bias - mbits), a power-of-two product */
+        float unit = prt_f32_from_bits((uint32_t)(127 + 1 - bias - mbits) << 23);
+        return prt_f32_from_bits(sign | prt_f32_bits((float)mant * unit));
+    }
+    return prt_f32_from_bits(sign | (ex + 127u - (uint32_t)bias) << 23 | mant << (23 - mbits));
+}
+
+/* OCP Microscaling (MX) Formats Specification v1.0 (2023), section 5.4.1:
+ * the E8M0 scale is 2^(code - 127), codes 0..254; 255 is NaN. */
+static inline PRT_FP8_HD float prt_e8m0_decode(uint8_t c)
+{
+    if (c == 0xFFu)
+        return prt_f32_from_bits(0x7FC00000u);
+    return c == 0u ? prt_f32_from_bits(0x00400000u)          /* 2^-127, an fp32 subnormal */
+                   : prt_f32_from_bits((uint32_t)c << 23);
+}
+
+/* Scaling recipes. A quantised tensor holds codes and one dequantisation
+ * multiplier per block, x ~ decode(q) * scale_inv (TE's Float8Tensor
+ * _scale_inv; what cuBLASLt's A/B scale pointers take); it was cast as
+ * encode(x * scale), scale = 1 / scale_inv. Blocks lie along the GEMM's
+ * reduction dimension K of the stored (rows, cols) row-major matrix:
+ *   TENSORWISE  one block, scale = max / amax, current amax (TE
+ *               Float8CurrentScaling; torchao tensorwise);
+ *   DELAYED     one block, scale from the max amax over the last N steps
+ *               (TE DelayedScaling, amax_compute_algo "max");
+ *   ROWWISE     one block per K-vector: a row when K runs along cols, a
+ *               column when along rows (torchao rowwise, axiswise_dim K);
+ *   BLOCKWISE   1 x 128 tiles along K (activations, gradients), 128 x 128
+ *               blocks for weights (DeepSeek-V3 tech. report, section
+ *               3.3.2; TE Float8BlockScaling x/grad_block_scaling_dim 1,
+ *               w_block_scaling_dim 2);
+ *   MXFP8       1 x 32 along K, E8M0 power-of-two scales (OCP MX v1.0
+ *               section 6.3; TE MXFP8BlockScaling).
+ * Edge blocks are cut short (their amax is over the elements present).
+ * ORDER PRT_FP8_RECIPE: keep prt_fp8_recipe_name() in step. */
+typedef enum {
+    PRT_FP8_TENSORWISE,  /* one current scale per tensor */
+    PRT_FP8_DELAYED,     /* one scale per tensor from an amax history */
+    PRT_FP8_ROWWISE,     /* one scale per K-vector */
+    PRT_FP8_BLOCKWISE,   /* 1x128 along K, or 128x128 (block2d) */
+    PRT_FP8_MXFP8,       /* 1x32 along K, E8M0 scales */
+} prt_fp8_recipe;
+
+typedef enum {
+    PRT_FP8_K_COLS,      /* K runs along the columns: A (M, K), or B stored (N, K) */
+    PRT_FP8_K_ROWS,      /* K runs along the rows: A stored (K, M), or B (K, N) */
+} prt_fp8_kdim;
+
+/* How one operand is quantised. */
+typedef struct {
+    prt_fp8_recipe recipe;
+    prt_fp8_format fmt;
+    prt_fp8_mode   mode;     /* PRT_FP8_SAT for every recipe of TE and torchao */
+    bool  pow2;              /* round scales down to 2^k (torchao round_scales_to_power_of_2, TE power_2_scale) */
+    bool  block2d;           /* BLOCKWISE: 128 x 128 blocks (weights) */
+    float amax_eps;          /* amax floor (TE amax_epsilon, default 0) */
+    int   margin;            /* DELAYED: scale = max / amax / 2^margin (TE margin, default 0) */
+} prt_fp8_cfg;
+
+/* The recipe's defaults for an operand of format fmt: pow2 on for
+ * ROWWISE (torchao's rowwise recipe) and BLOCKWISE (TE's default
+ * power_2_scale unless NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1), off for
+ * TENSORWISE and DELAYED; MXFP8's scales are powers of two by format. */
+prt_fp8_cfg prt_fp8_cfg_default(prt_fp8_recipe r, prt_fp8_format fmt, bool weight);
+const char *prt_fp8_recipe_name(prt_fp8_recipe r);
+
+/* The block grid of a (rows, cols) matrix: one scale per br x bc block,
+ * nbr x nbc blocks, block (i, j) at index i * nbc + j. */
+typedef struct {
+    size_t rows, cols;
+    size_t br, bc;
+    size_t nbr, nbc;
+    prt_fp8_kdim k;
+} prt_fp8_grid;
+
+/* PRT_ERR_ARG for a zero dimension or a bad recipe. */
+prt_status prt_fp8_grid_of(prt_fp8_grid *g, const prt_fp8_cfg *cfg, size_t rows, size_t cols,
+                           prt_fp8_kdim k);
+static inline size_t prt_fp8_nblocks(const prt_fp8_grid *g) { return g->nbr * g->nbc; }
+
+/* amax (nblocks) = max |x| over each block; a NaN in a block makes its
+ * amax NaN. The caller may all-reduce (MAX) these over the ranks that
+ * hold shards of one block, so every layout scales alike. */
+void  prt_fp8_amax(float *amax, const prt_act *x, const prt_fp8_grid *g);
+/* scale (n) = prt_fp8_scale_from_amax of each amax (n). */
+void  prt_fp8_scales(float *scale, const float *amax, size_t n, const prt_fp8_cfg *cfg);
+/* floor(log2 a) of a finite a > 0, from its bits (fp32 subnormals too). */
+static inline PRT_FP8_HD int prt_f32_floor_log2(float a)
+{
+    uint32_t u = prt_f32_bits(a) & 0x7FFFFFFFu;
+    if (u >> 23)
+        return (int)(u >> 23) - 127;
+    int lead = 22;
+    while (lead > 0 && !(u >> lead))
+        lead--;
+    return lead - 149;   /* a subnormal is its mantissa times 2^-149 */
+}
+
+/* 2^e for e in [-149, 127], exactly. */
+static inline PRT_FP8_HD float prt_f32_pow2(int e)
+{
+    return e >= -126 ? prt_f32_from_bits((uint32_t)(e + 127) << 23)
+                     : prt_f32_from_bits(1u << (e + 149));
+}
+
+/* The quantisation scale of one block from its amax (host and device, so
+ * both builds' casts take it from here). Amax recipes: TE's
+ * compute_scale_from_amax (transformer_engine/common/recipe/
+ * recipe_common.cuh): amax floored at eps; amax 0, inf or NaN gives 1;
+ * max / amax in fp32, correctly rounded (TE's __fdiv_rn; torchao's
+ * amax_to_scale divides in fp64 and rounds once to fp32, the same value);
+ * an overflow gives FLT_MAX (value_for_inf of an fp32 input); pow2 keeps
+ * the sign and exponent bits, rounding down to 2^k (torchao's
+ * exp2(floor(log2(scale)))). MXFP8: 1 / X, X = 2^(floor(log2 amax) -
+ * emax_elem) clamped to E8M0's [2^-127, 2^127], emax_elem 8 for E4M3 and
+ * 15 for E5M2 (OCP MX v1.0 section 6.3); amax 0 gives 1; inf or NaN gives
+ * NaN (E8M0's NaN code 0xFF). */
+static inline PRT_FP8_HD float prt_fp8_scale_from_amax(float amax, const prt_fp8_cfg *cfg)
+{
+    uint32_t a = prt_f32_bits(amax) & 0x7FFFFFFFu;
+    bool finite = a < 0x7F800000u;
+    if (cfg->recipe == PRT_FP8_MXFP8) {
+        if (!finite)
+            return prt_f32_from_bits(0x7FC00000u);
+        if (a == 0u)
+            return 1.0f;
+        int shared = prt_f32_floor_log2(amax) - (cfg->fmt == PRT_FP8_E4M3 ? 8 : 15);
+        shared = shared < -127 ? -127 : shared > 127 ? 127 : shared;
+        return prt_f32_pow2(-shared);   /* exact: 2^-127 .. 2^127 */
+    }
+    if (amax < cfg->amax_eps)
+        amax = cfg->amax_eps;
+    if (!finite || amax == 0.0f)
+        return 1.0f;
+    float scale = prt_fp8_max(cfg->fmt) / amax;
+    if (prt_f32_bits(scale) == 0x7F800000u)
+        scale = prt_f32_from_bits(0x7F7FFFFFu);   /* FLT_MAX */
+    if (cfg->pow2)
+        scale = prt_f32_from_bits(prt_f32_bits(scale) & 0xFF800000u);
+    return scale;
+}
+
+/* The E8M0 code of an MXFP8 scale_inv (a power of two), 0xFF for NaN. */
+uint8_t prt_e8m0_encode(float pow2);
+
+/* DELAYED scaling's state, as TE's amax_and_scale_update
+ * (delayed_scaling.cu): the amaxes of the last len steps (caller memory),
+ * the scale every cast of this step uses (1 at the start) and this step's
+ * amax so far. A cast records its amax (prt_fp8_history_record, the max
+ * over the step's casts of the tensor, so a tensor cast twice, as x for
+ * the forward and again for dW, counts once); prt_fp8_history_update ends
+ * the step: it pushes that amax into the window and sets the scale for
+ * the next step, max / 2^margin / (max over the window), or keeps the
+ * previous scale when that max is 0 or not finite (fmaxf: NaNs are
+ * skipped, as the kernel's). */
+typedef struct {
+    float *amax;     /* (len) ring of past amaxes */
+    size_t len;      /* window, TE amax_history_len */
+    size_t count;    /* steps recorded, capped at len */
+    size_t head;     /* the next slot to write */
+    float  scale;    /* the scale of this step's casts */
+    float  pending;  /* this step's amax so far */
+} prt_fp8_history;
+
+prt_status prt_fp8_history_init(prt_fp8_history *h, float *buf, size_t len);
+void  prt_fp8_history_record(prt_fp8_history *h, float amax);
+float prt_fp8_history_update(prt_fp8_history *h, const prt_fp8_cfg *cfg);
+
+/* A quantised matrix (caller memory, device memory on CUDA as are the
+ * amax and scale arrays: q rows*cols bytes, scale_inv nblocks floats). */
+typedef struct {
+    uint8_t       *q;          /* (rows, cols) codes */
+    float         *scale_inv;  /* (nblocks) */
+    prt_fp8_grid   g;
+    prt_fp8_format fmt;
+} prt_fp8_tensor;
+
+/* q = encode(x * scale of its block), scale_inv = 1 / scale (exact for
+ * powers of two); the tensor's grid must be set (prt_fp8_grid_of). */
+void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_fp8_mode mode);
+/* The same on an fp32 tensor (fp32 master weights cast for an FP8
+ * all-gather, TE's fp8 parameter gather); on the CPU build, where prt_act
+ * is float, the very functions above. */
+void prt_fp8_amax_f32(float *amax, const float *x, const prt_fp8_grid *g);
+void prt_fp8_cast_f32(prt_fp8_tensor *t, const float *x, const float *scale, prt_fp8_mode mode);
+
+/* What follows is the CPU build's alone (runtime/ops/fp8.c; the CUDA
+ * build has the amax, scales and cast above, runtime/cuda/ops_fp8.cu, and
+ * no FP8 GEMM yet). */
+#ifndef PRT_CUDA
+/* amax, scales and cast in one, for every recipe: DELAYED casts with
+ * h->scale and records its amax in h (h required then); the others
+ * ignore h. amax_out (the tensor's amax) may be NULL. */
+prt_status prt_fp8_quantize(prt_fp8_tensor *t, const float *x, const prt_fp8_cfg *cfg,
+                            prt_fp8_kdim k, size_t rows, size_t cols, prt_fp8_history *h,
+                            float *amax_out);
+/* x (rows, cols) = decode(q) * scale_inv of its block. */
+void prt_fp8_dequantize(float *x, const prt_fp8_tensor *t);
+
+/* C (M, N) = beta * C + op(A) op(B), fp32 accumulation; op(A) (M, K) is A
+ * (M, K) (K_COLS) or A^T of A stored (K, M) (ta, K_ROWS); op(B) (K, N) is
+ * B (K, N) (K_ROWS) or B^T of B stored (N, K) (tb, K_COLS). When every
+ * scale_inv is a power of two, decoded codes times their scales are exact
+ * in fp32, so the operands are dequantised and one sgemm runs. Otherwise
+ * the scales are applied as the kernels do: the GEMM runs per K-block
+ * and each partial sum is multiplied by scale_inv(A) * scale_inv(B)
+ * before it is added (DeepSeek-V3 section 3.3.2's promotion to fp32 on
+ * the CUDA cores; with one K-block, the per-tensor or per-row epilogue of
+ * cuBLASLt / torch._scaled_mm). PRT_ERR_ARG for shapes or block grids that
+ * do not match (the K-extents of the two grids must divide each other),
+ * PRT_ERR_NOMEM. */
+prt_status prt_fp8_gemm(float *C, const prt_fp8_tensor *A, bool ta, const prt_fp8_tensor *B,
+                        bool tb, size_t M, size_t N, size_t K, float beta);
+
+/* A linear layer's three GEMMs in FP8 (prt_linear_*'s shapes): forward
+ * x (N, K), W (O, K) in the forward format; the backward's gradient dout
+ * (N, O) in fmt_grad (E5M2 under TE's HYBRID, else E4M3). Every operand
+ * is quantised from its fp32 value with blocks along the GEMM's own K
+ * (TE: "both versions are computed from the high precision input"), and
+ * weights use cfg_w (128 x 128 under BLOCKWISE, so W and W^T share it).
+ * h_a, h_b are DELAYED's histories of the two operands (else NULL). */
+typedef struct {
+    prt_fp8_cfg act;     /* x */
+    prt_fp8_cfg weight;  /* W */
+    prt_fp8_cfg grad;    /* dout */
+} prt_fp8_linear_cfg;
+
+prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid);
+prt_status prt_fp8_linear_fwd(float *out, const float *x, const float *w, const float *b,
+                              size_t N, size_t K, size_t O, const prt_fp8_linear_cfg *cfg,
+                              prt_fp8_history *h_x, prt_fp8_history *h_w);
+prt_status prt_fp8_linear_bwd_input(float *dx, const float *dout, const float *w,
+                                    size_t N, size_t K, size_t O, const prt_fp8_linear_cfg *cfg,
+                                    prt_fp8_history *h_dout, prt_fp8_history *h_w);
+prt_status prt_fp8_linear_bwd_weight(float *dw, const float *dout, const float *x,
+                                     size_t N, size_t K, size_t O, const prt_fp8_linear_cfg *cfg,
+                                     prt_fp8_history *h_dout, prt_fp8_history *h_x);
+#endif /* !PRT_CUDA */
+
 /* ---- optimizer ---------------------------------------------------------- */
 typedef struct {
     float lr;            /* peak learning rate */
