@@ -95,3 +95,21 @@ test-cp-attention: $(BUILD)/tests/test_cp_attention
 	@set -e; for mode in buffered rendezvous; do for np in $(CP_ATTN_RANKS); do \
 	    PLANRT_P2P=$$mode timeout 300 $(MPIRUN) -x PLANRT_P2P -np $$np $(BUILD)/tests/test_cp_attention; \
 	done; done
+
+# test-cp-cuda-link: the CUDA build of context-parallel attention against
+# the CPU reference (tests/test_cp_cuda.c; tests/gpu/check-cp.sh runs it on
+# a GPU). Without a GPU it stops at start with status 77, which proves it
+# links against libplanrt_cuda.a.
+ifneq ($(NVCC),)
+CP_CUDA_BIN := $(BUILD)/tests/test_cp_cuda
+$(CP_CUDA_BIN): $(BUILD)/obj-cuda/tests/test_cp_cuda.c.o $(LIBPRT_CUDA)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64 -lstdc++ $(LDLIBS)
+
+.PHONY: test-cp-cuda-link
+TEST_TARGETS += test-cp-cuda-link
+test-cp-cuda-link: $(CP_CUDA_BIN)
+	@$(CP_CUDA_BIN) 2>&1 | tail -n 3; rc=$${PIPESTATUS[0]}; \
+	 if [ $$rc = 77 ]; then echo "test-cp-cuda-link: linked; no GPU here, CUDA checks skipped"; \
+	 elif [ $$rc != 0 ]; then echo "test-cp-cuda-link: failed (status $$rc)" >&2; exit 1; fi
+endif
