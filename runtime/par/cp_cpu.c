@@ -303,10 +303,13 @@ static size_t dest_local(const Cp *x, const Heads *hd, size_t i) { return cp_des
 
 prt_status prtp_cp_move(const Cp *x, const Heads *hd, CpMove m, prt_act *dst, const prt_act *src)
 {
+    bool unpack = m == CP_BLOCKS_TO_JOINED || m == CP_BLOCKS_TO_LOCAL;
+    if (unpack && dst != src)   /* out of place (PRT_CP_OUT_OF_PLACE): then in place on dst */
+        memcpy(dst, src, x->B * x->Tl * hd->row * x->D * sizeof *dst);
     switch (m) {
     case CP_LOCAL_TO_BLOCKS: local_to_blocks(x, hd, dst, src); return PRT_OK;
     case CP_JOINED_TO_BLOCKS: joined_to_blocks(x, hd, dst, src); return PRT_OK;
-    case CP_BLOCKS_TO_JOINED:   /* in place: dst == src */
+    case CP_BLOCKS_TO_JOINED:
         return permute(x, hd, dst, x->B * x->Tl * (size_t)hd->ng, hd->rowj * x->D, dest_joined);
     case CP_BLOCKS_TO_LOCAL:
         return permute(x, hd, dst, x->B * x->Tl * hd->row, x->D, dest_local);

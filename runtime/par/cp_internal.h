@@ -40,8 +40,10 @@ extern "C" {
 
 /* Whether prtp_cp_move's two unpacking moves (blocks -> joined, blocks ->
  * local) run in place (CPU: cycle-following on host memory, no buffer) or
- * out of place (CUDA: a kernel reads src and writes dst, which differ). */
-#ifdef PRT_CUDA
+ * out of place (CUDA: a kernel reads src and writes dst, which differ).
+ * PRT_CP_OUT_OF_PLACE builds the CPU's cp.c the CUDA way, so that
+ * test-cp-attention runs the CUDA build's orchestration without a GPU. */
+#if defined(PRT_CUDA) || defined(PRT_CP_OUT_OF_PLACE)
 #define CP_MOVES_IN_PLACE 0
 #else
 #define CP_MOVES_IN_PLACE 1
@@ -217,7 +219,7 @@ typedef enum {
 
 /* dst <- src moved as m says. The packing moves never run in place; the
  * unpacking ones run in place where CP_MOVES_IN_PLACE (dst == src), else
- * out of place (dst != src). */
+ * out of place (dst != src; the CPU's copies src to dst, then permutes). */
 prt_status prtp_cp_move(const Cp *x, const Heads *hd, CpMove m, prt_act *dst, const prt_act *src);
 
 #ifdef __cplusplus
