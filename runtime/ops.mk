@@ -38,7 +38,8 @@ bench-ops: $(BUILD)/tests/test_ops_bench
 
 # ---- CUDA build ---------------------------------------------------------------
 PRT_CUDA_SRCS += runtime/cuda/ops_mem.c runtime/cuda/ops_layers.cu runtime/cuda/ops_gemm.cu \
-                 runtime/cuda/ops_adamw.cu runtime/cuda/ops_moe.cu runtime/cuda/ops_fp8.cu
+                 runtime/cuda/ops_adamw.cu runtime/cuda/ops_moe.cu runtime/cuda/ops_fp8.cu \
+                 runtime/cuda/ops_cp.cu
 
 # ---- CUDA check: CUDA ops vs CPU ops in one program ------------------------------
 # libplanrt_ref.a is the CPU ops with every prt_ symbol renamed ref_prt_, and

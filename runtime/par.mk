@@ -3,7 +3,8 @@
 # and log). The same C sources build into both libraries.
 PRT_PAR_SRCS  := runtime/par/model.c runtime/par/pipe.c runtime/par/run.c runtime/par/save.c \
                  runtime/par/mem.c runtime/par/moe_ep.c runtime/par/cp.c
-PRT_SRCS      += $(PRT_PAR_SRCS)
+# cp.c's per-block compute: cp_cpu.c (OpenBLAS) here, runtime/cuda/ops_cp.cu there
+PRT_SRCS      += $(PRT_PAR_SRCS) runtime/par/cp_cpu.c
 PRT_CUDA_SRCS += $(PRT_PAR_SRCS)
 
 # test-mem (issue 14): every generated program's --mem-report (planrt's
@@ -88,9 +89,44 @@ $(BUILD)/tests/test_cp_attention: $(BUILD)/obj-rt/tests/test_cp_attention.o $(LI
 	@mkdir -p $(@D)
 	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(BLAS_LIBS) $(LDLIBS)
 
+# test_cp_attention_oop: the same test with cp.c and cp_cpu.c built as the
+# CUDA build orders its work (PRT_CP_OUT_OF_PLACE: the all-to-alls unpack
+# out of place into a receive buffer), so the orchestration the CUDA build
+# runs is held to the same answers and buffer counts without a GPU. Its
+# objects come first, so the archive's cp.o and cp_cpu.o are not linked.
+CP_OOP_OBJS := $(addprefix $(BUILD)/obj-cpoop/,tests/test_cp_attention.o runtime/par/cp.o runtime/par/cp_cpu.o)
+$(BUILD)/obj-cpoop/%.o: %.c
+	@mkdir -p $(@D)
+	$(MPICC) $(CPPFLAGS) $(CFLAGS) $(BLAS_CFLAGS) -DPRT_CP_OUT_OF_PLACE -c $< -o $@
+
+$(BUILD)/tests/test_cp_attention_oop: $(CP_OOP_OBJS) $(LIBPRT)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $(CP_OOP_OBJS) -o $@ $(LIBPRT) $(BLAS_LIBS) $(LDLIBS)
+
 .PHONY: test-cp-attention
 TEST_TARGETS += test-cp-attention
-test-cp-attention: $(BUILD)/tests/test_cp_attention
+test-cp-attention: $(BUILD)/tests/test_cp_attention $(BUILD)/tests/test_cp_attention_oop
 	@set -e; for mode in buffered rendezvous; do for np in $(CP_ATTN_RANKS); do \
 	    PLANRT_P2P=$$mode timeout 300 $(MPIRUN) -x PLANRT_P2P -np $$np $(BUILD)/tests/test_cp_attention; \
 	done; done
+	@set -e; for np in $(CP_ATTN_RANKS); do \
+	    PLANRT_P2P=rendezvous timeout 300 $(MPIRUN) -x PLANRT_P2P -np $$np $(BUILD)/tests/test_cp_attention_oop; \
+	done
+
+# test-cp-cuda-link: the CUDA build of context-parallel attention against
+# the CPU reference (tests/test_cp_cuda.c; tests/gpu/check-cp.sh runs it on
+# a GPU). Without a GPU it stops at start with status 77, which proves it
+# links against libplanrt_cuda.a.
+ifneq ($(NVCC),)
+CP_CUDA_BIN := $(BUILD)/tests/test_cp_cuda
+$(CP_CUDA_BIN): $(BUILD)/obj-cuda/tests/test_cp_cuda.c.o $(LIBPRT_CUDA)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64 -lstdc++ $(LDLIBS)
+
+.PHONY: test-cp-cuda-link
+TEST_TARGETS += test-cp-cuda-link
+test-cp-cuda-link: $(CP_CUDA_BIN)
+	@$(CP_CUDA_BIN) 2>&1 | tail -n 3; rc=$${PIPESTATUS[0]}; \
+	 if [ $$rc = 77 ]; then echo "test-cp-cuda-link: linked; no GPU here, CUDA checks skipped"; \
+	 elif [ $$rc != 0 ]; then echo "test-cp-cuda-link: failed (status $$rc)" >&2; exit 1; fi
+endif

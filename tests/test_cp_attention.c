@@ -17,6 +17,10 @@
  * Memory: after each call no PRT_MEM_BUFFERS byte is live, and the
  * buffers' high-water mark is max(previous mark, the form's own buffers as
  * prt_par.h counts them) — exact whenever a call raises the mark.
+ * Built with PRT_CP_OUT_OF_PLACE (test_cp_attention_oop, with cp.c and
+ * cp_cpu.c built so too), it runs the CUDA build's orchestration on the
+ * CPU: the all-to-alls unpack out of place, and all_to_all takes the
+ * receive buffer prt_par.h counts for CUDA.
  * Exit status 1 on any failure.
  */
 #include <math.h>
@@ -72,6 +76,12 @@ static const char *FORM[] = { "ring", "all_to_all", "all_gather", "hierarchical"
 
 enum { B = 2, D = 8 };
 
+#ifdef PRT_CP_OUT_OF_PLACE
+#define ORCHESTRATION " (the CUDA build's orchestration: out-of-place all-to-alls)"
+#else
+#define ORCHESTRATION ""
+#endif
+
 /* Rows of the global (B, T, w) tensor at this rank's positions -> (B, Tl, w). */
 static void take_rows(float *dst, const float *src, size_t T, size_t w, int cp, int r)
 {
@@ -89,7 +99,15 @@ static size_t contract_buffers(const Case *k, int cp, bool bwd)
     switch (k->form) {
     case PRT_CP_RING: return bwd ? 4 * KVb + 2 * Tl * Tl : 2 * KVb + Tl * Tl;
     case PRT_CP_ALL_GATHER: return bwd ? 2 * KVb * (size_t)cp + Tl * k->T : KVb * (size_t)cp;
+#ifdef PRT_CP_OUT_OF_PLACE   /* the CUDA build's orchestration: one receive buffer per exchange */
+    case PRT_CP_ALL_TO_ALL: {
+        size_t dq = B * Tl * (k->H + 2 * k->Hkv) * D, dO = B * Tl * k->H * D;
+        size_t dP = B * (k->H / (size_t)cp) * k->T * k->T;
+        return bwd ? (dq + dO + dP > 2 * dq ? dq + dO + dP : 2 * dq) : dq;
+    }
+#else
     case PRT_CP_ALL_TO_ALL: return bwd ? prt_cp_saved_numel(k->form, cp, B, Tl, k->H, k->Hkv, D) : 0;
+#endif
     case PRT_CP_HIERARCHICAL: {
         /* forward: the qkv exchange's send blocks, then the ring's buffers
          * for blocks of n Tl tokens; backward: the output gradient and the
@@ -205,8 +223,13 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
+#ifdef PRT_CP_OUT_OF_PLACE   /* all_to_all first: its receive buffer raises the mark, so it is exact */
+    static const prt_cp_form forms[] = { PRT_CP_ALL_TO_ALL, PRT_CP_RING, PRT_CP_ALL_GATHER,
+                                         PRT_CP_HIERARCHICAL };
+#else
     static const prt_cp_form forms[] = { PRT_CP_RING, PRT_CP_ALL_GATHER, PRT_CP_ALL_TO_ALL,
                                          PRT_CP_HIERARCHICAL };
+#endif
     static const size_t Ts[] = { 32, 64 }, Ws[] = { 0, 5 };
     static const size_t heads[][2] = { { 4, 2 }, { 4, 1 }, { 8, 4 }, { 6, 3 } };
     size_t twocp = 2 * (size_t)world_size;
@@ -233,8 +256,8 @@ int main(int argc, char **argv)
     Case odd = { .form = PRT_CP_RING, .T = (size_t)(3 * world_size), .H = 4, .Hkv = 2 };
     record(refused(c, &odd, "two equal chunks"), "odd local tokens refused");
     if (world_rank == 0)
-        printf("test_cp_attention on %d ranks (cp %d, PLANRT_P2P=%s): %d passed, %d failed; worst error / "
-               "tolerance: out %.3g, dqkv %.3g; largest |error| %.3g\n", world_size, world_size,
+        printf("test_cp_attention%s on %d ranks (cp %d, PLANRT_P2P=%s): %d passed, %d failed; worst error / "
+               "tolerance: out %.3g, dqkv %.3g; largest |error| %.3g\n", ORCHESTRATION, world_size, world_size,
                prt_p2p_mode_name(prt_comm_p2p_mode()), ncase - nfail, nfail, worst_out, worst_grad, worst_abs);
     prt_finalize(c);
     MPI_Finalize();

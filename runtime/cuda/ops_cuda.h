@@ -29,6 +29,14 @@ cublasHandle_t prt_cuda_blas(void);
 bool prt_cuda_ok(cudaError_t e, const char *op, const char *call);
 /* The same for a cuBLAS call: "CALL failed: CUBLAS_STATUS_...". */
 bool prt_cublas_ok(cublasStatus_t s, const char *op, const char *call);
+/* C = alpha op(A) op(B) + beta C in cuBLAS's column-major terms, bf16 A
+ * and B, C of type ct (bf16 or fp32), fp32 accumulation
+ * (CUBLAS_COMPUTE_32F), batched with strides (runtime/cuda/ops_gemm.cu);
+ * nothing for an empty C. A row-major product is its transpose. */
+void prt_cuda_gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, size_t m, size_t n,
+                   size_t k, float alpha, const void *A, size_t lda, long long sa, const void *B,
+                   size_t ldb, long long sb, float beta, void *C, cudaDataType ct, size_t ldc,
+                   long long sc, size_t batch);
 
 #ifdef __cplusplus
 }

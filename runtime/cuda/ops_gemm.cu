@@ -13,8 +13,9 @@
  */
 #include "ops_kernels.cuh"
 
-/* C = alpha op(A) op(B) + beta C, column-major, batched with strides. */
-static void gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, size_t m, size_t n,
+/* C = alpha op(A) op(B) + beta C, column-major, batched with strides
+ * (ops_cuda.h; runtime/cuda/ops_cp.cu uses it too). */
+extern "C" void prt_cuda_gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, size_t m, size_t n,
                  size_t k, float alpha, const void *A, size_t lda, long long sa, const void *B,
                  size_t ldb, long long sb, float beta, void *C, cudaDataType ct, size_t ldc,
                  long long sc, size_t batch)
@@ -57,7 +58,7 @@ extern "C" void prt_linear_fwd(prt_act *out, const prt_act *x, const prt_act *w,
 {
     PRT_OP_ENTER("prt_linear_fwd");
     /* out^T (O, N) = W (O, K) x^T (K, N) */
-    gemm("prt_linear_fwd", CUBLAS_OP_T, CUBLAS_OP_N, O, N, K, 1.0f, w, K, 0, x, K, 0, 0.0f,
+    prt_cuda_gemm("prt_linear_fwd", CUBLAS_OP_T, CUBLAS_OP_N, O, N, K, 1.0f, w, K, 0, x, K, 0, 0.0f,
          out, CUDA_R_16BF, O, 0, 1);
     if (b) {
         PRT_LAUNCH("prt_linear_fwd", grid_for(N * O), 0, k_add_bias, BF(out), CBF(b), N, O);
@@ -69,7 +70,7 @@ extern "C" void prt_linear_bwd_input(prt_act *dx, const prt_act *dout, const prt
 {
     PRT_OP_ENTER("prt_linear_bwd_input");
     /* dx^T (K, N) = W^T (K, O) dout^T (O, N) */
-    gemm("prt_linear_bwd_input", CUBLAS_OP_N, CUBLAS_OP_N, K, N, O, 1.0f, w, K, 0, dout, O, 0,
+    prt_cuda_gemm("prt_linear_bwd_input", CUBLAS_OP_N, CUBLAS_OP_N, K, N, O, 1.0f, w, K, 0, dout, O, 0,
          0.0f, dx, CUDA_R_16BF, K, 0, 1);
 }
 
@@ -78,7 +79,7 @@ extern "C" void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout,
 {
     PRT_OP_ENTER("prt_linear_bwd_weight");
     /* dW^T (K, O) += x^T (K, N) dout (N, O), into fp32 */
-    gemm("prt_linear_bwd_weight", CUBLAS_OP_N, CUBLAS_OP_T, K, O, N, 1.0f, x, K, 0, dout, O, 0,
+    prt_cuda_gemm("prt_linear_bwd_weight", CUBLAS_OP_N, CUBLAS_OP_T, K, O, N, 1.0f, x, K, 0, dout, O, 0,
          1.0f, dw, CUDA_R_32F, K, 0, 1);
     if (db) {
         dim3 grid(grid_for(O), (unsigned)((N + 255) / 256));
@@ -143,7 +144,7 @@ static void scores_softmax(bf *att, const bf *qkv, size_t B, size_t T, size_t H,
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv;
     float scale = 1.0f / sqrtf((float)D);
     for (size_t h = 0; h < H; h++)   /* S^T (T, T) = K (T, D) Q^T (D, T), per sequence */
-        gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, scale, qkv + (H + h / G) * D, R,
+        prt_cuda_gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, scale, qkv + (H + h / G) * D, R,
              (long long)(T * R), qkv + h * D, R, (long long)(T * R), 0.0f, att + h * T * T,
              CUDA_R_16BF, T, (long long)(H * T * T), B);
     PRT_LAUNCH(op, grid_rows(B * H * T), 0, k_softmax_causal, att, B * H * T, T, W);
@@ -156,7 +157,7 @@ extern "C" void prt_attention_fwd(prt_act *out, prt_act *att, const prt_act *qkv
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     scores_softmax(BF(att), CBF(qkv), B, T, H, Hkv, D, W, "prt_attention_fwd");
     for (size_t h = 0; h < H; h++)   /* O^T (D, T) = V^T (D, T) P^T (T, T) */
-        gemm("prt_attention_fwd", CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f,
+        prt_cuda_gemm("prt_attention_fwd", CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f,
              CBF(qkv) + (H + Hkv + h / G) * D, R, (long long)(T * R),
              CBF(att) + h * T * T, T, (long long)(H * T * T), 0.0f,
              BF(out) + h * D, CUDA_R_16BF, HD, (long long)(T * HD), B);
@@ -179,7 +180,7 @@ static void attention_bwd(const char *op, prt_act *dqkv, prt_act *datt, const pr
         scores_softmax(P, q, B, T, H, Hkv, D, W, op);
     prt_cuda_ok(cudaMemsetAsync(dqkv, 0, B * T * R * sizeof(bf), PRT_OPS_STREAM), op, "cudaMemsetAsync");
     for (size_t h = 0; h < H; h++)   /* dP^T (T, T) = V (T, D) dO^T (D, T) */
-        gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1.0f, q + (H + Hkv + h / G) * D, R, sq,
+        prt_cuda_gemm(op, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, 1.0f, q + (H + Hkv + h / G) * D, R, sq,
              dO + h * D, HD, so, 0.0f, dP + h * T * T, CUDA_R_16BF, T, ss, B);
     if (mask)
         prt_dropout_bwd(datt, datt, mask, pdrop, B * H * T * T);
@@ -188,13 +189,13 @@ static void attention_bwd(const char *op, prt_act *dqkv, prt_act *datt, const pr
     for (size_t h = 0; h < H; h++) {
         size_t kq = (H + h / G) * D, kv = (H + Hkv + h / G) * D;
         /* dQ^T (D, T) = K^T (D, T) dS^T (T, T) */
-        gemm(op, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f, q + kq, R, sq, dP + h * T * T, T, ss,
+        prt_cuda_gemm(op, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f, q + kq, R, sq, dP + h * T * T, T, ss,
              0.0f, dq + h * D, CUDA_R_16BF, R, sq, B);
         /* dK^T (D, T) += Q^T (D, T) dS (T, T) */
-        gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, q + h * D, R, sq, dP + h * T * T, T, ss,
+        prt_cuda_gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, q + h * D, R, sq, dP + h * T * T, T, ss,
              1.0f, dq + kq, CUDA_R_16BF, R, sq, B);
         /* dV^T (D, T) += dO^T (D, T) Pd (T, T) */
-        gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, dO + h * D, HD, so, Pd + h * T * T, T, ss,
+        prt_cuda_gemm(op, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, 1.0f, dO + h * D, HD, so, Pd + h * T * T, T, ss,
              1.0f, dq + kv, CUDA_R_16BF, R, sq, B);
     }
 }
@@ -222,7 +223,7 @@ extern "C" void prt_attention_context_fwd(prt_act *out, const prt_act *attd, con
     PRT_OP_ENTER("prt_attention_context_fwd");
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv, HD = H * D;
     for (size_t h = 0; h < H; h++)   /* O^T (D, T) = V^T (D, T) P'^T (T, T) */
-        gemm("prt_attention_context_fwd", CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f,
+        prt_cuda_gemm("prt_attention_context_fwd", CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, 1.0f,
              CBF(qkv) + (H + Hkv + h / G) * D, R, (long long)(T * R),
              CBF(attd) + h * T * T, T, (long long)(H * T * T), 0.0f,
              BF(out) + h * D, CUDA_R_16BF, HD, (long long)(T * HD), B);

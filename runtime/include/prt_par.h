@@ -383,6 +383,22 @@ void       prt_moe_ep_free(prt_moe_ep *x);
  *    (k*Tl)^2, then the output's B*Tl*H*D; backward buffers the head-split
  *    output gradient B*Tl*H*D and qkv gradient B*Tl*(H+2Hkv)*D beside the
  *    ring's 4*(B*Tl*2*Hkv*D) + 2*(k*Tl)^2.
+ * The CUDA build (prt_act bf16; counts above are prt_act elements) keeps
+ * the log-sum-exp and the dK, dV accumulators in fp32, 2 elements a value,
+ * and unpacks the all-to-alls out of place. Where its numbers differ:
+ *  - RING: saved 2*B*H*Tl; backward buffers 2 KV blocks and 2 fp32 dKV
+ *    blocks 6*(B*Tl*2*Hkv*D) plus 2*Tl*Tl.
+ *  - ALL_GATHER: backward buffers the gathered K, V B*T*2*Hkv*D, the fp32
+ *    dK, dV 2*(B*T*2*Hkv*D), plus Tl*T.
+ *  - ALL_TO_ALL: forward buffers one exchange's receive buffer at a time,
+ *    the largest the qkv's B*T*(H+2Hkv)*D/cp; backward buffers
+ *    max(dqkv + dout + probabilities' gradient (as above), 2*B*T*(H+2Hkv)*D/cp)
+ *    (the output gradient's exchange runs before the other two exist, the
+ *    qkv gradient's after they are freed, each beside its receive buffer).
+ *  - HIERARCHICAL: saved the qkv and output as above and the ring's lse
+ *    2*B*H*Tl; the ring's backward buffers 6*(B*Tl*2*Hkv*D) + 2*(k*Tl)^2
+ *    (the exchanges use the buffers above: no more).
+ * prt_cp_saved_numel gives each build's own saved count.
  * Collective over the CP group (every rank calls each layer's forward and
  * backward in the same order); buffers are device memory on CUDA. */
 typedef enum {
@@ -399,8 +415,9 @@ static inline size_t prt_cp_pos(size_t t, size_t T, int cp, int r)
     return t < C ? (size_t)r * C + t : (size_t)(2 * cp - 1 - r) * C + (t - C);
 }
 
-/* Elements of the saved buffer of one attention call (see above); 0 for a
- * shape the form refuses (prt_cp_attention_fwd says why). */
+/* Elements (prt_act) of the saved buffer of one attention call (see above:
+ * the CUDA build's fp32 log-sum-exp counts twice); 0 for a shape the form
+ * refuses (prt_cp_attention_fwd says why). */
 size_t     prt_cp_saved_numel(prt_cp_form form, int cp, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D);
 /* out (B, Tl, H*D) from qkv (B, Tl, (H+2Hkv)*D) of the local tokens, as
  * prt_attention_fwd lays them out, under the causal (and window W) mask by

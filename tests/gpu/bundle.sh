@@ -4,7 +4,8 @@
 # tests/gpu.mk, which calls it after linking the programs into LINKDIR).
 #
 #   bin/    planc, planrt-calib-cuda, planrt-bench-cuda, test_comm_cuda,
-#           test_ops_cuda.gz (run.sh unpacks it), mpirun (tests/gpu/mpirun.sh)
+#           test_cp_cuda, test_ops_cuda.gz (run.sh unpacks it), mpirun
+#           (tests/gpu/mpirun.sh)
 #   lib/    the shared libraries of those programs that a bare machine may
 #           lack (all but glibc's, libstdc++/libgcc_s, zlib, udev, the CUDA
 #           driver, cuBLAS and NCCL); every program's rpath has $ORIGIN/../lib
@@ -33,7 +34,7 @@ export NVCC_APPEND_FLAGS='-Xlinker=-rpath,$ORIGIN/../lib'
 
 rm -rf "$B" "$work"
 mkdir -p "$B"/{bin,lib,data,train,mem,calib} "$work" || die "cannot create $B"
-cp "$link"/{planc,planrt-calib-cuda,planrt-bench-cuda,test_comm_cuda,test_ops_cuda} "$B/bin/" || die "programs missing in $link"
+cp "$link"/{planc,planrt-calib-cuda,planrt-bench-cuda,test_comm_cuda,test_ops_cuda,test_cp_cuda} "$B/bin/" || die "programs missing in $link"
 cp tests/gpu/mpirun.sh "$B/bin/mpirun" && chmod +x "$B/bin/mpirun"
 scripts/make-data.sh examples/data/sample.txt >/dev/null && cp examples/data/sample.txt "$B/data/" || die "no data"
 data=$(cd "$B/data" && pwd)/sample.txt

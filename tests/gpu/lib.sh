@@ -11,7 +11,7 @@ GPU_OUT=${GPU_OUT:-build/gpu}                # logs and gpu-summary.json
 # The checks in the order they run, each NAME:DEADLINE_S; with the probe's
 # GPU_PROBE_S they make the overall deadline (GPU_DEADLINE_S, 480 s: a
 # borrowed machine runs one command for at most 10 minutes).
-GPU_CHECKS="ops:90 train:60 mem:90 comm:90 calib:140"
+GPU_CHECKS="ops:90 cp:40 train:60 mem:75 comm:65 calib:140"
 GPU_PROBE_S=10
 GPU_DEADLINE_S=480
 
@@ -30,6 +30,7 @@ gpu_check_files() {
         common) echo bin/mpirun lib/libjansson.so.4 lib/libcudart.so.13 mpi/lib/libmpi.so.40 \
                      MANIFEST ;;
         ops)    echo bin/test_ops_cuda.gz ;;
+        cp)     echo bin/test_cp_cuda ;;
         train)  echo data/sample.txt train/tiny1.plan train/tiny_cuda train/cpu.jsonl ;;
         mem)    local n f; for n in m1 z0 z1 z2 z3; do for f in "$n" "$n.plan" "$n.check.json"; do
                     echo "mem/$f"; done; done; echo data/sample.txt ;;

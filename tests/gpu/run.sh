@@ -12,7 +12,7 @@
 #   2. uses the bundle; builds it only where it is missing and the tools
 #      exist (the build counts against the overall deadline), else says
 #      what is missing;
-#   3. runs tests/gpu/check-{ops,train,mem,comm,calib}.sh in that order (the
+#   3. runs tests/gpu/check-{ops,cp,train,mem,comm,calib}.sh in that order (the
 #      most telling first), each under its own deadline (lib.sh's
 #      GPU_CHECKS), all within GPU_DEADLINE_S (480 s) of the start, with
 #      PLANRT_TIMEOUT_S=60 and NCCL_DEBUG=WARN;
