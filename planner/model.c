@@ -487,7 +487,7 @@ double plan_cut_tokens(const Model *m, const PlanCut *c)
 PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, double B, double Tl, double H,
                                     double Hkv, double D)
 {
-    PlanCpNumel n = { 0, 0, 0, 0 };
+    PlanCpNumel n = { 0, 0, 0, 0, 0 };
     if (cp <= 1) return n;
     double T = Tl * cp, kv = B * Tl * 2 * Hkv * D;   /* one KV block of the local tokens */
     double qkv = B * T * (H + 2 * Hkv) * D / cp, out = B * T * H * D / cp;
@@ -508,6 +508,7 @@ PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, 
         n.saved_f32 = flash ? B * H * Tl : 0;
         n.buf_fwd = B * T * 2 * Hkv * D;
         n.buf_bwd = 2 * n.buf_fwd + (flash ? 0 : Tl * T);   /* + one (b, h)'s score gradient */
+        n.buf_bwd_f32 = n.buf_fwd;                            /* the full dK, dV */
         break;
     case PLAN_CP_HIERARCHICAL: {
         /* the all-to-all over a = cp_local ranks, then the ring over the
@@ -515,18 +516,20 @@ PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, 
          * B Tl 2 Hkv D elements, its scores block (a Tl)^2 */
         double a = cp_local >= 1 && cp_local <= cp ? cp_local : cp, Ta = a * Tl;
         double sc = flash ? 0 : Ta * Ta;   /* a score block (on chip when fused) */
-        n.saved = qkv + out + (flash ? 0 : B * H * Tl);
-        n.saved_f32 = flash ? B * H * Tl : 0;
+        n.saved = qkv + out;
+        n.saved_f32 = B * H * Tl;   /* the ring's log-sum-exp */
         n.buf_fwd = fmax(qkv, fmax(2 * kv + sc, out));   /* the qkv exchange, the ring, the output's: in turn */
         n.buf_bwd = 4 * kv + 2 * sc + qkv + out;
+        n.buf_bwd_f32 = 2 * kv;     /* the ring's dK, dV blocks */
         break;
     }
     default: {   /* PLAN_CP_RING: the log-sum-exp; two KV blocks (+ two dKV backward) and a block's scores */
         double sc = flash ? 0 : Tl * Tl;
-        n.saved = flash ? 0 : B * H * Tl;
-        n.saved_f32 = flash ? B * H * Tl : 0;
+        n.saved = 0;
+        n.saved_f32 = B * H * Tl;   /* the log-sum-exp, fp32 on both targets */
         n.buf_fwd = 2 * kv + sc;
         n.buf_bwd = 4 * kv + 2 * sc;
+        n.buf_bwd_f32 = 2 * kv;     /* the two dK, dV blocks */
         break;
     }
     }
@@ -543,7 +546,7 @@ static double cp_attention_work(const Model *m, const Layer *l, const PlanCut *c
     double b = (double)c->micro_batch, Tl = plan_cut_tokens(m, c), t = c->tp;
     double H = (double)l->heads / t, Hkv = (double)l->kv_heads / t, D = (double)plan_head_dim(m, l);
     PlanCpNumel n = plan_cp_attention_numel(c->cp_comm, c->cp, c->cp_local, c->flash, b, Tl, H, Hkv, D);
-    w->cp_buf_bytes = e * fmax(n.buf_fwd, n.buf_bwd);
+    w->cp_buf_bytes = fmax(e * n.buf_fwd, e * (n.buf_bwd - n.buf_bwd_f32) + 4 * n.buf_bwd_f32);
     w->cp_kv_bytes = e * b * Tl * 2 * Hkv * D;
     w->cp_qkv_bytes = e * b * Tl * (H + 2 * Hkv) * D;
     w->cp_out_bytes = e * b * Tl * H * D;

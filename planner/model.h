@@ -137,9 +137,13 @@ typedef struct {
  * names no sizes for hierarchical: it is counted as its two parts (the
  * all-to-all's head-split q, k, v and output, then the ring of
  * cp / cp_local steps on cp_local x Tl tokens and H / cp_local heads),
- * the ring's log-sum-exp in place of the probabilities. */
+ * the ring's log-sum-exp in place of the probabilities. planrt keeps the
+ * log-sum-exp and the dK, dV accumulators in fp32 on both targets (CUDA's
+ * paragraph of the contract), so they are saved_f32 and buf_bwd_f32. */
 typedef struct {
     double saved, saved_f32, buf_fwd, buf_bwd;
+    double buf_bwd_f32;   /* of buf_bwd's peak, the elements held in fp32 whatever the dtype (the
+                             dK, dV accumulators): counted at 4 bytes, the rest at the dtype's */
 } PlanCpNumel;
 PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, double B, double Tl, double H,
                                     double Hkv, double D);

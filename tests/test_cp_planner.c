@@ -63,8 +63,9 @@ static void test_cp_numel_contract(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         PlanCpNumel n = plan_cp_attention_numel(cases[i].form, 4, 4, false, 2, 16, 4, 2, 8);
-        assert_close(n.saved, cases[i].saved, 0, 0);
-        assert_close(n.saved_f32, 0, 0, 0);
+        /* the ring's log-sum-exp is fp32 on both targets: saved_f32 */
+        assert_close(n.saved + n.saved_f32, cases[i].saved, 0, 0);
+        assert_close(n.saved_f32, cases[i].form == PLAN_CP_RING ? 128 : 0, 0, 0);
         assert_close(n.buf_fwd, cases[i].fwd, 0, 0);
         assert_close(n.buf_bwd, cases[i].bwd, 0, 0);
     }
@@ -74,7 +75,10 @@ static void test_cp_numel_contract(void **state)
      * exchange's 2048 and the output's 1024 before and after it), 4 blocks + 2 x 32^2 +
      * the all-to-all's gradients backward (4096 + 2048 + 3072) */
     PlanCpNumel h = plan_cp_attention_numel(PLAN_CP_HIERARCHICAL, 4, 2, false, 2, 16, 4, 2, 8);
-    assert_close(h.saved, 3200, 0, 0);
+    assert_close(h.saved + h.saved_f32, 3200, 0, 0);
+    /* the dK, dV accumulators are fp32: the ring's two blocks (2 x 1024), all-gather's full 4096 */
+    assert_close(h.buf_bwd_f32, 2048, 0, 0);
+    assert_close(plan_cp_attention_numel(PLAN_CP_ALL_GATHER, 4, 4, false, 2, 16, 4, 2, 8).buf_bwd_f32, 4096, 0, 0);
     assert_close(h.buf_fwd, 3072, 0, 0);
     assert_close(h.buf_bwd, 9216, 0, 0);
     /* a fused kernel keeps no probabilities nor score blocks: its fp32
