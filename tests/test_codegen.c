@@ -407,6 +407,10 @@ static void test_template_compiles(void **state)
         { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DUSES_GATHER_PARAMS=1", "-DUSES_SYNC_PARAMS=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DSP=1", NULL },
+        /* context parallelism (issue 26): the CP attention, positions and the loss over SEQ */
+        { "-DCONTEXT_PARALLEL=1", "-DSP=1", "-DPIPELINE=1", NULL },
+        { "-DCONTEXT_PARALLEL=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
+        { "-DCONTEXT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DSLIDING_WINDOW=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
