@@ -1405,6 +1405,18 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     return !key;
 }
 
+/* The Program must reduce the gradients over the dp x cp group whenever
+ * it has more than one rank: a program without REDUCE_GRADS would leave
+ * each CP rank with the gradient of its own tokens alone (wrong, not a
+ * crash), so it is refused rather than emitted. */
+static bool reduces_over_cp(const Cg *g, char *why, size_t len)
+{
+    if (plan_cp(&g->l) <= 1 || program_uses(g, OP_REDUCE_GRADS)) return true;
+    snprintf(why, len, "cp %d: the lowered Program reduces no gradients over dp x cp = %d ranks "
+             "(the planner's reductions are over dp %d alone)", plan_cp(&g->l), grad_ranks(&g->l), g->l.dp);
+    return false;
+}
+
 bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
 {
     Cg g;
@@ -1417,6 +1429,7 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     if (!plan_layout_check(p, &g.l, why, len)) return false;
     if (!runtime_honours(p, &g.l, why, len)) return false;
     if (!plan_lower(p, &g.prog, why, len)) return false;
+    if (!reduces_over_cp(&g, why, len)) { plan_program_free(&g.prog); return false; }
     const Model *m = &p->model;
     g.nv = g.l.pp * g.l.chunks;
     g.chunk = calloc((size_t)g.nv, sizeof *g.chunk);
