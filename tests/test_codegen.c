@@ -960,6 +960,10 @@ static void test_cp(void **state)
     }
     p.layout.cp_comm = PLAN_CP_RING;
     if (build_case(&p, c.name, NULL) != 0) fail_msg("the cp 2 program does not compile");
+    /* the CUDA runtime has no CP attention: `planc build --target cuda` refuses */
+    assert_true(cg_target_runs(&p, CG_TARGET_CPU, why, sizeof why));
+    assert_false(cg_target_runs(&p, CG_TARGET_CUDA, why, sizeof why));
+    assert_non_null(strstr(why, "cp 2 with --target cuda: planc's CUDA runtime cannot honour it"));
     /* selective recomputation: the backward runs the CP forward again into the shared S.att */
     p.layout.recompute = RECOMPUTE_SELECTIVE;
     char *sel = emit_text(&p, why, sizeof why, &n);
