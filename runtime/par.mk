@@ -83,7 +83,7 @@ test-invariance-buffered: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DAT
 # planrt runs (ring, all_gather, all_to_all) on 1, 2 and 4 CP ranks against
 # the whole-sequence attention (outputs and every gradient), its buffers
 # against prt_par.h's contract, and the refusals (tests/test_cp_attention.c).
-CP_ATTN_RANKS := 1 2 4
+CP_ATTN_RANKS := 1 2 3 4
 $(BUILD)/tests/test_cp_attention: $(BUILD)/obj-rt/tests/test_cp_attention.o $(LIBPRT)
 	@mkdir -p $(@D)
 	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT) $(BLAS_LIBS) $(LDLIBS)

@@ -31,6 +31,7 @@
 
 static int nfail, ncase, world_rank, world_size;
 static double worst_out, worst_grad;   /* largest |got - ref| / (1e-6 + 1e-5 |ref|) seen */
+static double worst_abs;               /* largest |got - ref| seen */
 
 /* A case fails if it fails on any rank; rank 0 says which. */
 static void record(bool ok, const char *name)
@@ -56,6 +57,7 @@ static double compare(const float *got, const float *ref, size_t n, const char *
             said = true;
         }
         worst = isnan(e) ? INFINITY : fmax(worst, e);
+        worst_abs = fmax(worst_abs, fabs((double)got[i] - ref[i]));
     }
     return worst;
 }
@@ -63,6 +65,7 @@ static double compare(const float *got, const float *ref, size_t n, const char *
 typedef struct {
     prt_cp_form form;
     size_t      T, H, Hkv, W;
+    int         node;   /* HIERARCHICAL: PLANRT_CP_NODE_RANKS (0: unset, the hosts decide) */
 } Case;
 
 static const char *FORM[] = { "ring", "all_to_all", "all_gather", "hierarchical" };   /* ORDER PRT_CP_FORM */
@@ -87,7 +90,15 @@ static size_t contract_buffers(const Case *k, int cp, bool bwd)
     case PRT_CP_RING: return bwd ? 4 * KVb + 2 * Tl * Tl : 2 * KVb + Tl * Tl;
     case PRT_CP_ALL_GATHER: return bwd ? 2 * KVb * (size_t)cp + Tl * k->T : KVb * (size_t)cp;
     case PRT_CP_ALL_TO_ALL: return bwd ? prt_cp_saved_numel(k->form, cp, B, Tl, k->H, k->Hkv, D) : 0;
-    case PRT_CP_HIERARCHICAL: return 0;
+    case PRT_CP_HIERARCHICAL: {
+        /* forward: the qkv exchange's send blocks, then the ring's buffers
+         * for blocks of n Tl tokens; backward: the output gradient and the
+         * qkv gradient (head-split) beside the ring's buffers */
+        size_t n = k->node ? (size_t)k->node : (size_t)cp;   /* one host here: one node */
+        size_t R = (k->H + 2 * k->Hkv) * D, HD = k->H * D, nT = n * Tl;
+        size_t f = 2 * KVb + nT * nT;
+        return bwd ? B * Tl * (HD + R) + 4 * KVb + 2 * nT * nT : (B * Tl * R > f ? B * Tl * R : f);
+    }
     }
     return 0;
 }
@@ -134,9 +145,16 @@ static void check_case(prt_ctx *c, const Case *k)
     int cp = prt_cp_size(c), r = c->coord.cp;
     size_t T = k->T, Tl = T / (size_t)cp, H = k->H, Hkv = k->Hkv, R = (H + 2 * Hkv) * D, HD = H * D;
     char name[128];
-    snprintf(name, sizeof name, "%s cp %d T %zu H %zu Hkv %zu W %zu", FORM[k->form], cp, T, H, Hkv, k->W);
+    snprintf(name, sizeof name, "%s cp %d T %zu H %zu Hkv %zu W %zu node %d", FORM[k->form], cp, T, H,
+             Hkv, k->W, k->node);
     if (k->form == PRT_CP_ALL_TO_ALL && (H % (size_t)cp || Hkv % (size_t)cp)) {
-        record(refused(c, k, "all_to_all needs cp"), name);
+        size_t Tl = T / (size_t)cp;
+        record(refused(c, k, "all_to_all needs cp") && !prt_cp_saved_numel(k->form, cp, B, Tl, H, Hkv, D), name);
+        return;
+    }
+    size_t n = k->node ? (size_t)k->node : (size_t)cp;
+    if (k->form == PRT_CP_HIERARCHICAL && (H % n || Hkv % n)) {
+        record(refused(c, k, "CP ranks of a node must divide"), name);
         return;
     }
     rng_state = 1000 + T + 10 * H + Hkv;   /* the same draws on every rank */
@@ -187,24 +205,37 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
-    static const prt_cp_form forms[] = { PRT_CP_RING, PRT_CP_ALL_GATHER, PRT_CP_ALL_TO_ALL };
+    static const prt_cp_form forms[] = { PRT_CP_RING, PRT_CP_ALL_GATHER, PRT_CP_ALL_TO_ALL,
+                                         PRT_CP_HIERARCHICAL };
     static const size_t Ts[] = { 32, 64 }, Ws[] = { 0, 5 };
-    static const size_t heads[][2] = { { 4, 2 }, { 4, 1 }, { 8, 4 } };
-    for (size_t f = 0; f < 3; f++)
-        for (size_t t = 0; t < 2; t++)
-            for (size_t h = 0; h < 3; h++)
-                for (size_t w = 0; w < 2; w++) {
-                    Case k = { .form = forms[f], .T = Ts[t], .H = heads[h][0], .Hkv = heads[h][1], .W = Ws[w] };
-                    check_case(c, &k);
-                }
-    Case hier = { .form = PRT_CP_HIERARCHICAL, .T = 32, .H = 4, .Hkv = 2 };
-    record(refused(c, &hier, "cp_comm hierarchical: not in planrt yet"), "hierarchical refused");
+    static const size_t heads[][2] = { { 4, 2 }, { 4, 1 }, { 8, 4 }, { 6, 3 } };
+    size_t twocp = 2 * (size_t)world_size;
+    for (size_t f = 0; f < 4; f++)
+        for (int node = 0; node <= world_size; node++) {   /* HIERARCHICAL: each node size */
+            if ((forms[f] != PRT_CP_HIERARCHICAL && node) || (node && world_size % node)) continue;
+            char v[12];
+            snprintf(v, sizeof v, "%d", node);
+            if (node) setenv("PLANRT_CP_NODE_RANKS", v, 1); else unsetenv("PLANRT_CP_NODE_RANKS");
+            for (size_t t = 0; t < 2; t++)
+                for (size_t h = 0; h < 4; h++)
+                    for (size_t w = 0; w < 2; w++) {
+                        /* T a multiple of 2 cp: 32 and 64 where it is, rounded up where not */
+                        size_t T = (Ts[t] + twocp - 1) / twocp * twocp;
+                        Case k = { .form = forms[f], .T = T, .H = heads[h][0], .Hkv = heads[h][1],
+                                   .W = Ws[w], .node = node };
+                        check_case(c, &k);
+                    }
+        }
+    setenv("PLANRT_CP_NODE_RANKS", "0", 1);
+    Case hier = { .form = PRT_CP_HIERARCHICAL, .T = twocp * 4, .H = 4, .Hkv = 2 };
+    record(refused(c, &hier, "PLANRT_CP_NODE_RANKS=0"), "a bad PLANRT_CP_NODE_RANKS refused");
+    unsetenv("PLANRT_CP_NODE_RANKS");
     Case odd = { .form = PRT_CP_RING, .T = (size_t)(3 * world_size), .H = 4, .Hkv = 2 };
     record(refused(c, &odd, "two equal chunks"), "odd local tokens refused");
     if (world_rank == 0)
         printf("test_cp_attention on %d ranks (cp %d, PLANRT_P2P=%s): %d passed, %d failed; worst error / "
-               "tolerance: out %.3g, dqkv %.3g\n", world_size, world_size,
-               prt_p2p_mode_name(prt_comm_p2p_mode()), ncase - nfail, nfail, worst_out, worst_grad);
+               "tolerance: out %.3g, dqkv %.3g; largest |error| %.3g\n", world_size, world_size,
+               prt_p2p_mode_name(prt_comm_p2p_mode()), ncase - nfail, nfail, worst_out, worst_grad, worst_abs);
     prt_finalize(c);
     MPI_Finalize();
     return nfail ? 1 : 0;

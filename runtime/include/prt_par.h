@@ -374,7 +374,15 @@ void       prt_moe_ep_free(prt_moe_ep *x);
  *    backward.
  *  - ALL_GATHER: saved the probabilities B*H*Tl*T; forward buffer the
  *    gathered K, V B*T*2*Hkv*D; backward buffers that and the full dK, dV
- *    B*T*2*Hkv*D.
+ *    B*T*2*Hkv*D, plus one (b, h)'s score gradient Tl*T.
+ *  - HIERARCHICAL, nodes of k CP ranks (k = cp/nodes; PLANRT_CP_NODE_RANKS
+ *    overrides the hosts' count; k must divide H and Hkv): saved the node's
+ *    head-split qkv B*Tl*(H+2Hkv)*D and output B*Tl*H*D and the ring's
+ *    log-sum-exp B*H*Tl (fp32); forward buffers, not at once, the qkv
+ *    exchange's B*Tl*(H+2Hkv)*D, then the ring's 2*(B*Tl*2*Hkv*D) +
+ *    (k*Tl)^2, then the output's B*Tl*H*D; backward buffers the head-split
+ *    output gradient B*Tl*H*D and qkv gradient B*Tl*(H+2Hkv)*D beside the
+ *    ring's 4*(B*Tl*2*Hkv*D) + 2*(k*Tl)^2.
  * Collective over the CP group (every rank calls each layer's forward and
  * backward in the same order); buffers are device memory on CUDA. */
 typedef enum {
@@ -397,7 +405,8 @@ static inline PRT_HOST_DEVICE size_t prt_cp_pos(size_t t, size_t T, int cp, int 
     return t < C ? (size_t)r * C + t : (size_t)(2 * cp - 1 - r) * C + (t - C);
 }
 
-/* Elements of the saved buffer of one attention call (see above). */
+/* Elements of the saved buffer of one attention call (see above); 0 for a
+ * shape the form refuses (prt_cp_attention_fwd says why). */
 size_t     prt_cp_saved_numel(prt_cp_form form, int cp, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D);
 /* out (B, Tl, H*D) from qkv (B, Tl, (H+2Hkv)*D) of the local tokens, as
  * prt_attention_fwd lays them out, under the causal (and window W) mask by

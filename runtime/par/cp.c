@@ -22,10 +22,12 @@
  *    log-sum-exp L of each query row; a block with scores S and reference
  *    M = max(L, max S) adds P = exp(S - M), tot = exp(L - M) + sum P, and
  *    O <- (O exp(L - M) + P V) / tot, L <- M + log(tot). The block is done
- *    as 2 x 2 sub-blocks of C x C (query chunk, key chunk): one wholly in
+ *    as sub-blocks of C x C (query chunk, key chunk; 2 x 2 of them, nodes
+ *    of k ranks under HIERARCHICAL 2k x 2k): one wholly in
  *    the future (or, under a window, wholly too old) is skipped, one wholly
- *    visible is not masked. Under the load-balanced split half of every
- *    non-diagonal step is skipped. The backward rebuilds P = exp(S - L)
+ *    visible is not masked, and a mask is a column range per row.
+ *    Under the load-balanced split half of every non-diagonal step is
+ *    skipped. The backward rebuilds P = exp(S - L)
  *    from the saved L, uses rowsum(dO * O) for the softmax Jacobian's
  *    rowsum(P * dP) (they are equal, FlashAttention-2 Sec. 3.1.2), and
  *    sends dK, dV (fp32) round the ring behind K, V: after cp steps they
@@ -40,16 +42,23 @@
  *    overwrites, and the received rank-major blocks are permuted in place
  *    into the layout wanted (one bit per unit of host memory marks the
  *    cycles), so the form needs no buffer beyond the contract's.
- *  - HIERARCHICAL: refused (PRT_ERR_ARG), not in planrt yet.
+ *  - HIERARCHICAL (Megatron-Core / Transformer Engine's "a2a+p2p"): the
+ *    all-to-all of ALL_TO_ALL inside each node (rk consecutive CP ranks),
+ *    then the ring over the nodes with blocks of 2 rk chunks, then the
+ *    node's all-to-all of the output; the backward reverses it. Saved: the
+ *    node's head-split qkv and output and the ring's log-sum-exp.
  *
  * The CUDA build compiles this file for the argument checks and the saved
  * sizes; its forward and backward refuse (PRT_ERR_ARG) until the device
  * kernels exist.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <mpi.h>
 
 #include "par_internal.h"
 
@@ -61,8 +70,14 @@
 typedef struct {
     prt_comm   *g;
     prt_cp_form form;
-    int         cp, r;
-    size_t      B, Tl, T, C;       /* sequences, local tokens, global tokens, chunk */
+    int         cp, r;             /* CP group size, this rank in it */
+    /* The ring: rn members of rk consecutive CP ranks each (RING: rk 1;
+     * HIERARCHICAL: a node's ranks, whose tokens the node's all-to-all
+     * joined), this rank's member ri, and the CP ranks it sends to, takes from */
+    int         rk, rn, ri, next, prev;
+    size_t      B, Tl, T, C;       /* sequences, tokens of a ring member (plain forms: the
+                                      local tokens), global tokens, chunk T / (2 cp) */
+    size_t      nch;               /* chunks of a ring member's tokens: 2 rk */
     size_t      H, Hkv, D, W, G;   /* heads, kv heads, head size, window, group H / Hkv */
     size_t      R, HD, KV;         /* row widths: qkv (H+2Hkv)D, out HD, K|V block 2 Hkv D */
     float       scale;             /* 1 / sqrt(D) */
@@ -108,17 +123,17 @@ static bool saved_numel(size_t *out, prt_cp_form form, int cp, size_t B, size_t 
         return mul4(&a, B, T, H / (size_t)cp + 2 * (Hkv / (size_t)cp), D) &&
                mul4(&b, B, T, H / (size_t)cp, D) && mul4(&c, B, H / (size_t)cp, T, T) &&
                !__builtin_add_overflow(a, b, out) && !__builtin_add_overflow(*out, c, out);
-    case PRT_CP_HIERARCHICAL: /* not in planrt yet: nothing to keep */
-        *out = 0;
-        return true;
+    case PRT_CP_HIERARCHICAL: /* the node's head-split qkv and output, the ring's lse */
+        return mul4(&a, B, Tl, H + 2 * Hkv, D) && mul4(&b, B, Tl, H, D) && mul3(&c, B, H, Tl) &&
+               !__builtin_add_overflow(a, b, out) && !__builtin_add_overflow(*out, c, out);
     }
     return false;
 }
 
 size_t prt_cp_saved_numel(prt_cp_form form, int cp, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D)
 {
-    size_t n;
-    return saved_numel(&n, form, cp, B, Tl, H, Hkv, D) ? n : SIZE_MAX;
+    size_t n;   /* 0 for a shape the form refuses: its forward says why */
+    return saved_numel(&n, form, cp, B, Tl, H, Hkv, D) ? n : 0;
 }
 
 /* Check one call's arguments and fill x; the message names the fix. */
@@ -130,9 +145,6 @@ static prt_status cp_setup(Cp *x, const char *who, prt_comm *g, prt_cp_form form
         return prtp_fail(PRT_ERR_ARG, "%s: no CP group", who);
     if ((unsigned)form > PRT_CP_HIERARCHICAL)
         return prtp_fail(PRT_ERR_ARG, "%s: unknown cp_comm form %d", who, (int)form);
-    if (form == PRT_CP_HIERARCHICAL)
-        return prtp_fail(PRT_ERR_ARG, "cp_comm hierarchical: not in planrt yet "
-                                      "(use ring, all_to_all or all_gather)");
 #ifdef PRT_CUDA
     return prtp_fail(PRT_ERR_ARG, "context parallelism: not in the CUDA build yet (%s, cp_comm %s)",
                      who, form_name(form));
@@ -151,13 +163,18 @@ static prt_status cp_setup(Cp *x, const char *who, prt_comm *g, prt_cp_form form
                          "%zu query heads and %zu kv heads (use ring or all_gather)", who, cp, H, Hkv);
     size_t n, T, qkv_all, scores;   /* the largest buffers any form makes */
     if (!saved_numel(&n, form, cp, B, Tl, H, Hkv, D) || __builtin_mul_overflow(Tl, (size_t)cp, &T) ||
-        !mul4(&qkv_all, B, T, H + 2 * Hkv, D) || !mul3(&scores, 2 * Tl, T, sizeof(float)) ||
+        !mul4(&qkv_all, B, T, H + 2 * Hkv, D) || !mul3(&scores, 2 * Tl, T, sizeof(float)) || !mul3(&scores, 2 * T, T, sizeof(float)) ||
         qkv_all > SIZE_MAX / sizeof(float) || n > SIZE_MAX / sizeof(float))
         return prtp_fail(PRT_ERR_ARG, "%s: shape too large (B %zu, T %zu, H %zu, D %zu) for size_t", who,
                          B, Tl * (size_t)cp, H, D);
+    if (T > INT_MAX || (H + 2 * Hkv) * D > INT_MAX)   /* BLAS takes int sizes and strides */
+        return prtp_fail(PRT_ERR_ARG, "%s: seq %zu or row width %zu beyond BLAS's int", who, T,
+                         (H + 2 * Hkv) * D);
     *x = (Cp){
         .g = g, .form = form, .cp = cp, .r = prt_comm_rank(g),
-        .B = B, .Tl = Tl, .T = Tl * (size_t)cp, .C = Tl / 2,
+        .rk = 1, .rn = cp, .ri = prt_comm_rank(g),
+        .next = (prt_comm_rank(g) + 1) % cp, .prev = (prt_comm_rank(g) + cp - 1) % cp,
+        .B = B, .Tl = Tl, .T = Tl * (size_t)cp, .C = Tl / 2, .nch = 2,
         .H = H, .Hkv = Hkv, .D = D, .W = W, .G = H / Hkv,
         .R = (H + 2 * Hkv) * D, .HD = H * D, .KV = 2 * Hkv * D,
         .scale = 1.0f / sqrtf((float)D),
@@ -169,21 +186,47 @@ static prt_status cp_setup(Cp *x, const char *who, prt_comm *g, prt_cp_form form
 
 /* ---- positions and masks ---------------------------------------------- */
 
-static bool visible(size_t qpos, size_t kpos, size_t W)
+/* Global chunk index of chunk a (0 .. nch-1) of ring member m: its CP rank
+ * m rk + a / 2 holds chunks cr and 2cp-1-cr (prt_cp_pos). */
+static size_t chunk_of(const Cp *x, int m, size_t a)
 {
-    return kpos <= qpos && (W == 0 || kpos + W > qpos);
+    size_t cr = (size_t)m * (size_t)x->rk + a / 2;
+    return a % 2 == 0 ? cr : 2 * (size_t)x->cp - 1 - cr;
 }
 
-/* Global position of local token t of rank `owner`. */
-static size_t pos_of(const Cp *x, int owner, size_t t)
+/* Global position of token t of ring member m (with rk 1: prt_cp_pos). */
+static size_t pos_of(const Cp *x, int m, size_t t)
 {
-    return prt_cp_pos(t, x->T, x->cp, owner);
+    return chunk_of(x, m, t / x->C) * x->C + t % x->C;
 }
 
-/* Column c of the all-gathered keys: block c / Tl is rank c / Tl's tokens. */
-static size_t gathered_pos(const Cp *x, size_t c)
+/* The keys of a chunk (C tokens from position k0) that query position q
+ * sees: [lo, hi) of the chunk, a range since a chunk's positions are
+ * consecutive (the mask rule of prt_window_first: k <= q, k > q - W). */
+static void seen_cols(const Cp *x, size_t q, size_t k0, size_t *lo, size_t *hi)
 {
-    return pos_of(x, (int)(c / x->Tl), c % x->Tl);
+    size_t first = prt_window_first(q, x->W);
+    size_t b = q >= k0 ? prtp_min(q - k0 + 1, x->C) : 0;
+    size_t a = first > k0 ? prtp_min(first - k0, b) : 0;
+    *lo = a;
+    *hi = b;
+}
+
+/* One row's chunk of scores s (C of them): masked columns 0, seen ones
+ * exp(s - M); returns their sum. */
+static float exp_chunk(float *s, size_t C, size_t lo, size_t hi, float M)
+{
+    float sum = 0.0f;
+    for (size_t j = 0; j < lo; j++) s[j] = 0.0f;
+    for (size_t j = lo; j < hi; j++) sum += s[j] = expf(s[j] - M);
+    for (size_t j = hi; j < C; j++) s[j] = 0.0f;
+    return sum;
+}
+
+static float max_chunk(const float *s, size_t lo, size_t hi, float m)
+{
+    for (size_t j = lo; j < hi; j++) m = fmaxf(m, s[j]);
+    return m;
 }
 
 /* ---- K, V blocks: (B, Tl, 2 Hkv D), per row the K heads then the V heads */
@@ -223,19 +266,23 @@ static const float *kv_at(const Cp *x, const float *kv, int s, size_t b, size_t 
     return kv + ((size_t)s * x->B + b) * x->Tl * x->KV + off;
 }
 
-/* Masked softmax of one (b, h)'s rows P (Tl, T) over the gathered keys. */
+/* Masked softmax of one (b, h)'s rows P (Tl, T) over the gathered keys:
+ * column chunk cc is chunk cc % 2 of rank cc / 2. */
 static void gathered_softmax(const Cp *x, float *P)
 {
+    size_t nc = 2 * (size_t)x->cp, lo, hi;
     for (size_t i = 0; i < x->Tl; i++) {
         float *p = P + i * x->T, m = -INFINITY, sum = 0.0f;
         size_t q = pos_of(x, x->r, i);
-        for (size_t c = 0; c < x->T; c++)
-            if (visible(q, gathered_pos(x, c), x->W)) m = fmaxf(m, p[c]);
-        for (size_t c = 0; c < x->T; c++) {
-            p[c] = visible(q, gathered_pos(x, c), x->W) ? expf(p[c] - m) : 0.0f;
-            sum += p[c];
+        for (size_t cc = 0; cc < nc; cc++) {
+            seen_cols(x, q, chunk_of(x, (int)(cc / 2), cc % 2) * x->C, &lo, &hi);
+            m = max_chunk(p + cc * x->C, lo, hi, m);
         }
-        float inv = 1.0f / sum;   /* the diagonal key is always visible: sum >= exp(0) */
+        for (size_t cc = 0; cc < nc; cc++) {
+            seen_cols(x, q, chunk_of(x, (int)(cc / 2), cc % 2) * x->C, &lo, &hi);
+            sum += exp_chunk(p + cc * x->C, x->C, lo, hi, m);
+        }
+        float inv = 1.0f / sum;   /* the diagonal key is always seen: sum >= exp(0) */
         for (size_t c = 0; c < x->T; c++) p[c] *= inv;
     }
 }
@@ -317,15 +364,9 @@ static prt_status gather_bwd(const Cp *x, float *dqkv, const float *dout, const 
 /* How a (query chunk, key chunk) sub-block is seen. */
 typedef enum { SUB_SKIP, SUB_FULL, SUB_MASKED } SubKind;
 
-/* Global chunk index of local chunk a (0, 1) of rank `owner`. */
-static size_t chunk_of(const Cp *x, int owner, int a)
+static SubKind sub_kind(const Cp *x, size_t qa, int owner, size_t kc)
 {
-    return a == 0 ? (size_t)owner : (size_t)(2 * x->cp - 1 - owner);
-}
-
-static SubKind sub_kind(const Cp *x, int qa, int owner, int kc)
-{
-    size_t q0 = chunk_of(x, x->r, qa) * x->C, q1 = q0 + x->C - 1;
+    size_t q0 = chunk_of(x, x->ri, qa) * x->C, q1 = q0 + x->C - 1;
     size_t k0 = chunk_of(x, owner, kc) * x->C, k1 = k0 + x->C - 1;
     if (k0 > q1 || (x->W && k1 + x->W <= q0)) return SUB_SKIP;   /* all future, or all too old */
     if (k1 <= q0 && (x->W == 0 || k0 + x->W > q1)) return SUB_FULL;
@@ -339,7 +380,7 @@ typedef struct {
     float       *out, *dQ;    /* ld HD, R */
     float       *dK, *dV;     /* ld KV */
     float       *lse;         /* Tl */
-    SubKind      kind[2][2];  /* [query chunk][key chunk] */
+    SubKind     *kind;        /* (nch, nch): [query chunk][key chunk] */
     int          owner;
 } Blk;
 
@@ -349,39 +390,45 @@ static void sub_gemm_abt(const Cp *x, const Blk *k, float *S, float alpha, const
                          const float *Bm, int ldb)
 {
     int C = (int)x->C;
-    for (int qa = 0; qa < 2; qa++)
-        for (int kc = 0; kc < 2; kc++)
-            if (k->kind[qa][kc] != SUB_SKIP)
+    for (size_t qa = 0; qa < x->nch; qa++)
+        for (size_t kc = 0; kc < x->nch; kc++)
+            if (k->kind[qa * x->nch + kc] != SUB_SKIP)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, C, C, (int)x->D, alpha,
                             A + (size_t)qa * x->C * (size_t)lda, lda, Bm + (size_t)kc * x->C * (size_t)ldb,
                             ldb, 0.0f, S + (size_t)qa * x->C * x->Tl + (size_t)kc * x->C, (int)x->Tl);
 }
 
-/* Whether entry (i, j) of the block's S takes part (not skipped, not masked). */
-static bool blk_seen(const Cp *x, const Blk *k, size_t i, size_t j)
+/* The columns [lo, hi) of key chunk kc that row i sees; a skipped
+ * sub-block (whose scores were never computed) gives false. */
+static bool blk_cols(const Cp *x, const Blk *k, size_t i, size_t kc, size_t *lo, size_t *hi)
 {
-    SubKind s = k->kind[i / x->C][j / x->C];
-    return s == SUB_FULL ||
-           (s == SUB_MASKED && visible(pos_of(x, x->r, i), pos_of(x, k->owner, j), x->W));
+    SubKind s = k->kind[(i / x->C) * x->nch + kc];
+    if (s == SUB_SKIP) return false;
+    if (s == SUB_FULL) {   /* wholly seen: no mask */
+        *lo = 0;
+        *hi = x->C;
+    } else {
+        seen_cols(x, pos_of(x, x->ri, i), chunk_of(x, k->owner, kc) * x->C, lo, hi);
+    }
+    return true;
 }
 
 /* Online-softmax merge of one block into the normalised output rows and
  * their log-sum-exp (see the top of the file); S becomes P / tot. */
 static void ring_merge_rows(const Cp *x, const Blk *k, float *S)
 {
+    size_t lo, hi;
     for (size_t i = 0; i < x->Tl; i++) {
         float *s = S + i * x->Tl, mb = -INFINITY, L = k->lse[i], sum = 0.0f;
-        for (size_t j = 0; j < x->Tl; j++)
-            if (blk_seen(x, k, i, j)) mb = fmaxf(mb, s[j]);
+        for (size_t kc = 0; kc < x->nch; kc++)
+            if (blk_cols(x, k, i, kc, &lo, &hi)) mb = max_chunk(s + kc * x->C, lo, hi, mb);
         if (mb == -INFINITY) {   /* nothing of this block is seen by row i */
             memset(s, 0, x->Tl * sizeof *s);
             continue;
         }
         float M = fmaxf(L, mb);
-        for (size_t j = 0; j < x->Tl; j++) {
-            s[j] = blk_seen(x, k, i, j) ? expf(s[j] - M) : 0.0f;
-            sum += s[j];
-        }
+        for (size_t kc = 0; kc < x->nch; kc++)
+            if (blk_cols(x, k, i, kc, &lo, &hi)) sum += exp_chunk(s + kc * x->C, x->C, lo, hi, M);
         float old = expf(L - M), tot = old + sum, inv = 1.0f / tot;   /* L -inf: old 0 */
         for (size_t j = 0; j < x->Tl; j++) s[j] *= inv;
         float *o = k->out + i * x->HD;
@@ -395,9 +442,9 @@ static void ring_block_fwd(const Cp *x, Blk *k, float *S)
     int C = (int)x->C, D = (int)x->D;
     sub_gemm_abt(x, k, S, x->scale, k->Q, (int)x->R, k->K, (int)x->KV);
     ring_merge_rows(x, k, S);
-    for (int qa = 0; qa < 2; qa++)   /* O_qa += P_qa,kc V_kc */
-        for (int kc = 0; kc < 2; kc++)
-            if (k->kind[qa][kc] != SUB_SKIP)
+    for (size_t qa = 0; qa < x->nch; qa++)   /* O_qa += P_qa,kc V_kc */
+        for (size_t kc = 0; kc < x->nch; kc++)
+            if (k->kind[qa * x->nch + kc] != SUB_SKIP)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, C, D, C, 1.0f,
                             S + (size_t)qa * x->C * x->Tl + (size_t)kc * x->C, (int)x->Tl,
                             k->V + (size_t)kc * x->C * x->KV, (int)x->KV, 1.0f,
@@ -408,14 +455,16 @@ static void ring_block_fwd(const Cp *x, Blk *k, float *S)
  * S and dP; entries not seen are exact zeros in both. */
 static void ring_softmax_bwd(const Cp *x, const Blk *k, float *S, float *dP)
 {
+    size_t lo, hi;
     for (size_t i = 0; i < x->Tl; i++) {
         const float *o = k->O + i * x->HD, *dO = k->dO + i * x->HD;
-        float rs = 0.0f, L = k->lse[i], *s = S + i * x->Tl, *d = dP + i * x->Tl;
+        float rs = 0.0f, L = k->lse[i];
         for (size_t e = 0; e < x->D; e++) rs += dO[e] * o[e];
-        for (size_t j = 0; j < x->Tl; j++) {
-            float p = blk_seen(x, k, i, j) ? expf(s[j] - L) : 0.0f;
-            s[j] = p;
-            d[j] = p * (d[j] - rs) * x->scale;
+        for (size_t kc = 0; kc < x->nch; kc++) {
+            if (!blk_cols(x, k, i, kc, &lo, &hi)) continue;   /* skipped: never read */
+            float *s = S + i * x->Tl + kc * x->C, *d = dP + i * x->Tl + kc * x->C;
+            exp_chunk(s, x->C, lo, hi, L);
+            for (size_t j = 0; j < x->C; j++) d[j] = s[j] * (d[j] - rs) * x->scale;
         }
     }
 }
@@ -426,9 +475,9 @@ static void ring_block_bwd(const Cp *x, Blk *k, float *S, float *dP)
     sub_gemm_abt(x, k, S, x->scale, k->Q, R, k->K, KV);
     sub_gemm_abt(x, k, dP, 1.0f, k->dO, HD, k->V, KV);
     ring_softmax_bwd(x, k, S, dP);
-    for (int qa = 0; qa < 2; qa++)
-        for (int kc = 0; kc < 2; kc++) {
-            if (k->kind[qa][kc] == SUB_SKIP) continue;
+    for (size_t qa = 0; qa < x->nch; qa++)
+        for (size_t kc = 0; kc < x->nch; kc++) {
+            if (k->kind[qa * x->nch + kc] == SUB_SKIP) continue;
             size_t so = (size_t)qa * x->C * x->Tl + (size_t)kc * x->C;
             size_t qo = (size_t)qa * x->C, ko = (size_t)kc * x->C;
             /* dQ += dS K, dK += dS^T Q, dV += P^T dO */
@@ -441,12 +490,12 @@ static void ring_block_bwd(const Cp *x, Blk *k, float *S, float *dP)
         }
 }
 
-/* Fill the sub-block kinds and the per-(b, h) pointers of a block. */
-static void blk_init(const Cp *x, Blk *k, int owner)
+/* The sub-block kinds of ring member owner's block (kinds: nch^2). */
+static void blk_init(const Cp *x, Blk *k, SubKind *kinds, int owner)
 {
-    *k = (Blk){ .owner = owner };
-    for (int qa = 0; qa < 2; qa++)
-        for (int kc = 0; kc < 2; kc++) k->kind[qa][kc] = sub_kind(x, qa, owner, kc);
+    *k = (Blk){ .owner = owner, .kind = kinds };
+    for (size_t qa = 0; qa < x->nch; qa++)
+        for (size_t kc = 0; kc < x->nch; kc++) kinds[qa * x->nch + kc] = sub_kind(x, qa, owner, kc);
 }
 
 static void blk_point(const Cp *x, Blk *k, size_t b, size_t h, const float *qkv, const float *kv)
@@ -462,10 +511,9 @@ static void blk_point(const Cp *x, Blk *k, size_t b, size_t h, const float *qkv,
 static prt_status ring_shift(const Cp *x, const float *send, float *recv, size_t n, int tag,
                              prt_request *req[2])
 {
-    int next = (x->r + 1) % x->cp, prev = (x->r + x->cp - 1) % x->cp;
     prt_status st = prtp_check(prt_group_start(), "cp ring");
-    if (!st) st = prtp_check(prt_send_async(x->g, send, n, PRT_ACT, next, tag, &req[0]), "cp ring send");
-    if (!st) st = prtp_check(prt_recv_async(x->g, recv, n, PRT_ACT, prev, tag, &req[1]), "cp ring receive");
+    if (!st) st = prtp_check(prt_send_async(x->g, send, n, PRT_ACT, x->next, tag, &req[0]), "cp ring send");
+    if (!st) st = prtp_check(prt_recv_async(x->g, recv, n, PRT_ACT, x->prev, tag, &req[1]), "cp ring receive");
     prt_status e = prtp_check(prt_group_end(), "cp ring");
     return st ? st : e;
 }
@@ -482,16 +530,18 @@ static prt_status ring_fwd(const Cp *x, float *out, float *lse, const float *qkv
     size_t n = x->B * x->Tl * x->KV;
     float *kv = NULL, *S = NULL;
     prt_request *req[2] = { NULL, NULL };
-    prt_status st = cp_alloc(&kv, 2 * n, "cp ring forward");   /* the block in hand, the one arriving */
+    SubKind *kinds = malloc(x->nch * x->nch * sizeof *kinds);
+    prt_status st = kinds ? PRT_OK : prtp_fail(PRT_ERR_NOMEM, "cp ring forward: out of memory");
+    if (!st) st = cp_alloc(&kv, 2 * n, "cp ring forward");   /* the block in hand, the one arriving */
     if (!st) st = cp_alloc(&S, x->Tl * x->Tl, "cp ring forward");
     memset(out, 0, x->B * x->Tl * x->HD * sizeof *out);
     for (size_t i = 0; i < x->B * x->H * x->Tl; i++) lse[i] = -INFINITY;
     if (!st) pack_kv(x, kv, qkv);
-    for (int s = 0; !st && s < x->cp; s++) {
+    for (int s = 0; !st && s < x->rn; s++) {
         const float *cur = kv + (size_t)(s % 2) * n;
-        if (s + 1 < x->cp) st = ring_shift(x, cur, kv + (size_t)((s + 1) % 2) * n, n, s, req);
+        if (s + 1 < x->rn) st = ring_shift(x, cur, kv + (size_t)((s + 1) % 2) * n, n, s, req);
         Blk k;
-        blk_init(x, &k, (x->r - s + x->cp) % x->cp);
+        blk_init(x, &k, kinds, (x->ri - s + x->rn) % x->rn);
         for (size_t b = 0; !st && b < x->B; b++)
             for (size_t h = 0; h < x->H; h++) {
                 blk_point(x, &k, b, h, qkv, cur);
@@ -499,13 +549,14 @@ static prt_status ring_fwd(const Cp *x, float *out, float *lse, const float *qkv
                 k.lse = lse + (b * x->H + h) * x->Tl;
                 ring_block_fwd(x, &k, S);
             }
-        if (s + 1 < x->cp) {
+        if (s + 1 < x->rn) {
             prt_status e = ring_wait(req);
             if (!st) st = e;
         }
     }
     prt_mem_free(kv);
     prt_mem_free(S);
+    free(kinds);
     return st;
 }
 
@@ -515,17 +566,19 @@ static prt_status ring_bwd(const Cp *x, float *dqkv, const float *dout, const fl
     size_t n = x->B * x->Tl * x->KV;
     float *kv = NULL, *dkv = NULL, *S = NULL;
     prt_request *req[2] = { NULL, NULL }, *dreq[2] = { NULL, NULL };
-    prt_status st = cp_alloc(&kv, 2 * n, "cp ring backward");
+    SubKind *kinds = malloc(x->nch * x->nch * sizeof *kinds);
+    prt_status st = kinds ? PRT_OK : prtp_fail(PRT_ERR_NOMEM, "cp ring backward: out of memory");
+    if (!st) st = cp_alloc(&kv, 2 * n, "cp ring backward");
     if (!st) st = cp_alloc(&dkv, 2 * n, "cp ring backward");   /* fp32 accumulators, zeroed */
     if (!st) st = cp_alloc(&S, 2 * x->Tl * x->Tl, "cp ring backward");   /* P and dP */
     memset(dqkv, 0, x->B * x->Tl * x->R * sizeof *dqkv);
     if (!st) pack_kv(x, kv, qkv);
-    for (int s = 0; !st && s < x->cp; s++) {
+    for (int s = 0; !st && s < x->rn; s++) {
         const float *cur = kv + (size_t)(s % 2) * n;
         float *dcur = dkv + (size_t)(s % 2) * n;
-        if (s + 1 < x->cp) st = ring_shift(x, cur, kv + (size_t)((s + 1) % 2) * n, n, 2 * s, req);
+        if (s + 1 < x->rn) st = ring_shift(x, cur, kv + (size_t)((s + 1) % 2) * n, n, 2 * s, req);
         Blk k;
-        blk_init(x, &k, (x->r - s + x->cp) % x->cp);
+        blk_init(x, &k, kinds, (x->ri - s + x->rn) % x->rn);
         for (size_t b = 0; !st && b < x->B; b++)
             for (size_t h = 0; h < x->H; h++) {
                 size_t g = h / x->G;
@@ -538,58 +591,68 @@ static prt_status ring_bwd(const Cp *x, float *dqkv, const float *dout, const fl
                 k.lse = (float *)lse + (b * x->H + h) * x->Tl;
                 ring_block_bwd(x, &k, S, S + x->Tl * x->Tl);
             }
-        if (s + 1 < x->cp) {
+        if (s + 1 < x->rn) {
             prt_status e = ring_wait(req);
             if (!st) st = e;
         }
-        /* dK, dV follow their block to r+1; after step cp-1 this is the extra
-         * hop that brings each rank its own, complete. */
-        if (!st && x->cp > 1) {
+        /* dK, dV follow their block to the next member; after the last step
+         * this is the extra hop that brings each member its own, complete. */
+        if (!st && x->rn > 1) {
             st = ring_shift(x, dcur, dkv + (size_t)((s + 1) % 2) * n, n, 2 * s + 1, dreq);
             prt_status e = ring_wait(dreq);
             if (!st) st = e;
         }
     }
-    /* cp 1: the block never left; else the last hop landed in buffer cp % 2 */
-    if (!st) unpack_dkv(x, dqkv, x->cp > 1 ? dkv + (size_t)(x->cp % 2) * n : dkv);
+    /* a ring of 1: the block never left; else the last hop landed in buffer rn % 2 */
+    if (!st) unpack_dkv(x, dqkv, x->rn > 1 ? dkv + (size_t)(x->rn % 2) * n : dkv);
     prt_mem_free(kv);
     prt_mem_free(dkv);
     prt_mem_free(S);
+    free(kinds);
     return st;
 }
 
-/* ---- ALL_TO_ALL ------------------------------------------------------------
- * Three layouts of D-element units (one head of one token):
- *   local  (B, Tl, heads):       per token the parts' heads, all ranks' (qkv:
- *                                H query, Hkv key, Hkv value; out: H)
- *   blocks (cp, B, Tl, heads/cp): block j for / from rank j, per token its
- *                                parts' heads [j h/cp, (j+1) h/cp)
- *   global (B, T, heads/cp):     this rank's heads, tokens in global order
+/* ---- ALL_TO_ALL and HIERARCHICAL's node all-to-all -------------------------
+ * An all-to-all over ng ranks (ALL_TO_ALL: the CP group; HIERARCHICAL: the
+ * node's rk consecutive CP ranks) trades the local tokens of every head for
+ * all the group's tokens of 1/ng of the heads. Three layouts of D-element
+ * units (one head of one token):
+ *   local  (B, Tl, heads):        per token the parts' heads, all ranks' (qkv:
+ *                                 H query, Hkv key, Hkv value; out: H)
+ *   blocks (ng, B, Tl, heads/ng): block j for / from group rank j, per token
+ *                                 its parts' heads [j h/ng, (j+1) h/ng)
+ *   joined (B, ng Tl, heads/ng):  this rank's heads, every group rank's
+ *                                 tokens: in global order (ALL_TO_ALL), or
+ *                                 group rank by group rank (a node's ring
+ *                                 block, HIERARCHICAL)
  * The send layout is `blocks` by destination; what arrives is `blocks` by
  * source. */
 typedef struct {
+    int    ng;         /* ranks of the all-to-all */
+    bool   node;       /* joined tokens group rank by group rank, not in global order */
     int    nparts;     /* 3 (q, k, v) or 1 (out) */
     size_t part[3];    /* heads of each part on the whole row (H, Hkv, Hkv) */
-    size_t row, rowj;  /* units per token: local, per rank */
+    size_t row, rowj;  /* units per token: local, per group rank */
 } Heads;
 
-static Heads heads_qkv(const Cp *x)
+static Heads heads_qkv(const Cp *x, int ng, bool node)
 {
-    return (Heads){ .nparts = 3, .part = { x->H, x->Hkv, x->Hkv }, .row = x->H + 2 * x->Hkv,
-                    .rowj = (x->H + 2 * x->Hkv) / (size_t)x->cp };
+    return (Heads){ .ng = ng, .node = node, .nparts = 3, .part = { x->H, x->Hkv, x->Hkv },
+                    .row = x->H + 2 * x->Hkv, .rowj = (x->H + 2 * x->Hkv) / (size_t)ng };
 }
 
-static Heads heads_out(const Cp *x)
+static Heads heads_out(const Cp *x, int ng, bool node)
 {
-    return (Heads){ .nparts = 1, .part = { x->H }, .row = x->H, .rowj = x->H / (size_t)x->cp };
+    return (Heads){ .ng = ng, .node = node, .nparts = 1, .part = { x->H }, .row = x->H,
+                    .rowj = x->H / (size_t)ng };
 }
 
-/* Unit u (0 .. rowj-1) of rank j's block -> its unit in the local row. */
-static size_t local_col(const Cp *x, const Heads *hd, int j, size_t u)
+/* Unit u (0 .. rowj-1) of group rank j's block -> its unit in the local row. */
+static size_t local_col(const Heads *hd, int j, size_t u)
 {
     size_t base = 0;
     for (int p = 0; p < hd->nparts; p++) {
-        size_t per = hd->part[p] / (size_t)x->cp;
+        size_t per = hd->part[p] / (size_t)hd->ng;
         if (u < per) return base + (size_t)j * per + u;
         u -= per;
         base += hd->part[p];
@@ -601,47 +664,48 @@ static size_t local_col(const Cp *x, const Heads *hd, int j, size_t u)
 static void local_to_blocks(const Cp *x, const Heads *hd, float *dst, const float *src)
 {
     size_t D = x->D;
-    for (int j = 0; j < x->cp; j++)
+    for (int j = 0; j < hd->ng; j++)
         for (size_t bt = 0; bt < x->B * x->Tl; bt++)
             for (size_t u = 0; u < hd->rowj; u++)
                 memcpy(dst + (((size_t)j * x->B * x->Tl + bt) * hd->rowj + u) * D,
-                       src + (bt * hd->row + local_col(x, hd, j, u)) * D, D * sizeof *dst);
+                       src + (bt * hd->row + local_col(hd, j, u)) * D, D * sizeof *dst);
 }
 
-/* Row of global token (b, position of local t of rank s). */
-static size_t global_row(const Cp *x, int s, size_t b, size_t t)
+/* Joined row of token t of group rank s, sequence b. ALL_TO_ALL's group is
+ * the CP group (s is the CP rank); HIERARCHICAL's s is this node's s-th rank. */
+static size_t joined_row(const Cp *x, const Heads *hd, int s, size_t b, size_t t)
 {
+    if (hd->node) return (b * (size_t)hd->ng + (size_t)s) * x->Tl + t;
     return b * x->T + pos_of(x, s, t);
 }
 
-/* Copy rows: global (src) -> blocks by the tokens' owner (dst). */
-static void global_to_blocks(const Cp *x, size_t rowj, float *dst, const float *src)
+/* Copy rows: joined (src) -> blocks by the tokens' group rank (dst). */
+static void joined_to_blocks(const Cp *x, const Heads *hd, float *dst, const float *src)
 {
-    size_t w = rowj * x->D;
-    for (int s = 0; s < x->cp; s++)
+    size_t w = hd->rowj * x->D;
+    for (int s = 0; s < hd->ng; s++)
         for (size_t b = 0; b < x->B; b++)
             for (size_t t = 0; t < x->Tl; t++)
-                memcpy(dst + (((size_t)s * x->B + b) * x->Tl + t) * w, src + global_row(x, s, b, t) * w,
-                       w * sizeof *dst);
+                memcpy(dst + (((size_t)s * x->B + b) * x->Tl + t) * w,
+                       src + joined_row(x, hd, s, b, t) * w, w * sizeof *dst);
 }
 
 /* Where unit i of a buffer must go. */
 typedef size_t (*dest_fn)(const Cp *x, const Heads *hd, size_t i);
 
-/* blocks by source, rows of rowj units -> global rows. */
-static size_t dest_global(const Cp *x, const Heads *hd, size_t i)
+/* blocks by source, rows of rowj units -> joined rows. */
+static size_t dest_joined(const Cp *x, const Heads *hd, size_t i)
 {
     size_t t = i % x->Tl, b = (i / x->Tl) % x->B;
-    (void)hd;
-    return global_row(x, (int)(i / (x->Tl * x->B)), b, t);
+    return joined_row(x, hd, (int)(i / (x->Tl * x->B)), b, t);
 }
 
-/* blocks by rank, units of D -> local. */
+/* blocks by group rank, units of D -> local. */
 static size_t dest_local(const Cp *x, const Heads *hd, size_t i)
 {
     size_t u = i % hd->rowj, bt = (i / hd->rowj) % (x->B * x->Tl);
     int j = (int)(i / (hd->rowj * x->B * x->Tl));
-    return bt * hd->row + local_col(x, hd, j, u);
+    return bt * hd->row + local_col(hd, j, u);
 }
 
 /* Permute n units of w floats in place by following cycles; one bit per
@@ -650,10 +714,11 @@ static prt_status permute(const Cp *x, const Heads *hd, float *buf, size_t n, si
 {
     uint8_t *done = calloc(n / 8 + 1, 1);
     float *a = malloc(2 * w * sizeof *a + 1), *b = a ? a + w : NULL;
+    float *base = a;
     if (!done || !a) {
         free(done);
         free(a);
-        return prtp_fail(PRT_ERR_NOMEM, "cp all_to_all: out of memory");
+        return prtp_fail(PRT_ERR_NOMEM, "cp %s: out of memory", form_name(x->form));
     }
     for (size_t i = 0; i < n; i++) {
         if (done[i / 8] >> (i % 8) & 1) continue;
@@ -674,27 +739,62 @@ static prt_status permute(const Cp *x, const Heads *hd, float *buf, size_t n, si
         }
     }
     free(done);
-    free(a < b ? a : b);
+    free(base);
     return PRT_OK;
 }
 
-/* local rows (src) of this rank's tokens -> global rows of its heads (dst,
- * which is also the all-to-all's buffer). */
-static prt_status a2a_to_heads(const Cp *x, const Heads *hd, float *dst, const float *src, const char *what)
+/* The node's all-to-all of HIERARCHICAL, point to point on the CP group:
+ * block j of send (n each) to the node's rank j, block j of recv from it;
+ * this rank's own block is copied. */
+static prt_status node_exchange(const Cp *x, const Heads *hd, const float *send, float *recv, size_t n,
+                                const char *what)
+{
+    int first = x->r - x->r % hd->ng, me = x->r % hd->ng, np = 0;
+    prt_request **req = calloc(2 * (size_t)hd->ng + 1, sizeof *req);
+    if (!req) return prtp_fail(PRT_ERR_NOMEM, "%s: out of memory", what);
+    memcpy(recv + (size_t)me * n, send + (size_t)me * n, n * sizeof *recv);
+    prt_status st = prtp_check(prt_group_start(), what);
+    for (int j = 0; !st && j < hd->ng; j++) {
+        if (j == me) continue;
+        st = prtp_check(prt_send_async(x->g, send + (size_t)j * n, n, PRT_ACT, first + j, 100, &req[np++]), what);
+        if (!st)
+            st = prtp_check(prt_recv_async(x->g, recv + (size_t)j * n, n, PRT_ACT, first + j, 100, &req[np++]),
+                            what);
+    }
+    prt_status e = prtp_check(prt_group_end(), what);
+    if (!st) st = e;
+    e = prtp_check(prt_wait_all(req, np), what);
+    free(req);
+    return st ? st : e;
+}
+
+/* The all-to-all itself: ALL_TO_ALL's in place on the CP group (scratch
+ * NULL: the blocks were packed into dst); HIERARCHICAL's from scratch into
+ * dst over the node. */
+static prt_status exchange(const Cp *x, const Heads *hd, float *dst, const float *scratch, const char *what)
 {
     size_t n = x->B * x->Tl * hd->rowj * x->D;
-    local_to_blocks(x, hd, dst, src);
-    prt_status st = prtp_check(prt_all_to_all(x->g, dst, dst, n, PRT_ACT), what);
-    if (!st) st = permute(x, hd, dst, x->B * x->T, hd->rowj * x->D, dest_global);
+    if (!scratch) return prtp_check(prt_all_to_all(x->g, dst, dst, n, PRT_ACT), what);
+    return node_exchange(x, hd, scratch, dst, n, what);
+}
+
+/* local rows (src) of this rank's tokens -> joined rows of its heads (dst).
+ * scratch: NULL (in place) or a buffer of dst's size. */
+static prt_status to_heads(const Cp *x, const Heads *hd, float *dst, const float *src, float *scratch,
+                           const char *what)
+{
+    local_to_blocks(x, hd, scratch ? scratch : dst, src);
+    prt_status st = exchange(x, hd, dst, scratch, what);
+    if (!st) st = permute(x, hd, dst, x->B * x->Tl * (size_t)hd->ng, hd->rowj * x->D, dest_joined);
     return st;
 }
 
-/* global rows of this rank's heads (src) -> local rows of its tokens (dst). */
-static prt_status a2a_to_tokens(const Cp *x, const Heads *hd, float *dst, const float *src, const char *what)
+/* joined rows of this rank's heads (src) -> local rows of its tokens (dst). */
+static prt_status to_tokens(const Cp *x, const Heads *hd, float *dst, const float *src, float *scratch,
+                            const char *what)
 {
-    size_t n = x->B * x->Tl * hd->rowj * x->D;
-    global_to_blocks(x, hd->rowj, dst, src);
-    prt_status st = prtp_check(prt_all_to_all(x->g, dst, dst, n, PRT_ACT), what);
+    joined_to_blocks(x, hd, scratch ? scratch : dst, src);
+    prt_status st = exchange(x, hd, dst, scratch, what);
     if (!st) st = permute(x, hd, dst, x->B * x->Tl * hd->row, x->D, dest_local);
     return st;
 }
@@ -712,27 +812,163 @@ static A2aSaved a2a_saved(const Cp *x, const float *saved)
 static prt_status a2a_fwd(const Cp *x, float *out, float *saved, const float *qkv)
 {
     A2aSaved s = a2a_saved(x, saved);
-    Heads hq = heads_qkv(x), ho = heads_out(x);
-    prt_status st = a2a_to_heads(x, &hq, s.qkv, qkv, "cp all-to-all of qkv");
+    Heads hq = heads_qkv(x, x->cp, false), ho = heads_out(x, x->cp, false);
+    prt_status st = to_heads(x, &hq, s.qkv, qkv, NULL, "cp all-to-all of qkv");
     if (!st) prt_attention_fwd(s.out, s.P, s.qkv, x->B, x->T, s.Hq, s.Hk, x->D, x->W);
-    if (!st) st = a2a_to_tokens(x, &ho, out, s.out, "cp all-to-all of the output");
+    if (!st) st = to_tokens(x, &ho, out, s.out, NULL, "cp all-to-all of the output");
     return st;
 }
 
 static prt_status a2a_bwd(const Cp *x, float *dqkv, const float *dout, const float *saved)
 {
     A2aSaved s = a2a_saved(x, saved);
-    Heads hq = heads_qkv(x), ho = heads_out(x);
+    Heads hq = heads_qkv(x, x->cp, false), ho = heads_out(x, x->cp, false);
     float *dq = NULL, *dO = NULL, *dP = NULL;
     prt_status st = cp_alloc(&dq, x->B * x->T * (s.Hq + 2 * s.Hk) * x->D, "cp all_to_all backward");
     if (!st) st = cp_alloc(&dO, x->B * x->T * s.Hq * x->D, "cp all_to_all backward");
     if (!st) st = cp_alloc(&dP, x->B * s.Hq * x->T * x->T, "cp all_to_all backward");
-    if (!st) st = a2a_to_heads(x, &ho, dO, dout, "cp all-to-all of the output gradient");
+    if (!st) st = to_heads(x, &ho, dO, dout, NULL, "cp all-to-all of the output gradient");
     if (!st) prt_attention_bwd(dq, dP, dO, s.qkv, s.P, false, x->B, x->T, s.Hq, s.Hk, x->D, x->W);
-    if (!st) st = a2a_to_tokens(x, &hq, dqkv, dq, "cp all-to-all of the qkv gradient");
+    if (!st) st = to_tokens(x, &hq, dqkv, dq, NULL, "cp all-to-all of the qkv gradient");
     prt_mem_free(dq);
     prt_mem_free(dO);
     prt_mem_free(dP);
+    return st;
+}
+
+/* ---- HIERARCHICAL ------------------------------------------------------------
+ * A node is rk consecutive CP ranks on one host (the ranks with CP rank
+ * 0's processor name, MPI_Get_processor_name: the host MPI_COMM_TYPE_SHARED
+ * groups by; PLANRT_CP_NODE_RANKS=k pretends nodes of k ranks, for tests). The node's all-to-all gives each of its ranks H/rk
+ * query and Hkv/rk kv heads of the node's rk Tl tokens; the ring then runs
+ * over the cp/rk nodes (rank l of each node with rank l of the others:
+ * CP ranks r +- rk), each ring block the node's 2 rk chunks; the output
+ * goes back through the node's all-to-all. Megatron-Core / Transformer
+ * Engine's cp_comm_type "a2a+p2p" (Transformer Engine,
+ * transformer_engine/pytorch/attention/dot_product_attention/
+ * context_parallel.py, AttnFuncWithCPAndKVP2P with cp_group a list of the
+ * a2a and the p2p group). */
+
+/* The processor name of every CP rank (an all-reduce of slots: the others'
+ * are zero), then the nodes: equal blocks of consecutive ranks. */
+static prt_status node_ranks_found(const Cp *x, int *k)
+{
+    enum { W32 = (MPI_MAX_PROCESSOR_NAME + 4) / 4 };
+    int32_t *names = calloc((size_t)x->cp * W32, sizeof *names);
+    if (!names) return prtp_fail(PRT_ERR_NOMEM, "cp_comm hierarchical: out of memory");
+    char me[MPI_MAX_PROCESSOR_NAME + 4] = { 0 };
+    int len = 0;
+    MPI_Get_processor_name(me, &len);
+    memcpy(names + (size_t)x->r * W32, me, sizeof me < W32 * 4 ? sizeof me : W32 * 4);
+    prt_status st = prtp_check(prtp_all_reduce_host(x->g, names, (size_t)x->cp * W32, PRT_INT32, PRT_SUM),
+                               "cp_comm hierarchical: the nodes' names");
+    int n = 0;   /* CP rank 0's node: every rank decides alike */
+    for (int j = 0; !st && j < x->cp; j++)
+        n += !memcmp(names + (size_t)j * W32, names, W32 * 4);
+    for (int j = 0; !st && n > 0 && j < x->cp; j++)
+        if (memcmp(names + (size_t)j * W32, names + (size_t)(j - j % n) * W32, W32 * 4) ||
+            x->cp % n)
+            st = prtp_fail(PRT_ERR_ARG, "cp_comm hierarchical: the CP group's ranks are not in nodes of "
+                           "%d consecutive ranks (CP rank %d)", n, j);
+    free(names);
+    *k = n;
+    return st;
+}
+
+/* The CP ranks of a node: PLANRT_CP_NODE_RANKS or the hosts'. */
+static prt_status node_ranks(const Cp *x, int *k)
+{
+    const char *env = getenv("PLANRT_CP_NODE_RANKS");
+    if (!env || !*env) return node_ranks_found(x, k);
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 1 || v > x->cp || x->cp % v)
+        return prtp_fail(PRT_ERR_ARG, "PLANRT_CP_NODE_RANKS=%s: want a number of CP ranks per node that "
+                         "divides cp %d", env, x->cp);
+    *k = (int)v;
+    return PRT_OK;
+}
+
+/* Check the heads split over a node and make the ring's shapes: a member
+ * is a node, its block the node's k Tl tokens of this rank's heads. */
+static prt_status hier_setup(const Cp *x, int *k, Cp *ring)
+{
+    prt_status st = node_ranks(x, k);
+    if (st) return st;
+    if (x->H % (size_t)*k || x->Hkv % (size_t)*k)
+        return prtp_fail(PRT_ERR_ARG, "cp_comm hierarchical: the %d CP ranks of a node must divide this "
+                         "rank's %zu query heads and %zu kv heads (use ring)", *k, x->H, x->Hkv);
+    size_t H = x->H / (size_t)*k, Hkv = x->Hkv / (size_t)*k;
+    int rn = x->cp / *k, ri = x->r / *k, l = x->r % *k;
+    *ring = *x;
+    ring->rk = *k;
+    ring->rn = rn;
+    ring->ri = ri;
+    ring->next = ((ri + 1) % rn) * *k + l;
+    ring->prev = ((ri + rn - 1) % rn) * *k + l;
+    ring->Tl = x->Tl * (size_t)*k;
+    ring->nch = 2 * (size_t)*k;
+    ring->H = H;
+    ring->Hkv = Hkv;
+    ring->R = (H + 2 * Hkv) * x->D;
+    ring->HD = H * x->D;
+    ring->KV = 2 * Hkv * x->D;
+    return PRT_OK;
+}
+
+/* The saved buffer of HIERARCHICAL: the node's head-split qkv and output
+ * (B, k Tl, (H+2Hkv)/k D) and (B, k Tl, H/k D), then the ring's
+ * log-sum-exp (B, H/k, k Tl). */
+typedef struct { float *qkv, *out, *lse; } HierSaved;
+
+static HierSaved hier_saved(const Cp *x, float *saved)
+{
+    float *o = saved + x->B * x->Tl * x->R;
+    return (HierSaved){ .qkv = saved, .out = o, .lse = o + x->B * x->Tl * x->HD };
+}
+
+static prt_status hier_fwd(const Cp *x, float *out, float *saved, const float *qkv)
+{
+    int k;
+    Cp ring;
+    prt_status st = hier_setup(x, &k, &ring);
+    if (st) return st;
+    HierSaved s = hier_saved(x, saved);
+    Heads hq = heads_qkv(x, k, true), ho = heads_out(x, k, true);
+    float *scratch = NULL;
+    st = cp_alloc(&scratch, x->B * x->Tl * x->R, "cp hierarchical forward");
+    if (!st) st = to_heads(x, &hq, s.qkv, qkv, scratch, "cp hierarchical: the node's all-to-all of qkv");
+    prt_mem_free(scratch);
+    if (!st) st = ring_fwd(&ring, s.out, s.lse, s.qkv);
+    scratch = NULL;
+    if (!st) st = cp_alloc(&scratch, x->B * x->Tl * x->HD, "cp hierarchical forward");
+    if (!st) st = to_tokens(x, &ho, out, s.out, scratch, "cp hierarchical: the node's all-to-all of the output");
+    prt_mem_free(scratch);
+    return st;
+}
+
+static prt_status hier_bwd(const Cp *x, float *dqkv, const float *dout, const float *saved)
+{
+    int k;
+    Cp ring;
+    prt_status st = hier_setup(x, &k, &ring);
+    if (st) return st;
+    HierSaved s = hier_saved(x, (float *)saved);
+    Heads hq = heads_qkv(x, k, true), ho = heads_out(x, k, true);
+    float *dO = NULL, *dq = NULL, *scratch = NULL;
+    const char *who = "cp hierarchical backward";
+    st = cp_alloc(&dO, x->B * x->Tl * x->HD, who);
+    if (!st) st = cp_alloc(&scratch, x->B * x->Tl * x->HD, who);
+    if (!st) st = to_heads(x, &ho, dO, dout, scratch, "cp hierarchical: the node's all-to-all of the output gradient");
+    prt_mem_free(scratch);
+    scratch = NULL;
+    if (!st) st = cp_alloc(&dq, x->B * x->Tl * x->R, who);
+    if (!st) st = ring_bwd(&ring, dq, dO, s.qkv, s.out, s.lse);
+    prt_mem_free(dO);
+    if (!st) st = cp_alloc(&scratch, x->B * x->Tl * x->R, who);
+    if (!st) st = to_tokens(x, &hq, dqkv, dq, scratch, "cp hierarchical: the node's all-to-all of the qkv gradient");
+    prt_mem_free(scratch);
+    prt_mem_free(dq);
     return st;
 }
 
@@ -753,7 +989,7 @@ prt_status prt_cp_attention_fwd(prt_comm *cp, prt_cp_form form, prt_act *out, pr
     case PRT_CP_RING: return ring_fwd(&x, out, saved, qkv);
     case PRT_CP_ALL_TO_ALL: return a2a_fwd(&x, out, saved, qkv);
     case PRT_CP_ALL_GATHER: return gather_fwd(&x, out, saved, qkv);
-    case PRT_CP_HIERARCHICAL: break;
+    case PRT_CP_HIERARCHICAL: return hier_fwd(&x, out, saved, qkv);
     }
     return prtp_fail(PRT_ERR_ARG, "prt_cp_attention_fwd: cp_comm %s not handled", form_name(form));
 #endif
@@ -774,7 +1010,7 @@ prt_status prt_cp_attention_bwd(prt_comm *cp, prt_cp_form form, prt_act *dqkv, c
     case PRT_CP_RING: return ring_bwd(&x, dqkv, dout, qkv, out, saved);
     case PRT_CP_ALL_TO_ALL: (void)qkv; (void)out; return a2a_bwd(&x, dqkv, dout, saved);
     case PRT_CP_ALL_GATHER: (void)out; return gather_bwd(&x, dqkv, dout, qkv, saved);
-    case PRT_CP_HIERARCHICAL: break;
+    case PRT_CP_HIERARCHICAL: return hier_bwd(&x, dqkv, dout, saved);
     }
     return prtp_fail(PRT_ERR_ARG, "prt_cp_attention_bwd: cp_comm %s not handled", form_name(form));
 #endif
