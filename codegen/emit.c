@@ -1333,10 +1333,7 @@ static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, con
                            char *keybuf, size_t len)
 {
     int cp = plan_cp(l);
-    if (plan_cp_comm(l) == PLAN_CP_HIERARCHICAL) {
-        *key = "cp_comm hierarchical";
-        *what = "its CP attention has the ring, all_to_all and all_gather forms (runtime/par/cp.c)";
-    } else if (plan_model_dropout(&p->model)) {
+    if (plan_model_dropout(&p->model)) {
         snprintf(keybuf, len, "dropout %g with cp %d", p->model.dropout, cp);
         *key = keybuf;
         *what = "its CP attention drops no probabilities (prt_cp_attention_fwd has no dropout)";

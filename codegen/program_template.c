@@ -363,10 +363,12 @@ static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
 
 #if CONTEXT_PARALLEL
 /* Elements the CP attention of layer L saves for its backward (prt_par.h's
- * contract, which planner/model.c counts too). */
+ * contract, which planner/model.c counts too); 0 is a shape the form
+ * refuses: one element then, so that its forward says why. */
 static size_t cp_saved_numel(const LayerSpec *L)
 {
-    return prt_cp_saved_numel(CP_FORM, CP, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
+    size_t n = prt_cp_saved_numel(CP_FORM, CP, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
+    return n ? n : 1;
 }
 
 #if RECOMPUTE_SELECTIVE || RECOMPUTE_FULL
