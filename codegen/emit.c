@@ -601,8 +601,9 @@ static void emit_shards(Cg *g)
     for (int s = 0; s < g->l.pp; s++) {
         uint64_t n = g->stage_numel[s], q = n / (uint64_t)dp, rem = n % (uint64_t)dp;
         out(g, " *   stage %d: %llu elements", s, (unsigned long long)n);
-        if (g->l.zero == 0 || dp == 1) { out(g, ", replicated over DP\n"); continue; }
-        out(g, "; ZeRO-%d shard of DP rank r:", g->l.zero);
+        bool cp = plan_cp(&g->l) > 1;
+        if (g->l.zero == 0 || dp == 1) { out(g, ", replicated over %s\n", cp ? "DP x CP" : "DP"); continue; }
+        out(g, "; ZeRO-%d shard of %s r:", g->l.zero, cp ? "gradient-group rank (cp + CP*dp)" : "DP rank");
         for (int r = 0; r < dp && r < 4; r++) {
             uint64_t ur = (uint64_t)r, off = ur * q + (ur < rem ? ur : rem), cnt = q + (ur < rem);
             out(g, " %d [%llu, %llu)", r, (unsigned long long)off, (unsigned long long)(off + cnt));
@@ -985,8 +986,14 @@ static bool uses_slot(PlanOpKind k)
            k == OP_SEND_ACT || k == OP_RECV_ACT || k == OP_SEND_GRAD || k == OP_RECV_GRAD;
 }
 
-static const char *reduce_text(int zero)
+static const char *reduce_text(int zero, int cp)
 {
+    if (cp > 1) switch (zero) {   /* the gradient group is dp x cp (c->dpcp) */
+    case 0: return "DP x CP: all-reduce (sum) the chunk's gradients, layer by layer, async";
+    case 1: return "ZeRO-1: reduce-scatter the chunk's gradients over DP x CP into this rank's shard, async";
+    case 2: return "ZeRO-2: reduce-scatter this micro-batch's gradients over DP x CP into the shard, layer by layer, async; the full buffer is freed";
+    default: return "ZeRO-3: reduce-scatter this micro-batch's gradients over DP x CP into the shard, layer by layer, async; the full buffer is freed";
+    }
     switch (zero) {
     case 0: return "DP: all-reduce (sum) the chunk's gradients, layer by layer, async";
     case 1: return "ZeRO-1: reduce-scatter the chunk's gradients over DP into this rank's shard, async";
@@ -1036,7 +1043,7 @@ static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *bu
     case OP_RECV_GRAD: snprintf(buf, n, "output gradient of mb %s <- stage %d", mb, l->peer); break;
     case OP_GATHER_PARAMS: snprintf(buf, n, "ZeRO-3: all-gather chunk %d's parameters over DP (%d layers)",
                                     l->chunk, ch->end - ch->first); break;
-    case OP_REDUCE_GRADS: snprintf(buf, n, "%s", grad_ranks(&g->l) > 1 ? reduce_text(g->l.zero) : "dp 1: nothing to reduce"); break;
+    case OP_REDUCE_GRADS: snprintf(buf, n, "%s", grad_ranks(&g->l) > 1 ? reduce_text(g->l.zero, plan_cp(&g->l)) : "dp 1: nothing to reduce"); break;
     case OP_OPT_STEP: snprintf(buf, n, "AdamW on %s, clipped by the norm above",
                                g->l.zero && grad_ranks(&g->l) > 1 ? "this rank's shard" : "all of this rank's parameters"); break;
     case OP_SYNC_PARAMS: snprintf(buf, n, "ZeRO-%d: all-gather the updated shards over DP", g->l.zero); break;
@@ -1472,7 +1479,7 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
         char opt[128];
         snprintf(opt, sizeof opt, "%s", g.l.zero && grad_ranks(&g.l) > 1 ? "ZeRO: AdamW on this rank's shard only"
                                                                : "AdamW on every parameter this rank holds");
-        const char *vals[] = { grad_ranks(&g.l) > 1 ? reduce_text(g.l.zero) : "dp 1: no reduction", opt };
+        const char *vals[] = { grad_ranks(&g.l) > 1 ? reduce_text(g.l.zero, plan_cp(&g.l)) : "dp 1: no reduction", opt };
         section(&g, "dispatch", keys, vals, 2);
         emit_steps(&g);
         section(&g, "main", NULL, NULL, 0);
