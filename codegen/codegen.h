@@ -33,10 +33,6 @@ typedef enum {
  * with the reason in why when the plan cannot be emitted (invalid layout,
  * a model the generator does not handle). */
 bool cg_emit(const Plan *p, FILE *out, char *why, size_t len);
-/* Whether target t's runtime runs what p's program calls; false with why
- * (the key and the reason) where it does not: context parallelism on CUDA,
- * whose CP attention (runtime/par/cp.c) has CPU forms only. */
-bool cg_target_runs(const Plan *p, CgTarget t, char *why, size_t len);
 
 /* Where the runtime lives: its header directory and library directory. */
 typedef struct {

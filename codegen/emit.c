@@ -1421,18 +1421,6 @@ static bool reduces_over_cp(const Cg *g, char *why, size_t len)
     return false;
 }
 
-bool cg_target_runs(const Plan *p, CgTarget t, char *why, size_t len)
-{
-    Layout l = plan_layout_defaults(p);
-    if (t == CG_TARGET_CUDA && plan_cp(&l) > 1) {
-        snprintf(why, len, "cp %d with --target cuda: planc's CUDA runtime cannot honour it (its "
-                 "context-parallel attention runs on the CPU target only, runtime/par/cp.c); "
-                 "`check` and `search` still predict it", plan_cp(&l));
-        return false;
-    }
-    return true;
-}
-
 bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
 {
     Cg g;

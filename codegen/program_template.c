@@ -2116,7 +2116,7 @@ static int dry_run(void)
 int main(int argc, char **argv)
 {
 #if CONTEXT_PARALLEL
-    int rc = prt_run_start_layout(&argc, &argv, (prt_layout){ .dp = DP, .tp = TP, .cp = CP, .pp = PP },
+    int rc = prt_run_start_layout(&argc, &argv, (prt_layout){ .dp = DP, .tp = TP, .pp = PP, .cp = CP },
                                   STEPS, DATA, BANNER, &R.args, &R.c);
 #else
     int rc = prt_run_start(&argc, &argv, DP, TP, PP, STEPS, DATA, BANNER, &R.args, &R.c);
