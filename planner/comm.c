@@ -154,6 +154,11 @@ PlanGroup plan_layout_group(const Cluster *cl, int dp, int tp, int pp, PlanGroup
     return cluster_group(cl, 1, 1);
 }
 
+PlanGroup plan_cp_group(const Cluster *cl, int tp, int cp)
+{
+    return cluster_group(cl, tp > 0 ? tp : 1, cp > 0 ? cp : 1);
+}
+
 static int64_t pods_of(PlanGroup g) { return g.pods > 1 ? g.pods : 1; }
 
 PlanGroup plan_pp_pair(const Cluster *cl, int dp, int tp, int pp, int s)

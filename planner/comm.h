@@ -119,6 +119,12 @@ PlanGroup plan_group_shape(int64_t gpus_per_node, int64_t stride, int64_t size);
 /* Shape of the TP, DP or PP group under layout (dp, tp, pp), pods too. */
 PlanGroup plan_layout_group(const Cluster *cl, int dp, int tp, int pp, PlanGroupKind k);
 
+/* The CP group of a layout (issue 26): cp ranks tp apart (rank = tp +
+ * TP*(cp + CP*(dp + DP*pp))), inside one NVLink domain while tp x cp
+ * fits in it. The gradient group, dp x cp ranks with the same (tp, pp),
+ * is the DP group of plan_layout_group called with dp x cp (its ranks are
+ * tp apart too): that call gives it, and the PP group's stride, under cp. */
+PlanGroup plan_cp_group(const Cluster *cl, int tp, int cp);
 /* The pair a pipeline send from stage s to stage (s + 1) % pp runs on:
  * inside a node when the PP group keeps two stages a node (as before),
  * else across nodes, and across pods when the two stages' first ranks

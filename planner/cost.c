@@ -212,6 +212,11 @@ typedef struct {
     uint64_t params, params_full;       /* per GPU (TP rank, EP rank); whole layer */
     uint64_t expert_params;             /* of params, the local routed experts' */
     double   a2a_bytes;                 /* transient all-to-all buffers of the layer */
+    double   cp_f, cp_b, cp_rec;        /* CP attention transfers the compute waits for, s */
+    double   cpt_f, cpt_b;              /* all of them (exposed + overlapped; backward with the
+                                           recomputed forward's), s */
+    double   cpb_f, cpb_b;              /* bytes one rank sends in them, forward / backward */
+    double   cp_buf_bytes;              /* the CP attention's own buffers while it runs */
     double   act_kept, act_rebuild, act_split;
     double   act_input;                 /* of act_kept, the input full recomputation keeps */
     double   tp_bytes;
@@ -362,10 +367,110 @@ double plan_attn_rate(const Device *d, int kernel, int pass, double head_dim, do
     return 0;
 }
 
+/* ---- context parallelism: the attention's transfers over the CP group ---- */
+
+/* The pair a ring step's send runs on: the CP group's neighbours, across
+ * nodes (and pods) when the group spans them (the ring steps in lockstep:
+ * its slowest hop sets the pace). */
+static PlanGroup cp_ring_pair(PlanGroup g)
+{
+    if (g.nodes > 1) return (PlanGroup){ 2, 1, 2, g.pods > 1 ? 2 : 1 };
+    return (PlanGroup){ 2, 2, 1, 1 };
+}
+
+/* Seconds of a ring of `steps` block transfers of `bytes` each beside
+ * `compute` s of attention per block (the block in hand, while the next
+ * one arrives: prt_par.h's ring), into *total and *exposed: a step waits
+ * only for what its transfer outlasts its block's compute, plus the
+ * slowdown of the compute it covers (slow = plan_overlap_compute - 1, the
+ * SMs the transfer's channels take, as tp_exposed). */
+static void cp_ring(const Cluster *cl, PlanGroup pair, double slow, int steps, double bytes, double compute,
+                    double *total, double *exposed)
+{
+    if (steps <= 0 || bytes <= 0) return;
+    double x = plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, bytes).time;
+    *total += steps * x;
+    *exposed += steps * (fmax(0, x - compute) + slow * fmin(x, compute));
+}
+
+/* The CP transfers of one attention layer (cp > 1), forward and backward,
+ * beside core_f / core_b s of its attention core (the score and context
+ * GEMMs and the softmax) on the group cpg of cut->cp ranks, tp apart:
+ *  - ring (Megatron-Core's p2p, torchtitan's ring): cp - 1 KV blocks
+ *    (w->cp_kv_bytes each) pass round the group forward, each overlapped
+ *    with the attention of the block in hand (core_f / cp); backward K, V
+ *    and the dK, dV accumulators (2 blocks) cp - 1 times beside core_b /
+ *    cp, then the dK, dV home (one block, exposed);
+ *  - all_to_all (DeepSpeed-Ulysses, Jacobs et al. 2023): q, k, v in and
+ *    the output back forward, the output gradient in and dq, dk, dv back
+ *    backward: 2 + 2 blocking all-to-alls of one rank's send buffer
+ *    (bus factor (n-1)/n, comm.c);
+ *  - all_gather: K, V of the whole sequence all-gathered forward, again
+ *    backward and dK, dV reduce-scattered: blocking;
+ *  - hierarchical (Megatron-Core's a2a+p2p): the all-to-alls over the
+ *    group's ranks in one NVLink domain, the ring over the rest across
+ *    nodes, on the same KV block bytes (cp_local x the tokens, 1 / cp_local
+ *    of the heads), beside 1 / (cp / cp_local) of the core each step. */
+static void cp_time(const Plan *p, PlanGroup cpg, const PlanCut *cut, const PlanLayerWork *w, double core_f,
+                    double core_b, LayerTime *t)
+{
+    const Cluster *cl = &p->cluster;
+    int cp = cut->cp, form = cut->cp_comm;
+    if (cp <= 1 || w->cp_kv_bytes <= 0) return;
+    double slow = plan_overlap_compute(cl, cpg) - 1;
+    double ef = 0, eb = 0;   /* exposed */
+    /* the all-to-all's degree: the whole group, hierarchical's tier in a
+     * node (cut->cp_local, as the memory counts it), the ring's none */
+    int a = form == PLAN_CP_ALL_TO_ALL ? cp : form == PLAN_CP_HIERARCHICAL ? cut->cp_local : 1;
+    if (a < 1 || cp % a) a = 1;
+    int r = cp / a;   /* ring degree */
+    if (a > 1) {
+        PlanGroup ag = form == PLAN_CP_ALL_TO_ALL ? cpg : (PlanGroup){ a, a, 1, 1 };
+        double q = plan_comm_cost(cl, COLL_ALL_TO_ALL, ALGO_AUTO, ag, w->cp_qkv_bytes).time;
+        double o = plan_comm_cost(cl, COLL_ALL_TO_ALL, ALGO_AUTO, ag, w->cp_out_bytes).time;
+        ef += q + o; eb += q + o;
+        t->cpt_f += q + o; t->cpt_b += q + o;
+        t->cpb_f += w->cp_qkv_bytes + w->cp_out_bytes;
+        t->cpb_b += w->cp_qkv_bytes + w->cp_out_bytes;
+    }
+    if (form == PLAN_CP_ALL_GATHER) {
+        double full = w->cp_kv_bytes * cp;
+        double g = plan_comm_cost(cl, COLL_ALL_GATHER, ALGO_AUTO, cpg, full).time;
+        double rs = plan_comm_cost(cl, COLL_REDUCE_SCATTER, ALGO_AUTO, cpg, full).time;
+        ef += g; eb += g + rs;
+        t->cpt_f += g; t->cpt_b += g + rs;
+        t->cpb_f += w->cp_kv_bytes * (cp - 1);   /* what leaves the rank: (n-1)/n of each */
+        t->cpb_b += 2 * w->cp_kv_bytes * (cp - 1);
+    } else if (r > 1) {
+        PlanGroup pair = cp_ring_pair(form == PLAN_CP_HIERARCHICAL ? (PlanGroup){ r, 1, r, cpg.pods } : cpg);
+        cp_ring(cl, pair, slow, r - 1, w->cp_kv_bytes, core_f / r, &t->cpt_f, &ef);
+        cp_ring(cl, pair, slow, r - 1, 2 * w->cp_kv_bytes, core_b / r, &t->cpt_b, &eb);
+        double home = plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, w->cp_kv_bytes).time;
+        t->cpt_b += home; eb += home;
+        t->cpb_f += w->cp_kv_bytes * (r - 1);
+        t->cpb_b += w->cp_kv_bytes * (2.0 * (r - 1) + 1);
+    }
+    t->cp_f = ef;
+    t->cp_b = eb;
+}
+
+/* The keys one call of the fused kernel sees, for its rate (plan_attn_rate
+ * is measured by sequence length): the whole sequence's (keys) without CP
+ * and for the gathering forms (all_gather: the local queries against every
+ * key; all_to_all: whole sequences); the ring's kernel runs one block of
+ * the local Tl tokens' keys a step (hierarchical's, cp_local x Tl). */
+static double cp_kernel_keys(const PlanCut *cut, double keys, double Tl)
+{
+    if (cut->cp <= 1) return keys;
+    if (cut->cp_comm == PLAN_CP_RING) return fmin(keys, Tl);
+    if (cut->cp_comm == PLAN_CP_HIERARCHICAL) return fmin(keys, Tl * (cut->cp_local >= 1 ? cut->cp_local : 1));
+    return keys;
+}
+
 /* Why: one place turns a layer's counted work into seconds, so every
  * consumer (fast path, lowering, report) agrees. */
 static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const PlanCut *cut,
-                       PlanGroup tpg, PlanGroup epg, double peak, bool *ovf, LayerTime *t)
+                       PlanGroup tpg, PlanGroup epg, PlanGroup cpg, double peak, bool *ovf, LayerTime *t)
 {
     const Device *d = &p->cluster.device;
     double e = plan_dtype_bytes(p->model.dtype);
@@ -373,6 +478,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     plan_layer_work(&p->model, ly, prev, cut, &w);
     memset(t, 0, sizeof *t);
     double gemm_f[PLAN_MAX_GEMMS] = { 0 };   /* each forward GEMM's seconds */
+    double core_f = 0, core_b = 0;           /* of them the attention core's, forward and backward */
     bool rescored = false;
     double keys = ly->kind == LAYER_ATTENTION ? (double)plan_attention_keys(&p->model, ly) : 0;
     double hd = ly->kind == LAYER_ATTENTION ? (double)plan_head_dim(&p->model, ly) : 0;
@@ -401,8 +507,9 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
              * five GEMMs backward, not four: 2.5 x the forward) */
             double fl = 2 * g->m * g->n * g->k * g->batch;
             if (!gemm_points_apply(d, e)) {   /* compute only: the scores stay on chip */
-                double rf = plan_attn_rate(d, kernel, 0, hd, keys, causal < 1);
-                double rb = plan_attn_rate(d, kernel, 1, hd, keys, causal < 1);
+                double rk = cp_kernel_keys(cut, keys, plan_cut_tokens(&p->model, cut));
+                double rf = plan_attn_rate(d, kernel, 0, hd, rk, causal < 1);
+                double rb = plan_attn_rate(d, kernel, 1, hd, rk, causal < 1);
                 f = fl / (speak * (rf > 0 ? rf : plan_gemm_eff(d)));
                 dx = dw = fl / (speak * (rb > 0 ? rb : plan_gemm_eff(d)));
             }
@@ -414,6 +521,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         gemm_f[i] = f;
         if (g->core) t->bwd_in += dw;
         else t->bwd_w += dw;
+        if (g->core) { core_f += f; core_b += dx + dw; }
     }
     t->fwd += stream_time(d, w.ew_fwd, w.ew_kernels);
     t->bwd_in += stream_time(d, w.ew_bwd, w.ew_kernels_bwd);
@@ -421,21 +529,23 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
      * element (Device.act_*, softmax_*, planc calibrate; 0 analytically) */
     double sm = 0;
     if (ly->kind == LAYER_MLP || ly->kind == LAYER_MOE) {
-        double rows = (double)cut->micro_batch * (double)p->model.seq;
+        double tokens = plan_cut_tokens(&p->model, cut), rows = (double)cut->micro_batch * tokens;
         double n = rows * (double)ly->hidden / cut->tp;
         if (ly->kind == LAYER_MOE) {   /* the expert rows (f / etp wide) and the shared experts' */
-            n = plan_moe_rows(&p->model, ly, cut->micro_batch) / cut->tp * (double)ly->hidden +
-                n * (double)ly->shared;
+            n = plan_moe_rows(&p->model, ly, cut->micro_batch) * tokens / (double)p->model.seq / cut->tp *
+                    (double)ly->hidden + n * (double)ly->shared;
         }
         t->fwd += n * d->act_fwd;
         t->bwd_in += n * d->act_bwd;
     } else if (ly->kind == LAYER_ATTENTION) {
-        double s = (double)p->model.seq;
-        double n = (double)cut->micro_batch * (double)ly->heads / cut->tp * s * s;
+        double s = (double)p->model.seq;   /* the local queries against every key */
+        double n = (double)cut->micro_batch * (double)ly->heads / cut->tp * plan_cut_tokens(&p->model, cut) * s;
         /* a fused attention's softmax is inside its kernel (above) */
         sm = cut->flash ? 0 : n * d->softmax_fwd;
         t->fwd += sm;
         t->bwd_in += cut->flash ? 0 : n * d->softmax_bwd;
+        core_f += sm;
+        core_b += cut->flash ? 0 : n * d->softmax_bwd;
     }
     t->tp_bytes = w.tp_bytes;
     t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);
@@ -443,6 +553,8 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->ep_f = ep_time(p, ly, epg, w.ep_fwd, &w, w.ep_count_bytes);
     t->ep_b = ep_time(p, ly, epg, w.ep_bwd, &w, 0);
     t->a2a_bytes = w.a2a_bytes;
+    t->cp_buf_bytes = w.cp_buf_bytes;
+    cp_time(p, cpg, cut, &w, core_f, core_b, t);
     if (epg.size > 1) {
         t->epb_f = w.ep_fwd * w.ep_bytes + w.ep_count_bytes;
         t->epb_b = w.ep_bwd * w.ep_bytes;
@@ -453,6 +565,12 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
      * their forward seconds, the elementwise kernels, the activation's and
      * softmax's measured per-element cost and the TP collectives again */
     const PlanRedo *x = &w.redo;
+    /* the recomputed attention core passes its CP transfers again */
+    if (x->whole || x->softmax) {
+        t->cp_rec = t->cp_f;
+        t->cpt_b += t->cpt_f;
+        t->cpb_b += t->cpb_f;
+    }
     if (x->whole) {
         t->rec = t->fwd;
         t->tp_rec = t->tp_f;
@@ -612,6 +730,7 @@ typedef struct {
     double   act_input, rebuild, scratch;   /* full recomputation's kept input; the block's rebuild
                                                (act_layer_max less the scratch); the scratch */
     double   fwd_ep_hidden, bwd_ep_hidden;   /* overlap_moe_a2a: of fwd_ep / bwd_ep, hidden when paired */
+    double   fwd_cp, bwd_cp, fwd_cp_total, bwd_cp_total, fwd_cp_bytes, bwd_cp_bytes, cp_buf_bytes;
     uint64_t params, params_full, layer_params_max, norm_params, expert_params;
     int      layers, moe_layers;
     double   tensors;          /* parameter tensors (plan_layer_tensors) */
@@ -677,8 +796,15 @@ static void segment_cost(const Plan *p, PlanGroup epg, int first, int end, const
         const LayerTime *x = t[i - first];
         sc->embedding |= ly->kind == LAYER_EMBEDDING;
         sc->head |= ly->kind == LAYER_LM_HEAD;
-        sc->fwd += x->fwd + x->tp_f + x->ep_f;
-        sc->bwd += x->bwd_in + x->bwd_w + x->rec + x->tp_b + x->tp_rec + x->ep_b + x->ep_rec;
+        sc->fwd += x->fwd + x->tp_f + x->ep_f + x->cp_f;
+        sc->bwd += x->bwd_in + x->bwd_w + x->rec + x->tp_b + x->tp_rec + x->ep_b + x->ep_rec + x->cp_b + x->cp_rec;
+        sc->fwd_cp += x->cp_f;
+        sc->bwd_cp += x->cp_b + x->cp_rec;
+        sc->fwd_cp_total += x->cpt_f;
+        sc->bwd_cp_total += x->cpt_b;
+        sc->fwd_cp_bytes += x->cpb_f;
+        sc->bwd_cp_bytes += x->cpb_b;
+        sc->cp_buf_bytes = fmax(sc->cp_buf_bytes, x->cp_buf_bytes);
         sc->fwd_ep += x->ep_f;
         sc->bwd_ep += x->ep_b + x->ep_rec;
         sc->fwd_ep_bytes += x->epb_f;
@@ -689,8 +815,8 @@ static void segment_cost(const Plan *p, PlanGroup epg, int first, int end, const
         sc->bwd_weight += x->bwd_w;
         sc->fwd_tp += x->tp_f;
         sc->bwd_tp += x->tp_b + x->tp_rec;
-        sc->recompute += x->rec + x->tp_rec + x->ep_rec;
-        sc->recompute_coll += x->tp_rec + x->ep_rec;
+        sc->recompute += x->rec + x->tp_rec + x->ep_rec + x->cp_rec;
+        sc->recompute_coll += x->tp_rec + x->ep_rec + x->cp_rec;
         sc->flops_fwd += x->flops_fwd;
         sc->flops_recompute += x->flops_rec;
         sc->params += x->params;
@@ -729,6 +855,13 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     c->expert_params += (uint64_t)n * sc->expert_params;
     c->moe_layers += n * sc->moe_layers;
     c->a2a_bytes = fmax(c->a2a_bytes, sc->a2a_bytes);
+    c->fwd_cp += d * sc->fwd_cp;
+    c->bwd_cp += d * sc->bwd_cp;
+    c->fwd_cp_total += d * sc->fwd_cp_total;
+    c->bwd_cp_total += d * sc->bwd_cp_total;
+    c->fwd_cp_bytes += d * sc->fwd_cp_bytes;
+    c->bwd_cp_bytes += d * sc->bwd_cp_bytes;
+    c->cp_buf_bytes = fmax(c->cp_buf_bytes, sc->cp_buf_bytes);
     c->recompute += d * sc->recompute;
     c->recompute_coll += d * sc->recompute_coll;
     c->flops_fwd += d * sc->flops_fwd;
@@ -804,7 +937,7 @@ static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, int gbyt
 {
     c->reduce = c->gather = c->sync = 0;
     c->red_bytes = gbytes * (double)c->params;
-    if (l->dp <= 1) return;
+    if (plan_dp_cp(l) <= 1) return;
     /* the reductions move the gradients in their dtype (plan_grad_bytes:
      * runtime/par/model.c reduces them as it holds them); the gathers move
      * the compute dtype */
@@ -820,7 +953,7 @@ static void dp_times(const Cluster *cl, const Layout *l, PlanGroup dpg, int gbyt
 void plan_chunk_dp_times(const Plan *p, const Layout *l, PlanChunkCost *c)
 {
     c->weight_bytes = plan_dtype_bytes(p->model.dtype) * (double)c->params;
-    dp_times(&p->cluster, l, plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP), plan_grad_bytes(p), c);
+    dp_times(&p->cluster, l, plan_layout_group(&p->cluster, plan_dp_cp(l), l->tp, l->pp, GROUP_DP), plan_grad_bytes(p), c);
 }
 
 uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int edp)
@@ -852,7 +985,7 @@ static void step_collectives(const Plan *p, const Layout *l, int emb_chunk, int 
     const Cluster *cl = &p->cluster;
     double e = plan_dtype_bytes(mo->dtype);
     if (l->sequence_parallel == 1 && l->tp > 1) {
-        PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
+        PlanGroup tpg = plan_layout_group(cl, plan_dp_cp(l), l->tp, l->pp, GROUP_TP);
         for (int k = 0; k < out->n_chunks; k++)   /* norm_params[k]: chunk k's, exact */
             out->sp_norm_bytes[k % l->pp] += e * (double)norm_params[k];
         for (int s = 0; s < l->pp; s++)
@@ -861,13 +994,13 @@ static void step_collectives(const Plan *p, const Layout *l, int emb_chunk, int 
                                                  out->sp_norm_bytes[s]).time;
     }
     if (tied && head_chunk >= 0 && emb_chunk >= 0 && head_chunk % l->pp != emb_chunk % l->pp) {
-        PlanGroup eg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_EMBED);
+        PlanGroup eg = plan_layout_group(cl, plan_dp_cp(l), l->tp, l->pp, GROUP_EMBED);
         double bytes = e * ceil((double)plan_vocab_padded(mo, l->tp) * (double)mo->dim / l->tp);
         double t = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, eg, bytes).time;
         int ends[2] = { emb_chunk % l->pp, head_chunk % l->pp };
         for (int j = 0; j < 2; j++) { out->embed[ends[j]] = t; out->embed_bytes[ends[j]] = bytes; }
     }
-    PlanGroup all = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_ALL);
+    PlanGroup all = plan_layout_group(cl, plan_dp_cp(l), l->tp, l->pp, GROUP_ALL);
     out->norm_bytes = 4;
     out->norm = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, all, out->norm_bytes).time;
 }
@@ -889,7 +1022,8 @@ static void run_push(CostRun *r, int *n, int first, int end, const SegCost *c)
  * (plan_costs_reference) every layer and segment is costed on its own.
  * *keep owns what the runs point into. */
 static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, const PlanCut *cut,
-                             PlanGroup tpg, PlanGroup epg, double peak, bool *ovf, int *n_runs, void **keep)
+                             PlanGroup tpg, PlanGroup epg, PlanGroup cpg, double peak, bool *ovf, int *n_runs,
+                             void **keep)
 {
     const Model *mo = &p->model;
     int L = mo->n_layers, G = mo->n_blocks + 1;
@@ -904,7 +1038,7 @@ static CostRun *segment_runs(const Plan *p, const PlanShapes *sh, bool memo, con
     PlanWidest wide = { 1, 1, 1 };   /* over one layer of each class: plan_widest's */
     for (int c = 0; c < nc; c++) {
         int i = memo ? sh->cls_rep[c] : c;
-        layer_time(p, &mo->layers[i], i ? &mo->layers[i - 1] : NULL, cut, tpg, epg, peak, ovf, &lt[c]);
+        layer_time(p, &mo->layers[i], i ? &mo->layers[i - 1] : NULL, cut, tpg, epg, cpg, peak, ovf, &lt[c]);
         plan_widest_add(mo, &mo->layers[i], cut->tp, &wide);
     }
     double scratch = plan_bwd_scratch_bytes(mo, cut, &wide);
@@ -937,7 +1071,7 @@ static double pp_send_time(const Cluster *cl, const Model *m, const Layout *l, P
     /* the program splits only b s h elements that divide evenly (its
      * PIPE_TP_SPLIT); else every rank sends the whole tensor */
     int64_t t = l->tp > 1 ? l->tp : 1;   /* b s h mod tp, factor by factor (no overflow) */
-    int64_t rem = l->micro_batch % t * (m->seq % t) % t * (m->dim % t) % t;
+    int64_t rem = l->micro_batch % t * (m->seq / plan_cp(l) % t) % t * (m->dim % t) % t;   /* local tokens */
     if (l->tp <= 1 || l->sequence_parallel == 1 || rem)
         return plan_comm_cost(cl, COLL_P2P, ALGO_AUTO, pair, bytes).time;
     double part = bytes / l->tp;
@@ -977,19 +1111,24 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
                     .flash = plan_flash(&p->software), .xent_fp32 = !p->software.cross_entropy_fusion,
                     .unfused_norm = p->software.unfused_norm, .unfused_rope = p->software.unfused_rope,
                     .unfused_swiglu = p->software.unfused_swiglu,
-                    .etp = plan_etp(l), .imbalance = plan_moe_imbalance(&p->software) };
-    PlanGroup tpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_TP);
+                    .etp = plan_etp(l), .imbalance = plan_moe_imbalance(&p->software),
+                    .cp = plan_cp(l), .cp_comm = plan_cp_comm(l) };
+    /* the CP group: cp ranks tp apart (plan_cp_group); hierarchical's
+     * all-to-all over those of them in one NVLink domain */
+    PlanGroup cpg = plan_cp_group(cl, l->tp, plan_cp(l));
+    cut.cp_local = cpg.local >= 1 && plan_cp(l) % cpg.local == 0 ? (int)cpg.local : 1;   /* uneven: the ring */
+    PlanGroup tpg = plan_layout_group(cl, plan_dp_cp(l), l->tp, l->pp, GROUP_TP);
     /* the EP group: ep ranks etp apart (at etp = tp: ep consecutive DP
      * ranks of one TP rank), in NVLink domains (plan_ep_group) */
     PlanGroup epg = plan_ep_group(cl, plan_etp(l), plan_ep(l));
-    PlanGroup dpg = plan_layout_group(cl, l->dp, l->tp, l->pp, GROUP_DP);
-    out->overlap_compute = l->dp > 1 ? plan_overlap_compute(cl, dpg) : 0;   /* measured, or NCCL's SMs */
+    PlanGroup dpg = plan_layout_group(cl, plan_dp_cp(l), l->tp, l->pp, GROUP_DP);
+    out->overlap_compute = plan_dp_cp(l) > 1 ? plan_overlap_compute(cl, dpg) : 0;   /* measured, or NCCL's SMs */
     double e = plan_dtype_bytes(mo->dtype);
     bool ovf = false;
 
     int n_runs, emb_chunk = -1, head_chunk = -1;
     void *keep, *keep0 = NULL;
-    CostRun *run = segment_runs(p, sh, memo, &cut, tpg, epg, out->peak_flops, &ovf, &n_runs, &keep);
+    CostRun *run = segment_runs(p, sh, memo, &cut, tpg, epg, cpg, out->peak_flops, &ovf, &n_runs, &keep);
     /* full recomputation of some blocks only (recompute_layers,
      * recompute_every): the others cost as under recompute none, and
      * plan_block_recomputed says which is which */
@@ -997,7 +1136,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     PlanCut cut0 = cut;
     cut0.recompute = RECOMPUTE_NONE;
     int n_runs0 = 0;
-    CostRun *run0 = partial ? segment_runs(p, sh, memo, &cut0, tpg, epg, out->peak_flops, &ovf, &n_runs0, &keep0)
+    CostRun *run0 = partial ? segment_runs(p, sh, memo, &cut0, tpg, epg, cpg, out->peak_flops, &ovf, &n_runs0, &keep0)
                             : NULL;
     uint64_t *norm_params = calloc((size_t)out->n_chunks, sizeof *norm_params);
     int *rank_blocks = calloc((size_t)l->pp, sizeof *rank_blocks);   /* [pp] blocks of the earlier chunks */
@@ -1059,7 +1198,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         out->cost[head_chunk].bwd += acc;
         out->cost[head_chunk].bwd_weight += acc;
     }
-    double T = (double)l->micro_batch * (double)mo->seq;
+    double T = (double)l->micro_batch * plan_cut_tokens(mo, &cut);   /* this rank's tokens */
     uint64_t *opt_expert = calloc((size_t)l->pp, sizeof *opt_expert);   /* [pp] of opt_params, the experts' */
     double *opt_tensors = calloc((size_t)l->pp, sizeof *opt_tensors);   /* [pp] parameter tensors */
     if (!opt_expert || !opt_tensors) { free(opt_expert); free(opt_tensors); free(norm_params); return false; }
@@ -1069,8 +1208,8 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
         const PlanChunkCost *q = k ? &out->cost[k - 1] : NULL;
         /* the pipeline send of stage k % pp: across pods where the next
          * stage is in another pod (comm.c, plan_pp_pair) */
-        PlanGroup pair = plan_pp_pair(cl, l->dp, l->tp, l->pp, k % l->pp);
-        bool same_pair = k && pair.pods == plan_pp_pair(cl, l->dp, l->tp, l->pp, (k - 1) % l->pp).pods;
+        PlanGroup pair = plan_pp_pair(cl, plan_dp_cp(l), l->tp, l->pp, k % l->pp);
+        bool same_pair = k && pair.pods == plan_pp_pair(cl, plan_dp_cp(l), l->tp, l->pp, (k - 1) % l->pp).pods;
         if (q && same_pair && q->params == c->params && q->layers == c->layers &&
             q->expert_params == c->expert_params && q->moe_layers == c->moe_layers) {   /* same collectives */
             c->p2p_bytes = q->p2p_bytes; c->p2p = q->p2p; c->weight_bytes = q->weight_bytes;
@@ -1091,7 +1230,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     free(norm_params);
     for (int s = 0; s < l->pp; s++) {
         /* ZeRO shards dense state over DP, expert state over expert-DP */
-        if (l->zero >= 1) out->opt_params[s] = plan_zero_shard(out->opt_params[s], opt_expert[s], l->dp, plan_expert_dp(l));
+        if (l->zero >= 1) out->opt_params[s] = plan_zero_shard(out->opt_params[s], opt_expert[s], plan_dp_cp(l), plan_expert_dp(l));
         /* the AdamW step, and the program's fixed work of a step (logging,
          * the data batch, bookkeeping: Device.overhead, measured by planc
          * calibrate, else 0) once per step on every stage */

@@ -88,6 +88,13 @@ typedef struct {
     uint64_t expert_params;  /* of params, the local routed experts' (sharded over expert-DP) */
     int      moe_layers;     /* mixtures in the chunk (the expert gradient buckets) */
     double   a2a_bytes;      /* bytes of the largest layer's transient all-to-all buffers */
+    /* context parallelism (cp > 1): the attention's transfers over the CP group */
+    double   fwd_cp, bwd_cp; /* s: of fwd / bwd, the CP transfers the compute waits for (a ring
+                                step's transfer beyond its block's compute; the all-to-alls and
+                                gathers whole); bwd's with the recomputed forward's */
+    double   fwd_cp_total, bwd_cp_total; /* s: all of them, exposed + overlapped */
+    double   fwd_cp_bytes, bwd_cp_bytes; /* bytes one rank sends in them, forward / backward */
+    double   cp_buf_bytes;   /* bytes of the largest CP attention's own buffers (buffers) */
     double   act_kept;       /* bytes kept from forward to backward */
     double   act_split;      /* bytes zb-h1 also keeps from B to W (plan_act_kept) */
     double   act_layer_max;  /* bytes of the largest layer's full activations */

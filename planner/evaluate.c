@@ -106,7 +106,9 @@ static bool step_times(const PlanCosts *c, PlanEval *ev)
     memset(t, 0, sizeof *t);
     for (int v = 0; v < l->chunks; v++) {
         const PlanChunkCost *k = &c->cost[v * p + crit];
-        t->compute += m * (k->fwd - k->fwd_tp - k->fwd_ep + k->bwd - k->bwd_tp - k->bwd_ep);
+        t->compute += m * (k->fwd - k->fwd_tp - k->fwd_ep - k->fwd_cp + k->bwd - k->bwd_tp - k->bwd_ep - k->bwd_cp);
+        t->cp += m * (k->fwd_cp + k->bwd_cp);
+        t->cp_total += m * (k->fwd_cp_total + k->bwd_cp_total);
         t->recompute += m * (k->recompute);
         t->tp += m * (k->fwd_tp + k->bwd_tp);
         t->ep += m * (k->fwd_ep + k->bwd_ep) - paired_hidden(c, crit, v, k);
@@ -186,12 +188,13 @@ void plan_evaluate_layout_shaped(const Plan *p, const struct PlanShapes *sh, con
         plan_costs_free(&c);
         return;
     }
-    double gpus = (double)l->dp * l->tp * l->pp;
-    /* every GEMM is split t ways, so the step's FLOPs are t x dp x m x the
-     * per-GPU forward FLOPs of all chunks (x 3: backward = 2 x forward) */
+    double gpus = (double)plan_dp_cp(l) * l->tp * l->pp;
+    /* every GEMM is split t ways and every sequence cp ways, so the step's
+     * FLOPs are t x cp x dp x m x the per-GPU forward FLOPs of all chunks
+     * (x 3: backward = 2 x forward) */
     double fwd = 0, rec = 0;
     for (int k = 0; k < c.n_chunks; k++) { fwd += c.cost[k].flops_fwd; rec += c.cost[k].flops_recompute; }
-    double reps = (double)l->tp * l->dp * (double)c.n_micro;
+    double reps = (double)l->tp * plan_dp_cp(l) * (double)c.n_micro;
     ev->model_flops = 3 * fwd * reps;
     ev->hw_flops = ev->model_flops + rec * reps;
     if (ev->step_time > 0) {

@@ -27,6 +27,8 @@ typedef struct {
     double recompute;        /* of which recomputation */
     double tp;               /* TP collectives, exposed (synchronous) */
     double ep;               /* EP all-to-alls of the mixtures (dispatch, combine), synchronous */
+    double cp, cp_total;     /* the CP attention's transfers (cp > 1): exposed (what the compute
+                                waits for), and all of them (the ring's overlapped too) */
     double p2p;              /* PP sends holding the compute stream (blocking sends) */
     double dp_total, dp_exposed;        /* DP gradient reduce: total, waited for */
     double gather_total, gather_exposed;/* ZeRO-3 parameter all-gathers: total, waited for */

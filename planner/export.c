@@ -32,6 +32,22 @@
  *    is enabled"); FSDP2 and DDP overlap their reductions and prefetch
  *    their gathers with no setting, and its models have no dropout.
  *
+ * Context parallelism (issue 26), checked against:
+ *  - Megatron-LM megatron/training/arguments.py: --context-parallel-size
+ *    ("Degree of context parallelism"), --cp-comm-type ("p2p, a2a,
+ *    allgather or a2a+p2p"), --hierarchical-context-parallel-sizes (the
+ *    a2a and p2p tiers of a2a+p2p);
+ *  - torchtitan torchtitan/config/job_config.py: [parallelism]
+ *    context_parallel_degree and context_parallel_rotate_method, "the
+ *    collective to use in context parallel SDPA for kv shards exchange":
+ *    "allgather" (all-gather the kv shards) or "alltoall" (shuffle them
+ *    round the ranks: the ring); its CP is ring attention under either
+ *    rotation, with no Ulysses (head all-to-all) form; FSDP shards over
+ *    dp_shard x cp, as planc's ZeRO over dp x cp;
+ *  - DeepSpeed ds_config "sequence_parallel_size" (DeepSpeed-Ulysses,
+ *    Jacobs et al. 2023: the all-to-all form; deepspeed/runtime/config.py),
+ *    its only context parallelism.
+ *
  * What this file must not do: decide validity (layout.c does) or count
  * memory (memory.c, through evaluate.c).
  */
@@ -40,6 +56,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "planner/comm.h"
 #include "planner/evaluate.h"
 #include "planner/export.h"
 #include "planner/layout.h"
@@ -250,6 +267,25 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
     }
 }
 
+/* --context-parallel-size and --cp-comm-type (ORDER PlanCpComm); the
+ * hierarchical form also its tiers: the CP group's ranks in one NVLink
+ * domain (the a2a) and the rest (the p2p ring), as planc costs them. */
+static void megatron_cp(const Ex *x, FILE *o, bool *first)
+{
+    static const char *const comm[] = { "p2p", "a2a", "allgather", "a2a+p2p" };   /* ORDER PlanCpComm */
+    const Layout *l = &x->l;
+    int cp = plan_cp(l), form = plan_cp_comm(l);
+    arg_int(o, first, "--context-parallel-size", cp);
+    arg(o, first, "--cp-comm-type");
+    fprintf(o, " %s", comm[form]);
+    if (form == PLAN_CP_HIERARCHICAL) {
+        int64_t a = plan_cp_group(&x->p->cluster, l->tp, cp).local;
+        if (a < 1 || cp % a) a = 1;
+        arg(o, first, "--hierarchical-context-parallel-sizes");
+        fprintf(o, " %lld %lld", (long long)a, (long long)(cp / a));
+    }
+}
+
 static void write_megatron(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
@@ -295,6 +331,7 @@ static void write_megatron(const Ex *x, FILE *o)
 
     arg_int(o, &first, "--tensor-model-parallel-size", l->tp);
     arg_int(o, &first, "--pipeline-model-parallel-size", l->pp);
+    if (plan_cp(l) > 1) megatron_cp(x, o, &first);
     if (l->schedule == SCHED_INTERLEAVED && l->chunks > 1) {
         int64_t vstages = (int64_t)l->pp * l->chunks;
         arg_int(o, &first, "--num-layers-per-virtual-pipeline-stage", m->n_blocks / vstages);
@@ -439,6 +476,22 @@ static const char *torchtitan_optimizer(const Ex *x)
 }
 
 /* A TOML job file for torchtitan's train.py (torchtitan/config/job_config.py). */
+/* [parallelism] context_parallel_degree and its rotate method: planc's
+ * ring is torchtitan's "alltoall" rotation (each KV shard passed on),
+ * all_gather its "allgather"; the all-to-all (Ulysses) and hierarchical
+ * forms torchtitan has not: the nearest written, and said. */
+static void torchtitan_cp(const Ex *x, FILE *o)
+{
+    const Layout *l = &x->l;
+    int form = plan_cp_comm(l);
+    fprintf(o, "context_parallel_degree = %d\ncontext_parallel_rotate_method = \"%s\"\n", plan_cp(l),
+            form == PLAN_CP_ALL_GATHER ? "allgather" : "alltoall");
+    if (form == PLAN_CP_ALL_TO_ALL || form == PLAN_CP_HIERARCHICAL)
+        note(x, "cp_comm %s: torchtitan's context parallelism is ring attention only (rotate method "
+                "allgather or alltoall), no head-scattering all-to-all (DeepSpeed-Ulysses); written: the "
+                "ring, context_parallel_rotate_method = \"alltoall\"", plan_cp_comm_name(form));
+}
+
 static void write_torchtitan(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
@@ -523,6 +576,7 @@ static void write_torchtitan(const Ex *x, FILE *o)
     if (l->tp > 1 && l->sequence_parallel != 1)
         note(x, "sequence_parallel false: torchtitan's tensor parallelism always shards the norms' sequence");
     fprintf(o, "pipeline_parallel_degree = %d\n", l->pp);
+    if (plan_cp(l) > 1) torchtitan_cp(x, o);
     if (l->pp > 1) {
         static const char *const sched[] = { "GPipe", "1F1B", "Interleaved1F1B", "ZBVZeroBubble" };   /* ORDER Schedule */
         fprintf(o, "pipeline_parallel_schedule = \"%s\"\n", sched[l->schedule]);
@@ -624,6 +678,13 @@ static void write_deepspeed(const Ex *x, FILE *o)
         fprintf(o, ",\n  \"data_types\": {\n    \"grad_accum_dtype\": \"%s\"\n  }",
                 plan_grad_dtype(x->p) == DTYPE_FP32 ? "fp32" : plan_grad_dtype(x->p) == DTYPE_BF16 ? "bf16" : "fp16");
     if (l->tp > 1) fprintf(o, ",\n  \"tensor_parallel\": {\n    \"autotp_size\": %d\n  }", l->tp);
+    /* DeepSpeed's context parallelism is Ulysses: the all-to-all form */
+    if (plan_cp(l) > 1 && plan_cp_comm(l) == PLAN_CP_ALL_TO_ALL)
+        fprintf(o, ",\n  \"sequence_parallel_size\": %d", plan_cp(l));
+    else if (plan_cp(l) > 1)
+        note(x, "cp %d, cp_comm %s: not written; DeepSpeed's only context parallelism is Ulysses "
+                "(sequence_parallel_size, the all_to_all form): it has no ring, all-gather or hierarchical "
+                "form", plan_cp(l), plan_cp_comm_name(plan_cp_comm(l)));
     if (x->p->has_train) {
         const Train *t = &x->p->train;
         fprintf(o, ",\n  \"gradient_clipping\": ");

@@ -129,9 +129,17 @@ int plan_warmup_extra(const Plan *p, const Layout *l)
     return l->schedule == SCHED_INTERLEAVED || (l->schedule == SCHED_1F1B && l->pp == 1) ? 1 : 0;
 }
 
+int plan_dp_cp(const Layout *l)
+{
+    /* <= the cluster's GPUs on a valid layout; an invalid one saturates */
+    int64_t n = (int64_t)(l->dp > 0 ? l->dp : 1) * plan_cp(l);
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 int plan_expert_dp(const Layout *l)
 {
-    int64_t cell = (int64_t)plan_etp(l) * plan_ep(l), dense = (int64_t)l->tp * l->dp;
+    /* Megatron-Core folds cp into the expert groups: expert-DP = tp cp dp / (etp ep) */
+    int64_t cell = (int64_t)plan_etp(l) * plan_ep(l), dense = (int64_t)l->tp * plan_dp_cp(l);
     return cell > 0 && dense % cell == 0 ? (int)(dense / cell) : 1;
 }
 

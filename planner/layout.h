@@ -118,6 +118,10 @@ bool plan_rule_ranks(const Cluster *c, int dp, int tp, int cp, int pp, char *why
  * names the one that does not). cp PLAN_AUTO constrains nothing;
  * cp_comm PLAN_AUTO is the ring's. */
 bool plan_rule_cp(const Model *m, int tp, int cp, int cp_comm, char *why, size_t len);
+/* The gradient group's size: the dp x cp ranks that hold the same weights
+ * (same tp, pp), over which gradients are reduced and ZeRO shards
+ * (Megatron-Core's distributed optimizer over the dp-cp group). dp at cp 1. */
+int plan_dp_cp(const Layout *l);
 /* Every pipeline chunk holds a block: pp x chunks <= the model's blocks
  * (and <= PLAN_MAX_VSTAGES). chunks PLAN_AUTO counts as 1. */
 bool plan_rule_pp_blocks(const Model *m, int pp, int chunks, char *why, size_t len);

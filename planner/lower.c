@@ -33,7 +33,8 @@ const char *plan_op_name(PlanOpKind k)
     static const char *names[] = {   /* ORDER PlanOpKind */
         "FWD", "BWD", "BWD_INPUT", "BWD_WEIGHT", "SEND_ACT", "RECV_ACT", "SEND_GRAD",
         "RECV_GRAD", "GATHER_PARAMS", "REDUCE_GRADS", "OPT_STEP", "SYNC_PARAMS",
-        "SP_NORM_REDUCE", "EMBED_REDUCE", "NORM_REDUCE", "EP_ALL_TO_ALL", "TP_COLL" };
+        "SP_NORM_REDUCE", "EMBED_REDUCE", "NORM_REDUCE", "EP_ALL_TO_ALL", "TP_COLL",
+        "CP_COLL" };
     return (unsigned)k < PLAN_N_OPKINDS ? names[k] : "?";
 }
 
@@ -48,7 +49,8 @@ bool plan_op_costs_alloc(PlanOpCosts *c, int pp, int chunks)
     double **d[] = { &c->fwd, &c->bwd, &c->bwd_input, &c->bwd_weight, &c->p2p, &c->p2p_bytes,
                      &c->reduce, &c->gather, &c->sync, &c->weight_bytes, &c->red_bytes, &c->fwd_ep,
                      &c->bwd_ep, &c->fwd_ep_bytes, &c->bwd_ep_bytes, &c->fwd_tp, &c->bwd_tp, &c->rc,
-                     &c->fwd_ep_hidden, &c->bwd_ep_hidden };
+                     &c->fwd_ep_hidden, &c->bwd_ep_hidden, &c->fwd_cp, &c->bwd_cp, &c->fwd_cp_bytes,
+                     &c->bwd_cp_bytes };
     bool ok = true;
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) ok &= (*d[i] = calloc(n, sizeof(double))) != NULL;
     ok &= (c->first_layer = calloc(n, sizeof(int))) != NULL;
@@ -68,6 +70,7 @@ void plan_op_costs_free(PlanOpCosts *c)
     free(c->fwd_ep); free(c->bwd_ep); free(c->fwd_ep_bytes); free(c->bwd_ep_bytes);
     free(c->fwd_tp); free(c->bwd_tp); free(c->rc);
     free(c->fwd_ep_hidden); free(c->bwd_ep_hidden);
+    free(c->fwd_cp); free(c->bwd_cp); free(c->fwd_cp_bytes); free(c->bwd_cp_bytes);
     free(c->first_layer); free(c->end_layer); free(c->layers); free(c->opt);
     free(c->sp_norm); free(c->sp_norm_bytes); free(c->embed); free(c->embed_bytes);
     memset(c, 0, sizeof *c);
@@ -101,7 +104,7 @@ static inline void set_op(PlanOp *o, const PlanOpCosts *c, PlanOpKind kind, int 
     o->first_layer = c->first_layer[k]; o->end_layer = c->end_layer[k];
     o->coll = COLL_ALL_REDUCE; o->group = GROUP_TP; o->bytes = 0; o->buckets = 0; o->pair = -1;
     o->stream = STREAM_COMPUTE; o->dur = 0; o->ep_dur = 0; o->ep_bytes = 0; o->prepost = 0;
-    o->tp_dur = 0; o->rc_dur = 0;
+    o->tp_dur = 0; o->rc_dur = 0; o->cp_dur = 0; o->cp_bytes = 0;
 }
 
 /* A DP/ZeRO collective of the chunk, one bucket per layer. */
@@ -194,6 +197,11 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
     if (kind != OP_BWD_WEIGHT && c->fwd_tp) {
         out[i].tp_dur = kind == OP_FWD ? c->fwd_tp[k] : c->bwd_tp[k];
         out[i].rc_dur = kind == OP_FWD ? 0 : c->rc[k];
+    }
+    /* its CP attention transfers (the weight pass has none) */
+    if (kind != OP_BWD_WEIGHT && c->fwd_cp) {
+        out[i].cp_dur = kind == OP_FWD ? c->fwd_cp[k] : c->bwd_cp[k];
+        out[i].cp_bytes = kind == OP_FWD ? c->fwd_cp_bytes[k] : c->bwd_cp_bytes[k];
     }
     if (g >= 0) out[g].pair = i;
     if (st.kind == PLAN_STEP_F && has_next)
@@ -327,6 +335,8 @@ void plan_op_costs_fill(const PlanCosts *pc, PlanOpCosts *oc)
         oc->fwd_ep_bytes[k] = cc->fwd_ep_bytes; oc->bwd_ep_bytes[k] = cc->bwd_ep_bytes;
         oc->fwd_tp[k] = cc->fwd_tp; oc->bwd_tp[k] = cc->bwd_tp;
         oc->rc[k] = cc->recompute - cc->recompute_coll;
+        oc->fwd_cp[k] = cc->fwd_cp; oc->bwd_cp[k] = cc->bwd_cp;
+        oc->fwd_cp_bytes[k] = cc->fwd_cp_bytes; oc->bwd_cp_bytes[k] = cc->bwd_cp_bytes;
         oc->fwd_ep_hidden[k] = cc->fwd_ep_hidden; oc->bwd_ep_hidden[k] = cc->bwd_ep_hidden;
         oc->first_layer[k] = pc->chunk[k].first; oc->end_layer[k] = pc->chunk[k].end;
         oc->layers[k] = cc->layers;
@@ -354,7 +364,7 @@ bool plan_lower(const Plan *p, PlanProgram *out, char *why, size_t len)
     }
     plan_op_costs_fill(&pc, &oc);
     ok = plan_lower_costs(&oc, out);
-    if (ok) { out->dp = l.dp; out->tp = l.tp; }
+    if (ok) { out->dp = l.dp; out->tp = l.tp; out->cp = plan_cp(&l); }
     else snprintf(why, len, "the schedule could not be built (out of memory or deadlock)");
     if (ok && !(ok = plan_program_p2p_order(out, why, len))) plan_program_free(out);
     plan_op_costs_free(&oc);

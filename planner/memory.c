@@ -42,6 +42,13 @@
  *    are alive during its layer only: the largest one counts. Software
  *    whose GEMMs do not accumulate the weight gradients (grad_accum_fusion
  *    false) holds a fresh one until it is added: the largest layer's.
+ *  - context parallelism (issue 26): every token-wise tensor holds seq / cp
+ *    tokens of a sequence (model.c); the attention keeps its CP form's
+ *    saved tensors and allocates its buffers while it runs exactly as
+ *    runtime/include/prt_par.h's contract says (plan_cp_attention_numel);
+ *    weights are replicated over cp, so gradients, AdamW state and ZeRO
+ *    shards are over the dp x cp ranks of the gradient group
+ *    (plan_dp_cp; Megatron-Core's distributed optimizer over dp-cp).
  *  - a mixture of experts (issue 17): each GPU holds E / ep routed
  *    experts (split over tp); their gradients are reduced and their ZeRO
  *    state sharded over the expert-DP group of dp / ep ranks, the dense
@@ -235,7 +242,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
             const PlanChunkCost *k = &c->cost[v * l->pp + s];
             psi = plan_bytes_add(psi, k->params);
             psi_e = plan_bytes_add(psi_e, k->expert_params);
-            a2a = fmax(a2a, k->a2a_bytes);
+            a2a = fmax(a2a, fmax(k->a2a_bytes, k->cp_buf_bytes));   /* one layer's at a time */
             act += plan_act_kept(l->schedule, k->act_kept, k->act_split);
             rebuild = fmax(rebuild, k->act_layer_max);
             p2p = fmax(p2p, k->p2p_bytes);
@@ -243,14 +250,15 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
         }
         m->stage = s;
         m->params = psi;
-        plan_expert_states(psi, psi_e, p->model.dtype, plan_grad_dtype(p), l->zero, l->dp, plan_expert_dp(l),
+        plan_expert_states(psi, psi_e, p->model.dtype, plan_grad_dtype(p), l->zero, plan_dp_cp(l), plan_expert_dp(l),
                            &m->params_bytes, &m->grads_bytes, &m->optimizer_bytes);
         int extra = plan_warmup_extra(p, l);   /* overlap_moe_a2a's warm-up forward */
         m->in_flight = plan_in_flight_x(l->schedule, l->pp, s, c->n_micro, l->chunks, extra);
         m->activations_bytes = plan_bytes(m->in_flight * act + rebuild);
-        /* + a mixture's all-to-all send and receive buffers (ep > 1),
-         * alive during the one layer that runs */
-        double xfers = plan_pipe_xfer_bufs(l->schedule, l->pp, s, c->n_micro, l->chunks, l->zero, l->dp);
+        /* + a mixture's all-to-all send and receive buffers (ep > 1) or
+         * the CP attention's own (cp > 1), alive during the one layer
+         * that runs */
+        double xfers = plan_pipe_xfer_bufs(l->schedule, l->pp, s, c->n_micro, l->chunks, l->zero, plan_dp_cp(l));
         double early = plan_pipe_early_recvs(l->schedule, l->pp) * p2p;   /* receives posted early */
         m->buffers_bytes = plan_bytes_add(plan_memory_buffers(xfers, l->zero, p2p, layer_max, p->model.dtype,
                                                               plan_grad_dtype(p)),

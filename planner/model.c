@@ -466,10 +466,81 @@ static PosKind model_position(const Model *m)
     return POS_NONE;
 }
 
+double plan_cut_tokens(const Model *m, const PlanCut *c)
+{
+    return (double)m->seq / (c->cp > 1 ? c->cp : 1);
+}
+
+PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, double B, double Tl, double H,
+                                    double Hkv, double D)
+{
+    PlanCpNumel n = { 0, 0, 0, 0 };
+    if (cp <= 1) return n;
+    double T = Tl * cp, kv = B * Tl * 2 * Hkv * D;   /* one KV block of the local tokens */
+    double qkv = B * T * (H + 2 * Hkv) * D / cp, out = B * T * H * D / cp;
+    switch (form) {
+    case PLAN_CP_ALL_TO_ALL: {
+        /* head-split q, k, v and output, the probabilities of H / cp heads
+         * over whole sequences; the backward their gradients */
+        double probs = B * (H / cp) * T * T;
+        n.saved = qkv + out + (flash ? 0 : probs);
+        n.saved_f32 = flash ? B * (H / cp) * T : 0;
+        n.buf_bwd = n.saved;
+        break;
+    }
+    case PLAN_CP_ALL_GATHER:
+        /* the probabilities of the local queries against every key; the
+         * gathered K, V (and in the backward the full dK, dV) */
+        n.saved = flash ? 0 : B * H * Tl * T;
+        n.saved_f32 = flash ? B * H * Tl : 0;
+        n.buf_fwd = B * T * 2 * Hkv * D;
+        n.buf_bwd = 2 * n.buf_fwd;
+        break;
+    case PLAN_CP_HIERARCHICAL: {
+        /* the all-to-all over a = cp_local ranks, then the ring over the
+         * rest on a Tl tokens of H / a heads: its KV block is the same
+         * B Tl 2 Hkv D elements, its scores block (a Tl)^2 */
+        double a = cp_local >= 1 && cp_local <= cp ? cp_local : cp, Ta = a * Tl;
+        double sc = flash ? 0 : Ta * Ta;   /* a score block (on chip when fused) */
+        n.saved = qkv + out + (flash ? 0 : B * H * Tl);
+        n.saved_f32 = flash ? B * H * Tl : 0;
+        n.buf_fwd = 2 * kv + sc;
+        n.buf_bwd = 4 * kv + 2 * sc + qkv + out;
+        break;
+    }
+    default: {   /* PLAN_CP_RING: the log-sum-exp; two KV blocks (+ two dKV backward) and a block's scores */
+        double sc = flash ? 0 : Tl * Tl;
+        n.saved = flash ? 0 : B * H * Tl;
+        n.saved_f32 = flash ? B * H * Tl : 0;
+        n.buf_fwd = 2 * kv + sc;
+        n.buf_bwd = 4 * kv + 2 * sc;
+        break;
+    }
+    }
+    return n;
+}
+
+/* Under cp > 1 the attention core is planrt's CP attention
+ * (prt_cp_attention_fwd/bwd): its saved buffer replaces the scores or the
+ * log-sum-exp in the kept activations (prt_act elements, e bytes each, as
+ * the program allocates it), its own buffers (the larger pass's) are
+ * buffers; also the bytes its transfers move (cost.c times them). */
+static double cp_attention_work(const Model *m, const Layer *l, const PlanCut *c, double e, PlanLayerWork *w)
+{
+    double b = (double)c->micro_batch, Tl = plan_cut_tokens(m, c), t = c->tp;
+    double H = (double)l->heads / t, Hkv = (double)l->kv_heads / t, D = (double)plan_head_dim(m, l);
+    PlanCpNumel n = plan_cp_attention_numel(c->cp_comm, c->cp, c->cp_local, c->flash, b, Tl, H, Hkv, D);
+    w->cp_buf_bytes = e * fmax(n.buf_fwd, n.buf_bwd);
+    w->cp_kv_bytes = e * b * Tl * 2 * Hkv * D;
+    w->cp_qkv_bytes = e * b * Tl * (H + 2 * Hkv) * D;
+    w->cp_out_bytes = e * b * Tl * H * D;
+    return e * n.saved + 4 * n.saved_f32;
+}
+
 static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
                            bool dropout, PlanLayerWork *w)
 {
-    double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
+    double b = (double)c->micro_batch, s = plan_cut_tokens(m, c), h = (double)m->dim;
     double t = c->tp, e = plan_dtype_bytes(m->dtype);
     double a = (double)l->heads, d = (double)plan_head_dim(m, l);
     double hq = a * d, hkv = (double)l->kv_heads * d;
@@ -519,6 +590,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     double tpart = (e * T * hq + 2 * e * T * hkv + e * T * hq) / t;
     double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
     if (c->flash) core = 4 * bat * s;   /* the log-sum-exp only (Q, K, V, O are in tpart) */
+    if (c->cp > 1) core = cp_attention_work(m, l, c, e, w);   /* the CP form's saved tensors */
     w->act_none = repl + tpart + core;
     w->act_full = e * T * h * r;             /* the block input, 2sbh (Korthikanti) */
     /* Megatron-Core's recompute_modules (transformer_config.py): core_attn
@@ -570,7 +642,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
 static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
                      const PlanCut *c, bool dropout, PlanLayerWork *w)
 {
-    double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
+    double b = (double)c->micro_batch, s = plan_cut_tokens(m, c), h = (double)m->dim;
     double t = c->tp, e = plan_dtype_bytes(m->dtype);
     double f = (double)l->hidden, T = b * s, r = c->sp ? 1.0 / t : 1.0;
     bool glu = plan_act_gated(l->act);
@@ -662,7 +734,7 @@ double plan_moe_rows(const Model *m, const Layer *l, int64_t micro_batch)
 static void moe_work(const Model *m, const Layer *l, const Layer *prev, const PlanCut *c,
                      bool dropout, PlanLayerWork *w)
 {
-    double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
+    double b = (double)c->micro_batch, s = plan_cut_tokens(m, c), h = (double)m->dim;
     double t = c->tp, e = plan_dtype_bytes(m->dtype), ep = c->ep > 1 ? c->ep : 1;
     double f = (double)l->hidden, T = b * s, r = c->sp ? 1.0 / t : 1.0;
     double E = (double)l->experts, k = (double)l->top_k, S = (double)l->shared;
@@ -673,14 +745,16 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * over its et expert-TP ranks: T et / t tokens */
     double et = c->etp >= 1 ? c->etp : t, Tr = T * et / t;
     double C = plan_moe_capacity(m, l);
-    double R = plan_moe_rows(m, l, c->micro_batch) * et / t, Ru = Tr * k;   /* rows run, rows routed */
+    /* under cp each rank routes its own seq / cp tokens of a sequence */
+    double q = (double)m->seq / s;
+    double R = plan_moe_rows(m, l, c->micro_batch) * et / t / q, Ru = Tr * k;   /* rows run, rows routed */
     /* the busiest EP rank (Software.moe_imbalance) receives imb x the
      * mean rows, at most what its experts' capacity keeps; the step waits
      * for it, so its rows are the GEMMs' and the all-to-alls' (at ep 1
      * every rank holds every expert: no rank is busier) */
     double imb = ep > 1 && c->imbalance > 1 ? c->imbalance : 1;
     double Rb = R * imb;
-    if (C > 0) Rb = fmin(Rb, b * E * C * et / t);
+    if (C > 0) Rb = fmin(Rb, b * E * C * et / t / q);
     /* rows the experts' buffers hold: every routed row's place on this
      * rank (the runtime sizes them N k), under ep > 1 the rows that arrived */
     double Ra = ep > 1 ? Rb : Ru;
@@ -861,7 +935,7 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
 {
     memset(w, 0, sizeof *w);
     bool dropout = plan_model_dropout(m);
-    double b = (double)c->micro_batch, s = (double)m->seq, h = (double)m->dim;
+    double b = (double)c->micro_batch, s = plan_cut_tokens(m, c), h = (double)m->dim;
     /* the head computes the padded rows too (their logits are masked out
      * of the softmax): V is the vocabulary padded for tp */
     double t = c->tp, e = plan_dtype_bytes(m->dtype), V = (double)plan_vocab_padded(m, c->tp);
@@ -950,10 +1024,12 @@ void plan_widest(const Model *m, int tp, PlanWidest *w)
 
 double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest *w)
 {
-    double e = plan_dtype_bytes(m->dtype), b = (double)c->micro_batch, s = (double)m->seq;
+    double e = plan_dtype_bytes(m->dtype), b = (double)c->micro_batch, s = plan_cut_tokens(m, c);
     double N = b * s, C = (double)m->dim;
     double rows = N * C * (c->sp && c->tp > 1 ? 6 : 2);
-    double scores = c->flash ? 0 : b * (double)w->heads * s * s;
+    /* under cp > 1 the CP attention scores in buffers of its own
+     * (plan_cp_attention_numel): no shared score gradients */
+    double scores = c->flash || (c->cp > 1) ? 0 : b * (double)w->heads * s * s;
     return e * (rows + N * (double)w->width + N * (double)w->inner + scores);
 }
 

@@ -36,6 +36,12 @@ typedef struct {
     /* MoE (issue 25) */
     int     etp;            /* expert-tensor-parallel degree; 0 means tp (plan_etp) */
     double  imbalance;      /* the busiest EP rank's rows over the mean (>= 1; 0 means 1) */
+    /* context parallelism (issue 26) */
+    int     cp;             /* context-parallel degree: each rank holds seq / cp tokens of
+                               every sequence; 0 means 1 */
+    int     cp_comm;        /* PlanCpComm: how attention sees the other ranks' keys */
+    int     cp_local;       /* ranks of the CP group in one NVLink domain (hierarchical's
+                               all-to-all tier); 0 means cp */
 } PlanCut;
 
 /* One GEMM on one GPU: C (m x n) = A (m x k) * B (k x n), `batch` times. */
@@ -106,7 +112,39 @@ typedef struct {
                                    dispatcher sends across nodes once per node (comm.c) */
     double      act_scratch;    /* activation bytes alive only while the layer runs, whatever is
                                    recomputed (a MoE layer's backward scratch): in the rebuild term */
+    /* context parallelism (cp > 1, attention layers; plan_cp_attention_numel) */
+    double      cp_buf_bytes;   /* what the CP attention allocates for itself while it runs (its
+                                   backward's, the larger): PRT_MEM_BUFFERS, freed after */
+    double      cp_kv_bytes;    /* one KV block of the local tokens, e b (s/cp) 2 h_kv / t: a ring
+                                   step's transfer (and its dKV) */
+    double      cp_qkv_bytes;   /* the local q, k, v, e b (s/cp) (h_q + 2h_kv) / t: all-to-all in */
+    double      cp_out_bytes;   /* the local output, e b (s/cp) h_q / t: all-to-all back */
 } PlanLayerWork;
+
+/* Elements of what one context-parallel attention call keeps and
+ * allocates. flash false (planc's runtime, attention_kernel math): exactly
+ * as runtime/include/prt_par.h's contract (section "context parallelism")
+ * says planrt does, in prt_act elements. flash true (a fused kernel under
+ * CP: Megatron-Core/TransformerEngine's, torchtitan's, Meta's Llama 3 CP):
+ * no probabilities or score blocks reach HBM; what the pass keeps is its
+ * fp32 log-sum-exp per query row (saved_f32) beside the tensors below.
+ * B sequences, Tl = T / cp local
+ * tokens, H query and Hkv key/value heads of this TP rank, D the head size;
+ * cp_local the ranks of the CP group in one node (hierarchical: the
+ * all-to-all over them, the ring over cp / cp_local). `saved` is kept from
+ * the forward to the backward (counted as activations), `buf_fwd` and
+ * `buf_bwd` are allocated while each pass runs (buffers). The contract
+ * names no sizes for hierarchical: it is counted as its two parts (the
+ * all-to-all's head-split q, k, v and output, then the ring of
+ * cp / cp_local steps on cp_local x Tl tokens and H / cp_local heads),
+ * the ring's log-sum-exp in place of the probabilities. */
+typedef struct {
+    double saved, saved_f32, buf_fwd, buf_bwd;
+} PlanCpNumel;
+PlanCpNumel plan_cp_attention_numel(int form, int cp, int cp_local, bool flash, double B, double Tl, double H,
+                                    double Hkv, double D);
+/* The tokens of a sequence one rank holds under cut c: seq / cp. */
+double plan_cut_tokens(const Model *m, const PlanCut *c);
 
 /* Rows of the word embedding and the LM head under tensor parallelism tp:
  * the vocabulary rounded up to a multiple of vocab_multiple * tp, so every

@@ -54,9 +54,15 @@ typedef enum {
                           like OP_EP_ALL_TO_ALL never an op of a list, but the part tp_dur of
                           the FWD / BWD / BWD_INPUT that carries it, drawn on the trace's
                           in-pass lane */
+    OP_CP_COLL,        /* context parallelism (cp > 1): the attention's transfers over the CP
+                          group (the ring's KV blocks, the all-to-alls, the KV gather) that the
+                          compute stream waits for: like OP_TP_COLL never an op of a list, but
+                          the part cp_dur of the FWD / BWD / BWD_INPUT that carries it (codegen
+                          emits none: the runtime's prt_cp_attention_* run them), drawn on the
+                          trace's in-pass lane */
 } PlanOpKind;          /* ORDER PlanOpKind */
 
-#define PLAN_N_OPKINDS 17
+#define PLAN_N_OPKINDS 18
 
 typedef enum {
     STREAM_COMPUTE,    /* kernels, TP collectives, waits on receives */
@@ -85,6 +91,9 @@ typedef struct {
     double         ep_bytes;    /* compute ops: bytes one rank sends in those all-to-alls */
     double         tp_dur;      /* compute ops: seconds of dur in exposed TP collectives
                                    (PlanChunkCost.fwd_tp / bwd_tp; OP_TP_COLL) */
+    double         cp_dur;      /* compute ops: seconds of dur in exposed CP attention transfers
+                                   (PlanChunkCost.fwd_cp / bwd_cp; OP_CP_COLL) */
+    double         cp_bytes;    /* compute ops: bytes one rank sends in them */
     double         rc_dur;      /* BWD / BWD_INPUT: seconds of dur recomputing the forward's
                                    kernels (PlanChunkCost.recompute less the collectives it
                                    repeats, which tp_dur / ep_dur count) */
@@ -101,6 +110,7 @@ typedef struct {
 
 typedef struct {
     int               pp, dp, tp, chunks, zero;
+    int               cp;              /* context-parallel degree (0 or 1: none; issue 26) */
     int               schedule;        /* Schedule */
     int64_t           n_micro;         /* micro-batches per step */
     double            overlap_compute; /* slowdown of compute while a DP/ZeRO collective runs
@@ -123,6 +133,8 @@ typedef struct {
     double *fwd_ep_bytes, *bwd_ep_bytes; /* bytes sent in them */
     double *fwd_tp, *bwd_tp;      /* s of fwd / bwd (bwd_input) in exposed TP collectives */
     double *rc;                   /* s of bwd (bwd_input) recomputing kernels (PlanOp.rc_dur) */
+    double *fwd_cp, *bwd_cp;      /* s of fwd / bwd (bwd_input) in exposed CP transfers */
+    double *fwd_cp_bytes, *bwd_cp_bytes; /* bytes sent in them */
     double *fwd_ep_hidden, *bwd_ep_hidden; /* s of them a paired step hides (overlap_moe_a2a) */
     int    *first_layer, *end_layer, *layers;
     /* per stage: */

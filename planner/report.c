@@ -191,18 +191,30 @@ static void print_layout(FILE *out, const Plan *p, const Layout *l, int64_t n_mi
 {
     char rc[160];
     plan_recompute_describe(l, rc, sizeof rc);
-    fprintf(out, "layout: dp %d x tp %d x pp %d, zero %d, micro_batch %lld, global_batch %lld "
+    char cp[48] = "";
+    if (plan_cp(l) > 1) snprintf(cp, sizeof cp, " x cp %d (cp_comm %s)", plan_cp(l), plan_cp_comm_name(plan_cp_comm(l)));
+    fprintf(out, "layout: dp %d x tp %d%s x pp %d, zero %d, micro_batch %lld, global_batch %lld "
                  "(%lld micro-batches per pipeline), schedule %s, chunks %d, recompute %s, "
                  "sequence_parallel %s\n",
-            l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
+            l->dp, l->tp, cp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             (long long)n_micro, plan_schedule_name(l->schedule), l->chunks,
             rc, l->sequence_parallel == 1 ? "on" : "off");
+    if (plan_cp(l) > 1)   /* issue 26: the ranks tp, cp, dp, pp */
+        fprintf(out, "context parallel: each rank holds %lld of a sequence's %lld tokens (chunks r and %d-r "
+                     "of %d); rank = tp + TP*(cp + CP*(dp + DP*pp))\n",
+                (long long)(p->model.seq / plan_cp(l)), (long long)p->model.seq, 2 * plan_cp(l) - 1,
+                2 * plan_cp(l));
     char sw[512];
     plan_software_describe(p, l->zero, sw, sizeof sw);
     fprintf(out, "software: %s\n", sw);
-    print_group(out, "TP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_TP));
-    print_group(out, "DP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP));
-    print_group(out, "PP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_PP));
+    print_group(out, "TP", plan_layout_group(&p->cluster, plan_dp_cp(l), l->tp, l->pp, GROUP_TP));
+    if (plan_cp(l) > 1) {   /* cp ranks tp apart; the gradient group is dp x cp of them */
+        print_group(out, "CP", plan_cp_group(&p->cluster, l->tp, plan_cp(l)));
+        print_group(out, "DP x CP (gradients)", plan_layout_group(&p->cluster, plan_dp_cp(l), l->tp, l->pp, GROUP_DP));
+    } else {
+        print_group(out, "DP", plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, GROUP_DP));
+    }
+    print_group(out, "PP", plan_layout_group(&p->cluster, plan_dp_cp(l), l->tp, l->pp, GROUP_PP));
     if (plan_model_has_moe(&p->model)) {   /* issue 17: ep consecutive DP ranks of one TP rank */
         int ep = plan_ep(l);
         fprintf(out, "  ep %d: each GPU holds experts / %d of every mixture; expert gradients over %d "
@@ -305,6 +317,9 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
     if (ev->layout.ep > 1)
         fprintf(out, "  %-28s %10.4f   exposed (dispatch + combine; how they run: the layout's moe line)\n",
                 "EP all-to-all", t->ep);
+    if (plan_cp(&ev->layout) > 1)
+        fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped (%s)\n", "CP attention comm",
+                t->cp_total, t->cp, fmax(0, t->cp_total - t->cp), plan_cp_comm_name(plan_cp_comm(&ev->layout)));
     fprintf(out, "  %-28s %10.4f   exposed (blocking sends)\n", "PP send/recv", t->p2p);
     fprintf(out, "  %-28s %10.4f   total, %.4f exposed, %.4f overlapped\n", "DP gradient reduce",
             t->dp_total, t->dp_exposed, fmax(0, t->dp_total - t->dp_exposed));
@@ -340,21 +355,23 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     if (padded) fprintf(out, "\"params_padded\": %llu,%s", (unsigned long long)padded, nl);
     fprintf(out, "\"layout\": {\"dp\": %d, \"tp\": %d, \"pp\": %d, \"zero\": %d, \"micro_batch\": %lld, "
                  "\"global_batch\": %lld, \"schedule\": \"%s\", \"chunks\": %d, \"recompute\": \"%s\", "
-                 "\"sequence_parallel\": %s, \"ep\": %d, \"etp\": %d},%s",
+                 "\"sequence_parallel\": %s, \"ep\": %d, \"etp\": %d, \"cp\": %d, \"cp_comm\": \"%s\"},%s",
             l->dp, l->tp, l->pp, l->zero, (long long)l->micro_batch, (long long)l->global_batch,
             plan_schedule_name(l->schedule), l->chunks, plan_recompute_name(l->recompute),
-            l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), plan_etp(l), nl);
+            l->sequence_parallel == 1 ? "true" : "false", plan_ep(l), plan_etp(l), plan_cp(l),
+            plan_cp_comm_name(plan_cp_comm(l)), nl);
     /* the resolved software stack (planner/stacks.c) */
     fprintf(out, "\"software\": ");
     plan_software_json(out, p, l->zero);
     fprintf(out, ",%s", nl);
     json_recompute_parts(out, l, nl);
     /* where each group lands on the tiers (plan_group_tier) */
-    static const char *const gname[] = { "tp", "dp", "pp" };
+    static const char *const gname[] = { "tp", "dp", "pp", "cp" };
     PlanGroupKind gk[] = { GROUP_TP, GROUP_DP, GROUP_PP };
     fprintf(out, "\"groups\": {");
-    for (int i = 0; i < 3; i++) {
-        PlanGroup g = plan_layout_group(&p->cluster, l->dp, l->tp, l->pp, gk[i]);
+    for (int i = 0; i < (plan_cp(l) > 1 ? 4 : 3); i++) {   /* dp: the gradient group, dp x cp */
+        PlanGroup g = i == 3 ? plan_cp_group(&p->cluster, l->tp, plan_cp(l))
+                             : plan_layout_group(&p->cluster, plan_dp_cp(l), l->tp, l->pp, gk[i]);
         fprintf(out, "%s\"%s\": {\"size\": %lld, \"per_node\": %lld, \"nodes\": %lld, \"pods\": %lld, "
                      "\"tier\": \"%s\"}", i ? ", " : "", gname[i], (long long)g.size, (long long)g.local,
                 (long long)g.nodes, (long long)(g.pods > 1 ? g.pods : 1), plan_tier_name(plan_group_tier(g)));

@@ -191,6 +191,7 @@ typedef struct {
     int     tp, sp, rec;
     int64_t mb;
     int     ep;             /* expert parallelism (MoE models; 1 otherwise) */
+    int     cp, cp_comm;    /* context parallelism (1, ring without it) */
 } CutKey;
 
 /* What the estimates read of one block, packed (one cache line). */
@@ -236,12 +237,14 @@ static uint64_t cut_hash(const CutKey *k)
     uint64_t h = (uint64_t)k->mb * 0x9E3779B97F4A7C15ull;
     h ^= (uint64_t)(k->tp * 8 + k->sp * 4 + k->rec) * 0xC2B2AE3D27D4EB4Full;
     h ^= (uint64_t)k->ep * 0x165667B19E3779F9ull;
+    h ^= (uint64_t)(k->cp * 4 + k->cp_comm) * 0x27D4EB2F165667C5ull;
     return h ^ (h >> 29);
 }
 
 static bool cut_same(const CutKey *a, const CutKey *b)
 {
-    return a->tp == b->tp && a->sp == b->sp && a->rec == b->rec && a->mb == b->mb && a->ep == b->ep;
+    return a->tp == b->tp && a->sp == b->sp && a->rec == b->rec && a->mb == b->mb && a->ep == b->ep &&
+           a->cp == b->cp && a->cp_comm == b->cp_comm;
 }
 
 /* Why: a batch with thousands of divisors makes thousands of cuts; a
@@ -273,7 +276,8 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
     Layout l = { .dp = 1, .tp = k->tp, .pp = nb, .zero = 0, .micro_batch = k->mb,
                  .global_batch = k->mb, .schedule = SCHED_1F1B, .chunks = 1,
                  .recompute = k->rec, .sequence_parallel = k->sp, .ep = k->ep,
-                 .recompute_modules = p->layout.recompute_modules, .etp = p->layout.etp };
+                 .recompute_modules = p->layout.recompute_modules, .etp = p->layout.etp,
+                 .cp = k->cp, .cp_comm = k->cp_comm };
     PlanCosts per, whole;
     memset(out, 0, sizeof *out);
     out->key = *k;
@@ -306,7 +310,8 @@ static bool cut_build(const Plan *p, const PlanShapes *sh, const CutKey *k, cons
         x.fwd = c->fwd - c->fwd_ep_hidden; x.bwd = c->bwd - c->bwd_ep_hidden; x.bwd_weight = c->bwd_weight;
         x.act_kept = c->act_kept; x.act_layer_max = c->act_layer_max; x.act_split = c->act_split;
         x.params = c->params; x.layer_params_max = c->layer_params_max; x.layers = c->layers;
-        x.expert_params = c->expert_params; x.moe_layers = c->moe_layers; x.a2a_bytes = c->a2a_bytes;
+        x.expert_params = c->expert_params; x.moe_layers = c->moe_layers;
+        x.a2a_bytes = fmax(c->a2a_bytes, c->cp_buf_bytes);   /* one layer's buffers at a time (memory.c) */
         Run *last = out->n_run ? &out->run[out->n_run - 1] : NULL;
         if (last && !memcmp(&last->b, &x, sizeof x)) last->end = b + 1;
         else out->run[out->n_run++] = (Run){ b, b + 1, x };
@@ -333,7 +338,8 @@ static const CutCosts *cut_get(CutMemo *m, const CutKey *k)
         m->cap = cap;
     }
     /* the head's copy depends on tp only: reuse it from any cut of that tp
-     * (and ep: the whole model's parameters per GPU are ep's) */
+     * (and ep: the whole model's parameters per GPU are ep's; cp changes no
+     * parameter) */
     const uint64_t *hc = NULL;
     for (int i = 0; i < m->n && !hc; i++)
         if (m->cut[i].key.tp == k->tp && m->cut[i].key.ep == k->ep) hc = &m->cut[i].head_copy;
@@ -479,7 +485,7 @@ static uint64_t stage_fixed(const Plan *p, const StageAgg *g, int z, int dp, int
  * sums of the memory formula; the DP and ZeRO collectives stay zero (the
  * time bound omits them) and every chunk's send costs the cheaper of an
  * NVLink and an InfiniBand hop. */
-static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int ep, int pp, int v, Synth *s)
+static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int cp, int ep, int pp, int v, Synth *s)
 {
     int n = pp * v;
     if (!synth_reserve(s, n, pp)) return false;
@@ -598,8 +604,8 @@ static bool synth_chunks(const Plan *p, const CutCosts *cc, int dp, int ep, int 
         else
             for (int z = 0; z <= 3; z++) {
                 /* the expert-DP group of the cut's (tp, ep) and the plan's etp (layout.c) */
-                Layout el = { .dp = dp, .tp = cc->key.tp, .ep = ep, .etp = p->layout.etp };
-                g->fixed[z] = stage_fixed(p, g, z, dp, plan_expert_dp(&el));
+                Layout el = { .dp = dp, .tp = cc->key.tp, .ep = ep, .etp = p->layout.etp, .cp = cp };
+                g->fixed[z] = stage_fixed(p, g, z, plan_dp_cp(&el), plan_expert_dp(&el));
             }
         g->p2p = cc->p2p_bytes;
     }
@@ -662,6 +668,8 @@ typedef struct {
     Plan                     rules;        /* p with one layer per distinct shape (rule_plan) */
     PlanShapes               shapes;       /* p's layers by shape (cost.h), built once */
     int64_t                  steps_used;   /* micro-steps simulated so far */
+    bool                     cp_long;      /* the sequence is long enough to search cp > 1 */
+    bool                     cp_force;     /* search cp > 1 anyway (nothing fit without it) */
 } Ctx;
 
 /* Why: the validity rule (plan_layout_check) is asked once per schedule
@@ -721,7 +729,7 @@ static uint64_t stage_act(const Plan *p, const Layout *l, int64_t n_micro, const
     int extra = plan_warmup_extra(p, l);   /* overlap_moe_a2a's warm-up forward (layout.c) */
     double act = plan_in_flight_x(l->schedule, l->pp, s, n_micro, l->chunks, extra) *
                  plan_act_kept(l->schedule, g->act, g->split) + g->rebuild +
-                 plan_pipe_xfer_bufs(l->schedule, l->pp, s, n_micro, l->chunks, zero, l->dp) * g->p2p +
+                 plan_pipe_xfer_bufs(l->schedule, l->pp, s, n_micro, l->chunks, zero, plan_dp_cp(l)) * g->p2p +
                  plan_pipe_early_recvs(l->schedule, l->pp) * g->p2p;   /* receives posted early */
     return plan_bytes(act);
 }
@@ -797,7 +805,7 @@ static double time_bound_zero3(Ctx *x, const Layout *l)
  * collectives of the tail only add to it. Seconds. */
 static double tail_bound(const Ctx *x, const Layout *l, int zero)
 {
-    uint64_t psi = x->syn.psi_max, dp = (uint64_t)l->dp;
+    uint64_t psi = x->syn.psi_max, dp = (uint64_t)plan_dp_cp(l);   /* ZeRO over dp x cp */
     if (zero >= 1) psi = psi / dp + (psi % dp != 0);
     return plan_opt_time(&x->p->cluster.device, psi, x->p->software.optimizer, 0);   /* launches a bound below */
 }
@@ -833,7 +841,7 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
     int n = 0;
     int64_t steps = micro_steps(&l);
     for (int z = 0; z <= 3; z++) {
-        if (is_set(L->zero) ? L->zero != z : !zero_searched(z, l.dp)) continue;
+        if (is_set(L->zero) ? L->zero != z : !zero_searched(z, plan_dp_cp(&l))) continue;
         l.zero = z;
         c[n] = (Cand){ .l = l, .order = (int)(x->next_order + n), .steps = steps };
         n++;
@@ -842,6 +850,7 @@ static bool add_zeros(Ctx *x, Layout l, bool with_estimates)
         estimate(x, c, n);
         bool any = false;
         for (int i = 0; i < n; i++) any |= c[i].fit != FIT_NO;
+        x->s->cp_fit[plan_cp(&l) > 1] |= any;
         double t = any || x->o->record ? time_bound(x, &l) * (1 - SEARCH_REL_SLACK) : INFINITY;
         for (int i = 0; i < n; i++) {
             c[i].t_lb = t;
@@ -942,7 +951,7 @@ static bool add_shapes(Ctx *x, Layout l, const Shape *sh, int n, const CutCosts 
         l.schedule = sh[i].sched;
         l.chunks = sh[i].v;
         if (cc) {
-            if (built != sh[i].v && !synth_chunks(x->p, cc, l.dp, plan_ep(&l), l.pp, sh[i].v, &x->syn))
+            if (built != sh[i].v && !synth_chunks(x->p, cc, l.dp, plan_cp(&l), plan_ep(&l), l.pp, sh[i].v, &x->syn))
                 return false;
             built = sh[i].v;
         }
@@ -959,7 +968,7 @@ static int vlo_of(const Layout *L) { return is_set(L->chunks) ? L->chunks : 2; }
  * micro-batches from the global batch's factors, schedules and chunk
  * counts from schedule_searched() and max_chunks(), then ZeRO,
  * recomputation and sequence parallelism. O(primes), whatever the batch. */
-static int64_t count_degrees(const Ctx *x, int64_t tp, int64_t pp, int64_t dp, int n_rec, int n_sp,
+static int64_t count_degrees(const Ctx *x, int64_t tp, int64_t pp, int64_t dp, int64_t cp, int n_rec, int n_sp,
                              double *sums)
 {
     const Layout *L = &x->p->layout;
@@ -986,7 +995,7 @@ static int64_t count_degrees(const Ctx *x, int64_t tp, int64_t pp, int64_t dp, i
             il = vhi >= vlo ? vhi - vlo + 1 : 0;
         }
     }
-    int64_t n_zero = is_set(L->zero) ? 1 : dp == 1 ? 1 : 4;
+    int64_t n_zero = is_set(L->zero) ? 1 : dp * cp == 1 ? 1 : 4;   /* ZeRO shards over dp x cp */
     (void)tp;
     /* chunk sums: one table of pp chunks per micro-batch for the flat
      * schedules, pp x v for each chunk count v */
@@ -1019,6 +1028,84 @@ static int ep_degrees(const Ctx *x, int64_t dp, int64_t tp, int *out)
     return n;
 }
 
+/* ---- context parallelism (issue 26) ---------------------------------- */
+
+/* cp > 1 is searched (unless the plan sets cp) where the attention core
+ * takes at least this share of the forward's FLOPs: as many as the rest
+ * of the model (cp_decide says why this, and what else) */
+#define PLAN_SEARCH_CP_SHARE 0.5
+
+/* The share of a forward's FLOPs that the attention scores and context
+ * take, the model at cp 1 (Narayanan et al. 2021's count, model.c): what
+ * decides whether splitting the sequence can pay. */
+static double attention_share(const Plan *p)
+{
+    const Model *m = &p->model;
+    PlanCut cut = { .micro_batch = 1, .tp = 1 };
+    double core = 0, all = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        PlanLayerWork w;
+        plan_layer_work(m, &m->layers[i], i ? &m->layers[i - 1] : NULL, &cut, &w);
+        core += w.flops_core;
+        all += w.flops_fwd;
+    }
+    return all > 0 ? core / all : 0;
+}
+
+/* Why: cp > 1 multiplies the space by its degrees and forms, and on a
+ * short sequence it can only lose: every token-wise op is already split
+ * by dp, and splitting attention buys nothing when the attention is a
+ * small part of the work. So an unset cp is searched above 1 only where
+ * the attention core does at least as many FLOPs as the rest of the
+ * model together (PLAN_SEARCH_CP_SHARE; a Llama block: s >= 6 h), where
+ * a sequence's quadratic part dominates — or where nothing fits without
+ * it (plan_search's second pass, x->cp_force). A set cp is a constraint. */
+static void cp_decide(Ctx *x)
+{
+    const Plan *p = x->p;
+    double share = attention_share(p);
+    x->cp_long = share >= PLAN_SEARCH_CP_SHARE;
+    x->s->cp_searched = is_set(p->layout.cp) ? p->layout.cp > 1 : x->cp_long || x->cp_force;
+    if (!x->s->cp_searched && !is_set(p->layout.cp))
+        snprintf(x->s->cp_skip, sizeof x->s->cp_skip, "cp 1: attention is %.0f %% of the forward FLOPs at "
+                 "seq %" PRId64 " (context parallelism is searched from %.0f %%, or when nothing fits)",
+                 100 * share, p->model.seq, 100 * PLAN_SEARCH_CP_SHARE);
+}
+
+/* Whether context-parallel degree cp is searched at tp: the plan's, else
+ * 1 and, where cp_decide allows, every cp the 2 cp chunks fit in the
+ * sequence (layout.c's rule, with the ring: the forms' head rule is
+ * cp_forms'). */
+static bool cp_searched(const Ctx *x, int tp, int64_t cp)
+{
+    const Layout *L = &x->p->layout;
+    if (is_set(L->cp)) return cp == (L->cp >= 1 ? L->cp : 1);
+    if (cp == 1) return true;
+    if (!x->s->cp_searched) return false;
+    return plan_rule_cp(&x->rules.model, tp, (int)cp, PLAN_CP_RING, NULL, 0);
+}
+
+/* The CP forms searched at (tp, cp), into out; returns how many: the
+ * plan's cp_comm, else at cp 1 the ring alone (no CP: one form), else
+ * every form layout.c's rule allows (the all-to-all ones need tp x cp to
+ * divide the heads); hierarchical only where the CP group spans NVLink
+ * domains (inside one it is the all-to-all). */
+static int cp_forms(const Ctx *x, int tp, int cp, int *out)
+{
+    const Plan *p = x->p;
+    if (cp <= 1) { out[0] = PLAN_CP_RING; return 1; }
+    int n = 0;
+    for (int f = 0; f < PLAN_N_CP_COMMS; f++) {
+        if (is_set(p->layout.cp_comm) ? p->layout.cp_comm != f : false) continue;
+        if (!plan_rule_cp(&x->rules.model, tp, cp, f, NULL, 0)) continue;
+        if (!is_set(p->layout.cp_comm) && f == PLAN_CP_HIERARCHICAL &&
+            plan_cp_group(&p->cluster, tp, cp).nodes <= 1)
+            continue;
+        out[n++] = f;
+    }
+    return n;
+}
+
 /* Why: the enumeration, outermost the degrees, innermost ZeRO, so the
  * memoised cut and chunk sums are reused by every inner combination. With
  * x->count_only it only counts (count_degrees), so the size of the space
@@ -1030,7 +1117,7 @@ static bool enumerate(Ctx *x)
     const Cluster *cl = &p->cluster;
     int64_t gpus = cl->nodes * cl->gpus_per_node;
     int64_t gb = L->global_batch;
-    I64List tps = { 0 }, pps = { 0 }, mbs = { 0 };
+    I64List tps = { 0 }, pps = { 0 }, cps = { 0 }, mbs = { 0 };
     Shape *sh = x->count_only ? NULL : malloc((size_t)(PLAN_MAX_VSTAGES + 4) * sizeof *sh);
     bool ok = (sh || x->count_only) && divisors(gpus, &tps);
     for (int i = 0; ok && i < tps.n; i++) {
@@ -1043,17 +1130,23 @@ static bool enumerate(Ctx *x)
         int n_sp = is_set(L->sequence_parallel) || tp == 1 ? 1 : 2;
         ok = divisors(gpus / tp, &pps);
         for (int j = 0; ok && j < pps.n; j++) {
-            int64_t pp = pps.v[j], dp = gpus / tp / pp;
-            if (pp > p->model.n_blocks) break;
-            if (is_set(L->pp) && L->pp != pp) continue;
+          int64_t pp = pps.v[j];
+          if (pp > p->model.n_blocks) break;
+          if (is_set(L->pp) && L->pp != pp) continue;
+          ok = divisors(gpus / tp / pp, &cps);
+          for (int c = 0; ok && c < cps.n; c++) {   /* cp jointly with the rest: dp = the remainder */
+            int64_t cp = cps.v[c], dp = gpus / tp / pp / cp;
+            if (!cp_searched(x, (int)tp, cp)) continue;
             if (is_set(L->dp) && L->dp != dp) continue;
             if (gb % dp) continue;
+            int forms[PLAN_N_CP_COMMS], n_form = cp_forms(x, (int)tp, (int)cp, forms);
             int eps[PLAN_SEARCH_MAX_EP], n_ep = ep_degrees(x, dp, tp, eps);
             if (x->count_only) {
-                x->s->space += count_degrees(x, tp, pp, dp, n_rec * n_ep, n_sp, &x->s->space_sums);
+                x->s->space += count_degrees(x, tp, pp, dp, cp, n_rec * n_ep * n_form, n_sp, &x->s->space_sums);
                 continue;
             }
-            int n_zero = is_set(L->zero) || dp == 1 ? 1 : 4;
+            int n_zero = is_set(L->zero) || dp * cp == 1 ? 1 : 4;
+            for (int f = 0; ok && f < n_form; f++) {
             ok = batch_divisors(&x->bf, gb / dp, &mbs);
             for (int k = 0; ok && k < mbs.n; k++) {
                 int64_t mb = mbs.v[k];
@@ -1065,7 +1158,8 @@ static bool enumerate(Ctx *x)
                               * come with a set recompute, never searched) */
                              .recompute_modules = L->recompute_modules,
                              .recompute_layers = L->recompute_layers, .recompute_every = L->recompute_every,
-                             .recompute_method = L->recompute_method, .etp = L->etp };
+                             .recompute_method = L->recompute_method, .etp = L->etp,
+                             .cp = (int)cp, .cp_comm = forms[f] };
                 if (is_set(L->recompute)) l.recompute = L->recompute;
                 if (is_set(L->sequence_parallel)) l.sequence_parallel = L->sequence_parallel;
                 int n_sh = n_ep ? shapes(x, l, sh, (int64_t)n_rec * n_sp * n_zero * n_ep) : 0;
@@ -1094,7 +1188,7 @@ static bool enumerate(Ctx *x)
                             l.ep = eps[e];
                             const CutCosts *cc = NULL;
                             if (x->o->prune) {
-                                CutKey key = { (int)tp, sp, rec, mb, eps[e] };
+                                CutKey key = { (int)tp, sp, rec, mb, eps[e], (int)cp, forms[f] };
                                 cc = cut_get(&x->memo, &key);
                                 ok = cc != NULL;
                             }
@@ -1103,9 +1197,11 @@ static bool enumerate(Ctx *x)
                     }
                 }
             }
+            }
+          }
         }
     }
-    free(tps.v); free(pps.v); free(mbs.v); free(sh);
+    free(tps.v); free(pps.v); free(cps.v); free(mbs.v); free(sh);
     return ok;
 }
 
@@ -1236,6 +1332,14 @@ static void evaluate(Ctx *x, const Cand *c, PlanEval *ev)
     x->steps_used += c->steps;
     plan_evaluate_layout_shaped(x->p, &x->shapes, &c->l, ev);
     x->s->evaluated++;
+    if (ev->valid && ev->feasible) {   /* the best of each kind, for plan_search_cp_note */
+        int k = plan_cp(&c->l) > 1;
+        if (!x->s->cp_has[k] || ev->step_time < x->s->cp_best[k].step_time) {
+            x->s->cp_has[k] = true;
+            x->s->cp_best[k] = (PlanEval){ .layout = c->l, .step_time = ev->step_time, .valid = true,
+                                           .feasible = true };
+        }
+    }
     if (!x->o->prune || !ev->valid) return;
     bool fits = ev->feasible;
     if (ev->peak_memory < c->mem_lo || ev->peak_memory > c->mem_hi ||
@@ -1336,6 +1440,26 @@ static bool rank_pruned(Ctx *x, TopK *t)
             else topk_offer(t, &ev, c->order);
         }
     }
+    /* the best layout of the other kind (cp 1 beside a CP winner, or the
+     * reverse) when the top K holds none: best-first on its bounds, until
+     * a bound exceeds the best found (plan_search_cp_note's figure) */
+    int other = t->n > 0 ? plan_cp(&t->ev[0].layout) <= 1 : 0;
+    for (int64_t i = 0; s->cp_searched && t->n > 0 && !s->cp_has[other] && i < nf; i++) {
+        Cand *c = fit[i];
+        if ((plan_cp(&c->l) > 1) != other) continue;
+        if (!affordable(x, c)) break;
+        PlanEval ev;
+        evaluate(x, c, &ev);
+        plan_eval_free(&ev);
+    }
+    for (int64_t i = 0; s->cp_searched && s->cp_has[other] && i < nf; i++) {   /* one with a better bound */
+        Cand *c = fit[i];
+        if (c->t_lb > s->cp_best[other].step_time) break;
+        if ((plan_cp(&c->l) > 1) != other || !affordable(x, c)) continue;
+        PlanEval ev;
+        evaluate(x, c, &ev);
+        plan_eval_free(&ev);
+    }
     if (s->feasible == 0) {
         /* nothing fits: the smallest peak memory, best-first on its bound */
         int closest_order = 0;
@@ -1408,13 +1532,15 @@ static void refuse(const Plan *p, const PlanSearch *s, int64_t max, char *why, s
                  s->space_work, (long long)max, n ? free_ : "its fields");
 }
 
-static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char *why, size_t len)
+static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, bool cp_force, char *why,
+                        size_t len)
 {
-    Ctx x = { .p = p, .o = o, .s = s, .memo = { .p = p } };
+    Ctx x = { .p = p, .o = o, .s = s, .memo = { .p = p }, .cp_force = cp_force };
     TopK t = { .k = o->top > 0 ? o->top : 1 };
     bool ok = batch_factor(p->layout.global_batch, &x.bf) && rule_plan(p, &x.rules) &&
               plan_shapes_build(&p->model, &x.shapes);
     x.memo.shapes = x.syn.shapes = &x.shapes;
+    if (ok) cp_decide(&x);
     if (ok) {                                  /* count first, then refuse or build */
         x.count_only = true;
         ok = enumerate(&x);
@@ -1497,14 +1623,22 @@ bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s, char 
      * cannot know: every layout evaluated */
     PlanSearchOptions whole = *o;
     if (plan_recompute_partial(&p->layout) || plan_recompute_unit(&p->layout) > 1) whole.prune = false;
-    bool ok = search_once(p, &whole, s, why, len);
+    bool ok = search_once(p, &whole, s, false, why, len);
+    bool forced = false;
+    if (!s->cp_searched && !s->refused && s->feasible == 0 && p->layout.cp == PLAN_AUTO) {
+        /* nothing fits without context parallelism: search it too */
+        plan_search_free(s);
+        if (why && len) why[0] = 0;
+        ok = search_once(p, &whole, s, true, why, len);
+        forced = true;
+    }
     if (ok && s->bound_violations > 0) {
         /* the cost model no longer matches the estimates: be right, not fast */
         int64_t v = s->bound_violations;
         PlanSearchOptions brute = *o;
         brute.prune = false;
         plan_search_free(s);
-        ok = search_once(p, &brute, s, why, len);
+        ok = search_once(p, &brute, s, forced, why, len);
         s->bound_violations = v;
     }
     double t1 = now_s();
@@ -1563,6 +1697,42 @@ static void schedule_text(const Layout *l, char *buf, size_t len)
     else snprintf(buf, len, "%s", plan_schedule_name(l->schedule));
 }
 
+/* "dp 8 tp 2 cp 4 (ring) pp 1" of layout l. */
+static void degrees_text(const Layout *l, char *buf, size_t len)
+{
+    if (plan_cp(l) > 1)
+        snprintf(buf, len, "dp %d tp %d cp %d (%s) pp %d", l->dp, l->tp, plan_cp(l),
+                 plan_cp_comm_name(plan_cp_comm(l)), l->pp);
+    else
+        snprintf(buf, len, "dp %d tp %d pp %d", l->dp, l->tp, l->pp);
+}
+
+bool plan_search_cp_note(const PlanSearch *s, char *buf, size_t len)
+{
+    if (s->n_results == 0) return false;
+    if (!s->cp_searched) {
+        if (!s->cp_skip[0]) return false;   /* the plan set cp 1: nothing to say */
+        snprintf(buf, len, "%s", s->cp_skip);
+        return true;
+    }
+    int best = plan_cp(&s->results[0].layout) > 1, other = !best;
+    char d[96];
+    if (s->cp_has[other]) {
+        degrees_text(&s->cp_best[other].layout, d, sizeof d);
+        snprintf(buf, len, "%s: the best layout %s (%s) takes %.4f s a step, %.1f %% longer",
+                 best ? "cp > 1" : "cp 1", best ? "without CP" : "with CP", d, s->cp_best[other].step_time,
+                 s->results[0].step_time > 0
+                     ? 100 * (s->cp_best[other].step_time / s->results[0].step_time - 1) : 0.0);
+    } else {
+        snprintf(buf, len, "%s: %s", best ? "cp > 1" : "cp 1",
+                 s->cp_fit[other] ? (best ? "no layout without CP comes within the top results' bounds"
+                                          : "no layout with CP comes within the top results' bounds")
+                                  : (best ? "no layout without CP fits in memory"
+                                          : "no layout with CP fits in memory"));
+    }
+    return true;
+}
+
 void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
 {
     const Cluster *cl = &p->cluster;
@@ -1591,12 +1761,16 @@ void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
             s->search_time_s > 0 ? (double)s->considered / s->search_time_s : 0.0, s->n_results,
             s->simulate_time_s);
     if (s->n_results == 0) return;
+    char note[256];
+    if (plan_search_cp_note(s, note, sizeof note)) fprintf(out, "# %s\n", note);
     bool moe = plan_model_has_moe(&p->model);   /* the ep column: mixtures only */
+    bool cpc = false;                            /* the cp column: where a result has cp > 1 */
+    for (int i = 0; i < s->n_results; i++) cpc |= plan_cp(&s->results[i].layout) > 1;
     if (moe)
         fprintf(out, "# ep: experts split over ep consecutive DP ranks; expert GEMMs and all-to-alls "
                      "assume uniform routing\n");
-    fprintf(out, "%4s %6s %3s %4s%s %4s %5s %-15s %-9s %-3s %10s %12s %6s %9s %7s  %s\n",
-            "rank", "dp", "tp", "pp", moe ? "   ep" : "", "zero", "mb", "schedule", "recompute", "sp",
+    fprintf(out, "%4s %6s %3s%s %4s%s %4s %5s %-15s %-9s %-3s %10s %12s %6s %9s %7s  %s\n",
+            "rank", "dp", "tp", cpc ? "  cp cp_comm     " : "", "pp", moe ? "   ep" : "", "zero", "mb", "schedule", "recompute", "sp",
             "step(s)", "tokens/s", "MFU", "mem(GiB)", "bubble", "dominant");
     for (int i = 0; i < s->n_results; i++) {
         const PlanEval *e = &s->results[i];
@@ -1606,8 +1780,10 @@ void plan_search_print(FILE *out, const Plan *p, const PlanSearch *s)
         schedule_text(l, sched, sizeof sched);
         char ep[16] = "";
         if (moe) snprintf(ep, sizeof ep, " %4d", plan_ep(l));
-        fprintf(out, "%4d %6d %3d %4d%s %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
-                i + 1, l->dp, l->tp, l->pp, ep, l->zero, l->micro_batch, sched,
+        char cpt[32] = "";
+        if (cpc) snprintf(cpt, sizeof cpt, " %3d %-12s", plan_cp(l), plan_cp(l) > 1 ? plan_cp_comm_name(plan_cp_comm(l)) : "-");
+        fprintf(out, "%4d %6d %3d%s %4d%s %4d %5" PRId64 " %-15s %-9s %-3s %10.4f %12.0f %5.1f%% %9.2f %6.1f%%  %s\n",
+                i + 1, l->dp, l->tp, cpt, l->pp, ep, l->zero, l->micro_batch, sched,
                 plan_recompute_name(l->recompute), l->sequence_parallel == 1 ? "on" : "off",
                 step, e->tokens_per_s * scale, 100 * e->mfu * scale, e->peak_memory / GIB,
                 100 * s->sim_bubble[i], plan_search_dominant(e));
@@ -1620,11 +1796,18 @@ void plan_search_json(FILE *out, const Plan *p, const PlanSearch *s)
             ", \"search_cpu_s\": %.6f, \"simulate_time_s\": %.6f, \"evaluated_in_full\": %" PRId64
             ", \"pruned\": %" PRId64
             ", \"dropped\": {\"memory\": %" PRId64 ", \"invalid\": %" PRId64 ", \"too_large\": %" PRId64
-            "}, \"collapsed\": %" PRId64 ", \"capped\": %s, \"results\": [",
+            "}, \"collapsed\": %" PRId64 ", \"capped\": %s",
             s->considered, s->feasible, s->search_time_s, s->search_cpu_s, s->simulate_time_s, s->evaluated,
             s->pruned,
             s->dropped.memory, s->dropped.invalid, s->dropped.too_large, s->collapsed,
             s->capped ? "true" : "false");
+    char note[256];
+    if (plan_search_cp_note(s, note, sizeof note)) {   /* why cp 1 or cp > 1 (plain text: no quotes) */
+        fputs(", \"cp_note\": \"", out);
+        for (const char *c = note; *c; c++) fputc(*c == '"' || *c == '\\' ? '\'' : *c, out);
+        fputc('"', out);
+    }
+    fputs(", \"results\": [", out);
     for (int i = 0; i < s->n_results; i++) {
         fputs(i ? ",\n  " : "\n  ", out);
         plan_report_json(out, p, &s->results[i], s->sim_step[i], s->sim_bubble[i], NULL,
@@ -1644,7 +1827,7 @@ bool plan_search_layout_key(const char *key)
     static const char *const keys[] = { "dp", "tp", "pp", "zero", "micro_batch", "global_batch",
                                         "schedule", "chunks", "recompute", "sequence_parallel", "ep",
                                         "recompute_modules", "recompute_layers", "recompute_every",
-                                        "recompute_method" };
+                                        "recompute_method", "cp", "cp_comm" };
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (strcmp(key, keys[i]) == 0) return true;
     return false;
@@ -1672,5 +1855,7 @@ void plan_search_print_layout_block(FILE *out, const Layout *l)
         fprintf(out, "    recompute_every %d\n", l->recompute_every);
     if (plan_ep(l) > 1) fprintf(out, "    ep %d\n", l->ep);
     if (l->etp >= 1 && l->etp != l->tp) fprintf(out, "    etp %d\n", l->etp);
+    fprintf(out, "    cp %d\n", plan_cp(l));   /* always: an unset cp is searched */
+    if (plan_cp(l) > 1) fprintf(out, "    cp_comm %s\n", plan_cp_comm_name(plan_cp_comm(l)));
     fputs("}\n", out);
 }

@@ -105,6 +105,14 @@ typedef struct PlanSearch {
                                       shown, folded into it (see plan_search) */
     bool             capped;       /* PLAN_SEARCH_MAX_STEPS_TOTAL ran out: the results
                                       are the best of the layouts evaluated, not proven */
+    /* context parallelism (issue 26): whether cp > 1 was searched, why not
+     * (cp_skip), and the best evaluated layout with cp 1 and with cp > 1
+     * ([0] and [1]), for the line that says why the search chose either */
+    bool             cp_searched;
+    char             cp_skip[160];
+    bool             cp_has[2];
+    PlanEval         cp_best[2];   /* step_time and layout only (no stages) */
+    bool             cp_fit[2];    /* some layout of the class may fit (its memory estimate) */
     /* when nothing fits: the layout with the smallest peak memory */
     bool             has_closest;
     PlanEval         closest;
@@ -124,6 +132,12 @@ typedef struct PlanSearch {
  * Returns false (reason in why) when the space is empty, too large, or the
  * constraints contradict each other; true otherwise, even if nothing fits
  * (n_results 0, has_closest set). Free with plan_search_free. */
+/* The one line that says why the best result has cp 1 or cp > 1 (the
+ * best layout of the other kind and its step time, or that none fits, or
+ * why cp > 1 was not searched), into buf; false when there is nothing to
+ * say (no result). */
+bool plan_search_cp_note(const PlanSearch *s, char *buf, size_t len);
+
 bool plan_search(const Plan *p, const PlanSearchOptions *o, PlanSearch *s,
                  char *why, size_t len);
 void plan_search_free(PlanSearch *s);

@@ -199,7 +199,7 @@ static bool run_op(const PlanOp *o, int s, Clock *c, Shared *sh, const PlanOp *f
         c->t_comp = sn->end;
         if (o->kind == OP_SYNC_PARAMS) c->t_comm = sn->end;
         break;
-    case OP_EP_ALL_TO_ALL: case OP_TP_COLL:   /* never in a list: part of a compute op's dur */
+    case OP_EP_ALL_TO_ALL: case OP_TP_COLL: case OP_CP_COLL:   /* never in a list: part of a compute op's dur */
         sn->start = sn->end = c->t_comp;
         break;
     }

@@ -249,7 +249,8 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--attention-dropout", "--hidden-dropout", "--attention-backend", "--num-experts", "--moe-router-topk",
                 "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
                 "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-expert-capacity-factor",
-                "--moe-token-dispatcher-type", "--expert-model-parallel-size"}
+                "--moe-token-dispatcher-type", "--expert-model-parallel-size",
+                "--context-parallel-size", "--cp-comm-type"}
 
 
 def megatron_flags(line):
@@ -403,6 +404,39 @@ check("export megatron of Mixtral ep 8: the MoE flags", rc == 0 and all(f.get(k)
 for t in ("torchtitan", "deepspeed"):
     rc, out, err = run("export", mixp, "--to", t)
     check(f"export {t} of Mixtral: says the experts are not written", rc == 0 and "moe (experts 8" in err, err[:300])
+
+# export of context parallelism (issue 26): Megatron's --context-parallel-size
+# and --cp-comm-type, torchtitan's degree and rotate method (the ring is its
+# alltoall rotation; no Ulysses: said), DeepSpeed's sequence_parallel_size for
+# the all-to-all form only (the others: said)
+cpx = open(os.path.join(ROOT, "examples", "llama3-8b-128k.plan")).read()
+CP_FORMS = [("ring", "tp 2; cp 8", "131072", "p2p", "alltoall"),
+            ("all_gather", "tp 2; cp 8", "8192", "allgather", "allgather"),
+            ("all_to_all", "tp 1; cp 8", "8192", "a2a", "alltoall")]
+for form, degrees, seq, mflag, rotate in CP_FORMS:
+    text = cpx.replace("tp 2; cp 8", degrees + "; cp_comm " + form).replace("seq 131072", "seq " + seq)
+    plan = write(f"cp-{form}.plan", text)
+    rc, out, err = run("export", plan, "--to", "megatron")
+    f = megatron_flags(out) if rc == 0 else {}
+    check(f"export megatron cp 8 {form}: --context-parallel-size 8 --cp-comm-type {mflag}",
+          rc == 0 and f.get("--context-parallel-size") == "8" and f.get("--cp-comm-type") == mflag,
+          f"exit {rc}: {err[:300]}")
+    rc, out, err = run("export", plan, "--to", "torchtitan")
+    t = tomllib.loads(out)["parallelism"] if rc == 0 else {}
+    check(f"export torchtitan cp 8 {form}: context_parallel_degree 8, rotate {rotate}",
+          t.get("context_parallel_degree") == 8 and t.get("context_parallel_rotate_method") == rotate,
+          f"exit {rc}: {t} {err[:300]}")
+    check(f"export torchtitan cp_comm {form}: a note exactly where torchtitan lacks the form",
+          ("no head-scattering all-to-all" in err) == (form == "all_to_all"), err[:300])
+    rc, out, err = run("export", plan, "--to", "deepspeed")
+    d = json.loads(out) if rc == 0 else {}
+    if form == "all_to_all":
+        check("export deepspeed all_to_all: sequence_parallel_size 8 (Ulysses)",
+              d.get("sequence_parallel_size") == 8, f"exit {rc}: {err[:300]}")
+    else:
+        check(f"export deepspeed {form}: not written, and said",
+              rc == 0 and "sequence_parallel_size" not in d and "DeepSpeed's only context parallelism is Ulysses" in err,
+              f"exit {rc}: {err[:300]}")
 
 # ---- export: the run's software ------------------------------------------------
 # One layout (dp 4 x tp 2 x pp 2, ZeRO-2, 1F1B), the plan's software keys and

@@ -899,6 +899,70 @@ static void test_moe_keys(void **state)
     }
 }
 
+/* Context parallelism (issue 26): cp and cp_comm parsed, and the
+ * rules' diagnostics — 2 cp chunks must divide seq, the all-to-all
+ * forms need tp x cp to divide the query and the key/value heads (the
+ * message says which), dp x tp x cp x pp must be the cluster's GPUs. */
+static void test_cp_keys(void **state)
+{
+    (void)state;
+    static const char GQA[] =
+        "model g {\n"
+        "    vocab 1000; seq 128\n"
+        "    embedding { dim 256 }\n"
+        "    repeat 2 { attention { heads 8; kv_heads 2 }; mlp {} }\n"
+        "    norm {}\n"
+        "    lm_head\n"
+        "}\n";
+    static const char FEW[] =
+        "model f {\n"
+        "    vocab 1000; seq 128\n"
+        "    embedding { dim 256 }\n"
+        "    repeat 2 { attention { heads 4 }; mlp {} }\n"
+        "    norm {}\n"
+        "    lm_head\n"
+        "}\n";
+    static const char SEQ100[] =
+        "model s {\n"
+        "    vocab 1000; seq 100\n"
+        "    embedding { dim 256 }\n"
+        "    repeat 2 { attention { heads 8 }; mlp {} }\n"
+        "    norm {}\n"
+        "    lm_head\n"
+        "}\n";
+    static const struct { const char *plan; int cp, comm; } good[] = {
+        { "plan { dp 2 }\n", PLAN_AUTO, PLAN_AUTO },
+        { "plan { dp 2; tp 2; cp 2 }\n", 2, PLAN_AUTO },
+        { "plan { cp auto; cp_comm all_gather }\n", PLAN_AUTO, PLAN_CP_ALL_GATHER },
+        { "plan { tp 2; cp 4; cp_comm hierarchical }\n", 4, PLAN_CP_HIERARCHICAL },
+        { "plan { dp 1; tp 1; cp 8; pp 1; cp_comm ring }\n", 8, PLAN_CP_RING },
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        Run r;
+        char *text = cat3(CLUSTER, MODEL, good[i].plan);
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        assert_int_equal(r.p.layout.cp, good[i].cp);
+        assert_int_equal(r.p.layout.cp_comm, good[i].comm);
+        done(&r);
+        free(text);
+    }
+    static const struct { const char *model, *plan, *msg; } bad[] = {
+        { SEQ100, "plan { cp 4 }\n", "t.plan:14:11: error: cp 4 cuts each sequence into 2 x cp = 8 chunks "
+          "(rank i holds chunks i and 7-i, balancing causal attention), but seq 100 is not a multiple of 8" },
+        { GQA, "plan { tp 2; cp 2; cp_comm all_to_all }\n", "error: cp_comm all_to_all scatters the heads over "
+          "tp x cp = 4 ranks, but the attention layer has 2 key/value heads" },
+        { FEW, "plan { tp 1; cp 8; cp_comm hierarchical }\n", "error: cp_comm hierarchical scatters the heads "
+          "over tp x cp = 8 ranks, but the attention layer has 4 query heads" },
+        { MODEL, "plan { dp 2; tp 2; cp 4; pp 1 }\n", "error: dp 2 x tp 2 x cp 4 x pp 1 = 16 ranks, but "
+          "cluster c has 8 GPUs (2 nodes x 4)" },
+        { MODEL, "plan { cp 0 }\n", "cp" },
+        { MODEL, "plan { cp_comm p2p }\n", "cp_comm" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_one_error(CLUSTER, bad[i].model, bad[i].plan, bad[i].msg, i);
+}
+
 /* plan { grad_accum_dtype fp32|bf16|fp16 }: absent, PLAN_AUTO (the model's
  * dtype, plan_grad_dtype); given, that dtype; no `auto`, nothing else. */
 static void test_grad_accum_key(void **state)
@@ -1110,6 +1174,7 @@ int main(void)
         cmocka_unit_test(test_software_stack),
         cmocka_unit_test(test_recompute_keys),
         cmocka_unit_test(test_moe_keys),
+        cmocka_unit_test(test_cp_keys),
         cmocka_unit_test(test_grad_accum_key),
         cmocka_unit_test(test_dropout_key),
         cmocka_unit_test(test_knob_window_flops),

@@ -1751,8 +1751,8 @@ static void test_comm_hier_and_sp(void **state)
     Layer buf[PLAN_PRESET_LAYERS(2)];
     Model m;
     plan_preset_llama(&m, buf, "l", 2, 4096, 32, 8, 14336, 4096, 32000, DTYPE_BF16);
-    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false, false, false, false, 0, 0, 1 },
-            b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false, false, false, false, 0, 0, 1 };
+    PlanCut a = { 1, 4, false, RECOMPUTE_NONE, 1, false, false, false, false, false, 0, 0, 1, 1, 0, 0 },
+            b = { 1, 4, true, RECOMPUTE_NONE, 1, false, false, false, false, false, 0, 0, 1, 1, 0, 0 };
     PlanLayerWork wa, wb;
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &a, &wa);
     plan_layer_work(&m, &m.layers[1], &m.layers[0], &b, &wb);

@@ -55,7 +55,7 @@ static int tid_of(PlanOpKind k)
     case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE: return 2;
     /* a part of its compute pass, which DP reductions may run beside:
      * a thread of its own keeps each tid's events disjoint */
-    case OP_EP_ALL_TO_ALL: case OP_TP_COLL: return 3;
+    case OP_EP_ALL_TO_ALL: case OP_TP_COLL: case OP_CP_COLL: return 3;
     default: return 0;
     }
 }
@@ -82,6 +82,7 @@ static void summary_json(FILE *f, const TrTimeline *t)
     for (int s = 0; s < t->pp; s++) {
         fprintf(f, "%s{\"stage\":%d", s ? "," : "", s);
         for (int i = 0; i < TR_N_ITEMS; i++) {
+            if (i == TR_ITEM_CP && t->summary[s].item[i] <= 0) continue;   /* a plan with CP only */
             char key[48];
             snprintf(key, sizeof key, "%s", tr_item_name((TrItem)i));
             for (char *c = key; *c; c++)
@@ -107,14 +108,17 @@ bool tr_write_chrome(FILE *f, const TrTimeline *t)
     if (t->summary) summary_json(f, t);
     fputs("},\n\"traceEvents\":[\n", f);
     for (int s = 0; s < t->pp; s++) metadata(f, s);
-    bool ep = false, tp = false;   /* the in-pass lane's name only where it is drawn */
+    bool ep = false, tp = false, cp = false;   /* the in-pass lane's name only where it is drawn */
     for (int i = 0; i < t->n_boxes; i++) {
         ep |= t->boxes[i].kind == OP_EP_ALL_TO_ALL;
         tp |= t->boxes[i].kind == OP_TP_COLL;
+        cp |= t->boxes[i].kind == OP_CP_COLL;
     }
-    const char *pass = tp && ep ? "TP collectives and EP all-to-alls (inside the passes)"
+    const char *pass = cp ? (tp ? "TP collectives and CP attention transfers (inside the passes)"
+                                : "CP attention transfers (inside the passes)")
+                     : tp && ep ? "TP collectives and EP all-to-alls (inside the passes)"
                      : tp ? "TP collectives (inside the passes)" : "EP all-to-alls (inside the passes)";
-    for (int s = 0; (ep || tp) && s < t->pp; s++)
+    for (int s = 0; (ep || tp || cp) && s < t->pp; s++)
         fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":3,"
                    "\"args\":{\"name\":\"%s\"}},\n", s, pass);
     for (int i = 0; i < t->n_boxes; i++) {

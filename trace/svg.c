@@ -59,6 +59,7 @@ static const struct { const char *cls, *fill, *ink, *legend; } KIND[PLAN_N_OPKIN
     { "NRMR", "#bab0ac", "#000000", "gradient-norm all-reduce" },
     { "EPA2A", "#8cd17d", "#000000", "EP all-to-all (inside the pass)" },
     { "TPC",  "#17becf", "#000000", "TP collectives (inside the pass)" },
+    { "CPC",  "#ff7f0e", "#000000", "CP attention transfers (inside the pass)" },
 };
 
 /* Colour and class of each summary item, most from the kind drawn for
@@ -70,6 +71,7 @@ static const struct { const char *cls, *fill, *ink, *label; } ITEM[TR_N_ITEMS] =
     { "sSLOW", "#ff9da7", "#000000", "slowed" }, { "sP2P", "#f28e2b", "#000000", "p2p" },
     { "sSTEP", "#bab0ac", "#000000", "step" }, { "sOPT", "#79706e", "#ffffff", "opt" },
     { "sBUB", "#e8e8e8", "#000000", "bubble" },  { "sGAP", "#c7c7e8", "#000000", "gaps" },
+    { "sCP", "#ff7f0e", "#000000", "CP" },
 };
 
 static bool is_recv(PlanOpKind k)
@@ -369,7 +371,8 @@ static double legend(FILE *f, const TrTimeline *const *panels, int n, double y)
                    "%sthin lanes under each stage: %spipeline p2p, then DP/ZeRO collectives</text>\n",
                 SVG_LEFT, y + row + 30, chunks ? ".chunk" : "",
                 chunks ? "odd chunks drawn lighter; " : "",
-                seen[OP_TP_COLL] || seen[OP_EP_ALL_TO_ALL]
+                seen[OP_CP_COLL] ? "the TP / EP / CP collectives the pass above waits for (drawn at its end), "
+                : seen[OP_TP_COLL] || seen[OP_EP_ALL_TO_ALL]
                     ? "the TP / EP collectives the pass above waits for (drawn at its end), " : "");
         fputs("</g>\n", f);
     }
@@ -479,11 +482,12 @@ bool tr_write_svg(FILE *f, const TrTimeline *const *panels, int n)
     bool seen[PLAN_N_OPKINDS];
     kinds_seen(panels, n, seen);
     for (int k = 0; k < PLAN_N_OPKINDS; k++)   /* the in-pass segments' styles only where drawn */
-        if ((k != OP_EP_ALL_TO_ALL && k != OP_TP_COLL) || seen[k])
+        if ((k != OP_EP_ALL_TO_ALL && k != OP_TP_COLL && k != OP_CP_COLL) || seen[k])
             fprintf(f, ".%s{fill:%s}\n", KIND[k].cls, KIND[k].fill);
     bool sums = false;
     for (int p = 0; p < n; p++) sums |= panels[p]->summary != NULL;
-    for (int i = 0; sums && i < TR_N_ITEMS; i++) fprintf(f, ".%s{fill:%s}\n", ITEM[i].cls, ITEM[i].fill);
+    for (int i = 0; sums && i < TR_N_ITEMS; i++)   /* CP's only where drawn: plans without CP unchanged */
+        if (i != TR_ITEM_CP || seen[OP_CP_COLL]) fprintf(f, ".%s{fill:%s}\n", ITEM[i].cls, ITEM[i].fill);
     fputs("</style>\n", f);
     fprintf(f, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", SVG_W, h);
     const TrTimeline *t = panels[0];

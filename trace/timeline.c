@@ -39,7 +39,7 @@ TrLane tr_lane_of(PlanOpKind k)
     case OP_GATHER_PARAMS: case OP_REDUCE_GRADS: case OP_SYNC_PARAMS:
     case OP_SP_NORM_REDUCE: case OP_EMBED_REDUCE: case OP_NORM_REDUCE:
         return TR_LANE_COLL;
-    case OP_EP_ALL_TO_ALL: case OP_TP_COLL:
+    case OP_EP_ALL_TO_ALL: case OP_TP_COLL: case OP_CP_COLL:
         return TR_LANE_PASS;
     }
     return TR_LANE_COMPUTE;
@@ -53,6 +53,7 @@ const char *tr_op_title(PlanOpKind k)
     case OP_NORM_REDUCE:    return "gradient-norm all-reduce (all ranks)";
     case OP_EP_ALL_TO_ALL:  return "EP dispatch + combine all-to-alls (inside the pass)";
     case OP_TP_COLL:        return "TP collectives (inside the pass)";
+    case OP_CP_COLL:        return "CP attention transfers (inside the pass)";
     default:                return plan_op_name(k);
     }
 }
@@ -62,7 +63,7 @@ const char *tr_item_name(TrItem i)
     static const char *const names[TR_N_ITEMS] = {   /* ORDER TrItem */
         "forward", "backward", "recomputation", "exposed TP", "exposed EP", "exposed DP/ZeRO",
         "compute slowed by DP", "p2p sends", "step all-reduces", "optimizer", "bubble",
-        "gaps between ops" };
+        "gaps between ops", "exposed CP" };
     return (unsigned)i < TR_N_ITEMS ? names[i] : "?";
 }
 
@@ -76,8 +77,9 @@ static void summarise_stage(const PlanStageProgram *sp, const PlanStageTimes *st
     for (int i = 0; i < sp->n_ops; i++) {
         const PlanOp *o = &sp->ops[i];
         if (!tr_is_compute(o->kind)) continue;
-        double kernels = o->dur - o->tp_dur - o->ep_dur;
+        double kernels = o->dur - o->tp_dur - o->ep_dur - o->cp_dur;
         it[TR_ITEM_TP] += o->tp_dur;
+        it[TR_ITEM_CP] += o->cp_dur;
         it[TR_ITEM_EP] += o->ep_dur;
         it[TR_ITEM_RECOMPUTE] += o->rc_dur;
         it[o->kind == OP_FWD ? TR_ITEM_FWD : TR_ITEM_BWD] += kernels - o->rc_dur;
@@ -115,6 +117,15 @@ static int pass_segments(const TrBox *b, const PlanOp *o, TrBox *out)
         a->start = fmax(b->start, t - o->tp_dur);
         a->end = t;
         a->bytes = 0;   /* the cost table keeps the seconds, not the bytes */
+        t = a->start;
+    }
+    if (o->cp_dur > 0) {   /* the CP attention's transfers, before the TP segment */
+        TrBox *a = &out[n++];
+        *a = *b;
+        a->kind = OP_CP_COLL;
+        a->start = fmax(b->start, t - o->cp_dur);
+        a->end = t;
+        a->bytes = o->cp_bytes;
     }
     return n;
 }
@@ -122,10 +133,11 @@ static int pass_segments(const TrBox *b, const PlanOp *o, TrBox *out)
 /* "dp 2 x tp 2 x pp 2, ZeRO-1, 1f1b, 8 micro-batches" from the Program. */
 static void layout_line(const PlanProgram *p, char *buf, size_t len)
 {
-    char chunks[32] = "";
+    char chunks[32] = "", cp[24] = "";
     if (p->chunks > 1) snprintf(chunks, sizeof chunks, " x %d chunks", p->chunks);
-    snprintf(buf, len, "dp %d x tp %d x pp %d, ZeRO-%d, %s%s, %lld micro-batches",
-             p->dp, p->tp, p->pp, p->zero, plan_schedule_name(p->schedule), chunks,
+    if (p->cp > 1) snprintf(cp, sizeof cp, " x cp %d", p->cp);
+    snprintf(buf, len, "dp %d x tp %d%s x pp %d, ZeRO-%d, %s%s, %lld micro-batches",
+             p->dp, p->tp, cp, p->pp, p->zero, plan_schedule_name(p->schedule), chunks,
              (long long)p->n_micro);
 }
 
@@ -155,7 +167,8 @@ bool tr_from_program(const PlanProgram *p, const PlanSimResult *r, const char *n
     size_t n = 0;
     for (int s = 0; s < p->pp; s++)
         for (int i = 0; i < p->stages[s].n_ops; i++)
-            n += 1 + (p->stages[s].ops[i].ep_dur > 0) + (p->stages[s].ops[i].tp_dur > 0);
+            n += 1 + (p->stages[s].ops[i].ep_dur > 0) + (p->stages[s].ops[i].tp_dur > 0) +
+                 (p->stages[s].ops[i].cp_dur > 0);
     out->boxes = calloc(n ? n : 1, sizeof *out->boxes);
     out->summary = calloc((size_t)(p->pp > 0 ? p->pp : 1), sizeof *out->summary);
     if (!out->boxes || !out->summary) { tr_timeline_free(out); return false; }
@@ -250,9 +263,9 @@ bool tr_summarise_boxes(TrTimeline *t)
         int s = b->stage;
         double *it = t->summary[s].item, d = b->end - b->start;
         int k = compute_stream_item(b->kind);
-        if (b->kind == OP_TP_COLL || b->kind == OP_EP_ALL_TO_ALL) {   /* a part of its pass */
+        if (b->kind == OP_TP_COLL || b->kind == OP_EP_ALL_TO_ALL || b->kind == OP_CP_COLL) {   /* a part of its pass */
             it[pass[s]] -= d;
-            it[b->kind == OP_TP_COLL ? TR_ITEM_TP : TR_ITEM_EP] += d;
+            it[b->kind == OP_TP_COLL ? TR_ITEM_TP : b->kind == OP_CP_COLL ? TR_ITEM_CP : TR_ITEM_EP] += d;
         } else if (k >= 0) {
             double idle = fmax(0, b->start - cur[s]);
             if (b->kind == OP_EMBED_REDUCE || b->kind == OP_NORM_REDUCE) {

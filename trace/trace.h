@@ -56,9 +56,11 @@ typedef enum {
     TR_ITEM_GAP,       /* a measured trace: the compute stream idle before a pass with no
                           box to say why (launch gaps, host work; predicted: 0, the
                           simulator books every second) */
+    TR_ITEM_CP,        /* exposed context-parallel attention transfers inside the passes
+                          (OP_CP_COLL); last, so the items before it keep their order */
 } TrItem;
 
-#define TR_N_ITEMS 12
+#define TR_N_ITEMS 13
 
 /* One stage's summary: seconds per item, and when the stage ends. */
 typedef struct {
