@@ -436,8 +436,9 @@ static void emit_header(Cg *g)
 static int local_heads(const Layer *L, int tp) { return (int)(L->heads / tp); }
 
 /* The gradient group's ranks: weights are replicated over dp and cp alike,
- * so gradients are reduced and ZeRO shards over dp x cp (DESIGN.md). */
-static int grad_ranks(const Layout *l) { return l->dp * plan_cp(l); }
+ * so gradients are reduced and ZeRO shards over dp x cp (planner/layout.c's
+ * rule, which the memory and cost models count by). */
+static int grad_ranks(const Layout *l) { return plan_dp_cp(l); }
 
 static void emit_constants(Cg *g)
 {
