@@ -79,6 +79,13 @@ test-codegen-cuda: $(PLANC) $(LIBPRT_CUDA) $(CG_DATA)
 	      ! grep -qi 'segmentation\|signal\|core dumped' $(BUILD)/codegen/tiny_cuda.log; then \
 	     echo "test-codegen-cuda: compiled and linked; without a GPU every rank stops at start with a message (status $$rc)"; \
 	 else cat $(BUILD)/codegen/tiny_cuda.log; echo "test-codegen-cuda: the CUDA program crashed (status $$rc)" >&2; exit 1; fi
+	@# context parallelism (issue 26): a dp 2 x cp 2 program compiles for CUDA and lays out (--dry-run)
+	tests/invariance/make-plan.sh $(BUILD)/codegen/cp2_cuda.plan 4 "dp 2; cp 2; zero 1; micro_batch 2; schedule 1f1b;"
+	$(PLANC) build $(BUILD)/codegen/cp2_cuda.plan -o $(BUILD)/codegen/cp2_cuda --target cuda
+	@$(MPIRUN) -np 4 $(BUILD)/codegen/cp2_cuda --dry-run > $(BUILD)/codegen/cp2_cuda.log 2>&1 && \
+	 [ "$$(grep -c '"peak_bytes"' $(BUILD)/codegen/cp2_cuda.log)" = 4 ] && \
+	 echo "test-codegen-cuda: the dp 2 x cp 2 program compiled, linked and laid out on 4 ranks (--dry-run)" || \
+	 { cat $(BUILD)/codegen/cp2_cuda.log; echo "test-codegen-cuda: the cp 2 CUDA program failed" >&2; exit 1; }
 endif
 
 # ---- benchmark: DP scaling of a generated program, predicted vs measured ---

@@ -356,6 +356,7 @@ static void set_features(Cg *g)
     set_feature(g, "HAS_BIAS", bias > 0);
     set_feature(g, "PIPELINE", l->pp > 1);
     set_feature(g, "DROPOUT", plan_model_dropout(m));   /* planner/model.c counts its masks: the same rule */
+    set_feature(g, "CONTEXT_PARALLEL", plan_cp(l) > 1);   /* attention over the CP group (prt_cp_attention_*) */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -384,13 +385,23 @@ static void emit_header(Cg *g)
         (unsigned long long)ev.params);
     if (plan_model_dropout(m))
         out(g, " *           dropout %g (attention probabilities, residual branches, embedding)\n", m->dropout);
-    out(g, " * layout    dp %d x tp %d x pp %d = %d ranks, ZeRO-%d, %s", l->dp, l->tp, l->pp,
-        l->dp * l->tp * l->pp, l->zero, sched_title(l->schedule));
+    int cp = plan_cp(l);
+    if (cp > 1)
+        out(g, " * layout    dp %d x tp %d x cp %d x pp %d = %d ranks, ZeRO-%d, %s", l->dp, l->tp, cp, l->pp,
+            l->dp * l->tp * cp * l->pp, l->zero, sched_title(l->schedule));
+    else
+        out(g, " * layout    dp %d x tp %d x pp %d = %d ranks, ZeRO-%d, %s", l->dp, l->tp, l->pp,
+            l->dp * l->tp * l->pp, l->zero, sched_title(l->schedule));
     if (l->schedule == SCHED_INTERLEAVED) out(g, " (%d chunks per stage)", l->chunks);
     out(g, ",\n *           %lld micro-batches of %lld sequences per DP rank, global batch %lld,\n",
         (long long)g->prog.n_micro, (long long)l->micro_batch, (long long)l->global_batch);
     out(g, " *           recompute %s, sequence parallel %s\n", plan_recompute_name(l->recompute),
         l->sequence_parallel == 1 ? "on" : "off");
+    if (cp > 1)
+        out(g, " * context   cp %d, cp_comm %s: each sequence of %lld tokens in %d chunks, CP rank r\n"
+               " *           holding chunks r and %d-r (%lld tokens); gradients and ZeRO over dp x cp\n",
+            cp, plan_cp_comm_name(plan_cp_comm(l)), (long long)m->seq, 2 * cp, 2 * cp - 1,
+            (long long)m->seq / cp);
     out(g, " * predicted by planc for cluster %s%s\n", cl, ev.valid ? ":" : ": (layout not valid there)");
     if (ev.valid) {
         for (int s = 0; s < ev.pp; s++)
@@ -415,15 +426,20 @@ static void emit_header(Cg *g)
            " * backward per model chunk, then step_stageN: pipeline stage N's ops for\n"
            " * one training step, in the order planc scheduled them (rounds of a\n"
            " * regular schedule as loops), every collective of the step among them.\n"
-           " * Ranks are rank = tp + TP*(dp + DP*pp); every rank of a stage runs its\n"
+           " * Ranks are rank = %s; every rank of a stage runs its\n"
            " * step. The code is this plan's alone: features it does not use are not\n"
            " * in it.\n"
-           " */\n#include \"planrt.h\"\n\n");
+           " */\n#include \"planrt.h\"\n\n", cp > 1 ? "tp + TP*(cp + CP*(dp + DP*pp))" : "tp + TP*(dp + DP*pp)");
 }
 
 /* ---- constants and tables ----------------------------------------------------- */
 
 static int local_heads(const Layer *L, int tp) { return (int)(L->heads / tp); }
+
+/* The gradient group's ranks: weights are replicated over dp and cp alike,
+ * so gradients are reduced and ZeRO shards over dp x cp (planner/layout.c's
+ * rule, which the memory and cost models count by). */
+static int grad_ranks(const Layout *l) { return plan_dp_cp(l); }
 
 static void emit_constants(Cg *g)
 {
@@ -444,10 +460,14 @@ static void emit_constants(Cg *g)
             if (L->shared > max_s) max_s = L->shared;
         }
     }
-    long long B = l->micro_batch, T = m->seq, sp = feature(g, "SP", 2) == 1 ? l->tp : 1;
+    /* under cp > 1 every token-wise op runs on this CP rank's T = seq/cp
+     * tokens of each sequence (plan_rule_cp: 2cp divides seq) */
+    int cp = plan_cp(l);
+    long long B = l->micro_batch, T = m->seq / cp, sp = feature(g, "SP", 2) == 1 ? l->tp : 1;
     out(g, "/* ---- the layout -------------------------------------------------------- */\n");
     out(g, "enum {\n");
     col(g, "    DP = %d, TP = %d, PP = %d,", "data-, tensor-, pipeline-parallel degrees", l->dp, l->tp, l->pp);
+    if (cp > 1) col(g, "    CP = %d,", "context-parallel degree: each sequence over CP ranks", cp);
     if (feature(g, "EXPERT_PARALLEL", 15) == 1)
         col(g, "    EP = %d,", "expert-parallel degree: DP ranks per EP group", plan_ep(l));
     col(g, "    CHUNKS = %d,", "model chunks per pipeline stage", l->chunks);
@@ -457,14 +477,22 @@ static void emit_constants(Cg *g)
     col(g, "    N_MICRO = %lld,", "micro-batches per step on each pipeline", (long long)g->prog.n_micro);
     col(g, "    N_LAYERS = %d, N_PARAMS = %d,", "layers of the model, tensors of PARAMS", m->n_layers, g->n_params);
     out(g, "};\n/* sizes as size_t, so products of them never overflow an int */\nstatic const size_t\n");
-    col(g, "    B = %lld, T = %lld, N = %lld,", "sequences per micro-batch, tokens each, rows B*T", B, T, B * T);
+    if (cp > 1)
+        col(g, "    B = %lld, SEQ = %lld, T = %lld, N = %lld,", "sequences per micro-batch, tokens each, "
+            "this CP rank's SEQ/CP of them, rows B*T", B, (long long)m->seq, T, B * T);
+    else
+        col(g, "    B = %lld, T = %lld, N = %lld,", "sequences per micro-batch, tokens each, rows B*T", B, T, B * T);
     col(g, "    NL = %lld,", sp > 1 ? "rows of the residual stream here: sequence parallel, N/TP"
                                       : "rows of the residual stream here: all of them", B * T / sp);
     col(g, "    C = %lld, V = %lld, VL = %lld,", "width, vocabulary, this rank's slice Vp/TP (Vp: V padded)",
         (long long)m->dim, (long long)m->vocab, (long long)(plan_vocab_padded(m, l->tp) / l->tp));
     col(g, "    GLOBAL_BATCH = %lld,", "sequences per step, all DP ranks together", (long long)l->global_batch);
-    col(g, "    MAX_WIDTH = %lld, MAX_INNER = %lld, MAX_HEADS = %lld;", "widest layer, this rank",
-        (long long)max_width, (long long)max_inner, (long long)max_heads);
+    if (cp > 1)   /* no score buffers: the CP attention sizes its own (cp_saved_numel) */
+        col(g, "    MAX_WIDTH = %lld, MAX_INNER = %lld;", "widest layer, this rank",
+            (long long)max_width, (long long)max_inner);
+    else
+        col(g, "    MAX_WIDTH = %lld, MAX_INNER = %lld, MAX_HEADS = %lld;", "widest layer, this rank",
+            (long long)max_width, (long long)max_inner, (long long)max_heads);
     if (feature(g, "HAS_MOE", 7) == 1) {
         col(g, "static const size_t MAX_EXPERTS = %lld, MAX_TOPK = %lld, MOE_LAYERS = %lld;",
             "the largest MoE layer; the aux loss averages over the layers", (long long)max_e,
@@ -472,6 +500,12 @@ static void emit_constants(Cg *g)
         if (l->recompute == RECOMPUTE_FULL)
             col(g, "static const size_t MAX_SHARED = %lld;", "the most shared experts of a MoE layer",
                 (long long)max_s);
+    }
+    if (cp > 1) {
+        static const char *const forms[] = { "PRT_CP_RING", "PRT_CP_ALL_TO_ALL", "PRT_CP_ALL_GATHER",
+                                             "PRT_CP_HIERARCHICAL" };   /* ORDER PlanCpComm, prt_cp_form */
+        out(g, "static const prt_cp_form CP_FORM = %s;   /* cp_comm %s: how attention sees the other "
+               "ranks' keys */\n", forms[plan_cp_comm(l)], plan_cp_comm_name(plan_cp_comm(l)));
     }
     if (feature(g, "ROPE", 4) == 1) {
         char th[48];
@@ -499,8 +533,12 @@ static void emit_constants(Cg *g)
     else out(g, "static const char *const DATA = 0;              /* the plan names no data: --data is required */\n");
     out(g, "static const uint64_t SEED = %lluULL;           /* initialisation and data order */\n",
         (unsigned long long)t->seed);
-    out(g, "static const char *const BANNER = \"%s: dp %d x tp %d x pp %d, ZeRO-%d, %s\\n\";\n", lit,
-        l->dp, l->tp, l->pp, l->zero, sched_title(l->schedule));
+    if (cp > 1)
+        out(g, "static const char *const BANNER = \"%s: dp %d x tp %d x cp %d x pp %d, ZeRO-%d, %s\\n\";\n", lit,
+            l->dp, l->tp, cp, l->pp, l->zero, sched_title(l->schedule));
+    else
+        out(g, "static const char *const BANNER = \"%s: dp %d x tp %d x pp %d, ZeRO-%d, %s\\n\";\n", lit,
+            l->dp, l->tp, l->pp, l->zero, sched_title(l->schedule));
     out(g, "static const char *const MODEL_NAME = \"%s\";   /* a resume checks the checkpoint's */\n", lit);
     out(g, "static const char *const PLAN_HASH = \"fnv1a64:%016llx\"; /* of the tensors' names and shapes, "
            "recorded in checkpoints */\n", (unsigned long long)g->hash);
@@ -563,13 +601,14 @@ static bool tied_copy(const Cg *g, int i)
  * prt_shard: the first n % DP ranks hold one element more). */
 static void emit_shards(Cg *g)
 {
-    int dp = g->l.dp;
+    int dp = grad_ranks(&g->l);
     out(g, "/* Flat buffer of one rank (its TP slices, chunk by chunk, layer by layer):\n");
     for (int s = 0; s < g->l.pp; s++) {
         uint64_t n = g->stage_numel[s], q = n / (uint64_t)dp, rem = n % (uint64_t)dp;
         out(g, " *   stage %d: %llu elements", s, (unsigned long long)n);
-        if (g->l.zero == 0 || dp == 1) { out(g, ", replicated over DP\n"); continue; }
-        out(g, "; ZeRO-%d shard of DP rank r:", g->l.zero);
+        bool cp = plan_cp(&g->l) > 1;
+        if (g->l.zero == 0 || dp == 1) { out(g, ", replicated over %s\n", cp ? "DP x CP" : "DP"); continue; }
+        out(g, "; ZeRO-%d shard of %s r:", g->l.zero, cp ? "gradient-group rank (cp + CP*dp)" : "DP rank");
         for (int r = 0; r < dp && r < 4; r++) {
             uint64_t ur = (uint64_t)r, off = ur * q + (ur < rem ? ur : rem), cnt = q + (ur < rem);
             out(g, " %d [%llu, %llu)", r, (unsigned long long)off, (unsigned long long)(off + cnt));
@@ -952,8 +991,14 @@ static bool uses_slot(PlanOpKind k)
            k == OP_SEND_ACT || k == OP_RECV_ACT || k == OP_SEND_GRAD || k == OP_RECV_GRAD;
 }
 
-static const char *reduce_text(int zero)
+static const char *reduce_text(int zero, int cp)
 {
+    if (cp > 1) switch (zero) {   /* the gradient group is dp x cp (c->dpcp) */
+    case 0: return "DP x CP: all-reduce (sum) the chunk's gradients, layer by layer, async";
+    case 1: return "ZeRO-1: reduce-scatter the chunk's gradients over DP x CP into this rank's shard, async";
+    case 2: return "ZeRO-2: reduce-scatter this micro-batch's gradients over DP x CP into the shard, layer by layer, async; the full buffer is freed";
+    default: return "ZeRO-3: reduce-scatter this micro-batch's gradients over DP x CP into the shard, layer by layer, async; the full buffer is freed";
+    }
     switch (zero) {
     case 0: return "DP: all-reduce (sum) the chunk's gradients, layer by layer, async";
     case 1: return "ZeRO-1: reduce-scatter the chunk's gradients over DP into this rank's shard, async";
@@ -990,7 +1035,7 @@ static const char *line_kind(int k)
 static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *buf, size_t n)
 {
     const PlanChunk *ch = l->chunk >= 0 ? &g->chunk[l->chunk * g->l.pp + s] : NULL;
-    int ranks = g->l.dp * g->l.tp * g->l.pp;
+    int ranks = g->l.dp * g->l.tp * plan_cp(&g->l) * g->l.pp;
     switch (l->kind) {
     case OP_FWD: snprintf(buf, n, "forward   mb %s, chunk %d (layers %d-%d)", mb, l->chunk,
                           ch->first, ch->end - 1); break;
@@ -1003,9 +1048,9 @@ static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *bu
     case OP_RECV_GRAD: snprintf(buf, n, "output gradient of mb %s <- stage %d", mb, l->peer); break;
     case OP_GATHER_PARAMS: snprintf(buf, n, "ZeRO-3: all-gather chunk %d's parameters over DP (%d layers)",
                                     l->chunk, ch->end - ch->first); break;
-    case OP_REDUCE_GRADS: snprintf(buf, n, "%s", g->l.dp > 1 ? reduce_text(g->l.zero) : "dp 1: nothing to reduce"); break;
+    case OP_REDUCE_GRADS: snprintf(buf, n, "%s", grad_ranks(&g->l) > 1 ? reduce_text(g->l.zero, plan_cp(&g->l)) : "dp 1: nothing to reduce"); break;
     case OP_OPT_STEP: snprintf(buf, n, "AdamW on %s, clipped by the norm above",
-                               g->l.zero && g->l.dp > 1 ? "this rank's shard" : "all of this rank's parameters"); break;
+                               g->l.zero && grad_ranks(&g->l) > 1 ? "this rank's shard" : "all of this rank's parameters"); break;
     case OP_SYNC_PARAMS: snprintf(buf, n, "ZeRO-%d: all-gather the updated shards over DP", g->l.zero); break;
     case OP_SP_NORM_REDUCE:
         snprintf(buf, n, "TP (%d ranks): all-reduce the norm weights' gradients: under sequence "
@@ -1048,7 +1093,7 @@ static CgLine *stage_lines(Cg *g, int s, int *n)
     for (int j = 0; j < sp->n_ops; j++) {
         const PlanOp *o = &sp->ops[j];
         if (o->kind == OP_GATHER_PARAMS && o->pair >= 0) release[o->pair] = j;
-        if (o->kind == OP_REDUCE_GRADS && o->pair >= 0 && g->l.dp > 1) during[o->pair] = true;
+        if (o->kind == OP_REDUCE_GRADS && o->pair >= 0 && grad_ranks(&g->l) > 1) during[o->pair] = true;
     }
     /* the last op of each (mb, chunk): scan backwards, first seen wins */
     for (int i = sp->n_ops - 1; i >= 0; i--) {
@@ -1293,6 +1338,24 @@ static void moe_runtime_key(const Plan *p, const Layout *l, const char **key, co
     }
 }
 
+/* Context parallelism (issue 26) runs as planrt's CP attention
+ * (runtime/par/cp.c) with the rest token-wise on T/cp rows; what it does
+ * not run yet is refused with its key. */
+static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, const char **what,
+                           char *keybuf, size_t len)
+{
+    int cp = plan_cp(l);
+    if (plan_model_dropout(&p->model)) {
+        snprintf(keybuf, len, "dropout %g with cp %d", p->model.dropout, cp);
+        *key = keybuf;
+        *what = "its CP attention drops no probabilities (prt_cp_attention_fwd has no dropout)";
+    } else if (plan_model_has_moe(&p->model)) {
+        snprintf(keybuf, len, "moe with cp %d", cp);
+        *key = keybuf;
+        *what = "its experts' gradients are reduced over expert-DP alone, not expert-DP x cp";
+    }
+}
+
 static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t len)
 {
     const Software *w = &p->software;
@@ -1301,7 +1364,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
-    } else if (l->dp > 1 && l->zero >= 1 && plan_param_overlap(p, l->zero) != (l->zero == 3)) {
+    } else if (grad_ranks(l) > 1 && l->zero >= 1 && plan_param_overlap(p, l->zero) != (l->zero == 3)) {
         key = l->zero == 3 ? "overlap_param_gather false" : "overlap_param_gather true";
         what = l->zero == 3 ? "its ZeRO-3 gathers prefetch the next layer"
                             : "its ZeRO-1/2 all-gather follows the optimizer step";
@@ -1346,11 +1409,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         key = "fp8";
         what = "planc's runtime has the FP8 numerics but its program does not run FP8 GEMMs yet";
     }
-    if (!key && plan_cp(l) > 1) {
-        snprintf(keybuf, sizeof keybuf, "cp %d", plan_cp(l));
-        key = keybuf;
-        what = "its attention sees whole sequences on one rank (context parallelism is planned, not yet emitted)";
-    }
+    if (!key && plan_cp(l) > 1) cp_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     /* a stack preset names itself first: the key is what it set */
     char stack[64] = "";
     if (key && w->stack != 0) {
@@ -1361,6 +1420,18 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     if (key) snprintf(why, len, "%s%s: planc's runtime cannot honour it (%s); `check` and `search` still "
                       "predict it", stack, key, what);
     return !key;
+}
+
+/* The Program must reduce the gradients over the dp x cp group whenever
+ * it has more than one rank: a program without REDUCE_GRADS would leave
+ * each CP rank with the gradient of its own tokens alone (wrong, not a
+ * crash), so it is refused rather than emitted. */
+static bool reduces_over_cp(const Cg *g, char *why, size_t len)
+{
+    if (plan_cp(&g->l) <= 1 || program_uses(g, OP_REDUCE_GRADS)) return true;
+    snprintf(why, len, "cp %d: the lowered Program reduces no gradients over dp x cp = %d ranks "
+             "(the planner's reductions are over dp %d alone)", plan_cp(&g->l), grad_ranks(&g->l), g->l.dp);
+    return false;
 }
 
 bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
@@ -1375,6 +1446,7 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
     if (!plan_layout_check(p, &g.l, why, len)) return false;
     if (!runtime_honours(p, &g.l, why, len)) return false;
     if (!plan_lower(p, &g.prog, why, len)) return false;
+    if (!reduces_over_cp(&g, why, len)) { plan_program_free(&g.prog); return false; }
     const Model *m = &p->model;
     g.nv = g.l.pp * g.l.chunks;
     g.chunk = calloc((size_t)g.nv, sizeof *g.chunk);
@@ -1406,9 +1478,9 @@ bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
         emit_chunks(&g);
         const char *keys[] = { "REDUCE", "OPT" };
         char opt[128];
-        snprintf(opt, sizeof opt, "%s", g.l.zero && g.l.dp > 1 ? "ZeRO: AdamW on this rank's shard only"
+        snprintf(opt, sizeof opt, "%s", g.l.zero && grad_ranks(&g.l) > 1 ? "ZeRO: AdamW on this rank's shard only"
                                                                : "AdamW on every parameter this rank holds");
-        const char *vals[] = { g.l.dp > 1 ? reduce_text(g.l.zero) : "dp 1: no reduction", opt };
+        const char *vals[] = { grad_ranks(&g.l) > 1 ? reduce_text(g.l.zero, plan_cp(&g.l)) : "dp 1: no reduction", opt };
         section(&g, "dispatch", keys, vals, 2);
         emit_steps(&g);
         section(&g, "main", NULL, NULL, 0);

@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT,
+ * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -89,6 +89,9 @@
 #ifndef DROPOUT
 #define DROPOUT 0
 #endif
+#ifndef CONTEXT_PARALLEL
+#define CONTEXT_PARALLEL 0
+#endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
 #define USES_BWD_WEIGHT SPLIT_BWD
@@ -115,7 +118,10 @@
 /* What emit.c writes before the first section: the layout's constants. */
 enum { DP = 1, TP = 1, PP = 1, CHUNKS = 1, EARLY_RECVS = 0, ZERO = 0, N_MICRO = 1, N_LAYERS = 5, N_PARAMS = 1 };
 static const size_t B = 1, T = 8, N = 8, NL = 8, C = 8, V = 16, VL = 16, GLOBAL_BATCH = 1,
-                    MAX_WIDTH = 24, MAX_INNER = 32, MAX_HEADS = 1;
+                    MAX_WIDTH = 24, MAX_INNER = 32;
+#if !CONTEXT_PARALLEL
+static const size_t MAX_HEADS = 1;   /* the score buffers' heads (CP: its own saved sizes) */
+#endif
 #if ROPE
 static const float ROPE_THETA = 10000.0f;
 #endif
@@ -123,6 +129,11 @@ static const float ROPE_THETA = 10000.0f;
 static const float DROPOUT_P = 0.1f;
 #endif
 static const float NORM_EPS = 1e-5f;
+#if CONTEXT_PARALLEL
+enum { CP = 2 };
+static const size_t SEQ = 16;
+static const prt_cp_form CP_FORM = PRT_CP_RING;
+#endif
 #if EXPERT_PARALLEL
 enum { EP = 2 };
 static const int EXPERT_EP[N_PARAMS] = { -1 };
@@ -212,7 +223,11 @@ typedef struct {
     prt_act *x;                       /* (NL, C) the layer's input, the residual stream */
     prt_act *ln; float *mean, *rstd;  /* (NL, C), (NL), (NL) pre-norm output and statistics */
     prt_act *h;                       /* (N, width) first linear's output */
+#if CONTEXT_PARALLEL
+    prt_act *att;                     /* the CP attention's saved tensors (prt_cp_saved_numel) */
+#else
     prt_act *att;                     /* (B, h, T, T) softmax probabilities */
+#endif
     prt_act *a;                       /* (N, inner) second linear's input */
 #if SPLIT_BWD
     prt_act *dh, *dy;                 /* zb-h1: output gradients kept for the weight pass */
@@ -271,7 +286,9 @@ static struct {
     prt_act *rows;         /* (N, C) a column-parallel linear's input gathered over TP: no layer
                               keeps it, each pass that reads it gathers it again */
 #endif
-#if RECOMPUTE_SELECTIVE
+#if RECOMPUTE_SELECTIVE && CONTEXT_PARALLEL
+    prt_act *att;          /* the CP attention's saved tensors, rebuilt in each backward */
+#elif RECOMPUTE_SELECTIVE
     prt_act *att;          /* the attention scores, rebuilt in each backward */
 #endif
 #if RECOMPUTE_LN
@@ -344,6 +361,28 @@ static uint8_t *mask_alloc(size_t n)
 
 /* The first row of this rank's vocabulary slice. */
 static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
+
+#if CONTEXT_PARALLEL
+/* Elements the CP attention of layer L saves for its backward (prt_par.h's
+ * contract, which planner/model.c counts too); 0 is a shape the form
+ * refuses: one element then, so that its forward says why. */
+static size_t cp_saved_numel(const LayerSpec *L)
+{
+    size_t n = prt_cp_saved_numel(CP_FORM, CP, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
+    return n ? n : 1;
+}
+
+#if RECOMPUTE_SELECTIVE || RECOMPUTE_FULL
+/* The most any attention layer saves: the shared buffer a rebuild uses. */
+static size_t cp_saved_max(void)
+{
+    size_t n = 1;
+    for (int i = 0; i < N_LAYERS; i++)
+        if (LAYERS[i].kind == ATTENTION && cp_saved_numel(&LAYERS[i]) > n) n = cp_saved_numel(&LAYERS[i]);
+    return n;
+}
+#endif
+#endif
 
 //@@ layers
 /* ---- layers ------------------------------------------------------------------
@@ -583,13 +622,18 @@ static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     CHECK(prt_batch_load(R.data, R.step, R.mb, a->tok, NULL));
     prt_embedding_fwd(e, a->tok, W(L->w1), N, C, vocab0(), VL);
 #if SP
-#if LEARNED_POS
+#if LEARNED_POS && CONTEXT_PARALLEL
+    if (R.c->coord.tp == 0)   /* learned positions at this CP rank's global positions, once over TP */
+        prt_position_cp_fwd(e, W(L->w2), B, T, C, SEQ, CP, R.c->coord.cp);
+#elif LEARNED_POS
     if (R.c->coord.tp == 0) prt_position_fwd(e, W(L->w2), B, T, C);    /* learned positions, once over TP */
 #endif
     CHECK(prt_reduce_scatter(R.c->tp, e, y, NL * C, PRT_ACT, PRT_SUM));  /* TP+SP: join slices, keep my rows */
 #else
     CHECK(prt_all_reduce(R.c->tp, e, e, N * C, PRT_ACT, PRT_SUM));     /* TP: join the vocabulary slices */
-#if LEARNED_POS
+#if LEARNED_POS && CONTEXT_PARALLEL
+    prt_position_cp_fwd(e, W(L->w2), B, T, C, SEQ, CP, R.c->coord.cp); /* learned positions: CP rank's global ones */
+#elif LEARNED_POS
     prt_position_fwd(e, W(L->w2), B, T, C);                            /* learned positions, replicated */
 #endif
 #endif
@@ -611,7 +655,9 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     const prt_act *dy = d;
 #endif
     prt_embedding_bwd(G(L->w1), a->tok, dy, N, C, vocab0(), VL);        /* rows of this rank's slice */
-#if LEARNED_POS
+#if LEARNED_POS && CONTEXT_PARALLEL
+    prt_position_cp_bwd(G(L->w2), dy, B, T, C, SEQ, CP, R.c->coord.cp);   /* into this CP rank's rows of wpe */
+#elif LEARNED_POS
     prt_position_bwd(G(L->w2), dy, B, T, C);
 #endif
 }
@@ -636,7 +682,11 @@ static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
 static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
     enter(L, "attention forward");
-#if RECOMPUTE_SELECTIVE && DROPOUT
+#if CONTEXT_PARALLEL && RECOMPUTE_SELECTIVE
+    prt_act *att = S.att;      /* selective recomputation: the backward runs the CP attention again */
+#elif CONTEXT_PARALLEL
+    prt_act *att = a->att;     /* what the CP attention saves for its backward */
+#elif RECOMPUTE_SELECTIVE && DROPOUT
     prt_act *att = S.att, *attd = S.attd;   /* selective recomputation: the backward rebuilds them */
     uint8_t *att_mask = S.att_mask;
 #elif RECOMPUTE_SELECTIVE
@@ -651,10 +701,17 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel QKV */
-#if ROPE
+#if ROPE && CONTEXT_PARALLEL
+    prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, ROPE_THETA, SEQ, CP,
+                    R.c->coord.cp);                                     /* rotary, at global positions */
+#elif ROPE
     prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, ROPE_THETA);  /* rotary positions */
 #endif
-#if DROPOUT
+#if CONTEXT_PARALLEL
+    /* CP: this rank's queries against the whole sequence's keys, from the CP group (cp_comm) */
+    CHECK(prt_cp_attention_fwd(R.c->cp, CP_FORM, a->a, att, a->h, B, T, (size_t)L->h, (size_t)L->hkv,
+                               (size_t)L->d, window_of(L)));
+#elif DROPOUT
     prt_attention_probs_fwd(att, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, window_of(L));
     drop_probs(L, attd, att_mask, att);                                 /* attention dropout */
     prt_attention_context_fwd(a->a, attd, a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d);
@@ -692,6 +749,29 @@ static void attention_core_bwd(const LayerSpec *L, LayerActs *a, prt_act *dqkv, 
 }
 #endif
 
+#if CONTEXT_PARALLEL && RECOMPUTE_SELECTIVE
+/* dqkv from da through the CP attention. Selective recomputation kept
+ * none of its saved tensors: the forward runs again over the CP group
+ * first (its output into a->a again, bit for bit the kept one: the same
+ * inputs and the same order of operations), as the planner's
+ * act_selective drops the core and counts its recomputation. */
+static void cp_attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *dqkv, size_t h, size_t hkv,
+                             size_t hs)
+{
+    CHECK(prt_cp_attention_fwd(R.c->cp, CP_FORM, a->a, S.att, a->h, B, T, h, hkv, hs, window_of(L)));
+    CHECK(prt_cp_attention_bwd(R.c->cp, CP_FORM, dqkv, S.da, a->h, a->a, S.att, B, T, h, hkv, hs,
+                               window_of(L)));                          /* CP: dK, dV back to their owners */
+}
+#elif CONTEXT_PARALLEL
+/* dqkv from da through the CP attention, from what its forward saved. */
+static void cp_attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *dqkv, size_t h, size_t hkv,
+                             size_t hs)
+{
+    CHECK(prt_cp_attention_bwd(R.c->cp, CP_FORM, dqkv, S.da, a->h, a->a, a->att, B, T, h, hkv, hs,
+                               window_of(L)));                          /* CP: dK, dV back to their owners */
+}
+#endif
+
 #if USES_BWD
 /* d holds the gradient of the sublayer's output and leaves holding that of
  * its input (NL rows). */
@@ -714,14 +794,18 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     const prt_act *dy = d;
 #endif
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* row-parallel: no comm */
-#if DROPOUT
+#if CONTEXT_PARALLEL
+    cp_attention_bwd(L, a, S.dh, h, hkv, hs);
+#elif DROPOUT
     attention_core_bwd(L, a, S.dh, h, hkv, hs);
 #elif RECOMPUTE_SELECTIVE
     prt_attention_bwd(S.dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs, window_of(L));  /* scores recomputed */
 #else
     prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
-#if ROPE
+#if ROPE && CONTEXT_PARALLEL
+    prt_rope_cp_bwd(S.dh, B, T, h, hkv, hs, ROPE_THETA, SEQ, CP, R.c->coord.cp);
+#elif ROPE
     prt_rope_bwd(S.dh, B, T, h, hkv, hs, ROPE_THETA);
 #endif
 #if RECOMPUTE_LN
@@ -751,14 +835,18 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     grad_rows(d, a->dy);                                                /* kept for the weight pass */
 #endif
     prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
-#if DROPOUT
+#if CONTEXT_PARALLEL
+    cp_attention_bwd(L, a, a->dh, h, hkv, hs);
+#elif DROPOUT
     attention_core_bwd(L, a, a->dh, h, hkv, hs);
 #elif RECOMPUTE_SELECTIVE
     prt_attention_bwd(a->dh, S.datt, S.da, a->h, S.att, true, B, T, h, hkv, hs, window_of(L));  /* scores recomputed */
 #else
     prt_attention_bwd(a->dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
-#if ROPE
+#if ROPE && CONTEXT_PARALLEL
+    prt_rope_cp_bwd(a->dh, B, T, h, hkv, hs, ROPE_THETA, SEQ, CP, R.c->coord.cp);
+#elif ROPE
     prt_rope_bwd(a->dh, B, T, h, hkv, hs, ROPE_THETA);
 #endif
     prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
@@ -1207,6 +1295,16 @@ static const prt_act *head_in(const LayerActs *a) { return gather_rows(a->x); } 
 static const prt_act *head_in(const LayerActs *a) { return a->x; }
 #endif
 
+#if CONTEXT_PARALLEL
+/* The loss is the mean over every token of the global batch, so each
+ * micro-batch's gradient is scaled by 1 / (GLOBAL_BATCH * SEQ) and the
+ * dp x cp ranks sum (each CP rank holds T = SEQ/CP tokens of a sequence). */
+static void xent_bwd(LayerActs *a)
+{
+    prt_xent_bwd(a->logits, a->logits, a->mx, a->se, a->tok, N, VL, vocab0(), V,
+                 1.0f / ((float)GLOBAL_BATCH * (float)SEQ));         /* 0 on padding columns */
+}
+#else
 /* The loss is the mean over every token of the global batch, so each
  * micro-batch's gradient is scaled by 1 / (GLOBAL_BATCH * T) and DP sums. */
 static void xent_bwd(LayerActs *a)
@@ -1214,6 +1312,7 @@ static void xent_bwd(LayerActs *a)
     prt_xent_bwd(a->logits, a->logits, a->mx, a->se, a->tok, N, VL, vocab0(), V,
                  1.0f / ((float)GLOBAL_BATCH * (float)T));           /* 0 on padding columns */
 }
+#endif
 
 #if USES_BWD
 static void lm_head_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
@@ -1336,7 +1435,11 @@ static void kept_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
 {
     a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
     a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
+#if CONTEXT_PARALLEL
+    if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));    /* the CP attention's saved */
+#else
     if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
 #if DROPOUT
     if (L->kind == ATTENTION) {
         a->attd = KEEP_ACT(B * (size_t)L->h * T * T);
@@ -1387,7 +1490,9 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #endif
             a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
             a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
-#if !RECOMPUTE_SELECTIVE
+#if !RECOMPUTE_SELECTIVE && CONTEXT_PARALLEL
+            if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));   /* the CP attention's saved */
+#elif !RECOMPUTE_SELECTIVE
             if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
 #endif
 #if !RECOMPUTE_SELECTIVE && DROPOUT
@@ -1498,9 +1603,13 @@ static void scratch_alloc(void)
     S.tmp = act_alloc(N * C);
     S.da = act_alloc(N * MAX_INNER);
     S.dh = act_alloc(N * MAX_WIDTH);
+#if CONTEXT_PARALLEL && RECOMPUTE_SELECTIVE
+    S.att = act_alloc(cp_saved_max());   /* the CP attention's saved tensors, rebuilt (no score scratch) */
+#elif RECOMPUTE_SELECTIVE
     S.datt = act_alloc(B * MAX_HEADS * T * T);
-#if RECOMPUTE_SELECTIVE
     S.att = act_alloc(B * MAX_HEADS * T * T);
+#elif !CONTEXT_PARALLEL
+    S.datt = act_alloc(B * MAX_HEADS * T * T);
 #endif
 #if RECOMPUTE_SELECTIVE && DROPOUT
     S.attd = act_alloc(B * MAX_HEADS * T * T);
@@ -1513,7 +1622,11 @@ static void scratch_alloc(void)
 #if RECOMPUTE_FULL
     S.rc.ln = act_alloc(NL * C); S.rc.mean = f32_alloc(NL); S.rc.rstd = f32_alloc(NL);
     S.rc.h = act_alloc(N * MAX_WIDTH); S.rc.a = act_alloc(N * MAX_INNER);
+#if CONTEXT_PARALLEL
+    S.rc.att = act_alloc(cp_saved_max());   /* the CP attention's saved tensors, rebuilt */
+#else
     S.rc.att = act_alloc(B * MAX_HEADS * T * T);
+#endif
 #endif
 #if RECOMPUTE_FULL && DROPOUT
     S.rc.mask = mask_alloc(NL * C);
@@ -2003,7 +2116,12 @@ static int dry_run(void)
 
 int main(int argc, char **argv)
 {
+#if CONTEXT_PARALLEL
+    int rc = prt_run_start_layout(&argc, &argv, (prt_layout){ .dp = DP, .tp = TP, .pp = PP, .cp = CP },
+                                  STEPS, DATA, BANNER, &R.args, &R.c);
+#else
     int rc = prt_run_start(&argc, &argv, DP, TP, PP, STEPS, DATA, BANNER, &R.args, &R.c);
+#endif
     if (rc || !R.c) return rc;
     R.opt = ADAMW;
     R.opt.total = R.args.steps;   /* the cosine schedule spans the whole run, resumed or not */
@@ -2018,7 +2136,11 @@ int main(int argc, char **argv)
     if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
         prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
                      "(give a larger --steps to continue)\n", R.step, R.args.steps);
+#if CONTEXT_PARALLEL
+    CHECK(prt_batch_open(R.c, R.args.data, SEQ, V, GLOBAL_BATCH, B, SEED, &R.data));   /* this CP rank's T of SEQ */
+#else
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
+#endif
     prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
     scratch_alloc();
     CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, EARLY_RECVS, slot_alloc, slot_free, NULL, &R.pipe));
@@ -2030,8 +2152,13 @@ int main(int argc, char **argv)
         CHECK(prt_pipe_flush(R.pipe));
         CHECK(prt_ops_sync());   /* the step's one device sync: a failed op ends the run here, naming it */
         R.step++;   /* steps done: the data of step k is a function of (SEED, k - 1) */
+#if CONTEXT_PARALLEL
+        CHECK(prt_log_step_end(R.log, R.step, R.loss_sum, (double)GLOBAL_BATCH * SEQ,
+                               prt_model_grad_norm(R.m)));
+#else
         CHECK(prt_log_step_end(R.log, R.step, R.loss_sum, (double)GLOBAL_BATCH * T,
                                prt_model_grad_norm(R.m)));
+#endif
         if (R.args.save && R.args.save_every && R.step % R.args.save_every == 0) { save(); saved = R.step; }
     }
     if (R.args.save && saved != R.step) save();

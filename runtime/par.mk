@@ -130,3 +130,12 @@ test-cp-cuda-link: $(CP_CUDA_BIN)
 	 if [ $$rc = 77 ]; then echo "test-cp-cuda-link: linked; no GPU here, CUDA checks skipped"; \
 	 elif [ $$rc != 0 ]; then echo "test-cp-cuda-link: failed (status $$rc)" >&2; exit 1; fi
 endif
+
+# test-cp-ckpt: checkpoints across context parallelism (issue 26): a dp 2 x
+# cp 2 checkpoint resumes exactly on its layout and within the invariance
+# tolerances on one rank, a one-rank checkpoint on dp 2 x cp 2
+# (tests/cp/ckpt.sh says what each check holds).
+.PHONY: test-cp-ckpt
+TEST_TARGETS += test-cp-ckpt
+test-cp-ckpt: $(PLANC) $(LIBPRT) $(BUILD)/tests/inv_compare $(CG_DATA)
+	MPIRUN="$(MPIRUN_RDV)" tests/cp/ckpt.sh $(PLANC) $(abspath $(BUILD))/cp-ckpt $(BUILD)/tests/inv_compare

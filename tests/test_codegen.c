@@ -407,6 +407,10 @@ static void test_template_compiles(void **state)
         { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DUSES_GATHER_PARAMS=1", "-DUSES_SYNC_PARAMS=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DSP=1", NULL },
+        /* context parallelism (issue 26): the CP attention, positions and the loss over SEQ */
+        { "-DCONTEXT_PARALLEL=1", "-DSP=1", "-DPIPELINE=1", NULL },
+        { "-DCONTEXT_PARALLEL=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
+        { "-DCONTEXT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DSLIDING_WINDOW=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -908,6 +912,82 @@ static void test_knobs(void **state)
     dsl_arena_free(&a);
 }
 
+/* Issue 26: context parallelism. cp 2 (of dp 2) emits the CP attention
+ * with the plan's form where the attention is, T = seq/cp rows, positions
+ * at global positions and the loss over SEQ; the program compiles under
+ * -Werror. Dropout and MoE are refused with their key; cp 1 has no CP
+ * code at all. */
+static void test_cp(void **state)
+{
+    (void)state;
+    static const Case c = { "cp2-dp2", 2, 1, 1, 1, SCHED_1F1B, 1, RECOMPUTE_NONE, 2 };
+    DslArena a;
+    Plan p;
+    char why[256] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    char *plain = emit_text(&p, why, sizeof why, &n);
+    assert_non_null(plain);
+    static const char *const plain_never[] = { "CP_FORM", "prt_cp_", "SEQ", "cp 2", "_cp_fwd(" };
+    for (size_t k = 0; k < sizeof plain_never / sizeof plain_never[0]; k++)
+        if (strstr(plain, plain_never[k])) fail_msg("the cp 1 program has '%s'", plain_never[k]);
+    p.layout.cp = 2;
+    p.cluster.gpus_per_node = 4;
+    static const struct { int form; const char *name; } forms[] = {
+        { PLAN_CP_RING, "PRT_CP_RING" }, { PLAN_CP_ALL_TO_ALL, "PRT_CP_ALL_TO_ALL" },
+        { PLAN_CP_ALL_GATHER, "PRT_CP_ALL_GATHER" }, { PLAN_CP_HIERARCHICAL, "PRT_CP_HIERARCHICAL" },
+    };
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        p.layout.cp_comm = forms[f].form;
+        char *text = emit_text(&p, why, sizeof why, &n);
+        if (!text) fail_msg("cp 2 %s: refused: %s", forms[f].name, why);
+        const char *want[] = {
+            forms[f].name, "CP = 2,", "B = 2, SEQ = 64, T = 32, N = 64,",
+            "dp 2 x tp 1 x cp 2 x pp 1 = 4 ranks", "tp + TP*(cp + CP*(dp + DP*pp))",
+            "CHECK(prt_cp_attention_fwd(R.c->cp, CP_FORM, a->a, att, a->h,",
+            "CHECK(prt_cp_attention_bwd(R.c->cp, CP_FORM, dqkv, S.da, a->h, a->a, a->att,",
+            "a->att = KEEP_ACT(cp_saved_numel(L));", "prt_position_cp_fwd(e, W(L->w2), B, T, C, SEQ, CP, R.c->coord.cp);",
+            "prt_position_cp_bwd(", "1.0f / ((float)GLOBAL_BATCH * (float)SEQ)", "prt_run_start_layout(",
+            "prt_batch_open(R.c, R.args.data, SEQ,",
+        };
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+            if (!strstr(text, want[k])) fail_msg("cp 2 %s: the program lacks '%s'", forms[f].name, want[k]);
+        static const char *const never[] = { "prt_attention_fwd(", "prt_attention_bwd(", "B * MAX_HEADS * T * T",
+                                             "S.datt = " };
+        for (size_t k = 0; k < sizeof never / sizeof never[0]; k++)
+            if (strstr(text, never[k])) fail_msg("cp 2 %s: the program has '%s'", forms[f].name, never[k]);
+        free(text);
+    }
+    p.layout.cp_comm = PLAN_CP_RING;
+    if (build_case(&p, c.name, NULL) != 0) fail_msg("the cp 2 program does not compile");
+    /* selective recomputation: the backward runs the CP forward again into the shared S.att */
+    p.layout.recompute = RECOMPUTE_SELECTIVE;
+    char *sel = emit_text(&p, why, sizeof why, &n);
+    if (!sel) fail_msg("cp 2 selective: refused: %s", why);
+    if (!strstr(sel, "S.att = act_alloc(cp_saved_max());") ||
+        !strstr(sel, "CHECK(prt_cp_attention_fwd(R.c->cp, CP_FORM, a->a, S.att, a->h, B, T, h, hkv, hs,"))
+        fail_msg("cp 2 selective: no rebuild of the CP attention's saved tensors");
+    free(sel);
+    p.layout.recompute = RECOMPUTE_NONE;
+    /* what the runtime does not run: refused, naming the key */
+    p.model.dropout = 0.1;
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (text || !strstr(why, "dropout 0.1 with cp 2: planc's runtime cannot honour it"))
+        fail_msg("dropout: '%s'", text ? "emitted" : why);
+    p.model.dropout = 0;
+    for (int i = 0; i < p.model.n_layers; i++) {
+        Layer *l = &p.model.layers[i];
+        if (l->kind != LAYER_MLP) continue;
+        l->kind = LAYER_MOE; l->experts = 4; l->top_k = 2; l->shared = 1; l->hidden = 32;
+        l->act = ACT_SWIGLU; l->bias = false; l->aux_loss = 0.01;
+    }
+    text = emit_text(&p, why, sizeof why, &n);
+    if (text || !strstr(why, "moe with cp 2: planc's runtime cannot honour it"))
+        fail_msg("moe: '%s'", text ? "emitted" : why);
+    free(plain);
+    dsl_arena_free(&a);
+}
+
 /* Issue 17: every MLP of tiny made a mixture of 4 SwiGLU experts (top_k
  * 2, one shared) emits the MoE layer (Mixtral's checkpoint names with
  * global expert indices, w1 and w3 adjacent so one GEMM does both, the moe
@@ -1008,6 +1088,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_compiles_with_werror),
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_moe),
+        cmocka_unit_test(test_cp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

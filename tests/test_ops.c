@@ -319,6 +319,59 @@ static void test_rope(void **state)
     free(ref); free(r); free(d); free(c.in); free(c.qkv);
 }
 
+/* Context parallelism (issue 26): CP rank r of cp holds, of each sequence
+ * of T tokens, chunks r and 2cp-1-r of 2cp (prt_cp_pos). The position and
+ * RoPE ops on its T/cp local rows must give exactly the whole-sequence
+ * ops' rows at those positions, every position on exactly one rank, and
+ * the ranks' learned-position gradients must sum to the whole one's. */
+static void test_cp_positions(void **state)
+{
+    (void)state;
+    const size_t B = 2, T = 8, C = 3, H = 2, Hkv = 1, D = 4, R = (H + 2 * Hkv) * D;
+    for (int cp = 1; cp <= 4; cp *= 2) {
+        size_t Tl = T / (size_t)cp;
+        float *wpe = rnd(T * C, 1), *x = rnd(B * T * C, 1), *full = malloc(B * T * C * sizeof *full);
+        memcpy(full, x, B * T * C * sizeof *full);
+        prt_position_fwd(full, wpe, B, T, C);
+        float *q = rnd(B * T * R, 1), *qfull = malloc(B * T * R * sizeof *qfull);
+        memcpy(qfull, q, B * T * R * sizeof *qfull);
+        prt_rope_fwd(qfull, B, T, H, Hkv, D, 100.0f);
+        float *g = rnd(B * T * C, 1), *dfull = zeros(T * C), *dsum = zeros(T * C);
+        prt_position_bwd(dfull, g, B, T, C);
+        int seen[8] = {0};
+        for (int r = 0; r < cp; r++) {
+            float *xl = malloc(B * Tl * C * sizeof *xl), *gl = malloc(B * Tl * C * sizeof *gl);
+            float *ql = malloc(B * Tl * R * sizeof *ql), *qback = malloc(B * Tl * R * sizeof *qback);
+            for (size_t b = 0; b < B; b++)
+                for (size_t t = 0; t < Tl; t++) {
+                    size_t pos = prt_cp_pos(t, T, cp, r);
+                    if (b == 0) seen[pos]++;
+                    memcpy(xl + (b * Tl + t) * C, x + (b * T + pos) * C, C * sizeof *xl);
+                    memcpy(gl + (b * Tl + t) * C, g + (b * T + pos) * C, C * sizeof *gl);
+                    memcpy(ql + (b * Tl + t) * R, q + (b * T + pos) * R, R * sizeof *ql);
+                }
+            memcpy(qback, ql, B * Tl * R * sizeof *ql);
+            prt_position_cp_fwd(xl, wpe, B, Tl, C, T, cp, r);
+            prt_rope_cp_fwd(ql, B, Tl, H, Hkv, D, 100.0f, T, cp, r);
+            prt_position_cp_bwd(dsum, gl, B, Tl, C, T, cp, r);
+            for (size_t b = 0; b < B; b++)
+                for (size_t t = 0; t < Tl; t++) {
+                    size_t pos = prt_cp_pos(t, T, cp, r);
+                    for (size_t k = 0; k < C; k++)
+                        assert_float_equal(xl[(b * Tl + t) * C + k], full[(b * T + pos) * C + k], 0);
+                    for (size_t k = 0; k < R; k++)
+                        assert_float_equal(ql[(b * Tl + t) * R + k], qfull[(b * T + pos) * R + k], 1e-6);
+                }
+            prt_rope_cp_bwd(ql, B, Tl, H, Hkv, D, 100.0f, T, cp, r);   /* the inverse rotation */
+            for (size_t i = 0; i < B * Tl * R; i++) assert_float_equal(ql[i], qback[i], 1e-5);
+            free(xl); free(gl); free(ql); free(qback);
+        }
+        for (size_t pos = 0; pos < T; pos++) assert_int_equal(seen[pos], 1);
+        for (size_t i = 0; i < T * C; i++) assert_float_equal(dsum[i], dfull[i], 1e-6);
+        free(wpe); free(x); free(full); free(q); free(qfull); free(g); free(dfull); free(dsum);
+    }
+}
+
 /* ---- attention ---------------------------------------------------------------- */
 
 typedef struct { float *out, *att, *qkv; size_t B, T, H, Hkv, D, W; } AttCtx;  /* W: window, 0 full */
@@ -758,6 +811,7 @@ static void test_init_statistics(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cp_positions),
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_rmsnorm),

@@ -308,6 +308,34 @@ static void check_rope(size_t B, size_t T, size_t H, size_t Hkv, size_t D)
     free(x); free(r); prt_free(x_d);
 }
 
+/* Context parallelism: the position and RoPE kernels on CP rank r's T/cp
+ * rows (its chunks r and 2cp-1-r, prt_cp_pos) against the CPU ops. */
+static void check_cp_positions(size_t B, size_t T, size_t C, size_t H, size_t Hkv, size_t D, int cp, int r)
+{
+    size_t Tl = T / (size_t)cp, n = B * Tl * C, q = B * Tl * (H + 2 * Hkv) * D;
+    float *wpe = hrand(T * C, 1), *x = hrand(n, 1), *g = hrand(n, 1), *dwpe = hzeros(T * C);
+    float *qx = hrand(q, 1), *qr = malloc(q * 4);
+    memcpy(qr, qx, q * 4);
+    prt_act *wpe_d = dact(wpe, T * C), *x_d = dact(x, n), *g_d = dact(g, n), *q_d = dact(qx, q);
+    float *dwpe_d = prt_alloc(T * C * 4);
+    prt_zero(dwpe_d, T * C * 4);
+    ref_prt_position_cp_fwd(x, wpe, B, Tl, C, T, cp, r);
+    ref_prt_position_cp_bwd(dwpe, g, B, Tl, C, T, cp, r);
+    ref_prt_rope_cp_fwd(qr, B, Tl, H, Hkv, D, 10000.0f, T, cp, r);
+    prt_position_cp_fwd(x_d, wpe_d, B, Tl, C, T, cp, r);
+    prt_position_cp_bwd(dwpe_d, g_d, B, Tl, C, T, cp, r);
+    prt_rope_cp_fwd(q_d, B, Tl, H, Hkv, D, 10000.0f, T, cp, r);
+    validate("position fwd, CP rank's rows", x_d, true, x, n, ATOL, RTOL);
+    validate("position bwd, CP rank's rows (fp32)", dwpe_d, false, dwpe, T * C, 1e-4, 1e-4);
+    validate("rope fwd, CP rank's positions", q_d, true, qr, q, 1e-2, 1e-2);
+    ref_prt_rope_cp_bwd(qr, B, Tl, H, Hkv, D, 10000.0f, T, cp, r);
+    prt_rope_cp_bwd(q_d, B, Tl, H, Hkv, D, 10000.0f, T, cp, r);
+    validate("rope bwd, CP rank's positions", q_d, true, qr, q, 2e-2, 2e-2);
+    free(wpe); free(x); free(g); free(dwpe); free(qx); free(qr);
+    void *d[] = {wpe_d, x_d, g_d, q_d, dwpe_d};
+    for (size_t i = 0; i < 5; i++) prt_free(d[i]);
+}
+
 static void check_attention(size_t B, size_t T, size_t H, size_t Hkv, size_t D, bool recompute,
                             size_t W)
 {
@@ -606,6 +634,8 @@ int main(int argc, char **argv)
     check_pointwise(64, 384);
     check_embedding(4, 32, 64, 1000);
     check_rope(2, 16, 4, 2, 64);
+    check_cp_positions(2, 32, 64, 4, 2, 16, 2, 1);   /* cp 2, rank 1: chunks 1 and 2 of 4 */
+    check_cp_positions(2, 64, 32, 4, 2, 16, 4, 0);   /* cp 4, rank 0: chunks 0 and 7 of 8 */
     check_attention(2, 64, 4, 4, 32, false, 0);
     check_attention(2, 64, 8, 2, 32, false, 0);
     check_attention(2, 100, 4, 1, 64, true, 0);

@@ -84,13 +84,14 @@ int ckpt_meta_pairs(const prt_ckpt_meta *m, char store[][64], const char **keys,
     META_NUM("tp", "%d", m->tp);
     META_NUM("pp", "%d", m->pp);
     META_NUM("zero", "%d", m->zero);
+    if (m->cp > 1) META_NUM("cp", "%d", m->cp);   /* an added field: readers without it skip it */
 #undef META_NUM
     keys[n] = "plan_hash", vals[n++] = m->plan_hash ? m->plan_hash : "";
     keys[n] = "model", vals[n++] = m->model ? m->model : "";
     keys[n] = "format", vals[n++] = "pt";   /* what transformers' loaders look for */
     return n;
 }
-#define META_MAX 9
+#define META_MAX 10
 
 prt_status prt_ckpt_step_dir(const char *root, long step, char *buf, size_t cap)
 {
@@ -334,7 +335,7 @@ static prt_status write_rank_file(prt_ckpt_writer *w, const char *path, uint32_t
 done:
     if (st && o.fd >= 0) st_out_abort(&o);
     if (keys)
-        for (int i = META_MAX + 1; i < nm; i++)
+        for (int i = 0; i < nm; i++)   /* the metadata's keys are literals, never "slice:" */
             if (keys[i] && !strncmp(keys[i], "slice:", 6)) free((void *)keys[i]);
     free(e);
     free(keys);
@@ -490,6 +491,7 @@ static prt_status parse_meta(const char *where, const js_doc *d, int obj, prt_ck
     m->tp = atoi(js_strv(d, obj, "tp"));
     m->pp = atoi(js_strv(d, obj, "pp"));
     m->zero = atoi(js_strv(d, obj, "zero"));
+    m->cp = js_strv(d, obj, "cp") ? atoi(js_strv(d, obj, "cp")) : 1;   /* absent: written without CP */
     m->plan_hash = js_strv(d, obj, "plan_hash");
     m->model = js_strv(d, obj, "model");
     return PRT_OK;

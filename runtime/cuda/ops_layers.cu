@@ -36,22 +36,29 @@ __global__ static void k_embedding_bwd(float *dwte, const int32_t *tok, const bf
         atomicAdd(&dwte[(size_t)local * C + c], ld(dout, idx));
 }
 
-__global__ static void k_position_fwd(bf *x, const bf *wpe, size_t B, size_t T, size_t C)
+/* x (B, Tl, C) += wpe at each local row's global position (prt_cp_pos;
+ * cp 1: Tl == T and the position is the row). */
+__global__ static void k_position_fwd(bf *x, const bf *wpe, size_t B, size_t Tl, size_t C, size_t T,
+                                      int cp, int r)
 {
     size_t idx = gtid();
-    if (idx >= B * T * C) return;
-    size_t t = (idx / C) % T, c = idx % C;
-    x[idx] = to_bf(ld(x, idx) + ld(wpe, t * C + c));
+    if (idx >= B * Tl * C) return;
+    size_t t = (idx / C) % Tl, c = idx % C;
+    x[idx] = to_bf(ld(x, idx) + ld(wpe, prt_cp_pos(t, T, cp, r) * C + c));
 }
 
-__global__ static void k_position_bwd(float *dwpe, const bf *dx, size_t B, size_t T, size_t C)
+/* One thread per local (row, column): each global position is one local
+ * row's, so no two threads add into the same dwpe element. */
+__global__ static void k_position_bwd(float *dwpe, const bf *dx, size_t B, size_t Tl, size_t C,
+                                      size_t T, int cp, int r)
 {
     size_t idx = gtid();
-    if (idx >= T * C) return;
+    if (idx >= Tl * C) return;
+    size_t t = idx / C, c = idx % C;
     float s = 0.0f;
     for (size_t b = 0; b < B; b++)
-        s += ld(dx, b * T * C + idx);
-    dwpe[idx] += s;
+        s += ld(dx, b * Tl * C + idx);
+    dwpe[prt_cp_pos(t, T, cp, r) * C + c] += s;
 }
 
 extern "C" void prt_embedding_fwd(prt_act *out, const int32_t *tokens, const prt_act *wte,
@@ -73,26 +80,44 @@ extern "C" void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_
 extern "C" void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C)
 {
     PRT_OP_ENTER("prt_position_fwd");
-    PRT_LAUNCH("prt_position_fwd", grid_for(B * T * C), 0, k_position_fwd, BF(x), CBF(wpe), B, T, C);
+    PRT_LAUNCH("prt_position_fwd", grid_for(B * T * C), 0, k_position_fwd, BF(x), CBF(wpe), B, T, C,
+               T, 1, 0);
 }
 
 extern "C" void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C)
 {
     PRT_OP_ENTER("prt_position_bwd");
-    PRT_LAUNCH("prt_position_bwd", grid_for(T * C), 0, k_position_bwd, dwpe, CBF(dx), B, T, C);
+    PRT_LAUNCH("prt_position_bwd", grid_for(T * C), 0, k_position_bwd, dwpe, CBF(dx), B, T, C, T, 1, 0);
+}
+
+extern "C" void prt_position_cp_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t Tl, size_t C,
+                                    size_t T, int cp, int r)
+{
+    PRT_OP_ENTER("prt_position_cp_fwd");
+    PRT_LAUNCH("prt_position_cp_fwd", grid_for(B * Tl * C), 0, k_position_fwd, BF(x), CBF(wpe), B, Tl,
+               C, T, cp, r);
+}
+
+extern "C" void prt_position_cp_bwd(float *dwpe, const prt_act *dx, size_t B, size_t Tl, size_t C,
+                                    size_t T, int cp, int r)
+{
+    PRT_OP_ENTER("prt_position_cp_bwd");
+    PRT_LAUNCH("prt_position_cp_bwd", grid_for(Tl * C), 0, k_position_bwd, dwpe, CBF(dx), B, Tl, C,
+               T, cp, r);
 }
 
 /* ---- RoPE -------------------------------------------------------------------- */
 
-/* One thread per rotated pair; the angle in double, as the CPU build. */
-__global__ static void k_rope(bf *qkv, size_t B, size_t T, size_t H, size_t Hkv, size_t D,
-                              float theta, float sign)
+/* One thread per rotated pair; the angle in double, as the CPU build, at
+ * the row's global position (prt_cp_pos of local row t of Tl). */
+__global__ static void k_rope(bf *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
+                              float theta, float sign, size_t T, int cp, int r)
 {
     size_t half = D / 2, heads = H + Hkv, idx = gtid();
-    if (idx >= B * T * heads * half) return;
+    if (idx >= B * Tl * heads * half) return;
     size_t i = idx % half, hh = (idx / half) % heads, row = idx / (half * heads);
-    size_t t = row % T;
-    double a = (double)t * pow((double)theta, -2.0 * (double)i / (double)D);
+    size_t t = row % Tl;
+    double a = (double)prt_cp_pos(t, T, cp, r) * pow((double)theta, -2.0 * (double)i / (double)D);
     float co = (float)cos(a), si = sign * (float)sin(a);
     bf *x = qkv + row * (H + 2 * Hkv) * D + hh * D + 2 * i;
     float x0 = __bfloat162float(x[0]), x1 = __bfloat162float(x[1]);
@@ -105,7 +130,7 @@ extern "C" void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t 
 {
     PRT_OP_ENTER("prt_rope_fwd");
     PRT_LAUNCH("prt_rope_fwd", grid_for(B * T * (H + Hkv) * (D / 2)), 0, k_rope,
-               BF(qkv), B, T, H, Hkv, D, theta, 1.0f);
+               BF(qkv), B, T, H, Hkv, D, theta, 1.0f, T, 1, 0);
 }
 
 extern "C" void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
@@ -113,7 +138,23 @@ extern "C" void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t
 {
     PRT_OP_ENTER("prt_rope_bwd");
     PRT_LAUNCH("prt_rope_bwd", grid_for(B * T * (H + Hkv) * (D / 2)), 0, k_rope,
-               BF(dqkv), B, T, H, Hkv, D, theta, -1.0f);
+               BF(dqkv), B, T, H, Hkv, D, theta, -1.0f, T, 1, 0);
+}
+
+extern "C" void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
+                                float theta, size_t T, int cp, int r)
+{
+    PRT_OP_ENTER("prt_rope_cp_fwd");
+    PRT_LAUNCH("prt_rope_cp_fwd", grid_for(B * Tl * (H + Hkv) * (D / 2)), 0, k_rope,
+               BF(qkv), B, Tl, H, Hkv, D, theta, 1.0f, T, cp, r);
+}
+
+extern "C" void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
+                                float theta, size_t T, int cp, int r)
+{
+    PRT_OP_ENTER("prt_rope_cp_bwd");
+    PRT_LAUNCH("prt_rope_cp_bwd", grid_for(B * Tl * (H + Hkv) * (D / 2)), 0, k_rope,
+               BF(dqkv), B, Tl, H, Hkv, D, theta, -1.0f, T, cp, r);
 }
 
 /* ---- norms --------------------------------------------------------------------- */

@@ -54,6 +54,8 @@ typedef struct {
     int         zero;        /* ZeRO stage */
     const char *plan_hash;   /* hash of the plan ("" if none) */
     const char *model;       /* model name */
+    int         cp;          /* context-parallel size that wrote it: recorded as "cp" only
+                                when > 1 (0 or 1: none, and a file without it reads 1) */
 } prt_ckpt_meta;
 
 /* A tensor of a checkpoint, as the whole model sees it. */

@@ -108,6 +108,19 @@ void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
 /* The inverse rotation, in place on dqkv's query and key parts. */
 void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
                   size_t D, float theta);
+/* Context parallelism (prt_par.h): the same on a CP rank's Tl = T/cp
+ * local rows of each sequence, at their global positions prt_cp_pos(t, T,
+ * cp, r) (CP rank r of cp holds chunks r and 2cp-1-r of 2cp): x (B, Tl, C)
+ * += wpe rows; dwpe (T, C) += at those rows; RoPE angle pos *
+ * theta^(-2i/D). With cp 1 they are the ops above. */
+void prt_position_cp_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t Tl, size_t C, size_t T,
+                         int cp, int r);
+void prt_position_cp_bwd(float *dwpe, const prt_act *dx, size_t B, size_t Tl, size_t C, size_t T,
+                         int cp, int r);
+void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
+                     float theta, size_t T, int cp, int r);
+void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
+                     float theta, size_t T, int cp, int r);
 
 /* ---- norms --------------------------------------------------------------
  * mean, rstd (N) are fp32 and kept for backward. dx, dw, db accumulate. */

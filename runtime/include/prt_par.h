@@ -408,8 +408,14 @@ typedef enum {
     PRT_CP_HIERARCHICAL,
 } prt_cp_form;
 
-/* The global position of local token t (0 <= t < T/cp) of CP rank r. */
-static inline size_t prt_cp_pos(size_t t, size_t T, int cp, int r)
+/* The global position of local token t (0 <= t < T/cp) of CP rank r
+ * (host and device code alike: the CUDA position and RoPE kernels call it). */
+#ifdef __CUDACC__
+#define PRT_HOST_DEVICE __host__ __device__
+#else
+#define PRT_HOST_DEVICE
+#endif
+static inline PRT_HOST_DEVICE size_t prt_cp_pos(size_t t, size_t T, int cp, int r)
 {
     size_t C = T / (2 * (size_t)cp);
     return t < C ? (size_t)r * C + t : (size_t)(2 * cp - 1 - r) * C + (t - C);
@@ -495,6 +501,11 @@ const char *prt_usage(void);
  * banner is printed by rank 0. */
 int  prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
                    const char *data, const char *banner, prt_args *args, prt_ctx **ctx);
+/* The same for any layout, context parallelism included (L.cp 0 means 1):
+ * the world size must be dp*tp*cp*pp, and the error for a wrong one names
+ * all four factors. */
+int  prt_run_start_layout(int *argc, char ***argv, prt_layout L, long steps,
+                          const char *data, const char *banner, prt_args *args, prt_ctx **ctx);
 /* A call failed mid-run: print rank, the call and the reason, then end
  * every rank (MPI_Abort), since the others would wait on this one. A
  * non-finite loss or gradient norm is seen by every rank alike: then rank 0
@@ -516,12 +527,16 @@ const char *prt_par_last_error(void);
 
 /* The training batch of a DP rank: global_batch sequences per step, this
  * rank's micro-batch mb of B sequences starts at
- * dp_rank * global/dp + mb * B. Tokens and targets land in device memory. */
+ * dp_rank * global/dp + mb * B. Tokens and targets land in device memory.
+ * T is the whole sequence's length; with context parallelism (cp > 1) a
+ * CP rank gets, of every sequence, the T/cp tokens and targets at its
+ * positions prt_cp_pos(t, T, cp, cp_rank), in that order (T must split
+ * into 2cp chunks). */
 typedef struct prt_batch prt_batch;
 prt_status prt_batch_open(prt_ctx *c, const char *path, size_t T, size_t vocab,
                           size_t global, size_t B, uint64_t seed, prt_batch **out);
 void       prt_batch_close(prt_batch *b);
-/* (B*T) tokens and targets of micro-batch mb of step `step` (0-based). */
+/* (B*T/cp) tokens and targets of micro-batch mb of step `step` (0-based). */
 prt_status prt_batch_load(prt_batch *b, long step, int mb, int32_t *tokens, int32_t *targets);
 /* The index in the global batch of micro-batch mb's first sequence on this
  * DP rank (dropout keys its masks by it, prt_ops.h). */

@@ -21,7 +21,8 @@
  * (tests/fault/run.sh holds both builds to this list). */
 static const char *const FAULT_OPS[] = {
     "prt_embedding_fwd", "prt_embedding_bwd", "prt_position_fwd", "prt_position_bwd",
-    "prt_rope_fwd", "prt_rope_bwd",
+    "prt_rope_fwd", "prt_rope_bwd", "prt_position_cp_fwd", "prt_position_cp_bwd",
+    "prt_rope_cp_fwd", "prt_rope_cp_bwd",
     "prt_layernorm_fwd", "prt_layernorm_bwd", "prt_rmsnorm_fwd", "prt_rmsnorm_bwd",
     "prt_linear_fwd", "prt_linear_bwd_input", "prt_linear_bwd_weight", "prt_linear_bwd",
     "prt_attention_fwd", "prt_attention_bwd", "prt_attention_probs_fwd",

@@ -46,49 +46,80 @@ void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
     }
 }
 
-void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C)
+/* x (B, Tl, C) += the rows of wpe at each local token's global position
+ * (prt_cp_pos: CP rank r of cp holds chunks r and 2cp-1-r of sequences of
+ * T tokens; cp 1 is every position in order). */
+static void position_add(prt_act *x, const prt_act *wpe, size_t B, size_t Tl, size_t C, size_t T,
+                         int cp, int r)
 {
-    PRT_OP_ENTER("prt_position_fwd");
     for (size_t b = 0; b < B; b++)
-        for (size_t t = 0; t < T; t++) {
-            float *row = x + (b * T + t) * C;
-            const float *p = wpe + t * C;
+        for (size_t t = 0; t < Tl; t++) {
+            float *row = x + (b * Tl + t) * C;
+            const float *p = wpe + prt_cp_pos(t, T, cp, r) * C;
             for (size_t c = 0; c < C; c++)
                 row[c] += p[c];
         }
 }
 
-void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C)
+static void position_grad(float *dwpe, const prt_act *dx, size_t B, size_t Tl, size_t C, size_t T,
+                          int cp, int r)
 {
-    PRT_OP_ENTER("prt_position_bwd");
     for (size_t b = 0; b < B; b++)
-        for (size_t t = 0; t < T; t++) {
-            const float *g = dx + (b * T + t) * C;
-            float *d = dwpe + t * C;
+        for (size_t t = 0; t < Tl; t++) {
+            const float *g = dx + (b * Tl + t) * C;
+            float *d = dwpe + prt_cp_pos(t, T, cp, r) * C;
             for (size_t c = 0; c < C; c++)
                 d[c] += g[c];
         }
+}
+
+void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C)
+{
+    PRT_OP_ENTER("prt_position_fwd");
+    position_add(x, wpe, B, T, C, T, 1, 0);
+}
+
+void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C)
+{
+    PRT_OP_ENTER("prt_position_bwd");
+    position_grad(dwpe, dx, B, T, C, T, 1, 0);
+}
+
+void prt_position_cp_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t Tl, size_t C, size_t T,
+                         int cp, int r)
+{
+    PRT_OP_ENTER("prt_position_cp_fwd");
+    position_add(x, wpe, B, Tl, C, T, cp, r);
+}
+
+void prt_position_cp_bwd(float *dwpe, const prt_act *dx, size_t B, size_t Tl, size_t C, size_t T,
+                         int cp, int r)
+{
+    PRT_OP_ENTER("prt_position_cp_bwd");
+    position_grad(dwpe, dx, B, Tl, C, T, cp, r);
 }
 
 /* ---- RoPE ---------------------------------------------------------------- */
 
 /* Rotate every (2i, 2i+1) pair of the query and key heads by +angle
  * (forward) or -angle (backward: the rotation is orthogonal, so its
- * transpose is its inverse). Angles t * theta^(-2i/D), Su et al. 2021;
- * each angle's cos and sin are computed once, in double, for all
- * sequences and heads. */
-static void rope_apply(float *qkv, size_t B, size_t T, size_t H, size_t Hkv,
-                       size_t D, float theta, float sign)
+ * transpose is its inverse). Angles p * theta^(-2i/D), Su et al. 2021,
+ * p the token's global position (prt_cp_pos of local row t of Tl, CP rank
+ * r of cp, sequences of T); each angle's cos and sin are computed once,
+ * in double, for all sequences and heads. */
+static void rope_apply(float *qkv, size_t B, size_t Tl, size_t H, size_t Hkv,
+                       size_t D, float theta, float sign, size_t T, int cp, int r)
 {
     size_t half = D / 2, row = (H + 2 * Hkv) * D, heads = H + Hkv;
-    for (size_t t = 0; t < T; t++)
+    for (size_t t = 0; t < Tl; t++)
         for (size_t i = 0; i < half; i++) {
-            double a = (double)t * pow((double)theta, -2.0 * (double)i / (double)D);
+            double pos = (double)prt_cp_pos(t, T, cp, r);
+            double a = pos * pow((double)theta, -2.0 * (double)i / (double)D);
             float co = (float)cos(a), si = sign * (float)sin(a);
             for (size_t b = 0; b < B; b++) {
-                float *r = qkv + (b * T + t) * row + 2 * i;
+                float *x0p = qkv + (b * Tl + t) * row + 2 * i;
                 for (size_t h = 0; h < heads; h++) {   /* q heads then k heads */
-                    float *x = r + h * D, x0 = x[0], x1 = x[1];
+                    float *x = x0p + h * D, x0 = x[0], x1 = x[1];
                     x[0] = x0 * co - x1 * si;
                     x[1] = x0 * si + x1 * co;
                 }
@@ -100,14 +131,28 @@ void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
                   size_t D, float theta)
 {
     PRT_OP_ENTER("prt_rope_fwd");
-    rope_apply(qkv, B, T, H, Hkv, D, theta, 1.0f);
+    rope_apply(qkv, B, T, H, Hkv, D, theta, 1.0f, T, 1, 0);
 }
 
 void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
                   size_t D, float theta)
 {
     PRT_OP_ENTER("prt_rope_bwd");
-    rope_apply(dqkv, B, T, H, Hkv, D, theta, -1.0f);
+    rope_apply(dqkv, B, T, H, Hkv, D, theta, -1.0f, T, 1, 0);
+}
+
+void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
+                     float theta, size_t T, int cp, int r)
+{
+    PRT_OP_ENTER("prt_rope_cp_fwd");
+    rope_apply(qkv, B, Tl, H, Hkv, D, theta, 1.0f, T, cp, r);
+}
+
+void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
+                     float theta, size_t T, int cp, int r)
+{
+    PRT_OP_ENTER("prt_rope_cp_bwd");
+    rope_apply(dqkv, B, Tl, H, Hkv, D, theta, -1.0f, T, cp, r);
 }
 
 /* ---- norms --------------------------------------------------------------- */

@@ -359,8 +359,14 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     prt_model *m = (prt_model *)calloc(1, sizeof *m);
     if (!m) return prtp_fail(PRT_ERR_NOMEM, "prt_model_new: out of memory");
     m->c = c; m->tab = tab; m->n = n_params; m->n_layers = n_layers; m->chunks = chunks;
-    m->pp = c->layout.pp; m->tp = c->layout.tp; m->dp = c->layout.dp;
-    m->stage = c->coord.pp; m->tpr = c->coord.tp; m->dpr = c->coord.dp;
+    /* weights are replicated over dp and cp alike: the gradient group is
+     * the dp x cp ranks with this (tp, pp), ordered by cp + CP * dp, and
+     * the mean over its ranks is the mean over all tokens (every CP rank
+     * holds T/cp tokens of every sequence of its DP slice) */
+    int cp = prt_cp_size(c);
+    m->pp = c->layout.pp; m->tp = c->layout.tp; m->dp = c->layout.dp * cp;
+    m->stage = c->coord.pp; m->tpr = c->coord.tp; m->dpr = c->coord.cp + cp * c->coord.dp;
+    m->grads = cp > 1 ? c->dpcp : c->dp;
     m->zero = m->dp == 1 ? 0 : zero;
 #ifdef PRT_CUDA
     m->mshard = m->zero >= 1;   /* the fp32 master: this rank's shard only */
@@ -522,7 +528,7 @@ static prt_status gather_layer(prt_model *m, int l)
     if (!m->lwa[l]) return prtp_fail(PRT_ERR_NOMEM, "gathered layer %d: out of memory", l);
     if (m->dry) { m->wreq[l] = DRY_REQ; return PRT_OK; }
     range_counts(m, a, b, &at);
-    return prtp_check(prt_all_gather_v_async(m->c->dp, m->wshard + at, m->lwa[l], m->counts,
+    return prtp_check(prt_all_gather_v_async(m->grads, m->wshard + at, m->lwa[l], m->counts,
                                              ACT_DTYPE, &m->wreq[l]),
                       "ZeRO-3 parameter all-gather");
 }
@@ -618,7 +624,7 @@ static prt_status gather_whole(prt_model *m, int ch)
         size_t a = m->b0[l], b = m->b1[l], at;
         if (a == NOWHERE || a < m->c0[ch] || b > m->c1[ch] || a == b) continue;
         range_counts(m, a, b, &at);
-        st = prtp_check(prt_all_gather_v_async(m->c->dp, m->pshard + at,
+        st = prtp_check(prt_all_gather_v_async(m->grads, m->pshard + at,
                                                m->par[ch] + (a - m->c0[ch]), m->counts,
                                                PRT_FP32, &req[n++]),
                         "parameter all-gather of the dump");
@@ -711,7 +717,7 @@ static prt_status launch_layer_bucket(prt_model *m, int l)
     range_counts(m, m->b0[l], m->b1[l], &at);
     if (!st && m->dry) m->lreq[l] = DRY_REQ;
     else if (!st)
-        st = prtp_check(prt_reduce_scatter_v_async(m->c->dp, m->gb[l], m->gshard + at, m->counts,
+        st = prtp_check(prt_reduce_scatter_v_async(m->grads, m->gb[l], m->gshard + at, m->counts,
                                                    PRT_FP32, PRT_SUM, &m->lreq[l]),
                         "ZeRO gradient reduce-scatter");
     if (!st) m->in_flight = l;
@@ -738,12 +744,12 @@ static prt_status launch_bucket(prt_model *m, int ch, int l)
         if (st) return st;
     }
     if (m->zero == 0)
-        return prtp_check(prt_all_reduce_async(m->c->dp, g, g, b - a, PRT_FP32, PRT_SUM,
+        return prtp_check(prt_all_reduce_async(m->grads, g, g, b - a, PRT_FP32, PRT_SUM,
                                                &s->req[s->n_req++]),
                           "ZeRO-0 gradient all-reduce");
     range_counts(m, a, b, &at);
     if (m->zero >= 2) return launch_layer_bucket(m, l);
-    return prtp_check(prt_reduce_scatter_v_async(m->c->dp, g, m->gshard + at, m->counts,
+    return prtp_check(prt_reduce_scatter_v_async(m->grads, g, m->gshard + at, m->counts,
                                                  PRT_FP32, PRT_SUM, &s->req[s->n_req++]),
                       "ZeRO gradient reduce-scatter");
 }
@@ -854,7 +860,7 @@ static prt_status full_grad(prt_model *m, int t, float *buf)
     int ch = chunk_of(m, t);
     if (m->zero == 0) return prt_copy(buf, m->grad[ch] + (m->off[t] - m->c0[ch]), n * sizeof(float));
     size_t mine = range_counts(m, m->off[t], m->off[t] + n, &at);
-    return prtp_check(prt_all_gather_v(m->c->dp, mine ? m->gshard + at : m->gshard, buf, m->counts,
+    return prtp_check(prt_all_gather_v(m->grads, mine ? m->gshard + at : m->gshard, buf, m->counts,
                                        PRT_FP32), "tied gradient all-gather over DP");
 }
 
@@ -986,7 +992,7 @@ prt_status prt_zero_sync(prt_model *m)
 #ifdef PRT_CUDA
         if (mine) prt_to_act(m->w[ch] + own, m->pshard + at, mine);
 #endif
-        st = prtp_check(prt_all_gather_v(m->c->dp, m->w[ch] + own, m->w[ch], m->counts, ACT_DTYPE),
+        st = prtp_check(prt_all_gather_v(m->grads, m->w[ch] + own, m->w[ch], m->counts, ACT_DTYPE),
                         "ZeRO parameter all-gather");
     }
     return st;

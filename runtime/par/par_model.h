@@ -33,7 +33,10 @@ struct prt_model {
     prt_ctx         *c;
     const prt_param *tab;
     int              n, n_layers, chunks, zero;   /* zero: effective stage */
-    int              pp, tp, dp, stage, tpr, dpr;
+    int              pp, tp, dp, stage, tpr, dpr;   /* dp, dpr: the gradient group's (grads) size
+                                            and rank: dp x cp and cp + CP * dp (DESIGN.md) */
+    prt_comm        *grads;              /* where gradients are reduced and ZeRO shards: c->dpcp
+                                            (c->dp itself when cp is 1) */
     size_t          *off, *rows, *cols;  /* [n] offset (NOWHERE: not here), local shape */
     size_t          *b0, *b1;            /* [n_layers] bucket range, NOWHERE: not here */
     int             *bch;                /* [n_layers] chunk of each local bucket */

@@ -116,7 +116,7 @@ const char *prt_usage(void)
            "                          [--save DIR [--save-every K]] [--resume DIR]\n"
            "                          [--export PATH] [--timeout S] [--dump-params PATH]\n"
            "                          [--trace PATH [--trace-step K]] [--mem-report PATH] [--dry-run]\n"
-           "  N must be dp x tp x pp of the plan the program was built from.\n"
+           "  N must be dp x tp x cp x pp of the plan the program was built from.\n"
            "  --steps S           total steps of the run, resumed or not (default: train.steps)\n"
            "  --data PATH         token data: raw text, or an llm.c .bin shard\n"
            "  --log-json PATH     one JSON object per step: step, total, loss, grad_norm,\n"
@@ -206,9 +206,11 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
 
 struct prt_batch {
     prt_data *d;
-    size_t    T, global, B, first;   /* first: this DP rank's first sequence */
+    size_t    T, global, B, first;   /* T: tokens a sequence; first: this DP rank's first sequence */
+    int       cp, cpr;               /* the CP group's size and this rank's place in it */
     uint64_t  seed;
-    int32_t  *tok, *tgt;             /* (B*T) host staging */
+    int32_t  *tok, *tgt;             /* (B*T) host staging: the whole sequences */
+    int32_t  *ltok, *ltgt;           /* (B*T/cp) this CP rank's two chunks of each (cp > 1) */
 };
 
 prt_status prt_batch_open(prt_ctx *c, const char *path, size_t T, size_t vocab,
@@ -220,8 +222,13 @@ prt_status prt_batch_open(prt_ctx *c, const char *path, size_t T, size_t vocab,
     if (global % dp || (global / dp) % B)
         return prtp_fail(PRT_ERR_ARG, "global batch %zu does not split into dp %zu x micro-batches of %zu",
                          global, dp, B);
+    int cp = prt_cp_size(c);
+    if (T % (2 * (size_t)cp))
+        return prtp_fail(PRT_ERR_ARG, "sequence of %zu tokens does not split into 2 x cp %d chunks", T, cp);
     prt_batch *b = (prt_batch *)calloc(1, sizeof *b);
     if (!b) return prtp_fail(PRT_ERR_NOMEM, "data: out of memory");
+    b->cp = cp;
+    b->cpr = c->coord.cp;
     char err[512] = "";
     prt_status st = prt_data_open(&b->d, path, PRT_DATA_AUTO, T, vocab, err, sizeof err);
     if (st) {
@@ -232,7 +239,11 @@ prt_status prt_batch_open(prt_ctx *c, const char *path, size_t T, size_t vocab,
     b->first = (size_t)c->coord.dp * (global / dp);
     b->tok = (int32_t *)malloc(B * T * sizeof(int32_t));
     b->tgt = (int32_t *)malloc(B * T * sizeof(int32_t));
-    if (!b->tok || !b->tgt) {
+    if (cp > 1) {
+        b->ltok = (int32_t *)malloc(B * (T / (size_t)cp) * sizeof(int32_t));
+        b->ltgt = (int32_t *)malloc(B * (T / (size_t)cp) * sizeof(int32_t));
+    }
+    if (!b->tok || !b->tgt || (cp > 1 && (!b->ltok || !b->ltgt))) {
         prt_batch_close(b);
         return prtp_fail(PRT_ERR_NOMEM, "data: out of memory");
     }
@@ -246,6 +257,8 @@ void prt_batch_close(prt_batch *b)
     if (b->d) prt_data_close(b->d);
     free(b->tok);
     free(b->tgt);
+    free(b->ltok);
+    free(b->ltgt);
     free(b);
 }
 
@@ -254,13 +267,30 @@ size_t prt_batch_seq0(const prt_batch *b, int mb)
     return b->first + (size_t)mb * b->B;
 }
 
+/* Each sequence's tokens at this CP rank's positions (prt_cp_pos: chunk
+ * cpr, then chunk 2cp-1-cpr) from the whole (B, T) src into (B, T/cp) dst. */
+static void cp_select(const prt_batch *b, int32_t *dst, const int32_t *src)
+{
+    size_t Tl = b->T / (size_t)b->cp;
+    for (size_t s = 0; s < b->B; s++)
+        for (size_t t = 0; t < Tl; t++)
+            dst[s * Tl + t] = src[s * b->T + prt_cp_pos(t, b->T, b->cp, b->cpr)];
+}
+
 prt_status prt_batch_load(prt_batch *b, long step, int mb, int32_t *tokens, int32_t *targets)
 {
-    size_t n = b->B * b->T;
+    size_t n = b->B * b->T / (size_t)b->cp;
     prt_data_batch(b->d, b->seed, (uint64_t)step, prt_batch_seq0(b, mb), b->B, b->tok, b->tgt);
+    const int32_t *tok = b->tok, *tgt = b->tgt;
+    if (b->cp > 1) {
+        cp_select(b, b->ltok, b->tok);
+        cp_select(b, b->ltgt, b->tgt);
+        tok = b->ltok;
+        tgt = b->ltgt;
+    }
     prt_status st = PRT_OK;
-    if (tokens) st = prt_copy_to_device(tokens, b->tok, n * sizeof(int32_t));
-    if (!st && targets) st = prt_copy_to_device(targets, b->tgt, n * sizeof(int32_t));
+    if (tokens) st = prt_copy_to_device(tokens, tok, n * sizeof(int32_t));
+    if (!st && targets) st = prt_copy_to_device(targets, tgt, n * sizeof(int32_t));
     return prtp_check(st, "batch upload");
 }
 
@@ -422,27 +452,38 @@ static bool launch_rank0(void)
 }
 
 /* --dry-run's context: MPI and this rank's coordinates (rank = tp + TP *
- * (dp + DP * pp), prt_comm.h's order), no groups, no device: nothing
- * communicates or computes, so no CUDA call is made and a CUDA executable
- * lays its model out on a machine without a GPU. */
+ * (cp + CP * (dp + DP * pp)), prt_comm.h's order), no groups, no device:
+ * nothing communicates or computes, so no CUDA call is made and a CUDA
+ * executable lays its model out on a machine without a GPU. */
 static bool dry_ctx;
 
-static int dry_start(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **ctx)
+/* "dp D x tp T x pp P", with " x cp C" after tp when C > 1 (the
+ * layout's factors in prt_comm.h's rank order, as the plan names them). */
+static void layout_text(prt_layout L, char *buf, size_t cap)
+{
+    char cps[32] = "";
+    if (L.cp > 1) snprintf(cps, sizeof cps, " x cp %d", L.cp);
+    snprintf(buf, cap, "dp %d x tp %d%s x pp %d", L.dp, L.tp, cps, L.pp);
+}
+
+static int dry_start(int *argc, char ***argv, prt_layout L, prt_ctx **ctx)
 {
     int rank = 0, size = 0;
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != dp * tp * pp) {
-        if (rank == 0) fprintf(stderr, "error: %d ranks, but the plan's layout is dp %d x tp %d x pp %d = %d\n",
-                               size, dp, tp, pp, dp * tp * pp);
+    long long need = (long long)L.dp * L.tp * L.cp * L.pp;
+    if (size != need) {
+        char lt[96];
+        layout_text(L, lt, sizeof lt);
+        if (rank == 0) fprintf(stderr, "error: %d ranks, but the plan's layout is %s = %lld\n", size, lt, need);
         MPI_Finalize();
         return 1;
     }
     prt_ctx *c = (prt_ctx *)calloc(1, sizeof *c);
     if (!c) { MPI_Finalize(); return 1; }
     c->rank = rank; c->size = size; c->device = -1;
-    c->layout = (prt_layout){ .dp = dp, .tp = tp, .pp = pp, .cp = 1 };
+    c->layout = L;
     c->coord = prt_layout_coord(c->layout, rank);
     dry_ctx = true;
     prt_mem_set_dry(true);
@@ -453,7 +494,15 @@ static int dry_start(int *argc, char ***argv, int dp, int tp, int pp, prt_ctx **
 int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
                   const char *data, const char *banner, prt_args *args, prt_ctx **ctx)
 {
+    return prt_run_start_layout(argc, argv, (prt_layout){ .dp = dp, .tp = tp, .pp = pp, .cp = 1 },
+                                steps, data, banner, args, ctx);
+}
+
+int prt_run_start_layout(int *argc, char ***argv, prt_layout L, long steps,
+                         const char *data, const char *banner, prt_args *args, prt_ctx **ctx)
+{
     *ctx = NULL;
+    if (L.cp < 1) L.cp = 1;   /* 0: a layout without cp */
     /* the command line first: --help and usage errors need no MPI */
     bool help = false;
     prt_status st = prt_args_parse(*argc, *argv, steps, data, args, &help);
@@ -464,8 +513,8 @@ int prt_run_start(int *argc, char ***argv, int dp, int tp, int pp, long steps,
         }
         return help ? 0 : 2;
     }
-    if (args->dry_run) return dry_start(argc, argv, dp, tp, pp, ctx);
-    st = prt_init(argc, argv, dp, tp, pp, ctx);
+    if (args->dry_run) return dry_start(argc, argv, L, ctx);
+    st = prt_init_layout(argc, argv, L, ctx);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (st) {

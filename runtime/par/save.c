@@ -222,8 +222,10 @@ prt_status prt_model_save_pair(prt_model *m, prt_model *peer, const char *root, 
                                const prt_save_info *info, char *dir, size_t cap)
 {
     prtp_clear();
-    prt_ckpt_meta meta = { step, info->seed, m->dp, m->tp, m->pp, m->zero,
-                           info->plan_hash ? info->plan_hash : "", info->model ? info->model : "" };
+    /* the real layout: m->dp is the gradient group's size, dp x cp */
+    prt_ckpt_meta meta = { step, info->seed, m->c->layout.dp, m->tp, m->pp, m->zero,
+                           info->plan_hash ? info->plan_hash : "", info->model ? info->model : "",
+                           prt_cp_size(m->c) };
     char path[4096];
     prt_status st = prt_ckpt_step_dir(root, step, path, sizeof path);
     if (st) return prtp_fail(st, "checkpoint: %s", prt_ckpt_last_error());

@@ -15,10 +15,13 @@
 # 32, 2 blocks of attention + moe: 4 SwiGLU experts, top_k 2, one shared
 # expert, aux loss 0.01), `moecap;` the same with capacity factor 1 and no
 # shared expert (tokens dropped).
+# `cpnodeK;` is run.sh's (PLANRT_CP_NODE_RANKS=K: the hierarchical CP form's
+# nodes of K ranks on this one machine) and is dropped from the plan here.
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
+body=$(echo "$body" | sed -e 's/cpnode[0-9]*;//')
 case "$body" in *global_batch*) ;; *) body="$body global_batch 16;" ;; esac
 tied=false
 case "$body" in *tied_head\;*) tied=true; body=${body//tied_head;/} ;; esac

@@ -52,7 +52,10 @@ while read -r kind name np body; do
         fails=$((fails + 1)); continue
     fi
     rm -f "$dir/$name.jsonl" "$dir/$name.dump"
-    if ! (cd "$root" && $mpirun -np "$np" "$dir/$name" --steps $steps --log-json "$dir/$name.jsonl" \
+    # `cpnodeK;`: the hierarchical CP form's nodes of K ranks (PLANRT_CP_NODE_RANKS)
+    node=$(echo "$body" | sed -n 's/.*cpnode\([0-9][0-9]*\);.*/\1/p')
+    if ! (cd "$root" && ${node:+env PLANRT_CP_NODE_RANKS=$node} $mpirun ${node:+-x PLANRT_CP_NODE_RANKS} \
+            -np "$np" "$dir/$name" --steps $steps --log-json "$dir/$name.jsonl" \
             --dump-params "$dir/$name.dump" < /dev/null > "$dir/$name.log" 2>&1); then
         echo "FAIL $name: training failed:"; tail -n 20 "$dir/$name.log"; fails=$((fails + 1)); continue
     fi
