@@ -52,6 +52,13 @@ case "$body" in *vocab[0-9]*\;*)
     vocab=$(echo "$body" | sed -n 's/.*vocab\([0-9][0-9]*\);.*/\1/p')
     body=$(echo "$body" | sed -e "s/vocab$vocab;//") ;; esac
 [ -z "$shard" ] || vocab=70000
+# a body with an `fp8 { ... }` block (issue 27): the planner's FP8 rule wants a
+# 16-bit model on a device with FP8 tensor cores, so the model says dtype bf16
+# (the CPU target still computes in fp32 apart from the FP8 GEMMs), the device
+# gets an FP8 rate (twice its fp32 one; a figure for the planner only) and the
+# gradients accumulate in fp32 (the CPU target's only way)
+fp8=false
+case "$body" in *fp8\ \{*) fp8=true; body="$body grad_accum_dtype fp32;" ;; esac
 # `dropout;`: the model drops 0.1 of the attention probabilities and of
 # each residual branch (masks keyed by global coordinates: runtime/ops/dropout.c)
 dropout=
@@ -97,7 +104,8 @@ if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
 if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi
 {
     sed -e "s/^cluster laptop/cluster cpu$np/" -e "s/gpus_per_node *[0-9]*/gpus_per_node $np/" \
-        "$root/examples/clusters/laptop.plan"
+        "$root/examples/clusters/laptop.plan" |
+    if [ "$fp8" = true ]; then sed -e "s/^\( *\)flops_fp32 .*/&\n\1flops_fp8 25 GFLOPS/"; else cat; fi
     awk -v body="$body" -v llama="$llama" -v model="$llama_model" '
         /^include/ { next }
         llama == "true" && /^model[ \t]/ { print model; inmodel = 1; next }
@@ -110,5 +118,6 @@ if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi
     if [ -n "$vocab" ]; then sed -e "s/vocab 256;/vocab $vocab;/"; else cat; fi |
     if [ -n "$shard" ]; then sed -e "s|data \"[^\"]*\"|data \"$shard\"|"; else cat; fi |
     if [ -n "$eps" ]; then sed -e "s/adamw *{/adamw { eps $eps;/"; else cat; fi |
-    if [ -n "$dropout" ]; then sed -e "s/dtype fp32;/dtype fp32; dropout $dropout;/"; else cat; fi
+    if [ -n "$dropout" ]; then sed -e "s/dtype fp32;/dtype fp32; dropout $dropout;/"; else cat; fi |
+    if [ "$fp8" = true ]; then sed -e "s/^\( *vocab .*\)dtype fp32;/\1dtype bf16;/"; else cat; fi
 } > "$out"
