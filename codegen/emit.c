@@ -779,8 +779,9 @@ static void emit_fp8(Cg *g)
         "?", "PRT_FP8_TENSORWISE", "PRT_FP8_ROWWISE", "PRT_FP8_BLOCKWISE", "PRT_FP8_MXFP8", "?" };
     const PlanFp8 *f = &g->p->software.fp8;
     const Model *m = &g->p->model;
-    out(g, "/* fp8 %s, %s: the linears of the layers marked here quantise both operands of\n"
-           " * their three GEMMs (planner/fp8.c: attention and MLP linears%s) */\n",
+    out(g, "/* fp8 %s, %s:\n"
+           " * the linears of the layers marked here quantise both operands of their three\n"
+           " * GEMMs (planner/fp8.c: attention and MLP linears%s) */\n",
         plan_fp8_recipe_names[f->recipe], f->format == PLAN_FP8_HYBRID ? "hybrid (E4M3 forward, E5M2 gradients)"
                                                                       : "E4M3 everywhere",
         f->first_last_bf16 ? ", not the first and last block's" : "");

@@ -61,7 +61,7 @@ endif
 # test-fp8-train (tests/fp8/train.sh): emit's FP8 refusals (blockwise tiles a
 # TP split would cut, recipe delayed; build --target cuda), then tiny's model
 # 50 steps on one rank with each recipe, every loss within 3e-3 of fp32's
-# (about 45 s). The layouts under FP8 are test-invariance's fp8-* rows.
+# (about 35 s). The layouts under FP8 are test-invariance's fp8-* rows.
 .PHONY: test-fp8-train
 TEST_TARGETS += test-fp8-train
 test-fp8-train: $(PLANC) $(LIBPRT) $(CG_DATA)
