@@ -20,10 +20,10 @@
  * rate no fp32 tolerance allows. What must still agree is what the layout
  * decides: the first step's loss, a forward from identical weights, within
  * FP8_LOSS1_RTOL (measured <= 5e-8 on the matrix's rows; a tensorwise
- * amax left unreduced over TP moves it 2.5e-5), the first step's gradient
+ * amax left unreduced over TP moved it 2.5e-5 on tp 2, micro_batch 8), the first step's gradient
  * norm, the whole first backward, within FP8_GNORM_RTOL (measured <= 5e-5,
  * E5M2's flips; the unreduced amax: 9e-4), and the later losses within
- * FP8_LOSS_RTOL (measured <= 4e-5 over 5 steps). The parameters are
+ * FP8_LOSS_RTOL (measured <= 6e-5 over 5 steps). The parameters are
  * compared by name and shape; their worst difference is printed, not held.
  */
 #include <math.h>

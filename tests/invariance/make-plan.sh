@@ -14,7 +14,8 @@
 # `moe;` a mixture-of-experts model of tiny's vocabulary and sequence (dim
 # 32, 2 blocks of attention + moe: 4 SwiGLU experts, top_k 2, one shared
 # expert, aux loss 0.01), `moecap;` the same with capacity factor 1 and no
-# shared expert (tokens dropped).
+# shared expert (tokens dropped); `wide;` a 2-block model of dim 256 (heads
+# of 128) whose TP shards hold whole FP8 blockwise tiles.
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
@@ -100,6 +101,22 @@ moe_model="model tinymoe {
     norm    { kind layernorm }
     lm_head { tied false }
 }"
+# `wide;` (issue 27): FP8 blockwise's 128 tiles inside a TP shard on tp 2: a
+# 2-block model of dim 256 with 2 heads of 128 and an MLP of 512 (shards of
+# 128 and 256)
+wide=false
+case "$body" in *wide\;*) wide=true; body=${body//wide;/} ;; esac
+wide_model='model tinywide {
+    vocab 256;  seq 64;  dtype fp32;
+    embedding { dim 256 }
+    repeat 2 {
+        attention { heads 2 }
+        mlp       { hidden 512; act gelu }
+    }
+    norm    { kind layernorm }
+    lm_head { tied false }
+}'
+if [ "$wide" = true ]; then llama=true; llama_model=$wide_model; fi
 if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
 if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi
 {
