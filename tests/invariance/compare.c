@@ -21,8 +21,10 @@
  * decides: the first step's loss, a forward from identical weights, within
  * FP8_LOSS1_RTOL (measured <= 5e-8 on the matrix's rows; a tensorwise
  * amax left unreduced over TP moved it 2.5e-5 on tp 2, micro_batch 8), the first step's gradient
- * norm, the whole first backward, within FP8_GNORM_RTOL (measured <= 5e-5,
- * E5M2's flips; the unreduced amax: 9e-4), and the later losses within
+ * norm, the whole first backward, within FP8_GNORM_RTOL (measured <= 2e-4,
+ * llama tp 2 hybrid: one E5M2 code flip of a large gradient element moves
+ * it ~1e-5..1e-4; the unreduced amax moved it 9e-4, so this check is the
+ * coarse one and the first loss the sharp one), and the later losses within
  * FP8_LOSS_RTOL (measured <= 6e-5 over 5 steps). The parameters are
  * compared by name and shape; their worst difference is printed, not held.
  */
@@ -37,7 +39,7 @@
 #define PARAM_TOL 1e-4
 #define MAX_STEPS 4096
 #define FP8_LOSS1_RTOL 1e-6
-#define FP8_GNORM_RTOL 2e-4
+#define FP8_GNORM_RTOL 5e-4
 #define FP8_LOSS_RTOL  2e-4
 
 typedef struct {
