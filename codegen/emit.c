@@ -357,6 +357,7 @@ static void set_features(Cg *g)
     set_feature(g, "PIPELINE", l->pp > 1);
     set_feature(g, "DROPOUT", plan_model_dropout(m));   /* planner/model.c counts its masks: the same rule */
     set_feature(g, "CONTEXT_PARALLEL", plan_cp(l) > 1);   /* attention over the CP group (prt_cp_attention_*) */
+    set_feature(g, "FP8", plan_fp8_on(&g->p->software));   /* planner/fp8.c: FP8_LINEAR[] */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -809,6 +810,28 @@ static void emit_rebuilt(Cg *g)
     out(g, " };\n\n");
 }
 
+/* FP8 (issue 27): the recipe and format of the plan, and which layers'
+ * linears run in FP8, asked of the planner's one rule (plan_fp8_layer). */
+static void emit_fp8(Cg *g)
+{
+    static const char *const prt_recipes[PLAN_N_FP8_RECIPES] = {   /* ORDER PlanFp8Recipe; delayed refused */
+        "?", "PRT_FP8_TENSORWISE", "PRT_FP8_ROWWISE", "PRT_FP8_BLOCKWISE", "PRT_FP8_MXFP8", "?" };
+    const PlanFp8 *f = &g->p->software.fp8;
+    const Model *m = &g->p->model;
+    out(g, "/* fp8 %s, %s:\n"
+           " * the linears of the layers marked here quantise both operands of their three\n"
+           " * GEMMs (planner/fp8.c: attention and MLP linears%s) */\n",
+        plan_fp8_recipe_names[f->recipe], f->format == PLAN_FP8_HYBRID ? "hybrid (E4M3 forward, E5M2 gradients)"
+                                                                      : "E4M3 everywhere",
+        f->first_last_bf16 ? ", not the first and last block's" : "");
+    out(g, "enum { FP8_HYBRID = %d };\n", f->format == PLAN_FP8_HYBRID);
+    out(g, "static const prt_fp8_recipe FP8_RECIPE = %s;\n", prt_recipes[f->recipe]);
+    out(g, "static const bool FP8_LINEAR[N_LAYERS] = {");
+    for (int i = 0; i < m->n_layers; i++)
+        out(g, "%s%s", i ? ", " : " ", plan_fp8_layer(g->p, &m->layers[i]) ? "true" : "false");
+    out(g, " };\n\n");
+}
+
 /* The layer table: parameter ids by role and this rank's dimensions. */
 static void emit_layers(Cg *g)
 {
@@ -897,6 +920,7 @@ static void emit_layers(Cg *g)
     for (int k = 0; k < g->nv; k++) out(g, "%s%d", k ? ", " : " ", g->chunk[k].end);
     out(g, " };\n\n");
     if (feature(g, "RECOMPUTE_SOME", 14) == 1) emit_rebuilt(g);
+    if (feature(g, "FP8", 3) == 1) emit_fp8(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -1353,6 +1377,51 @@ static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, con
         snprintf(keybuf, len, "moe with cp %d", cp);
         *key = keybuf;
         *what = "its experts' gradients are reduced over expert-DP alone, not expert-DP x cp";
+    } else if (plan_fp8_on(&p->software)) {
+        snprintf(keybuf, len, "fp8 with cp %d", cp);
+        *key = keybuf;
+        *what = "its FP8 scales are reduced over the TP group alone: a tensorwise activation scale would "
+                "be taken over this CP rank's tokens, not the micro-batch's";
+    }
+}
+
+/* FP8 (issue 27) as the program runs it: every recipe but delayed, and
+ * blockwise / mxfp8 tiles that never straddle a TP split (a tile cut by
+ * the split would take its scale over part of itself on each rank, and
+ * layouts would scale apart): each TP shard's width, a QKV piece (q, k
+ * or v heads times head size) or an MLP slice (each half of a gated one),
+ * a multiple of the tile. Names the first layer that does not fit. */
+static void fp8_runtime_key(const Plan *p, const Layout *l, const char **key, const char **what,
+                            char *keybuf, size_t len)
+{
+    const PlanFp8 *f = &p->software.fp8;
+    if (!plan_fp8_on(&p->software)) return;
+    if (f->recipe == PLAN_FP8_DELAYED) {
+        *key = "fp8 delayed";
+        *what = "its amax histories per tensor role, reduced over dp and updated once per step, are not "
+                "generated yet (use tensorwise, rowwise, blockwise or mxfp8)";
+        return;
+    }
+    long long tile = f->recipe == PLAN_FP8_BLOCKWISE ? 128 : f->recipe == PLAN_FP8_MXFP8 ? 32 : 0;
+    if (!tile || l->tp == 1) return;
+    const Model *m = &p->model;
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        if (!plan_fp8_layer(p, L)) continue;
+        long long d = L->kind == LAYER_ATTENTION ? (long long)plan_head_dim(m, L) : 1;
+        long long w[3] = { L->kind == LAYER_ATTENTION ? local_heads(L, l->tp) * d : (long long)(L->hidden / l->tp),
+                           L->kind == LAYER_ATTENTION ? (long long)(L->kv_heads / l->tp) * d : tile, tile };
+        for (int j = 0; j < 3; j++)
+            if (w[j] % tile) {
+                snprintf(keybuf, len, "fp8 %s with tp %d", plan_fp8_recipe_names[f->recipe], l->tp);
+                *key = keybuf;
+                static char why[200];
+                snprintf(why, sizeof why, "layer %d (%s) has a TP shard %lld wide, not a multiple of the "
+                         "%lld-element tile, so a tile would straddle the split", i,
+                         L->kind == LAYER_ATTENTION ? "attention" : "mlp", w[j], tile);
+                *what = why;
+                return;
+            }
     }
 }
 
@@ -1405,10 +1474,7 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         key = "rope_scaling";
         what = "its RoPE rotates at the unscaled frequencies theta^(-2i/D) (prt_rope_fwd)";
     }
-    if (!key && plan_fp8_on(w)) {   /* issue 27: planned, not yet emitted */
-        key = "fp8";
-        what = "planc's runtime has the FP8 numerics but its program does not run FP8 GEMMs yet";
-    }
+    if (!key) fp8_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     if (!key && plan_cp(l) > 1) cp_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     /* a stack preset names itself first: the key is what it set */
     char stack[64] = "";

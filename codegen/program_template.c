@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL,
+ * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -91,6 +91,9 @@
 #endif
 #ifndef CONTEXT_PARALLEL
 #define CONTEXT_PARALLEL 0
+#endif
+#ifndef FP8
+#define FP8 0
 #endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
@@ -212,6 +215,11 @@ static const int VSTAGE_FIRST[1] = { 0 };
 static const int VSTAGE_END[1] = { 5 };
 #if RECOMPUTE_SOME
 static const bool REBUILT[N_LAYERS] = { false, true, true, false, false };
+#endif
+#if FP8
+enum { FP8_HYBRID = 1 };
+static const prt_fp8_recipe FP8_RECIPE = PRT_FP8_TENSORWISE;
+static const bool FP8_LINEAR[N_LAYERS] = { false, true, true, false, false };
 #endif
 
 //@@ runtime
@@ -661,6 +669,145 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_position_bwd(G(L->w2), dy, B, T, C);
 #endif
 }
+
+#if FP8
+/* ---- FP8 linears (issue 27) --------------------------------------------------
+ * The linears the planner runs in FP8 (FP8_LINEAR[], planner/fp8.c's
+ * plan_fp8_layer: attention's QKV and output projection, the MLP's up and
+ * down; not QK^T / PV, not the LM head, not the first and last block's
+ * under first_last_bf16) quantise both operands of their forward, dX and
+ * dW GEMMs from the fp32 values (E4M3; the output gradient in E5M2 under
+ * format hybrid) and accumulate in fp32 (prt_fp8_gemm); master weights,
+ * gradients, optimizer state and checkpoints stay fp32. prt_linear_* in
+ * the layers below are routed here; other layers fall through to them.
+ *
+ * Layout invariance: a scale is taken over the same elements on every
+ * layout. A scale block that a TP split cuts (a tensorwise tensor split
+ * over TP; a rowwise row whose K runs across the split) has its amax
+ * MAX-all-reduced over the TP group before the cast. Blockwise and MX
+ * tiles never straddle a split (emit refuses a shard width that is not a
+ * multiple of the tile). Micro-batches are whole on every rank (DP and PP
+ * split whole micro-batches, ZeRO-3 gathers whole weights, SP gathers the
+ * rows before a GEMM), so a tensorwise scale of an activation is one
+ * micro-batch's: the single-rank run must use the same micro_batch.
+ * The CPU target's alone: `planc build --target cuda` refuses an fp8 plan
+ * (planrt's CUDA build has the casts but no FP8 GEMM yet). */
+#include <stdlib.h>
+
+/* How TP splits one GEMM operand, relative to that GEMM's K. */
+typedef enum {
+    FP8_WHOLE,     /* every TP rank holds all of it */
+    FP8_SPLIT_K,   /* its K extent is this rank's slice */
+    FP8_SPLIT_MN,  /* its other extent (rows of the output) is this rank's slice */
+} Fp8Split;
+
+/* Whether a block of cfg's recipe spans the TP split of an operand split so. */
+static bool fp8_block_spans(const prt_fp8_cfg *cfg, Fp8Split split)
+{
+    if (TP == 1 || split == FP8_WHOLE) return false;
+    if (cfg->recipe == PRT_FP8_TENSORWISE) return true;   /* one block: the whole tensor */
+    if (cfg->recipe == PRT_FP8_ROWWISE) return split == FP8_SPLIT_K;   /* one block per K-vector */
+    return false;   /* blockwise, mxfp8: tiles inside a shard (emit checks the widths) */
+}
+
+/* t = x (rows, cols) quantised with blocks along k; t's codes and scales
+ * are malloc'd (fp8_free). The amaxes are reduced over TP where a block
+ * spans the split, so each rank casts its slice with the whole block's scale. */
+static void fp8_quantize(prt_fp8_tensor *t, const float *x, const prt_fp8_cfg *cfg, prt_fp8_kdim k,
+                         size_t rows, size_t cols, Fp8Split split)
+{
+    CHECK(prt_fp8_grid_of(&t->g, cfg, rows, cols, k));
+    t->fmt = cfg->fmt;
+    size_t nb = prt_fp8_nblocks(&t->g);
+    t->q = (uint8_t *)malloc(rows * cols);
+    t->scale_inv = (float *)malloc(nb * sizeof(float));
+    float *amax = (float *)malloc(2 * nb * sizeof(float)), *scale = amax ? amax + nb : NULL;
+    if (!t->q || !t->scale_inv || !amax) prt_run_fail(R.c, "malloc (fp8 operand)", PRT_ERR_NOMEM);
+    prt_fp8_amax(amax, x, &t->g);
+    if (fp8_block_spans(cfg, split)) CHECK(prt_all_reduce(R.c->tp, amax, amax, nb, PRT_FP32, PRT_MAX));
+    prt_fp8_scales(scale, amax, nb, cfg);
+    prt_fp8_cast(t, x, scale, cfg->mode);
+    free(amax);
+}
+
+static void fp8_free(prt_fp8_tensor *t) { free(t->q); free(t->scale_inv); }
+
+/* Whether L's linear with weight w (its first: column-parallel; else its
+ * second: row-parallel) runs in FP8, and which it is. */
+static bool fp8_col(const LayerSpec *L, const prt_act *w) { return w == W(L->w1); }
+
+/* out (n, o) = x (n, k) w^T + b, as prt_linear_fwd. */
+static void fp8_linear_fwd(const LayerSpec *L, prt_act *out, const prt_act *x, const prt_act *w,
+                           const prt_act *b, size_t n, size_t k, size_t o)
+{
+    if (!FP8_LINEAR[L - LAYERS]) { prt_linear_fwd(out, x, w, b, n, k, o); return; }
+    bool col = fp8_col(L, w);
+    prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
+    prt_fp8_tensor A, Bw;
+    fp8_quantize(&A, x, &cfg.act, PRT_FP8_K_COLS, n, k, col ? FP8_WHOLE : FP8_SPLIT_K);
+    fp8_quantize(&Bw, w, &cfg.weight, PRT_FP8_K_COLS, o, k, col ? FP8_SPLIT_MN : FP8_SPLIT_K);
+    CHECK(prt_fp8_gemm(out, &A, false, &Bw, true, n, o, k, 0.0f));
+    fp8_free(&A), fp8_free(&Bw);
+    if (b)   /* the bias in fp32 after the GEMM (TE's epilogue) */
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < o; j++) out[i * o + j] += b[j];
+}
+
+/* dx (n, k) = dout (n, o) w (o, k): this GEMM's K is o. */
+static void fp8_linear_bwd_input(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *w,
+                                 size_t n, size_t k, size_t o)
+{
+    if (!FP8_LINEAR[L - LAYERS]) { prt_linear_bwd_input(dx, dout, w, n, k, o); return; }
+    bool col = fp8_col(L, w);
+    prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
+    prt_fp8_tensor A, Bw;
+    fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_COLS, n, o, col ? FP8_SPLIT_K : FP8_WHOLE);
+    fp8_quantize(&Bw, w, &cfg.weight, PRT_FP8_K_ROWS, o, k, col ? FP8_SPLIT_K : FP8_SPLIT_MN);
+    CHECK(prt_fp8_gemm(dx, &A, false, &Bw, false, n, k, o, 0.0f));
+    fp8_free(&A), fp8_free(&Bw);
+}
+
+/* dw (o, k) += dout^T x: this GEMM's K is n, the tokens; db += the
+ * column sums of dout in fp32. col: the first (column-parallel) linear. */
+static void fp8_dw(bool col, float *dw, float *db, const prt_act *dout, const prt_act *x,
+                   size_t n, size_t k, size_t o)
+{
+    prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
+    prt_fp8_tensor A, Bx;
+    fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_ROWS, n, o, col ? FP8_SPLIT_MN : FP8_WHOLE);
+    fp8_quantize(&Bx, x, &cfg.act, PRT_FP8_K_ROWS, n, k, col ? FP8_WHOLE : FP8_SPLIT_MN);
+    CHECK(prt_fp8_gemm(dw, &A, true, &Bx, false, o, k, n, 1.0f));
+    fp8_free(&A), fp8_free(&Bx);
+    if (db)
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < o; j++) db[j] += dout[i * o + j];
+}
+
+#if SPLIT_BWD
+static void fp8_linear_bwd_weight(const LayerSpec *L, float *dw, float *db, const prt_act *dout,
+                                  const prt_act *x, size_t n, size_t k, size_t o)
+{
+    if (!FP8_LINEAR[L - LAYERS]) { prt_linear_bwd_weight(dw, db, dout, x, n, k, o); return; }
+    fp8_dw(dw == G(L->w1), dw, db, dout, x, n, k, o);
+}
+#endif
+
+#if USES_BWD
+static void fp8_linear_bwd(const LayerSpec *L, prt_act *dx, float *dw, float *db, const prt_act *dout,
+                           const prt_act *x, const prt_act *w, size_t n, size_t k, size_t o)
+{
+    if (!FP8_LINEAR[L - LAYERS]) { prt_linear_bwd(dx, dw, db, dout, x, w, n, k, o); return; }
+    if (dx) fp8_linear_bwd_input(L, dx, dout, w, n, k, o);
+    fp8_dw(fp8_col(L, w), dw, db, dout, x, n, k, o);
+}
+#endif
+
+/* The layers' linears from here on, with their layer L in scope. */
+#define prt_linear_fwd(out, x, w, b, n, k, o) fp8_linear_fwd(L, out, x, w, b, n, k, o)
+#define prt_linear_bwd_input(dx, dout, w, n, k, o) fp8_linear_bwd_input(L, dx, dout, w, n, k, o)
+#define prt_linear_bwd_weight(dw, db, dout, x, n, k, o) fp8_linear_bwd_weight(L, dw, db, dout, x, n, k, o)
+#define prt_linear_bwd(dx, dw, db, dout, x, w, n, k, o) fp8_linear_bwd(L, dx, dw, db, dout, x, w, n, k, o)
+#endif
 
 #if SLIDING_WINDOW
 /* The keys a query attends to: the layer's sliding window, itself

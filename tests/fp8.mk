@@ -56,3 +56,13 @@ test-fp8-cuda-link: $(FP8_CUDA_BIN)
 	 if [ $$rc = 77 ]; then echo "test-fp8-cuda-link: linked; no GPU here, CUDA checks skipped"; \
 	 elif [ $$rc != 0 ]; then echo "test-fp8-cuda-link: failed (status $$rc)" >&2; exit 1; fi
 endif
+
+# ---- FP8 training in the generated CPU program ---------------------------------
+# test-fp8-train (tests/fp8/train.sh): emit's FP8 refusals (blockwise tiles a
+# TP split would cut, recipe delayed; build --target cuda), then tiny's model
+# 50 steps on one rank with each recipe, every loss within 3e-3 of fp32's
+# (about 35 s). The layouts under FP8 are test-invariance's fp8-* rows.
+.PHONY: test-fp8-train
+TEST_TARGETS += test-fp8-train
+test-fp8-train: $(PLANC) $(LIBPRT) $(CG_DATA)
+	MPIRUN="$(MPIRUN)" tests/fp8/train.sh $(PLANC) $(abspath $(BUILD))/fp8-train

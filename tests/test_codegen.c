@@ -396,6 +396,8 @@ static void test_template_compiles(void **state)
         { "-DSLIDING_WINDOW=1", "-DNORM_RMS=1", "-DMLP_GEGLU=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
         { "-DSLIDING_WINDOW=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DMLP_ACTS_MIXED=1", NULL },
         { "-DDROPOUT=1", NULL },
+        { "-DFP8=1", NULL },
+        { "-DFP8=1", "-DSPLIT_BWD=1", "-DSP=1", "-DPIPELINE=1", "-DMLP_SWIGLU=1", NULL },
         { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DPIPELINE=1", NULL },
         { "-DDROPOUT=1", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DROPE=1", NULL },
         { "-DDROPOUT=1", "-DRECOMPUTE_FULL=1", "-DNORM_RMS=1", "-DMLP_SWIGLU=1", "-DLEARNED_POS=0", NULL },

@@ -17,6 +17,8 @@
 # shared expert (tokens dropped).
 # `cpnodeK;` is run.sh's (PLANRT_CP_NODE_RANKS=K: the hierarchical CP form's
 # nodes of K ranks on this one machine) and is dropped from the plan here.
+# shared expert (tokens dropped); `wide;` a 2-block model of dim 256 (heads
+# of 128) whose TP shards hold whole FP8 blockwise tiles.
 # The body gets "global_batch 16;" (tiny.plan's) unless it sets one.
 set -eu
 out=$1; np=$2; body=$3; eps=${4:-}
@@ -55,6 +57,13 @@ case "$body" in *vocab[0-9]*\;*)
     vocab=$(echo "$body" | sed -n 's/.*vocab\([0-9][0-9]*\);.*/\1/p')
     body=$(echo "$body" | sed -e "s/vocab$vocab;//") ;; esac
 [ -z "$shard" ] || vocab=70000
+# a body with an `fp8 { ... }` block (issue 27): the planner's FP8 rule wants a
+# 16-bit model on a device with FP8 tensor cores, so the model says dtype bf16
+# (the CPU target still computes in fp32 apart from the FP8 GEMMs), the device
+# gets an FP8 rate (twice its fp32 one; a figure for the planner only) and the
+# gradients accumulate in fp32 (the CPU target's only way)
+fp8=false
+case "$body" in *fp8\ \{*) fp8=true; body="$body grad_accum_dtype fp32;" ;; esac
 # `dropout;`: the model drops 0.1 of the attention probabilities and of
 # each residual branch (masks keyed by global coordinates: runtime/ops/dropout.c)
 dropout=
@@ -96,11 +105,28 @@ moe_model="model tinymoe {
     norm    { kind layernorm }
     lm_head { tied false }
 }"
+# `wide;` (issue 27): FP8 blockwise's 128 tiles inside a TP shard on tp 2: a
+# 2-block model of dim 256 with 2 heads of 128 and an MLP of 512 (shards of
+# 128 and 256)
+wide=false
+case "$body" in *wide\;*) wide=true; body=${body//wide;/} ;; esac
+wide_model='model tinywide {
+    vocab 256;  seq 64;  dtype fp32;
+    embedding { dim 256 }
+    repeat 2 {
+        attention { heads 2 }
+        mlp       { hidden 512; act gelu }
+    }
+    norm    { kind layernorm }
+    lm_head { tied false }
+}'
+if [ "$wide" = true ]; then llama=true; llama_model=$wide_model; fi
 if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
 if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi
 {
     sed -e "s/^cluster laptop/cluster cpu$np/" -e "s/gpus_per_node *[0-9]*/gpus_per_node $np/" \
-        "$root/examples/clusters/laptop.plan"
+        "$root/examples/clusters/laptop.plan" |
+    if [ "$fp8" = true ]; then sed -e "s/^\( *\)flops_fp32 .*/&\n\1flops_fp8 25 GFLOPS/"; else cat; fi
     awk -v body="$body" -v llama="$llama" -v model="$llama_model" '
         /^include/ { next }
         llama == "true" && /^model[ \t]/ { print model; inmodel = 1; next }
@@ -113,5 +139,6 @@ if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi
     if [ -n "$vocab" ]; then sed -e "s/vocab 256;/vocab $vocab;/"; else cat; fi |
     if [ -n "$shard" ]; then sed -e "s|data \"[^\"]*\"|data \"$shard\"|"; else cat; fi |
     if [ -n "$eps" ]; then sed -e "s/adamw *{/adamw { eps $eps;/"; else cat; fi |
-    if [ -n "$dropout" ]; then sed -e "s/dtype fp32;/dtype fp32; dropout $dropout;/"; else cat; fi
+    if [ -n "$dropout" ]; then sed -e "s/dtype fp32;/dtype fp32; dropout $dropout;/"; else cat; fi |
+    if [ "$fp8" = true ]; then sed -e "s/^\( *vocab .*\)dtype fp32;/\1dtype bf16;/"; else cat; fi
 } > "$out"

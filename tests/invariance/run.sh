@@ -5,7 +5,8 @@
 # case is built with `planc build` (two at a time), trained 5 steps under
 # mpirun and held to its single-rank run (the `reference` line above it) by
 # compare: losses within 1e-5 relative, final parameters within 1e-4 of each
-# tensor's largest magnitude.
+# tensor's largest magnitude (an FP8 row, one with an `fp8 { ... }` block:
+# compare's fp8 mode, whose essay says why and what it holds).
 #
 #   usage: run.sh PLANC OUTDIR COMPARE [NAME...]   (MPIRUN from the environment)
 set -u
@@ -65,7 +66,8 @@ while read -r kind name np body; do
         continue
     fi
     n=$((n + 1))
-    if out=$("$compare" "$dir/$ref.jsonl" "$dir/$ref.dump" "$dir/$name.jsonl" "$dir/$name.dump"); then
+    mode=; case "$body" in *fp8\ \{*) mode=fp8 ;; esac   # FP8 rows: compare's fp8 tolerances
+    if out=$("$compare" "$dir/$ref.jsonl" "$dir/$ref.dump" "$dir/$name.jsonl" "$dir/$name.dump" $mode); then
         printf 'ok   %-20s %d ranks  %s\n' "$name" "$np" "$(echo "$out" | tail -n 1 | sed 's/^ *//')"
     else
         printf 'FAIL %-20s %d ranks\n%s\n' "$name" "$np" "$out"; fails=$((fails + 1))
