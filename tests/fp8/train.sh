@@ -38,13 +38,14 @@ refuse() {
 refuse blockwise-tp2 2 "tp 2; micro_batch 8; fp8 { recipe blockwise }" \
     "fp8 blockwise with tp 2: .*layer 1 (attention) has a TP shard 32 wide, not a multiple of the 128-element tile"
 refuse delayed 1 "micro_batch 8; fp8 { recipe delayed }" "fp8 delayed: planc's runtime cannot honour it"
-if [ -e "$root/build/lib/libplanrt_cuda.a" ]; then
+# the CUDA library beside this planc (a SAN=1 tree builds none: no nvcc there)
+if [ -e "$(dirname "$planc")/../lib/libplanrt_cuda.a" ]; then
     "$mkplan" "$dir/cuda.plan" 1 "micro_batch 8; fp8 { recipe tensorwise }"
     rc=0; "$planc" build "$dir/cuda.plan" -o "$dir/cuda" --target cuda 2> "$dir/cuda.err" || rc=$?
     if [ $rc = 1 ] && grep -q "fp8: the CUDA target's FP8 GEMMs" "$dir/cuda.err"; then echo "ok   cuda: build --target cuda refused"
     else echo "FAIL cuda: exit $rc:"; cat "$dir/cuda.err"; fails=$((fails + 1)); fi
 else
-    echo "skip cuda: no libplanrt_cuda.a (no nvcc)"
+    echo "skip cuda: no libplanrt_cuda.a beside $planc (no nvcc, or a SAN=1 tree)"
 fi
 
 # Build fp32 and every recipe, two compilers at a time; train two at a time.
