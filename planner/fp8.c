@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include "planner/layout.h"
 #include "planner/stacks.h"
 
 const char *const plan_fp8_recipe_names[PLAN_N_FP8_RECIPES] = { "off", "tensorwise", "rowwise", "blockwise",
@@ -29,45 +30,33 @@ bool plan_fp8_torchao(const Software *w)
     return strcmp(plan_stack_row(w->stack)->name, "torchtitan") == 0;
 }
 
-static bool refuse(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool refuse(char *why, size_t len, const char *fmt, ...)
-{
-    if (why && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, len, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
-
 bool plan_rule_fp8(const Plan *p, const PlanFp8 *f, char *why, size_t len)
 {
     if (f->recipe <= PLAN_FP8_OFF || f->recipe >= PLAN_N_FP8_RECIPES) return true;
     const Device *d = &p->cluster.device;
     const char *dn = d->name ? d->name : "?", *rn = plan_fp8_recipe_names[f->recipe];
     if (!(d->flops_fp8 > 0))
-        return refuse(why, len, "fp8 %s: device %s has no FP8 tensor cores (flops_fp8 0; FP8 GEMMs need "
+        return plan_refuse(why, len, "fp8 %s: device %s has no FP8 tensor cores (flops_fp8 0; FP8 GEMMs need "
                       "compute capability 8.9 or newer: Ada, Hopper, Blackwell)", rn, dn);
     if (f->recipe == PLAN_FP8_MXFP8 && d->arch != 0 && d->arch < 100)
-        return refuse(why, len, "fp8 mxfp8: MXFP8's 32-element blocks with e8m0 scales run on Blackwell "
+        return plan_refuse(why, len, "fp8 mxfp8: MXFP8's 32-element blocks with e8m0 scales run on Blackwell "
                       "(sm_100: b200-sxm-180gb, gb200), and device %s is sm_%d; use tensorwise, rowwise, blockwise "
                       "or delayed", dn, d->arch);
     if (p->model.dtype == DTYPE_FP32)
-        return refuse(why, len, "fp8 %s needs a 16-bit model: model %s trains in fp32, whose GEMMs have no "
+        return plan_refuse(why, len, "fp8 %s needs a 16-bit model: model %s trains in fp32, whose GEMMs have no "
                       "bf16 tensors to cast (write `dtype bf16`)", rn, p->model.name ? p->model.name : "?");
     if (plan_model_has_moe(&p->model))
-        return refuse(why, len, "fp8 %s with a mixture of experts is not modelled yet (the experts' grouped "
+        return plan_refuse(why, len, "fp8 %s with a mixture of experts is not modelled yet (the experts' grouped "
                       "GEMMs in FP8)", rn);
     if (f->recipe != PLAN_FP8_DELAYED && f->amax_history != PLAN_FP8_AMAX_HISTORY)
-        return refuse(why, len, "amax_history applies to recipe delayed (TE's DelayedScaling); fp8 %s takes "
+        return plan_refuse(why, len, "amax_history applies to recipe delayed (TE's DelayedScaling); fp8 %s takes "
                       "each scale from the tensor it casts", rn);
     if (plan_fp8_torchao(&p->software)) {
         if (f->recipe == PLAN_FP8_BLOCKWISE || f->recipe == PLAN_FP8_DELAYED)
-            return refuse(why, len, "fp8 %s: torchtitan's float8 converter (torchao) has the recipes "
+            return plan_refuse(why, len, "fp8 %s: torchtitan's float8 converter (torchao) has the recipes "
                           "tensorwise, rowwise and (under [mx]) mxfp8", rn);
         if (f->all_gather && f->recipe != PLAN_FP8_TENSORWISE)
-            return refuse(why, len, "fp8 all_gather: torchao all-gathers FP8 weights under tensorwise "
+            return plan_refuse(why, len, "fp8 all_gather: torchao all-gathers FP8 weights under tensorwise "
                           "scaling only (Float8LinearConfig: enable_fsdp_float8_all_gather needs a tensorwise "
                           "weight cast)");
     }

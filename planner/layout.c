@@ -212,9 +212,7 @@ int64_t plan_micro_batches(const Layout *l)
 
 /* ---- the rules of a layout (one place: see layout.h) ---------------- */
 
-/* Write a reason into why (which may be NULL) and say false. */
-static bool refuse(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool refuse(char *why, size_t len, const char *fmt, ...)
+bool plan_refuse(char *why, size_t len, const char *fmt, ...)
 {
     if (why && len) {
         va_list ap;
@@ -242,7 +240,7 @@ bool plan_rule_model(const Model *m, char *why, size_t len)
     char at[48];
     if (m->n_layers < 2 || m->layers[0].kind != LAYER_EMBEDDING ||
         m->layers[m->n_layers - 1].kind != LAYER_LM_HEAD)
-        return refuse(why, len, "model %s must start with an embedding and end with an lm_head",
+        return plan_refuse(why, len, "model %s must start with an embedding and end with an lm_head",
                       model_name(m));
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *l = &m->layers[i];
@@ -250,14 +248,14 @@ bool plan_rule_model(const Model *m, char *why, size_t len)
         /* without head_dim the heads split the width; with it Q is heads x
          * head_dim wide, whatever the width */
         if (l->heads < 1 || (l->head_dim <= 0 && m->dim % l->heads))
-            return refuse(why, len, "heads %lld does not divide the model dim %lld (%s)", (long long)l->heads,
+            return plan_refuse(why, len, "heads %lld does not divide the model dim %lld (%s)", (long long)l->heads,
                           (long long)m->dim, layer_where(m, i, at, sizeof at));
         /* RoPE rotates pairs (2i, 2i+1) of each head */
         if (m->layers[0].position == POS_ROPE && plan_head_dim(m, l) % 2)
-            return refuse(why, len, "head dim %lld is odd; RoPE rotates pairs of a head's elements (%s)",
+            return plan_refuse(why, len, "head dim %lld is odd; RoPE rotates pairs of a head's elements (%s)",
                           (long long)plan_head_dim(m, l), layer_where(m, i, at, sizeof at));
         if (l->kv_heads < 1 || l->heads % l->kv_heads)
-            return refuse(why, len, "kv_heads %lld does not divide heads %lld (%s)", (long long)l->kv_heads,
+            return plan_refuse(why, len, "kv_heads %lld does not divide heads %lld (%s)", (long long)l->kv_heads,
                           (long long)l->heads, layer_where(m, i, at, sizeof at));
     }
     return true;
@@ -276,7 +274,7 @@ bool plan_rule_tp_split(const Model *m, int tp, char *why, size_t len)
         else if (l->kind == LAYER_MOE && l->hidden % tp) what = "moe hidden", n = l->hidden;
         if (what) {
             char at[48];
-            return refuse(why, len, "tp %d does not divide %s %lld (%s)", tp, what, (long long)n,
+            return plan_refuse(why, len, "tp %d does not divide %s %lld (%s)", tp, what, (long long)n,
                           layer_where(m, i, at, sizeof at));
         }
     }
@@ -291,9 +289,9 @@ bool plan_rule_sp_rows(const Model *m, int tp, int64_t micro_batch, int sp, char
     if ((micro_batch % tp) * (m->seq % tp) % tp == 0) return true;
     int64_t rows;
     if (__builtin_mul_overflow(micro_batch, m->seq, &rows))
-        return refuse(why, len, "sequence_parallel needs tp %d to divide the rows of a micro-batch "
+        return plan_refuse(why, len, "sequence_parallel needs tp %d to divide the rows of a micro-batch "
                       "(micro_batch %lld x seq %lld)", tp, (long long)micro_batch, (long long)m->seq);
-    return refuse(why, len, "sequence_parallel needs tp %d to divide the %lld rows of a micro-batch "
+    return plan_refuse(why, len, "sequence_parallel needs tp %d to divide the %lld rows of a micro-batch "
                   "(micro_batch %lld x seq %lld)", tp, (long long)rows, (long long)micro_batch,
                   (long long)m->seq);
 }
@@ -311,19 +309,19 @@ bool plan_rule_ep(const Model *m, int dp, int tp, int etp, int ep, char *why, si
      * expert_tensor_model_pipeline_parallel size" is its error). At etp =
      * tp that is: EP groups of ep consecutive DP ranks, ep divides dp. */
     if (!etp_set && set(dp) && dp % e)
-        return refuse(why, len, "ep %d does not divide dp %d", e, dp);
+        return plan_refuse(why, len, "ep %d does not divide dp %d", e, dp);
     if (etp_set && set(dp) && ((int64_t)tp * dp) % ((int64_t)etp * e))
-        return refuse(why, len, "ep %d x etp %d = %lld does not divide the tp %d x dp %d = %lld ranks of a stage",
+        return plan_refuse(why, len, "ep %d x etp %d = %lld does not divide the tp %d x dp %d = %lld ranks of a stage",
                       e, etp, (long long)etp * e, tp, dp, (long long)tp * dp);
     char at[48];
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *l = &m->layers[i];
         if (l->kind == LAYER_MOE && l->experts % e)
-            return refuse(why, len, "experts %lld not a multiple of ep %d (%s)", (long long)l->experts, e,
+            return plan_refuse(why, len, "experts %lld not a multiple of ep %d (%s)", (long long)l->experts, e,
                           layer_where(m, i, at, sizeof at));
         /* each routed expert's GEMMs split over etp as an MLP's over tp */
         if (l->kind == LAYER_MOE && etp_set && etp > 1 && l->hidden % etp)
-            return refuse(why, len, "etp %d does not divide moe hidden %lld (%s)", etp, (long long)l->hidden,
+            return plan_refuse(why, len, "etp %d does not divide moe hidden %lld (%s)", etp, (long long)l->hidden,
                           layer_where(m, i, at, sizeof at));
     }
     return true;
@@ -339,13 +337,13 @@ bool plan_rule_moe_overlap(const Software *w, int schedule, int pp, int recomput
      * (schedules.py: combined_1f1b_schedule_for_no_pipelining,
      * forward_backward_pipelining_with_interleaving) */
     if (recompute == RECOMPUTE_FULL)
-        return refuse(why, len, "overlap_moe_a2a does not run with recompute full (Megatron-Core: disable full "
+        return plan_refuse(why, len, "overlap_moe_a2a does not run with recompute full (Megatron-Core: disable full "
                       "recomputation when enabling overlap_moe_expert_parallel_comm)");
     if (set(pp) && pp > 1 && set(schedule) && schedule != SCHED_INTERLEAVED)
-        return refuse(why, len, "overlap_moe_a2a with pp %d needs schedule interleaved (got %s; Megatron-Core's "
+        return plan_refuse(why, len, "overlap_moe_a2a with pp %d needs schedule interleaved (got %s; Megatron-Core's "
                       "combined 1F1B runs under the interleaved schedule)", pp, plan_schedule_name(schedule));
     if ((!set(pp) || pp == 1) && set(schedule) && schedule != SCHED_1F1B && schedule != SCHED_INTERLEAVED)
-        return refuse(why, len, "overlap_moe_a2a needs schedule 1f1b or interleaved (got %s)",
+        return plan_refuse(why, len, "overlap_moe_a2a needs schedule 1f1b or interleaved (got %s)",
                       plan_schedule_name(schedule));
     return true;
 }
@@ -354,7 +352,7 @@ bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len)
 {
     bool rack = plan_nvlink_domain(c) > c->gpus_per_node;   /* nvlink_domain: NVLink across nodes */
     if (set(tp) && tp > plan_nvlink_domain(c))
-        return refuse(why, len, "tp %d is more than the %lld GPUs of %s of cluster %s (tensor "
+        return plan_refuse(why, len, "tp %d is more than the %lld GPUs of %s of cluster %s (tensor "
                       "parallelism stays inside %s)", tp, (long long)plan_nvlink_domain(c),
                       rack ? "an NVLink domain" : "a node", c->name ? c->name : "?",
                       rack ? "an NVLink domain" : "a node");
@@ -364,7 +362,7 @@ bool plan_rule_tp_node(const Cluster *c, int tp, char *why, size_t len)
 bool plan_rule_attention_kernel(const Device *d, int kernel, char *why, size_t len)
 {
     if (kernel == PLAN_ATTN_FA3 && d->arch != 0 && d->arch != 90)
-        return refuse(why, len, "attention_kernel fa3: FlashAttention-3 runs on Hopper (sm_90) only, and device "
+        return plan_refuse(why, len, "attention_kernel fa3: FlashAttention-3 runs on Hopper (sm_90) only, and device "
                       "%s is sm_%d; use fa2 or cudnn", d->name ? d->name : "?", d->arch);
     return true;
 }
@@ -383,11 +381,11 @@ bool plan_rule_ranks(const Cluster *c, int dp, int tp, int cp, int pp, char *why
     char cps[24] = "";
     if (set(cp) && cp > 1) snprintf(cps, sizeof cps, " x cp %d", cp);
     if (n_auto == 0 && known != gpus)
-        return refuse(why, len, "dp %d x tp %d%s x pp %d = %lld ranks, but cluster %s has %lld GPUs (%lld node%s x %lld)",
+        return plan_refuse(why, len, "dp %d x tp %d%s x pp %d = %lld ranks, but cluster %s has %lld GPUs (%lld node%s x %lld)",
                       dp, tp, cps, pp, (long long)known, name, (long long)gpus, (long long)c->nodes,
                       c->nodes == 1 ? "" : "s", (long long)c->gpus_per_node);
     if (n_auto > 0 && (known < 1 || gpus % known))
-        return refuse(why, len, "the fixed parallel degrees multiply to %lld, which does not divide the %lld "
+        return plan_refuse(why, len, "the fixed parallel degrees multiply to %lld, which does not divide the %lld "
                       "GPUs of cluster %s", (long long)known, (long long)gpus, name);
     return true;
 }
@@ -396,7 +394,7 @@ bool plan_rule_cp(const Model *m, int tp, int cp, int cp_comm, char *why, size_t
 {
     if (!set(cp) || cp <= 1) return true;
     if (m->seq % (2 * (int64_t)cp))
-        return refuse(why, len, "cp %d cuts each sequence into 2 x cp = %d chunks (rank i holds chunks i and "
+        return plan_refuse(why, len, "cp %d cuts each sequence into 2 x cp = %d chunks (rank i holds chunks i and "
                       "%d-i, balancing causal attention), but seq %lld is not a multiple of %d",
                       cp, 2 * cp, 2 * cp - 1, (long long)m->seq, 2 * cp);
     bool a2a = cp_comm == PLAN_CP_ALL_TO_ALL || cp_comm == PLAN_CP_HIERARCHICAL;
@@ -406,11 +404,11 @@ bool plan_rule_cp(const Model *m, int tp, int cp, int cp_comm, char *why, size_t
         const Layer *L = &m->layers[i];
         if (L->kind != LAYER_ATTENTION) continue;
         if (L->heads % tc)
-            return refuse(why, len, "cp_comm %s scatters the heads over tp x cp = %lld ranks, but the attention "
+            return plan_refuse(why, len, "cp_comm %s scatters the heads over tp x cp = %lld ranks, but the attention "
                           "layer has %lld query heads", plan_cp_comm_name(cp_comm), (long long)tc,
                           (long long)L->heads);
         if (L->kv_heads % tc)
-            return refuse(why, len, "cp_comm %s scatters the heads over tp x cp = %lld ranks, but the attention "
+            return plan_refuse(why, len, "cp_comm %s scatters the heads over tp x cp = %lld ranks, but the attention "
                           "layer has %lld key/value heads", plan_cp_comm_name(cp_comm), (long long)tc,
                           (long long)L->kv_heads);
     }
@@ -422,13 +420,13 @@ bool plan_rule_pp_blocks(const Model *m, int pp, int chunks, char *why, size_t l
     if (!set(pp)) return true;
     int64_t v = set(chunks) ? chunks : 1;
     if (pp > m->n_blocks)
-        return refuse(why, len, "pp %d is more than the %d transformer blocks of model %s", pp, m->n_blocks,
+        return plan_refuse(why, len, "pp %d is more than the %d transformer blocks of model %s", pp, m->n_blocks,
                       model_name(m));
     if ((int64_t)pp * v > m->n_blocks)
-        return refuse(why, len, "pp %d x chunks %lld = %lld is more than the %d transformer blocks of model %s",
+        return plan_refuse(why, len, "pp %d x chunks %lld = %lld is more than the %d transformer blocks of model %s",
                       pp, (long long)v, (long long)pp * v, m->n_blocks, model_name(m));
     if ((int64_t)pp * v > PLAN_MAX_VSTAGES)
-        return refuse(why, len, "pp %d x chunks %lld = %lld pipeline chunks is more than planc handles (%d)",
+        return plan_refuse(why, len, "pp %d x chunks %lld = %lld pipeline chunks is more than planc handles (%d)",
                       pp, (long long)v, (long long)pp * v, PLAN_MAX_VSTAGES);
     return true;
 }
@@ -436,10 +434,10 @@ bool plan_rule_pp_blocks(const Model *m, int pp, int chunks, char *why, size_t l
 bool plan_rule_schedule(int schedule, int pp, int chunks, char *why, size_t len)
 {
     if (set(chunks) && chunks > 1 && set(schedule) && schedule != SCHED_INTERLEAVED)
-        return refuse(why, len, "chunks %d needs schedule interleaved (got %s)", chunks,
+        return plan_refuse(why, len, "chunks %d needs schedule interleaved (got %s)", chunks,
                       plan_schedule_name(schedule));
     if (schedule == SCHED_INTERLEAVED && pp == 1)
-        return refuse(why, len, "schedule interleaved needs pp of at least 2");
+        return plan_refuse(why, len, "schedule interleaved needs pp of at least 2");
     return true;
 }
 
@@ -451,11 +449,11 @@ bool plan_rule_batch(int64_t global_batch, int dp, int64_t micro_batch, char *wh
         unit = INT64_MAX;
     if (unit <= 1 || global_batch % unit == 0) return true;
     if (set(dp) && set(micro_batch))
-        return refuse(why, len, "global_batch %lld is not a multiple of dp %d x micro_batch %lld = %lld",
+        return plan_refuse(why, len, "global_batch %lld is not a multiple of dp %d x micro_batch %lld = %lld",
                       (long long)global_batch, dp, (long long)micro_batch, (long long)unit);
     if (set(dp))
-        return refuse(why, len, "global_batch %lld is not a multiple of dp %d", (long long)global_batch, dp);
-    return refuse(why, len, "global_batch %lld is not a multiple of micro_batch %lld", (long long)global_batch,
+        return plan_refuse(why, len, "global_batch %lld is not a multiple of dp %d", (long long)global_batch, dp);
+    return plan_refuse(why, len, "global_batch %lld is not a multiple of micro_batch %lld", (long long)global_batch,
                   (long long)micro_batch);
 }
 
@@ -466,7 +464,7 @@ bool plan_rule_interleaved_batches(const Layout *l, char *why, size_t len)
         return true;
     int64_t m = plan_micro_batches(l);
     if (m % l->pp)
-        return refuse(why, len, "interleaved 1F1B needs the %lld micro-batches to be a multiple of pp %d",
+        return plan_refuse(why, len, "interleaved 1F1B needs the %lld micro-batches to be a multiple of pp %d",
                       (long long)m, l->pp);
     return true;
 }
@@ -475,8 +473,8 @@ bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len)
 {
     const Model *m = &p->model;
     if (l->dp < 1 || l->tp < 1 || l->pp < 1 || l->chunks < 1 || l->micro_batch < 1 || l->global_batch < 1)
-        return refuse(why, len, "dp, tp, pp, chunks, micro_batch and global_batch must be at least 1");
-    if (l->zero < 0 || l->zero > 3) return refuse(why, len, "zero %d is not 0..3", l->zero);
+        return plan_refuse(why, len, "dp, tp, pp, chunks, micro_batch and global_batch must be at least 1");
+    if (l->zero < 0 || l->zero > 3) return plan_refuse(why, len, "zero %d is not 0..3", l->zero);
     return plan_rule_model(m, why, len) &&
            plan_rule_ranks(&p->cluster, l->dp, l->tp, plan_cp(l), l->pp, why, len) &&
            plan_rule_cp(m, l->tp, plan_cp(l), plan_cp_comm(l), why, len) &&

@@ -69,6 +69,10 @@ bool plan_layout_check(const Plan *p, const Layout *l, char *why, size_t len);
  * be NULL). The vocabulary is no rule: the embedding and the head are
  * padded to a multiple of vocab_multiple * tp rows (plan_vocab_padded). */
 
+/* Write a reason into why (which may be NULL) and say false: how every
+ * rule (here and planner/fp8.c's) refuses. */
+bool plan_refuse(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* The model's own shape, for Plans built in C (sema reports these at the
  * model's keys): heads divide the width, kv heads the heads, the model
  * starts with an embedding and ends with an lm_head. */
