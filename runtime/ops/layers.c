@@ -103,19 +103,21 @@ void prt_position_cp_bwd(float *dwpe, const prt_act *dx, size_t B, size_t Tl, si
 
 /* Rotate every (2i, 2i+1) pair of the query and key heads by +angle
  * (forward) or -angle (backward: the rotation is orthogonal, so its
- * transpose is its inverse). Angles p * theta^(-2i/D), Su et al. 2021,
+ * transpose is its inverse) and scale it by YaRN's mscale (1 otherwise;
+ * a scalar, its own transpose). Angles p * prt_rope_inv_freq(rope, i, D),
  * p the token's global position (prt_cp_pos of local row t of Tl, CP rank
  * r of cp, sequences of T); each angle's cos and sin are computed once,
  * in double, for all sequences and heads. */
 static void rope_apply(float *qkv, size_t B, size_t Tl, size_t H, size_t Hkv,
-                       size_t D, float theta, float sign, size_t T, int cp, int r)
+                       size_t D, const prt_rope *rope, float sign, size_t T, int cp, int r)
 {
     size_t half = D / 2, row = (H + 2 * Hkv) * D, heads = H + Hkv;
+    double m = prt_rope_mscale(rope);
     for (size_t t = 0; t < Tl; t++)
         for (size_t i = 0; i < half; i++) {
             double pos = (double)prt_cp_pos(t, T, cp, r);
-            double a = pos * pow((double)theta, -2.0 * (double)i / (double)D);
-            float co = (float)cos(a), si = sign * (float)sin(a);
+            double a = pos * prt_rope_inv_freq(rope, i, D);
+            float co = (float)(m * cos(a)), si = sign * (float)(m * sin(a));
             for (size_t b = 0; b < B; b++) {
                 float *x0p = qkv + (b * Tl + t) * row + 2 * i;
                 for (size_t h = 0; h < heads; h++) {   /* q heads then k heads */
@@ -128,31 +130,31 @@ static void rope_apply(float *qkv, size_t B, size_t Tl, size_t H, size_t Hkv,
 }
 
 void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
-                  size_t D, float theta)
+                  size_t D, const prt_rope *rope)
 {
     PRT_OP_ENTER("prt_rope_fwd");
-    rope_apply(qkv, B, T, H, Hkv, D, theta, 1.0f, T, 1, 0);
+    rope_apply(qkv, B, T, H, Hkv, D, rope, 1.0f, T, 1, 0);
 }
 
 void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
-                  size_t D, float theta)
+                  size_t D, const prt_rope *rope)
 {
     PRT_OP_ENTER("prt_rope_bwd");
-    rope_apply(dqkv, B, T, H, Hkv, D, theta, -1.0f, T, 1, 0);
+    rope_apply(dqkv, B, T, H, Hkv, D, rope, -1.0f, T, 1, 0);
 }
 
 void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                     float theta, size_t T, int cp, int r)
+                     const prt_rope *rope, size_t T, int cp, int r)
 {
     PRT_OP_ENTER("prt_rope_cp_fwd");
-    rope_apply(qkv, B, Tl, H, Hkv, D, theta, 1.0f, T, cp, r);
+    rope_apply(qkv, B, Tl, H, Hkv, D, rope, 1.0f, T, cp, r);
 }
 
 void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                     float theta, size_t T, int cp, int r)
+                     const prt_rope *rope, size_t T, int cp, int r)
 {
     PRT_OP_ENTER("prt_rope_cp_bwd");
-    rope_apply(dqkv, B, Tl, H, Hkv, D, theta, -1.0f, T, cp, r);
+    rope_apply(dqkv, B, Tl, H, Hkv, D, rope, -1.0f, T, cp, r);
 }
 
 /* ---- norms --------------------------------------------------------------- */
