@@ -272,17 +272,20 @@ static const char *flt(char *buf, double v)
     return buf;
 }
 
-/* The RoPE parameters as one named constant, ROPE (prt_rope, prt_ops.h):
+/* The RoPE parameters as one named constant, ROPE_PARAMS (prt_rope, prt_ops.h):
  * the embedding's rope_theta and rope_scaling, doubles printed exactly
- * (%.17g), the fields of the other scaling kinds at their neutral values. */
+ * (%.17g); a field its kind does not read is written as sema leaves it. */
 static void emit_rope(Cg *g, const Model *m)
 {
     static const char *const kinds[] = { "PRT_ROPE_DEFAULT", "PRT_ROPE_LINEAR", "PRT_ROPE_LLAMA3",
                                          "PRT_ROPE_YARN" };   /* ORDER RopeScalingKind, prt_rope_kind */
     RopeScaling r = plan_rope_scaling(m);
+    if (r.kind == ROPE_SCALING_NONE)   /* sema's defaults; prt_rope_inv_freq reads none of them */
+        r = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1, .low_freq_factor = 1, .high_freq_factor = 4,
+                           .beta_fast = 32, .beta_slow = 1 };
     out(g, "/* RoPE (embedding rope_theta, rope_scaling): kind, base, factor, low_freq_factor,\n"
            " * high_freq_factor, beta_fast, beta_slow, original_max_position (tokens) */\n");
-    out(g, "static const prt_rope ROPE = { %s, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g };\n",
+    out(g, "static const prt_rope ROPE_PARAMS = { %s, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g };\n",
         kinds[r.kind], plan_rope_theta(m), r.factor, r.low_freq_factor, r.high_freq_factor,
         r.beta_fast, r.beta_slow, (double)r.original_max_position);
 }

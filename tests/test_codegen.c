@@ -891,7 +891,7 @@ static void test_knobs(void **state)
     char *text = emit_text(&p, why, sizeof why, &n);
     if (!text) fail_msg("refused: %s", why);
     static const char *const want[] = {
-        "static const prt_rope ROPE = { PRT_ROPE_DEFAULT, 500000, 1, 1, 4, 32, 1, 0 };",
+        "static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 500000, 1, 1, 4, 32, 1, 0 };",
         "prt_geglu_fwd(out, h, n, (size_t)L->f);", "prt_geglu_bwd(dh, h, da, n, (size_t)L->f);",
         "static size_t window_of(const LayerSpec *L) { return L->window; }",
         /* tp 2: 2 of 4 query heads and 1 of 2 kv heads, head size 24, window 24;
@@ -905,7 +905,7 @@ static void test_knobs(void **state)
     static const char *const never[] = { "attn.out.bias", "prt_gelu_fwd(", "prt_swiglu", "ACT_GEGLU:" };
     for (size_t k = 0; k < sizeof never / sizeof never[0]; k++)
         if (strstr(text, never[k])) fail_msg("the knobs' program has '%s'", never[k]);
-    static const char *const plain_never[] = { "prt_rope ROPE", "prt_geglu", "return L->window;" };
+    static const char *const plain_never[] = { "prt_rope ROPE_PARAMS", "prt_geglu", "return L->window;" };
     for (size_t k = 0; k < sizeof plain_never / sizeof plain_never[0]; k++)
         if (strstr(plain, plain_never[k])) fail_msg("tiny's program has '%s'", plain_never[k]);
     if (build_case(&p, c.name, NULL) != 0) fail_msg("the knobs' program does not compile");
