@@ -1502,6 +1502,11 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         what = "prt_rope_inv_freq wants factor >= 1, low_freq_factor > 0, high_freq_factor > "
                "low_freq_factor, beta_fast > beta_slow > 0 and original_max_position > 0";
     }
+    for (int i = 0; !key && i < p->model.n_layers; i++)
+        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].qk_norm != QK_NORM_NONE) {
+            key = "qk_norm rmsnorm";
+            what = "its attention rotates q and k as the QKV projection gives them, with no norm of each head";
+        }
     if (!key) fp8_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     if (!key && plan_cp(l) > 1) cp_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     /* a stack preset names itself first: the key is what it set */

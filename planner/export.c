@@ -136,7 +136,7 @@ static void check_uniform(const Ex *x)
         bool same = a->kind == LAYER_ATTENTION
                         ? a->heads == b->heads && a->kv_heads == b->kv_heads && a->bias == b->bias &&
                               a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
-                              a->qkv_bias_only == b->qkv_bias_only
+                              a->qkv_bias_only == b->qkv_bias_only && a->qk_norm == b->qk_norm
                         : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm &&
                               a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared;
         if (!same) {
@@ -373,6 +373,14 @@ static void write_megatron(const Ex *x, FILE *o)
                 "(its command-line flag was not verified)", (long long)x->att->window);
     if (x->mlp && x->mlp->act == ACT_RELU)
         note(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; nearest --squared-relu)");
+    /* --qk-layernorm: Megatron-core's q_layernorm / k_layernorm over each
+       head's kv_channels, of the --normalization kind (RMSNorm here) */
+    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM) {
+        arg(o, &first, "--qk-layernorm");
+        if (x->att->norm != NORM_RMSNORM)
+            note(x, "qk_norm rmsnorm with norm layernorm: Megatron-LM's --qk-layernorm normalises q and k "
+                    "with the --normalization kind, LayerNorm here, not RMSNorm");
+    }
     if (x->att && (!x->att->bias || x->att->qkv_bias_only)) arg(o, &first, "--disable-bias-linear");
     if (x->att && x->att->bias && x->att->qkv_bias_only) arg(o, &first, "--add-qkv-bias");
     if (!m->layers[m->n_layers - 1].tied) arg(o, &first, "--untie-embeddings-and-output-weights");
@@ -575,6 +583,7 @@ static void write_torchtitan(const Ex *x, FILE *o)
     if (x->att && plan_head_dim(m, x->att) * x->att->heads != m->dim)
         fprintf(o, ", head_dim %lld", (long long)plan_head_dim(m, x->att));
     if (x->att && x->att->window > 0) fprintf(o, ", sliding window %lld", (long long)x->att->window);
+    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM) fprintf(o, ", qk_norm rmsnorm");
     fprintf(o, ", norm_eps ");
     put_num(o, plan_norm_eps(m));
     RopeScaling rs = plan_rope_scaling(m);
@@ -595,6 +604,9 @@ static void write_torchtitan(const Ex *x, FILE *o)
     if (x->att && (x->att->bias || x->att->window > 0))
         note(x, "torchtitan's llama3 has no biases and no sliding window; planc's model has %s",
              x->att->window > 0 ? "a sliding window" : "biases");
+    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM)
+        note(x, "qk_norm rmsnorm: torchtitan's llama3 has no query and key norm (not written; the flavor "
+                "must come from a model with one)");
 
     /* without pipelining, torchtitan's gradient accumulation runs micro-batches
        of local_batch_size; with it, pipeline_parallel_microbatch_size */
