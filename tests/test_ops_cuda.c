@@ -190,6 +190,34 @@ static void check_linear(size_t N, size_t K, size_t O)
     for (size_t i = 0; i < 8; i++) prt_free(d[i]);
 }
 
+/* q/k norm (Qwen3) against the CPU build: the normalised q and k heads
+ * (values untouched), the saved pre-norm heads and scales, dx in place
+ * and the two gains' gradients. */
+static void check_qk_norm(size_t N, size_t H, size_t Hkv, size_t D)
+{
+    size_t n = N * (H + 2 * Hkv) * D, nx = N * (H + Hkv) * D, nr = N * (H + Hkv);
+    float *x = hrand(n, 2), *wq = hrand(D, 1), *wk = hrand(D, 1), *g = hrand(n, 1);
+    float *xin = hzeros(nx), *rstd = hzeros(nr), *dwq = hzeros(D), *dwk = hzeros(D);
+    prt_act *x_d = dact(x, n), *wq_d = dact(wq, D), *wk_d = dact(wk, D), *g_d = dact(g, n);
+    prt_act *xin_d = prt_alloc(nx * 2);
+    float *rstd_d = prt_alloc(nr * 4), *dwq_d = prt_alloc(D * 4), *dwk_d = prt_alloc(D * 4);
+    prt_zero(dwq_d, D * 4);
+    prt_zero(dwk_d, D * 4);
+    ref_prt_qk_norm_fwd(x, xin, rstd, wq, wk, N, H, Hkv, D, 1e-6f);
+    prt_qk_norm_fwd(x_d, xin_d, rstd_d, wq_d, wk_d, N, H, Hkv, D, 1e-6f);
+    validate("qk_norm fwd", x_d, true, x, n, ATOL, RTOL);
+    validate("qk_norm saved heads", xin_d, true, xin, nx, ATOL, RTOL);
+    validate("qk_norm rstd", rstd_d, false, rstd, nr, 1e-3, 1e-3);
+    ref_prt_qk_norm_bwd(g, dwq, dwk, xin, wq, wk, rstd, N, H, Hkv, D);
+    prt_qk_norm_bwd(g_d, dwq_d, dwk_d, xin_d, wq_d, wk_d, rstd_d, N, H, Hkv, D);
+    validate("qk_norm dx", g_d, true, g, n, 2e-2, 2e-2);
+    validate("qk_norm dwq", dwq_d, false, dwq, D, 1e-2 * N, 1e-2);
+    validate("qk_norm dwk", dwk_d, false, dwk, D, 1e-2 * N, 1e-2);
+    free(x); free(wq); free(wk); free(g); free(xin); free(rstd); free(dwq); free(dwk);
+    void *d[] = {x_d, wq_d, wk_d, g_d, xin_d, rstd_d, dwq_d, dwk_d};
+    for (size_t i = 0; i < 8; i++) prt_free(d[i]);
+}
+
 static void check_norm(bool rms, size_t N, size_t C)
 {
     float *x = hrand(N * C, 2), *w = hrand(C, 1), *b = hrand(C, 1), *g = hrand(N * C, 1);
@@ -659,6 +687,7 @@ int main(int argc, char **argv)
     check_linear(256, 768, 2304);
     check_norm(false, 64, 768);
     check_norm(true, 64, 768);
+    check_qk_norm(64, 4, 2, 128);   /* Qwen3's head_dim */
     check_pointwise(64, 384);
     check_embedding(4, 32, 64, 1000);
     check_rope(2, 16, 4, 2, 64);

@@ -196,6 +196,20 @@ void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, si
 void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
                      const prt_rope *rope, size_t T, int cp, int r);
 
+/* q/k norm (Qwen3's q_norm, k_norm; the model's `qk_norm rmsnorm`): in
+ * place on the query and key heads of qkv (N rows of (H + 2 Hkv) D; the
+ * values untouched), each head's D values x <- x rstd w, rstd =
+ * 1/sqrt(mean(x^2) + eps), w = wq (D) for the query heads and wk (D) for
+ * the key heads. xin (N, (H + Hkv) D) receives the pre-norm q and k and
+ * rstd (N, H + Hkv) the fp32 scales, both kept for backward. */
+void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk,
+                     size_t N, size_t H, size_t Hkv, size_t D, float eps);
+/* In place on dqkv's query and key parts: dy in, dx out; dwq, dwk (D,
+ * fp32) accumulate (under TP each rank's sum over its own heads: the
+ * caller all-reduces them over TP). */
+void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
+                     const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D);
+
 /* ---- norms --------------------------------------------------------------
  * mean, rstd (N) are fp32 and kept for backward. dx, dw, db accumulate. */
 void prt_layernorm_fwd(prt_act *out, float *mean, float *rstd, const prt_act *x,
