@@ -14,9 +14,11 @@ in docs/README.md, "Docs that cannot drift":
              against docs/language.md, both ways;
   commands   planc's subcommands (cli/planc.c's table) and every option
              cli/*.c compares an argument with, against `planc --help`,
-             `planc CMD --help` and docs/commands.md.
+             `planc CMD --help` and docs/commands.md; the generated
+             program's options (runtime/par/run.c) against its --help and
+             docs/codegen.md.
 
-usage: tests/check_docs.py [--list] [--no-run] [--sema=C --language=MD --commands=MD --cli=DIR] FILE.md...
+usage: tests/check_docs.py [--list] [--no-run] [--sema=C --language=MD --commands=MD --cli=DIR --run=C --codegen=MD] FILE.md...
 """
 import os
 import re
@@ -28,7 +30,8 @@ PLANC = os.environ.get('PLANC') or os.path.join(ROOT, 'build', 'bin', 'planc')  
 WILD = '«…»'
 # what is checked against what; tests/docs.mk points these at broken copies
 # (--sema=PATH ...) to see each check fail
-SRC = {'sema': 'planner/sema.c', 'language': 'docs/language.md', 'commands': 'docs/commands.md', 'cli': 'cli'}
+SRC = {'sema': 'planner/sema.c', 'language': 'docs/language.md', 'commands': 'docs/commands.md', 'cli': 'cli',
+       'run': 'runtime/par/run.c', 'codegen': 'docs/codegen.md'}
 BLOCK_TIMEOUT_S = 300          # the tour's training run takes seconds; a hang must not stall make test
 fails = 0
 
@@ -247,11 +250,39 @@ def check_commands():
     return len(cmds), nopts
 
 
+def check_executable():
+    """The generated program's options (runtime/par/run.c compares each
+    argument with them) in its --help and in codegen.md's table."""
+    out = os.path.join(ROOT, 'build', 'docs-exe')
+    os.makedirs(out, exist_ok=True)
+    exe = os.path.join(out, 'tiny')
+    rc, text = planc('build', 'examples/tiny.plan', '-o', exe)
+    if rc != 0:
+        fail('planc build examples/tiny.plan exited %d:\n%s' % (rc, text))
+        return 0
+    p = subprocess.run([exe, '--help'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    helptext = p.stdout.decode('utf-8', 'replace')
+    if p.returncode != 0:
+        fail('the generated program\'s --help exited %d' % p.returncode)
+    src = open(os.path.join(ROOT, SRC['run']), encoding='utf-8').read()
+    doc = open(os.path.join(ROOT, SRC['codegen']), encoding='utf-8').read()
+    opts = set(re.findall(r'strcmp\(\s*\w+\s*,\s*"(--[-\w]+)"', src))
+    if len(opts) < 5:
+        fail('%s: found only %d options; has the parser changed?' % (SRC['run'], len(opts)))
+    for o in sorted(opts):
+        word = r'(?<![\w-])' + re.escape(o) + r'(?![\w-])'
+        if o != '--help' and not re.search(word, helptext):   # the usage is what --help prints
+            fail('%s takes %s, which the generated program\'s --help does not say' % (SRC['run'], o))
+        if not re.search(r'`' + re.escape(o) + r'[` ]', doc):
+            fail('%s takes %s, which %s does not document' % (SRC['run'], o, SRC['codegen']))
+    return len(opts)
+
+
 def main(argv):
     listing = '--list' in argv
     run = '--no-run' not in argv
     for a in argv:
-        m = re.match(r'^--(sema|language|commands|cli)=(.+)$', a)
+        m = re.match(r'^--(sema|language|commands|cli|run|codegen)=(.+)$', a)
         if m:
             SRC[m.group(1)] = m.group(2)
     docs = [a for a in argv if not a.startswith('--')]
@@ -270,9 +301,11 @@ def main(argv):
         return 0
     nkeys, nrows = check_keys()
     ncmds, nopts = check_commands()
+    nexe = check_executable()
     print('docs: %d anchors resolve; %d runnable blocks ran; %d language keys documented, %d table rows accepted; '
-          '%d commands and %d options in --help and commands.md; %d failed'
-          % (nanchor, nblock, nkeys, nrows, ncmds, nopts, fails))
+          '%d commands and %d options in --help and commands.md; %d options of the generated program in its '
+          '--help and codegen.md; %d failed'
+          % (nanchor, nblock, nkeys, nrows, ncmds, nopts, nexe, fails))
     return 1 if fails else 0
 
 
