@@ -11,7 +11,9 @@ in docs/README.md, "Docs that cannot drift":
              what the ```output``` block after it shows; «…» matches any
              text in a line, a line of «…» alone any number of lines;
   keys       the key tables of planner/sema.c (arrays named *KEYS or keys)
-             against docs/language.md, both ways;
+             against docs/language.md, both ways: each table's keys in
+             backquotes in the section KEY_SECTIONS maps it to, and each
+             key a table row of the page names in some table of sema.c;
   commands   planc's subcommands (cli/planc.c's table) and every option
              cli/*.c compares an argument with, against `planc --help`,
              `planc CMD --help` and docs/commands.md; the generated
@@ -162,12 +164,58 @@ def run_blocks(doc, lines):
 
 
 def c_tables(path, name_rx):
-    """The strings of every `static const char *const NAME[] = { ... };` whose NAME matches."""
+    """The strings of every `static const char *const NAME[] = { ... };` whose NAME
+    matches, by NAME, or by FUNCTION:NAME for a table local to a function."""
     src = open(os.path.join(ROOT, path), encoding='utf-8').read()
+    lines = src.split('\n')
     out = {}
     for m in re.finditer(r'static const char \*const (\w+)\[\]\s*=\s*\{(.*?)\};', src, re.S):
-        if re.search(name_rx, m.group(1)):
-            out.setdefault(m.group(1), []).extend(re.findall(r'"([^"]*)"', m.group(2)))
+        if not re.search(name_rx, m.group(1)):
+            continue
+        name, ln = m.group(1), src.count('\n', 0, m.start())
+        if lines[ln].startswith(' '):          # inside a function: name it by the function
+            for j in range(ln - 1, -1, -1):
+                f = re.match(r'^[A-Za-z_][\w \t*]*?\b(\w+)\(', lines[j])
+                if f:
+                    name = f.group(1) + ':' + name
+                    break
+        out.setdefault(name, []).extend(re.findall(r'"([^"]*)"', m.group(2)))
+    return out
+
+
+# Which section of language.md documents each key table of sema.c (by the
+# heading that opens it; None: anywhere on the page). A new table in sema.c
+# fails the check until it is mapped here and its keys written there.
+KEY_SECTIONS = {
+    'TOP_KEYS': None,
+    'MODEL_KEYS': '`model NAME { ... }`', 'BLOCK_KEYS': '`model NAME { ... }`',
+    'sema_embedding:keys': '`embedding { }`', 'sema_rope_scaling:keys': '`rope_scaling { }`',
+    'sema_attention:keys': '`attention { }`', 'sema_mlp:keys': '`mlp { }`', 'sema_moe:keys': '`moe { }`',
+    'sema_final_norm:keys': '`norm { }`', 'sema_lm_head:keys': '`lm_head { }`',
+    'CLUSTER_KEYS': '`cluster NAME { ... }`', 'DEVICE_KEYS': '`cluster NAME { ... }`',
+    'LINK_KEYS': '`cluster NAME { ... }`',
+    'PLAN_KEYS': '`plan { ... }`', 'sema_software:KEYS': '`plan { ... }`', 'sema_fp8:KEYS': '`plan { ... }`',
+    'check_layout_moe:KEYS': '`plan { ... }`',
+    'TRAIN_KEYS': '`train { ... }`', 'ADAMW_KEYS': '`train { ... }`',
+}
+
+
+def sections(lines):
+    """heading text -> the words in backquotes of its section (to the next
+    heading of its level or above)."""
+    heads = []
+    for i, l in prose(lines):
+        m = re.match(r'^(#{1,6}) (.*)$', l)
+        if m:
+            heads.append((i, len(m.group(1)), m.group(2).strip()))
+    out = {}
+    for k, (i, lvl, text) in enumerate(heads):
+        end = next((j for j, l2, _ in heads[k + 1:] if l2 <= lvl), len(lines))
+        words = set()
+        for _, l in prose(lines[i:end]):
+            for span in re.findall(r'`([^`]*)`', l):
+                words.update(re.findall(r'[A-Za-z_][\w-]*', span))
+        out[text] = words
     return out
 
 
@@ -182,9 +230,21 @@ def check_keys():
     for _, l in prose(lines):
         for span in re.findall(r'`([^`]*)`', l):
             words.update(re.findall(r'[A-Za-z_][\w-]*', span))
-    for k in sorted(accepted):
-        if k not in words:
-            fail('%s: the key `%s` (%s) is accepted but not documented' % (doc, k, SRC['sema']))
+    secs = sections(lines)
+    for table, keys in sorted(tables.items()):
+        if table not in KEY_SECTIONS:
+            fail('%s: the key table %s is new: say in tests/check_docs.py (KEY_SECTIONS) which section of %s '
+                 'documents it, and document its keys (%s) there' % (SRC['sema'], table, doc, ' '.join(keys)))
+            continue
+        head = KEY_SECTIONS[table]
+        where = words if head is None else next((w for t, w in secs.items() if t.startswith(head)), None)
+        if where is None:
+            fail('%s has no section headed %s (for %s)' % (doc, head, table))
+            continue
+        for k in keys:
+            if k not in where:
+                fail('%s: the key `%s` (%s, %s) is accepted but not documented%s'
+                     % (doc, k, SRC['sema'], table, '' if head is None else ' under ' + head))
     # the key column of every table whose header names one ("key" or "layer")
     rows, col, in_table = 0, -1, False
     for i, l in enumerate(lines):
@@ -217,7 +277,7 @@ def check_commands():
     if not os.access(PLANC, os.X_OK):
         fail('%s is not built (make all)' % PLANC)
         return 0, 0
-    cmds = c_tables(os.path.join(SRC['cli'], 'planc.c'), r'^cmds$').get('cmds', [])
+    cmds = [c for ks in c_tables(os.path.join(SRC['cli'], 'planc.c'), r'^cmds$').values() for c in ks]
     if len(cmds) < 5:
         fail(SRC['cli'] + '/planc.c: no command table (cmds) found')
     doc = open(os.path.join(ROOT, SRC['commands']), encoding='utf-8').read()

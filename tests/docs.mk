@@ -32,6 +32,8 @@ test-docs: $(PLANC) $(BUILD)/bin/planc-validate
 	@sed 's/"kind" }/"kind", "undocumented_key" }/' planner/sema.c > $(DOCS_DRIFT)/sema.c
 	@grep -q undocumented_key $(DOCS_DRIFT)/sema.c || { echo "FAIL: tests/docs.mk: sema.c's norm table moved"; exit 1; }
 	$(call docs_must_fail,PLANC=$(PLANC) python3 tests/check_docs.py --no-run --sema=$(DOCS_DRIFT)/sema.c,on a key sema accepts undocumented,`undocumented_key`)
+	@sed 's/"kind" }/"kind", "bias" }/' planner/sema.c > $(DOCS_DRIFT)/sema-bias.c
+	$(call docs_must_fail,PLANC=$(PLANC) python3 tests/check_docs.py --no-run --sema=$(DOCS_DRIFT)/sema-bias.c,on a key documented in another block only,`bias`.*under `norm { }`)
 	@{ cat docs/language.md; printf '\n| key | value |\n|---|---|\n| `no_such_key` | 1 |\n'; } > $(DOCS_DRIFT)/language.md
 	$(call docs_must_fail,PLANC=$(PLANC) python3 tests/check_docs.py --no-run --language=$(DOCS_DRIFT)/language.md,on a documented key sema does not accept,`no_such_key`)
 	@cp -r cli $(DOCS_DRIFT)/cli && sed -i 's/"--chunks"/"--chunks-per-stage"/' $(DOCS_DRIFT)/cli/cmd_trace.c
@@ -40,4 +42,4 @@ test-docs: $(PLANC) $(BUILD)/bin/planc-validate
 	@sed 's/!strcmp(a, "--dry-run")/!strcmp(a, "--dry-run") || !strcmp(a, "--undocumented-flag")/' runtime/par/run.c > $(DOCS_DRIFT)/run.c
 	@grep -q undocumented-flag $(DOCS_DRIFT)/run.c || { echo "FAIL: tests/docs.mk: run.c's --dry-run moved"; exit 1; }
 	$(call docs_must_fail,PLANC=$(PLANC) python3 tests/check_docs.py --no-run --run=$(DOCS_DRIFT)/run.c,on a program option neither its --help nor codegen.md names,--undocumented-flag)
-	@echo "test-docs: each check fails on its broken copy (output, exit, anchor, key both ways, planc option, program option)"
+	@echo "test-docs: each check fails on its broken copy (output, exit, anchor, key both ways and per block, planc option, program option)"
