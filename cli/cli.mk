@@ -14,7 +14,7 @@ test-bridges: $(PLANC)
 	timeout 600 python3 tests/test_bridges.py $(PLANC)
 
 # bench-json: the runtime's checkpoint-header parser beside Jansson
-# (README, "Why the runtime keeps its own JSON parser").
+# (docs/bridges.md, "Why the runtime keeps its own JSON parser").
 .PHONY: bench-json
 BENCH_TARGETS += bench-json
 $(BUILD)/bin/bench_ckpt_json: tests/bench_ckpt_json.c runtime/ckpt/json.c
