@@ -738,6 +738,7 @@ typedef struct {
 
 struct prt_hf {
     char    dir[4096];
+    bool    tied;                  /* the plan ties the head: a file's lm_head.weight is its copy */
     Map     mp;
     HfFile *files;
     int     nfiles;
@@ -873,7 +874,7 @@ static prt_status bind_tensors(prt_hf *hf, const js_doc *wm, int map_obj)
     for (int f = 0; f < hf->nfiles; f++)
         for (int k = 0; k < prt_st_count(hf->files[f].f); k++) {
             const char *n = prt_st_entry_at(hf->files[f].f, k)->name;
-            bool known = is_buffer(n);
+            bool known = is_buffer(n) || (hf->tied && !strcmp(n, "lm_head.weight"));
             for (int i = 0; i < mp->n && !known; i++) known = !strcmp(mp->s[i].hname, n);
             if (!known)
                 return ckpt_fail(PRT_ERR_FORMAT, "%s/%s: tensor %s is not part of the plan's model", hf->dir,
@@ -902,6 +903,7 @@ prt_status prt_hf_open(const char *dir, const char *config, prt_hf **out)
     if (!st) st = hf_arch(&m, &a);
     if (st == PRT_ERR_UNSUPPORTED) st = ckpt_fail(st, "the plan's model has no Hugging Face form: %s", prt_ckpt_last_error());
     if (!st) st = hf_map(&m, a, &hf->mp);
+    hf->tied = m.tied;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (!st) st = slurp(path, &txt, &len);
     if (!st) st = js_parse(txt, len, path, &cd);
