@@ -4,7 +4,10 @@
 # standard library alone) starts a planc run on a non-trivial layout with
 # --steps 0 (load, reshard, save, export: no step), and the exported
 # directory must hold the same tensors bit for bit (fp32 and bf16
-# sources, one file and sharded). Then the refusals: a config.json field
+# sources, one file and sharded); a run of one step from it must log the
+# loss transformers' modeling code gives that batch (tests/hf/reference.py,
+# a plain-Python forward: RoPE's rotate_half, GQA, Conv1D, Gemma, Mixtral's
+# routing), to 1e-5 relative. Then the refusals: a config.json field
 # that differs from the plan's (named, with both values), a missing tensor
 # (named), models no architecture computes exactly (export-hf exits 2
 # naming the feature), a checkpoint without model_config.
@@ -96,6 +99,17 @@ trip() {
         ok "$name ($arch, $np ranks: $body; source $opts): $(sed 's/^✓ //' "$work/$name.same")"
     else
         bad "$name: round trip"; sed 's/^/    /' "$work/$name.same"
+    fi
+    # the same weights train: step 1's loss is transformers' loss of that batch (reference.py)
+    local ref got
+    ref=$(python3 "$root/tests/hf/reference.py" "$work/$name.src" "$root/examples/data/sample.txt" 7 4 16)
+    if (cd "$work" && $mpirun -np "$np" "./$name.exe" --steps 1 --init-from "$name.src" --log-json "$name.l1" \
+            > "$name.l1.log" 2>&1) &&
+       got=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["loss"])' "$work/$name.l1") &&
+       python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-5 * abs(b))' "$got" "$ref"; then
+        ok "$name: first loss $got, reference.py (transformers' formulas, plain Python) $ref"
+    else
+        bad "$name: first loss ${got:-?}, reference.py (transformers' formulas, plain Python) $ref"; tail -5 "$work/$name.l1.log" | sed 's/^/    /'
     fi
 }
 
