@@ -21,10 +21,20 @@ typedef enum {
 /* The target named s ("megatron", "torchtitan", "deepspeed"), or -1. */
 int plan_export_target(const char *s);
 
-/* Write plan p for target t to out, and one line per note ("planc: note:
- * megatron: ...") to notes. The layout's auto fields take planc's
- * defaults (layout.h). Returns 0; 1 (nothing written, the reason in why)
- * when the layout is invalid for the cluster or a stage does not fit. */
-int plan_export(const Plan *p, PlanExportTarget t, FILE *out, FILE *notes, char *why, size_t len);
+/* The version of target t that v names ("core-0.14", "0.2", "0.17"; NULL
+ * or "" the default, the first of those), or NULL with the reason in why
+ * (an unknown version; torchtitan 0.3, whose jobs are Python, not TOML). */
+const char *plan_export_version(PlanExportTarget t, const char *v, char *why, size_t len);
+
+/* Write plan p for target t at version (plan_export_version's; NULL the
+ * default) to out, and one line per note ("planc: note: megatron: ...")
+ * to notes. The layout's auto fields take planc's defaults (layout.h).
+ * Returns 0; 1 (the reason in why) when the layout is invalid for the
+ * cluster or a stage does not fit; 2 (the reason in why, naming the
+ * setting and the framework's rule) when the target cannot run the
+ * layout or hold a setting planc trains with. On 1 or 2 what was written
+ * to out is not an export and must be discarded. */
+int plan_export(const Plan *p, PlanExportTarget t, const char *version, FILE *out, FILE *notes, char *why,
+                size_t len);
 
 #endif /* PLANC_EXPORT_H */

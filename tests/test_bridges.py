@@ -294,7 +294,41 @@ LAYOUTS = [
     (2, 4, 2, 3, 1, 16, "gpipe", 1, "none", "true", "bf16", 4),
     (2, 2, 4, 1, 1, 16, "interleaved", 2, "selective", "true", "bf16", 16),
     (4, 1, 4, 0, 2, 64, "zb-h1", 1, "none", "false", "fp32", 16),
+    # layouts DeepSpeed can run from a ds_config (no TP; ZeRO 0/1 under a 1F1B pipeline)
+    (8, 1, 2, 1, 1, 64, "1f1b", 1, "full", "false", "bf16", 8),
+    (16, 1, 1, 3, 1, 64, "1f1b", 1, "none", "false", "bf16", 16),
 ]
+# the rule DeepSpeed (v0.17.0) refuses each layout by, or None: TP without an
+# mpu (runtime/config.py's batch check), ZeRO-2/3 under its pipeline, a pipeline
+# schedule other than its 1F1B
+def deepspeed_rule(dp, tp, pp, zero, sched):
+    if tp > 1:
+        return "Megatron-DeepSpeed's mpu"
+    if pp > 1 and zero >= 2:
+        return "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"
+    if pp > 1 and sched != "1f1b":
+        return "1F1B only"
+    return None
+
+# the keys torchtitan 0.2.2 reads (torchtitan/config/job_config.py at v0.2.2;
+# its manager.py _dict_to_dataclass raises "Invalid field names" on any other)
+TT_SCHEMA = json.load(open(os.path.join(DATA, "torchtitan-0.2.2-job-config.json")))
+
+
+def torchtitan_unknown_keys(doc, schema=TT_SCHEMA, path=""):
+    """The keys of a parsed job file that torchtitan 0.2.2's loader rejects."""
+    bad = []
+    for k, v in doc.items():
+        if k not in schema:
+            bad.append(path + k)
+        elif isinstance(v, dict):
+            if isinstance(schema[k], dict):
+                bad += torchtitan_unknown_keys(v, schema[k], path + k + ".")
+            else:
+                bad.append(path + k + " (a table where a value is read)")
+        elif isinstance(schema[k], dict):
+            bad.append(path + k + " (a value where a table is read)")
+    return bad
 SCHED_TT = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zb-h1": "ZBVZeroBubble"}
 FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
                 "--ffn-hidden-size", "--seq-length", "--max-position-embeddings",
@@ -309,7 +343,8 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-expert-capacity-factor",
                 "--moe-token-dispatcher-type", "--expert-model-parallel-size", "--norm-epsilon",
                 "--rotary-scaling-factor", "--rotary-seq-len-interpolation-factor",
-                "--context-parallel-size", "--cp-comm-type"}
+                "--context-parallel-size", "--cp-comm-type", "--lr-decay-style", "--lr-decay-iters", "--min-lr",
+                "--data-parallel-sharding-strategy", "--ckpt-format"}
 
 
 def megatron_flags(line):
@@ -356,6 +391,9 @@ plan {{
         "--tensor-model-parallel-size": str(tp), "--pipeline-model-parallel-size": str(pp),
         "--micro-batch-size": str(mb), "--global-batch-size": str(gb),
         "--train-iters": "100", "--lr-warmup-iters": "10", "--seed": "7",
+        # planc's schedule (runtime/ops/adamw.c): cosine to lr/10 at train.steps,
+        # not Megatron-LM's defaults (linear to 0)
+        "--lr-decay-style": "cosine", "--lr-decay-iters": "100", "--min-lr": "3e-05",
         # planc's software by default: dropout 0 (Megatron-LM's default is
         # 0.1, so it is written), the DP reduction overlaps the backward,
         # ZeRO-3 prefetches its gathers, ZeRO-1/2's all-gather follows the step;
@@ -372,7 +410,10 @@ plan {{
         want["--num-layers-per-virtual-pipeline-stage"] = str(16 // (pp * chunks))
     if sp == "true" and tp > 1:
         want["--sequence-parallel"] = True
-    if zero >= 1:
+    if zero == 3:   # Megatron-FSDP (core_v0.14.0), never the distributed optimizer's ZeRO-2
+        want.update({"--use-megatron-fsdp": True, "--data-parallel-sharding-strategy": "optim_grads_params",
+                     "--ckpt-format": "fsdp_dtensor"})
+    elif zero >= 1:
         want["--use-distributed-optimizer"] = True
     if rec == "selective":
         want["--recompute-granularity"] = "selective"
@@ -422,10 +463,21 @@ plan {{
     check(f"{name}: torchtitan activation checkpoint",
           t.get("activation_checkpoint", {}).get("mode") == rec, str(t.get("activation_checkpoint")))
     check(f"{name}: torchtitan async TP off", par.get("enable_async_tensor_parallel") is False)
-    check(f"{name}: torchtitan optimizer", t.get("optimizer", {}).get("lr") == 3e-4 and
-          t.get("lr_scheduler", {}).get("warmup_steps") == 10, str(t.get("optimizer")))
+    check(f"{name}: torchtitan optimizer", t.get("optimizer", {}).get("lr") == 3e-4, str(t.get("optimizer")))
+    check(f"{name}: torchtitan [lr_scheduler] is planc's (warm-up 10, cosine, floor lr/10)",
+          t.get("lr_scheduler") == {"warmup_steps": 10, "decay_type": "cosine", "min_lr_factor": 0.1},
+          str(t.get("lr_scheduler")))
+    check(f"{name}: torchtitan seed in [debug] (0.2.1+ rejects [training] seed)",
+          t.get("debug", {}).get("seed") == 7 and "seed" not in tr, str(t.get("debug")))
+    bad = torchtitan_unknown_keys(t)
+    check(f"{name}: torchtitan 0.2.2's loader reads every key", not bad, str(bad))
 
     rc, out, err = run("export", plan, "--to", "deepspeed")
+    rule = deepspeed_rule(dp, tp, pp, zero, sched)
+    if rule:
+        check(f"{name}: deepspeed refused (exit 2), naming the rule '{rule}'",
+              rc == 2 and out == "" and rule in err and "planc: error: export:" in err, f"exit {rc}: {err[-400:]}")
+        continue
     check(f"{name}: deepspeed exit 0", rc == 0, err)
     try:
         d = json.loads(out)
@@ -442,9 +494,12 @@ plan {{
           d.get("zero_optimization", {}).get("overlap_comm") == (True if zero >= 2 else None), str(d))
     check(f"{name}: deepspeed precision",
           d.get("bf16", {}).get("enabled") == (dtype == "bf16") and d.get("fp16", {}).get("enabled") == (dtype == "fp16"))
-    check(f"{name}: deepspeed tp", d.get("tensor_parallel", {}).get("autotp_size", 1) == tp)
     check(f"{name}: deepspeed optimizer", d.get("optimizer", {}).get("params", {}).get("lr") == 3e-4 and
           d.get("gradient_clipping") == 1.0)
+    check(f"{name}: deepspeed scheduler WarmupCosineLR is planc's (linear warm-up 10, cosine to 0.1 at 100)",
+          d.get("scheduler") == {"type": "WarmupCosineLR", "params": {
+              "total_num_steps": 100, "warmup_min_ratio": 0, "warmup_num_steps": 10, "warmup_type": "linear",
+              "cos_min_ratio": 0.1}}, str(d.get("scheduler")))
     if pp > 1:
         check(f"{name}: deepspeed says where pp goes", f"num_stages={pp}" in err, err)
 
@@ -460,9 +515,12 @@ want = {"--num-experts": "8", "--moe-router-topk": "2", "--moe-ffn-hidden-size":
         "--expert-model-parallel-size": "8", "--moe-token-dispatcher-type": "alltoall", "--swiglu": True}
 check("export megatron of Mixtral ep 8: the MoE flags", rc == 0 and all(f.get(k) == v for k, v in want.items()),
       f"exit {rc}: {[(k, f.get(k)) for k in want]} {err[:300]}")
-for t in ("torchtitan", "deepspeed"):
-    rc, out, err = run("export", mixp, "--to", t)
-    check(f"export {t} of Mixtral: says the experts are not written", rc == 0 and "moe (experts 8" in err, err[:300])
+rc, out, err = run("export", mixp, "--to", "torchtitan")
+check("export torchtitan of Mixtral: refused (exit 2), never a dense llama3",
+      rc == 2 and out == "" and "moe (experts 8, top_k 2)" in err and "not written as a dense model" in err, err[-300:])
+rc, out, err = run("export", mixp, "--to", "deepspeed")
+check("export deepspeed of Mixtral: the experts are the model code's, said",
+      "moe (experts 8" in err and (rc == 0 or "planc: error: export:" in err), err[-300:])
 
 # export of context parallelism (issue 26): Megatron's --context-parallel-size
 # and --cp-comm-type, torchtitan's degree and rotate method (the ring is its
@@ -493,9 +551,9 @@ for form, degrees, seq, mflag, rotate in CP_FORMS:
         check("export deepspeed all_to_all: sequence_parallel_size 8 (Ulysses)",
               d.get("sequence_parallel_size") == 8, f"exit {rc}: {err[:300]}")
     else:
-        check(f"export deepspeed {form}: not written, and said",
-              rc == 0 and "sequence_parallel_size" not in d and "DeepSpeed's only context parallelism is Ulysses" in err,
-              f"exit {rc}: {err[:300]}")
+        check(f"export deepspeed {form}: refused (exit 2), naming Ulysses as its only form",
+              rc == 2 and out == "" and "DeepSpeed's only context parallelism is Ulysses" in err,
+              f"exit {rc}: {err[-300:]}")
 
 # ---- export: the run's software ------------------------------------------------
 # One layout (dp 4 x tp 2 x pp 2, ZeRO-2, 1F1B), the plan's software keys and
@@ -508,7 +566,7 @@ SOFTWARE = [
       "--cross-entropy-loss-fusion": True},
      ["--overlap-param-gather", "--no-overlap-p2p-communication", "--tp-comm-overlap",
       "--no-gradient-accumulation-fusion"], True, False,
-     ["dropout 0.1: DeepSpeed takes dropout from the model", "torchtitan's llama3 has no dropout"]),
+     ["dropout 0.1: DeepSpeed takes dropout from the model"]),
     ("Megatron-Core's (overlap everything)", "overlap_param_gather true; overlap_tp true;", "0", "true",
      {"--overlap-grad-reduce": True, "--overlap-param-gather": True, "--tp-comm-overlap": True,
       "--attention-dropout": "0", "--hidden-dropout": "0"},
@@ -547,7 +605,7 @@ SOFTWARE = [
      ["fused_norm false: no flag", "optimizer foreach: no flag"]),
     ("DeepSpeed with a Hugging Face model", "software deepspeed;", "0", "true",
      {"--no-overlap-p2p-communication": True, "--no-rope-fusion": True}, ["--overlap-param-gather"], True, False,
-     ["overlap_p2p false: DeepSpeed's pipeline engine has no setting"]),
+     ["overlap_p2p false: torch.distributed.pipelining has no setting"]),
     ("weight gradients accumulated by a kernel of their own (2021)", "grad_accum_fusion false;", "0", "false",
      {"--no-gradient-accumulation-fusion": True}, [], True, False, []),
     ("the loss on an fp32 copy of the logits (Megatron-LM's default)", "cross_entropy_fusion false;", "0", "false",
@@ -564,18 +622,27 @@ for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(
     check(f"software {name}: megatron", rc == 0 and not wrong and not there,
           f"exit {rc}, missing/wrong {wrong}, unexpected {there}: {err[:300]}")
     notes = err
-    rc, out, err = run("export", plan, "--to", "deepspeed")
+    # DeepSpeed on the same plan but a layout it runs (no TP: it has no mpu)
+    dsplan = write(f"software{n}-ds.plan", open(plan).read().replace("dp 4; tp 2; pp 2;", "dp 16; tp 1; pp 1;"))
+    rc, out, err = run("export", dsplan, "--to", "deepspeed")
     d = json.loads(out) if rc == 0 else {}
     check(f"software {name}: deepspeed overlap_comm {comm}",
           d.get("zero_optimization", {}).get("overlap_comm") is comm, out[:300])
     notes += err
     rc, out, err = run("export", plan, "--to", "torchtitan")
     t = tomllib.loads(out) if rc == 0 else {}
+    if drop != "0":
+        check(f"software {name}: torchtitan refuses dropout {drop} (exit 2; its llama3 has none)",
+              rc == 2 and out == "" and f"dropout {drop}: torchtitan 0.2's llama3 has no dropout" in err, err[-300:])
+        # the rest on the same plan without dropout
+        rc, out, err = run("export", write(f"software{n}-tt.plan", open(plan).read().replace(
+            "dropout " + drop, "dropout 0")), "--to", "torchtitan")
+        t = tomllib.loads(out) if rc == 0 else {}
     check(f"software {name}: torchtitan enable_async_tensor_parallel {asynctp}",
           t.get("parallelism", {}).get("enable_async_tensor_parallel") is asynctp, out[:300])
+    check(f"software {name}: torchtitan 0.2.2's loader reads every key", rc == 0 and not torchtitan_unknown_keys(t),
+          str(torchtitan_unknown_keys(t)))
     notes += err
-    if drop != "0":
-        check(f"software {name}: torchtitan's file says dropout is not written", f"# dropout {drop}:" in out, out)
     missing = [w for w in words if w not in notes]
     check(f"software {name}: notes", not missing, f"missing {missing} in {notes[:600]}")
     # the gradients' dtype: Megatron's flag and DeepSpeed's data_types only
@@ -600,10 +667,12 @@ for keys, compile, impl, words in [
     plan = write("kernels.plan", model + f"plan {{ dp 4; tp 2; pp 2; zero 2; micro_batch 1; global_batch 32; {keys} }}\n")
     rc, out, err = run("export", plan, "--to", "torchtitan")
     t = tomllib.loads(out) if rc == 0 else {}
-    got = (t.get("training", {}).get("compile"), t.get("optimizer", {}).get("implementation"))
+    # torchtitan 0.2: [compile] enable ([training] has no compile)
+    got = (t.get("compile", {}).get("enable"), t.get("optimizer", {}).get("implementation"))
     check(f"torchtitan kernels of '{keys}': compile {compile}, implementation {impl}",
           got == (compile, impl) and all(w in err for w in words), f"{got} {err[:400]}")
-    rc, out, err = run("export", plan, "--to", "deepspeed")
+    rc, out, err = run("export", write("kernels-ds.plan", open(plan).read().replace("dp 4; tp 2; pp 2;", "dp 16; tp 1; pp 1;")),
+                       "--to", "deepspeed")
     d = json.loads(out) if rc == 0 else {}
     torch_adam = d.get("optimizer", {}).get("params", {}).get("torch_adam")
     check(f"deepspeed optimizer of '{keys}'", torch_adam == (True if impl != "fused" else None), out[:400])
