@@ -25,6 +25,7 @@ static const char EXPORT_HELP[] =
     "            version each writes for (the default shown; torchtitan 0.3 has no\n"
     "            TOML job file and is refused)\n"
     "  -o OUT    write there instead of stdout\n"
+    "  --settings  print where each train-block key goes in each target (TSV)\n"
     "\n"
     "exit status: 0; 1 the layout is invalid for the cluster or does not fit\n"
     "(nothing is written); 2 bad input or usage, or the target cannot run the\n"
@@ -37,6 +38,9 @@ int planc_cmd_export(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (planc_is_help(argv[i])) {
             fputs(EXPORT_HELP, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--settings") == 0) {
+            plan_export_settings(stdout);
             return 0;
         } else if (strcmp(argv[i], "-o") == 0) {
             if (!(out = planc_option_value("export", argc, argv, &i, "OUT"))) return 2;

@@ -218,6 +218,70 @@ static void check_uniform(const Ex *x)
              att_linear ? "true" : "false", x->mlp->bias ? "true" : "false");
 }
 
+/* ---- the train block's settings -------------------------------------------
+ *
+ * Where each key of the train block (planner/sema.c TRAIN_KEYS, ADAMW_KEYS)
+ * goes in each target (ORDER PlanExportTarget). An entry that begins
+ * "script:" is a setting no configuration of that framework holds (its
+ * training script's); the export says so in a note naming the key. A key
+ * sema accepts and this table lacks fails `make test-bridges`, which walks
+ * sema.c's lists, changes each key and requires every export to change
+ * (or to name the key in a note, for a "script:" entry). */
+typedef struct {
+    const char *key;
+    const char *where[3];
+} ExportSetting;
+
+static const ExportSetting TRAIN_SETTINGS[] = {
+    { "steps",        { "--train-iters, --lr-decay-iters", "[training] steps", "scheduler.params.total_num_steps" } },
+    { "lr",           { "--lr, --min-lr (lr/10)", "[optimizer] lr", "optimizer.params.lr" } },
+    { "warmup",       { "--lr-warmup-iters", "[lr_scheduler] warmup_steps", "scheduler.params.warmup_num_steps" } },
+    { "seed",         { "--seed", "[debug] seed", "script: deepspeed.runtime.utils.set_random_seed" } },
+    { "grad_clip",    { "--clip-grad", "[training] max_norm", "gradient_clipping" } },
+    { "optimizer",    { "--optimizer adam (Megatron's default, decoupled decay: AdamW)", "[optimizer] name",
+                        "optimizer.type" } },
+    { "data",         { "script: --data-path (Megatron's indexed .bin/.idx)",
+                        "script: [training] dataset, dataset_path (a Hugging Face dataset)",
+                        "script: the training script's data loader" } },
+    { "beta1",        { "--adam-beta1", "[optimizer] beta1", "optimizer.params.betas" } },
+    { "beta2",        { "--adam-beta2", "[optimizer] beta2", "optimizer.params.betas" } },
+    { "eps",          { "--adam-eps", "[optimizer] eps", "optimizer.params.eps" } },
+    { "weight_decay", { "--weight-decay", "[optimizer] weight_decay", "optimizer.params.weight_decay" } },
+};
+
+void plan_export_settings(FILE *o)
+{
+    fprintf(o, "key\tmegatron\ttorchtitan\tdeepspeed\n");
+    for (size_t i = 0; i < sizeof TRAIN_SETTINGS / sizeof TRAIN_SETTINGS[0]; i++)
+        fprintf(o, "train.%s\t%s\t%s\t%s\n", TRAIN_SETTINGS[i].key, TRAIN_SETTINGS[i].where[0],
+                TRAIN_SETTINGS[i].where[1], TRAIN_SETTINGS[i].where[2]);
+}
+
+/* A note for each train key this target leaves to the training script. */
+static void train_script_notes(const Ex *x, PlanExportTarget t)
+{
+    if (!x->p->has_train) return;
+    for (size_t i = 0; i < sizeof TRAIN_SETTINGS / sizeof TRAIN_SETTINGS[0]; i++) {
+        const char *w = TRAIN_SETTINGS[i].where[t];
+        if (strncmp(w, "script: ", 8)) continue;
+        const char *key = TRAIN_SETTINGS[i].key;
+        if (strcmp(key, "data") == 0 && !x->p->train.data) continue;
+        if (strcmp(key, "data") == 0)
+            note(x, "train data \"%s\": not in the configuration; planc's token file is for %s", x->p->train.data,
+                 w + 8);
+        else if (strcmp(key, "seed") == 0)
+            note(x, "train seed %llu: not in the configuration; set it in the training script (%s)",
+                 (unsigned long long)x->p->train.seed, w + 8);
+        else
+            note(x, "train %s: not in the configuration; set it in the training script (%s)", key, w + 8);
+    }
+    /* planc decays matrices only (codegen: biases and norms get wd 0) */
+    if (t != EXPORT_MEGATRON && x->p->train.weight_decay > 0)
+        note(x, "weight_decay %g: planc decays the weight matrices only (not biases or norms); %s decays "
+                "every parameter it is given unless the script makes parameter groups", x->p->train.weight_decay,
+             t == EXPORT_TORCHTITAN ? "torchtitan's build_optimizers" : "DeepSpeed's optimizer");
+}
+
 /* ---- Megatron-LM ---------------------------------------------------------- */
 
 static void arg(FILE *o, bool *first, const char *flag)
@@ -348,13 +412,13 @@ static void megatron_rope_scaling(const Ex *x, FILE *o, bool *first)
         arg(o, first, "--use-rope-scaling");
         arg_num(o, first, "--rotary-scaling-factor", r.factor);
         if (r.low_freq_factor != 1 || r.high_freq_factor != 4 || r.original_max_position != 8192)
-            note(x, "rope_scaling llama3 low_freq_factor %g, high_freq_factor %g, original_max_position %lld: "
-                 "Megatron-LM's --use-rope-scaling fixes them at 1, 4 and 8192 (not written)",
+            refuse(x, "rope_scaling llama3 low_freq_factor %g, high_freq_factor %g, original_max_position %lld: "
+                      "Megatron-LM's --use-rope-scaling fixes them at 1, 4 and 8192",
                  r.low_freq_factor, r.high_freq_factor, (long long)r.original_max_position);
     } else if (r.kind == ROPE_SCALING_LINEAR && r.factor == floor(r.factor)) {
         arg_num(o, first, "--rotary-seq-len-interpolation-factor", r.factor);
     } else if (r.kind != ROPE_SCALING_NONE) {
-        note(x, "rope_scaling %s factor %g: no Megatron-LM flag for it on standard attention (not written)",
+        refuse(x, "rope_scaling %s factor %g: no Megatron-LM flag for it on standard attention",
              r.kind == ROPE_SCALING_YARN ? "yarn" : "linear", r.factor);
     }
 }
@@ -450,12 +514,12 @@ static void write_megatron(const Ex *x, FILE *o)
     fprintf(o, " %s", norms[x->att ? x->att->norm : m->layers[m->n_layers - 2].norm]);
     if (x->mlp && x->mlp->act == ACT_SWIGLU) arg(o, &first, "--swiglu");
     if (x->mlp && x->mlp->act == ACT_GEGLU)
-        note(x, "act geglu: Megatron-LM's gated MLP flag is --swiglu (SiLU); GeGLU is not a flag (not written)");
+        refuse(x, "act geglu: Megatron-LM's gated MLP flag is --swiglu (SiLU); GeGLU is not a flag");
     if (x->att && x->att->window > 0)
-        note(x, "sliding_window %lld: not written; Megatron-core's TransformerConfig.window_size sets it "
-                "(its command-line flag was not verified)", (long long)x->att->window);
+        refuse(x, "sliding_window %lld: arguments.py (core_v0.14.0) has no flag for it (TransformerConfig.window_size "
+                  "is set in code only)", (long long)x->att->window);
     if (x->mlp && x->mlp->act == ACT_RELU)
-        note(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; nearest --squared-relu)");
+        refuse(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; --squared-relu is another)");
     if (x->att && (!x->att->bias || x->att->qkv_bias_only)) arg(o, &first, "--disable-bias-linear");
     if (x->att && x->att->bias && x->att->qkv_bias_only) arg(o, &first, "--add-qkv-bias");
     if (!m->layers[m->n_layers - 1].tied) arg(o, &first, "--untie-embeddings-and-output-weights");
@@ -1076,6 +1140,7 @@ int plan_export(const Plan *p, PlanExportTarget t, const char *version, FILE *ou
         if (a->kind == LAYER_MOE && !x.moe) x.moe = a;
     }
     check_uniform(&x);
+    train_script_notes(&x, t);
     switch (t) {
     case EXPORT_MEGATRON:   write_megatron(&x, out); break;
     case EXPORT_TORCHTITAN: write_torchtitan(&x, out); break;

@@ -37,4 +37,9 @@ const char *plan_export_version(PlanExportTarget t, const char *v, char *why, si
 int plan_export(const Plan *p, PlanExportTarget t, const char *version, FILE *out, FILE *notes, char *why,
                 size_t len);
 
+/* The table of where each train-block key goes in each target, as TSV
+ * (key, megatron, torchtitan, deepspeed; "script: ..." where no
+ * configuration of that framework holds it): `planc export --settings`. */
+void plan_export_settings(FILE *o);
+
 #endif /* PLANC_EXPORT_H */
