@@ -483,8 +483,27 @@ static void megatron_lr_schedule(const Ex *x, FILE *o, bool *first)
     put_num_f32(o, plan_min_lr(t));
 }
 
+/* The layouts Megatron-LM (core_v0.14.0) runs: interleaving with equal
+ * chunks only. */
+static void megatron_layout(const Ex *x)
+{
+    const Layout *l = &x->l;
+    int nb = x->m->n_blocks;
+    /* megatron/core/pipeline_parallel/schedules.py: 1F1B, interleaved 1F1B,
+       and no pipelining; no GPipe, no zero-bubble schedule */
+    if (l->pp > 1 && (l->schedule == SCHED_GPIPE || l->schedule == SCHED_ZB_H1))
+        refuse(x, "schedule %s: Megatron-Core's pipeline schedules (pipeline_parallel/schedules.py "
+                  "get_forward_backward_func) are 1F1B and interleaved 1F1B only", plan_schedule_name(l->schedule));
+    if (l->schedule == SCHED_INTERLEAVED && l->chunks > 1 && nb % ((int64_t)l->pp * l->chunks))
+        refuse(x, "schedule interleaved, pp %d x chunks %d: %d blocks do not divide into %lld equal chunks; "
+                  "Megatron-LM's validate_args (arguments.py) needs num_layers %% pp == 0 and (num_layers / pp) %% "
+                  "--num-layers-per-virtual-pipeline-stage == 0 (planc gives the middle chunks one more)",
+               l->pp, l->chunks, nb, (long long)l->pp * l->chunks);
+}
+
 static void write_megatron(const Ex *x, FILE *o)
 {
+    megatron_layout(x);
     const Model *m = x->m;
     const Layout *l = &x->l;
     bool first = true;
@@ -535,19 +554,8 @@ static void write_megatron(const Ex *x, FILE *o)
        model must be divisible pipeline model parallel size" and "number of
        layers per pipeline stage must be divisible number of layers per
        virtual pipeline stage"; planc's uneven chunks it cannot take */
-    if (l->schedule == SCHED_INTERLEAVED && l->chunks > 1) {
-        int64_t vstages = (int64_t)l->pp * l->chunks;
-        if (m->n_blocks % vstages)
-            refuse(x, "schedule interleaved, pp %d x chunks %d: %d blocks do not divide into %lld equal chunks; "
-                      "Megatron-LM's validate_args needs num_layers %% pp == 0 and (num_layers / pp) %% "
-                      "--num-layers-per-virtual-pipeline-stage == 0 (planc gives the middle chunks one more)",
-                   l->pp, l->chunks, m->n_blocks, (long long)vstages);
-        arg_int(o, &first, "--num-layers-per-virtual-pipeline-stage", m->n_blocks / vstages);
-    }
-    if (l->pp > 1 && l->schedule == SCHED_GPIPE)
-        note(x, "schedule gpipe: Megatron-LM has none; it runs 1F1B (the same bubble, less activation memory)");
-    if (l->pp > 1 && l->schedule == SCHED_ZB_H1)
-        note(x, "schedule zb-h1: Megatron-LM has no zero-bubble schedule; it runs 1F1B (a larger bubble)");
+    if (l->schedule == SCHED_INTERLEAVED && l->chunks > 1)
+        arg_int(o, &first, "--num-layers-per-virtual-pipeline-stage", m->n_blocks / ((int64_t)l->pp * l->chunks));
     arg_int(o, &first, "--micro-batch-size", l->micro_batch);
     arg_int(o, &first, "--global-batch-size", l->global_batch);
     if (l->sequence_parallel == 1) arg(o, &first, "--sequence-parallel");
@@ -776,6 +784,27 @@ static void torchtitan_model_rules(const Ex *x)
                   "(RoPEScalingArgs)", r.kind == ROPE_SCALING_YARN ? "yarn" : "linear");
 }
 
+/* The layouts torchtitan 0.2 runs (job_config.py v0.2.2 [parallelism]):
+ * DDP (replicate) or FSDP2 (shard, ZeRO-3), no ZeRO-1/2; its pipeline
+ * schedules (torch.distributed.pipelining: GPipe, 1F1B, Interleaved1F1B,
+ * ZBVZeroBubble, whose V puts two stages on a rank: not planc's zb-h1);
+ * pipeline_parallel_layers_per_stage splits the blocks evenly. */
+static void torchtitan_layout(const Ex *x)
+{
+    const Layout *l = &x->l;
+    if ((l->zero == 1 || l->zero == 2) && l->dp > 1)
+        refuse(x, "zero %d: torchtitan 0.2 replicates (DDP, data_parallel_replicate_degree) or shards "
+                  "parameters, gradients and optimizer state together (FSDP2, data_parallel_shard_degree: "
+                  "ZeRO-3); it has no ZeRO-%d", l->zero, l->zero);
+    if (l->pp > 1 && l->schedule == SCHED_ZB_H1)
+        refuse(x, "schedule zb-h1: torchtitan's zero-bubble schedule is ZBVZeroBubble (two stages per rank "
+                  "in a V), not ZB-H1's one stage per rank");
+    int64_t stages = (int64_t)l->pp * (l->schedule == SCHED_INTERLEAVED ? l->chunks : 1);
+    if (l->pp > 1 && x->m->n_blocks % stages)
+        refuse(x, "%d blocks do not divide into %lld pipeline stages: torchtitan's pipeline_parallel_layers_per_stage "
+                  "splits them evenly (planc's stages differ by a block)", x->m->n_blocks, (long long)stages);
+}
+
 /* The flavor torchtitan must register for the model (its [model] flavor
  * names one in code): TransformerModelArgs as Python, with norm_eps and
  * the RoPE scaling written whole, since torchtitan 0.2's llama3 applies
@@ -817,6 +846,7 @@ static void write_torchtitan(const Ex *x, FILE *o)
     const Model *m = x->m;
     const Layout *l = &x->l;
     torchtitan_model_rules(x);
+    torchtitan_layout(x);
     /* the path goes into a comment: a control character (a newline would
        end it) is written as '?' */
     fprintf(o, "# torchtitan job file written by planc export from ");
@@ -872,12 +902,6 @@ static void write_torchtitan(const Ex *x, FILE *o)
     int shard = l->zero == 0 ? 1 : l->dp, replicate = l->zero == 0 ? l->dp : 1;
     fprintf(o, "\n[parallelism]\ndata_parallel_replicate_degree = %d\ndata_parallel_shard_degree = %d\n",
             replicate, shard);
-    if (l->zero == 1 || l->zero == 2) {
-        fprintf(o, "fsdp_reshard_after_forward = \"never\"\n");
-        note(x, "zero %d has no torchtitan equivalent; nearest: FSDP over dp %d that keeps the gathered "
-                "parameters from forward to backward (fsdp_reshard_after_forward = \"never\"; ZeRO-2 "
-                "plus one parameter all-gather per step)", l->zero, l->dp);
-    }
     fprintf(o, "tensor_parallel_degree = %d\nenable_async_tensor_parallel = %s\n", l->tp,
             x->p->software.overlap_tp && l->tp > 1 ? "true" : "false");
     if (l->tp > 1 && l->sequence_parallel != 1)
@@ -888,15 +912,8 @@ static void write_torchtitan(const Ex *x, FILE *o)
         static const char *const sched[] = { "GPipe", "1F1B", "Interleaved1F1B", "ZBVZeroBubble" };   /* ORDER Schedule */
         fprintf(o, "pipeline_parallel_schedule = \"%s\"\n", sched[l->schedule]);
         fprintf(o, "pipeline_parallel_microbatch_size = %lld\n", (long long)l->micro_batch);
-        int64_t stages = l->schedule == SCHED_ZB_H1 ? 2 * (int64_t)l->pp : (int64_t)l->pp * l->chunks;
-        if (m->n_blocks % stages == 0)
-            fprintf(o, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->n_blocks / stages));
-        else
-            note(x, "%d blocks do not divide into %lld stages: set pipeline_parallel_split_points by hand",
-                 m->n_blocks, (long long)stages);
-        if (l->schedule == SCHED_ZB_H1)
-            note(x, "schedule zb-h1 (one stage per rank) has no torchtitan schedule; nearest ZBVZeroBubble "
-                    "(zero bubble, two stages per rank in a V)");
+        int64_t stages = (int64_t)l->pp * l->chunks;
+        fprintf(o, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->n_blocks / stages));
     }
     torchtitan_software(x, o);
     /* torchtitan's [activation_checkpoint]: selective_op is mode
@@ -1031,6 +1048,7 @@ static void deepspeed_lr_schedule(const Ex *x, FILE *o)
  *  - runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with
  *    pipeline parallelism"; its PipelineModule's grid is the mpu, with
  *    data ranks world / pp;
+ *  - its pipeline engine runs TrainSchedule (1F1B) only;
  *  - its only context parallelism is Ulysses (sequence_parallel_size). */
 static void deepspeed_layout(const Ex *x)
 {
@@ -1046,6 +1064,9 @@ static void deepspeed_layout(const Ex *x)
     if (l->pp > 1 && l->zero >= 2)
         refuse(x, "zero %d with pp %d: DeepSpeed's pipeline engine asserts \"ZeRO-2 and ZeRO-3 are incompatible "
                   "with pipeline parallelism\" (runtime/pipe/engine.py)", l->zero, l->pp);
+    if (l->pp > 1 && l->schedule != SCHED_1F1B)
+        refuse(x, "schedule %s: DeepSpeed's pipeline engine runs TrainSchedule, 1F1B only "
+                  "(runtime/pipe/schedule.py)", plan_schedule_name(l->schedule));
     if (plan_cp(l) > 1 && l->pp > 1)
         refuse(x, "cp %d with pp %d: DeepSpeed's pipeline grid has no sequence-parallel dimension "
                   "(runtime/pipe/topology.py PipeDataParallelTopology: pipe x data)", plan_cp(l), l->pp);
@@ -1105,9 +1126,6 @@ static void write_deepspeed(const Ex *x, FILE *o)
     if (l->pp > 1) {
         note(x, "pp %d: DeepSpeed takes the pipeline in code: PipelineModule(layers, num_stages=%d); "
                 "its schedule is 1F1B", l->pp, l->pp);
-        if (l->schedule != SCHED_1F1B)
-            refuse(x, "schedule %s: DeepSpeed's pipeline engine runs TrainSchedule, 1F1B only "
-                      "(runtime/pipe/schedule.py)", plan_schedule_name(l->schedule));
     }
     if (l->sequence_parallel == 1)
         note(x, "sequence_parallel: DeepSpeed has no Megatron-style sequence parallelism in ds_config");
@@ -1116,6 +1134,29 @@ static void write_deepspeed(const Ex *x, FILE *o)
              plan_recompute_name(l->recompute));
     if (m->dtype == DTYPE_FP32) note(x, "dtype fp32: neither bf16 nor fp16 is enabled");
     deepspeed_software(x);
+}
+
+bool plan_export_layout_ok(const Plan *p, const Layout *l, PlanExportTarget t, char *why, size_t len)
+{
+    bool refused = false;
+    Ex x = { .p = p, .m = &p->model, .l = *l, .target = TARGETS[t], .version = VERSIONS[t][0], .why = why,
+             .why_len = len, .refused = &refused };
+    if (len) why[0] = 0;
+    if (t == EXPORT_MEGATRON) megatron_layout(&x);
+    if (t == EXPORT_TORCHTITAN) torchtitan_layout(&x);
+    if (t == EXPORT_DEEPSPEED) deepspeed_layout(&x);
+    return !refused;
+}
+
+const char *plan_export_target_name(PlanExportTarget t)
+{
+    return TARGETS[t];
+}
+
+const char *plan_export_stack(PlanExportTarget t)
+{
+    static const char *const stack[] = { "megatron-core", "torchtitan", "deepspeed" };   /* ORDER PlanExportTarget */
+    return stack[t];
 }
 
 int plan_export(const Plan *p, PlanExportTarget t, const char *version, FILE *out, FILE *notes, char *why,

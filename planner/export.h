@@ -8,6 +8,7 @@
 #ifndef PLANC_EXPORT_H
 #define PLANC_EXPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include "planner/plan.h"
@@ -36,6 +37,21 @@ const char *plan_export_version(PlanExportTarget t, const char *v, char *why, si
  * to out is not an export and must be discarded. */
 int plan_export(const Plan *p, PlanExportTarget t, const char *version, FILE *out, FILE *notes, char *why,
                 size_t len);
+
+/* Whether target t (its default version) can run layout l of plan p:
+ * its layout rules alone (DeepSpeed: no TP without an mpu, ZeRO 0/1 and
+ * 1F1B under its pipeline, Ulysses only; Megatron-LM: 1F1B or equal
+ * interleaved chunks; torchtitan: ZeRO 0 or 3, no zb-h1, even stages),
+ * the rule broken in why. `planc search --for` ranks only
+ * these. */
+bool plan_export_layout_ok(const Plan *p, const Layout *l, PlanExportTarget t, char *why, size_t len);
+
+/* "megatron", "torchtitan", "deepspeed". */
+const char *plan_export_target_name(PlanExportTarget t);
+
+/* The software stack (planner/stacks.h) of target t: "megatron-core",
+ * "torchtitan", "deepspeed". */
+const char *plan_export_stack(PlanExportTarget t);
 
 /* The table of where each train-block key goes in each target, as TSV
  * (key, megatron, torchtitan, deepspeed; "script: ..." where no

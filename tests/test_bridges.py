@@ -298,6 +298,23 @@ LAYOUTS = [
     (8, 1, 2, 1, 1, 64, "1f1b", 1, "full", "false", "bf16", 8),
     (16, 1, 1, 3, 1, 64, "1f1b", 1, "none", "false", "bf16", 16),
 ]
+# the rule Megatron-Core (core_v0.14.0) refuses each layout by: its pipeline
+# schedules are 1F1B and interleaved 1F1B
+def megatron_rule(pp, sched):
+    return "1F1B and interleaved 1F1B only" if pp > 1 and sched in ("gpipe", "zb-h1") else None
+
+
+# torchtitan 0.2: DDP or FSDP2 (no ZeRO-1/2), ZBVZeroBubble is not zb-h1, even stages
+def torchtitan_rule(dp, pp, zero, sched, chunks):
+    if zero in (1, 2) and dp > 1:
+        return f"it has no ZeRO-{zero}"
+    if pp > 1 and sched == "zb-h1":
+        return "not ZB-H1's one stage per rank"
+    if pp > 1 and 16 % (pp * (chunks if sched == "interleaved" else 1)):
+        return "splits them evenly"
+    return None
+
+
 # the rule DeepSpeed (v0.17.0) refuses each layout by, or None: TP without an
 # mpu (runtime/config.py's batch check), ZeRO-2/3 under its pipeline, a pipeline
 # schedule other than its 1F1B
@@ -376,101 +393,105 @@ plan {{
     n_micro = gb // (dp * mb)
 
     rc, out, err = run("export", plan, "--to", "megatron")
-    check(f"{name}: megatron exit 0, one line", rc == 0 and out.count("\n") == 1, err)
-    try:
-        f = megatron_flags(out)
-    except AssertionError as e:
-        f = {}
-        check(f"{name}: megatron tokens", False, str(e))
-    want = {
-        "--num-layers": "16", "--hidden-size": "2048", "--num-attention-heads": "16",
-        "--ffn-hidden-size": "5632", "--seq-length": "2048", "--max-position-embeddings": "2048",
-        "--make-vocab-size-divisible-by": "64", "--position-embedding-type": "rope", "--rotary-base": "10000",
-        "--norm-epsilon": "1e-05", "--normalization": "RMSNorm", "--swiglu": True, "--disable-bias-linear": True,
-        "--untie-embeddings-and-output-weights": True,
-        "--tensor-model-parallel-size": str(tp), "--pipeline-model-parallel-size": str(pp),
-        "--micro-batch-size": str(mb), "--global-batch-size": str(gb),
-        "--train-iters": "100", "--lr-warmup-iters": "10", "--seed": "7",
-        # planc's schedule (runtime/ops/adamw.c): cosine to lr/10 at train.steps,
-        # not Megatron-LM's defaults (linear to 0)
-        "--lr-decay-style": "cosine", "--lr-decay-iters": "100", "--min-lr": "3e-05",
-        # planc's software by default: dropout 0 (Megatron-LM's default is
-        # 0.1, so it is written), the DP reduction overlaps the backward,
-        # ZeRO-3 prefetches its gathers, ZeRO-1/2's all-gather follows the step;
-        # its loss reads the logits in their own dtype (cross_entropy_fusion),
-        # its attention materialises the scores (--attention-backend unfused)
-        "--attention-dropout": "0", "--hidden-dropout": "0", "--overlap-grad-reduce": True,
-        "--cross-entropy-loss-fusion": True, "--attention-backend": "unfused",
-    }
-    if zero == 3:
-        want["--overlap-param-gather"] = True
-    if kv != 16:
-        want.update({"--group-query-attention": True, "--num-query-groups": str(kv)})
-    if sched == "interleaved":
-        want["--num-layers-per-virtual-pipeline-stage"] = str(16 // (pp * chunks))
-    if sp == "true" and tp > 1:
-        want["--sequence-parallel"] = True
-    if zero == 3:   # Megatron-FSDP (core_v0.14.0), never the distributed optimizer's ZeRO-2
-        want.update({"--use-megatron-fsdp": True, "--data-parallel-sharding-strategy": "optim_grads_params",
-                     "--ckpt-format": "fsdp_dtensor"})
-    elif zero >= 1:
-        want["--use-distributed-optimizer"] = True
-    if rec == "selective":
-        want["--recompute-granularity"] = "selective"
-    if rec == "full":
-        want.update({"--recompute-granularity": "full", "--recompute-method": "uniform",
-                     "--recompute-num-layers": "1"})
-    if dtype == "bf16":   # fp32 gradients, a bf16 model's default (plan_grad_dtype)
-        want.update({"--bf16": True, "--accumulate-allreduce-grads-in-fp32": True})
-    if dtype == "fp16":
-        want["--fp16"] = True
-    # floats are compared as numbers
-    floats = {"--lr": 3e-4, "--clip-grad": 1.0}
-    for k, v in floats.items():
-        check(f"{name}: megatron {k} {v}", k in f and float(f[k]) == v, f.get(k))
-    extra = {k: v for k, v in f.items() if k not in want and k not in floats and
-             k not in ("--adam-beta1", "--adam-beta2", "--adam-eps", "--weight-decay")}
-    missing = {k: v for k, v in want.items() if f.get(k) != v}
-    check(f"{name}: megatron flags", not missing and not extra, f"missing/wrong {missing}, unexpected {extra}")
-    if sched in ("gpipe", "zb-h1"):
-        check(f"{name}: megatron note on the schedule", f"schedule {sched}" in err, err)
+    mrule = megatron_rule(pp, sched)
+    if mrule:
+        check(f"{name}: megatron refused (exit 2), naming the rule '{mrule}'",
+              rc == 2 and out == "" and mrule in err and "planc: error: export:" in err, f"exit {rc}: {err[-400:]}")
+    else:
+        check(f"{name}: megatron exit 0, one line", rc == 0 and out.count("\n") == 1, err)
+        try:
+            f = megatron_flags(out)
+        except AssertionError as e:
+            f = {}
+            check(f"{name}: megatron tokens", False, str(e))
+        want = {
+            "--num-layers": "16", "--hidden-size": "2048", "--num-attention-heads": "16",
+            "--ffn-hidden-size": "5632", "--seq-length": "2048", "--max-position-embeddings": "2048",
+            "--make-vocab-size-divisible-by": "64", "--position-embedding-type": "rope", "--rotary-base": "10000",
+            "--norm-epsilon": "1e-05", "--normalization": "RMSNorm", "--swiglu": True, "--disable-bias-linear": True,
+            "--untie-embeddings-and-output-weights": True,
+            "--tensor-model-parallel-size": str(tp), "--pipeline-model-parallel-size": str(pp),
+            "--micro-batch-size": str(mb), "--global-batch-size": str(gb),
+            "--train-iters": "100", "--lr-warmup-iters": "10", "--seed": "7",
+            # planc's schedule (runtime/ops/adamw.c): cosine to lr/10 at train.steps,
+            # not Megatron-LM's defaults (linear to 0)
+            "--lr-decay-style": "cosine", "--lr-decay-iters": "100", "--min-lr": "3e-05",
+            # planc's software by default: dropout 0 (Megatron-LM's default is
+            # 0.1, so it is written), the DP reduction overlaps the backward,
+            # ZeRO-3 prefetches its gathers, ZeRO-1/2's all-gather follows the step;
+            # its loss reads the logits in their own dtype (cross_entropy_fusion),
+            # its attention materialises the scores (--attention-backend unfused)
+            "--attention-dropout": "0", "--hidden-dropout": "0", "--overlap-grad-reduce": True,
+            "--cross-entropy-loss-fusion": True, "--attention-backend": "unfused",
+        }
+        if zero == 3:
+            want["--overlap-param-gather"] = True
+        if kv != 16:
+            want.update({"--group-query-attention": True, "--num-query-groups": str(kv)})
+        if sched == "interleaved":
+            want["--num-layers-per-virtual-pipeline-stage"] = str(16 // (pp * chunks))
+        if sp == "true" and tp > 1:
+            want["--sequence-parallel"] = True
+        if zero == 3:   # Megatron-FSDP (core_v0.14.0), never the distributed optimizer's ZeRO-2
+            want.update({"--use-megatron-fsdp": True, "--data-parallel-sharding-strategy": "optim_grads_params",
+                         "--ckpt-format": "fsdp_dtensor"})
+        elif zero >= 1:
+            want["--use-distributed-optimizer"] = True
+        if rec == "selective":
+            want["--recompute-granularity"] = "selective"
+        if rec == "full":
+            want.update({"--recompute-granularity": "full", "--recompute-method": "uniform",
+                         "--recompute-num-layers": "1"})
+        if dtype == "bf16":   # fp32 gradients, a bf16 model's default (plan_grad_dtype)
+            want.update({"--bf16": True, "--accumulate-allreduce-grads-in-fp32": True})
+        if dtype == "fp16":
+            want["--fp16"] = True
+        # floats are compared as numbers
+        floats = {"--lr": 3e-4, "--clip-grad": 1.0}
+        for k, v in floats.items():
+            check(f"{name}: megatron {k} {v}", k in f and float(f[k]) == v, f.get(k))
+        extra = {k: v for k, v in f.items() if k not in want and k not in floats and
+                 k not in ("--adam-beta1", "--adam-beta2", "--adam-eps", "--weight-decay")}
+        missing = {k: v for k, v in want.items() if f.get(k) != v}
+        check(f"{name}: megatron flags", not missing and not extra, f"missing/wrong {missing}, unexpected {extra}")
 
     rc, out, err = run("export", plan, "--to", "torchtitan")
-    check(f"{name}: torchtitan exit 0", rc == 0, err)
-    try:
-        t = tomllib.loads(out)
-    except tomllib.TOMLDecodeError as e:
-        t = {}
-        check(f"{name}: torchtitan TOML parses", False, str(e))
-    par, tr = t.get("parallelism", {}), t.get("training", {})
-    check(f"{name}: torchtitan degrees",
-          par.get("tensor_parallel_degree") == tp and par.get("pipeline_parallel_degree") == pp and
-          par.get("data_parallel_shard_degree", 0) * par.get("data_parallel_replicate_degree", 0) == dp,
-          str(par))
-    check(f"{name}: torchtitan ZeRO {zero} -> shard/replicate",
-          (par.get("data_parallel_replicate_degree"), par.get("data_parallel_shard_degree")) ==
-          ((dp, 1) if zero == 0 else (1, dp)), str(par))
-    if zero in (1, 2):
-        check(f"{name}: torchtitan says ZeRO {zero} has no equivalent",
-              f"zero {zero} has no torchtitan equivalent" in err and
-              par.get("fsdp_reshard_after_forward") == "never", err)
-    check(f"{name}: torchtitan batches",
-          tr.get("global_batch_size") == gb and tr.get("seq_len") == 2048 and
-          tr.get("local_batch_size") == (mb * n_micro if pp > 1 else mb) and
-          (pp == 1 or par.get("pipeline_parallel_microbatch_size") == mb), str(tr))
-    if pp > 1:
-        check(f"{name}: torchtitan schedule", par.get("pipeline_parallel_schedule") == SCHED_TT[sched], str(par))
-    check(f"{name}: torchtitan activation checkpoint",
-          t.get("activation_checkpoint", {}).get("mode") == rec, str(t.get("activation_checkpoint")))
-    check(f"{name}: torchtitan async TP off", par.get("enable_async_tensor_parallel") is False)
-    check(f"{name}: torchtitan optimizer", t.get("optimizer", {}).get("lr") == 3e-4, str(t.get("optimizer")))
-    check(f"{name}: torchtitan [lr_scheduler] is planc's (warm-up 10, cosine, floor lr/10)",
-          t.get("lr_scheduler") == {"warmup_steps": 10, "decay_type": "cosine", "min_lr_factor": 0.1},
-          str(t.get("lr_scheduler")))
-    check(f"{name}: torchtitan seed in [debug] (0.2.1+ rejects [training] seed)",
-          t.get("debug", {}).get("seed") == 7 and "seed" not in tr, str(t.get("debug")))
-    bad = torchtitan_unknown_keys(t)
-    check(f"{name}: torchtitan 0.2.2's loader reads every key", not bad, str(bad))
+    trule = torchtitan_rule(dp, pp, zero, sched, chunks)
+    if trule:
+        check(f"{name}: torchtitan refused (exit 2), naming the rule '{trule}'",
+              rc == 2 and out == "" and trule in err and "planc: error: export:" in err, f"exit {rc}: {err[-400:]}")
+    else:
+        check(f"{name}: torchtitan exit 0", rc == 0, err)
+        try:
+            t = tomllib.loads(out)
+        except tomllib.TOMLDecodeError as e:
+            t = {}
+            check(f"{name}: torchtitan TOML parses", False, str(e))
+        par, tr = t.get("parallelism", {}), t.get("training", {})
+        check(f"{name}: torchtitan degrees",
+              par.get("tensor_parallel_degree") == tp and par.get("pipeline_parallel_degree") == pp and
+              par.get("data_parallel_shard_degree", 0) * par.get("data_parallel_replicate_degree", 0) == dp,
+              str(par))
+        check(f"{name}: torchtitan ZeRO {zero} -> shard/replicate",
+              (par.get("data_parallel_replicate_degree"), par.get("data_parallel_shard_degree")) ==
+              ((dp, 1) if zero == 0 else (1, dp)), str(par))
+        check(f"{name}: torchtitan batches",
+              tr.get("global_batch_size") == gb and tr.get("seq_len") == 2048 and
+              tr.get("local_batch_size") == (mb * n_micro if pp > 1 else mb) and
+              (pp == 1 or par.get("pipeline_parallel_microbatch_size") == mb), str(tr))
+        if pp > 1:
+            check(f"{name}: torchtitan schedule", par.get("pipeline_parallel_schedule") == SCHED_TT[sched], str(par))
+        check(f"{name}: torchtitan activation checkpoint",
+              t.get("activation_checkpoint", {}).get("mode") == rec, str(t.get("activation_checkpoint")))
+        check(f"{name}: torchtitan async TP off", par.get("enable_async_tensor_parallel") is False)
+        check(f"{name}: torchtitan optimizer", t.get("optimizer", {}).get("lr") == 3e-4, str(t.get("optimizer")))
+        check(f"{name}: torchtitan [lr_scheduler] is planc's (warm-up 10, cosine, floor lr/10)",
+              t.get("lr_scheduler") == {"warmup_steps": 10, "decay_type": "cosine", "min_lr_factor": 0.1},
+              str(t.get("lr_scheduler")))
+        check(f"{name}: torchtitan seed in [debug] (0.2.1+ rejects [training] seed)",
+              t.get("debug", {}).get("seed") == 7 and "seed" not in tr, str(t.get("debug")))
+        bad = torchtitan_unknown_keys(t)
+        check(f"{name}: torchtitan 0.2.2's loader reads every key", not bad, str(bad))
 
     rc, out, err = run("export", plan, "--to", "deepspeed")
     rule = deepspeed_rule(dp, tp, pp, zero, sched)
@@ -538,7 +559,8 @@ for form, degrees, seq, mflag, rotate in CP_FORMS:
     check(f"export megatron cp 8 {form}: --context-parallel-size 8 --cp-comm-type {mflag}",
           rc == 0 and f.get("--context-parallel-size") == "8" and f.get("--cp-comm-type") == mflag,
           f"exit {rc}: {err[:300]}")
-    rc, out, err = run("export", plan, "--to", "torchtitan")
+    # torchtitan has no ZeRO-1 (DDP or FSDP2): its export of the same plan at zero 3
+    rc, out, err = run("export", write(f"cp-{form}-tt.plan", text.replace("zero 1", "zero 3")), "--to", "torchtitan")
     t = tomllib.loads(out)["parallelism"] if rc == 0 else {}
     check(f"export torchtitan cp 8 {form}: context_parallel_degree 8, rotate {rotate}",
           t.get("context_parallel_degree") == 8 and t.get("context_parallel_rotate_method") == rotate,
@@ -629,6 +651,8 @@ for n, (name, keys, drop, sp, must, mustnot, comm, asynctp, words) in enumerate(
     check(f"software {name}: deepspeed overlap_comm {comm}",
           d.get("zero_optimization", {}).get("overlap_comm") is comm, out[:300])
     notes += err
+    # torchtitan has no ZeRO-2 (DDP or FSDP2): the same plan at zero 3
+    plan = write(f"software{n}-tt3.plan", open(plan).read().replace("zero 2;", "zero 3;"))
     rc, out, err = run("export", plan, "--to", "torchtitan")
     t = tomllib.loads(out) if rc == 0 else {}
     if drop != "0":
@@ -665,7 +689,8 @@ for keys, compile, impl, words in [
          ["fused_swiglu false: torchtitan fuses the pointwise ops only all at once"])]:
     model = MODEL.replace("DTYPE", "bf16").replace("KV", "16")
     plan = write("kernels.plan", model + f"plan {{ dp 4; tp 2; pp 2; zero 2; micro_batch 1; global_batch 32; {keys} }}\n")
-    rc, out, err = run("export", plan, "--to", "torchtitan")
+    rc, out, err = run("export", write("kernels-tt.plan", open(plan).read().replace("zero 2;", "zero 3;")),
+                       "--to", "torchtitan")
     t = tomllib.loads(out) if rc == 0 else {}
     # torchtitan 0.2: [compile] enable ([training] has no compile)
     got = (t.get("compile", {}).get("enable"), t.get("optimizer", {}).get("implementation"))
@@ -741,7 +766,7 @@ def refused(name, rc, out, err, *words):
 
 
 # versions: NAME@VERSION, a default per framework; torchtitan 0.3 has no TOML
-p4 = BASE + "plan { dp 16; tp 1; pp 1; zero 1; micro_batch 1; global_batch 64 }\n"
+p4 = BASE + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n"
 for target, ver in [("megatron", "core-0.14"), ("torchtitan", "0.2"), ("deepspeed", "0.17")]:
     a = export("ver.plan", p4, target)
     b = export("ver.plan", p4, f"{target}@{ver}")
@@ -781,12 +806,12 @@ for cfg, words in [("gpt2.json", ["lm_head tied"]), ("gemma-7b.json", ["lm_head 
                    ("qwen2-7b.json", ["no biases"]), ("mistral-7b.json", ["no sliding window"])]:
     rc, model, _ = run("import", os.path.join(DATA, cfg))
     model = "\n".join("    seq 1024" if l.strip().startswith("seq ") else l for l in model.splitlines())
-    text = f'include "{CLUSTER}"\n{model}\nplan {{ dp 32; tp 4; pp 1; zero 1; micro_batch 1; global_batch 32 }}\n'
+    text = f'include "{CLUSTER}"\n{model}\nplan {{ dp 32; tp 4; pp 1; zero 3; micro_batch 1; global_batch 32 }}\n'
     rc, out, err = export(cfg + ".tt.plan", text, "torchtitan")
     refused(f"torchtitan of {cfg}: refused, never a dense llama3", rc, out, err, "torchtitan 0.2's llama3", *words)
     check(f"torchtitan of {cfg}: no name = \"llama3\" written", 'name = "llama3"' not in out)
 gpt = BASE.replace("lm_head { tied false }", "lm_head { tied true }")
-rc, out, err = export("tied.plan", gpt + "plan { dp 16; tp 1; pp 1; zero 1; micro_batch 1; global_batch 64 }\n",
+rc, out, err = export("tied.plan", gpt + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n",
                       "torchtitan")
 refused("torchtitan: a tied head refused (+vocab x dim parameters otherwise)", rc, out, err, "lm_head tied")
 # norm_eps and RoPE scaling in the flavor torchtitan registers; no scaling is factor 1
@@ -796,7 +821,7 @@ for cfg, needles in [("llama-3.1-8b.json", ["norm_eps=1e-05", "rope_theta=500000
                      ("llama-2-7b.json", ["norm_eps=1e-05", "RoPEScalingArgs(scaling_factor=1.0)"])]:
     rc, model, _ = run("import", os.path.join(DATA, cfg))
     model = "\n".join("    seq 1024" if l.strip().startswith("seq ") else l for l in model.splitlines())
-    text = f'include "{CLUSTER}"\n{model}\nplan {{ dp 16; tp 8; pp 1; zero 1; micro_batch 1; global_batch 16 }}\n'
+    text = f'include "{CLUSTER}"\n{model}\nplan {{ dp 16; tp 8; pp 1; zero 3; micro_batch 1; global_batch 16 }}\n'
     rc, out, err = export(cfg + ".tt.plan", text, "torchtitan")
     missing = [n for n in needles if n not in out]
     check(f"torchtitan of {cfg}: the flavor has norm_eps and the RoPE scaling", rc == 0 and not missing,
@@ -804,21 +829,21 @@ for cfg, needles in [("llama-3.1-8b.json", ["norm_eps=1e-05", "rope_theta=500000
     check(f"torchtitan of {cfg}: 0.2.2's loader reads every key",
           rc == 0 and not torchtitan_unknown_keys(tomllib.loads(out)))
 eps = BASE.replace("vocab 32000;", "vocab 32000; norm_eps 1e-6;")
-rc, out, err = export("eps.plan", eps + "plan { dp 16; tp 1; pp 1; zero 1; micro_batch 1; global_batch 64 }\n",
+rc, out, err = export("eps.plan", eps + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n",
                       "torchtitan")
 check("torchtitan: norm_eps 1e-6 in the flavor", rc == 0 and "norm_eps=1e-06" in out, out[:400] + err[-300:])
 for r, words in [("rope_scaling { type linear; factor 4 }", "rope_scaling linear"),
                  ("rope_scaling { type yarn; factor 4; original_max_position 1024 }", "rope_scaling yarn")]:
     text = BASE.replace("position rope }", "position rope; " + r + " }")
-    rc, out, err = export("rs.plan", text + "plan { dp 16; tp 1; pp 1; zero 1; micro_batch 1; global_batch 64 }\n",
+    rc, out, err = export("rs.plan", text + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n",
                           "torchtitan")
     refused(f"torchtitan: {words} refused", rc, out, err, words)
     if "yarn" in r:
-        rc, out, err = export("rs.plan", text + "plan { dp 16; tp 1; pp 1; zero 1; micro_batch 1; global_batch 64 }\n",
+        rc, out, err = export("rs.plan", text + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n",
                               "megatron")
         refused("megatron: rope_scaling yarn refused (no flag)", rc, out, err, "rope_scaling yarn")
 rc, out, err = export("win.plan", BASE.replace("kv_heads 8;", "kv_heads 8; sliding_window 512;") +
-                      "plan { dp 16; tp 1; pp 1; zero 1; micro_batch 1; global_batch 64 }\n", "megatron")
+                      "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n", "megatron")
 refused("megatron: sliding_window refused (core_v0.14.0 has no flag)", rc, out, err, "sliding_window 512")
 
 # every train key planc trains with is written, or said (sema.c's lists walked):
@@ -840,7 +865,7 @@ VARY = {"steps": ("steps 100", "steps 200"), "lr": ("lr 3e-4", "lr 1e-4"), "warm
         "beta1": ("}", "; optimizer adamw { beta1 0.8 } }"), "beta2": ("}", "; optimizer adamw { beta2 0.9 } }"),
         "eps": ("}", "; optimizer adamw { eps 1e-6 } }"),
         "weight_decay": ("}", "; optimizer adamw { weight_decay 0.05 } }")}
-layout = "plan { dp 16; tp 1; pp 1; zero 1; micro_batch 1; global_batch 64 }\n"
+layout = "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n"
 for k in keys:
     check(f"train key {k}: the walk knows how to change it", k in VARY)
     if k not in VARY:
@@ -859,6 +884,36 @@ for k in keys:
             ok = r0[0] == 0 and r1[0] == 0 and r0[1] != r1[1]
         check(f"train key {k} -> {target} ({where}): written, or said", ok,
               f"exits {r0[0]} {r1[0]}; same output: {r0[1] == r1[1]}; {r1[2][-300:]}")
+
+# search --for: only layouts the framework runs, with its stack
+sp = write("search-for.plan", BASE + "plan { global_batch 64 }\n")
+rc, out, err = run("search", sp, "--json", "--top", "50")
+free = [r["layout"] for r in json.loads(out)["results"]] if rc == 0 else []
+RULES = {"deepspeed": lambda l: deepspeed_rule(l["dp"], l["tp"], l["pp"], l["zero"], l["schedule"]),
+         "megatron": lambda l: megatron_rule(l["pp"], l["schedule"]) or
+         (l["schedule"] == "interleaved" and 16 % (l["pp"] * l["chunks"]) and "uneven"),
+         "torchtitan": lambda l: torchtitan_rule(l["dp"], l["pp"], l["zero"], l["schedule"],
+                                                 l.get("chunks", 1))}
+for fw, stack in [("deepspeed", "deepspeed"), ("megatron", "megatron-core"), ("torchtitan", "torchtitan")]:
+    rule = RULES[fw]
+    check(f"search without --for ranks layouts {fw} cannot run (the test can fail)",
+          any(rule(l) for l in free), str(free[:3]))
+    rc, out, err = run("search", sp, "--json", "--top", "50", "--for", fw)
+    res = [r["layout"] for r in json.loads(out)["results"]] if rc == 0 else []
+    bad = [l for l in res if rule(l)]
+    check(f"search --for {fw}: every ranked layout is one {fw} runs", rc == 0 and res and not bad,
+          f"exit {rc}, {len(res)} results, {bad[:2]}: {err[-300:]}")
+    check(f"search --for {fw}: ranked with {fw}'s stack, refusals counted",
+          f"software {stack}" in err and "cannot run were not ranked" in err, err[-400:])
+    outp = os.path.join(TMP, f"searched-{fw}.plan")
+    rc, _, err = run("search", sp, "--for", fw, "--write", outp)
+    text = open(outp).read() if rc == 0 else ""
+    check(f"search --for {fw} --write: the stack in the plan block, and it exports",
+          f"software {stack}" in text and run("export", outp, "--to", fw)[0] == 0, err[-300:] + text[-300:])
+rc, out, err = run("search", write("search-for-ds.plan", BASE + "plan { global_batch 64; software torchtitan }\n"),
+                   "--for", "megatron")
+check("search --for megatron of a plan naming software torchtitan: exit 2", rc == 2 and "names software torchtitan" in err,
+      err[-300:])
 
 # export: a plan file whose name holds a newline still gives one TOML document
 odd = os.path.join(TMP, "p\n[evil]\nx = 1\n.plan")
