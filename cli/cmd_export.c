@@ -77,11 +77,15 @@ int planc_cmd_export(int argc, char **argv)
     int rc = planc_load_plan(file, &arena, &diag, &plan);
     if (rc == 0) {
         /* written to memory first, so a plan that is not exported leaves no OUT */
-        char *text = NULL, why[512] = "";
-        size_t len = 0;
-        FILE *mem = open_memstream(&text, &len);
-        rc = mem ? plan_export(&plan, (PlanExportTarget)target, version, mem, stderr, why, sizeof why) : 2;
+        /* the notes too: a refused export says only why */
+        char *text = NULL, *notes = NULL, why[512] = "";
+        size_t len = 0, nlen = 0;
+        FILE *mem = open_memstream(&text, &len), *nmem = open_memstream(&notes, &nlen);
+        rc = mem && nmem ? plan_export(&plan, (PlanExportTarget)target, version, mem, nmem, why, sizeof why) : 2;
         if (mem) fclose(mem);
+        if (nmem) fclose(nmem);
+        if (rc == 0 && notes) fputs(notes, stderr);
+        free(notes);
         if (rc == 1 || (rc == 2 && why[0])) {
             fprintf(stderr, "planc: error: export: %s: %s\n", file, why);
         } else if (rc == 0) {

@@ -481,6 +481,9 @@ static void megatron_lr_schedule(const Ex *x, FILE *o, bool *first)
     arg(o, first, "--min-lr");
     fputc(' ', o);
     put_num_f32(o, plan_min_lr(t));
+    if (t->warmup > 0)
+        note(x, "lr schedule: Megatron-LM's warm-up runs lr x k / warmup at step k (optimizer_param_scheduler.py "
+                "get_lr, num_steps from 0), planc's (k + 1) / warmup: one step behind; the cosine after it is planc's");
 }
 
 /* The layouts Megatron-LM (core_v0.14.0) runs: interleaving with equal
@@ -724,8 +727,9 @@ static void torchtitan_fp8(const Ex *x, FILE *o);
  * decay_ratio, decay_type "linear" | "sqrt" | "cosine" (default linear),
  * min_lr_factor (default 0); components/lr_scheduler.py
  * linear_warmup_stable_decay: decay over steps - warmup_steps when
- * decay_ratio is unset). Its warm-up step k runs lr x k / warmup, planc's
- * (k + 1) / warmup: said. */
+ * decay_ratio is unset, with one stable step at warmup_steps): its step k
+ * runs (k + 1) / warmup_steps in the warm-up and the cosine of (k -
+ * warmup) / (steps - warmup) after it, planc's schedule step for step. */
 static void torchtitan_lr_schedule(const Ex *x, FILE *o)
 {
     const Train *t = &x->p->train;
@@ -733,9 +737,7 @@ static void torchtitan_lr_schedule(const Ex *x, FILE *o)
             (long long)t->warmup);
     put_num(o, PLAN_MIN_LR_FACTOR);
     fputc('\n', o);
-    if (t->warmup > 0)
-        note(x, "lr_scheduler: torchtitan's warm-up step k runs lr x k / warmup_steps (planc's: (k + 1) / warmup), "
-                "one step behind; the cosine and its floor lr/10 are planc's");
+
 }
 
 /* [model] converters: the FP8 linears (components/quantization at v0.2.2
@@ -1034,8 +1036,8 @@ static void deepspeed_lr_schedule(const Ex *x, FILE *o)
                "      \"cos_min_ratio\": ", (long long)t->steps, (long long)t->warmup);
     put_num(o, PLAN_MIN_LR_FACTOR);
     fprintf(o, "\n    }\n  }");
-    note(x, "scheduler: WarmupCosineLR's warm-up step k runs lr x k / warmup (planc's: (k + 1) / warmup), "
-            "one step behind; the cosine and its floor lr/10 are planc's");
+    note(x, "scheduler: WarmupCosineLR runs lr 0 at steps 0 and 1 and planc's step k - 2 through the warm-up "
+            "(measured, DeepSpeed 0.17.0); from step warmup + 1 on, planc's cosine to lr/10 exactly");
 }
 
 /* The layouts DeepSpeed can run from a ds_config, with the rule that
