@@ -380,6 +380,7 @@ def megatron_flags(line):
 
 
 DS_CASES = []   # the ds_configs for DeepSpeed's own validator (below)
+TT_CASES = []   # the job files for torchtitan 0.2.2's own loader (below)
 for n, (dp, tp, pp, zero, mb, gb, sched, chunks, rec, sp, dtype, kv) in enumerate(LAYOUTS):
     name = f"layout {n} (dp {dp} tp {tp} pp {pp} zero {zero} {sched} {rec} sp {sp} {dtype})"
     plan = write(f"export{n}.plan", MODEL.replace("DTYPE", dtype).replace("KV", str(kv)) + f"""
@@ -469,6 +470,10 @@ plan {{
             t = {}
             check(f"{name}: torchtitan TOML parses", False, str(e))
         par, tr = t.get("parallelism", {}), t.get("training", {})
+        TT_CASES.append({"name": name, "path": write(f"export{n}.toml", out), "expect": {
+            "parallelism.tensor_parallel_degree": tp, "parallelism.pipeline_parallel_degree": pp,
+            "training.global_batch_size": gb, "lr_scheduler.decay_type": "cosine",
+            "lr_scheduler.min_lr_factor": 0.1, "lr_scheduler.warmup_steps": 10, "debug.seed": 7}})
         check(f"{name}: torchtitan degrees",
               par.get("tensor_parallel_degree") == tp and par.get("pipeline_parallel_degree") == pp and
               par.get("data_parallel_shard_degree", 0) * par.get("data_parallel_replicate_degree", 0) == dp,
@@ -961,5 +966,16 @@ if DS_PY and os.access(DS_PY, os.X_OK):
     print(f"test_bridges: {last}")
 else:
     print("test_bridges: DeepSpeed's validator skipped (not installed: make bridges-validators)")
+TT_SRC = os.environ.get("PLANC_TT_SRC", "")
+if DS_PY and os.access(DS_PY, os.X_OK) and os.path.isdir(os.path.join(TT_SRC, "torchtitan")):
+    cases = write("tt-cases.json", json.dumps(TT_CASES))
+    p = subprocess.run([DS_PY, os.path.join(DATA, "validate_torchtitan.py"), TT_SRC, cases], capture_output=True,
+                       text=True, timeout=300)
+    last = (p.stdout.strip().splitlines() or [""])[-1]
+    check(f"torchtitan 0.2.2's ConfigManager on {len(TT_CASES)} job files: {last}",
+          p.returncode == 0 and len(TT_CASES) >= 3, p.stdout[-1500:] + p.stderr[-800:])
+    print(f"test_bridges: {last}")
+else:
+    print("test_bridges: torchtitan's validator skipped (not installed: make bridges-validators)")
 print(f"test_bridges: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
