@@ -665,7 +665,7 @@ static void emit_constants(Cg *g)
            " * eps, weight decay (matrices only), clip (global gradient norm; 0 off) */\n");
     char f[7][48];
     out(g, "static const prt_adamw_cfg ADAMW = { %s, %s, %ld, %ld, %s, %s, %s, %s, %s };\n\n",
-        flt(f[0], lr), flt(f[1], lr / 10), (long)t->warmup, steps, flt(f[2], t->beta1),
+        flt(f[0], lr), flt(f[1], plan_min_lr(t)), (long)t->warmup, steps, flt(f[2], t->beta1),
         flt(f[3], t->beta2), flt(f[4], t->eps), flt(f[5], t->weight_decay), flt(f[6], t->grad_clip));
 }
 

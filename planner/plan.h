@@ -391,6 +391,15 @@ typedef struct {
                                     --init-from, issue 28), or NULL */
 } Train;
 
+/* The floor of the cosine decay, as a fraction of lr: the runtime's
+ * schedule ends at lr/10 (codegen/emit.c ADAMW, runtime/ops/adamw.c
+ * prt_lr_at), and every export writes it. */
+#define PLAN_MIN_LR_FACTOR 0.1
+static inline double plan_min_lr(const Train *t)
+{
+    return t->lr / 10;   /* = lr x PLAN_MIN_LR_FACTOR, divided as the runtime always has */
+}
+
 /* FP8 training (issue 27): the scaling recipe of the linears' GEMMs
  * (Software.fp8, the plan block's `fp8 { ... }`; planner/fp8.c holds the
  * names, the defaults and the rules). ORDER plan_fp8_recipe_names. */
