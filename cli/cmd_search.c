@@ -17,13 +17,16 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "dsl/dsl.h"
+#include "planner/export.h"
 #include "planner/search.h"
+#include "planner/stacks.h"
 #include "trace/trace.h"
 
 #define SEARCH_STR_(x) #x
@@ -32,7 +35,7 @@
 static const char SEARCH_HELP[] =
     "usage: planc search FILE [--top K] [--json] [--write OUT.plan] [--svg OUT.svg]\n"
     "                         [--max-tp N] [--tp-in-node | --no-tp-in-node]\n"
-    "                         [--max-layouts N]\n"
+    "                         [--max-layouts N] [--for megatron|torchtitan|deepspeed]\n"
     "\n"
     "Rank every parallel layout of FILE's model on FILE's cluster: dp x tp x pp\n"
     "(= the GPUs), ZeRO 0-3, micro-batch, schedule (gpipe, 1f1b, zb-h1,\n"
@@ -52,6 +55,10 @@ static const char SEARCH_HELP[] =
     "                     layouts, plus the chunk sums of deep interleaving, " SEARCH_STR(PLAN_SEARCH_SUMS_PER_LAYOUT) "\n"
     "                     to a layout), counted before any is built (default\n"
     "                     " SEARCH_STR(PLAN_SEARCH_MAX_LAYOUTS) "; 0: no limit)\n"
+    "  --for F            rank only the layouts framework F can run (the rules\n"
+    "                     `planc export --to F` refuses by), with F's software\n"
+    "                     stack (software megatron-core, torchtitan, deepspeed)\n"
+    "                     where the plan names none; --write writes it\n"
     "\n"
     "Rows are distinct layouts: at pp 1 the schedule is not searched (1F1B,\n"
     "shown as '-'), at dp 1 nor is ZeRO (stage 0), and layouts identical in\n"
@@ -124,7 +131,7 @@ static DslStmt *keep_software(DslStmt *searched, DslStmt *old)
 
 /* Why: the new plan block goes through the same parser and printer as
  * the rest of the file, so OUT is canonical `planc fmt` output. */
-static int write_back(const char *file, const char *out, const Layout *best)
+static int write_back(const char *file, const char *out, const Layout *best, const char *software)
 {
     DslArena a = { 0 };
     DslDiag d;
@@ -135,6 +142,11 @@ static int write_back(const char *file, const char *out, const Layout *best)
     FILE *m = open_memstream(&text, &len);
     if (!m) goto done;
     plan_search_print_layout_block(m, best);
+    if (software) {   /* the stack --for applied, inside the block: before its "}\n" */
+        fflush(m);
+        fseek(m, -2, SEEK_END);
+        fprintf(m, "    software %s\n}\n", software);
+    }
     fclose(m);
     DslSource *src = dsl_arena_alloc(&a, sizeof *src);
     *src = (DslSource){ "<searched plan>", dsl_arena_strdup(&a, text), len };
@@ -184,6 +196,39 @@ done:
 
 /* ---- the command ------------------------------------------------------ */
 
+/* search --for: the export's layout rules (planner/export.h). */
+static bool admit_for(const Plan *p, const Layout *l, void *ctx, char *why, size_t len)
+{
+    return plan_export_layout_ok(p, l, (PlanExportTarget)(intptr_t)ctx, why, len);
+}
+
+/* The framework's stack in place of planc's, when the plan names none
+ * (its fp8 block kept: a model setting, not the stack's). Returns 0, or
+ * 2 when the plan names another framework's stack. label gets "NAME
+ * VARIANT" of the stack applied, or "" when the plan's own was kept. */
+static int apply_stack(Plan *p, PlanExportTarget t, char *label, size_t len)
+{
+    label[0] = 0;
+    const char *want = plan_export_stack(t);
+    if (p->software.stack != 0) {
+        if (strcmp(plan_stack_row(p->software.stack)->name, want) == 0) return 0;
+        char have[64];
+        plan_stack_label(&p->software, have, sizeof have);
+        fprintf(stderr, "planc: error: search: --for %s, but the plan names software %s (that framework's is "
+                "%s)\n", plan_export_stack(t), have, want);
+        return 2;
+    }
+    int row = plan_stack_find(want, NULL);
+    if (row < 0) return 0;
+    PlanFp8 fp8 = p->software.fp8;
+    p->software = plan_stack_software(row);
+    p->software.fp8 = fp8;
+    plan_stack_label(&p->software, label, len);
+    fprintf(stderr, "planc: note: search: --for: software %s (%s's stack; the plan names none, so its own "
+            "software keys are replaced)\n", label, want);
+    return 0;
+}
+
 /* "best layout still needs 94.1 GiB on stage 0 > 80 GiB", and the layout. */
 static void report_shortfall(const PlanSearch *s)
 {
@@ -207,6 +252,7 @@ int planc_cmd_search(int argc, char **argv)
 {
     const char *file = NULL, *write = NULL, *svg = NULL;
     bool json = false;
+    int for_target = -1;
     PlanSearchOptions o = plan_search_defaults();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -236,6 +282,12 @@ int planc_cmd_search(int argc, char **argv)
         } else if (strcmp(a, "--svg") == 0) {         /* the search plot (trace/, issue 9) */
             if (!(svg = planc_option_value("search", argc, argv, &i, "OUT.svg"))) return 2;
             o.record = true;
+        } else if (strcmp(a, "--for") == 0) {
+            const char *val = planc_option_value("search", argc, argv, &i, "megatron");
+            if (!val) return 2;
+            if ((for_target = plan_export_target(val)) < 0)
+                return planc_usage_error("search", "--for: unknown framework '%s' (expected megatron, torchtitan "
+                                         "or deepspeed)", val);
         } else if (strcmp(a, "--tp-in-node") == 0) {
             o.tp_in_node = true;
         } else if (strcmp(a, "--no-tp-in-node") == 0) {
@@ -249,6 +301,8 @@ int planc_cmd_search(int argc, char **argv)
         }
     }
     if (!file) return planc_usage_error("search", "%sneeds a FILE", "");
+    if (for_target >= 0 && svg)
+        return planc_usage_error("search", "%s--svg plots the whole space; it does not take --for", "");
 
     DslArena arena = { 0 };
     DslDiag diag;
@@ -258,6 +312,15 @@ int planc_cmd_search(int argc, char **argv)
     if (rc != 0) {
         dsl_arena_free(&arena);
         return rc;
+    }
+    char stack[64] = "";
+    if (for_target >= 0) {
+        if ((rc = apply_stack(&plan, (PlanExportTarget)for_target, stack, sizeof stack)) != 0) {
+            dsl_arena_free(&arena);
+            return rc;
+        }
+        o.admit = admit_for;
+        o.admit_ctx = (void *)(intptr_t)for_target;
     }
     PlanSearch s;
     char why[512];
@@ -283,7 +346,10 @@ int planc_cmd_search(int argc, char **argv)
                 "the search was redone without them\n", (long long)s.bound_violations);
     rc = s.n_results > 0 ? 0 : 1;
     if (rc == 1) report_shortfall(&s);
-    if (rc == 0 && write) rc = write_back(file, write, &s.results[0].layout);
+    if (for_target >= 0 && s.dropped.refused)
+        fprintf(stderr, "planc: note: search: --for %s: %lld layouts it cannot run were not ranked (the first: %s)\n",
+                plan_export_target_name((PlanExportTarget)for_target), (long long)s.dropped.refused, s.refused_why);
+    if (rc == 0 && write) rc = write_back(file, write, &s.results[0].layout, stack[0] ? stack : NULL);
     if (svg && tr_search_svg(svg, &plan, &s) != 0 && rc == 0) rc = 2;
     plan_search_free(&s);
     dsl_arena_free(&arena);

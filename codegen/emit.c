@@ -92,7 +92,7 @@ typedef struct {
     bool on;
 } CgFeature;
 
-#define CG_MAX_FEATURES 48
+#define CG_MAX_FEATURES 56
 
 typedef struct {
     FILE       *f;
@@ -367,6 +367,8 @@ static void set_features(Cg *g)
     set_feature(g, "SLIDING_WINDOW", window > 0);
     set_feature(g, "ROPE", pos == POS_ROPE);
     set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
+    set_feature(g, "EMBED_SCALE", m->n_layers > 0 && m->layers[0].embed_scale);   /* Gemma: x sqrt(dim) */
+    set_feature(g, "NORM_PLUS_ONE", m->norm_plus_one);   /* Gemma: RMSNorm's gain 1 + w */
     set_feature(g, "HAS_MLP", mlp > 0);
     set_feature(g, "HAS_MOE", moe > 0);
     set_feature(g, "EXPERT_PARALLEL", moe > 0 && plan_ep(l) > 1);
@@ -460,6 +462,99 @@ static int local_heads(const Layer *L, int tp) { return (int)(L->heads / tp); }
  * rule, which the memory and cost models count by). */
 static int grad_ranks(const Layout *l) { return plan_dp_cp(l); }
 
+/* Issue 28: why the model is not one repeated block (the same attention
+ * and the same MLP or MoE after the embedding, then an optional final norm
+ * and the head), into why; "" when it is. A Hugging Face architecture
+ * describes a model by one block's settings, so only such models map. */
+static void model_uniform(const Model *m, char *why, size_t cap)
+{
+    const Layer *L = m->layers, *a0 = NULL, *f0 = NULL;
+    int n = m->n_layers, i = 1;
+    why[0] = '\0';
+    if (n < 2 || L[0].kind != LAYER_EMBEDDING || L[n - 1].kind != LAYER_LM_HEAD) {
+        snprintf(why, cap, "the model does not start with an embedding and end with an lm_head");
+        return;
+    }
+    for (; i + 1 < n && L[i].kind == LAYER_ATTENTION; i += 2) {
+        const Layer *a = &L[i], *f = &L[i + 1];
+        if (f->kind != LAYER_MLP && f->kind != LAYER_MOE) {
+            snprintf(why, cap, "layer %d (%s) follows an attention layer: blocks must be attention + mlp or moe",
+                     i + 1, kind_name(f->kind));
+            return;
+        }
+        if (!a0) { a0 = a; f0 = f; continue; }
+        if (a->heads != a0->heads || a->kv_heads != a0->kv_heads || a->head_dim != a0->head_dim ||
+            a->window != a0->window || a->norm != a0->norm || a->bias != a0->bias ||
+            a->qkv_bias_only != a0->qkv_bias_only) {
+            snprintf(why, cap, "attention layer %d differs from the first block's", i);
+            return;
+        }
+        if (f->kind != f0->kind || f->hidden != f0->hidden || f->act != f0->act || f->norm != f0->norm ||
+            f->bias != f0->bias || f->experts != f0->experts || f->top_k != f0->top_k ||
+            f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss) {
+            snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
+            return;
+        }
+    }
+    if (!a0) { snprintf(why, cap, "the model has no attention block"); return; }
+    if (i < n - 1 && L[i].kind == LAYER_NORM) i++;
+    if (i != n - 1) snprintf(why, cap, "layer %d (%s) is not part of a block", i, kind_name(L[i].kind));
+}
+
+/* Issue 28: MODEL_CONFIG, the model's hyperparameters as a JSON object in
+ * planc's own terms, recorded in every checkpoint ("model_config") so that
+ * `planrt-ckpt export-hf` can write a Hugging Face config.json and
+ * --init-from can check one. Numbers print with 17 digits: they read back
+ * as the same doubles. Keys are documented in docs/pending/hfout.md. */
+static void emit_model_config(Cg *g)
+{
+    const Model *m = &g->p->model;
+    const Layer *E = &m->layers[0], *A = NULL, *F = NULL, *N = NULL, *H = &m->layers[m->n_layers - 1];
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *l = &m->layers[i];
+        if (l->kind == LAYER_ATTENTION && !A) A = l;
+        if ((l->kind == LAYER_MLP || l->kind == LAYER_MOE) && !F) F = l;
+        if (l->kind == LAYER_NORM) N = l;
+    }
+    char why[200];
+    model_uniform(m, why, sizeof why);
+    static const char *const pos[] = { "learned", "rope", "none" };            /* ORDER PosKind */
+    static const char *const norm[] = { "layernorm", "rmsnorm" };              /* ORDER NormKind */
+    static const char *const act[] = { "gelu", "relu", "swiglu", "geglu" };     /* ORDER ActKind */
+    static const char *const dt[] = { "fp32", "bf16", "fp16", "fp8" };
+    char j[4096];
+    int k = snprintf(j, sizeof j,
+        "{\"format\": 1, \"vocab\": %lld, \"seq\": %lld, \"dim\": %lld, \"dtype\": \"%s\", \"blocks\": %d, "
+        "\"position\": \"%s\", \"rope_theta\": %.17g, \"rope_scaling\": %s, ",
+        (long long)m->vocab, (long long)m->seq, (long long)m->dim,
+        (unsigned)m->dtype < 4 ? dt[m->dtype] : "?", m->n_blocks, pos[E->position],
+        plan_rope_theta(m), E->rope_scaling.kind != ROPE_SCALING_NONE ? "true" : "false");
+    if (A)
+        k += snprintf(j + k, sizeof j - (size_t)k,
+            "\"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"window\": %lld, \"attn_norm\": \"%s\", "
+            "\"attn_bias\": \"%s\", ",
+            (long long)A->heads, (long long)A->kv_heads, (long long)plan_head_dim(m, A), (long long)A->window,
+            norm[A->norm], !A->bias ? "none" : A->qkv_bias_only ? "qkv" : "all");
+    if (F)
+        k += snprintf(j + k, sizeof j - (size_t)k,
+            "\"ffn\": \"%s\", \"hidden\": %lld, \"act\": \"%s\", \"ffn_norm\": \"%s\", \"ffn_bias\": %s, "
+            "\"experts\": %lld, \"top_k\": %lld, \"shared\": %lld, \"capacity_factor\": %.17g, \"aux_loss\": %.17g, ",
+            kind_name(F->kind), (long long)F->hidden, act[F->act], norm[F->norm], F->bias ? "true" : "false",
+            (long long)F->experts, (long long)F->top_k, (long long)F->shared, F->capacity_factor, F->aux_loss);
+    char w[240];
+    cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
+    k += snprintf(j + k, sizeof j - (size_t)k,
+        "\"final_norm\": \"%s\", \"tied\": %s, \"norm_eps\": %.17g, \"dropout\": %.17g, "
+        "\"embed_scale\": %s, \"norm_plus_one\": %s, \"uniform\": \"%s\"}",
+        N ? norm[N->norm] : "none", H->tied ? "true" : "false", plan_norm_eps(m), m->dropout,
+        E->embed_scale ? "true" : "false", m->norm_plus_one ? "true" : "false", w);
+    char lit[8192];
+    cg_string_literal(j, lit, sizeof lit);
+    out(g, "/* the model's hyperparameters (planc's JSON), recorded in checkpoints: planrt-ckpt export-hf\n"
+           " * writes a Hugging Face config.json from them, --init-from checks one against them */\n");
+    out(g, "static const char *const MODEL_CONFIG = \"%s\";\n", lit);
+}
+
 static void emit_constants(Cg *g)
 {
     const Plan *p = g->p;
@@ -532,6 +627,11 @@ static void emit_constants(Cg *g)
         out(g, "static const float DROPOUT_P = %s;    /* the model's dropout: probability an element is dropped */\n",
             flt(pr, m->dropout));
     }
+    if (feature(g, "EMBED_SCALE", 11) == 1) {
+        char sc[48];
+        out(g, "static const float EMBED_SCALE_F = %s; /* embedding scale sqrt_dim: sqrt(%lld), as an fp32 */\n",
+            flt(sc, (double)sqrtf((float)m->dim)), (long long)m->dim);
+    }
     char eps[48];
     out(g, "static const float NORM_EPS = %s;     /* every norm's epsilon (model norm_eps) */\n",
         flt(eps, plan_norm_eps(m)));
@@ -546,6 +646,13 @@ static void emit_constants(Cg *g)
     out(g, "static const long  STEPS = %ld;                 /* default of --steps */\n", steps);
     if (data[0]) out(g, "static const char *const DATA = \"%s\"; /* default of --data, relative to the working directory */\n", data);
     else out(g, "static const char *const DATA = 0;              /* the plan names no data: --data is required */\n");
+    if (t->init) {
+        char init[16400];   /* 4 bytes per escaped byte of at most 3999 */
+        cg_string_literal(t->init, init, sizeof init);
+        out(g, "static const char *const INIT_FROM = \"%s\"; /* train.init: the default of --init-from */\n", init);
+    } else {
+        out(g, "static const char *const INIT_FROM = 0;         /* the plan starts from no Hugging Face directory */\n");
+    }
     out(g, "static const uint64_t SEED = %lluULL;           /* initialisation and data order */\n",
         (unsigned long long)t->seed);
     if (cp > 1)
@@ -557,6 +664,7 @@ static void emit_constants(Cg *g)
     out(g, "static const char *const MODEL_NAME = \"%s\";   /* a resume checks the checkpoint's */\n", lit);
     out(g, "static const char *const PLAN_HASH = \"fnv1a64:%016llx\"; /* of the tensors' names and shapes, "
            "recorded in checkpoints */\n", (unsigned long long)g->hash);
+    emit_model_config(g);
     /* MFU's numerator and denominator (planner/model.h, planner/cost.c) */
     const Device *dev = &p->cluster.device;
     double peak = m->dtype == DTYPE_FP32 ? dev->flops_fp32 : dev->flops_16;
@@ -571,7 +679,7 @@ static void emit_constants(Cg *g)
            " * eps, weight decay (matrices only), clip (global gradient norm; 0 off) */\n");
     char f[7][48];
     out(g, "static const prt_adamw_cfg ADAMW = { %s, %s, %ld, %ld, %s, %s, %s, %s, %s };\n\n",
-        flt(f[0], lr), flt(f[1], lr / 10), (long)t->warmup, steps, flt(f[2], t->beta1),
+        flt(f[0], lr), flt(f[1], plan_min_lr(t)), (long)t->warmup, steps, flt(f[2], t->beta1),
         flt(f[3], t->beta2), flt(f[4], t->eps), flt(f[5], t->weight_decay), flt(f[6], t->grad_clip));
 }
 
@@ -670,6 +778,9 @@ static int moe_expert_stride(const Layer *L)
     return up + (L->bias ? up : 0) + 1 + (L->bias ? 1 : 0);
 }
 
+/* A norm gain's start: 1, or 0 under norm_plus_one (Gemma's 1 + w is then 1). */
+#define NORM_INIT(m) ((m)->norm_plus_one ? "PRT_INIT_ZEROS" : "PRT_INIT_ONES")
+
 /* Walk the model's tensors in order; with write false only count them. */
 static int emit_params(Cg *g, bool write)
 {
@@ -714,7 +825,7 @@ static int emit_params(Cg *g, bool write)
             break;
         case LAYER_MOE: {
             snprintf(nm, sizeof nm, "layers.%d.moe_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             if (ln) { snprintf(nm, sizeof nm, "layers.%d.moe_norm.bias", i);
                       param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
             snprintf(nm, sizeof nm, "layers.%d.block_sparse_moe.gate.weight", i);
@@ -734,7 +845,7 @@ static int emit_params(Cg *g, bool write)
             size_t d = (size_t)plan_head_dim(m, L), q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
             size_t parts[3] = { q, kv, kv };
             snprintf(nm, sizeof nm, "layers.%d.attn_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             if (ln) { snprintf(nm, sizeof nm, "layers.%d.attn_norm.bias", i);
                       param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
             snprintf(nm, sizeof nm, "layers.%d.attn.qkv.weight", i);
@@ -752,7 +863,7 @@ static int emit_params(Cg *g, bool write)
             size_t parts[3] = { f, f, 0 };
             int np = plan_act_gated(L->act) ? 2 : 1;
             snprintf(nm, sizeof nm, "layers.%d.mlp_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             if (ln) { snprintf(nm, sizeof nm, "layers.%d.mlp_norm.bias", i);
                       param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
             snprintf(nm, sizeof nm, "layers.%d.mlp.up.weight", i);
@@ -766,7 +877,7 @@ static int emit_params(Cg *g, bool write)
             break;
         }
         case LAYER_NORM:
-            param_row(g, &id, "norm.weight", i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            param_row(g, &id, "norm.weight", i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             if (ln) param_row(g, &id, "norm.bias", i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0);
             break;
         case LAYER_LM_HEAD:

@@ -11,7 +11,7 @@
  * Features the plan fixes are resolved at emit time, not at run time:
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
- * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
+ * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
@@ -46,6 +46,12 @@
 #endif
 #ifndef NORM_RMS
 #define NORM_RMS 0
+#endif
+#ifndef NORM_PLUS_ONE
+#define NORM_PLUS_ONE 0
+#endif
+#ifndef EMBED_SCALE
+#define EMBED_SCALE 0
 #endif
 #ifndef MLP_ACTS_MIXED
 #define MLP_ACTS_MIXED 0
@@ -153,6 +159,9 @@ static const uint64_t SEED = 0;
 static const char *const BANNER = "template\n";
 static const char *const MODEL_NAME = "template";
 static const char *const PLAN_HASH = "fnv1a64:0";
+static const char *const MODEL_CONFIG = "{}";
+static const char *const INIT_FROM = 0;
+static const float EMBED_SCALE_F = 8.0f;
 static const double MODEL_FLOPS = 1, PEAK_FLOPS = 1;
 static const prt_adamw_cfg ADAMW = { 1e-3f, 1e-4f, 0, 1, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f };
 static const prt_param PARAMS[] = {
@@ -289,6 +298,9 @@ static struct {
 /* Backward scratch shared by all layers. */
 static struct {
     prt_act *dln, *dlnf, *da, *dh, *datt, *tmp;
+#if NORM_PLUS_ONE
+    prt_act *gain;         /* (C) an RMSNorm's gain 1 + w (Gemma), made before each use */
+#endif
 #if SP
     prt_act *full, *dyf;   /* all-rows partial sums of a row-parallel linear; the gathered output gradient */
     prt_act *rows;         /* (N, C) a column-parallel linear's input gathered over TP: no layer
@@ -405,6 +417,20 @@ static size_t cp_saved_max(void)
 #endif
  */
 
+#if NORM_PLUS_ONE
+/* Gemma's RMSNorm scales by 1 + w (w starts at 0): the gain, in fp32 as
+ * transformers' GemmaRMSNorm makes it, into S.gain for one call; the
+ * gradient of the gain is the gradient of w. */
+static const prt_act *gain(const LayerSpec *L)
+{
+    prt_affine(S.gain, W(L->ln_w), 1.0f, 1.0f, C);
+    return S.gain;
+}
+#define GAIN(L) gain(L)
+#else
+#define GAIN(L) W((L)->ln_w)
+#endif
+
 static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
 {
 #if NORM_MIXED
@@ -412,7 +438,7 @@ static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd,
     else prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);
 #elif NORM_RMS
     (void)mean;
-    prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, NORM_EPS);                       /* RMSNorm */
+    prt_rmsnorm_fwd(out, rstd, x, GAIN(L), NL, C, NORM_EPS);                          /* RMSNorm */
 #else
     prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);   /* LayerNorm */
 #endif
@@ -435,7 +461,7 @@ static void norm_bwd_to(const LayerSpec *L, prt_act *dx, const prt_act *dout, co
     else prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
 #elif NORM_RMS
     (void)mean; (void)db;
-    prt_rmsnorm_bwd(dx, dw, dout, x, W(L->ln_w), rstd, NL, C);
+    prt_rmsnorm_bwd(dx, dw, dout, x, GAIN(L), rstd, NL, C);
 #else
     prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
 #endif
@@ -629,6 +655,9 @@ static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     prt_act *e = partials(y);                                           /* (N, C) */
     CHECK(prt_batch_load(R.data, R.step, R.mb, a->tok, NULL));
     prt_embedding_fwd(e, a->tok, W(L->w1), N, C, vocab0(), VL);
+#if EMBED_SCALE
+    prt_affine(e, e, EMBED_SCALE_F, 0.0f, N * C);   /* Gemma: x sqrt(dim); each row is one rank's, so exact */
+#endif
 #if SP
 #if LEARNED_POS && CONTEXT_PARALLEL
     if (R.c->coord.tp == 0)   /* learned positions at this CP rank's global positions, once over TP */
@@ -653,6 +682,9 @@ static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     enter(L, "embedding backward");
+#if EMBED_SCALE
+    prt_affine(d, d, EMBED_SCALE_F, 0.0f, NL * C);   /* the scale's backward; d is read by no one after */
+#endif
 #if SP && DROPOUT
     const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.full);
 #elif SP
@@ -1748,6 +1780,9 @@ static void scratch_alloc(void)
     S.dlnf = S.dln;
 #endif
     S.tmp = act_alloc(N * C);
+#if NORM_PLUS_ONE
+    S.gain = act_alloc(C);
+#endif
     S.da = act_alloc(N * MAX_INNER);
     S.dh = act_alloc(N * MAX_WIDTH);
 #if CONTEXT_PARALLEL && RECOMPUTE_SELECTIVE
@@ -1788,6 +1823,9 @@ static void scratch_alloc(void)
 static void scratch_free(void)
 {
     prt_act *p[] = { S.dln, S.tmp, S.da, S.dh, S.datt,
+#if NORM_PLUS_ONE
+                     S.gain,
+#endif
 #if SP
                      S.dlnf, S.full, S.dyf, S.rows,
 #endif
@@ -2203,7 +2241,7 @@ static void expert_groups(void)
 static void save(void)
 {
     char dir[4096];
-    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
 #if EXPERT_PARALLEL
     CHECK(prt_model_save_pair(R.m, R.me, R.args.save, R.step, &info, dir, sizeof dir));   /* both groups */
 #else
@@ -2218,7 +2256,7 @@ static void save(void)
 static void resume(void)
 {
     char dir[4096];
-    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
 #if EXPERT_PARALLEL
     if (prt_model_load_pair(R.m, R.me, R.args.resume, &info, &R.step, dir, sizeof dir))
 #else
@@ -2226,6 +2264,21 @@ static void resume(void)
 #endif
         prt_run_stop(R.c);   /* every rank took rank 0's verdict */
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
+}
+
+/* --init-from DIR: the weights of a Hugging Face model directory whose
+ * config.json matches this model (rank 0 checks it, naming a mismatched
+ * field); each rank reads only its own elements. AdamW starts at 0. */
+static void init_from(void)
+{
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
+#if EXPERT_PARALLEL
+    if (prt_model_init_hf(R.m, R.me, R.args.init_from, &info))
+#else
+    if (prt_model_init_hf(R.m, NULL, R.args.init_from, &info))
+#endif
+        prt_run_stop(R.c);   /* every rank took rank 0's verdict */
+    prt_log_note(R.log, "initialised from %s\n", R.args.init_from);
 }
 
 /* Between pipeline stages: with sequence parallelism each TP rank holds
@@ -2278,11 +2331,18 @@ int main(int argc, char **argv)
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
 #endif
     if (R.args.dry_run) return dry_run();
+    if (R.args.export_hf && prt_model_check_hf(MODEL_CONFIG))   /* refused before the first step, not after the last */
+        prt_run_stop(R.c);
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
+    if (!R.args.init_from && !R.args.resume) R.args.init_from = INIT_FROM;   /* train.init, if any */
+    if (R.args.init_from) init_from();
     if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
         prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
                      "(give a larger --steps to continue)\n", R.step, R.args.steps);
+    else if (R.args.steps == 0)
+        prt_log_note(R.log, "nothing to train: --steps 0 (the weights are only %s)\n",
+                     R.args.save || R.args.export_hf ? "saved and exported" : "laid out: give --save DIR to keep them");
 #if CONTEXT_PARALLEL
     CHECK(prt_batch_open(R.c, R.args.data, SEQ, V, GLOBAL_BATCH, B, SEED, &R.data));   /* this CP rank's T of SEQ */
 #else
@@ -2312,6 +2372,10 @@ int main(int argc, char **argv)
     if (R.args.export_path) {   /* the final checkpoint as one safetensors file, model alone */
         CHECK(prt_model_export(R.m, R.args.save, R.step, R.args.export_path));
         prt_log_note(R.log, "exported %s\n", R.args.export_path);
+    }
+    if (R.args.export_hf) {   /* the final checkpoint as a Hugging Face model directory */
+        CHECK(prt_model_export_hf(R.m, R.args.save, R.step, R.args.export_hf, R.args.export_hf_dtype));
+        prt_log_note(R.log, "exported %s (Hugging Face)\n", R.args.export_hf);
     }
 #if EXPERT_PARALLEL
     if (R.args.dump_params) CHECK(prt_model_dump_pair(R.m, R.me, R.args.dump_params));

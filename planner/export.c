@@ -74,6 +74,36 @@ int plan_export_target(const char *s)
     return -1;
 }
 
+/* The versions each writer targets, the default first (ORDER
+ * PlanExportTarget). Each is the release whose sources the writer was
+ * checked against:
+ *  - megatron core-0.14: Megatron-LM tag core_v0.14.0,
+ *    megatron/training/arguments.py (the first with --use-megatron-fsdp
+ *    and --data-parallel-sharding-strategy; core_v0.13.0 has neither);
+ *  - torchtitan 0.2: tag v0.2.2, torchtitan/config/job_config.py and
+ *    manager.py (_dict_to_dataclass raises on a field the dataclass lacks);
+ *  - deepspeed 0.17: tag v0.17.0, deepspeed/runtime/config.py and
+ *    deepspeed/runtime/lr_schedules.py. */
+static const char *const VERSIONS[][2] = {
+    { "core-0.14", NULL },
+    { "0.2", NULL },
+    { "0.17", NULL },
+};
+
+const char *plan_export_version(PlanExportTarget t, const char *v, char *why, size_t len)
+{
+    if (!v || !*v) return VERSIONS[t][0];
+    for (int i = 0; i < 2 && VERSIONS[t][i]; i++)
+        if (strcmp(v, VERSIONS[t][i]) == 0) return VERSIONS[t][i];
+    if (t == EXPORT_TORCHTITAN && strncmp(v, "0.3", 3) == 0)
+        snprintf(why, len, "torchtitan@%s is not a target: torchtitan 0.3 reads no TOML job file (its jobs are "
+                 "Python config functions); supported: torchtitan@0.2 (the default)", v);
+    else
+        snprintf(why, len, "%s@%s is not a target version; supported: %s@%s (the default)", TARGETS[t], v,
+                 TARGETS[t], VERSIONS[t][0]);
+    return NULL;
+}
+
 /* What the writers need, read once from the plan. */
 typedef struct {
     const Plan  *p;
@@ -85,7 +115,27 @@ typedef struct {
     const Layer *moe;         /* the first mixture of experts, or NULL (a dense model) */
     FILE        *notes;
     const char  *target;
+    const char  *version;     /* plan_export_version's */
+    char        *why;         /* the first refusal, or "" */
+    size_t       why_len;
+    bool        *refused;     /* set by refuse(): nothing is written */
 } Ex;
+
+/* A setting the target cannot hold: the export is refused (exit 2), the
+ * first reason kept; what a user would run elsewhere is never a layout or
+ * a model other than the one `planc check` judged. */
+static void refuse(const Ex *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(const Ex *x, const char *fmt, ...)
+{
+    if (*x->refused) return;
+    *x->refused = true;
+    int n = snprintf(x->why, x->why_len, "%s@%s: ", x->target, x->version);
+    if (n < 0 || (size_t)n >= x->why_len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->why + n, x->why_len - (size_t)n, fmt, ap);
+    va_end(ap);
+}
 
 static void note(const Ex *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(const Ex *x, const char *fmt, ...)
@@ -114,6 +164,21 @@ static void put_num(FILE *o, double v)
         if (sscanf(buf, "%lf", &back) == 1 && back == v) break;
     }
     /* TOML and JSON both need a digit before the exponent and accept "1e-05" */
+    fputs(buf, o);
+}
+
+/* The shortest text of v that reads back as the same float: a value the
+ * runtime holds in fp32 (the schedule's floor, lr/10), so 3e-05 rather
+ * than 3.0000000000000004e-05. */
+static void put_num_f32(FILE *o, double v)
+{
+    char buf[40];
+    float f = (float)v;
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        float back;
+        if (sscanf(buf, "%f", &back) == 1 && back == f) break;
+    }
     fputs(buf, o);
 }
 
@@ -151,6 +216,76 @@ static void check_uniform(const Ex *x)
     if (x->att && x->mlp && att_linear != x->mlp->bias)
         note(x, "attention bias %s but mlp bias %s: one setting covers both; written: the attention's",
              att_linear ? "true" : "false", x->mlp->bias ? "true" : "false");
+}
+
+/* ---- the train block's settings -------------------------------------------
+ *
+ * Where each key of the train block (planner/sema.c TRAIN_KEYS, ADAMW_KEYS)
+ * goes in each target (ORDER PlanExportTarget). An entry that begins
+ * "script:" is a setting no configuration of that framework holds (its
+ * training script's); the export says so in a note naming the key. A key
+ * sema accepts and this table lacks fails `make test-bridges`, which walks
+ * sema.c's lists, changes each key and requires every export to change
+ * (or to name the key in a note, for a "script:" entry). */
+typedef struct {
+    const char *key;
+    const char *where[3];
+} ExportSetting;
+
+static const ExportSetting TRAIN_SETTINGS[] = {
+    { "steps",        { "--train-iters, --lr-decay-iters", "[training] steps", "scheduler.params.total_num_steps" } },
+    { "lr",           { "--lr, --min-lr (lr/10)", "[optimizer] lr", "optimizer.params.lr" } },
+    { "warmup",       { "--lr-warmup-iters", "[lr_scheduler] warmup_steps", "scheduler.params.warmup_num_steps" } },
+    { "seed",         { "--seed", "[debug] seed", "script: deepspeed.runtime.utils.set_random_seed" } },
+    { "grad_clip",    { "--clip-grad", "[training] max_norm", "gradient_clipping" } },
+    { "optimizer",    { "--optimizer adam (Megatron's default, decoupled decay: AdamW)", "[optimizer] name",
+                        "optimizer.type" } },
+    { "data",         { "script: --data-path (Megatron's indexed .bin/.idx)",
+                        "script: [training] dataset, dataset_path (a Hugging Face dataset)",
+                        "script: the training script's data loader" } },
+    { "init",         { "script: convert the directory to a Megatron checkpoint (Megatron-Bridge) and --load it",
+                        "script: [checkpoint] initial_load_path with initial_load_in_hf (not verified here)",
+                        "script: the training script's from_pretrained" } },
+    { "beta1",        { "--adam-beta1", "[optimizer] beta1", "optimizer.params.betas" } },
+    { "beta2",        { "--adam-beta2", "[optimizer] beta2", "optimizer.params.betas" } },
+    { "eps",          { "--adam-eps", "[optimizer] eps", "optimizer.params.eps" } },
+    { "weight_decay", { "--weight-decay", "[optimizer] weight_decay", "optimizer.params.weight_decay" } },
+};
+
+void plan_export_settings(FILE *o)
+{
+    fprintf(o, "key\tmegatron\ttorchtitan\tdeepspeed\n");
+    for (size_t i = 0; i < sizeof TRAIN_SETTINGS / sizeof TRAIN_SETTINGS[0]; i++)
+        fprintf(o, "train.%s\t%s\t%s\t%s\n", TRAIN_SETTINGS[i].key, TRAIN_SETTINGS[i].where[0],
+                TRAIN_SETTINGS[i].where[1], TRAIN_SETTINGS[i].where[2]);
+}
+
+/* A note for each train key this target leaves to the training script. */
+static void train_script_notes(const Ex *x, PlanExportTarget t)
+{
+    if (!x->p->has_train) return;
+    for (size_t i = 0; i < sizeof TRAIN_SETTINGS / sizeof TRAIN_SETTINGS[0]; i++) {
+        const char *w = TRAIN_SETTINGS[i].where[t];
+        if (strncmp(w, "script: ", 8)) continue;
+        const char *key = TRAIN_SETTINGS[i].key;
+        if (strcmp(key, "data") == 0 && !x->p->train.data) continue;
+        if (strcmp(key, "init") == 0 && !x->p->train.init) continue;
+        if (strcmp(key, "data") == 0)
+            note(x, "train data \"%s\": not in the configuration; planc's token file is for %s", x->p->train.data,
+                 w + 8);
+        else if (strcmp(key, "init") == 0)
+            note(x, "train init \"%s\": the weights are not in the configuration; %s", x->p->train.init, w + 8);
+        else if (strcmp(key, "seed") == 0)
+            note(x, "train seed %llu: not in the configuration; set it in the training script (%s)",
+                 (unsigned long long)x->p->train.seed, w + 8);
+        else
+            note(x, "train %s: not in the configuration; set it in the training script (%s)", key, w + 8);
+    }
+    /* planc decays matrices only (codegen: biases and norms get wd 0) */
+    if (t != EXPORT_MEGATRON && x->p->train.weight_decay > 0)
+        note(x, "weight_decay %g: planc decays the weight matrices only (not biases or norms); %s decays "
+                "every parameter it is given unless the script makes parameter groups", x->p->train.weight_decay,
+             t == EXPORT_TORCHTITAN ? "torchtitan's build_optimizers" : "DeepSpeed's optimizer");
 }
 
 /* ---- Megatron-LM ---------------------------------------------------------- */
@@ -283,13 +418,13 @@ static void megatron_rope_scaling(const Ex *x, FILE *o, bool *first)
         arg(o, first, "--use-rope-scaling");
         arg_num(o, first, "--rotary-scaling-factor", r.factor);
         if (r.low_freq_factor != 1 || r.high_freq_factor != 4 || r.original_max_position != 8192)
-            note(x, "rope_scaling llama3 low_freq_factor %g, high_freq_factor %g, original_max_position %lld: "
-                 "Megatron-LM's --use-rope-scaling fixes them at 1, 4 and 8192 (not written)",
+            refuse(x, "rope_scaling llama3 low_freq_factor %g, high_freq_factor %g, original_max_position %lld: "
+                      "Megatron-LM's --use-rope-scaling fixes them at 1, 4 and 8192",
                  r.low_freq_factor, r.high_freq_factor, (long long)r.original_max_position);
     } else if (r.kind == ROPE_SCALING_LINEAR && r.factor == floor(r.factor)) {
         arg_num(o, first, "--rotary-seq-len-interpolation-factor", r.factor);
     } else if (r.kind != ROPE_SCALING_NONE) {
-        note(x, "rope_scaling %s factor %g: no Megatron-LM flag for it on standard attention (not written)",
+        refuse(x, "rope_scaling %s factor %g: no Megatron-LM flag for it on standard attention",
              r.kind == ROPE_SCALING_YARN ? "yarn" : "linear", r.factor);
     }
 }
@@ -323,8 +458,8 @@ static void megatron_fp8(const Ex *x, FILE *o, bool *first)
     const PlanFp8 *f = &x->p->software.fp8;
     if (!plan_fp8_on(&x->p->software)) return;
     if (f->recipe == PLAN_FP8_ROWWISE) {
-        note(x, "fp8 rowwise: Megatron-LM's --fp8-recipe has tensorwise, delayed, mxfp8 and blockwise, no "
-                "rowwise (torchao's); not written");
+        refuse(x, "fp8 rowwise: Megatron-LM's --fp8-recipe has tensorwise, delayed, mxfp8 and blockwise, no "
+                  "rowwise (torchao's)");
         return;
     }
     arg(o, first, "--fp8-format");
@@ -336,8 +471,48 @@ static void megatron_fp8(const Ex *x, FILE *o, bool *first)
     if (f->first_last_bf16) arg(o, first, "--first-last-layers-bf16");
 }
 
+/* planc's schedule (runtime/ops/adamw.c prt_lr_at): linear warm-up over
+ * train.warmup steps, then cosine decay to lr/10 at train.steps. In
+ * Megatron-LM (arguments.py core_v0.14.0, --lr-decay-style default
+ * "linear", --min-lr default 0; megatron/training/
+ * optimizer_param_scheduler.py get_lr: the same cosine, over
+ * --lr-decay-iters) it is written whole, since every default differs. */
+static void megatron_lr_schedule(const Ex *x, FILE *o, bool *first)
+{
+    const Train *t = &x->p->train;
+    arg_int(o, first, "--lr-warmup-iters", t->warmup);
+    arg(o, first, "--lr-decay-style");
+    fputs(" cosine", o);
+    arg_int(o, first, "--lr-decay-iters", t->steps);
+    arg(o, first, "--min-lr");
+    fputc(' ', o);
+    put_num_f32(o, plan_min_lr(t));
+    if (t->warmup > 0)
+        note(x, "lr schedule: Megatron-LM's warm-up runs lr x k / warmup at step k (optimizer_param_scheduler.py "
+                "get_lr, num_steps from 0), planc's (k + 1) / warmup: one step behind; the cosine after it is planc's");
+}
+
+/* The layouts Megatron-LM (core_v0.14.0) runs: interleaving with equal
+ * chunks only. */
+static void megatron_layout(const Ex *x)
+{
+    const Layout *l = &x->l;
+    int nb = x->m->n_blocks;
+    /* megatron/core/pipeline_parallel/schedules.py: 1F1B, interleaved 1F1B,
+       and no pipelining; no GPipe, no zero-bubble schedule */
+    if (l->pp > 1 && (l->schedule == SCHED_GPIPE || l->schedule == SCHED_ZB_H1))
+        refuse(x, "schedule %s: Megatron-Core's pipeline schedules (pipeline_parallel/schedules.py "
+                  "get_forward_backward_func) are 1F1B and interleaved 1F1B only", plan_schedule_name(l->schedule));
+    if (l->schedule == SCHED_INTERLEAVED && l->chunks > 1 && nb % ((int64_t)l->pp * l->chunks))
+        refuse(x, "schedule interleaved, pp %d x chunks %d: %d blocks do not divide into %lld equal chunks; "
+                  "Megatron-LM's validate_args (arguments.py) needs num_layers %% pp == 0 and (num_layers / pp) %% "
+                  "--num-layers-per-virtual-pipeline-stage == 0 (planc gives the middle chunks one more)",
+               l->pp, l->chunks, nb, (long long)l->pp * l->chunks);
+}
+
 static void write_megatron(const Ex *x, FILE *o)
 {
+    megatron_layout(x);
     const Model *m = x->m;
     const Layout *l = &x->l;
     bool first = true;
@@ -367,19 +542,24 @@ static void write_megatron(const Ex *x, FILE *o)
     fprintf(o, " %s", norms[x->att ? x->att->norm : m->layers[m->n_layers - 2].norm]);
     if (x->mlp && x->mlp->act == ACT_SWIGLU) arg(o, &first, "--swiglu");
     if (x->mlp && x->mlp->act == ACT_GEGLU)
-        note(x, "act geglu: Megatron-LM's gated MLP flag is --swiglu (SiLU); GeGLU is not a flag (not written)");
+        refuse(x, "act geglu: Megatron-LM's gated MLP flag is --swiglu (SiLU); GeGLU is not a flag");
+    if (m->norm_plus_one)   /* issue 28: Gemma's norm */
+        refuse(x, "norm_plus_one (Gemma's RMSNorm x*(1+w)): not verified against Megatron-LM's "
+                  "--apply-layernorm-1p for RMSNorm");
+    if (m->n_layers > 0 && m->layers[0].embed_scale)
+        refuse(x, "embedding scale sqrt_dim (Gemma): Megatron-LM has no flag for it");
     if (x->att && x->att->window > 0)
-        note(x, "sliding_window %lld: not written; Megatron-core's TransformerConfig.window_size sets it "
-                "(its command-line flag was not verified)", (long long)x->att->window);
+        refuse(x, "sliding_window %lld: arguments.py (core_v0.14.0) has no flag for it (TransformerConfig.window_size "
+                  "is set in code only)", (long long)x->att->window);
     if (x->mlp && x->mlp->act == ACT_RELU)
-        note(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; nearest --squared-relu)");
+        refuse(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; --squared-relu is another)");
     /* --qk-layernorm: Megatron-core's q_layernorm / k_layernorm over each
        head's kv_channels, of the --normalization kind (RMSNorm here) */
     if (x->att && x->att->qk_norm == QK_NORM_RMSNORM) {
         arg(o, &first, "--qk-layernorm");
         if (x->att->norm != NORM_RMSNORM)
-            note(x, "qk_norm rmsnorm with norm layernorm: Megatron-LM's --qk-layernorm normalises q and k "
-                    "with the --normalization kind, LayerNorm here, not RMSNorm");
+            refuse(x, "qk_norm rmsnorm with norm layernorm: Megatron-LM's --qk-layernorm normalises q and k "
+                      "with the --normalization kind, LayerNorm here, not RMSNorm");
     }
     if (x->att && (!x->att->bias || x->att->qkv_bias_only)) arg(o, &first, "--disable-bias-linear");
     if (x->att && x->att->bias && x->att->qkv_bias_only) arg(o, &first, "--add-qkv-bias");
@@ -392,27 +572,33 @@ static void write_megatron(const Ex *x, FILE *o)
     arg_int(o, &first, "--tensor-model-parallel-size", l->tp);
     arg_int(o, &first, "--pipeline-model-parallel-size", l->pp);
     if (plan_cp(l) > 1) megatron_cp(x, o, &first);
-    if (l->schedule == SCHED_INTERLEAVED && l->chunks > 1) {
-        int64_t vstages = (int64_t)l->pp * l->chunks;
-        arg_int(o, &first, "--num-layers-per-virtual-pipeline-stage", m->n_blocks / vstages);
-        if (m->n_blocks % vstages)
-            note(x, "%d blocks do not divide into %lld chunks: planc gives the middle chunks one more; "
-                    "Megatron-LM needs equal chunks", m->n_blocks, (long long)vstages);
-    }
-    if (l->pp > 1 && l->schedule == SCHED_GPIPE)
-        note(x, "schedule gpipe: Megatron-LM has none; it runs 1F1B (the same bubble, less activation memory)");
-    if (l->pp > 1 && l->schedule == SCHED_ZB_H1)
-        note(x, "schedule zb-h1: Megatron-LM has no zero-bubble schedule; it runs 1F1B (a larger bubble)");
+    /* arguments.py (core_v0.14.0) validate_args: "number of layers of the
+       model must be divisible pipeline model parallel size" and "number of
+       layers per pipeline stage must be divisible number of layers per
+       virtual pipeline stage"; planc's uneven chunks it cannot take */
+    if (l->schedule == SCHED_INTERLEAVED && l->chunks > 1)
+        arg_int(o, &first, "--num-layers-per-virtual-pipeline-stage", m->n_blocks / ((int64_t)l->pp * l->chunks));
     arg_int(o, &first, "--micro-batch-size", l->micro_batch);
     arg_int(o, &first, "--global-batch-size", l->global_batch);
     if (l->sequence_parallel == 1) arg(o, &first, "--sequence-parallel");
-    if (l->zero >= 1) arg(o, &first, "--use-distributed-optimizer");
+    /* ZeRO-3 is Megatron-FSDP, sharding parameters, gradients and optimizer
+       state (arguments.py core_v0.14.0: --use-megatron-fsdp,
+       --data-parallel-sharding-strategy choices no_shard, optim, optim_grads,
+       optim_grads_params; validate_args: "Megatron FSDP only supports
+       fsdp_dtensor checkpoint format"), never the distributed optimizer,
+       which keeps whole parameters on every rank */
+    if (l->zero == 3) {
+        arg(o, &first, "--use-megatron-fsdp");
+        arg(o, &first, "--data-parallel-sharding-strategy");
+        fputs(" optim_grads_params", o);
+        arg(o, &first, "--ckpt-format");
+        fputs(" fsdp_dtensor", o);
+    } else if (l->zero >= 1) {
+        arg(o, &first, "--use-distributed-optimizer");
+    }
     if (l->zero == 2)
         note(x, "zero 2: Megatron-LM's distributed optimizer shards the optimizer state and reduce-scatters "
                 "the gradients (ZeRO-2's memory)");
-    if (l->zero == 3)
-        note(x, "zero 3: Megatron-LM's distributed optimizer shards the optimizer state and gradients, "
-                "not the parameters (ZeRO-2); written: --use-distributed-optimizer");
     megatron_software(x, o, &first);
     if (l->recompute == RECOMPUTE_SELECTIVE) {
         arg(o, &first, "--recompute-granularity");
@@ -445,7 +631,7 @@ static void write_megatron(const Ex *x, FILE *o)
         const Train *t = &x->p->train;
         arg_int(o, &first, "--train-iters", t->steps);
         arg_num(o, &first, "--lr", t->lr);
-        arg_int(o, &first, "--lr-warmup-iters", t->warmup);
+        megatron_lr_schedule(x, o, &first);
         arg_int(o, &first, "--seed", (int64_t)t->seed);
         arg_num(o, &first, "--clip-grad", t->grad_clip);
         arg_num(o, &first, "--adam-beta1", t->beta1);
@@ -555,58 +741,152 @@ static void torchtitan_cp(const Ex *x, FILE *o)
 
 static void torchtitan_fp8(const Ex *x, FILE *o);
 
+/* planc's schedule (warm-up, cosine to lr/10 at train.steps) as torchtitan
+ * 0.2's [lr_scheduler] (job_config.py v0.2.2 LRScheduler warmup_steps,
+ * decay_ratio, decay_type "linear" | "sqrt" | "cosine" (default linear),
+ * min_lr_factor (default 0); components/lr_scheduler.py
+ * linear_warmup_stable_decay: decay over steps - warmup_steps when
+ * decay_ratio is unset, with one stable step at warmup_steps): its step k
+ * runs (k + 1) / warmup_steps in the warm-up and the cosine of (k -
+ * warmup) / (steps - warmup) after it, planc's schedule step for step. */
+static void torchtitan_lr_schedule(const Ex *x, FILE *o)
+{
+    const Train *t = &x->p->train;
+    fprintf(o, "\n[lr_scheduler]\nwarmup_steps = %lld\ndecay_type = \"cosine\"\nmin_lr_factor = ",
+            (long long)t->warmup);
+    put_num(o, PLAN_MIN_LR_FACTOR);
+    fputc('\n', o);
+
+}
+
+/* [model] converters: the FP8 linears (components/quantization at v0.2.2
+ * registers "quantize.linear.float8" and "quantize.linear.mx"). */
+static void torchtitan_converters(const Ex *x, FILE *o)
+{
+    if (!plan_fp8_on(&x->p->software)) return;
+    fprintf(o, "converters = [\"%s\"]\n",
+            x->p->software.fp8.recipe == PLAN_FP8_MXFP8 ? "quantize.linear.mx" : "quantize.linear.float8");
+}
+
+/* What torchtitan 0.2's llama3 model can be (torchtitan/models/llama3/
+ * model/args.py and model.py at v0.2.2: TransformerModelArgs dim, n_layers,
+ * n_heads, n_kv_heads, vocab_size, norm_eps, rope_theta, rope_scaling_args;
+ * RMSNorm, RoPE, SwiGLU, no biases, no dropout, an output projection of its
+ * own). Every other model is refused, never written as a dense llama3:
+ * its MoE models (deepseek_v3, llama4, qwen3) route and shape experts their
+ * own way, so a planc mixture is not one of them. */
+static void torchtitan_model_rules(const Ex *x)
+{
+    static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };   /* ORDER ActKind */
+    const Model *m = x->m;
+    if (x->moe)
+        refuse(x, "moe (experts %lld, top_k %lld): torchtitan 0.2's MoE models (deepseek_v3, llama4, qwen3) "
+                  "have their own routers and shapes, and its llama3 is dense; a planc mixture is not written "
+                  "as a dense model", (long long)x->moe->experts, (long long)x->moe->top_k);
+    if (m->layers[m->n_layers - 1].tied)
+        refuse(x, "lm_head tied: torchtitan 0.2's llama3 has an output projection of its own "
+                  "(model.py Transformer.output; TransformerModelArgs has no weight tying)");
+    if (m->layers[0].position != POS_ROPE)
+        refuse(x, "position %s: torchtitan 0.2's llama3 uses RoPE only", m->layers[0].position == POS_LEARNED
+               ? "learned" : "none");
+    if (x->att && x->att->norm != NORM_RMSNORM)
+        refuse(x, "norm layernorm: torchtitan 0.2's llama3 uses RMSNorm only");
+    if (x->mlp && x->mlp->act != ACT_SWIGLU && !x->moe)
+        refuse(x, "act %s: torchtitan 0.2's llama3 has a SwiGLU MLP only", ACT_NAMES[x->mlp->act]);
+    if (x->att && (x->att->bias || (x->mlp && x->mlp->bias)))
+        refuse(x, "bias: torchtitan 0.2's llama3 has no biases");
+    if (x->att && x->att->window > 0)
+        refuse(x, "sliding_window %lld: torchtitan 0.2's llama3 has no sliding window", (long long)x->att->window);
+    if (m->dropout > 0)
+        refuse(x, "dropout %g: torchtitan 0.2's llama3 has no dropout", m->dropout);
+    if (m->norm_plus_one || (m->n_layers > 0 && m->layers[0].embed_scale))
+        refuse(x, "%s: torchtitan 0.2's llama3 has neither Gemma's x*(1+w) RMSNorm nor its sqrt(dim) "
+                  "embedding scale", m->norm_plus_one ? "norm_plus_one" : "embedding scale sqrt_dim");
+    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM)
+        refuse(x, "qk_norm rmsnorm: torchtitan 0.2's llama3 has no query and key norm (its qwen3 model, "
+                  "which has, is not an export target)");
+    RopeScaling r = plan_rope_scaling(m);
+    if (r.kind == ROPE_SCALING_LINEAR || r.kind == ROPE_SCALING_YARN)
+        refuse(x, "rope_scaling %s: torchtitan 0.2's llama3 scales RoPE by Llama 3.1's rule only "
+                  "(RoPEScalingArgs)", r.kind == ROPE_SCALING_YARN ? "yarn" : "linear");
+}
+
+/* The layouts torchtitan 0.2 runs (job_config.py v0.2.2 [parallelism]):
+ * DDP (replicate) or FSDP2 (shard, ZeRO-3), no ZeRO-1/2; its pipeline
+ * schedules (torch.distributed.pipelining: GPipe, 1F1B, Interleaved1F1B,
+ * ZBVZeroBubble, whose V puts two stages on a rank: not planc's zb-h1);
+ * pipeline_parallel_layers_per_stage splits the blocks evenly. */
+static void torchtitan_layout(const Ex *x)
+{
+    const Layout *l = &x->l;
+    if ((l->zero == 1 || l->zero == 2) && l->dp > 1)
+        refuse(x, "zero %d: torchtitan 0.2 replicates (DDP, data_parallel_replicate_degree) or shards "
+                  "parameters, gradients and optimizer state together (FSDP2, data_parallel_shard_degree: "
+                  "ZeRO-3); it has no ZeRO-%d", l->zero, l->zero);
+    if (l->pp > 1 && l->schedule == SCHED_ZB_H1)
+        refuse(x, "schedule zb-h1: torchtitan's zero-bubble schedule is ZBVZeroBubble (two stages per rank "
+                  "in a V), not ZB-H1's one stage per rank");
+    int64_t stages = (int64_t)l->pp * (l->schedule == SCHED_INTERLEAVED ? l->chunks : 1);
+    if (l->pp > 1 && x->m->n_blocks % stages)
+        refuse(x, "%d blocks do not divide into %lld pipeline stages: torchtitan's pipeline_parallel_layers_per_stage "
+                  "splits them evenly (planc's stages differ by a block)", x->m->n_blocks, (long long)stages);
+}
+
+/* The flavor torchtitan must register for the model (its [model] flavor
+ * names one in code): TransformerModelArgs as Python, with norm_eps and
+ * the RoPE scaling written whole, since torchtitan 0.2's llama3 applies
+ * RoPEScalingArgs() (Llama 3.1's factor 8) to every flavor that does not
+ * set it (model.py precompute_freqs_cis); factor 1 is no scaling. */
+static void torchtitan_flavor(const Ex *x, FILE *o)
+{
+    const Model *m = x->m;
+    fprintf(o, "# [model] flavor \"%s\" is registered in torchtitan/models/llama3/__init__.py as:\n", m->name);
+    fprintf(o, "#   TransformerModelArgs(dim=%lld, n_layers=%d", (long long)m->dim, m->n_blocks);
+    if (x->att)
+        fprintf(o, ", n_heads=%lld, n_kv_heads=%lld", (long long)x->att->heads, (long long)x->att->kv_heads);
+    fprintf(o, ", vocab_size=%lld, norm_eps=", (long long)m->vocab);
+    put_num(o, plan_norm_eps(m));
+    fprintf(o, ", rope_theta=");
+    put_num(o, plan_rope_theta(m));
+    RopeScaling r = plan_rope_scaling(m);
+    if (r.kind == ROPE_SCALING_LLAMA3) {
+        fprintf(o, ",\n#       rope_scaling_args=RoPEScalingArgs(scaling_factor=");
+        put_num(o, r.factor);
+        fprintf(o, ", low_freq_factor=");
+        put_num(o, r.low_freq_factor);
+        fprintf(o, ", high_freq_factor=");
+        put_num(o, r.high_freq_factor);
+        fprintf(o, ", original_max_position_embeddings=%lld)", (long long)r.original_max_position);
+    } else {
+        fprintf(o, ",\n#       rope_scaling_args=RoPEScalingArgs(scaling_factor=1.0)");
+    }
+    fprintf(o, ")\n");
+    if (x->mlp) fprintf(o, "#   with the SwiGLU hidden size %lld (multiple_of / ffn_dim_multiplier)\n",
+                        (long long)x->mlp->hidden);
+    if (x->att && plan_head_dim(m, x->att) * x->att->heads != m->dim)
+        refuse(x, "head_dim %lld: torchtitan 0.2's llama3 has head_dim = dim / n_heads (%lld)",
+               (long long)plan_head_dim(m, x->att), (long long)(m->dim / x->att->heads));
+}
+
 static void write_torchtitan(const Ex *x, FILE *o)
 {
     const Model *m = x->m;
     const Layout *l = &x->l;
-    if (x->moe)
-        note(x, "moe (experts %lld, top_k %lld, ep %d): not written; the job file names a model flavor "
-                "whose experts live in torchtitan's model code, and its expert parallelism is "
-                "parallelism.expert_parallel_degree in versions that have MoE models",
-             (long long)x->moe->experts, (long long)x->moe->top_k, plan_ep(l));
+    torchtitan_model_rules(x);
+    torchtitan_layout(x);
     /* the path goes into a comment: a control character (a newline would
        end it) is written as '?' */
     fprintf(o, "# torchtitan job file written by planc export from ");
     for (const unsigned char *c = (const unsigned char *)(x->p->file ? x->p->file : "(plan)"); *c; c++)
         fputc(*c < 0x20 || *c == 0x7f ? '?' : *c, o);
     fputc('\n', o);
-    fprintf(o, "# The model's shapes are a torchtitan flavor (registered in code): dim %lld, n_layers %d",
-            (long long)m->dim, m->n_blocks);
-    if (x->att)
-        fprintf(o, ", n_heads %lld, n_kv_heads %lld", (long long)x->att->heads, (long long)x->att->kv_heads);
-    if (x->mlp) fprintf(o, ", ffn hidden %lld", (long long)x->mlp->hidden);
-    fprintf(o, ", vocab_size %lld", (long long)m->vocab);
-    if (m->layers[0].position == POS_ROPE) {
-        fprintf(o, ", rope_theta ");
-        put_num(o, plan_rope_theta(m));
-    }
-    if (x->att && plan_head_dim(m, x->att) * x->att->heads != m->dim)
-        fprintf(o, ", head_dim %lld", (long long)plan_head_dim(m, x->att));
-    if (x->att && x->att->window > 0) fprintf(o, ", sliding window %lld", (long long)x->att->window);
-    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM) fprintf(o, ", qk_norm rmsnorm");
-    fprintf(o, ", norm_eps ");
-    put_num(o, plan_norm_eps(m));
-    RopeScaling rs = plan_rope_scaling(m);
-    if (rs.kind != ROPE_SCALING_NONE) {
-        static const char *const kinds[] = { "none", "linear", "llama3", "yarn" };   /* ORDER RopeScalingKind */
-        fprintf(o, ", rope_scaling %s factor ", kinds[rs.kind]);
-        put_num(o, rs.factor);
-        if (rs.kind == ROPE_SCALING_LLAMA3)
-            fprintf(o, " low_freq_factor %g high_freq_factor %g original_max_position %lld", rs.low_freq_factor,
-                    rs.high_freq_factor, (long long)rs.original_max_position);
-    }
-    fprintf(o, "\n\n");
+    torchtitan_flavor(x, o);
+    fprintf(o, "\n");
     fprintf(o, "[job]\ndescription = \"planc: %s\"\n\n", m->name);
-    fprintf(o, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n\n", m->name);
-    note(x, "[model] names a flavor \"%s\": register one with the shapes in the file's header", m->name);
-    if (x->mlp && x->mlp->act != ACT_SWIGLU)
-        note(x, "torchtitan's llama3 has a SwiGLU MLP; planc's model has another activation");
-    if (x->att && (x->att->bias || x->att->window > 0))
-        note(x, "torchtitan's llama3 has no biases and no sliding window; planc's model has %s",
-             x->att->window > 0 ? "a sliding window" : "biases");
-    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM)
-        note(x, "qk_norm rmsnorm: torchtitan's llama3 has no query and key norm (not written; the flavor "
-                "must come from a model with one)");
+    fprintf(o, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n", m->name);
+    torchtitan_converters(x, o);
+    fprintf(o, "\n");
+    note(x, "[model] names a flavor \"%s\": register it as the file's header says", m->name);
 
     /* without pipelining, torchtitan's gradient accumulation runs micro-batches
        of local_batch_size; with it, pipeline_parallel_microbatch_size */
@@ -617,10 +897,10 @@ static void write_torchtitan(const Ex *x, FILE *o)
         fprintf(o, "mixed_precision_param = \"%s\"\n", m->dtype == DTYPE_BF16 ? "bfloat16" : "float32");
     else
         note(x, "dtype fp16: torchtitan's mixed precision is bfloat16 or float32; nearest bfloat16 (not written)");
-    fprintf(o, "compile = %s\n", torchtitan_compile(x) ? "true" : "false");
+    bool compile = torchtitan_compile(x);
     if (x->p->has_train) {
         const Train *t = &x->p->train;
-        fprintf(o, "steps = %lld\nseed = %llu\nmax_norm = ", (long long)t->steps, (unsigned long long)t->seed);
+        fprintf(o, "steps = %lld\nmax_norm = ", (long long)t->steps);
         put_num(o, t->grad_clip);
         fprintf(o, "\n\n[optimizer]\nname = \"AdamW\"\nlr = ");
         put_num(o, t->lr);
@@ -633,22 +913,22 @@ static void write_torchtitan(const Ex *x, FILE *o)
         fprintf(o, "\nweight_decay = ");
         put_num(o, t->weight_decay);
         fprintf(o, "\nimplementation = \"%s\"", torchtitan_optimizer(x));
-        fprintf(o, "\n\n[lr_scheduler]\nwarmup_steps = %lld\n", (long long)t->warmup);
+        fprintf(o, "\n");
+        torchtitan_lr_schedule(x, o);
+        /* job_config.py v0.2.2: the seed is [debug] seed; [training] has none
+           (manager.py rejects a field its dataclass lacks) */
+        fprintf(o, "\n[debug]\nseed = %llu\n", (unsigned long long)t->seed);
     } else {
         fprintf(o, "\n[optimizer]\nimplementation = \"%s\"\n", torchtitan_optimizer(x));
     }
+    /* job_config.py v0.2.2: [compile] enable (Training has no compile) */
+    fprintf(o, "\n[compile]\nenable = %s\n", compile ? "true" : "false");
 
     /* ZeRO-3 is FSDP (parameters, gradients and optimizer state sharded over
        dp); ZeRO-0 is replication (DDP). */
     int shard = l->zero == 0 ? 1 : l->dp, replicate = l->zero == 0 ? l->dp : 1;
     fprintf(o, "\n[parallelism]\ndata_parallel_replicate_degree = %d\ndata_parallel_shard_degree = %d\n",
             replicate, shard);
-    if (l->zero == 1 || l->zero == 2) {
-        fprintf(o, "fsdp_reshard_after_forward = \"never\"\n");
-        note(x, "zero %d has no torchtitan equivalent; nearest: FSDP over dp %d that keeps the gathered "
-                "parameters from forward to backward (fsdp_reshard_after_forward = \"never\"; ZeRO-2 "
-                "plus one parameter all-gather per step)", l->zero, l->dp);
-    }
     fprintf(o, "tensor_parallel_degree = %d\nenable_async_tensor_parallel = %s\n", l->tp,
             x->p->software.overlap_tp && l->tp > 1 ? "true" : "false");
     if (l->tp > 1 && l->sequence_parallel != 1)
@@ -659,15 +939,8 @@ static void write_torchtitan(const Ex *x, FILE *o)
         static const char *const sched[] = { "GPipe", "1F1B", "Interleaved1F1B", "ZBVZeroBubble" };   /* ORDER Schedule */
         fprintf(o, "pipeline_parallel_schedule = \"%s\"\n", sched[l->schedule]);
         fprintf(o, "pipeline_parallel_microbatch_size = %lld\n", (long long)l->micro_batch);
-        int64_t stages = l->schedule == SCHED_ZB_H1 ? 2 * (int64_t)l->pp : (int64_t)l->pp * l->chunks;
-        if (m->n_blocks % stages == 0)
-            fprintf(o, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->n_blocks / stages));
-        else
-            note(x, "%d blocks do not divide into %lld stages: set pipeline_parallel_split_points by hand",
-                 m->n_blocks, (long long)stages);
-        if (l->schedule == SCHED_ZB_H1)
-            note(x, "schedule zb-h1 (one stage per rank) has no torchtitan schedule; nearest ZBVZeroBubble "
-                    "(zero bubble, two stages per rank in a V)");
+        int64_t stages = (int64_t)l->pp * l->chunks;
+        fprintf(o, "pipeline_parallel_layers_per_stage = %lld\n", (long long)(m->n_blocks / stages));
     }
     torchtitan_software(x, o);
     /* torchtitan's [activation_checkpoint]: selective_op is mode
@@ -678,7 +951,6 @@ static void write_torchtitan(const Ex *x, FILE *o)
     fprintf(o, "\n[activation_checkpoint]\nmode = \"%s\"\n", every ? "selective" : ac[l->recompute]);
     if (every) fprintf(o, "selective_ac_option = \"%d\"\n", l->recompute_every);
     if (l->recompute == RECOMPUTE_SELECTIVE_OP) fprintf(o, "selective_ac_option = \"op\"\n");
-    torchtitan_fp8(x, o);
     if (l->recompute == RECOMPUTE_FULL && l->recompute_layers > 0)
         note(x, "recompute_layers %d (Megatron's %s method) has no torchtitan option: written as full "
                 "recomputation of every block", l->recompute_layers,
@@ -688,28 +960,33 @@ static void write_torchtitan(const Ex *x, FILE *o)
         note(x, "recompute selective: planc recomputes the attention scores (Korthikanti); torchtitan's "
                 "op-level selective checkpointing is the nearest, its memory differs");
     }
+    torchtitan_fp8(x, o);   /* last: its table must not take the keys above */
 }
 
 /* FP8 (issue 27) as torchtitan's tables (torchtitan/config/job_config.py:
  * Float8 enable_fsdp_float8_all_gather, precompute_float8_dynamic_scale_for_fsdp,
  * recipe_name "tensorwise" | "rowwise" | "rowwise_with_gw_hp", filter_fqns;
- * MX for mxfp8), with the model converter that turns them on
- * ([model] converters = ["float8"] or ["mx"], written here as a note: the
+ * MX for mxfp8; at v0.2.2 the tables [quantize.linear.float8] and
+ * [quantize.linear.mx]), with the model converter that turns them on
+ * ([model] converters, torchtitan_converters; formerly a note: the
  * [model] table is the flavor's). The output layer stays bf16: filter_fqns
  * ["output"]. */
 static void torchtitan_fp8(const Ex *x, FILE *o)
 {
     const PlanFp8 *f = &x->p->software.fp8;
     if (!plan_fp8_on(&x->p->software)) return;
+    if (f->recipe == PLAN_FP8_BLOCKWISE || f->recipe == PLAN_FP8_DELAYED) {
+        refuse(x, "fp8 %s: torchtitan 0.2's Float8Linear recipe_name is tensorwise, rowwise or "
+                  "rowwise_with_gw_hp (job_config.py v0.2.2)", plan_fp8_recipe_names[f->recipe]);
+        return;
+    }
     if (f->recipe == PLAN_FP8_MXFP8) {
-        fprintf(o, "\n[mx]\nrecipe_name = \"mxfp8\"\nfilter_fqns = [\"output\"]\n");
-        note(x, "fp8 mxfp8: add \"mx\" to [model] converters (torchao's MXLinear)");
+        fprintf(o, "\n[quantize.linear.mx]\nrecipe_name = \"mxfp8\"\nfilter_fqns = [\"output\"]\n");
     } else {
-        fprintf(o, "\n[float8]\nrecipe_name = \"%s\"\nenable_fsdp_float8_all_gather = %s\n"
+        fprintf(o, "\n[quantize.linear.float8]\nrecipe_name = \"%s\"\nenable_fsdp_float8_all_gather = %s\n"
                    "precompute_float8_dynamic_scale_for_fsdp = %s\nfilter_fqns = [\"output\"]\n",
                 plan_fp8_recipe_names[f->recipe], f->all_gather ? "true" : "false", f->all_gather ? "true" : "false");
-        note(x, "fp8 %s: add \"float8\" to [model] converters (torchao's Float8Linear)",
-             plan_fp8_recipe_names[f->recipe]);
+
     }
     if (f->first_last_bf16)
         note(x, "fp8 first_last_bf16: list the first and last block's linears in filter_fqns "
@@ -755,9 +1032,71 @@ static void deepspeed_software(const Ex *x)
     if (w->optimizer == PLAN_OPTIM_FORLOOP)
         note(x, "optimizer forloop: \"torch_adam\": true runs torch.optim.AdamW, whose default on CUDA is foreach");
     if (plan_fp8_on(w))
-        note(x, "fp8 %s: DeepSpeed has no FP8 training of its own (ds_config has no fp8 section); the model's "
-                "code runs it, e.g. Transformer Engine's te.Linear under te.fp8_autocast with the recipe; not "
-                "written", plan_fp8_recipe_names[w->fp8.recipe]);
+        refuse(x, "fp8 %s: DeepSpeed has no FP8 training of its own (ds_config has no fp8 section); the "
+                  "model's code would run it (Transformer Engine's te.fp8_autocast)",
+               plan_fp8_recipe_names[w->fp8.recipe]);
+}
+
+/* planc's schedule (warm-up, cosine to lr/10 at train.steps) as DeepSpeed's
+ * WarmupCosineLR (deepspeed/runtime/lr_schedules.py, v0.17.0: a ratio of
+ * the optimizer's lr, linear warm-up from warmup_min_ratio when
+ * warmup_type is "linear" (its default is "log"), then cosine to
+ * cos_min_ratio at total_num_steps). WarmupDecayLR decays linearly and
+ * WarmupLR not at all, so neither is planc's. Refused where
+ * WarmupCosineLR cannot follow it: it warms up over max(2,
+ * warmup_num_steps) steps and divides by total_num_steps -
+ * warmup_num_steps. */
+static void deepspeed_lr_schedule(const Ex *x, FILE *o)
+{
+    const Train *t = &x->p->train;
+    if (t->warmup < 2)
+        refuse(x, "train warmup %lld: DeepSpeed's WarmupCosineLR warms up over max(2, warmup_num_steps) steps "
+                  "(lr_schedules.py), so planc's schedule cannot be written", (long long)t->warmup);
+    if (t->steps <= t->warmup)
+        refuse(x, "train steps %lld <= warmup %lld: DeepSpeed's WarmupCosineLR needs total_num_steps > "
+                  "warmup_num_steps (it divides by their difference)", (long long)t->steps, (long long)t->warmup);
+    fprintf(o, "  \"scheduler\": {\n    \"type\": \"WarmupCosineLR\",\n    \"params\": {\n"
+               "      \"total_num_steps\": %lld,\n      \"warmup_min_ratio\": 0,\n"
+               "      \"warmup_num_steps\": %lld,\n      \"warmup_type\": \"linear\",\n"
+               "      \"cos_min_ratio\": ", (long long)t->steps, (long long)t->warmup);
+    put_num(o, PLAN_MIN_LR_FACTOR);
+    fprintf(o, "\n    }\n  }");
+    note(x, "scheduler: WarmupCosineLR runs lr 0 at steps 0 and 1 and planc's step k - 2 through the warm-up "
+            "(measured, DeepSpeed 0.17.0); from step warmup + 1 on, planc's cosine to lr/10 exactly");
+}
+
+/* The layouts DeepSpeed can run from a ds_config, with the rule that
+ * refuses the others (v0.17.0):
+ *  - DeepSpeedConfig counts data ranks as world / sequence_parallel_size
+ *    unless the engine is given an mpu (runtime/config.py, then
+ *    _batch_assertion: train_batch_size == micro_batch * grad_acc *
+ *    world_size); TP needs a Megatron-DeepSpeed mpu, which no ds_config
+ *    names, so tp > 1 is refused ("512 != 1 * 32 * 128");
+ *  - runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with
+ *    pipeline parallelism"; its PipelineModule's grid is the mpu, with
+ *    data ranks world / pp;
+ *  - its pipeline engine runs TrainSchedule (1F1B) only;
+ *  - its only context parallelism is Ulysses (sequence_parallel_size). */
+static void deepspeed_layout(const Ex *x)
+{
+    const Layout *l = &x->l;
+    if (plan_cp(l) > 1 && plan_cp_comm(l) != PLAN_CP_ALL_TO_ALL)
+        refuse(x, "cp %d, cp_comm %s: DeepSpeed's only context parallelism is Ulysses (sequence_parallel_size, "
+                  "the all_to_all form): it has no ring, all-gather or hierarchical form",
+               plan_cp(l), plan_cp_comm_name(plan_cp_comm(l)));
+    if (l->tp > 1)
+        refuse(x, "tp %d: DeepSpeedConfig counts data ranks as world / sequence_parallel_size without an mpu "
+                  "(runtime/config.py _batch_assertion: train_batch_size == micro_batch * grad_acc * world_size); "
+                  "tensor parallelism needs Megatron-DeepSpeed's mpu, which a ds_config cannot name", l->tp);
+    if (l->pp > 1 && l->zero >= 2)
+        refuse(x, "zero %d with pp %d: DeepSpeed's pipeline engine asserts \"ZeRO-2 and ZeRO-3 are incompatible "
+                  "with pipeline parallelism\" (runtime/pipe/engine.py)", l->zero, l->pp);
+    if (l->pp > 1 && l->schedule != SCHED_1F1B)
+        refuse(x, "schedule %s: DeepSpeed's pipeline engine runs TrainSchedule, 1F1B only "
+                  "(runtime/pipe/schedule.py)", plan_schedule_name(l->schedule));
+    if (plan_cp(l) > 1 && l->pp > 1)
+        refuse(x, "cp %d with pp %d: DeepSpeed's pipeline grid has no sequence-parallel dimension "
+                  "(runtime/pipe/topology.py PipeDataParallelTopology: pipe x data)", plan_cp(l), l->pp);
 }
 
 /* A ds_config.json (DeepSpeed's configuration documentation). */
@@ -769,6 +1108,9 @@ static void write_deepspeed(const Ex *x, FILE *o)
         note(x, "moe (experts %lld, top_k %lld, ep %d): not written; DeepSpeed takes experts from the "
                 "model code (deepspeed.moe.layer.MoE(num_experts, ep_size, k))",
              (long long)x->moe->experts, (long long)x->moe->top_k, plan_ep(l));
+    deepspeed_layout(x);
+    /* the batch identity DeepSpeedConfig checks: data ranks are dp (world /
+       (pp x cp) through the pipeline grid or sequence_parallel_size) */
     fprintf(o, "{\n  \"train_batch_size\": %lld,\n  \"train_micro_batch_size_per_gpu\": %lld,\n"
                "  \"gradient_accumulation_steps\": %lld,\n",
             (long long)l->global_batch, (long long)l->micro_batch, (long long)x->n_micro);
@@ -786,14 +1128,8 @@ static void write_deepspeed(const Ex *x, FILE *o)
     if (plan_grad_dtype(x->p) != m->dtype)
         fprintf(o, ",\n  \"data_types\": {\n    \"grad_accum_dtype\": \"%s\"\n  }",
                 plan_grad_dtype(x->p) == DTYPE_FP32 ? "fp32" : plan_grad_dtype(x->p) == DTYPE_BF16 ? "bf16" : "fp16");
-    if (l->tp > 1) fprintf(o, ",\n  \"tensor_parallel\": {\n    \"autotp_size\": %d\n  }", l->tp);
     /* DeepSpeed's context parallelism is Ulysses: the all-to-all form */
-    if (plan_cp(l) > 1 && plan_cp_comm(l) == PLAN_CP_ALL_TO_ALL)
-        fprintf(o, ",\n  \"sequence_parallel_size\": %d", plan_cp(l));
-    else if (plan_cp(l) > 1)
-        note(x, "cp %d, cp_comm %s: not written; DeepSpeed's only context parallelism is Ulysses "
-                "(sequence_parallel_size, the all_to_all form): it has no ring, all-gather or hierarchical "
-                "form", plan_cp(l), plan_cp_comm_name(plan_cp_comm(l)));
+    if (plan_cp(l) > 1) fprintf(o, ",\n  \"sequence_parallel_size\": %d", plan_cp(l));
     if (x->p->has_train) {
         const Train *t = &x->p->train;
         fprintf(o, ",\n  \"gradient_clipping\": ");
@@ -810,23 +1146,14 @@ static void write_deepspeed(const Ex *x, FILE *o)
         put_num(o, t->weight_decay);
         /* torch.optim.AdamW in place of DeepSpeed's FusedAdam (its default) */
         if (x->p->software.optimizer != PLAN_OPTIM_FUSED) fprintf(o, ",\n      \"torch_adam\": true");
-        fprintf(o, "\n    }\n  },\n  \"scheduler\": {\n    \"type\": \"WarmupLR\",\n    \"params\": {\n"
-                   "      \"warmup_min_lr\": 0,\n      \"warmup_max_lr\": ");
-        put_num(o, t->lr);
-        fprintf(o, ",\n      \"warmup_num_steps\": %lld\n    }\n  }", (long long)t->warmup);
+        fprintf(o, "\n    }\n  },\n");
+        deepspeed_lr_schedule(x, o);
     }
     fprintf(o, "\n}\n");
     if (l->pp > 1) {
         note(x, "pp %d: DeepSpeed takes the pipeline in code: PipelineModule(layers, num_stages=%d); "
                 "its schedule is 1F1B", l->pp, l->pp);
-        if (l->schedule != SCHED_1F1B)
-            note(x, "schedule %s: DeepSpeed's pipeline runs 1F1B only", plan_schedule_name(l->schedule));
-        if (l->zero >= 2) note(x, "zero %d with pp %d: DeepSpeed's pipeline engine supports ZeRO 0 and 1 only",
-                               l->zero, l->pp);
     }
-    if (l->tp > 1)
-        note(x, "tp %d: DeepSpeed's AutoTP (\"tensor_parallel\": {\"autotp_size\"}) splits the linear "
-                "layers; Megatron-style TP needs an mpu", l->tp);
     if (l->sequence_parallel == 1)
         note(x, "sequence_parallel: DeepSpeed has no Megatron-style sequence parallelism in ds_config");
     if (l->recompute != RECOMPUTE_NONE)
@@ -836,9 +1163,35 @@ static void write_deepspeed(const Ex *x, FILE *o)
     deepspeed_software(x);
 }
 
-int plan_export(const Plan *p, PlanExportTarget t, FILE *out, FILE *notes, char *why, size_t len)
+bool plan_export_layout_ok(const Plan *p, const Layout *l, PlanExportTarget t, char *why, size_t len)
 {
-    Ex x = { .p = p, .m = &p->model, .notes = notes, .target = TARGETS[t] };
+    bool refused = false;
+    Ex x = { .p = p, .m = &p->model, .l = *l, .target = TARGETS[t], .version = VERSIONS[t][0], .why = why,
+             .why_len = len, .refused = &refused };
+    if (len) why[0] = 0;
+    if (t == EXPORT_MEGATRON) megatron_layout(&x);
+    if (t == EXPORT_TORCHTITAN) torchtitan_layout(&x);
+    if (t == EXPORT_DEEPSPEED) deepspeed_layout(&x);
+    return !refused;
+}
+
+const char *plan_export_target_name(PlanExportTarget t)
+{
+    return TARGETS[t];
+}
+
+const char *plan_export_stack(PlanExportTarget t)
+{
+    static const char *const stack[] = { "megatron-core", "torchtitan", "deepspeed" };   /* ORDER PlanExportTarget */
+    return stack[t];
+}
+
+int plan_export(const Plan *p, PlanExportTarget t, const char *version, FILE *out, FILE *notes, char *why,
+                size_t len)
+{
+    bool refused = false;
+    Ex x = { .p = p, .m = &p->model, .notes = notes, .target = TARGETS[t],
+             .version = version ? version : VERSIONS[t][0], .why = why, .why_len = len, .refused = &refused };
     x.l = plan_layout_defaults(p);
     if (!plan_layout_check(p, &x.l, why, len)) return 1;
     PlanEval ev;
@@ -855,10 +1208,11 @@ int plan_export(const Plan *p, PlanExportTarget t, FILE *out, FILE *notes, char 
         if (a->kind == LAYER_MOE && !x.moe) x.moe = a;
     }
     check_uniform(&x);
+    train_script_notes(&x, t);
     switch (t) {
     case EXPORT_MEGATRON:   write_megatron(&x, out); break;
     case EXPORT_TORCHTITAN: write_torchtitan(&x, out); break;
     case EXPORT_DEEPSPEED:  write_deepspeed(&x, out); break;
     }
-    return 0;
+    return refused ? 2 : 0;
 }

@@ -83,6 +83,8 @@ typedef struct {
     PosKind   position;
     double    rope_theta;   /* RoPE base; 0 = the default 10000 (plan_rope_theta) */
     RopeScaling rope_scaling; /* kind NONE: none */
+    bool      embed_scale;  /* `scale sqrt_dim`: the output times sqrt(dim), forward and
+                               backward (Gemma's normalizer; issue 28) */
     /* LAYER_ATTENTION */
     int64_t   heads;        /* query heads */
     int64_t   kv_heads;     /* key/value heads (== heads unless GQA) */
@@ -136,6 +138,10 @@ typedef struct {
                                LayerNorm and RMSNorm (Megatron's --norm-epsilon,
                                transformers' rms_norm_eps / layer_norm_epsilon);
                                0 = the default 1e-5 (plan_norm_eps) */
+    bool        norm_plus_one; /* the model block's `norm_plus_one true`: every RMSNorm
+                               scales by 1 + w and its w starts at 0 (Gemma's
+                               GemmaRMSNorm; issue 28); the program keeps the gain
+                               1 + w in a C-element scratch (plan_bwd_scratch_bytes) */
 } Model;
 
 /* Which of a linear layer's three GEMMs a measured point is (`gemm`
@@ -387,7 +393,19 @@ typedef struct {
     double      grad_clip;       /* global-norm clip; 0 = off */
     double      beta1, beta2, eps, weight_decay;   /* AdamW */
     const char *data;            /* path of the training data, or NULL */
+    const char *init;            /* `init "DIR"`: a Hugging Face model directory the run
+                                    starts from (the default of the executable's
+                                    --init-from, issue 28), or NULL */
 } Train;
+
+/* The floor of the cosine decay, as a fraction of lr: the runtime's
+ * schedule ends at lr/10 (codegen/emit.c ADAMW, runtime/ops/adamw.c
+ * prt_lr_at), and every export writes it. */
+#define PLAN_MIN_LR_FACTOR 0.1
+static inline double plan_min_lr(const Train *t)
+{
+    return t->lr / 10;   /* = lr x PLAN_MIN_LR_FACTOR, divided as the runtime always has */
+}
 
 /* FP8 training (issue 27): the scaling recipe of the linears' GEMMs
  * (Software.fp8, the plan block's `fp8 { ... }`; planner/fp8.c holds the

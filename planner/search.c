@@ -1373,6 +1373,26 @@ static void record(Ctx *x, const Cand *c, const PlanEval *ev, bool feasible)
     pt->peak_memory = ev ? ev->peak_memory : c->mem_est;
 }
 
+/* Keep only the candidates o->admit accepts (`search --for`), in their
+ * order; before any is evaluated, so the bounds and the top K see only
+ * layouts the framework can run. Not with o->record (its points are
+ * indexed by enumeration order over the whole space). */
+static void admit_only(Ctx *x, const PlanSearchOptions *o)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < x->cands.n; i++) {
+        char why[512];
+        if (o->admit(x->p, &x->cands.v[i].l, o->admit_ctx, why, sizeof why)) {
+            x->cands.v[n++] = x->cands.v[i];
+        } else {
+            if (!x->s->dropped.refused)
+                snprintf(x->s->refused_why, sizeof x->s->refused_why, "%s", why);
+            x->s->dropped.refused++;
+        }
+    }
+    x->cands.n = n;
+}
+
 /* Every layout evaluated in full, in enumeration order. */
 static void rank_brute(Ctx *x, TopK *t)
 {
@@ -1563,6 +1583,7 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
     if (ok) ok = enumerate(&x);
     if (!ok && !why[0]) snprintf(why, len, "out of memory while enumerating the layouts");
     s->considered += x.cands.n;
+    if (ok && o->admit && !o->record) admit_only(&x, o);
     if (ok && o->record) {
         s->points = calloc((size_t)(x.cands.n ? x.cands.n : 1), sizeof *s->points);
         s->n_points = x.cands.n;
@@ -1590,7 +1611,11 @@ static bool search_once(const Plan *p, const PlanSearchOptions *o, PlanSearch *s
             snprintf(why, len, "every valid layout's step has more than %lld micro-steps (micro-batches "
                      "x stages x chunks x passes), too many to simulate; set a larger micro_batch or a "
                      "smaller global_batch in the plan block", (long long)PLAN_SEARCH_MAX_STEPS_LAYOUT);
-        ok = s->considered > 0 && s->dropped.invalid + s->dropped.too_large < s->considered;
+        else if (s->dropped.invalid + s->dropped.too_large + s->dropped.refused == s->considered)
+            snprintf(why, len, "no valid layout of the space can run there (%lld refused; the first: %s)",
+                     (long long)s->dropped.refused, s->refused_why);
+        ok = s->considered > 0 &&
+             s->dropped.invalid + s->dropped.too_large + s->dropped.refused < s->considered;
     }
     free(t.ev);
     free(t.order);

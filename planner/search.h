@@ -34,6 +34,12 @@ typedef struct {
     bool record;       /* keep every layout of the space in PlanSearch.points */
     int64_t max_layouts; /* refuse a space of more layouts (counted before any is
                             evaluated); 0: no limit */
+    /* NULL, or which layouts may be ranked at all (`search --for`: those a
+     * framework can run): a layout it refuses is counted in
+     * PlanSearchDrops.refused and never evaluated; the first reason is
+     * kept in PlanSearch.refused_why */
+    bool (*admit)(const Plan *p, const Layout *l, void *ctx, char *why, size_t len);
+    void   *admit_ctx;
 } PlanSearchOptions;
 
 /* The defaults of `planc search`: top 10, no tp limit, TP in a node, pruning
@@ -73,6 +79,7 @@ typedef struct {
     int64_t invalid;       /* rejected by plan_layout_check (should be 0) */
     int64_t too_large;     /* feasible or not, a Program of more than
                               PLAN_SEARCH_MAX_STEPS_LAYOUT micro-steps: not simulated */
+    int64_t refused;       /* PlanSearchOptions.admit said no (not evaluated) */
 } PlanSearchDrops;
 
 typedef struct PlanSearch {
@@ -103,6 +110,7 @@ typedef struct PlanSearch {
     int              top;          /* K asked for */
     int64_t          collapsed;    /* layouts identical in every figure to a result
                                       shown, folded into it (see plan_search) */
+    char             refused_why[512]; /* the first layout admit refused, and why */
     bool             capped;       /* PLAN_SEARCH_MAX_STEPS_TOTAL ran out: the results
                                       are the best of the layouts evaluated, not proven */
     /* context parallelism (issue 26): whether cp > 1 was searched, why not

@@ -7,9 +7,11 @@ set -eu
 
 # clang + libclang-rt-14-dev: `make fuzz` (libFuzzer, ASan, UBSan runtimes);
 # strace: test-hostile checks that `planc build` starts no shell;
-# libjansson-dev: planc import reads Hugging Face config.json files.
+# libjansson-dev: planc import reads Hugging Face config.json files;
+# man-db + groff-base: test-install renders the installed planc(1) with man -l.
 PKGS="make gcc flex bison libcmocka-dev libopenmpi-dev openmpi-bin \
-libopenblas-dev pkg-config python3 clang libclang-rt-14-dev strace libjansson-dev"
+libopenblas-dev pkg-config python3 clang libclang-rt-14-dev strace libjansson-dev \
+man-db groff-base"
 
 missing=""
 for p in $PKGS; do

@@ -7,7 +7,13 @@
 # outputs, not checked. A file that a make target or script writes (not
 # tracked) is listed below with what makes it.
 #
+# Then tests/check_docs.py checks that the docs cannot drift from the code:
+# anchors, runnable blocks and their output, the language's keys against
+# planner/sema.c's tables, planc's commands and options against --help
+# (docs/README.md, "Docs that cannot drift", gives the rules).
+#
 # usage: tests/check_docs.sh [FILE.md...]   (default README.md docs/*.md)
+#        DOCS_OPTS=--no-run: all but the runnable blocks
 set -u
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- README.md docs/*.md
@@ -38,4 +44,5 @@ for doc in "$@"; do
           grep -oE '[A-Za-z0-9_./-]+\.md\b' "$doc"; } | sort -u)
 done
 echo "docs: $pass paths exist, $fail missing"
+python3 tests/check_docs.py ${DOCS_OPTS:-} "$@" || fail=$((fail + 1))
 [ "$fail" -eq 0 ]

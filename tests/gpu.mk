@@ -14,7 +14,7 @@
 # tests/gpu/mpirun.sh. Every program finds lib/ through its rpath
 # ($ORIGIN/../lib); cuBLAS and NCCL (hundreds of MiB) are the machine's.
 # tests/gpu/bundle.sh does the work and prints the bundle's size.
-# There: `tests/gpu/run.sh --out $OUT` (README.md, "Running the GPU checks").
+# There: `tests/gpu/run.sh --out $OUT` (docs/gpu.md).
 GPU_BUNDLE := $(BUILD)/gpu-bundle
 GB_LINK    := $(BUILD)/gpu-link
 GB_RPATH   := -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(CUDA_HOME)/lib64

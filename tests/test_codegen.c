@@ -426,7 +426,7 @@ static void test_template_compiles(void **state)
 }
 
 /* A plan without a train block trains with the documented defaults
- * (README, the train section): 10 steps at lr 1e-3, no warm-up, seed 0,
+ * (docs/language.md, the train section): 10 steps at lr 1e-3, no warm-up, seed 0,
  * AdamW beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.01, clip 1.0. */
 static void test_train_defaults(void **state)
 {

@@ -33,7 +33,7 @@ test-trace: $(TRACE_TEST) $(PLANC)
 update-trace-golden: $(PLANC)
 	tests/trace/run.sh $(PLANC) $(BUILD)/tests/trace-out --update
 
-# pictures: the README's timelines (docs/img/trace-SCHEDULE.svg, committed),
+# pictures: the timelines of docs/trace.md and the README (docs/img/trace-SCHEDULE.svg, committed),
 # drawn by planc from examples/tiny.plan under each schedule, and the
 # three-tier topology (docs/img/topology-pods.svg, examples/two-pods.plan).
 pictures: $(PLANC)

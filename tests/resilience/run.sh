@@ -116,7 +116,7 @@ else
 fi
 
 # ---- progress line and JSON log ---------------------------------------------------
-# one line per step when stdout is no terminal (under mpirun: see README);
+# one line per step when stdout is no terminal (under mpirun: see docs/codegen.md);
 # PLANRT_PROGRESS=redraw redraws one line in place
 re='^step +[0-9]+/12 \| loss [0-9.]+ \| +[0-9]+ tok/s \| +[0-9.]+ ms/step \| MFU +[0-9.]+% \| ETA [0-9hms]+$'
 keys='"step": [0-9]+, "total": 12, "loss": [0-9.e+-]+, "grad_norm": [0-9.e+-]+, "tokens_per_s": [0-9.]+, "ms": [0-9.]+, "mfu": [0-9.e+-]+, "eta_s": [0-9.]+'

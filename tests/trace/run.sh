@@ -117,7 +117,7 @@ sed 's/dp 2; tp 1; pp 4/dp 1; tp 1; pp 4/' "$here/pipe4.plan" > "$out/badlayout.
 "$planc" trace "$out/badlayout.plan" -o "$out/badlayout.svg" >/dev/null 2>&1
 [ $? = 1 ] || bad "dp x tp x pp != GPUs: exit 1"
 
-# the README's pictures: stale ones are reported (not a failure: any change
+# the pictures of docs/trace.md (and the README): stale ones are reported (not a failure: any change
 # to the cost model moves them; `make pictures` redraws them)
 for s in gpipe 1f1b interleaved zb-h1; do
     cmp -s "$out/tiny-$s.svg" "docs/img/trace-$s.svg" || \
