@@ -45,9 +45,10 @@ static const char IMPORT_HELP[] =
     "Read a Hugging Face config.json and print a `model NAME { ... }` block in\n"
     "canonical form (or write it to OUT.plan). Architectures (model_type):\n"
     "llama (Llama 1-3.x, rope_scaling included), mistral, mixtral (its sparse\n"
-    "MoE as `moe { }`), qwen2, gemma, gpt2, phi3. seq is the config's\n"
-    "max_position_embeddings (n_positions for GPT-2): lower it to the length\n"
-    "you train at. dtype is bf16 (torch_dtype is the checkpoint's storage).\n"
+    "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), gemma, gpt2, phi3.\n"
+    "seq is the config's max_position_embeddings (n_positions for GPT-2):\n"
+    "lower it to the length you train at. dtype is bf16 (torch_dtype is the\n"
+    "checkpoint's storage).\n"
     "Every key is imported exactly, or listed on stderr as changing nothing\n"
     "(token ids, ...), or refused naming it: an import never drops a key that\n"
     "could change a shape or the compute.\n"
@@ -90,6 +91,7 @@ typedef struct {
     double      norm_eps;           /* rms_norm_eps / layer_norm_epsilon; 0: the language's default */
     double      dropout;            /* the one dropout probability of the model, 0: none */
     RopeScaling rope_scaling;       /* kind NONE: none */
+    bool        qk_norm;            /* Qwen3: an RMSNorm of each query and key head */
     bool        gemma;              /* Gemma's (1 + w) RMSNorm and sqrt(hidden) embedding scale
                                        (norm_plus_one, embedding scale sqrt_dim; issue 28) */
 } ImportModel;
@@ -489,6 +491,28 @@ static void read_qwen2(HfConfig *c, ImportModel *m)
     }
 }
 
+/* Qwen3 (Qwen3Config, Qwen3Attention): Qwen2's keys, but head_dim its own
+ * (128 when absent), biases only with attention_bias (default false) and
+ * an RMSNorm over each query and key head before RoPE (q_norm, k_norm of
+ * head_dim, shared by the heads): `qk_norm rmsnorm`. */
+static void read_qwen3(HfConfig *c, ImportModel *m)
+{
+    read_rope_family(c, m, 128, false);
+    m->act = "swiglu";
+    const char *act = hf_str(c, "hidden_act", "silu", "the activation's name");
+    static const char *const silu[] = { "silu", "swish", NULL };
+    if (act) hf_one_of(c, "hidden_act", act, silu, "\"silu\" (a SwiGLU MLP)");
+    m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
+    m->qk_norm = true;
+    bool slide = hf_bool(c, "use_sliding_window", false);
+    int64_t w = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
+    int64_t from = hf_int(c, "max_window_layers", m->layers ? m->layers : 1, "the blocks before the window");
+    if (slide && w > 0 && from < m->layers) {
+        m->window = w;
+        m->window_from = from;
+    }
+}
+
 /* Gemma: GeGLU (gelu on the gate), head_dim independent of the width,
  * tied embeddings by default, its (1 + w) RMSNorm (norm_plus_one) and the
  * sqrt(width) scaling of the embedding (scale sqrt_dim), which the runtime
@@ -569,6 +593,7 @@ static const ImportFamily FAMILIES[] = {
     { "mistral", read_mistral, "MistralForCausalLM" },
     { "mixtral", read_mixtral, "MixtralForCausalLM" },
     { "qwen2",   read_qwen2,   "Qwen2ForCausalLM" },
+    { "qwen3",   read_qwen3,   "Qwen3ForCausalLM" },
     { "gemma",   read_gemma,   "GemmaForCausalLM" },
     { "gpt2",    read_gpt2,    "GPT2LMHeadModel" },
     { "phi3",    read_phi3,    "Phi3ForCausalLM" },
@@ -578,7 +603,6 @@ static const ImportFamily FAMILIES[] = {
 /* Architectures planc's language cannot write yet, with what they need:
  * refused naming it, never imported as a near relative. */
 static const struct { const char *model_type, *needs; } NOT_YET[] = {
-    { "qwen3", "RMSNorm of each query and key head (q_norm, k_norm)" },
     { "qwen3_moe", "RMSNorm of each query and key head (q_norm, k_norm), experts of their own width "
                    "(moe_intermediate_size) and renormalised top-k weights (norm_topk_prob)" },
     { "qwen2_moe", "shared experts of their own width behind a sigmoid gate (shared_expert_intermediate_size) "
@@ -638,6 +662,7 @@ static void put_attention(FILE *o, const ImportModel *m, bool window)
     if (m->kv_heads != m->heads) fprintf(o, "; kv_heads %lld", (long long)m->kv_heads);
     if (m->head_dim * m->heads != m->dim) fprintf(o, "; head_dim %lld", (long long)m->head_dim);
     if (window) fprintf(o, "; sliding_window %lld", (long long)m->window);
+    if (m->qk_norm) fprintf(o, "; qk_norm rmsnorm");
     fprintf(o, "; norm %s; bias %s }\n", m->norm, bias[m->attn_bias]);
 }
 
@@ -881,7 +906,7 @@ static int import_config(const char *path, const char *out_path, const char *nam
                 goto done;
             }
         dsl_error(&diag, key_loc(&c, "model_type"),
-                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, gemma, gpt2 or phi3",
+                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, gemma, gpt2 or phi3",
                   family);
         goto done;
     }

@@ -272,6 +272,24 @@ static const char *flt(char *buf, double v)
     return buf;
 }
 
+/* The RoPE parameters as one named constant, ROPE_PARAMS (prt_rope, prt_ops.h):
+ * the embedding's rope_theta and rope_scaling, doubles printed exactly
+ * (%.17g); a field its kind does not read is written as sema leaves it. */
+static void emit_rope(Cg *g, const Model *m)
+{
+    static const char *const kinds[] = { "PRT_ROPE_DEFAULT", "PRT_ROPE_LINEAR", "PRT_ROPE_LLAMA3",
+                                         "PRT_ROPE_YARN" };   /* ORDER RopeScalingKind, prt_rope_kind */
+    RopeScaling r = plan_rope_scaling(m);
+    if (r.kind == ROPE_SCALING_NONE)   /* sema's defaults; prt_rope_inv_freq reads none of them */
+        r = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1, .low_freq_factor = 1, .high_freq_factor = 4,
+                           .beta_fast = 32, .beta_slow = 1 };
+    out(g, "/* RoPE (embedding rope_theta, rope_scaling): kind, base, factor, low_freq_factor,\n"
+           " * high_freq_factor, beta_fast, beta_slow, original_max_position (tokens) */\n");
+    out(g, "static const prt_rope ROPE_PARAMS = { %s, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g };\n",
+        kinds[r.kind], plan_rope_theta(m), r.factor, r.low_freq_factor, r.high_freq_factor,
+        r.beta_fast, r.beta_slow, (double)r.original_max_position);
+}
+
 static const char *kind_name(LayerKind k)
 {
     static const char *n[] = { "embedding", "attention", "mlp", "norm", "lm_head", "moe" };  /* ORDER LayerKind */
@@ -603,11 +621,7 @@ static void emit_constants(Cg *g)
         out(g, "static const prt_cp_form CP_FORM = %s;   /* cp_comm %s: how attention sees the other "
                "ranks' keys */\n", forms[plan_cp_comm(l)], plan_cp_comm_name(plan_cp_comm(l)));
     }
-    if (feature(g, "ROPE", 4) == 1) {
-        char th[48];
-        out(g, "static const float ROPE_THETA = %s;   /* RoPE's base (embedding rope_theta) */\n",
-            flt(th, plan_rope_theta(m)));
-    }
+    if (feature(g, "ROPE", 4) == 1) emit_rope(g, m);
     if (feature(g, "DROPOUT", 7) == 1) {
         char pr[48];
         out(g, "static const float DROPOUT_P = %s;    /* the model's dropout: probability an element is dropped */\n",
@@ -1536,6 +1550,18 @@ static void fp8_runtime_key(const Plan *p, const Layout *l, const char **key, co
     }
 }
 
+/* The values prt_rope_inv_freq divides and takes logarithms by (sema
+ * checks them in a .plan; a Plan built in C is checked again here). */
+static bool rope_scaling_honoured(RopeScaling r)
+{
+    if (!(r.factor >= 1 && isfinite(r.factor))) return false;
+    if (r.kind == ROPE_SCALING_LLAMA3)
+        return r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor && r.original_max_position > 0;
+    if (r.kind == ROPE_SCALING_YARN)
+        return r.beta_slow > 0 && r.beta_fast > r.beta_slow && r.original_max_position > 0;
+    return true;
+}
+
 static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t len)
 {
     const Software *w = &p->software;
@@ -1581,10 +1607,17 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         recompute_honoured(p, l, &key, &what, keybuf, sizeof keybuf);
     }
     if (!key) moe_runtime_key(p, l, &key, &what);
-    if (!key && plan_rope_scaling(&p->model).kind != ROPE_SCALING_NONE) {
+    if (!key && plan_rope_scaling(&p->model).kind != ROPE_SCALING_NONE &&
+        !rope_scaling_honoured(plan_rope_scaling(&p->model))) {
         key = "rope_scaling";
-        what = "its RoPE rotates at the unscaled frequencies theta^(-2i/D) (prt_rope_fwd)";
+        what = "prt_rope_inv_freq wants factor >= 1, low_freq_factor > 0, high_freq_factor > "
+               "low_freq_factor, beta_fast > beta_slow > 0 and original_max_position > 0";
     }
+    for (int i = 0; !key && i < p->model.n_layers; i++)
+        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].qk_norm != QK_NORM_NONE) {
+            key = "qk_norm rmsnorm";
+            what = "its attention rotates q and k as the QKV projection gives them, with no norm of each head";
+        }
     if (!key) fp8_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     if (!key && plan_cp(l) > 1) cp_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     /* a stack preset names itself first: the key is what it set */

@@ -132,7 +132,7 @@ static const size_t B = 1, T = 8, N = 8, NL = 8, C = 8, V = 16, VL = 16, GLOBAL_
 static const size_t MAX_HEADS = 1;   /* the score buffers' heads (CP: its own saved sizes) */
 #endif
 #if ROPE
-static const float ROPE_THETA = 10000.0f;
+static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0 };
 #endif
 #if DROPOUT
 static const float DROPOUT_P = 0.1f;
@@ -881,10 +881,10 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel QKV */
 #if ROPE && CONTEXT_PARALLEL
-    prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, ROPE_THETA, SEQ, CP,
+    prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS, SEQ, CP,
                     R.c->coord.cp);                                     /* rotary, at global positions */
 #elif ROPE
-    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, ROPE_THETA);  /* rotary positions */
+    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS);  /* rotary positions */
 #endif
 #if CONTEXT_PARALLEL
     /* CP: this rank's queries against the whole sequence's keys, from the CP group (cp_comm) */
@@ -983,9 +983,9 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
 #if ROPE && CONTEXT_PARALLEL
-    prt_rope_cp_bwd(S.dh, B, T, h, hkv, hs, ROPE_THETA, SEQ, CP, R.c->coord.cp);
+    prt_rope_cp_bwd(S.dh, B, T, h, hkv, hs, &ROPE_PARAMS, SEQ, CP, R.c->coord.cp);
 #elif ROPE
-    prt_rope_bwd(S.dh, B, T, h, hkv, hs, ROPE_THETA);
+    prt_rope_bwd(S.dh, B, T, h, hkv, hs, &ROPE_PARAMS);
 #endif
 #if RECOMPUTE_LN
     norm_rebuilt(L, a);                                                 /* layernorm: its output again */
@@ -1024,9 +1024,9 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_attention_bwd(a->dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
 #if ROPE && CONTEXT_PARALLEL
-    prt_rope_cp_bwd(a->dh, B, T, h, hkv, hs, ROPE_THETA, SEQ, CP, R.c->coord.cp);
+    prt_rope_cp_bwd(a->dh, B, T, h, hkv, hs, &ROPE_PARAMS, SEQ, CP, R.c->coord.cp);
 #elif ROPE
-    prt_rope_bwd(a->dh, B, T, h, hkv, hs, ROPE_THETA);
+    prt_rope_bwd(a->dh, B, T, h, hkv, hs, &ROPE_PARAMS);
 #endif
     prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */

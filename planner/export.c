@@ -201,7 +201,7 @@ static void check_uniform(const Ex *x)
         bool same = a->kind == LAYER_ATTENTION
                         ? a->heads == b->heads && a->kv_heads == b->kv_heads && a->bias == b->bias &&
                               a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
-                              a->qkv_bias_only == b->qkv_bias_only
+                              a->qkv_bias_only == b->qkv_bias_only && a->qk_norm == b->qk_norm
                         : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm &&
                               a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared;
         if (!same) {
@@ -553,6 +553,14 @@ static void write_megatron(const Ex *x, FILE *o)
                   "is set in code only)", (long long)x->att->window);
     if (x->mlp && x->mlp->act == ACT_RELU)
         refuse(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; --squared-relu is another)");
+    /* --qk-layernorm: Megatron-core's q_layernorm / k_layernorm over each
+       head's kv_channels, of the --normalization kind (RMSNorm here) */
+    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM) {
+        arg(o, &first, "--qk-layernorm");
+        if (x->att->norm != NORM_RMSNORM)
+            refuse(x, "qk_norm rmsnorm with norm layernorm: Megatron-LM's --qk-layernorm normalises q and k "
+                      "with the --normalization kind, LayerNorm here, not RMSNorm");
+    }
     if (x->att && (!x->att->bias || x->att->qkv_bias_only)) arg(o, &first, "--disable-bias-linear");
     if (x->att && x->att->bias && x->att->qkv_bias_only) arg(o, &first, "--add-qkv-bias");
     if (!m->layers[m->n_layers - 1].tied) arg(o, &first, "--untie-embeddings-and-output-weights");
@@ -794,6 +802,9 @@ static void torchtitan_model_rules(const Ex *x)
     if (m->norm_plus_one || (m->n_layers > 0 && m->layers[0].embed_scale))
         refuse(x, "%s: torchtitan 0.2's llama3 has neither Gemma's x*(1+w) RMSNorm nor its sqrt(dim) "
                   "embedding scale", m->norm_plus_one ? "norm_plus_one" : "embedding scale sqrt_dim");
+    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM)
+        refuse(x, "qk_norm rmsnorm: torchtitan 0.2's llama3 has no query and key norm (its qwen3 model, "
+                  "which has, is not an export target)");
     RopeScaling r = plan_rope_scaling(m);
     if (r.kind == ROPE_SCALING_LINEAR || r.kind == ROPE_SCALING_YARN)
         refuse(x, "rope_scaling %s: torchtitan 0.2's llama3 scales RoPE by Llama 3.1's rule only "

@@ -89,7 +89,7 @@ bool plan_act_gated(ActKind a)
 bool plan_layer_same_shape(const Layer *a, const Layer *b)
 {
     return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
-           a->head_dim == b->head_dim && a->window == b->window &&
+           a->head_dim == b->head_dim && a->window == b->window && a->qk_norm == b->qk_norm &&
            a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
            a->bias == b->bias && a->qkv_bias_only == b->qkv_bias_only && a->tied == b->tied &&
            a->position == b->position && a->rope_theta == b->rope_theta &&
@@ -210,6 +210,9 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
         /* biases: Q, K, V (split with their columns), and the output's h
          * unless `bias qkv` (Qwen2) */
         if (l->bias) n = add(n, add(split(qkv_out, tp), l->qkv_bias_only ? 0 : h, ovf), ovf);
+        /* qk_norm: the q and k gains, d each, replicated over TP (every
+         * rank's heads are normalised by the same two vectors) */
+        if (l->qk_norm == QK_NORM_RMSNORM) n = add(n, 2 * d, ovf);
         return n;
     }
     case LAYER_MLP:
@@ -1099,9 +1102,10 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
     case LAYER_ATTENTION: {
         char win[40] = "";
         if (l->window > 0) snprintf(win, sizeof win, ", window %lld", (long long)l->window);
-        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s", (long long)l->heads,
+        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s%s", (long long)l->heads,
                  (long long)l->kv_heads, (long long)plan_head_dim(m, l), norms[l->norm],
-                 !l->bias ? "" : l->qkv_bias_only ? ", qkv bias" : ", bias", win);
+                 !l->bias ? "" : l->qkv_bias_only ? ", qkv bias" : ", bias", win,
+                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" : "");
         break;
     }
     case LAYER_MLP:
@@ -1145,7 +1149,7 @@ int plan_layer_tensors(const Model *m, const Layer *l)
     case LAYER_ATTENTION:                               /* q, k, v, o */
         mats = 4;
         biases = l->bias ? (l->qkv_bias_only ? 3 : 4) : 0;
-        return norm + mats + biases;
+        return norm + mats + biases + (l->qk_norm == QK_NORM_RMSNORM ? 2 : 0);   /* q_norm, k_norm */
     case LAYER_MLP:                                     /* (gate,) up, down */
         mats = plan_act_gated(l->act) ? 3 : 2;
         return norm + mats + (l->bias ? 2 : 0);

@@ -39,6 +39,12 @@ typedef enum {
 
 typedef enum { POS_LEARNED, POS_ROPE, POS_NONE } PosKind;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
+/* attention's normalisation of the queries and keys before RoPE
+ * (`qk_norm`, Qwen3 / Gemma 3): QK_NORM_RMSNORM is an RMSNorm over each
+ * head's D values, one gain vector of D for the query heads and one for
+ * the key heads, shared by the heads (transformers' Qwen3Attention q_norm,
+ * k_norm). ORDER QK_NORM_NAMES in planner/sema.c. */
+typedef enum { QK_NORM_NONE, QK_NORM_RMSNORM } QkNormKind;
 /* ACT_GEGLU: the gated form of GELU (Shazeer 2020, as Gemma): like SwiGLU
  * with tanh-GELU in place of SiLU; appended so the order of the others holds. */
 typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GEGLU } ActKind;
@@ -85,6 +91,7 @@ typedef struct {
     int64_t   head_dim;     /* size of one head; 0 = dim / heads (plan_head_dim) */
     int64_t   window;       /* sliding window in tokens, the token itself
                                included (Mistral); 0 = full causal */
+    QkNormKind qk_norm;     /* per-head q and k norm; NONE: none */
     /* LAYER_MLP, LAYER_MOE */
     int64_t   hidden;       /* MLP inner size (per branch for swiglu); MoE: each expert's */
     ActKind   act;

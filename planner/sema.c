@@ -420,6 +420,10 @@ static const char *block_name(Sema *S, const DslStmt *st)
 
 static const char *const POS_NAMES[] = { "learned", "rope", "none" };          /* ORDER PosKind */
 static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };            /* ORDER NormKind */
+/* qk_norm's words: `none`, `rmsnorm` (QkNormKind) and `layernorm`, which
+ * is refused by name (no released model normalises each head by a
+ * LayerNorm; OLMo-2's RMSNorm over the whole projection is another op) */
+static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "layernorm" };
 static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
 static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
 
@@ -576,10 +580,12 @@ static void sema_norm_bias(Sema *S, const Fields *F, Layer *l)
  * with it, Q and the output projection are heads x head_dim wide (Gemma 7B:
  * 16 x 256 on a 3072 model). kv_heads must divide the heads (GQA groups).
  * sliding_window W: each token attends to the last W tokens, itself
- * included (Mistral). */
+ * included (Mistral). qk_norm rmsnorm: an RMSNorm of each query and key
+ * head before RoPE (Qwen3). */
 static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
-    static const char *const keys[] = { "heads", "kv_heads", "head_dim", "sliding_window", "norm", "bias" };
+    static const char *const keys[] = { "heads", "kv_heads", "head_dim", "sliding_window", "norm", "bias",
+                                        "qk_norm" };
     Fields F = { "attention", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body, *s;
     layer_at(l, LAYER_ATTENTION, st);
@@ -598,6 +604,15 @@ static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
         dsl_error(S->d, s->args->loc, "kv_heads %" PRId64 " does not divide heads %" PRId64
                   " (each key/value head serves a group of query heads)", l->kv_heads, l->heads);
     if ((s = field(&F, "sliding_window"))) get_int(S, s, 1, MAX_WINDOW, false, &l->window);
+    int q;
+    if ((s = field(&F, "qk_norm")) && get_enum(S, s, QK_NORM_WORDS, N_ELEMS(QK_NORM_WORDS), false, &q)) {
+        if (q == 2)
+            dsl_error(S->d, s->args->loc, "qk_norm layernorm is not supported: planc normalises each query "
+                      "and key head by an RMSNorm (qk_norm rmsnorm: Qwen3, Gemma 3); OLMo-2's norm of the "
+                      "whole projection is not either");
+        else
+            l->qk_norm = (QkNormKind)q;
+    }
     if ((s = field(&F, "head_dim"))) {
         get_int(S, s, 1, MAX_DIM, false, &l->head_dim);
         return;

@@ -857,6 +857,59 @@ static void test_compiles_with_werror(void **state)
     dsl_arena_free(&a);
 }
 
+/* RoPE scaling (issue 29) reaches the program as ROPE_PARAMS with the
+ * plan's values, exactly (Llama 3.1's llama3 and a YaRN of factor 40); the
+ * program compiles; values the formulas cannot take (set in C, past
+ * sema) are refused naming rope_scaling. */
+static void test_rope_scaling(void **state)
+{
+    (void)state;
+    static const Case c = { "rope-scaling", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 1 };
+    static const struct { RopeScaling r; double theta; const char *want; } ok[] = {
+        { { ROPE_SCALING_LLAMA3, 8, 1, 4, 32, 1, 8192 }, 500000,
+          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LLAMA3, 500000, 8, 1, 4, 32, 1, 8192 };" },
+        { { ROPE_SCALING_YARN, 40, 1, 4, 32, 1, 4096 }, 10000,
+          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_YARN, 10000, 40, 1, 4, 32, 1, 4096 };" },
+        { { ROPE_SCALING_LINEAR, 2.5, 1, 4, 32, 1, 0 }, 10000,
+          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LINEAR, 10000, 2.5, 1, 4, 32, 1, 0 };" },
+    };
+    static const RopeScaling bad[] = {
+        { ROPE_SCALING_LLAMA3, 8, 4, 4, 32, 1, 8192 },   /* high_freq_factor not above low */
+        { ROPE_SCALING_YARN, 4, 1, 4, 1, 32, 4096 },     /* beta_fast below beta_slow */
+        { ROPE_SCALING_YARN, 0.5, 1, 4, 32, 1, 4096 },   /* factor below 1 */
+        { ROPE_SCALING_LLAMA3, 8, 1, 4, 32, 1, 0 },      /* no original context */
+    };
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0] + sizeof bad / sizeof bad[0]; k++) {
+        DslArena a;
+        Plan p;
+        char why[512] = "";
+        size_t n;
+        bool good = k < sizeof ok / sizeof ok[0];
+        load_case(&c, &a, &p);
+        for (int i = 0; i < p.model.n_layers; i++) {
+            Layer *l = &p.model.layers[i];
+            if (l->kind != LAYER_EMBEDDING) continue;
+            l->position = POS_ROPE;
+            l->rope_theta = good ? ok[k].theta : 10000;
+            l->rope_scaling = good ? ok[k].r : bad[k - sizeof ok / sizeof ok[0]];
+        }
+        char *text = emit_text(&p, why, sizeof why, &n);
+        if (good) {
+            if (!text) fail_msg("rope scaling %zu refused: %s", k, why);
+            if (!strstr(text, ok[k].want)) fail_msg("rope scaling %zu: the program lacks '%s'", k, ok[k].want);
+            if (!strstr(text, "prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS);"))
+                fail_msg("rope scaling %zu: the forward does not rotate with ROPE_PARAMS", k);
+            if (k == 0 && build_case(&p, c.name, NULL) != 0) fail_msg("the llama3 program does not compile");
+        } else {
+            if (text) fail_msg("rope scaling %zu: emitted, expected a refusal", k);
+            if (!strstr(why, "rope_scaling: planc's runtime cannot honour it"))
+                fail_msg("rope scaling %zu: the refusal does not name rope_scaling: %s", k, why);
+        }
+        free(text);
+        dsl_arena_free(&a);
+    }
+}
+
 /* The model knobs of issue 18 resolve at emit time: a tiny model with
  * RoPE base 500000, GQA (2 kv heads), head_dim 24 on a 64 model (q 4 x 24
  * = 96 wide), a
@@ -891,7 +944,7 @@ static void test_knobs(void **state)
     char *text = emit_text(&p, why, sizeof why, &n);
     if (!text) fail_msg("refused: %s", why);
     static const char *const want[] = {
-        "static const float ROPE_THETA = 500000.0f;",
+        "static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 500000, 1, 1, 4, 32, 1, 0 };",
         "prt_geglu_fwd(out, h, n, (size_t)L->f);", "prt_geglu_bwd(dh, h, da, n, (size_t)L->f);",
         "static size_t window_of(const LayerSpec *L) { return L->window; }",
         /* tp 2: 2 of 4 query heads and 1 of 2 kv heads, head size 24, window 24;
@@ -905,7 +958,7 @@ static void test_knobs(void **state)
     static const char *const never[] = { "attn.out.bias", "prt_gelu_fwd(", "prt_swiglu", "ACT_GEGLU:" };
     for (size_t k = 0; k < sizeof never / sizeof never[0]; k++)
         if (strstr(text, never[k])) fail_msg("the knobs' program has '%s'", never[k]);
-    static const char *const plain_never[] = { "ROPE_THETA", "prt_geglu", "return L->window;" };
+    static const char *const plain_never[] = { "prt_rope ROPE_PARAMS", "prt_geglu", "return L->window;" };
     for (size_t k = 0; k < sizeof plain_never / sizeof plain_never[0]; k++)
         if (strstr(plain, plain_never[k])) fail_msg("tiny's program has '%s'", plain_never[k]);
     if (build_case(&p, c.name, NULL) != 0) fail_msg("the knobs' program does not compile");
@@ -1089,6 +1142,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),
         cmocka_unit_test(test_knobs),
+        cmocka_unit_test(test_rope_scaling),
         cmocka_unit_test(test_moe),
         cmocka_unit_test(test_cp),
     };

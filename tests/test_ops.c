@@ -300,7 +300,7 @@ static void rope_fwd(void *p)
     RopeCtx *c = p;
     size_t n = c->B * c->T * (c->H + 2 * c->Hkv) * c->D;
     memcpy(c->qkv, c->in, n * sizeof *c->qkv);
-    prt_rope_fwd(c->qkv, c->B, c->T, c->H, c->Hkv, c->D, 100.0f);
+    prt_rope_fwd(c->qkv, c->B, c->T, c->H, c->Hkv, c->D, &PRT_ROPE_PLAIN(100.0f));
 }
 
 static void test_rope(void **state)
@@ -328,10 +328,147 @@ static void test_rope(void **state)
     assert_int_equal(validate("rope fwd", c.qkv, ref, n, 1e-6, 1e-5), 0);
     float *r = rnd(n, 1), *d = malloc(n * sizeof *d);
     memcpy(d, r, n * sizeof *d);
-    prt_rope_bwd(d, c.B, c.T, c.H, c.Hkv, c.D, 100.0f);
+    prt_rope_bwd(d, c.B, c.T, c.H, c.Hkv, c.D, &PRT_ROPE_PLAIN(100.0f));
     FdTensor ts[] = {{"rope dx", c.in, d, n}};
     assert_int_equal(fd_check(rope_fwd, &c, c.qkv, r, n, ts, 1, 1e-2, 1e-4, 1e-3), 0);
     free(ref); free(r); free(d); free(c.in); free(c.qkv);
+}
+
+/* RoPE's scaled frequencies against numbers computed apart from the
+ * runtime: tests/rope/inv_freq_ref.py (transformers v4.46's
+ * modeling_rope_utils.py written again in Python's stdlib, double
+ * precision) printed them. linear: Llama 2-style theta 1e4, D 128, factor
+ * 4; llama3: Llama 3.1's theta 5e5, D 128, factor 8, low 1, high 4, 8192
+ * tokens (pairs 0-28 kept, 29-34 smooth, 35- divided by 8); yarn: theta
+ * 1e4, D 64, factor 40, beta 32 / 1, 4096 tokens (correction dims 10.47 and
+ * 22.51: pairs <= 10 kept, >= 23 divided by 40, a ramp between) and its
+ * mscale 0.1 ln 40 + 1. */
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+static void test_rope_inv_freq(void **state)
+{
+    (void)state;
+    typedef struct { size_t i; double want; } Row;
+    static const Row lin[] = { {0, 0.25}, {1, 0.21649108084001634}, {17, 0.021649108084001636},
+                               {63, 2.8869549617236455e-05} };
+    static const Row l3[] = { {0, 1}, {28, 0.0032114459947525913}, {29, 0.0021665707635033591},
+                              {31, 0.00085675141291963208}, {34, 0.00017850781276799638},
+                              {35, 9.5562123539646833e-05}, {63, 3.0689259889145111e-07} };
+    static const Row ya[] = { {0, 1}, {5, 0.23713737056616555}, {10, 0.056234132519034905},
+                              {11, 0.039006926567143857}, {15, 0.0083345089510207769},
+                              {20, 0.00079056941504209452}, {31, 3.3338035804083101e-06} };
+    const prt_rope rl = { PRT_ROPE_LINEAR, 10000, 4, 1, 4, 32, 1, 0 };
+    const prt_rope r3 = { PRT_ROPE_LLAMA3, 500000, 8, 1, 4, 32, 1, 8192 };
+    const prt_rope ry = { PRT_ROPE_YARN, 10000, 40, 1, 4, 32, 1, 4096 };
+    struct { const prt_rope *r; size_t D; const Row *rows; size_t n; } sets[] = {
+        { &rl, 128, lin, N_ELEMS(lin) }, { &r3, 128, l3, N_ELEMS(l3) }, { &ry, 64, ya, N_ELEMS(ya) } };
+    for (size_t s = 0; s < N_ELEMS(sets); s++)
+        for (size_t k = 0; k < sets[s].n; k++) {
+            double got = prt_rope_inv_freq(sets[s].r, sets[s].rows[k].i, sets[s].D);
+            double want = sets[s].rows[k].want;
+            if (fabs(got - want) > 1e-12 * want)
+                fail_msg("rope kind %d pair %zu: inv_freq %.17g, want %.17g", (int)sets[s].r->kind,
+                         sets[s].rows[k].i, got, want);
+        }
+    assert_true(fabs(prt_rope_mscale(&ry) - 1.3688879454113936) < 1e-15);
+    assert_true(prt_rope_mscale(&r3) == 1.0 && prt_rope_mscale(&rl) == 1.0);
+    /* plain RoPE: theta^(-2i/D) */
+    assert_true(fabs(prt_rope_inv_freq(&PRT_ROPE_PLAIN(10000), 17, 128) - 4 * 0.021649108084001636) < 1e-15);
+}
+
+/* Forward and backward of the scaled kinds on GQA shapes: the forward
+ * against the rotation written out at prt_rope_inv_freq's angles times
+ * prt_rope_mscale (YaRN: 1.1386 for factor 4), the backward against
+ * finite differences. yarn: theta 100, D 8, factor 4, 16 tokens (pair 0
+ * kept, 1-3 divided by 4); llama3: theta 100, D 8, 16 tokens, low 1,
+ * high 4 (pair 0, wavelength 2 pi, smooth; 1-3 divided by 4). */
+typedef struct { float *qkv, *in; size_t B, T, H, Hkv, D; prt_rope rope; } RopeScaledCtx;
+static void rope_scaled_fwd(void *p)
+{
+    RopeScaledCtx *c = p;
+    size_t n = c->B * c->T * (c->H + 2 * c->Hkv) * c->D;
+    memcpy(c->qkv, c->in, n * sizeof *c->qkv);
+    prt_rope_fwd(c->qkv, c->B, c->T, c->H, c->Hkv, c->D, &c->rope);
+}
+
+static void test_rope_scaled(void **state)
+{
+    (void)state;
+    const prt_rope kinds[] = { { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16 },
+                               { PRT_ROPE_LLAMA3, 100, 4, 1, 4, 32, 1, 16 },
+                               { PRT_ROPE_LINEAR, 100, 2, 1, 4, 32, 1, 0 } };
+    for (size_t k = 0; k < N_ELEMS(kinds); k++) {
+        RopeScaledCtx c = {.B = 2, .T = 5, .H = 4, .Hkv = 2, .D = 8, .rope = kinds[k]};
+        size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.B * c.T * R;
+        c.in = rnd(n, 1); c.qkv = zeros(n);
+        rope_scaled_fwd(&c);
+        double m = prt_rope_mscale(&c.rope), *ref = malloc(n * sizeof *ref);
+        if (c.rope.kind == PRT_ROPE_YARN) assert_true(fabs(m - 1.138629436111989) < 1e-12);
+        for (size_t row = 0; row < c.B * c.T; row++)
+            for (size_t j = 0; j < R; j++) {
+                size_t head = j / c.D, d = j % c.D, i = d / 2;
+                const float *x = c.in + row * R + head * c.D;
+                if (head >= c.H + c.Hkv) { ref[row * R + j] = c.in[row * R + j]; continue; }
+                double a = (double)(row % c.T) * prt_rope_inv_freq(&c.rope, i, c.D);
+                double re = x[2 * i], im = x[2 * i + 1];
+                ref[row * R + j] = m * (d % 2 == 0 ? re * cos(a) - im * sin(a) : re * sin(a) + im * cos(a));
+            }
+        assert_int_equal(validate("rope scaled fwd", c.qkv, ref, n, 1e-6, 1e-5), 0);
+        float *r = rnd(n, 1), *d = malloc(n * sizeof *d);
+        memcpy(d, r, n * sizeof *d);
+        prt_rope_bwd(d, c.B, c.T, c.H, c.Hkv, c.D, &c.rope);
+        FdTensor ts[] = {{"rope scaled dx", c.in, d, n}};
+        assert_int_equal(fd_check(rope_scaled_fwd, &c, c.qkv, r, n, ts, 1, 1e-2, 1e-4, 1e-3), 0);
+        free(ref); free(r); free(d); free(c.in); free(c.qkv);
+    }
+    /* the small shapes' frequencies, from the formulas by hand: yarn pair 1
+     * 100^(-1/4) / 4 (ramp 1); llama3 pair 1: wavelength 2 pi 100^(1/4) =
+     * 19.87 > 16 / low 1, so divided by 4; pair 0: wavelength 2 pi between
+     * 16 / 4 and 16, s = (16 / 2 pi - 1) / 3, (1 - s) / 4 + s */
+    assert_true(fabs(prt_rope_inv_freq(&kinds[0], 1, 8) - pow(100, -0.25) / 4) < 1e-15);
+    assert_true(fabs(prt_rope_inv_freq(&kinds[0], 0, 8) - 1) < 1e-15);
+    assert_true(fabs(prt_rope_inv_freq(&kinds[1], 1, 8) - pow(100, -0.25) / 4) < 1e-15);
+    double s0 = (16 / (2 * M_PI) - 1) / 3;
+    assert_true(fabs(prt_rope_inv_freq(&kinds[1], 0, 8) - ((1 - s0) / 4 + s0)) < 1e-15);
+}
+
+/* q/k norm (Qwen3): the forward against the RMSNorm of each head written
+ * out in double (queries by wq, keys by wk, values untouched), the
+ * backward (dx in place, dwq and dwk) against finite differences; GQA 4/2
+ * heads of 6. */
+typedef struct { float *qkv, *in, *xin, *rstd, *wq, *wk; size_t N, H, Hkv, D; } QkNormCtx;
+static void qk_norm_fwd(void *p)
+{
+    QkNormCtx *c = p;
+    memcpy(c->qkv, c->in, c->N * (c->H + 2 * c->Hkv) * c->D * sizeof *c->qkv);
+    prt_qk_norm_fwd(c->qkv, c->xin, c->rstd, c->wq, c->wk, c->N, c->H, c->Hkv, c->D, 1e-5f);
+}
+
+static void test_qk_norm(void **state)
+{
+    (void)state;
+    QkNormCtx c = {.N = 6, .H = 4, .Hkv = 2, .D = 6};
+    size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.N * R, heads = c.H + c.Hkv;
+    c.in = rnd(n, 1); c.qkv = zeros(n); c.xin = zeros(c.N * heads * c.D); c.rstd = zeros(c.N * heads);
+    c.wq = rnd(c.D, 1); c.wk = rnd(c.D, 1);
+    qk_norm_fwd(&c);
+    double *ref = malloc(n * sizeof *ref);
+    for (size_t i = 0; i < c.N; i++)
+        for (size_t h = 0; h < c.H + 2 * c.Hkv; h++) {
+            const float *x = c.in + i * R + h * c.D, *w = h < c.H ? c.wq : c.wk;
+            double ss = 0;
+            for (size_t k = 0; k < c.D; k++) ss += (double)x[k] * x[k];
+            double s = 1 / sqrt(ss / (double)c.D + 1e-5);
+            for (size_t k = 0; k < c.D; k++)
+                ref[i * R + h * c.D + k] = h < heads ? x[k] * s * w[k] : x[k];
+        }
+    assert_int_equal(validate("qk_norm fwd", c.qkv, ref, n, 1e-6, 1e-5), 0);
+    float *r = rnd(n, 1), *d = malloc(n * sizeof *d), *dwq = zeros(c.D), *dwk = zeros(c.D);
+    memcpy(d, r, n * sizeof *d);
+    prt_qk_norm_bwd(d, dwq, dwk, c.xin, c.wq, c.wk, c.rstd, c.N, c.H, c.Hkv, c.D);
+    FdTensor ts[] = {{"qk_norm dx", c.in, d, n}, {"qk_norm dwq", c.wq, dwq, c.D}, {"qk_norm dwk", c.wk, dwk, c.D}};
+    assert_int_equal(fd_check(qk_norm_fwd, &c, c.qkv, r, n, ts, 3, 1e-2, 1e-4, 1e-3), 0);
+    free(ref); free(r); free(d); free(dwq); free(dwk);
+    free(c.in); free(c.qkv); free(c.xin); free(c.rstd); free(c.wq); free(c.wk);
 }
 
 /* Context parallelism (issue 26): CP rank r of cp holds, of each sequence
@@ -350,7 +487,7 @@ static void test_cp_positions(void **state)
         prt_position_fwd(full, wpe, B, T, C);
         float *q = rnd(B * T * R, 1), *qfull = malloc(B * T * R * sizeof *qfull);
         memcpy(qfull, q, B * T * R * sizeof *qfull);
-        prt_rope_fwd(qfull, B, T, H, Hkv, D, 100.0f);
+        prt_rope_fwd(qfull, B, T, H, Hkv, D, &PRT_ROPE_PLAIN(100.0f));
         float *g = rnd(B * T * C, 1), *dfull = zeros(T * C), *dsum = zeros(T * C);
         prt_position_bwd(dfull, g, B, T, C);
         int seen[8] = {0};
@@ -367,7 +504,7 @@ static void test_cp_positions(void **state)
                 }
             memcpy(qback, ql, B * Tl * R * sizeof *ql);
             prt_position_cp_fwd(xl, wpe, B, Tl, C, T, cp, r);
-            prt_rope_cp_fwd(ql, B, Tl, H, Hkv, D, 100.0f, T, cp, r);
+            prt_rope_cp_fwd(ql, B, Tl, H, Hkv, D, &PRT_ROPE_PLAIN(100.0f), T, cp, r);
             prt_position_cp_bwd(dsum, gl, B, Tl, C, T, cp, r);
             for (size_t b = 0; b < B; b++)
                 for (size_t t = 0; t < Tl; t++) {
@@ -377,7 +514,7 @@ static void test_cp_positions(void **state)
                     for (size_t k = 0; k < R; k++)
                         assert_float_equal(ql[(b * Tl + t) * R + k], qfull[(b * T + pos) * R + k], 1e-6);
                 }
-            prt_rope_cp_bwd(ql, B, Tl, H, Hkv, D, 100.0f, T, cp, r);   /* the inverse rotation */
+            prt_rope_cp_bwd(ql, B, Tl, H, Hkv, D, &PRT_ROPE_PLAIN(100.0f), T, cp, r);   /* the inverse rotation */
             for (size_t i = 0; i < B * Tl * R; i++) assert_float_equal(ql[i], qback[i], 1e-5);
             free(xl); free(gl); free(ql); free(qback);
         }
@@ -660,7 +797,7 @@ static void test_tp_attention_mlp(void **state)
     float *qkv = zeros(N * R), *att = zeros(B * H * T * T), *ay = zeros(N * HD);
     float *y = zeros(N * C), *gu = zeros(N * 2 * F), *h = zeros(N * F), *y2 = zeros(N * C);
     prt_linear_fwd(qkv, x, wqkv, NULL, N, C, R);
-    prt_rope_fwd(qkv, B, T, H, Hkv, D, 10000.0f);
+    prt_rope_fwd(qkv, B, T, H, Hkv, D, &PRT_ROPE_PLAIN(10000.0f));
     prt_attention_fwd(ay, att, qkv, B, T, H, Hkv, D, 0);
     prt_linear_fwd(y, ay, wo, NULL, N, HD, C);
     prt_linear_fwd(gu, x, wup, NULL, N, C, 2 * F);
@@ -675,7 +812,7 @@ static void test_tp_attention_mlp(void **state)
     prt_linear_bwd(dx, dwu, NULL, dgu, x, wup, N, C, 2 * F);
     prt_linear_bwd(day, dwo, NULL, g, ay, wo, N, HD, C);
     prt_attention_bwd(dqkv, datt, day, qkv, att, false, B, T, H, Hkv, D, 0);
-    prt_rope_bwd(dqkv, B, T, H, Hkv, D, 10000.0f);
+    prt_rope_bwd(dqkv, B, T, H, Hkv, D, &PRT_ROPE_PLAIN(10000.0f));
     prt_linear_bwd(dxa, dwq, NULL, dqkv, x, wqkv, N, C, R);
     prt_add_inplace(dx, dxa, N * C);
 
@@ -693,7 +830,7 @@ static void test_tp_attention_mlp(void **state)
         float *q_l = zeros(N * Rl), *a_l = zeros(B * Hl * T * T), *ay_l = zeros(N * Hl * D);
         float *part = zeros(N * C), *gu_l = zeros(N * 2 * Fl), *h_l = zeros(N * Fl);
         prt_linear_fwd(q_l, x, wq_l, NULL, N, C, Rl);
-        prt_rope_fwd(q_l, B, T, Hl, Hkvl, D, 10000.0f);
+        prt_rope_fwd(q_l, B, T, Hl, Hkvl, D, &PRT_ROPE_PLAIN(10000.0f));
         prt_attention_fwd(ay_l, a_l, q_l, B, T, Hl, Hkvl, D, 0);
         prt_linear_fwd(part, ay_l, wo_l, NULL, N, Hl * D, C);
         prt_add_inplace(ys, part, N * C);                                   /* all-reduce */
@@ -710,7 +847,7 @@ static void test_tp_attention_mlp(void **state)
         prt_add_inplace(dxs, part, N * C);
         prt_linear_bwd(day_l, dwl, NULL, g, ay_l, wo_l, N, Hl * D, C);
         prt_attention_bwd(dq_l, dat_l, day_l, q_l, a_l, false, B, T, Hl, Hkvl, D, 0);
-        prt_rope_bwd(dq_l, B, T, Hl, Hkvl, D, 10000.0f);
+        prt_rope_bwd(dq_l, B, T, Hl, Hkvl, D, &PRT_ROPE_PLAIN(10000.0f));
         prt_linear_bwd(part, dwl, NULL, dq_l, x, wq_l, N, C, Rl);
         prt_add_inplace(dxs, part, N * C);
         void *f[] = {wq_l, wo_l, wu_l, wd_l, q_l, a_l, ay_l, part, gu_l, h_l, dh_l, dgu_l,
@@ -838,6 +975,9 @@ int main(void)
         cmocka_unit_test(test_affine),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rope_inv_freq),
+        cmocka_unit_test(test_rope_scaled),
+        cmocka_unit_test(test_qk_norm),
         cmocka_unit_test(test_attention_mha),
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_mqa_recompute),

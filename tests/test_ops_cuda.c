@@ -190,6 +190,34 @@ static void check_linear(size_t N, size_t K, size_t O)
     for (size_t i = 0; i < 8; i++) prt_free(d[i]);
 }
 
+/* q/k norm (Qwen3) against the CPU build: the normalised q and k heads
+ * (values untouched), the saved pre-norm heads and scales, dx in place
+ * and the two gains' gradients. */
+static void check_qk_norm(size_t N, size_t H, size_t Hkv, size_t D)
+{
+    size_t n = N * (H + 2 * Hkv) * D, nx = N * (H + Hkv) * D, nr = N * (H + Hkv);
+    float *x = hrand(n, 2), *wq = hrand(D, 1), *wk = hrand(D, 1), *g = hrand(n, 1);
+    float *xin = hzeros(nx), *rstd = hzeros(nr), *dwq = hzeros(D), *dwk = hzeros(D);
+    prt_act *x_d = dact(x, n), *wq_d = dact(wq, D), *wk_d = dact(wk, D), *g_d = dact(g, n);
+    prt_act *xin_d = prt_alloc(nx * 2);
+    float *rstd_d = prt_alloc(nr * 4), *dwq_d = prt_alloc(D * 4), *dwk_d = prt_alloc(D * 4);
+    prt_zero(dwq_d, D * 4);
+    prt_zero(dwk_d, D * 4);
+    ref_prt_qk_norm_fwd(x, xin, rstd, wq, wk, N, H, Hkv, D, 1e-6f);
+    prt_qk_norm_fwd(x_d, xin_d, rstd_d, wq_d, wk_d, N, H, Hkv, D, 1e-6f);
+    validate("qk_norm fwd", x_d, true, x, n, ATOL, RTOL);
+    validate("qk_norm saved heads", xin_d, true, xin, nx, ATOL, RTOL);
+    validate("qk_norm rstd", rstd_d, false, rstd, nr, 1e-3, 1e-3);
+    ref_prt_qk_norm_bwd(g, dwq, dwk, xin, wq, wk, rstd, N, H, Hkv, D);
+    prt_qk_norm_bwd(g_d, dwq_d, dwk_d, xin_d, wq_d, wk_d, rstd_d, N, H, Hkv, D);
+    validate("qk_norm dx", g_d, true, g, n, 2e-2, 2e-2);
+    validate("qk_norm dwq", dwq_d, false, dwq, D, 1e-2 * N, 1e-2);
+    validate("qk_norm dwk", dwk_d, false, dwk, D, 1e-2 * N, 1e-2);
+    free(x); free(wq); free(wk); free(g); free(xin); free(rstd); free(dwq); free(dwk);
+    void *d[] = {x_d, wq_d, wk_d, g_d, xin_d, rstd_d, dwq_d, dwk_d};
+    for (size_t i = 0; i < 8; i++) prt_free(d[i]);
+}
+
 static void check_norm(bool rms, size_t N, size_t C)
 {
     float *x = hrand(N * C, 2), *w = hrand(C, 1), *b = hrand(C, 1), *g = hrand(N * C, 1);
@@ -287,8 +315,8 @@ static void check_rope_theta(size_t B, size_t T, size_t H, size_t Hkv, size_t D,
     float *x = hrand(n, 1), *r = malloc(n * 4);
     memcpy(r, x, n * 4);
     prt_act *x_d = dact(x, n);
-    ref_prt_rope_fwd(r, B, T, H, Hkv, D, theta);
-    prt_rope_fwd(x_d, B, T, H, Hkv, D, theta);
+    ref_prt_rope_fwd(r, B, T, H, Hkv, D, &REF_ROPE_PLAIN(theta));
+    prt_rope_fwd(x_d, B, T, H, Hkv, D, &PRT_ROPE_PLAIN(theta));
     validate("rope fwd theta", x_d, true, r, n, 1e-2, 1e-2);
     free(x); free(r); prt_free(x_d);
 }
@@ -299,13 +327,41 @@ static void check_rope(size_t B, size_t T, size_t H, size_t Hkv, size_t D)
     float *x = hrand(n, 1), *r = malloc(n * 4);
     memcpy(r, x, n * 4);
     prt_act *x_d = dact(x, n);
-    ref_prt_rope_fwd(r, B, T, H, Hkv, D, 10000.0f);
-    prt_rope_fwd(x_d, B, T, H, Hkv, D, 10000.0f);
+    ref_prt_rope_fwd(r, B, T, H, Hkv, D, &REF_ROPE_PLAIN(10000.0f));
+    prt_rope_fwd(x_d, B, T, H, Hkv, D, &PRT_ROPE_PLAIN(10000.0f));
     validate("rope fwd", x_d, true, r, n, 1e-2, 1e-2);
-    ref_prt_rope_bwd(r, B, T, H, Hkv, D, 10000.0f);   /* back to x */
-    prt_rope_bwd(x_d, B, T, H, Hkv, D, 10000.0f);
+    ref_prt_rope_bwd(r, B, T, H, Hkv, D, &REF_ROPE_PLAIN(10000.0f));   /* back to x */
+    prt_rope_bwd(x_d, B, T, H, Hkv, D, &PRT_ROPE_PLAIN(10000.0f));
     validate("rope bwd", x_d, true, r, n, 2e-2, 2e-2);
     free(x); free(r); prt_free(x_d);
+}
+
+/* The scaled RoPE kinds (prt_rope_inv_freq, YaRN's mscale: the same inline
+ * function on both sides), whole sequences and CP rank r of cp, forward and
+ * backward, against the CPU build. kind: PRT_ROPE_LINEAR, _LLAMA3, _YARN. */
+static void check_rope_scaled(size_t B, size_t T, size_t H, size_t Hkv, size_t D, int kind, int cp, int r)
+{
+    const prt_rope g = { (prt_rope_kind)kind, 10000, 4, 1, 4, 32, 1, 16 };
+    const ref_prt_rope c = { (ref_prt_rope_kind)kind, 10000, 4, 1, 4, 32, 1, 16 };
+    size_t Tl = T / (size_t)cp, n = B * Tl * (H + 2 * Hkv) * D;
+    float *x = hrand(n, 1), *ref = malloc(n * 4);
+    memcpy(ref, x, n * 4);
+    prt_act *x_d = dact(x, n);
+    ref_prt_rope_cp_fwd(ref, B, Tl, H, Hkv, D, &c, T, cp, r);
+    prt_rope_cp_fwd(x_d, B, Tl, H, Hkv, D, &g, T, cp, r);
+    validate("rope scaled fwd", x_d, true, ref, n, 1e-2, 1e-2);
+    ref_prt_rope_cp_bwd(ref, B, Tl, H, Hkv, D, &c, T, cp, r);
+    prt_rope_cp_bwd(x_d, B, Tl, H, Hkv, D, &g, T, cp, r);
+    validate("rope scaled bwd", x_d, true, ref, n, 2e-2, 2e-2);
+    if (cp == 1) {
+        ref_prt_rope_fwd(ref, B, T, H, Hkv, D, &c);
+        prt_rope_fwd(x_d, B, T, H, Hkv, D, &g);
+        validate("rope scaled fwd (plain op)", x_d, true, ref, n, 2e-2, 2e-2);
+        ref_prt_rope_bwd(ref, B, T, H, Hkv, D, &c);
+        prt_rope_bwd(x_d, B, T, H, Hkv, D, &g);
+        validate("rope scaled bwd (plain op)", x_d, true, ref, n, 3e-2, 3e-2);
+    }
+    free(x); free(ref); prt_free(x_d);
 }
 
 /* Context parallelism: the position and RoPE kernels on CP rank r's T/cp
@@ -321,15 +377,15 @@ static void check_cp_positions(size_t B, size_t T, size_t C, size_t H, size_t Hk
     prt_zero(dwpe_d, T * C * 4);
     ref_prt_position_cp_fwd(x, wpe, B, Tl, C, T, cp, r);
     ref_prt_position_cp_bwd(dwpe, g, B, Tl, C, T, cp, r);
-    ref_prt_rope_cp_fwd(qr, B, Tl, H, Hkv, D, 10000.0f, T, cp, r);
+    ref_prt_rope_cp_fwd(qr, B, Tl, H, Hkv, D, &REF_ROPE_PLAIN(10000.0f), T, cp, r);
     prt_position_cp_fwd(x_d, wpe_d, B, Tl, C, T, cp, r);
     prt_position_cp_bwd(dwpe_d, g_d, B, Tl, C, T, cp, r);
-    prt_rope_cp_fwd(q_d, B, Tl, H, Hkv, D, 10000.0f, T, cp, r);
+    prt_rope_cp_fwd(q_d, B, Tl, H, Hkv, D, &PRT_ROPE_PLAIN(10000.0f), T, cp, r);
     validate("position fwd, CP rank's rows", x_d, true, x, n, ATOL, RTOL);
     validate("position bwd, CP rank's rows (fp32)", dwpe_d, false, dwpe, T * C, 1e-4, 1e-4);
     validate("rope fwd, CP rank's positions", q_d, true, qr, q, 1e-2, 1e-2);
-    ref_prt_rope_cp_bwd(qr, B, Tl, H, Hkv, D, 10000.0f, T, cp, r);
-    prt_rope_cp_bwd(q_d, B, Tl, H, Hkv, D, 10000.0f, T, cp, r);
+    ref_prt_rope_cp_bwd(qr, B, Tl, H, Hkv, D, &REF_ROPE_PLAIN(10000.0f), T, cp, r);
+    prt_rope_cp_bwd(q_d, B, Tl, H, Hkv, D, &PRT_ROPE_PLAIN(10000.0f), T, cp, r);
     validate("rope bwd, CP rank's positions", q_d, true, qr, q, 2e-2, 2e-2);
     free(wpe); free(x); free(g); free(dwpe); free(qx); free(qr);
     void *d[] = {wpe_d, x_d, g_d, q_d, dwpe_d};
@@ -631,6 +687,7 @@ int main(int argc, char **argv)
     check_linear(256, 768, 2304);
     check_norm(false, 64, 768);
     check_norm(true, 64, 768);
+    check_qk_norm(64, 4, 2, 128);   /* Qwen3's head_dim */
     check_pointwise(64, 384);
     check_embedding(4, 32, 64, 1000);
     check_rope(2, 16, 4, 2, 64);
@@ -642,6 +699,10 @@ int main(int argc, char **argv)
     check_attention(2, 64, 8, 2, 32, false, 16);   /* sliding windows (Mistral) */
     check_attention(2, 100, 4, 1, 64, true, 33);
     check_rope_theta(2, 16, 4, 2, 64, 500000.0f);  /* Llama 3's base */
+    for (int kind = PRT_ROPE_LINEAR; kind <= PRT_ROPE_YARN; kind++) {
+        check_rope_scaled(2, 16, 4, 2, 64, kind, 1, 0);
+        check_rope_scaled(2, 16, 4, 2, 64, kind, 2, 1);
+    }
     check_dropout(2, 64, 4, 2, 32, 384);
     check_xent(64, 1000, 0);
     check_xent(64, 1000, 24);   /* a padded vocabulary: 24 masked columns */

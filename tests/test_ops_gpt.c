@@ -263,7 +263,7 @@ static void block_fwd(Gpt *g, size_t l)
     TIMED(PROF_NORM, norm_fwd(g, a->ln1, a->ln1_mean, a->ln1_rstd, x, b->ln1_w, b->ln1_b));
     TIMED(PROF_LINEAR, prt_linear_fwd(a->qkv, a->ln1, W(g, b->qkv_w), W(g, b->qkv_b), N, C, g->R));
     if (c->llama)
-        TIMED(PROF_ATTENTION, prt_rope_fwd(a->qkv, c->B, c->T, c->H, c->Hkv, g->D, 10000.0f));
+        TIMED(PROF_ATTENTION, prt_rope_fwd(a->qkv, c->B, c->T, c->H, c->Hkv, g->D, &PRT_ROPE_PLAIN(10000.0f)));
     TIMED(PROF_ATTENTION, prt_attention_fwd(a->atty, a->att, a->qkv, c->B, c->T, c->H, c->Hkv, g->D, 0));
     TIMED(PROF_LINEAR, prt_linear_fwd(a->tmp, a->atty, W(g, b->proj_w), W(g, b->proj_b), N, HD, C));
     TIMED(PROF_ELEMENTWISE, prt_residual_add(a->mid, x, a->tmp, N * C));
@@ -301,7 +301,7 @@ static void block_bwd(Gpt *g, size_t l)
                                             c->recompute == RC_SELECTIVE, c->B, c->T, c->H,
                                             c->Hkv, g->D, 0));
     if (c->llama)
-        TIMED(PROF_ATTENTION, prt_rope_bwd(g->d_qkv, c->B, c->T, c->H, c->Hkv, g->D, 10000.0f));
+        TIMED(PROF_ATTENTION, prt_rope_bwd(g->d_qkv, c->B, c->T, c->H, c->Hkv, g->D, &PRT_ROPE_PLAIN(10000.0f)));
     TIMED(PROF_LINEAR, prt_linear_bwd(g->d_ln, G(g, b->qkv_w), G(g, b->qkv_b), g->d_qkv, a->ln1,
                                       W(g, b->qkv_w), N, C, g->R));
     TIMED(PROF_NORM, norm_bwd(g, g->dres, g->d_ln, g->x[l], b->ln1_w, b->ln1_b, a->ln1_mean, a->ln1_rstd));

@@ -84,6 +84,38 @@ static void moeify(Model *m, int64_t E, int64_t k, int64_t S, int64_t f)
     }
 }
 
+/* qk_norm rmsnorm (issue 29, Qwen3): two gain vectors of head_dim per
+ * attention layer, replicated over TP. Qwen3-8B by hand: 36 blocks of
+ * (4096 + 4096 x (4096 + 2 x 1024) + 4096 x 4096 + 2 x 128) attention +
+ * (4096 + 3 x 4096 x 12288) MLP = 192,946,432, the final norm 4096, two
+ * tables of 151936 x 4096: 8,190,735,360 (the figure issue 29 cites); per
+ * TP rank of 8 each attention layer holds 1/8 of its linears, the whole
+ * pre-norm and both q/k gains; the layer has two more tensors. */
+static void test_qk_norm_params(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(36)];
+    Model m;
+    uint64_t n;
+    bool ovf = false;
+    plan_preset_llama(&m, buf, "qwen3-8b", 36, 4096, 32, 8, 12288, 4096, 151936, DTYPE_BF16);
+    const Layer *att = NULL;
+    for (int i = 0; i < m.n_layers && !att; i++)
+        if (m.layers[i].kind == LAYER_ATTENTION) att = &m.layers[i];
+    assert_non_null(att);
+    int tensors = plan_layer_tensors(&m, att);
+    uint64_t tp8 = plan_layer_params(&m, att, 8, &ovf);
+    for (int i = 0; i < m.n_layers; i++)
+        if (m.layers[i].kind == LAYER_ATTENTION) m.layers[i].qk_norm = QK_NORM_RMSNORM;
+    assert_true(plan_model_params(&m, &n));
+    assert_int_equal(n, 8190735360ull);
+    assert_int_equal(plan_layer_params(&m, att, 8, &ovf), tp8 + 2 * 128);
+    assert_int_equal(plan_layer_params(&m, att, 1, &ovf),
+                     4096 + 4096ull * (4096 + 2 * 1024) + 4096ull * 4096 + 2 * 128);
+    assert_int_equal(plan_layer_tensors(&m, att), tensors + 2);
+    assert_false(ovf);
+}
+
 /* Total and active parameters: Mixtral 8x7B (Mistral AI: 46.7B total,
  * 12.9B active) and a DeepSeek-MoE-like model with shared experts,
  * counted by hand below; a dense model's active count is its total. */
@@ -2878,6 +2910,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params_known_models),
         cmocka_unit_test(test_moe_params),
+        cmocka_unit_test(test_qk_norm_params),
         cmocka_unit_test(test_moe_work),
         cmocka_unit_test(test_moe_memory),
         cmocka_unit_test(test_moe_scratch),

@@ -109,16 +109,19 @@ extern "C" void prt_position_cp_bwd(float *dwpe, const prt_act *dx, size_t B, si
 /* ---- RoPE -------------------------------------------------------------------- */
 
 /* One thread per rotated pair; the angle in double, as the CPU build, at
- * the row's global position (prt_cp_pos of local row t of Tl). */
+ * the row's global position (prt_cp_pos of local row t of Tl), its
+ * frequency prt_rope_inv_freq and scale prt_rope_mscale (prt_ops.h: the
+ * same inline function the CPU build calls). The parameters by value. */
 __global__ static void k_rope(bf *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                              float theta, float sign, size_t T, int cp, int r)
+                              prt_rope rope, float sign, size_t T, int cp, int r)
 {
     size_t half = D / 2, heads = H + Hkv, idx = gtid();
     if (idx >= B * Tl * heads * half) return;
     size_t i = idx % half, hh = (idx / half) % heads, row = idx / (half * heads);
     size_t t = row % Tl;
-    double a = (double)prt_cp_pos(t, T, cp, r) * pow((double)theta, -2.0 * (double)i / (double)D);
-    float co = (float)cos(a), si = sign * (float)sin(a);
+    double a = (double)prt_cp_pos(t, T, cp, r) * prt_rope_inv_freq(&rope, i, D);
+    double m = prt_rope_mscale(&rope);
+    float co = (float)(m * cos(a)), si = sign * (float)(m * sin(a));
     bf *x = qkv + row * (H + 2 * Hkv) * D + hh * D + 2 * i;
     float x0 = __bfloat162float(x[0]), x1 = __bfloat162float(x[1]);
     x[0] = to_bf(x0 * co - x1 * si);
@@ -126,35 +129,35 @@ __global__ static void k_rope(bf *qkv, size_t B, size_t Tl, size_t H, size_t Hkv
 }
 
 extern "C" void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
-                             size_t D, float theta)
+                             size_t D, const prt_rope *rope)
 {
     PRT_OP_ENTER("prt_rope_fwd");
     PRT_LAUNCH("prt_rope_fwd", grid_for(B * T * (H + Hkv) * (D / 2)), 0, k_rope,
-               BF(qkv), B, T, H, Hkv, D, theta, 1.0f, T, 1, 0);
+               BF(qkv), B, T, H, Hkv, D, *rope, 1.0f, T, 1, 0);
 }
 
 extern "C" void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
-                             size_t D, float theta)
+                             size_t D, const prt_rope *rope)
 {
     PRT_OP_ENTER("prt_rope_bwd");
     PRT_LAUNCH("prt_rope_bwd", grid_for(B * T * (H + Hkv) * (D / 2)), 0, k_rope,
-               BF(dqkv), B, T, H, Hkv, D, theta, -1.0f, T, 1, 0);
+               BF(dqkv), B, T, H, Hkv, D, *rope, -1.0f, T, 1, 0);
 }
 
 extern "C" void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                                float theta, size_t T, int cp, int r)
+                                const prt_rope *rope, size_t T, int cp, int r)
 {
     PRT_OP_ENTER("prt_rope_cp_fwd");
     PRT_LAUNCH("prt_rope_cp_fwd", grid_for(B * Tl * (H + Hkv) * (D / 2)), 0, k_rope,
-               BF(qkv), B, Tl, H, Hkv, D, theta, 1.0f, T, cp, r);
+               BF(qkv), B, Tl, H, Hkv, D, *rope, 1.0f, T, cp, r);
 }
 
 extern "C" void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                                float theta, size_t T, int cp, int r)
+                                const prt_rope *rope, size_t T, int cp, int r)
 {
     PRT_OP_ENTER("prt_rope_cp_bwd");
     PRT_LAUNCH("prt_rope_cp_bwd", grid_for(B * Tl * (H + Hkv) * (D / 2)), 0, k_rope,
-               BF(dqkv), B, Tl, H, Hkv, D, theta, -1.0f, T, cp, r);
+               BF(dqkv), B, Tl, H, Hkv, D, *rope, -1.0f, T, cp, r);
 }
 
 /* ---- norms --------------------------------------------------------------------- */
@@ -272,6 +275,64 @@ extern "C" void prt_layernorm_bwd(prt_act *dx, float *dw, float *db, const prt_a
 {
     PRT_OP_ENTER("prt_layernorm_bwd");
     norm_bwd("prt_layernorm_bwd", BF(dx), dw, db, CBF(dout), CBF(x), CBF(w), mean, rstd, N, C);
+}
+
+/* q/k norm: one warp per (row, head) of the query and key heads, the
+ * RMSNorm over the head's D values (as the CPU build's qk_head_fwd); the
+ * backward's gains accumulate by atomicAdd, one per element and head. */
+__global__ static void k_qk_norm_fwd(bf *qkv, bf *xin, float *rstd, const bf *wq, const bf *wk, size_t N,
+                                     size_t H, size_t Hkv, size_t D, float eps)
+{
+    size_t heads = H + Hkv, idx = gwarp();
+    int lane = threadIdx.x % 32;
+    if (idx >= N * heads) return;
+    size_t row = idx / heads, h = idx % heads;
+    bf *y = qkv + row * (H + 2 * Hkv) * D + h * D, *x = xin + idx * D;
+    const bf *w = h < H ? wq : wk;
+    float ss = 0.0f;
+    for (size_t c = lane; c < D; c += 32) {
+        x[c] = y[c];
+        ss += ld(y, c) * ld(y, c);
+    }
+    float r = rsqrtf(warp_sum(ss) / (float)D + eps);
+    for (size_t c = lane; c < D; c += 32)
+        y[c] = to_bf(ld(x, c) * r * ld(w, c));
+    if (lane == 0) rstd[idx] = r;
+}
+
+__global__ static void k_qk_norm_bwd(bf *dqkv, float *dwq, float *dwk, const bf *xin, const bf *wq,
+                                     const bf *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    size_t heads = H + Hkv, idx = gwarp();
+    int lane = threadIdx.x % 32;
+    if (idx >= N * heads) return;
+    size_t row = idx / heads, h = idx % heads;
+    bf *g = dqkv + row * (H + 2 * Hkv) * D + h * D;
+    const bf *x = xin + idx * D, *w = h < H ? wq : wk;
+    float *dw = h < H ? dwq : dwk, s = rstd[idx], dot = 0.0f;
+    for (size_t c = lane; c < D; c += 32) dot += ld(g, c) * ld(w, c) * ld(x, c) * s;
+    dot = warp_sum(dot) / (float)D;
+    for (size_t c = lane; c < D; c += 32) {
+        float n = ld(x, c) * s, gc = ld(g, c);
+        atomicAdd(&dw[c], gc * n);
+        g[c] = to_bf(s * (gc * ld(w, c) - n * dot));
+    }
+}
+
+extern "C" void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk,
+                                size_t N, size_t H, size_t Hkv, size_t D, float eps)
+{
+    PRT_OP_ENTER("prt_qk_norm_fwd");
+    PRT_LAUNCH("prt_qk_norm_fwd", grid_rows(N * (H + Hkv)), 0, k_qk_norm_fwd,
+               BF(qkv), BF(xin), rstd, CBF(wq), CBF(wk), N, H, Hkv, D, eps);
+}
+
+extern "C" void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
+                                const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    PRT_OP_ENTER("prt_qk_norm_bwd");
+    PRT_LAUNCH("prt_qk_norm_bwd", grid_rows(N * (H + Hkv)), 0, k_qk_norm_bwd,
+               BF(dqkv), dwq, dwk, CBF(xin), CBF(wq), CBF(wk), rstd, N, H, Hkv, D);
 }
 
 extern "C" void prt_rmsnorm_fwd(prt_act *out, float *rstd, const prt_act *x, const prt_act *w,

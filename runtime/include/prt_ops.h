@@ -101,26 +101,114 @@ void prt_embedding_bwd(float *dwte, const int32_t *tokens, const prt_act *dout,
 void prt_position_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t T, size_t C);
 /* dwpe (T, C) += sum over the batch of dx. */
 void prt_position_bwd(float *dwpe, const prt_act *dx, size_t B, size_t T, size_t C);
-/* RoPE (Su et al. 2021, interleaved pairs (2i, 2i+1) as Meta's Llama),
- * in place on the query and key heads of qkv; angle t * theta^(-2i/D). */
+/* RoPE's frequencies (Su et al. 2021) and their long-context scaling, as
+ * transformers' ROPE_INIT_FUNCTIONS (modeling_rope_utils.py, v4.46: the
+ * default, _compute_linear_scaling_rope_parameters,
+ * _compute_llama3_parameters, _compute_yarn_parameters with YaRN's
+ * correction range floored and ceiled, i.e. the `truncate true` that
+ * later versions made the default). ORDER RopeScalingKind (planner/plan.h). */
+typedef enum { PRT_ROPE_DEFAULT, PRT_ROPE_LINEAR, PRT_ROPE_LLAMA3, PRT_ROPE_YARN } prt_rope_kind;
+typedef struct {
+    prt_rope_kind kind;
+    double theta;                   /* the base (rope_theta) */
+    double factor;                  /* linear, llama3, yarn: context stretch (> 1) */
+    double low_freq_factor;         /* llama3 */
+    double high_freq_factor;        /* llama3 (> low_freq_factor) */
+    double beta_fast, beta_slow;    /* yarn: rotations bounding the ramp (32, 1) */
+    double original_max_position;   /* llama3, yarn: the pre-training context, tokens */
+} prt_rope;
+/* Unscaled RoPE of base theta. */
+#define PRT_ROPE_PLAIN(th) ((prt_rope){ .kind = PRT_ROPE_DEFAULT, .theta = (th), .factor = 1 })
+
+#ifndef PRT_HOST_DEVICE
+#ifdef __CUDACC__
+#define PRT_HOST_DEVICE __host__ __device__
+#else
+#define PRT_HOST_DEVICE
+#endif
+#endif
+#include <math.h>
+/* YaRN's dimension (of D) whose wavelength turns n times in L tokens
+ * (transformers' find_correction_dim). */
+static inline PRT_HOST_DEVICE double prt_rope_yarn_dim(double n, double D, double base, double L)
+{
+    return D * log(L / (n * 2.0 * 3.14159265358979323846)) / (2.0 * log(base));
+}
+/* Inverse frequency (radians per token) of pair i of a head of D: the one
+ * function every RoPE site (CPU and CUDA, plain and context-parallel,
+ * forward and backward) rotates with. */
+static inline PRT_HOST_DEVICE double prt_rope_inv_freq(const prt_rope *r, size_t i, size_t D)
+{
+    const double two_pi = 2.0 * 3.14159265358979323846;
+    double f = pow(r->theta, -2.0 * (double)i / (double)D);   /* theta^(-2i/D) */
+    switch (r->kind) {
+    case PRT_ROPE_DEFAULT: return f;
+    case PRT_ROPE_LINEAR: return f / r->factor;
+    case PRT_ROPE_LLAMA3: {
+        double L = r->original_max_position, wavelen = two_pi / f;
+        if (wavelen > L / r->low_freq_factor) return f / r->factor;    /* low frequencies: stretched */
+        if (wavelen < L / r->high_freq_factor) return f;               /* high: kept */
+        double s = (L / wavelen - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
+        return (1.0 - s) * f / r->factor + s * f;                      /* between: smooth */
+    }
+    case PRT_ROPE_YARN: {
+        double lo = floor(prt_rope_yarn_dim(r->beta_fast, (double)D, r->theta, r->original_max_position));
+        double hi = ceil(prt_rope_yarn_dim(r->beta_slow, (double)D, r->theta, r->original_max_position));
+        if (lo < 0) lo = 0;
+        if (hi > (double)D - 1) hi = (double)D - 1;
+        if (lo == hi) hi += 0.001;                                     /* transformers' guard */
+        double ramp = ((double)i - lo) / (hi - lo);
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        /* ramp 0: extrapolated (kept), 1: interpolated (divided by factor) */
+        return f / r->factor * ramp + f * (1.0 - ramp);
+    }
+    }
+    return f;
+}
+/* YaRN's attention scaling (transformers' attention_factor, get_mscale):
+ * cos and sin are multiplied by 0.1 ln(factor) + 1 (factor > 1), so q.k
+ * by its square; 1 for the other kinds. */
+static inline PRT_HOST_DEVICE double prt_rope_mscale(const prt_rope *r)
+{
+    return r->kind == PRT_ROPE_YARN && r->factor > 1 ? 0.1 * log(r->factor) + 1.0 : 1.0;
+}
+
+/* RoPE, interleaved pairs (2i, 2i+1) as Meta's Llama, in place on the
+ * query and key heads of qkv: pair i at position t rotated by angle
+ * t * prt_rope_inv_freq(rope, i, D) and scaled by prt_rope_mscale(rope). */
 void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
-                  size_t D, float theta);
-/* The inverse rotation, in place on dqkv's query and key parts. */
+                  size_t D, const prt_rope *rope);
+/* The transpose (inverse rotation, same scale), in place on dqkv's query
+ * and key parts. */
 void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
-                  size_t D, float theta);
+                  size_t D, const prt_rope *rope);
 /* Context parallelism (prt_par.h): the same on a CP rank's Tl = T/cp
  * local rows of each sequence, at their global positions prt_cp_pos(t, T,
  * cp, r) (CP rank r of cp holds chunks r and 2cp-1-r of 2cp): x (B, Tl, C)
  * += wpe rows; dwpe (T, C) += at those rows; RoPE angle pos *
- * theta^(-2i/D). With cp 1 they are the ops above. */
+ * prt_rope_inv_freq. With cp 1 they are the ops above. */
 void prt_position_cp_fwd(prt_act *x, const prt_act *wpe, size_t B, size_t Tl, size_t C, size_t T,
                          int cp, int r);
 void prt_position_cp_bwd(float *dwpe, const prt_act *dx, size_t B, size_t Tl, size_t C, size_t T,
                          int cp, int r);
 void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                     float theta, size_t T, int cp, int r);
+                     const prt_rope *rope, size_t T, int cp, int r);
 void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                     float theta, size_t T, int cp, int r);
+                     const prt_rope *rope, size_t T, int cp, int r);
+
+/* q/k norm (Qwen3's q_norm, k_norm; the model's `qk_norm rmsnorm`): in
+ * place on the query and key heads of qkv (N rows of (H + 2 Hkv) D; the
+ * values untouched), each head's D values x <- x rstd w, rstd =
+ * 1/sqrt(mean(x^2) + eps), w = wq (D) for the query heads and wk (D) for
+ * the key heads. xin (N, (H + Hkv) D) receives the pre-norm q and k and
+ * rstd (N, H + Hkv) the fp32 scales, both kept for backward. */
+void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk,
+                     size_t N, size_t H, size_t Hkv, size_t D, float eps);
+/* In place on dqkv's query and key parts: dy in, dx out; dwq, dwk (D,
+ * fp32) accumulate (under TP each rank's sum over its own heads: the
+ * caller all-reduces them over TP). */
+void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
+                     const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D);
 
 /* ---- norms --------------------------------------------------------------
  * mean, rstd (N) are fp32 and kept for backward. dx, dw, db accumulate. */

@@ -431,10 +431,12 @@ typedef enum {
 
 /* The global position of local token t (0 <= t < T/cp) of CP rank r
  * (host and device code alike: the CUDA position and RoPE kernels call it). */
+#ifndef PRT_HOST_DEVICE   /* prt_ops.h defines it too */
 #ifdef __CUDACC__
 #define PRT_HOST_DEVICE __host__ __device__
 #else
 #define PRT_HOST_DEVICE
+#endif
 #endif
 static inline PRT_HOST_DEVICE size_t prt_cp_pos(size_t t, size_t T, int cp, int r)
 {

@@ -103,19 +103,21 @@ void prt_position_cp_bwd(float *dwpe, const prt_act *dx, size_t B, size_t Tl, si
 
 /* Rotate every (2i, 2i+1) pair of the query and key heads by +angle
  * (forward) or -angle (backward: the rotation is orthogonal, so its
- * transpose is its inverse). Angles p * theta^(-2i/D), Su et al. 2021,
+ * transpose is its inverse) and scale it by YaRN's mscale (1 otherwise;
+ * a scalar, its own transpose). Angles p * prt_rope_inv_freq(rope, i, D),
  * p the token's global position (prt_cp_pos of local row t of Tl, CP rank
  * r of cp, sequences of T); each angle's cos and sin are computed once,
  * in double, for all sequences and heads. */
 static void rope_apply(float *qkv, size_t B, size_t Tl, size_t H, size_t Hkv,
-                       size_t D, float theta, float sign, size_t T, int cp, int r)
+                       size_t D, const prt_rope *rope, float sign, size_t T, int cp, int r)
 {
     size_t half = D / 2, row = (H + 2 * Hkv) * D, heads = H + Hkv;
+    double m = prt_rope_mscale(rope);
     for (size_t t = 0; t < Tl; t++)
         for (size_t i = 0; i < half; i++) {
             double pos = (double)prt_cp_pos(t, T, cp, r);
-            double a = pos * pow((double)theta, -2.0 * (double)i / (double)D);
-            float co = (float)cos(a), si = sign * (float)sin(a);
+            double a = pos * prt_rope_inv_freq(rope, i, D);
+            float co = (float)(m * cos(a)), si = sign * (float)(m * sin(a));
             for (size_t b = 0; b < B; b++) {
                 float *x0p = qkv + (b * Tl + t) * row + 2 * i;
                 for (size_t h = 0; h < heads; h++) {   /* q heads then k heads */
@@ -128,31 +130,31 @@ static void rope_apply(float *qkv, size_t B, size_t Tl, size_t H, size_t Hkv,
 }
 
 void prt_rope_fwd(prt_act *qkv, size_t B, size_t T, size_t H, size_t Hkv,
-                  size_t D, float theta)
+                  size_t D, const prt_rope *rope)
 {
     PRT_OP_ENTER("prt_rope_fwd");
-    rope_apply(qkv, B, T, H, Hkv, D, theta, 1.0f, T, 1, 0);
+    rope_apply(qkv, B, T, H, Hkv, D, rope, 1.0f, T, 1, 0);
 }
 
 void prt_rope_bwd(prt_act *dqkv, size_t B, size_t T, size_t H, size_t Hkv,
-                  size_t D, float theta)
+                  size_t D, const prt_rope *rope)
 {
     PRT_OP_ENTER("prt_rope_bwd");
-    rope_apply(dqkv, B, T, H, Hkv, D, theta, -1.0f, T, 1, 0);
+    rope_apply(dqkv, B, T, H, Hkv, D, rope, -1.0f, T, 1, 0);
 }
 
 void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                     float theta, size_t T, int cp, int r)
+                     const prt_rope *rope, size_t T, int cp, int r)
 {
     PRT_OP_ENTER("prt_rope_cp_fwd");
-    rope_apply(qkv, B, Tl, H, Hkv, D, theta, 1.0f, T, cp, r);
+    rope_apply(qkv, B, Tl, H, Hkv, D, rope, 1.0f, T, cp, r);
 }
 
 void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
-                     float theta, size_t T, int cp, int r)
+                     const prt_rope *rope, size_t T, int cp, int r)
 {
     PRT_OP_ENTER("prt_rope_cp_bwd");
-    rope_apply(dqkv, B, Tl, H, Hkv, D, theta, -1.0f, T, cp, r);
+    rope_apply(dqkv, B, Tl, H, Hkv, D, rope, -1.0f, T, cp, r);
 }
 
 /* ---- norms --------------------------------------------------------------- */
@@ -244,6 +246,57 @@ void prt_rmsnorm_bwd(prt_act *dx, float *dw, const prt_act *dout, const prt_act 
             d[c] += s * (g[c] * w[c] - norm * dot);
         }
     }
+}
+
+/* ---- q/k norm ---------------------------------------------------------------- */
+
+/* One head: y = x s w over D values, s = 1/sqrt(mean(x^2) + eps). */
+static float qk_head_fwd(float *y, const float *x, const float *w, size_t D, float eps)
+{
+    float ss = 0.0f;
+    for (size_t c = 0; c < D; c++) ss += x[c] * x[c];
+    float s = 1.0f / sqrtf(ss / (float)D + eps);
+    for (size_t c = 0; c < D; c++) y[c] = x[c] * s * w[c];
+    return s;
+}
+
+/* One head's backward, in place: g holds dy and receives dx = s (dy w -
+ * n mean(dy w n)), n = x s; dw += dy n (RMSNorm's Jacobian, as
+ * prt_rmsnorm_bwd). */
+static void qk_head_bwd(float *g, float *dw, const float *x, const float *w, float s, size_t D)
+{
+    float dot = 0.0f;
+    for (size_t c = 0; c < D; c++) dot += g[c] * w[c] * x[c] * s;
+    dot /= (float)D;
+    for (size_t c = 0; c < D; c++) {
+        float n = x[c] * s;
+        dw[c] += g[c] * n;
+        g[c] = s * (g[c] * w[c] - n * dot);
+    }
+}
+
+void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk,
+                     size_t N, size_t H, size_t Hkv, size_t D, float eps)
+{
+    PRT_OP_ENTER("prt_qk_norm_fwd");
+    size_t heads = H + Hkv, row = (H + 2 * Hkv) * D;
+    for (size_t i = 0; i < N; i++)
+        for (size_t h = 0; h < heads; h++) {   /* q heads then k heads */
+            float *y = qkv + i * row + h * D, *x = xin + (i * heads + h) * D;
+            memcpy(x, y, D * sizeof *x);
+            rstd[i * heads + h] = qk_head_fwd(y, x, h < H ? wq : wk, D, eps);
+        }
+}
+
+void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
+                     const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    PRT_OP_ENTER("prt_qk_norm_bwd");
+    size_t heads = H + Hkv, row = (H + 2 * Hkv) * D;
+    for (size_t i = 0; i < N; i++)
+        for (size_t h = 0; h < heads; h++)
+            qk_head_bwd(dqkv + i * row + h * D, h < H ? dwq : dwk, xin + (i * heads + h) * D,
+                        h < H ? wq : wk, rstd[i * heads + h], D);
 }
 
 /* ---- activations ----------------------------------------------------------- */

@@ -15,6 +15,7 @@
 # 32, 2 blocks of attention + moe: 4 SwiGLU experts, top_k 2, one shared
 # expert, aux loss 0.01), `moecap;` the same with capacity factor 1 and no
 # shared expert (tokens dropped).
+# `ropellama3;`, `ropeyarn;` give the `llama;` model RoPE scaling (below).
 # `cpnodeK;` is run.sh's (PLANRT_CP_NODE_RANKS=K: the hierarchical CP form's
 # nodes of K ranks on this one machine) and is dropped from the plan here.
 # shared expert (tokens dropped); `wide;` a 2-block model of dim 256 (heads
@@ -88,6 +89,19 @@ knobs_model='model tinyknobs {
     norm    { kind rmsnorm }
     lm_head { tied false }
 }'
+# `ropellama3;`, `ropeyarn;` (issue 29): the `llama;` model with RoPE
+# scaling of a 32-token pre-training context on its 64 tokens, so every
+# band of the formulas is hit on heads of 16 (8 pairs, theta 10000,
+# wavelengths 6.3, 19.9, 62.8, ... tokens). llama3 factor 8, low 1, high 4:
+# pair 0 kept, 1 smoothed, 2-7 divided by 8; yarn factor 4, beta 32 / 1:
+# correction dims 0 and 2, pair 0 kept, 1 half, 2-7 divided by 4, and
+# cos and sin times 0.1 ln 4 + 1
+rope_scaling=
+case "$body" in *ropellama3\;*) body=${body//ropellama3;/}
+    rope_scaling='rope_scaling { type llama3; factor 8; low_freq_factor 1; high_freq_factor 4; original_max_position 32 }' ;; esac
+case "$body" in *ropeyarn\;*) body=${body//ropeyarn;/}
+    rope_scaling='rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 }' ;; esac
+[ -z "$rope_scaling" ] || llama_model=${llama_model/position rope \}/position rope; $rope_scaling \}}
 # `moe;`, `moecap;` (issue 17): routed experts; the layouts must route
 # every token to the same experts as one rank and train alike
 moe_extra=
