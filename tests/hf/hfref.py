@@ -12,6 +12,7 @@ transformers 4.49.0). Subcommands, each for one architecture's tiny model:
                                 step --step (1: the first) read == that step's
                                 loss in planc's --log-json LOG (relative error
                                 <= 1e-4)
+  same DIR_A DIR_B              two Hugging Face directories hold the same tensors
   generate HF_DIR               greedy generation of 16 tokens: generate() with its
                                 KV cache == an argmax loop over full forwards
 
@@ -23,6 +24,7 @@ import argparse
 import io
 import json
 import logging
+import os
 import struct
 import sys
 
@@ -246,6 +248,35 @@ def cmd_generate(a):
     print(f"✓ {a.what}: greedy 16 tokens agree: {a_toks}")
 
 
+def read_dir(path):
+    """Every tensor of a Hugging Face directory, shards followed."""
+    from safetensors.torch import load_file
+    idx = os.path.join(path, "model.safetensors.index.json")
+    if os.path.exists(idx):
+        with open(idx) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    out = {}
+    for name in files:
+        out.update(load_file(os.path.join(path, name)))
+    return out
+
+
+def cmd_same(a):
+    x, y = read_dir(a.dir_a), read_dir(a.dir_b)
+    if set(x) != set(y):
+        fail(f"{a.what}: tensor names differ: only in {a.dir_a}: {sorted(set(x) - set(y))}, "
+             f"only in {a.dir_b}: {sorted(set(y) - set(x))}")
+    diff = [k for k in sorted(x) if x[k].dtype != y[k].dtype or x[k].shape != y[k].shape
+            or not torch.equal(x[k], y[k])]
+    if diff:
+        k = diff[0]
+        fail(f"{a.what}: {len(diff)} of {len(x)} tensors differ from the reference mapping, first {k}: "
+             f"{x[k].dtype} {tuple(x[k].shape)} vs {y[k].dtype} {tuple(y[k].shape)}")
+    print(f"✓ {a.what}: {len(x)} tensors equal to the reference mapping's")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -259,6 +290,8 @@ def main():
     s.add_argument("--batch", type=int, required=True); s.add_argument("--seq", type=int, default=SEQ)
     s.add_argument("--step", type=int, default=1, help="planc's logged step (1-based) to compare")
     s.add_argument("--what", default="loss"); s.set_defaults(fn=cmd_check_loss)
+    s = sub.add_parser("same"); s.add_argument("dir_a"); s.add_argument("dir_b")
+    s.add_argument("--what", default="same"); s.set_defaults(fn=cmd_same)
     s = sub.add_parser("generate"); s.add_argument("hf_dir"); s.add_argument("--what", default="generate")
     s.set_defaults(fn=cmd_generate)
     a = p.parse_args()

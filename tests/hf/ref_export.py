@@ -14,6 +14,7 @@ names and layouts from planc's documented conventions alone:
                            rotates (i, i + D/2): q and k rows are permuted
 
     ref_export.py CONSOLIDATED.safetensors CONFIG.json OUT_DIR
+    ref_export.py --has CONFIG.json     exit 0 if the family is mapped here
 
 so test-hf can load planc's weights in transformers even where the C
 exporter is missing, and can compare the two exports tensor by tensor.
@@ -68,6 +69,9 @@ EXPORTERS = {"llama": export_llama, "mistral": export_llama, "qwen2": export_lla
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--has":
+        with open(sys.argv[2]) as f:
+            sys.exit(0 if json.load(f)["model_type"] in EXPORTERS else 1)
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     src, cfg_path, out_dir = sys.argv[1:]
@@ -76,10 +80,7 @@ def main():
     if cfg["model_type"] not in EXPORTERS:
         sys.exit(f"ref_export.py: no reference mapping for model_type {cfg['model_type']!r}")
     p = load_file(src)
-    used = set()
     tensors = EXPORTERS[cfg["model_type"]](p, cfg)
-    for t in tensors.values():
-        used.add(id(t))
     os.makedirs(out_dir, exist_ok=True)
     save_file({k: v.contiguous() for k, v in tensors.items()},
               os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
