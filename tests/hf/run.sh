@@ -98,6 +98,8 @@ for arch in $archs; do
                 bad "$arch: the reference mapping of step $k failed"
         done
         check_loss "$arch forward (reference mapping)" "$d/ref-$((steps - 1))" "$d/train.jsonl" $steps
+        "$py" "$hfref" generate "$d/ref-$steps" --what "$arch (reference mapping)" ||
+            bad "$arch: generation differs"
     fi
 
     # 2. out: planc's own export of the last checkpoint
