@@ -3,8 +3,9 @@
 # in: Debian's CPU PyTorch (python3-torch 1.13.1, via `scripts/deps.sh hf`)
 # and transformers with its pinned dependencies (tests/hf/requirements.txt)
 # from PyPI, in a venv that sees Debian's packages (--system-site-packages).
-# PyPI's torch wheels for Linux pull the CUDA stack (gigabytes); Debian's is
-# about 180 MB installed.
+# PyPI's torch wheels for Linux pull the CUDA stack (gigabytes); Debian's,
+# with what it depends on, is 606 MiB installed (35 s here), the venv 163 MB
+# (11 s from PyPI), measured 2026-12-02.
 #
 # Idempotent and offline-safe once installed: when VENV/.installed exists and
 # the pinned versions import, it does nothing and needs no network. Without
