@@ -442,6 +442,97 @@ static int local_heads(const Layer *L, int tp) { return (int)(L->heads / tp); }
  * rule, which the memory and cost models count by). */
 static int grad_ranks(const Layout *l) { return plan_dp_cp(l); }
 
+/* Issue 28: why the model is not one repeated block (the same attention
+ * and the same MLP or MoE after the embedding, then an optional final norm
+ * and the head), into why; "" when it is. A Hugging Face architecture
+ * describes a model by one block's settings, so only such models map. */
+static void model_uniform(const Model *m, char *why, size_t cap)
+{
+    const Layer *L = m->layers, *a0 = NULL, *f0 = NULL;
+    int n = m->n_layers, i = 1;
+    why[0] = '\0';
+    if (n < 2 || L[0].kind != LAYER_EMBEDDING || L[n - 1].kind != LAYER_LM_HEAD) {
+        snprintf(why, cap, "the model does not start with an embedding and end with an lm_head");
+        return;
+    }
+    for (; i + 1 < n && L[i].kind == LAYER_ATTENTION; i += 2) {
+        const Layer *a = &L[i], *f = &L[i + 1];
+        if (f->kind != LAYER_MLP && f->kind != LAYER_MOE) {
+            snprintf(why, cap, "layer %d (%s) follows an attention layer: blocks must be attention + mlp or moe",
+                     i + 1, kind_name(f->kind));
+            return;
+        }
+        if (!a0) { a0 = a; f0 = f; continue; }
+        if (a->heads != a0->heads || a->kv_heads != a0->kv_heads || a->head_dim != a0->head_dim ||
+            a->window != a0->window || a->norm != a0->norm || a->bias != a0->bias ||
+            a->qkv_bias_only != a0->qkv_bias_only) {
+            snprintf(why, cap, "attention layer %d differs from the first block's", i);
+            return;
+        }
+        if (f->kind != f0->kind || f->hidden != f0->hidden || f->act != f0->act || f->norm != f0->norm ||
+            f->bias != f0->bias || f->experts != f0->experts || f->top_k != f0->top_k ||
+            f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss) {
+            snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
+            return;
+        }
+    }
+    if (!a0) { snprintf(why, cap, "the model has no attention block"); return; }
+    if (i < n - 1 && L[i].kind == LAYER_NORM) i++;
+    if (i != n - 1) snprintf(why, cap, "layer %d (%s) is not part of a block", i, kind_name(L[i].kind));
+}
+
+/* Issue 28: MODEL_CONFIG, the model's hyperparameters as a JSON object in
+ * planc's own terms, recorded in every checkpoint ("model_config") so that
+ * `planrt-ckpt export-hf` can write a Hugging Face config.json and
+ * --init-from can check one. Numbers print with 17 digits: they read back
+ * as the same doubles. Keys are documented in docs/pending/hfout.md. */
+static void emit_model_config(Cg *g)
+{
+    const Model *m = &g->p->model;
+    const Layer *E = &m->layers[0], *A = NULL, *F = NULL, *N = NULL, *H = &m->layers[m->n_layers - 1];
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *l = &m->layers[i];
+        if (l->kind == LAYER_ATTENTION && !A) A = l;
+        if ((l->kind == LAYER_MLP || l->kind == LAYER_MOE) && !F) F = l;
+        if (l->kind == LAYER_NORM) N = l;
+    }
+    char why[200];
+    model_uniform(m, why, sizeof why);
+    static const char *const pos[] = { "learned", "rope", "none" };            /* ORDER PosKind */
+    static const char *const norm[] = { "layernorm", "rmsnorm" };              /* ORDER NormKind */
+    static const char *const act[] = { "gelu", "relu", "swiglu", "geglu" };     /* ORDER ActKind */
+    static const char *const dt[] = { "fp32", "bf16", "fp16", "fp8" };
+    char j[4096];
+    int k = snprintf(j, sizeof j,
+        "{\"format\": 1, \"vocab\": %lld, \"seq\": %lld, \"dim\": %lld, \"dtype\": \"%s\", \"blocks\": %d, "
+        "\"position\": \"%s\", \"rope_theta\": %.17g, \"rope_scaling\": %s, ",
+        (long long)m->vocab, (long long)m->seq, (long long)m->dim,
+        (unsigned)m->dtype < 4 ? dt[m->dtype] : "?", m->n_blocks, pos[E->position],
+        plan_rope_theta(m), E->rope_scaling.kind != ROPE_SCALING_NONE ? "true" : "false");
+    if (A)
+        k += snprintf(j + k, sizeof j - (size_t)k,
+            "\"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"window\": %lld, \"attn_norm\": \"%s\", "
+            "\"attn_bias\": \"%s\", ",
+            (long long)A->heads, (long long)A->kv_heads, (long long)plan_head_dim(m, A), (long long)A->window,
+            norm[A->norm], !A->bias ? "none" : A->qkv_bias_only ? "qkv" : "all");
+    if (F)
+        k += snprintf(j + k, sizeof j - (size_t)k,
+            "\"ffn\": \"%s\", \"hidden\": %lld, \"act\": \"%s\", \"ffn_norm\": \"%s\", \"ffn_bias\": %s, "
+            "\"experts\": %lld, \"top_k\": %lld, \"shared\": %lld, \"capacity_factor\": %.17g, \"aux_loss\": %.17g, ",
+            kind_name(F->kind), (long long)F->hidden, act[F->act], norm[F->norm], F->bias ? "true" : "false",
+            (long long)F->experts, (long long)F->top_k, (long long)F->shared, F->capacity_factor, F->aux_loss);
+    char w[240];
+    cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
+    k += snprintf(j + k, sizeof j - (size_t)k,
+        "\"final_norm\": \"%s\", \"tied\": %s, \"norm_eps\": %.17g, \"dropout\": %.17g, \"uniform\": \"%s\"}",
+        N ? norm[N->norm] : "none", H->tied ? "true" : "false", plan_norm_eps(m), m->dropout, w);
+    char lit[8192];
+    cg_string_literal(j, lit, sizeof lit);
+    out(g, "/* the model's hyperparameters (planc's JSON), recorded in checkpoints: planrt-ckpt export-hf\n"
+           " * writes a Hugging Face config.json from them, --init-from checks one against them */\n");
+    out(g, "static const char *const MODEL_CONFIG = \"%s\";\n", lit);
+}
+
 static void emit_constants(Cg *g)
 {
     const Plan *p = g->p;
@@ -543,6 +634,7 @@ static void emit_constants(Cg *g)
     out(g, "static const char *const MODEL_NAME = \"%s\";   /* a resume checks the checkpoint's */\n", lit);
     out(g, "static const char *const PLAN_HASH = \"fnv1a64:%016llx\"; /* of the tensors' names and shapes, "
            "recorded in checkpoints */\n", (unsigned long long)g->hash);
+    emit_model_config(g);
     /* MFU's numerator and denominator (planner/model.h, planner/cost.c) */
     const Device *dev = &p->cluster.device;
     double peak = m->dtype == DTYPE_FP32 ? dev->flops_fp32 : dev->flops_16;

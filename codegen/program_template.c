@@ -153,6 +153,7 @@ static const uint64_t SEED = 0;
 static const char *const BANNER = "template\n";
 static const char *const MODEL_NAME = "template";
 static const char *const PLAN_HASH = "fnv1a64:0";
+static const char *const MODEL_CONFIG = "{}";
 static const double MODEL_FLOPS = 1, PEAK_FLOPS = 1;
 static const prt_adamw_cfg ADAMW = { 1e-3f, 1e-4f, 0, 1, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f };
 static const prt_param PARAMS[] = {
@@ -2203,7 +2204,7 @@ static void expert_groups(void)
 static void save(void)
 {
     char dir[4096];
-    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
 #if EXPERT_PARALLEL
     CHECK(prt_model_save_pair(R.m, R.me, R.args.save, R.step, &info, dir, sizeof dir));   /* both groups */
 #else
@@ -2218,7 +2219,7 @@ static void save(void)
 static void resume(void)
 {
     char dir[4096];
-    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
 #if EXPERT_PARALLEL
     if (prt_model_load_pair(R.m, R.me, R.args.resume, &info, &R.step, dir, sizeof dir))
 #else
@@ -2226,6 +2227,21 @@ static void resume(void)
 #endif
         prt_run_stop(R.c);   /* every rank took rank 0's verdict */
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
+}
+
+/* --init-from DIR: the weights of a Hugging Face model directory whose
+ * config.json matches this model (rank 0 checks it, naming a mismatched
+ * field); each rank reads only its own elements. AdamW starts at 0. */
+static void init_from(void)
+{
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
+#if EXPERT_PARALLEL
+    if (prt_model_init_hf(R.m, R.me, R.args.init_from, &info))
+#else
+    if (prt_model_init_hf(R.m, NULL, R.args.init_from, &info))
+#endif
+        prt_run_stop(R.c);   /* every rank took rank 0's verdict */
+    prt_log_note(R.log, "initialised from %s\n", R.args.init_from);
 }
 
 /* Between pipeline stages: with sequence parallelism each TP rank holds
@@ -2280,9 +2296,13 @@ int main(int argc, char **argv)
     if (R.args.dry_run) return dry_run();
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
+    if (R.args.init_from) init_from();
     if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
         prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
                      "(give a larger --steps to continue)\n", R.step, R.args.steps);
+    else if (R.args.steps == 0)
+        prt_log_note(R.log, "nothing to train: --steps 0 (the weights are only %s)\n",
+                     R.args.save || R.args.export_hf ? "saved and exported" : "laid out: give --save DIR to keep them");
 #if CONTEXT_PARALLEL
     CHECK(prt_batch_open(R.c, R.args.data, SEQ, V, GLOBAL_BATCH, B, SEED, &R.data));   /* this CP rank's T of SEQ */
 #else
@@ -2312,6 +2332,10 @@ int main(int argc, char **argv)
     if (R.args.export_path) {   /* the final checkpoint as one safetensors file, model alone */
         CHECK(prt_model_export(R.m, R.args.save, R.step, R.args.export_path));
         prt_log_note(R.log, "exported %s\n", R.args.export_path);
+    }
+    if (R.args.export_hf) {   /* the final checkpoint as a Hugging Face model directory */
+        CHECK(prt_model_export_hf(R.m, R.args.save, R.step, R.args.export_hf, R.args.export_hf_dtype));
+        prt_log_note(R.log, "exported %s (Hugging Face)\n", R.args.export_hf);
     }
 #if EXPERT_PARALLEL
     if (R.args.dump_params) CHECK(prt_model_dump_pair(R.m, R.me, R.args.dump_params));

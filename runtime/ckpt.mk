@@ -2,7 +2,7 @@
 # index, reading any slice back, consolidation), the planrt-ckpt tool and
 # the tests. The sources use no MPI and no device: the same objects go into
 # both libraries.
-PRT_CKPT_SRCS := runtime/ckpt/json.c runtime/ckpt/safetensors.c runtime/ckpt/ckpt.c
+PRT_CKPT_SRCS := runtime/ckpt/json.c runtime/ckpt/safetensors.c runtime/ckpt/ckpt.c runtime/ckpt/hf.c
 PRT_SRCS      += $(PRT_CKPT_SRCS)
 PRT_CUDA_SRCS += $(PRT_CKPT_SRCS)
 

@@ -89,9 +89,10 @@ int ckpt_meta_pairs(const prt_ckpt_meta *m, char store[][64], const char **keys,
     keys[n] = "plan_hash", vals[n++] = m->plan_hash ? m->plan_hash : "";
     keys[n] = "model", vals[n++] = m->model ? m->model : "";
     keys[n] = "format", vals[n++] = "pt";   /* what transformers' loaders look for */
+    if (m->config && m->config[0]) keys[n] = "model_config", vals[n++] = m->config;   /* issue 28 */
     return n;
 }
-#define META_MAX 10
+#define META_MAX 11
 
 prt_status prt_ckpt_step_dir(const char *root, long step, char *buf, size_t cap)
 {
@@ -118,7 +119,7 @@ struct prt_ckpt_writer {
     char          dir[4096];
     int           rank;
     prt_ckpt_meta meta;
-    char         *plan_hash, *model;
+    char         *plan_hash, *model, *config;
     WPiece       *p;
     int           n, cap;
 };
@@ -157,12 +158,14 @@ prt_status prt_ckpt_writer_new(const char *dir, int rank, const prt_ckpt_meta *m
     w->meta = *meta;
     w->plan_hash = dupstr(meta->plan_hash ? meta->plan_hash : "");
     w->model = dupstr(meta->model ? meta->model : "");
-    if (!w->plan_hash || !w->model) {
+    w->config = dupstr(meta->config ? meta->config : "");
+    if (!w->plan_hash || !w->model || !w->config) {
         prt_ckpt_writer_abort(w);
         return ckpt_fail(PRT_ERR_NOMEM, "%s: out of memory", dir);
     }
     w->meta.plan_hash = w->plan_hash;
     w->meta.model = w->model;
+    w->meta.config = w->config;
     *out = w;
     return PRT_OK;
 }
@@ -174,6 +177,7 @@ void prt_ckpt_writer_abort(prt_ckpt_writer *w)
     free(w->p);
     free(w->plan_hash);
     free(w->model);
+    free(w->config);
     free(w);
 }
 
@@ -494,6 +498,7 @@ static prt_status parse_meta(const char *where, const js_doc *d, int obj, prt_ck
     m->cp = js_strv(d, obj, "cp") ? atoi(js_strv(d, obj, "cp")) : 1;   /* absent: written without CP */
     m->plan_hash = js_strv(d, obj, "plan_hash");
     m->model = js_strv(d, obj, "model");
+    m->config = js_strv(d, obj, "model_config");   /* absent: a checkpoint from before issue 28 */
     return PRT_OK;
 }
 

@@ -6,12 +6,16 @@
  *   planrt-ckpt list DIR                        tensors, shapes and pieces
  *   planrt-ckpt latest ROOT                     print the newest complete step directory
  *   planrt-ckpt consolidate DIR OUT [--skip P]  one safetensors file of every full tensor
+ *   planrt-ckpt export-hf DIR OUT_DIR [--dtype bf16|fp32] [--max-shard-size BYTES]
+ *                                               a Hugging Face model directory (issue 28)
  *
  * DIR is a step directory (with index.json) or a checkpoint root, in which
  * case its latest complete step is used. Exit status 0 on success, 1 on a
- * failure (the message names the file and the problem), 2 on a usage error.
+ * failure (the message names the file and the problem), 2 on a usage error
+ * or a model export-hf cannot map exactly (the message names the feature).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "planrt.h"
@@ -23,6 +27,7 @@ static int usage(void)
             "       planrt-ckpt list DIR\n"
             "       planrt-ckpt latest ROOT\n"
             "       planrt-ckpt consolidate DIR OUT.safetensors [--skip PREFIX]\n"
+            "       planrt-ckpt export-hf DIR OUT_DIR [--dtype bf16|fp32] [--max-shard-size BYTES]\n"
             "DIR: a step directory (with index.json) or a root of step-* directories\n");
     return 2;
 }
@@ -89,6 +94,37 @@ static int cmd_list(const char *dir)
     return 0;
 }
 
+/* export-hf DIR OUT_DIR [--dtype T] [--max-shard-size BYTES]. */
+static int cmd_export_hf(int argc, char **argv)
+{
+    char dir[4200];
+    const char *dtype = "fp32";
+    unsigned long long max = 0;
+    for (int i = 4; i < argc; i += 2) {
+        if (i + 1 >= argc) return usage();
+        if (!strcmp(argv[i], "--dtype") && (!strcmp(argv[i + 1], "fp32") || !strcmp(argv[i + 1], "bf16")))
+            dtype = argv[i + 1];
+        else if (!strcmp(argv[i], "--max-shard-size")) {
+            char *end;
+            max = strtoull(argv[i + 1], &end, 10);
+            if (!*argv[i + 1] || *end || argv[i + 1][0] == '-' || max == 0) {
+                fprintf(stderr, "planrt-ckpt: error: --max-shard-size '%s': expected a number of bytes > 0\n", argv[i + 1]);
+                return 2;
+            }
+        } else return usage();
+    }
+    if (resolve(argv[2], dir, sizeof dir)) return 1;
+    prt_status st = prt_hf_export(dir, argv[3], dtype, max);
+    if (st == PRT_ERR_UNSUPPORTED) {
+        fprintf(stderr, "planrt-ckpt: error: export-hf %s: no Hugging Face architecture computes this model exactly: %s\n",
+                dir, prt_ckpt_last_error());
+        return 2;
+    }
+    if (st) return fail(prt_ckpt_last_error());
+    printf("✓ %s: %s as a Hugging Face model directory (%s)\n", argv[3], dir, dtype);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     char dir[4200];
@@ -111,5 +147,6 @@ int main(int argc, char **argv)
                argc == 6 ? argv[5] : "");
         return 0;
     }
+    if (!strcmp(argv[1], "export-hf") && argc >= 4) return cmd_export_hf(argc, argv);
     return usage();
 }

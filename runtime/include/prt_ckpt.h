@@ -56,6 +56,10 @@ typedef struct {
     const char *model;       /* model name */
     int         cp;          /* context-parallel size that wrote it: recorded as "cp" only
                                 when > 1 (0 or 1: none, and a file without it reads 1) */
+    const char *config;      /* the model's hyperparameters as planc's JSON (codegen/emit.c's
+                                MODEL_CONFIG), recorded as "model_config" when not NULL or
+                                empty; what prt_hf_export maps to a config.json. NULL when
+                                the checkpoint has none (written before issue 28) */
 } prt_ckpt_meta;
 
 /* A tensor of a checkpoint, as the whole model sees it. */
@@ -172,6 +176,36 @@ prt_status prt_st_read(prt_st *f, const prt_st_entry *e, uint64_t off, size_t n,
 
 /* CRC-32C of n bytes, continuing from crc (start with 0). */
 uint32_t   prt_crc32c(uint32_t crc, const void *buf, size_t n);
+
+/* ---- Hugging Face model directories (hf.c, issue 28) --------------------- */
+
+/* Write the checkpoint in dir as a Hugging Face model directory out_dir:
+ * config.json of the architecture the checkpoint's "model_config" maps to
+ * (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+ * MixtralForCausalLM, GPT2LMHeadModel), generation_config.json, and the
+ * weights under Hugging Face's names, split and row-permuted as
+ * transformers reads them, in dtype "fp32" or "bf16" (NULL: fp32), as
+ * model.safetensors or, past max_shard bytes (0: 5 GB, transformers'
+ * default), model-0000K-of-0000N.safetensors with model.safetensors.index.json.
+ * PRT_ERR_UNSUPPORTED names the feature when the model cannot be mapped
+ * exactly (nothing is written then); PRT_ERR_FORMAT when the checkpoint
+ * records no model_config. */
+prt_status prt_hf_export(const char *dir, const char *out_dir, const char *dtype, uint64_t max_shard);
+
+typedef struct prt_hf prt_hf;
+/* Open the Hugging Face directory dir for a model described by config
+ * (planc's JSON, the generated program's MODEL_CONFIG): its config.json
+ * must name the architecture config maps to and agree on every field that
+ * shapes the weights (a mismatch names the field and both values), and it
+ * must hold every tensor with its shape in F32, BF16 or F16 (a missing one
+ * is named) and none the model lacks. Only headers are read here. */
+prt_status prt_hf_open(const char *dir, const char *config, prt_hf **out);
+void       prt_hf_close(prt_hf *hf);
+/* Read elements [f0, f1) of the row-major rectangle rows [r0, r1) x cols
+ * [c0, c1) of planc's tensor `name` (its checkpoint shape: logical rows)
+ * as fp32 into dst, from the Hugging Face tensors it is made of. */
+prt_status prt_hf_read_flat(prt_hf *hf, const char *name, size_t r0, size_t r1, size_t c0, size_t c1,
+                            size_t f0, size_t f1, float *dst);
 
 /* The text of the last failure of a prt_ckpt / prt_st function. */
 const char *prt_ckpt_last_error(void);

@@ -197,6 +197,9 @@ typedef struct {
     uint64_t    seed;        /* initialisation and data order */
     const char *model;       /* the model's name: a resume checks it */
     const char *plan_hash;   /* hash of the plan's model (recorded) */
+    const char *config;      /* the model's hyperparameters, planc's JSON (codegen's
+                                MODEL_CONFIG): recorded as "model_config" for
+                                prt_hf_export and checked by --init-from; NULL: none */
 } prt_save_info;
 
 /* Write ROOT/step-<step>/: every rank its DP shard of its weights and AdamW
@@ -225,6 +228,19 @@ prt_status prt_model_load_pair(prt_model *m, prt_model *peer, const char *path,
  * safetensors file at path, without the optimizer state ("opt." tensors):
  * the model alone, whole tensors under their global names. Collective. */
 prt_status prt_model_export(prt_model *m, const char *root, long step, const char *path);
+/* World rank 0 writes the checkpoint ROOT/step-<step> as a Hugging Face
+ * model directory at out (prt_hf_export: config.json, model.safetensors,
+ * generation_config.json; dtype "fp32" or "bf16"). Collective. */
+prt_status prt_model_export_hf(prt_model *m, const char *root, long step, const char *out,
+                               const char *dtype);
+/* --init-from DIR: the weights of the Hugging Face directory DIR (and
+ * peer's, the expert group's, when not NULL): world rank 0 checks its
+ * config.json against info->config (a mismatch names the field and both
+ * values) and that it holds every tensor; then each rank reads only the
+ * elements it holds, mapped, split and permuted (prt_hf_read_flat). The
+ * AdamW moments stay 0 and the step 0. Collective over the world. */
+prt_status prt_model_init_hf(prt_model *m, prt_model *peer, const char *dir,
+                             const prt_save_info *info);
 
 /* ---- pipeline slots and transfers ------------------------------------- */
 
@@ -482,6 +498,9 @@ typedef struct {
     long        save_every;   /* --save-every K: also every K steps (0: at the end only) */
     const char *resume;       /* --resume DIR: continue from its newest checkpoint */
     const char *export_path;  /* --export PATH: the model as one safetensors file at the end */
+    const char *export_hf;    /* --export-hf DIR: the model as a Hugging Face directory at the end */
+    const char *export_hf_dtype; /* --export-hf-dtype fp32|bf16 (default fp32) */
+    const char *init_from;    /* --init-from DIR: the weights of a Hugging Face directory */
     double      timeout;      /* --timeout S: a collective without progress for S s fails (< 0: unset) */
     const char *mem_report;   /* --mem-report PATH: the allocator's peak per rank, JSON lines */
     bool        dry_run;      /* --dry-run: lay the model out, report, run no step */

@@ -125,6 +125,11 @@ const char *prt_usage(void)
            "  --save-every K      ... and after every K steps\n"
            "  --resume DIR        continue from DIR's newest complete checkpoint (any layout)\n"
            "  --export PATH       at the end, the model alone as one safetensors file\n"
+           "  --export-hf DIR     at the end, the model as a Hugging Face directory\n"
+           "                      (config.json, model.safetensors; needs --save DIR)\n"
+           "  --export-hf-dtype T fp32 (default) or bf16: the dtype of --export-hf's tensors\n"
+           "  --init-from DIR     start from the weights of a Hugging Face directory (its\n"
+           "                      config.json must match the plan's model)\n"
            "  --timeout S         a collective or transfer without progress for S seconds\n"
            "                      fails and ends the job (default: PLANRT_TIMEOUT_S, else 300)\n"
            "  --dump-params PATH  after training, write every parameter, whole, to PATH\n"
@@ -167,6 +172,9 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
         else if (!strcmp(a, "--save")) dst = &out->save;
         else if (!strcmp(a, "--resume")) dst = &out->resume;
         else if (!strcmp(a, "--export")) dst = &out->export_path;
+        else if (!strcmp(a, "--export-hf")) dst = &out->export_hf;
+        else if (!strcmp(a, "--export-hf-dtype")) dst = &out->export_hf_dtype;
+        else if (!strcmp(a, "--init-from")) dst = &out->init_from;
         else if (!strcmp(a, "--mem-report")) dst = &out->mem_report;
         else if (!strcmp(a, "--trace")) dst = &trace;
         else if (!strcmp(a, "--trace-step")) dst = &trace_step;
@@ -199,6 +207,15 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
     if (out->export_path && !out->save)
         return prtp_fail(PRT_ERR_ARG, "--export PATH is written from the final checkpoint: "
                                       "it needs --save DIR");
+    if (out->export_hf && !out->save)
+        return prtp_fail(PRT_ERR_ARG, "--export-hf DIR is written from the final checkpoint: "
+                                      "it needs --save DIR");
+    if (out->export_hf_dtype && strcmp(out->export_hf_dtype, "fp32") && strcmp(out->export_hf_dtype, "bf16"))
+        return prtp_fail(PRT_ERR_ARG, "--export-hf-dtype '%s': expected fp32 or bf16", out->export_hf_dtype);
+    if (out->export_hf_dtype && !out->export_hf)
+        return prtp_fail(PRT_ERR_ARG, "--export-hf-dtype needs --export-hf DIR");
+    if (out->init_from && out->resume)
+        return prtp_fail(PRT_ERR_ARG, "--init-from and --resume both set the weights: give one");
     return PRT_OK;
 }
 

@@ -225,7 +225,7 @@ prt_status prt_model_save_pair(prt_model *m, prt_model *peer, const char *root, 
     /* the real layout: m->dp is the gradient group's size, dp x cp */
     prt_ckpt_meta meta = { step, info->seed, m->c->layout.dp, m->tp, m->pp, m->zero,
                            info->plan_hash ? info->plan_hash : "", info->model ? info->model : "",
-                           prt_cp_size(m->c) };
+                           prt_cp_size(m->c), info->config };
     char path[4096];
     prt_status st = prt_ckpt_step_dir(root, step, path, sizeof path);
     if (st) return prtp_fail(st, "checkpoint: %s", prt_ckpt_last_error());
@@ -331,16 +331,28 @@ static prt_status check_on_root(prt_model *m, const char *path, const prt_save_i
     return st;
 }
 
+/* Where weights are read from: a planc checkpoint, or (--init-from) a
+ * Hugging Face directory, which holds the weights alone. */
+typedef struct {
+    prt_ckpt *ck;
+    prt_hf   *hf;
+} Source;
+
 /* Read local elements [a, b) of tensor i's slice (kind k: weight or a
  * moment) into dst (host, b - a floats). */
-static prt_status read_range(prt_model *m, prt_ckpt *ck, int i, int k, size_t a, size_t b, float *dst)
+static prt_status read_range(prt_model *m, const Source *from, int i, int k, size_t a, size_t b, float *dst)
 {
+    prt_ckpt *ck = from->ck;
     const prt_param *p = &m->tab[i];
     const prt_param *src = p->tie >= 0 ? &m->tab[p->tie] : p;   /* a tied copy equals its original */
     char nm[512];
     Piece pc[3];
     int np = ckpt_pieces(p, m->tp, m->tpr, m->cols[i], a, b, pc);
-    for (int j = 0; j < np; j++)
+    for (int j = 0; j < np && from->hf; j++)
+        if (prt_hf_read_flat(from->hf, src->name, pc[j].r0, pc[j].r1, pc[j].c0, pc[j].c1, pc[j].f0, pc[j].f1,
+                             dst + (pc[j].lo - a)))
+            return prtp_fail(PRT_ERR_FORMAT, "--init-from: %s", prt_ckpt_last_error());
+    for (int j = 0; j < np && !from->hf; j++)
         if (prt_ckpt_read_flat(ck, state_name(nm, sizeof nm, KIND_PREFIX[k], src->name), pc[j].r0,
                                pc[j].r1, pc[j].c0, pc[j].c1, pc[j].f0, pc[j].f1,
                                dst + (pc[j].lo - a)))
@@ -350,7 +362,7 @@ static prt_status read_range(prt_model *m, prt_ckpt *ck, int i, int k, size_t a,
 
 /* Fill the flat range [lo, hi) of kind k into dev (device memory whose
  * element 0 is flat element base). */
-static prt_status fill(prt_model *m, prt_ckpt *ck, int k, size_t lo, size_t hi, float *dev, size_t base)
+static prt_status fill(prt_model *m, const Source *ck, int k, size_t lo, size_t hi, float *dev, size_t base)
 {
     for (int i = 0; i < m->n; i++) {
         if (m->off[i] == NOWHERE) continue;
@@ -368,19 +380,27 @@ static prt_status fill(prt_model *m, prt_ckpt *ck, int k, size_t lo, size_t hi, 
     return PRT_OK;
 }
 
+/* The fp32 weights this rank holds (its shard under mshard, else its
+ * chunks' slices). */
+static prt_status load_weights(prt_model *m, const Source *src)
+{
+    prt_status st = PRT_OK;
+    if (m->mshard) st = fill(m, src, 0, m->so, m->so + m->sc, m->pshard, m->so);
+    for (int ch = 0; !st && !m->mshard && ch < m->chunks; ch++)
+        st = fill(m, src, 0, m->c0[ch], m->c1[ch], m->par[ch], m->c0[ch]);
+    return st;
+}
+
 /* Every rank: read what this layout holds from the checked checkpoint. */
 static prt_status load_local(prt_model *m, const char *dir)
 {
-    prt_ckpt *ck = NULL;
-    if (prt_ckpt_open(dir, &ck)) return prtp_fail(PRT_ERR_FORMAT, "resume: %s", prt_ckpt_last_error());
-    prt_status st = PRT_OK;
-    if (m->mshard) st = fill(m, ck, 0, m->so, m->so + m->sc, m->pshard, m->so);
-    for (int ch = 0; !st && !m->mshard && ch < m->chunks; ch++)
-        st = fill(m, ck, 0, m->c0[ch], m->c1[ch], m->par[ch], m->c0[ch]);
+    Source src = { NULL, NULL };
+    if (prt_ckpt_open(dir, &src.ck)) return prtp_fail(PRT_ERR_FORMAT, "resume: %s", prt_ckpt_last_error());
+    prt_status st = load_weights(m, &src);
     size_t base = m->zero == 0 ? 0 : m->so;
-    if (!st) st = fill(m, ck, 1, m->so, m->so + m->sc, m->mom, base);
-    if (!st) st = fill(m, ck, 2, m->so, m->so + m->sc, m->var, base);
-    prt_ckpt_close(ck);
+    if (!st) st = fill(m, &src, 1, m->so, m->so + m->sc, m->mom, base);
+    if (!st) st = fill(m, &src, 2, m->so, m->so + m->sc, m->var, base);
+    prt_ckpt_close(src.ck);
     return st;
 }
 
@@ -440,4 +460,49 @@ prt_status prt_model_export(prt_model *m, const char *root, long step, const cha
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (bad && !st) st = prtp_fail(PRT_ERR_IO, "--export %s failed on rank 0", path);
     return st;
+}
+
+prt_status prt_model_export_hf(prt_model *m, const char *root, long step, const char *out,
+                               const char *dtype)
+{
+    prtp_clear();
+    char dir[4096];
+    prt_status st = PRT_OK;
+    if (m->c->rank == 0) {
+        if (prt_ckpt_step_dir(root, step, dir, sizeof dir) || prt_hf_export(dir, out, dtype, 0))
+            st = prtp_fail(PRT_ERR_IO, "--export-hf %s: %s", out, prt_ckpt_last_error());
+    }
+    int bad = st != PRT_OK;
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad && !st) st = prtp_fail(PRT_ERR_IO, "--export-hf %s failed on rank 0", out);
+    return st;
+}
+
+/* --init-from: rank 0 opens (and so checks) the directory first and every
+ * rank takes its verdict, as a resume does; then each rank opens it for
+ * itself (headers only) and reads its own elements. */
+prt_status prt_model_init_hf(prt_model *m, prt_model *peer, const char *dir, const prt_save_info *info)
+{
+    prtp_clear();
+    Source src = { NULL, NULL };
+    prt_status st = PRT_OK;
+    int bad = 0;
+    if (m->c->rank == 0) {
+        if (prt_hf_open(dir, info->config, &src.hf))
+            st = prtp_fail(PRT_ERR_FORMAT, "--init-from %s: %s", dir, prt_ckpt_last_error());
+        bad = st != PRT_OK;
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (bad) return st ? st : prtp_fail(PRT_ERR_FORMAT, "cannot start from %s (see rank 0)", dir);
+    if (m->c->rank != 0 && prt_hf_open(dir, info->config, &src.hf))
+        st = prtp_fail(PRT_ERR_FORMAT, "--init-from %s: %s", dir, prt_ckpt_last_error());
+    if (!st) st = load_weights(m, &src);
+    if (!st && peer) st = load_weights(peer, &src);
+    prt_hf_close(src.hf);
+    if (st) prtp_mark_own_failure();
+    char why[1024];
+    snprintf(why, sizeof why, "%s", prt_par_last_error());
+    if (agree(st != PRT_OK))
+        return prtp_fail(st ? st : PRT_ERR_FORMAT, "%s", st ? why : "--init-from failed on another rank");
+    return prtp_weights_written(m);   /* the compute copies from the fp32 weights */
 }
