@@ -125,7 +125,7 @@ for arch in $archs; do
     fi
     # ... and with no step, the executable's --export-hf gives it back unchanged
     if run "$arch: --steps 0 --export-hf" "$d/rt.log" "$exe" --data "$data" --steps 0 \
-           --init-from "$d/init" --export-hf "$d/roundtrip"; then
+           --init-from "$d/init" --save "$d/rt-ck" --export-hf "$d/roundtrip"; then
         "$py" "$hfref" same "$d/roundtrip" "$d/init" --what "$arch round trip" ||
             bad "$arch: HF -> planc -> HF changed the tensors"
     fi
