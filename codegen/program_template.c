@@ -2294,6 +2294,8 @@ int main(int argc, char **argv)
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
 #endif
     if (R.args.dry_run) return dry_run();
+    if (R.args.export_hf && prt_model_check_hf(MODEL_CONFIG))   /* refused before the first step, not after the last */
+        prt_run_stop(R.c);
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
     if (R.args.init_from) init_from();

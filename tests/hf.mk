@@ -1,3 +1,15 @@
+# tests/hf.mk: Hugging Face model directories out of planc and into it
+# (issue 28). test-hf-roundtrip: tiny random directories of each
+# architecture (tests/hf/hfdir.py, the standard library alone) start runs
+# on several layouts with --steps 0 and come back bit for bit through
+# --export-hf and planrt-ckpt export-hf; the refusals are named. About 30 s
+# on 2 cores.
+.PHONY: test-hf-roundtrip
+TEST_TARGETS += test-hf-roundtrip
+test-hf-roundtrip: $(PLANC) $(LIBPRT) $(PLANRT_CKPT)
+	@./scripts/make-data.sh
+	timeout 600 tests/hf/roundtrip.sh $(BUILD)
+
 # tests/hf.mk: `make test-hf` (issue 28, item 4): planc's runs checked by the
 # real transformers library for a tiny model of each of six architectures
 # (llama mistral qwen2 gemma mixtral gpt2), trained on 4 CPU ranks (dp 2 x
@@ -13,7 +25,7 @@
 # `make test-hf HF_ARCHS="llama gpt2"` runs some of the architectures.
 HF_VENV  := $(patsubst %/san,%,$(BUILD))/venv-hf
 HF_ARCHS ?= llama mistral qwen2 gemma mixtral gpt2
-HF_CKPT  := $(BUILD)/bin/planrt-ckpt
+HF_CKPT  := $(PLANRT_CKPT)
 
 .PHONY: test-hf hf-env
 TEST_TARGETS += test-hf

@@ -162,6 +162,17 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
     return PRT_OK;
 }
 
+prt_status prt_hf_check(const char *config, const char **arch)
+{
+    ckpt_clear();
+    HfModel m;
+    HfArch a = ARCH_LLAMA;
+    prt_status st = parse_model(config, &m);
+    if (!st) st = hf_arch(&m, &a);
+    if (!st && arch) *arch = ARCH_CLASS[a];
+    return st;
+}
+
 /* ---- config.json: one table that writes it and checks one ------------------ */
 
 typedef enum { V_INT, V_FLT, V_BOOL, V_STR, V_NULL } VKind;

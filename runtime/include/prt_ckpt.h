@@ -192,6 +192,12 @@ uint32_t   prt_crc32c(uint32_t crc, const void *buf, size_t n);
  * records no model_config. */
 prt_status prt_hf_export(const char *dir, const char *out_dir, const char *dtype, uint64_t max_shard);
 
+/* PRT_OK when the model config (planc's JSON) maps exactly onto one
+ * Hugging Face architecture, whose class name goes to *arch (may be NULL);
+ * PRT_ERR_UNSUPPORTED naming the feature otherwise. The generated program
+ * asks before its first step, so --export-hf fails fast. */
+prt_status prt_hf_check(const char *config, const char **arch);
+
 typedef struct prt_hf prt_hf;
 /* Open the Hugging Face directory dir for a model described by config
  * (planc's JSON, the generated program's MODEL_CONFIG): its config.json

@@ -233,6 +233,11 @@ prt_status prt_model_export(prt_model *m, const char *root, long step, const cha
  * generation_config.json; dtype "fp32" or "bf16"). Collective. */
 prt_status prt_model_export_hf(prt_model *m, const char *root, long step, const char *out,
                                const char *dtype);
+/* --export-hf's question before the first step: does the model (config:
+ * planc's JSON, the program's MODEL_CONFIG) map exactly onto a Hugging
+ * Face architecture? PRT_ERR_UNSUPPORTED naming the feature if not (every
+ * rank answers alike; no communication). */
+prt_status prt_model_check_hf(const char *config);
 /* --init-from DIR: the weights of the Hugging Face directory DIR (and
  * peer's, the expert group's, when not NULL): world rank 0 checks its
  * config.json against info->config (a mismatch names the field and both

@@ -478,6 +478,15 @@ prt_status prt_model_export_hf(prt_model *m, const char *root, long step, const 
     return st;
 }
 
+prt_status prt_model_check_hf(const char *config)
+{
+    prtp_clear();
+    if (prt_hf_check(config, NULL))
+        return prtp_fail(PRT_ERR_UNSUPPORTED, "--export-hf: no Hugging Face architecture computes this model "
+                         "exactly: %s", prt_ckpt_last_error());
+    return PRT_OK;
+}
+
 /* --init-from: rank 0 opens (and so checks) the directory first and every
  * rank takes its verdict, as a resume does; then each rank opens it for
  * itself (headers only) and reads its own elements. */

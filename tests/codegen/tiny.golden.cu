@@ -45,6 +45,9 @@ static const uint64_t SEED = 42ULL;           /* initialisation and data order *
 static const char *const BANNER = "tiny: dp 2 x tp 2 x pp 2, ZeRO-1, 1F1B\n";
 static const char *const MODEL_NAME = "tiny";   /* a resume checks the checkpoint's */
 static const char *const PLAN_HASH = "fnv1a64:6a50d09ad9c579ff"; /* of the tensors' names and shapes, recorded in checkpoints */
+/* the model's hyperparameters (planc's JSON), recorded in checkpoints: planrt-ckpt export-hf
+ * writes a Hugging Face config.json from them, --init-from checks one against them */
+static const char *const MODEL_CONFIG = "{\"format\": 1, \"vocab\": 256, \"seq\": 64, \"dim\": 64, \"dtype\": \"fp32\", \"blocks\": 4, \"position\": \"learned\", \"rope_theta\": 10000, \"rope_scaling\": false, \"heads\": 4, \"kv_heads\": 4, \"head_dim\": 16, \"window\": 0, \"attn_norm\": \"layernorm\", \"attn_bias\": \"all\", \"ffn\": \"mlp\", \"hidden\": 256, \"act\": \"gelu\", \"ffn_norm\": \"layernorm\", \"ffn_bias\": true, \"experts\": 0, \"top_k\": 0, \"shared\": 0, \"capacity_factor\": 0, \"aux_loss\": 0, \"final_norm\": \"layernorm\", \"tied\": false, \"norm_eps\": 1.0000000000000001e-05, \"dropout\": 0, \"uniform\": \"\"}";
 static const double MODEL_FLOPS = 1.50995e+09;  /* model FLOPs of one step, all ranks (Megatron counting) */
 static const double PEAK_FLOPS = 1.25e+10;   /* dense peak FLOP/s of one device, cpu (fp32): MFU's denominator */
 /* AdamW: lr, min_lr (lr/10), warm-up, cosine horizon (train.steps; main sets --steps), beta1, beta2,
@@ -772,7 +775,7 @@ static void train_step(void)
 static void save(void)
 {
     char dir[4096];
-    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
     CHECK(prt_model_save(R.m, R.args.save, R.step, &info, dir, sizeof dir));
     prt_log_note(R.log, "saved %s\n", dir);
 }
@@ -783,10 +786,21 @@ static void save(void)
 static void resume(void)
 {
     char dir[4096];
-    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH };
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
     if (prt_model_load(R.m, R.args.resume, &info, &R.step, dir, sizeof dir))
         prt_run_stop(R.c);   /* every rank took rank 0's verdict */
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
+}
+
+/* --init-from DIR: the weights of a Hugging Face model directory whose
+ * config.json matches this model (rank 0 checks it, naming a mismatched
+ * field); each rank reads only its own elements. AdamW starts at 0. */
+static void init_from(void)
+{
+    const prt_save_info info = { SEED, MODEL_NAME, PLAN_HASH, MODEL_CONFIG };
+    if (prt_model_init_hf(R.m, NULL, R.args.init_from, &info))
+        prt_run_stop(R.c);   /* every rank took rank 0's verdict */
+    prt_log_note(R.log, "initialised from %s\n", R.args.init_from);
 }
 
 /* Between pipeline stages: with sequence parallelism each TP rank holds
@@ -821,11 +835,17 @@ int main(int argc, char **argv)
     R.opt.total = R.args.steps;   /* the cosine schedule spans the whole run, resumed or not */
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
     if (R.args.dry_run) return dry_run();
+    if (R.args.export_hf && prt_model_check_hf(MODEL_CONFIG))   /* refused before the first step, not after the last */
+        prt_run_stop(R.c);
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
+    if (R.args.init_from) init_from();
     if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
         prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
                      "(give a larger --steps to continue)\n", R.step, R.args.steps);
+    else if (R.args.steps == 0)
+        prt_log_note(R.log, "nothing to train: --steps 0 (the weights are only %s)\n",
+                     R.args.save || R.args.export_hf ? "saved and exported" : "laid out: give --save DIR to keep them");
     CHECK(prt_batch_open(R.c, R.args.data, T, V, GLOBAL_BATCH, B, SEED, &R.data));
     prt_log_plan(R.log, R.args.steps, R.step, MODEL_FLOPS, PEAK_FLOPS);
     scratch_alloc();
@@ -846,6 +866,10 @@ int main(int argc, char **argv)
     if (R.args.export_path) {   /* the final checkpoint as one safetensors file, model alone */
         CHECK(prt_model_export(R.m, R.args.save, R.step, R.args.export_path));
         prt_log_note(R.log, "exported %s\n", R.args.export_path);
+    }
+    if (R.args.export_hf) {   /* the final checkpoint as a Hugging Face model directory */
+        CHECK(prt_model_export_hf(R.m, R.args.save, R.step, R.args.export_hf, R.args.export_hf_dtype));
+        prt_log_note(R.log, "exported %s (Hugging Face)\n", R.args.export_hf);
     }
     if (R.args.dump_params) CHECK(prt_model_dump(R.m, R.args.dump_params));
     if (R.args.mem_report) CHECK(prt_mem_report(R.c, R.args.mem_report));   /* the allocator's peak */

@@ -1,0 +1,172 @@
+#!/bin/bash
+# roundtrip.sh: make test-hf-roundtrip (issue 28). For each tiny model of
+# Hugging Face's architectures, a random directory made by hfdir.py (the
+# standard library alone) starts a planc run on a non-trivial layout with
+# --steps 0 (load, reshard, save, export: no step), and the exported
+# directory must hold the same tensors bit for bit (fp32 and bf16
+# sources, one file and sharded). Then the refusals: a config.json field
+# that differs from the plan's (named, with both values), a missing tensor
+# (named), models no architecture computes exactly (export-hf exits 2
+# naming the feature), a checkpoint without model_config.
+#   usage: tests/hf/roundtrip.sh BUILD_DIR
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+planc=$build/bin/planc
+ckpt=$build/bin/planrt-ckpt
+hfdir="python3 $root/tests/hf/hfdir.py"
+work=$build/tests/hf-roundtrip.tmp
+mpirun=${MPIRUN:-mpirun --oversubscribe --bind-to none}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+rm -rf "$work" && mkdir -p "$work"
+fails=0
+ok() { echo "✓ $*"; }
+bad() { echo "✗ $*"; fails=$((fails + 1)); }
+
+# The tiny models (hfdir.py's shapes: dim 32, 2 blocks, 4 heads of 8, kv 2,
+# MLP 64, seq 16, vocabulary 259, which tp 2 pads to 260).
+model() {
+    case $1 in
+    llama|mistral|qwen2|mixtral)
+        local win= bias=false ffn="mlp { hidden 64; act swiglu; norm rmsnorm; bias false }" theta=
+        [ "$1" = mistral ] && win="; sliding_window 8"
+        [ "$1" = qwen2 ] && bias=qkv
+        [ "$1" = mixtral ] && ffn="moe { experts 4; top_k 2; hidden 64; act swiglu; norm rmsnorm; bias false }" theta="; rope_theta 1e6"
+        cat <<EOF
+model tiny$1 {
+    vocab 259;  seq 16;  dtype fp32;
+    embedding { dim 32; position rope$theta }
+    repeat 2 {
+        attention { heads 4; kv_heads 2; norm rmsnorm; bias $bias$win }
+        $ffn
+    }
+    norm    { kind rmsnorm }
+    lm_head { tied false }
+}
+EOF
+        ;;
+    gpt2)
+        cat <<EOF
+model tinygpt2 {
+    vocab 259;  seq 16;  dtype fp32;
+    embedding { dim 32 }
+    repeat 2 {
+        attention { heads 4 }
+        mlp       { hidden 128; act gelu }
+    }
+    norm    { kind layernorm }
+    lm_head { tied true }
+}
+EOF
+        ;;
+    gemma)   # GeGLU: Gemma's MLP, refused on export
+        model llama | sed -e 's/tinyllama/tinygemma/' -e 's/act swiglu/act geglu/' ;;
+    shared)  # a shared expert: no Mixtral
+        model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
+    esac
+}
+
+# plan NAME ARCH RANKS "PLAN BODY": a .plan on a one-node cluster of RANKS
+plan() {
+    local f=$work/$1.plan
+    sed -e "s/^cluster laptop/cluster cpu$3/" -e "s/gpus_per_node *[0-9]*/gpus_per_node $3/" \
+        "$root/examples/clusters/laptop.plan" > "$f"
+    model "$2" >> "$f"
+    echo "plan { $4 }" >> "$f"
+    echo "train { steps 2; lr 1e-3; warmup 1; seed 7; data \"$root/examples/data/sample.txt\"; }" >> "$f"
+    "$planc" build "$f" -o "$work/$1.exe" > "$work/$1.build" 2>&1 || { cat "$work/$1.build"; return 1; }
+}
+
+# trip NAME ARCH RANKS "PLAN BODY" "HFDIR OPTIONS" [EXPORT DTYPE]: HF -> planc
+# (--steps 0) -> HF, the same bytes
+trip() {
+    local name=$1 arch=$2 np=$3 body=$4 opts=$5 dt=${6:-fp32}
+    plan "$name" "$arch" "$np" "$body" || { bad "$name: planc build"; return; }
+    $hfdir make "$arch" "$work/$name.src" $opts || { bad "$name: hfdir.py make"; return; }
+    if ! (cd "$work" && $mpirun -np "$np" "./$name.exe" --steps 0 --init-from "$name.src" --save "$name.ck" \
+            --export-hf "$name.out" --export-hf-dtype "$dt" > "$name.log" 2>&1); then
+        bad "$name: the run failed:"; sed 's/^/    /' "$work/$name.log" | head -20; return
+    fi
+    grep -q "nothing to train: --steps 0" "$work/$name.log" || bad "$name: --steps 0 did not say there is nothing to train"
+    if $hfdir same "$work/$name.src" "$work/$name.out" > "$work/$name.same"; then
+        ok "$name ($arch, $np ranks: $body; source $opts): $(sed 's/^✓ //' "$work/$name.same")"
+    else
+        bad "$name: round trip"; sed 's/^/    /' "$work/$name.same"
+    fi
+}
+
+trip llama-dp2tp2-zero1 llama 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 3"
+trip llama-tp2pp2 llama 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16" bf16
+trip llama-dp2-zero3 llama 2 "dp 2; zero 3; micro_batch 1; global_batch 4;" "--dtype f32"
+trip mistral-dp2tp2-zero1 mistral 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
+trip qwen2-tp2-zero3 qwen2 4 "dp 2; tp 2; zero 3; micro_batch 1; global_batch 4;" "--dtype bf16 --shards 2" bf16
+trip gpt2-dp2tp2-zero1 gpt2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
+trip gpt2-pp2 gpt2 2 "pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16" bf16
+trip mixtral-dp2ep2 mixtral 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
+trip mixtral-tp2 mixtral 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
+
+# planrt-ckpt export-hf past --max-shard-size: transformers' shard names and index
+ck=$(ls -d "$work"/llama-dp2tp2-zero1.ck/step-* 2>/dev/null | tail -1)
+if [ -n "$ck" ] && "$ckpt" export-hf "$ck" "$work/sharded" --max-shard-size 40000 > "$work/sharded.log" 2>&1 &&
+   [ -f "$work/sharded/model.safetensors.index.json" ] && [ ! -e "$work/sharded/model.safetensors" ] &&
+   ls "$work/sharded" | grep -q '^model-00001-of-0000[2-9].safetensors$' &&
+   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["metadata"]["total_size"] > 0 and len(d["weight_map"]) == 21' \
+       "$work/sharded/model.safetensors.index.json" &&
+   $hfdir same "$work/llama-dp2tp2-zero1.src" "$work/sharded" > "$work/sharded.same"; then
+    ok "export-hf --max-shard-size 40000: $(ls "$work/sharded" | grep -c '^model-') shards + index; $(sed 's/^✓ //' "$work/sharded.same")"
+else
+    bad "export-hf --max-shard-size: "; cat "$work/sharded.log" "$work/sharded.same" 2>/dev/null | sed 's/^/    /'
+fi
+
+# expect_fail NAME RC PATTERN CMD...: CMD exits RC and says PATTERN
+expect_fail() {
+    local name=$1 want=$2 pat=$3; shift 3
+    (cd "$work" && "$@") > "$work/$name.err" 2>&1
+    local rc=$?
+    if [ "$rc" = "$want" ] || { [ "$want" = nonzero ] && [ "$rc" != 0 ]; }; then
+        if grep -q -- "$pat" "$work/$name.err"; then
+            ok "$name refused (exit $rc): $(grep -m1 -- "$pat" "$work/$name.err" | sed 's/^ *//' | cut -c1-200)"
+            return
+        fi
+    fi
+    bad "$name: exit $rc (want $want), message:"; sed 's/^/    /' "$work/$name.err" | head -10
+}
+
+$hfdir make llama "$work/kv4.src" --set num_key_value_heads=4
+expect_fail config-mismatch nonzero "num_key_value_heads is 4, the plan's model has 2" \
+    $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from kv4.src
+$hfdir make llama "$work/theta.src" --set rope_theta=500000.0
+expect_fail config-mismatch-float nonzero "rope_theta is 500000.0, the plan's model has 10000.0" \
+    $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from theta.src
+$hfdir make mistral "$work/arch.src"
+expect_fail config-architecture nonzero "architectures is \[\"MistralForCausalLM\"\], the plan's model is LlamaForCausalLM" \
+    $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from arch.src
+$hfdir make llama "$work/drop.src" --drop model.layers.1.mlp.up_proj.weight
+expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight" \
+    $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
+
+# export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
+for m in gemma shared; do
+    plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
+    (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
+done
+expect_fail export-gemma 2 "act geglu (Gemma)" "$ckpt" export-hf gemma.ck gemma.out
+expect_fail export-shared-experts 2 "shared experts (1): Mixtral has none" "$ckpt" export-hf shared.ck shared.out
+[ -e "$work/gemma.out/config.json" ] && bad "export-gemma: a refused export wrote config.json"
+expect_fail export-hf-before-training 1 "act geglu (Gemma)" \
+    $mpirun -np 1 ./gemma.exe --steps 2 --save gemma2.ck --export-hf gemma2.out
+grep -q "^step" "$work/export-hf-before-training.err" && bad "export-hf-before-training: it trained before refusing"
+
+# a checkpoint from before issue 28: no model_config in its index
+old=$work/old.ck && cp -r "$work/llama-dp2-zero3.ck" "$old"
+idx=$(ls -d "$old"/step-*/index.json | tail -1)
+python3 - "$idx" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+del d["metadata"]["model_config"]
+json.dump(d, open(sys.argv[1], "w"))
+EOF
+expect_fail export-old-checkpoint 1 "records no model_config" "$ckpt" export-hf old.ck old.out
+
+if [ "$fails" != 0 ]; then echo "✗ test-hf-roundtrip: $fails failed"; exit 1; fi
+echo "✓ test-hf-roundtrip: every round trip bit for bit, every refusal named"
