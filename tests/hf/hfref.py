@@ -12,6 +12,12 @@ transformers 4.49.0). Subcommands, each for one architecture's tiny model:
                                 step --step (1: the first) read == that step's
                                 loss in planc's --log-json LOG (relative error
                                 <= 1e-4)
+  check-logits HF_DIR PREFIX    planc's first-step logits (--dump-logits PREFIX) ==
+                                transformers' on that batch (relative 1e-4)
+  gen-data HF_DIR OUT.bin       a prompt and transformers' greedy continuation,
+                                SEQ + 1 tokens: every sequence planc reads
+  check-generate HF_DIR PREFIX  planc's argmax after each prefix of it (its
+                                logits, --dump-logits PREFIX) is transformers' token
   same DIR_A DIR_B              two Hugging Face directories hold the same tensors
   generate HF_DIR               greedy generation of 16 tokens: generate() with its
                                 KV cache == an argmax loop over full forwards
@@ -236,6 +242,116 @@ def cmd_check_loss(a):
     print(f"✓ {line}")
 
 
+# ---- planc's logits (--dump-logits PATH: PATH.rank-RRRRR per rank) ------------
+
+LOGITS_MAGIC = 0x31544F474C545250   # "PRTLGOT1" little-endian, codegen/program_template.c
+
+
+def read_planc_logits(prefix, n_seq, T, V):
+    """The (n_seq, T, V) logits of planc's first step, joined from every
+    rank's file: each record is one micro-batch's rows of one vocabulary
+    slice. Every (sequence, column < V) must be written, and written alike
+    wherever two ranks hold the same piece (DP replicas do not: they hold
+    other sequences)."""
+    import glob
+    files = sorted(glob.glob(glob.escape(prefix) + ".rank-*"))
+    if not files:
+        fail(f"no {prefix}.rank-* files: did the program get --dump-logits {prefix}?")
+    out = torch.full((n_seq, T, V), float("nan"), dtype=torch.float64)
+    for path in files:
+        with open(path, "rb") as f:
+            buf = f.read()
+        at = 0
+        while at < len(buf):
+            magic, s0, B, Tr, v0, VL, Vr, width = struct.unpack_from("<8Q", buf, at)
+            at += 64
+            if magic != LOGITS_MAGIC or Tr != T or Vr != V or width not in (2, 4):
+                fail(f"{path}: not a --dump-logits record of T {T}, V {V} at byte {at - 64}")
+            n = B * Tr * VL
+            if width == 4:
+                vals = torch.frombuffer(bytearray(buf[at:at + 4 * n]), dtype=torch.float32)
+            else:   # bf16: the high half of an fp32
+                raw = torch.frombuffer(bytearray(buf[at:at + 2 * n]), dtype=torch.int16).to(torch.int32)
+                vals = (raw << 16).view(torch.float32)
+            at += width * n
+            vals = vals.double().reshape(B, Tr, VL)
+            cols = min(VL, max(0, V - v0))   # columns from V on: padding
+            piece = vals[:, :, :cols]
+            have = out[s0:s0 + B, :, v0:v0 + cols]
+            both = ~have.isnan()
+            if both.any() and not torch.equal(have[both], piece[both]):
+                fail(f"{path}: sequences {s0}..{s0 + B}, columns {v0}..{v0 + cols} differ from another rank's")
+            out[s0:s0 + B, :, v0:v0 + cols] = piece
+    if out.isnan().any():
+        fail(f"{prefix}.rank-*: {int(out.isnan().sum())} of {out.numel()} logits were not written")
+    return out
+
+
+def hf_logits(model, inp):
+    with torch.no_grad():
+        return model(input_ids=inp).logits.double()
+
+
+def cmd_check_logits(a):
+    model = load_strict(a.hf_dir)
+    inp, _ = planc_batch(read_shard(a.data), a.seed, 0, a.batch, a.seq)
+    ref = hf_logits(model, inp)
+    got = read_planc_logits(a.logits, a.batch, a.seq, model.config.vocab_size)
+    err = ((got - ref).abs().max() / ref.abs().max()).item()
+    l2 = ((got - ref).norm() / ref.norm()).item()
+    line = (f"{a.what}: planc's {got.numel()} logits of step 1 against transformers': "
+            f"max |diff| / max |logit| {err:.2e}, relative L2 {l2:.2e}")
+    if not (err <= REL_TOL and l2 <= REL_TOL):
+        fail(f"{line} > {REL_TOL:g}")
+    print(f"✓ {line}")
+
+
+GEN_PROMPT, GEN_NEW = 8, 16
+
+
+def greedy(model, prompt, n):
+    """n greedy tokens after prompt, by generate() (its KV cache); the same
+    by an argmax loop of full forwards, or fail."""
+    with torch.no_grad():
+        out = model.generate(prompt, max_new_tokens=n, do_sample=False, min_new_tokens=n,
+                             pad_token_id=0, eos_token_id=None)
+        seq = prompt
+        for _ in range(n):   # no cache: each step a full forward over the whole prefix
+            nxt = model(input_ids=seq, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)
+            seq = torch.cat([seq, nxt], dim=1)
+    a_toks, b_toks = out[0, prompt.shape[1]:].tolist(), seq[0, prompt.shape[1]:].tolist()
+    if a_toks != b_toks:
+        fail(f"greedy generation differs: generate() {a_toks}, full forwards {b_toks}")
+    return a_toks
+
+
+def cmd_gen_data(a):
+    """A shard of exactly SEQ + 1 tokens, the prompt and transformers' greedy
+    continuation to SEQ tokens, then token 0 (only ever a target): planc
+    then reads it as every sequence of its batch."""
+    model = load_strict(a.hf_dir)
+    g = torch.Generator().manual_seed(DATA_SEED + 1)
+    prompt = torch.randint(0, model.config.vocab_size, (1, GEN_PROMPT), generator=g)
+    toks = prompt[0].tolist() + greedy(model, prompt, a.seq - GEN_PROMPT) + [0]
+    write_shard(a.out, toks)
+    print(f"  {a.what}: transformers' greedy continuation (generate() = full forwards): "
+          f"{toks[GEN_PROMPT:GEN_PROMPT + GEN_NEW]}")
+
+
+def cmd_check_generate(a):
+    """planc's argmax after each prefix of the generated sequence (its
+    logits of that sequence, teacher-forced) is the token transformers
+    generated next: greedy generation by planc would give the same tokens."""
+    toks = read_shard(a.data)
+    V = json.load(open(os.path.join(a.hf_dir, "config.json")))["vocab_size"]
+    got = read_planc_logits(a.logits, a.batch, a.seq, V)[0]
+    mine = got[GEN_PROMPT - 1:GEN_PROMPT - 1 + GEN_NEW].argmax(-1).tolist()
+    want = toks[GEN_PROMPT:GEN_PROMPT + GEN_NEW]
+    if mine != want:
+        fail(f"{a.what}: planc's greedy tokens {mine}, transformers' {want}")
+    print(f"✓ {a.what}: greedy {GEN_NEW} tokens agree, planc and transformers: {mine}")
+
+
 def cmd_generate(a):
     model = load_strict(a.hf_dir)
     g = torch.Generator().manual_seed(DATA_SEED + 1)
@@ -295,6 +411,17 @@ def main():
     s.add_argument("--batch", type=int, required=True); s.add_argument("--seq", type=int, default=SEQ)
     s.add_argument("--step", type=int, default=1, help="planc's logged step (1-based) to compare")
     s.add_argument("--what", default="loss"); s.set_defaults(fn=cmd_check_loss)
+    s = sub.add_parser("check-logits"); s.add_argument("hf_dir"); s.add_argument("logits")
+    s.add_argument("--data", required=True); s.add_argument("--seed", type=int, required=True)
+    s.add_argument("--batch", type=int, required=True); s.add_argument("--seq", type=int, default=SEQ)
+    s.add_argument("--what", default="logits"); s.set_defaults(fn=cmd_check_logits)
+    s = sub.add_parser("gen-data"); s.add_argument("hf_dir"); s.add_argument("out")
+    s.add_argument("--seq", type=int, default=SEQ); s.add_argument("--what", default="generate")
+    s.set_defaults(fn=cmd_gen_data)
+    s = sub.add_parser("check-generate"); s.add_argument("hf_dir"); s.add_argument("logits")
+    s.add_argument("--data", required=True); s.add_argument("--batch", type=int, required=True)
+    s.add_argument("--seq", type=int, default=SEQ); s.add_argument("--what", default="generate")
+    s.set_defaults(fn=cmd_check_generate)
     s = sub.add_parser("same"); s.add_argument("dir_a"); s.add_argument("dir_b")
     s.add_argument("--what", default="same"); s.set_defaults(fn=cmd_same)
     s = sub.add_parser("generate"); s.add_argument("hf_dir"); s.add_argument("--what", default="generate")

@@ -15,14 +15,17 @@
 #     exporter) loads in AutoModelForCausalLM.from_pretrained without a
 #     warning or a missing or unexpected key; a planc run started from it
 #     (--init-from, one step) logs as its first loss transformers' loss of
-#     it on that batch; greedy generation of 16 tokens agrees between
-#     generate() and full forwards; where ref_export.py maps the family,
-#     both exports hold equal tensors.
+#     it on that batch, and its logits (--dump-logits) are transformers';
+#     greedy generation of 16 tokens agrees: transformers generates
+#     (generate() = full forwards), and planc's argmax after each prefix of
+#     that sequence (its logits, the sequence as data) is the next token;
+#     the export's tensors are the reference mapping's, bit for bit.
 #  3. In: a transformers model from a fixed seed, save_pretrained, starts a
-#     planc run (--init-from) whose first loss is transformers' on its
-#     batch; with --steps 0 the executable's --export-hf gives back the
-#     very tensors save_pretrained wrote.
-# Losses agree to a relative 1e-4 (fp32). Every failure is counted and
+#     planc run (--init-from) whose first loss and logits are transformers'
+#     on its batch; with --steps 0 the executable's --export-hf gives back
+#     the very tensors save_pretrained wrote.
+# Losses and logits agree to a relative 1e-4 (fp32; logits: the largest
+# difference over the largest logit, and the L2 norms). Every failure is counted and
 # printed; the script exits 1 if any check failed.
 #
 #   usage: run.sh PLANC PLANRT_CKPT VENV OUTDIR [ARCH ...]   (MPIRUN from the environment)
@@ -78,6 +81,13 @@ check_loss() {
         --what "$1" || bad "$1: loss differs (above)"
 }
 
+# check_logits WHAT HF_DIR PREFIX: planc's first-step logits (--dump-logits
+# PREFIX) == transformers' of HF_DIR on that batch.
+check_logits() {
+    "$py" "$hfref" check-logits "$2" "$3" --data "$data" --seed $seed --batch $batch \
+        --what "$1" || bad "$1: logits differ (above)"
+}
+
 for arch in $archs; do
     echo "---- $arch"
     d="$dir/$arch"; rm -rf "$d"; mkdir -p "$d"
@@ -98,17 +108,23 @@ for arch in $archs; do
                 bad "$arch: the reference mapping of step $k failed"
         done
         check_loss "$arch forward (reference mapping)" "$d/ref-$((steps - 1))" "$d/train.jsonl" $steps
-        "$py" "$hfref" generate "$d/ref-$steps" --what "$arch (reference mapping)" ||
-            bad "$arch: generation differs"
     fi
 
     # 2. out: planc's own export of the last checkpoint
     if "$ckpt_tool" export-hf "$last" "$d/export" --dtype fp32 > "$d/export.log" 2>&1; then
         if run "$arch: --init-from export" "$d/fwd.log" "$exe" --data "$data" --steps 1 \
-               --init-from "$d/export" --log-json "$d/fwd.jsonl"; then
+               --init-from "$d/export" --log-json "$d/fwd.jsonl" --dump-logits "$d/fwd-logits"; then
             check_loss "$arch export" "$d/export" "$d/fwd.jsonl" 1
+            check_logits "$arch export" "$d/export" "$d/fwd-logits"
         fi
-        "$py" "$hfref" generate "$d/export" --what "$arch export" || bad "$arch: generation differs"
+        if "$py" "$hfref" gen-data "$d/export" "$d/gen.bin" --what "$arch export" &&
+           run "$arch: --init-from export, generated tokens" "$d/gen.log" "$exe" --data "$d/gen.bin" \
+               --steps 1 --init-from "$d/export" --dump-logits "$d/gen-logits"; then
+            "$py" "$hfref" check-generate "$d/export" "$d/gen-logits" --data "$d/gen.bin" --batch $batch \
+                --what "$arch export" || bad "$arch: greedy generation differs"
+        else
+            bad "$arch: no greedy generation to compare"
+        fi
         if [ -d "$d/ref-$steps" ]; then
             "$py" "$hfref" same "$d/export" "$d/ref-$steps" --what "$arch export" ||
                 bad "$arch: planc's export and the reference mapping differ"
@@ -120,8 +136,9 @@ for arch in $archs; do
     # 3. in: a transformers-initialised model starts a planc run
     "$py" "$hfref" init "$arch" "$d/init" || { bad "$arch: save_pretrained failed"; continue; }
     if run "$arch: --init-from save_pretrained" "$d/init.log" "$exe" --data "$data" --steps 1 \
-           --init-from "$d/init" --log-json "$d/init.jsonl"; then
+           --init-from "$d/init" --log-json "$d/init.jsonl" --dump-logits "$d/init-logits"; then
         check_loss "$arch init" "$d/init" "$d/init.jsonl" 1
+        check_logits "$arch init" "$d/init" "$d/init-logits"
     fi
     # ... and with no step, the executable's --export-hf gives it back unchanged
     if run "$arch: --steps 0 --export-hf" "$d/rt.log" "$exe" --data "$data" --steps 0 \
