@@ -623,6 +623,13 @@ static void emit_constants(Cg *g)
     out(g, "static const long  STEPS = %ld;                 /* default of --steps */\n", steps);
     if (data[0]) out(g, "static const char *const DATA = \"%s\"; /* default of --data, relative to the working directory */\n", data);
     else out(g, "static const char *const DATA = 0;              /* the plan names no data: --data is required */\n");
+    if (t->init) {
+        char init[16400];   /* 4 bytes per escaped byte of at most 3999 */
+        cg_string_literal(t->init, init, sizeof init);
+        out(g, "static const char *const INIT_FROM = \"%s\"; /* train.init: the default of --init-from */\n", init);
+    } else {
+        out(g, "static const char *const INIT_FROM = 0;         /* the plan starts from no Hugging Face directory */\n");
+    }
     out(g, "static const uint64_t SEED = %lluULL;           /* initialisation and data order */\n",
         (unsigned long long)t->seed);
     if (cp > 1)

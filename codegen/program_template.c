@@ -154,6 +154,7 @@ static const char *const BANNER = "template\n";
 static const char *const MODEL_NAME = "template";
 static const char *const PLAN_HASH = "fnv1a64:0";
 static const char *const MODEL_CONFIG = "{}";
+static const char *const INIT_FROM = 0;
 static const double MODEL_FLOPS = 1, PEAK_FLOPS = 1;
 static const prt_adamw_cfg ADAMW = { 1e-3f, 1e-4f, 0, 1, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f };
 static const prt_param PARAMS[] = {
@@ -2331,6 +2332,7 @@ int main(int argc, char **argv)
         prt_run_stop(R.c);
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
+    if (!R.args.init_from && !R.args.resume) R.args.init_from = INIT_FROM;   /* train.init, if any */
     if (R.args.init_from) init_from();
     if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
         prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "

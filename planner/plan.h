@@ -380,6 +380,9 @@ typedef struct {
     double      grad_clip;       /* global-norm clip; 0 = off */
     double      beta1, beta2, eps, weight_decay;   /* AdamW */
     const char *data;            /* path of the training data, or NULL */
+    const char *init;            /* `init "DIR"`: a Hugging Face model directory the run
+                                    starts from (the default of the executable's
+                                    --init-from, issue 28), or NULL */
 } Train;
 
 /* FP8 training (issue 27): the scaling recipe of the linears' GEMMs

@@ -1788,7 +1788,8 @@ static void check_fp8(Sema *S, Plan *out, const PlanSrc *src)
 
 /* ---- train ------------------------------------------------------------- */
 
-static const char *const TRAIN_KEYS[] = { "steps", "lr", "warmup", "seed", "grad_clip", "optimizer", "data" };
+static const char *const TRAIN_KEYS[] = { "steps", "lr", "warmup", "seed", "grad_clip", "optimizer", "data",
+                                          "init" };
 KEYS_FIT(TRAIN_KEYS);
 static const char *const ADAMW_KEYS[] = { "beta1", "beta2", "eps", "weight_decay" };
 static const char *const OPTIMIZERS[] = { "adamw" };
@@ -1832,6 +1833,25 @@ static void train_defaults(Train *T)
     T->weight_decay = 0.01;
 }
 
+/* train { init "DIR" }: a directory name the generated program opens (it
+ * reaches the program as an escaped C string, never a shell): printable
+ * ASCII and UTF-8 only, no control character, shorter than a path. */
+static void check_dir_name(Sema *S, const DslStmt *st, const char *dir)
+{
+    const DslValue *v = entry_value(S, st);
+    size_t n = strlen(dir);
+    if (n >= 4000) {
+        dsl_error(S->d, v ? v->loc : st->key_loc, "init: a path of %zu bytes (at most 3999)", n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)dir[i] < 0x20 || dir[i] == 0x7f) {
+            dsl_error(S->d, v ? v->loc : st->key_loc,
+                      "init: control character 0x%02x at byte %zu of the directory name", (unsigned char)dir[i], i);
+            return;
+        }
+}
+
 /* train { ... }: steps and lr are required; the rest keep train_defaults. */
 static void sema_train(Sema *S, const DslStmt *t, Train *T)
 {
@@ -1854,6 +1874,7 @@ static void sema_train(Sema *S, const DslStmt *t, Train *T)
     if ((s = field(&F, "grad_clip"))) get_real(S, s, 0, false, 1e9, false, &T->grad_clip);
     if ((s = field(&F, "optimizer"))) sema_optimizer(S, s, T);
     if ((s = field(&F, "data"))) get_string(S, s, &T->data);
+    if ((s = field(&F, "init")) && get_string(S, s, &T->init)) check_dir_name(S, s, T->init);
 }
 
 /* ---- the file ---------------------------------------------------------- */

@@ -192,6 +192,7 @@ typedef struct {
     Check       check;
     bool        has_dflt;   /* a config.json may leave it out: transformers' default is dflt */
     HfVal       dflt;
+    bool        null_means_v; /* absent or null stands for v (GPT-2's n_inner of 4 x n_embd) */
 } HfField;
 
 #define VI(x) ((HfVal){ V_INT, (x), 0, false, NULL })
@@ -199,9 +200,9 @@ typedef struct {
 #define VB(x) ((HfVal){ V_BOOL, 0, 0, (x), NULL })
 #define VS(x) ((HfVal){ V_STR, 0, 0, false, (x) })
 #define VN    ((HfVal){ V_NULL, 0, 0, false, NULL })
-#define REQ(k, v)       (HfField){ k, v, CK_EQ, false, VN }
-#define OPT(k, v, d)    (HfField){ k, v, CK_EQ, true, d }
-#define INFO(k, v)      (HfField){ k, v, CK_NO, true, VN }
+#define REQ(k, v)       (HfField){ k, v, CK_EQ, false, VN, false }
+#define OPT(k, v, d)    (HfField){ k, v, CK_EQ, true, d, false }
+#define INFO(k, v)      (HfField){ k, v, CK_NO, true, VN, false }
 
 /* Every config.json field of the model under arch, in the order written;
  * returns how many (out holds 40). torch_dtype is the caller's. */
@@ -215,7 +216,8 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         out[n++] = REQ("n_embd", VI(m->dim));
         out[n++] = REQ("n_layer", VI(m->blocks));
         out[n++] = REQ("n_head", VI(m->heads));
-        out[n++] = m->hidden == 4 * m->dim ? OPT("n_inner", VI(m->hidden), VN) : REQ("n_inner", VI(m->hidden));
+        out[n++] = REQ("n_inner", VI(m->hidden));
+        if (m->hidden == 4 * m->dim) out[n - 1].null_means_v = true;   /* transformers: null is 4 x n_embd */
         out[n++] = OPT("activation_function", VS("gelu_new"), VS("gelu_new"));
         out[n++] = OPT("layer_norm_epsilon", VF(m->eps), VF(1e-5));
         out[n++] = OPT("tie_word_embeddings", VB(m->tied), VB(true));
@@ -234,7 +236,7 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
                                  : REQ("num_key_value_heads", VI(m->kv));
     out[n++] = m->hd * m->heads == m->dim ? OPT("head_dim", VI(m->hd), VI(m->hd)) : REQ("head_dim", VI(m->hd));
     out[n++] = OPT("hidden_act", VS("silu"), VS("silu"));
-    out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq) };
+    out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq), false };
     out[n++] = OPT("rms_norm_eps", VF(m->eps), VF(a == ARCH_MIXTRAL ? 1e-5 : 1e-6));
     out[n++] = OPT("rope_theta", VF(m->rope_theta), VF(a == ARCH_MIXTRAL ? 1e6 : 10000.0));
     out[n++] = OPT("rope_scaling", VN, VN);
@@ -359,6 +361,7 @@ static prt_status check_config(const char *path, const js_doc *d, HfArch a, cons
         snprintf(want, sizeof want, "%s", w.s ? w.s : "?");
         free(w.s);
         int i = js_get(d, 0, f[k].key);
+        if (f[k].null_means_v && (i < 0 || d->n[i].kind == JS_NULL)) continue;
         if (i < 0) {
             if (!f[k].has_dflt)
                 return ckpt_fail(PRT_ERR_FORMAT, "%s: no \"%s\" (the plan's model has %s)", path, f[k].key, want);
@@ -735,6 +738,7 @@ typedef struct {
 
 struct prt_hf {
     char    dir[4096];
+    bool    tied;                  /* the plan ties the head: a file's lm_head.weight is its copy */
     Map     mp;
     HfFile *files;
     int     nfiles;
@@ -870,7 +874,7 @@ static prt_status bind_tensors(prt_hf *hf, const js_doc *wm, int map_obj)
     for (int f = 0; f < hf->nfiles; f++)
         for (int k = 0; k < prt_st_count(hf->files[f].f); k++) {
             const char *n = prt_st_entry_at(hf->files[f].f, k)->name;
-            bool known = is_buffer(n);
+            bool known = is_buffer(n) || (hf->tied && !strcmp(n, "lm_head.weight"));
             for (int i = 0; i < mp->n && !known; i++) known = !strcmp(mp->s[i].hname, n);
             if (!known)
                 return ckpt_fail(PRT_ERR_FORMAT, "%s/%s: tensor %s is not part of the plan's model", hf->dir,
@@ -899,6 +903,7 @@ prt_status prt_hf_open(const char *dir, const char *config, prt_hf **out)
     if (!st) st = hf_arch(&m, &a);
     if (st == PRT_ERR_UNSUPPORTED) st = ckpt_fail(st, "the plan's model has no Hugging Face form: %s", prt_ckpt_last_error());
     if (!st) st = hf_map(&m, a, &hf->mp);
+    hf->tied = m.tied;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (!st) st = slurp(path, &txt, &len);
     if (!st) st = js_parse(txt, len, path, &cd);

@@ -41,6 +41,7 @@ static const float NORM_EPS = 1e-05f;     /* every norm's epsilon (model norm_ep
 
 static const long  STEPS = 50;                 /* default of --steps */
 static const char *const DATA = "examples/data/sample.txt"; /* default of --data, relative to the working directory */
+static const char *const INIT_FROM = 0;         /* the plan starts from no Hugging Face directory */
 static const uint64_t SEED = 42ULL;           /* initialisation and data order */
 static const char *const BANNER = "tiny: dp 2 x tp 2 x pp 2, ZeRO-1, 1F1B\n";
 static const char *const MODEL_NAME = "tiny";   /* a resume checks the checkpoint's */
@@ -872,6 +873,7 @@ int main(int argc, char **argv)
         prt_run_stop(R.c);
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
     if (R.args.resume) resume();
+    if (!R.args.init_from && !R.args.resume) R.args.init_from = INIT_FROM;   /* train.init, if any */
     if (R.args.init_from) init_from();
     if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
         prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "

@@ -3,12 +3,13 @@
 with the standard library alone (no torch, no safetensors package).
 
   hfdir.py make ARCH OUT_DIR [--dtype f32|bf16] [--shards N] [--vocab V] [--drop NAME]
-                              [--set KEY=JSON]
+                              [--set KEY=JSON] [--unset KEY]
       a config.json of ARCH (llama, mistral, qwen2, mixtral, gpt2) for the
       tiny models of tests/hf/roundtrip.sh and random weights under
       transformers' names: model.safetensors, or N shards with
       model.safetensors.index.json. --drop leaves a tensor out, --set
-      overrides a config field (refusal tests).
+      overrides a config field (refusal tests), --unset leaves one out
+      (transformers' default stands for it).
   hfdir.py same A_DIR B_DIR
       exit 0 when both directories hold the same tensors (names, dtypes,
       shapes, bytes), whatever their sharding; else name the first
@@ -127,7 +128,7 @@ def read_dir(d):
 
 def make(argv):
     arch, out = argv[0], argv[1]
-    dtype, shards, vocab, drop, sets = "f32", 1, 259, None, []
+    dtype, shards, vocab, drop, sets, unsets = "f32", 1, 259, None, [], []
     i = 2
     while i < len(argv):
         k, v = argv[i], argv[i + 1]
@@ -136,6 +137,7 @@ def make(argv):
         elif k == "--vocab": vocab = int(v)
         elif k == "--drop": drop = v
         elif k == "--set": sets.append(v)
+        elif k == "--unset": unsets.append(v)
         else: sys.exit("hfdir.py: unknown option " + k)
         i += 2
     os.makedirs(out, exist_ok=True)
@@ -143,6 +145,8 @@ def make(argv):
     for s in sets:
         k, v = s.split("=", 1)
         cfg[k] = json.loads(v)
+    for k in unsets:
+        del cfg[k]
     json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=2)
     rng = random.Random(28)
     items = []
@@ -191,7 +195,8 @@ def same(argv):
             print("    " + x)
         return 1
     nbytes = sum(len(v[2]) for v in a.values())
-    print("✓ %s == %s: %d tensors, %d bytes, bit for bit" % (argv[0], argv[1], len(a), nbytes))
+    print("✓ %s == %s: %d tensors, %d bytes, bit for bit" % (os.path.basename(argv[0].rstrip("/")),
+          os.path.basename(argv[1].rstrip("/")), len(a), nbytes))
     return 0
 
 

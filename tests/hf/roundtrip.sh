@@ -66,14 +66,14 @@ EOF
     esac
 }
 
-# plan NAME ARCH RANKS "PLAN BODY": a .plan on a one-node cluster of RANKS
+# plan NAME ARCH RANKS "PLAN BODY" [TRAIN KEYS]: a .plan on a one-node cluster of RANKS
 plan() {
-    local f=$work/$1.plan
+    local f=$work/$1.plan extra=${5:-}
     sed -e "s/^cluster laptop/cluster cpu$3/" -e "s/gpus_per_node *[0-9]*/gpus_per_node $3/" \
         "$root/examples/clusters/laptop.plan" > "$f"
     model "$2" >> "$f"
     echo "plan { $4 }" >> "$f"
-    echo "train { steps 2; lr 1e-3; warmup 1; seed 7; data \"$root/examples/data/sample.txt\"; }" >> "$f"
+    echo "train { steps 2; lr 1e-3; warmup 1; seed 7; data \"$root/examples/data/sample.txt\"; $extra }" >> "$f"
     "$planc" build "$f" -o "$work/$1.exe" > "$work/$1.build" 2>&1 || { cat "$work/$1.build"; return 1; }
 }
 
@@ -97,13 +97,23 @@ trip() {
 
 trip llama-dp2tp2-zero1 llama 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 3"
 trip llama-tp2pp2 llama 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16" bf16
-trip llama-dp2-zero3 llama 2 "dp 2; zero 3; micro_batch 1; global_batch 4;" "--dtype f32"
+trip llama-dp2-zero3 llama 2 "dp 2; zero 3; micro_batch 1; global_batch 4;" "--dtype f32 --unset head_dim --unset rope_theta"
 trip mistral-dp2tp2-zero1 mistral 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
 trip qwen2-tp2-zero3 qwen2 4 "dp 2; tp 2; zero 3; micro_batch 1; global_batch 4;" "--dtype bf16 --shards 2" bf16
 trip gpt2-dp2tp2-zero1 gpt2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
-trip gpt2-pp2 gpt2 2 "pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16" bf16
+trip gpt2-pp2 gpt2 2 "pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16 --set n_inner=null" bf16
 trip mixtral-dp2ep2 mixtral 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
 trip mixtral-tp2 mixtral 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
+
+# train { init "DIR" }: the plan's default of --init-from (relative to the working directory)
+if plan llama-init llama 2 "tp 2; micro_batch 1; global_batch 4;" 'init "llama-dp2-zero3.src";' &&
+   (cd "$work" && $mpirun -np 2 ./llama-init.exe --steps 0 --save llama-init.ck --export-hf llama-init.out > llama-init.log 2>&1) &&
+   grep -q "initialised from llama-dp2-zero3.src" "$work/llama-init.log" &&
+   $hfdir same "$work/llama-dp2-zero3.src" "$work/llama-init.out" > "$work/llama-init.same"; then
+    ok "train { init \"DIR\" }: $(sed 's/^✓ //' "$work/llama-init.same")"
+else
+    bad "train { init }:"; cat "$work/llama-init.log" "$work/llama-init.same" 2>/dev/null | sed 's/^/    /' | head -20
+fi
 
 # planrt-ckpt export-hf past --max-shard-size: transformers' shard names and index
 ck=$(ls -d "$work"/llama-dp2tp2-zero1.ck/step-* 2>/dev/null | tail -1)
@@ -141,6 +151,9 @@ expect_fail config-mismatch-float nonzero "rope_theta is 500000.0, the plan's mo
 $hfdir make mistral "$work/arch.src"
 expect_fail config-architecture nonzero "architectures is \[\"MistralForCausalLM\"\], the plan's model is LlamaForCausalLM" \
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from arch.src
+$hfdir make llama "$work/eps.src" --unset rms_norm_eps
+expect_fail config-default nonzero "rms_norm_eps is 1e-06 (left out: transformers' default), the plan's model has 1e-05" \
+    $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from eps.src
 $hfdir make llama "$work/drop.src" --drop model.layers.1.mlp.up_proj.weight
 expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight" \
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
