@@ -284,6 +284,7 @@ static struct {
     prt_args   args;
     prt_adamw_cfg opt; /* ADAMW, its cosine decay ending with the run (--steps) */
     long       step;   /* 0-based */
+    long       step0;  /* the first step this run computes (a resumed run's is not 0) */
     int        mb;     /* the micro-batch being computed */
     double     loss_sum;
 } R;
@@ -1412,8 +1413,8 @@ static void final_norm_bwd_weight(const LayerSpec *L, LayerActs *a)
 #endif
 #endif
 
-/* --dump-logits PATH: the logits of the run's first step as this rank
- * computed them, so a test can hold them element by element against another
+/* --dump-logits PATH: the logits of the first step this run computes (step
+ * 1, or a resumed run's next) as this rank computed them, so a test can hold them element by element against another
  * implementation (make test-hf: transformers). Each last-stage rank appends
  * to PATH.rank-RRRRR (its world rank), per micro-batch, a header of 8
  * little-endian uint64 — LOGITS_MAGIC, the global index of the micro-batch's
@@ -1460,7 +1461,7 @@ static void lm_head_fwd(const LayerSpec *L, LayerActs *a)
 #endif
     CHECK(prt_batch_load(R.data, R.step, R.mb, NULL, a->tok));
     prt_linear_fwd(a->logits, in, W(L->w1), NULL, N, C, VL);            /* (N, VL): this rank's slice */
-    if (R.args.dump_logits && R.step == 0) dump_logits(a);              /* before xent_bwd overwrites them */
+    if (R.args.dump_logits && R.step == R.step0) dump_logits(a);        /* before xent_bwd overwrites them */
     prt_xent_max(a->mx, a->logits, N, VL, vocab0(), V);                 /* columns >= V: padding, masked */
     CHECK(prt_all_reduce(R.c->tp, a->mx, a->mx, N, PRT_FP32, PRT_MAX)); /* TP: row maximum over all slices */
     prt_xent_sumexp(a->se, a->tgt, a->logits, a->mx, a->tok, N, VL, vocab0(), V);
@@ -2334,6 +2335,7 @@ int main(int argc, char **argv)
     if (R.args.resume) resume();
     if (!R.args.init_from && !R.args.resume) R.args.init_from = INIT_FROM;   /* train.init, if any */
     if (R.args.init_from) init_from();
+    R.step0 = R.step;   /* --dump-logits writes this step's logits */
     if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
         prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
                      "(give a larger --steps to continue)\n", R.step, R.args.steps);

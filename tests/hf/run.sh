@@ -10,7 +10,8 @@
 #     conventions (tests/hf/ref_export.py, an independent Python mapping;
 #     the families it maps): 4 steps are trained with a checkpoint after
 #     each; the weights after step 3, mapped, loaded strictly by
-#     transformers, give on step 4's batch the loss planc logged for step 4.
+#     transformers, give on step 4's batch the loss planc logged for step 4
+#     and, in a run resumed from step 3 (--dump-logits), its logits.
 #  2. Out: `planrt-ckpt export-hf` of the last checkpoint (planc's C
 #     exporter) loads in AutoModelForCausalLM.from_pretrained without a
 #     warning or a missing or unexpected key; a planc run started from it
@@ -81,11 +82,11 @@ check_loss() {
         --what "$1" || bad "$1: loss differs (above)"
 }
 
-# check_logits WHAT HF_DIR PREFIX: planc's first-step logits (--dump-logits
-# PREFIX) == transformers' of HF_DIR on that batch.
+# check_logits WHAT HF_DIR PREFIX [STEP]: planc's logits of step STEP (1:
+# the first; --dump-logits PREFIX) == transformers' of HF_DIR on that batch.
 check_logits() {
     "$py" "$hfref" check-logits "$2" "$3" --data "$data" --seed $seed --batch $batch \
-        --what "$1" || bad "$1: logits differ (above)"
+        --step "${4:-1}" --what "$1" || bad "$1: logits differ (above)"
 }
 
 for arch in $archs; do
@@ -108,6 +109,11 @@ for arch in $archs; do
                 bad "$arch: the reference mapping of step $k failed"
         done
         check_loss "$arch forward (reference mapping)" "$d/ref-$((steps - 1))" "$d/train.jsonl" $steps
+        # ... and its logits: step 4 again, resumed from step 3's checkpoint
+        if run "$arch: --resume step $((steps - 1))" "$d/resume.log" "$exe" --data "$data" --steps $steps \
+               --resume "$d/ck/$(printf step-%08d $((steps - 1)))" --dump-logits "$d/ref-logits"; then
+            check_logits "$arch forward (reference mapping)" "$d/ref-$((steps - 1))" "$d/ref-logits" $steps
+        fi
     fi
 
     # 2. out: planc's own export of the last checkpoint
