@@ -90,6 +90,8 @@ typedef struct {
     double      norm_eps;           /* rms_norm_eps / layer_norm_epsilon; 0: the language's default */
     double      dropout;            /* the one dropout probability of the model, 0: none */
     RopeScaling rope_scaling;       /* kind NONE: none */
+    bool        gemma;              /* Gemma's (1 + w) RMSNorm and sqrt(hidden) embedding scale
+                                       (norm_plus_one, embedding scale sqrt_dim; issue 28) */
 } ImportModel;
 
 /* ---- locating and reading keys ------------------------------------------ */
@@ -488,8 +490,9 @@ static void read_qwen2(HfConfig *c, ImportModel *m)
 }
 
 /* Gemma: GeGLU (gelu on the gate), head_dim independent of the width,
- * tied embeddings by default. Its (1 + w) RMSNorm and the sqrt(width)
- * scaling of the embedding change no shape. */
+ * tied embeddings by default, its (1 + w) RMSNorm (norm_plus_one) and the
+ * sqrt(width) scaling of the embedding (scale sqrt_dim), which the runtime
+ * computes as transformers does (issue 28). */
 static void read_gemma(HfConfig *c, ImportModel *m)
 {
     read_rope_family(c, m, 256, true);
@@ -503,10 +506,7 @@ static void read_gemma(HfConfig *c, ImportModel *m)
     const char *act = hf_str(c, key, "gelu", "the activation's name");
     if (act) hf_one_of(c, key, act, gelu, "a gelu (a GeGLU MLP)");
     if (strcmp(key, "hidden_act")) hf_get(c, "hidden_act");
-    DslLoc none = { 0 };
-    dsl_warning(c->d, none, "import: Gemma's RMSNorm multiplies by (1 + w) and its embedding output by "
-                "sqrt(hidden_size); the shapes, counts and cost are exact, but planc's runtime computes the norm "
-                "with w and leaves the embedding unscaled, so its forward is not transformers' Gemma");
+    m->gemma = true;   /* written as norm_plus_one true and embedding { scale sqrt_dim } */
 }
 
 /* GPT-2: its own key names; learned positions, LayerNorm, biases
@@ -708,7 +708,9 @@ static void put_model(FILE *o, const ImportModel *m, const char *name, const cha
         put_num(o, m->dropout);
         fprintf(o, "\n");
     }
-    fprintf(o, "    embedding { dim %lld; position %s", (long long)m->dim, m->position);
+    if (m->gemma) fprintf(o, "    norm_plus_one true\n");
+    fprintf(o, "    embedding { dim %lld; position %s%s", (long long)m->dim, m->position,
+            m->gemma ? "; scale sqrt_dim" : "");
     if (m->rope_theta > 0 && m->rope_theta != PLAN_ROPE_THETA_DEFAULT) {
         if (m->rope_theta == floor(m->rope_theta) && m->rope_theta < 1e15)
             fprintf(o, "; rope_theta %.0f", m->rope_theta);

@@ -92,7 +92,7 @@ typedef struct {
     bool on;
 } CgFeature;
 
-#define CG_MAX_FEATURES 48
+#define CG_MAX_FEATURES 56
 
 typedef struct {
     FILE       *f;
@@ -349,6 +349,8 @@ static void set_features(Cg *g)
     set_feature(g, "SLIDING_WINDOW", window > 0);
     set_feature(g, "ROPE", pos == POS_ROPE);
     set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
+    set_feature(g, "EMBED_SCALE", m->n_layers > 0 && m->layers[0].embed_scale);   /* Gemma: x sqrt(dim) */
+    set_feature(g, "NORM_PLUS_ONE", m->norm_plus_one);   /* Gemma: RMSNorm's gain 1 + w */
     set_feature(g, "HAS_MLP", mlp > 0);
     set_feature(g, "HAS_MOE", moe > 0);
     set_feature(g, "EXPERT_PARALLEL", moe > 0 && plan_ep(l) > 1);
@@ -524,8 +526,10 @@ static void emit_model_config(Cg *g)
     char w[240];
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
-        "\"final_norm\": \"%s\", \"tied\": %s, \"norm_eps\": %.17g, \"dropout\": %.17g, \"uniform\": \"%s\"}",
-        N ? norm[N->norm] : "none", H->tied ? "true" : "false", plan_norm_eps(m), m->dropout, w);
+        "\"final_norm\": \"%s\", \"tied\": %s, \"norm_eps\": %.17g, \"dropout\": %.17g, "
+        "\"embed_scale\": %s, \"norm_plus_one\": %s, \"uniform\": \"%s\"}",
+        N ? norm[N->norm] : "none", H->tied ? "true" : "false", plan_norm_eps(m), m->dropout,
+        E->embed_scale ? "true" : "false", m->norm_plus_one ? "true" : "false", w);
     char lit[8192];
     cg_string_literal(j, lit, sizeof lit);
     out(g, "/* the model's hyperparameters (planc's JSON), recorded in checkpoints: planrt-ckpt export-hf\n"
@@ -608,6 +612,11 @@ static void emit_constants(Cg *g)
         char pr[48];
         out(g, "static const float DROPOUT_P = %s;    /* the model's dropout: probability an element is dropped */\n",
             flt(pr, m->dropout));
+    }
+    if (feature(g, "EMBED_SCALE", 11) == 1) {
+        char sc[48];
+        out(g, "static const float EMBED_SCALE_F = %s; /* embedding scale sqrt_dim: sqrt(%lld), as an fp32 */\n",
+            flt(sc, (double)sqrtf((float)m->dim)), (long long)m->dim);
     }
     char eps[48];
     out(g, "static const float NORM_EPS = %s;     /* every norm's epsilon (model norm_eps) */\n",
@@ -755,6 +764,9 @@ static int moe_expert_stride(const Layer *L)
     return up + (L->bias ? up : 0) + 1 + (L->bias ? 1 : 0);
 }
 
+/* A norm gain's start: 1, or 0 under norm_plus_one (Gemma's 1 + w is then 1). */
+#define NORM_INIT(m) ((m)->norm_plus_one ? "PRT_INIT_ZEROS" : "PRT_INIT_ONES")
+
 /* Walk the model's tensors in order; with write false only count them. */
 static int emit_params(Cg *g, bool write)
 {
@@ -799,7 +811,7 @@ static int emit_params(Cg *g, bool write)
             break;
         case LAYER_MOE: {
             snprintf(nm, sizeof nm, "layers.%d.moe_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             if (ln) { snprintf(nm, sizeof nm, "layers.%d.moe_norm.bias", i);
                       param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
             snprintf(nm, sizeof nm, "layers.%d.block_sparse_moe.gate.weight", i);
@@ -819,7 +831,7 @@ static int emit_params(Cg *g, bool write)
             size_t d = (size_t)plan_head_dim(m, L), q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
             size_t parts[3] = { q, kv, kv };
             snprintf(nm, sizeof nm, "layers.%d.attn_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             if (ln) { snprintf(nm, sizeof nm, "layers.%d.attn_norm.bias", i);
                       param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
             snprintf(nm, sizeof nm, "layers.%d.attn.qkv.weight", i);
@@ -837,7 +849,7 @@ static int emit_params(Cg *g, bool write)
             size_t parts[3] = { f, f, 0 };
             int np = plan_act_gated(L->act) ? 2 : 1;
             snprintf(nm, sizeof nm, "layers.%d.mlp_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             if (ln) { snprintf(nm, sizeof nm, "layers.%d.mlp_norm.bias", i);
                       param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
             snprintf(nm, sizeof nm, "layers.%d.mlp.up.weight", i);
@@ -851,7 +863,7 @@ static int emit_params(Cg *g, bool write)
             break;
         }
         case LAYER_NORM:
-            param_row(g, &id, "norm.weight", i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            param_row(g, &id, "norm.weight", i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             if (ln) param_row(g, &id, "norm.bias", i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0);
             break;
         case LAYER_LM_HEAD:

@@ -11,7 +11,7 @@
  * Features the plan fixes are resolved at emit time, not at run time:
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
- * NORM_MIXED, NORM_RMS, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
+ * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
@@ -46,6 +46,12 @@
 #endif
 #ifndef NORM_RMS
 #define NORM_RMS 0
+#endif
+#ifndef NORM_PLUS_ONE
+#define NORM_PLUS_ONE 0
+#endif
+#ifndef EMBED_SCALE
+#define EMBED_SCALE 0
 #endif
 #ifndef MLP_ACTS_MIXED
 #define MLP_ACTS_MIXED 0
@@ -155,6 +161,7 @@ static const char *const MODEL_NAME = "template";
 static const char *const PLAN_HASH = "fnv1a64:0";
 static const char *const MODEL_CONFIG = "{}";
 static const char *const INIT_FROM = 0;
+static const float EMBED_SCALE_F = 8.0f;
 static const double MODEL_FLOPS = 1, PEAK_FLOPS = 1;
 static const prt_adamw_cfg ADAMW = { 1e-3f, 1e-4f, 0, 1, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f };
 static const prt_param PARAMS[] = {
@@ -292,6 +299,9 @@ static struct {
 /* Backward scratch shared by all layers. */
 static struct {
     prt_act *dln, *dlnf, *da, *dh, *datt, *tmp;
+#if NORM_PLUS_ONE
+    prt_act *gain;         /* (C) an RMSNorm's gain 1 + w (Gemma), made before each use */
+#endif
 #if SP
     prt_act *full, *dyf;   /* all-rows partial sums of a row-parallel linear; the gathered output gradient */
     prt_act *rows;         /* (N, C) a column-parallel linear's input gathered over TP: no layer
@@ -408,6 +418,20 @@ static size_t cp_saved_max(void)
 #endif
  */
 
+#if NORM_PLUS_ONE
+/* Gemma's RMSNorm scales by 1 + w (w starts at 0): the gain, in fp32 as
+ * transformers' GemmaRMSNorm makes it, into S.gain for one call; the
+ * gradient of the gain is the gradient of w. */
+static const prt_act *gain(const LayerSpec *L)
+{
+    prt_affine(S.gain, W(L->ln_w), 1.0f, 1.0f, C);
+    return S.gain;
+}
+#define GAIN(L) gain(L)
+#else
+#define GAIN(L) W((L)->ln_w)
+#endif
+
 static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
 {
 #if NORM_MIXED
@@ -415,7 +439,7 @@ static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd,
     else prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);
 #elif NORM_RMS
     (void)mean;
-    prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, NORM_EPS);                       /* RMSNorm */
+    prt_rmsnorm_fwd(out, rstd, x, GAIN(L), NL, C, NORM_EPS);                          /* RMSNorm */
 #else
     prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);   /* LayerNorm */
 #endif
@@ -438,7 +462,7 @@ static void norm_bwd_to(const LayerSpec *L, prt_act *dx, const prt_act *dout, co
     else prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
 #elif NORM_RMS
     (void)mean; (void)db;
-    prt_rmsnorm_bwd(dx, dw, dout, x, W(L->ln_w), rstd, NL, C);
+    prt_rmsnorm_bwd(dx, dw, dout, x, GAIN(L), rstd, NL, C);
 #else
     prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
 #endif
@@ -632,6 +656,9 @@ static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     prt_act *e = partials(y);                                           /* (N, C) */
     CHECK(prt_batch_load(R.data, R.step, R.mb, a->tok, NULL));
     prt_embedding_fwd(e, a->tok, W(L->w1), N, C, vocab0(), VL);
+#if EMBED_SCALE
+    prt_affine(e, e, EMBED_SCALE_F, 0.0f, N * C);   /* Gemma: x sqrt(dim); each row is one rank's, so exact */
+#endif
 #if SP
 #if LEARNED_POS && CONTEXT_PARALLEL
     if (R.c->coord.tp == 0)   /* learned positions at this CP rank's global positions, once over TP */
@@ -656,6 +683,9 @@ static void embedding_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     enter(L, "embedding backward");
+#if EMBED_SCALE
+    prt_affine(d, d, EMBED_SCALE_F, 0.0f, NL * C);   /* the scale's backward; d is read by no one after */
+#endif
 #if SP && DROPOUT
     const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.full);
 #elif SP
@@ -1784,6 +1814,9 @@ static void scratch_alloc(void)
     S.dlnf = S.dln;
 #endif
     S.tmp = act_alloc(N * C);
+#if NORM_PLUS_ONE
+    S.gain = act_alloc(C);
+#endif
     S.da = act_alloc(N * MAX_INNER);
     S.dh = act_alloc(N * MAX_WIDTH);
 #if CONTEXT_PARALLEL && RECOMPUTE_SELECTIVE
@@ -1824,6 +1857,9 @@ static void scratch_alloc(void)
 static void scratch_free(void)
 {
     prt_act *p[] = { S.dln, S.tmp, S.da, S.dh, S.datt,
+#if NORM_PLUS_ONE
+                     S.gain,
+#endif
 #if SP
                      S.dlnf, S.full, S.dyf, S.rows,
 #endif

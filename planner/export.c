@@ -368,6 +368,11 @@ static void write_megatron(const Ex *x, FILE *o)
     if (x->mlp && x->mlp->act == ACT_SWIGLU) arg(o, &first, "--swiglu");
     if (x->mlp && x->mlp->act == ACT_GEGLU)
         note(x, "act geglu: Megatron-LM's gated MLP flag is --swiglu (SiLU); GeGLU is not a flag (not written)");
+    if (m->norm_plus_one)   /* issue 28: Gemma's norm */
+        note(x, "norm_plus_one (Gemma's RMSNorm x*(1+w)): not written (Megatron-LM's --apply-layernorm-1p "
+                "was not verified for RMSNorm)");
+    if (m->n_layers > 0 && m->layers[0].embed_scale)
+        note(x, "embedding scale sqrt_dim (Gemma): Megatron-LM has no flag for it (not written)");
     if (x->att && x->att->window > 0)
         note(x, "sliding_window %lld: not written; Megatron-core's TransformerConfig.window_size sets it "
                 "(its command-line flag was not verified)", (long long)x->att->window);
@@ -592,6 +597,9 @@ static void write_torchtitan(const Ex *x, FILE *o)
     note(x, "[model] names a flavor \"%s\": register one with the shapes in the file's header", m->name);
     if (x->mlp && x->mlp->act != ACT_SWIGLU)
         note(x, "torchtitan's llama3 has a SwiGLU MLP; planc's model has another activation");
+    if (m->norm_plus_one || (m->n_layers > 0 && m->layers[0].embed_scale))
+        note(x, "torchtitan's llama3 has neither Gemma's x*(1+w) RMSNorm nor its sqrt(dim) embedding scale "
+                "(not written)");
     if (x->att && (x->att->bias || x->att->window > 0))
         note(x, "torchtitan's llama3 has no biases and no sliding window; planc's model has %s",
              x->att->window > 0 ? "a sliding window" : "biases");

@@ -1046,7 +1046,8 @@ double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest
     /* under cp > 1 the CP attention scores in buffers of its own
      * (plan_cp_attention_numel): no shared score gradients */
     double scores = c->flash || (c->cp > 1) ? 0 : b * (double)w->heads * s * s;
-    return e * (rows + N * (double)w->width + N * (double)w->inner + scores);
+    double gain = m->norm_plus_one ? C : 0;   /* Gemma's 1 + w, made before each norm (S.gain) */
+    return e * (rows + N * (double)w->width + N * (double)w->inner + scores + gain);
 }
 
 /* ---- step totals ------------------------------------------------------ */

@@ -77,6 +77,8 @@ typedef struct {
     PosKind   position;
     double    rope_theta;   /* RoPE base; 0 = the default 10000 (plan_rope_theta) */
     RopeScaling rope_scaling; /* kind NONE: none */
+    bool      embed_scale;  /* `scale sqrt_dim`: the output times sqrt(dim), forward and
+                               backward (Gemma's normalizer; issue 28) */
     /* LAYER_ATTENTION */
     int64_t   heads;        /* query heads */
     int64_t   kv_heads;     /* key/value heads (== heads unless GQA) */
@@ -129,6 +131,10 @@ typedef struct {
                                LayerNorm and RMSNorm (Megatron's --norm-epsilon,
                                transformers' rms_norm_eps / layer_norm_epsilon);
                                0 = the default 1e-5 (plan_norm_eps) */
+    bool        norm_plus_one; /* the model block's `norm_plus_one true`: every RMSNorm
+                               scales by 1 + w and its w starts at 0 (Gemma's
+                               GemmaRMSNorm; issue 28); the program keeps the gain
+                               1 + w in a C-element scratch (plan_bwd_scratch_bytes) */
 } Model;
 
 /* Which of a linear layer's three GEMMs a measured point is (`gemm`

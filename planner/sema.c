@@ -505,7 +505,8 @@ static void sema_rope_scaling(Sema *S, const DslStmt *st, RopeScaling *r)
  * 500000) and, with rope_scaling, needs `position rope`. */
 static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
 {
-    static const char *const keys[] = { "dim", "position", "rope_theta", "rope_scaling" };
+    static const char *const keys[] = { "dim", "position", "rope_theta", "rope_scaling", "scale" };
+    static const char *const scales[] = { "none", "sqrt_dim" };
     Fields F = { "embedding", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body;
     layer_at(l, LAYER_EMBEDDING, st);
@@ -518,6 +519,8 @@ static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
     int pos;
     if ((s = field(&F, "position")) && get_enum(S, s, POS_NAMES, N_ELEMS(POS_NAMES), false, &pos))
         l->position = (PosKind)pos;
+    int sc;   /* scale sqrt_dim: Gemma multiplies the embedding by sqrt(dim) */
+    if ((s = field(&F, "scale")) && get_enum(S, s, scales, N_ELEMS(scales), false, &sc)) l->embed_scale = sc == 1;
     if ((s = field(&F, "rope_theta")) && get_real(S, s, 1, false, MAX_ROPE_THETA, false, &l->rope_theta) &&
         l->position != POS_ROPE)
         dsl_error(S->d, s->key_loc, "rope_theta needs position rope (the model's positions are %s)",
@@ -748,7 +751,7 @@ static void expand_blocks(Sema *S, const DslStmt *st, Layers *L, int64_t dim)
 }
 
 static const char *const MODEL_KEYS[] = { "vocab", "vocab_multiple", "seq", "dtype", "dropout", "norm_eps",
-                                          "embedding", "attention", "mlp", "moe", "repeat", "norm", "lm_head" };
+                                          "norm_plus_one", "embedding", "attention", "mlp", "moe", "repeat", "norm", "lm_head" };
 KEYS_FIT(MODEL_KEYS);
 
 /* Where a layer may appear: 0 before the embedding, 1 the blocks, 2 after
@@ -807,7 +810,8 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     if (!M->name) return;
     M->name = dsl_arena_strdup(S->a, M->name);
 
-    const DslStmt *vocab = NULL, *vmult = NULL, *seq = NULL, *dtype = NULL, *drop = NULL, *eps = NULL;
+    const DslStmt *vocab = NULL, *vmult = NULL, *seq = NULL, *dtype = NULL, *drop = NULL, *eps = NULL,
+                  *plus1 = NULL;
     const DslStmt *embed = NULL, *norm = NULL, *head = NULL;
     int stage = 0;
     int errors_before = S->d->n_errors;   /* to tell whether the model already has an error */
@@ -819,6 +823,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
                                : strcmp(st->key, "seq") == 0   ? &seq
                                : strcmp(st->key, "dropout") == 0 ? &drop
                                : strcmp(st->key, "norm_eps") == 0 ? &eps
+                               : strcmp(st->key, "norm_plus_one") == 0 ? &plus1
                                : strcmp(st->key, "dtype") == 0 ? &dtype : NULL;
         if (scalar) {
             if (*scalar)
@@ -859,6 +864,18 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     if (drop) get_real(S, drop, 0, false, 1, true, &M->dropout);
     /* norm_eps E, 0 < E < 1: every norm's epsilon (default 1e-5) */
     if (eps) get_real(S, eps, 0, true, 1, true, &M->norm_eps);
+    /* norm_plus_one true: RMSNorm's x * (1 + w) (Gemma); a LayerNorm has no such form */
+    int p1 = 0;
+    if (plus1 && get_bool(S, plus1, false, &p1)) M->norm_plus_one = p1 != 0;
+    if (M->norm_plus_one)
+        for (int i = 0; i < L.n; i++)
+            if ((L.v[i].kind == LAYER_ATTENTION || L.v[i].kind == LAYER_MLP || L.v[i].kind == LAYER_MOE ||
+                 L.v[i].kind == LAYER_NORM) && L.v[i].norm != NORM_RMSNORM) {
+                dsl_error(S->d, plus1->key_loc, "norm_plus_one needs every norm to be rmsnorm "
+                          "(the %s at line %d is layernorm)", L.v[i].kind == LAYER_NORM ? "final norm"
+                          : L.v[i].kind == LAYER_ATTENTION ? "attention" : "mlp", L.v[i].line);
+                break;
+            }
     int x;
     if (dtype && get_enum(S, dtype, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &x)) M->dtype = (PlanDtype)x;
     if (!embed) missing(S, m, "embedding", "embedding { dim 768 }");

@@ -246,6 +246,21 @@ static void test_residual(void **state)
     assert_float_equal(a[3], 8.0f, 0);
 }
 
+/* prt_affine (issue 28): Gemma's gain 1 + w and sqrt(dim) scale are exact
+ * in their roles: a * x + b with a = 1 is x + b rounded once, with b = 0
+ * it is a * x rounded once. */
+static void test_affine(void **state)
+{
+    (void)state;
+    float w[4] = {0.0f, -0.25f, 1e-3f, 3.0f}, g[4], x[4] = {1, -2, 0.1f, 7};
+    prt_affine(g, w, 1.0f, 1.0f, 4);   /* the gain 1 + w */
+    for (int i = 0; i < 4; i++) assert_true(g[i] == 1.0f + w[i]);
+    float s = sqrtf(64.0f), y[4];
+    memcpy(y, x, sizeof y);
+    prt_affine(y, y, s, 0.0f, 4);      /* in place: the embedding scale */
+    for (int i = 0; i < 4; i++) assert_true(y[i] == x[i] * s);
+}
+
 /* ---- embeddings and RoPE ------------------------------------------------------ */
 
 typedef struct { float *out, *wte, *wpe; int32_t *tok; size_t B, T, C, v0, Vl; } EmbCtx;
@@ -820,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_geglu),
         cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_affine),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention_mha),

@@ -92,7 +92,7 @@ static void run_case(prt_ctx *c, const char *tmp, size_t V, size_t rows_save, si
 {
     prt_adamw_cfg cfg = { .lr = 1e-2f, .min_lr = 1e-3f, .warmup = 0, .total = 10, .beta1 = 0.9f,
                           .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .clip = 0.0f };
-    prt_save_info info = { SEED, "vocab-test", "" };
+    prt_save_info info = { SEED, "vocab-test", "", NULL };   /* no model config: no Hugging Face export */
     prt_param ta = table(V, rows_save), tb = table(V, rows_load);
     prt_model *a = NULL, *b = NULL;
     char root[512], dir[1024], dump_a[600], dump_b[600];

@@ -45,6 +45,7 @@ typedef struct {
     int64_t vocab, seq, dim, blocks, heads, kv, hd, window, hidden, experts, top_k, shared;
     double  rope_theta, eps, dropout, cap, aux;
     bool    rope_scaling, ffn_bias, tied, moe;
+    bool    embed_scale, norm_plus_one;   /* Gemma's sqrt(dim) normalizer and x*(1+w) RMSNorm */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
 } HfModel;
@@ -100,6 +101,12 @@ static prt_status parse_model(const char *config, HfModel *m)
         if (n < 0 || d.n[n].kind != JS_BOOL) st = ckpt_fail(PRT_ERR_FORMAT, "model_config: no boolean \"%s\"", bk[i]);
         else *bv[i] = d.n[n].count != 0;
     }
+    const char *ok[] = {"embed_scale", "norm_plus_one"};   /* absent: false (written since Gemma) */
+    bool *ov[] = {&m->embed_scale, &m->norm_plus_one};
+    for (int i = 0; !st && i < 2; i++) {
+        int n = js_get(&d, 0, ok[i]);
+        *ov[i] = n >= 0 && d.n[n].kind == JS_BOOL && d.n[n].count != 0;
+    }
     js_free(&d);
     return st;
 }
@@ -107,10 +114,10 @@ static prt_status parse_model(const char *config, HfModel *m)
 /* ---- the architecture ------------------------------------------------------- */
 
 /* ORDER HfArch */
-typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2 } HfArch;
+typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_GEMMA } HfArch;
 static const char *const ARCH_CLASS[] = { "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                          "MixtralForCausalLM", "GPT2LMHeadModel" };
-static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral", "gpt2" };
+                                          "MixtralForCausalLM", "GPT2LMHeadModel", "GemmaForCausalLM" };
+static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral", "gpt2", "gemma" };
 
 #define REFUSE(...) return ckpt_fail(PRT_ERR_UNSUPPORTED, __VA_ARGS__)
 
@@ -120,10 +127,25 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
 {
     if (m->uniform[0]) REFUSE("not one repeated block (%s): a Hugging Face config describes every block alike", m->uniform);
     if (m->rope_scaling) REFUSE("rope_scaling: not written to config.json yet, and an export without it would change the model");
-    if (!strcmp(m->act, "geglu"))
-        REFUSE("act geglu (Gemma): transformers' GemmaForCausalLM multiplies the embedding by sqrt(hidden_size) "
-               "and its RMSNorm computes x*(1+w); planc's runtime does neither, so no Gemma export is exact");
     if (!strcmp(m->final_norm, "none")) REFUSE("no final norm: every architecture written here has one");
+    if (!strcmp(m->act, "geglu")) {   /* Gemma: GeGLU (tanh GELU), sqrt(dim) embedding, x*(1+w) RMSNorm */
+        if (!m->embed_scale)
+            REFUSE("act geglu without embedding { scale sqrt_dim }: Gemma, the GeGLU architecture, multiplies "
+                   "the embedding by sqrt(hidden_size)");
+        if (!m->norm_plus_one)
+            REFUSE("act geglu without norm_plus_one true: Gemma, the GeGLU architecture, computes RMSNorm as x*(1+w)");
+        if (strcmp(m->position, "rope") || strcmp(m->attn_norm, "rmsnorm") || strcmp(m->ffn_norm, "rmsnorm") ||
+            strcmp(m->final_norm, "rmsnorm"))
+            REFUSE("act geglu with %s positions or layernorm: Gemma has RoPE and RMSNorm", m->position);
+        if (m->moe) REFUSE("moe with act geglu: Gemma has no experts");
+        if (strcmp(m->attn_bias, "none") || m->ffn_bias) REFUSE("biases with act geglu: Gemma has none");
+        if (m->window) REFUSE("sliding_window with act geglu: Gemma (1) attends to every earlier token");
+        if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
+        *arch = ARCH_GEMMA;
+        return PRT_OK;
+    }
+    if (m->embed_scale) REFUSE("embedding { scale sqrt_dim } without act geglu: only Gemma scales the embedding");
+    if (m->norm_plus_one) REFUSE("norm_plus_one without act geglu: only Gemma's RMSNorm computes x*(1+w)");
     if (!strcmp(m->position, "learned")) {   /* GPT-2 is the one learned-position architecture */
         if (strcmp(m->attn_norm, "layernorm") || strcmp(m->ffn_norm, "layernorm") || strcmp(m->final_norm, "layernorm"))
             REFUSE("learned positions with rmsnorm: GPT-2 (the learned-position architecture) uses LayerNorm");
@@ -224,6 +246,27 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         out[n++] = INFO("resid_pdrop", VF(m->dropout));
         out[n++] = INFO("embd_pdrop", VF(0.0));
         out[n++] = INFO("attn_pdrop", VF(m->dropout));
+        out[n++] = INFO("torch_dtype", VS(torch_dtype));
+        return n;
+    }
+    if (a == ARCH_GEMMA) {
+        out[n++] = REQ("vocab_size", VI(m->vocab));
+        out[n++] = REQ("hidden_size", VI(m->dim));
+        out[n++] = REQ("intermediate_size", VI(m->hidden));
+        out[n++] = REQ("num_hidden_layers", VI(m->blocks));
+        out[n++] = REQ("num_attention_heads", VI(m->heads));
+        out[n++] = REQ("num_key_value_heads", VI(m->kv));
+        out[n++] = REQ("head_dim", VI(m->hd));
+        out[n++] = INFO("hidden_act", VS("gelu_pytorch_tanh"));   /* transformers reads hidden_activation */
+        out[n++] = REQ("hidden_activation", VS("gelu_pytorch_tanh"));
+        out[n - 1].null_means_v = true;                          /* null: gelu_pytorch_tanh, with a warning */
+        out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq), false };
+        out[n++] = OPT("rms_norm_eps", VF(m->eps), VF(1e-6));
+        out[n++] = OPT("rope_theta", VF(m->rope_theta), VF(10000.0));
+        out[n++] = OPT("rope_scaling", VN, VN);
+        out[n++] = OPT("tie_word_embeddings", VB(m->tied), VB(true));
+        out[n++] = OPT("attention_bias", VB(false), VB(false));
+        out[n++] = INFO("attention_dropout", VF(m->dropout));
         out[n++] = INFO("torch_dtype", VS(torch_dtype));
         return n;
     }

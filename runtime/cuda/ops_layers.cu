@@ -430,6 +430,18 @@ extern "C" void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
     PRT_LAUNCH("prt_add_inplace", grid_for(n), 0, k_add, BF(dst), CBF(dst), CBF(src), n);
 }
 
+__global__ static void k_affine(bf *out, const bf *x, float a, float b, size_t n)
+{
+    size_t i = gtid();
+    if (i < n) out[i] = to_bf(a * ld(x, i) + b);
+}
+
+extern "C" void prt_affine(prt_act *out, const prt_act *x, float a, float b, size_t n)
+{
+    PRT_OP_ENTER("prt_affine");
+    PRT_LAUNCH("prt_affine", grid_for(n), 0, k_affine, BF(out), CBF(x), a, b, n);
+}
+
 __global__ static void k_grad_add(float *dst, const float *src, size_t n)
 {
     size_t i = gtid();

@@ -300,6 +300,10 @@ void prt_dropout_bwd(prt_act *dx, const prt_act *dy, const uint8_t *mask, float 
 void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n);
 /* dst += src, for gradients that meet (e.g. tied embeddings, branches). */
 void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n);
+/* out = a * x + b, n elements; out may alias x. Gemma's embedding scale
+ * (a = sqrt(C), b = 0, forward and backward alike) and its norm gain
+ * 1 + w (a = 1, b = 1), both exact in their roles. */
+void prt_affine(prt_act *out, const prt_act *x, float a, float b, size_t n);
 /* dst += src on fp32 gradients, n elements (zb-h1: a B pass's norm
  * gradients, kept aside, added into the layer's gradients by its W pass). */
 void prt_grad_add(float *dst, const float *src, size_t n);

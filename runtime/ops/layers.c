@@ -381,6 +381,13 @@ void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
         dst[i] += src[i];
 }
 
+void prt_affine(prt_act *out, const prt_act *x, float a, float b, size_t n)
+{
+    PRT_OP_ENTER("prt_affine");
+    for (size_t i = 0; i < n; i++)
+        out[i] = a * x[i] + b;
+}
+
 void prt_grad_add(float *dst, const float *src, size_t n)
 {
     PRT_OP_ENTER("prt_grad_add");

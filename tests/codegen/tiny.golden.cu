@@ -48,7 +48,7 @@ static const char *const MODEL_NAME = "tiny";   /* a resume checks the checkpoin
 static const char *const PLAN_HASH = "fnv1a64:6a50d09ad9c579ff"; /* of the tensors' names and shapes, recorded in checkpoints */
 /* the model's hyperparameters (planc's JSON), recorded in checkpoints: planrt-ckpt export-hf
  * writes a Hugging Face config.json from them, --init-from checks one against them */
-static const char *const MODEL_CONFIG = "{\"format\": 1, \"vocab\": 256, \"seq\": 64, \"dim\": 64, \"dtype\": \"fp32\", \"blocks\": 4, \"position\": \"learned\", \"rope_theta\": 10000, \"rope_scaling\": false, \"heads\": 4, \"kv_heads\": 4, \"head_dim\": 16, \"window\": 0, \"attn_norm\": \"layernorm\", \"attn_bias\": \"all\", \"ffn\": \"mlp\", \"hidden\": 256, \"act\": \"gelu\", \"ffn_norm\": \"layernorm\", \"ffn_bias\": true, \"experts\": 0, \"top_k\": 0, \"shared\": 0, \"capacity_factor\": 0, \"aux_loss\": 0, \"final_norm\": \"layernorm\", \"tied\": false, \"norm_eps\": 1.0000000000000001e-05, \"dropout\": 0, \"uniform\": \"\"}";
+static const char *const MODEL_CONFIG = "{\"format\": 1, \"vocab\": 256, \"seq\": 64, \"dim\": 64, \"dtype\": \"fp32\", \"blocks\": 4, \"position\": \"learned\", \"rope_theta\": 10000, \"rope_scaling\": false, \"heads\": 4, \"kv_heads\": 4, \"head_dim\": 16, \"window\": 0, \"attn_norm\": \"layernorm\", \"attn_bias\": \"all\", \"ffn\": \"mlp\", \"hidden\": 256, \"act\": \"gelu\", \"ffn_norm\": \"layernorm\", \"ffn_bias\": true, \"experts\": 0, \"top_k\": 0, \"shared\": 0, \"capacity_factor\": 0, \"aux_loss\": 0, \"final_norm\": \"layernorm\", \"tied\": false, \"norm_eps\": 1.0000000000000001e-05, \"dropout\": 0, \"embed_scale\": false, \"norm_plus_one\": false, \"uniform\": \"\"}";
 static const double MODEL_FLOPS = 1.50995e+09;  /* model FLOPs of one step, all ranks (Megatron counting) */
 static const double PEAK_FLOPS = 1.25e+10;   /* dense peak FLOP/s of one device, cpu (fp32): MFU's denominator */
 /* AdamW: lr, min_lr (lr/10), warm-up, cosine horizon (train.steps; main sets --steps), beta1, beta2,
@@ -235,6 +235,8 @@ static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
  * the residual stream, the norms and the pipeline transfers hold NL rows.
  * NL = N: every TP rank holds every row.
  */
+
+#define GAIN(L) W((L)->ln_w)
 
 static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
 {

@@ -4,7 +4,7 @@ with the standard library alone (no torch, no safetensors package).
 
   hfdir.py make ARCH OUT_DIR [--dtype f32|bf16] [--shards N] [--vocab V] [--drop NAME]
                               [--set KEY=JSON] [--unset KEY]
-      a config.json of ARCH (llama, mistral, qwen2, mixtral, gpt2) for the
+      a config.json of ARCH (llama, mistral, qwen2, mixtral, gpt2, gemma) for the
       tiny models of tests/hf/roundtrip.sh and random weights under
       transformers' names: model.safetensors, or N shards with
       model.safetensors.index.json. --drop leaves a tensor out, --set
@@ -34,6 +34,13 @@ def config(arch, vocab, dtype):
         return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": vocab,
                 "n_positions": SEQ, "n_embd": DIM, "n_layer": BLOCKS, "n_head": HEADS, "n_inner": 4 * DIM,
                 "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+                "tie_word_embeddings": True, "torch_dtype": torch_dtype}
+    if arch == "gemma":
+        return {"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "vocab_size": vocab,
+                "hidden_size": DIM, "intermediate_size": FFN, "num_hidden_layers": BLOCKS,
+                "num_attention_heads": HEADS, "num_key_value_heads": KV, "head_dim": HD,
+                "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+                "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
                 "tie_word_embeddings": True, "torch_dtype": torch_dtype}
     cls = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
            "mixtral": "MixtralForCausalLM"}[arch]
@@ -83,7 +90,8 @@ def tensors(arch, vocab):
         else:
             t += [(h + "mlp.gate_proj.weight", [FFN, DIM]), (h + "mlp.up_proj.weight", [FFN, DIM]),
                   (h + "mlp.down_proj.weight", [DIM, FFN])]
-    return t + [("model.norm.weight", [DIM]), ("lm_head.weight", [vocab, DIM])]
+    t.append(("model.norm.weight", [DIM]))
+    return t if arch == "gemma" else t + [("lm_head.weight", [vocab, DIM])]   # Gemma: tied
 
 
 def numel(shape):

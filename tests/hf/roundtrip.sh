@@ -4,7 +4,10 @@
 # standard library alone) starts a planc run on a non-trivial layout with
 # --steps 0 (load, reshard, save, export: no step), and the exported
 # directory must hold the same tensors bit for bit (fp32 and bf16
-# sources, one file and sharded). Then the refusals: a config.json field
+# sources, one file and sharded); a run of one step from it must log the
+# loss transformers' modeling code gives that batch (tests/hf/reference.py,
+# a plain-Python forward: RoPE's rotate_half, GQA, Conv1D, Gemma, Mixtral's
+# routing), to 1e-5 relative. Then the refusals: a config.json field
 # that differs from the plan's (named, with both values), a missing tensor
 # (named), models no architecture computes exactly (export-hf exits 2
 # naming the feature), a checkpoint without model_config.
@@ -59,8 +62,12 @@ model tinygpt2 {
 }
 EOF
         ;;
-    gemma)   # GeGLU: Gemma's MLP, refused on export
-        model llama | sed -e 's/tinyllama/tinygemma/' -e 's/act swiglu/act geglu/' ;;
+    gemma)   # Gemma: GeGLU, the embedding times sqrt(dim), RMSNorm x*(1+w), tied head
+        model llama | sed -e 's/tinyllama/tinygemma/' -e 's/act swiglu/act geglu/' -e 's/tied false/tied true/' \
+            -e 's/dtype fp32;/dtype fp32; norm_eps 1e-6; norm_plus_one true;/' \
+            -e 's/position rope/position rope; scale sqrt_dim/' ;;
+    geglu)   # GeGLU without Gemma's normalizer and norm: refused on export
+        model llama | sed -e 's/tinyllama/tinygeglu/' -e 's/act swiglu/act geglu/' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
     esac
@@ -93,6 +100,17 @@ trip() {
     else
         bad "$name: round trip"; sed 's/^/    /' "$work/$name.same"
     fi
+    # the same weights train: step 1's loss is transformers' loss of that batch (reference.py)
+    local ref got
+    ref=$(python3 "$root/tests/hf/reference.py" "$work/$name.src" "$root/examples/data/sample.txt" 7 4 16)
+    if (cd "$work" && $mpirun -np "$np" "./$name.exe" --steps 1 --init-from "$name.src" --log-json "$name.l1" \
+            > "$name.l1.log" 2>&1) &&
+       got=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["loss"])' "$work/$name.l1") &&
+       python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-5 * abs(b))' "$got" "$ref"; then
+        ok "$name: first loss $got, reference.py (transformers' formulas, plain Python) $ref"
+    else
+        bad "$name: first loss ${got:-?}, reference.py (transformers' formulas, plain Python) $ref"; tail -5 "$work/$name.l1.log" | sed 's/^/    /'
+    fi
 }
 
 trip llama-dp2tp2-zero1 llama 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 3"
@@ -104,6 +122,8 @@ trip gpt2-dp2tp2-zero1 gpt2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4
 trip gpt2-pp2 gpt2 2 "pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16 --set n_inner=null" bf16
 trip mixtral-dp2ep2 mixtral 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
 trip mixtral-tp2 mixtral 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
+trip gemma-dp2tp2-zero1 gemma 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
+trip gemma-pp2-zero3 gemma 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32"
 
 # train { init "DIR" }: the plan's default of --init-from (relative to the working directory)
 if plan llama-init llama 2 "tp 2; micro_batch 1; global_batch 4;" 'init "llama-dp2-zero3.src";' &&
@@ -159,15 +179,15 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in gemma shared; do
+for m in geglu shared; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
-expect_fail export-gemma 2 "act geglu (Gemma)" "$ckpt" export-hf gemma.ck gemma.out
+expect_fail export-geglu 2 "act geglu without embedding { scale sqrt_dim }" "$ckpt" export-hf geglu.ck geglu.out
 expect_fail export-shared-experts 2 "shared experts (1): Mixtral has none" "$ckpt" export-hf shared.ck shared.out
-[ -e "$work/gemma.out/config.json" ] && bad "export-gemma: a refused export wrote config.json"
-expect_fail export-hf-before-training 1 "act geglu (Gemma)" \
-    $mpirun -np 1 ./gemma.exe --steps 2 --save gemma2.ck --export-hf gemma2.out
+[ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
+expect_fail export-hf-before-training 1 "act geglu without embedding" \
+    $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out
 grep -q "^step" "$work/export-hf-before-training.err" && bad "export-hf-before-training: it trained before refusing"
 
 # a checkpoint from before issue 28: no model_config in its index

@@ -105,11 +105,28 @@ moe_model="model tinymoe {
     norm    { kind layernorm }
     lm_head { tied false }
 }"
+# `gemma;` (issue 28): Gemma's layers at tiny's width (GeGLU, sqrt(dim)
+# embedding scale, x*(1+w) RMSNorm, tied head).
 # `wide;` (issue 27): FP8 blockwise's 128 tiles inside a TP shard on tp 2: a
 # 2-block model of dim 256 with 2 heads of 128 and an MLP of 512 (shards of
 # 128 and 256)
 wide=false
 case "$body" in *wide\;*) wide=true; body=${body//wide;/} ;; esac
+# `gemma;` (issue 28): tiny's width with Gemma's layers: GeGLU, the embedding
+# times sqrt(dim), RMSNorm x*(1+w) with w starting at 0, a tied head
+gemma=false
+case "$body" in *gemma\;*) gemma=true; body=${body//gemma;/} ;; esac
+gemma_model='model tinygemma {
+    vocab 256;  seq 64;  dtype fp32;  norm_eps 1e-6;  norm_plus_one true;
+    embedding { dim 64; position rope; scale sqrt_dim }
+    repeat 4 {
+        attention { heads 4; kv_heads 2; norm rmsnorm; bias false }
+        mlp       { hidden 128; act geglu; norm rmsnorm; bias false }
+    }
+    norm    { kind rmsnorm }
+    lm_head { tied true }
+}'
+
 wide_model='model tinywide {
     vocab 256;  seq 64;  dtype fp32;
     embedding { dim 256 }
@@ -121,6 +138,7 @@ wide_model='model tinywide {
     lm_head { tied false }
 }'
 if [ "$wide" = true ]; then llama=true; llama_model=$wide_model; fi
+if [ "$gemma" = true ]; then llama=true; llama_model=$gemma_model; fi
 if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
 if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi
 {
