@@ -4,8 +4,8 @@
 test-hf's second opinion on planc's own exporter (planrt-ckpt export-hf,
 written in C): it maps a consolidated planc model (planrt-ckpt consolidate
 ... --skip opt) of the six architectures to transformers' names and layouts
-from planc's documented conventions alone (Gemma's and GPT-2's extra rules
-at export_gemma and export_gpt2):
+from planc's documented conventions alone (GPT-2's extra rule at
+export_gpt2):
 
   layers.<2b+1>.attn.qkv   rows [Q heads; K heads; V heads] (H*D, Hkv*D, Hkv*D)
   layers.<2b+1>.attn.out   the output projection
@@ -21,7 +21,6 @@ so test-hf can load planc's weights in transformers even where the C
 exporter is missing, and can compare the two exports tensor by tensor.
 """
 import json
-import math
 import os
 import sys
 
@@ -75,18 +74,11 @@ def export_llama(p, cfg):
 
 def export_gemma(p, cfg):
     """Gemma's RMSNorm scales by (1 + w) and its embedding output by
-    sqrt(width); planc's program does neither. Exactly the same model: every
-    norm's w - 1, the table divided by sqrt(width) (transformers multiplies
-    it back), and, since the head is that table, the final norm's weight
-    times sqrt(width) (its (1 + w) = sqrt(width) w')."""
-    out = export_llama(p, cfg)
-    scale = math.sqrt(cfg["hidden_size"])
-    for k in out:
-        if k.endswith("layernorm.weight"):
-            out[k] = out[k] - 1.0
-    out["model.embed_tokens.weight"] = p["wte.weight"] / scale
-    out["model.norm.weight"] = p["norm.weight"] * scale - 1.0
-    return out
+    sqrt(width). planc's Gemma plans say so (`norm_plus_one true`,
+    `embedding { scale sqrt_dim }`, what `planc import` writes for a Gemma
+    config), so planc's weights are transformers' as they are: the Llama
+    mapping, tied."""
+    return export_llama(p, cfg)
 
 
 def export_mixtral(p, cfg):
