@@ -758,11 +758,10 @@ prt_status prt_hf_export(const char *dir, const char *out_dir, const char *dtype
     config_json(&cj, a, f, nf);
     if (!st) st = cj.oom ? ckpt_fail(PRT_ERR_NOMEM, "out of memory") : write_text(out_dir, "config.json", cj.s, cj.len);
     if (!st) {
-        /* greedy by default: planc's vocabularies name no special tokens */
-        char gen[160];
-        int n = snprintf(gen, sizeof gen, "{\n  \"_from_model_config\": true,\n  \"do_sample\": false,\n  \"max_length\": %lld\n}\n",
-                         (long long)m.seq);
-        st = write_text(out_dir, "generation_config.json", gen, (size_t)n);
+        /* greedy by default; no max_length (a caller's max_new_tokens decides) and no
+         * special tokens: planc's vocabularies name none */
+        static const char gen[] = "{\n  \"_from_model_config\": true,\n  \"do_sample\": false\n}\n";
+        st = write_text(out_dir, "generation_config.json", gen, sizeof gen - 1);
     }
 done:
     free(cj.s);
