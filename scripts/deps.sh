@@ -1,8 +1,12 @@
 #!/bin/sh
-# deps.sh: install the Debian packages planc needs, only those that are missing.
-# Called by `make demo` and `make test`, so a fresh Debian 12 machine needs
-# nothing but these two commands. Safe to run again: it does nothing when all
-# packages are present.
+# deps.sh [hf]: install the Debian packages planc needs, only those that are
+# missing. Called by `make demo` and `make test`, so a fresh Debian 12 machine
+# needs nothing but these two commands. Safe to run again: it does nothing when
+# all packages are present.
+#
+# Optional groups, installed only when named:
+#   hf  Debian's CPU PyTorch and the Python modules transformers takes from
+#       Debian, for `make test-hf` (scripts/hf-env.sh; about 600 MB, 35 s here)
 set -eu
 
 # clang + libclang-rt-14-dev: `make fuzz` (libFuzzer, ASan, UBSan runtimes);
@@ -12,6 +16,13 @@ set -eu
 PKGS="make gcc flex bison libcmocka-dev libopenmpi-dev openmpi-bin \
 libopenblas-dev pkg-config python3 clang libclang-rt-14-dev strace libjansson-dev \
 man-db groff-base"
+
+for group in "$@"; do
+    case $group in
+        hf) PKGS="$PKGS python3-torch python3-venv python3-numpy python3-yaml python3-requests" ;;
+        *) echo "deps: unknown group '$group' (known: hf)" >&2; exit 2 ;;
+    esac
+done
 
 missing=""
 for p in $PKGS; do

@@ -10,3 +10,28 @@ TEST_TARGETS += test-hf-roundtrip
 test-hf-roundtrip: $(PLANC) $(LIBPRT) $(PLANRT_CKPT)
 	@./scripts/make-data.sh
 	timeout 600 tests/hf/roundtrip.sh $(BUILD)
+
+# tests/hf.mk: `make test-hf` (issue 28, item 4): planc's runs checked by the
+# real transformers library for a tiny model of each of six architectures
+# (llama mistral qwen2 gemma mixtral gpt2), trained on 4 CPU ranks (dp 2 x
+# tp 2, ZeRO-1; Mixtral ep 2): planc's forward against transformers', the
+# exported directory loaded strictly (any missing or unexpected key is an
+# error), the reverse from save_pretrained (tests/hf/run.sh says each check).
+#
+# scripts/hf-env.sh installs Debian's python3-torch (1.13.1) and, in a venv
+# under build/, transformers 4.49.0 with its pinned dependencies
+# (tests/hf/requirements.txt): 46 s and 770 MB the first time (606 MiB of
+# Debian packages, a 163 MB venv), nothing and no network after. Without
+# PyPI or Debian's mirror the target fails and says so.
+# `make test-hf HF_ARCHS="llama gpt2"` runs some of the architectures.
+HF_VENV  := $(patsubst %/san,%,$(BUILD))/venv-hf
+HF_ARCHS ?= llama mistral qwen2 gemma mixtral gpt2
+HF_CKPT  := $(PLANRT_CKPT)
+
+.PHONY: test-hf hf-env
+TEST_TARGETS += test-hf
+hf-env:
+	@scripts/hf-env.sh $(HF_VENV)
+
+test-hf: $(PLANC) $(LIBPRT) $(HF_CKPT) hf-env
+	MPIRUN="$(MPIRUN)" tests/hf/run.sh $(PLANC) $(HF_CKPT) $(HF_VENV) $(abspath $(BUILD))/hf $(HF_ARCHS)

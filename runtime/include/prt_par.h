@@ -501,6 +501,7 @@ typedef struct {
     const char *data;         /* --data PATH */
     const char *log_json;     /* --log-json PATH */
     const char *dump_params;  /* --dump-params PATH (tests: final weights) */
+    const char *dump_logits;  /* --dump-logits PATH: the run's first step's logits, PATH.rank-R per rank (tests: test-hf) */
     const char *save;         /* --save DIR: checkpoints under DIR/step-N */
     long        save_every;   /* --save-every K: also every K steps (0: at the end only) */
     const char *resume;       /* --resume DIR: continue from its newest checkpoint */

@@ -115,6 +115,7 @@ const char *prt_usage(void)
     return "usage: mpirun -np N ./EXE [--steps S] [--data PATH] [--log-json PATH]\n"
            "                          [--save DIR [--save-every K]] [--resume DIR]\n"
            "                          [--export PATH] [--timeout S] [--dump-params PATH]\n"
+           "                          [--dump-logits PATH]\n"
            "                          [--trace PATH [--trace-step K]] [--mem-report PATH] [--dry-run]\n"
            "  N must be dp x tp x cp x pp of the plan the program was built from.\n"
            "  --steps S           total steps of the run, resumed or not (default: train.steps)\n"
@@ -133,6 +134,9 @@ const char *prt_usage(void)
            "  --timeout S         a collective or transfer without progress for S seconds\n"
            "                      fails and ends the job (default: PLANRT_TIMEOUT_S, else 300)\n"
            "  --dump-params PATH  after training, write every parameter, whole, to PATH\n"
+           "  --dump-logits PATH  the logits of the run's first step (a resumed run's next):\n"
+           "                      each last-stage rank writes its vocabulary slice of its\n"
+           "                      sequences to PATH.rank-RRRRR\n"
            "  --trace PATH        write step K's measured timeline (Chrome trace JSON) to PATH\n"
            "  --trace-step K      the step --trace records, 0-based (default: the last)\n"
            "  --mem-report PATH   one JSON line per rank: the peak of live bytes counted by\n"
@@ -169,6 +173,7 @@ prt_status prt_args_parse(int argc, char **argv, long steps, const char *data,
         if (!strcmp(a, "--data")) dst = &out->data;
         else if (!strcmp(a, "--log-json")) dst = &out->log_json;
         else if (!strcmp(a, "--dump-params")) dst = &out->dump_params;
+        else if (!strcmp(a, "--dump-logits")) dst = &out->dump_logits;
         else if (!strcmp(a, "--save")) dst = &out->save;
         else if (!strcmp(a, "--resume")) dst = &out->resume;
         else if (!strcmp(a, "--export")) dst = &out->export_path;

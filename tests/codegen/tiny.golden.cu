@@ -189,6 +189,7 @@ static struct {
     prt_args   args;
     prt_adamw_cfg opt; /* ADAMW, its cosine decay ending with the run (--steps) */
     long       step;   /* 0-based */
+    long       step0;  /* the first step this run computes (a resumed run's is not 0) */
     int        mb;     /* the micro-batch being computed */
     double     loss_sum;
 } R;
@@ -393,6 +394,38 @@ static void final_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     norm_bwd(L, d, S.tmp, a->x, a->mean, a->rstd);
 }
 
+/* --dump-logits PATH: the logits of the first step this run computes (step
+ * 1, or a resumed run's next) as this rank computed them, so a test can hold them element by element against another
+ * implementation (make test-hf: transformers). Each last-stage rank appends
+ * to PATH.rank-RRRRR (its world rank), per micro-batch, a header of 8
+ * little-endian uint64 — LOGITS_MAGIC, the global index of the micro-batch's
+ * first sequence, B, T, the first vocabulary column of its slice, the slice's
+ * columns VL, V, the bytes of an element (sizeof(prt_act): 4 fp32, 2 bf16) —
+ * then the (B*T, VL) values, row-major. Columns from V on are padding. The
+ * first micro-batch of the step truncates the file, so a run writes it anew. */
+#include <stdio.h>
+#include <stdlib.h>
+#define LOGITS_MAGIC 0x31544f474c545250ull   /* "PRTLGOT1" read as little-endian */
+static void dump_logits(const LayerActs *a)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s.rank-%05d", R.args.dump_logits, R.c->rank);
+    FILE *f = fopen(path, R.mb == 0 ? "wb" : "ab");
+    size_t bytes = N * VL * sizeof(prt_act);
+    void *host = malloc(bytes);
+    const uint64_t head[8] = { LOGITS_MAGIC, prt_batch_seq0(R.data, R.mb), B, T, vocab0(), VL, V,
+                               sizeof(prt_act) };
+    bool ok = f && host && prt_copy_to_host(host, a->logits, bytes) == PRT_OK &&
+              fwrite(head, sizeof head, 1, f) == 1 && fwrite(host, bytes, 1, f) == 1;
+    if (f && fclose(f) != 0) ok = false;
+    free(host);
+    if (!ok) {   /* one rank's failure: it ends the job, naming the file */
+        char call[4200];
+        snprintf(call, sizeof call, "--dump-logits: writing %s", path);
+        prt_run_fail(R.c, call, PRT_ERR_IO);
+    }
+}
+
 /* Logits and cross-entropy, vocab-parallel (Megatron): this rank computes
  * the logits of its vocabulary slice only; the softmax needs the row
  * maximum and the sum of exponentials over all slices, so two all-reduces
@@ -405,6 +438,7 @@ static void lm_head_fwd(const LayerSpec *L, LayerActs *a)
     const prt_act *in = a->x;
     CHECK(prt_batch_load(R.data, R.step, R.mb, NULL, a->tok));
     prt_linear_fwd(a->logits, in, W(L->w1), NULL, N, C, VL);            /* (N, VL): this rank's slice */
+    if (R.args.dump_logits && R.step == R.step0) dump_logits(a);        /* before xent_bwd overwrites them */
     prt_xent_max(a->mx, a->logits, N, VL, vocab0(), V);                 /* columns >= V: padding, masked */
     CHECK(prt_all_reduce(R.c->tp, a->mx, a->mx, N, PRT_FP32, PRT_MAX)); /* TP: row maximum over all slices */
     prt_xent_sumexp(a->se, a->tgt, a->logits, a->mx, a->tok, N, VL, vocab0(), V);
@@ -844,6 +878,7 @@ int main(int argc, char **argv)
     if (R.args.resume) resume();
     if (!R.args.init_from && !R.args.resume) R.args.init_from = INIT_FROM;   /* train.init, if any */
     if (R.args.init_from) init_from();
+    R.step0 = R.step;   /* --dump-logits writes this step's logits */
     if (R.args.resume && R.step >= R.args.steps)   /* a run that has nothing to do says so */
         prt_log_note(R.log, "nothing to train: the checkpoint has done %ld steps and --steps is %ld "
                      "(give a larger --steps to continue)\n", R.step, R.args.steps);
