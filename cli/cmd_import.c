@@ -156,7 +156,10 @@ static json_t *hf_get(HfConfig *c, const char *key)
 
 static void wrong_type(HfConfig *c, const char *key, const char *want, const json_t *v)
 {
-    dsl_error(c->d, key_loc(c, key), "'%s': expected %s, got %s", key, want, json_kind(v));
+    if (json_is_number(v))   /* the right kind, a value out of range: say the value */
+        dsl_error(c->d, key_loc(c, key), "'%s': expected %s, got %.17g", key, want, json_number_value(v));
+    else
+        dsl_error(c->d, key_loc(c, key), "'%s': expected %s, got %s", key, want, json_kind(v));
     c->failed = true;
 }
 
@@ -214,6 +217,21 @@ static double hf_num(HfConfig *c, const char *key, double def, const char *what)
     char want[160];
     snprintf(want, sizeof want, "a positive number: %s", what);
     if (!json_is_number(v) || !(json_number_value(v) > 0)) {
+        wrong_type(c, key, want, v);
+        return def;
+    }
+    return json_number_value(v);
+}
+
+/* A number key that may be 0 (a coefficient that switches its term off),
+ * def when absent or null. */
+static double hf_num0(HfConfig *c, const char *key, double def, const char *what)
+{
+    json_t *v = hf_get(c, key);
+    if (!v || json_is_null(v)) return def;
+    char want[160];
+    snprintf(want, sizeof want, "a number >= 0: %s", what);
+    if (!json_is_number(v) || !(json_number_value(v) >= 0)) {
         wrong_type(c, key, want, v);
         return def;
     }
@@ -468,7 +486,7 @@ static void read_mixtral(HfConfig *c, ImportModel *m)
     read_mistral(c, m);
     m->experts = hf_int(c, "num_local_experts", 0, "the experts of each MoE layer");
     m->top_k = hf_int(c, "num_experts_per_tok", 0, "the experts each token is routed to");
-    m->aux_loss = hf_num(c, "router_aux_loss_coef", 0.001, "the load-balancing loss coefficient");
+    m->aux_loss = hf_num0(c, "router_aux_loss_coef", 0.001, "the load-balancing loss coefficient");
     if (!c->failed && m->top_k > m->experts) {
         dsl_error(c->d, key_loc(c, "num_experts_per_tok"),
                   "'num_experts_per_tok': expected at most num_local_experts %lld", (long long)m->experts);

@@ -19,6 +19,7 @@ torchtitan's async TP) and said otherwise.
 usage: tests/test_bridges.py PLANC
 """
 import json
+import re
 import os
 import shlex
 import subprocess
@@ -182,6 +183,12 @@ bad.update(num_experts_per_tok=9)
 rc, out, err = run("import", write("mixtral-topk.json", json.dumps(bad)))
 check("mixtral num_experts_per_tok 9 > 8: exit 2 naming the key",
       rc == 2 and "num_experts_per_tok" in err and out == "", err)
+rc, out, err = variant("mixtral-noaux.json", "mixtral-8x7b.json", router_aux_loss_coef=0.0)
+check("mixtral router_aux_loss_coef 0 (no balance loss) imports as aux_loss 0",
+      rc == 0 and re.search(r"\baux_loss 0\n", out.split("moe {")[1]) is not None, out[:400] + err)
+rc, out, err = variant("mixtral-negaux.json", "mixtral-8x7b.json", router_aux_loss_coef=-0.5)
+check("mixtral router_aux_loss_coef -0.5: exit 2 saying the value",
+      rc == 2 and "router_aux_loss_coef" in err and "got -0.5" in err, err)
 
 # Qwen2 with the window on from block 20: two repeat groups, 8 blocks slide
 q = json.load(open(os.path.join(DATA, "qwen2-7b.json")))

@@ -295,6 +295,11 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         if (m->window) {
             out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
             out[n++] = OPT("max_window_layers", VI(0), VI(28));   /* every layer slides */
+        } else {
+            /* written null so transformers does not take its 4096 and warn on
+               every load; not checked: Qwen2's own configs carry a window
+               that use_sliding_window false switches off */
+            out[n++] = INFO("sliding_window", VN);
         }
     }
     if (a == ARCH_MIXTRAL) {
