@@ -378,6 +378,8 @@ static void set_features(Cg *g)
     set_feature(g, "DROPOUT", plan_model_dropout(m));   /* planner/model.c counts its masks: the same rule */
     set_feature(g, "CONTEXT_PARALLEL", plan_cp(l) > 1);   /* attention over the CP group (prt_cp_attention_*) */
     set_feature(g, "FP8", plan_fp8_on(&g->p->software));   /* planner/fp8.c: FP8_LINEAR[] */
+    set_feature(g, "FP8_DELAYED", plan_fp8_on(&g->p->software) &&   /* amax histories (FP8_HISTORY[]) */
+                g->p->software.fp8.recipe == PLAN_FP8_DELAYED);
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -939,8 +941,8 @@ static void emit_rebuilt(Cg *g)
  * linears run in FP8, asked of the planner's one rule (plan_fp8_layer). */
 static void emit_fp8(Cg *g)
 {
-    static const char *const prt_recipes[PLAN_N_FP8_RECIPES] = {   /* ORDER PlanFp8Recipe; delayed refused */
-        "?", "PRT_FP8_TENSORWISE", "PRT_FP8_ROWWISE", "PRT_FP8_BLOCKWISE", "PRT_FP8_MXFP8", "?" };
+    static const char *const prt_recipes[PLAN_N_FP8_RECIPES] = {   /* ORDER PlanFp8Recipe */
+        "?", "PRT_FP8_TENSORWISE", "PRT_FP8_ROWWISE", "PRT_FP8_BLOCKWISE", "PRT_FP8_MXFP8", "PRT_FP8_DELAYED" };
     const PlanFp8 *f = &g->p->software.fp8;
     const Model *m = &g->p->model;
     out(g, "/* fp8 %s, %s:\n"
@@ -954,7 +956,11 @@ static void emit_fp8(Cg *g)
     out(g, "static const bool FP8_LINEAR[N_LAYERS] = {");
     for (int i = 0; i < m->n_layers; i++)
         out(g, "%s%s", i ? ", " : " ", plan_fp8_layer(g->p, &m->layers[i]) ? "true" : "false");
-    out(g, " };\n\n");
+    out(g, " };\n");
+    if (f->recipe == PLAN_FP8_DELAYED)   /* the template's FP8_HISTORY[]: amaxes kept per tensor role */
+        out(g, "/* recipe delayed: each linear's x, W and dY keep their last amax_history amaxes */\n"
+               "enum { FP8_AMAX_HISTORY_LEN = %lld };\n", (long long)f->amax_history);
+    out(g, "\n");
 }
 
 /* The layer table: parameter ids by role and this rank's dimensions. */
@@ -1510,7 +1516,8 @@ static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, con
     }
 }
 
-/* FP8 (issue 27) as the program runs it: every recipe but delayed, and
+/* FP8 (issue 27) as the program runs it: every recipe (delayed with its
+ * amax histories, one scale per tensor as tensorwise), and
  * blockwise / mxfp8 tiles that never straddle a TP split (a tile cut by
  * the split would take its scale over part of itself on each rank, and
  * layouts would scale apart): each TP shard's width, a QKV piece (q, k
@@ -1521,12 +1528,6 @@ static void fp8_runtime_key(const Plan *p, const Layout *l, const char **key, co
 {
     const PlanFp8 *f = &p->software.fp8;
     if (!plan_fp8_on(&p->software)) return;
-    if (f->recipe == PLAN_FP8_DELAYED) {
-        *key = "fp8 delayed";
-        *what = "its amax histories per tensor role, reduced over dp and updated once per step, are not "
-                "generated yet (use tensorwise, rowwise, blockwise or mxfp8)";
-        return;
-    }
     long long tile = f->recipe == PLAN_FP8_BLOCKWISE ? 128 : f->recipe == PLAN_FP8_MXFP8 ? 32 : 0;
     if (!tile || l->tp == 1) return;
     const Model *m = &p->model;

@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8,
+ * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -100,6 +100,9 @@
 #endif
 #ifndef FP8
 #define FP8 0
+#endif
+#ifndef FP8_DELAYED
+#define FP8_DELAYED 0
 #endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
@@ -229,6 +232,9 @@ static const bool REBUILT[N_LAYERS] = { false, true, true, false, false };
 enum { FP8_HYBRID = 1 };
 static const prt_fp8_recipe FP8_RECIPE = PRT_FP8_TENSORWISE;
 static const bool FP8_LINEAR[N_LAYERS] = { false, true, true, false, false };
+#if FP8_DELAYED
+enum { FP8_AMAX_HISTORY_LEN = 16 };
+#endif
 #endif
 
 //@@ runtime
@@ -723,6 +729,10 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
  * split whole micro-batches, ZeRO-3 gathers whole weights, SP gathers the
  * rows before a GEMM), so a tensorwise scale of an activation is one
  * micro-batch's: the single-rank run must use the same micro_batch.
+ * Recipe delayed (FP8_DELAYED) casts with the scale of its tensor role's
+ * amax history instead and records the amax of its shard; the step's
+ * amaxes are MAX-reduced over every rank at the end of the step (below),
+ * so its scales are the whole global batch's on every layout.
  * The CPU target's alone: `planc build --target cuda` refuses an fp8 plan
  * (planrt's CUDA build has the casts but no FP8 GEMM yet). */
 #include <stdlib.h>
@@ -743,11 +753,75 @@ static bool fp8_block_spans(const prt_fp8_cfg *cfg, Fp8Split split)
     return false;   /* blockwise, mxfp8: tiles inside a shard (emit checks the widths) */
 }
 
+#if FP8_DELAYED
+/* ---- delayed scaling (recipe delayed) ---------------------------------------
+ * Transformer Engine's DelayedScaling (v2.20: transformer_engine/common/
+ * recipe/__init__.py and delayed_scaling.cu's amax_and_scale_update):
+ * every FP8 tensor has a window of its last amax_history_len amaxes; a
+ * step's casts use the scale computed at the end of the step before,
+ * (fp8_max * 2^-margin) / max(window) ("max" algorithm, margin 0), the
+ * previous scale when that max is 0 or not finite, 1 before any step.
+ * Here a tensor is a role of one linear: its input x, its weight W and its
+ * output gradient dY (FP8_HISTORY[], index fp8_hist), E4M3 or, for dY
+ * under format hybrid, E5M2 (max 448, 57344).
+ *
+ * Where this differs from TE, for layout invariance: TE reduces a forward
+ * amax over its amax_reduction_group (the DP x TP group by default) and
+ * updates the histories after every forward (each micro-batch, in
+ * autocast's exit). Here a step records the max over all its casts of a
+ * role (every micro-batch, the forward's and the backward's casts of the
+ * same x or W, every recomputation) and the shards of each rank, and
+ * fp8_history_step MAX-reduces those over the whole world once the step is
+ * done, before it updates the histories: the amax pushed for step k is the
+ * global batch's on every layout (dp, tp, pp, ZeRO and the micro-batch
+ * split alike; stages that do not hold a layer add 0), and every rank
+ * holds the same histories, which world rank 0 writes into checkpoints
+ * (prt_fp8_state_save). Per-step, not per-micro-batch, updates are what
+ * makes the micro-batch count of a layout leave the scales unchanged. */
+enum { FP8_ROLE_X, FP8_ROLE_W, FP8_ROLE_DY, FP8_ROLES };
+enum { FP8_N_HIST = N_LAYERS * 2 * FP8_ROLES };   /* [layer][first or second linear][role] */
+static float FP8_AMAX_HISTORY[FP8_N_HIST][FP8_AMAX_HISTORY_LEN];
+static prt_fp8_history FP8_HISTORY[FP8_N_HIST];
+
+/* The history of role of L's first (col) or second linear. */
+static prt_fp8_history *fp8_hist(const LayerSpec *L, bool col, int role)
+{
+    return &FP8_HISTORY[((L - LAYERS) * 2 + (col ? 0 : 1)) * FP8_ROLES + role];
+}
+
+/* Empty windows and scale 1, TE's initial amax_history and scale. */
+static void fp8_history_init(void)
+{
+    for (int i = 0; i < FP8_N_HIST; i++)
+        CHECK(prt_fp8_history_init(&FP8_HISTORY[i], FP8_AMAX_HISTORY[i], FP8_AMAX_HISTORY_LEN));
+}
+
+/* The end of a step: every role's amax over the world, pushed, and the
+ * next step's scale in its format (the gradient's E5M2 under hybrid). */
+static void fp8_history_step(void)
+{
+    static float amax[FP8_N_HIST];
+    for (int i = 0; i < FP8_N_HIST; i++) amax[i] = FP8_HISTORY[i].pending;
+    CHECK(prt_all_reduce(R.c->world, amax, amax, FP8_N_HIST, PRT_FP32, PRT_MAX));
+    prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
+    for (int i = 0; i < FP8_N_HIST; i++) {
+        int role = i % FP8_ROLES;
+        FP8_HISTORY[i].pending = amax[i];
+        prt_fp8_history_update(&FP8_HISTORY[i], role == FP8_ROLE_X ? &cfg.act : role == FP8_ROLE_W ? &cfg.weight
+                                                                                                   : &cfg.grad);
+    }
+}
+#else
+#define fp8_hist(L, col, role) NULL   /* current scaling: no history */
+#endif
+
 /* t = x (rows, cols) quantised with blocks along k; t's codes and scales
  * are malloc'd (fp8_free). The amaxes are reduced over TP where a block
- * spans the split, so each rank casts its slice with the whole block's scale. */
+ * spans the split, so each rank casts its slice with the whole block's
+ * scale; recipe delayed casts with h's scale and records its shard's amax
+ * in h (reduced at the step's end). */
 static void fp8_quantize(prt_fp8_tensor *t, const float *x, const prt_fp8_cfg *cfg, prt_fp8_kdim k,
-                         size_t rows, size_t cols, Fp8Split split)
+                         size_t rows, size_t cols, Fp8Split split, prt_fp8_history *h)
 {
     CHECK(prt_fp8_grid_of(&t->g, cfg, rows, cols, k));
     t->fmt = cfg->fmt;
@@ -757,8 +831,13 @@ static void fp8_quantize(prt_fp8_tensor *t, const float *x, const prt_fp8_cfg *c
     float *amax = (float *)malloc(2 * nb * sizeof(float)), *scale = amax ? amax + nb : NULL;
     if (!t->q || !t->scale_inv || !amax) prt_run_fail(R.c, "malloc (fp8 operand)", PRT_ERR_NOMEM);
     prt_fp8_amax(amax, x, &t->g);
-    if (fp8_block_spans(cfg, split)) CHECK(prt_all_reduce(R.c->tp, amax, amax, nb, PRT_FP32, PRT_MAX));
-    prt_fp8_scales(scale, amax, nb, cfg);
+    if (cfg->recipe == PRT_FP8_DELAYED) {   /* one block: the tensor */
+        prt_fp8_history_record(h, amax[0]);
+        scale[0] = h->scale;
+    } else {
+        if (fp8_block_spans(cfg, split)) CHECK(prt_all_reduce(R.c->tp, amax, amax, nb, PRT_FP32, PRT_MAX));
+        prt_fp8_scales(scale, amax, nb, cfg);
+    }
     prt_fp8_cast(t, x, scale, cfg->mode);
     free(amax);
 }
@@ -777,8 +856,9 @@ static void fp8_linear_fwd(const LayerSpec *L, prt_act *out, const prt_act *x, c
     bool col = fp8_col(L, w);
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
     prt_fp8_tensor A, Bw;
-    fp8_quantize(&A, x, &cfg.act, PRT_FP8_K_COLS, n, k, col ? FP8_WHOLE : FP8_SPLIT_K);
-    fp8_quantize(&Bw, w, &cfg.weight, PRT_FP8_K_COLS, o, k, col ? FP8_SPLIT_MN : FP8_SPLIT_K);
+    fp8_quantize(&A, x, &cfg.act, PRT_FP8_K_COLS, n, k, col ? FP8_WHOLE : FP8_SPLIT_K, fp8_hist(L, col, FP8_ROLE_X));
+    fp8_quantize(&Bw, w, &cfg.weight, PRT_FP8_K_COLS, o, k, col ? FP8_SPLIT_MN : FP8_SPLIT_K,
+                 fp8_hist(L, col, FP8_ROLE_W));
     CHECK(prt_fp8_gemm(out, &A, false, &Bw, true, n, o, k, 0.0f));
     fp8_free(&A), fp8_free(&Bw);
     if (b)   /* the bias in fp32 after the GEMM (TE's epilogue) */
@@ -794,21 +874,26 @@ static void fp8_linear_bwd_input(const LayerSpec *L, prt_act *dx, const prt_act 
     bool col = fp8_col(L, w);
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
     prt_fp8_tensor A, Bw;
-    fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_COLS, n, o, col ? FP8_SPLIT_K : FP8_WHOLE);
-    fp8_quantize(&Bw, w, &cfg.weight, PRT_FP8_K_ROWS, o, k, col ? FP8_SPLIT_K : FP8_SPLIT_MN);
+    fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_COLS, n, o, col ? FP8_SPLIT_K : FP8_WHOLE,
+                 fp8_hist(L, col, FP8_ROLE_DY));
+    fp8_quantize(&Bw, w, &cfg.weight, PRT_FP8_K_ROWS, o, k, col ? FP8_SPLIT_K : FP8_SPLIT_MN,
+                 fp8_hist(L, col, FP8_ROLE_W));
     CHECK(prt_fp8_gemm(dx, &A, false, &Bw, false, n, k, o, 0.0f));
     fp8_free(&A), fp8_free(&Bw);
 }
 
 /* dw (o, k) += dout^T x: this GEMM's K is n, the tokens; db += the
  * column sums of dout in fp32. col: the first (column-parallel) linear. */
-static void fp8_dw(bool col, float *dw, float *db, const prt_act *dout, const prt_act *x,
+static void fp8_dw(const LayerSpec *L, bool col, float *dw, float *db, const prt_act *dout, const prt_act *x,
                    size_t n, size_t k, size_t o)
 {
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
     prt_fp8_tensor A, Bx;
-    fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_ROWS, n, o, col ? FP8_SPLIT_MN : FP8_WHOLE);
-    fp8_quantize(&Bx, x, &cfg.act, PRT_FP8_K_ROWS, n, k, col ? FP8_WHOLE : FP8_SPLIT_MN);
+    (void)L;   /* its histories alone (recipe delayed) */
+    fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_ROWS, n, o, col ? FP8_SPLIT_MN : FP8_WHOLE,
+                 fp8_hist(L, col, FP8_ROLE_DY));
+    fp8_quantize(&Bx, x, &cfg.act, PRT_FP8_K_ROWS, n, k, col ? FP8_WHOLE : FP8_SPLIT_MN,
+                 fp8_hist(L, col, FP8_ROLE_X));
     CHECK(prt_fp8_gemm(dw, &A, true, &Bx, false, o, k, n, 1.0f));
     fp8_free(&A), fp8_free(&Bx);
     if (db)
@@ -821,7 +906,7 @@ static void fp8_linear_bwd_weight(const LayerSpec *L, float *dw, float *db, cons
                                   const prt_act *x, size_t n, size_t k, size_t o)
 {
     if (!FP8_LINEAR[L - LAYERS]) { prt_linear_bwd_weight(dw, db, dout, x, n, k, o); return; }
-    fp8_dw(dw == G(L->w1), dw, db, dout, x, n, k, o);
+    fp8_dw(L, dw == G(L->w1), dw, db, dout, x, n, k, o);
 }
 #endif
 
@@ -831,7 +916,7 @@ static void fp8_linear_bwd(const LayerSpec *L, prt_act *dx, float *dw, float *db
 {
     if (!FP8_LINEAR[L - LAYERS]) { prt_linear_bwd(dx, dw, db, dout, x, w, n, k, o); return; }
     if (dx) fp8_linear_bwd_input(L, dx, dout, w, n, k, o);
-    fp8_dw(fp8_col(L, w), dw, db, dout, x, n, k, o);
+    fp8_dw(L, fp8_col(L, w), dw, db, dout, x, n, k, o);
 }
 #endif
 
@@ -2281,6 +2366,9 @@ static void save(void)
 #else
     CHECK(prt_model_save(R.m, R.args.save, R.step, &info, dir, sizeof dir));
 #endif
+#if FP8_DELAYED
+    CHECK(prt_fp8_state_save(R.c, dir, FP8_HISTORY, FP8_N_HIST));   /* the amax histories, beside the weights */
+#endif
     prt_log_note(R.log, "saved %s\n", dir);
 }
 
@@ -2297,6 +2385,10 @@ static void resume(void)
     if (prt_model_load(R.m, R.args.resume, &info, &R.step, dir, sizeof dir))
 #endif
         prt_run_stop(R.c);   /* every rank took rank 0's verdict */
+#if FP8_DELAYED
+    if (prt_fp8_state_load(R.c, dir, FP8_HISTORY, FP8_N_HIST))   /* refused without them: other scales */
+        prt_run_stop(R.c);
+#endif
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
 }
 
@@ -2368,6 +2460,9 @@ int main(int argc, char **argv)
     if (R.args.export_hf && prt_model_check_hf(MODEL_CONFIG))   /* refused before the first step, not after the last */
         prt_run_stop(R.c);
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
+#if FP8_DELAYED
+    fp8_history_init();
+#endif
     if (R.args.resume) resume();
     if (!R.args.init_from && !R.args.resume) R.args.init_from = INIT_FROM;   /* train.init, if any */
     if (R.args.init_from) init_from();
@@ -2393,6 +2488,9 @@ int main(int argc, char **argv)
         train_step();
         CHECK(prt_pipe_flush(R.pipe));
         CHECK(prt_ops_sync());   /* the step's one device sync: a failed op ends the run here, naming it */
+#if FP8_DELAYED
+        fp8_history_step();   /* the step's amaxes over the world into the histories: next step's scales */
+#endif
         R.step++;   /* steps done: the data of step k is a function of (SEED, k - 1) */
 #if CONTEXT_PARALLEL
         CHECK(prt_log_step_end(R.log, R.step, R.loss_sum, (double)GLOBAL_BATCH * SEQ,

@@ -59,10 +59,21 @@ endif
 
 # ---- FP8 training in the generated CPU program ---------------------------------
 # test-fp8-train (tests/fp8/train.sh): emit's FP8 refusals (blockwise tiles a
-# TP split would cut, recipe delayed; build --target cuda), then tiny's model
-# 50 steps on one rank with each recipe, every loss within 3e-3 of fp32's
-# (about 35 s). The layouts under FP8 are test-invariance's fp8-* rows.
+# TP split would cut; build --target cuda), then tiny's model 50 steps on
+# one rank with each recipe, delayed included, every loss within 3e-3 of
+# fp32's (about 40 s). The layouts under FP8 are test-invariance's fp8-* rows.
 .PHONY: test-fp8-train
 TEST_TARGETS += test-fp8-train
 test-fp8-train: $(PLANC) $(LIBPRT) $(CG_DATA)
 	MPIRUN="$(MPIRUN)" tests/fp8/train.sh $(PLANC) $(abspath $(BUILD))/fp8-train
+
+# test-fp8-delayed (tests/fp8/delayed.sh): recipe delayed's amax histories
+# in checkpoints — a resume at step 3 equals the uninterrupted 8 steps
+# (losses, weights, histories byte for byte), dp 2 x tp 2 x pp 2's step-1
+# histories are the one-rank run's within 1e-5, its checkpoint resumes on
+# one rank, and checkpoints without the histories or with another
+# amax_history are refused (about 25 s).
+.PHONY: test-fp8-delayed
+TEST_TARGETS += test-fp8-delayed
+test-fp8-delayed: $(PLANC) $(LIBPRT) $(CG_DATA)
+	MPIRUN="$(MPIRUN)" tests/fp8/delayed.sh $(PLANC) $(abspath $(BUILD))/fp8-delayed

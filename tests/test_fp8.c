@@ -357,6 +357,71 @@ static void test_delayed_scales(void **state)
     assert_int_equal(q[1], prt_fp8_encode(-168.0f, PRT_FP8_E4M3, PRT_FP8_SAT));
 }
 
+/* DELAYED against Transformer Engine's kernel written out independently
+ * (v2.20, transformer_engine/common/recipe/delayed_scaling.cu,
+ * amax_and_scale_update_impl::kernel, amax_compute_algo "max"): TE keeps
+ * amax_history[0] as the current step's amax, takes amax = max over all
+ * amax_history_len entries, then rolls the array (entry i takes i + 1's,
+ * the last takes the current one, entry 0 is zeroed for the next step);
+ * scale = (fp8_max * 2^-margin) / amax when amax is finite and > 0, else
+ * the previous scale, FLT_MAX when the quotient overflows. The quotient is
+ * formed here in double and rounded once (correctly rounded, as fp32's
+ * division). 300 steps of random amaxes (zeros, tiny values whose scale
+ * overflows, inf, NaN, several casts a step), both formats, margins 0 and
+ * 1, windows 1, 5 and 16: every step's scale bit for bit. */
+typedef struct { float h[16]; size_t len; float scale; } TeHistory;
+
+static void te_record(TeHistory *t, float amax) { t->h[0] = fmaxf(t->h[0], amax); }
+
+static float te_update(TeHistory *t, float fp8_max, int margin)
+{
+    float scaled_max = fp8_max * powf(2.0f, (float)-margin), amax = 0.0f, rolled[16];
+    for (size_t i = 0; i < t->len; i++) {
+        float a = i < t->len - 1 ? t->h[i + 1] : t->h[0];
+        amax = fmaxf(amax, a);
+        rolled[i] = i > 0 ? a : 0.0f;
+    }
+    memcpy(t->h, rolled, t->len * sizeof(float));
+    float s = isfinite(amax) && amax > 0 ? (float)((double)scaled_max / (double)amax) : t->scale;
+    t->scale = isinf(s) ? FLT_MAX : s;
+    return t->scale;
+}
+
+static void test_delayed_vs_te(void **state)
+{
+    (void)state;
+    static const size_t lens[] = { 1, 5, 16 };
+    uint64_t x = 12345;
+    for (int f = 0; f < 2; f++)
+        for (int margin = 0; margin < 2; margin++)
+            for (size_t li = 0; li < 3; li++) {
+                prt_fp8_format fmt = f ? PRT_FP8_E5M2 : PRT_FP8_E4M3;
+                prt_fp8_cfg c = prt_fp8_cfg_default(PRT_FP8_DELAYED, fmt, false);
+                c.margin = margin;
+                float buf[16];
+                prt_fp8_history h;
+                assert_int_equal(prt_fp8_history_init(&h, buf, lens[li]), PRT_OK);
+                TeHistory te = { .len = lens[li], .scale = 1.0f };
+                for (int step = 0; step < 300; step++) {
+                    int casts = 1 + step % 3;
+                    for (int k = 0; k < casts; k++) {
+                        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                        unsigned r = (unsigned)(x >> 40) % 100;
+                        float a = r < 8 ? 0.0f : r < 10 ? 1e-38f : r < 11 ? INFINITY : r < 12 ? NAN
+                                                                               : ldexpf((float)(x >> 41 & 0xFFFFF) + 1.0f, (int)(x >> 33 & 31) - 30);
+                        prt_fp8_history_record(&h, a);
+                        te_record(&te, a);
+                    }
+                    float got = prt_fp8_history_update(&h, &c), want = te_update(&te, prt_fp8_max(fmt), margin);
+                    if (memcmp(&got, &want, sizeof got)) {
+                        fprintf(stderr, "fmt %d margin %d len %zu step %d: scale %a, TE %a\n", f, margin, lens[li],
+                                step, (double)got, (double)want);
+                        fail();
+                    }
+                }
+            }
+}
+
 /* ---- quantisation error -----------------------------------------------------
  * For y = x * scale, |decode(encode(y)) - y| is at most half an ulp of y in
  * the format (2^-(m+1) |y| for normals, 2^(emin-m-1) below), plus the
@@ -716,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_blockwise_grid),
         cmocka_unit_test(test_mx_scales),
         cmocka_unit_test(test_delayed_scales),
+        cmocka_unit_test(test_delayed_vs_te),
         cmocka_unit_test(test_quant_error),
         cmocka_unit_test(test_shard_invariance),
         cmocka_unit_test(test_scaled_gemm),

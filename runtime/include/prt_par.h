@@ -224,6 +224,15 @@ prt_status prt_model_load(prt_model *m, const char *path, const prt_save_info *i
 prt_status prt_model_load_pair(prt_model *m, prt_model *peer, const char *path,
                                const prt_save_info *info, long *step, char *dir_out, size_t cap);
 
+/* FP8 recipe delayed's state (issue 27): the n amax histories (every rank
+ * holds the same, all of length h[0].len) as DIR/fp8_delayed.txt of the
+ * step directory prt_model_save wrote, by world rank 0; loading reads it
+ * back exactly on every rank and refuses (PRT_ERR_FORMAT, naming the
+ * checkpoint) one without the file or with another count or length.
+ * Collective over the world. */
+prt_status prt_fp8_state_save(prt_ctx *c, const char *dir, const prt_fp8_history *h, size_t n);
+prt_status prt_fp8_state_load(prt_ctx *c, const char *dir, prt_fp8_history *h, size_t n);
+
 /* World rank 0 writes the checkpoint ROOT/step-<step> consolidated into one
  * safetensors file at path, without the optimizer state ("opt." tensors):
  * the model alone, whole tensors under their global names. Collective. */

@@ -3,16 +3,17 @@
 #
 # 1. Refusals: emit names what the program cannot run in FP8 — blockwise
 #    tiles a TP split would cut (tiny's attention shards are 32 wide, its
-#    tiles 128), recipe delayed (no amax histories in the program yet) —
-#    and `build --target cuda` refuses an fp8 plan (no cuBLASLt FP8 GEMM).
+#    tiles 128) — and `build --target cuda` refuses an fp8 plan (no
+#    cuBLASLt FP8 GEMM). Recipe delayed is emitted (its `emit` output holds
+#    the amax histories: checked below).
 # 2. Training: tiny's model (examples/tiny.plan, dtype bf16 for the FP8
 #    rule, make-plan.sh) trains STEPS steps on one rank in fp32 and with
-#    each recipe the program runs (tensorwise, rowwise, blockwise, mxfp8;
-#    tensorwise again with first_last_bf16);
+#    each recipe the program runs (tensorwise, rowwise, blockwise, mxfp8,
+#    delayed with amax_history 16; tensorwise again with first_last_bf16);
 #    every FP8 step's loss must lie within MARGIN (relative) of the fp32
 #    run's, and somewhere differ from it (the FP8 GEMMs ran). Measured over
 #    50 steps, micro_batch 8 (docs/planner.md): the largest relative difference is
-#    8.1e-4 (tensorwise; rowwise 2.5e-4, blockwise 2.8e-4, mxfp8 5.0e-4,
+#    8.1e-4 (tensorwise; rowwise 2.5e-4, blockwise 2.8e-4, mxfp8 5.0e-4, delayed 7.2e-4,
 #    tensorwise with first_last_bf16 7.7e-4),
 #    so MARGIN 3e-3 leaves about 4x.
 #
@@ -37,7 +38,14 @@ refuse() {
 }
 refuse blockwise-tp2 2 "tp 2; micro_batch 8; fp8 { recipe blockwise }" \
     "fp8 blockwise with tp 2: .*layer 1 (attention) has a TP shard 32 wide, not a multiple of the 128-element tile"
-refuse delayed 1 "micro_batch 8; fp8 { recipe delayed }" "fp8 delayed: planc's runtime cannot honour it"
+# recipe delayed: emitted, with its history length and the histories' step update
+"$mkplan" "$dir/delayed-emit.plan" 1 "micro_batch 8; fp8 { recipe delayed; amax_history 16 }"
+rc=0; "$planc" emit "$dir/delayed-emit.plan" -o "$dir/delayed-emit.c" 2> "$dir/delayed-emit.err" || rc=$?
+if [ $rc = 0 ] && grep -q "FP8_RECIPE = PRT_FP8_DELAYED" "$dir/delayed-emit.c" &&
+   grep -q "enum { FP8_AMAX_HISTORY_LEN = 16 }" "$dir/delayed-emit.c" && grep -q "fp8_history_step();" "$dir/delayed-emit.c" &&
+   grep -q "prt_fp8_state_save" "$dir/delayed-emit.c"; then
+    echo "ok   delayed: emitted with FP8_AMAX_HISTORY_LEN 16, the step's history update and its checkpoint state"
+else echo "FAIL delayed: emit exit $rc or the program lacks the histories:"; cat "$dir/delayed-emit.err"; fails=$((fails + 1)); fi
 # the CUDA library beside this planc (a SAN=1 tree builds none: no nvcc there)
 if [ -e "$(dirname "$planc")/../lib/libplanrt_cuda.a" ]; then
     "$mkplan" "$dir/cuda.plan" 1 "micro_batch 8; fp8 { recipe tensorwise }"
@@ -50,10 +58,11 @@ fi
 
 # Build fp32 and every recipe, two compilers at a time; train two at a time.
 # tensorwise-fl: tensorwise with first_last_bf16 (the first and last block's linears not in FP8)
-recipes="tensorwise rowwise blockwise mxfp8 tensorwise-fl"
+recipes="tensorwise rowwise blockwise mxfp8 delayed tensorwise-fl"
 for r in fp32 $recipes; do
     body="dp 1; tp 1; pp 1; zero 0; micro_batch 8; schedule 1f1b;"
     case $r in fp32) ;; *-fl) body="$body fp8 { recipe ${r%-fl}; first_last_bf16 true }" ;;
+                     delayed) body="$body fp8 { recipe delayed; amax_history 16 }" ;;
                      *) body="$body fp8 { recipe $r }" ;; esac
     "$mkplan" "$dir/$r.plan" 1 "$body"
     echo $r
