@@ -332,9 +332,10 @@ static void set_features(Cg *g)
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
-        bias = 0, window = 0;
+        bias = 0, window = 0, qk_norm = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
+        qk_norm += plan_layer_qk_norm_params(m, L) > 0;
         bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;   /* the MLP's activation code */
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
         if (L->kind == LAYER_ATTENTION || ffn || L->kind == LAYER_NORM)
@@ -378,6 +379,7 @@ static void set_features(Cg *g)
     set_feature(g, "DROPOUT", plan_model_dropout(m));   /* planner/model.c counts its masks: the same rule */
     set_feature(g, "CONTEXT_PARALLEL", plan_cp(l) > 1);   /* attention over the CP group (prt_cp_attention_*) */
     set_feature(g, "FP8", plan_fp8_on(&g->p->software));   /* planner/fp8.c: FP8_LINEAR[] */
+    set_feature(g, "QK_NORM", qk_norm > 0);   /* some attention's q/k norm: QK_NORM_W[] */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -688,8 +690,10 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
                       const char *split, int nparts, const size_t *part, const char *init,
                       double std)
 {
-    /* under SP a norm's gain and bias see this rank's rows only */
-    bool tp_sum = g->l.sequence_parallel == 1 && g->l.tp > 1 && strstr(name, "norm.") != NULL;
+    /* under SP a norm's gain and bias see this rank's rows only; a q/k
+     * norm's gains this rank's heads only, under any TP */
+    bool qk = strstr(name, ".q_norm.") != NULL || strstr(name, ".k_norm.") != NULL;
+    bool tp_sum = g->l.tp > 1 && (qk || (g->l.sequence_parallel == 1 && strstr(name, "norm.") != NULL));
     int tp = g->l.tp;
     char shard[64];
     uint64_t local = (uint64_t)rows * cols / (strcmp(split, "PRT_REPLICATED") ? (uint64_t)tp : 1);
@@ -856,6 +860,12 @@ static int emit_params(Cg *g, bool write)
             param_row(g, &id, nm, i, C, q, "PRT_SPLIT_COLS", 0, one, "PRT_INIT_NORMAL", sr);
             if (L->bias && !L->qkv_bias_only) { snprintf(nm, sizeof nm, "layers.%d.attn.out.bias", i);
                            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (L->qk_norm == QK_NORM_RMSNORM) {   /* Qwen3's q_norm, k_norm: (d) gains, start at 1 */
+                snprintf(nm, sizeof nm, "layers.%d.attn.q_norm.weight", i);
+                param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+                snprintf(nm, sizeof nm, "layers.%d.attn.k_norm.weight", i);
+                param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            }
             break;
         }
         case LAYER_MLP: {
@@ -957,6 +967,26 @@ static void emit_fp8(Cg *g)
     out(g, " };\n\n");
 }
 
+/* The q/k norm (`qk_norm rmsnorm`): each layer's q gain id, its k gain
+ * the next (emit_params' order: after the output projection's weight and
+ * bias); -1 where the layer has none. */
+static void emit_qk_norm(Cg *g)
+{
+    const Model *m = &g->p->model;
+    out(g, "/* The q gain of each attention layer's q/k norm (its k gain: the next id); -1: none */\n"
+           "static const int QK_NORM_W[N_LAYERS] = {");
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        int id = -1;
+        if (plan_layer_qk_norm_params(m, L) > 0) {
+            bool ln = L->norm == NORM_LAYERNORM;
+            id = g->pfirst[i] + 1 + ln + 1 + (L->bias ? 1 : 0) + 1 + (L->bias && !L->qkv_bias_only ? 1 : 0);
+        }
+        out(g, "%s%d", i ? ", " : " ", id);
+    }
+    out(g, " };\n\n");
+}
+
 /* The layer table: parameter ids by role and this rank's dimensions. */
 static void emit_layers(Cg *g)
 {
@@ -1046,6 +1076,7 @@ static void emit_layers(Cg *g)
     out(g, " };\n\n");
     if (feature(g, "RECOMPUTE_SOME", 14) == 1) emit_rebuilt(g);
     if (feature(g, "FP8", 3) == 1) emit_fp8(g);
+    if (feature(g, "QK_NORM", 7) == 1) emit_qk_norm(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -1613,10 +1644,10 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         what = "prt_rope_inv_freq wants factor >= 1, low_freq_factor > 0, high_freq_factor > "
                "low_freq_factor, beta_fast > beta_slow > 0 and original_max_position > 0";
     }
-    for (int i = 0; !key && i < p->model.n_layers; i++)
-        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].qk_norm != QK_NORM_NONE) {
-            key = "qk_norm rmsnorm";
-            what = "its attention rotates q and k as the QKV projection gives them, with no norm of each head";
+    for (int i = 0; !key && p->model.norm_plus_one && i < p->model.n_layers; i++)
+        if (plan_layer_qk_norm_params(&p->model, &p->model.layers[i]) > 0) {
+            key = "qk_norm rmsnorm with norm_plus_one";
+            what = "its q/k norm scales by the gain w itself (Qwen3), not by 1 + w (Gemma 3)";
         }
     if (!key) fp8_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     if (!key && plan_cp(l) > 1) cp_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
