@@ -1233,8 +1233,13 @@ static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *bu
                                g->l.zero && grad_ranks(&g->l) > 1 ? "this rank's shard" : "all of this rank's parameters"); break;
     case OP_SYNC_PARAMS: snprintf(buf, n, "ZeRO-%d: all-gather the updated shards over DP", g->l.zero); break;
     case OP_SP_NORM_REDUCE:
-        snprintf(buf, n, "TP (%d ranks): all-reduce the norm weights' gradients: under sequence "
-                 "parallelism each TP rank saw only its 1/%d of the rows", g->l.tp, g->l.tp); break;
+        if (g->l.sequence_parallel != 1)   /* the Program has it for the q/k norm alone */
+            snprintf(buf, n, "TP (%d ranks): all-reduce the q/k norm gains' gradients: each TP rank "
+                     "normalised only its own heads", g->l.tp);
+        else
+            snprintf(buf, n, "TP (%d ranks): all-reduce the norm weights' gradients: under sequence "
+                     "parallelism each TP rank saw only its 1/%d of the rows", g->l.tp, g->l.tp);
+        break;
     case OP_EMBED_REDUCE:
         snprintf(buf, n, "first + last stage (2 ranks): all-reduce the tied word-embedding gradient, "
                  "so wte and its lm_head copy take the same update"); break;
