@@ -534,9 +534,10 @@ static void emit_model_config(Cg *g)
     if (A)
         k += snprintf(j + k, sizeof j - (size_t)k,
             "\"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"window\": %lld, \"attn_norm\": \"%s\", "
-            "\"attn_bias\": \"%s\", ",
+            "\"attn_bias\": \"%s\", \"qk_norm\": \"%s\", ",
             (long long)A->heads, (long long)A->kv_heads, (long long)plan_head_dim(m, A), (long long)A->window,
-            norm[A->norm], !A->bias ? "none" : A->qkv_bias_only ? "qkv" : "all");
+            norm[A->norm], !A->bias ? "none" : A->qkv_bias_only ? "qkv" : "all",
+            A->qk_norm == QK_NORM_RMSNORM ? "rmsnorm" : "none");
     if (F)
         k += snprintf(j + k, sizeof j - (size_t)k,
             "\"ffn\": \"%s\", \"hidden\": %lld, \"act\": \"%s\", \"ffn_norm\": \"%s\", \"ffn_bias\": %s, "
