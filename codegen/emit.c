@@ -332,9 +332,10 @@ static void set_features(Cg *g)
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
-        bias = 0, window = 0;
+        bias = 0, window = 0, qk_norm = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
+        qk_norm += plan_layer_qk_norm_params(m, L) > 0;
         bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;   /* the MLP's activation code */
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
         if (L->kind == LAYER_ATTENTION || ffn || L->kind == LAYER_NORM)
@@ -380,6 +381,7 @@ static void set_features(Cg *g)
     set_feature(g, "FP8", plan_fp8_on(&g->p->software));   /* planner/fp8.c: FP8_LINEAR[] */
     set_feature(g, "FP8_DELAYED", plan_fp8_on(&g->p->software) &&   /* amax histories (FP8_HISTORY[]) */
                 g->p->software.fp8.recipe == PLAN_FP8_DELAYED);
+    set_feature(g, "QK_NORM", qk_norm > 0);   /* some attention's q/k norm: QK_NORM_W[] */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -534,9 +536,10 @@ static void emit_model_config(Cg *g)
     if (A)
         k += snprintf(j + k, sizeof j - (size_t)k,
             "\"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"window\": %lld, \"attn_norm\": \"%s\", "
-            "\"attn_bias\": \"%s\", ",
+            "\"attn_bias\": \"%s\", \"qk_norm\": \"%s\", ",
             (long long)A->heads, (long long)A->kv_heads, (long long)plan_head_dim(m, A), (long long)A->window,
-            norm[A->norm], !A->bias ? "none" : A->qkv_bias_only ? "qkv" : "all");
+            norm[A->norm], !A->bias ? "none" : A->qkv_bias_only ? "qkv" : "all",
+            A->qk_norm == QK_NORM_RMSNORM ? "rmsnorm" : "none");
     if (F)
         k += snprintf(j + k, sizeof j - (size_t)k,
             "\"ffn\": \"%s\", \"hidden\": %lld, \"act\": \"%s\", \"ffn_norm\": \"%s\", \"ffn_bias\": %s, "
@@ -690,8 +693,10 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
                       const char *split, int nparts, const size_t *part, const char *init,
                       double std)
 {
-    /* under SP a norm's gain and bias see this rank's rows only */
-    bool tp_sum = g->l.sequence_parallel == 1 && g->l.tp > 1 && strstr(name, "norm.") != NULL;
+    /* under SP a norm's gain and bias see this rank's rows only; a q/k
+     * norm's gains this rank's heads only, under any TP */
+    bool qk = strstr(name, ".q_norm.") != NULL || strstr(name, ".k_norm.") != NULL;
+    bool tp_sum = g->l.tp > 1 && (qk || (g->l.sequence_parallel == 1 && strstr(name, "norm.") != NULL));
     int tp = g->l.tp;
     char shard[64];
     uint64_t local = (uint64_t)rows * cols / (strcmp(split, "PRT_REPLICATED") ? (uint64_t)tp : 1);
@@ -858,6 +863,12 @@ static int emit_params(Cg *g, bool write)
             param_row(g, &id, nm, i, C, q, "PRT_SPLIT_COLS", 0, one, "PRT_INIT_NORMAL", sr);
             if (L->bias && !L->qkv_bias_only) { snprintf(nm, sizeof nm, "layers.%d.attn.out.bias", i);
                            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (L->qk_norm == QK_NORM_RMSNORM) {   /* Qwen3's q_norm, k_norm: (d) gains, start at 1 */
+                snprintf(nm, sizeof nm, "layers.%d.attn.q_norm.weight", i);
+                param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+                snprintf(nm, sizeof nm, "layers.%d.attn.k_norm.weight", i);
+                param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            }
             break;
         }
         case LAYER_MLP: {
@@ -963,6 +974,26 @@ static void emit_fp8(Cg *g)
     out(g, "\n");
 }
 
+/* The q/k norm (`qk_norm rmsnorm`): each layer's q gain id, its k gain
+ * the next (emit_params' order: after the output projection's weight and
+ * bias); -1 where the layer has none. */
+static void emit_qk_norm(Cg *g)
+{
+    const Model *m = &g->p->model;
+    out(g, "/* The q gain of each attention layer's q/k norm (its k gain: the next id); -1: none */\n"
+           "static const int QK_NORM_W[N_LAYERS] = {");
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        int id = -1;
+        if (plan_layer_qk_norm_params(m, L) > 0) {
+            bool ln = L->norm == NORM_LAYERNORM;
+            id = g->pfirst[i] + 1 + ln + 1 + (L->bias ? 1 : 0) + 1 + (L->bias && !L->qkv_bias_only ? 1 : 0);
+        }
+        out(g, "%s%d", i ? ", " : " ", id);
+    }
+    out(g, " };\n\n");
+}
+
 /* The layer table: parameter ids by role and this rank's dimensions. */
 static void emit_layers(Cg *g)
 {
@@ -1052,6 +1083,7 @@ static void emit_layers(Cg *g)
     out(g, " };\n\n");
     if (feature(g, "RECOMPUTE_SOME", 14) == 1) emit_rebuilt(g);
     if (feature(g, "FP8", 3) == 1) emit_fp8(g);
+    if (feature(g, "QK_NORM", 7) == 1) emit_qk_norm(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -1208,8 +1240,13 @@ static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *bu
                                g->l.zero && grad_ranks(&g->l) > 1 ? "this rank's shard" : "all of this rank's parameters"); break;
     case OP_SYNC_PARAMS: snprintf(buf, n, "ZeRO-%d: all-gather the updated shards over DP", g->l.zero); break;
     case OP_SP_NORM_REDUCE:
-        snprintf(buf, n, "TP (%d ranks): all-reduce the norm weights' gradients: under sequence "
-                 "parallelism each TP rank saw only its 1/%d of the rows", g->l.tp, g->l.tp); break;
+        if (g->l.sequence_parallel != 1)   /* the Program has it for the q/k norm alone */
+            snprintf(buf, n, "TP (%d ranks): all-reduce the q/k norm gains' gradients: each TP rank "
+                     "normalised only its own heads", g->l.tp);
+        else
+            snprintf(buf, n, "TP (%d ranks): all-reduce the norm weights' gradients: under sequence "
+                     "parallelism each TP rank saw only its 1/%d of the rows", g->l.tp, g->l.tp);
+        break;
     case OP_EMBED_REDUCE:
         snprintf(buf, n, "first + last stage (2 ranks): all-reduce the tied word-embedding gradient, "
                  "so wte and its lm_head copy take the same update"); break;
@@ -1614,10 +1651,10 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         what = "prt_rope_inv_freq wants factor >= 1, low_freq_factor > 0, high_freq_factor > "
                "low_freq_factor, beta_fast > beta_slow > 0 and original_max_position > 0";
     }
-    for (int i = 0; !key && i < p->model.n_layers; i++)
-        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].qk_norm != QK_NORM_NONE) {
-            key = "qk_norm rmsnorm";
-            what = "its attention rotates q and k as the QKV projection gives them, with no norm of each head";
+    for (int i = 0; !key && p->model.norm_plus_one && i < p->model.n_layers; i++)
+        if (plan_layer_qk_norm_params(&p->model, &p->model.layers[i]) > 0) {
+            key = "qk_norm rmsnorm with norm_plus_one";
+            what = "its q/k norm scales by the gain w itself (Qwen3), not by 1 + w (Gemma 3)";
         }
     if (!key) fp8_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     if (!key && plan_cp(l) > 1) cp_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);

@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED,
+ * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -103,6 +103,9 @@
 #endif
 #ifndef FP8_DELAYED
 #define FP8_DELAYED 0
+#endif
+#ifndef QK_NORM
+#define QK_NORM 0
 #endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
@@ -236,6 +239,9 @@ static const bool FP8_LINEAR[N_LAYERS] = { false, true, true, false, false };
 enum { FP8_AMAX_HISTORY_LEN = 16 };
 #endif
 #endif
+#if QK_NORM
+static const int QK_NORM_W[N_LAYERS] = { -1, 0, -1, -1, -1 };
+#endif
 
 //@@ runtime
 /* ---- what a micro-batch keeps -------------------------------------------- */
@@ -252,6 +258,10 @@ typedef struct {
     prt_act *att;                     /* (B, h, T, T) softmax probabilities */
 #endif
     prt_act *a;                       /* (N, inner) second linear's input */
+#if QK_NORM
+    prt_act *qkin; float *qkr;        /* (N, (h + hkv) d), (N, h + hkv): the q/k norm's input and
+                                         fp32 rstd (attention with qk_norm; else NULL) */
+#endif
 #if SPLIT_BWD
     prt_act *dh, *dy;                 /* zb-h1: output gradients kept for the weight pass */
     float   *gln;                     /* zb-h1: the B pass's norm gradients (gain, bias), fp32,
@@ -484,10 +494,89 @@ static void norm_bwd(const LayerSpec *L, prt_act *dx, const prt_act *dout, const
 }
 #endif
 
+#if QK_NORM
+/* ---- q/k norm (Qwen3's q_norm and k_norm, the model's `qk_norm rmsnorm`):
+ * an RMSNorm of each query and key head's d values (epsilon NORM_EPS)
+ * between the QKV projection and RoPE, one gain of d for the query heads
+ * and one for the key heads, shared by all of them. Every TP rank holds
+ * both gains whole and normalises its own heads only, so its gain
+ * gradients are partial sums over TP: PARAMS marks them tp_sum and the
+ * step's SP_NORM_REDUCE sums them (as sequence parallelism's norms). */
+
+/* The id of layer L's q gain (its k gain's is the next), -1: no q/k norm. */
+static int qk_gain(const LayerSpec *L) { return QK_NORM_W[L - LAYERS]; }
+
+/* Elements of the pre-norm q and k layer L keeps: N rows of (h + hkv) d. */
+static size_t qk_numel(const LayerSpec *L)
+{
+    return qk_gain(L) >= 0 ? N * (size_t)(L->h + L->hkv) * (size_t)L->d : 0;
+}
+
+#if RECOMPUTE_FULL
+/* The largest of them, or (stats) of their rstd, one per head and row:
+ * the buffers a rebuilt layer shares (1: none). */
+static size_t qk_numel_max(bool stats)
+{
+    size_t n = 1;
+    for (int i = 0; i < N_LAYERS; i++) {
+        const LayerSpec *L = &LAYERS[i];
+        size_t k = L->kind == ATTENTION ? qk_numel(L) : 0;
+        if (stats && k) k /= (size_t)L->d;
+        if (k > n) n = k;
+    }
+    return n;
+}
+#endif
+
+/* In place on qkv (a->h) after the QKV projection; keeps the input and
+ * rstd in a->qkin, a->qkr. */
+static void qk_norm_fwd(const LayerSpec *L, LayerActs *a)
+{
+    int q = qk_gain(L);
+    if (q < 0) return;
+    prt_qk_norm_fwd(a->h, a->qkin, a->qkr, W(q), W(q + 1), N, (size_t)L->h, (size_t)L->hkv, (size_t)L->d,
+                    NORM_EPS);                                          /* q/k norm, per head */
+}
+
+/* In place on dqkv's q and k parts (after RoPE's backward); the gains'
+ * gradients (this rank's heads) accumulate into dwq, dwk. */
+static void qk_norm_bwd_to(const LayerSpec *L, const LayerActs *a, prt_act *dqkv, float *dwq, float *dwk)
+{
+    int q = qk_gain(L);
+    prt_qk_norm_bwd(dqkv, dwq, dwk, a->qkin, W(q), W(q + 1), a->qkr, N, (size_t)L->h, (size_t)L->hkv,
+                    (size_t)L->d);
+}
+
+#if USES_BWD
+static void qk_norm_bwd(const LayerSpec *L, const LayerActs *a, prt_act *dqkv)
+{
+    int q = qk_gain(L);
+    if (q >= 0) qk_norm_bwd_to(L, a, dqkv, G(q), G(q + 1));
+}
+#endif
+#endif
+
 #if SPLIT_BWD
 /* Elements of a layer's norm gradients: the gain's C, the bias's C if it
  * has one (planner/model.c's zb-h1 act_split counts 4 bytes each). */
 static size_t norm_grad_numel(const LayerSpec *L) { return L->ln_b >= 0 ? 2 * C : C; }
+
+#if QK_NORM
+/* ... and a->gln's whole: the q and k gains' d each after them. */
+static size_t gln_numel(const LayerSpec *L) { return norm_grad_numel(L) + (qk_gain(L) >= 0 ? 2 * (size_t)L->d : 0); }
+
+/* zb-h1's B: the q/k norm's backward, its gain gradients into a->gln
+ * after the norm's (the bucket stays closed until W). */
+static void qk_norm_bwd_kept(const LayerSpec *L, LayerActs *a, prt_act *dqkv)
+{
+    if (qk_gain(L) < 0) return;
+    float *g = a->gln + norm_grad_numel(L);
+    CHECK(prt_zero(g, 2 * (size_t)L->d * sizeof(float)));
+    qk_norm_bwd_to(L, a, dqkv, g, g + L->d);
+}
+#else
+static size_t gln_numel(const LayerSpec *L) { return norm_grad_numel(L); }
+#endif
 
 /* zb-h1's B: the norm's backward with its gain and bias gradients into
  * a->gln, not the gradient bucket: writing the bucket in B would open it
@@ -503,6 +592,13 @@ static void norm_grads_add(const LayerSpec *L, const LayerActs *a)
 {
     prt_grad_add(G(L->ln_w), a->gln, C);
     if (L->ln_b >= 0) prt_grad_add(G(L->ln_b), a->gln + C, C);
+#if QK_NORM
+    if (L->kind == ATTENTION && qk_gain(L) >= 0) {   /* the q and k gains' */
+        const float *g = a->gln + norm_grad_numel(L);
+        prt_grad_add(G(qk_gain(L)), g, (size_t)L->d);
+        prt_grad_add(G(qk_gain(L) + 1), g + L->d, (size_t)L->d);
+    }
+#endif
 }
 #endif
 
@@ -966,6 +1062,9 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel QKV */
+#if QK_NORM
+    qk_norm_fwd(L, a);                                                  /* q/k norm, before RoPE */
+#endif
 #if ROPE && CONTEXT_PARALLEL
     prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS, SEQ, CP,
                     R.c->coord.cp);                                     /* rotary, at global positions */
@@ -1073,6 +1172,9 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #elif ROPE
     prt_rope_bwd(S.dh, B, T, h, hkv, hs, &ROPE_PARAMS);
 #endif
+#if QK_NORM
+    qk_norm_bwd(L, a, S.dh);                                            /* q/k norm: gains partial over TP */
+#endif
 #if RECOMPUTE_LN
     norm_rebuilt(L, a);                                                 /* layernorm: its output again */
 #endif
@@ -1113,6 +1215,9 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_rope_cp_bwd(a->dh, B, T, h, hkv, hs, &ROPE_PARAMS, SEQ, CP, R.c->coord.cp);
 #elif ROPE
     prt_rope_bwd(a->dh, B, T, h, hkv, hs, &ROPE_PARAMS);
+#endif
+#if QK_NORM
+    qk_norm_bwd_kept(L, a, a->dh);                                      /* q/k norm: its gains' gradients aside */
 #endif
     prt_linear_bwd_input(S.dlnf, a->dh, W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
@@ -1715,6 +1820,17 @@ static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
 }
 #endif
 
+#if QK_NORM && RECOMPUTE_SOME || QK_NORM && !RECOMPUTE_FULL
+/* What the q/k norm of an attention layer keeps for its backward
+ * (planner/model.c counts the same: e per element, 4 per rstd). */
+static void qk_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
+{
+    if (L->kind != ATTENTION || qk_gain(L) < 0) return;
+    a->qkin = KEEP_ACT(qk_numel(L));
+    a->qkr = KEEP_F32(N * (size_t)(L->h + L->hkv));
+}
+#endif
+
 #if RECOMPUTE_SOME
 /* A recomputed block's attention or MLP layer: only x is kept, the rest is
  * rebuilt in the shared S.rc (its dropout masks too). */
@@ -1722,6 +1838,9 @@ static void rebuilt_slot(LayerActs *a)
 {
     a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
     a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
+#if QK_NORM
+    a->qkin = S.rc.qkin; a->qkr = S.rc.qkr;
+#endif
 #if DROPOUT
     a->mask = S.rc.mask; a->attd = S.rc.attd; a->att_mask = S.rc.att_mask;
 #endif
@@ -1737,6 +1856,9 @@ static void kept_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));    /* the CP attention's saved */
 #else
     if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#if QK_NORM
+    qk_slot(sa, L, a);
 #endif
 #if DROPOUT
     if (L->kind == ATTENTION) {
@@ -1780,6 +1902,9 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             /* full recomputation: only x is kept, the rest is rebuilt in the shared S.rc */
             a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
             a->h = S.rc.h; a->att = S.rc.att; a->a = S.rc.a;
+#if QK_NORM
+            a->qkin = S.rc.qkin; a->qkr = S.rc.qkr;
+#endif
 #else
 #if RECOMPUTE_LN
             a->ln = S.lnr;   /* the norm's output: rebuilt */
@@ -1792,6 +1917,9 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));   /* the CP attention's saved */
 #elif !RECOMPUTE_SELECTIVE
             if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#if QK_NORM
+            qk_slot(sa, L, a);
 #endif
 #if !RECOMPUTE_SELECTIVE && DROPOUT
             if (L->kind == ATTENTION) {
@@ -1818,7 +1946,7 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             a->dy = KEEP_ACT(N * C);
         }
         if (L->kind == ATTENTION || L->kind == MLP || L->kind == NORM)
-            a->gln = KEEP_F32(norm_grad_numel(L));   /* zb-h1: the B pass's norm gradients */
+            a->gln = KEEP_F32(gln_numel(L));   /* zb-h1: the B pass's norm (and q/k norm) gradients */
 #endif
     }
     for (int i = 0; i < sa->n_mem; i++)
@@ -1929,6 +2057,10 @@ static void scratch_alloc(void)
     S.rc.att = act_alloc(B * MAX_HEADS * T * T);
 #endif
 #endif
+#if RECOMPUTE_FULL && QK_NORM
+    S.rc.qkin = act_alloc(qk_numel_max(false));   /* the q/k norm's input and rstd, rebuilt */
+    S.rc.qkr = f32_alloc(qk_numel_max(true));
+#endif
 #if RECOMPUTE_FULL && DROPOUT
     S.rc.mask = mask_alloc(NL * C);
     S.rc.attd = act_alloc(B * MAX_HEADS * T * T);
@@ -1962,6 +2094,10 @@ static void scratch_free(void)
 #if RECOMPUTE_FULL
     prt_mem_free(S.rc.mean);
     prt_mem_free(S.rc.rstd);
+#endif
+#if RECOMPUTE_FULL && QK_NORM
+    prt_mem_free(S.rc.qkin);
+    prt_mem_free(S.rc.qkr);
 #endif
 #if RECOMPUTE_SELECTIVE && DROPOUT
     prt_mem_free(S.attd);

@@ -753,6 +753,7 @@ typedef struct {
     double   fwd_ep_hidden, bwd_ep_hidden;   /* overlap_moe_a2a: of fwd_ep / bwd_ep, hidden when paired */
     double   fwd_cp, bwd_cp, fwd_cp_total, bwd_cp_total, fwd_cp_bytes, bwd_cp_bytes, cp_buf_bytes;
     uint64_t params, params_full, layer_params_max, norm_params, expert_params;
+    uint64_t qk_norm_params;   /* plan_layer_qk_norm_params: partial over TP under any TP */
     int      layers, moe_layers;
     double   tensors;          /* parameter tensors (plan_layer_tensors) */
     bool     embedding, head;  /* holds the embedding / the head */
@@ -844,6 +845,7 @@ static void segment_cost(const Plan *p, PlanGroup epg, int first, int end, const
         sc->params += x->params;
         sc->params_full += x->params_full;
         sc->norm_params += plan_layer_norm_params(mo, ly);
+        sc->qk_norm_params += plan_layer_qk_norm_params(mo, ly);
         sc->tensors += plan_layer_tensors(mo, ly);
         sc->act_kept += x->act_kept;
         sc->act_split += x->act_split;
@@ -860,7 +862,8 @@ static void segment_cost(const Plan *p, PlanGroup epg, int first, int end, const
 }
 
 /* A run of n consecutive segments of cost sc added to chunk c: each sum
- * grows by n times the segment's (exact for the integers). */
+ * grows by n times the segment's (exact for the integers); norm_params[0]
+ * the chunk's norm parameters, [1] its q/k norm gains. */
 static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm_params, uint64_t *total,
                       bool *ovf)
 {
@@ -895,7 +898,8 @@ static void chunk_add(PlanChunkCost *c, const SegCost *sc, int n, uint64_t *norm
     c->act_layer_max = fmax(c->act_layer_max, sc->act_layer_max);
     if (sc->layer_params_max > c->layer_params_max) c->layer_params_max = sc->layer_params_max;
     c->params += (uint64_t)n * sc->params;
-    *norm_params += (uint64_t)n * sc->norm_params;
+    norm_params[0] += (uint64_t)n * sc->norm_params;      /* [0] the pre-norms, [1] the q/k norms */
+    norm_params[1] += (uint64_t)n * sc->qk_norm_params;
     c->layers += n * sc->layers;
     c->tensors += d * sc->tensors;
     c->fp8_cast += d * sc->fp8_cast;
@@ -997,7 +1001,9 @@ uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ed
  *  - sequence parallelism leaves the norm weights' gradients partial over
  *    TP (each rank saw its rows): an all-reduce over TP of the stage's
  *    norm gains (and LayerNorm biases), e bytes each (Korthikanti et al.
- *    2022 Sec. 4.2.2; Megatron's allreduce_layernorm_grads);
+ *    2022 Sec. 4.2.2; Megatron's allreduce_layernorm_grads); the q/k norm
+ *    gains (`qk_norm`) are partial under any TP (each rank normalises its
+ *    own heads): the same all-reduce sums them, with or without SP;
  *  - a tied head on another stage than the embedding keeps a copy of the
  *    word table: the first and the last stage all-reduce its gradient,
  *    V h / t elements per TP rank (Shoeybi et al. 2019; Narayanan et al.
@@ -1010,10 +1016,11 @@ static void step_collectives(const Plan *p, const Layout *l, int emb_chunk, int 
     const Model *mo = &p->model;
     const Cluster *cl = &p->cluster;
     double e = plan_dtype_bytes(mo->dtype);
-    if (l->sequence_parallel == 1 && l->tp > 1) {
+    if (l->tp > 1) {
         PlanGroup tpg = plan_layout_group(cl, plan_dp_cp(l), l->tp, l->pp, GROUP_TP);
-        for (int k = 0; k < out->n_chunks; k++)   /* norm_params[k]: chunk k's, exact */
-            out->sp_norm_bytes[k % l->pp] += e * (double)norm_params[k];
+        bool sp = l->sequence_parallel == 1;
+        for (int k = 0; k < out->n_chunks; k++)   /* norm_params[2k], [2k+1]: chunk k's, exact */
+            out->sp_norm_bytes[k % l->pp] += e * (double)((sp ? norm_params[2 * k] : 0) + norm_params[2 * k + 1]);
         for (int s = 0; s < l->pp; s++)
             if (out->sp_norm_bytes[s] > 0)
                 out->sp_norm[s] = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, tpg,
@@ -1165,7 +1172,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
     int n_runs0 = 0;
     CostRun *run0 = partial ? segment_runs(p, sh, memo, &cut0, tpg, epg, cpg, zero_dp, out->peak_flops, &ovf, &n_runs0, &keep0)
                             : NULL;
-    uint64_t *norm_params = calloc((size_t)out->n_chunks, sizeof *norm_params);
+    uint64_t *norm_params = calloc(2 * (size_t)out->n_chunks, sizeof *norm_params);   /* [2k], [2k+1]: chunk_add */
     int *rank_blocks = calloc((size_t)l->pp, sizeof *rank_blocks);   /* [pp] blocks of the earlier chunks */
     if (!run || !norm_params || !rank_blocks || (partial && !run0)) {
         free(run); free(keep); free(run0); free(keep0); free(norm_params); free(rank_blocks);
@@ -1202,7 +1209,7 @@ static bool costs_of(const Plan *p, const PlanShapes *sh, bool memo, const Layou
                 u.act_layer_max = fmax(u.act_layer_max, u.scratch + unit_rebuild);
                 x = &u;
             }
-            chunk_add(c, x, stop - g, &norm_params[k], &out->params_total, &ovf);
+            chunk_add(c, x, stop - g, &norm_params[2 * k], &out->params_total, &ovf);
             g = stop;
         }
         rank_blocks[k % l->pp] += out->chunk[k].blocks;

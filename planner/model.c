@@ -594,6 +594,14 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
         if (dropout)   /* attention dropout: P -> P' plus a 1-byte mask */
             ew(w, (2 * e + 1) * bat * s * sk, (2 * e + 1) * bat * s * sk, true);
     }
+    /* q/k norm (`qk_norm rmsnorm`, prt_qk_norm_*): forward reads q and k,
+     * writes them normalised and their pre-norm copy; backward reads dy
+     * and that copy, writes dx; it keeps the copy, e T (h_q + h_kv)/t, and
+     * one fp32 rstd per head and token, 4 T (a + a_kv)/t (the program's
+     * a->qkin and a->qkr). */
+    double qk = l->qk_norm == QK_NORM_RMSNORM ? T * (hq + hkv) / t : 0;
+    double qk_kept = qk > 0 ? e * qk + 4 * T * (a + (double)l->kv_heads) / t : 0;
+    if (qk > 0) ew(w, 3 * e * qk, 3 * e * qk, false);
     if (model_position(m) == POS_ROPE) rope_work(w, c, T * hq / t, T * hkv / t, e);
     residual_work(w, T * h, e, r, dropout);
 
@@ -606,7 +614,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * With head_dim, Q and the output-projection input are e T h_q; with a
      * sliding window the score tensors are s x s_k per head (the band). */
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
-    double tpart = (e * T * hq + 2 * e * T * hkv + e * T * hq) / t;
+    double tpart = (e * T * hq + 2 * e * T * hkv + e * T * hq) / t + qk_kept;
     double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
     if (c->flash) core = 4 * bat * s;   /* the log-sum-exp only (Q, K, V, O are in tpart) */
     if (c->cp > 1) core = cp_attention_work(m, l, c, e, w);   /* the CP form's saved tensors */
@@ -652,8 +660,10 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * (h_q + 2h_kv)/t) and of the block output (e T h, all rows): the W
      * pass's GEMM inputs beside the forward's (codegen's slot: dh, dy),
      * and the pre-norm's fp32 gain (+ bias) gradients, kept aside from
-     * B to W so B opens no gradient bucket (codegen's gln) */
-    w->act_split = e * T * ((hq + 2 * hkv) / t + h) + 4.0 * (double)norm_params(m, l->norm);
+     * B to W so B opens no gradient bucket (codegen's gln), the q/k
+     * norm gains' with them */
+    w->act_split = e * T * ((hq + 2 * hkv) / t + h) +
+                   4.0 * (double)(norm_params(m, l->norm) + plan_layer_qk_norm_params(m, l));
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }
@@ -1135,6 +1145,12 @@ uint64_t plan_layer_norm_params(const Model *m, const Layer *l)
     bool normed = l->kind == LAYER_ATTENTION || l->kind == LAYER_MLP || l->kind == LAYER_MOE ||
                   l->kind == LAYER_NORM;
     return normed ? norm_params(m, l->norm) : 0;
+}
+
+uint64_t plan_layer_qk_norm_params(const Model *m, const Layer *l)
+{
+    bool on = l->kind == LAYER_ATTENTION && l->qk_norm == QK_NORM_RMSNORM;
+    return on ? 2u * (uint64_t)plan_head_dim(m, l) : 0;
 }
 
 int plan_layer_tensors(const Model *m, const Layer *l)

@@ -301,4 +301,10 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len);
  * their gradients (cost.c). */
 uint64_t plan_layer_norm_params(const Model *m, const Layer *l);
 
+/* Parameters of an attention layer's q/k norm (`qk_norm rmsnorm`): the q
+ * and k gains, head_dim each, which every TP rank holds whole while it
+ * normalises its own heads only, so their gradients are partial sums
+ * over TP under any TP (cost.c's TP all-reduce, with SP's norms); else 0. */
+uint64_t plan_layer_qk_norm_params(const Model *m, const Layer *l);
+
 #endif /* PLANC_MODEL_H */

@@ -37,8 +37,10 @@ typedef enum {
     OP_REDUCE_GRADS,   /* all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1) the chunk's gradients over DP */
     OP_OPT_STEP,       /* AdamW on this rank's parameters (ZeRO >= 1: its shard) */
     OP_SYNC_PARAMS,    /* ZeRO-1/2: all-gather the updated parameter shards over DP */
-    OP_SP_NORM_REDUCE, /* sequence parallel, tp > 1: all-reduce over TP of the norm weights'
-                          gradients (each TP rank saw only its rows); before OP_OPT_STEP */
+    OP_SP_NORM_REDUCE, /* tp > 1: all-reduce over TP of the gradients that are partial sums
+                          there: under sequence parallelism the norm weights' (each TP rank
+                          saw only its rows), under any TP the q/k norm gains' (each rank
+                          normalised only its heads); before OP_OPT_STEP */
     OP_EMBED_REDUCE,   /* tied head, pp > 1: all-reduce of the word-embedding gradient between
                           the first and the last stage (Megatron's embedding group); first and
                           last stage only, before OP_NORM_REDUCE */
@@ -178,7 +180,7 @@ int plan_expand_step(const PlanOpCosts *c, int s, PlanStep st, PlanOp out[PLAN_S
 
 /* The ops that close stage s's list after its last micro-step, written to
  * out (PLAN_TAIL_OPS_MAX(chunks) of room): the reductions that wait for
- * the flush, OP_SP_NORM_REDUCE (sequence parallel, tp > 1), OP_EMBED_REDUCE
+ * the flush, OP_SP_NORM_REDUCE (tp > 1: sequence parallel, or a q/k norm), OP_EMBED_REDUCE
  * (tied head, pp > 1, first and last stage; `peer` is the other end),
  * OP_NORM_REDUCE (every stage), OP_OPT_STEP, OP_SYNC_PARAMS (ZeRO-1/2).
  * Returns how many. */

@@ -947,14 +947,18 @@ rc, out, err = run("search", write("search-for-ds.plan", BASE + "plan { global_b
 check("search --for megatron of a plan naming software torchtitan: exit 2", rc == 2 and "names software torchtitan" in err,
       err[-300:])
 
-# qwen3's qk_norm: emit refuses it by name (torchtitan's refusal is above)
+# qwen3's qk_norm: emit writes the q and k gains of every block (replicated
+# over TP, their gradients summed over it) and the norm's calls
+# (torchtitan's refusal is above)
 rc, model, err = run("import", os.path.join(DATA, "qwen3-8b.json"))
 model = "\n".join("    seq 4096" if l.strip().startswith("seq ") else l for l in model.splitlines())
 plan = write("qwen3.qk.plan", f'include "{CLUSTER}"\n{model}\n'
              "plan { dp 16; tp 8; pp 1; zero 1; micro_batch 1; global_batch 16 }\n")
 rc, out, err = run("emit", plan)
-check("emit refuses qk_norm naming it", rc == 1 and "qk_norm rmsnorm: planc's runtime cannot honour it" in err,
-      err[:300])
+check("emit writes qk_norm: 36 q and k gains of 128, tp_sum, the norm before RoPE, the TP all-reduce",
+      rc == 0 and out.count('attn.q_norm.weight", ') == 36 and out.count('attn.k_norm.weight", ') == 36
+      and '"layers.1.attn.q_norm.weight", 1, 0, 128, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, true,' in out
+      and "qk_norm_fwd(L, a);" in out and "op(SP_NORM_REDUCE, -1, -1, -1);" in out, err[:300])
 
 # export: a plan file whose name holds a newline still gives one TOML document
 odd = os.path.join(TMP, "p\n[evil]\nx = 1\n.plan")

@@ -413,6 +413,11 @@ static void test_template_compiles(void **state)
         { "-DCONTEXT_PARALLEL=1", "-DSP=1", "-DPIPELINE=1", NULL },
         { "-DCONTEXT_PARALLEL=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
         { "-DCONTEXT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DSLIDING_WINDOW=1", NULL },
+        /* issue 29's q/k norm: kept, rebuilt (all blocks, some) and zb-h1's kept gains */
+        { "-DQK_NORM=1", "-DNORM_RMS=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
+        { "-DQK_NORM=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DSP=1", "-DPIPELINE=1", NULL },
+        { "-DQK_NORM=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DCONTEXT_PARALLEL=1", NULL },
+        { "-DQK_NORM=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DHAS_MOE=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -910,6 +915,53 @@ static void test_rope_scaling(void **state)
     }
 }
 
+/* Issue 29's q/k norm (`qk_norm rmsnorm`, Qwen3): on tp 2 x pp 2 under
+ * zb-h1 and full recomputation, every attention layer gets its q and k
+ * gains (head_dim 16, ones, no decay, tp_sum: partial over TP without
+ * SP), their ids in QK_NORM_W, the norm between QKV and RoPE and its
+ * zb-h1 backward, and the step's TP all-reduce of them (the Program's
+ * SP_NORM_REDUCE without sequence parallelism); the program compiles.
+ * Without it tiny's program has none of this; with Gemma's norm_plus_one
+ * it is refused, naming the key. */
+static void test_qk_norm(void **state)
+{
+    (void)state;
+    static const Case c = { "qknorm-tp2-pp2", 1, 2, 2, 0, SCHED_ZB_H1, 1, RECOMPUTE_FULL, 2 };
+    DslArena a;
+    Plan p;
+    char why[256] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    char *plain = emit_text(&p, why, sizeof why, &n);
+    assert_non_null(plain);
+    static const char *const plain_never[] = { "q_norm", "QK_NORM_W", "prt_qk_norm", "SP_NORM_REDUCE" };
+    for (size_t k = 0; k < sizeof plain_never / sizeof plain_never[0]; k++)
+        if (strstr(plain, plain_never[k])) fail_msg("tiny's program has '%s'", plain_never[k]);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_ATTENTION) p.model.layers[i].qk_norm = QK_NORM_RMSNORM;
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("refused: %s", why);
+    static const char *const want[] = {
+        "{ \"layers.1.attn.q_norm.weight\", 1, 0, 16, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, true,",
+        "{ \"layers.1.attn.k_norm.weight\", 1, 0, 16, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, true,",
+        /* tiny's attention: ln w, b, qkv w, b, out w, b, then the gains (ids 2 + 6, 2 + 6 + 1) */
+        "static const int QK_NORM_W[N_LAYERS] = { -1, 8, -1, ",
+        "qk_norm_fwd(L, a);", "qk_norm_bwd_kept(L, a, a->dh);", "S.rc.qkin = act_alloc(",
+        "op(SP_NORM_REDUCE, -1, -1, -1); /* TP (2 ranks): all-reduce the q/k norm gains' gradients",
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(text, want[k])) fail_msg("the q/k norm's program lacks '%s'", want[k]);
+    if (build_case(&p, c.name, NULL) != 0) fail_msg("the q/k norm's program does not compile");
+    free(text);
+    p.model.norm_plus_one = true;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (text) fail_msg("qk_norm with norm_plus_one: emitted, expected a refusal");
+    if (!strstr(why, "qk_norm rmsnorm with norm_plus_one: planc's runtime cannot honour it"))
+        fail_msg("the refusal does not name the key: %s", why);
+    free(plain);
+    dsl_arena_free(&a);
+}
+
 /* The model knobs of issue 18 resolve at emit time: a tiny model with
  * RoPE base 500000, GQA (2 kv heads), head_dim 24 on a 64 model (q 4 x 24
  * = 96 wide), a
@@ -1143,6 +1195,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_compiles_with_werror),
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_rope_scaling),
+        cmocka_unit_test(test_qk_norm),
         cmocka_unit_test(test_moe),
         cmocka_unit_test(test_cp),
     };

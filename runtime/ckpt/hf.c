@@ -9,7 +9,7 @@
  * such a model onto one Hugging Face architecture, exactly or not at all:
  *
  *   - which architecture (hf_arch): Llama, Mistral (sliding window), Qwen2
- *     (biases on Q, K, V), Mixtral (routed experts) or GPT-2 (learned
+ *     (biases on Q, K, V), Qwen3 (q/k norm), Mixtral (routed experts) or GPT-2 (learned
  *     positions, LayerNorm, GELU, biases); anything else is refused with
  *     the feature named (Gemma: its sqrt(hidden) embedding scale and
  *     x*(1+w) RMSNorm are not what planc's runtime computes);
@@ -19,7 +19,9 @@
  *   - the tensors (hf_map): each Hugging Face tensor is a run of rows of
  *     one planc tensor (a Seg), possibly permuted per head (RoPE: planc
  *     rotates pairs (2i, 2i+1), transformers' rotate_half pairs (i, i+D/2),
- *     the inverse of Meta's convert_llama_weights_to_hf.py `permute`) or
+ *     the inverse of Meta's convert_llama_weights_to_hf.py `permute`; Qwen3's
+ *     q_norm and k_norm gains act on a head's D values before RoPE, so
+ *     their D rows take the same within-head permutation) or
  *     transposed (GPT-2's Conv1D holds (in, out)).
  *
  * Export reads whole planc tensors from the checkpoint (prt_ckpt_read) and
@@ -46,6 +48,7 @@ typedef struct {
     double  rope_theta, eps, dropout, cap, aux;
     bool    rope_scaling, ffn_bias, tied, moe;
     bool    embed_scale, norm_plus_one;   /* Gemma's sqrt(dim) normalizer and x*(1+w) RMSNorm */
+    bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
 } HfModel;
@@ -107,6 +110,10 @@ static prt_status parse_model(const char *config, HfModel *m)
         int n = js_get(&d, 0, ok[i]);
         *ov[i] = n >= 0 && d.n[n].kind == JS_BOOL && d.n[n].count != 0;
     }
+    const char *qk = js_s(&d, js_get(&d, 0, "qk_norm"));   /* absent: none (written since Qwen3) */
+    if (!st && qk && strcmp(qk, "none") && strcmp(qk, "rmsnorm"))
+        st = ckpt_fail(PRT_ERR_FORMAT, "model_config: qk_norm \"%s\" is neither none nor rmsnorm", qk);
+    m->qk_norm = qk && !strcmp(qk, "rmsnorm");
     js_free(&d);
     return st;
 }
@@ -114,10 +121,11 @@ static prt_status parse_model(const char *config, HfModel *m)
 /* ---- the architecture ------------------------------------------------------- */
 
 /* ORDER HfArch */
-typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_GEMMA } HfArch;
+typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_GEMMA, ARCH_QWEN3 } HfArch;
 static const char *const ARCH_CLASS[] = { "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                          "MixtralForCausalLM", "GPT2LMHeadModel", "GemmaForCausalLM" };
-static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral", "gpt2", "gemma" };
+                                          "MixtralForCausalLM", "GPT2LMHeadModel", "GemmaForCausalLM",
+                                          "Qwen3ForCausalLM" };
+static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral", "gpt2", "gemma", "qwen3" };
 
 #define REFUSE(...) return ckpt_fail(PRT_ERR_UNSUPPORTED, __VA_ARGS__)
 
@@ -138,10 +146,27 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
             strcmp(m->final_norm, "rmsnorm"))
             REFUSE("act geglu with %s positions or layernorm: Gemma has RoPE and RMSNorm", m->position);
         if (m->moe) REFUSE("moe with act geglu: Gemma has no experts");
+        if (m->qk_norm) REFUSE("qk_norm rmsnorm with act geglu: Gemma (1) has no q/k norm (Gemma 3 is not written)");
         if (strcmp(m->attn_bias, "none") || m->ffn_bias) REFUSE("biases with act geglu: Gemma has none");
         if (m->window) REFUSE("sliding_window with act geglu: Gemma (1) attends to every earlier token");
         if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
         *arch = ARCH_GEMMA;
+        return PRT_OK;
+    }
+    if (m->qk_norm) {   /* Qwen3: Qwen2's block with q/k norm, biases on all four projections or none */
+        if (strcmp(m->position, "rope") || strcmp(m->attn_norm, "rmsnorm") || strcmp(m->ffn_norm, "rmsnorm") ||
+            strcmp(m->final_norm, "rmsnorm") || strcmp(m->act, "swiglu"))
+            REFUSE("qk_norm rmsnorm with %s positions, layernorm or act %s: Qwen3, the q/k norm architecture, "
+                   "has RoPE, RMSNorm and SwiGLU", m->position, m->act);
+        if (m->embed_scale || m->norm_plus_one)
+            REFUSE("qk_norm rmsnorm with Gemma's embedding scale or x*(1+w) RMSNorm: Qwen3 has neither "
+                   "(Gemma 3 is not written)");
+        if (m->moe) REFUSE("qk_norm rmsnorm with moe: Qwen3-MoE is not written");
+        if (!strcmp(m->attn_bias, "qkv"))
+            REFUSE("qk_norm rmsnorm with bias qkv: Qwen3's attention_bias puts biases on Q, K, V and the output");
+        if (m->ffn_bias) REFUSE("qk_norm rmsnorm with MLP biases: Qwen3's MLP has none");
+        if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
+        *arch = ARCH_QWEN3;
         return PRT_OK;
     }
     if (m->embed_scale) REFUSE("embedding { scale sqrt_dim } without act geglu: only Gemma scales the embedding");
@@ -277,7 +302,8 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
     out[n++] = REQ("num_attention_heads", VI(m->heads));
     out[n++] = m->kv == m->heads ? OPT("num_key_value_heads", VI(m->kv), VI(m->heads))
                                  : REQ("num_key_value_heads", VI(m->kv));
-    out[n++] = m->hd * m->heads == m->dim ? OPT("head_dim", VI(m->hd), VI(m->hd)) : REQ("head_dim", VI(m->hd));
+    if (a == ARCH_QWEN3) out[n++] = OPT("head_dim", VI(m->hd), VI(128));   /* Qwen3Config's default */
+    else out[n++] = m->hd * m->heads == m->dim ? OPT("head_dim", VI(m->hd), VI(m->hd)) : REQ("head_dim", VI(m->hd));
     out[n++] = OPT("hidden_act", VS("silu"), VS("silu"));
     out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq), false };
     out[n++] = OPT("rms_norm_eps", VF(m->eps), VF(a == ARCH_MIXTRAL ? 1e-5 : 1e-6));
@@ -288,9 +314,10 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         out[n++] = OPT("attention_bias", VB(!strcmp(m->attn_bias, "all")), VB(false));
         out[n++] = OPT("mlp_bias", VB(m->ffn_bias), VB(false));
     }
+    if (a == ARCH_QWEN3) out[n++] = OPT("attention_bias", VB(!strcmp(m->attn_bias, "all")), VB(false));
     if (a == ARCH_MISTRAL) out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
     if (a == ARCH_MIXTRAL) out[n++] = m->window ? REQ("sliding_window", VI(m->window)) : OPT("sliding_window", VN, VN);
-    if (a == ARCH_QWEN2) {
+    if (a == ARCH_QWEN2 || a == ARCH_QWEN3) {   /* Qwen3Config keeps Qwen2's window fields */
         out[n++] = OPT("use_sliding_window", VB(m->window > 0), VB(false));
         if (m->window) {
             out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
@@ -472,7 +499,7 @@ static void add(Map *mp, const char *pname, size_t R, size_t C, int nd, size_t p
 /* A whole vector or matrix, one to one. */
 #define ONE(pn, R, C, hn, T) add(mp, pn, R, C, (C) == 1 ? 1 : 2, 0, R, hn, 0, T)
 
-/* Llama, Mistral, Qwen2, Mixtral: one decoder block b (planc layers la, la+1). */
+/* Llama, Mistral, Qwen2, Qwen3, Mixtral: one decoder block b (planc layers la, la+1). */
 static void map_llama_block(Map *mp, const HfModel *m, int b, int la)
 {
     size_t C = (size_t)m->dim, D = (size_t)m->hd, Q = (size_t)m->heads * D, K = (size_t)m->kv * D,
@@ -493,6 +520,10 @@ static void map_llama_block(Map *mp, const HfModel *m, int b, int la)
     add(mp, P("layers.%d.attn.out.weight", la), C, Q, 2, 0, C, H("model.layers.%d.self_attn.o_proj.weight", b), 0, false);
     if (!strcmp(m->attn_bias, "all"))
         ONE(P("layers.%d.attn.out.bias", la), C, 1, H("model.layers.%d.self_attn.o_proj.bias", b), false);
+    if (m->qk_norm) {   /* Qwen3: a head's D gains, permuted within the head as q and k's rows are */
+        add(mp, P("layers.%d.attn.q_norm.weight", la), D, 1, 1, 0, D, H("model.layers.%d.self_attn.q_norm.weight", b), D, false);
+        add(mp, P("layers.%d.attn.k_norm.weight", la), D, 1, 1, 0, D, H("model.layers.%d.self_attn.k_norm.weight", b), D, false);
+    }
     if (m->moe) {
         ONE(P("layers.%d.moe_norm.weight", lf), C, 1, H("model.layers.%d.post_attention_layernorm.weight", b), false);
         ONE(P("layers.%d.block_sparse_moe.gate.weight", lf), (size_t)m->experts, C,

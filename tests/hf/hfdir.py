@@ -4,7 +4,7 @@ with the standard library alone (no torch, no safetensors package).
 
   hfdir.py make ARCH OUT_DIR [--dtype f32|bf16] [--shards N] [--vocab V] [--drop NAME]
                               [--set KEY=JSON] [--unset KEY]
-      a config.json of ARCH (llama, mistral, qwen2, mixtral, gpt2, gemma) for the
+      a config.json of ARCH (llama, mistral, qwen2, qwen3, mixtral, gpt2, gemma) for the
       tiny models of tests/hf/roundtrip.sh and random weights under
       transformers' names: model.safetensors, or N shards with
       model.safetensors.index.json. --drop leaves a tensor out, --set
@@ -43,7 +43,7 @@ def config(arch, vocab, dtype):
                 "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
                 "tie_word_embeddings": True, "torch_dtype": torch_dtype}
     cls = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-           "mixtral": "MixtralForCausalLM"}[arch]
+           "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM"}[arch]
     c = {"architectures": [cls], "model_type": arch, "vocab_size": vocab, "hidden_size": DIM,
          "intermediate_size": FFN, "num_hidden_layers": BLOCKS, "num_attention_heads": HEADS,
          "num_key_value_heads": KV, "head_dim": HD, "hidden_act": "silu",
@@ -51,6 +51,8 @@ def config(arch, vocab, dtype):
          "tie_word_embeddings": False, "torch_dtype": torch_dtype}
     if arch == "mistral":
         c["sliding_window"] = 8
+    if arch == "qwen3":   # Qwen3: q/k norm, attention_bias false, no window
+        c.update({"attention_bias": False, "use_sliding_window": False, "sliding_window": None})
     if arch == "mixtral":
         c.update({"num_local_experts": EXPERTS, "num_experts_per_tok": 2, "sliding_window": None,
                   "rope_theta": 1e6})
@@ -81,7 +83,10 @@ def tensors(arch, vocab):
         if arch == "qwen2":
             t += [(h + "self_attn.q_proj.bias", [HEADS * HD]), (h + "self_attn.k_proj.bias", [KV * HD]),
                   (h + "self_attn.v_proj.bias", [KV * HD])]
-        t += [(h + "self_attn.o_proj.weight", [DIM, HEADS * HD]), (h + "post_attention_layernorm.weight", [DIM])]
+        t.append((h + "self_attn.o_proj.weight", [DIM, HEADS * HD]))
+        if arch == "qwen3":   # the gains over one head's HD values, shared by the heads
+            t += [(h + "self_attn.q_norm.weight", [HD]), (h + "self_attn.k_norm.weight", [HD])]
+        t.append((h + "post_attention_layernorm.weight", [DIM]))
         if arch == "mixtral":
             t.append((h + "block_sparse_moe.gate.weight", [EXPERTS, DIM]))
             for e in range(EXPERTS):

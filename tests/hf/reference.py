@@ -13,7 +13,9 @@ holds the mapping to: transformers' RoPE (rotate_half: i pairs with i + D/2),
 grouped-query heads (query head h reads key/value head h // (H / Hkv)), the
 order of gate and up, GPT-2's Conv1D (x @ W), Gemma's sqrt(hidden) embedding
 and x*(1+w) RMSNorm, Mixtral's routing (softmax over all experts, top k,
-renormalised). Architectures: llama, mistral, qwen2, mixtral, gemma, gpt2.
+renormalised), Qwen3's q_norm and k_norm (an RMSNorm of each query and key
+head before RoPE). Architectures: llama, mistral, qwen2, qwen3, mixtral,
+gemma, gpt2.
 """
 import math
 import os
@@ -153,12 +155,16 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
         bias = {k: t(p + "self_attn.%s_proj.bias" % k) if (p + "self_attn.%s_proj.bias" % k) in raw else None
                 for k in "qkv"}
         ln1, ln2 = t(p + "input_layernorm.weight"), t(p + "post_attention_layernorm.weight")
+        qn = (t(p + "self_attn.q_norm.weight"), t(p + "self_attn.k_norm.weight")) if arch == "qwen3" else None
         qs, ks, vs = [], [], []
         for pos, x in enumerate(xs):
             h = rmsnorm(x, ln1, eps, gemma)
             q, k, v = (matvec(W["self_attn.%s_proj.weight" % n], h) for n in "qkv")
             if bias["q"]:
                 q, k, v = add(q, bias["q"]), add(k, bias["k"]), add(v, bias["v"])
+            if qn:   # Qwen3: each head's D values normalised, then rotated
+                q = sum((rmsnorm(q[i * D:(i + 1) * D], qn[0], eps) for i in range(H)), [])
+                k = sum((rmsnorm(k[i * D:(i + 1) * D], qn[1], eps) for i in range(Hkv)), [])
             qs.append(sum((rope(q[i * D:(i + 1) * D], pos, D, theta) for i in range(H)), []))
             ks.append(sum((rope(k[i * D:(i + 1) * D], pos, D, theta) for i in range(Hkv)), []))
             vs.append(v)

@@ -62,6 +62,8 @@ model tinygpt2 {
 }
 EOF
         ;;
+    qwen3)   # Qwen3: Llama's block with an RMSNorm of each query and key head before RoPE
+        model llama | sed -e 's/tinyllama/tinyqwen3/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm }/' ;;
     gemma)   # Gemma: GeGLU, the embedding times sqrt(dim), RMSNorm x*(1+w), tied head
         model llama | sed -e 's/tinyllama/tinygemma/' -e 's/act swiglu/act geglu/' -e 's/tied false/tied true/' \
             -e 's/dtype fp32;/dtype fp32; norm_eps 1e-6; norm_plus_one true;/' \
@@ -118,6 +120,8 @@ trip llama-tp2pp2 llama 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1
 trip llama-dp2-zero3 llama 2 "dp 2; zero 3; micro_batch 1; global_batch 4;" "--dtype f32 --unset head_dim --unset rope_theta"
 trip mistral-dp2tp2-zero1 mistral 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
 trip qwen2-tp2-zero3 qwen2 4 "dp 2; tp 2; zero 3; micro_batch 1; global_batch 4;" "--dtype bf16 --shards 2" bf16
+trip qwen3-dp2tp2-zero1 qwen3 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 2"
+trip qwen3-tp2pp2 qwen3 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16" bf16
 trip gpt2-dp2tp2-zero1 gpt2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
 trip gpt2-pp2 gpt2 2 "pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16 --set n_inner=null" bf16
 trip mixtral-dp2ep2 mixtral 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"

@@ -15,7 +15,8 @@
 # 32, 2 blocks of attention + moe: 4 SwiGLU experts, top_k 2, one shared
 # expert, aux loss 0.01), `moecap;` the same with capacity factor 1 and no
 # shared expert (tokens dropped).
-# `ropellama3;`, `ropeyarn;` give the `llama;` model RoPE scaling (below).
+# `ropellama3;`, `ropeyarn;` give the `llama;` model RoPE scaling (below),
+# `qknorm;` the `llama;` model with `qk_norm rmsnorm` (Qwen3's q/k norm).
 # `cpnodeK;` is run.sh's (PLANRT_CP_NODE_RANKS=K: the hierarchical CP form's
 # nodes of K ranks on this one machine) and is dropped from the plan here.
 # shared expert (tokens dropped); `wide;` a 2-block model of dim 256 (heads
@@ -102,6 +103,11 @@ case "$body" in *ropellama3\;*) body=${body//ropellama3;/}
 case "$body" in *ropeyarn\;*) body=${body//ropeyarn;/}
     rope_scaling='rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 }' ;; esac
 [ -z "$rope_scaling" ] || llama_model=${llama_model/position rope \}/position rope; $rope_scaling \}}
+# `qknorm;` (issue 29): the `llama;` model with Qwen3's q/k norm (an
+# RMSNorm of each query and key head before RoPE, a gain of 16 for the
+# query heads and one for the key heads, replicated over TP)
+case "$body" in *qknorm\;*) body=${body//qknorm;/}; llama=true
+    llama_model=${llama_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm} ;; esac
 # `moe;`, `moecap;` (issue 17): routed experts; the layouts must route
 # every token to the same experts as one rank and train alike
 moe_extra=

@@ -28,6 +28,10 @@ case "$body" in *moe\;*)
 # widest layer's N x width) then outgrows the 4 MiB slack (CUDA --dry-run rows)
 seq=64
 case "$body" in *wide\;*) seq=512; body=${body//wide;/} ;; esac
+# a body containing `qknorm;` gives the attention Qwen3's q/k norm
+# (`qk_norm rmsnorm`: the pre-norm q and k and an fp32 rstd per head kept)
+att="attention { heads 8 }"
+case "$body" in *qknorm\;*) att="attention { heads 8; qk_norm rmsnorm }"; body=${body//qknorm;/} ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
@@ -40,7 +44,7 @@ model mem$dim {
     vocab 256;  seq $seq;  dtype $dtype; $dropout
     embedding { dim $dim }
     repeat $layers {
-        attention { heads 8 }
+        $att
         $ffn
     }
     norm    { kind layernorm }

@@ -12,10 +12,11 @@
 #      quarantine keeps freed blocks and its shadow memory grows with the
 #      heap, so RSS then measures the sanitizer, not the program; (a) still
 #      holds, it counts planrt's allocator);
-#  (e) the cases marked e (dropout): each stage's activations peak (its
-#      highest rank's) less that of the same layout without dropout equals
-#      the plan's difference within 1 % + 64 KiB (dropout's masks and
-#      dropped probabilities, item by item);
+#  (e) the cases marked e (dropout, or qknorm): each stage's activations
+#      peak (its highest rank's) less that of the same layout without the
+#      feature equals the plan's difference within 1 % + 64 KiB (dropout's
+#      masks and dropped probabilities, the q/k norm's kept input and rstd,
+#      item by item);
 #  (x) the cases marked x: the CPU executable's --dry-run allocates, at its
 #      peak, exactly the buffers `planc check` counts for its stage (the
 #      pipeline's transfer buffers, freed once sent: memory.c
@@ -89,15 +90,17 @@ while read -r name np checks body; do
     echo "$name (a) allocator peak vs planc check:"
     python3 "$here/check.py" report "$dir/$name.check.json" "$dir/$name.mem.jsonl" || fail "$name" "(a)"
     # (e) a dropout case: its masks and dropped probabilities, as planned,
-    # against the same layout without dropout (its body less `dropout;`)
+    # against the same layout without dropout (its body less `dropout;`);
+    # a `qknorm;` case likewise: the q/k norm's kept input and rstd
     case "$checks" in *e*)
-        base=$name-nodrop
-        if build "$base" "$np" 384 6 "${body//dropout;/}" && train "$base" "$np"; then
-            echo "$name (e) dropout's items, allocated vs planned:"
+        feat=dropout; case "$body" in *qknorm\;*) feat=qknorm ;; esac
+        base=$name-no$feat
+        if build "$base" "$np" 384 6 "${body//$feat;/}" && train "$base" "$np"; then
+            echo "$name (e) $feat's items, allocated vs planned:"
             python3 "$here/check.py" delta "$dir/$name.check.json" "$dir/$name.mem.jsonl" \
                 "$dir/$base.check.json" "$dir/$base.mem.jsonl" || fail "$name" "(e)"
         else
-            fail "$name" "build or run without dropout failed (see $dir/$base.log)"
+            fail "$name" "build or run without $feat failed (see $dir/$base.log)"
         fi ;; esac
     case "$checks" in *r*) ;; *) continue ;; esac
     [ "${MEM_RSS:-1}" = 0 ] && continue
