@@ -30,7 +30,7 @@ DS_PINS := deepspeed==0.17.0 packaging==26.4 hjson==3.1.0 pydantic==2.14.4 pydan
 TT_VALIDATOR := $(BUILD)/validators/torchtitan-0.2.2
 .PHONY: bridges-validators
 bridges-validators:
-	dpkg -s python3-torch >/dev/null 2>&1 || apt-get install -y python3-torch
+	./scripts/deps.sh hf
 	/usr/bin/python3 -m venv --system-site-packages $(DS_VALIDATOR)
 	DS_BUILD_OPS=0 $(DS_VALIDATOR)/bin/pip install --no-build-isolation --no-deps $(DS_PINS)
 	rm -rf $(TT_VALIDATOR) && mkdir -p $(TT_VALIDATOR)
