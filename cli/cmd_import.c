@@ -450,15 +450,21 @@ static void read_rope_family(HfConfig *c, ImportModel *m, int64_t head_def, bool
     hf_dropout(c, m, drop, 1, 0);   /* LlamaConfig: attention_dropout 0.0 */
 }
 
+/* A SwiGLU MLP: hidden_act must be silu (silu on the gate). */
+static void read_silu_gated(HfConfig *c, ImportModel *m)
+{
+    m->act = "swiglu";
+    const char *act = hf_str(c, "hidden_act", "silu", "the activation's name");
+    static const char *const silu[] = { "silu", "swish", NULL };
+    if (act) hf_one_of(c, "hidden_act", act, silu, "\"silu\" (a SwiGLU MLP)");
+}
+
 /* What Llama, Mistral and Qwen2 share: LlamaConfig's keys. The MLP is
  * gated (SwiGLU: silu on the gate). */
 static void read_llama_like(HfConfig *c, ImportModel *m)
 {
     read_rope_family(c, m, 0, false);
-    m->act = "swiglu";
-    const char *act = hf_str(c, "hidden_act", "silu", "the activation's name");
-    static const char *const silu[] = { "silu", "swish", NULL };
-    if (act) hf_one_of(c, "hidden_act", act, silu, "\"silu\" (a SwiGLU MLP)");
+    read_silu_gated(c, m);
 }
 
 static void read_llama(HfConfig *c, ImportModel *m)
@@ -516,10 +522,7 @@ static void read_qwen2(HfConfig *c, ImportModel *m)
 static void read_qwen3(HfConfig *c, ImportModel *m)
 {
     read_rope_family(c, m, 128, false);
-    m->act = "swiglu";
-    const char *act = hf_str(c, "hidden_act", "silu", "the activation's name");
-    static const char *const silu[] = { "silu", "swish", NULL };
-    if (act) hf_one_of(c, "hidden_act", act, silu, "\"silu\" (a SwiGLU MLP)");
+    read_silu_gated(c, m);
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
     m->qk_norm = true;
     bool slide = hf_bool(c, "use_sliding_window", false);
