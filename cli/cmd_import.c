@@ -500,12 +500,10 @@ static void read_mixtral(HfConfig *c, ImportModel *m)
     }
 }
 
-/* Qwen2: biases on Q, K and V only (Qwen2Attention); the window applies
- * only with use_sliding_window, to the blocks from max_window_layers on. */
-static void read_qwen2(HfConfig *c, ImportModel *m)
+/* Qwen2's and Qwen3's window: only with use_sliding_window, on the blocks
+ * from max_window_layers on. */
+static void read_qwen_window(HfConfig *c, ImportModel *m)
 {
-    read_llama_like(c, m);
-    m->attn_bias = IMP_BIAS_QKV;
     bool slide = hf_bool(c, "use_sliding_window", false);
     int64_t w = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
     int64_t from = hf_int(c, "max_window_layers", m->layers ? m->layers : 1, "the blocks before the window");
@@ -513,6 +511,14 @@ static void read_qwen2(HfConfig *c, ImportModel *m)
         m->window = w;
         m->window_from = from;
     }
+}
+
+/* Qwen2: biases on Q, K and V only (Qwen2Attention), Qwen's window. */
+static void read_qwen2(HfConfig *c, ImportModel *m)
+{
+    read_llama_like(c, m);
+    m->attn_bias = IMP_BIAS_QKV;
+    read_qwen_window(c, m);
 }
 
 /* Qwen3 (Qwen3Config, Qwen3Attention): Qwen2's keys, but head_dim its own
@@ -525,13 +531,7 @@ static void read_qwen3(HfConfig *c, ImportModel *m)
     read_silu_gated(c, m);
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
     m->qk_norm = true;
-    bool slide = hf_bool(c, "use_sliding_window", false);
-    int64_t w = hf_int(c, "sliding_window", -1, "the attention window in tokens, or null");
-    int64_t from = hf_int(c, "max_window_layers", m->layers ? m->layers : 1, "the blocks before the window");
-    if (slide && w > 0 && from < m->layers) {
-        m->window = w;
-        m->window_from = from;
-    }
+    read_qwen_window(c, m);
 }
 
 /* Gemma: GeGLU (gelu on the gate), head_dim independent of the width,
