@@ -1,10 +1,12 @@
 /*
- * cmd_emit.c: `planc emit FILE [-o OUT.cu]` and
+ * cmd_emit.c: `planc emit FILE [-o OUT.c]` and
  * `planc build FILE -o EXE [--target cpu|cuda]`.
  *
- * emit prints the generated program (or writes it to OUT.cu). build writes
- * it beside the executable as EXE.cu (kept, so the user can read what runs)
- * and compiles it with codegen/compile.c.
+ * emit prints the generated program (or writes it to OUT.c, whatever name
+ * the user gives, which its first comment line repeats). build writes it
+ * beside the executable under its target's name, EXE.c (CPU) or EXE.cu
+ * (CUDA: nvcc takes a file as CUDA by that name), kept so the user can read
+ * what runs, and compiles it with codegen/compile.c.
  *
  * Finding the runtime: planc locates itself through /proc/self/exe
  * (BIN/planc) and links against BIN/../lib/libplanrt.a (or
@@ -47,7 +49,8 @@ static int load(const char *file, DslArena *arena, DslDiag *diag, Plan *plan)
     return planc_load_plan(file, arena, diag, plan);
 }
 
-/* Emit plan's program to path ("-" or NULL: stdout). */
+/* Emit plan's program to path ("-" or NULL: stdout, named MODEL.c in its
+ * first line; else named as path is). */
 static int emit_to(const Plan *plan, const char *path)
 {
     FILE *f = path && strcmp(path, "-") ? fopen(path, "w") : stdout;
@@ -56,7 +59,7 @@ static int emit_to(const Plan *plan, const char *path)
         return 2;
     }
     char why[512] = "";
-    bool ok = cg_emit(plan, f, why, sizeof why);
+    bool ok = cg_emit_named(plan, f != stdout ? path : NULL, f, why, sizeof why);
     if (f != stdout && fclose(f) != 0) ok = false;
     if (!ok) {
         fprintf(stderr, "planc: %s: cannot generate the program: %s\n", plan->file, why);
@@ -67,14 +70,16 @@ static int emit_to(const Plan *plan, const char *path)
 }
 
 static const char EMIT_HELP[] =
-    "usage: planc emit FILE [-o OUT.cu]\n"
+    "usage: planc emit FILE [-o OUT.c]\n"
     "\n"
     "Check FILE as `planc check` does, lower its layout to the Program (the\n"
     "per-stage op lists that check times and trace draws) and print the\n"
     "training program: one C file that includes only planrt.h and compiles as\n"
-    "C (CPU target) or as CUDA (GPU target). The same plan gives the same bytes.\n"
+    "C (CPU target) or, named .cu, as CUDA (GPU target). The same plan gives\n"
+    "the same bytes; the first line names the file (MODEL.c on stdout).\n"
     "\n"
-    "  -o OUT.cu   write the program to OUT.cu instead of stdout (- is stdout)\n"
+    "  -o OUT.c    write the program to OUT.c instead of stdout (- is stdout);\n"
+    "              any name: OUT.cu for nvcc\n"
     "\n"
     "exit status: 0 written, 1 layout invalid for the cluster or not one the\n"
     "generator can handle (the reason is printed), 2 bad input or usage.\n";
@@ -82,9 +87,10 @@ static const char EMIT_HELP[] =
 static const char BUILD_HELP[] =
     "usage: planc build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n"
     "\n"
-    "Emit FILE's training program to EXE.cu (kept beside EXE, so you can read\n"
-    "what runs) and compile it against the planrt runtime: mpicc and OpenBLAS\n"
-    "for the CPU, nvcc, cuBLAS and NCCL for CUDA. Run it with\n"
+    "Emit FILE's training program beside EXE, as EXE.c for the CPU or EXE.cu\n"
+    "for CUDA (kept, so you can read what runs), and compile it against the\n"
+    "planrt runtime: mpicc and OpenBLAS for the CPU, nvcc, cuBLAS and NCCL for\n"
+    "CUDA. Run it with\n"
     "`mpirun -np N ./EXE`, N = dp x tp x pp.\n"
     "\n"
     "  -o EXE                  the executable to write (required)\n"
@@ -105,7 +111,7 @@ int planc_cmd_emit(int argc, char **argv)
             fputs(EMIT_HELP, stdout);
             return 0;
         } else if (!strcmp(argv[i], "-o")) {
-            if (!(outp = planc_option_value("emit", argc, argv, &i, "OUT.cu"))) return 2;
+            if (!(outp = planc_option_value("emit", argc, argv, &i, "OUT.c"))) return 2;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return planc_usage_error("emit", "unknown option '%s'", argv[i]);
         } else if (file) {
@@ -197,7 +203,7 @@ int planc_cmd_build(int argc, char **argv)
     if (!file) return planc_usage_error("build", "%sneeds a FILE", "");
     if (!exe) return planc_usage_error("build", "%sneeds -o EXE", "");
     /* a relative output path starting with '-' would read as a compiler
-     * option ("-oops.cu" is "-o ops.cu"): make it "./-oops" */
+     * option ("-oops.c" is "-o ops.c"): make it "./-oops" */
     char dashed[PATH_MAX + 3];
     if (exe[0] == '-') {
         snprintf(dashed, sizeof dashed, "./%s", exe);
@@ -227,7 +233,7 @@ int planc_cmd_build(int argc, char **argv)
     Plan plan;
     int rc = load(file, &arena, &diag, &plan);
     char src[PATH_MAX + 8];
-    snprintf(src, sizeof src, "%s.cu", exe);
+    snprintf(src, sizeof src, "%s%s", exe, cg_source_ext(t));
     if (!rc && t == CG_TARGET_CUDA && plan_fp8_on(&plan.software)) {
         /* issue 27: the CPU target runs the FP8 numerics (planrt's prt_fp8_gemm); the CUDA
          * program would need cuBLASLt's scaled GEMMs, which planrt does not have yet */

@@ -27,9 +27,9 @@ int planc_usage_error(const char *cmd, const char *fmt, const char *arg);
 bool planc_is_help(const char *arg);
 
 /* The value of the option argv[*i] (then *i points at it), or NULL after
- * the usage error "option '-o' needs a value (planc emit -o OUT.cu)" when
+ * the usage error "option '-o' needs a value (planc emit -o OUT.c)" when
  * there is none: no next argument, or the next is a long option. meta
- * names the value in that example ("OUT.cu"). */
+ * names the value in that example ("OUT.c"). */
 const char *planc_option_value(const char *cmd, int argc, char **argv, int *i, const char *meta);
 
 int planc_cmd_search(int argc, char **argv);   /* cli/cmd_search.c */

@@ -33,7 +33,7 @@ static const char USAGE[] =
     "  fmt FILE                   print FILE in canonical form\n"
     "  search FILE [--top K] [--json] [--write OUT.plan] [--svg OUT.svg]\n"
     "                             rank every valid layout for the model and cluster\n"
-    "  emit FILE [-o OUT.cu]      print the generated training program\n"
+    "  emit FILE [-o OUT.c]       print the generated training program\n"
     "  build FILE -o EXE [--target cpu|cuda] [--launch mpirun|slurm]\n"
     "                             emit and compile it\n"
     "  trace FILE -o OUT.svg|OUT.json [--schedule S] [--chunks V] [--compare M.json]\n"

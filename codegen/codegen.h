@@ -9,9 +9,9 @@
  * it fixes resolved from codegen/program_template.c) with every
  * tensor-parallel collective spelled out, one step function per pipeline
  * stage that is that stage's op list in order (regular rounds as loops,
- * the step-level collectives as lines), and main. The same file compiles
- * as C (CPU target) and as CUDA (nvcc). Emission is deterministic: same
- * plan, same bytes.
+ * the step-level collectives as lines), and main. The same text compiles
+ * as C (CPU target, MODEL.c) and as CUDA (nvcc, MODEL.cu). Emission is
+ * deterministic: same plan and name, same bytes.
  *
  * cg_build() starts the compiler with posix_spawnp (never a shell) and
  * returns its status; the compiler's own messages go to the terminal.
@@ -29,10 +29,19 @@ typedef enum {
     CG_TARGET_CUDA,  /* nvcc sm_80 + sm_90, libplanrt_cuda.a, cuBLAS, NCCL, MPI */
 } CgTarget;
 
-/* Write the program of plan p (from file plan_path) to out. Returns false
- * with the reason in why when the plan cannot be emitted (invalid layout,
- * a model the generator does not handle). */
+/* Write the program of plan p to out. Returns false with the reason in
+ * why when the plan cannot be emitted (invalid layout, a model the
+ * generator does not handle). The first comment line names the file
+ * MODEL.c, the CPU target's source (cg_emit_named: another name). */
 bool cg_emit(const Plan *p, FILE *out, char *why, size_t len);
+
+/* The same, the first comment line naming the file `name` (its last path
+ * component; NULL: MODEL.c). */
+bool cg_emit_named(const Plan *p, const char *name, FILE *out, char *why, size_t len);
+
+/* The extension of target t's source: ".c" (compiled as C by mpicc) or
+ * ".cu" (nvcc takes a file as CUDA by that name). The program is the same. */
+const char *cg_source_ext(CgTarget t);
 
 /* Where the runtime lives: its header directory and library directory. */
 typedef struct {

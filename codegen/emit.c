@@ -114,6 +114,7 @@ typedef struct {
     CgFeature   feat[CG_MAX_FEATURES];   /* what the plan fixes, for the template's #if lines */
     int         n_feat;
     char        bad[160];  /* a template line emit could not resolve (a bug of the template) */
+    char        name[256]; /* the file's name in the first comment line (comment-safe) */
 } Cg;
 
 /* FNV-1a (64-bit) of n bytes, continuing from h. */
@@ -284,7 +285,12 @@ static void emit_rope(Cg *g, const Model *m)
         r = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1, .low_freq_factor = 1, .high_freq_factor = 4,
                            .beta_fast = 32, .beta_slow = 1 };
     out(g, "/* RoPE (embedding rope_theta, rope_scaling): kind, base, factor, low_freq_factor,\n"
-           " * high_freq_factor, beta_fast, beta_slow, original_max_position (tokens) */\n");
+           " * high_freq_factor, beta_fast, beta_slow, original_max_position (tokens).\n"
+           " * Convention: planc rotates interleaved pairs (2i, 2i+1) of each q and k head,\n"
+           " * as Meta's Llama; Hugging Face rotates halves (i, i + d/2) (rotate_half), so\n"
+           " * export-hf and --init-from permute q and k's rows within each head between\n"
+           " * the two (runtime/ckpt/hf.c). At token t pair i turns by t times\n"
+           " * prt_rope_inv_freq(&ROPE_PARAMS, i, d) radians (base^(-2i/d) unscaled). */\n");
     out(g, "static const prt_rope ROPE_PARAMS = { %s, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g };\n",
         kinds[r.kind], plan_rope_theta(m), r.factor, r.low_freq_factor, r.high_freq_factor,
         r.beta_fast, r.beta_slow, (double)r.original_max_position);
@@ -294,6 +300,76 @@ static const char *kind_name(LayerKind k)
 {
     static const char *n[] = { "embedding", "attention", "mlp", "norm", "lm_head", "moe" };  /* ORDER LayerKind */
     return (unsigned)k < 6 ? n[k] : "?";
+}
+
+/* The block that layer i belongs to: blocks start at their attention layer
+ * (plan_split's rule), so block b is the (b+1)-th attention and what follows
+ * it up to the next one; -1 for the layers outside every block (the
+ * embedding before the first, the final norm and the head after the last). */
+static int layer_block(const Model *m, int i)
+{
+    int b = -1;
+    for (int j = 0; j <= i; j++) b += m->layers[j].kind == LAYER_ATTENTION;
+    LayerKind k = m->layers[i].kind;
+    return k == LAYER_ATTENTION || k == LAYER_MLP || k == LAYER_MOE ? b : -1;
+}
+
+/* What a reader calls layer i: "embedding", "block 3 attention", "block 3
+ * mlp", "block 3 moe", "final norm", "lm_head" (the program's comments;
+ * the layer table's index stays the program's own numbering). */
+static void layer_title(const Model *m, int i, char *buf, size_t n)
+{
+    LayerKind k = m->layers[i].kind;
+    int b = layer_block(m, i);
+    if (b >= 0) snprintf(buf, n, "block %d %s", b, kind_name(k));
+    else snprintf(buf, n, "%s", k == LAYER_NORM ? "final norm" : kind_name(k));
+}
+
+/* The layers [first, end) by what they are: "embedding, blocks 0-1",
+ * "block 2", "blocks 2-3, final norm, lm_head". */
+static void span_title(const Model *m, int first, int end, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = first; i < end && at + 1 < n; i++) {
+        int b = layer_block(m, i), last = b;
+        char part[64];
+        if (b < 0) {
+            layer_title(m, i, part, sizeof part);
+        } else {   /* a run of blocks: the layers up to the last one in the span */
+            while (i + 1 < end && layer_block(m, i + 1) >= 0) last = layer_block(m, ++i);
+            if (last == b) snprintf(part, sizeof part, "block %d", b);
+            else snprintf(part, sizeof part, "blocks %d-%d", b, last);
+        }
+        int k = snprintf(buf + at, n - at, "%s%s", at ? ", " : "", part);
+        at += k > 0 ? (size_t)k : 0;
+        if (at >= n) at = n - 1;
+    }
+}
+
+/* What each block holds, when every block holds the same: "attention,
+ * mlp" (its layers' kinds in order); "" when the blocks differ. */
+static void block_parts(const Model *m, char *buf, size_t n)
+{
+    char first[128] = "", cur[128] = "";
+    int b = -1;
+    buf[0] = '\0';
+    for (int i = 0; i <= m->n_layers; i++) {
+        LayerKind k = i < m->n_layers ? m->layers[i].kind : LAYER_LM_HEAD;
+        bool starts = i < m->n_layers && k == LAYER_ATTENTION,
+             in = i < m->n_layers && (starts || k == LAYER_MLP || k == LAYER_MOE);
+        if ((starts || !in) && cur[0]) {   /* block b ends before layer i */
+            if (b == 0) snprintf(first, sizeof first, "%s", cur);
+            else if (strcmp(first, cur)) return;
+            cur[0] = '\0';
+        }
+        b += starts;
+        if (in && b >= 0) {
+            size_t at = strlen(cur);
+            snprintf(cur + at, sizeof cur - at, "%s%s", at ? ", then " : "", kind_name(k));
+        }
+    }
+    snprintf(buf, n, "%s", first);
 }
 
 static const char *sched_title(int s)
@@ -404,10 +480,15 @@ static void emit_header(Cg *g)
     cg_comment_text(p->cluster.name, cl, sizeof cl);
     PlanEval ev;
     plan_evaluate(p, &ev);
-    out(g, "/* %s.cu: generated by planc from %s. Do not edit: change the plan.\n *\n", name, file);
-    out(g, " * model     %s: %d layers (%d blocks), dim %lld, vocab %lld, seq %lld, %llu parameters\n",
-        name, m->n_layers, m->n_blocks, (long long)m->dim, (long long)m->vocab, (long long)m->seq,
+    out(g, "/* %s: generated by planc from %s. Do not edit: change the plan.\n *\n", g->name, file);
+    out(g, " * model     %s: %d blocks, dim %lld, vocab %lld, seq %lld, %llu parameters\n",
+        name, m->n_blocks, (long long)m->dim, (long long)m->vocab, (long long)m->seq,
         (unsigned long long)ev.params);
+    char span[256], parts[128];
+    span_title(m, 0, m->n_layers, span, sizeof span);
+    block_parts(m, parts, sizeof parts);
+    out(g, " *           %d layers: %s%s%s%s\n", m->n_layers, span, parts[0] ? " (each block: " : "", parts,
+        parts[0] ? ")" : "");
     if (plan_model_dropout(m))
         out(g, " *           dropout %g (attention probabilities, residual branches, embedding)\n", m->dropout);
     int cp = plan_cp(l);
@@ -446,14 +527,16 @@ static void emit_header(Cg *g)
     plan_eval_free(&ev);
     out(g, " *\n"
            " * How to read it: the parameter table (every tensor, its global shape and\n"
-           " * how TP splits it), the layer table, the layers' forward and backward\n"
-           " * passes (every TP collective is a call you can see), one forward and one\n"
+           " * how TP splits it), the layer table (one row per layer, named by its\n"
+           " * block: \"block 0 attention\"), the layers' forward and backward passes\n"
+           " * (every TP collective is a call you can see), one forward and one\n"
            " * backward per model chunk, then step_stageN: pipeline stage N's ops for\n"
            " * one training step, in the order planc scheduled them (rounds of a\n"
            " * regular schedule as loops), every collective of the step among them.\n"
            " * Ranks are rank = %s; every rank of a stage runs its\n"
            " * step. The code is this plan's alone: features it does not use are not\n"
-           " * in it.\n"
+           " * in it. The text is C and CUDA alike: planc build compiles it as EXE.c\n"
+           " * with mpicc (--target cpu) or as EXE.cu with nvcc (--target cuda).\n"
            " */\n#include \"planrt.h\"\n\n", cp > 1 ? "tp + TP*(cp + CP*(dp + DP*pp))" : "tp + TP*(dp + DP*pp)");
 }
 
@@ -806,7 +889,12 @@ static int emit_params(Cg *g, bool write)
            " * bucket) and virtual pipeline stage that hold it, how TP splits it, and\n"
            " * how it starts: normal(0, std) from (seed, id, element index), so every\n"
            " * layout starts from the same numbers. prt_model_new lays this rank's\n"
-           " * slices out in one flat buffer per stage; ZeRO-%d then %s. */\n",
+           " * slices out in one flat buffer per stage; ZeRO-%d then %s.\n"
+           " * A linear's weight is (out, in), row-major: y = x W^T + b, as torch.nn.Linear.\n"
+           " * Names are the checkpoint's: layers.L.* are layer L's of the layer table\n"
+           " * (LAYERS[L]; the comment above each group names its block); Hugging Face\n"
+           " * names block b model.layers.b (GPT-2: transformer.h.b), and export-hf and\n"
+           " * --init-from map the one to the other. */\n",
            g->l.zero, g->l.zero == 0 ? "replicates everything over DP"
            : g->l.zero == 1 ? "shards the AdamW state over DP (prt_shard of the flat buffer)"
            : g->l.zero == 2 ? "shards the AdamW state and the gradients over DP"
@@ -820,6 +908,12 @@ static int emit_params(Cg *g, bool write)
         size_t one[3] = { 0, 0, 0 };
         g->pfirst[i] = id;
         bool ln = L->norm == NORM_LAYERNORM;
+        char title[64];
+        layer_title(m, i, title, sizeof title);
+        if (L->kind == LAYER_LM_HEAD && L->tied && !tied_copy(g, i))
+            out(g, "    /* layer %d: %s, tied: it reads wte.weight, no tensor of its own */\n", i, title);
+        else
+            out(g, "    /* layer %d: %s */\n", i, title);
         switch (L->kind) {
         case LAYER_EMBEDDING:
             one[0] = (size_t)plan_vocab_padded(m, g->l.tp);
@@ -999,8 +1093,12 @@ static void emit_layers(Cg *g)
 {
     const Model *m = &g->p->model;
     int tp = g->l.tp, wte = -1;
-    out(g, "static const LayerSpec LAYERS[N_LAYERS] = {\n"
-           "    /* kind, w1, b1, w2, b2, ln_w, ln_b, norm, h, hkv, d, window, f, act, width, inner */\n");
+    out(g, "/* Each row names the fields its kind reads; the rest are left out (zero).\n"
+           " * g++ (under nvcc) warns of the fields a designated initialiser leaves out,\n"
+           " * gcc's C does not: the warning is off for the table alone. */\n"
+           "#pragma GCC diagnostic push\n"
+           "#pragma GCC diagnostic ignored \"-Wmissing-field-initializers\"\n"
+           "static const LayerSpec LAYERS[N_LAYERS] = {\n");
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         int p = g->pfirst[i], w1 = -1, b1 = -1, w2 = -1, b2 = -1, lw = -1, lb = -1, h = 0, hkv = 0,
@@ -1062,20 +1160,46 @@ static void emit_layers(Cg *g)
         }
         static const char *kinds[] = { "EMBEDDING", "ATTENTION", "MLP", "NORM", "LM_HEAD", "MOE" }; /* ORDER LayerKind */
         static const char *acts[] = { "ACT_GELU", "ACT_RELU", "ACT_SWIGLU", "ACT_GEGLU" }; /* ORDER ActKind */
-        bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;
-        char moe[160] = "";
-        if (feature(g, "HAS_MOE", 7) == 1) {   /* the moe columns (router .. capf) */
-            char aux[48], capf[48];
-            snprintf(moe, sizeof moe, ", %d, %d, %d, %lld, %lld, %lld, %s, %s", router, stride, shared0,
-                     (long long)L->experts, (long long)L->top_k, (long long)L->shared,
-                     flt(aux, L->aux_loss), flt(capf, L->capacity_factor));
+        const char *norm = L->norm == NORM_RMSNORM ? "NORM_RMSNORM" : "NORM_LAYERNORM";
+        char row[512], title[64];
+        int at = snprintf(row, sizeof row, ".kind = %s", kinds[L->kind]);
+#define ROW(...) (at += snprintf(row + at, sizeof row - (size_t)at, __VA_ARGS__))
+        /* the fields its kind reads, in LayerSpec's order (C++ wants that
+         * order); ids of roles it has but this layer lacks are -1 */
+        switch (L->kind) {
+        case LAYER_EMBEDDING:
+            ROW(", .w1 = %d", w1);
+            if (w2 >= 0) ROW(", .w2 = %d", w2);
+            break;
+        case LAYER_ATTENTION: case LAYER_MLP: case LAYER_MOE:
+            ROW(", .w1 = %d, .b1 = %d, .w2 = %d, .b2 = %d, .ln_w = %d, .ln_b = %d, .norm = %s",
+                w1, b1, w2, b2, lw, lb, norm);
+            if (L->kind == LAYER_ATTENTION) {
+                ROW(", .h = %d, .hkv = %d, .d = %d", h, hkv, d);
+                if (window) ROW(", .window = %lld", window);
+            } else {
+                ROW(", .f = %d, .act = %s", f, acts[L->act]);
+            }
+            ROW(", .width = %lld, .inner = %lld", width, inner);
+            if (L->kind == LAYER_MOE) {
+                char aux[48], capf[48];
+                ROW(", .router = %d, .ex_stride = %d, .shared0 = %d, .experts = %lld, .top_k = %lld, "
+                    ".shared = %lld, .aux = %s, .capf = %s", router, stride, shared0, (long long)L->experts,
+                    (long long)L->top_k, (long long)L->shared, flt(aux, L->aux_loss), flt(capf, L->capacity_factor));
+            }
+            break;
+        case LAYER_NORM:
+            ROW(", .ln_w = %d, .ln_b = %d, .norm = %s", lw, lb, norm);
+            break;
+        case LAYER_LM_HEAD:
+            ROW(", .w1 = %d", w1);
+            break;
         }
-        out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %s, %d, %d, %d, %lld, %d, %s, %lld, %lld%s }, /* layer %d: %s */\n",
-            kinds[L->kind], w1, b1, w2, b2, lw, lb,
-            L->norm == NORM_RMSNORM ? "NORM_RMSNORM" : "NORM_LAYERNORM", h, hkv, d, window, f,
-            acts[ffn ? L->act : ACT_GELU], width, inner, moe, i, kind_name(L->kind));
+#undef ROW
+        layer_title(m, i, title, sizeof title);
+        out(g, "    { %s }, /* layer %d: %s */\n", row, i, title);
     }
-    out(g, "};\n\n/* The layers [first, end) of each virtual stage (chunk * PP + stage). */\n");
+    out(g, "};\n#pragma GCC diagnostic pop\n\n/* The layers [first, end) of each virtual stage (chunk * PP + stage). */\n");
     out(g, "static const int VSTAGE_FIRST[%d] = {", g->nv);
     for (int k = 0; k < g->nv; k++) out(g, "%s%d", k ? ", " : " ", g->chunk[k].first);
     out(g, " };\nstatic const int VSTAGE_END[%d] = {", g->nv);
@@ -1115,8 +1239,11 @@ static void emit_chunk_bwd(Cg *g, int k, const char *name, const char *const *fn
     for (int i = e - 1; i >= a; i--) {
         const char *f = fn[m->layers[i].kind];
         bool with_d = !weight || m->layers[i].kind == LAYER_EMBEDDING;
-        if (f && !with_d) { out(g, "    %s(&LAYERS[%d], &a[%d]);\n", f, i, i - a); uses++; }
-        else if (f) { out(g, "    %s(&LAYERS[%d], &a[%d], s->d);\n", f, i, i - a); uses++; }
+        char call[128], title[64];
+        layer_title(m, i, title, sizeof title);
+        if (f && !with_d) snprintf(call, sizeof call, "%s(&LAYERS[%d], &a[%d]);", f, i, i - a);
+        else if (f) snprintf(call, sizeof call, "%s(&LAYERS[%d], &a[%d], s->d);", f, i, i - a);
+        if (f) { out(g, "    %-48s /* %s */\n", call, title); uses++; }
         if (!input) out(g, "    grads_done(%d);\n", i);
     }
     if (!uses) out(g, "    (void)s; (void)a;\n");
@@ -1142,16 +1269,22 @@ static void emit_chunks(Cg *g)
            " * VSTAGE_END[k]). Each layer's output is the next one's input. */\n");
     for (int k = 0; k < g->nv; k++) {
         int a = g->chunk[k].first, e = g->chunk[k].end;
-        out(g, "\n/* virtual stage %d (stage %d, chunk %d): layers %d-%d */\n", k, k % g->l.pp,
-            k / g->l.pp, a, e - 1);
+        char span[256];
+        span_title(m, a, e, span, sizeof span);
+        out(g, "\n/* virtual stage %d (stage %d, chunk %d): layers %d-%d, %s */\n", k, k % g->l.pp,
+            k / g->l.pp, a, e - 1, span);
         out(g, "static void chunk_fwd_v%d(prt_slot *s, LayerActs *a)\n{\n", k);
         for (int i = a; i < e; i++) {
             LayerKind kind = m->layers[i].kind;
-            char y[32];
-            if (kind == LAYER_LM_HEAD) { out(g, "    %s(&LAYERS[%d], &a[%d]);\n", FN_FWD[kind], i, i - a); continue; }
-            if (i + 1 < e) snprintf(y, sizeof y, "a[%d].x", i + 1 - a);
-            else snprintf(y, sizeof y, "s->y");
-            out(g, "    %s(&LAYERS[%d], &a[%d], %s);\n", FN_FWD[kind], i, i - a, y);
+            char y[32], call[128], title[64];
+            layer_title(m, i, title, sizeof title);
+            if (kind == LAYER_LM_HEAD) snprintf(call, sizeof call, "%s(&LAYERS[%d], &a[%d]);", FN_FWD[kind], i, i - a);
+            else {
+                if (i + 1 < e) snprintf(y, sizeof y, "a[%d].x", i + 1 - a);
+                else snprintf(y, sizeof y, "s->y");
+                snprintf(call, sizeof call, "%s(&LAYERS[%d], &a[%d], %s);", FN_FWD[kind], i, i - a, y);
+            }
+            out(g, "    %-48s /* %s */\n", call, title);
         }
         if (m->layers[e - 1].kind == LAYER_LM_HEAD) out(g, "    (void)s;\n");
         out(g, "}\n");
@@ -1224,8 +1357,12 @@ static void line_comment(Cg *g, int s, const CgLine *l, const char *mb, char *bu
     const PlanChunk *ch = l->chunk >= 0 ? &g->chunk[l->chunk * g->l.pp + s] : NULL;
     int ranks = g->l.dp * g->l.tp * plan_cp(&g->l) * g->l.pp;
     switch (l->kind) {
-    case OP_FWD: snprintf(buf, n, "forward   mb %s, chunk %d (layers %d-%d)", mb, l->chunk,
-                          ch->first, ch->end - 1); break;
+    case OP_FWD: {
+        char span[128];
+        span_title(&g->p->model, ch->first, ch->end, span, sizeof span);
+        snprintf(buf, n, "forward   mb %s, chunk %d (%s)", mb, l->chunk, span);
+        break;
+    }
     case OP_BWD: snprintf(buf, n, "backward  mb %s, chunk %d", mb, l->chunk); break;
     case OP_BWD_INPUT: snprintf(buf, n, "backward  mb %s, chunk %d: input gradients (B)", mb, l->chunk); break;
     case OP_BWD_WEIGHT: snprintf(buf, n, "backward  mb %s, chunk %d: weight gradients (W)", mb, l->chunk); break;
@@ -1682,12 +1819,24 @@ static bool reduces_over_cp(const Cg *g, char *why, size_t len)
     return false;
 }
 
-bool cg_emit(const Plan *p, FILE *f, char *why, size_t len)
+const char *cg_source_ext(CgTarget t) { return t == CG_TARGET_CUDA ? ".cu" : ".c"; }
+
+bool cg_emit(const Plan *p, FILE *f, char *why, size_t len) { return cg_emit_named(p, NULL, f, why, len); }
+
+bool cg_emit_named(const Plan *p, const char *name, FILE *f, char *why, size_t len)
 {
     Cg g;
     memset(&g, 0, sizeof g);
     g.f = f;
     g.p = p;
+    char file[sizeof g.name];
+    if (name && *name) {   /* its last path component */
+        const char *slash = strrchr(name, '/');
+        snprintf(file, sizeof file, "%s", slash && slash[1] ? slash + 1 : name);
+    } else {
+        snprintf(file, sizeof file, "%s%s", p->model.name ? p->model.name : "program", cg_source_ext(CG_TARGET_CPU));
+    }
+    cg_comment_text(file, g.name, sizeof g.name);
     g.l = plan_layout_defaults(p);
     /* the one rule (planner/layout.c) that `check` and `search` ask too:
      * what they accept, this emits */

@@ -177,23 +177,27 @@ static const prt_param PARAMS[] = {
 //@@ types
 /* ---- the model's layers ----------------------------------------------------
  * One entry per layer of the model, in order, with this TP rank's share of
- * it: heads and MLP width are local (global / TP). */
+ * it: heads and MLP width are local (global / TP). A block is an attention
+ * layer and the layers after it up to the next attention (its MLP or MoE);
+ * the comments name each layer by its block. */
 typedef enum { EMBEDDING, ATTENTION, MLP, NORM, LM_HEAD } LayerKind;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;   /* pre-norms and the final norm */
 typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GEGLU } ActKind;   /* the MLP's activation */
 
 typedef struct {
     LayerKind kind;
-    int w1, b1;        /* first linear's weight and bias (embedding: wte; lm_head: head; -1: none) */
-    int w2, b2;        /* second linear's weight and bias (embedding: wpe) */
-    int ln_w, ln_b;    /* the pre-norm's gain and bias (-1: none) */
-    NormKind norm;
+    int w1, b1;        /* first linear's weight and bias, ids in PARAMS (embedding: wte; lm_head: the
+                          head's weight; -1: none) */
+    int w2, b2;        /* second linear's weight and bias (embedding: wpe, learned positions only) */
+    int ln_w, ln_b;    /* attention, mlp: the pre-norm's gain and bias; norm: the final norm's (-1: none) */
+    NormKind norm;     /* the kind of that norm */
     int h, hkv, d;     /* attention: this rank's query and key/value heads, head size */
-    size_t window;     /* attention: the sliding window in tokens, 0 full causal */
+    size_t window;     /* attention: the sliding window in tokens, 0 (left out): full causal */
     int f;             /* mlp: this rank's hidden width */
-    ActKind act;
-    size_t width;      /* columns of the first linear here: (h + 2 hkv) d, or f (SwiGLU, GeGLU: 2 f) */
-    size_t inner;      /* rows of the second linear here: h d, or f */
+    ActKind act;       /* mlp: its activation */
+    size_t width;      /* attention, mlp: rows of the first linear's weight here (its outputs):
+                          (h + 2 hkv) d, or f (SwiGLU, GeGLU: 2 f) */
+    size_t inner;      /* attention, mlp: columns of the second linear's weight here: h d, or f */
 #if HAS_MOE
     /* moe (w1, b1, w2, b2 above are routed expert 0's; f, width, inner each expert's) */
     int router;        /* the router's weight (E, C), replicated over TP, no bias */
@@ -1066,10 +1070,12 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     qk_norm_fwd(L, a);                                                  /* q/k norm, before RoPE */
 #endif
 #if ROPE && CONTEXT_PARALLEL
+    /* rotary on q and k at global positions, interleaved pairs (2i, 2i+1): ROPE_PARAMS says more */
     prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS, SEQ, CP,
-                    R.c->coord.cp);                                     /* rotary, at global positions */
+                    R.c->coord.cp);
 #elif ROPE
-    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS);  /* rotary positions */
+    /* rotary positions on q and k, interleaved pairs (2i, 2i+1): ROPE_PARAMS says why not HF's halves */
+    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS);
 #endif
 #if CONTEXT_PARALLEL
     /* CP: this rank's queries against the whole sequence's keys, from the CP group (cp_comm) */

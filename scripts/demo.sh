@@ -83,7 +83,7 @@ first=$(sed -n '1s/.*"loss": \([0-9.]*\).*/\1/p' "$out/train.jsonl")
 final=$(sed -n '$s/.*"loss": \([0-9.]*\).*/\1/p' "$out/train.jsonl")
 echo
 echo "loss $first -> $final over $steps steps (ln 256 = 5.545 is a uniform guess over bytes)"
-echo "the generated program is $out/tiny.cu: read it from the top (planc emit prints the same)"
+echo "the generated program is $out/tiny.c: read it from the top (planc emit prints the same)"
 echo "checkpoints: $(ls "$out/ckpt" | tr '\n' ' ')(resume with --resume $out/ckpt, on any layout)"
 echo "the trained model as one safetensors file: $out/model.safetensors"
 exit $status

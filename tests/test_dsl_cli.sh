@@ -57,7 +57,7 @@ while read -r cmd opt meta; do
     expect "$cmd $opt (last)" 2 '' "$want" -- $cmd examples/tiny.plan $opt
     expect "$cmd $opt --json" 2 '' "$want" -- $cmd examples/tiny.plan $opt --json
 done <<'EOF_OPTS'
-emit -o OUT.cu
+emit -o OUT.c
 build -o EXE
 build --target cpu\|cuda
 build --launch mpirun\|slurm

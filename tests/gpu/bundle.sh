@@ -75,7 +75,7 @@ P
 BUILD_ONLY=1 TARGET=cuda DTYPE=bf16 RANKS=1 STEPS=6 WARMUP=2 CALIB="$(pwd)/$work/standin.plan" \
     MODELS="g1024:1024,16,4,512" scripts/validate-calib.sh "$planc" "$(cd "$B/calib" && pwd)" > "$work/calib.log" 2>&1 ||
     { cat "$work/calib.log"; die "calib: validate-calib.sh BUILD_ONLY failed"; }
-rm -f "$B"/{train,mem,calib}/*.cu "$B"/calib/*.err "$B"/calib/*.plan "$B"/calib/rows.txt
+rm -f "$B"/{train,mem,calib}/*.c "$B"/{train,mem,calib}/*.cu "$B"/calib/*.err "$B"/calib/*.plan "$B"/calib/rows.txt
 
 # strip debugging information (the symbols stay, for backtraces), then pack
 # test_ops_cuda (26 MiB with OpenBLAS, 7 gzipped)

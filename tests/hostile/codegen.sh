@@ -73,7 +73,7 @@ build_case() {
     verdict "run printed 2 steps, $label" $(( n == 2 )) "$n step lines"
 }
 build_case "hostile data path" "$W/data.plan" "$W/data.exe"
-[ -f "$W/data.exe.cu" ] && grep -qF "$name" "$W/data.exe.cu"
+[ -f "$W/data.exe.c" ] && grep -qF "$name" "$W/data.exe.c"
 verdict "model name of 128 bytes kept whole" $(( $? == 0 )) "name cut"
 build_case "hostile .plan path" "$hplan" "$W/plan.exe"
 build_case "hostile output path" "$W/exe.plan" "$hexe"
@@ -89,8 +89,8 @@ mkdir -p "$W/dash" && cd "$W/dash"
 plan_text tiny one '"d.txt"' >p.plan
 "$planc" build p.plan -o -oops >"$HTMP/out" 2>"$HTMP/err"
 rc=$?
-# either refused with a message, or built as ./-oops; never `-o ops.cu`
-[ ! -e ops.cu ] && { { [ $rc = 0 ] && [ -x ./-oops ]; } || { [ $rc = 2 ] && [ -s "$HTMP/err" ]; }; }
+# either refused with a message, or built as ./-oops; never `-o ops.c`
+[ ! -e ops.c ] && [ ! -e ops.cu ] && { { [ $rc = 0 ] && [ -x ./-oops ]; } || { [ $rc = 2 ] && [ -s "$HTMP/err" ]; }; }
 verdict "build -o -oops is no compiler option" $(( $? == 0 )) "exit $rc, files: $(ls | tr '\n' ' ')"
 "$planc" emit p.plan -o -x.cu >/dev/null 2>&1
 [ -s ./-x.cu ]; verdict "emit -o -x.cu writes ./-x.cu" $(( $? == 0 )) "no ./-x.cu"
