@@ -63,7 +63,8 @@ static const prt_adamw_cfg ADAMW = { 0.001f, 0.0001f, 5, 50, 0.9f, 0.95f, 1e-08f
  * bucket) and virtual pipeline stage that hold it, how TP splits it, and
  * how it starts: normal(0, std) from (seed, id, element index), so every
  * layout starts from the same numbers. prt_model_new lays this rank's
- * slices out in one flat buffer per stage; ZeRO-1 then shards the AdamW state over DP (prt_shard of the flat buffer).
+ * slices out in one flat buffer per stage.
+ * ZeRO-1 then shards the AdamW state over DP (prt_shard of the flat buffer).
  * A linear's weight is (out, in), row-major: y = x W^T + b, as torch.nn.Linear.
  * Names are the checkpoint's: layers.L.* are layer L's of the layer table
  * (LAYERS[L]; the comment above each group names its block); Hugging Face
