@@ -903,7 +903,9 @@ static int emit_params(Cg *g, bool write)
     out(g, "static const prt_param PARAMS[] = {\n"
            "    /* name, layer, vstage, rows, cols, TP split, row groups, init, std, decay, tp_sum, tie,\n"
            "     * logical rows (a padded vocabulary: rows Vp, the model's V; the padding rows\n"
-           "     * after V stay 0 and are not checkpointed) */\n");
+           "     * after V stay 0 and are not checkpointed). Row groups: the rows of a\n"
+           "     * PRT_SPLIT_ROWS tensor in parts (QKV: q's heads, k's, v's; a gated up: gate's,\n"
+           "     * up's), each TP rank holding its 1/TP of every part */\n");
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         size_t one[3] = { 0, 0, 0 };

@@ -73,7 +73,9 @@ static const prt_adamw_cfg ADAMW = { 0.001f, 0.0001f, 5, 50, 0.9f, 0.95f, 1e-08f
 static const prt_param PARAMS[] = {
     /* name, layer, vstage, rows, cols, TP split, row groups, init, std, decay, tp_sum, tie,
      * logical rows (a padded vocabulary: rows Vp, the model's V; the padding rows
-     * after V stay 0 and are not checkpointed) */
+     * after V stay 0 and are not checkpointed). Row groups: the rows of a
+     * PRT_SPLIT_ROWS tensor in parts (QKV: q's heads, k's, v's; a gated up: gate's,
+     * up's), each TP rank holding its 1/TP of every part */
     /* layer 0: embedding */
     { "wte.weight", 0, 0, 256, 64, PRT_SPLIT_ROWS, 1, { 256, 0, 0 }, PRT_INIT_NORMAL, 0.02f, true, false, -1, 256 }, /* 0: this rank (128, 64) */
     { "wpe.weight", 0, 0, 64, 64, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_NORMAL, 0.02f, true, false, -1, 0 }, /* 1: this rank all */
