@@ -31,6 +31,14 @@
  * feeds (its `pair`); and FREE_SLOT after the last op that touches a
  * (micro-batch, chunk), which is when its activations may be reused.
  *
+ * It reads as docs/codegen.md describes it: every comment names a layer
+ * by its block ("block 3 attention", layer_title; the code and the
+ * checkpoint names keep the layer's index), a layer table row holds only
+ * the fields its kind reads (designated initialisers), a convention is
+ * stated where it is used (RoPE's pairs at ROPE_PARAMS, (out, in) weights
+ * at the parameter table), and the first line names the file as it is
+ * saved (MODEL.c, or the name emit -o or build gives it).
+ *
  * Text from the .plan (the model name, the file and data paths) is made
  * safe before it is written: comments cannot be closed early, string
  * literals are escaped. Output is deterministic: no times, no addresses.
