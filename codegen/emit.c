@@ -501,7 +501,8 @@ static void model_uniform(const Model *m, char *why, size_t cap)
         if (!a0) { a0 = a; f0 = f; continue; }
         if (a->heads != a0->heads || a->kv_heads != a0->kv_heads || a->head_dim != a0->head_dim ||
             a->window != a0->window || a->norm != a0->norm || a->bias != a0->bias ||
-            a->qkv_bias_only != a0->qkv_bias_only) {
+            a->qkv_bias_only != a0->qkv_bias_only || a->qk_norm != a0->qk_norm || a->softcap != a0->softcap ||
+            a->query_scalar != a0->query_scalar) {
             snprintf(why, cap, "attention layer %d differs from the first block's", i);
             return;
         }
@@ -562,9 +563,11 @@ static void emit_model_config(Cg *g)
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
         "\"final_norm\": \"%s\", \"tied\": %s, \"norm_eps\": %.17g, \"dropout\": %.17g, "
-        "\"embed_scale\": %s, \"norm_plus_one\": %s, \"uniform\": \"%s\"}",
+        "\"embed_scale\": %s, \"norm_plus_one\": %s, \"attn_softcap\": %.17g, \"query_scalar\": %.17g, "
+        "\"logit_softcap\": %.17g, \"uniform\": \"%s\"}",
         N ? norm[N->norm] : "none", H->tied ? "true" : "false", plan_norm_eps(m), m->dropout,
-        E->embed_scale ? "true" : "false", m->norm_plus_one ? "true" : "false", w);
+        E->embed_scale ? "true" : "false", m->norm_plus_one ? "true" : "false", A ? A->softcap : 0,
+        A ? A->query_scalar : 0, H->softcap, w);
     char lit[8192];
     cg_string_literal(j, lit, sizeof lit);
     out(g, "/* the model's hyperparameters (planc's JSON), recorded in checkpoints: planrt-ckpt export-hf\n"
