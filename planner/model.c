@@ -1123,12 +1123,15 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
         }
         break;
     case LAYER_ATTENTION: {
-        char win[40] = "";
+        char win[40] = "", sc[80] = "";
         if (l->window > 0) snprintf(win, sizeof win, ", window %lld", (long long)l->window);
-        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s%s", (long long)l->heads,
+        if (l->softcap > 0) snprintf(sc, sizeof sc, ", softcap %g", l->softcap);
+        if (l->query_scalar > 0)   /* Gemma's query_pre_attn_scalar: scores times 1/sqrt(it) */
+            snprintf(sc + strlen(sc), sizeof sc - strlen(sc), ", scale 1/sqrt(%g)", l->query_scalar);
+        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s%s%s", (long long)l->heads,
                  (long long)l->kv_heads, (long long)plan_head_dim(m, l), norms[l->norm],
                  !l->bias ? "" : l->qkv_bias_only ? ", qkv bias" : ", bias", win,
-                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" : "");
+                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" : "", sc);
         break;
     }
     case LAYER_MLP:
@@ -1149,6 +1152,10 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
     case LAYER_LM_HEAD:
         snprintf(buf, (size_t)len, "%lld -> %lld%s", (long long)m->dim, (long long)m->vocab,
                  l->tied ? ", tied" : "");
+        if (l->softcap > 0) {   /* Gemma 2's final-logit soft-cap */
+            size_t n = strlen(buf);
+            snprintf(buf + n, (size_t)len > n ? (size_t)len - n : 0, ", softcap %g", l->softcap);
+        }
         break;
     }
 }
