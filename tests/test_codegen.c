@@ -418,6 +418,11 @@ static void test_template_compiles(void **state)
         { "-DQK_NORM=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DSP=1", "-DPIPELINE=1", NULL },
         { "-DQK_NORM=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DCONTEXT_PARALLEL=1", NULL },
         { "-DQK_NORM=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DHAS_MOE=1", NULL },
+        /* issue 29's Gemma 2 scores and logit cap: whole, zb-h1, selective, full, CP's loss */
+        { "-DATTN_SCORES=1", "-DLOGIT_SOFTCAP=1", "-DSLIDING_WINDOW=1", "-DNORM_RMS=1", "-DMLP_GEGLU=1", NULL },
+        { "-DATTN_SCORES=1", "-DLOGIT_SOFTCAP=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DSP=1", NULL },
+        { "-DATTN_SCORES=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DPIPELINE=1", NULL },
+        { "-DLOGIT_SOFTCAP=1", "-DCONTEXT_PARALLEL=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
