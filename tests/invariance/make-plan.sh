@@ -157,6 +157,11 @@ gemma_model='model tinygemma {
 case "$body" in *gemma2\;*) body=${body//gemma2;/gemma;}
     gemma_model=${gemma_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; norm rmsnorm; bias false; sliding_window 16 every 2; softcap SCAP; query_pre_attn_scalar 24}
     gemma_model=${gemma_model/tied true/tied true; softcap LCAP} ;; esac
+# `logitcap;`: the `gemma;` model with Gemma 2's final-logit cap alone, the
+# one of its features the CP attention forms take (emit refuses the
+# attention's cap and scale with cp)
+case "$body" in *logitcap\;*) body=${body//logitcap;/gemma;}
+    gemma_model=${gemma_model/tied true/tied true; softcap LCAP} ;; esac
 gemma_model=${gemma_model/SCAP/${GEMMA2_SCORE_CAP:-0.02}}
 gemma_model=${gemma_model/LCAP/${GEMMA2_LOGIT_CAP:-0.5}}
 
