@@ -94,6 +94,13 @@ typedef struct {
     bool        qk_norm;            /* Qwen3: an RMSNorm of each query and key head */
     bool        gemma;              /* Gemma's (1 + w) RMSNorm and sqrt(hidden) embedding scale
                                        (norm_plus_one, embedding scale sqrt_dim; issue 28) */
+    int64_t     window_every;       /* Gemma 2/3: block i global when (i + 1) % K == 0, the others
+                                       slide (`sliding_window W every K`); 0: every block alike */
+    double      attn_softcap;       /* Gemma 2's attn_logit_softcapping; 0: none */
+    double      logit_softcap;      /* Gemma 2's final_logit_softcapping; 0: none */
+    double      query_scalar;       /* Gemma 2/3's query_pre_attn_scalar; 0: head_dim's scale */
+    const char *needs;              /* what the language cannot write yet (Gemma 2/3's
+                                       sandwich norms): refused naming it once all is read */
 } ImportModel;
 
 /* ---- locating and reading keys ------------------------------------------ */
@@ -554,6 +561,111 @@ static void read_gemma(HfConfig *c, ImportModel *m)
     m->gemma = true;   /* written as norm_plus_one true and embedding { scale sqrt_dim } */
 }
 
+/* A soft-cap key: a positive number, or null / absent for none (0). */
+static double hf_softcap(HfConfig *c, const char *key, double def)
+{
+    json_t *v = hf_get(c, key);
+    if (v && json_is_null(v)) return 0;
+    return hf_num(c, key, def, "the soft-cap C of C tanh(x / C), or null");
+}
+
+/* Gemma 2's and 3's local and global blocks, as transformers decides
+ * them: layer_types when the config has it (one "sliding_attention" or
+ * "full_attention" per block, transformers >= 4.53), else block i global
+ * when (i + 1) % K == 0, K = every_def (Gemma 2: 2, Gemma2DecoderLayer's
+ * is_sliding = not bool(layer_idx % 2)) or sliding_window_pattern (Gemma
+ * 3, default 6). Written as `sliding_window W every K`; a list that is no
+ * such pattern (nor all one kind) is refused naming it. */
+static void read_gemma_window(HfConfig *c, ImportModel *m, int64_t every_def, bool pattern_key)
+{
+    int64_t w = hf_int(c, "sliding_window", -1, "the local blocks' window in tokens");
+    int64_t every = pattern_key ? hf_int(c, "sliding_window_pattern", every_def, "every K-th block is global")
+                                : every_def;
+    json_t *lt = hf_get(c, "layer_types");
+    if (lt && !json_is_null(lt)) {
+        size_t n = json_is_array(lt) ? json_array_size(lt) : 0;
+        if (!json_is_array(lt) || (int64_t)n != m->layers) {
+            dsl_error(c->d, key_loc(c, "layer_types"), "'layer_types': expected a list of num_hidden_layers "
+                      "%lld entries, \"sliding_attention\" or \"full_attention\"", (long long)m->layers);
+            c->failed = true;
+            return;
+        }
+        int64_t first_full = 0, full = 0;   /* the first global block, 1-based; how many */
+        for (size_t i = 0; i < n; i++) {
+            const char *t = json_string_value(json_array_get(lt, i));
+            bool is_full = t && !strcmp(t, "full_attention");
+            if (!t || (!is_full && strcmp(t, "sliding_attention"))) {
+                dsl_error(c->d, key_loc(c, "layer_types"), "'layer_types': entry %zu is neither "
+                          "\"sliding_attention\" nor \"full_attention\"", i);
+                c->failed = true;
+                return;
+            }
+            if (is_full && !first_full) first_full = (int64_t)i + 1;
+            full += is_full;
+        }
+        every = full == (int64_t)n ? 1 : full == 0 ? 0 : first_full;
+        for (size_t i = 0; every > 1 && i < n; i++)
+            if ((((int64_t)i + 1) % every == 0) != !strcmp(json_string_value(json_array_get(lt, i)), "full_attention")) {
+                dsl_error(c->d, key_loc(c, "layer_types"), "'layer_types': block %zu breaks the pattern of a "
+                          "global block every %lld (sliding_window W every K writes only that)", i, (long long)every);
+                c->failed = true;
+                return;
+            }
+    }
+    if (w <= 0 || every == 1) return;   /* no window, or every block global */
+    m->window = w;
+    m->window_from = 0;
+    m->window_every = every >= m->layers + 1 ? 0 : every;   /* no global block in range: all slide */
+}
+
+/* Gemma 2 (Gemma2Config, transformers v4.42+): Gemma's keys, and
+ * attention and final-logit soft-caps (attn_logit_softcapping 50,
+ * final_logit_softcapping 30; null: none), scores scaled by
+ * 1/sqrt(query_pre_attn_scalar) (default 224), a window on every other
+ * block from block 0 on; and a norm after each sub-block besides the one
+ * before (post_attention_layernorm, pre_ and post_feedforward_layernorm),
+ * which the language cannot write yet: refused naming it. */
+static void read_gemma2(HfConfig *c, ImportModel *m)
+{
+    read_gemma(c, m);
+    m->attn_softcap = hf_softcap(c, "attn_logit_softcapping", 50);
+    m->logit_softcap = hf_softcap(c, "final_logit_softcapping", 30);
+    m->query_scalar = hf_num(c, "query_pre_attn_scalar", 224, "the scores' scale is 1/sqrt of it");
+    read_gemma_window(c, m, 2, false);
+    int64_t old = hf_int(c, "sliding_window_size", -1, "the window again (early Gemma 2 configs)");
+    if (old > 0 && old != m->window && !c->failed) {
+        dsl_error(c->d, key_loc(c, "sliding_window_size"), "'sliding_window_size' %lld differs from "
+                  "sliding_window %lld", (long long)old, (long long)m->window);
+        c->failed = true;
+    }
+    m->needs = "a norm after each attention and MLP besides the one before (Gemma's sandwich norms: "
+               "post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)";
+}
+
+/* Gemma 3's text model (Gemma3TextConfig, transformers v4.50+): Gemma 2's
+ * keys (no soft-caps by default), its q/k norm (`qk_norm rmsnorm`, by
+ * 1 + w as every Gemma norm), five local blocks to a global one
+ * (sliding_window_pattern 6 or layer_types) whose RoPE base is
+ * rope_local_base_freq on the local blocks and rope_theta (and
+ * rope_scaling) on the global ones; refused naming the sandwich norms and
+ * the local blocks' own RoPE base. */
+static void read_gemma3(HfConfig *c, ImportModel *m)
+{
+    read_gemma(c, m);
+    m->attn_softcap = hf_softcap(c, "attn_logit_softcapping", 0);
+    m->logit_softcap = hf_softcap(c, "final_logit_softcapping", 0);
+    m->query_scalar = hf_num(c, "query_pre_attn_scalar", 256, "the scores' scale is 1/sqrt of it");
+    m->qk_norm = true;
+    read_gemma_window(c, m, 6, true);
+    double local = hf_num(c, "rope_local_base_freq", 10000, "the local blocks' RoPE base");
+    m->needs = local != m->rope_theta || m->rope_scaling.kind != ROPE_SCALING_NONE
+                   ? "a norm after each attention and MLP besides the one before (Gemma's sandwich norms) and "
+                     "a RoPE base of the local blocks' own (rope_local_base_freq; rope_scaling on the global "
+                     "blocks only)"
+                   : "a norm after each attention and MLP besides the one before (Gemma's sandwich norms: "
+                     "post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)";
+}
+
 /* GPT-2: its own key names; learned positions, LayerNorm, biases
  * everywhere, a GELU MLP of n_inner (null: 4 x n_embd), tied head. */
 static void read_gpt2(HfConfig *c, ImportModel *m)
@@ -616,6 +728,8 @@ static const ImportFamily FAMILIES[] = {
     { "qwen2",   read_qwen2,   "Qwen2ForCausalLM" },
     { "qwen3",   read_qwen3,   "Qwen3ForCausalLM" },
     { "gemma",   read_gemma,   "GemmaForCausalLM" },
+    { "gemma2",  read_gemma2,  "Gemma2ForCausalLM" },
+    { "gemma3_text", read_gemma3, "Gemma3ForCausalLM" },
     { "gpt2",    read_gpt2,    "GPT2LMHeadModel" },
     { "phi3",    read_phi3,    "Phi3ForCausalLM" },
 };
@@ -628,10 +742,6 @@ static const struct { const char *model_type, *needs; } NOT_YET[] = {
                    "(moe_intermediate_size) and renormalised top-k weights (norm_topk_prob)" },
     { "qwen2_moe", "shared experts of their own width behind a sigmoid gate (shared_expert_intermediate_size) "
                    "and experts of their own width (moe_intermediate_size)" },
-    { "gemma2", "attention and final-logit soft-capping, pre- and post-norms around each sub-block, alternating "
-                "local and global attention and query_pre_attn_scalar" },
-    { "gemma3_text", "RMSNorm of each query and key head, pre- and post-norms, local and global layers with "
-                     "their own RoPE bases" },
     { "olmo2", "RMSNorm of the queries and keys and norms after each sub-block instead of before" },
     { "deepseek_v2", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
                      "layers and shared plus routed experts with grouped routing" },
@@ -672,9 +782,26 @@ static const struct { const char *key, *neutral, *why; } NEUTRAL_AT[] = {
                                                     router_aux_loss_coef x the balance loss */
     { "use_sliding_window", NULL, NULL },        /* read by Qwen2; Mistral's and Phi-3's configs carry it */
     { "max_window_layers", NULL, NULL },
+    { "cache_implementation", NULL, NULL },      /* Gemma 2/3's "hybrid" KV cache: inference only */
 };
 
 /* ---- writing the model block ---------------------------------------------- */
+
+/* A number in the shortest form that reads back as itself; a whole
+ * number as one (soft-caps: 50, not 5e+01). */
+static void put_num(FILE *o, double x)
+{
+    char buf[40];
+    if (x == floor(x) && fabs(x) < 1e15) {
+        fprintf(o, "%.0f", x);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    fputs(buf, o);
+}
 
 static void put_attention(FILE *o, const ImportModel *m, bool window)
 {
@@ -683,7 +810,16 @@ static void put_attention(FILE *o, const ImportModel *m, bool window)
     if (m->kv_heads != m->heads) fprintf(o, "; kv_heads %lld", (long long)m->kv_heads);
     if (m->head_dim * m->heads != m->dim) fprintf(o, "; head_dim %lld", (long long)m->head_dim);
     if (window) fprintf(o, "; sliding_window %lld", (long long)m->window);
+    if (window && m->window_every) fprintf(o, " every %lld", (long long)m->window_every);
     if (m->qk_norm) fprintf(o, "; qk_norm rmsnorm");
+    if (m->attn_softcap > 0) {
+        fprintf(o, "; softcap ");
+        put_num(o, m->attn_softcap);
+    }
+    if (m->query_scalar > 0) {
+        fprintf(o, "; query_pre_attn_scalar ");
+        put_num(o, m->query_scalar);
+    }
     fprintf(o, "; norm %s; bias %s }\n", m->norm, bias[m->attn_bias]);
 }
 
@@ -700,17 +836,6 @@ static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, 
     else
         fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s }\n    }\n", (long long)m->hidden,
                 m->act, m->norm, m->mlp_bias ? "true" : "false");
-}
-
-/* A number in the shortest form that reads back as itself. */
-static void put_num(FILE *o, double x)
-{
-    char buf[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    fputs(buf, o);
 }
 
 static void put_rope_scaling(FILE *o, const RopeScaling *r)
@@ -768,7 +893,37 @@ static void put_model(FILE *o, const ImportModel *m, const char *name, const cha
     int64_t from = m->window ? m->window_from : m->layers;
     put_blocks(o, m, 0, from, false);
     put_blocks(o, m, from, m->layers, true);
-    fprintf(o, "    norm { kind %s }\n    lm_head { tied %s }\n}\n", m->norm, m->tied ? "true" : "false");
+    fprintf(o, "    norm { kind %s }\n    lm_head { tied %s", m->norm, m->tied ? "true" : "false");
+    if (m->logit_softcap > 0) {
+        fprintf(o, "; softcap ");
+        put_num(o, m->logit_softcap);
+    }
+    fprintf(o, " }\n}\n");
+}
+
+/* For a refused model that was read whole (m->needs): a note with the
+ * attention and head the rest of the config makes, as the model block
+ * would hold them, so what was read is on view (and tested). */
+static void note_read_blocks(DslDiag *d, HfConfig *c, const ImportModel *m)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) return;
+    put_attention(mem, m, m->window > 0);
+    fprintf(mem, "lm_head { tied %s", m->tied ? "true" : "false");
+    if (m->logit_softcap > 0) {
+        fprintf(mem, "; softcap ");
+        put_num(mem, m->logit_softcap);
+    }
+    fprintf(mem, " }");
+    fclose(mem);
+    char *a = text;
+    while (*a == ' ') a++;
+    char *nl = strchr(a, '\n');
+    if (nl) *nl = ' ';
+    dsl_note(d, key_loc(c, "model_type"), "the rest is read: %s", a);
+    free(text);
 }
 
 /* ---- names and notes ------------------------------------------------------ */
@@ -927,7 +1082,8 @@ static int import_config(const char *path, const char *out_path, const char *nam
                 goto done;
             }
         dsl_error(&diag, key_loc(&c, "model_type"),
-                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, gemma, gpt2 or phi3",
+                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, gemma, gpt2 or phi3 "
+                  "(gemma2 and gemma3_text are read, then refused naming the norms they need)",
                   family);
         goto done;
     }
@@ -944,6 +1100,12 @@ static int import_config(const char *path, const char *out_path, const char *nam
         c.failed = true;
     }
     if (!check_unread(&c)) c.failed = true;
+    if (!c.failed && m.needs) {   /* read exactly, then refused naming what is missing */
+        dsl_error(&diag, key_loc(&c, "model_type"), "model_type \"%s\" needs %s, which planc's language cannot "
+                  "write yet", family, m.needs);
+        note_read_blocks(&diag, &c, &m);
+        c.failed = true;
+    }
     if (c.failed) goto done;
 
     char name[DSL_MAX_NAME + 2];

@@ -400,6 +400,14 @@ static void set_feature(Cg *g, const char *name, bool on)
     g->feat[g->n_feat++].on = on;
 }
 
+/* Whether attention layer L forms its scores otherwise than planc's
+ * default, scale 1/sqrt(head_dim) and no cap (Gemma 2's softcap,
+ * query_pre_attn_scalar): the program then calls prt_attention_scores_*. */
+static bool attn_scored(const Layer *L)
+{
+    return L->softcap > 0 || L->query_scalar > 0;
+}
+
 /* Whether any stage's Program has an op of kind k. */
 static bool program_uses(const Cg *g, PlanOpKind k)
 {
@@ -416,7 +424,7 @@ static void set_features(Cg *g)
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
-        bias = 0, window = 0, qk_norm = 0;
+        bias = 0, window = 0, qk_norm = 0, scores = 0, logit_cap = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         qk_norm += plan_layer_qk_norm_params(m, L) > 0;
@@ -431,6 +439,8 @@ static void set_features(Cg *g)
         if ((L->kind == LAYER_ATTENTION || ffn) && L->bias) bias++;
         /* a window no shorter than the sequence masks nothing: full causal */
         if (L->kind == LAYER_ATTENTION && plan_attention_keys(m, L) < m->seq) window++;
+        if (L->kind == LAYER_ATTENTION && attn_scored(L)) scores++;
+        if (L->kind == LAYER_LM_HEAD && L->softcap > 0) logit_cap++;
     }
     int kinds = (act[ACT_GELU] > 0) + (act[ACT_RELU] > 0) + (act[ACT_SWIGLU] > 0) + (act[ACT_GEGLU] > 0);
     g->n_feat = 0;
@@ -466,6 +476,8 @@ static void set_features(Cg *g)
     set_feature(g, "FP8_DELAYED", plan_fp8_on(&g->p->software) &&   /* amax histories (FP8_HISTORY[]) */
                 g->p->software.fp8.recipe == PLAN_FP8_DELAYED);
     set_feature(g, "QK_NORM", qk_norm > 0);   /* some attention's q/k norm: QK_NORM_W[] */
+    set_feature(g, "ATTN_SCORES", scores > 0);   /* Gemma 2's scale or soft-cap: ATTN_SCORES_OF[] */
+    set_feature(g, "LOGIT_SOFTCAP", logit_cap > 0);   /* Gemma 2's final-logit cap: LOGIT_CAP */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -580,7 +592,8 @@ static void model_uniform(const Model *m, char *why, size_t cap)
         if (!a0) { a0 = a; f0 = f; continue; }
         if (a->heads != a0->heads || a->kv_heads != a0->kv_heads || a->head_dim != a0->head_dim ||
             a->window != a0->window || a->norm != a0->norm || a->bias != a0->bias ||
-            a->qkv_bias_only != a0->qkv_bias_only) {
+            a->qkv_bias_only != a0->qkv_bias_only || a->qk_norm != a0->qk_norm || a->softcap != a0->softcap ||
+            a->query_scalar != a0->query_scalar) {
             snprintf(why, cap, "attention layer %d differs from the first block's", i);
             return;
         }
@@ -641,9 +654,11 @@ static void emit_model_config(Cg *g)
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
         "\"final_norm\": \"%s\", \"tied\": %s, \"norm_eps\": %.17g, \"dropout\": %.17g, "
-        "\"embed_scale\": %s, \"norm_plus_one\": %s, \"uniform\": \"%s\"}",
+        "\"embed_scale\": %s, \"norm_plus_one\": %s, \"attn_softcap\": %.17g, \"query_scalar\": %.17g, "
+        "\"logit_softcap\": %.17g, \"uniform\": \"%s\"}",
         N ? norm[N->norm] : "none", H->tied ? "true" : "false", plan_norm_eps(m), m->dropout,
-        E->embed_scale ? "true" : "false", m->norm_plus_one ? "true" : "false", w);
+        E->embed_scale ? "true" : "false", m->norm_plus_one ? "true" : "false", A ? A->softcap : 0,
+        A ? A->query_scalar : 0, H->softcap, w);
     char lit[8192];
     cg_string_literal(j, lit, sizeof lit);
     out(g, "/* the model's hyperparameters (planc's JSON), recorded in checkpoints: planrt-ckpt export-hf\n"
@@ -1099,6 +1114,38 @@ static void emit_qk_norm(Cg *g)
     out(g, " };\n\n");
 }
 
+/* Each layer's score transform (prt_attn_scores: scale, cap) for
+ * prt_attention_scores_*: 1/sqrt(query_pre_attn_scalar or head_dim) and
+ * the soft-cap (0: none); zeros on layers that are not attention. */
+static void emit_attn_scores(Cg *g)
+{
+    const Model *m = &g->p->model;
+    out(g, "/* Each attention layer's scores: scale (1/sqrt(query_pre_attn_scalar or head_dim)) and soft-cap\n"
+           " * (0: none), Gemma 2's; prt_attention_scores_* */\n"
+           "static const prt_attn_scores ATTN_SCORES_OF[N_LAYERS] = {");
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        double scale = 0, cap = 0;
+        if (L->kind == LAYER_ATTENTION) {
+            double q = L->query_scalar > 0 ? L->query_scalar : (double)plan_head_dim(m, L);
+            scale = (float)(1.0 / sqrt(q));
+            cap = L->softcap;
+        }
+        char a[48], b[48];
+        out(g, "%s{ %s, %s }", i ? ", " : " ", flt(a, scale), flt(b, cap));
+    }
+    out(g, " };\n\n");
+}
+
+/* The lm_head's soft-cap of the logits (Gemma 2's final_logit_softcapping). */
+static void emit_logit_cap(Cg *g)
+{
+    const Model *m = &g->p->model;
+    char a[48];
+    out(g, "/* the logits' soft-cap, cap tanh(l / cap) before the cross-entropy (Gemma 2) */\n"
+           "static const float LOGIT_CAP = %s;\n\n", flt(a, m->layers[m->n_layers - 1].softcap));
+}
+
 /* The layer table: parameter ids by role and this rank's dimensions. */
 static void emit_layers(Cg *g)
 {
@@ -1219,6 +1266,8 @@ static void emit_layers(Cg *g)
     if (feature(g, "RECOMPUTE_SOME", 14) == 1) emit_rebuilt(g);
     if (feature(g, "FP8", 3) == 1) emit_fp8(g);
     if (feature(g, "QK_NORM", 7) == 1) emit_qk_norm(g);
+    if (feature(g, "ATTN_SCORES", 11) == 1) emit_attn_scores(g);
+    if (feature(g, "LOGIT_SOFTCAP", 13) == 1) emit_logit_cap(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -1681,6 +1730,14 @@ static void moe_runtime_key(const Plan *p, const Layout *l, const char **key, co
 /* Context parallelism (issue 26) runs as planrt's CP attention
  * (runtime/par/cp.c) with the rest token-wise on T/cp rows; what it does
  * not run yet is refused with its key. */
+/* Whether some attention layer of m forms its scores as Gemma 2 (attn_scored). */
+static bool model_attn_scored(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_ATTENTION && attn_scored(&m->layers[i])) return true;
+    return false;
+}
+
 static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, const char **what,
                            char *keybuf, size_t len)
 {
@@ -1693,6 +1750,10 @@ static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, con
         snprintf(keybuf, len, "moe with cp %d", cp);
         *key = keybuf;
         *what = "its experts' gradients are reduced over expert-DP alone, not expert-DP x cp";
+    } else if (model_attn_scored(&p->model)) {
+        snprintf(keybuf, len, "softcap or query_pre_attn_scalar with cp %d", cp);
+        *key = keybuf;
+        *what = "its CP attention forms the scores as Q K^T / sqrt(head_dim), uncapped (runtime/par/cp.c)";
     } else if (plan_fp8_on(&p->software)) {
         snprintf(keybuf, len, "fp8 with cp %d", cp);
         *key = keybuf;
@@ -1804,6 +1865,12 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
             key = "qk_norm rmsnorm with norm_plus_one";
             what = "its q/k norm scales by the gain w itself (Qwen3), not by 1 + w (Gemma 3)";
         }
+    if (!key && plan_model_dropout(&p->model) && model_attn_scored(&p->model)) {
+        snprintf(keybuf, sizeof keybuf, "softcap or query_pre_attn_scalar with dropout %g", p->model.dropout);
+        key = keybuf;
+        what = "its attention with dropout forms the scores as Q K^T / sqrt(head_dim), uncapped "
+               "(prt_attention_probs_fwd)";
+    }
     if (!key) fp8_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     if (!key && plan_cp(l) > 1) cp_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     /* a stack preset names itself first: the key is what it set */

@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM,
+ * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -106,6 +106,12 @@
 #endif
 #ifndef QK_NORM
 #define QK_NORM 0
+#endif
+#ifndef ATTN_SCORES
+#define ATTN_SCORES 0
+#endif
+#ifndef LOGIT_SOFTCAP
+#define LOGIT_SOFTCAP 0
 #endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
@@ -245,6 +251,12 @@ enum { FP8_AMAX_HISTORY_LEN = 16 };
 #endif
 #if QK_NORM
 static const int QK_NORM_W[N_LAYERS] = { -1, 0, -1, -1, -1 };
+#endif
+#if ATTN_SCORES
+static const prt_attn_scores ATTN_SCORES_OF[N_LAYERS] = { { 0, 0 }, { 0.25f, 50.0f }, { 0, 0 }, { 0, 0 }, { 0, 0 } };
+#endif
+#if LOGIT_SOFTCAP
+static const float LOGIT_CAP = 30.0f;
 #endif
 
 //@@ runtime
@@ -1036,6 +1048,16 @@ static size_t window_of(const LayerSpec *L) { return L->window; }
 static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
 #endif
 
+#if ATTN_SCORES
+/* Gemma 2's scores (ATTN_SCORES_OF: scale 1/sqrt(query_pre_attn_scalar),
+ * soft-cap cap tanh(s / cap) before the mask): every attention call below
+ * is the prt_attention_scores_* one with the layer L's transform. */
+#define prt_attention_fwd(out, att, qkv, b, t, h, hkv, d, w) \
+    prt_attention_scores_fwd(out, att, qkv, b, t, h, hkv, d, w, ATTN_SCORES_OF[L - LAYERS])
+#define prt_attention_bwd(dqkv, datt, dout, qkv, att, rc, b, t, h, hkv, d, w) \
+    prt_attention_scores_bwd(dqkv, datt, dout, qkv, att, rc, b, t, h, hkv, d, w, ATTN_SCORES_OF[L - LAYERS])
+#endif
+
 /* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
  * 2019): QKV is column-parallel (this rank computes its L->h query and
  * L->hkv key/value heads without communication), the output projection is
@@ -1687,6 +1709,9 @@ static void lm_head_fwd(const LayerSpec *L, LayerActs *a)
 #endif
     CHECK(prt_batch_load(R.data, R.step, R.mb, NULL, a->tok));
     prt_linear_fwd(a->logits, in, W(L->w1), NULL, N, C, VL);            /* (N, VL): this rank's slice */
+#if LOGIT_SOFTCAP
+    prt_softcap_fwd(a->logits, N * VL, LOGIT_CAP);                      /* Gemma 2: cap tanh(l / cap), in place */
+#endif
     if (R.args.dump_logits && R.step == R.step0) dump_logits(a);        /* before xent_bwd overwrites them */
     prt_xent_max(a->mx, a->logits, N, VL, vocab0(), V);                 /* columns >= V: padding, masked */
     CHECK(prt_all_reduce(R.c->tp, a->mx, a->mx, N, PRT_FP32, PRT_MAX)); /* TP: row maximum over all slices */
@@ -1710,16 +1735,26 @@ static const prt_act *head_in(const LayerActs *a) { return a->x; }
  * dp x cp ranks sum (each CP rank holds T = SEQ/CP tokens of a sequence). */
 static void xent_bwd(LayerActs *a)
 {
+#if LOGIT_SOFTCAP
+    prt_xent_softcap_bwd(a->logits, a->logits, a->mx, a->se, a->tok, N, VL, vocab0(), V,
+                         1.0f / ((float)GLOBAL_BATCH * (float)SEQ), LOGIT_CAP);   /* and through the cap */
+#else
     prt_xent_bwd(a->logits, a->logits, a->mx, a->se, a->tok, N, VL, vocab0(), V,
                  1.0f / ((float)GLOBAL_BATCH * (float)SEQ));         /* 0 on padding columns */
+#endif
 }
 #else
 /* The loss is the mean over every token of the global batch, so each
  * micro-batch's gradient is scaled by 1 / (GLOBAL_BATCH * T) and DP sums. */
 static void xent_bwd(LayerActs *a)
 {
+#if LOGIT_SOFTCAP
+    prt_xent_softcap_bwd(a->logits, a->logits, a->mx, a->se, a->tok, N, VL, vocab0(), V,
+                         1.0f / ((float)GLOBAL_BATCH * (float)T), LOGIT_CAP);     /* and through the cap */
+#else
     prt_xent_bwd(a->logits, a->logits, a->mx, a->se, a->tok, N, VL, vocab0(), V,
                  1.0f / ((float)GLOBAL_BATCH * (float)T));           /* 0 on padding columns */
+#endif
 }
 #endif
 

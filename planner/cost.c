@@ -532,6 +532,13 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
             }
             f *= causal; dx *= causal; dw *= causal;
             if (!rescored) { dx += gemm_points_apply(d, e) ? f : dw; rescored = true; }
+        } else if (g->core && ly->softcap > 0 && !rescored) {
+            /* planc's soft-capped math attention recomputes S_raw = scale
+             * Q K^T in its backward (prt_attention_scores_bwd: the cap's
+             * derivative needs it, P does not give it): the score GEMM,
+             * the first core GEMM, once more */
+            dx += f;
+            rescored = true;
         }
         t->fwd += f;
         t->bwd_in += dx;

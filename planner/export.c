@@ -201,7 +201,8 @@ static void check_uniform(const Ex *x)
         bool same = a->kind == LAYER_ATTENTION
                         ? a->heads == b->heads && a->kv_heads == b->kv_heads && a->bias == b->bias &&
                               a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
-                              a->qkv_bias_only == b->qkv_bias_only && a->qk_norm == b->qk_norm
+                              a->qkv_bias_only == b->qkv_bias_only && a->qk_norm == b->qk_norm &&
+                              a->softcap == b->softcap && a->query_scalar == b->query_scalar
                         : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm &&
                               a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared;
         if (!same) {
@@ -405,6 +406,22 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
 }
 
 
+/* Gemma 2's attention soft-cap, query_pre_attn_scalar and final-logit
+ * soft-cap: a framework without them would train another model, so each
+ * is refused by name; `lacks` says what the target has instead. */
+static void gemma2_refusals(const Ex *x, const char *lacks)
+{
+    const Model *m = x->m;
+    const Layer *head = &m->layers[m->n_layers - 1];
+    if (x->att && x->att->softcap > 0)
+        refuse(x, "attention softcap %g (Gemma 2's attn_logit_softcapping): %s", x->att->softcap, lacks);
+    else if (x->att && x->att->query_scalar > 0)
+        refuse(x, "query_pre_attn_scalar %g (Gemma 2/3's scores times 1/sqrt of it): %s", x->att->query_scalar,
+               lacks);
+    else if (head->kind == LAYER_LM_HEAD && head->softcap > 0)
+        refuse(x, "lm_head softcap %g (Gemma 2's final_logit_softcapping): %s", head->softcap, lacks);
+}
+
 /* RoPE scaling as Megatron-LM writes it: --use-rope-scaling applies Llama
  * 3.1's rule with --rotary-scaling-factor (megatron/training/arguments.py)
  * and its fixed low_freq_factor 1, high_freq_factor 4 and original context
@@ -553,6 +570,7 @@ static void write_megatron(const Ex *x, FILE *o)
                   "is set in code only)", (long long)x->att->window);
     if (x->mlp && x->mlp->act == ACT_RELU)
         refuse(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; --squared-relu is another)");
+    gemma2_refusals(x, "Megatron-LM's arguments.py (core_v0.14.0) has no flag for it");
     /* --qk-layernorm: Megatron-core's q_layernorm / k_layernorm over each
        head's kv_channels, of the --normalization kind (RMSNorm here) */
     if (x->att && x->att->qk_norm == QK_NORM_RMSNORM) {
@@ -799,6 +817,7 @@ static void torchtitan_model_rules(const Ex *x)
         refuse(x, "sliding_window %lld: torchtitan 0.2's llama3 has no sliding window", (long long)x->att->window);
     if (m->dropout > 0)
         refuse(x, "dropout %g: torchtitan 0.2's llama3 has no dropout", m->dropout);
+    gemma2_refusals(x, "torchtitan 0.2's llama3 scales its scores by 1/sqrt(head_dim) and caps nothing");
     if (m->norm_plus_one || (m->n_layers > 0 && m->layers[0].embed_scale))
         refuse(x, "%s: torchtitan 0.2's llama3 has neither Gemma's x*(1+w) RMSNorm nor its sqrt(dim) "
                   "embedding scale", m->norm_plus_one ? "norm_plus_one" : "embedding scale sqrt_dim");

@@ -90,6 +90,7 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
 {
     return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
            a->head_dim == b->head_dim && a->window == b->window && a->qk_norm == b->qk_norm &&
+           a->softcap == b->softcap && a->query_scalar == b->query_scalar &&
            a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
            a->bias == b->bias && a->qkv_bias_only == b->qkv_bias_only && a->tied == b->tied &&
            a->position == b->position && a->rope_theta == b->rope_theta &&
@@ -593,6 +594,13 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
         ew(w, 2 * e * bat * s * sk, 3 * e * bat * s * sk, true);
         if (dropout)   /* attention dropout: P -> P' plus a 1-byte mask */
             ew(w, (2 * e + 1) * bat * s * sk, (2 * e + 1) * bat * s * sk, true);
+        /* soft-capped scores (Gemma 2; prt_attention_scores_*): the cap is
+         * applied as the softmax reads S (no pass of its own forward); the
+         * backward recomputes S_raw = scale Q K^T into the spent P (the
+         * score GEMM again: cost.c) and one kernel multiplies dS by
+         * 1 - tanh^2(S_raw / cap), reading S_raw and dS, writing dS. Nothing
+         * more is kept. FlashAttention-2 (softcap argument) caps on chip. */
+        if (l->softcap > 0) ew_n(w, 0, 3 * e * bat * s * sk, 0, 1, true);
     }
     /* q/k norm (`qk_norm rmsnorm`, prt_qk_norm_*): forward reads q and k,
      * writes them normalised and their pre-norm copy; backward reads dy
@@ -1008,6 +1016,11 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
          * vocab-parallel cross-entropy over this rank's N = T V / t logits
          * (head_xent_work) */
         gemm(w, T, V / t, h, 1, false);
+        /* final-logit soft-cap (Gemma 2): one pass over the logits forward,
+         * in place (prt_softcap_fwd); its derivative 1 - (y / cap)^2 is taken
+         * inside the cross-entropy's backward from the capped logits it
+         * reads already (prt_xent_softcap_bwd): no traffic, nothing kept */
+        if (l->softcap > 0) ew_n(w, 2 * e * T * V / t, 0, 1, 0, false);
         head_xent_work(w, T * V / t, e, c->xent_fp32);
         /* keeps its input too (e T h, gathered copy unless SP) */
         double kept = w->act_full + e * T * h * r;
@@ -1110,12 +1123,15 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
         }
         break;
     case LAYER_ATTENTION: {
-        char win[40] = "";
+        char win[40] = "", sc[80] = "";
         if (l->window > 0) snprintf(win, sizeof win, ", window %lld", (long long)l->window);
-        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s%s", (long long)l->heads,
+        if (l->softcap > 0) snprintf(sc, sizeof sc, ", softcap %g", l->softcap);
+        if (l->query_scalar > 0)   /* Gemma's query_pre_attn_scalar: scores times 1/sqrt(it) */
+            snprintf(sc + strlen(sc), sizeof sc - strlen(sc), ", scale 1/sqrt(%g)", l->query_scalar);
+        snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s%s%s", (long long)l->heads,
                  (long long)l->kv_heads, (long long)plan_head_dim(m, l), norms[l->norm],
                  !l->bias ? "" : l->qkv_bias_only ? ", qkv bias" : ", bias", win,
-                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" : "");
+                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" : "", sc);
         break;
     }
     case LAYER_MLP:
@@ -1136,6 +1152,10 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
     case LAYER_LM_HEAD:
         snprintf(buf, (size_t)len, "%lld -> %lld%s", (long long)m->dim, (long long)m->vocab,
                  l->tied ? ", tied" : "");
+        if (l->softcap > 0) {   /* Gemma 2's final-logit soft-cap */
+            size_t n = strlen(buf);
+            snprintf(buf + n, (size_t)len > n ? (size_t)len - n : 0, ", softcap %g", l->softcap);
+        }
         break;
     }
 }

@@ -92,6 +92,16 @@ typedef struct {
     int64_t   window;       /* sliding window in tokens, the token itself
                                included (Mistral); 0 = full causal */
     QkNormKind qk_norm;     /* per-head q and k norm; NONE: none */
+    int64_t   window_every; /* `sliding_window W every K`: as written (sema has already
+                               cleared `window` on every K-th block of the model,
+                               transformers' layer_types); 0: not written */
+    double    query_scalar; /* scores scaled by 1/sqrt(query_scalar) (Gemma's
+                               query_pre_attn_scalar); 0: by 1/sqrt(head_dim) */
+    /* LAYER_ATTENTION, LAYER_LM_HEAD */
+    double    softcap;      /* cap tanh(x / cap) on the scaled attention scores before
+                               the mask (Gemma 2's attn_logit_softcapping), or on the
+                               logits before the cross-entropy (final_logit_softcapping);
+                               0: none */
     /* LAYER_MLP, LAYER_MOE */
     int64_t   hidden;       /* MLP inner size (per branch for swiglu); MoE: each expert's */
     ActKind   act;

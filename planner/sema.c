@@ -47,6 +47,7 @@
 #define MAX_HIDDEN    (1 << 24)
 #define MAX_EXPERTS   (1 << 16)
 #define MAX_WINDOW    ((1ll << 31) - 1) /* sliding_window, tokens */
+#define MAX_SOFTCAP   1e6             /* softcap; Gemma 2's are 50 and 30 */
 #define MAX_ROPE_THETA 1e12           /* RoPE base; published ones reach 1e6 */
 #define MAX_VOCAB     ((1ll << 31) - 1)
 #define MAX_VOCAB_MULTIPLE (1 << 20)
@@ -575,17 +576,54 @@ static void sema_norm_bias(Sema *S, const Fields *F, Layer *l)
     if ((s = field(F, "bias"))) sema_bias(S, s, l->kind == LAYER_ATTENTION, l);
 }
 
+/* sliding_window W [every K]: every block slides over W tokens; with
+ * `every K` the K-th, 2K-th, ... block of the model (block i, counted from
+ * 0, when (i + 1) % K == 0: transformers' layer_types for Gemma 2, K 2,
+ * and Gemma 3's sliding_window_pattern, K 6) attends to all earlier
+ * tokens instead (resolve_window_every, once the blocks are counted). */
+static void sema_window(Sema *S, const DslStmt *s, Layer *l)
+{
+    DslStmt w = *s;
+    if (s->kind == DSL_STMT_ENTRY && s->n_args == 3) {
+        const DslValue *kw = s->args->next;
+        if (kw->kind != DSL_VAL_WORD || strcmp(kw->text, "every") != 0) {
+            dsl_error(S->d, kw->loc, "'sliding_window' takes W or W every K (sliding_window 4096 every 2), "
+                      "got %s", shown(S, kw));
+            return;
+        }
+        DslStmt k = *s;
+        k.args = kw->next;
+        k.n_args = 1;
+        if (!get_int(S, &k, 2, PLAN_MAX_LAYERS, false, &l->window_every)) return;
+        w.n_args = 1;
+    }
+    get_int(S, &w, 1, MAX_WINDOW, false, &l->window);
+}
+
+/* Clear the window of every K-th block of `sliding_window W every K`
+ * (block i from 0 global when (i + 1) % K == 0; sema_window). */
+static void resolve_window_every(Layer *v, int n)
+{
+    for (int i = 0, block = 0; i < n; i++) {
+        if (v[i].kind != LAYER_ATTENTION) continue;
+        if (v[i].window_every > 0 && (block + 1) % v[i].window_every == 0) v[i].window = 0;
+        block++;
+    }
+}
+
 /* attention { heads; kv_heads; head_dim; sliding_window; norm; bias }:
  * without head_dim, heads must divide the width (head dim = dim / heads);
  * with it, Q and the output projection are heads x head_dim wide (Gemma 7B:
  * 16 x 256 on a 3072 model). kv_heads must divide the heads (GQA groups).
  * sliding_window W: each token attends to the last W tokens, itself
  * included (Mistral). qk_norm rmsnorm: an RMSNorm of each query and key
- * head before RoPE (Qwen3). */
+ * head before RoPE (Qwen3). softcap C: scores C tanh(s / C) before the mask
+ * (Gemma 2); query_pre_attn_scalar Q: scores scaled by 1/sqrt(Q), not
+ * 1/sqrt(head_dim) (Gemma 2 and 3). */
 static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "heads", "kv_heads", "head_dim", "sliding_window", "norm", "bias",
-                                        "qk_norm" };
+                                        "qk_norm", "softcap", "query_pre_attn_scalar" };
     Fields F = { "attention", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body, *s;
     layer_at(l, LAYER_ATTENTION, st);
@@ -603,7 +641,9 @@ static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     if ((s = field(&F, "kv_heads")) && get_int(S, s, 1, MAX_HEADS, false, &l->kv_heads) && l->heads % l->kv_heads)
         dsl_error(S->d, s->args->loc, "kv_heads %" PRId64 " does not divide heads %" PRId64
                   " (each key/value head serves a group of query heads)", l->kv_heads, l->heads);
-    if ((s = field(&F, "sliding_window"))) get_int(S, s, 1, MAX_WINDOW, false, &l->window);
+    if ((s = field(&F, "sliding_window"))) sema_window(S, s, l);
+    if ((s = field(&F, "softcap"))) get_real(S, s, 0, true, MAX_SOFTCAP, false, &l->softcap);
+    if ((s = field(&F, "query_pre_attn_scalar"))) get_real(S, s, 0, true, 1e9, false, &l->query_scalar);
     int q;
     if ((s = field(&F, "qk_norm")) && get_enum(S, s, QK_NORM_WORDS, N_ELEMS(QK_NORM_WORDS), false, &q)) {
         if (q == 2)
@@ -690,10 +730,11 @@ static void sema_final_norm(Sema *S, const DslStmt *st, Layer *l)
     if ((s = field(&F, "kind")) && get_enum(S, s, NORM_NAMES, N_ELEMS(NORM_NAMES), false, &x)) l->norm = (NormKind)x;
 }
 
-/* lm_head { tied }: tied by default, as GPT-2. */
+/* lm_head { tied; softcap }: tied by default, as GPT-2; softcap C: the
+ * logits C tanh(l / C) before the cross-entropy (Gemma 2's 30). */
 static void sema_lm_head(Sema *S, const DslStmt *st, Layer *l)
 {
-    static const char *const keys[] = { "tied" };
+    static const char *const keys[] = { "tied", "softcap" };
     Fields F = { "lm_head", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body, *s;
     int x;
@@ -702,6 +743,7 @@ static void sema_lm_head(Sema *S, const DslStmt *st, Layer *l)
     if (!block_body(S, st, 0, &body)) return;
     collect(S, &F, body);
     if ((s = field(&F, "tied")) && get_bool(S, s, false, &x)) l->tied = x;
+    if ((s = field(&F, "softcap"))) get_real(S, s, 0, true, MAX_SOFTCAP, false, &l->softcap);
 }
 
 static const char *const BLOCK_KEYS[] = { "attention", "mlp", "moe", "repeat" };
@@ -895,6 +937,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     if (dtype && get_enum(S, dtype, DTYPE_NAMES, N_ELEMS(DTYPE_NAMES), false, &x)) M->dtype = (PlanDtype)x;
     if (!embed) missing(S, m, "embedding", "embedding { dim 768 }");
     if (!head) missing(S, m, "lm_head", "lm_head { tied true }");
+    resolve_window_every(L.v, L.n);
     M->layers = L.v;
     M->n_layers = L.n;
     for (int i = 0; i < L.n; i++) M->n_blocks += L.v[i].kind == LAYER_ATTENTION;

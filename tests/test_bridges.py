@@ -145,11 +145,49 @@ rc, out, err = variant("gpt2-drop.json", "gpt2.json", attn_pdrop=0.0)
 check("import: GPT-2 dropouts that differ are refused", rc == 2 and "'resid_pdrop' 0.1 differs from" in err, err)
 rc, out, err = variant("eps.json", "llama-2-7b.json", rms_norm_eps=1e-6)
 check("import: rms_norm_eps 1e-6 imported as norm_eps", rc == 0 and "norm_eps 1e-06" in out, err)
-for mt, needle in [("qwen3_moe", "moe_intermediate_size"), ("gemma2", "soft-capping"),
-                   ("olmo2", "RMSNorm of the queries"), ("deepseek_v3", "multi-head latent attention"),
-                   ("gemma3_text", "local and global"), ("qwen2_moe", "shared experts")]:
+for mt, needle in [("qwen3_moe", "moe_intermediate_size"), ("olmo2", "RMSNorm of the queries"),
+                   ("deepseek_v3", "multi-head latent attention"), ("qwen2_moe", "shared experts")]:
     rc, out, err = variant(mt + ".json", "llama-3.1-8b.json", model_type=mt, architectures=None)
     check(f"import: model_type {mt} refused naming what it needs", rc == 2 and needle in err and out == "", err)
+# Gemma 2 and Gemma 3 (issue 29): every key read exactly (the note shows the
+# attention and head it makes), then refused naming the sandwich norms
+# (google/gemma-2-9b's and google/gemma-3-1b-pt's config.json)
+rc, out, err = run("import", os.path.join(DATA, "gemma-2-9b.json"))
+check("import gemma2: refused naming the sandwich norms (exit 2, nothing written)",
+      rc == 2 and out == "" and "model_type \"gemma2\" needs a norm after each attention and MLP" in err
+      and "post_feedforward_layernorm" in err, err)
+check("import gemma2: the soft-caps, query_pre_attn_scalar and every-other-block window read",
+      "the rest is read: attention { heads 16; kv_heads 8; head_dim 256; sliding_window 4096 every 2; softcap 50; "
+      "query_pre_attn_scalar 256; norm rmsnorm; bias false } lm_head { tied true; softcap 30 }" in err, err)
+rc, out, err = run("import", os.path.join(DATA, "gemma-3-1b.json"))
+check("import gemma3_text: refused naming the sandwich norms and the local blocks' RoPE base",
+      rc == 2 and out == "" and "sandwich norms" in err and "rope_local_base_freq" in err, err)
+check("import gemma3_text: 5 local blocks to 1 global, q/k norm, no soft-caps (null)",
+      "the rest is read: attention { heads 4; kv_heads 1; head_dim 256; sliding_window 512 every 6; qk_norm rmsnorm; "
+      "query_pre_attn_scalar 256; norm rmsnorm; bias false } lm_head { tied true }" in err, err)
+G3_TYPES = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(26)]
+rc, out, err = variant("g3-types.json", "gemma-3-1b.json", layer_types=G3_TYPES, sliding_window_pattern=None)
+check("import gemma3_text: layer_types (transformers 4.53) read as the same pattern",
+      rc == 2 and "sliding_window 512 every 6;" in err, err)
+bad = list(G3_TYPES); bad[7] = "full_attention"
+rc, out, err = variant("g3-types-bad.json", "gemma-3-1b.json", layer_types=bad)
+check("import gemma3_text: layer_types off the pattern refused naming the block",
+      rc == 2 and "'layer_types': block 5 breaks the pattern of a global block every 6" not in err
+      and "'layer_types': block 7 breaks the pattern" in err, err)
+rc, out, err = variant("g3-all-local.json", "gemma-3-1b.json", layer_types=["sliding_attention"] * 26)
+check("import gemma3_text: all sliding_attention is a plain window", rc == 2 and "sliding_window 512;" in err, err)
+g2 = json.load(open(os.path.join(DATA, "gemma-2-9b.json")))
+g2.update(attn_logit_softcapping=None, final_logit_softcapping=None, query_pre_attn_scalar=144)
+rc, out, err = run("import", write("g2-nocap.json", json.dumps(g2)))
+check("import gemma2: null soft-caps are none, query_pre_attn_scalar 144 (27B's) read",
+      rc == 2 and "; softcap" not in err and "query_pre_attn_scalar 144;" in err, err)
+rc, out, err = variant("g2-defaults.json", "gemma-2-9b.json", attn_logit_softcapping=None,
+                       final_logit_softcapping=None, query_pre_attn_scalar=None)
+check("import gemma2: absent keys take Gemma2Config's defaults (50, 30, 224)",
+      rc == 2 and "softcap 50; query_pre_attn_scalar 224;" in err and "softcap 30 }" in err, err)
+rc, out, err = variant("g2-win.json", "gemma-2-9b.json", sliding_window_size=2048)
+check("import gemma2: sliding_window_size that differs refused", rc == 2 and "'sliding_window_size' 2048 differs" in err,
+      err)
 # Phi-3-mini-4k-instruct's config.json (microsoft/Phi-3-mini-4k-instruct): 3,821,079,552 parameters
 phi3 = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
         "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
@@ -794,6 +832,22 @@ def refused(name, rc, out, err, *words):
     check(name, rc == 2 and out == "" and "planc: error: export:" in err and all(w in err for w in words),
           f"exit {rc}: {err[-400:]}")
 
+
+# Gemma 2's soft-caps and score scale (issue 29): refused by both model
+# exports, naming the key; never a plain llama
+p4g = BASE + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n"
+for key, text, words in [
+        ("attention softcap", p4g.replace("bias false }\n        mlp", "bias false; softcap 50 }\n        mlp", 1),
+         ["attention softcap 50 (Gemma 2's attn_logit_softcapping)"]),
+        ("query_pre_attn_scalar", p4g.replace("bias false }\n        mlp", "bias false; query_pre_attn_scalar 256 }\n"
+                                             "        mlp", 1), ["query_pre_attn_scalar 256"]),
+        ("lm_head softcap", p4g.replace("lm_head { tied false }", "lm_head { tied false; softcap 30 }"),
+         ["lm_head softcap 30 (Gemma 2's final_logit_softcapping)"])]:
+    check(f"{key}: the test's model has it", text != p4g)
+    rc, out, err = export("g2.plan", text, "megatron")
+    refused(f"megatron: {key} refused naming it", rc, out, err, *words, "arguments.py (core_v0.14.0) has no flag")
+    rc, out, err = export("g2.plan", text, "torchtitan")
+    refused(f"torchtitan: {key} refused naming it", rc, out, err, *words, "caps nothing")
 
 # versions: NAME@VERSION, a default per framework; torchtitan 0.3 has no TOML
 p4 = BASE + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n"

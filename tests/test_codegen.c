@@ -520,6 +520,11 @@ static void test_template_compiles(void **state)
         { "-DQK_NORM=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", "-DSP=1", "-DPIPELINE=1", NULL },
         { "-DQK_NORM=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DCONTEXT_PARALLEL=1", NULL },
         { "-DQK_NORM=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DHAS_MOE=1", NULL },
+        /* issue 29's Gemma 2 scores and logit cap: whole, zb-h1, selective, full, CP's loss */
+        { "-DATTN_SCORES=1", "-DLOGIT_SOFTCAP=1", "-DSLIDING_WINDOW=1", "-DNORM_RMS=1", "-DMLP_GEGLU=1", NULL },
+        { "-DATTN_SCORES=1", "-DLOGIT_SOFTCAP=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DSP=1", NULL },
+        { "-DATTN_SCORES=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DPIPELINE=1", NULL },
+        { "-DLOGIT_SOFTCAP=1", "-DCONTEXT_PARALLEL=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -1065,6 +1070,78 @@ static void test_qk_norm(void **state)
     dsl_arena_free(&a);
 }
 
+/* Gemma 2's attention and head (issue 29) resolve at emit time: with a
+ * soft-cap and query_pre_attn_scalar on the attention and a soft-cap on the
+ * head, the program carries ATTN_SCORES_OF (scale 1/sqrt(24), cap 50 on
+ * the attention layers, zeros elsewhere) and LOGIT_CAP, calls the scored
+ * attention, caps the logits before the loss and takes the cap's
+ * derivative in the loss's backward; it compiles under -Werror on the
+ * whole, zb-h1 and selective paths; tiny's program has none of it. CP and
+ * dropout are refused naming the keys (their attention forms the scores
+ * as Q K^T / sqrt(head_dim), uncapped). */
+static void test_gemma2_scores(void **state)
+{
+    (void)state;
+    static const Case c = { "gemma2-tp2-pp2", 1, 2, 2, 0, SCHED_ZB_H1, 1, RECOMPUTE_NONE, 2 };
+    DslArena a;
+    Plan p;
+    char why[256] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    char *plain = emit_text(&p, why, sizeof why, &n);
+    assert_non_null(plain);
+    static const char *const plain_never[] = { "ATTN_SCORES_OF", "LOGIT_CAP", "prt_attention_scores_",
+                                               "prt_softcap_fwd", "prt_xent_softcap_bwd" };
+    for (size_t k = 0; k < sizeof plain_never / sizeof plain_never[0]; k++)
+        if (strstr(plain, plain_never[k])) fail_msg("tiny's program has '%s'", plain_never[k]);
+    for (int i = 0; i < p.model.n_layers; i++) {
+        Layer *l = &p.model.layers[i];
+        if (l->kind == LAYER_ATTENTION) { l->softcap = 50; l->query_scalar = 24; }
+        if (l->kind == LAYER_LM_HEAD) l->softcap = 30;
+    }
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("refused: %s", why);
+    static const char *const want[] = {
+        "static const prt_attn_scores ATTN_SCORES_OF[N_LAYERS] = { { 0.0f, 0.0f }, { 0.204124153f, 50.0f }, "
+        "{ 0.0f, 0.0f }, { 0.204124153f, 50.0f }, ",
+        "static const float LOGIT_CAP = 30.0f;",
+        "prt_attention_scores_fwd(out, att, qkv, b, t, h, hkv, d, w, ATTN_SCORES_OF[L - LAYERS])",
+        "prt_softcap_fwd(a->logits, N * VL, LOGIT_CAP);",
+        "prt_xent_softcap_bwd(a->logits, a->logits, a->mx, a->se, a->tok, N, VL, vocab0(), V,",
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(text, want[k])) fail_msg("the Gemma 2 program lacks '%s'", want[k]);
+    if (strstr(text, "prt_xent_bwd(")) fail_msg("the Gemma 2 program's loss skips the cap's derivative");
+    /* the dump comes after the cap: transformers' logits are capped */
+    const char *cap = strstr(text, "prt_softcap_fwd(a->logits"), *dump = strstr(text, "dump_logits(a);");
+    if (!cap || !dump || dump < cap) fail_msg("--dump-logits would write the logits before the cap");
+    if (build_case(&p, c.name, NULL) != 0) fail_msg("the Gemma 2 zb-h1 program does not compile");
+    free(text);
+    p.layout.schedule = SCHED_1F1B;
+    p.layout.recompute = RECOMPUTE_SELECTIVE;
+    if (build_case(&p, "gemma2-sel", NULL) != 0) fail_msg("the Gemma 2 selective program does not compile");
+    /* the cap alone, without the scale: the table still holds 1/sqrt(head_dim 16) */
+    for (int i = 0; i < p.model.n_layers; i++) p.model.layers[i].query_scalar = 0;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text || !strstr(text, "{ 0.25f, 50.0f }")) fail_msg("the cap alone: no scale 1/sqrt(16) in the table");
+    free(text);
+    p.model.dropout = 0.1;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (text) fail_msg("softcap with dropout: emitted, expected a refusal");
+    if (!strstr(why, "softcap or query_pre_attn_scalar with dropout 0.1: planc's runtime cannot honour it"))
+        fail_msg("the dropout refusal does not name the keys: %s", why);
+    p.model.dropout = 0;
+    p.layout.recompute = RECOMPUTE_NONE;
+    p.layout.pp = 1; p.layout.tp = 1; p.layout.dp = 2; p.layout.cp = 2; p.cluster.gpus_per_node = 4;
+    p.layout.zero = 1;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (text) fail_msg("softcap with cp 2: emitted, expected a refusal");
+    if (!strstr(why, "softcap or query_pre_attn_scalar with cp 2: planc's runtime cannot honour it"))
+        fail_msg("the cp refusal does not name the keys: %s", why);
+    free(plain);
+    dsl_arena_free(&a);
+}
+
 /* The model knobs of issue 18 resolve at emit time: a tiny model with
  * RoPE base 500000, GQA (2 kv heads), head_dim 24 on a 64 model (q 4 x 24
  * = 96 wide), a
@@ -1301,6 +1378,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_rope_scaling),
         cmocka_unit_test(test_qk_norm),
+        cmocka_unit_test(test_gemma2_scores),
         cmocka_unit_test(test_moe),
         cmocka_unit_test(test_cp),
     };

@@ -596,6 +596,18 @@ static void test_knob_errors(void **state)
         { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type llama3; factor 8; "
           "low_freq_factor 4; high_freq_factor 1; original_max_position 8 } }; attention { heads 4 }; lm_head }\n",
           "high_freq_factor 1 must exceed low_freq_factor 4" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4; sliding_window 4 each 2 }; lm_head }\n",
+          "'sliding_window' takes W or W every K (sliding_window 4096 every 2), got each" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4; sliding_window 4 every 1 }; lm_head }\n",
+          "'sliding_window' must be between 2 and " },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4; sliding_window 4 every }; lm_head }\n",
+          "'sliding_window' takes one value, got 2" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4; softcap 0 }; lm_head }\n",
+          "'softcap' must be in (0, 1e+06], got 0" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4 }; lm_head { softcap -30 } }\n",
+          "'softcap' must be in (0, 1e+06], got -30" },
+        { "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4; query_pre_attn_scalar 0 }; lm_head }\n",
+          "'query_pre_attn_scalar' must be in (0, 1e+09], got 0" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         Run r;
@@ -634,6 +646,44 @@ static void test_norm_eps_rope_scaling(void **state)
     assert_int_equal(plan_rope_scaling(&r.p.model).kind, ROPE_SCALING_NONE);
     done(&r);
     free(text);
+}
+
+/* Gemma 2's keys read as written, and `sliding_window W every K` leaves
+ * the window on block i exactly when (i + 1) % K != 0 (transformers'
+ * layer_types: Gemma 2, K 2: blocks 0, 2, 4 local; Gemma 3, K 6: blocks
+ * 0-4 local, 5 global), counted over the whole model across repeats. */
+static void test_gemma2_keys(void **state)
+{
+    (void)state;
+    static const struct { const char *blocks; int every; } cases[] = {
+        { "repeat 6 { attention { heads 4; sliding_window 4 every 2; softcap 50; query_pre_attn_scalar 144 } mlp }", 2 },
+        { "repeat 13 { attention { heads 4; sliding_window 4 every 6; softcap 50; query_pre_attn_scalar 144 } mlp }", 6 },
+        /* across nested repeats: the count is the model's, not the repeat's */
+        { "repeat 2 { repeat 3 { attention { heads 4; sliding_window 4 every 2; softcap 50; "
+          "query_pre_attn_scalar 144 } mlp } }", 2 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char model[512];
+        snprintf(model, sizeof model, "model m { vocab 10; seq 8; embedding { dim 64 }; %s; "
+                 "lm_head { softcap 30 } }\n", cases[c].blocks);
+        Run r;
+        char *text = cat3(CLUSTER, model, "");
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "%s", r.diag);
+        assert_int_equal(r.errors, 0);
+        int block = 0;
+        for (int i = 0; i < r.p.model.n_layers; i++) {
+            const Layer *l = &r.p.model.layers[i];
+            if (l->kind == LAYER_LM_HEAD) assert_true(l->softcap == 30);
+            if (l->kind != LAYER_ATTENTION) continue;
+            bool global = (block + 1) % cases[c].every == 0;
+            if (l->window != (global ? 0 : 4)) fail_msg("case %zu block %d: window %lld", c, block, (long long)l->window);
+            assert_true(l->softcap == 50 && l->query_scalar == 144);
+            block++;
+        }
+        done(&r);
+        free(text);
+    }
 }
 
 /* The plan block's software keys: each absent key keeps planc's own
@@ -1111,6 +1161,49 @@ static void test_knob_window_flops(void **state)
     }
 }
 
+/* Gemma 2's soft-caps cost what planc's runtime spends and keep nothing:
+ * the capped attention's work has the same kept bytes under every
+ * recomputation and the same FLOPs (the cap is elementwise; model FLOPs
+ * count no recomputed GEMM), and one more backward kernel reading S_raw
+ * and dS and writing dS, 3 e b (a/t) s s_k bytes; the capped head one
+ * forward pass over its logits, 2 e T V / t bytes; the attention scale
+ * changes nothing counted. */
+static void test_gemma2_softcap_work(void **state)
+{
+    (void)state;
+    const int64_t s = 128, a = 4, d = 16, V = 100;
+    Layer ly[4] = {
+        { .kind = LAYER_EMBEDDING, .position = POS_ROPE },
+        { .kind = LAYER_ATTENTION, .heads = a, .kv_heads = 2, .norm = NORM_RMSNORM, .window = 32 },
+        { .kind = LAYER_MLP, .hidden = 256, .act = ACT_GEGLU, .norm = NORM_RMSNORM },
+        { .kind = LAYER_LM_HEAD },
+    };
+    Model m = { .dim = a * d, .seq = s, .vocab = V, .dtype = DTYPE_BF16, .layers = ly, .n_layers = 4, .n_blocks = 1 };
+    for (int tp = 1; tp <= 2; tp *= 2) {
+        PlanCut c = { .micro_batch = 2, .tp = tp, .recompute = RECOMPUTE_NONE };
+        for (int k = 1; k <= 3; k += 2) {   /* the attention, the head */
+            PlanLayerWork w0, w1;
+            Layer plain = ly[k], capped = ly[k];
+            capped.softcap = k == 1 ? 50 : 30;
+            capped.query_scalar = k == 1 ? 144 : 0;
+            plan_layer_work(&m, &plain, &ly[k - 1], &c, &w0);
+            plan_layer_work(&m, &capped, &ly[k - 1], &c, &w1);
+            assert_true(w1.act_none == w0.act_none && w1.act_selective == w0.act_selective &&
+                        w1.act_full == w0.act_full && w1.flops_fwd == w0.flops_fwd);
+            double e = 2, T = 2.0 * s;
+            if (k == 1) {
+                double band = 3 * e * 2.0 * (double)a / tp * (double)s * 32;
+                assert_true(fabs((w1.ew_bwd - w0.ew_bwd) - band) < 1e-6 && w1.ew_fwd == w0.ew_fwd);
+                assert_int_equal(w1.ew_kernels_bwd, w0.ew_kernels_bwd + 1);
+            } else {
+                double Vp = (double)plan_vocab_padded(&m, tp);
+                assert_true(fabs((w1.ew_fwd - w0.ew_fwd) - 2 * e * T * Vp / tp) < 1e-6 && w1.ew_bwd == w0.ew_bwd);
+                assert_int_equal(w1.ew_kernels, w0.ew_kernels + 1);
+            }
+        }
+    }
+}
+
 /* head_dim widens Q and the output projection: the QKV GEMM is
  * 2 T h (a d + 2 k d), the output 2 T (a d) h. */
 static void test_knob_head_dim_flops(void **state)
@@ -1309,6 +1402,7 @@ int main(void)
         cmocka_unit_test(test_knob_attention_params),
         cmocka_unit_test(test_knob_errors),
         cmocka_unit_test(test_norm_eps_rope_scaling),
+        cmocka_unit_test(test_gemma2_keys),
         cmocka_unit_test(test_software_keys),
         cmocka_unit_test(test_software_stack),
         cmocka_unit_test(test_recompute_keys),
@@ -1318,6 +1412,7 @@ int main(void)
         cmocka_unit_test(test_dropout_key),
         cmocka_unit_test(test_knob_window_flops),
         cmocka_unit_test(test_knob_head_dim_flops),
+        cmocka_unit_test(test_gemma2_softcap_work),
         cmocka_unit_test(test_fp8_keys),
     };
     return cmocka_run_group_tests_name("sema", tests, NULL, NULL);

@@ -526,17 +526,26 @@ static void test_cp_positions(void **state)
 
 /* ---- attention ---------------------------------------------------------------- */
 
-typedef struct { float *out, *att, *qkv; size_t B, T, H, Hkv, D, W; } AttCtx;  /* W: window, 0 full */
+typedef struct {
+    float *out, *att, *qkv;
+    size_t B, T, H, Hkv, D, W;   /* W: window, 0 full */
+    bool scored;                 /* through prt_attention_scores_* with sc */
+    prt_attn_scores sc;
+} AttCtx;
 static void att_fwd(void *p)
 {
     AttCtx *c = p;
-    prt_attention_fwd(c->out, c->att, c->qkv, c->B, c->T, c->H, c->Hkv, c->D, c->W);
+    if (c->scored)
+        prt_attention_scores_fwd(c->out, c->att, c->qkv, c->B, c->T, c->H, c->Hkv, c->D, c->W, c->sc);
+    else
+        prt_attention_fwd(c->out, c->att, c->qkv, c->B, c->T, c->H, c->Hkv, c->D, c->W);
 }
 
 /* Naive causal attention in double, element by element; with W > 0 query
- * t sees keys t - W + 1 .. t only (keys before 0 do not exist). */
+ * t sees keys t - W + 1 .. t only (keys before 0 do not exist); scores
+ * q.k * scale, then with cap > 0 cap tanh(score / cap) (Gemma 2). */
 static void att_ref(double *out, const float *qkv, size_t B, size_t T, size_t H,
-                    size_t Hkv, size_t D, size_t W)
+                    size_t Hkv, size_t D, size_t W, double scale, double cap)
 {
     size_t R = (H + 2 * Hkv) * D, G = H / Hkv;
     double *p = malloc(T * sizeof *p);
@@ -551,7 +560,8 @@ static void att_ref(double *out, const float *qkv, size_t B, size_t T, size_t H,
                     double dot = 0;
                     for (size_t d = 0; d < D; d++)
                         dot += (double)q[d] * k[d];
-                    p[j] = dot / sqrt((double)D);
+                    p[j] = dot * scale;
+                    if (cap > 0) p[j] = cap * tanh(p[j] / cap);
                     m = fmax(m, p[j]);
                 }
                 for (size_t j = j0; j <= t; j++)
@@ -566,28 +576,40 @@ static void att_ref(double *out, const float *qkv, size_t B, size_t T, size_t H,
     free(p);
 }
 
-static void check_attention(size_t H, size_t Hkv, bool recompute, size_t W)
+/* With scored, through prt_attention_scores_fwd/bwd with sc (scale, cap). */
+static void check_attention_scored(size_t H, size_t Hkv, bool recompute, size_t W, bool scored,
+                                   prt_attn_scores sc)
 {
-    AttCtx c = {.B = 2, .T = 5, .H = H, .Hkv = Hkv, .D = 4, .W = W};
+    AttCtx c = {.B = 2, .T = 5, .H = H, .Hkv = Hkv, .D = 4, .W = W, .scored = scored, .sc = sc};
+    double scale = scored ? sc.scale : 1.0 / sqrt((double)c.D), cap = scored ? sc.cap : 0.0;
     size_t R = (H + 2 * Hkv) * c.D, N = c.B * c.T, nout = N * H * c.D;
     size_t natt = c.B * H * c.T * c.T;
     c.qkv = rnd(N * R, 1.5f); c.out = zeros(nout); c.att = zeros(natt);
     att_fwd(&c);
     double *ref = malloc(nout * sizeof *ref);
-    att_ref(ref, c.qkv, c.B, c.T, H, Hkv, c.D, W);
+    att_ref(ref, c.qkv, c.B, c.T, H, Hkv, c.D, W, scale, cap);
     assert_int_equal(validate("attention fwd", c.out, ref, nout, 1e-5, 1e-4), 0);
     float *r = rnd(nout, 1), *dqkv = zeros(N * R), *datt = zeros(natt);
     if (recompute)
         memset(c.att, 0, natt * sizeof *c.att);   /* backward must rebuild it */
-    prt_attention_bwd(dqkv, datt, r, c.qkv, c.att, recompute, c.B, c.T, H, Hkv, c.D, W);
-    /* the window's masked probabilities are exact zeros, kept for backward */
-    for (size_t bh = 0; W && bh < c.B * H; bh++)
+    if (scored)
+        prt_attention_scores_bwd(dqkv, datt, r, c.qkv, c.att, recompute, c.B, c.T, H, Hkv, c.D, W, sc);
+    else
+        prt_attention_bwd(dqkv, datt, r, c.qkv, c.att, recompute, c.B, c.T, H, Hkv, c.D, W);
+    /* the window's masked probabilities are exact zeros, kept for backward
+       (with a cap the backward leaves the raw scores in att instead) */
+    for (size_t bh = 0; W && cap == 0 && bh < c.B * H; bh++)
         for (size_t t = 0; t < c.T; t++)
             for (size_t j = 0; j + W <= t; j++)
                 assert_true(c.att[(bh * c.T + t) * c.T + j] == 0.0f);
     FdTensor ts[] = {{"attention dqkv", c.qkv, dqkv, N * R}};
     assert_int_equal(fd_check(att_fwd, &c, c.out, r, nout, ts, 1, 1e-2, 1e-3, 2e-3), 0);
     free(ref); free(r); free(dqkv); free(datt); free(c.qkv); free(c.out); free(c.att);
+}
+
+static void check_attention(size_t H, size_t Hkv, bool recompute, size_t W)
+{
+    check_attention_scored(H, Hkv, recompute, W, false, prt_attn_default(4));
 }
 
 static void test_attention_mha(void **state) { (void)state; check_attention(3, 3, false, 0); }
@@ -601,6 +623,19 @@ static void test_attention_window(void **state)
     check_attention(3, 3, false, 2);
     check_attention(4, 2, true, 1);
     check_attention(4, 2, false, 5);
+}
+
+/* Gemma 2's score transform: another scale (query_pre_attn_scalar) and a
+ * soft-cap small enough that tanh bends the scores (|q.k scale| reaches
+ * ~3 here, cap 1.5), with GQA, a window, selective recomputation; and a
+ * cap so large it is the identity to float precision. */
+static void test_attention_softcap(void **state)
+{
+    (void)state;
+    check_attention_scored(4, 2, false, 0, true, (prt_attn_scores){ 0.8f, 1.5f });
+    check_attention_scored(4, 2, true, 3, true, (prt_attn_scores){ 0.8f, 1.5f });
+    check_attention_scored(3, 1, false, 2, true, (prt_attn_scores){ 0.3f, 0.0f });   /* scale only */
+    check_attention_scored(4, 4, true, 0, true, (prt_attn_scores){ 0.5f, 1e6f });
 }
 
 /* ---- cross-entropy ----------------------------------------------------------- */
@@ -670,6 +705,62 @@ static void test_xent(void **state)
         free(sl[k]); free(dsl[k]);
     }
     free(r); free(dl); free(acc); free(c.logits); free(c.loss); free(c.mx); free(c.se); free(c.tgt);
+}
+
+/* Gemma 2's final-logit soft-cap: loss of cap tanh(raw / cap), its gradient
+ * w.r.t. the raw logits from prt_xent_softcap_bwd over the capped logits
+ * (in place, as the program calls it), against finite differences and
+ * the loss in double; and two vocabulary slices give the full gradient. */
+typedef struct { XentCtx x; float *raw; float cap; } CapCtx;
+static void cap_fwd(void *p)
+{
+    CapCtx *c = p;
+    memcpy(c->x.logits, c->raw, c->x.N * c->x.V * sizeof *c->raw);
+    prt_softcap_fwd(c->x.logits, c->x.N * c->x.V, c->cap);
+    xent_fwd(&c->x);
+}
+
+static void test_xent_softcap(void **state)
+{
+    (void)state;
+    CapCtx c = {.x = {.N = 5, .V = 11}, .cap = 2.0f};   /* raw logits reach ~4: tanh bends */
+    int32_t targets[5] = {3, 0, 10, -1, 7};
+    c.x.targets = targets;
+    c.raw = rnd(c.x.N * c.x.V, 4); c.x.logits = zeros(c.x.N * c.x.V); c.x.loss = zeros(c.x.N);
+    c.x.mx = zeros(c.x.N); c.x.se = zeros(c.x.N); c.x.tgt = zeros(c.x.N);
+    cap_fwd(&c);
+    double ref[5];
+    for (size_t i = 0; i < c.x.N; i++) {
+        double s = 0, y[11];
+        for (size_t j = 0; j < c.x.V; j++)
+            s += exp(y[j] = c.cap * tanh(c.raw[i * c.x.V + j] / c.cap));
+        ref[i] = targets[i] < 0 ? 0 : log(s) - y[targets[i]];
+    }
+    assert_int_equal(validate("softcap xent loss", c.x.loss, ref, c.x.N, 1e-5, 1e-5), 0);
+    float *r = rnd(c.x.N, 1), *acc = zeros(c.x.N * c.x.V), *dl = zeros(c.x.N * c.x.V);
+    for (size_t i = 0; i < c.x.N; i++) {   /* dL/draw with L = sum r_i loss_i */
+        memcpy(dl, c.x.logits, c.x.N * c.x.V * sizeof *dl);
+        prt_xent_softcap_bwd(dl, dl, c.x.mx, c.x.se, c.x.targets, c.x.N, c.x.V, 0, c.x.V, r[i], c.cap);
+        memcpy(acc + i * c.x.V, dl + i * c.x.V, c.x.V * sizeof *dl);
+    }
+    FdTensor ts[] = {{"softcap xent draw", c.raw, acc, c.x.N * c.x.V}};
+    assert_int_equal(fd_check(cap_fwd, &c, c.x.loss, r, c.x.N, ts, 1, 1e-2, 3e-4, 1e-3), 0);
+    /* the cap is elementwise: slices [0, 4) and [4, 11) of the capped
+       logits with the full row statistics give the full gradient's slices */
+    size_t cut = 4, Vs[2] = {cut, c.x.V - cut}, v0s[2] = {0, cut};
+    prt_xent_softcap_bwd(dl, c.x.logits, c.x.mx, c.x.se, c.x.targets, c.x.N, c.x.V, 0, c.x.V, 0.5f, c.cap);
+    for (int k = 0; k < 2; k++) {
+        float *sl = zeros(c.x.N * Vs[k]);
+        for (size_t i = 0; i < c.x.N; i++)
+            memcpy(sl + i * Vs[k], c.x.logits + i * c.x.V + v0s[k], Vs[k] * sizeof *sl);
+        prt_xent_softcap_bwd(sl, sl, c.x.mx, c.x.se, c.x.targets, c.x.N, Vs[k], v0s[k], c.x.V, 0.5f, c.cap);
+        for (size_t i = 0; i < c.x.N; i++)
+            assert_int_equal(validate_f("softcap xent sliced", sl + i * Vs[k], dl + i * c.x.V + v0s[k], Vs[k],
+                                        0, 0), 0);
+        free(sl);
+    }
+    free(r); free(acc); free(dl); free(c.raw); free(c.x.logits); free(c.x.loss); free(c.x.mx);
+    free(c.x.se); free(c.x.tgt);
 }
 
 /* ---- padded vocabulary -------------------------------------------------------
@@ -982,8 +1073,10 @@ int main(void)
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_mqa_recompute),
         cmocka_unit_test(test_attention_window),
+        cmocka_unit_test(test_attention_softcap),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_xent_padded),
+        cmocka_unit_test(test_xent_softcap),
         cmocka_unit_test(test_tp_attention_mlp),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_init_shards),

@@ -416,6 +416,35 @@ static void check_attention(size_t B, size_t T, size_t H, size_t Hkv, size_t D, 
     for (size_t i = 0; i < 6; i++) prt_free(d[i]);
 }
 
+/* Gemma 2's scores, scale and soft-cap (prt_attention_scores_*), against
+ * the CPU build's; the backward recomputes the raw scores into att. */
+static void check_attention_softcap(size_t B, size_t T, size_t H, size_t Hkv, size_t D, bool recompute,
+                                    size_t W, float scale, float cap)
+{
+    size_t R = (H + 2 * Hkv) * D, N = B * T, HD = H * D, natt = B * H * T * T;
+    float *qkv = hrand(N * R, 1.5f), *g = hrand(N * HD, 1), *out = hzeros(N * HD);
+    float *att = hzeros(natt), *datt = hzeros(natt), *dqkv = hzeros(N * R);
+    ref_prt_attn_scores rsc = { scale, cap };
+    prt_attn_scores sc = { scale, cap };
+    ref_prt_attention_scores_fwd(out, att, qkv, B, T, H, Hkv, D, W, rsc);
+    ref_prt_attention_scores_bwd(dqkv, datt, g, qkv, att, false, B, T, H, Hkv, D, W, rsc);
+    prt_act *qkv_d = dact(qkv, N * R), *g_d = dact(g, N * HD), *out_d = prt_alloc(N * HD * 2);
+    prt_act *att_d = prt_alloc(natt * 2), *datt_d = prt_alloc(natt * 2), *dqkv_d = prt_alloc(N * R * 2);
+    prt_attention_scores_fwd(out_d, att_d, qkv_d, B, T, H, Hkv, D, W, sc);
+    if (recompute && !ok(prt_zero(att_d, natt * 2), "attention: clearing the probabilities"))
+        failures++;
+    prt_attention_scores_bwd(dqkv_d, datt_d, g_d, qkv_d, att_d, recompute, B, T, H, Hkv, D, W, sc);
+    char name[96];
+    snprintf(name, sizeof name, "attention softcap %g fwd H%zu/%zu W%zu", (double)cap, H, Hkv, W);
+    validate(name, out_d, true, out, N * HD, ATOL, 5e-2);
+    snprintf(name, sizeof name, "attention softcap %g bwd H%zu/%zu W%zu%s", (double)cap, H, Hkv, W,
+             recompute ? " rc" : "");
+    validate(name, dqkv_d, true, dqkv, N * R, 5e-2, 5e-2);
+    free(qkv); free(g); free(out); free(att); free(datt); free(dqkv);
+    void *d[] = {qkv_d, g_d, out_d, att_d, datt_d, dqkv_d};
+    for (size_t i = 0; i < 6; i++) prt_free(d[i]);
+}
+
 /* Dropout: the CUDA masks are the CPU masks byte for byte (both draw
  * Philox 4x32-10 with prt_ops.h's key and counter), on a residual site
  * (rows [row0, row0 + rows) of sequences from seq0) and on the attention
@@ -485,6 +514,21 @@ static void check_xent(size_t N, size_t V, size_t pad)
     validate("xent loss", loss_d, false, loss, N, 1e-3, 1e-3);
     prt_xent_bwd(l_d, l_d, mx_d, se_d, tg_d, N, Vl, v0, V, 1.0f / (float)N);   /* in place */
     validate("xent bwd (in place)", l_d, true, dl, N * Vl, 1e-4 / N, RTOL);
+    /* Gemma 2's final-logit soft-cap: the capped logits, then the gradient
+       through the cap, in place, from the capped logits */
+    float cap = 3.0f;
+    ref_prt_softcap_fwd(l, N * Vl, cap);
+    for (size_t i = 0; i < N * Vl; i++)
+        l[i] = bf2f(f2bf(l[i]));        /* the capped logits as the device holds them */
+    ref_prt_xent_max(mx, l, N, Vl, v0, V);
+    ref_prt_xent_sumexp(se, t, l, mx, tg, N, Vl, v0, V);
+    ref_prt_xent_softcap_bwd(dl, l, mx, se, tg, N, Vl, v0, V, 1.0f / (float)N, cap);
+    prt_free(l_d);
+    l_d = dact(l, N * Vl);
+    prt_xent_max(mx_d, l_d, N, Vl, v0, V);
+    prt_xent_sumexp(se_d, t_d, l_d, mx_d, tg_d, N, Vl, v0, V);
+    prt_xent_softcap_bwd(l_d, l_d, mx_d, se_d, tg_d, N, Vl, v0, V, 1.0f / (float)N, cap);
+    validate("xent softcap bwd (in place)", l_d, true, dl, N * Vl, 1e-4 / N, RTOL);
     free(tg); free(l); free(mx); free(se); free(t); free(loss); free(dl);
     void *d[] = {tg_d, l_d, mx_d, se_d, t_d, loss_d};
     for (size_t i = 0; i < 6; i++) prt_free(d[i]);
@@ -698,6 +742,8 @@ int main(int argc, char **argv)
     check_attention(2, 100, 4, 1, 64, true, 0);
     check_attention(2, 64, 8, 2, 32, false, 16);   /* sliding windows (Mistral) */
     check_attention(2, 100, 4, 1, 64, true, 33);
+    check_attention_softcap(2, 64, 8, 2, 32, false, 16, 0.0625f, 2.0f);   /* Gemma 2: scale, cap, window */
+    check_attention_softcap(2, 100, 4, 1, 64, true, 0, 0.125f, 50.0f);
     check_rope_theta(2, 16, 4, 2, 64, 500000.0f);  /* Llama 3's base */
     for (int kind = PRT_ROPE_LINEAR; kind <= PRT_ROPE_YARN; kind++) {
         check_rope_scaled(2, 16, 4, 2, 64, kind, 1, 0);

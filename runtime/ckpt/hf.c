@@ -49,6 +49,7 @@ typedef struct {
     bool    rope_scaling, ffn_bias, tied, moe;
     bool    embed_scale, norm_plus_one;   /* Gemma's sqrt(dim) normalizer and x*(1+w) RMSNorm */
     bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
+    double  attn_softcap, query_scalar, logit_softcap;   /* Gemma 2's; 0: none (absent before them) */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
 } HfModel;
@@ -114,6 +115,10 @@ static prt_status parse_model(const char *config, HfModel *m)
     if (!st && qk && strcmp(qk, "none") && strcmp(qk, "rmsnorm"))
         st = ckpt_fail(PRT_ERR_FORMAT, "model_config: qk_norm \"%s\" is neither none nor rmsnorm", qk);
     m->qk_norm = qk && !strcmp(qk, "rmsnorm");
+    const char *g2[] = {"attn_softcap", "query_scalar", "logit_softcap"};   /* absent: 0 (written since Gemma 2) */
+    double *g2v[] = {&m->attn_softcap, &m->query_scalar, &m->logit_softcap};
+    for (int i = 0; i < 3; i++)
+        if (!num_of(&d, g2[i], g2v[i])) *g2v[i] = 0;
     js_free(&d);
     return st;
 }
@@ -134,6 +139,10 @@ static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral",
 static prt_status hf_arch(const HfModel *m, HfArch *arch)
 {
     if (m->uniform[0]) REFUSE("not one repeated block (%s): a Hugging Face config describes every block alike", m->uniform);
+    if (m->attn_softcap > 0 || m->logit_softcap > 0 || m->query_scalar > 0)
+        REFUSE("%s (Gemma 2): no architecture written here has it (Gemma2ForCausalLM also needs the norms after "
+               "each sub-block)", m->attn_softcap > 0 ? "attention softcap" : m->logit_softcap > 0 ? "lm_head softcap"
+               : "query_pre_attn_scalar");
     if (m->rope_scaling) REFUSE("rope_scaling: not written to config.json yet, and an export without it would change the model");
     if (!strcmp(m->final_norm, "none")) REFUSE("no final norm: every architecture written here has one");
     if (!strcmp(m->act, "geglu")) {   /* Gemma: GeGLU (tanh GELU), sqrt(dim) embedding, x*(1+w) RMSNorm */

@@ -627,7 +627,7 @@ __global__ static void k_xent_loss(float *loss, const float *mx, const float *se
 
 __global__ static void k_xent_bwd(bf *dl, const bf *logits, const float *mx, const float *se,
                                   const int32_t *targets, size_t N, size_t Vl, size_t v0,
-                                  size_t nv, float scale)
+                                  size_t nv, float scale, float cap)
 {
     size_t idx = gtid();
     if (idx >= N * Vl) return;
@@ -637,8 +637,16 @@ __global__ static void k_xent_bwd(bf *dl, const bf *logits, const float *mx, con
         return;
     }
     long long local = (long long)targets[i] - (long long)v0;
-    float p = expf(ld(logits, idx) - mx[i]) / se[i];
-    dl[idx] = to_bf(scale * (p - ((long long)j == local ? 1.0f : 0.0f)));
+    float y = ld(logits, idx), p = expf(y - mx[i]) / se[i];
+    float g = scale * (p - ((long long)j == local ? 1.0f : 0.0f));
+    if (cap > 0.0f) g *= 1.0f - (y / cap) * (y / cap);   /* through the soft-cap: y is capped */
+    dl[idx] = to_bf(g);
+}
+
+__global__ static void k_softcap(bf *x, size_t n, float cap)
+{
+    size_t i = gtid();
+    if (i < n) x[i] = to_bf(prt_softcap(ld(x, i), cap));
 }
 
 extern "C" void prt_xent_max(float *mx, const prt_act *logits, size_t N, size_t Vl, size_t v0,
@@ -671,7 +679,23 @@ extern "C" void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const floa
     PRT_OP_ENTER("prt_xent_bwd");
     PRT_LAUNCH("prt_xent_bwd", grid_for(N * Vl), 0, k_xent_bwd,
                BF(dlogits), CBF(logits), mx, se, targets, N, Vl, v0, prt_xent_real_cols(Vl, v0, V),
-               scale);
+               scale, 0.0f);
+}
+
+extern "C" void prt_xent_softcap_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
+                                     const float *se, const int32_t *targets, size_t N, size_t Vl,
+                                     size_t v0, size_t V, float scale, float cap)
+{
+    PRT_OP_ENTER("prt_xent_softcap_bwd");
+    PRT_LAUNCH("prt_xent_softcap_bwd", grid_for(N * Vl), 0, k_xent_bwd,
+               BF(dlogits), CBF(logits), mx, se, targets, N, Vl, v0, prt_xent_real_cols(Vl, v0, V),
+               scale, cap);
+}
+
+extern "C" void prt_softcap_fwd(prt_act *x, size_t n, float cap)
+{
+    PRT_OP_ENTER("prt_softcap_fwd");
+    PRT_LAUNCH("prt_softcap_fwd", grid_for(n), 0, k_softcap, BF(x), n, cap);
 }
 
 /* ---- casts ------------------------------------------------------------------------------ */

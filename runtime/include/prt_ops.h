@@ -256,6 +256,24 @@ void prt_attention_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout,
                        const prt_act *qkv, prt_act *att, bool recompute,
                        size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W);
 
+/* How the scores are formed before the mask and the softmax: S = scale Q
+ * K^T, then with cap > 0 S = cap tanh(S / cap) (Gemma 2's
+ * attn_logit_softcapping, 50; FlashAttention-2's softcap). scale is
+ * 1/sqrt(D) (prt_attn_default) or Gemma's 1/sqrt(query_pre_attn_scalar).
+ * prt_attention_fwd/bwd are these with prt_attn_default(D). With a cap the
+ * backward recomputes S_raw = scale Q K^T into att once P has been used
+ * (one more GEMM, nothing more kept): att leaves it holding S_raw. */
+typedef struct {
+    float scale;   /* multiplies Q K^T */
+    float cap;     /* soft-cap of the scaled scores; 0: none */
+} prt_attn_scores;
+prt_attn_scores prt_attn_default(size_t D);
+void prt_attention_scores_fwd(prt_act *out, prt_act *att, const prt_act *qkv, size_t B, size_t T,
+                              size_t H, size_t Hkv, size_t D, size_t W, prt_attn_scores sc);
+void prt_attention_scores_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout, const prt_act *qkv,
+                              prt_act *att, bool recompute, size_t B, size_t T, size_t H, size_t Hkv,
+                              size_t D, size_t W, prt_attn_scores sc);
+
 /* Attention with dropout on its probabilities, in three pieces: the
  * probabilities alone into att (prt_attention_fwd's first half), then
  * prt_dropout_probs_fwd(attd, mask, att, ...), then the context out = attd V
@@ -283,6 +301,25 @@ void prt_swiglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t
  * [gate | up]: GeGLU (Shazeer 2020), Gemma's MLP. */
 void prt_geglu_fwd(prt_act *out, const prt_act *gu, size_t N, size_t F);
 void prt_geglu_bwd(prt_act *dgu, const prt_act *gu, const prt_act *dout, size_t N, size_t F);
+/* The soft-cap cap tanh(x / cap) (Gemma 2: attention scores, 50; final
+ * logits, 30) and its derivative at x, 1 - tanh^2(x / cap); the one
+ * formula both targets' kernels and the tests take (callable from CUDA
+ * kernels too). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline float prt_softcap(float x, float cap)
+{
+    return cap * tanhf(x / cap);
+}
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline float prt_softcap_grad(float x, float cap)
+{
+    float t = tanhf(x / cap);
+    return 1.0f - t * t;
+}
 /* The first key query t attends to under a window of W (0: full causal):
  * the one rule both targets' kernels and the tests take the mask from
  * (callable from CUDA kernels too). */
@@ -419,6 +456,15 @@ void prt_xent_loss(float *loss, const float *mx, const float *se, const float *t
 void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
                   const float *se, const int32_t *targets, size_t N, size_t Vl,
                   size_t v0, size_t V, float scale);
+/* Gemma 2's final_logit_softcapping: logits = cap tanh(logits / cap) in
+ * place, n elements, after the lm_head's GEMM and before step 1 (padding
+ * columns too: they stay masked). prt_xent_softcap_bwd is prt_xent_bwd
+ * followed by the cap's derivative, 1 - (y / cap)^2 with y the capped
+ * logit it reads, so nothing more is kept; it may alias logits too. */
+void prt_softcap_fwd(prt_act *x, size_t n, float cap);
+void prt_xent_softcap_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
+                          const float *se, const int32_t *targets, size_t N, size_t Vl,
+                          size_t v0, size_t V, float scale, float cap);
 /* The real (unpadded) columns of the slice [v0, v0 + Vl) of a vocabulary of
  * V: min(Vl, V - v0), 0 when the slice is all padding. The one place both
  * targets' kernels take the mask from. */

@@ -493,12 +493,13 @@ void prt_xent_loss(float *loss, const float *mx, const float *se, const float *t
 
 /* Each element reads only its own logit before writing, so dlogits may
  * alias logits and the (N, V) buffer is reused, as llm.c does. Padding
- * columns get 0: their weight rows then stay exactly zero. */
-void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
-                  const float *se, const int32_t *targets, size_t N, size_t Vl,
-                  size_t v0, size_t V, float scale)
+ * columns get 0: their weight rows then stay exactly zero. With cap > 0
+ * the logits read are the capped y and the gradient is taken through the
+ * cap as well, times 1 - (y / cap)^2 (= 1 - tanh^2 of the raw logit). */
+static void xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx, const float *se,
+                     const int32_t *targets, size_t N, size_t Vl, size_t v0, size_t V, float scale,
+                     float cap)
 {
-    PRT_OP_ENTER("prt_xent_bwd");
     size_t nv = prt_xent_real_cols(Vl, v0, V);
     for (size_t i = 0; i < N; i++) {
         const float *l = logits + i * Vl;
@@ -510,9 +511,37 @@ void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
         float inv = 1.0f / se[i];
         int64_t local = (int64_t)targets[i] - (int64_t)v0;
         for (size_t j = 0; j < nv; j++) {
-            float p = expf(l[j] - mx[i]) * inv;
-            d[j] = scale * (p - ((int64_t)j == local ? 1.0f : 0.0f));
+            float y = l[j], p = expf(y - mx[i]) * inv;
+            float g = scale * (p - ((int64_t)j == local ? 1.0f : 0.0f));
+            if (cap > 0.0f) {
+                float t = y / cap;
+                g *= 1.0f - t * t;
+            }
+            d[j] = g;
         }
         memset(d + nv, 0, (Vl - nv) * sizeof *d);
     }
+}
+
+void prt_xent_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
+                  const float *se, const int32_t *targets, size_t N, size_t Vl,
+                  size_t v0, size_t V, float scale)
+{
+    PRT_OP_ENTER("prt_xent_bwd");
+    xent_bwd(dlogits, logits, mx, se, targets, N, Vl, v0, V, scale, 0.0f);
+}
+
+void prt_xent_softcap_bwd(prt_act *dlogits, const prt_act *logits, const float *mx,
+                          const float *se, const int32_t *targets, size_t N, size_t Vl,
+                          size_t v0, size_t V, float scale, float cap)
+{
+    PRT_OP_ENTER("prt_xent_softcap_bwd");
+    xent_bwd(dlogits, logits, mx, se, targets, N, Vl, v0, V, scale, cap);
+}
+
+void prt_softcap_fwd(prt_act *x, size_t n, float cap)
+{
+    PRT_OP_ENTER("prt_softcap_fwd");
+    for (size_t i = 0; i < n; i++)
+        x[i] = prt_softcap(x[i], cap);
 }

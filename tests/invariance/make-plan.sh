@@ -134,8 +134,6 @@ wide=false
 case "$body" in *wide\;*) wide=true; body=${body//wide;/} ;; esac
 # `gemma;` (issue 28): tiny's width with Gemma's layers: GeGLU, the embedding
 # times sqrt(dim), RMSNorm x*(1+w) with w starting at 0, a tied head
-gemma=false
-case "$body" in *gemma\;*) gemma=true; body=${body//gemma;/} ;; esac
 gemma_model='model tinygemma {
     vocab 256;  seq 64;  dtype fp32;  norm_eps 1e-6;  norm_plus_one true;
     embedding { dim 64; position rope; scale sqrt_dim }
@@ -146,6 +144,26 @@ gemma_model='model tinygemma {
     norm    { kind rmsnorm }
     lm_head { tied true }
 }'
+# `gemma2;` (issue 29): the `gemma;` model with Gemma 2's attention and
+# head at once: grouped-query attention whose scores are scaled by
+# 1/sqrt(query_pre_attn_scalar 24) (not head_dim 16) and soft-capped, a
+# window of 16 of the 64 tokens on blocks 0 and 2 and full causal
+# attention on blocks 1 and 3 (`sliding_window 16 every 2`, Gemma 2's
+# layer_types), and soft-capped logits. The caps are small for tiny's
+# scale (at initialisation the scores are of order 1e-2 and the logits
+# of order 1), so tanh bends them from the first step on (Gemma 2's own
+# 50 and 30 would be the identity here); GEMMA2_SCORE_CAP and
+# GEMMA2_LOGIT_CAP override them.
+case "$body" in *gemma2\;*) body=${body//gemma2;/gemma;}
+    gemma_model=${gemma_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; norm rmsnorm; bias false; sliding_window 16 every 2; softcap SCAP; query_pre_attn_scalar 24}
+    gemma_model=${gemma_model/tied true/tied true; softcap LCAP} ;; esac
+# `logitcap;`: the `gemma;` model with Gemma 2's final-logit cap alone, the
+# one of its features the CP attention forms take (emit refuses the
+# attention's cap and scale with cp)
+case "$body" in *logitcap\;*) body=${body//logitcap;/gemma;}
+    gemma_model=${gemma_model/tied true/tied true; softcap LCAP} ;; esac
+gemma_model=${gemma_model/SCAP/${GEMMA2_SCORE_CAP:-0.02}}
+gemma_model=${gemma_model/LCAP/${GEMMA2_LOGIT_CAP:-0.5}}
 
 wide_model='model tinywide {
     vocab 256;  seq 64;  dtype fp32;
@@ -158,6 +176,8 @@ wide_model='model tinywide {
     lm_head { tied false }
 }'
 if [ "$wide" = true ]; then llama=true; llama_model=$wide_model; fi
+gemma=false
+case "$body" in *gemma\;*) gemma=true; body=${body//gemma;/} ;; esac
 if [ "$gemma" = true ]; then llama=true; llama_model=$gemma_model; fi
 if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
 if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi

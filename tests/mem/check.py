@@ -10,7 +10,7 @@
   check.py cuda CHECK.json MEM.jsonl
       a CUDA executable's --dry-run (no GPU needed): every rank's peak and
       each kind's own peak within 5 % + 4 MiB of the plan's (kind by kind)
-  check.py delta CHECK.json MEM.jsonl BASE.json BASEMEM.jsonl
+  check.py delta CHECK.json MEM.jsonl BASE.json BASEMEM.jsonl [none]
       a feature's own items (dropout's masks): each stage's allocator
       activations peak (its highest rank's) less the same layout's without
       the feature equal the plan's difference within 1 % + 64 KiB (item by
@@ -152,16 +152,22 @@ def stage_peaks(path, kind):
     return peaks
 
 
-def check_delta(check, mem, base, bmem):
+def check_delta(check, mem, base, bmem, none=""):
+    """The feature's activations: predicted and allocated alike (1 % + 64
+    KiB) and more than none; with none == "none", a feature that keeps
+    nothing: both differences exactly 0."""
     st, bst, bad = stages(check), stages(base), 0
     got, bgot = stage_peaks(mem, "activations"), stage_peaks(bmem, "activations")
     for s in sorted(got):
         p = st[s]["activations_bytes"] - bst[s]["activations_bytes"]
         m = got[s] - bgot[s]
-        ok = p > 0 and within(m, p, 0.01, 64 * 1024)
+        if none == "none":
+            ok, tol = p == 0 and m == 0, "  MISS (0 bytes both)"
+        else:
+            ok, tol = p > 0 and within(m, p, 0.01, 64 * 1024), "  MISS (1 % + 64 KiB)"
         bad += not ok
         print("  stage %d: the feature's activations predicted %.3f MiB, allocated %.3f MiB%s"
-              % (s, p / MIB, m / MIB, "" if ok else "  MISS (1 % + 64 KiB)"))
+              % (s, p / MIB, m / MIB, "" if ok else tol))
     return bad
 
 
@@ -188,7 +194,7 @@ def main(argv):
     elif mode == "cuda":
         bad = check_cuda(argv[2], argv[3])
     elif mode == "delta":
-        bad = check_delta(*argv[2:6])
+        bad = check_delta(*argv[2:7])
     elif mode == "same":
         bad = check_same(argv[2], argv[3])
     elif mode == "buffers":

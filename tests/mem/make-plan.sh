@@ -32,6 +32,17 @@ case "$body" in *wide\;*) seq=512; body=${body//wide;/} ;; esac
 # (`qk_norm rmsnorm`: the pre-norm q and k and an fp32 rstd per head kept)
 att="attention { heads 8 }"
 case "$body" in *qknorm\;*) att="attention { heads 8; qk_norm rmsnorm }"; body=${body//qknorm;/} ;; esac
+# a body containing `gemma2;` gives the attention Gemma 2's score scale and
+# soft-cap, and the head a soft-cap: the runtime keeps nothing more for
+# them (the capped backward recomputes the raw scores into the spent
+# probabilities; the head's cap is differentiated from the capped logits),
+# so the same layout without them holds exactly as much. (No window: the
+# planner counts a windowed block's kept scores as the band, s x W, while
+# planc's runtime keeps them whole, T x T; docs/planner.md, FLOPs.)
+head="lm_head { tied false }"
+case "$body" in *gemma2\;*)
+    att="attention { heads 8; softcap 50; query_pre_attn_scalar 48 }"
+    head="lm_head { tied false; softcap 30 }"; body=${body//gemma2;/} ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
@@ -48,7 +59,7 @@ model mem$dim {
         $ffn
     }
     norm    { kind layernorm }
-    lm_head { tied false }
+    $head
 }
 plan { $body }
 train {
