@@ -575,8 +575,19 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * the band a window-aware kernel (FlashAttention's window_size)
      * computes, the first W - 1 rows' shorter rows not subtracted. */
     gemm(w, T, (hq + 2 * hkv) / t, h, 1, false);
-    gemm(w, s, sk, d, bat, true)->flash = c->flash;
-    gemm(w, s, d, sk, bat, true)->flash = c->flash;
+    /* The keys the kernel runs a query against: a fused kernel computes a
+     * sliding window's band (FlashAttention's window_size); a math
+     * attention — planc's runtime (prt_attention_*: T x T score buffers,
+     * the band masked) and Megatron's unfused softmax alike — allocates,
+     * computes and keeps every query against all s keys. Its GEMMs are
+     * timed at that shape; the FLOPs counted stay the band's (the masked
+     * part is run, not counted: MFU's numerator is the model's). */
+    double skr = c->flash ? sk : (double)m->seq;
+    gemm(w, s, skr, d, bat, true)->flash = c->flash;
+    gemm(w, s, d, skr, bat, true)->flash = c->flash;
+    double masked = 2 * 2.0 * s * (skr - sk) * d * bat;   /* FLOPs: the two core GEMMs' masked part */
+    w->flops_fwd -= masked;
+    w->flops_core -= masked;
     gemm(w, T, h, hq / t, 1, false);
 
     double eager = norm_work(w, c, l->norm, T * h, e, r);
@@ -590,17 +601,18 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
         ew(w, qkvo + lse, qkvo + e * T * hq / t + lse + e * T * (hq + 2 * hkv) / t, true);
     } else {
         /* fused scale-mask-softmax: forward reads S writes P; backward reads
-         * dP, P and writes dS (s x s_k per head). */
-        ew(w, 2 * e * bat * s * sk, 3 * e * bat * s * sk, true);
+         * dP, P and writes dS (s x s keys per head: the whole buffers, a
+         * window masked inside them). */
+        ew(w, 2 * e * bat * s * skr, 3 * e * bat * s * skr, true);
         if (dropout)   /* attention dropout: P -> P' plus a 1-byte mask */
-            ew(w, (2 * e + 1) * bat * s * sk, (2 * e + 1) * bat * s * sk, true);
+            ew(w, (2 * e + 1) * bat * s * skr, (2 * e + 1) * bat * s * skr, true);
         /* soft-capped scores (Gemma 2; prt_attention_scores_*): the cap is
          * applied as the softmax reads S (no pass of its own forward); the
          * backward recomputes S_raw = scale Q K^T into the spent P (the
          * score GEMM again: cost.c) and one kernel multiplies dS by
          * 1 - tanh^2(S_raw / cap), reading S_raw and dS, writing dS. Nothing
          * more is kept. FlashAttention-2 (softcap argument) caps on chip. */
-        if (l->softcap > 0) ew_n(w, 0, 3 * e * bat * s * sk, 0, 1, true);
+        if (l->softcap > 0) ew_n(w, 0, 3 * e * bat * s * skr, 0, 1, true);
     }
     /* q/k norm (`qk_norm rmsnorm`, prt_qk_norm_*): forward reads q and k,
      * writes them normalised and their pre-norm copy; backward reads dy
@@ -619,11 +631,12 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * output-projection input eTh; core — softmax output e b a s^2,
      * dropout mask b a s^2, dropout output e b a s^2 (all /t). With e = 2,
      * dropout and h_kv = h this is 13sbh (11sbh + 2sbh LayerNorm) + 5as^2b.
-     * With head_dim, Q and the output-projection input are e T h_q; with a
-     * sliding window the score tensors are s x s_k per head (the band). */
+     * With head_dim, Q and the output-projection input are e T h_q; a
+     * sliding window keeps them whole, s x s per head (the math attention
+     * masks the band inside them; a fused kernel keeps none). */
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
     double tpart = (e * T * hq + 2 * e * T * hkv + e * T * hq) / t + qk_kept;
-    double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
+    double core = (e + (dropout ? 1 + e : 0)) * bat * s * skr;
     if (c->flash) core = 4 * bat * s;   /* the log-sum-exp only (Q, K, V, O are in tpart) */
     if (c->cp > 1) core = cp_attention_work(m, l, c, e, w);   /* the CP form's saved tensors */
     w->act_none = repl + tpart + core;

@@ -1149,15 +1149,26 @@ static void test_knob_window_flops(void **state)
         double want = 3.0 * 2 /* sequences */ * (double)blocks * 2 /* GEMMs */ * 2.0 * (double)(a * d) *
                       (double)s * (double)(s - W);
         assert_true(fabs((f_full - f_win) - want) <= 1e-9 * f_full);
-        /* the stored softmax output (bf16, no dropout with rmsnorm) shrinks
-         * the same way: s x W per head */
+        /* a math attention (planc's runtime: prt_attention_* masks the band
+         * inside its T x T buffers) keeps and runs the whole s x s scores:
+         * the same kept bytes and core GEMM shapes as without the window,
+         * while its FLOPs counted are the band's, as a fused kernel's, whose
+         * score GEMM is s x W */
         PlanCut c = { .micro_batch = 1, .tp = 1, .recompute = RECOMPUTE_NONE };
-        PlanLayerWork wf, ww;
+        PlanLayerWork wf, ww, wfl;
         Layer lf = full[1];
         lf.window = 0;
         plan_layer_work(&m, &lf, &full[0], &c, &wf);
         plan_layer_work(&m, &full[1], &full[0], &c, &ww);
-        assert_true(fabs((wf.act_none - ww.act_none) - 2.0 * (double)(a * s * (s - W))) < 1e-6);
+        assert_true(fabs(wf.act_none - ww.act_none) < 1e-6);
+        assert_true(ww.gemm[1].n == (double)s && ww.gemm[2].k == (double)s);
+        PlanCut cf = c;
+        cf.flash = true;
+        plan_layer_work(&m, &full[1], &full[0], &cf, &wfl);
+        assert_true(wfl.gemm[1].n == (double)W && wfl.gemm[2].k == (double)W);
+        assert_true(fabs(ww.flops_fwd - wfl.flops_fwd) <= 1e-9 * wfl.flops_fwd);
+        assert_true(fabs((wf.flops_fwd - ww.flops_fwd) - 2 * 2.0 * (double)(a * d) * (double)s * (double)(s - W)) <=
+                    1e-9 * wf.flops_fwd);
     }
 }
 
@@ -1165,7 +1176,8 @@ static void test_knob_window_flops(void **state)
  * the capped attention's work has the same kept bytes under every
  * recomputation and the same FLOPs (the cap is elementwise; model FLOPs
  * count no recomputed GEMM), and one more backward kernel reading S_raw
- * and dS and writing dS, 3 e b (a/t) s s_k bytes; the capped head one
+ * and dS and writing dS, 3 e b (a/t) s s bytes (a window masked inside
+ * the math attention's whole buffers); the capped head one
  * forward pass over its logits, 2 e T V / t bytes; the attention scale
  * changes nothing counted. */
 static void test_gemma2_softcap_work(void **state)
@@ -1192,8 +1204,10 @@ static void test_gemma2_softcap_work(void **state)
                         w1.act_full == w0.act_full && w1.flops_fwd == w0.flops_fwd);
             double e = 2, T = 2.0 * s;
             if (k == 1) {
-                double band = 3 * e * 2.0 * (double)a / tp * (double)s * 32;
-                assert_true(fabs((w1.ew_bwd - w0.ew_bwd) - band) < 1e-6 && w1.ew_fwd == w0.ew_fwd);
+                /* over the whole s x s buffers: the math attention masks
+                 * the window (32) inside them */
+                double whole = 3 * e * 2.0 * (double)a / tp * (double)s * (double)s;
+                assert_true(fabs((w1.ew_bwd - w0.ew_bwd) - whole) < 1e-6 && w1.ew_fwd == w0.ew_fwd);
                 assert_int_equal(w1.ew_kernels_bwd, w0.ew_kernels_bwd + 1);
             } else {
                 double Vp = (double)plan_vocab_padded(&m, tp);

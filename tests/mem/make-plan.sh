@@ -36,13 +36,17 @@ case "$body" in *qknorm\;*) att="attention { heads 8; qk_norm rmsnorm }"; body=$
 # soft-cap, and the head a soft-cap: the runtime keeps nothing more for
 # them (the capped backward recomputes the raw scores into the spent
 # probabilities; the head's cap is differentiated from the capped logits),
-# so the same layout without them holds exactly as much. (No window: the
-# planner counts a windowed block's kept scores as the band, s x W, while
-# planc's runtime keeps them whole, T x T; docs/planner.md, FLOPs.)
+# so the same layout without them holds exactly as much.
 head="lm_head { tied false }"
 case "$body" in *gemma2\;*)
     att="attention { heads 8; softcap 50; query_pre_attn_scalar 48 }"
     head="lm_head { tied false; softcap 30 }"; body=${body//gemma2;/} ;; esac
+# a body containing `window;` gives every attention but every 2nd a sliding
+# window of 16 of the 64 tokens (Gemma 2's pattern): planc's math attention
+# masks the band inside its whole T x T buffers, so it keeps exactly what
+# the same layout without the window keeps (planner/model.c, attention_work)
+case "$body" in *window\;*)
+    att="${att% \}}; sliding_window 16 every 2 }"; body=${body//window;/} ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {

@@ -92,13 +92,15 @@ while read -r name np checks body; do
     # (e) a dropout case: its masks and dropped probabilities, as planned,
     # against the same layout without dropout (its body less `dropout;`);
     # a `qknorm;` case likewise: the q/k norm's kept input and rstd; a
-    # `gemma2;` case: Gemma 2's soft-caps and window pattern, which keep nothing
+    # `gemma2;` case: Gemma 2's soft-caps, which keep nothing; a `window;`
+    # case: a sliding window, masked inside the whole score buffers
     case "$checks" in *e*)
-        feat=dropout; case "$body" in *qknorm\;*) feat=qknorm ;; *gemma2\;*) feat=gemma2 ;; esac
+        feat=dropout
+        case "$body" in *qknorm\;*) feat=qknorm ;; *gemma2\;*) feat=gemma2 ;; *window\;*) feat=window ;; esac
         base=$name-no$feat
         if build "$base" "$np" 384 6 "${body//$feat;/}" && train "$base" "$np"; then
             echo "$name (e) $feat's items, allocated vs planned:"
-            none=; [ "$feat" = gemma2 ] && none=none   # keeps nothing: 0 bytes both ways
+            none=; case $feat in gemma2|window) none=none ;; esac   # keeps nothing: 0 bytes both ways
             python3 "$here/check.py" delta "$dir/$name.check.json" "$dir/$name.mem.jsonl" \
                 "$dir/$base.check.json" "$dir/$base.mem.jsonl" $none || fail "$name" "(e)"
         else
