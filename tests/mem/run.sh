@@ -31,8 +31,9 @@
 #  (f) bf16-cpu (no row of cases.txt; runs with every case, or named): a
 #      bf16 plan built for the CPU is refused at its dtype key, exit 1, no
 #      executable: the CPU target computes in fp32, so its --mem-report
-#      would count fp32 where `planc check` counts bf16 (issue 29: 13.5 MiB
-#      allocated, 6.8 predicted); bf16 is held to check by (b), for CUDA.
+#      would count fp32 where `planc check` counts bf16 (issue 29's report:
+#      6.8 MiB predicted, 13.5 by --dry-run); bf16 is held to check by (b),
+#      for CUDA.
 # Every run trains 1 step: memory, not time.
 #   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
 set -u
