@@ -103,6 +103,14 @@ grep -B1 '^#error' "$out" | head -n 1 | grep -qx '#ifndef PRT_CUDA' && pass=$((p
     fail=$((fail + 1)); echo "FAIL emit-bf16: the #error is not under #ifndef PRT_CUDA"; }
 "$planc" emit examples/tiny.plan 2>/dev/null | grep -q '#error' && {
     fail=$((fail + 1)); echo "FAIL emit-fp32: tiny's fp32 program has an #error"; } || pass=$((pass + 1))
+# an fp32 model with fp8 (software planc's own) exports with a note that
+# the framework's FP8 is checked on a 16-bit model
+tests/invariance/make-plan.sh "$dt/fp8.plan" 1 "micro_batch 8; fp8 { recipe tensorwise }"
+expect export-fp8-fp32 0 '--fp8-format hybrid' "note: megatron: fp8 with dtype fp32: .*under \`software megatron-core\` its FP8 rule wants a 16-bit model" \
+    -- export "$dt/fp8.plan" --to megatron
+tests/invariance/make-plan.sh "$dt/fp8-llama.plan" 1 "llama; micro_batch 8; fp8 { recipe tensorwise }"
+expect export-fp8-tt   0 'quantize.linear.float8' "note: torchtitan: fp8 with dtype fp32: .*\`software torchtitan\`" \
+    -- export "$dt/fp8-llama.plan" --to torchtitan
 rm -rf "$dt"
 
 # A UTF-8 byte-order mark (as some editors write) is skipped, in the file
