@@ -27,6 +27,7 @@
 #include "cli/commands.h"
 #include "codegen/codegen.h"
 #include "planner/fp8.h"
+#include "planner/sema.h"
 
 #ifndef CG_SOURCE_DIR
 #define CG_SOURCE_DIR "."
@@ -93,7 +94,8 @@ static const char BUILD_HELP[] =
     "CUDA. Run it with `mpirun -np N ./EXE`, N = dp x tp x pp.\n"
     "\n"
     "  -o EXE                  the executable to write (required)\n"
-    "  --target cpu|cuda       what to compile for (default cpu)\n"
+    "  --target cpu|cuda       what to compile for (default cpu); the CPU program\n"
+    "                          computes in fp32, so cpu takes `dtype fp32` plans only\n"
     "  --launch mpirun|slurm   slurm also writes EXE.sbatch (default mpirun)\n"
     "\n"
     "The runtime is found beside planc (BIN/../lib, BIN/../include or the\n"
@@ -177,6 +179,27 @@ static int write_sbatch(const Plan *plan, const char *exe, CgTarget t)
     return 0;
 }
 
+/* build --target T of a plan whose dtype T's runtime does not compute in
+ * (cg_target_dtype: the CPU's is fp32 only) is refused at the model's
+ * dtype key, or at the model block when its dtype is bf16 by default;
+ * exit 1, as for a layout the generator cannot handle (the plan itself is
+ * valid: check, search, export and --target cuda take it). */
+static int refuse_target_dtype(const DslFile *f, const Plan *plan, CgTarget t, DslDiag *diag)
+{
+    char why[512];
+    if (cg_target_dtype(plan, t, why, sizeof why)) return 0;
+    bool written;
+    DslLoc at = plan_sema_key_loc(f, "model", "dtype", &written);
+    if (written)
+        dsl_error_class(diag, DSL_ERR_CLUSTER, at, "dtype %s: %s", plan->model.dtype == DTYPE_FP16 ? "fp16" : "bf16",
+                        why);
+    else
+        dsl_error_class(diag, DSL_ERR_CLUSTER, at, "model %s has no dtype, so bf16 (the default): %s",
+                        plan->model.name ? plan->model.name : "?", why);
+    dsl_note(diag, at, "%s", cg_target_dtype_hint);
+    return dsl_diag_exit_code(diag);
+}
+
 int planc_cmd_build(int argc, char **argv)
 {
     const char *file = NULL, *exe = NULL, *target = "cpu", *launch = "mpirun";
@@ -230,7 +253,11 @@ int planc_cmd_build(int argc, char **argv)
     DslArena arena;
     DslDiag diag;
     Plan plan;
-    int rc = load(file, &arena, &diag, &plan);
+    const DslFile *tree = NULL;
+    memset(&arena, 0, sizeof arena);
+    dsl_diag_init(&diag, stderr);
+    int rc = planc_load_plan_tree(file, &arena, &diag, &plan, &tree);
+    if (!rc) rc = refuse_target_dtype(tree, &plan, t, &diag);
     char src[PATH_MAX + 8];
     snprintf(src, sizeof src, "%s%s", exe, cg_source_ext(t));
     if (!rc && t == CG_TARGET_CUDA && plan_fp8_on(&plan.software)) {

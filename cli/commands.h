@@ -17,6 +17,9 @@
  * arena; diagnostics go to d. Returns 0, or the exit status to give
  * (1: layout invalid for the cluster only, 2: bad input). */
 int planc_load_plan(const char *file, DslArena *arena, DslDiag *d, Plan *plan);
+/* The same, and the checked syntax tree in *tree (in arena), for a later
+ * diagnostic about a valid plan at the key it concerns. */
+int planc_load_plan_tree(const char *file, DslArena *arena, DslDiag *d, Plan *plan, const DslFile **tree);
 
 /* Report a usage error of subcommand cmd (fmt has one %s for arg) with
  * a pointer to its --help; returns 2, the exit status of bad usage. */

@@ -9,12 +9,18 @@
 #include "cli/commands.h"
 #include "planner/sema.h"
 
-int planc_load_plan(const char *file, DslArena *arena, DslDiag *d, Plan *plan)
+int planc_load_plan_tree(const char *file, DslArena *arena, DslDiag *d, Plan *plan, const DslFile **tree)
 {
     DslFile *f = dsl_load(arena, d, file);
+    if (tree) *tree = f;
     if (f && plan_sema(f, d, arena, plan) == 0) return 0;
     int rc = dsl_diag_exit_code(d);
     return rc ? rc : 2;
+}
+
+int planc_load_plan(const char *file, DslArena *arena, DslDiag *d, Plan *plan)
+{
+    return planc_load_plan_tree(file, arena, d, plan, NULL);
 }
 
 int planc_usage_error(const char *cmd, const char *fmt, const char *arg)

@@ -43,6 +43,18 @@ bool cg_emit_named(const Plan *p, const char *name, FILE *out, char *why, size_t
  * ".cu" (nvcc takes a file as CUDA by that name). The program is the same. */
 const char *cg_source_ext(CgTarget t);
 
+/* Whether target t's runtime computes in the plan's dtype, the reason in
+ * why if not. The CPU runtime (libplanrt.a) is fp32 throughout (prt_act
+ * is float), so it runs fp32 plans only: a bf16 or fp16 plan's program
+ * there would train in fp32 under a header that predicts 16-bit memory.
+ * The CUDA runtime computes in bf16 with fp32 master weights. build
+ * --target cpu asks this before it emits; cg_emit writes the same refusal
+ * as an #error for a compile without PRT_CUDA into a 16-bit plan's
+ * program (emit has no target: its file compiles either way). */
+bool cg_target_dtype(const Plan *p, CgTarget t, char *why, size_t len);
+/* What to write instead (a note after cg_target_dtype's reason). */
+extern const char cg_target_dtype_hint[];
+
 /* Where the runtime lives: its header directory and library directory. */
 typedef struct {
     const char *include_dir;   /* holds planrt.h */

@@ -558,6 +558,31 @@ static void emit_header(Cg *g)
            " * in it. The text is C and CUDA alike: planc build compiles it as EXE.c\n"
            " * with mpicc (--target cpu) or as EXE.cu with nvcc (--target cuda).\n"
            " */\n#include \"planrt.h\"\n\n", cp > 1 ? "tp + TP*(cp + CP*(dp + DP*pp))" : "tp + TP*(dp + DP*pp)");
+    /* a 16-bit plan's program compiled for the CPU would train in fp32
+     * beside a header that predicts 16-bit memory: it stops the compiler
+     * (the same rule as build --target cpu, cg_target_dtype) */
+    char why[512];
+    if (!cg_target_dtype(p, CG_TARGET_CPU, why, sizeof why)) {
+        char msg[800], lit[900];
+        snprintf(msg, sizeof msg, "dtype %s: %s; %s", p->model.dtype == DTYPE_FP16 ? "fp16" : "bf16", why,
+                 cg_target_dtype_hint);
+        cg_string_literal(msg, lit, sizeof lit);
+        out(g, "#ifndef PRT_CUDA\n#error \"%s\"\n#endif\n\n", lit);
+    }
+}
+
+const char cg_target_dtype_hint[] = "write `dtype fp32` in the model block to build for the CPU, or build "
+                                   "--target cuda (bf16 compute, fp32 master weights)";
+
+bool cg_target_dtype(const Plan *p, CgTarget t, char *why, size_t len)
+{
+    static const char *const names[] = { "fp32", "bf16", "fp16" };   /* ORDER PlanDtype */
+    PlanDtype d = p->model.dtype;
+    if (t != CG_TARGET_CPU || d == DTYPE_FP32) return true;
+    const char *dn = (unsigned)d < 3 ? names[d] : "16-bit";
+    snprintf(why, len, "the CPU target computes in fp32 (libplanrt.a holds activations and weights as float), "
+             "so its program would train in fp32 while planc predicts %s memory", dn);
+    return false;
 }
 
 /* ---- constants and tables ----------------------------------------------------- */

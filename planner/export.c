@@ -465,6 +465,17 @@ static void megatron_cp(const Ex *x, FILE *o, bool *first)
     }
 }
 
+/* An fp32 model's FP8 is planc's own (its runtime casts fp32 tensors:
+ * plan_rule_fp8 takes it under software planc only); the framework's FP8
+ * is checked by planc on a 16-bit model, so the export says so. */
+static void fp8_fp32_note(const Ex *x, const char *stack)
+{
+    if (x->m->dtype == DTYPE_FP32)
+        note(x, "fp8 with dtype fp32: planc runs FP8 GEMMs in an fp32 model under software planc alone; "
+                "under `software %s` its FP8 rule wants a 16-bit model (write `dtype bf16` to export that run)",
+             stack);
+}
+
 /* FP8 (issue 27) as Megatron-LM's Transformer-Engine flags
  * (megatron/training/arguments.py, _add_transformer_engine_args:
  * --fp8-format choices e4m3, hybrid; --fp8-recipe choices tensorwise,
@@ -479,6 +490,7 @@ static void megatron_fp8(const Ex *x, FILE *o, bool *first)
                   "rowwise (torchao's)");
         return;
     }
+    fp8_fp32_note(x, "megatron-core");
     arg(o, first, "--fp8-format");
     fprintf(o, " %s", plan_fp8_format_names[f->format]);
     arg(o, first, "--fp8-recipe");
@@ -999,6 +1011,7 @@ static void torchtitan_fp8(const Ex *x, FILE *o)
                   "rowwise_with_gw_hp (job_config.py v0.2.2)", plan_fp8_recipe_names[f->recipe]);
         return;
     }
+    fp8_fp32_note(x, "torchtitan");
     if (f->recipe == PLAN_FP8_MXFP8) {
         fprintf(o, "\n[quantize.linear.mx]\nrecipe_name = \"mxfp8\"\nfilter_fqns = [\"output\"]\n");
     } else {

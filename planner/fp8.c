@@ -42,9 +42,13 @@ bool plan_rule_fp8(const Plan *p, const PlanFp8 *f, char *why, size_t len)
         return plan_refuse(why, len, "fp8 mxfp8: MXFP8's 32-element blocks with e8m0 scales run on Blackwell "
                       "(sm_100: b200-sxm-180gb, gb200), and device %s is sm_%d; use tensorwise, rowwise, blockwise "
                       "or delayed", dn, d->arch);
-    if (p->model.dtype == DTYPE_FP32)
-        return plan_refuse(why, len, "fp8 %s needs a 16-bit model: model %s trains in fp32, whose GEMMs have no "
-                      "bf16 tensors to cast (write `dtype bf16`)", rn, p->model.name ? p->model.name : "?");
+    /* planc's runtime casts fp32 tensors (prt_fp8_quantize reads float): an
+     * fp32 model's FP8 GEMMs are what its CPU program runs, the only dtype
+     * the CPU target computes in (codegen's cg_target_dtype) */
+    if (p->model.dtype == DTYPE_FP32 && p->software.stack != 0)
+        return plan_refuse(why, len, "fp8 %s needs a 16-bit model under software %s: model %s trains in fp32, "
+                      "whose GEMMs have no bf16 tensors to cast (write `dtype bf16`)", rn,
+                      plan_stack_row(p->software.stack)->name, p->model.name ? p->model.name : "?");
     if (plan_model_has_moe(&p->model))
         return plan_refuse(why, len, "fp8 %s with a mixture of experts is not modelled yet (the experts' grouped "
                       "GEMMs in FP8)", rn);

@@ -60,9 +60,11 @@ static inline bool plan_fp8_on(const Software *w)
 /* The one rule of FP8 (sema at the block, plan_layout_check for Plans
  * built in C): the device has FP8 tensor cores (Device.flops_fp8 > 0;
  * TE's check_fp8_support: compute capability 8.9 or newer); mxfp8 needs
- * Blackwell (sm_100: TE's check_mxfp8_support); the model trains in a
- * 16-bit dtype (FP8 GEMMs take bf16 inputs and a model fp32 has no bf16
- * tensors to cast); no mixture of experts (their grouped GEMMs in FP8 are
+ * Blackwell (sm_100: TE's check_mxfp8_support); under another stack's
+ * software the model trains in a 16-bit dtype (their FP8 GEMMs take bf16
+ * inputs and a model fp32 has no bf16 tensors to cast), while planc's
+ * runtime casts fp32 tensors and takes an fp32 model too (its CPU target
+ * computes in fp32 only); no mixture of experts (their grouped GEMMs in FP8 are
  * not modelled); the amax history applies to recipe delayed alone; torchao
  * (software torchtitan) all-gathers FP8 weights under tensorwise scaling
  * only (Float8LinearConfig.__post_init__) and has no blockwise or delayed

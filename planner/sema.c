@@ -2013,3 +2013,19 @@ int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
     }
     return d->n_errors - before;
 }
+
+DslLoc plan_sema_key_loc(const DslFile *f, const char *block, const char *key, bool *found)
+{
+    DslLoc none = { f->src, 1, 1, 1, 1 };
+    *found = false;
+    for (const DslStmt *st = f->stmts; st; st = st->next) {
+        if (strcmp(st->key, block) != 0) continue;
+        for (const DslStmt *k = key ? st->body : NULL; k; k = k->next)
+            if (strcmp(k->key, key) == 0) {
+                *found = true;
+                return k->args ? k->args->loc : k->key_loc;
+            }
+        return st->key_loc;
+    }
+    return none;
+}

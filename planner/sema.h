@@ -23,6 +23,13 @@
  * returns 0. */
 int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out);
 
+/* Where a checked file wrote `key` inside its top-level `block` (the first
+ * value, else the key itself), *found true; where the key is absent (its
+ * default holds), the block's own key and *found false; no such block: the
+ * file's first line. For diagnostics about a valid plan that a later stage
+ * refuses (build --target cpu refuses the model's dtype). */
+DslLoc plan_sema_key_loc(const DslFile *f, const char *block, const char *key, bool *found);
+
 /* The device presets (plan_device_preset) live in planner/presets.h. */
 #include "planner/presets.h"
 

@@ -970,6 +970,69 @@ static void test_compiles_with_werror(void **state)
     dsl_arena_free(&a);
 }
 
+/* Compile text (a program) for the CPU as DIR/name.cu; the compiler's status. */
+static int build_text(const char *text, const char *name)
+{
+    char src[256], exe[256], why[256];
+    snprintf(src, sizeof src, "%s/test_codegen_%s.cu", lib_dir, name);
+    snprintf(exe, sizeof exe, "%s/test_codegen_%s", lib_dir, name);
+    FILE *f = fopen(src, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    CgRuntime rt = { "runtime/include", lib_dir, NULL };
+    int st = cg_build(src, exe, CG_TARGET_CPU, &rt, why, sizeof why);
+    unlink(exe);
+    unlink(src);
+    return st;
+}
+
+/* Issue 29 item 4: the CPU target computes in fp32, so cg_target_dtype
+ * refuses a bf16 or fp16 plan for it (build --target cpu asks it) and
+ * takes every dtype for CUDA; a 16-bit plan's program carries the refusal
+ * as an #error under #ifndef PRT_CUDA, which stops a CPU compile: the same
+ * text without those three lines compiles, so the #error is what stops it. */
+static void test_target_dtype(void **state)
+{
+    (void)state;
+    static const PlanDtype dts[] = { DTYPE_FP32, DTYPE_BF16, DTYPE_FP16 };
+    static const char *const names[] = { "fp32", "bf16", "fp16" };
+    for (int i = 0; i < 3; i++) {
+        DslArena a;
+        Plan p;
+        char why[512] = "", want[128];
+        size_t n;
+        load_case(&CASES[0], &a, &p);
+        p.model.dtype = dts[i];
+        p.software.grad_accum_dtype = DTYPE_FP32;   /* fp16's default, fp16, is refused by its key */
+        assert_true(cg_target_dtype(&p, CG_TARGET_CUDA, why, sizeof why));
+        bool cpu = cg_target_dtype(&p, CG_TARGET_CPU, why, sizeof why);
+        assert_int_equal(cpu, dts[i] == DTYPE_FP32);
+        char *text = emit_text(&p, why, sizeof why, &n);
+        assert_non_null(text);
+        snprintf(want, sizeof want, "#ifndef PRT_CUDA\n#error \"dtype %s: the CPU target computes in fp32", names[i]);
+        char *guard = strstr(text, want);
+        if (cpu) {
+            assert_null(strstr(text, "#error"));
+        } else {
+            assert_non_null(guard);
+            snprintf(want, sizeof want, "planc predicts %s memory; write `dtype fp32`", names[i]);
+            assert_non_null(strstr(guard, want));
+        }
+        if (dts[i] == DTYPE_BF16) {
+            fprintf(stderr, "test_codegen: the #error below is expected (a bf16 program compiled for the CPU)\n");
+            assert_int_not_equal(build_text(text, "bf16"), 0);
+            char *end = strstr(guard, "#endif\n");
+            assert_non_null(end);
+            memmove(guard, end + strlen("#endif\n"), strlen(end + strlen("#endif\n")) + 1);
+            assert_null(strstr(text, "#error"));
+            assert_int_equal(build_text(text, "bf16-unguarded"), 0);
+        }
+        free(text);
+        dsl_arena_free(&a);
+    }
+}
+
 /* RoPE scaling (issue 29) reaches the program as ROPE_PARAMS with the
  * plan's values, exactly (Llama 3.1's llama3 and a YaRN of factor 40); the
  * program compiles; values the formulas cannot take (set in C, past
@@ -1375,6 +1438,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_padded_vocab),
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),
+        cmocka_unit_test(test_target_dtype),
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_rope_scaling),
         cmocka_unit_test(test_qk_norm),

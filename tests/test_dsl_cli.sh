@@ -76,6 +76,43 @@ expect emit-bad-opt   2 '' "^planc: error: emit: unknown option '-x'" -- emit ex
 expect build-target   2 '' "unknown target 'gpu' \(cpu or cuda\)"    -- build examples/tiny.plan -o x --target gpu
 expect emit-two-files 2 '' "more than one file \('b.plan'\)"         -- emit a.plan b.plan
 
+# Issue 29 item 4: the CPU target computes in fp32, so build --target cpu
+# refuses a 16-bit plan at its dtype key (or at the model block, whose dtype
+# is bf16 by default), exit 1, before writing anything; check keeps bf16;
+# emit's program of a bf16 plan stops a CPU compile with the same words.
+dt=$(mktemp -d)
+cp -r examples/clusters "$dt/clusters"
+sed 's/dtype fp32;/dtype bf16;/' examples/tiny.plan > "$dt/bf16.plan"
+sed 's/dtype fp32;/dtype fp16;/' examples/tiny.plan > "$dt/fp16.plan"
+sed 's/ *dtype fp32;//' examples/tiny.plan > "$dt/nodtype.plan"
+dline=$(grep -n 'dtype fp32;' examples/tiny.plan | cut -d: -f1)
+dcol=$(grep 'dtype fp32;' examples/tiny.plan | awk '{ print index($0, "dtype fp32;") + 6 }')
+mline=$(grep -n '^model ' examples/tiny.plan | cut -d: -f1)
+expect build-cpu-bf16 1 '' "^$dt/bf16.plan:$dline:$dcol: error: dtype bf16: the CPU target computes in fp32 .* planc predicts bf16 memory\$" \
+    -- build "$dt/bf16.plan" -o "$dt/bf16"
+grep -q "note: write \`dtype fp32\` in the model block to build for the CPU, or build --target cuda" "$err" &&
+    [ ! -e "$dt/bf16.cu" ] && [ ! -e "$dt/bf16" ] && pass=$((pass + 1)) || {
+    fail=$((fail + 1)); echo "FAIL build-cpu-bf16: no note naming dtype fp32, or it wrote $dt/bf16.cu"; }
+expect build-cpu-fp16 1 '' "^$dt/fp16.plan:$dline:$dcol: error: dtype fp16: the CPU target computes in fp32" \
+    -- build "$dt/fp16.plan" -o "$dt/fp16" --target cpu
+expect build-cpu-default 1 '' "^$dt/nodtype.plan:$mline:1: error: model tiny has no dtype, so bf16 \(the default\): the CPU target" \
+    -- build "$dt/nodtype.plan" -o "$dt/nodtype"
+expect check-bf16     0 'tiny' '' -- check "$dt/bf16.plan"
+expect emit-bf16      0 '^#error "dtype bf16: the CPU target computes in fp32' '' -- emit "$dt/bf16.plan"
+grep -B1 '^#error' "$out" | head -n 1 | grep -qx '#ifndef PRT_CUDA' && pass=$((pass + 1)) || {
+    fail=$((fail + 1)); echo "FAIL emit-bf16: the #error is not under #ifndef PRT_CUDA"; }
+"$planc" emit examples/tiny.plan 2>/dev/null | grep -q '#error' && {
+    fail=$((fail + 1)); echo "FAIL emit-fp32: tiny's fp32 program has an #error"; } || pass=$((pass + 1))
+# an fp32 model with fp8 (software planc's own) exports with a note that
+# the framework's FP8 is checked on a 16-bit model
+tests/invariance/make-plan.sh "$dt/fp8.plan" 1 "micro_batch 8; fp8 { recipe tensorwise }"
+expect export-fp8-fp32 0 '--fp8-format hybrid' "note: megatron: fp8 with dtype fp32: .*under \`software megatron-core\` its FP8 rule wants a 16-bit model" \
+    -- export "$dt/fp8.plan" --to megatron
+tests/invariance/make-plan.sh "$dt/fp8-llama.plan" 1 "llama; micro_batch 8; fp8 { recipe tensorwise }"
+expect export-fp8-tt   0 'quantize.linear.float8' "note: torchtitan: fp8 with dtype fp32: .*\`software torchtitan\`" \
+    -- export "$dt/fp8-llama.plan" --to torchtitan
+rm -rf "$dt"
+
 # A UTF-8 byte-order mark (as some editors write) is skipped, in the file
 # and in the files it includes: the same output as without one.
 bom=$(mktemp -d)

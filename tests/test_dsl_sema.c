@@ -1308,8 +1308,9 @@ static void test_link_warnings(void **state)
 /* fp8 { ... } and fp8 RECIPE (issue 27): each recipe's defaults (TE's and
  * torchao's), the keys over them, first_last_bf16's mark on the first and
  * last block, and the refusals: a device without FP8 (exit class cluster,
- * naming it), mxfp8 before Blackwell, an fp32 model, a misspelt recipe
- * with the nearest one. */
+ * naming it), mxfp8 before Blackwell, an fp32 model under another
+ * stack's software (planc's takes it), a misspelt recipe with the nearest
+ * one. */
 static void test_fp8_keys(void **state)
 {
     (void)state;
@@ -1370,11 +1371,28 @@ static void test_fp8_keys(void **state)
         done(&r);
         free(text);
     }
+    /* planc's own software takes an fp32 model: its runtime casts fp32
+     * tensors, and its CPU target computes in fp32 alone */
+    for (int k = 0; k < 2; k++) {
+        Run r;
+        char *text = cat3(H100, FP32, k ? "plan { fp8 { recipe delayed; amax_history 16 } }\n"
+                                        : "plan { software planc; fp8 tensorwise }\n");
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "fp32 case %d:\n%s", k, r.diag);
+        assert_int_equal(r.errors, 0);
+        assert_int_equal(r.p.model.dtype, DTYPE_FP32);
+        assert_int_equal(r.p.software.fp8.recipe, k ? PLAN_FP8_DELAYED : PLAN_FP8_TENSORWISE);
+        done(&r);
+        free(text);
+    }
     static const struct { const char *cluster, *model, *plan, *msg; bool cluster_class; } bad[] = {
         { CLUSTER, BF16, "plan { fp8 tensorwise }\n", "device a100-sxm-80gb has no FP8 tensor cores", true },
         { H100, BF16, "plan { fp8 mxfp8 }\n", "run on Blackwell (sm_100: b200-sxm-180gb, gb200), and device h100-sxm-80gb is sm_90",
           true },
-        { H100, FP32, "plan { fp8 tensorwise }\n", "needs a 16-bit model: model m trains in fp32", false },
+        { H100, FP32, "plan { software megatron-core; fp8 tensorwise }\n",
+          "needs a 16-bit model under software megatron-core: model m trains in fp32", false },
+        { H100, FP32, "plan { software torchtitan; fp8 rowwise }\n",
+          "needs a 16-bit model under software torchtitan: model m trains in fp32", false },
         { H100, BF16, "plan { fp8 tensorwize }\n", "did you mean 'tensorwise'?", false },
         { H100, BF16, "plan { fp8 { recipe rowwize } }\n", "did you mean 'rowwise'?", false },
         { H100, BF16, "plan { fp8 { recipe delayed; format e5m2 } }\n", "format", false },

@@ -6,8 +6,8 @@
 #    tiles 128) — and `build --target cuda` refuses an fp8 plan (no
 #    cuBLASLt FP8 GEMM). Recipe delayed is emitted (its `emit` output holds
 #    the amax histories: checked below).
-# 2. Training: tiny's model (examples/tiny.plan, dtype bf16 for the FP8
-#    rule, make-plan.sh) trains STEPS steps on one rank in fp32 and with
+# 2. Training: tiny's model (examples/tiny.plan, dtype fp32, make-plan.sh:
+#    the CPU target's one dtype) trains STEPS steps on one rank in fp32 and with
 #    each recipe the program runs (tensorwise, rowwise, blockwise, mxfp8,
 #    delayed with amax_history 16; tensorwise again with first_last_bf16);
 #    every FP8 step's loss must lie within MARGIN (relative) of the fp32

@@ -60,12 +60,12 @@ case "$body" in *vocab[0-9]*\;*)
     body=$(echo "$body" | sed -e "s/vocab$vocab;//") ;; esac
 [ -z "$shard" ] || vocab=70000
 # a body with an `fp8 { ... }` block (issue 27): the planner's FP8 rule wants a
-# 16-bit model on a device with FP8 tensor cores, so the model says dtype bf16
-# (the CPU target still computes in fp32 apart from the FP8 GEMMs), the device
-# gets an FP8 rate (twice its fp32 one; a figure for the planner only) and the
-# gradients accumulate in fp32 (the CPU target's only way)
+# device with FP8 tensor cores, so the device gets an FP8 rate (twice its
+# fp32 one; a figure for the planner only); the model stays fp32, the one
+# dtype the CPU target computes in (build --target cpu refuses bf16), its
+# linears' GEMMs in FP8 from fp32 tensors (software planc's FP8 rule)
 fp8=false
-case "$body" in *fp8\ \{*) fp8=true; body="$body grad_accum_dtype fp32;" ;; esac
+case "$body" in *fp8\ \{*) fp8=true ;; esac
 # `dropout;`: the model drops 0.1 of the attention probabilities and of
 # each residual branch (masks keyed by global coordinates: runtime/ops/dropout.c)
 dropout=
@@ -197,6 +197,5 @@ if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi
     if [ -n "$vocab" ]; then sed -e "s/vocab 256;/vocab $vocab;/"; else cat; fi |
     if [ -n "$shard" ]; then sed -e "s|data \"[^\"]*\"|data \"$shard\"|"; else cat; fi |
     if [ -n "$eps" ]; then sed -e "s/adamw *{/adamw { eps $eps;/"; else cat; fi |
-    if [ -n "$dropout" ]; then sed -e "s/dtype fp32;/dtype fp32; dropout $dropout;/"; else cat; fi |
-    if [ "$fp8" = true ]; then sed -e "s/^\( *vocab .*\)dtype fp32;/\1dtype bf16;/"; else cat; fi
+    if [ -n "$dropout" ]; then sed -e "s/dtype fp32;/dtype fp32; dropout $dropout;/"; else cat; fi
 } > "$out"

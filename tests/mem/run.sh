@@ -28,6 +28,12 @@
 #      grads, optimizer, activations, buffers), within 5 % + 4 MiB of
 #      `planc check` of the bf16 plan (fp32 gradients, a bf16 model's
 #      default: planner/layout.c plan_grad_dtype).
+#  (f) bf16-cpu (no row of cases.txt; runs with every case, or named): a
+#      bf16 plan built for the CPU is refused at its dtype key, exit 1, no
+#      executable: the CPU target computes in fp32, so its --mem-report
+#      would count fp32 where `planc check` counts bf16 (issue 29's report:
+#      6.8 MiB predicted, 13.5 by --dry-run); bf16 is held to check by (b),
+#      for CUDA.
 # Every run trains 1 step: memory, not time.
 #   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
 set -u
@@ -68,6 +74,19 @@ cuda() {
         fail "$n" "the CUDA --dry-run did not run (see $dir/$n.log, $dir/$n.build.log)"
     fi
 }
+
+# (f) a bf16 plan is not built for the CPU
+if [ "$only" = "  " ] || [[ "$only" == *" bf16-cpu "* ]]; then
+    n=bf16-cpu; rc=0
+    MEM_DTYPE=bf16 "$here/make-plan.sh" "$dir/$n.plan" 4 384 6 "dp 2; tp 2; zero 1; micro_batch 2; global_batch 16; schedule 1f1b; recompute none;"
+    "$planc" build "$dir/$n.plan" -o "$dir/$n" --target cpu > "$dir/$n.build.log" 2>&1 || rc=$?
+    if [ $rc = 1 ] && grep -Eq "^$dir/$n.plan:[0-9]+:[0-9]+: error: dtype bf16: the CPU target computes in fp32" \
+        "$dir/$n.build.log" && [ ! -e "$dir/$n" ]; then
+        echo "$n (f) refused: $(head -n 1 "$dir/$n.build.log" | sed 's/.*error: //' | cut -c1-80)..."
+    else
+        fail "$n" "(f) build --target cpu of a bf16 plan: exit $rc, expected 1 at the dtype key (see $dir/$n.build.log)"
+    fi
+fi
 
 while read -r name np checks body; do
     case "$name" in ''|'#'*) continue ;; esac
