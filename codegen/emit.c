@@ -332,10 +332,12 @@ static void set_features(Cg *g)
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
-        bias = 0, window = 0, qk_norm = 0;
+        bias = 0, window = 0, qk_norm = 0, post_norm = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         qk_norm += plan_layer_qk_norm_params(m, L) > 0;
+        post_norm += L->norm_pos != NORM_POS_PRE && (L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP ||
+                                                     L->kind == LAYER_MOE);
         bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;   /* the MLP's activation code */
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
         if (L->kind == LAYER_ATTENTION || ffn || L->kind == LAYER_NORM)
@@ -382,6 +384,7 @@ static void set_features(Cg *g)
     set_feature(g, "FP8_DELAYED", plan_fp8_on(&g->p->software) &&   /* amax histories (FP8_HISTORY[]) */
                 g->p->software.fp8.recipe == PLAN_FP8_DELAYED);
     set_feature(g, "QK_NORM", qk_norm > 0);   /* some attention's q/k norm: QK_NORM_W[] */
+    set_feature(g, "POST_NORM", post_norm > 0);   /* norm_position post|sandwich somewhere: POST_NORM_W[] */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -546,6 +549,12 @@ static void emit_model_config(Cg *g)
             "\"experts\": %lld, \"top_k\": %lld, \"shared\": %lld, \"capacity_factor\": %.17g, \"aux_loss\": %.17g, ",
             kind_name(F->kind), (long long)F->hidden, act[F->act], norm[F->norm], F->bias ? "true" : "false",
             (long long)F->experts, (long long)F->top_k, (long long)F->shared, F->capacity_factor, F->aux_loss);
+    /* norm_position (issue 29), written only where a sublayer's is not pre
+       (absent: pre, as in every config written before it) */
+    static const char *const npos[] = { "pre", "post", "sandwich" };         /* ORDER NormPosition */
+    if ((A && A->norm_pos != NORM_POS_PRE) || (F && F->norm_pos != NORM_POS_PRE))
+        k += snprintf(j + k, sizeof j - (size_t)k, "\"attn_norm_position\": \"%s\", \"ffn_norm_position\": \"%s\", ",
+                      npos[A ? A->norm_pos : NORM_POS_PRE], npos[F ? F->norm_pos : NORM_POS_PRE]);
     char w[240];
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
@@ -788,6 +797,18 @@ static int moe_expert_stride(const Layer *L)
 /* A norm gain's start: 1, or 0 under norm_plus_one (Gemma's 1 + w is then 1). */
 #define NORM_INIT(m) ((m)->norm_plus_one ? "PRT_INIT_ZEROS" : "PRT_INIT_ONES")
 
+/* The rows of one of layer i's norms, layers.i.WHO.weight (and .bias for
+ * a LayerNorm): replicated over TP; the gain starts at 1 (NORM_INIT). */
+static void norm_rows(Cg *g, int *id, int i, const char *who, bool ln)
+{
+    char nm[128];
+    size_t one[3] = { 0, 0, 0 }, C = (size_t)g->p->model.dim;
+    snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, who);
+    param_row(g, id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(&g->p->model), 0);
+    if (ln) { snprintf(nm, sizeof nm, "layers.%d.%s.bias", i, who);
+              param_row(g, id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+}
+
 /* Walk the model's tensors in order; with write false only count them. */
 static int emit_params(Cg *g, bool write)
 {
@@ -831,10 +852,7 @@ static int emit_params(Cg *g, bool write)
                 param_row(g, &id, "wpe.weight", i, (size_t)m->seq, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             break;
         case LAYER_MOE: {
-            snprintf(nm, sizeof nm, "layers.%d.moe_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
-            if (ln) { snprintf(nm, sizeof nm, "layers.%d.moe_norm.bias", i);
-                      param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (plan_layer_pre_norm(L)) norm_rows(g, &id, i, "moe_norm", ln);
             snprintf(nm, sizeof nm, "layers.%d.block_sparse_moe.gate.weight", i);
             param_row(g, &id, nm, i, (size_t)L->experts, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             for (int64_t e = 0; e < L->experts + L->shared; e++) {
@@ -846,15 +864,13 @@ static int emit_params(Cg *g, bool write)
                 int owner = e < L->experts ? (int)(e / (L->experts / plan_ep(&g->l))) : -1;
                 moe_expert_rows(g, &id, who, i, L, s, sr, owner);
             }
+            if (plan_layer_post_norm(L)) norm_rows(g, &id, i, "moe_post_norm", ln);   /* the layer's last */
             break;
         }
         case LAYER_ATTENTION: {
             size_t d = (size_t)plan_head_dim(m, L), q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
             size_t parts[3] = { q, kv, kv };
-            snprintf(nm, sizeof nm, "layers.%d.attn_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
-            if (ln) { snprintf(nm, sizeof nm, "layers.%d.attn_norm.bias", i);
-                      param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (plan_layer_pre_norm(L)) norm_rows(g, &id, i, "attn_norm", ln);
             snprintf(nm, sizeof nm, "layers.%d.attn.qkv.weight", i);
             param_row(g, &id, nm, i, q + 2 * kv, C, "PRT_SPLIT_ROWS", 3, parts, "PRT_INIT_NORMAL", s);
             if (L->bias) { snprintf(nm, sizeof nm, "layers.%d.attn.qkv.bias", i);
@@ -869,16 +885,14 @@ static int emit_params(Cg *g, bool write)
                 snprintf(nm, sizeof nm, "layers.%d.attn.k_norm.weight", i);
                 param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
             }
+            if (plan_layer_post_norm(L)) norm_rows(g, &id, i, "attn_post_norm", ln);   /* the layer's last */
             break;
         }
         case LAYER_MLP: {
             size_t f = (size_t)L->hidden, fu = plan_act_gated(L->act) ? 2 * f : f;
             size_t parts[3] = { f, f, 0 };
             int np = plan_act_gated(L->act) ? 2 : 1;
-            snprintf(nm, sizeof nm, "layers.%d.mlp_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
-            if (ln) { snprintf(nm, sizeof nm, "layers.%d.mlp_norm.bias", i);
-                      param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (plan_layer_pre_norm(L)) norm_rows(g, &id, i, "mlp_norm", ln);
             snprintf(nm, sizeof nm, "layers.%d.mlp.up.weight", i);
             param_row(g, &id, nm, i, fu, C, "PRT_SPLIT_ROWS", np, parts, "PRT_INIT_NORMAL", s);
             if (L->bias) { snprintf(nm, sizeof nm, "layers.%d.mlp.up.bias", i);
@@ -887,6 +901,7 @@ static int emit_params(Cg *g, bool write)
             param_row(g, &id, nm, i, C, f, "PRT_SPLIT_COLS", 0, one, "PRT_INIT_NORMAL", sr);
             if (L->bias) { snprintf(nm, sizeof nm, "layers.%d.mlp.down.bias", i);
                            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (plan_layer_post_norm(L)) norm_rows(g, &id, i, "mlp_post_norm", ln);   /* the layer's last */
             break;
         }
         case LAYER_NORM:
@@ -986,9 +1001,28 @@ static void emit_qk_norm(Cg *g)
         const Layer *L = &m->layers[i];
         int id = -1;
         if (plan_layer_qk_norm_params(m, L) > 0) {
-            bool ln = L->norm == NORM_LAYERNORM;
-            id = g->pfirst[i] + 1 + ln + 1 + (L->bias ? 1 : 0) + 1 + (L->bias && !L->qkv_bias_only ? 1 : 0);
+            int pre = plan_layer_pre_norm(L) ? 1 + (L->norm == NORM_LAYERNORM) : 0;   /* the pre-norm's rows */
+            id = g->pfirst[i] + pre + 1 + (L->bias ? 1 : 0) + 1 + (L->bias && !L->qkv_bias_only ? 1 : 0);
         }
+        out(g, "%s%d", i ? ", " : " ", id);
+    }
+    out(g, " };\n\n");
+}
+
+/* The post-norm (`norm_position post|sandwich`): each layer's post-norm
+ * gain id (its bias, under LayerNorm, the next), -1 where it has none.
+ * The post-norm's rows are its layer's last (emit_params), so they end
+ * where the next layer's begin (a sublayer is never the model's last). */
+static void emit_post_norm(Cg *g)
+{
+    const Model *m = &g->p->model;
+    out(g, "/* The post-norm gain of each sublayer (norm_position post or sandwich; its bias under\n"
+           " * LayerNorm: the next id); -1: none */\n"
+           "static const int POST_NORM_W[N_LAYERS] = {");
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        int id = plan_layer_post_norm(L) && i + 1 < m->n_layers
+                     ? g->pfirst[i + 1] - 1 - (L->norm == NORM_LAYERNORM) : -1;
         out(g, "%s%d", i ? ", " : " ", id);
     }
     out(g, " };\n\n");
@@ -1016,8 +1050,10 @@ static void emit_layers(Cg *g)
             break;
         case LAYER_MOE: {   /* w1, b1, w2, b2: routed expert 0's (moe_expert_rows' order) */
             int up = plan_act_gated(L->act) ? 2 : 1;
-            lw = p++;
-            if (ln) lb = p++;
+            if (plan_layer_pre_norm(L)) {   /* norm_position post: none (-1) */
+                lw = p++;
+                if (ln) lb = p++;
+            }
             router = p++;
             stride = moe_expert_stride(L);
             w1 = p;
@@ -1031,8 +1067,10 @@ static void emit_layers(Cg *g)
             break;
         }
         case LAYER_ATTENTION: case LAYER_MLP:
-            lw = p++;
-            if (ln) lb = p++;
+            if (plan_layer_pre_norm(L)) {   /* norm_position post: none (-1) */
+                lw = p++;
+                if (ln) lb = p++;
+            }
             w1 = p++;
             if (L->bias) b1 = p++;
             w2 = p++;
@@ -1084,6 +1122,7 @@ static void emit_layers(Cg *g)
     if (feature(g, "RECOMPUTE_SOME", 14) == 1) emit_rebuilt(g);
     if (feature(g, "FP8", 3) == 1) emit_fp8(g);
     if (feature(g, "QK_NORM", 7) == 1) emit_qk_norm(g);
+    if (feature(g, "POST_NORM", 9) == 1) emit_post_norm(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */

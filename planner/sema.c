@@ -420,6 +420,7 @@ static const char *block_name(Sema *S, const DslStmt *st)
 
 static const char *const POS_NAMES[] = { "learned", "rope", "none" };          /* ORDER PosKind */
 static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };            /* ORDER NormKind */
+static const char *const NORM_POSITION_NAMES[] = { "pre", "post", "sandwich" }; /* ORDER NormPosition */
 /* qk_norm's words: `none`, `rmsnorm` (QkNormKind) and `layernorm`, which
  * is refused by name (no released model normalises each head by a
  * LayerNorm; OLMo-2's RMSNorm over the whole projection is another op) */
@@ -563,19 +564,25 @@ static void sema_bias(Sema *S, const DslStmt *st, bool attention, Layer *l)
     }
 }
 
-/* Shared tail of attention and mlp: the sublayer's pre-norm and biases. */
+/* Shared tail of attention, mlp and moe: the sublayer's norm (its kind and
+ * position: pre by default) and biases. */
 static void sema_norm_bias(Sema *S, const Fields *F, Layer *l)
 {
     const DslStmt *s;
     int x;
     l->norm = NORM_LAYERNORM;
+    l->norm_pos = NORM_POS_PRE;
     l->bias = true;
     l->qkv_bias_only = false;
     if ((s = field(F, "norm")) && get_enum(S, s, NORM_NAMES, N_ELEMS(NORM_NAMES), false, &x)) l->norm = (NormKind)x;
+    if ((s = field(F, "norm_position")) &&
+        get_enum(S, s, NORM_POSITION_NAMES, N_ELEMS(NORM_POSITION_NAMES), false, &x))
+        l->norm_pos = (NormPosition)x;
     if ((s = field(F, "bias"))) sema_bias(S, s, l->kind == LAYER_ATTENTION, l);
 }
 
-/* attention { heads; kv_heads; head_dim; sliding_window; norm; bias }:
+/* attention { heads; kv_heads; head_dim; sliding_window; norm; bias;
+ * qk_norm; norm_position }:
  * without head_dim, heads must divide the width (head dim = dim / heads);
  * with it, Q and the output projection are heads x head_dim wide (Gemma 7B:
  * 16 x 256 on a 3072 model). kv_heads must divide the heads (GQA groups).
@@ -585,7 +592,7 @@ static void sema_norm_bias(Sema *S, const Fields *F, Layer *l)
 static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "heads", "kv_heads", "head_dim", "sliding_window", "norm", "bias",
-                                        "qk_norm" };
+                                        "qk_norm", "norm_position" };
     Fields F = { "attention", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body, *s;
     layer_at(l, LAYER_ATTENTION, st);
@@ -643,22 +650,22 @@ static bool sema_ffn(Sema *S, const DslStmt *st, Layer *l, LayerKind kind, ActKi
     return true;
 }
 
-/* mlp { hidden; act; norm; bias }: gelu by default (GPT-2). */
+/* mlp { hidden; act; norm; bias; norm_position }: gelu by default (GPT-2). */
 static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
-    static const char *const keys[] = { "hidden", "act", "norm", "bias" };
+    static const char *const keys[] = { "hidden", "act", "norm", "bias", "norm_position" };
     Fields F = { "mlp", keys, N_ELEMS(keys), { 0 } };
     sema_ffn(S, st, l, LAYER_MLP, ACT_GELU, dim, &F);
 }
 
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
- * capacity_factor }: a mixture of experts in place of an MLP. hidden
+ * capacity_factor; norm_position }: a mixture of experts in place of an MLP. hidden
  * defaults to 4 x dim as the MLP's, act to swiglu (Mixtral), shared to 0,
  * aux_loss to 0, capacity_factor to none (dropless). */
 static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
-                                        "aux_loss", "capacity_factor" };
+                                        "aux_loss", "capacity_factor", "norm_position" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *s, *es, *ks;
     if (!sema_ffn(S, st, l, LAYER_MOE, ACT_SWIGLU, dim, &F)) return;
