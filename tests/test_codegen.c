@@ -420,7 +420,7 @@ static void test_template_compiles(void **state)
         { "-DQK_NORM=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DHAS_MOE=1", NULL },
         /* issue 29's norm_position post|sandwich: the post-norm kept, rebuilt, zb-h1's kept gains, SP */
         { "-DPOST_NORM=1", "-DNORM_RMS=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
-        { "-DPOST_NORM=1", "-DQK_NORM=1", "-DSPLIT_BWD=1", "-DSP=1", "-DDROPOUT=1", "-DPIPELINE=1", NULL },
+        { "-DPOST_NORM=1", "-DQK_NORM=1", "-DSPLIT_BWD=1", "-DSP=1", "-DDROPOUT=1", NULL },
         { "-DPOST_NORM=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DNORM_PLUS_ONE=1", "-DNORM_RMS=1", NULL },
         { "-DPOST_NORM=1", "-DRECOMPUTE_LN=1", "-DRECOMPUTE_SELECTIVE=1", "-DHAS_MOE=1", "-DNORM_MIXED=1", NULL },
         { "-DPOST_NORM=1", "-DHAS_MOE=1", "-DRECOMPUTE_FULL=1", "-DSP=1", "-DSPLIT_BWD=1", NULL },

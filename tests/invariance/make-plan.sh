@@ -125,14 +125,19 @@ case "$body" in *sandwich\;*) sandwich=true; body=${body//sandwich;/} ;; esac
 moe_extra=
 case "$body" in *moecap\;*) moe_extra=capacity; body=${body//moecap;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
+# `moepost;` beside `moe;`: the attention with norm_position post and the
+# mixture with sandwich (issue 29), so a MoE layer's post-norm is trained too
+moe_att='attention { heads 4 }'
+case "$body" in *moepost\;*) body=${body//moepost;/}; moe_att='attention { heads 4; norm_position post }'
+    moe_sand='; norm_position sandwich' ;; esac
 moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != capacity ] || moe_keys='capacity_factor 1.0; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
     embedding { dim 32 }
     repeat 2 {
-        attention { heads 4 }
-        moe       { experts 4; top_k 2; hidden 32; act swiglu; $moe_keys }
+        $moe_att
+        moe       { experts 4; top_k 2; hidden 32; act swiglu; $moe_keys${moe_sand:-} }
     }
     norm    { kind layernorm }
     lm_head { tied false }
