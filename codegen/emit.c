@@ -332,12 +332,13 @@ static void set_features(Cg *g)
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
-        bias = 0, window = 0, qk_norm = 0, post_norm = 0;
+        bias = 0, window = 0, qk_norm = 0, post_norm = 0, pre_norms = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         qk_norm += plan_layer_qk_norm_params(m, L) > 0;
-        post_norm += L->norm_pos != NORM_POS_PRE && (L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP ||
-                                                     L->kind == LAYER_MOE);
+        bool sub = L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP || L->kind == LAYER_MOE;
+        post_norm += sub && plan_layer_post_norm(L);
+        pre_norms += sub && plan_layer_pre_norm(L);
         bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;   /* the MLP's activation code */
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
         if (L->kind == LAYER_ATTENTION || ffn || L->kind == LAYER_NORM)
@@ -357,7 +358,9 @@ static void set_features(Cg *g)
      * and the pre-norms' outputs (recompute_honoured refuses the others) */
     int mods = plan_recompute_modules(l);
     set_feature(g, "RECOMPUTE_SELECTIVE", (mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN)) != 0);
-    set_feature(g, "RECOMPUTE_LN", (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) != 0);
+    /* the pre-norms' outputs rebuilt: none to rebuild where every sublayer's
+     * norm is a post-norm (norm_position post keeps its input instead) */
+    set_feature(g, "RECOMPUTE_LN", (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) != 0 && pre_norms > 0);
     set_feature(g, "RECOMPUTE_FULL", l->recompute == RECOMPUTE_FULL);
     set_feature(g, "RECOMPUTE_SOME", plan_recompute_partial(l));   /* some blocks only: REBUILT[] */
     set_feature(g, "SPLIT_BWD", program_uses(g, OP_BWD_INPUT));

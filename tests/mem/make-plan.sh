@@ -32,6 +32,13 @@ case "$body" in *wide\;*) seq=512; body=${body//wide;/} ;; esac
 # (`qk_norm rmsnorm`: the pre-norm q and k and an fp32 rstd per head kept)
 att="attention { heads 8 }"
 case "$body" in *qknorm\;*) att="attention { heads 8; qk_norm rmsnorm }"; body=${body//qknorm;/} ;; esac
+# a body containing `postnorm;` or `sandwich;` gives the attention and the
+# MLP (or mixture) norm_position post or sandwich (issue 29: the post-norm's
+# input and statistics kept; under post no pre-norm output)
+for pos in postnorm sandwich; do
+    case "$body" in *$pos\;*) w=${pos/postnorm/post}; body=${body//$pos;/}
+        att="${att% \}}; norm_position $w }"; ffn="${ffn% \}}; norm_position $w }" ;; esac
+done
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
