@@ -45,7 +45,8 @@ static const char IMPORT_HELP[] =
     "Read a Hugging Face config.json and print a `model NAME { ... }` block in\n"
     "canonical form (or write it to OUT.plan). Architectures (model_type):\n"
     "llama (Llama 1-3.x, rope_scaling included), mistral, mixtral (its sparse\n"
-    "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), gemma, gpt2, phi3.\n"
+    "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), olmo2 (norm_position\n"
+    "post, qk_norm rmsnorm_projection: counted, not emitted), gemma, gpt2, phi3.\n"
     "seq is the config's max_position_embeddings (n_positions for GPT-2):\n"
     "lower it to the length you train at. dtype is bf16 (torch_dtype is the\n"
     "checkpoint's storage).\n"
@@ -91,7 +92,9 @@ typedef struct {
     double      norm_eps;           /* rms_norm_eps / layer_norm_epsilon; 0: the language's default */
     double      dropout;            /* the one dropout probability of the model, 0: none */
     RopeScaling rope_scaling;       /* kind NONE: none */
-    bool        qk_norm;            /* Qwen3: an RMSNorm of each query and key head */
+    const char *qk_norm;            /* NULL, or the qk_norm word: rmsnorm (Qwen3: each query and key
+                                       head), rmsnorm_projection (OLMo-2: the whole projections) */
+    const char *norm_position;      /* NULL (pre), or post (OLMo-2) */
     bool        gemma;              /* Gemma's (1 + w) RMSNorm and sqrt(hidden) embedding scale
                                        (norm_plus_one, embedding scale sqrt_dim; issue 28) */
 } ImportModel;
@@ -530,8 +533,25 @@ static void read_qwen3(HfConfig *c, ImportModel *m)
     read_rope_family(c, m, 128, false);
     read_silu_gated(c, m);
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
-    m->qk_norm = true;
+    m->qk_norm = "rmsnorm";
     read_qwen_window(c, m);
+}
+
+/* OLMo-2 (Olmo2Config, transformers' modeling_olmo2): Llama's keys and
+ * SwiGLU MLP, biases on all four projections only with attention_bias,
+ * each sub-block's RMSNorm after it, on its output, and none before
+ * (Olmo2DecoderLayer: h = x + post_attention_layernorm(self_attn(x)),
+ * post_feedforward_layernorm likewise: norm_position post), and an
+ * RMSNorm over the whole q projection (heads x head_dim gains) and the
+ * whole k projection (kv_heads x head_dim) before RoPE (Olmo2Attention's
+ * q_norm, k_norm: qk_norm rmsnorm_projection, which `check` counts and
+ * `emit` refuses by name). */
+static void read_olmo2(HfConfig *c, ImportModel *m)
+{
+    read_llama_like(c, m);
+    m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
+    m->qk_norm = "rmsnorm_projection";
+    m->norm_position = "post";
 }
 
 /* Gemma: GeGLU (gelu on the gate), head_dim independent of the width,
@@ -615,6 +635,7 @@ static const ImportFamily FAMILIES[] = {
     { "mixtral", read_mixtral, "MixtralForCausalLM" },
     { "qwen2",   read_qwen2,   "Qwen2ForCausalLM" },
     { "qwen3",   read_qwen3,   "Qwen3ForCausalLM" },
+    { "olmo2",   read_olmo2,   "Olmo2ForCausalLM" },
     { "gemma",   read_gemma,   "GemmaForCausalLM" },
     { "gpt2",    read_gpt2,    "GPT2LMHeadModel" },
     { "phi3",    read_phi3,    "Phi3ForCausalLM" },
@@ -632,7 +653,6 @@ static const struct { const char *model_type, *needs; } NOT_YET[] = {
                 "local and global attention and query_pre_attn_scalar" },
     { "gemma3_text", "RMSNorm of each query and key head, pre- and post-norms, local and global layers with "
                      "their own RoPE bases" },
-    { "olmo2", "RMSNorm of the queries and keys and norms after each sub-block instead of before" },
     { "deepseek_v2", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
                      "layers and shared plus routed experts with grouped routing" },
     { "deepseek_v3", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
@@ -683,7 +703,8 @@ static void put_attention(FILE *o, const ImportModel *m, bool window)
     if (m->kv_heads != m->heads) fprintf(o, "; kv_heads %lld", (long long)m->kv_heads);
     if (m->head_dim * m->heads != m->dim) fprintf(o, "; head_dim %lld", (long long)m->head_dim);
     if (window) fprintf(o, "; sliding_window %lld", (long long)m->window);
-    if (m->qk_norm) fprintf(o, "; qk_norm rmsnorm");
+    if (m->qk_norm) fprintf(o, "; qk_norm %s", m->qk_norm);
+    if (m->norm_position) fprintf(o, "; norm_position %s", m->norm_position);
     fprintf(o, "; norm %s; bias %s }\n", m->norm, bias[m->attn_bias]);
 }
 
@@ -698,8 +719,9 @@ static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, 
                 (long long)m->experts, (long long)m->top_k, (long long)m->hidden, m->act, m->norm,
                 m->mlp_bias ? "true" : "false", m->aux_loss);
     else
-        fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s }\n    }\n", (long long)m->hidden,
-                m->act, m->norm, m->mlp_bias ? "true" : "false");
+        fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s%s%s }\n    }\n", (long long)m->hidden,
+                m->act, m->norm, m->mlp_bias ? "true" : "false", m->norm_position ? "; norm_position " : "",
+                m->norm_position ? m->norm_position : "");
 }
 
 /* A number in the shortest form that reads back as itself. */
@@ -927,7 +949,8 @@ static int import_config(const char *path, const char *out_path, const char *nam
                 goto done;
             }
         dsl_error(&diag, key_loc(&c, "model_type"),
-                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, gemma, gpt2 or phi3",
+                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, olmo2, gemma, gpt2 "
+                  "or phi3",
                   family);
         goto done;
     }

@@ -1693,6 +1693,12 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         what = "prt_rope_inv_freq wants factor >= 1, low_freq_factor > 0, high_freq_factor > "
                "low_freq_factor, beta_fast > beta_slow > 0 and original_max_position > 0";
     }
+    for (int i = 0; !key && i < p->model.n_layers; i++)
+        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].qk_norm == QK_NORM_RMSNORM_PROJ) {
+            key = "qk_norm rmsnorm_projection";
+            what = "its q/k norm normalises each head (prt_qk_norm_*); OLMo-2's norm of the whole projection, "
+                   "whose sums of squares span the TP shards, is not written";
+        }
     for (int i = 0; !key && p->model.norm_plus_one && i < p->model.n_layers; i++)
         if (plan_layer_qk_norm_params(&p->model, &p->model.layers[i]) > 0) {
             key = "qk_norm rmsnorm with norm_plus_one";

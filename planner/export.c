@@ -569,6 +569,9 @@ static void write_megatron(const Ex *x, FILE *o)
         refuse(x, "act relu: Megatron-LM has no ReLU MLP flag (GELU unless --swiglu; --squared-relu is another)");
     /* --qk-layernorm: Megatron-core's q_layernorm / k_layernorm over each
        head's kv_channels, of the --normalization kind (RMSNorm here) */
+    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM_PROJ)
+        refuse(x, "qk_norm rmsnorm_projection (OLMo-2): Megatron-LM's --qk-layernorm normalises each head, not "
+                  "the whole projection");
     if (x->att && x->att->qk_norm == QK_NORM_RMSNORM) {
         arg(o, &first, "--qk-layernorm");
         if (x->att->norm != NORM_RMSNORM)
@@ -825,9 +828,10 @@ static void torchtitan_model_rules(const Ex *x)
     if (m->norm_plus_one || (m->n_layers > 0 && m->layers[0].embed_scale))
         refuse(x, "%s: torchtitan 0.2's llama3 has neither Gemma's x*(1+w) RMSNorm nor its sqrt(dim) "
                   "embedding scale", m->norm_plus_one ? "norm_plus_one" : "embedding scale sqrt_dim");
-    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM)
-        refuse(x, "qk_norm rmsnorm: torchtitan 0.2's llama3 has no query and key norm (its qwen3 model, "
-                  "which has, is not an export target)");
+    if (x->att && x->att->qk_norm != QK_NORM_NONE)
+        refuse(x, "qk_norm %s: torchtitan 0.2's llama3 has no query and key norm (its qwen3 model, "
+                  "which has, is not an export target)",
+               x->att->qk_norm == QK_NORM_RMSNORM ? "rmsnorm" : "rmsnorm_projection");
     const Layer *post = norm_position_layer(x);
     if (post)   /* TransformerBlock: h = x + attention(attention_norm(x)); out = h + feed_forward(ffn_norm(h)) */
         refuse(x, "norm_position %s on %s: torchtitan 0.2's llama3 TransformerBlock normalises the sublayers' "

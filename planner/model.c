@@ -237,6 +237,10 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
         /* qk_norm: the q and k gains, d each, replicated over TP (every
          * rank's heads are normalised by the same two vectors) */
         if (l->qk_norm == QK_NORM_RMSNORM) n = add(n, 2 * d, ovf);
+        /* qk_norm rmsnorm_projection: a gain per element of the q and k
+         * projections (OLMo-2), split over TP with their heads */
+        if (l->qk_norm == QK_NORM_RMSNORM_PROJ)
+            n = add(n, split(hq, tp) + split(mul((uint64_t)l->kv_heads, d, ovf), tp), ovf);
         return n;
     }
     case LAYER_MLP:
@@ -647,8 +651,12 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * and that copy, writes dx; it keeps the copy, e T (h_q + h_kv)/t, and
      * one fp32 rstd per head and token, 4 T (a + a_kv)/t (the program's
      * a->qkin and a->qkr). */
-    double qk = l->qk_norm == QK_NORM_RMSNORM ? T * (hq + hkv) / t : 0;
-    double qk_kept = qk > 0 ? e * qk + 4 * T * (a + (double)l->kv_heads) / t : 0;
+    double qk = l->qk_norm != QK_NORM_NONE ? T * (hq + hkv) / t : 0;
+    double qk_kept = l->qk_norm == QK_NORM_RMSNORM ? e * qk + 4 * T * (a + (double)l->kv_heads) / t : 0;
+    /* rmsnorm_projection (OLMo-2): the same copy, and an rstd per token for
+     * q and one for k, 8 T, on every TP rank (their sums of squares are
+     * all-reduced over TP, 8 T bytes forward and backward: not timed) */
+    if (l->qk_norm == QK_NORM_RMSNORM_PROJ) qk_kept = e * qk + 8 * T;
     if (qk > 0) ew(w, 3 * e * qk, 3 * e * qk, false);
     if (model_position(m) == POS_ROPE) rope_work(w, c, T * hq / t, T * hkv / t, e);
     residual_work(w, T * h, e, r, dropout);
@@ -1162,7 +1170,8 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
         snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s%s", (long long)l->heads,
                  (long long)l->kv_heads, (long long)plan_head_dim(m, l), norms[l->norm],
                  !l->bias ? "" : l->qkv_bias_only ? ", qkv bias" : ", bias", win,
-                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" : "");
+                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" :
+                 l->qk_norm == QK_NORM_RMSNORM_PROJ ? ", qk_norm projection" : "");
         break;
     }
     case LAYER_MLP:
@@ -1217,7 +1226,7 @@ int plan_layer_tensors(const Model *m, const Layer *l)
     case LAYER_ATTENTION:                               /* q, k, v, o */
         mats = 4;
         biases = l->bias ? (l->qkv_bias_only ? 3 : 4) : 0;
-        return norm + mats + biases + (l->qk_norm == QK_NORM_RMSNORM ? 2 : 0);   /* q_norm, k_norm */
+        return norm + mats + biases + (l->qk_norm != QK_NORM_NONE ? 2 : 0);   /* q_norm, k_norm */
     case LAYER_MLP:                                     /* (gate,) up, down */
         mats = plan_act_gated(l->act) ? 3 : 2;
         return norm + mats + (l->bias ? 2 : 0);

@@ -44,7 +44,14 @@ typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
  * head's D values, one gain vector of D for the query heads and one for
  * the key heads, shared by the heads (transformers' Qwen3Attention q_norm,
  * k_norm). ORDER QK_NORM_NAMES in planner/sema.c. */
-typedef enum { QK_NORM_NONE, QK_NORM_RMSNORM } QkNormKind;
+typedef enum {
+    QK_NORM_NONE,
+    QK_NORM_RMSNORM,       /* each head's d values, gains of d shared by the heads (Qwen3) */
+    QK_NORM_RMSNORM_PROJ,  /* the whole q projection (heads x d) and the whole k projection
+                              (kv_heads x d), one gain per element (OLMo-2: Olmo2Attention's
+                              q_norm, k_norm); split over TP with the heads, its statistics
+                              summed over the TP shards; counted and predicted, not emitted */
+} QkNormKind;
 /* Where an attention, MLP or MoE sublayer's norm stands (`norm_position`,
  * issue 29), with f the sublayer and x the residual stream:
  * NORM_POS_PRE x + f(norm(x)) (GPT-2, Llama: the default);

@@ -421,10 +421,10 @@ static const char *block_name(Sema *S, const DslStmt *st)
 static const char *const POS_NAMES[] = { "learned", "rope", "none" };          /* ORDER PosKind */
 static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };            /* ORDER NormKind */
 static const char *const NORM_POSITION_NAMES[] = { "pre", "post", "sandwich" }; /* ORDER NormPosition */
-/* qk_norm's words: `none`, `rmsnorm` (QkNormKind) and `layernorm`, which
- * is refused by name (no released model normalises each head by a
- * LayerNorm; OLMo-2's RMSNorm over the whole projection is another op) */
-static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "layernorm" };
+/* qk_norm's words: `none`, `rmsnorm`, `rmsnorm_projection` (QkNormKind,
+ * in its order) and `layernorm`, which is refused by name (no released
+ * model normalises each head by a LayerNorm) */
+static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "rmsnorm_projection", "layernorm" };
 static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
 static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
 
@@ -613,10 +613,10 @@ static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     if ((s = field(&F, "sliding_window"))) get_int(S, s, 1, MAX_WINDOW, false, &l->window);
     int q;
     if ((s = field(&F, "qk_norm")) && get_enum(S, s, QK_NORM_WORDS, N_ELEMS(QK_NORM_WORDS), false, &q)) {
-        if (q == 2)
+        if (q == 3)
             dsl_error(S->d, s->args->loc, "qk_norm layernorm is not supported: planc normalises each query "
-                      "and key head by an RMSNorm (qk_norm rmsnorm: Qwen3, Gemma 3); OLMo-2's norm of the "
-                      "whole projection is not either");
+                      "and key head by an RMSNorm (qk_norm rmsnorm: Qwen3, Gemma 3) or the whole q and k "
+                      "projections (qk_norm rmsnorm_projection: OLMo-2)");
         else
             l->qk_norm = (QkNormKind)q;
     }

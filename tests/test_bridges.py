@@ -68,6 +68,15 @@ COUNTS = [
     ("gemma-7b.json", 8_537_680_896),
     ("gpt2.json", 124_439_808),
     ("mixtral-8x7b.json", 46_702_792_704),   # Mixtral 8x7B's model card: 46.7B
+    # allenai/OLMo-2-1124-13B (issue 29; config written by hand from the published one): its
+    # model.safetensors.index.json's total_size 54,864,793,600 bytes of fp32 / 4. By hand: 40 blocks of
+    # 4 x 5120^2 projections + q_norm, k_norm 5120 each (the whole projections) + 3 x 5120 x 13824 MLP +
+    # post_attention_layernorm, post_feedforward_layernorm 5120 each = 317,214,720; the final norm 5120;
+    # two tables of 100352 x 5120
+    ("olmo2-13b.json", 13_716_198_400),
+    # allenai/OLMo-2-1124-7B (the 13B's config with the 7B's shapes: hidden 4096, 32 layers and heads,
+    # intermediate 11008): 32 blocks of 202,391,552, the final norm 4096, two tables of 411,041,792
+    ("olmo2-7b.json", 7_298_617_344),
 ]
 
 CLUSTER = os.path.join(ROOT, "examples", "clusters", "dgx-h100.plan")
@@ -99,6 +108,8 @@ SHAPES = [
     ("qwen3-8b.json", ["qk_norm rmsnorm", "bias false", "kv_heads 8", "rope_theta 1000000", "norm_eps 1e-06",
                        "lm_head { tied false }"]),
     ("gemma-7b.json", ["head_dim 256", "act geglu", "lm_head { tied true }"]),
+    ("olmo2-7b.json", ["qk_norm rmsnorm_projection", "norm_position post", "norm_eps 1e-06", "rope_theta 500000",
+                       "act swiglu", "bias false", "lm_head { tied false }"]),
     ("gpt2.json", ["position learned", "bias true", "vocab 50257", "seq 1024"]),
 ]
 for cfg, needles in SHAPES:
@@ -146,10 +157,20 @@ check("import: GPT-2 dropouts that differ are refused", rc == 2 and "'resid_pdro
 rc, out, err = variant("eps.json", "llama-2-7b.json", rms_norm_eps=1e-6)
 check("import: rms_norm_eps 1e-6 imported as norm_eps", rc == 0 and "norm_eps 1e-06" in out, err)
 for mt, needle in [("qwen3_moe", "moe_intermediate_size"), ("gemma2", "soft-capping"),
-                   ("olmo2", "RMSNorm of the queries"), ("deepseek_v3", "multi-head latent attention"),
+                   ("deepseek_v3", "multi-head latent attention"),
                    ("gemma3_text", "local and global"), ("qwen2_moe", "shared experts")]:
     rc, out, err = variant(mt + ".json", "llama-3.1-8b.json", model_type=mt, architectures=None)
     check(f"import: model_type {mt} refused naming what it needs", rc == 2 and needle in err and out == "", err)
+# OLMo-2: both of its norms are imported exactly (the MLP's post-norm too), its q/k norm over the
+# whole projection is counted by `check` and refused by `emit` naming it (issue 29)
+rc, out, err = run("import", os.path.join(DATA, "olmo2-7b.json"))
+check("import olmo2: the MLP's norm is a post-norm too", out.count("norm_position post") == 2, out)
+olmo = write("olmo2-7b.emit.plan", f'include "{CLUSTER}"\n' + out + "plan { tp 8; pp 4; dp 4; zero 1; micro_batch 1; global_batch 32 }\n")
+rc, _, err = run("emit", olmo)
+check("emit olmo2: qk_norm rmsnorm_projection refused by name",
+      rc != 0 and "qk_norm rmsnorm_projection: planc's runtime cannot honour it" in err, err)
+rc, out, err = variant("olmo2-bias.json", "olmo2-7b.json", attention_bias=True)
+check("import olmo2: attention_bias true puts biases on the four projections", rc == 0 and "bias true" in out, err)
 # Phi-3-mini-4k-instruct's config.json (microsoft/Phi-3-mini-4k-instruct): 3,821,079,552 parameters
 phi3 = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
         "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
@@ -841,6 +862,22 @@ for cfg, words in [("gpt2.json", ["lm_head tied"]), ("gemma-7b.json", ["lm_head 
     rc, out, err = export(cfg + ".tt.plan", text, "torchtitan")
     refused(f"torchtitan of {cfg}: refused, never a dense llama3", rc, out, err, "torchtitan 0.2's llama3", *words)
     check(f"torchtitan of {cfg}: no name = \"llama3\" written", 'name = "llama3"' not in out)
+# norm_position post and sandwich (issue 29): neither framework's block has a norm of a sublayer's
+# output; Megatron-LM and torchtitan refuse it by name, DeepSpeed (its model is the user's code) writes
+llama = run("import", os.path.join(DATA, "llama-3.1-8b.json"))[1]
+llama = "\n".join("    seq 1024" if l.strip().startswith("seq ") else l for l in llama.splitlines())
+for pos, sub in [("post", "attention"), ("sandwich", "mlp")]:
+    model = llama.replace(sub + " {", f"{sub} {{ norm_position {pos};", 1)
+    text = f'include "{CLUSTER}"\n' + model + "\nplan { dp 32; tp 4; pp 1; zero 1; micro_batch 1; global_batch 32 }\n"
+    rc, out, err = export(f"npos-{pos}.plan", text, "megatron")
+    refused(f"megatron: norm_position {pos} refused", rc, out, err, f"norm_position {pos} on {sub}",
+            "TransformerLayer has no norm of a sublayer's output")
+    rc, out, err = export(f"npos-{pos}-tt.plan", text.replace("zero 1", "zero 3"), "torchtitan")
+    refused(f"torchtitan: norm_position {pos} refused", rc, out, err, f"norm_position {pos} on {sub}",
+            "normalises the sublayers' inputs only")
+    rc, out, err = export(f"npos-{pos}-ds.plan", text.replace("tp 4", "tp 1").replace("dp 32", "dp 128")
+                          .replace("global_batch 32", "global_batch 128"), "deepspeed")
+    check(f"deepspeed: norm_position {pos} written (the model is the user's code)", rc == 0, err[-300:])
 gpt = BASE.replace("lm_head { tied false }", "lm_head { tied true }")
 rc, out, err = export("tied.plan", gpt + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n",
                       "torchtitan")
