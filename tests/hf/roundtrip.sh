@@ -70,6 +70,8 @@ EOF
             -e 's/position rope/position rope; scale sqrt_dim/' ;;
     geglu)   # GeGLU without Gemma's normalizer and norm: refused on export
         model llama | sed -e 's/tinyllama/tinygeglu/' -e 's/act swiglu/act geglu/' ;;
+    postnorm)   # OLMo-2's post-norms without its whole-projection q/k norm: no architecture (issue 29)
+        model llama | sed -e 's/tinyllama/tinypostnorm/' -e 's/bias false }/bias false; norm_position post }/g' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
     esac
@@ -183,12 +185,14 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared; do
+for m in geglu shared postnorm; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
 expect_fail export-geglu 2 "act geglu without embedding { scale sqrt_dim }" "$ckpt" export-hf geglu.ck geglu.out
 expect_fail export-shared-experts 2 "shared experts (1): Mixtral has none" "$ckpt" export-hf shared.ck shared.out
+expect_fail export-postnorm 2 "norm_position post on attention: OLMo-2 (post-norms) also normalises q and k" \
+    "$ckpt" export-hf postnorm.ck postnorm.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out
