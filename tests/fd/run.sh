@@ -47,12 +47,16 @@ plan fd-post-rms "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; nor
 # sandwich LayerNorms with biases (GPT-2's layers, learned positions, GELU)
 plan fd-sandwich-ln "attention { heads 2; norm_position sandwich }
         mlp       { hidden 64; act gelu; norm_position sandwich }" layernorm "" ""
+# ... with dropout 0.1 after each post-norm (the masks are keyed by step and
+# coordinates: the resumed runs drop the same elements)
+plan fd-sandwich-ln-drop "attention { heads 2; norm_position sandwich }
+        mlp       { hidden 64; act gelu; norm_position post }" layernorm "dropout 0.1;" ""
 # Gemma 2's sandwich with Gemma's x*(1+w) RMSNorm (gains start at 0)
 plan fd-sandwich-gemma "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; norm_position sandwich }
         mlp       { hidden 64; act geglu; norm rmsnorm; bias false; norm_position sandwich }" rmsnorm \
     "norm_plus_one true;" "position rope; scale sqrt_dim"
 
-for name in fd-post-rms fd-sandwich-ln fd-sandwich-gemma; do
+for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma; do
     if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
     if ! "$planc" build "$dir/$name.plan" -o "$dir/$name" > "$dir/$name.build.log" 2>&1; then
         echo "FAIL $name: planc build failed (see $dir/$name.build.log)"; fails=$((fails + 1)); continue
