@@ -495,13 +495,14 @@ static void model_uniform(const Model *m, char *why, size_t cap)
         if (!a0) { a0 = a; f0 = f; continue; }
         if (a->heads != a0->heads || a->kv_heads != a0->kv_heads || a->head_dim != a0->head_dim ||
             a->window != a0->window || a->norm != a0->norm || a->bias != a0->bias ||
-            a->qkv_bias_only != a0->qkv_bias_only) {
+            a->qkv_bias_only != a0->qkv_bias_only || a->qk_norm != a0->qk_norm || a->norm_pos != a0->norm_pos) {
             snprintf(why, cap, "attention layer %d differs from the first block's", i);
             return;
         }
         if (f->kind != f0->kind || f->hidden != f0->hidden || f->act != f0->act || f->norm != f0->norm ||
             f->bias != f0->bias || f->experts != f0->experts || f->top_k != f0->top_k ||
-            f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss) {
+            f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss ||
+            f->norm_pos != f0->norm_pos) {
             snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
             return;
         }
