@@ -45,7 +45,9 @@ static const char IMPORT_HELP[] =
     "Read a Hugging Face config.json and print a `model NAME { ... }` block in\n"
     "canonical form (or write it to OUT.plan). Architectures (model_type):\n"
     "llama (Llama 1-3.x, rope_scaling included), mistral, mixtral (its sparse\n"
-    "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), gemma, gpt2, phi3.\n"
+    "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), olmo2 (norm_position\n"
+    "post, qk_norm rmsnorm_projection: counted, not emitted), gemma, gemma2\n"
+    "(softcap, sliding_window W every 2, norm_position sandwich), gpt2, phi3.\n"
     "seq is the config's max_position_embeddings (n_positions for GPT-2):\n"
     "lower it to the length you train at. dtype is bf16 (torch_dtype is the\n"
     "checkpoint's storage).\n"
@@ -91,7 +93,9 @@ typedef struct {
     double      norm_eps;           /* rms_norm_eps / layer_norm_epsilon; 0: the language's default */
     double      dropout;            /* the one dropout probability of the model, 0: none */
     RopeScaling rope_scaling;       /* kind NONE: none */
-    bool        qk_norm;            /* Qwen3: an RMSNorm of each query and key head */
+    const char *qk_norm;            /* NULL, or the qk_norm word: rmsnorm (Qwen3: each query and key
+                                       head), rmsnorm_projection (OLMo-2: the whole projections) */
+    const char *norm_position;      /* NULL (pre), or post (OLMo-2) */
     bool        gemma;              /* Gemma's (1 + w) RMSNorm and sqrt(hidden) embedding scale
                                        (norm_plus_one, embedding scale sqrt_dim; issue 28) */
     int64_t     window_every;       /* Gemma 2/3: block i global when (i + 1) % K == 0, the others
@@ -537,8 +541,25 @@ static void read_qwen3(HfConfig *c, ImportModel *m)
     read_rope_family(c, m, 128, false);
     read_silu_gated(c, m);
     m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
-    m->qk_norm = true;
+    m->qk_norm = "rmsnorm";
     read_qwen_window(c, m);
+}
+
+/* OLMo-2 (Olmo2Config, transformers' modeling_olmo2): Llama's keys and
+ * SwiGLU MLP, biases on all four projections only with attention_bias,
+ * each sub-block's RMSNorm after it, on its output, and none before
+ * (Olmo2DecoderLayer: h = x + post_attention_layernorm(self_attn(x)),
+ * post_feedforward_layernorm likewise: norm_position post), and an
+ * RMSNorm over the whole q projection (heads x head_dim gains) and the
+ * whole k projection (kv_heads x head_dim) before RoPE (Olmo2Attention's
+ * q_norm, k_norm: qk_norm rmsnorm_projection, which `check` counts and
+ * `emit` refuses by name). */
+static void read_olmo2(HfConfig *c, ImportModel *m)
+{
+    read_llama_like(c, m);
+    m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
+    m->qk_norm = "rmsnorm_projection";
+    m->norm_position = "post";
 }
 
 /* Gemma: GeGLU (gelu on the gate), head_dim independent of the width,
@@ -623,8 +644,8 @@ static void read_gemma_window(HfConfig *c, ImportModel *m, int64_t every_def, bo
  * final_logit_softcapping 30; null: none), scores scaled by
  * 1/sqrt(query_pre_attn_scalar) (default 224), a window on every other
  * block from block 0 on; and a norm after each sub-block besides the one
- * before (post_attention_layernorm, pre_ and post_feedforward_layernorm),
- * which the language cannot write yet: refused naming it. */
+ * before (post_attention_layernorm, pre_ and post_feedforward_layernorm:
+ * `norm_position sandwich` on both sub-blocks). */
 static void read_gemma2(HfConfig *c, ImportModel *m)
 {
     read_gemma(c, m);
@@ -638,8 +659,7 @@ static void read_gemma2(HfConfig *c, ImportModel *m)
                   "sliding_window %lld", (long long)old, (long long)m->window);
         c->failed = true;
     }
-    m->needs = "a norm after each attention and MLP besides the one before (Gemma's sandwich norms: "
-               "post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)";
+    m->norm_position = "sandwich";
 }
 
 /* Gemma 3's text model (Gemma3TextConfig, transformers v4.50+): Gemma 2's
@@ -647,23 +667,21 @@ static void read_gemma2(HfConfig *c, ImportModel *m)
  * 1 + w as every Gemma norm), five local blocks to a global one
  * (sliding_window_pattern 6 or layer_types) whose RoPE base is
  * rope_local_base_freq on the local blocks and rope_theta (and
- * rope_scaling) on the global ones; refused naming the sandwich norms and
- * the local blocks' own RoPE base. */
+ * rope_scaling) on the global ones; its sandwich norms as Gemma 2's;
+ * refused naming the local blocks' own RoPE base where it differs. */
 static void read_gemma3(HfConfig *c, ImportModel *m)
 {
     read_gemma(c, m);
     m->attn_softcap = hf_softcap(c, "attn_logit_softcapping", 0);
     m->logit_softcap = hf_softcap(c, "final_logit_softcapping", 0);
     m->query_scalar = hf_num(c, "query_pre_attn_scalar", 256, "the scores' scale is 1/sqrt of it");
-    m->qk_norm = true;
+    m->qk_norm = "rmsnorm";
+    m->norm_position = "sandwich";
     read_gemma_window(c, m, 6, true);
     double local = hf_num(c, "rope_local_base_freq", 10000, "the local blocks' RoPE base");
-    m->needs = local != m->rope_theta || m->rope_scaling.kind != ROPE_SCALING_NONE
-                   ? "a norm after each attention and MLP besides the one before (Gemma's sandwich norms) and "
-                     "a RoPE base of the local blocks' own (rope_local_base_freq; rope_scaling on the global "
-                     "blocks only)"
-                   : "a norm after each attention and MLP besides the one before (Gemma's sandwich norms: "
-                     "post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm)";
+    if (local != m->rope_theta || m->rope_scaling.kind != ROPE_SCALING_NONE)
+        m->needs = "a RoPE base of the local blocks' own (rope_local_base_freq; rope_scaling on the global "
+                   "blocks only)";
 }
 
 /* GPT-2: its own key names; learned positions, LayerNorm, biases
@@ -727,6 +745,7 @@ static const ImportFamily FAMILIES[] = {
     { "mixtral", read_mixtral, "MixtralForCausalLM" },
     { "qwen2",   read_qwen2,   "Qwen2ForCausalLM" },
     { "qwen3",   read_qwen3,   "Qwen3ForCausalLM" },
+    { "olmo2",   read_olmo2,   "Olmo2ForCausalLM" },
     { "gemma",   read_gemma,   "GemmaForCausalLM" },
     { "gemma2",  read_gemma2,  "Gemma2ForCausalLM" },
     { "gemma3_text", read_gemma3, "Gemma3ForCausalLM" },
@@ -742,7 +761,6 @@ static const struct { const char *model_type, *needs; } NOT_YET[] = {
                    "(moe_intermediate_size) and renormalised top-k weights (norm_topk_prob)" },
     { "qwen2_moe", "shared experts of their own width behind a sigmoid gate (shared_expert_intermediate_size) "
                    "and experts of their own width (moe_intermediate_size)" },
-    { "olmo2", "RMSNorm of the queries and keys and norms after each sub-block instead of before" },
     { "deepseek_v2", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
                      "layers and shared plus routed experts with grouped routing" },
     { "deepseek_v3", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
@@ -811,7 +829,7 @@ static void put_attention(FILE *o, const ImportModel *m, bool window)
     if (m->head_dim * m->heads != m->dim) fprintf(o, "; head_dim %lld", (long long)m->head_dim);
     if (window) fprintf(o, "; sliding_window %lld", (long long)m->window);
     if (window && m->window_every) fprintf(o, " every %lld", (long long)m->window_every);
-    if (m->qk_norm) fprintf(o, "; qk_norm rmsnorm");
+    if (m->qk_norm) fprintf(o, "; qk_norm %s", m->qk_norm);
     if (m->attn_softcap > 0) {
         fprintf(o, "; softcap ");
         put_num(o, m->attn_softcap);
@@ -820,6 +838,7 @@ static void put_attention(FILE *o, const ImportModel *m, bool window)
         fprintf(o, "; query_pre_attn_scalar ");
         put_num(o, m->query_scalar);
     }
+    if (m->norm_position) fprintf(o, "; norm_position %s", m->norm_position);
     fprintf(o, "; norm %s; bias %s }\n", m->norm, bias[m->attn_bias]);
 }
 
@@ -834,8 +853,9 @@ static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, 
                 (long long)m->experts, (long long)m->top_k, (long long)m->hidden, m->act, m->norm,
                 m->mlp_bias ? "true" : "false", m->aux_loss);
     else
-        fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s }\n    }\n", (long long)m->hidden,
-                m->act, m->norm, m->mlp_bias ? "true" : "false");
+        fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s%s%s }\n    }\n", (long long)m->hidden,
+                m->act, m->norm, m->mlp_bias ? "true" : "false", m->norm_position ? "; norm_position " : "",
+                m->norm_position ? m->norm_position : "");
 }
 
 static void put_rope_scaling(FILE *o, const RopeScaling *r)
@@ -1082,8 +1102,8 @@ static int import_config(const char *path, const char *out_path, const char *nam
                 goto done;
             }
         dsl_error(&diag, key_loc(&c, "model_type"),
-                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, gemma, gpt2 or phi3 "
-                  "(gemma2 and gemma3_text are read, then refused naming the norms they need)",
+                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, olmo2, gemma, "
+                  "gemma2, gpt2 or phi3 (gemma3_text is read, then refused naming what it needs)",
                   family);
         goto done;
     }

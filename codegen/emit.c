@@ -424,10 +424,13 @@ static void set_features(Cg *g)
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
-        bias = 0, window = 0, qk_norm = 0, scores = 0, logit_cap = 0;
+        bias = 0, window = 0, qk_norm = 0, scores = 0, logit_cap = 0, post_norm = 0, pre_norms = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         qk_norm += plan_layer_qk_norm_params(m, L) > 0;
+        bool sub = L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP || L->kind == LAYER_MOE;
+        post_norm += sub && plan_layer_post_norm(L);
+        pre_norms += sub && plan_layer_pre_norm(L);
         bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;   /* the MLP's activation code */
         if (L->kind == LAYER_EMBEDDING) pos = L->position;
         if (L->kind == LAYER_ATTENTION || ffn || L->kind == LAYER_NORM)
@@ -449,7 +452,9 @@ static void set_features(Cg *g)
      * and the pre-norms' outputs (recompute_honoured refuses the others) */
     int mods = plan_recompute_modules(l);
     set_feature(g, "RECOMPUTE_SELECTIVE", (mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN)) != 0);
-    set_feature(g, "RECOMPUTE_LN", (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) != 0);
+    /* the pre-norms' outputs rebuilt: none to rebuild where every sublayer's
+     * norm is a post-norm (norm_position post keeps its input instead) */
+    set_feature(g, "RECOMPUTE_LN", (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM)) != 0 && pre_norms > 0);
     set_feature(g, "RECOMPUTE_FULL", l->recompute == RECOMPUTE_FULL);
     set_feature(g, "RECOMPUTE_SOME", plan_recompute_partial(l));   /* some blocks only: REBUILT[] */
     set_feature(g, "SPLIT_BWD", program_uses(g, OP_BWD_INPUT));
@@ -478,6 +483,7 @@ static void set_features(Cg *g)
     set_feature(g, "QK_NORM", qk_norm > 0);   /* some attention's q/k norm: QK_NORM_W[] */
     set_feature(g, "ATTN_SCORES", scores > 0);   /* Gemma 2's scale or soft-cap: ATTN_SCORES_OF[] */
     set_feature(g, "LOGIT_SOFTCAP", logit_cap > 0);   /* Gemma 2's final-logit cap: LOGIT_CAP */
+    set_feature(g, "POST_NORM", post_norm > 0);   /* norm_position post|sandwich somewhere: POST_NORM_W[] */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -618,13 +624,14 @@ static void model_uniform(const Model *m, char *why, size_t cap)
         if (a->heads != a0->heads || a->kv_heads != a0->kv_heads || a->head_dim != a0->head_dim ||
             a->window != a0->window || a->norm != a0->norm || a->bias != a0->bias ||
             a->qkv_bias_only != a0->qkv_bias_only || a->qk_norm != a0->qk_norm || a->softcap != a0->softcap ||
-            a->query_scalar != a0->query_scalar) {
+            a->query_scalar != a0->query_scalar || a->norm_pos != a0->norm_pos) {
             snprintf(why, cap, "attention layer %d differs from the first block's", i);
             return;
         }
         if (f->kind != f0->kind || f->hidden != f0->hidden || f->act != f0->act || f->norm != f0->norm ||
             f->bias != f0->bias || f->experts != f0->experts || f->top_k != f0->top_k ||
-            f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss) {
+            f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss ||
+            f->norm_pos != f0->norm_pos) {
             snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
             return;
         }
@@ -675,6 +682,12 @@ static void emit_model_config(Cg *g)
             "\"experts\": %lld, \"top_k\": %lld, \"shared\": %lld, \"capacity_factor\": %.17g, \"aux_loss\": %.17g, ",
             kind_name(F->kind), (long long)F->hidden, act[F->act], norm[F->norm], F->bias ? "true" : "false",
             (long long)F->experts, (long long)F->top_k, (long long)F->shared, F->capacity_factor, F->aux_loss);
+    /* norm_position (issue 29), written only where a sublayer's is not pre
+       (absent: pre, as in every config written before it) */
+    static const char *const npos[] = { "pre", "post", "sandwich" };         /* ORDER NormPosition */
+    if ((A && A->norm_pos != NORM_POS_PRE) || (F && F->norm_pos != NORM_POS_PRE))
+        k += snprintf(j + k, sizeof j - (size_t)k, "\"attn_norm_position\": \"%s\", \"ffn_norm_position\": \"%s\", ",
+                      npos[A ? A->norm_pos : NORM_POS_PRE], npos[F ? F->norm_pos : NORM_POS_PRE]);
     char w[240];
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
@@ -919,6 +932,18 @@ static int moe_expert_stride(const Layer *L)
 /* A norm gain's start: 1, or 0 under norm_plus_one (Gemma's 1 + w is then 1). */
 #define NORM_INIT(m) ((m)->norm_plus_one ? "PRT_INIT_ZEROS" : "PRT_INIT_ONES")
 
+/* The rows of one of layer i's norms, layers.i.WHO.weight (and .bias for
+ * a LayerNorm): replicated over TP; the gain starts at 1 (NORM_INIT). */
+static void norm_rows(Cg *g, int *id, int i, const char *who, bool ln)
+{
+    char nm[128];
+    size_t one[3] = { 0, 0, 0 }, C = (size_t)g->p->model.dim;
+    snprintf(nm, sizeof nm, "layers.%d.%s.weight", i, who);
+    param_row(g, id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(&g->p->model), 0);
+    if (ln) { snprintf(nm, sizeof nm, "layers.%d.%s.bias", i, who);
+              param_row(g, id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+}
+
 /* Walk the model's tensors in order; with write false only count them. */
 static int emit_params(Cg *g, bool write)
 {
@@ -976,10 +1001,7 @@ static int emit_params(Cg *g, bool write)
                 param_row(g, &id, "wpe.weight", i, (size_t)m->seq, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             break;
         case LAYER_MOE: {
-            snprintf(nm, sizeof nm, "layers.%d.moe_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
-            if (ln) { snprintf(nm, sizeof nm, "layers.%d.moe_norm.bias", i);
-                      param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (plan_layer_pre_norm(L)) norm_rows(g, &id, i, "moe_norm", ln);
             snprintf(nm, sizeof nm, "layers.%d.block_sparse_moe.gate.weight", i);
             param_row(g, &id, nm, i, (size_t)L->experts, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             for (int64_t e = 0; e < L->experts + L->shared; e++) {
@@ -991,15 +1013,13 @@ static int emit_params(Cg *g, bool write)
                 int owner = e < L->experts ? (int)(e / (L->experts / plan_ep(&g->l))) : -1;
                 moe_expert_rows(g, &id, who, i, L, s, sr, owner);
             }
+            if (plan_layer_post_norm(L)) norm_rows(g, &id, i, "moe_post_norm", ln);   /* the layer's last */
             break;
         }
         case LAYER_ATTENTION: {
             size_t d = (size_t)plan_head_dim(m, L), q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
             size_t parts[3] = { q, kv, kv };
-            snprintf(nm, sizeof nm, "layers.%d.attn_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
-            if (ln) { snprintf(nm, sizeof nm, "layers.%d.attn_norm.bias", i);
-                      param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (plan_layer_pre_norm(L)) norm_rows(g, &id, i, "attn_norm", ln);
             snprintf(nm, sizeof nm, "layers.%d.attn.qkv.weight", i);
             param_row(g, &id, nm, i, q + 2 * kv, C, "PRT_SPLIT_ROWS", 3, parts, "PRT_INIT_NORMAL", s);
             if (L->bias) { snprintf(nm, sizeof nm, "layers.%d.attn.qkv.bias", i);
@@ -1014,16 +1034,14 @@ static int emit_params(Cg *g, bool write)
                 snprintf(nm, sizeof nm, "layers.%d.attn.k_norm.weight", i);
                 param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
             }
+            if (plan_layer_post_norm(L)) norm_rows(g, &id, i, "attn_post_norm", ln);   /* the layer's last */
             break;
         }
         case LAYER_MLP: {
             size_t f = (size_t)L->hidden, fu = plan_act_gated(L->act) ? 2 * f : f;
             size_t parts[3] = { f, f, 0 };
             int np = plan_act_gated(L->act) ? 2 : 1;
-            snprintf(nm, sizeof nm, "layers.%d.mlp_norm.weight", i);
-            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
-            if (ln) { snprintf(nm, sizeof nm, "layers.%d.mlp_norm.bias", i);
-                      param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (plan_layer_pre_norm(L)) norm_rows(g, &id, i, "mlp_norm", ln);
             snprintf(nm, sizeof nm, "layers.%d.mlp.up.weight", i);
             param_row(g, &id, nm, i, fu, C, "PRT_SPLIT_ROWS", np, parts, "PRT_INIT_NORMAL", s);
             if (L->bias) { snprintf(nm, sizeof nm, "layers.%d.mlp.up.bias", i);
@@ -1032,6 +1050,7 @@ static int emit_params(Cg *g, bool write)
             param_row(g, &id, nm, i, C, f, "PRT_SPLIT_COLS", 0, one, "PRT_INIT_NORMAL", sr);
             if (L->bias) { snprintf(nm, sizeof nm, "layers.%d.mlp.down.bias", i);
                            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
+            if (plan_layer_post_norm(L)) norm_rows(g, &id, i, "mlp_post_norm", ln);   /* the layer's last */
             break;
         }
         case LAYER_NORM:
@@ -1131,8 +1150,8 @@ static void emit_qk_norm(Cg *g)
         const Layer *L = &m->layers[i];
         int id = -1;
         if (plan_layer_qk_norm_params(m, L) > 0) {
-            bool ln = L->norm == NORM_LAYERNORM;
-            id = g->pfirst[i] + 1 + ln + 1 + (L->bias ? 1 : 0) + 1 + (L->bias && !L->qkv_bias_only ? 1 : 0);
+            int pre = plan_layer_pre_norm(L) ? 1 + (L->norm == NORM_LAYERNORM) : 0;   /* the pre-norm's rows */
+            id = g->pfirst[i] + pre + 1 + (L->bias ? 1 : 0) + 1 + (L->bias && !L->qkv_bias_only ? 1 : 0);
         }
         out(g, "%s%d", i ? ", " : " ", id);
     }
@@ -1158,6 +1177,25 @@ static void emit_attn_scores(Cg *g)
         }
         char a[48], b[48];
         out(g, "%s{ %s, %s }", i ? ", " : " ", flt(a, scale), flt(b, cap));
+    }
+    out(g, " };\n\n");
+}
+
+/* The post-norm (`norm_position post|sandwich`): each layer's post-norm
+ * gain id (its bias, under LayerNorm, the next), -1 where it has none.
+ * The post-norm's rows are its layer's last (emit_params), so they end
+ * where the next layer's begin (a sublayer is never the model's last). */
+static void emit_post_norm(Cg *g)
+{
+    const Model *m = &g->p->model;
+    out(g, "/* The post-norm gain of each sublayer (norm_position post or sandwich; its bias under\n"
+           " * LayerNorm: the next id); -1: none */\n"
+           "static const int POST_NORM_W[N_LAYERS] = {");
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        int id = plan_layer_post_norm(L) && i + 1 < m->n_layers
+                     ? g->pfirst[i + 1] - 1 - (L->norm == NORM_LAYERNORM) : -1;
+        out(g, "%s%d", i ? ", " : " ", id);
     }
     out(g, " };\n\n");
 }
@@ -1197,8 +1235,10 @@ static void emit_layers(Cg *g)
             break;
         case LAYER_MOE: {   /* w1, b1, w2, b2: routed expert 0's (moe_expert_rows' order) */
             int up = plan_act_gated(L->act) ? 2 : 1;
-            lw = p++;
-            if (ln) lb = p++;
+            if (plan_layer_pre_norm(L)) {   /* norm_position post: none (-1) */
+                lw = p++;
+                if (ln) lb = p++;
+            }
             router = p++;
             stride = moe_expert_stride(L);
             w1 = p;
@@ -1212,8 +1252,10 @@ static void emit_layers(Cg *g)
             break;
         }
         case LAYER_ATTENTION: case LAYER_MLP:
-            lw = p++;
-            if (ln) lb = p++;
+            if (plan_layer_pre_norm(L)) {   /* norm_position post: none (-1) */
+                lw = p++;
+                if (ln) lb = p++;
+            }
             w1 = p++;
             if (L->bias) b1 = p++;
             w2 = p++;
@@ -1293,6 +1335,7 @@ static void emit_layers(Cg *g)
     if (feature(g, "QK_NORM", 7) == 1) emit_qk_norm(g);
     if (feature(g, "ATTN_SCORES", 11) == 1) emit_attn_scores(g);
     if (feature(g, "LOGIT_SOFTCAP", 13) == 1) emit_logit_cap(g);
+    if (feature(g, "POST_NORM", 9) == 1) emit_post_norm(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -1885,6 +1928,12 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         what = "prt_rope_inv_freq wants factor >= 1, low_freq_factor > 0, high_freq_factor > "
                "low_freq_factor, beta_fast > beta_slow > 0 and original_max_position > 0";
     }
+    for (int i = 0; !key && i < p->model.n_layers; i++)
+        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].qk_norm == QK_NORM_RMSNORM_PROJ) {
+            key = "qk_norm rmsnorm_projection";
+            what = "its q/k norm normalises each head (prt_qk_norm_*); OLMo-2's norm of the whole projection, "
+                   "whose sums of squares span the TP shards, is not written";
+        }
     for (int i = 0; !key && p->model.norm_plus_one && i < p->model.n_layers; i++)
         if (plan_layer_qk_norm_params(&p->model, &p->model.layers[i]) > 0) {
             key = "qk_norm rmsnorm with norm_plus_one";

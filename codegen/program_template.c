@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP,
+ * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -112,6 +112,9 @@
 #endif
 #ifndef LOGIT_SOFTCAP
 #define LOGIT_SOFTCAP 0
+#endif
+#ifndef POST_NORM
+#define POST_NORM 0
 #endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
@@ -258,6 +261,9 @@ static const prt_attn_scores ATTN_SCORES_OF[N_LAYERS] = { { 0, 0 }, { 0.25f, 50.
 #if LOGIT_SOFTCAP
 static const float LOGIT_CAP = 30.0f;
 #endif
+#if POST_NORM
+static const int POST_NORM_W[N_LAYERS] = { -1, 0, 0, -1, -1 };
+#endif
 
 //@@ runtime
 /* ---- what a micro-batch keeps -------------------------------------------- */
@@ -277,6 +283,11 @@ typedef struct {
 #if QK_NORM
     prt_act *qkin; float *qkr;        /* (N, (h + hkv) d), (N, h + hkv): the q/k norm's input and
                                          fp32 rstd (attention with qk_norm; else NULL) */
+#endif
+#if POST_NORM
+    prt_act *po; float *pmean, *prstd; /* (NL, C), (NL), (NL): the post-norm's input, the branch
+                                         output summed over TP, and its statistics (norm_position
+                                         post|sandwich; pmean LayerNorm's only; else NULL) */
 #endif
 #if SPLIT_BWD
     prt_act *dh, *dy;                 /* zb-h1: output gradients kept for the weight pass */
@@ -454,27 +465,35 @@ static size_t cp_saved_max(void)
 /* Gemma's RMSNorm scales by 1 + w (w starts at 0): the gain, in fp32 as
  * transformers' GemmaRMSNorm makes it, into S.gain for one call; the
  * gradient of the gain is the gradient of w. */
-static const prt_act *gain(const LayerSpec *L)
+static const prt_act *gain(int w)
 {
-    prt_affine(S.gain, W(L->ln_w), 1.0f, 1.0f, C);
+    prt_affine(S.gain, W(w), 1.0f, 1.0f, C);
     return S.gain;
 }
-#define GAIN(L) gain(L)
+#define GAIN(w) gain(w)
 #else
-#define GAIN(L) W((L)->ln_w)
+#define GAIN(w) W(w)
 #endif
 
-static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
+/* Layer L's norm of the kind it has, with gain w and bias b (-1: none). */
+static void norm_fwd_w(const LayerSpec *L, int w, int b, prt_act *out, float *mean, float *rstd, const prt_act *x)
 {
 #if NORM_MIXED
-    if (L->norm == NORM_RMSNORM) prt_rmsnorm_fwd(out, rstd, x, W(L->ln_w), NL, C, NORM_EPS);
-    else prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);
+    if (L->norm == NORM_RMSNORM) prt_rmsnorm_fwd(out, rstd, x, W(w), NL, C, NORM_EPS);
+    else prt_layernorm_fwd(out, mean, rstd, x, W(w), W(b), NL, C, NORM_EPS);
 #elif NORM_RMS
-    (void)mean;
-    prt_rmsnorm_fwd(out, rstd, x, GAIN(L), NL, C, NORM_EPS);                          /* RMSNorm */
+    (void)L; (void)mean; (void)b;
+    prt_rmsnorm_fwd(out, rstd, x, GAIN(w), NL, C, NORM_EPS);                 /* RMSNorm */
 #else
-    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);   /* LayerNorm */
+    (void)L;
+    prt_layernorm_fwd(out, mean, rstd, x, W(w), W(b), NL, C, NORM_EPS);      /* LayerNorm */
 #endif
+}
+
+/* Layer L's pre-norm (or the final norm). */
+static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
+{
+    norm_fwd_w(L, L->ln_w, L->ln_b, out, mean, rstd, x);
 }
 
 #if SP
@@ -485,19 +504,29 @@ static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd,
 /* dx accumulates: the residual stream's gradient flows through the norm. */
 #endif
 #if USES_BWD || SPLIT_BWD || HAS_MOE
-/* The norm's backward, its gain and bias gradients accumulated into dw, db. */
+/* The backward of layer L's norm with gain w, its gain and bias
+ * gradients accumulated into dw, db. */
+static void norm_bwd_to_w(const LayerSpec *L, int w, prt_act *dx, const prt_act *dout, const prt_act *x,
+                          const float *mean, const float *rstd, float *dw, float *db)
+{
+#if NORM_MIXED
+    if (L->norm == NORM_RMSNORM) prt_rmsnorm_bwd(dx, dw, dout, x, W(w), rstd, NL, C);
+    else prt_layernorm_bwd(dx, dw, db, dout, x, W(w), mean, rstd, NL, C);
+#elif NORM_RMS
+    (void)L; (void)mean; (void)db;
+    prt_rmsnorm_bwd(dx, dw, dout, x, GAIN(w), rstd, NL, C);
+#else
+    (void)L;
+    prt_layernorm_bwd(dx, dw, db, dout, x, W(w), mean, rstd, NL, C);
+#endif
+}
+
+/* The pre-norm's (or the final norm's) backward, its gain and bias
+ * gradients accumulated into dw, db. */
 static void norm_bwd_to(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *x,
                         const float *mean, const float *rstd, float *dw, float *db)
 {
-#if NORM_MIXED
-    if (L->norm == NORM_RMSNORM) prt_rmsnorm_bwd(dx, dw, dout, x, W(L->ln_w), rstd, NL, C);
-    else prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
-#elif NORM_RMS
-    (void)mean; (void)db;
-    prt_rmsnorm_bwd(dx, dw, dout, x, GAIN(L), rstd, NL, C);
-#else
-    prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
-#endif
+    norm_bwd_to_w(L, L->ln_w, dx, dout, x, mean, rstd, dw, db);
 }
 
 #endif
@@ -508,6 +537,73 @@ static void norm_bwd(const LayerSpec *L, prt_act *dx, const prt_act *dout, const
 {
     norm_bwd_to(L, dx, dout, x, mean, rstd, G(L->ln_w), G(L->ln_b));
 }
+#endif
+
+#if POST_NORM
+/* ---- norm_position post and sandwich (issue 29) -----------------------------
+ * post (OLMo-2): x + norm(f(x)) with no pre-norm: the sublayer's first
+ * linear reads x itself (L->ln_w is -1, a->ln is a->x); sandwich (Gemma
+ * 2): x + post_norm(f(pre_norm(x))), two norms of the layer's kind, two
+ * sets of gains. The post-norm normalises the branch output once it is
+ * summed over TP (under SP reduce-scattered: this rank's NL rows, so its
+ * gain gradients are partial over TP and the step's SP_NORM_REDUCE sums
+ * them as the pre-norms'; PARAMS: tp_sum); without SP every TP rank
+ * normalises every row alike. It keeps its input (a->po) and statistics
+ * (a->pmean, a->prstd), which planner/model.c counts. */
+
+/* The id of layer L's post-norm gain, -1: none; its bias (LayerNorm) the next. */
+static int post_gain(const LayerSpec *L) { return POST_NORM_W[L - LAYERS]; }
+static int post_bias(const LayerSpec *L)
+{
+    return post_gain(L) >= 0 && L->norm == NORM_LAYERNORM ? post_gain(L) + 1 : -1;
+}
+
+/* Where the branch's output is summed over TP: the post-norm's kept input,
+ * or y itself when L has no post-norm. */
+static prt_act *branch_out(const LayerSpec *L, LayerActs *a, prt_act *y) { return post_gain(L) >= 0 ? a->po : y; }
+
+/* The pre-norm (pre, sandwich) of the input x into a->ln; none under post. */
+static void pre_norm_fwd(const LayerSpec *L, LayerActs *a)
+{
+    if (L->ln_w >= 0) norm_fwd(L, a->ln, a->mean, a->rstd, a->x);      /* pre-norm */
+}
+
+/* y (NL, C) = the post-norm of the branch output a->po, before the
+ * residual add (dropout, where the model has it, after it). */
+static void post_norm_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
+{
+    if (post_gain(L) < 0) return;
+    norm_fwd_w(L, post_gain(L), post_bias(L), y, a->pmean, a->prstd, a->po);   /* post-norm of the branch */
+}
+
+/* The branch output's gradient from g, the gradient of the post-norm's
+ * output (NL rows), into dst (zeroed first: the norm's backward
+ * accumulates), the gain and bias gradients into dw, db; g itself where
+ * L has no post-norm. */
+static const prt_act *post_norm_bwd_to(const LayerSpec *L, const LayerActs *a, const prt_act *g, prt_act *dst,
+                                       float *dw, float *db)
+{
+    if (post_gain(L) < 0) return g;
+    CHECK(prt_zero(dst, NL * C * sizeof(prt_act)));
+    norm_bwd_to_w(L, post_gain(L), dst, g, a->po, a->pmean, a->prstd, dw, db);
+    return dst;
+}
+
+#if USES_BWD || HAS_MOE
+static const prt_act *post_norm_bwd(const LayerSpec *L, const LayerActs *a, const prt_act *g, prt_act *dst)
+{
+    if (post_gain(L) < 0) return g;
+    return post_norm_bwd_to(L, a, g, dst, G(post_gain(L)), post_bias(L) >= 0 ? G(post_bias(L)) : NULL);
+}
+
+/* dx accumulates the input gradient: through the pre-norm from dln, or
+ * under post (the linear read x itself) dln as it is. */
+static void pre_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *dx, const prt_act *dln)
+{
+    if (L->ln_w >= 0) norm_bwd(L, dx, dln, a->x, a->mean, a->rstd);
+    else prt_residual_add(dx, dx, dln, NL * C);                         /* no pre-norm: x fed the linear */
+}
+#endif
 #endif
 
 #if QK_NORM
@@ -575,11 +671,37 @@ static void qk_norm_bwd(const LayerSpec *L, const LayerActs *a, prt_act *dqkv)
 #if SPLIT_BWD
 /* Elements of a layer's norm gradients: the gain's C, the bias's C if it
  * has one (planner/model.c's zb-h1 act_split counts 4 bytes each). */
-static size_t norm_grad_numel(const LayerSpec *L) { return L->ln_b >= 0 ? 2 * C : C; }
+static size_t norm_grad_numel(const LayerSpec *L) { return L->ln_w < 0 ? 0 : L->ln_b >= 0 ? 2 * C : C; }
+
+#if QK_NORM && POST_NORM
+/* ... and a->gln's whole: the q and k gains' d each after them, then the
+ * post-norm's (post_grad_at). */
+static size_t post_grad_at(const LayerSpec *L) { return norm_grad_numel(L) + (qk_gain(L) >= 0 ? 2 * (size_t)L->d : 0); }
+#elif POST_NORM
+/* ... and a->gln's whole: the post-norm's gain and bias after them. */
+static size_t post_grad_at(const LayerSpec *L) { return norm_grad_numel(L); }
+#endif
+#if POST_NORM
+static size_t post_grad_numel(const LayerSpec *L) { return post_gain(L) < 0 ? 0 : post_bias(L) >= 0 ? 2 * C : C; }
+static size_t gln_numel(const LayerSpec *L) { return post_grad_at(L) + post_grad_numel(L); }
+
+/* zb-h1's B: the post-norm's backward (post_norm_bwd_to), its gain and
+ * bias gradients into a->gln after the others (the bucket stays closed
+ * until W). */
+static const prt_act *post_norm_bwd_kept(const LayerSpec *L, LayerActs *a, const prt_act *g, prt_act *dst)
+{
+    if (post_gain(L) < 0) return g;
+    float *gp = a->gln + post_grad_at(L);
+    CHECK(prt_zero(gp, post_grad_numel(L) * sizeof(float)));
+    return post_norm_bwd_to(L, a, g, dst, gp, post_bias(L) >= 0 ? gp + C : NULL);
+}
+#endif
 
 #if QK_NORM
+#if !POST_NORM
 /* ... and a->gln's whole: the q and k gains' d each after them. */
 static size_t gln_numel(const LayerSpec *L) { return norm_grad_numel(L) + (qk_gain(L) >= 0 ? 2 * (size_t)L->d : 0); }
+#endif
 
 /* zb-h1's B: the q/k norm's backward, its gain gradients into a->gln
  * after the norm's (the bucket stays closed until W). */
@@ -590,7 +712,7 @@ static void qk_norm_bwd_kept(const LayerSpec *L, LayerActs *a, prt_act *dqkv)
     CHECK(prt_zero(g, 2 * (size_t)L->d * sizeof(float)));
     qk_norm_bwd_to(L, a, dqkv, g, g + L->d);
 }
-#else
+#elif !POST_NORM
 static size_t gln_numel(const LayerSpec *L) { return norm_grad_numel(L); }
 #endif
 
@@ -599,6 +721,12 @@ static size_t gln_numel(const LayerSpec *L) { return norm_grad_numel(L); }
  * until W, every bucket of the stage at once under ZeRO >= 2. */
 static void norm_bwd_kept(const LayerSpec *L, LayerActs *a, prt_act *dx, const prt_act *dout)
 {
+#if POST_NORM
+    if (L->ln_w < 0) {   /* norm_position post: no pre-norm, x fed the linear */
+        prt_residual_add(dx, dx, dout, NL * C);
+        return;
+    }
+#endif
     CHECK(prt_zero(a->gln, norm_grad_numel(L) * sizeof(float)));
     norm_bwd_to(L, dx, dout, a->x, a->mean, a->rstd, a->gln, L->ln_b >= 0 ? a->gln + C : NULL);
 }
@@ -606,7 +734,16 @@ static void norm_bwd_kept(const LayerSpec *L, LayerActs *a, prt_act *dx, const p
 /* zb-h1's W: the kept norm gradients added into the layer's gradients. */
 static void norm_grads_add(const LayerSpec *L, const LayerActs *a)
 {
+#if POST_NORM
+    if (post_gain(L) >= 0) {   /* the post-norm's */
+        const float *gp = a->gln + post_grad_at(L);
+        prt_grad_add(G(post_gain(L)), gp, C);
+        if (post_bias(L) >= 0) prt_grad_add(G(post_bias(L)), gp + C, C);
+    }
+    if (L->ln_w >= 0) prt_grad_add(G(L->ln_w), a->gln, C);
+#else
     prt_grad_add(G(L->ln_w), a->gln, C);
+#endif
     if (L->ln_b >= 0) prt_grad_add(G(L->ln_b), a->gln + C, C);
 #if QK_NORM
     if (L->kind == ATTENTION && qk_gain(L) >= 0) {   /* the q and k gains' */
@@ -625,6 +762,9 @@ static void norm_grads_add(const LayerSpec *L, const LayerActs *a)
  * from the kept input x before a GEMM reads it. */
 static void norm_rebuilt(const LayerSpec *L, LayerActs *a)
 {
+#if POST_NORM
+    if (L->ln_w < 0) return;   /* norm_position post: no pre-norm (the post-norm's input is kept) */
+#endif
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);                         /* layernorm recomputed */
 }
 #endif
@@ -652,7 +792,7 @@ static const prt_act *rows_in(const LayerActs *a)
 {
 #if RECOMPUTE_SOME
     /* a rebuilt block's buffers are the shared S.rc's (slot_alloc) */
-    return a->ln == S.rc.ln ? S.rows : gather_rows(a->ln);
+    return a->h == S.rc.h ? S.rows : gather_rows(a->ln);
 #elif RECOMPUTE_FULL
     (void)a;
     return S.rows;
@@ -1084,8 +1224,13 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #else
     prt_act *att = a->att;
 #endif
+#if POST_NORM
+    prt_act *o = branch_out(L, a, y), *p = partials(o);                 /* o: the branch output */
+    pre_norm_fwd(L, a);
+#else
     prt_act *p = partials(y);
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
+#endif
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel QKV */
 #if QK_NORM
@@ -1115,7 +1260,12 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #else
     prt_linear_fwd(p, a->a, W(L->w2), NULL, N, L->inner, C);             /* row-parallel: partial sums */
 #endif
+#if POST_NORM
+    sum_partials(p, o);
+    post_norm_fwd(L, a, y);                                             /* post-norm (post, sandwich) */
+#else
     sum_partials(p, y);
+#endif
 #if DROPOUT
     drop_output(L, y, a->mask);                                         /* residual-branch dropout */
 #endif
@@ -1176,7 +1326,16 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
     enter(L, "attention backward");
-#if SP && DROPOUT
+#if POST_NORM && DROPOUT
+    const prt_act *g = post_norm_bwd(L, a, drop_output_bwd(d, a->mask), S.dln);   /* through the post-norm */
+#elif POST_NORM
+    const prt_act *g = post_norm_bwd(L, a, d, S.dln);                   /* through the post-norm */
+#endif
+#if POST_NORM && SP
+    const prt_act *dy = grad_rows(g, S.dyf);
+#elif POST_NORM
+    const prt_act *dy = g;
+#elif SP && DROPOUT
     const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.dyf);
 #elif SP
     const prt_act *dy = grad_rows(d, S.dyf);
@@ -1208,7 +1367,11 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #endif
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
+#if POST_NORM
+    pre_norm_bwd(L, a, d, S.dln);
+#else
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+#endif
 }
 #endif
 
@@ -1224,7 +1387,11 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
     enter(L, "attention backward, input half");
-#if DROPOUT
+#if POST_NORM && DROPOUT
+    grad_rows(post_norm_bwd_kept(L, a, drop_output_bwd(d, a->mask), S.dln), a->dy);   /* kept for W */
+#elif POST_NORM
+    grad_rows(post_norm_bwd_kept(L, a, d, S.dln), a->dy);               /* through the post-norm, kept for W */
+#elif DROPOUT
     grad_rows(drop_output_bwd(d, a->mask), a->dy);                      /* kept for the weight pass */
 #else
     grad_rows(d, a->dy);                                                /* kept for the weight pass */
@@ -1322,8 +1489,13 @@ static void mlp_act_bwd(const LayerSpec *L, prt_act *dh, const prt_act *h, const
 static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
     enter(L, "mlp forward");
+#if POST_NORM
+    prt_act *o = branch_out(L, a, y), *p = partials(o);                 /* o: the branch output */
+    pre_norm_fwd(L, a);
+#else
     prt_act *p = partials(y);
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
+#endif
     const prt_act *in = all_rows(a);
     prt_linear_fwd(a->h, in, W(L->w1), W(L->b1), N, C, L->width);       /* column-parallel up */
     mlp_act_fwd(L, a->a, a->h, N);
@@ -1332,7 +1504,12 @@ static void mlp_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #else
     prt_linear_fwd(p, a->a, W(L->w2), NULL, N, L->inner, C);             /* row-parallel down */
 #endif
+#if POST_NORM
+    sum_partials(p, o);
+    post_norm_fwd(L, a, y);                                             /* post-norm (post, sandwich) */
+#else
     sum_partials(p, y);
+#endif
 #if DROPOUT
     drop_output(L, y, a->mask);                                         /* residual-branch dropout */
 #endif
@@ -1348,7 +1525,16 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
     enter(L, "mlp backward");
-#if SP && DROPOUT
+#if POST_NORM && DROPOUT
+    const prt_act *g = post_norm_bwd(L, a, drop_output_bwd(d, a->mask), S.dln);   /* through the post-norm */
+#elif POST_NORM
+    const prt_act *g = post_norm_bwd(L, a, d, S.dln);                   /* through the post-norm */
+#endif
+#if POST_NORM && SP
+    const prt_act *dy = grad_rows(g, S.dyf);
+#elif POST_NORM
+    const prt_act *dy = g;
+#elif SP && DROPOUT
     const prt_act *dy = grad_rows(drop_output_bwd(d, a->mask), S.dyf);
 #elif SP
     const prt_act *dy = grad_rows(d, S.dyf);
@@ -1364,7 +1550,11 @@ static void mlp_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #endif
     prt_linear_bwd(S.dlnf, G(L->w1), G(L->b1), S.dh, rows_in(a), W(L->w1), N, C, L->width);
     sum_input_grad(S.dlnf, S.dln);     /* column-parallel input gradient: a partial sum over TP */
+#if POST_NORM
+    pre_norm_bwd(L, a, d, S.dln);
+#else
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+#endif
 }
 #endif
 
@@ -1377,7 +1567,11 @@ static void mlp_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     mlp_fwd(L, a, S.tmp);                                               /* full recomputation: rebuild from x */
 #endif
     enter(L, "mlp backward, input half");
-#if DROPOUT
+#if POST_NORM && DROPOUT
+    grad_rows(post_norm_bwd_kept(L, a, drop_output_bwd(d, a->mask), S.dln), a->dy);   /* kept for W */
+#elif POST_NORM
+    grad_rows(post_norm_bwd_kept(L, a, d, S.dln), a->dy);               /* through the post-norm, kept for W */
+#elif DROPOUT
     grad_rows(drop_output_bwd(d, a->mask), a->dy);                      /* kept for the weight pass */
 #else
     grad_rows(d, a->dy);                                                /* kept for the weight pass */
@@ -1562,8 +1756,13 @@ static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
     size_t E = (size_t)L->experts, K = (size_t)L->top_k;
     enter(L, "moe forward");
+#if POST_NORM
+    prt_act *o = branch_out(L, a, y), *p = partials(o);                 /* o: the branch output */
+    pre_norm_fwd(L, a);
+#else
     prt_act *p = partials(y);
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
+#endif
     const prt_act *in = all_rows(a);
     prt_moe_router_fwd(a->rl, in, W(L->router), N, C, E);              /* fp32 logits, replicated router */
     prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K);                   /* ties to the lower expert */
@@ -1577,7 +1776,12 @@ static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
                    a->as + (size_t)s * N * L->inner, in, N);
         prt_add_inplace(p, S.ys, N * C);
     }
+#if POST_NORM
+    sum_partials(p, o);
+    post_norm_fwd(L, a, y);                                             /* post-norm (post, sandwich) */
+#else
     sum_partials(p, y);
+#endif
     prt_residual_add(y, a->x, y, NL * C);
     if (L->aux > 0) moe_aux_fwd(L, a);
 }
@@ -1594,7 +1798,12 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     S.recomputing = false;
 #endif
     enter(L, "moe backward");
-#if SP
+#if POST_NORM && SP
+    const prt_act *dy = grad_rows(post_norm_bwd(L, a, d, S.tmp), S.dyf);   /* through the post-norm */
+#elif POST_NORM
+    const prt_act *dy = post_norm_bwd(L, a, d, S.tmp);                  /* through the post-norm (S.tmp:
+                                                                           S.dln is S.dlnf, written while dy is read) */
+#elif SP
     const prt_act *dy = grad_rows(d, S.dyf);
 #else
     const prt_act *dy = d;
@@ -1620,7 +1829,11 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_moe_router_bwd(R.c->coord.tp == 0 ? S.dlnf : NULL, G(L->router), S.dlogits, in,
                        W(L->router), N, C, E);                          /* dx: once over TP */
     sum_input_grad(S.dlnf, S.dln);
+#if POST_NORM
+    pre_norm_bwd(L, a, d, S.dln);
+#else
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+#endif
 }
 #endif
 
@@ -1821,6 +2034,42 @@ static void *keep(SlotActs *s, void *p)
 #define KEEP_MASK(n) ((uint8_t *)keep(sa, mask_alloc(n)))
 #endif
 
+#if POST_NORM && RECOMPUTE_SOME || POST_NORM && !RECOMPUTE_FULL
+/* What a sublayer's norms keep: the pre-norm's output (under RECOMPUTE_LN
+ * the shared S.lnr, rebuilt) and statistics, none under norm_position
+ * post, whose first linear reads x itself (a->ln is a->x); the post-norm's
+ * input and statistics (post, sandwich). planner/model.c counts the same
+ * (sublayer_norms_work). */
+static void norm_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
+{
+    if (L->ln_w < 0) {
+        a->ln = a->x;
+    } else {
+#if RECOMPUTE_LN
+        a->ln = S.lnr;   /* the norm's output: rebuilt */
+#else
+        a->ln = KEEP_ACT(NL * C);
+#endif
+        a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+    }
+    if (post_gain(L) >= 0) {
+        a->po = KEEP_ACT(NL * C);
+        a->pmean = L->norm == NORM_LAYERNORM ? KEEP_F32(NL) : NULL;
+        a->prstd = KEEP_F32(NL);
+    }
+}
+#endif
+
+#if POST_NORM && RECOMPUTE_FULL
+/* A rebuilt layer's norms: the post-norm's buffers are the shared S.rc's,
+ * and under post the first linear reads the kept x. */
+static void norm_rebuilt_slot(const LayerSpec *L, LayerActs *a)
+{
+    if (L->ln_w < 0) a->ln = a->x;
+    if (post_gain(L) >= 0) { a->po = S.rc.po; a->pmean = S.rc.pmean; a->prstd = S.rc.prstd; }
+}
+#endif
+
 #if HAS_MOE
 static int32_t *i32_alloc(size_t n)
 {
@@ -1835,14 +2084,22 @@ static int32_t *i32_alloc(size_t n)
  * recomputation keeps x alone and rebuilds the rest in S.rc. */
 static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
 {
-#if RECOMPUTE_FULL
+#if RECOMPUTE_FULL && POST_NORM
+    (void)sa;
+    LayerActs x = *a;
+    *a = S.rc;
+    a->x = x.x;
+    norm_rebuilt_slot(L, a);
+#elif RECOMPUTE_FULL
     (void)sa; (void)L;
     LayerActs x = *a;
     *a = S.rc;
     a->x = x.x;
 #else
     size_t E = (size_t)L->experts, K = (size_t)L->top_k, S_ = (size_t)L->shared;
-#if RECOMPUTE_LN
+#if POST_NORM
+    norm_slot(sa, L, a);
+#elif RECOMPUTE_LN
     a->ln = S.lnr; a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);   /* the norm's output: rebuilt */
 #else
     a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
@@ -1891,7 +2148,11 @@ static void rebuilt_slot(LayerActs *a)
  * recompute none. */
 static void kept_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
 {
+#if POST_NORM
+    norm_slot(sa, L, a);
+#else
     a->ln = KEEP_ACT(NL * C); a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+#endif
     a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
 #if CONTEXT_PARALLEL
     if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));    /* the CP attention's saved */
@@ -1917,7 +2178,7 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
     SlotActs *sa = (SlotActs *)prt_host_alloc(sizeof *sa);
     if (!sa) return PRT_ERR_NOMEM;
     sa->a = (LayerActs *)prt_host_alloc((size_t)n * sizeof(LayerActs));
-    sa->mem = (void **)prt_host_alloc(((size_t)n * 16 + 1) * sizeof(void *));
+    sa->mem = (void **)prt_host_alloc(((size_t)n * 20 + 1) * sizeof(void *));
     if (!sa->a || !sa->mem) return PRT_ERR_NOMEM;
     for (int j = 0; j < n; j++) {
         const LayerSpec *L = &LAYERS[first + j];
@@ -1939,6 +2200,9 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #if RECOMPUTE_SOME
             if (REBUILT[first + j]) rebuilt_slot(a);                   /* this block recomputed */
             else kept_slot(sa, L, a);                                   /* this block keeps its own */
+#if POST_NORM
+            if (REBUILT[first + j]) norm_rebuilt_slot(L, a);
+#endif
 #elif RECOMPUTE_FULL
             /* full recomputation: only x is kept, the rest is rebuilt in the shared S.rc */
             a->ln = S.rc.ln; a->mean = S.rc.mean; a->rstd = S.rc.rstd;
@@ -1946,13 +2210,19 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #if QK_NORM
             a->qkin = S.rc.qkin; a->qkr = S.rc.qkr;
 #endif
+#if POST_NORM
+            norm_rebuilt_slot(L, a);
+#endif
 #else
-#if RECOMPUTE_LN
+#if POST_NORM
+            norm_slot(sa, L, a);   /* the pre-norm's (none under post) and the post-norm's */
+#elif RECOMPUTE_LN
             a->ln = S.lnr;   /* the norm's output: rebuilt */
+            a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
 #else
             a->ln = KEEP_ACT(NL * C);
-#endif
             a->mean = KEEP_F32(NL); a->rstd = KEEP_F32(NL);
+#endif
             a->h = KEEP_ACT(N * L->width); a->a = KEEP_ACT(N * L->inner);
 #if !RECOMPUTE_SELECTIVE && CONTEXT_PARALLEL
             if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));   /* the CP attention's saved */
@@ -2098,6 +2368,9 @@ static void scratch_alloc(void)
     S.rc.att = act_alloc(B * MAX_HEADS * T * T);
 #endif
 #endif
+#if RECOMPUTE_FULL && POST_NORM
+    S.rc.po = act_alloc(NL * C); S.rc.pmean = f32_alloc(NL); S.rc.prstd = f32_alloc(NL);   /* the post-norm's, rebuilt */
+#endif
 #if RECOMPUTE_FULL && QK_NORM
     S.rc.qkin = act_alloc(qk_numel_max(false));   /* the q/k norm's input and rstd, rebuilt */
     S.rc.qkr = f32_alloc(qk_numel_max(true));
@@ -2135,6 +2408,11 @@ static void scratch_free(void)
 #if RECOMPUTE_FULL
     prt_mem_free(S.rc.mean);
     prt_mem_free(S.rc.rstd);
+#endif
+#if RECOMPUTE_FULL && POST_NORM
+    prt_mem_free(S.rc.po);
+    prt_mem_free(S.rc.pmean);
+    prt_mem_free(S.rc.prstd);
 #endif
 #if RECOMPUTE_FULL && QK_NORM
     prt_mem_free(S.rc.qkin);

@@ -184,6 +184,18 @@ static void put_num_f32(FILE *o, double v)
 
 /* Every block is built alike by all three frameworks: say where planc's
  * model differs from its first block. */
+/* norm_position's words (ORDER NormPosition). */
+static const char *const NORM_POSITION_WORDS[] = { "pre", "post", "sandwich" };
+
+/* The first block's sublayer whose norm is not a pre-norm (norm_position
+ * post or sandwich), or NULL: what a framework without such norms refuses. */
+static const Layer *norm_position_layer(const Ex *x)
+{
+    if (x->att && x->att->norm_pos != NORM_POS_PRE) return x->att;
+    if (x->mlp && x->mlp->norm_pos != NORM_POS_PRE) return x->mlp;
+    return NULL;
+}
+
 static void check_uniform(const Ex *x)
 {
     const Model *m = x->m;
@@ -202,9 +214,11 @@ static void check_uniform(const Ex *x)
                         ? a->heads == b->heads && a->kv_heads == b->kv_heads && a->bias == b->bias &&
                               a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
                               a->qkv_bias_only == b->qkv_bias_only && a->qk_norm == b->qk_norm &&
-                              a->softcap == b->softcap && a->query_scalar == b->query_scalar
+                              a->softcap == b->softcap && a->query_scalar == b->query_scalar &&
+                              a->norm_pos == b->norm_pos
                         : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm &&
-                              a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared;
+                              a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
+                              a->norm_pos == b->norm_pos;
         if (!same) {
             note(x, "layer %d differs from the first block; the framework builds every block alike, "
                     "as the first", i + 1);
@@ -585,12 +599,24 @@ static void write_megatron(const Ex *x, FILE *o)
     gemma2_refusals(x, "Megatron-LM's arguments.py (core_v0.14.0) has no flag for it");
     /* --qk-layernorm: Megatron-core's q_layernorm / k_layernorm over each
        head's kv_channels, of the --normalization kind (RMSNorm here) */
+    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM_PROJ)
+        refuse(x, "qk_norm rmsnorm_projection (OLMo-2): Megatron-LM's --qk-layernorm normalises each head, not "
+                  "the whole projection");
     if (x->att && x->att->qk_norm == QK_NORM_RMSNORM) {
         arg(o, &first, "--qk-layernorm");
         if (x->att->norm != NORM_RMSNORM)
             refuse(x, "qk_norm rmsnorm with norm layernorm: Megatron-LM's --qk-layernorm normalises q and k "
                       "with the --normalization kind, LayerNorm here, not RMSNorm");
     }
+    /* Megatron-Core's TransformerLayer (core_v0.14.0) normalises each
+       sublayer's input (input_layernorm, pre_mlp_layernorm) and has no norm
+       of the branch's output; --apply-residual-connection-post-layernorm is
+       another thing (the residual taken after the input norm) */
+    const Layer *post = norm_position_layer(x);
+    if (post)
+        refuse(x, "norm_position %s on %s: Megatron-Core's TransformerLayer has no norm of a sublayer's output "
+                  "(OLMo-2's post-norm, Gemma 2's sandwich)", NORM_POSITION_WORDS[post->norm_pos],
+               plan_layer_kind_name(post->kind));
     if (x->att && (!x->att->bias || x->att->qkv_bias_only)) arg(o, &first, "--disable-bias-linear");
     if (x->att && x->att->bias && x->att->qkv_bias_only) arg(o, &first, "--add-qkv-bias");
     if (!m->layers[m->n_layers - 1].tied) arg(o, &first, "--untie-embeddings-and-output-weights");
@@ -833,9 +859,14 @@ static void torchtitan_model_rules(const Ex *x)
     if (m->norm_plus_one || (m->n_layers > 0 && m->layers[0].embed_scale))
         refuse(x, "%s: torchtitan 0.2's llama3 has neither Gemma's x*(1+w) RMSNorm nor its sqrt(dim) "
                   "embedding scale", m->norm_plus_one ? "norm_plus_one" : "embedding scale sqrt_dim");
-    if (x->att && x->att->qk_norm == QK_NORM_RMSNORM)
-        refuse(x, "qk_norm rmsnorm: torchtitan 0.2's llama3 has no query and key norm (its qwen3 model, "
-                  "which has, is not an export target)");
+    if (x->att && x->att->qk_norm != QK_NORM_NONE)
+        refuse(x, "qk_norm %s: torchtitan 0.2's llama3 has no query and key norm (its qwen3 model, "
+                  "which has, is not an export target)",
+               x->att->qk_norm == QK_NORM_RMSNORM ? "rmsnorm" : "rmsnorm_projection");
+    const Layer *post = norm_position_layer(x);
+    if (post)   /* TransformerBlock: h = x + attention(attention_norm(x)); out = h + feed_forward(ffn_norm(h)) */
+        refuse(x, "norm_position %s on %s: torchtitan 0.2's llama3 TransformerBlock normalises the sublayers' "
+                  "inputs only", NORM_POSITION_WORDS[post->norm_pos], plan_layer_kind_name(post->kind));
     RopeScaling r = plan_rope_scaling(m);
     if (r.kind == ROPE_SCALING_LINEAR || r.kind == ROPE_SCALING_YARN)
         refuse(x, "rope_scaling %s: torchtitan 0.2's llama3 scales RoPE by Llama 3.1's rule only "

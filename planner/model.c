@@ -91,7 +91,7 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
     return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
            a->head_dim == b->head_dim && a->window == b->window && a->qk_norm == b->qk_norm &&
            a->softcap == b->softcap && a->query_scalar == b->query_scalar &&
-           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm &&
+           a->hidden == b->hidden && a->act == b->act && a->norm == b->norm && a->norm_pos == b->norm_pos &&
            a->bias == b->bias && a->qkv_bias_only == b->qkv_bias_only && a->tied == b->tied &&
            a->position == b->position && a->rope_theta == b->rope_theta &&
            a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
@@ -178,6 +178,30 @@ static uint64_t norm_params(const Model *m, NormKind k)
     return (uint64_t)m->dim * (k == NORM_LAYERNORM ? 2u : 1u);   /* gain (+ bias) */
 }
 
+bool plan_layer_pre_norm(const Layer *l)
+{
+    return l->norm_pos != NORM_POS_POST;
+}
+
+bool plan_layer_post_norm(const Layer *l)
+{
+    bool sub = l->kind == LAYER_ATTENTION || l->kind == LAYER_MLP || l->kind == LAYER_MOE;
+    return sub && l->norm_pos != NORM_POS_PRE;
+}
+
+/* The norms of an attention, MLP or MoE sublayer: one, or two (sandwich). */
+static uint64_t sublayer_norms(const Layer *l)
+{
+    return (uint64_t)plan_layer_pre_norm(l) + (uint64_t)plan_layer_post_norm(l);
+}
+
+/* Parameters of a sublayer's norms: the gain (+ bias) of each, replicated
+ * over TP (the pre-norm's, the post-norm's, or both under sandwich). */
+static uint64_t sublayer_norm_params(const Model *m, const Layer *l)
+{
+    return sublayer_norms(l) * norm_params(m, l->norm);
+}
+
 /* One MLP's weights (and biases) without its norm, on one of tp ranks: an
  * MLP layer's, or one expert's of a mixture. */
 static uint64_t expert_params(const Model *m, const Layer *l, int tp, bool *ovf)
@@ -205,7 +229,7 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
         uint64_t d = (uint64_t)plan_head_dim(m, l);
         uint64_t hq = mul((uint64_t)l->heads, d, ovf);              /* h_q = a d */
         uint64_t qkv_out = add(hq, mul(2u * (uint64_t)l->kv_heads, d, ovf), ovf); /* h_q + 2h_kv */
-        uint64_t n = norm_params(m, l->norm);
+        uint64_t n = sublayer_norm_params(m, l);
         n = add(n, split(mul(h, qkv_out, ovf), tp), ovf);          /* QKV, column-parallel */
         n = add(n, split(mul(hq, h, ovf), tp), ovf);               /* output h_q -> h, row-parallel */
         /* biases: Q, K, V (split with their columns), and the output's h
@@ -214,14 +238,18 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
         /* qk_norm: the q and k gains, d each, replicated over TP (every
          * rank's heads are normalised by the same two vectors) */
         if (l->qk_norm == QK_NORM_RMSNORM) n = add(n, 2 * d, ovf);
+        /* qk_norm rmsnorm_projection: a gain per element of the q and k
+         * projections (OLMo-2), split over TP with their heads */
+        if (l->qk_norm == QK_NORM_RMSNORM_PROJ)
+            n = add(n, split(hq, tp) + split(mul((uint64_t)l->kv_heads, d, ovf), tp), ovf);
         return n;
     }
     case LAYER_MLP:
-        return add(norm_params(m, l->norm), expert_params(m, l, tp, ovf), ovf);
+        return add(sublayer_norm_params(m, l), expert_params(m, l, tp, ovf), ovf);
     case LAYER_MOE: {
         /* the norm, the router h x E (replicated, no bias), E routed and S
          * shared experts of an MLP's shape each (Mixtral, DeepSeek-MoE) */
-        uint64_t n = add(norm_params(m, l->norm), mul(h, (uint64_t)l->experts, ovf), ovf);
+        uint64_t n = add(sublayer_norm_params(m, l), mul(h, (uint64_t)l->experts, ovf), ovf);
         uint64_t ne = add((uint64_t)l->experts, (uint64_t)l->shared, ovf);
         return add(n, mul(ne, expert_params(m, l, tp, ovf), ovf), ovf);
     }
@@ -372,6 +400,29 @@ static double norm_work(PlanLayerWork *w, const PlanCut *c, NormKind kind, doubl
     double casts = cast ? 2 * (e + 4) : 0;
     ew_n(w, (20 + 2 * e + casts) * N, (68 + 6 * e + casts) * N, 6 + 2 * cast, 12 + 2 * cast, false);
     return 4 * N;
+}
+
+/* The norms of an attention, MLP or MoE sublayer at its norm_position
+ * over Th = T h elements (r: 1/t under SP): each norm's traffic
+ * (norm_work), and the bytes kept for the backward beyond the block's
+ * input x: the pre-norm's output, the first linear's input (pre,
+ * sandwich: e T h r; under post the linear reads x itself), into
+ * *pre_out; and returned, what autograd keeps beyond that (norm_work's
+ * eager bytes of each norm) plus the post-norm's input, the branch output
+ * summed over TP (e T h r), and its fp32 statistics, rstd and LayerNorm's
+ * mean (4 or 8 bytes a row): the program's a->po, a->prstd, a->pmean. */
+static double sublayer_norms_work(PlanLayerWork *w, const PlanCut *c, const Layer *l, double Th, double T,
+                                  double e, double r, double *pre_out)
+{
+    double kept = 0;
+    *pre_out = 0;
+    if (plan_layer_pre_norm(l)) {
+        kept += norm_work(w, c, l->norm, Th, e, r);
+        *pre_out = e * Th * r;
+    }
+    if (plan_layer_post_norm(l))
+        kept += norm_work(w, c, l->norm, Th, e, r) + e * Th * r + (l->norm == NORM_LAYERNORM ? 8 : 4) * T * r;
+    return kept;
 }
 
 /* RoPE on E elements of q or k (T h_q / t or T h_kv / t), `n` of them
@@ -590,7 +641,8 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     w->flops_core -= masked;
     gemm(w, T, h, hq / t, 1, false);
 
-    double eager = norm_work(w, c, l->norm, T * h, e, r);
+    double norm_out;   /* the pre-norm's output, kept (0 under norm_position post) */
+    double eager = sublayer_norms_work(w, c, l, T * h, T, e, r, &norm_out);
     if (c->flash) {
         /* one fused kernel (FlashAttention-2, Dao 2023, Algorithms 1-2):
          * forward reads Q, K, V and writes O and the fp32 log-sum-exp
@@ -619,8 +671,12 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * and that copy, writes dx; it keeps the copy, e T (h_q + h_kv)/t, and
      * one fp32 rstd per head and token, 4 T (a + a_kv)/t (the program's
      * a->qkin and a->qkr). */
-    double qk = l->qk_norm == QK_NORM_RMSNORM ? T * (hq + hkv) / t : 0;
-    double qk_kept = qk > 0 ? e * qk + 4 * T * (a + (double)l->kv_heads) / t : 0;
+    double qk = l->qk_norm != QK_NORM_NONE ? T * (hq + hkv) / t : 0;
+    double qk_kept = l->qk_norm == QK_NORM_RMSNORM ? e * qk + 4 * T * (a + (double)l->kv_heads) / t : 0;
+    /* rmsnorm_projection (OLMo-2): the same copy, and an rstd per token for
+     * q and one for k, 8 T, on every TP rank (their sums of squares are
+     * all-reduced over TP, 8 T bytes forward and backward: not timed) */
+    if (l->qk_norm == QK_NORM_RMSNORM_PROJ) qk_kept = e * qk + 8 * T;
     if (qk > 0) ew(w, 3 * e * qk, 3 * e * qk, false);
     if (model_position(m) == POS_ROPE) rope_work(w, c, T * hq / t, T * hkv / t, e);
     residual_work(w, T * h, e, r, dropout);
@@ -634,7 +690,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * With head_dim, Q and the output-projection input are e T h_q; a
      * sliding window keeps them whole, s x s per head (the math attention
      * masks the band inside them; a fused kernel keeps none). */
-    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
+    double repl = (e + (dropout ? 1 : 0)) * T * h * r + norm_out + eager;
     double tpart = (e * T * hq + 2 * e * T * hkv + e * T * hq) / t + qk_kept;
     double core = (e + (dropout ? 1 + e : 0)) * bat * s * skr;
     if (c->flash) core = 4 * bat * s;   /* the log-sum-exp only (Q, K, V, O are in tpart) */
@@ -646,7 +702,6 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * the softmax (and dropout) kernels; layernorm drops the pre-norm's
      * output (the QKV input, e T h, /t under SP), re-running the norm */
     int mods = c->modules ? c->modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
-    double norm_out = e * T * h * r;
     w->act_selective = (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM) ? repl - norm_out : repl) + tpart +
                        (mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN) ? 0 : core);
     PlanRedo *ca = &w->module[PLAN_RC_CORE_ATTN];
@@ -655,7 +710,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     ca->ew = w->ew_core_fwd;
     ca->kernels = w->ew_core_fwd > 0 ? 2 : 0;
     ca->softmax = true;
-    norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
+    if (norm_out > 0) norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
     /* torchtitan's op-level selective AC (torchtitan/models/llama3/infra/
      * parallelize.py at 81c12433, _save_list and _custom_policy): a block
      * keeps its input (e T h, /t under SP) and the outputs of the ops in its save
@@ -684,7 +739,7 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * B to W so B opens no gradient bucket (codegen's gln), the q/k
      * norm gains' with them */
     w->act_split = e * T * ((hq + 2 * hkv) / t + h) +
-                   4.0 * (double)(norm_params(m, l->norm) + plan_layer_qk_norm_params(m, l));
+                   4.0 * (double)(plan_layer_norm_params(m, l) + plan_layer_qk_norm_params(m, l));
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }
@@ -701,14 +756,15 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
     gemm(w, T, (glu ? 2 : 1) * f / t, h, 1, false);
     gemm(w, T, h, f / t, 1, false);
 
-    double eager = norm_work(w, c, l->norm, T * h, e, r);
+    double norm_out;   /* the pre-norm's output, kept (0 under norm_position post) */
+    double eager = sublayer_norms_work(w, c, l, T * h, T, e, r, &norm_out);
     eager += act_work(w, c, glu, T * f / t, e);   /* GeLU, or SwiGLU / GeGLU */
     residual_work(w, T * h, e, r, dropout);
 
     /* Stored (Korthikanti Sec. 4.1, MLP + LayerNorm): replicated — norm
      * input eTh, up input eTh, dropout mask Th; split — activation input
      * eTf (SwiGLU: gate and up, 2eTf), down input eTf. f = 4h: 21sbh. */
-    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
+    double repl = (e + (dropout ? 1 : 0)) * T * h * r + norm_out + eager;
     double tpart = ((glu ? 2 : 1) * e * T * f + e * T * f) / t;
     w->act_none = repl + tpart;
     /* recompute_modules: mlp drops what the MLP keeps inside (tpart) and
@@ -716,7 +772,6 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
      * norm's output, which it keeps: Megatron checkpoints self.mlp, after
      * pre_mlp_layernorm); layernorm drops the norm's output */
     int mods = c->modules ? c->modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
-    double norm_out = e * T * h * r;
     bool ln = mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM), whole = mods & PLAN_RC_BIT(PLAN_RC_MLP);
     w->act_selective = ln && whole ? repl - norm_out : ln ? repl - norm_out + tpart : whole ? repl : repl + tpart;
     PlanRedo *mr = &w->module[PLAN_RC_MLP];
@@ -726,7 +781,7 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
     mr->kernels = 1;
     mr->act_rows = T;
     mr->tp = c->sp ? (PlanTpColls){ 0, 1, 1 } : (PlanTpColls){ 1, 0, 0 };
-    norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
+    if (norm_out > 0) norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
     /* torchtitan's op-level AC (attention_work says the rule): the MLP's
      * mms are the block's 5th, 6th (and 7th): gated, w1 (gate) and w2
      * (down, its partial sums e T h) kept, w3 (up, half of planc's fused
@@ -750,7 +805,7 @@ static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
     /* zb-h1: the up projection's output gradient (e T f/t, gated 2f) and
      * the block output's (e T h), kept from B to W (codegen's slot: dh, dy),
      * and the pre-norm's fp32 gradients (gln), as attention's */
-    w->act_split = e * T * ((glu ? 2 : 1) * f / t + h) + 4.0 * (double)norm_params(m, l->norm);
+    w->act_split = e * T * ((glu ? 2 : 1) * f / t + h) + 4.0 * (double)plan_layer_norm_params(m, l);
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }
@@ -825,7 +880,8 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     }
     w->flops_fwd -= 2.0 * (Rb - Ru) * (up + 1) * f / et * h;
 
-    double eager = norm_work(w, c, l->norm, T * h, e, r);
+    double norm_out;   /* the pre-norm's output, kept (0 under norm_position post) */
+    double eager = sublayer_norms_work(w, c, l, T * h, T, e, r, &norm_out);
     /* softmax and top-k over the fp32 logits (reads 4TE, writes the k
      * weights and indices, 8Tk); backward reads the weights' gradient and
      * the logits, writes the logits' gradient */
@@ -851,7 +907,7 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * runtime keeps the rows it received) and their output combined back,
      * e T k h on every rank (the top-k weights' gradient reads it); T the
      * rank's routed tokens Tr. */
-    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
+    double repl = (e + (dropout ? 1 : 0)) * T * h * r + norm_out + eager;
     double tpart = (up + 1) * e * (Ra * f / et + T * S * f / t);
     double inner = 4 * Tr * E + 12 * Tr * k + e * (Ra + Ru) * h;
     w->act_none = repl + tpart + inner;
@@ -863,7 +919,6 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * tensors per row (up + 1) e T S f / t, re-running their GEMMs and
      * activation; layernorm the norm's output */
     int mods = c->modules ? c->modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
-    double norm_out = e * T * h * r;
     int moe_mods = PLAN_RC_BIT(PLAN_RC_MOE_ACT) | PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS);
     if (mods & PLAN_RC_BIT(PLAN_RC_MOE)) {
         w->act_selective = repl;
@@ -890,7 +945,7 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
         se->kernels = 1;
         se->act_rows = T * S;
     }
-    norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
+    if (norm_out > 0) norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
     w->act_op = w->act_none;   /* selective_op with a mixture: refused by sema */
     w->act_full = (prev && prev->kind == LAYER_ATTENTION) ? 0 : e * T * h * r;
     w->recomputed = true;
@@ -1144,7 +1199,8 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
         snprintf(buf, (size_t)len, "heads %lld kv %lld d %lld, %s%s%s%s%s", (long long)l->heads,
                  (long long)l->kv_heads, (long long)plan_head_dim(m, l), norms[l->norm],
                  !l->bias ? "" : l->qkv_bias_only ? ", qkv bias" : ", bias", win,
-                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" : "", sc);
+                 l->qk_norm == QK_NORM_RMSNORM ? ", qk_norm" :
+                 l->qk_norm == QK_NORM_RMSNORM_PROJ ? ", qk_norm projection" : "", sc);
         break;
     }
     case LAYER_MLP:
@@ -1171,13 +1227,17 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
         }
         break;
     }
+    if (plan_layer_post_norm(l)) {   /* norm_position post or sandwich */
+        size_t n = strlen(buf);
+        snprintf(buf + n, (size_t)len > n ? (size_t)len - n : 0, ", %s",
+                 l->norm_pos == NORM_POS_POST ? "post-norm" : "sandwich norms");
+    }
 }
 
 uint64_t plan_layer_norm_params(const Model *m, const Layer *l)
 {
-    bool normed = l->kind == LAYER_ATTENTION || l->kind == LAYER_MLP || l->kind == LAYER_MOE ||
-                  l->kind == LAYER_NORM;
-    return normed ? norm_params(m, l->norm) : 0;
+    bool sub = l->kind == LAYER_ATTENTION || l->kind == LAYER_MLP || l->kind == LAYER_MOE;
+    return sub ? sublayer_norm_params(m, l) : l->kind == LAYER_NORM ? norm_params(m, l->norm) : 0;
 }
 
 uint64_t plan_layer_qk_norm_params(const Model *m, const Layer *l)
@@ -1191,6 +1251,7 @@ int plan_layer_tensors(const Model *m, const Layer *l)
     (void)m;
     int norm = l->norm == NORM_LAYERNORM ? 2 : 1;       /* gain (+ bias) */
     int mats = 0, biases = 0;
+    if (l->kind != LAYER_NORM) norm *= (int)sublayer_norms(l);   /* pre, post or both (sandwich) */
     switch (l->kind) {
     case LAYER_EMBEDDING: return 1 + (l->position == POS_LEARNED);
     case LAYER_LM_HEAD:   return l->tied ? 0 : 1;
@@ -1198,7 +1259,7 @@ int plan_layer_tensors(const Model *m, const Layer *l)
     case LAYER_ATTENTION:                               /* q, k, v, o */
         mats = 4;
         biases = l->bias ? (l->qkv_bias_only ? 3 : 4) : 0;
-        return norm + mats + biases + (l->qk_norm == QK_NORM_RMSNORM ? 2 : 0);   /* q_norm, k_norm */
+        return norm + mats + biases + (l->qk_norm != QK_NORM_NONE ? 2 : 0);   /* q_norm, k_norm */
     case LAYER_MLP:                                     /* (gate,) up, down */
         mats = plan_act_gated(l->act) ? 3 : 2;
         return norm + mats + (l->bias ? 2 : 0);

@@ -295,11 +295,17 @@ const char *plan_layer_kind_name(LayerKind k);
 /* Write a short shape description of layer l into buf ("heads 32 kv 8 d 128"). */
 void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len);
 
-/* Parameters of a layer's norm (gain, and bias for LayerNorm), which every
- * TP rank holds whole: of an attention or MLP sublayer its pre-norm, of a
- * norm layer itself, else 0. The sequence-parallel TP all-reduce sums
+/* Parameters of a layer's norms (gain, and bias for LayerNorm), which every
+ * TP rank holds whole: of an attention, MLP or MoE sublayer its pre-norm,
+ * post-norm or both (norm_position), of a norm layer itself, else 0. The sequence-parallel TP all-reduce sums
  * their gradients (cost.c). */
 uint64_t plan_layer_norm_params(const Model *m, const Layer *l);
+
+/* Whether an attention, MLP or MoE sublayer normalises its input (norm_position
+ * pre or sandwich) and whether it normalises its branch's output before the
+ * residual add (post or sandwich; false for other kinds of layer). */
+bool plan_layer_pre_norm(const Layer *l);
+bool plan_layer_post_norm(const Layer *l);
 
 /* Parameters of an attention layer's q/k norm (`qk_norm rmsnorm`): the q
  * and k gains, head_dim each, which every TP rank holds whole while it

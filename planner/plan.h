@@ -44,7 +44,24 @@ typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
  * head's D values, one gain vector of D for the query heads and one for
  * the key heads, shared by the heads (transformers' Qwen3Attention q_norm,
  * k_norm). ORDER QK_NORM_NAMES in planner/sema.c. */
-typedef enum { QK_NORM_NONE, QK_NORM_RMSNORM } QkNormKind;
+typedef enum {
+    QK_NORM_NONE,
+    QK_NORM_RMSNORM,       /* each head's d values, gains of d shared by the heads (Qwen3) */
+    QK_NORM_RMSNORM_PROJ,  /* the whole q projection (heads x d) and the whole k projection
+                              (kv_heads x d), one gain per element (OLMo-2: Olmo2Attention's
+                              q_norm, k_norm); split over TP with the heads, its statistics
+                              summed over the TP shards; counted and predicted, not emitted */
+} QkNormKind;
+/* Where an attention, MLP or MoE sublayer's norm stands (`norm_position`,
+ * issue 29), with f the sublayer and x the residual stream:
+ * NORM_POS_PRE x + f(norm(x)) (GPT-2, Llama: the default);
+ * NORM_POS_POST x + norm(f(x)) (OLMo-2: transformers' Olmo2DecoderLayer,
+ * post_attention_layernorm / post_feedforward_layernorm, no input norm);
+ * NORM_POS_SANDWICH x + post_norm(f(pre_norm(x))) (Gemma 2 and 3: two
+ * norms of the same kind, two sets of gains). BERT's norm(x + f(x)) is
+ * none of these and is not offered. ORDER NORM_POSITION_NAMES in
+ * planner/sema.c. */
+typedef enum { NORM_POS_PRE, NORM_POS_POST, NORM_POS_SANDWICH } NormPosition;
 /* ACT_GEGLU: the gated form of GELU (Shazeer 2020, as Gemma): like SwiGLU
  * with tanh-GELU in place of SiLU; appended so the order of the others holds. */
 typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GEGLU } ActKind;
@@ -116,6 +133,7 @@ typedef struct {
                                experts, the rest dropped (GShard); 0 = dropless */
     /* LAYER_ATTENTION, LAYER_MLP, LAYER_MOE, LAYER_NORM */
     NormKind  norm;         /* the sublayer's pre-norm, or the final norm */
+    NormPosition norm_pos;  /* attention, MLP, MoE: where its norm(s) stand (PRE: default) */
     bool      bias;         /* linear layers carry biases (GPT-2: yes) */
     bool      qkv_bias_only; /* attention with bias: on Q, K, V only, none on
                                the output projection (Qwen2's `bias qkv`) */

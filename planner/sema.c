@@ -421,10 +421,11 @@ static const char *block_name(Sema *S, const DslStmt *st)
 
 static const char *const POS_NAMES[] = { "learned", "rope", "none" };          /* ORDER PosKind */
 static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };            /* ORDER NormKind */
-/* qk_norm's words: `none`, `rmsnorm` (QkNormKind) and `layernorm`, which
- * is refused by name (no released model normalises each head by a
- * LayerNorm; OLMo-2's RMSNorm over the whole projection is another op) */
-static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "layernorm" };
+static const char *const NORM_POSITION_NAMES[] = { "pre", "post", "sandwich" }; /* ORDER NormPosition */
+/* qk_norm's words: `none`, `rmsnorm`, `rmsnorm_projection` (QkNormKind,
+ * in its order) and `layernorm`, which is refused by name (no released
+ * model normalises each head by a LayerNorm) */
+static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "rmsnorm_projection", "layernorm" };
 static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
 static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
 
@@ -564,15 +565,20 @@ static void sema_bias(Sema *S, const DslStmt *st, bool attention, Layer *l)
     }
 }
 
-/* Shared tail of attention and mlp: the sublayer's pre-norm and biases. */
+/* Shared tail of attention, mlp and moe: the sublayer's norm (its kind and
+ * position: pre by default) and biases. */
 static void sema_norm_bias(Sema *S, const Fields *F, Layer *l)
 {
     const DslStmt *s;
     int x;
     l->norm = NORM_LAYERNORM;
+    l->norm_pos = NORM_POS_PRE;
     l->bias = true;
     l->qkv_bias_only = false;
     if ((s = field(F, "norm")) && get_enum(S, s, NORM_NAMES, N_ELEMS(NORM_NAMES), false, &x)) l->norm = (NormKind)x;
+    if ((s = field(F, "norm_position")) &&
+        get_enum(S, s, NORM_POSITION_NAMES, N_ELEMS(NORM_POSITION_NAMES), false, &x))
+        l->norm_pos = (NormPosition)x;
     if ((s = field(F, "bias"))) sema_bias(S, s, l->kind == LAYER_ATTENTION, l);
 }
 
@@ -611,7 +617,8 @@ static void resolve_window_every(Layer *v, int n)
     }
 }
 
-/* attention { heads; kv_heads; head_dim; sliding_window; norm; bias }:
+/* attention { heads; kv_heads; head_dim; sliding_window; norm; bias;
+ * qk_norm; norm_position; softcap; query_pre_attn_scalar }:
  * without head_dim, heads must divide the width (head dim = dim / heads);
  * with it, Q and the output projection are heads x head_dim wide (Gemma 7B:
  * 16 x 256 on a 3072 model). kv_heads must divide the heads (GQA groups).
@@ -623,7 +630,7 @@ static void resolve_window_every(Layer *v, int n)
 static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "heads", "kv_heads", "head_dim", "sliding_window", "norm", "bias",
-                                        "qk_norm", "softcap", "query_pre_attn_scalar" };
+                                        "qk_norm", "softcap", "query_pre_attn_scalar", "norm_position" };
     Fields F = { "attention", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body, *s;
     layer_at(l, LAYER_ATTENTION, st);
@@ -646,10 +653,10 @@ static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     if ((s = field(&F, "query_pre_attn_scalar"))) get_real(S, s, 0, true, 1e9, false, &l->query_scalar);
     int q;
     if ((s = field(&F, "qk_norm")) && get_enum(S, s, QK_NORM_WORDS, N_ELEMS(QK_NORM_WORDS), false, &q)) {
-        if (q == 2)
+        if (q == 3)
             dsl_error(S->d, s->args->loc, "qk_norm layernorm is not supported: planc normalises each query "
-                      "and key head by an RMSNorm (qk_norm rmsnorm: Qwen3, Gemma 3); OLMo-2's norm of the "
-                      "whole projection is not either");
+                      "and key head by an RMSNorm (qk_norm rmsnorm: Qwen3, Gemma 3) or the whole q and k "
+                      "projections (qk_norm rmsnorm_projection: OLMo-2)");
         else
             l->qk_norm = (QkNormKind)q;
     }
@@ -683,22 +690,22 @@ static bool sema_ffn(Sema *S, const DslStmt *st, Layer *l, LayerKind kind, ActKi
     return true;
 }
 
-/* mlp { hidden; act; norm; bias }: gelu by default (GPT-2). */
+/* mlp { hidden; act; norm; bias; norm_position }: gelu by default (GPT-2). */
 static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
-    static const char *const keys[] = { "hidden", "act", "norm", "bias" };
+    static const char *const keys[] = { "hidden", "act", "norm", "bias", "norm_position" };
     Fields F = { "mlp", keys, N_ELEMS(keys), { 0 } };
     sema_ffn(S, st, l, LAYER_MLP, ACT_GELU, dim, &F);
 }
 
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
- * capacity_factor }: a mixture of experts in place of an MLP. hidden
+ * capacity_factor; norm_position }: a mixture of experts in place of an MLP. hidden
  * defaults to 4 x dim as the MLP's, act to swiglu (Mixtral), shared to 0,
  * aux_loss to 0, capacity_factor to none (dropless). */
 static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
-                                        "aux_loss", "capacity_factor" };
+                                        "aux_loss", "capacity_factor", "norm_position" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *s, *es, *ks;
     if (!sema_ffn(S, st, l, LAYER_MOE, ACT_SWIGLU, dim, &F)) return;

@@ -525,6 +525,12 @@ static void test_template_compiles(void **state)
         { "-DATTN_SCORES=1", "-DLOGIT_SOFTCAP=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DSP=1", NULL },
         { "-DATTN_SCORES=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DPIPELINE=1", NULL },
         { "-DLOGIT_SOFTCAP=1", "-DCONTEXT_PARALLEL=1", NULL },
+        /* issue 29's norm_position post|sandwich: the post-norm kept, rebuilt, zb-h1's kept gains, SP */
+        { "-DPOST_NORM=1", "-DNORM_RMS=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
+        { "-DPOST_NORM=1", "-DQK_NORM=1", "-DSPLIT_BWD=1", "-DSP=1", "-DDROPOUT=1", NULL },
+        { "-DPOST_NORM=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DNORM_PLUS_ONE=1", "-DNORM_RMS=1", NULL },
+        { "-DPOST_NORM=1", "-DRECOMPUTE_LN=1", "-DRECOMPUTE_SELECTIVE=1", "-DHAS_MOE=1", "-DNORM_MIXED=1", NULL },
+        { "-DPOST_NORM=1", "-DHAS_MOE=1", "-DRECOMPUTE_FULL=1", "-DSP=1", "-DSPLIT_BWD=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -1133,6 +1139,57 @@ static void test_qk_norm(void **state)
     dsl_arena_free(&a);
 }
 
+/* norm_position (issue 29): tiny with OLMo-2's post-norm on attention
+ * and Gemma 2's sandwich on the MLP, tp 2 with SP, pp 2, zb-h1, full
+ * recomputation: the post-norms' rows are each layer's last (the
+ * attention's pre-norm rows gone), tp_sum under SP, POST_NORM_W points at
+ * them, the forward, zb-h1's kept gains and the rebuilt buffers are
+ * emitted and the program compiles; tiny's own program has none of it;
+ * qk_norm rmsnorm_projection is refused by name. */
+static void test_norm_position(void **state)
+{
+    (void)state;
+    static const Case c = { "postnorm-tp2-pp2-sp", 1, 2, 2, 0, SCHED_ZB_H1, 1, RECOMPUTE_FULL, 2 };
+    DslArena a;
+    Plan p;
+    char why[256] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    char *plain = emit_text(&p, why, sizeof why, &n);
+    assert_non_null(plain);
+    static const char *const plain_never[] = { "post_norm", "POST_NORM_W", "pre_norm_bwd", "branch_out" };
+    for (size_t k = 0; k < sizeof plain_never / sizeof plain_never[0]; k++)
+        if (strstr(plain, plain_never[k])) fail_msg("tiny's program has '%s'", plain_never[k]);
+    for (int i = 0; i < p.model.n_layers; i++) {
+        if (p.model.layers[i].kind == LAYER_ATTENTION) p.model.layers[i].norm_pos = NORM_POS_POST;
+        if (p.model.layers[i].kind == LAYER_MLP) p.model.layers[i].norm_pos = NORM_POS_SANDWICH;
+    }
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("refused: %s", why);
+    static const char *const want[] = {
+        "{ \"layers.1.attn_post_norm.weight\", 1, 0, 64, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, true,",
+        "{ \"layers.1.attn_post_norm.bias\", 1, 0, 64, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ZEROS, 0.0f, false, true,",
+        "{ \"layers.2.mlp_norm.weight\"", "{ \"layers.2.mlp_post_norm.bias\"",
+        /* wte, wpe; attention: qkv w, b, out w, b, post w (6), b; mlp: norm w, b, up w, b, down w, b, post w (14) */
+        "static const int POST_NORM_W[N_LAYERS] = { -1, 6, 14, ",
+        "post_norm_fwd(L, a, y);", "post_norm_bwd_kept(L, a, d, S.dln)", "S.rc.po = act_alloc(",
+        "norm_bwd_kept(L, a, d, S.dln);",
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(text, want[k])) fail_msg("the post-norm's program lacks '%s'", want[k]);
+    if (strstr(text, "\"layers.1.attn_norm.weight\"")) fail_msg("norm_position post still has a pre-norm");
+    if (build_case(&p, c.name, NULL) != 0) fail_msg("the post-norm's program does not compile");
+    free(text);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_ATTENTION) p.model.layers[i].qk_norm = QK_NORM_RMSNORM_PROJ;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (text) fail_msg("qk_norm rmsnorm_projection: emitted, expected a refusal");
+    if (!strstr(why, "qk_norm rmsnorm_projection: planc's runtime cannot honour it"))
+        fail_msg("the refusal does not name the key: %s", why);
+    free(plain);
+    dsl_arena_free(&a);
+}
+
 /* Gemma 2's attention and head (issue 29) resolve at emit time: with a
  * soft-cap and query_pre_attn_scalar on the attention and a soft-cap on the
  * head, the program carries ATTN_SCORES_OF (scale 1/sqrt(24), cap 50 on
@@ -1443,6 +1500,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rope_scaling),
         cmocka_unit_test(test_qk_norm),
         cmocka_unit_test(test_gemma2_scores),
+        cmocka_unit_test(test_norm_position),
         cmocka_unit_test(test_moe),
         cmocka_unit_test(test_cp),
     };

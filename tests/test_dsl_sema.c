@@ -466,6 +466,26 @@ static const KnobModel KNOB_MODELS[] = {
       "              mlp { hidden 14336; act swiglu; norm rmsnorm; bias false } }\n"
       "  norm { kind rmsnorm }\n  lm_head { tied false } }\n",
       8030261248ull },
+    /* issue 29: allenai/OLMo-2-1124-13B, its safetensors index's total_size (54,864,793,600 bytes
+     * of fp32) / 4: post-norms (post_attention_layernorm, post_feedforward_layernorm) and q/k norms
+     * over the whole projections (5120 gains each) */
+    { "olmo2-13b",
+      "model olmo2 { vocab 100352; seq 4096; norm_eps 1e-6\n"
+      "  embedding { dim 5120; position rope; rope_theta 500000 }\n"
+      "  repeat 40 { attention { heads 40; qk_norm rmsnorm_projection; norm rmsnorm; bias false; norm_position post }\n"
+      "              mlp { hidden 13824; act swiglu; norm rmsnorm; bias false; norm_position post } }\n"
+      "  norm { kind rmsnorm }\n  lm_head { tied false } }\n",
+      13716198400ull },
+    /* google/gemma-2-2b (2,614,341,888): sandwich norms (input_layernorm, post_attention_layernorm,
+     * pre_feedforward_layernorm, post_feedforward_layernorm: 4 x 2304 per block); its logit
+     * soft-capping and alternating windows change no count */
+    { "gemma-2-2b",
+      "model gemma2 { vocab 256000; seq 8192\n"
+      "  embedding { dim 2304; position rope }\n"
+      "  repeat 26 { attention { heads 8; kv_heads 4; head_dim 256; norm rmsnorm; bias false; norm_position sandwich }\n"
+      "              mlp { hidden 9216; act geglu; norm rmsnorm; bias false; norm_position sandwich } }\n"
+      "  norm { kind rmsnorm }\n  lm_head { tied true } }\n",
+      2614341888ull },
     { "mistral-7b",
       "model mistral { vocab 32000; seq 8192\n"
       "  embedding { dim 4096; position rope }\n"

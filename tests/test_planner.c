@@ -116,6 +116,59 @@ static void test_qk_norm_params(void **state)
     assert_false(ovf);
 }
 
+/* norm_position (issue 29): post moves the norm (the same count), sandwich
+ * adds one per sublayer (dim, or 2 dim for a LayerNorm), replicated over
+ * TP, one tensor (two) more; the sublayer's norm parameters (the TP
+ * all-reduce's under SP) cover both. A post layer keeps the post-norm's
+ * input and rstd in place of the pre-norm's output: with RMSNorm, 4 bytes
+ * a row more; sandwich keeps e T h + 4 T more. qk_norm rmsnorm_projection
+ * (OLMo-2) has a gain per element of the q and k projections, split over
+ * TP with the heads. */
+static void test_norm_position_params(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(32)];
+    Model m;
+    uint64_t pre, post, sand;
+    bool ovf = false;
+    plan_preset_llama(&m, buf, "llama", 32, 4096, 32, 8, 14336, 4096, 128256, DTYPE_BF16);
+    Layer *att = NULL, *mlp = NULL;
+    for (int i = 0; i < m.n_layers; i++) {
+        if (m.layers[i].kind == LAYER_ATTENTION && !att) att = &m.layers[i];
+        if (m.layers[i].kind == LAYER_MLP && !mlp) mlp = &m.layers[i];
+    }
+    assert_non_null(att);
+    assert_non_null(mlp);
+    PlanCut c = { 0 };
+    c.micro_batch = 1; c.tp = 1; c.cp = 1; c.flash = true;
+    PlanLayerWork w_pre, w_post, w_sand;
+    plan_layer_work(&m, att, NULL, &c, &w_pre);
+    assert_true(plan_model_params(&m, &pre));
+    int t_pre = plan_layer_tensors(&m, att);
+    uint64_t a8 = plan_layer_params(&m, att, 8, &ovf);
+    for (int i = 0; i < m.n_layers; i++) m.layers[i].norm_pos = NORM_POS_POST;
+    plan_layer_work(&m, att, NULL, &c, &w_post);
+    assert_true(plan_model_params(&m, &post));
+    assert_int_equal(post, pre);
+    assert_int_equal(plan_layer_tensors(&m, att), t_pre);
+    assert_int_equal(plan_layer_norm_params(&m, att), 4096);
+    double T = 4096;   /* tokens of the micro-batch */
+    assert_true(fabs(w_post.act_none - w_pre.act_none - 4 * T) < 1e-6);
+    for (int i = 0; i < m.n_layers; i++) m.layers[i].norm_pos = NORM_POS_SANDWICH;
+    plan_layer_work(&m, att, NULL, &c, &w_sand);
+    assert_true(plan_model_params(&m, &sand));
+    assert_int_equal(sand, pre + 2u * 32u * 4096u);   /* a second norm in each of 64 sublayers */
+    assert_int_equal(plan_layer_tensors(&m, att), t_pre + 1);
+    assert_int_equal(plan_layer_params(&m, att, 8, &ovf), a8 + 4096);
+    assert_int_equal(plan_layer_norm_params(&m, mlp), 2 * 4096);
+    assert_true(fabs(w_sand.act_none - w_pre.act_none - (2 * T * 4096 + 4 * T)) < 1e-6);
+    assert_true(fabs(w_sand.act_split - w_pre.act_split - 4.0 * 4096) < 1e-6);   /* zb-h1's gains */
+    att->qk_norm = QK_NORM_RMSNORM_PROJ;
+    assert_int_equal(plan_layer_params(&m, att, 8, &ovf), a8 + 4096 + (4096 + 1024) / 8);
+    assert_int_equal(plan_layer_qk_norm_params(&m, att), 0);   /* split over TP: not a TP sum */
+    assert_false(ovf);
+}
+
 /* Total and active parameters: Mixtral 8x7B (Mistral AI: 46.7B total,
  * 12.9B active) and a DeepSeek-MoE-like model with shared experts,
  * counted by hand below; a dense model's active count is its total. */
@@ -2911,6 +2964,7 @@ int main(void)
         cmocka_unit_test(test_params_known_models),
         cmocka_unit_test(test_moe_params),
         cmocka_unit_test(test_qk_norm_params),
+        cmocka_unit_test(test_norm_position_params),
         cmocka_unit_test(test_moe_work),
         cmocka_unit_test(test_moe_memory),
         cmocka_unit_test(test_moe_scratch),

@@ -50,6 +50,7 @@ typedef struct {
     bool    embed_scale, norm_plus_one;   /* Gemma's sqrt(dim) normalizer and x*(1+w) RMSNorm */
     bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
     double  attn_softcap, query_scalar, logit_softcap;   /* Gemma 2's; 0: none (absent before them) */
+    char    norm_pos[2][16];              /* attention's and the MLP's norm_position ("pre" when absent) */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
 } HfModel;
@@ -119,6 +120,11 @@ static prt_status parse_model(const char *config, HfModel *m)
     double *g2v[] = {&m->attn_softcap, &m->query_scalar, &m->logit_softcap};
     for (int i = 0; i < 3; i++)
         if (!num_of(&d, g2[i], g2v[i])) *g2v[i] = 0;
+    const char *pk[] = {"attn_norm_position", "ffn_norm_position"};   /* absent: pre (written since issue 29) */
+    for (int i = 0; i < 2; i++) {
+        const char *s = js_s(&d, js_get(&d, 0, pk[i]));
+        snprintf(m->norm_pos[i], sizeof m->norm_pos[i], "%s", s ? s : "pre");
+    }
     js_free(&d);
     return st;
 }
@@ -145,6 +151,12 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
                : "query_pre_attn_scalar");
     if (m->rope_scaling) REFUSE("rope_scaling: not written to config.json yet, and an export without it would change the model");
     if (!strcmp(m->final_norm, "none")) REFUSE("no final norm: every architecture written here has one");
+    for (int i = 0; i < 2; i++)   /* issue 29: the runtime trains them; no architecture here is written */
+        if (strcmp(m->norm_pos[i], "pre"))
+            REFUSE("norm_position %s on %s: OLMo-2 (post-norms) also normalises q and k over the whole projection "
+                   "and Gemma 2 (sandwich norms) also soft-caps its logits and alternates sliding windows, which "
+                   "planc does not; Olmo2ForCausalLM and Gemma2ForCausalLM are not written",
+                   m->norm_pos[i], i ? "the MLP" : "attention");
     if (!strcmp(m->act, "geglu")) {   /* Gemma: GeGLU (tanh GELU), sqrt(dim) embedding, x*(1+w) RMSNorm */
         if (!m->embed_scale)
             REFUSE("act geglu without embedding { scale sqrt_dim }: Gemma, the GeGLU architecture, multiplies "

@@ -267,19 +267,37 @@ static size_t vocab0(void) { return (size_t)R.c->coord.tp * VL; }
  * NL = N: every TP rank holds every row.
  */
 
-#define GAIN(L) W((L)->ln_w)
+#define GAIN(w) W(w)
 
+/* Layer L's norm of the kind it has, with gain w and bias b (-1: none). */
+static void norm_fwd_w(const LayerSpec *L, int w, int b, prt_act *out, float *mean, float *rstd, const prt_act *x)
+{
+    (void)L;
+    prt_layernorm_fwd(out, mean, rstd, x, W(w), W(b), NL, C, NORM_EPS);      /* LayerNorm */
+}
+
+/* Layer L's pre-norm (or the final norm). */
 static void norm_fwd(const LayerSpec *L, prt_act *out, float *mean, float *rstd, const prt_act *x)
 {
-    prt_layernorm_fwd(out, mean, rstd, x, W(L->ln_w), W(L->ln_b), NL, C, NORM_EPS);   /* LayerNorm */
+    norm_fwd_w(L, L->ln_w, L->ln_b, out, mean, rstd, x);
 }
 
 /* dx accumulates: the residual stream's gradient flows through the norm. */
-/* The norm's backward, its gain and bias gradients accumulated into dw, db. */
+/* The backward of layer L's norm with gain w, its gain and bias
+ * gradients accumulated into dw, db. */
+static void norm_bwd_to_w(const LayerSpec *L, int w, prt_act *dx, const prt_act *dout, const prt_act *x,
+                          const float *mean, const float *rstd, float *dw, float *db)
+{
+    (void)L;
+    prt_layernorm_bwd(dx, dw, db, dout, x, W(w), mean, rstd, NL, C);
+}
+
+/* The pre-norm's (or the final norm's) backward, its gain and bias
+ * gradients accumulated into dw, db. */
 static void norm_bwd_to(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *x,
                         const float *mean, const float *rstd, float *dw, float *db)
 {
-    prt_layernorm_bwd(dx, dw, db, dout, x, W(L->ln_w), mean, rstd, NL, C);
+    norm_bwd_to_w(L, L->ln_w, dx, dout, x, mean, rstd, dw, db);
 }
 
 static void norm_bwd(const LayerSpec *L, prt_act *dx, const prt_act *dout, const prt_act *x,
@@ -535,7 +553,7 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
     SlotActs *sa = (SlotActs *)prt_host_alloc(sizeof *sa);
     if (!sa) return PRT_ERR_NOMEM;
     sa->a = (LayerActs *)prt_host_alloc((size_t)n * sizeof(LayerActs));
-    sa->mem = (void **)prt_host_alloc(((size_t)n * 16 + 1) * sizeof(void *));
+    sa->mem = (void **)prt_host_alloc(((size_t)n * 20 + 1) * sizeof(void *));
     if (!sa->a || !sa->mem) return PRT_ERR_NOMEM;
     for (int j = 0; j < n; j++) {
         const LayerSpec *L = &LAYERS[first + j];

@@ -72,6 +72,8 @@ EOF
         model llama | sed -e 's/tinyllama/tinygeglu/' -e 's/act swiglu/act geglu/' ;;
     capped)  # Gemma's layers with Gemma 2's attention soft-cap: no architecture written has it
         model gemma | sed -e 's/tinygemma/tinycapped/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; softcap 50 }/' ;;
+    postnorm)   # OLMo-2's post-norms without its whole-projection q/k norm: no architecture (issue 29)
+        model llama | sed -e 's/tinyllama/tinypostnorm/' -e 's/bias false }/bias false; norm_position post }/g' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
     esac
@@ -185,7 +187,7 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared capped; do
+for m in geglu shared capped postnorm; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
@@ -193,6 +195,8 @@ expect_fail export-geglu 2 "act geglu without embedding { scale sqrt_dim }" "$ck
 expect_fail export-shared-experts 2 "shared experts (1): Mixtral has none" "$ckpt" export-hf shared.ck shared.out
 expect_fail export-softcap 2 "attention softcap (Gemma 2): no architecture written here has it" \
     "$ckpt" export-hf capped.ck capped.out
+expect_fail export-postnorm 2 "norm_position post on attention: OLMo-2 (post-norms) also normalises q and k" \
+    "$ckpt" export-hf postnorm.ck postnorm.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out

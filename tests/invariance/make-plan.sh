@@ -17,6 +17,8 @@
 # shared expert (tokens dropped).
 # `ropellama3;`, `ropeyarn;` give the `llama;` model RoPE scaling (below),
 # `qknorm;` the `llama;` model with `qk_norm rmsnorm` (Qwen3's q/k norm).
+# `postnorm;` the `llama;` model with norm_position post (OLMo-2),
+# `sandwich;` tiny's GPT with norm_position sandwich (Gemma 2).
 # `cpnodeK;` is run.sh's (PLANRT_CP_NODE_RANKS=K: the hierarchical CP form's
 # nodes of K ranks on this one machine) and is dropped from the plan here.
 # shared expert (tokens dropped); `wide;` a 2-block model of dim 256 (heads
@@ -27,6 +29,7 @@ out=$1; np=$2; body=$3; eps=${4:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 body=$(echo "$body" | sed -e 's/cpnode[0-9]*;//')
 case "$body" in *global_batch*) ;; *) body="$body global_batch 16;" ;; esac
+body=${body//differs;/}   # run.sh's: the row must not match its reference
 tied=false
 case "$body" in *tied_head\;*) tied=true; body=${body//tied_head;/} ;; esac
 # `llama;`: tiny's size with Llama's layers instead (RoPE, grouped-query
@@ -108,19 +111,33 @@ case "$body" in *ropeyarn\;*) body=${body//ropeyarn;/}
 # query heads and one for the key heads, replicated over TP)
 case "$body" in *qknorm\;*) body=${body//qknorm;/}; llama=true
     llama_model=${llama_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm} ;; esac
+# `postnorm;` (issue 29): the `llama;` model with OLMo-2's post-norms
+# (norm_position post on attention and MLP: x + norm(f(x)), no input norm)
+case "$body" in *postnorm\;*) body=${body//postnorm;/}; llama=true
+    llama_model=${llama_model//norm rmsnorm; bias false/norm rmsnorm; bias false; norm_position post} ;; esac
+# `sandwich;` (issue 29): tiny's GPT (LayerNorm with biases, learned
+# positions, GELU) with Gemma 2's sandwich norms (norm_position sandwich:
+# x + post_norm(f(pre_norm(x))), two LayerNorms per sublayer)
+sandwich=false
+case "$body" in *sandwich\;*) sandwich=true; body=${body//sandwich;/} ;; esac
 # `moe;`, `moecap;` (issue 17): routed experts; the layouts must route
 # every token to the same experts as one rank and train alike
 moe_extra=
 case "$body" in *moecap\;*) moe_extra=capacity; body=${body//moecap;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
+# `moepost;` beside `moe;`: the attention with norm_position post and the
+# mixture with sandwich (issue 29), so a MoE layer's post-norm is trained too
+moe_att='attention { heads 4 }'
+case "$body" in *moepost\;*) body=${body//moepost;/}; moe_att='attention { heads 4; norm_position post }'
+    moe_sand='; norm_position sandwich' ;; esac
 moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != capacity ] || moe_keys='capacity_factor 1.0; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
     embedding { dim 32 }
     repeat 2 {
-        attention { heads 4 }
-        moe       { experts 4; top_k 2; hidden 32; act swiglu; $moe_keys }
+        $moe_att
+        moe       { experts 4; top_k 2; hidden 32; act swiglu; $moe_keys${moe_sand:-} }
     }
     norm    { kind layernorm }
     lm_head { tied false }
@@ -175,9 +192,20 @@ wide_model='model tinywide {
     norm    { kind layernorm }
     lm_head { tied false }
 }'
+sandwich_model='model tinysandwich {
+    vocab 256;  seq 64;  dtype fp32;
+    embedding { dim 64 }
+    repeat 4 {
+        attention { heads 4; norm_position sandwich }
+        mlp       { hidden 256; act gelu; norm_position sandwich }
+    }
+    norm    { kind layernorm }
+    lm_head { tied false }
+}'
 if [ "$wide" = true ]; then llama=true; llama_model=$wide_model; fi
 gemma=false
 case "$body" in *gemma\;*) gemma=true; body=${body//gemma;/} ;; esac
+if [ "$sandwich" = true ]; then llama=true; llama_model=$sandwich_model; fi
 if [ "$gemma" = true ]; then llama=true; llama_model=$gemma_model; fi
 if [ "$knobs" = true ]; then llama=true; llama_model=$knobs_model; fi
 if [ -n "$moe_extra" ]; then llama=true; llama_model=$moe_model; fi

@@ -67,6 +67,17 @@ while read -r kind name np body; do
     fi
     n=$((n + 1))
     mode=; case "$body" in *fp8\ \{*) mode=fp8 ;; esac   # FP8 rows: compare's fp8 tolerances
+    # a `differs;` row trains another model than its reference's on purpose:
+    # compare must fail (it shows the comparison can tell them apart)
+    case "$body" in *differs\;*)
+        if out=$("$compare" "$dir/$ref.jsonl" "$dir/$ref.dump" "$dir/$name.jsonl" "$dir/$name.dump" $mode); then
+            printf 'FAIL %-20s %d ranks: matches %s, which trains another model\n%s\n' "$name" "$np" "$ref" "$out"
+            fails=$((fails + 1))
+        else
+            printf 'ok   %-20s %d ranks  differs from %s, as it must (%s)\n' "$name" "$np" "$ref" \
+                "$(echo "$out" | grep -m1 -i 'loss\|param' | sed 's/^ *//')"
+        fi
+        continue ;; esac
     if out=$("$compare" "$dir/$ref.jsonl" "$dir/$ref.dump" "$dir/$name.jsonl" "$dir/$name.dump" $mode); then
         printf 'ok   %-20s %d ranks  %s\n' "$name" "$np" "$(echo "$out" | tail -n 1 | sed 's/^ *//')"
     else

@@ -47,6 +47,13 @@ case "$body" in *gemma2\;*)
 # the same layout without the window keeps (planner/model.c, attention_work)
 case "$body" in *window\;*)
     att="${att% \}}; sliding_window 16 every 2 }"; body=${body//window;/} ;; esac
+# a body containing `postnorm;` or `sandwich;` gives the attention and the
+# MLP (or mixture) norm_position post or sandwich (issue 29: the post-norm's
+# input and statistics kept; under post no pre-norm output)
+for pos in postnorm sandwich; do
+    case "$body" in *$pos\;*) w=${pos/postnorm/post}; body=${body//$pos;/}
+        att="${att% \}}; norm_position $w }"; ffn="${ffn% \}}; norm_position $w }" ;; esac
+done
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {

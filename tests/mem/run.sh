@@ -12,11 +12,11 @@
 #      quarantine keeps freed blocks and its shadow memory grows with the
 #      heap, so RSS then measures the sanitizer, not the program; (a) still
 #      holds, it counts planrt's allocator);
-#  (e) the cases marked e (dropout, or qknorm): each stage's activations
+#  (e) the cases marked e (dropout, qknorm, postnorm or sandwich): each stage's activations
 #      peak (its highest rank's) less that of the same layout without the
 #      feature equals the plan's difference within 1 % + 64 KiB (dropout's
 #      masks and dropped probabilities, the q/k norm's kept input and rstd,
-#      item by item);
+#      the post-norm's kept input and statistics, item by item);
 #  (x) the cases marked x: the CPU executable's --dry-run allocates, at its
 #      peak, exactly the buffers `planc check` counts for its stage (the
 #      pipeline's transfer buffers, freed once sent: memory.c
@@ -115,7 +115,8 @@ while read -r name np checks body; do
     # case: a sliding window, masked inside the whole score buffers
     case "$checks" in *e*)
         feat=dropout
-        case "$body" in *qknorm\;*) feat=qknorm ;; *gemma2\;*) feat=gemma2 ;; *window\;*) feat=window ;; esac
+        case "$body" in *qknorm\;*) feat=qknorm ;; *gemma2\;*) feat=gemma2 ;; *window\;*) feat=window ;;
+                        *postnorm\;*) feat=postnorm ;; *sandwich\;*) feat=sandwich ;; esac
         base=$name-no$feat
         if build "$base" "$np" 384 6 "${body//$feat;/}" && train "$base" "$np"; then
             echo "$name (e) $feat's items, allocated vs planned:"

@@ -1,0 +1,68 @@
+#!/bin/bash
+# run.sh: issue 29's end-to-end gradient check of the generated program
+# (tests/fd/program_fd.py says how): for each model below, a single-rank
+# CPU program is built and its gradients of the norms' gains (pre and post),
+# of a linear after a post-norm and of the embedding are held to central
+# finite differences of its own logged loss.
+#   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
+set -u
+planc=$1; dir=$2; shift 2
+only=" $* "
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+mkdir -p "$dir"
+fails=0; t0=$(date +%s)
+
+# plan NAME "LAYERS" NORM EXTRA: a 2-block model of dim 32 on 16 tokens, one
+# step of AdamW with no clipping and no decay (program_fd.py's conditions)
+plan() {
+    cat > "$dir/$1.plan" <<P
+cluster one {
+    nodes 1
+    gpus_per_node 1
+    device cpu { memory 8 GiB; flops 12.5 GFLOPS; flops_fp32 12.5 GFLOPS; hbm 2.5 GB/s }
+    link intra { bandwidth 2 GB/s; latency 5 us }
+}
+model $1 {
+    vocab 256;  seq 16;  dtype fp32; $4
+    embedding { dim 32; $5 }
+    repeat 2 {
+        $2
+    }
+    norm    { kind $3 }
+    lm_head { tied false }
+}
+plan { dp 1; tp 1; pp 1; zero 0; micro_batch 4; global_batch 4; schedule 1f1b; recompute none; }
+train {
+    steps 1; lr 1.0; warmup 1; seed 7; grad_clip 0;
+    optimizer adamw { beta1 0.9; beta2 0.95; eps 0.1; weight_decay 0.0 }
+    data "$root/examples/data/sample.txt";
+}
+P
+}
+
+# OLMo-2's post-norm on attention, Gemma 2's sandwich on the MLP (RMSNorm, RoPE, SwiGLU)
+plan fd-post-rms "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; norm_position post }
+        mlp       { hidden 64; act swiglu; norm rmsnorm; bias false; norm_position sandwich }" rmsnorm "" "position rope"
+# sandwich LayerNorms with biases (GPT-2's layers, learned positions, GELU)
+plan fd-sandwich-ln "attention { heads 2; norm_position sandwich }
+        mlp       { hidden 64; act gelu; norm_position sandwich }" layernorm "" ""
+# ... with dropout 0.1 after each post-norm (the masks are keyed by step and
+# coordinates: the resumed runs drop the same elements)
+plan fd-sandwich-ln-drop "attention { heads 2; norm_position sandwich }
+        mlp       { hidden 64; act gelu; norm_position post }" layernorm "dropout 0.1;" ""
+# Gemma 2's sandwich with Gemma's x*(1+w) RMSNorm (gains start at 0)
+plan fd-sandwich-gemma "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; norm_position sandwich }
+        mlp       { hidden 64; act geglu; norm rmsnorm; bias false; norm_position sandwich }" rmsnorm \
+    "norm_plus_one true;" "position rope; scale sqrt_dim"
+
+for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma; do
+    if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
+    if ! "$planc" build "$dir/$name.plan" -o "$dir/$name" > "$dir/$name.build.log" 2>&1; then
+        echo "FAIL $name: planc build failed (see $dir/$name.build.log)"; fails=$((fails + 1)); continue
+    fi
+    echo "$name:"
+    python3 "$here/program_fd.py" "$dir/$name" "$dir/$name.work" norm. attn.qkv mlp.up wte || fails=$((fails + 1))
+done
+echo "test-program-fd: $fails failures in $(( $(date +%s) - t0 )) s"
+[ "$fails" = 0 ]
