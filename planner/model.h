@@ -52,7 +52,7 @@ typedef struct {
                                skipped, the scores GEMM recomputed in the backward */
 } PlanGemm;
 
-#define PLAN_MAX_GEMMS 5   /* a mixture: router, experts up/down, shared up/down */
+#define PLAN_MAX_GEMMS 7   /* MLA: q_a, q_b, kv_a, kv_b, scores, context, o_proj */
 
 /* Tensor-parallel collectives of one layer, each moving the full activation
  * tensor b*s*h elements (Megatron's f and g conjugate operators; with
@@ -306,5 +306,12 @@ uint64_t plan_layer_norm_params(const Model *m, const Layer *l);
  * normalises its own heads only, so their gradients are partial sums
  * over TP under any TP (cost.c's TP all-reduce, with SP's norms); else 0. */
 uint64_t plan_layer_qk_norm_params(const Model *m, const Layer *l);
+
+/* Parameters every TP rank holds whole but whose gradients are partial
+ * sums over TP under any TP (each rank back-propagates its own heads): the
+ * q/k norm gains, and MLA's down projections (q_a_proj, kv_a_proj_with_mqa,
+ * their biases) and latent norms. cost.c's once-a-step TP all-reduce sums
+ * them (with sequence parallelism's norms); else 0. */
+uint64_t plan_layer_tp_partial_params(const Model *m, const Layer *l);
 
 #endif /* PLANC_MODEL_H */
