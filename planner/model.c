@@ -1283,7 +1283,7 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
     case LAYER_ATTENTION: {
         char win[40] = "";
         if (l->attn == ATTN_MLA) {
-            snprintf(buf, (size_t)len, "mla heads %lld q_lora %lld kv_lora %lld qk %lld+%lld v %lld, %s%s",
+            snprintf(buf, (size_t)len, "mla heads %lld, q %lld kv %lld, d %lld+%lld v %lld, %s%s",
                      (long long)l->heads, (long long)l->q_lora_rank, (long long)l->kv_lora_rank,
                      (long long)l->qk_nope_dim, (long long)l->qk_rope_dim, (long long)l->v_head_dim,
                      norms[l->norm], l->bias ? ", bias" : "");
