@@ -608,7 +608,8 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->expert_params = plan_layer_expert_params(&p->model, ly, etp, ovf) / (uint64_t)(cut->ep > 1 ? cut->ep : 1);
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     if (plan_fp8_layer(p, ly))
-        t->fp8_params = (double)t->params - (double)plan_layer_norm_params(&p->model, ly);
+        t->fp8_params = (double)t->params - (double)plan_layer_norm_params(&p->model, ly) -
+                        (double)plan_layer_latent_norm_params(&p->model, ly);
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
     t->act_rebuild = (w.recomputed ? w.act_none - w.act_kept : 0) + w.act_scratch;

@@ -1331,6 +1331,22 @@ uint64_t plan_layer_qk_norm_params(const Model *m, const Layer *l)
     return on ? 2u * (uint64_t)plan_head_dim(m, l) : 0;
 }
 
+uint64_t plan_layer_latent_norm_params(const Model *m, const Layer *l)
+{
+    (void)m;
+    if (l->kind != LAYER_ATTENTION || l->attn != ATTN_MLA) return 0;
+    uint64_t per = l->norm == NORM_LAYERNORM ? 2u : 1u;
+    return per * (uint64_t)(l->q_lora_rank + l->kv_lora_rank);
+}
+
+int plan_layer_linears(const Layer *l)
+{
+    if (l->kind == LAYER_ATTENTION)   /* q, k, v, o; MLA: (q_a, q_b | q_proj), kv_a, kv_b, o_proj */
+        return l->attn == ATTN_MLA ? (l->q_lora_rank > 0 ? 5 : 4) : 4;
+    if (l->kind == LAYER_MLP) return plan_act_gated(l->act) ? 3 : 2;
+    return 0;
+}
+
 uint64_t plan_layer_tp_partial_params(const Model *m, const Layer *l)
 {
     if (l->kind != LAYER_ATTENTION) return 0;

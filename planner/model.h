@@ -314,4 +314,14 @@ uint64_t plan_layer_qk_norm_params(const Model *m, const Layer *l);
  * them (with sequence parallelism's norms); else 0. */
 uint64_t plan_layer_tp_partial_params(const Model *m, const Layer *l);
 
+/* MLA's latent norms' parameters (q_a_layernorm, kv_a_layernorm: gain, and
+ * bias for LayerNorm); 0 for other layers. Norms, not linear weights: the
+ * FP8 counts leave them out as they leave the pre-norm. */
+uint64_t plan_layer_latent_norm_params(const Model *m, const Layer *l);
+
+/* The linear layers of an attention or dense MLP layer (the FP8 linears'
+ * scales and histories): 4 for MHA, 5 for MLA with a query latent, else 4;
+ * 3 for a gated MLP, else 2; 0 for other kinds. */
+int plan_layer_linears(const Layer *l);
+
 #endif /* PLANC_MODEL_H */

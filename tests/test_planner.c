@@ -19,6 +19,7 @@
 #include "planner/comm.h"
 #include "planner/cost.h"
 #include "planner/evaluate.h"
+#include "planner/fp8.h"
 #include "planner/layout.h"
 #include "planner/memory.h"
 #include "planner/model.h"
@@ -223,6 +224,30 @@ static void test_mla_work(void **state)
         assert_close(w.redo.gemm[1] + w.redo.gemm[3], 2, 0, 0);
         assert_close(w.redo.gemm[0] + w.redo.gemm[2] + w.redo.gemm[6], 0, 0, 0);
     }
+}
+
+/* FP8 with MLA: the FP8 linears' weights are the layer's parameters less
+ * the pre-norm and the two latent norms (DeepSeek-V3 per TP rank of 8:
+ * q_a 11,010,048, kv_a 4,128,768, 1/8 of q_b, kv_b, o_proj), and the
+ * layer has five linears (q_a, q_b, kv_a, kv_b, o_proj), four without a
+ * query latent. */
+static void test_mla_fp8(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(1)];
+    Plan p;
+    memset(&p, 0, sizeof p);
+    plan_preset_llama(&p.model, buf, "v3", 1, 7168, 128, 128, 18432, 4096, 129280, DTYPE_BF16);
+    mlaify(&p.model, 1536, 512, 64, 128, 128);
+    p.software.fp8.recipe = PLAN_FP8_TENSORWISE;
+    int a = (int)(first_attention(&p.model) - p.model.layers);
+    PlanFp8Params q;
+    plan_fp8_params(&p, a, a + 1, 8, &q);
+    assert_close(q.params, 11010048.0 + 4128768.0 + (37748736.0 + 16777216.0 + 117440512.0) / 8, 0, 0);
+    assert_int_equal(q.linears, 5);
+    p.model.layers[a].q_lora_rank = 0;
+    plan_fp8_params(&p, a, a + 1, 8, &q);
+    assert_int_equal(q.linears, 4);
 }
 
 /* Total and active parameters: Mixtral 8x7B (Mistral AI: 46.7B total,
@@ -3022,6 +3047,7 @@ int main(void)
         cmocka_unit_test(test_qk_norm_params),
         cmocka_unit_test(test_mla_params),
         cmocka_unit_test(test_mla_work),
+        cmocka_unit_test(test_mla_fp8),
         cmocka_unit_test(test_moe_work),
         cmocka_unit_test(test_moe_memory),
         cmocka_unit_test(test_moe_scratch),
