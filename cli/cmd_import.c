@@ -20,8 +20,10 @@
  * `architectures` must be the model_type's causal LM; torch_dtype is how
  * the checkpoint is stored, not the training dtype (bf16, said in a note).
  * It never guesses a shape: a family it does not know is exit 2, and the
- * families the language cannot write yet (Qwen3, Gemma 2, DeepSeek-V3, ...)
- * are refused naming what they need. A Mixtral becomes `moe { }` blocks
+ * families the language cannot write yet (Gemma 2, OLMo 2, ...) are
+ * refused naming what they need; DeepSeek-V2/V3's attention is imported
+ * as `kind mla`, and the first key of their mixture (or of their YaRN)
+ * that planc cannot express is refused naming it. A Mixtral becomes `moe { }` blocks
  * (issue 17's mixtures of experts).
  *
  * Sources of the key names and defaults: the transformers configuration
@@ -47,7 +49,9 @@ static const char IMPORT_HELP[] =
     "llama (Llama 1-3.x, rope_scaling included), mistral, mixtral (its sparse\n"
     "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), olmo2 (norm_position\n"
     "post, qk_norm rmsnorm_projection: counted, not emitted), gemma, gemma2\n"
-    "(softcap, sliding_window W every 2, norm_position sandwich), gpt2, phi3.\n"
+    "(softcap, sliding_window W every 2, norm_position sandwich), gpt2, phi3,\n"
+    "deepseek_v2 and deepseek_v3 (multi-head latent attention as `kind mla`;\n"
+    "their mixture where `moe { }` expresses it, else refused naming the key).\n"
     "seq is the config's max_position_embeddings (n_positions for GPT-2):\n"
     "lower it to the length you train at. dtype is bf16 (torch_dtype is the\n"
     "checkpoint's storage).\n"
@@ -96,6 +100,12 @@ typedef struct {
     const char *qk_norm;            /* NULL, or the qk_norm word: rmsnorm (Qwen3: each query and key
                                        head), rmsnorm_projection (OLMo-2: the whole projections) */
     const char *norm_position;      /* NULL (pre), or post (OLMo-2) */
+    bool        mla;                /* DeepSeek-V2/V3: multi-head latent attention (kind mla) */
+    int64_t     q_lora, kv_lora, qk_rope, qk_nope, v_head;   /* its widths; q_lora 0: no query latent */
+    int64_t     moe_hidden;         /* the experts' width when it is not the dense MLP's; 0: hidden */
+    int64_t     shared;             /* shared experts of the mixture (moe_hidden each) */
+    int64_t     dense_first;        /* blocks with a dense MLP before the first mixture (DeepSeek's
+                                       first_k_dense_replace); the rest are mixtures */
     bool        gemma;              /* Gemma's (1 + w) RMSNorm and sqrt(hidden) embedding scale
                                        (norm_plus_one, embedding scale sqrt_dim; issue 28) */
     int64_t     window_every;       /* Gemma 2/3: block i global when (i + 1) % K == 0, the others
@@ -684,6 +694,167 @@ static void read_gemma3(HfConfig *c, ImportModel *m)
                    "blocks only)";
 }
 
+/* An integer key of DeepSeek's whose null means "none" (0) and whose
+ * absence means the config class's default, def (0: None there too). */
+static int64_t hf_int_or_null(HfConfig *c, const char *key, int64_t def, const char *what)
+{
+    json_t *v = json_object_get(c->root, key);
+    if (!v || json_is_null(v)) {
+        hf_get(c, key);
+        return v ? 0 : def;
+    }
+    return hf_int(c, key, def, what);
+}
+
+/* DeepSeek's YaRN (modeling_deepseek.py's DeepseekV2YarnRotaryEmbedding,
+ * transformers' DeepseekV3Attention): cos and sin times
+ * m(factor, mscale) / m(factor, mscale_all_dim), m(f, x) = 0.1 x ln f + 1,
+ * and the softmax scale times m(factor, mscale_all_dim)^2 when
+ * mscale_all_dim is not 0. At the defaults (mscale 1, mscale_all_dim 0)
+ * that is planc's YaRN (cos and sin times 0.1 ln f + 1, the scale
+ * untouched); any other pair scales the scores otherwise: refused naming
+ * it. The two keys are taken out of rope_scaling before the common reader
+ * sees it. */
+static void read_deepseek_yarn(HfConfig *c, ImportModel *m)
+{
+    json_t *rs = json_object_get(c->root, "rope_scaling");
+    if (rs && json_is_object(rs)) {
+        json_t *ms = json_object_get(rs, "mscale"), *all = json_object_get(rs, "mscale_all_dim");
+        bool num = (!ms || json_is_number(ms)) && (!all || json_is_number(all));
+        double x = ms && json_is_number(ms) ? json_number_value(ms) : 1;
+        double y = all && json_is_number(all) ? json_number_value(all) : 0;
+        if (!num || x != 1 || y != 0) {
+            dsl_error(c->d, key_loc(c, "rope_scaling"), "rope_scaling mscale %g, mscale_all_dim %g: DeepSeek's YaRN "
+                      "then scales the rotated parts by m(factor, mscale) / m(factor, mscale_all_dim) and the whole "
+                      "softmax by m(factor, mscale_all_dim)^2 (m(f, x) = 0.1 x ln f + 1); planc's YaRN scales cos "
+                      "and sin by 0.1 ln(factor) + 1 only (mscale 1, mscale_all_dim 0: numbers)", x, y);
+            c->failed = true;
+        }
+        json_object_del(rs, "mscale");
+        json_object_del(rs, "mscale_all_dim");
+    }
+    hf_rope_scaling(c, m);
+}
+
+/* DeepSeek's mixture against planc's `moe { }` (DeepseekV2MoE, MoEGate;
+ * transformers' DeepseekV3MoE): the first key, in the order below, that
+ * the language cannot express is refused naming it; shared experts
+ * (n_shared_experts x moe_intermediate_size, one MLP: the sum of
+ * n_shared_experts MLPs of moe_intermediate_size) and the dense first
+ * blocks are written as they are. v3: DeepseekV3Config's defaults. */
+static void read_deepseek_moe(HfConfig *c, ImportModel *m, bool v3)
+{
+    bool failed_before = c->failed;
+    m->dense_first = hf_int_or_null(c, "first_k_dense_replace", v3 ? 3 : 0, "the dense blocks before the mixtures");
+    int64_t experts = hf_int_or_null(c, "n_routed_experts", v3 ? 256 : 0, "the routed experts, or null");
+    int64_t freq = hf_int(c, "moe_layer_freq", 1, "every how many blocks a mixture stands");
+    m->shared = hf_int_or_null(c, "n_shared_experts", v3 ? 1 : 0, "the shared experts, or null");
+    m->moe_hidden = hf_int(c, "moe_intermediate_size", v3 ? 2048 : 1407, "each expert's inner size");
+    m->top_k = hf_int_or_null(c, "num_experts_per_tok", v3 ? 8 : 0, "the experts each token is routed to");
+    const char *method = hf_str(c, "topk_method", v3 ? "noaux_tc" : "greedy", "the routing method");
+    hf_int_or_null(c, "n_group", v3 ? 8 : 0, "the expert groups of grouped routing");
+    hf_int_or_null(c, "topk_group", v3 ? 4 : 0, "the groups a token may pick");
+    double scale = hf_num(c, "routed_scaling_factor", v3 ? 2.5 : 1.0, "the routed experts' output scale");
+    const char *scoring = hf_str(c, "scoring_func", v3 ? "sigmoid" : "softmax", "the router's scores");
+    bool norm_topk = hf_bool(c, "norm_topk_prob", v3);
+    double alpha = hf_num0(c, "aux_loss_alpha", 0.001, "the balance loss coefficient");
+    bool seq_aux = hf_bool(c, "seq_aux", true);
+    hf_int(c, "ep_size", 1, "the expert-parallel size of DeepSeek's inference code");   /* deployment only */
+    if (c->failed && !failed_before) return;   /* a MoE key of the wrong type, said */
+    bool moe = experts > 0 && m->dense_first < m->layers;
+    if (!moe) {   /* every block dense: the MoE keys change nothing */
+        m->dense_first = 0;
+        m->shared = 0;
+        m->moe_hidden = 0;
+        m->top_k = 0;
+        return;
+    }
+    const char *key = NULL, *why = NULL;
+    char buf[160];
+    if (freq != 1)
+        key = "moe_layer_freq", why = "a mixture every moe_layer_freq blocks (planc writes every block after the dense ones)";
+    else if (!method || strcmp(method, "greedy"))
+        key = "topk_method", why = "grouped top-k routing (n_group, topk_group) or the bias-corrected noaux_tc: "
+                                   "planc's router takes the top_k of all experts";
+    else if (scale != 1) {
+        snprintf(buf, sizeof buf, "the routed experts' output times %g: planc adds them unscaled", scale);
+        key = "routed_scaling_factor", why = buf;
+    } else if (!scoring || strcmp(scoring, "softmax"))
+        key = "scoring_func", why = "sigmoid scores: planc's router is a softmax";
+    else if (!norm_topk && m->top_k > 1)
+        key = "norm_topk_prob", why = "false: the top-k weights unnormalised; planc's router renormalises them "
+                                      "(Mixtral's softmax over the top-k logits)";
+    else if (alpha > 0)
+        key = "aux_loss_alpha", why = seq_aux ? "DeepSeek's balance loss per sequence (seq_aux), not planc's "
+                                                "Switch aux_loss over the batch"
+                                              : "DeepSeek's balance loss (f_i scaled by E / top_k), not planc's "
+                                                "Switch aux_loss";
+    if (key) {
+        dsl_error(c->d, key_loc(c, key), "'%s': %s; planc's language cannot express DeepSeek's mixture yet", key, why);
+        c->failed = true;
+        return;
+    }
+    m->experts = experts;
+    if (m->top_k > experts) {
+        dsl_error(c->d, key_loc(c, "num_experts_per_tok"), "'num_experts_per_tok': expected at most n_routed_experts "
+                  "%lld", (long long)experts);
+        c->failed = true;
+    }
+}
+
+/* DeepSeek-V2 and V3 (DeepseekV2Config, DeepseekV3Config; modeling_deepseek
+ * .py's DeepseekV2Attention): Llama's shapes and SwiGLU with multi-head
+ * latent attention — q_lora_rank (null: q_proj, V2-Lite), kv_lora_rank,
+ * qk_rope_head_dim, qk_nope_head_dim, v_head_dim, the latents normalised by
+ * RMSNorm, biases on q_a, kv_a and o_proj with attention_bias — and
+ * DeepSeek's mixture (read_deepseek_moe). num_key_value_heads must be the
+ * heads (MLA has no groups). */
+static void read_deepseek(HfConfig *c, ImportModel *m, bool v3)
+{
+    m->vocab = hf_int(c, "vocab_size", 0, "the vocabulary");
+    m->dim = hf_int(c, "hidden_size", 0, "the model width");
+    m->layers = hf_int(c, "num_hidden_layers", 0, "the transformer blocks");
+    m->heads = hf_int(c, "num_attention_heads", 0, "the query heads");
+    m->kv_heads = hf_int(c, "num_key_value_heads", m->heads ? m->heads : 1, "the key/value heads");
+    m->hidden = hf_int(c, "intermediate_size", 0, "the dense MLP's inner size");
+    m->seq = hf_int(c, "max_position_embeddings", 0, "the context length");
+    m->rope_theta = hf_num(c, "rope_theta", PLAN_ROPE_THETA_DEFAULT, "RoPE's base");
+    m->tied = hf_bool(c, "tie_word_embeddings", false);
+    m->dtype = hf_dtype(c);
+    m->position = "rope";
+    m->norm = "rmsnorm";
+    hf_norm_eps(c, m, "rms_norm_eps", 1e-6);
+    read_deepseek_yarn(c, m);
+    static const char *const drop[] = { "attention_dropout" };
+    hf_dropout(c, m, drop, 1, 0);
+    read_silu_gated(c, m);
+    m->attn_bias = hf_bool(c, "attention_bias", false) ? IMP_BIAS_ALL : IMP_BIAS_NONE;
+    m->mla = true;
+    m->q_lora = hf_int_or_null(c, "q_lora_rank", 1536, "the query latent's width, or null");
+    m->kv_lora = hf_int(c, "kv_lora_rank", 512, "the key/value latent's width");
+    m->qk_rope = hf_int(c, "qk_rope_head_dim", 64, "each head's rotated query/key part");
+    m->qk_nope = hf_int(c, "qk_nope_head_dim", 128, "each head's unrotated query/key part");
+    m->v_head = hf_int(c, "v_head_dim", 128, "each head's value width");
+    if (!c->failed && m->kv_heads != m->heads) {
+        dsl_error(c->d, key_loc(c, "num_key_value_heads"), "'num_key_value_heads' %lld: multi-head latent attention "
+                  "gives every head its own key and value; expected num_attention_heads %lld",
+                  (long long)m->kv_heads, (long long)m->heads);
+        c->failed = true;
+    }
+    read_deepseek_moe(c, m, v3);
+    /* DeepSeek-V3's multi-token prediction module: transformers'
+     * DeepseekV3ForCausalLM does not build it (its weights are skipped) */
+    if (v3 && hf_num0(c, "num_nextn_predict_layers", 1, "the multi-token prediction layers") > 0) {
+        dsl_error(c->d, key_loc(c, "num_nextn_predict_layers"), "'num_nextn_predict_layers': DeepSeek-V3's "
+                  "multi-token prediction module (another block and head, an extra loss) is not in planc's "
+                  "language; expected 0 or null");
+        c->failed = true;
+    }
+}
+
+static void read_deepseek_v2(HfConfig *c, ImportModel *m) { read_deepseek(c, m, false); }
+static void read_deepseek_v3(HfConfig *c, ImportModel *m) { read_deepseek(c, m, true); }
+
 /* GPT-2: its own key names; learned positions, LayerNorm, biases
  * everywhere, a GELU MLP of n_inner (null: 4 x n_embd), tied head. */
 static void read_gpt2(HfConfig *c, ImportModel *m)
@@ -751,6 +922,8 @@ static const ImportFamily FAMILIES[] = {
     { "gemma3_text", read_gemma3, "Gemma3ForCausalLM" },
     { "gpt2",    read_gpt2,    "GPT2LMHeadModel" },
     { "phi3",    read_phi3,    "Phi3ForCausalLM" },
+    { "deepseek_v2", read_deepseek_v2, "DeepseekV2ForCausalLM" },
+    { "deepseek_v3", read_deepseek_v3, "DeepseekV3ForCausalLM" },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -761,10 +934,6 @@ static const struct { const char *model_type, *needs; } NOT_YET[] = {
                    "(moe_intermediate_size) and renormalised top-k weights (norm_topk_prob)" },
     { "qwen2_moe", "shared experts of their own width behind a sigmoid gate (shared_expert_intermediate_size) "
                    "and experts of their own width (moe_intermediate_size)" },
-    { "deepseek_v2", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
-                     "layers and shared plus routed experts with grouped routing" },
-    { "deepseek_v3", "multi-head latent attention (kv_lora_rank, q_lora_rank, qk_rope_head_dim), dense first "
-                     "layers, shared plus routed experts with sigmoid scores and grouped routing" },
 };
 
 /* Top-level keys that change nothing planc models or trains, for every
@@ -824,6 +993,13 @@ static void put_num(FILE *o, double x)
 static void put_attention(FILE *o, const ImportModel *m, bool window)
 {
     static const char *const bias[] = { "false", "true", "qkv" };   /* ORDER ImportBias */
+    if (m->mla) {
+        fprintf(o, "        attention { kind mla; heads %lld; q_lora_rank %lld; kv_lora_rank %lld; qk_rope_head_dim %lld; "
+                "qk_nope_head_dim %lld; v_head_dim %lld; norm %s; bias %s }\n", (long long)m->heads,
+                (long long)m->q_lora, (long long)m->kv_lora, (long long)m->qk_rope, (long long)m->qk_nope,
+                (long long)m->v_head, m->norm, bias[m->attn_bias]);
+        return;
+    }
     fprintf(o, "        attention { heads %lld", (long long)m->heads);
     if (m->kv_heads != m->heads) fprintf(o, "; kv_heads %lld", (long long)m->kv_heads);
     if (m->head_dim * m->heads != m->dim) fprintf(o, "; head_dim %lld", (long long)m->head_dim);
@@ -842,15 +1018,17 @@ static void put_attention(FILE *o, const ImportModel *m, bool window)
     fprintf(o, "; norm %s; bias %s }\n", m->norm, bias[m->attn_bias]);
 }
 
-/* One `repeat N { attention; mlp }` of the blocks [from, to). */
-static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, bool window)
+/* One `repeat N { attention; mlp }` of the blocks [from, to) (a mixture
+ * in place of the MLP when `moe`). */
+static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, bool window, bool moe)
 {
     if (to <= from) return;
     fprintf(o, "    repeat %lld {\n", (long long)(to - from));
     put_attention(o, m, window);
-    if (m->experts > 0)
-        fprintf(o, "        moe { experts %lld; top_k %lld; hidden %lld; act %s; norm %s; bias %s; aux_loss %.17g }\n    }\n",
-                (long long)m->experts, (long long)m->top_k, (long long)m->hidden, m->act, m->norm,
+    if (moe)
+        fprintf(o, "        moe { experts %lld; top_k %lld; hidden %lld; shared %lld; act %s; norm %s; bias %s; "
+                "aux_loss %.17g }\n    }\n", (long long)m->experts, (long long)m->top_k,
+                (long long)(m->moe_hidden ? m->moe_hidden : m->hidden), (long long)m->shared, m->act, m->norm,
                 m->mlp_bias ? "true" : "false", m->aux_loss);
     else
         fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s%s%s }\n    }\n", (long long)m->hidden,
@@ -911,8 +1089,13 @@ static void put_model(FILE *o, const ImportModel *m, const char *name, const cha
     put_rope_scaling(o, &m->rope_scaling);
     fprintf(o, " }\n");
     int64_t from = m->window ? m->window_from : m->layers;
-    put_blocks(o, m, 0, from, false);
-    put_blocks(o, m, from, m->layers, true);
+    if (m->dense_first > 0) {   /* DeepSeek: dense blocks, then mixtures (no window) */
+        put_blocks(o, m, 0, m->dense_first, false, false);
+        put_blocks(o, m, m->dense_first, m->layers, false, true);
+    } else {
+        put_blocks(o, m, 0, from, false, m->experts > 0);
+        put_blocks(o, m, from, m->layers, true, m->experts > 0);
+    }
     fprintf(o, "    norm { kind %s }\n    lm_head { tied %s", m->norm, m->tied ? "true" : "false");
     if (m->logit_softcap > 0) {
         fprintf(o, "; softcap ");
@@ -1103,7 +1286,8 @@ static int import_config(const char *path, const char *out_path, const char *nam
             }
         dsl_error(&diag, key_loc(&c, "model_type"),
                   "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, olmo2, gemma, "
-                  "gemma2, gpt2 or phi3 (gemma3_text is read, then refused naming what it needs)",
+                  "gemma2, gpt2, phi3, deepseek_v2 or deepseek_v3 (gemma3_text is read, then refused naming what it "
+                  "needs)",
                   family);
         goto done;
     }

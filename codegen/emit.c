@@ -1882,7 +1882,15 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
     const Software *w = &p->software;
     const char *key = NULL, *what = NULL;
     char keybuf[160];   /* a key written out (the attention kernel's, a recompute module's) */
-    if (!w->overlap_p2p && l->pp > 1) {
+    for (int i = 0; !key && i < p->model.n_layers; i++)
+        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].attn == ATTN_MLA) {
+            key = "kind mla";
+            what = "its attention projects q, k and v from the pre-norm's output by one QKV GEMM, with no latent "
+                   "down projections, latent norms or decoupled RoPE, and one head size for q, k and v";
+        }
+    if (key) {
+        /* kind mla, named above */
+    } else if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";
     } else if (grad_ranks(l) > 1 && l->zero >= 1 && plan_param_overlap(p, l->zero) != (l->zero == 3)) {

@@ -615,7 +615,8 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->expert_params = plan_layer_expert_params(&p->model, ly, etp, ovf) / (uint64_t)(cut->ep > 1 ? cut->ep : 1);
     t->params_full = plan_layer_params_real(&p->model, ly, ovf);
     if (plan_fp8_layer(p, ly))
-        t->fp8_params = (double)t->params - (double)plan_layer_norm_params(&p->model, ly);
+        t->fp8_params = (double)t->params - (double)plan_layer_norm_params(&p->model, ly) -
+                        (double)plan_layer_latent_norm_params(&p->model, ly);
     t->act_kept = w.act_kept;
     t->act_split = w.act_split;
     t->act_rebuild = (w.recomputed ? w.act_none - w.act_kept : 0) + w.act_scratch;
@@ -760,7 +761,7 @@ typedef struct {
     double   fwd_ep_hidden, bwd_ep_hidden;   /* overlap_moe_a2a: of fwd_ep / bwd_ep, hidden when paired */
     double   fwd_cp, bwd_cp, fwd_cp_total, bwd_cp_total, fwd_cp_bytes, bwd_cp_bytes, cp_buf_bytes;
     uint64_t params, params_full, layer_params_max, norm_params, expert_params;
-    uint64_t qk_norm_params;   /* plan_layer_qk_norm_params: partial over TP under any TP */
+    uint64_t qk_norm_params;   /* plan_layer_tp_partial_params: partial over TP under any TP */
     int      layers, moe_layers;
     double   tensors;          /* parameter tensors (plan_layer_tensors) */
     bool     embedding, head;  /* holds the embedding / the head */
@@ -852,7 +853,7 @@ static void segment_cost(const Plan *p, PlanGroup epg, int first, int end, const
         sc->params += x->params;
         sc->params_full += x->params_full;
         sc->norm_params += plan_layer_norm_params(mo, ly);
-        sc->qk_norm_params += plan_layer_qk_norm_params(mo, ly);
+        sc->qk_norm_params += plan_layer_tp_partial_params(mo, ly);
         sc->tensors += plan_layer_tensors(mo, ly);
         sc->act_kept += x->act_kept;
         sc->act_split += x->act_split;
@@ -1010,7 +1011,9 @@ uint64_t plan_zero_shard(uint64_t params, uint64_t expert_params, int dp, int ed
  *    norm gains (and LayerNorm biases), e bytes each (Korthikanti et al.
  *    2022 Sec. 4.2.2; Megatron's allreduce_layernorm_grads); the q/k norm
  *    gains (`qk_norm`) are partial under any TP (each rank normalises its
- *    own heads): the same all-reduce sums them, with or without SP;
+ *    own heads), as MLA's replicated down projections and latent norms
+ *    (each rank back-propagates its own heads' share of the latents):
+ *    the same all-reduce sums them, with or without SP;
  *  - a tied head on another stage than the embedding keeps a copy of the
  *    word table: the first and the last stage all-reduce its gradient,
  *    V h / t elements per TP rank (Shoeybi et al. 2019; Narayanan et al.

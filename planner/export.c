@@ -215,7 +215,10 @@ static void check_uniform(const Ex *x)
                               a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
                               a->qkv_bias_only == b->qkv_bias_only && a->qk_norm == b->qk_norm &&
                               a->softcap == b->softcap && a->query_scalar == b->query_scalar &&
-                              a->norm_pos == b->norm_pos
+                              a->norm_pos == b->norm_pos &&
+                              a->attn == b->attn && a->q_lora_rank == b->q_lora_rank &&
+                              a->kv_lora_rank == b->kv_lora_rank && a->qk_rope_dim == b->qk_rope_dim &&
+                              a->qk_nope_dim == b->qk_nope_dim && a->v_head_dim == b->v_head_dim
                         : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm &&
                               a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
                               a->norm_pos == b->norm_pos;
@@ -460,6 +463,44 @@ static void megatron_rope_scaling(const Ex *x, FILE *o, bool *first)
     }
 }
 
+/* Multi-head latent attention as Megatron-Core builds it
+ * (MLATransformerConfig, megatron/core/transformer/transformer_config.py;
+ * multi_latent_attention.py): --multi-latent-attention with the widths
+ * (--q-lora-rank only with a query latent: without it, linear_q_proj),
+ * the latent norms of the --normalization kind; --rope-type rope, or yarn
+ * with --rotary-scaling-factor and the config's other YaRN fields at their
+ * defaults (original_max_position_embeddings 4096, beta_fast 32,
+ * beta_slow 1, mscale 1, mscale_all_dim 0: planc's YaRN). Its down
+ * projections have no bias (bias=False in MLASelfAttention), so planc's
+ * `bias true` on q_a and kv_a is refused. */
+static void megatron_mla(const Ex *x, FILE *o, bool *first)
+{
+    const Layer *a = x->att;
+    arg(o, first, "--multi-latent-attention");
+    if (a->q_lora_rank > 0) arg_int(o, first, "--q-lora-rank", a->q_lora_rank);
+    arg_int(o, first, "--kv-lora-rank", a->kv_lora_rank);
+    arg_int(o, first, "--qk-head-dim", a->qk_nope_dim);
+    arg_int(o, first, "--qk-pos-emb-head-dim", a->qk_rope_dim);
+    arg_int(o, first, "--v-head-dim", a->v_head_dim);
+    RopeScaling r = plan_rope_scaling(x->m);
+    arg(o, first, "--rope-type");
+    fputs(r.kind == ROPE_SCALING_YARN ? " yarn" : " rope", o);
+    if (r.kind == ROPE_SCALING_YARN) {
+        arg_num(o, first, "--rotary-scaling-factor", r.factor);
+        if (r.original_max_position != 4096 || r.beta_fast != 32 || r.beta_slow != 1)
+            refuse(x, "kind mla with rope_scaling yarn original_max_position %lld, beta_fast %g, beta_slow %g: "
+                      "Megatron-LM has no flags for MLATransformerConfig's original_max_position_embeddings, "
+                      "beta_fast, beta_slow (4096, 32, 1)", (long long)r.original_max_position, r.beta_fast,
+                   r.beta_slow);
+    } else if (r.kind != ROPE_SCALING_NONE) {
+        refuse(x, "kind mla with rope_scaling %s: Megatron-Core's MLA rotates by --rope-type rope or yarn only",
+               r.kind == ROPE_SCALING_LINEAR ? "linear" : "llama3");
+    }
+    if (a->bias)
+        refuse(x, "kind mla with bias true: Megatron-Core's MLA down projections (linear_q_down_proj, "
+                  "linear_kv_down_proj) have no bias");
+}
+
 /* --context-parallel-size and --cp-comm-type (ORDER PlanCpComm); the
  * hierarchical form also its tiers: the CP group's ranks in one NVLink
  * domain (the a2a) and the rest (the p2p ring), as planc costs them. */
@@ -563,11 +604,13 @@ static void write_megatron(const Ex *x, FILE *o)
     arg_int(o, &first, "--hidden-size", m->dim);
     if (x->att) {
         arg_int(o, &first, "--num-attention-heads", x->att->heads);
-        if (x->att->kv_heads != x->att->heads) {
+        if (x->att->attn == ATTN_MLA) {
+            megatron_mla(x, o, &first);
+        } else if (x->att->kv_heads != x->att->heads) {
             arg(o, &first, "--group-query-attention");
             arg_int(o, &first, "--num-query-groups", x->att->kv_heads);
         }
-        if (plan_head_dim(m, x->att) * x->att->heads != m->dim)
+        if (x->att->attn != ATTN_MLA && plan_head_dim(m, x->att) * x->att->heads != m->dim)
             arg_int(o, &first, "--kv-channels", plan_head_dim(m, x->att));
     }
     if (x->mlp) arg_int(o, &first, "--ffn-hidden-size", x->mlp->hidden);
@@ -578,7 +621,7 @@ static void write_megatron(const Ex *x, FILE *o)
     arg(o, &first, "--position-embedding-type");
     fprintf(o, " %s", pos[m->layers[0].position]);
     if (m->layers[0].position == POS_ROPE) arg_num(o, &first, "--rotary-base", plan_rope_theta(m));
-    megatron_rope_scaling(x, o, &first);
+    if (!x->att || x->att->attn != ATTN_MLA) megatron_rope_scaling(x, o, &first);   /* MLA's: megatron_mla */
     arg_num(o, &first, "--norm-epsilon", plan_norm_eps(m));
     static const char *const norms[] = { "LayerNorm", "RMSNorm" };             /* ORDER NormKind */
     arg(o, &first, "--normalization");
@@ -867,6 +910,9 @@ static void torchtitan_model_rules(const Ex *x)
     if (post)   /* TransformerBlock: h = x + attention(attention_norm(x)); out = h + feed_forward(ffn_norm(h)) */
         refuse(x, "norm_position %s on %s: torchtitan 0.2's llama3 TransformerBlock normalises the sublayers' "
                   "inputs only", NORM_POSITION_WORDS[post->norm_pos], plan_layer_kind_name(post->kind));
+    if (x->att && x->att->attn == ATTN_MLA)
+        refuse(x, "kind mla: torchtitan 0.2's llama3 has no multi-head latent attention (its deepseek_v3 model, "
+                  "which has, is not an export target)");
     RopeScaling r = plan_rope_scaling(m);
     if (r.kind == ROPE_SCALING_LINEAR || r.kind == ROPE_SCALING_YARN)
         refuse(x, "rope_scaling %s: torchtitan 0.2's llama3 scales RoPE by Llama 3.1's rule only "
@@ -1171,6 +1217,9 @@ static void write_deepspeed(const Ex *x, FILE *o)
         note(x, "moe (experts %lld, top_k %lld, ep %d): not written; DeepSpeed takes experts from the "
                 "model code (deepspeed.moe.layer.MoE(num_experts, ep_size, k))",
              (long long)x->moe->experts, (long long)x->moe->top_k, plan_ep(l));
+    if (x->att && x->att->attn == ATTN_MLA)
+        refuse(x, "kind mla: a ds_config names no model, and DeepSpeed has no multi-head latent attention of its "
+                  "own to point to (the attention is the training script's)");
     deepspeed_layout(x);
     /* the batch identity DeepSpeedConfig checks: data ranks are dp (world /
        (pp x cp) through the pipeline grid or sequence_parallel_size) */

@@ -165,23 +165,29 @@ void plan_fp8_params(const Plan *p, int first, int end, int tp, PlanFp8Params *o
             out->other_max = fmax(out->other_max, (double)plan_layer_params(m, ly, tp, &ovf));
             continue;
         }
-        double w = (double)plan_layer_params(m, ly, tp, &ovf) - (double)plan_layer_norm_params(m, ly);
+        double w = (double)plan_layer_params(m, ly, tp, &ovf) - (double)plan_layer_norm_params(m, ly) -
+                   (double)plan_layer_latent_norm_params(m, ly);
         out->params += w;
         out->layer_max = fmax(out->layer_max, w);
-        out->linears += ly->kind == LAYER_ATTENTION ? 4 : (plan_act_gated(ly->act) ? 3 : 2);
+        out->linears += plan_layer_linears(ly);
     }
 }
 
 /* Elements of the linears' inputs one FP8 layer saves for its weight
  * gradients per micro-batch (model.c's kept tensors): attention the QKV
  * input (T h, /t under SP; the output projection's input is the attention
- * output, which the fused attention's backward keeps in bf16 too); MLP the
+ * output, which the fused attention's backward keeps in bf16 too; MLA also
+ * its normalised latents, T (q_lora + kv_lora)); MLP the
  * up (and gate) projection's input (T h, /t under SP) and the down
  * projection's (T f / t). */
 static double linear_inputs(const Plan *p, const Layer *ly, const Layout *l)
 {
     double T = (double)l->micro_batch * (double)p->model.seq, h = (double)p->model.dim, t = l->tp;
     double r = l->sequence_parallel == 1 ? 1 / t : 1;
+    /* MLA: the down projections' (and q_proj's) input, and the up
+       projections' inputs, the normalised latents (whole on every rank) */
+    if (ly->kind == LAYER_ATTENTION && ly->attn == ATTN_MLA)
+        return T * h * r + T * (double)(ly->q_lora_rank + ly->kv_lora_rank);
     if (ly->kind == LAYER_ATTENTION) return T * h * r;
     return T * h * r + T * (double)ly->hidden / t;
 }

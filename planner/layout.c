@@ -247,6 +247,13 @@ bool plan_rule_model(const Model *m, char *why, size_t len)
         if (l->kind != LAYER_ATTENTION) continue;
         /* without head_dim the heads split the width; with it Q is heads x
          * head_dim wide, whatever the width */
+        if (l->attn == ATTN_MLA) {
+            /* the decoupled RoPE rotates pairs of each head's qk_rope_head_dim */
+            if (l->heads < 1 || l->qk_rope_dim % 2 || l->kv_heads != l->heads)
+                return plan_refuse(why, len, "MLA needs heads >= 1, kv_heads = heads and an even qk_rope_head_dim "
+                                   "(%s)", layer_where(m, i, at, sizeof at));
+            continue;
+        }
         if (l->heads < 1 || (l->head_dim <= 0 && m->dim % l->heads))
             return plan_refuse(why, len, "heads %lld does not divide the model dim %lld (%s)", (long long)l->heads,
                           (long long)m->dim, layer_where(m, i, at, sizeof at));
@@ -397,6 +404,15 @@ bool plan_rule_cp(const Model *m, int tp, int cp, int cp_comm, char *why, size_t
         return plan_refuse(why, len, "cp %d cuts each sequence into 2 x cp = %d chunks (rank i holds chunks i and "
                       "%d-i, balancing causal attention), but seq %lld is not a multiple of %d",
                       cp, 2 * cp, 2 * cp - 1, (long long)m->seq, 2 * cp);
+    /* the CP attention (prt_cp_attention_*, plan_cp_attention_numel) has
+       one head size for q, k and v; MLA's are d_q and d_v */
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_ATTENTION && m->layers[i].attn == ATTN_MLA) {
+            char at[48];
+            return plan_refuse(why, len, "cp %d with kind mla: planc's context-parallel attention has one head size "
+                               "for queries, keys and values, and MLA's differ (qk_nope_head_dim + qk_rope_head_dim, "
+                               "v_head_dim) (%s)", cp, layer_where(m, i, at, sizeof at));
+        }
     bool a2a = cp_comm == PLAN_CP_ALL_TO_ALL || cp_comm == PLAN_CP_HIERARCHICAL;
     if (!a2a) return true;
     int64_t tc = (int64_t)(set(tp) ? tp : 1) * cp;

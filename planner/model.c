@@ -52,6 +52,7 @@ int plan_dtype_bytes(PlanDtype d)
 
 int64_t plan_head_dim(const Model *m, const Layer *l)
 {
+    if (l->attn == ATTN_MLA) return l->qk_nope_dim + l->qk_rope_dim;   /* q and k; v: v_head_dim */
     if (l->head_dim > 0) return l->head_dim;
     return l->heads > 0 ? m->dim / l->heads : m->dim;
 }
@@ -91,6 +92,8 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
     return a->kind == b->kind && a->heads == b->heads && a->kv_heads == b->kv_heads &&
            a->head_dim == b->head_dim && a->window == b->window && a->qk_norm == b->qk_norm &&
            a->softcap == b->softcap && a->query_scalar == b->query_scalar &&
+           a->attn == b->attn && a->q_lora_rank == b->q_lora_rank && a->kv_lora_rank == b->kv_lora_rank &&
+           a->qk_rope_dim == b->qk_rope_dim && a->qk_nope_dim == b->qk_nope_dim && a->v_head_dim == b->v_head_dim &&
            a->hidden == b->hidden && a->act == b->act && a->norm == b->norm && a->norm_pos == b->norm_pos &&
            a->bias == b->bias && a->qkv_bias_only == b->qkv_bias_only && a->tied == b->tied &&
            a->position == b->position && a->rope_theta == b->rope_theta &&
@@ -213,6 +216,48 @@ static uint64_t expert_params(const Model *m, const Layer *l, int tp, bool *ovf)
     return n;
 }
 
+/* MLA's down projections, their biases (`bias true`: DeepSeek's
+ * attention_bias on q_a_proj and kv_a_proj_with_mqa) and the latent norms
+ * (of the layer's norm kind): replicated over TP, every rank holds them
+ * whole (Megatron-Core's linear_q_down_proj / linear_kv_down_proj,
+ * parallel_mode 'duplicated'). */
+static uint64_t mla_replicated_params(const Layer *l, bool *ovf)
+{
+    uint64_t ql = (uint64_t)l->q_lora_rank, kv = add((uint64_t)l->kv_lora_rank, (uint64_t)l->qk_rope_dim, ovf);
+    uint64_t per = l->norm == NORM_LAYERNORM ? 2u : 1u;          /* gain (+ bias) per latent element */
+    uint64_t n = 0;
+    if (ql) n = add(n, add(ql * per, l->bias ? ql : 0, ovf), ovf);                 /* q_a_layernorm, q_a bias */
+    n = add(n, add(mul((uint64_t)l->kv_lora_rank, per, ovf), l->bias ? kv : 0, ovf), ovf); /* kv_a_layernorm, bias */
+    return n;
+}
+
+/* Multi-head latent attention on one of tp ranks (transformers'
+ * DeepseekV2Attention): the pre-norm; q_a_proj h x q_lora and
+ * kv_a_proj_with_mqa h x (kv_lora + rope), replicated, with the latent
+ * norms (mla_replicated_params); q_b_proj q_lora x a (nope + rope) (or
+ * q_proj h x a (nope + rope) without q_lora) and kv_b_proj kv_lora x
+ * a (nope + v), column-parallel by heads; o_proj a v x h, row-parallel,
+ * its bias h (with `bias true`) whole on every rank as the MHA output's. */
+static uint64_t mla_params(const Model *m, const Layer *l, int tp, bool *ovf)
+{
+    uint64_t h = (uint64_t)m->dim, a = (uint64_t)l->heads, ql = (uint64_t)l->q_lora_rank;
+    uint64_t dq = add((uint64_t)l->qk_nope_dim, (uint64_t)l->qk_rope_dim, ovf);
+    uint64_t kv = add((uint64_t)l->kv_lora_rank, (uint64_t)l->qk_rope_dim, ovf);
+    uint64_t n = add(norm_params(m, l->norm), mla_replicated_params(l, ovf), ovf);
+    if (ql) {
+        n = add(n, mul(h, ql, ovf), ovf);                                        /* q_a_proj */
+        n = add(n, split(mul(ql, mul(a, dq, ovf), ovf), tp), ovf);              /* q_b_proj */
+    } else {
+        n = add(n, split(mul(h, mul(a, dq, ovf), ovf), tp), ovf);               /* q_proj */
+    }
+    n = add(n, mul(h, kv, ovf), ovf);                                            /* kv_a_proj_with_mqa */
+    uint64_t kv_b = mul(a, add((uint64_t)l->qk_nope_dim, (uint64_t)l->v_head_dim, ovf), ovf);
+    n = add(n, split(mul((uint64_t)l->kv_lora_rank, kv_b, ovf), tp), ovf);     /* kv_b_proj */
+    n = add(n, split(mul(mul(a, (uint64_t)l->v_head_dim, ovf), h, ovf), tp), ovf); /* o_proj */
+    if (l->bias) n = add(n, h, ovf);                                             /* o_proj's bias */
+    return n;
+}
+
 /* Parameters of layer l on one of tp ranks when the word table has V rows
  * (the real vocabulary, or the padded one that divides by tp). */
 static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V, bool *ovf)
@@ -226,6 +271,7 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
         return n;
     }
     case LAYER_ATTENTION: {
+        if (l->attn == ATTN_MLA) return mla_params(m, l, tp, ovf);
         uint64_t d = (uint64_t)plan_head_dim(m, l);
         uint64_t hq = mul((uint64_t)l->heads, d, ovf);              /* h_q = a d */
         uint64_t qkv_out = add(hq, mul(2u * (uint64_t)l->kv_heads, d, ovf), ovf); /* h_q + 2h_kv */
@@ -744,6 +790,122 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     w->tp_bytes = e * T * h;
 }
 
+/* Multi-head latent attention (DeepSeek-V2 Sec. 2.1; transformers'
+ * DeepseekV2Attention; Megatron-Core's MLASelfAttention, megatron/core/
+ * transformer/multi_latent_attention.py at 003b4ce2). Notation beyond the
+ * file's: a heads, n qk_nope_head_dim, r qk_rope_head_dim, d_q = n + r the
+ * query/key head, d_v v_head_dim, c_q q_lora_rank (0: none), c_kv
+ * kv_lora_rank.
+ * TP rule (planc's): the pre-norm's output is all the sublayer needs whole
+ * (the MHA's all-reduce or SP all-gather and reduce-scatter, of e T h, as
+ * sublayer_tp_colls says); every rank runs the down projections q_a
+ * (h -> c_q) and kv_a (h -> c_kv + r) on all T rows with replicated
+ * weights, the up projections q_b (c_q -> a d_q / t; or q_proj h ->
+ * a d_q / t) and kv_b (c_kv -> a (n + d_v) / t) column-split by heads,
+ * o_proj (a d_v / t -> h) row-split. In the backward each rank's heads
+ * give a partial gradient of the latents, so the down projections' and
+ * latent norms' gradients are summed over TP once a step
+ * (plan_layer_tp_partial_params) and the input gradient is all-reduced
+ * as the MHA's. */
+static void mla_work(const Model *m, const Layer *l, const PlanCut *c, bool dropout, PlanLayerWork *w)
+{
+    double b = (double)c->micro_batch, s = plan_cut_tokens(m, c), h = (double)m->dim;
+    double t = c->tp, e = plan_dtype_bytes(m->dtype);
+    double a = (double)l->heads, n = (double)l->qk_nope_dim, rd = (double)l->qk_rope_dim;
+    double dq = n + rd, dv = (double)l->v_head_dim;
+    double cq = (double)l->q_lora_rank, ckv = (double)l->kv_lora_rank;
+    double sk = (double)plan_attention_keys(m, l);
+    double T = b * s, r = c->sp ? 1.0 / t : 1.0;
+    double bat = b * a / t;
+    double qo = a * dq / t, kvo = a * (n + dv) / t;   /* the up projections' outputs per row */
+
+    /* GEMMs, 2mnk each (Narayanan et al. 2021 counting): q_a 2 T h c_q
+     * and kv_a 2 T h (c_kv + r) on every rank, q_b 2 T c_q a d_q / t (or
+     * q_proj 2 T h a d_q / t), kv_b 2 T c_kv a (n + d_v) / t, scores
+     * 2 b (a/t) s s_k d_q, context 2 b (a/t) s s_k d_v, o_proj
+     * 2 T a d_v h / t. Index 0-1 the query's (one without c_q), then kv_a,
+     * kv_b, the core's two, o_proj. */
+    if (cq > 0) gemm(w, T, cq, h, 1, false);
+    gemm(w, T, qo, cq > 0 ? cq : h, 1, false);
+    int gq = w->n_gemm;                          /* kv_a's index */
+    gemm(w, T, ckv + rd, h, 1, false);
+    gemm(w, T, kvo, ckv, 1, false);
+    gemm(w, s, sk, dq, bat, true)->flash = c->flash;
+    gemm(w, s, dv, sk, bat, true)->flash = c->flash;
+    gemm(w, T, h, a * dv / t, 1, false);
+
+    /* the pre-norm, the latent norms (of the layer's norm kind: DeepSeek's
+     * RMSNorm), the core, RoPE on the queries' rotated part (T a r / t)
+     * and the one shared key part (T r), the assembly of each head's q
+     * and k from their parts (reads and writes T a d_q / t each; the
+     * backward splits the gradients: the same), the residual add */
+    double eager = norm_work(w, c, l->norm, T * h, e, r);
+    double lat = cq + ckv;
+    eager += norm_work(w, c, l->norm, T * lat, e, 1);
+    if (c->flash) {
+        double qkvo = e * T * a * (2 * dq + 2 * dv) / t, lse = 4 * bat * s;
+        ew(w, qkvo + lse, qkvo + e * T * a * dv / t + lse + e * T * a * (2 * dq + dv) / t, true);
+    } else {
+        ew(w, 2 * e * bat * s * sk, 3 * e * bat * s * sk, true);
+        if (dropout) ew(w, (2 * e + 1) * bat * s * sk, (2 * e + 1) * bat * s * sk, true);
+    }
+    rope_work(w, c, T * a * rd / t, T * rd, e);
+    ew(w, 2 * e * T * 2 * qo, 2 * e * T * 2 * qo, false);
+    residual_work(w, T * h, e, r, dropout);
+
+    /* Stored activations, the MHA inventory (Korthikanti et al. 2022 Sec.
+     * 4.1) with MLA's tensors: replicated unless SP — the pre-norm's input
+     * and output (the down projections' and q_proj's input), the residual
+     * dropout mask; on every rank whole — the down projections' outputs
+     * (the latent norms' inputs, and kv_a's rotated key part, RoPE's
+     * input), the normalised latents (the up projections' inputs), e T
+     * (c_q + c_kv) each, e T r the key part; split over t — Q and K,
+     * e T a d_q / t each, V and the o_proj input, e T a d_v / t each; the
+     * core as the MHA's with d_q, d_v. */
+    double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
+    double latent = e * T * (2 * lat + rd);
+    double up = e * T * a * (2 * dq + dv) / t;         /* Q, K, V: what mla_up_proj drops */
+    double tpart = up + e * T * a * dv / t;
+    double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
+    if (c->flash) core = 4 * bat * s;
+    w->act_none = repl + latent + tpart + core;
+    w->act_full = e * T * h * r;
+    /* recompute_modules: core_attn and layernorm as the MHA's; mla_up_proj
+     * (Megatron-Core's recompute_up_proj: CheckpointWithoutOutput around
+     * qkv_up_proj_and_rope_apply, its outputs discarded once the core has
+     * run) drops Q, K, V and re-runs the up projections and RoPE from the
+     * kept latents before the core's backward */
+    int mods = c->modules ? c->modules : PLAN_RC_BIT(PLAN_RC_CORE_ATTN);
+    double norm_out = e * T * h * r;
+    w->act_selective = (mods & PLAN_RC_BIT(PLAN_RC_LAYERNORM) ? repl - norm_out : repl) + latent +
+                       (mods & PLAN_RC_BIT(PLAN_RC_MLA_UP_PROJ) ? tpart - up : tpart) +
+                       (mods & PLAN_RC_BIT(PLAN_RC_CORE_ATTN) ? 0 : core);
+    PlanRedo *ca = &w->module[PLAN_RC_CORE_ATTN];
+    int gc = w->n_gemm - 3;                      /* the scores GEMM's index */
+    ca->gemm[gc] = ca->gemm[gc + 1] = 1;
+    ca->flops = w->flops_core;
+    ca->ew = w->ew_core_fwd;
+    ca->kernels = w->ew_core_fwd > 0 ? 2 : 0;
+    ca->softmax = true;
+    norm_redo(&w->module[PLAN_RC_LAYERNORM], T * h, e, r);
+    PlanRedo *uq = &w->module[PLAN_RC_MLA_UP_PROJ];
+    uq->gemm[gq - 1] = uq->gemm[gq + 1] = 1;     /* q_b (or q_proj) and kv_b */
+    uq->flops = 2 * T * qo * (cq > 0 ? cq : h) + 2 * T * kvo * ckv;
+    uq->ew = 2 * e * (T * a * rd / t + T * rd) + 2 * e * T * 2 * qo;   /* RoPE, the q and k assembly */
+    uq->kernels = 2;
+    /* torchtitan's op-level save list has no MLA (its deepseek_v3 model is
+       another code path): counted as full recomputation of the block */
+    w->act_op = e * T * h * r;
+    w->op.whole = true;
+    w->op.flops = w->flops_fwd;
+    /* zb-h1 keeps, from B to W, each linear's output gradient (the W
+       pass's GEMM inputs) and the norms' fp32 gain gradients */
+    w->act_split = e * T * ((cq > 0 ? cq : 0) + qo + ckv + rd + kvo + h) +
+                   4.0 * (double)(norm_params(m, l->norm) + (l->norm == NORM_LAYERNORM ? 2 : 1) * lat);
+    w->recomputed = true;
+    w->tp_bytes = e * T * h;
+}
+
 static void mlp_work(const Model *m, const Layer *l, const Layer *prev,
                      const PlanCut *c, bool dropout, PlanLayerWork *w)
 {
@@ -1048,7 +1210,8 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
 
     switch (l->kind) {
     case LAYER_ATTENTION:
-        attention_work(m, l, c, dropout, w);
+        if (l->attn == ATTN_MLA) mla_work(m, l, c, dropout, w);
+        else attention_work(m, l, c, dropout, w);
         sublayer_tp_colls(c, w);
         break;
     case LAYER_MLP:
@@ -1114,7 +1277,15 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
 
 void plan_widest_add(const Model *m, const Layer *l, int tp, PlanWidest *w)
 {
-    if (l->kind == LAYER_ATTENTION) {
+    if (l->kind == LAYER_ATTENTION && l->attn == ATTN_MLA) {
+        /* the gradients of the linears' outputs side by side (q's up and
+           latent, kv's up and latent with the key part), the o_proj input's */
+        int64_t a = l->heads / tp, wq = a * (l->qk_nope_dim + l->qk_rope_dim + l->qk_nope_dim + l->v_head_dim) +
+                                        l->q_lora_rank + l->kv_lora_rank + l->qk_rope_dim;
+        if (wq > w->width) w->width = wq;
+        if (a * l->v_head_dim > w->inner) w->inner = a * l->v_head_dim;
+        if (a > w->heads) w->heads = a;
+    } else if (l->kind == LAYER_ATTENTION) {
         int64_t d = plan_head_dim(m, l), wq = (l->heads + 2 * l->kv_heads) / tp * d;
         if (wq > w->width) w->width = wq;
         if (l->heads / tp * d > w->inner) w->inner = l->heads / tp * d;
@@ -1192,6 +1363,13 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
         break;
     case LAYER_ATTENTION: {
         char win[40] = "", sc[80] = "";
+        if (l->attn == ATTN_MLA) {
+            snprintf(buf, (size_t)len, "mla heads %lld, q %lld kv %lld, d %lld+%lld v %lld, %s%s",
+                     (long long)l->heads, (long long)l->q_lora_rank, (long long)l->kv_lora_rank,
+                     (long long)l->qk_nope_dim, (long long)l->qk_rope_dim, (long long)l->v_head_dim,
+                     norms[l->norm], l->bias ? ", bias" : "");
+            break;
+        }
         if (l->window > 0) snprintf(win, sizeof win, ", window %lld", (long long)l->window);
         if (l->softcap > 0) snprintf(sc, sizeof sc, ", softcap %g", l->softcap);
         if (l->query_scalar > 0)   /* Gemma's query_pre_attn_scalar: scores times 1/sqrt(it) */
@@ -1246,6 +1424,33 @@ uint64_t plan_layer_qk_norm_params(const Model *m, const Layer *l)
     return on ? 2u * (uint64_t)plan_head_dim(m, l) : 0;
 }
 
+uint64_t plan_layer_latent_norm_params(const Model *m, const Layer *l)
+{
+    (void)m;
+    if (l->kind != LAYER_ATTENTION || l->attn != ATTN_MLA) return 0;
+    uint64_t per = l->norm == NORM_LAYERNORM ? 2u : 1u;
+    return per * (uint64_t)(l->q_lora_rank + l->kv_lora_rank);
+}
+
+int plan_layer_linears(const Layer *l)
+{
+    if (l->kind == LAYER_ATTENTION)   /* q, k, v, o; MLA: (q_a, q_b | q_proj), kv_a, kv_b, o_proj */
+        return l->attn == ATTN_MLA ? (l->q_lora_rank > 0 ? 5 : 4) : 4;
+    if (l->kind == LAYER_MLP) return plan_act_gated(l->act) ? 3 : 2;
+    return 0;
+}
+
+uint64_t plan_layer_tp_partial_params(const Model *m, const Layer *l)
+{
+    if (l->kind != LAYER_ATTENTION) return 0;
+    if (l->attn != ATTN_MLA) return plan_layer_qk_norm_params(m, l);
+    /* every rank runs the down projections on the same rows and back-
+       propagates only its heads' share of the latents' gradient */
+    bool ovf = false;   /* widths <= 2^20 each (sema): no product wraps */
+    uint64_t h = (uint64_t)m->dim, kv = (uint64_t)(l->kv_lora_rank + l->qk_rope_dim);
+    return mla_replicated_params(l, &ovf) + h * ((uint64_t)l->q_lora_rank + kv);
+}
+
 int plan_layer_tensors(const Model *m, const Layer *l)
 {
     (void)m;
@@ -1257,6 +1462,12 @@ int plan_layer_tensors(const Model *m, const Layer *l)
     case LAYER_LM_HEAD:   return l->tied ? 0 : 1;
     case LAYER_NORM:      return norm;
     case LAYER_ATTENTION:                               /* q, k, v, o */
+        if (l->attn == ATTN_MLA) {
+            /* L latents (q's when q_lora_rank, kv's): (q_a, q_b | q_proj), kv_a, kv_b, o_proj
+               = L + 3 matrices, a norm per latent, biases on the down projections and o_proj */
+            int L = l->q_lora_rank > 0 ? 2 : 1;
+            return norm + (L + 3) + L * norm + (l->bias ? L + 1 : 0);
+        }
         mats = 4;
         biases = l->bias ? (l->qkv_bias_only ? 3 : 4) : 0;
         return norm + mats + biases + (l->qk_norm != QK_NORM_NONE ? 2 : 0);   /* q_norm, k_norm */

@@ -52,7 +52,7 @@ typedef struct {
                                skipped, the scores GEMM recomputed in the backward */
 } PlanGemm;
 
-#define PLAN_MAX_GEMMS 5   /* a mixture: router, experts up/down, shared up/down */
+#define PLAN_MAX_GEMMS 7   /* MLA: q_a, q_b, kv_a, kv_b, scores, context, o_proj */
 
 /* Tensor-parallel collectives of one layer, each moving the full activation
  * tensor b*s*h elements (Megatron's f and g conjugate operators; with
@@ -312,5 +312,22 @@ bool plan_layer_post_norm(const Layer *l);
  * normalises its own heads only, so their gradients are partial sums
  * over TP under any TP (cost.c's TP all-reduce, with SP's norms); else 0. */
 uint64_t plan_layer_qk_norm_params(const Model *m, const Layer *l);
+
+/* Parameters every TP rank holds whole but whose gradients are partial
+ * sums over TP under any TP (each rank back-propagates its own heads): the
+ * q/k norm gains, and MLA's down projections (q_a_proj, kv_a_proj_with_mqa,
+ * their biases) and latent norms. cost.c's once-a-step TP all-reduce sums
+ * them (with sequence parallelism's norms); else 0. */
+uint64_t plan_layer_tp_partial_params(const Model *m, const Layer *l);
+
+/* MLA's latent norms' parameters (q_a_layernorm, kv_a_layernorm: gain, and
+ * bias for LayerNorm); 0 for other layers. Norms, not linear weights: the
+ * FP8 counts leave them out as they leave the pre-norm. */
+uint64_t plan_layer_latent_norm_params(const Model *m, const Layer *l);
+
+/* The linear layers of an attention or dense MLP layer (the FP8 linears'
+ * scales and histories): 4 for MHA, 5 for MLA with a query latent, else 4;
+ * 3 for a gated MLP, else 2; 0 for other kinds. */
+int plan_layer_linears(const Layer *l);
 
 #endif /* PLANC_MODEL_H */

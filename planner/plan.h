@@ -62,6 +62,16 @@ typedef enum {
  * none of these and is not offered. ORDER NORM_POSITION_NAMES in
  * planner/sema.c. */
 typedef enum { NORM_POS_PRE, NORM_POS_POST, NORM_POS_SANDWICH } NormPosition;
+/* attention's kind (`attention { kind }`). ATTN_MLA is multi-head latent
+ * attention (DeepSeek-V2, Liu et al. 2024, Sec. 2.1; transformers'
+ * DeepseekV2Attention): x -> q_a_proj (h x q_lora) -> q_a_layernorm ->
+ * q_b_proj (q_lora x a(nope + rope)), or q_proj (h x a(nope + rope))
+ * without q_lora; x -> kv_a_proj_with_mqa (h x (kv_lora + rope)), its
+ * kv_lora part -> kv_a_layernorm -> kv_b_proj (kv_lora x a(nope + v)), its
+ * rope part one key RoPE shared by every head; attention over qk dim
+ * nope + rope and v dim v_head_dim; o_proj (a v x h). ORDER
+ * ATTN_KIND_NAMES in planner/sema.c. */
+typedef enum { ATTN_MHA, ATTN_MLA } AttnKind;
 /* ACT_GEGLU: the gated form of GELU (Shazeer 2020, as Gemma): like SwiGLU
  * with tanh-GELU in place of SiLU; appended so the order of the others holds. */
 typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU, ACT_GEGLU } ActKind;
@@ -119,6 +129,15 @@ typedef struct {
                                the mask (Gemma 2's attn_logit_softcapping), or on the
                                logits before the cross-entropy (final_logit_softcapping);
                                0: none */
+    AttnKind  attn;         /* MHA (GQA with kv_heads) or MLA; with MLA kv_heads ==
+                               heads (each head has its own k and v from the latent)
+                               and head_dim is 0 (plan_head_dim: nope + rope) */
+    int64_t   q_lora_rank;  /* MLA: the query's latent width; 0: no query compression
+                               (q_proj, DeepSeek-V2-Lite) */
+    int64_t   kv_lora_rank; /* MLA: the key/value latent width */
+    int64_t   qk_rope_dim;  /* MLA: each head's rotated query/key part (qk_rope_head_dim) */
+    int64_t   qk_nope_dim;  /* MLA: each head's unrotated query/key part (qk_nope_head_dim) */
+    int64_t   v_head_dim;   /* MLA: each head's value width */
     /* LAYER_MLP, LAYER_MOE */
     int64_t   hidden;       /* MLP inner size (per branch for swiglu); MoE: each expert's */
     ActKind   act;
@@ -313,7 +332,7 @@ typedef enum {
     PLAN_RC_MOE_ACT,        /* the routed experts' activation output, discarded */
     PLAN_RC_MOE,            /* the mixture-of-experts sublayer, from its input */
     PLAN_RC_SHARED_EXPERTS, /* the shared experts, from their input */
-    PLAN_RC_MLA_UP_PROJ,    /* multi-head latent attention's up projection: no MLA here */
+    PLAN_RC_MLA_UP_PROJ,    /* MLA's up projections and RoPE (q_b / q_proj, kv_b), from the latents */
 } PlanRecomputeModule;
 #define PLAN_N_RECOMPUTE_MODULES 7
 enum { PLAN_RC_METHOD_BLOCK, PLAN_RC_METHOD_UNIFORM };   /* Layout.recompute_method */

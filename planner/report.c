@@ -336,7 +336,7 @@ static void print_times(FILE *out, const PlanEval *ev, double step, double bubbl
             t->gather_total, t->gather_exposed, fmax(0, t->gather_total - t->gather_exposed));
     fprintf(out, "  %-28s %10.4f   exposed\n", "ZeRO-1/2 parameter all-gather", t->sync);
     if (t->sp_norm > 0)
-        fprintf(out, "  %-28s %10.4f   exposed (TP group, sequence-parallel norm gradients)\n",
+        fprintf(out, "  %-28s %10.4f   exposed (TP group: SP norm gains, q/k norm gains, MLA down projections)\n",
                 "SP norm all-reduce", t->sp_norm);
     if (t->embed > 0)
         fprintf(out, "  %-28s %10.4f   exposed (first + last stage, before the optimizer)\n",

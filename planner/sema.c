@@ -67,6 +67,9 @@ typedef struct {
     /* a device written from scratch without flops_fp32 (NULL if none):
      * an error once the model turns out to train in fp32 */
     const DslStmt *device_no_fp32;
+    /* the model's positions (its embedding's, read before the blocks):
+     * an MLA attention needs rope (sema_mla) */
+    PosKind position;
 } Sema;
 
 /* ---- statements and values -------------------------------------------- */
@@ -426,6 +429,7 @@ static const char *const NORM_POSITION_NAMES[] = { "pre", "post", "sandwich" }; 
  * in its order) and `layernorm`, which is refused by name (no released
  * model normalises each head by a LayerNorm) */
 static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "rmsnorm_projection", "layernorm" };
+static const char *const ATTN_KIND_NAMES[] = { "mha", "mla" };                 /* ORDER AttnKind */
 static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
 static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
 
@@ -617,8 +621,54 @@ static void resolve_window_every(Layer *v, int n)
     }
 }
 
-/* attention { heads; kv_heads; head_dim; sliding_window; norm; bias;
- * qk_norm; norm_position; softcap; query_pre_attn_scalar }:
+/* kind mla's keys (MLA, DeepSeek-V2): q_lora_rank (0 or absent: no query
+ * compression), and the four widths every MLA has. ORDER the MLA fields
+ * of Layer (plan.h). */
+static const char *const MLA_KEYS[] = { "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                        "v_head_dim" };
+
+/* attention { kind mla; q_lora_rank; kv_lora_rank; qk_rope_head_dim;
+ * qk_nope_head_dim; v_head_dim }: multi-head latent attention. Every head
+ * has its own key and value from the latent, so GQA's kv_heads and
+ * head_dim have no meaning (refused beside it), nor Qwen3's per-head
+ * q/k norm (the latents are normalised instead) or `bias qkv`. */
+static void sema_mla(Sema *S, const Fields *F, const DslStmt *st, const DslStmt *kind, Layer *l)
+{
+    static const char *const foreign[] = { "kv_heads", "head_dim", "qk_norm" };
+    static const char *const why[] = {
+        "every MLA head has its own key and value, up-projected from the latent",
+        "an MLA head is qk_nope_head_dim + qk_rope_head_dim wide in q and k, v_head_dim in v",
+        "MLA normalises its latents (q_a_layernorm, kv_a_layernorm), not each head",
+    };
+    const DslStmt *s;
+    for (int i = 0; i < N_ELEMS(foreign); i++)
+        if ((s = field(F, foreign[i])))
+            dsl_error(S->d, s->key_loc, "%s has no meaning with kind mla: %s", foreign[i], why[i]);
+    if (l->bias && l->qkv_bias_only && (s = field(F, "bias")))
+        dsl_error(S->d, s->args->loc, "bias qkv has no meaning with kind mla: write bias true (q_a_proj, "
+                  "kv_a_proj_with_mqa and o_proj, DeepSeek's attention_bias) or bias false");
+    int64_t *dst[] = { &l->q_lora_rank, &l->kv_lora_rank, &l->qk_rope_dim, &l->qk_nope_dim, &l->v_head_dim };
+    for (int i = 0; i < N_ELEMS(MLA_KEYS); i++) {
+        if ((s = field(F, MLA_KEYS[i]))) get_int(S, s, i == 0 ? 0 : 1, MAX_DIM, false, dst[i]);
+        else if (i > 0)
+            missing(S, st, MLA_KEYS[i], "attention { kind mla; kv_lora_rank 512; qk_rope_head_dim 64; "
+                    "qk_nope_head_dim 128; v_head_dim 128 }");
+    }
+    /* the decoupled RoPE (DeepSeek-V2 Sec. 2.1.3) rotates qk_rope_head_dim
+       of each query and key head */
+    if (S->position != POS_ROPE)
+        dsl_error(S->d, kind->args->loc, "kind mla needs position rope (its decoupled RoPE rotates "
+                  "qk_rope_head_dim of each query and key head; the model's positions are %s)",
+                  POS_NAMES[S->position]);
+    else if (l->qk_rope_dim % 2 && (s = field(F, "qk_rope_head_dim")))
+        dsl_error(S->d, s->args->loc, "qk_rope_head_dim %" PRId64 " is odd; RoPE rotates pairs of a head's "
+                  "elements", l->qk_rope_dim);
+    l->kv_heads = l->heads;
+    l->head_dim = 0;
+}
+
+/* attention { kind; heads; kv_heads; head_dim; sliding_window; norm; bias;
+ * qk_norm; norm_position; softcap; query_pre_attn_scalar; MLA's keys }:
  * without head_dim, heads must divide the width (head dim = dim / heads);
  * with it, Q and the output projection are heads x head_dim wide (Gemma 7B:
  * 16 x 256 on a 3072 model). kv_heads must divide the heads (GQA groups).
@@ -626,24 +676,38 @@ static void resolve_window_every(Layer *v, int n)
  * included (Mistral). qk_norm rmsnorm: an RMSNorm of each query and key
  * head before RoPE (Qwen3). softcap C: scores C tanh(s / C) before the mask
  * (Gemma 2); query_pre_attn_scalar Q: scores scaled by 1/sqrt(Q), not
- * 1/sqrt(head_dim) (Gemma 2 and 3). */
+ * 1/sqrt(head_dim) (Gemma 2 and 3). kind mla: sema_mla. */
 static void sema_attention(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "heads", "kv_heads", "head_dim", "sliding_window", "norm", "bias",
-                                        "qk_norm", "softcap", "query_pre_attn_scalar", "norm_position" };
+                                        "qk_norm", "softcap", "query_pre_attn_scalar", "norm_position", "kind",
+                                        "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                        "v_head_dim" };
     Fields F = { "attention", keys, N_ELEMS(keys), { 0 } };
-    const DslStmt *body, *s;
+    const DslStmt *body, *s, *kind;
     layer_at(l, LAYER_ATTENTION, st);
     sema_norm_bias(S, &F, l);
     if (!block_body(S, st, 0, &body)) return;
     collect(S, &F, body);
     sema_norm_bias(S, &F, l);
+    int k;
+    if ((kind = field(&F, "kind")) && get_enum(S, kind, ATTN_KIND_NAMES, N_ELEMS(ATTN_KIND_NAMES), false, &k))
+        l->attn = (AttnKind)k;
     const DslStmt *hs = field(&F, "heads");
     if (!hs) {
         missing(S, st, "heads", "attention { heads 12 }");
         return;
     }
     if (!get_int(S, hs, 1, MAX_HEADS, false, &l->heads)) return;
+    if (l->attn == ATTN_MLA) {
+        sema_mla(S, &F, st, kind, l);
+        if ((s = field(&F, "sliding_window"))) get_int(S, s, 1, MAX_WINDOW, false, &l->window);
+        return;
+    }
+    for (int i = 0; i < N_ELEMS(MLA_KEYS); i++)
+        if ((s = field(&F, MLA_KEYS[i])))
+            dsl_error(S->d, s->key_loc, "%s needs kind mla (multi-head latent attention: attention { kind mla; "
+                      "... })", MLA_KEYS[i]);
     l->kv_heads = l->heads;
     if ((s = field(&F, "kv_heads")) && get_int(S, s, 1, MAX_HEADS, false, &l->kv_heads) && l->heads % l->kv_heads)
         dsl_error(S->d, s->args->loc, "kv_heads %" PRId64 " does not divide heads %" PRId64
@@ -904,6 +968,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
         if (!layer_order(S, st, &stage, &embed, &norm, &head)) continue;
         if (st == embed) {
             sema_embedding(S, st, &embedding, &M->dim);
+            S->position = embedding.position;
             *layers_push(S, &L) = embedding;
         } else if (st == norm) {
             sema_final_norm(S, st, &final_norm);
@@ -1591,7 +1656,6 @@ static void sema_fp8(Sema *S, const DslStmt *st, Software *W)
 static const char *recompute_module_lacks(const char *name)
 {
     static const struct { const char *name, *what; } LACKS[] = {
-        { "mla_up_proj", "multi-head latent attention's up projection" },
         { "mhc", "hyper-connections' intermediate activations" },
         { "gdn", "a gated delta net (linear attention)" },
         { "gdn_norm_out", "a gated delta net's gated norm output" },
@@ -1621,7 +1685,7 @@ static void sema_recompute_modules(Sema *S, const DslStmt *st, Layout *L)
             const char *hint = v->kind == DSL_VAL_WORD
                                    ? dsl_suggest(v->text, RECOMPUTE_MODULE_NAMES, PLAN_N_RECOMPUTE_MODULES) : NULL;
             dsl_error(S->d, v->loc, "unknown recompute_modules %s (expected core_attn, layernorm, mlp, moe_act, "
-                      "moe or shared_experts: Megatron-Core's --recompute-modules)%s%s%s", shown(S, v),
+                      "moe, shared_experts or mla_up_proj: Megatron-Core's --recompute-modules)%s%s%s", shown(S, v),
                       hint ? "; did you mean '" : "", hint ? hint : "", hint ? "'?" : "");
             continue;
         }
@@ -1722,11 +1786,14 @@ static DslLoc plan_loc(const PlanSrc *src, const char *key)
     return s && s->args ? s->args->loc : src->block->key_loc;
 }
 
-/* Whether the model has a layer of kind k (and, for shared experts, any). */
-static bool model_has(const Model *M, LayerKind k, bool shared)
+/* Whether the model has a layer of kind k (and, for shared experts, any;
+ * for an attention with `special`, an MLA one). */
+static bool model_has(const Model *M, LayerKind k, bool special)
 {
-    for (int i = 0; i < M->n_layers; i++)
-        if (M->layers[i].kind == k && (!shared || M->layers[i].shared > 0)) return true;
+    for (int i = 0; i < M->n_layers; i++) {
+        const Layer *l = &M->layers[i];
+        if (l->kind == k && (!special || (k == LAYER_MOE ? l->shared > 0 : l->attn == ATTN_MLA))) return true;
+    }
     return false;
 }
 
@@ -1740,6 +1807,7 @@ static void check_recompute_model(Sema *S, const Layout *L, const Model *M, cons
         { PLAN_RC_MOE_ACT, LAYER_MOE, false, "a moe layer" },
         { PLAN_RC_MOE, LAYER_MOE, false, "a moe layer" },
         { PLAN_RC_SHARED_EXPERTS, LAYER_MOE, true, "a moe layer with shared experts" },
+        { PLAN_RC_MLA_UP_PROJ, LAYER_ATTENTION, true, "an attention of kind mla" },
     };
     for (int i = 0; i < N_ELEMS(NEEDS); i++)
         if ((L->recompute_modules & PLAN_RC_BIT(NEEDS[i].module)) && !model_has(M, NEEDS[i].kind, NEEDS[i].shared))
@@ -1968,7 +2036,7 @@ static const char *const TOP_KEYS[] = { "model", "cluster", "plan", "train" };
  * cleanly, so one mistake does not cascade. */
 int plan_sema(const DslFile *f, DslDiag *d, DslArena *a, Plan *out)
 {
-    Sema S = { d, a, NULL };
+    Sema S = { d, a, NULL, POS_LEARNED };
     int before = d->n_errors;
     memset(out, 0, sizeof *out);
     out->file = f->src->name;

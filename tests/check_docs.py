@@ -190,7 +190,7 @@ KEY_SECTIONS = {
     'TOP_KEYS': None,
     'MODEL_KEYS': '`model NAME { ... }`', 'BLOCK_KEYS': '`model NAME { ... }`',
     'sema_embedding:keys': '`embedding { }`', 'sema_rope_scaling:keys': '`rope_scaling { }`',
-    'sema_attention:keys': '`attention { }`', 'sema_mlp:keys': '`mlp { }`', 'sema_moe:keys': '`moe { }`',
+    'sema_attention:keys': '`attention { }`', 'MLA_KEYS': '`attention { }`', 'sema_mlp:keys': '`mlp { }`', 'sema_moe:keys': '`moe { }`',
     'sema_final_norm:keys': '`norm { }`', 'sema_lm_head:keys': '`lm_head { }`',
     'CLUSTER_KEYS': '`cluster NAME { ... }`', 'DEVICE_KEYS': '`cluster NAME { ... }`',
     'LINK_KEYS': '`cluster NAME { ... }`',

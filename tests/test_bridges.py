@@ -440,7 +440,8 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--moe-token-dispatcher-type", "--expert-model-parallel-size", "--norm-epsilon",
                 "--rotary-scaling-factor", "--rotary-seq-len-interpolation-factor",
                 "--context-parallel-size", "--cp-comm-type", "--lr-decay-style", "--lr-decay-iters", "--min-lr",
-                "--data-parallel-sharding-strategy", "--ckpt-format"}
+                "--data-parallel-sharding-strategy", "--ckpt-format", "--q-lora-rank", "--kv-lora-rank",
+                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", "--rope-type"}
 
 
 def megatron_flags(line):
@@ -1058,6 +1059,130 @@ check("emit writes qk_norm: 36 q and k gains of 128, tp_sum, the norm before RoP
       rc == 0 and out.count('attn.q_norm.weight", ') == 36 and out.count('attn.k_norm.weight", ') == 36
       and '"layers.1.attn.q_norm.weight", 1, 0, 128, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, true,' in out
       and "qk_norm_fwd(L, a);" in out and "op(SP_NORM_REDUCE, -1, -1, -1);" in out, err[:300])
+
+# DeepSeek-V2 and V3 (issue 29): multi-head latent attention imported
+# exactly; the published configs are refused naming what planc cannot
+# express (DeepSeek's YaRN mscale pair, the first inexpressible MoE key,
+# V3's multi-token prediction), and the same configs with those keys at
+# values planc expresses count by hand, to the parameter:
+#  - V2-Lite's attention (hidden 2048, 16 heads, no q_lora): pre-norm 2048,
+#    q_proj 2048 x 16 x 192, kv_a 2048 x 576, kv_a norm 512, kv_b
+#    512 x 16 x 256, o_proj 16 x 128 x 2048: 13,765,120 a block;
+#  - V2-Lite dense (n_routed_experts null): 27 blocks of that and an MLP
+#    (2048 + 3 x 2048 x 10944), the final norm, two tables of 102400 x 2048;
+#  - V2-Lite with its mixture expressible (norm_topk_prob true, no balance
+#    loss): 1 dense block, 26 of 64 routed + 2 shared experts of 1408, the
+#    router 2048 x 64: 15,706,484,224, the published 15.7B;
+#  - V3 dense (first_k_dense_replace 61): 61 blocks of 187,114,496 attention
+#    (q_a 7168 x 1536, its norm, q_b 1536 x 128 x 192, kv_a 7168 x 576, its
+#    norm, kv_b 512 x 128 x 256, o_proj 128 x 128 x 7168, pre-norm) and the
+#    MLP 7168 + 3 x 7168 x 18432, the final norm, two tables of 129280 x 7168.
+#    (V3's published file also carries quantization_config, its FP8 storage;
+#    left out of tests/bridges/deepseek-v3.json.)
+def ds_variant(name, base, **kv):
+    d = json.load(open(os.path.join(DATA, base)))
+    for k, v in kv.items():
+        if v is None: d.pop(k, None)
+        else: d[k] = v
+    return run("import", write(name, json.dumps(d)))
+
+
+def att_mla(h, a, q, kv, rope, nope, v):
+    qp = h * q + q + q * a * (nope + rope) if q else h * a * (nope + rope)
+    return h + qp + h * (kv + rope) + kv + kv * a * (nope + v) + a * v * h
+
+
+LITE_ATT = att_mla(2048, 16, 0, 512, 64, 128, 128)
+V3_ATT = att_mla(7168, 128, 1536, 512, 64, 128, 128)
+check("mla: V2-Lite's and V3's attention by hand", LITE_ATT == 13_765_120 and V3_ATT == 187_114_496)
+YARN = {"beta_fast": 32, "beta_slow": 1, "factor": 40, "original_max_position_embeddings": 4096, "type": "yarn"}
+DEEPSEEK = [
+    ("deepseek-v2-lite.json", dict(n_routed_experts=None, rope_scaling=YARN),
+     2 * 102400 * 2048 + 27 * (LITE_ATT + 2048 + 3 * 2048 * 10944) + 2048),
+    ("deepseek-v2-lite.json", dict(norm_topk_prob=True, aux_loss_alpha=0, rope_scaling=YARN), 15_706_484_224),
+    ("deepseek-v3.json", dict(first_k_dense_replace=61, num_nextn_predict_layers=0, rope_scaling=YARN),
+     2 * 129280 * 7168 + 61 * (V3_ATT + 7168 + 3 * 7168 * 18432) + 7168),
+]
+for cfg, kv, want in DEEPSEEK:
+    rc, out, err = ds_variant("ds-" + cfg, cfg, **kv)
+    check(f"import {cfg} {sorted(kv)}: exit 0", rc == 0, err[-400:])
+    rc2, fmt, _ = run("fmt", write("ds.plan", out))
+    check(f"import {cfg}: canonical", rc2 == 0 and fmt == out)
+    rc3, js, err3 = run("check", "--json", write("ds.check.plan", f'include "{CLUSTER}"\n' + out))
+    try:
+        params = json.loads(js)["params"]
+    except (ValueError, KeyError) as e:
+        params = f"no params ({e}; {err3.strip()[:200]})"
+    check(f"import {cfg} {sorted(kv)}: params {want}", params == want, f"got {params}")
+    check(f"import {cfg}: kind mla and its widths written",
+          all(w in out for w in ["kind mla", "kv_lora_rank 512", "qk_rope_head_dim 64", "qk_nope_head_dim 128",
+                                 "v_head_dim 128", "factor 40"]), out[:600])
+rc, out, err = ds_variant("ds-lite-moe.json", "deepseek-v2-lite.json", norm_topk_prob=True, aux_loss_alpha=0,
+                       rope_scaling=YARN)
+check("import V2-Lite's mixture: 1 dense block, then 26 of 64 experts top 6, 2 shared of 1408",
+      "repeat 1 {" in out and "repeat 26 {" in out and "experts 64" in out and "shared 2" in out and "hidden 1408" in out,
+      out[-800:])
+rc, out, err = run("import", os.path.join(DATA, "deepseek-v2-lite.json"))
+check("import DeepSeek-V2-Lite as published: refused (exit 2), naming mscale and norm_topk_prob",
+      rc == 2 and out == "" and "rope_scaling mscale 0.707, mscale_all_dim 0.707" in err and
+      "'norm_topk_prob': false" in err, err[-600:])
+rc, out, err = run("import", os.path.join(DATA, "deepseek-v3.json"))
+check("import DeepSeek-V3 as published: refused (exit 2), naming mscale_all_dim, topk_method and the MTP layers",
+      rc == 2 and out == "" and "mscale_all_dim 1" in err and "'topk_method': grouped top-k routing" in err and
+      "'num_nextn_predict_layers'" in err, err[-600:])
+for kv, words in [
+        (dict(scoring_func="sigmoid", topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0),
+         "'scoring_func': sigmoid scores"),
+        (dict(topk_method="greedy", routed_scaling_factor=2.5), "'routed_scaling_factor': the routed experts' output times 2.5"),
+        (dict(num_key_value_heads=8), "'num_key_value_heads' 8: multi-head latent attention"),
+        (dict(rope_scaling=dict(YARN, mscale=1.0, mscale_all_dim=0)), None),
+]:
+    rc, out, err = ds_variant("ds-v3-var.json", "deepseek-v3.json", first_k_dense_replace=61 if words is None else 3,
+                           num_nextn_predict_layers=0,
+                           **({"rope_scaling": YARN} | kv))
+    if words is None:
+        check("import V3: mscale 1 and mscale_all_dim 0 are planc's YaRN: accepted", rc == 0, err[-400:])
+    else:
+        check(f"import V3 variant refused naming {words}", rc == 2 and words in err, err[-600:])
+
+# export of kind mla (issue 29): Megatron-Core's MLA flags (Megatron-LM
+# arguments.py: --multi-latent-attention, --q-lora-rank, --kv-lora-rank,
+# --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim, --rope-type); torchtitan
+# and DeepSpeed refuse it by name; so does Megatron a bias on the down
+# projections and a YaRN its flags cannot say
+MLA_MODEL = MODEL.replace("DTYPE", "bf16").replace(
+    "attention { heads 16; kv_heads KV; norm rmsnorm; bias false }",
+    "attention { kind mla; heads 16; QLORA kv_lora_rank 512; qk_rope_head_dim 64; qk_nope_head_dim 128; "
+    "v_head_dim 96; norm rmsnorm; BIAS }")
+MLA_PLAN = "plan { dp 4; tp 2; pp 2; zero 1; micro_batch 1; global_batch 16 }\n"
+for q, want_q in [("q_lora_rank 384;", "384"), ("", None)]:
+    text = MLA_MODEL.replace("QLORA", q).replace("BIAS", "bias false") + MLA_PLAN
+    rc, out, err = export(f"mla-{bool(q)}.plan", text, "megatron")
+    flags = megatron_flags(out.strip()) if rc == 0 else {}
+    check(f"export mla (q_lora {want_q}) -> megatron: its flags",
+          rc == 0 and flags.get("--multi-latent-attention") is True and flags.get("--q-lora-rank") == want_q and
+          flags.get("--kv-lora-rank") == "512" and flags.get("--qk-head-dim") == "128" and
+          flags.get("--qk-pos-emb-head-dim") == "64" and flags.get("--v-head-dim") == "96" and
+          flags.get("--rope-type") == "rope" and "--num-query-groups" not in flags and "--kv-channels" not in flags,
+          f"exit {rc}: {out[:400]} {err[-300:]}")
+yarn = MLA_MODEL.replace("QLORA", "").replace("BIAS", "bias false").replace(
+    "position rope }", "position rope; rope_scaling { type yarn; factor 40; original_max_position 4096 } }")
+rc, out, err = export("mla-yarn.plan", yarn + MLA_PLAN, "megatron")
+flags = megatron_flags(out.strip()) if rc == 0 else {}
+check("export mla with yarn -> megatron: --rope-type yarn --rotary-scaling-factor 40",
+      rc == 0 and flags.get("--rope-type") == "yarn" and flags.get("--rotary-scaling-factor") == "40", err[-300:])
+rc, out, err = export("mla-yarn2.plan", yarn.replace("4096", "8192") + MLA_PLAN, "megatron")
+refused("export mla with yarn original_max_position 8192 -> megatron: refused", rc, out, err,
+        "original_max_position 8192", "no flags for MLATransformerConfig")
+rc, out, err = export("mla-bias.plan", MLA_MODEL.replace("QLORA", "").replace("BIAS", "bias true") + MLA_PLAN,
+                      "megatron")
+refused("export mla with bias true -> megatron: refused", rc, out, err, "kind mla with bias true")
+one = MLA_MODEL.replace("QLORA", "").replace("BIAS", "bias false") + \
+    "plan { dp 16; tp 1; pp 1; zero 1; micro_batch 1; global_batch 16 }\n"
+for target, words in [("torchtitan", "kind mla: torchtitan 0.2's llama3 has no multi-head latent attention"),
+                      ("deepspeed", "kind mla: a ds_config names no model")]:
+    rc, out, err = export(f"mla-{target}.plan", one, target)
+    refused(f"export mla -> {target}: refused naming kind mla", rc, out, err, words)
 
 # export: a plan file whose name holds a newline still gives one TOML document
 odd = os.path.join(TMP, "p\n[evil]\nx = 1\n.plan")

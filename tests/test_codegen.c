@@ -655,6 +655,30 @@ static void test_refusals(void **state)
     }
 }
 
+/* kind mla (issue 29): `check` counts it, the runtime has no MLA yet, so
+ * emit refuses naming the key, whatever else the plan says. */
+static void test_mla_refused(void **state)
+{
+    (void)state;
+    static const Case c = { "mla", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 };
+    DslArena a;
+    Plan p;
+    char why[512] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    for (int i = 0; i < p.model.n_layers; i++) {
+        Layer *l = &p.model.layers[i];
+        if (l->kind != LAYER_ATTENTION) continue;
+        *l = (Layer){ .kind = LAYER_ATTENTION, .line = l->line, .col = l->col, .heads = l->heads,
+                      .kv_heads = l->heads, .attn = ATTN_MLA, .q_lora_rank = 32, .kv_lora_rank = 16,
+                      .qk_rope_dim = 8, .qk_nope_dim = 16, .v_head_dim = 16, .norm = l->norm };
+    }
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (text) fail_msg("kind mla: emitted, expected a refusal");
+    if (!strstr(why, "kind mla: planc's runtime cannot honour it")) fail_msg("the refusal does not name the key: %s", why);
+    dsl_arena_free(&a);
+}
+
 /* Recomputation: the runtime runs core_attn (today's selective) and full
  * recomputation of every block or of some (REBUILT[]: recompute_layers,
  * recompute_every); emit refuses, naming the key, the other Megatron
@@ -1492,6 +1516,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_software_refusals),
         cmocka_unit_test(test_recompute_refusals),
+        cmocka_unit_test(test_mla_refused),
         cmocka_unit_test(test_padded_vocab),
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),

@@ -876,11 +876,10 @@ static void test_recompute_keys(void **state)
     /* MODEL is dense: the mixture's modules name nothing it has */
     static const struct { const char *plan, *msg; } bad[] = {
         { "plan { recompute selective; recompute_modules core_atn }\n",
-          "unknown recompute_modules core_atn (expected core_attn, layernorm, mlp, moe_act, moe or shared_experts: "
-          "Megatron-Core's --recompute-modules); did you mean 'core_attn'?" },
+          "unknown recompute_modules core_atn (expected core_attn, layernorm, mlp, moe_act, moe, shared_experts or "
+          "mla_up_proj: Megatron-Core's --recompute-modules); did you mean 'core_attn'?" },
         { "plan { recompute selective; recompute_modules mla_up_proj }\n",
-          "recompute_modules mla_up_proj recomputes multi-head latent attention's up projection, and the "
-          "language has none yet" },
+          "recompute_modules mla_up_proj needs an attention of kind mla; model m has none" },
         { "plan { recompute selective; recompute_modules core_attn gdn }\n",
           "recompute_modules gdn recomputes a gated delta net (linear attention), and the language has none yet" },
         { "plan { recompute full; recompute_modules mlp }\n",
@@ -924,6 +923,77 @@ static void test_recompute_keys(void **state)
     assert_non_null(strstr(r.d.first, "recompute selective_op is counted for dense blocks only"));
     done(&r);
     free(text);
+}
+
+/* kind mla (issue 29): its keys read into the layer (kv_heads = heads,
+ * head_dim left 0: plan_head_dim is nope + rope), q_lora_rank 0 or
+ * absent = no query compression, mla_up_proj accepted beside it; and one
+ * error each for GQA's keys beside it, a missing width, an odd rotated
+ * part, MLA keys without kind mla, bias qkv, qk_norm, learned positions,
+ * tp against the heads and cp. */
+static void test_mla_keys(void **state)
+{
+    (void)state;
+    static const char HEAD[] = "model m {\n    vocab 1000; seq 128\n    embedding { dim 256; position rope }\n"
+                               "    repeat 4 { attention { kind mla; heads 6; ";
+    static const char TAIL[] = " }; mlp { act swiglu } }\n    norm {}\n    lm_head\n}\n";
+    static const char W[] = "kv_lora_rank 64; qk_rope_head_dim 16; qk_nope_head_dim 32; v_head_dim 24";
+    static const struct { const char *keys, *plan; int64_t q_lora; } ok[] = {
+        { "q_lora_rank 96; ", "plan { recompute selective; recompute_modules mla_up_proj core_attn }\n", 96 },
+        { "q_lora_rank 0; ", "plan { tp 2 }\n", 0 },
+        { "", "plan { }\n", 0 },
+    };
+    char model[1024];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(model, sizeof model, "%s%s%s%s", HEAD, ok[i].keys, W, TAIL);
+        Run r;
+        char *text = cat3(CLUSTER, model, ok[i].plan);
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        const Layer *l = &r.p.model.layers[1];
+        assert_int_equal(l->attn, ATTN_MLA);
+        assert_int_equal(l->q_lora_rank, ok[i].q_lora);
+        assert_int_equal(l->kv_lora_rank, 64);
+        assert_int_equal(l->qk_rope_dim, 16);
+        assert_int_equal(l->qk_nope_dim, 32);
+        assert_int_equal(l->v_head_dim, 24);
+        assert_int_equal(l->kv_heads, 6);
+        assert_int_equal(plan_head_dim(&r.p.model, l), 48);
+        done(&r);
+        free(text);
+    }
+    static const struct { const char *keys, *plan, *msg; } bad[] = {
+        { "kv_heads 2; ", "plan { }\n", "kv_heads has no meaning with kind mla: every MLA head has its own key" },
+        { "head_dim 64; ", "plan { }\n", "head_dim has no meaning with kind mla" },
+        { "qk_norm rmsnorm; ", "plan { }\n", "qk_norm has no meaning with kind mla: MLA normalises its latents" },
+        { "bias qkv; ", "plan { }\n", "bias qkv has no meaning with kind mla" },
+        { "q_lora_rank -1; ", "plan { }\n", "'q_lora_rank' must be" },
+        { "qk_rope_head_dim 15; ", "plan { }\n", "qk_rope_head_dim 15 is odd" },
+        { "", "plan { tp 4 }\n", "tp 4 does not divide heads 6" },
+        { "", "plan { cp 2 }\n", "cp 2 with kind mla: planc's context-parallel attention has one head size" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        /* a key given twice is its own error: the bad key replaces W's */
+        char w[256];
+        snprintf(w, sizeof w, "%s", W);
+        if (strstr(bad[i].keys, "qk_rope_head_dim")) snprintf(w, sizeof w, "kv_lora_rank 64; qk_nope_head_dim 32; "
+                                                                              "v_head_dim 24");
+        snprintf(model, sizeof model, "%s%s%s%s", HEAD, bad[i].keys, w, TAIL);
+        expect_one_error(CLUSTER, model, bad[i].plan, bad[i].msg, i);
+    }
+    /* a width missing, MLA keys without kind mla, learned positions */
+    snprintf(model, sizeof model, "%sqk_rope_head_dim 16; qk_nope_head_dim 32; v_head_dim 24%s", HEAD, TAIL);
+    expect_one_error(CLUSTER, model, "plan { }\n", "attention needs 'kv_lora_rank'", 100);
+    expect_one_error(CLUSTER,
+                     "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+                     "    repeat 4 { attention { heads 8; kv_lora_rank 64 }; mlp {} }\n    norm {}\n    lm_head\n}\n",
+                     "plan { }\n", "kv_lora_rank needs kind mla", 101);
+    expect_one_error(CLUSTER,
+                     "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+                     "    repeat 4 { attention { kind mla; heads 8; kv_lora_rank 64; qk_rope_head_dim 16; "
+                     "qk_nope_head_dim 32; v_head_dim 24 }; mlp {} }\n    norm {}\n    lm_head\n}\n",
+                     "plan { }\n", "kind mla needs position rope", 102);
 }
 
 /* The MoE keys (issue 25): etp, overlap_moe_a2a, moe_dispatcher,
@@ -1458,6 +1528,7 @@ int main(void)
         cmocka_unit_test(test_software_keys),
         cmocka_unit_test(test_software_stack),
         cmocka_unit_test(test_recompute_keys),
+        cmocka_unit_test(test_mla_keys),
         cmocka_unit_test(test_moe_keys),
         cmocka_unit_test(test_cp_keys),
         cmocka_unit_test(test_grad_accum_key),

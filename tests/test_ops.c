@@ -524,6 +524,246 @@ static void test_cp_positions(void **state)
     }
 }
 
+/* ---- multi-head latent attention ---------------------------------------------- */
+
+/* One MLA case: dims, weights (allocated together), what the forward keeps. */
+typedef struct {
+    prt_mla_dims d;
+    prt_rope rope;
+    float *x, *o, *ws;
+    float *wqa, *bqa, *gqa, *wqb, *wkva, *bkva, *gkva, *wkvb;
+    prt_mla_w w;
+    prt_mla_kept k;
+} MlaCtx;
+
+static void mla_fwd(void *p)
+{
+    MlaCtx *c = p;
+    prt_mla_fwd(c->o, &c->k, c->ws, c->x, &c->w, &c->d);
+}
+
+/* Random weights and buffers for dims d (q_lora 0: q_proj in wqb); biases
+ * only when `bias`. Gains near 1 as trained ones start. */
+static void mla_setup(MlaCtx *c, prt_mla_dims d, bool bias)
+{
+    memset(c, 0, sizeof *c);
+    c->d = d;
+    c->d.rope_params = &c->rope;
+    size_t N = d.B * d.T, H = d.H, dq = d.nope + d.rope, D = dq > d.v ? dq : d.v, R = d.kv_lora + d.rope;
+    size_t qin = d.q_lora ? d.q_lora : d.C;
+    c->x = rnd(N * d.C, 1);
+    c->o = zeros(N * H * d.v);
+    c->ws = zeros(prt_mla_ws_elems(&c->d));
+    if (d.q_lora) {
+        c->wqa = rnd(d.q_lora * d.C, 0.5f);
+        c->gqa = rnd(d.q_lora, 0.2f);
+        for (size_t i = 0; i < d.q_lora; i++) c->gqa[i] += 1.0f;
+        if (bias) c->bqa = rnd(d.q_lora, 0.3f);
+    }
+    c->wqb = rnd(H * dq * qin, 0.5f);
+    c->wkva = rnd(R * d.C, 0.5f);
+    c->gkva = rnd(d.kv_lora, 0.2f);
+    for (size_t i = 0; i < d.kv_lora; i++) c->gkva[i] += 1.0f;
+    if (bias) c->bkva = rnd(R, 0.3f);
+    c->wkvb = rnd(H * (d.nope + d.v) * d.kv_lora, 0.5f);
+    c->w = (prt_mla_w){ c->wqa, c->bqa, c->gqa, c->wqb, c->wkva, c->bkva, c->gkva, c->wkvb };
+    c->k = (prt_mla_kept){ zeros(N * d.q_lora), zeros(N * d.q_lora), zeros(N), zeros(N * R),
+                           zeros(N * d.kv_lora), zeros(N * d.kv_lora), zeros(N), zeros(N * 3 * H * D),
+                           zeros(d.B * H * d.T * d.T), zeros(N * H * D) };
+}
+
+static void mla_free(MlaCtx *c)
+{
+    float *p[] = { c->x, c->o, c->ws, c->wqa, c->bqa, c->gqa, c->wqb, c->wkva, c->bkva, c->gkva, c->wkvb,
+                   c->k.qa, c->k.qn, c->k.qr, c->k.kva, c->k.kvl, c->k.kvn, c->k.kvr, c->k.qkv, c->k.att,
+                   c->k.opad };
+    for (size_t i = 0; i < N_ELEMS(p); i++) free(p[i]);
+}
+
+/* y (O) = W (O, K) x (K) + b, in double. */
+static void ref_lin(double *y, const double *x, const float *w, const float *b, size_t K, size_t O)
+{
+    for (size_t o = 0; o < O; o++) {
+        double a = b ? b[o] : 0;
+        for (size_t j = 0; j < K; j++) a += (double)w[o * K + j] * x[j];
+        y[o] = a;
+    }
+}
+
+static void ref_rms(double *x, const float *g, size_t C, double eps)
+{
+    double ss = 0;
+    for (size_t j = 0; j < C; j++) ss += x[j] * x[j];
+    double s = 1.0 / sqrt(ss / (double)C + eps);
+    for (size_t j = 0; j < C; j++) x[j] *= s * g[j];
+}
+
+/* Interleaved pairs of p (r values) rotated by t * inv_freq, times the mscale. */
+static void ref_rope(double *p, size_t r, size_t t, const prt_rope *rope)
+{
+    double m = prt_rope_mscale(rope);
+    for (size_t i = 0; i < r / 2; i++) {
+        double a = (double)t * prt_rope_inv_freq(rope, i, r), re = p[2 * i], im = p[2 * i + 1];
+        p[2 * i] = m * (re * cos(a) - im * sin(a));
+        p[2 * i + 1] = m * (re * sin(a) + im * cos(a));
+    }
+}
+
+/* MLA as DeepseekV2Attention computes it, in double, with no padding:
+ * scores q.k / sqrt(nope + rope), causal softmax, values of v. */
+static void mla_ref(double *out, const MlaCtx *c)
+{
+    const prt_mla_dims *d = &c->d;
+    size_t N = d->B * d->T, H = d->H, n = d->nope, r = d->rope, dq = n + r, KV = n + d->v, R = d->kv_lora + r;
+    double *q = malloc(N * H * dq * sizeof *q), *k = malloc(N * H * dq * sizeof *k), *v = malloc(N * H * d->v * sizeof *v);
+    double xs[64], a[64], kva[64], kvh[256], pe[16], p[16];
+    for (size_t i = 0; i < N; i++) {
+        size_t t = i % d->T;
+        for (size_t j = 0; j < d->C; j++) xs[j] = c->x[i * d->C + j];
+        if (d->q_lora) {
+            ref_lin(a, xs, c->wqa, c->bqa, d->C, d->q_lora);
+            ref_rms(a, c->gqa, d->q_lora, d->eps);
+            ref_lin(q + i * H * dq, a, c->wqb, NULL, d->q_lora, H * dq);
+        } else {
+            ref_lin(q + i * H * dq, xs, c->wqb, NULL, d->C, H * dq);
+        }
+        ref_lin(kva, xs, c->wkva, c->bkva, d->C, R);
+        ref_rms(kva, c->gkva, d->kv_lora, d->eps);   /* the latent part only */
+        ref_lin(kvh, kva, c->wkvb, NULL, d->kv_lora, H * KV);
+        memcpy(pe, kva + d->kv_lora, r * sizeof *pe);
+        ref_rope(pe, r, t, &c->rope);
+        for (size_t h = 0; h < H; h++) {
+            ref_rope(q + i * H * dq + h * dq + n, r, t, &c->rope);
+            for (size_t j = 0; j < n; j++) k[i * H * dq + h * dq + j] = kvh[h * KV + j];
+            for (size_t j = 0; j < r; j++) k[i * H * dq + h * dq + n + j] = pe[j];
+            for (size_t j = 0; j < d->v; j++) v[i * H * d->v + h * d->v + j] = kvh[h * KV + n + j];
+        }
+    }
+    for (size_t b = 0; b < d->B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t t = 0; t < d->T; t++) {
+                size_t i = b * d->T + t;
+                double m = -INFINITY, sum = 0;
+                for (size_t u = 0; u <= t; u++) {
+                    double dot = 0;
+                    for (size_t j = 0; j < dq; j++) dot += q[i * H * dq + h * dq + j] * k[(b * d->T + u) * H * dq + h * dq + j];
+                    p[u] = dot / sqrt((double)dq);
+                    m = fmax(m, p[u]);
+                }
+                for (size_t u = 0; u <= t; u++) sum += p[u] = exp(p[u] - m);
+                for (size_t j = 0; j < d->v; j++) {
+                    double o = 0;
+                    for (size_t u = 0; u <= t; u++) o += p[u] / sum * v[(b * d->T + u) * H * d->v + h * d->v + j];
+                    out[i * H * d->v + h * d->v + j] = o;
+                }
+            }
+    free(q); free(k); free(v);
+}
+
+/* MLA's forward against the reference and its backward against finite
+ * differences of every input: DeepSeek-V3's form (a query latent, d_v <
+ * d_q: V padded) with biases and YaRN, and V2-Lite's (q_proj) with d_v >
+ * d_q (q, k padded, the queries rescaled). */
+static void test_mla(void **state)
+{
+    (void)state;
+    const struct { prt_mla_dims d; bool bias; prt_rope rope; } cases[] = {
+        { { .B = 2, .T = 5, .H = 2, .C = 12, .q_lora = 10, .kv_lora = 8, .rope = 4, .nope = 6, .v = 5, .eps = 1e-6f },
+          true, { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16 } },
+        { { .B = 2, .T = 5, .H = 3, .C = 12, .q_lora = 0, .kv_lora = 6, .rope = 2, .nope = 3, .v = 7, .eps = 1e-6f },
+          false, { PRT_ROPE_DEFAULT, 100, 1, 1, 4, 32, 1, 0 } },
+    };
+    for (size_t k = 0; k < N_ELEMS(cases); k++) {
+        MlaCtx c;
+        mla_setup(&c, cases[k].d, cases[k].bias);
+        c.rope = cases[k].rope;
+        const prt_mla_dims *d = &c.d;
+        size_t N = d->B * d->T, H = d->H, dq = d->nope + d->rope, R = d->kv_lora + d->rope;
+        size_t qin = d->q_lora ? d->q_lora : d->C, nout = N * H * d->v;
+        mla_fwd(&c);
+        double *ref = malloc(nout * sizeof *ref);
+        mla_ref(ref, &c);
+        assert_int_equal(validate("mla fwd", c.o, ref, nout, 1e-5, 1e-4), 0);
+        float *r = rnd(nout, 1), *dx = zeros(N * d->C);
+        prt_mla_grad g = { zeros(d->q_lora * d->C), zeros(d->q_lora), zeros(d->q_lora), zeros(H * dq * qin),
+                           zeros(R * d->C), zeros(R), zeros(d->kv_lora), zeros(H * (d->nope + d->v) * d->kv_lora) };
+        prt_mla_bwd(dx, &g, c.ws, r, c.x, &c.k, &c.w, d);
+        FdTensor ts[] = { {"mla dx", c.x, dx, N * d->C}, {"mla d q_b / q_proj", c.wqb, g.wqb, H * dq * qin},
+                          {"mla d kv_a", c.wkva, g.wkva, R * d->C}, {"mla d kv_a norm", c.gkva, g.gkva, d->kv_lora},
+                          {"mla d kv_b", c.wkvb, g.wkvb, H * (d->nope + d->v) * d->kv_lora},
+                          {"mla d q_a", c.wqa, g.wqa, d->q_lora * d->C}, {"mla d q_a norm", c.gqa, g.gqa, d->q_lora},
+                          {"mla d q_a bias", c.bqa, g.bqa, d->q_lora}, {"mla d kv_a bias", c.bkva, g.bkva, R} };
+        int nt = d->q_lora ? (cases[k].bias ? 9 : 7) : 5;
+        assert_int_equal(fd_check(mla_fwd, &c, c.o, r, nout, ts, nt, 1e-2, 1e-3, 2e-3), 0);
+        free(ref); free(r); free(dx);
+        float *gp[] = { g.wqa, g.bqa, g.gqa, g.wqb, g.wkva, g.bkva, g.gkva, g.wkvb };
+        for (size_t i = 0; i < N_ELEMS(gp); i++) free(gp[i]);
+        mla_free(&c);
+    }
+}
+
+/* MLA under TP 2 (planc's rule): each rank holds half the heads of q_b and
+ * kv_b and the down projections and latent norms whole; its output is the
+ * one-rank output's columns of its heads, and the sum over the ranks of dx
+ * and of the replicated weights' gradients is the one-rank gradient. */
+static void test_mla_tp(void **state)
+{
+    (void)state;
+    prt_mla_dims d = { .B = 2, .T = 4, .H = 4, .C = 8, .q_lora = 6, .kv_lora = 6, .rope = 2, .nope = 4, .v = 3,
+                       .eps = 1e-6f };
+    MlaCtx one;
+    mla_setup(&one, d, true);
+    one.rope = PRT_ROPE_PLAIN(100.0);
+    size_t N = d.B * d.T, dq = d.nope + d.rope, KV = d.nope + d.v, R = d.kv_lora + d.rope, Hl = d.H / 2;
+    mla_fwd(&one);
+    float *r = rnd(N * d.H * d.v, 1), *dx1 = zeros(N * d.C);
+    prt_mla_grad g1 = { zeros(d.q_lora * d.C), zeros(d.q_lora), zeros(d.q_lora), zeros(d.H * dq * d.q_lora),
+                        zeros(R * d.C), zeros(R), zeros(d.kv_lora), zeros(d.H * KV * d.kv_lora) };
+    prt_mla_bwd(dx1, &g1, one.ws, r, one.x, &one.k, &one.w, &one.d);
+    float *dxs = zeros(N * d.C), *gqa = zeros(d.q_lora * d.C), *gkva = zeros(R * d.C), *ggk = zeros(d.kv_lora);
+    int bad = 0;
+    for (size_t rank = 0; rank < 2; rank++) {
+        prt_mla_dims dl = d;
+        dl.H = Hl;
+        MlaCtx c;
+        mla_setup(&c, dl, true);
+        c.rope = one.rope;
+        memcpy(c.x, one.x, N * d.C * sizeof *c.x);
+        memcpy(c.wqa, one.wqa, d.q_lora * d.C * sizeof *c.wqa);
+        memcpy(c.bqa, one.bqa, d.q_lora * sizeof *c.bqa);
+        memcpy(c.gqa, one.gqa, d.q_lora * sizeof *c.gqa);
+        memcpy(c.wkva, one.wkva, R * d.C * sizeof *c.wkva);
+        memcpy(c.bkva, one.bkva, R * sizeof *c.bkva);
+        memcpy(c.gkva, one.gkva, d.kv_lora * sizeof *c.gkva);
+        /* the rank's heads: row blocks of q_b and kv_b */
+        memcpy(c.wqb, one.wqb + rank * Hl * dq * d.q_lora, Hl * dq * d.q_lora * sizeof *c.wqb);
+        memcpy(c.wkvb, one.wkvb + rank * Hl * KV * d.kv_lora, Hl * KV * d.kv_lora * sizeof *c.wkvb);
+        mla_fwd(&c);
+        float *ro = malloc(N * Hl * d.v * sizeof *ro), *oo = malloc(N * Hl * d.v * sizeof *oo);
+        for (size_t i = 0; i < N; i++) {
+            memcpy(ro + i * Hl * d.v, r + i * d.H * d.v + rank * Hl * d.v, Hl * d.v * sizeof *ro);
+            memcpy(oo + i * Hl * d.v, one.o + i * d.H * d.v + rank * Hl * d.v, Hl * d.v * sizeof *oo);
+        }
+        bad += validate_f("mla tp output", c.o, oo, N * Hl * d.v, 1e-6, 1e-5);
+        float *dx = zeros(N * d.C);
+        prt_mla_grad g = { gqa, zeros(d.q_lora), zeros(d.q_lora), zeros(Hl * dq * d.q_lora), gkva, zeros(R), ggk,
+                           zeros(Hl * KV * d.kv_lora) };
+        prt_mla_bwd(dx, &g, c.ws, ro, c.x, &c.k, &c.w, &c.d);
+        prt_add_inplace(dxs, dx, N * d.C);
+        bad += validate_f("mla tp d q_b rows", g.wqb, g1.wqb + rank * Hl * dq * d.q_lora, Hl * dq * d.q_lora, 1e-5, 1e-4);
+        free(ro); free(oo); free(dx); free(g.bqa); free(g.gqa); free(g.wqb); free(g.bkva); free(g.wkvb);
+        mla_free(&c);
+    }
+    bad += validate_f("mla tp dx (sum over ranks)", dxs, dx1, N * d.C, 1e-5, 1e-4);
+    bad += validate_f("mla tp d q_a (sum)", gqa, g1.wqa, d.q_lora * d.C, 1e-5, 1e-4);
+    bad += validate_f("mla tp d kv_a (sum)", gkva, g1.wkva, R * d.C, 1e-5, 1e-4);
+    bad += validate_f("mla tp d kv_a norm (sum)", ggk, g1.gkva, d.kv_lora, 1e-5, 1e-4);
+    assert_int_equal(bad, 0);
+    float *gp[] = { g1.wqa, g1.bqa, g1.gqa, g1.wqb, g1.wkva, g1.bkva, g1.gkva, g1.wkvb, r, dx1, dxs, gqa, gkva, ggk };
+    for (size_t i = 0; i < N_ELEMS(gp); i++) free(gp[i]);
+    mla_free(&one);
+}
+
 /* ---- attention ---------------------------------------------------------------- */
 
 typedef struct {
@@ -1074,6 +1314,8 @@ int main(void)
         cmocka_unit_test(test_attention_mqa_recompute),
         cmocka_unit_test(test_attention_window),
         cmocka_unit_test(test_attention_softcap),
+        cmocka_unit_test(test_mla),
+        cmocka_unit_test(test_mla_tp),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_xent_padded),
         cmocka_unit_test(test_xent_softcap),

@@ -19,6 +19,7 @@
 #include "planner/comm.h"
 #include "planner/cost.h"
 #include "planner/evaluate.h"
+#include "planner/fp8.h"
 #include "planner/layout.h"
 #include "planner/memory.h"
 #include "planner/model.h"
@@ -167,6 +168,139 @@ static void test_norm_position_params(void **state)
     assert_int_equal(plan_layer_params(&m, att, 8, &ovf), a8 + 4096 + (4096 + 1024) / 8);
     assert_int_equal(plan_layer_qk_norm_params(&m, att), 0);   /* split over TP: not a TP sum */
     assert_false(ovf);
+}
+
+/* Turn every attention layer of m into MLA (kind mla) of these widths. */
+static void mlaify(Model *m, int64_t q_lora, int64_t kv_lora, int64_t rope, int64_t nope, int64_t v)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        Layer *l = &m->layers[i];
+        if (l->kind != LAYER_ATTENTION) continue;
+        l->attn = ATTN_MLA;
+        l->kv_heads = l->heads;
+        l->head_dim = 0;
+        l->q_lora_rank = q_lora;
+        l->kv_lora_rank = kv_lora;
+        l->qk_rope_dim = rope;
+        l->qk_nope_dim = nope;
+        l->v_head_dim = v;
+    }
+}
+
+static const Layer *first_attention(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_ATTENTION) return &m->layers[i];
+    return NULL;
+}
+
+/* MLA's parameters (issue 29) as transformers' DeepseekV2Attention lays
+ * them out, by hand from the published config.json files:
+ *  - DeepSeek-V2-Lite (hidden 2048, 16 heads, q_lora_rank null,
+ *    kv_lora_rank 512, qk_rope 64, qk_nope 128, v 128): the pre-norm 2048,
+ *    q_proj 2048 x 16 x 192 = 6,291,456, kv_a_proj_with_mqa 2048 x 576 =
+ *    1,179,648, kv_a_layernorm 512, kv_b_proj 512 x 16 x 256 = 2,097,152,
+ *    o_proj 16 x 128 x 2048 = 4,194,304: 13,765,120;
+ *  - DeepSeek-V3 (hidden 7168, 128 heads, q_lora_rank 1536, the rest as
+ *    Lite's): pre-norm 7168, q_a_proj 7168 x 1536 = 11,010,048,
+ *    q_a_layernorm 1536, q_b_proj 1536 x 128 x 192 = 37,748,736, kv_a
+ *    7168 x 576 = 4,128,768, kv_a_layernorm 512, kv_b 512 x 128 x 256 =
+ *    16,777,216, o_proj 128 x 128 x 7168 = 117,440,512: 187,114,496.
+ * Per TP rank the up projections and o_proj are split by heads, the
+ * pre-norm, down projections and latent norms whole; those last are
+ * partial over TP (tp_partial). Tensors: V3 norm, q_a, q_a norm, q_b, kv_a,
+ * kv_a norm, kv_b, o = 8; Lite 6; with bias the two down projections'
+ * and o_proj's. */
+static void test_mla_params(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Model m;
+    bool ovf = false;
+    plan_preset_llama(&m, buf, "v2-lite", 2, 2048, 16, 16, 10944, 4096, 102400, DTYPE_BF16);
+    mlaify(&m, 0, 512, 64, 128, 128);
+    const Layer *att = first_attention(&m);
+    assert_int_equal(plan_layer_params(&m, att, 1, &ovf), 13765120);
+    assert_int_equal(plan_layer_params(&m, att, 2, &ovf), 2048 + 1179648 + 512 + (6291456 + 2097152 + 4194304) / 2);
+    assert_int_equal(plan_layer_tp_partial_params(&m, att), 1179648 + 512);
+    assert_int_equal(plan_layer_tensors(&m, att), 6);
+    assert_int_equal(plan_head_dim(&m, att), 192);
+    plan_preset_llama(&m, buf, "v3", 2, 7168, 128, 128, 18432, 4096, 129280, DTYPE_BF16);
+    mlaify(&m, 1536, 512, 64, 128, 128);
+    att = first_attention(&m);
+    assert_int_equal(plan_layer_params(&m, att, 1, &ovf), 187114496);
+    assert_int_equal(plan_layer_params(&m, att, 8, &ovf),
+                     7168 + 11010048 + 1536 + 4128768 + 512 + (37748736 + 16777216 + 117440512) / 8);
+    assert_int_equal(plan_layer_tp_partial_params(&m, att), 11010048 + 1536 + 4128768 + 512);
+    assert_int_equal(plan_layer_tensors(&m, att), 8);
+    buf[1].bias = true;   /* attention_bias: q_a 1536, kv_a 576, o_proj 7168 (whole on every rank) */
+    assert_int_equal(plan_layer_params(&m, &buf[1], 1, &ovf), 187114496 + 1536 + 576 + 7168);
+    assert_int_equal(plan_layer_tensors(&m, &buf[1]), 11);
+    assert_false(ovf);
+}
+
+/* MLA's work for one micro-batch, by hand for a small layer (h 256, a 4,
+ * c_q 96, c_kv 64, r 16, n 32, d_v 32, b 2, s 128, bf16): the seven
+ * GEMMs' FLOPs, the kept activations with and without mla_up_proj, the
+ * TP collectives of the MHA (one all-reduce each way), and the
+ * recomputed module's FLOPs (q_b and kv_b again). */
+static void test_mla_work(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Model m;
+    plan_preset_llama(&m, buf, "mla", 2, 256, 4, 4, 512, 128, 1000, DTYPE_BF16);
+    mlaify(&m, 96, 64, 16, 32, 32);
+    const Layer *l = first_attention(&m);
+    double h = 256, a = 4, cq = 96, ckv = 64, r = 16, n = 32, dq = 48, dv = 32, b = 2, s = 128, T = b * s, e = 2;
+    for (int tp = 1; tp <= 2; tp++) {
+        PlanCut c = { .micro_batch = 2, .tp = tp, .recompute = RECOMPUTE_NONE };
+        PlanLayerWork w;
+        plan_layer_work(&m, l, l - 1, &c, &w);
+        double t = tp;
+        double want = 2 * T * (h * cq + h * (ckv + r)) +                          /* down: every rank */
+                      2 * T * (cq * a * dq + ckv * a * (n + dv) + a * dv * h) / t +  /* up, o_proj */
+                      2 * b * a / t * s * s * (dq + dv);                             /* scores, context */
+        assert_int_equal(w.n_gemm, 7);
+        assert_close(w.flops_fwd, want, 0, 1e-12);
+        assert_close(w.flops_core, 2 * b * a / t * s * s * (dq + dv), 0, 1e-12);
+        double kept = 2 * e * T * h + e * T * (2 * (cq + ckv) + r) + e * T * a * (2 * dq + 2 * dv) / t +
+                      e * b * a / t * s * s;
+        assert_close(w.act_none, kept, 0, 1e-12);
+        assert_int_equal(w.tp_fwd.ar, tp > 1);
+        assert_int_equal(w.tp_bwd.ar, tp > 1);
+        c.recompute = RECOMPUTE_SELECTIVE;
+        c.modules = PLAN_RC_BIT(PLAN_RC_MLA_UP_PROJ);
+        plan_layer_work(&m, l, l - 1, &c, &w);
+        assert_close(w.act_kept, kept - e * T * a * (2 * dq + dv) / t, 0, 1e-12);
+        assert_close(w.redo.flops, 2 * T * (cq * a * dq + ckv * a * (n + dv)) / t, 0, 1e-12);
+        assert_close(w.redo.gemm[1] + w.redo.gemm[3], 2, 0, 0);
+        assert_close(w.redo.gemm[0] + w.redo.gemm[2] + w.redo.gemm[6], 0, 0, 0);
+    }
+}
+
+/* FP8 with MLA: the FP8 linears' weights are the layer's parameters less
+ * the pre-norm and the two latent norms (DeepSeek-V3 per TP rank of 8:
+ * q_a 11,010,048, kv_a 4,128,768, 1/8 of q_b, kv_b, o_proj), and the
+ * layer has five linears (q_a, q_b, kv_a, kv_b, o_proj), four without a
+ * query latent. */
+static void test_mla_fp8(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(1)];
+    Plan p;
+    memset(&p, 0, sizeof p);
+    plan_preset_llama(&p.model, buf, "v3", 1, 7168, 128, 128, 18432, 4096, 129280, DTYPE_BF16);
+    mlaify(&p.model, 1536, 512, 64, 128, 128);
+    p.software.fp8.recipe = PLAN_FP8_TENSORWISE;
+    int a = (int)(first_attention(&p.model) - p.model.layers);
+    PlanFp8Params q;
+    plan_fp8_params(&p, a, a + 1, 8, &q);
+    assert_close(q.params, 11010048.0 + 4128768.0 + (37748736.0 + 16777216.0 + 117440512.0) / 8, 0, 0);
+    assert_int_equal(q.linears, 5);
+    p.model.layers[a].q_lora_rank = 0;
+    plan_fp8_params(&p, a, a + 1, 8, &q);
+    assert_int_equal(q.linears, 4);
 }
 
 /* Total and active parameters: Mixtral 8x7B (Mistral AI: 46.7B total,
@@ -2965,6 +3099,9 @@ int main(void)
         cmocka_unit_test(test_moe_params),
         cmocka_unit_test(test_qk_norm_params),
         cmocka_unit_test(test_norm_position_params),
+        cmocka_unit_test(test_mla_params),
+        cmocka_unit_test(test_mla_work),
+        cmocka_unit_test(test_mla_fp8),
         cmocka_unit_test(test_moe_work),
         cmocka_unit_test(test_moe_memory),
         cmocka_unit_test(test_moe_scratch),

@@ -289,6 +289,52 @@ void prt_attention_dropout_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout
                                const prt_act *att, const prt_act *attd, const uint8_t *mask, float p,
                                size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W);
 
+/* ---- multi-head latent attention (CPU build only) -----------------------
+ * DeepSeek-V2's MLA (the model's `attention { kind mla }`) on one TP rank,
+ * composed from the linear, RMSNorm, RoPE and attention ops above
+ * (runtime/ops/mla.c): from x (N = B T rows of C, the pre-norm's output)
+ * to o (N, H v), the o_proj's input. Weights are (O, K) row-major as the
+ * linear op's; H the rank's heads. The CUDA build has no MLA yet (its
+ * padded-head copies would be device kernels). */
+typedef struct {
+    size_t B, T, H, C;          /* sequences, tokens each, this rank's heads, model width */
+    size_t q_lora, kv_lora;     /* latent widths; q_lora 0: q_proj, no query latent */
+    size_t rope, nope, v;       /* qk_rope_head_dim, qk_nope_head_dim, v_head_dim */
+    size_t W;                   /* sliding window, 0: full causal */
+    float eps;                  /* the latent norms' epsilon */
+    const prt_rope *rope_params;
+} prt_mla_dims;
+typedef struct {
+    const prt_act *wqa, *bqa, *gqa;     /* q_a_proj (q_lora, C), its bias or NULL, q_a_layernorm (q_lora) */
+    const prt_act *wqb;                 /* q_b_proj (H (nope + rope), q_lora), or q_proj (H (nope + rope), C) */
+    const prt_act *wkva, *bkva, *gkva;  /* kv_a_proj_with_mqa (kv_lora + rope, C), its bias or NULL,
+                                           kv_a_layernorm (kv_lora) */
+    const prt_act *wkvb;                /* kv_b_proj (H (nope + v), kv_lora) */
+} prt_mla_w;
+typedef struct {   /* fp32 gradients of prt_mla_w's tensors, accumulated (bqa, bkva may be NULL) */
+    float *wqa, *bqa, *gqa, *wqb, *wkva, *bkva, *gkva, *wkvb;
+} prt_mla_grad;
+typedef struct {   /* what the forward keeps for the backward; D = max(nope + rope, v) */
+    prt_act *qa, *qn;   /* (N, q_lora): q_a's output and its norm's (unused without q_lora) */
+    float   *qr;        /* (N): the q latent norm's rstd */
+    prt_act *kva;       /* (N, kv_lora + rope): kv_a's output */
+    prt_act *kvl, *kvn; /* (N, kv_lora): the latent, and normalised */
+    float   *kvr;       /* (N) */
+    prt_act *qkv;       /* (N, 3 H D): the heads zero-padded to D, the attention op's input */
+    prt_act *att;       /* (B, H, T, T): the probabilities */
+    prt_act *opad;      /* (N, H D): the attention's padded output */
+} prt_mla_kept;
+/* Elements of the workspace ws both passes need (the larger). */
+size_t prt_mla_ws_elems(const prt_mla_dims *d);
+void prt_mla_fwd(prt_act *o, prt_mla_kept *k, prt_act *ws, const prt_act *x, const prt_mla_w *w,
+                 const prt_mla_dims *d);
+/* dx (N, C) is overwritten with this rank's share of the input gradient
+ * (under TP the caller all-reduces it, and the replicated q_a, kv_a and
+ * latent norms' gradients once a step: each rank back-propagates its
+ * heads only); the weight gradients accumulate. */
+void prt_mla_bwd(prt_act *dx, prt_mla_grad *g, prt_act *ws, const prt_act *dout, const prt_act *x,
+                 const prt_mla_kept *k, const prt_mla_w *w, const prt_mla_dims *d);
+
 /* ---- activations and residual (n elements; dx overwrites) -------------- */
 void prt_gelu_fwd(prt_act *out, const prt_act *x, size_t n);    /* tanh form, GPT-2 */
 void prt_gelu_bwd(prt_act *dx, const prt_act *x, const prt_act *dout, size_t n);

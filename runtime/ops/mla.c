@@ -1,0 +1,150 @@
+/*
+ * mla.c: multi-head latent attention (DeepSeek-V2, Liu et al. 2024 Sec.
+ * 2.1; transformers' DeepseekV2Attention) of the CPU build, composed from
+ * the runtime's own ops: prt_linear_*, prt_rmsnorm_*, prt_rope_* and
+ * prt_attention_*. It adds only the copies between their layouts.
+ *
+ * On one TP rank of H local heads (n nope, r rope, d_q = n + r, d_v v):
+ *   q   = q_b(rmsnorm(q_a(x)))   or q_proj(x)          (N, H d_q)
+ *   kva = kv_a(x)                                      (N, c_kv + r)
+ *   kv  = kv_b(rmsnorm(kva[:, :c_kv]))                 (N, H (n + d_v))
+ *   k_pe = rope(kva[:, c_kv:])   one key part shared by the heads
+ *   q_pe = rope(q[h][n:])        per head
+ *   o   = attention(q = [q_nope, q_pe], k = [k_nope, k_pe], v)   (N, H d_v)
+ * The attention op has one head size D for q, k and v: MLA's heads are
+ * zero-padded to D = max(d_q, d_v) (zero columns add nothing to q.k and
+ * give zero output columns; Megatron-Core pads V so for its THD kernels),
+ * and where D > d_q the queries are scaled by sqrt(D / d_q) so that the
+ * op's 1/sqrt(D) is MLA's 1/sqrt(d_q). RoPE runs on a buffer laid out as
+ * the op's qkv with head size r: the H rotated query parts, the shared key
+ * part as one key head, and a value head it leaves alone, so the rotation
+ * (interleaved pairs, YaRN's mscale on cos and sin) is prt_rope's own.
+ *
+ * What it must not do: allocate (the caller passes every buffer:
+ * prt_mla_ws_elems), or reduce over TP (the caller all-reduces dx and the
+ * replicated weights' gradients, as the planner's rule says).
+ */
+#include <math.h>
+#include <string.h>
+#include "ops_err.h"
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The padded head size and the queries' scale. */
+static size_t pad_dim(const prt_mla_dims *d) { return max_sz(d->nope + d->rope, d->v); }
+static float q_scale(const prt_mla_dims *d)
+{
+    return sqrtf((float)pad_dim(d) / (float)(d->nope + d->rope));
+}
+
+size_t prt_mla_ws_elems(const prt_mla_dims *d)
+{
+    size_t N = d->B * d->T, H = d->H, D = pad_dim(d), dq = d->nope + d->rope;
+    size_t lat = max_sz(d->q_lora, d->kv_lora);
+    size_t fwd = N * H * dq + N * H * (d->nope + d->v) + N * (H + 2) * d->rope;
+    size_t bwd = N * H * D + N * 3 * H * D + d->B * H * d->T * d->T + N * H * dq + N * H * (d->nope + d->v) +
+                 N * (H + 2) * d->rope + 2 * N * lat + N * (d->kv_lora + d->rope) + N * d->C;
+    return max_sz(fwd, bwd);
+}
+
+/* Rows of the rope buffer: H query parts, the key part, a value part. */
+static size_t rope_row(const prt_mla_dims *d) { return (d->H + 2) * d->rope; }
+
+void prt_mla_fwd(prt_act *o, prt_mla_kept *k, prt_act *ws, const prt_act *x, const prt_mla_w *w,
+                 const prt_mla_dims *d)
+{
+    PRT_OP_ENTER("prt_mla_fwd");
+    size_t N = d->B * d->T, H = d->H, n = d->nope, r = d->rope, v = d->v, dq = n + r, D = pad_dim(d);
+    size_t R = d->kv_lora + r, KV = n + v, RR = rope_row(d);
+    prt_act *q = ws, *kv = q + N * H * dq, *rp = kv + N * H * KV;
+    if (d->q_lora) {
+        prt_linear_fwd(k->qa, x, w->wqa, w->bqa, N, d->C, d->q_lora);
+        prt_rmsnorm_fwd(k->qn, k->qr, k->qa, w->gqa, N, d->q_lora, d->eps);
+        prt_linear_fwd(q, k->qn, w->wqb, NULL, N, d->q_lora, H * dq);
+    } else {
+        prt_linear_fwd(q, x, w->wqb, NULL, N, d->C, H * dq);
+    }
+    prt_linear_fwd(k->kva, x, w->wkva, w->bkva, N, d->C, R);
+    for (size_t i = 0; i < N; i++)
+        memcpy(k->kvl + i * d->kv_lora, k->kva + i * R, d->kv_lora * sizeof *k->kvl);
+    prt_rmsnorm_fwd(k->kvn, k->kvr, k->kvl, w->gkva, N, d->kv_lora, d->eps);
+    prt_linear_fwd(kv, k->kvn, w->wkvb, NULL, N, d->kv_lora, H * KV);
+    /* the rotated parts into the rope buffer, rotated there */
+    memset(rp, 0, N * RR * sizeof *rp);
+    for (size_t i = 0; i < N; i++) {
+        for (size_t h = 0; h < H; h++)
+            memcpy(rp + i * RR + h * r, q + i * H * dq + h * dq + n, r * sizeof *rp);
+        memcpy(rp + i * RR + H * r, k->kva + i * R + d->kv_lora, r * sizeof *rp);
+    }
+    prt_rope_fwd(rp, d->B, d->T, H, 1, r, d->rope_params);
+    /* each head's q, k, v, zero-padded to D, in the attention op's layout */
+    float s = q_scale(d);
+    memset(k->qkv, 0, N * 3 * H * D * sizeof *k->qkv);
+    for (size_t i = 0; i < N; i++)
+        for (size_t h = 0; h < H; h++) {
+            prt_act *Q = k->qkv + i * 3 * H * D + h * D, *K = Q + H * D, *V = K + H * D;
+            const prt_act *qh = q + i * H * dq + h * dq, *kvh = kv + i * H * KV + h * KV;
+            for (size_t c = 0; c < n; c++) Q[c] = qh[c] * s;
+            for (size_t c = 0; c < r; c++) Q[n + c] = rp[i * RR + h * r + c] * s;
+            memcpy(K, kvh, n * sizeof *K);
+            memcpy(K + n, rp + i * RR + H * r, r * sizeof *K);
+            memcpy(V, kvh + n, v * sizeof *V);
+        }
+    prt_attention_fwd(k->opad, k->att, k->qkv, d->B, d->T, H, H, D, d->W);
+    for (size_t i = 0; i < N; i++)
+        for (size_t h = 0; h < H; h++)
+            memcpy(o + i * H * v + h * v, k->opad + i * H * D + h * D, v * sizeof *o);
+}
+
+void prt_mla_bwd(prt_act *dx, prt_mla_grad *g, prt_act *ws, const prt_act *dout, const prt_act *x,
+                 const prt_mla_kept *k, const prt_mla_w *w, const prt_mla_dims *d)
+{
+    PRT_OP_ENTER("prt_mla_bwd");
+    size_t N = d->B * d->T, H = d->H, n = d->nope, r = d->rope, v = d->v, Dq = n + r, D = pad_dim(d);
+    size_t R = d->kv_lora + r, KV = n + v, RR = rope_row(d), lat = max_sz(d->q_lora, d->kv_lora);
+    prt_act *dop = ws, *dqkv = dop + N * H * D, *datt = dqkv + N * 3 * H * D;
+    prt_act *dq = datt + d->B * H * d->T * d->T, *dkv = dq + N * H * Dq, *drp = dkv + N * H * KV;
+    prt_act *dl = drp + N * RR, *dn = dl + N * lat, *dkva = dn + N * lat, *dxq = dkva + N * R;
+    memset(dop, 0, N * H * D * sizeof *dop);
+    for (size_t i = 0; i < N; i++)
+        for (size_t h = 0; h < H; h++)
+            memcpy(dop + i * H * D + h * D, dout + i * H * v + h * v, v * sizeof *dop);
+    prt_attention_bwd(dqkv, datt, dop, k->qkv, k->att, false, d->B, d->T, H, H, D, d->W);
+    /* split each head's dQ, dK, dV into the parts; the shared key part's
+       gradient is the sum over the heads */
+    float s = q_scale(d);
+    memset(drp, 0, N * RR * sizeof *drp);
+    for (size_t i = 0; i < N; i++)
+        for (size_t h = 0; h < H; h++) {
+            const prt_act *Q = dqkv + i * 3 * H * D + h * D, *K = Q + H * D, *V = K + H * D;
+            prt_act *qh = dq + i * H * Dq + h * Dq, *kvh = dkv + i * H * KV + h * KV;
+            for (size_t c = 0; c < n; c++) qh[c] = Q[c] * s;
+            for (size_t c = 0; c < r; c++) drp[i * RR + h * r + c] = Q[n + c] * s;
+            memcpy(kvh, K, n * sizeof *kvh);
+            for (size_t c = 0; c < r; c++) drp[i * RR + H * r + c] += K[n + c];
+            memcpy(kvh + n, V, v * sizeof *kvh);
+        }
+    prt_rope_bwd(drp, d->B, d->T, H, 1, r, d->rope_params);
+    for (size_t i = 0; i < N; i++)
+        for (size_t h = 0; h < H; h++)
+            memcpy(dq + i * H * Dq + h * Dq + n, drp + i * RR + h * r, r * sizeof *dq);
+    /* key/value side: kv_b, the latent norm, kv_a (dx written here) */
+    prt_linear_bwd(dn, g->wkvb, NULL, dkv, k->kvn, w->wkvb, N, d->kv_lora, H * KV);
+    memset(dl, 0, N * d->kv_lora * sizeof *dl);
+    prt_rmsnorm_bwd(dl, g->gkva, dn, k->kvl, w->gkva, k->kvr, N, d->kv_lora);
+    for (size_t i = 0; i < N; i++) {
+        memcpy(dkva + i * R, dl + i * d->kv_lora, d->kv_lora * sizeof *dkva);
+        memcpy(dkva + i * R + d->kv_lora, drp + i * RR + H * r, r * sizeof *dkva);
+    }
+    prt_linear_bwd(dx, g->wkva, g->bkva, dkva, x, w->wkva, N, d->C, R);
+    /* query side: q_b, the latent norm, q_a (or q_proj), added into dx */
+    if (d->q_lora) {
+        prt_linear_bwd(dn, g->wqb, NULL, dq, k->qn, w->wqb, N, d->q_lora, H * Dq);
+        memset(dl, 0, N * d->q_lora * sizeof *dl);
+        prt_rmsnorm_bwd(dl, g->gqa, dn, k->qa, w->gqa, k->qr, N, d->q_lora);
+        prt_linear_bwd(dxq, g->wqa, g->bqa, dl, x, w->wqa, N, d->C, d->q_lora);
+    } else {
+        prt_linear_bwd(dxq, g->wqb, NULL, dq, x, w->wqb, N, d->C, H * Dq);
+    }
+    prt_add_inplace(dx, dxq, N * d->C);
+}
