@@ -495,7 +495,8 @@ static void model_uniform(const Model *m, char *why, size_t cap)
         }
         if (f->kind != f0->kind || f->hidden != f0->hidden || f->act != f0->act || f->norm != f0->norm ||
             f->bias != f0->bias || f->experts != f0->experts || f->top_k != f0->top_k ||
-            f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss) {
+            f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss ||
+            f->score != f0->score || f->topk_unnormalised != f0->topk_unnormalised) {
             snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
             return;
         }
@@ -546,6 +547,9 @@ static void emit_model_config(Cg *g)
             "\"experts\": %lld, \"top_k\": %lld, \"shared\": %lld, \"capacity_factor\": %.17g, \"aux_loss\": %.17g, ",
             kind_name(F->kind), (long long)F->hidden, act[F->act], norm[F->norm], F->bias ? "true" : "false",
             (long long)F->experts, (long long)F->top_k, (long long)F->shared, F->capacity_factor, F->aux_loss);
+    if (F && F->kind == LAYER_MOE)   /* the router's gate (absent: softmax, normalised: Mixtral's) */
+        k += snprintf(j + k, sizeof j - (size_t)k, "\"score\": \"%s\", \"norm_topk_prob\": %s, ",
+                      F->score == MOE_SCORE_SIGMOID ? "sigmoid" : "softmax", F->topk_unnormalised ? "false" : "true");
     char w[240];
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
@@ -776,6 +780,16 @@ static void moe_expert_rows(Cg *g, int *id, const char *who, int layer, const La
     if (L->bias) { snprintf(nm, sizeof nm, "%s.w2.bias", who);
                    param_row(g, id, nm, layer, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
     for (int i = first; g->param_ep && i < *id; i++) g->param_ep[i] = owner;
+}
+
+/* The router's gate as the program's PRT_MOE_* flags (prt_ops.h): the
+ * score and norm_topk_prob; "0" for a layer that is no mixture. */
+static const char *moe_gate(const Layer *L)
+{
+    if (L->kind != LAYER_MOE) return "0";
+    bool sig = L->score == MOE_SCORE_SIGMOID;
+    return !L->topk_unnormalised ? (sig ? "PRT_MOE_SIGMOID | PRT_MOE_NORM" : "PRT_MOE_NORM")
+                                 : (sig ? "PRT_MOE_SIGMOID" : "0");
 }
 
 /* Parameter ids per expert, in moe_expert_rows' order. */
@@ -1064,11 +1078,11 @@ static void emit_layers(Cg *g)
         static const char *acts[] = { "ACT_GELU", "ACT_RELU", "ACT_SWIGLU", "ACT_GEGLU" }; /* ORDER ActKind */
         bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;
         char moe[160] = "";
-        if (feature(g, "HAS_MOE", 7) == 1) {   /* the moe columns (router .. capf) */
+        if (feature(g, "HAS_MOE", 7) == 1) {   /* the moe columns (router .. gate) */
             char aux[48], capf[48];
-            snprintf(moe, sizeof moe, ", %d, %d, %d, %lld, %lld, %lld, %s, %s", router, stride, shared0,
+            snprintf(moe, sizeof moe, ", %d, %d, %d, %lld, %lld, %lld, %s, %s, %s", router, stride, shared0,
                      (long long)L->experts, (long long)L->top_k, (long long)L->shared,
-                     flt(aux, L->aux_loss), flt(capf, L->capacity_factor));
+                     flt(aux, L->aux_loss), flt(capf, L->capacity_factor), moe_gate(L));
         }
         out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %s, %d, %d, %d, %lld, %d, %s, %lld, %lld%s }, /* layer %d: %s */\n",
             kinds[L->kind], w1, b1, w2, b2, lw, lb,

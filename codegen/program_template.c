@@ -202,6 +202,8 @@ typedef struct {
     int experts, top_k, shared;   /* routed experts E (all on this rank: ep 1), k, shared experts */
     float aux;         /* load-balancing loss coefficient (Switch), 0: off */
     float capf;        /* capacity factor (GShard, per sequence), 0: dropless */
+    int gate;          /* the router's gate: PRT_MOE_SIGMOID (else softmax), PRT_MOE_NORM
+                          (the top-k weights renormalised: norm_topk_prob) */
 #endif
 } LayerSpec;
 #if HAS_MOE
@@ -211,11 +213,11 @@ typedef struct {
 //@@ check-tables
 #if HAS_MOE
 static const LayerSpec LAYERS[N_LAYERS] = {
-    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
-    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0 },
-    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0 },
-    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
-    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
+    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0 },
+    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0, 0 },
+    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0, PRT_MOE_NORM },
+    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0 },
+    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0 },
 };
 #else
 static const LayerSpec LAYERS[N_LAYERS] = {
@@ -1439,7 +1441,7 @@ static void expert_rows(const LayerSpec *L, const LayerActs *a)
  * once per forward (not again in full recomputation's), on TP rank 0. */
 static void moe_aux_fwd(const LayerSpec *L, LayerActs *a)
 {
-    prt_moe_aux_loss(S.auxb, a->rl, a->idx, B, T, (size_t)L->experts, (size_t)L->top_k, L->aux);
+    prt_moe_aux_loss(S.auxb, a->rl, a->idx, B, T, (size_t)L->experts, (size_t)L->top_k, L->aux, L->gate);
     if (S.recomputing || R.c->coord.tp != 0) return;
     CHECK(prt_copy_to_host(S.aux_host, S.auxb, B * sizeof(float)));
     for (size_t b = 0; b < B; b++) R.loss_sum += (double)S.aux_host[b] * (double)T / (double)MOE_LAYERS;
@@ -1538,7 +1540,7 @@ static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
     prt_moe_router_fwd(a->rl, in, W(L->router), N, C, E);              /* fp32 logits, replicated router */
-    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K);                   /* ties to the lower expert */
+    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate);          /* ties to the lower expert */
     prt_moe_route(a->row, a->cnt, a->idx, B, T, E, K, prt_moe_capacity(L->capf, T, K, E));
     prt_moe_dispatch(a->xe, in, a->row, N, C, K);                      /* rows sorted by expert */
     expert_rows(L, a);
@@ -1585,10 +1587,10 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
                    a->as + (size_t)s * N * L->inner, N, S.da, S.dh);
         prt_add_inplace(S.dlnf, S.ys, N * C);
     }
-    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, N, E, K);        /* through the top-k softmax */
+    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate); /* through the gate */
     if (L->aux > 0)
         prt_moe_aux_bwd(S.dlogits, a->rl, a->idx, B, T, E, K, L->aux,
-                        1.0f / ((float)GLOBAL_BATCH * (float)MOE_LAYERS));
+                        1.0f / ((float)GLOBAL_BATCH * (float)MOE_LAYERS), L->gate);
     prt_moe_router_bwd(R.c->coord.tp == 0 ? S.dlnf : NULL, G(L->router), S.dlogits, in,
                        W(L->router), N, C, E);                          /* dx: once over TP */
     sum_input_grad(S.dlnf, S.dln);

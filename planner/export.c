@@ -203,7 +203,8 @@ static void check_uniform(const Ex *x)
                               a->norm == b->norm && a->head_dim == b->head_dim && a->window == b->window &&
                               a->qkv_bias_only == b->qkv_bias_only && a->qk_norm == b->qk_norm
                         : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm &&
-                              a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared;
+                              a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
+                              a->score == b->score && a->topk_unnormalised == b->topk_unnormalised;
         if (!same) {
             note(x, "layer %d differs from the first block; the framework builds every block alike, "
                     "as the first", i + 1);
@@ -391,6 +392,19 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
         fprintf(o, " none");
     }
     if (e->capacity_factor > 0) arg_num(o, first, "--moe-expert-capacity-factor", e->capacity_factor);
+    /* the gate (issue 29): Megatron-Core's router.py renormalises sigmoid
+       scores over the top-k when k > 1, and --moe-router-pre-softmax is the
+       full softmax's top-k without renormalising (Qwen2-MoE) */
+    if (e->score == MOE_SCORE_SIGMOID) {
+        arg(o, first, "--moe-router-score-function");
+        fprintf(o, " sigmoid");
+        if (e->topk_unnormalised == (e->top_k > 1))
+            note(x, "moe norm_topk_prob %s with score sigmoid and top_k %lld: Megatron-Core renormalises "
+                    "the sigmoid scores exactly when top_k > 1; not written",
+                 e->topk_unnormalised ? "false" : "true", (long long)e->top_k);
+    } else if (e->topk_unnormalised) {
+        arg(o, first, "--moe-router-pre-softmax");
+    }
     const Software *w = &x->p->software;
     arg(o, first, "--moe-token-dispatcher-type");
     fprintf(o, w->moe_dispatcher == PLAN_MOE_DEEPEP ? " flex" : " alltoall");

@@ -95,6 +95,7 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
            a->position == b->position && a->rope_theta == b->rope_theta &&
            a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
            a->aux_loss == b->aux_loss && a->capacity_factor == b->capacity_factor &&
+           a->score == b->score && a->topk_unnormalised == b->topk_unnormalised &&
            a->fp8_exempt == b->fp8_exempt;
 }
 

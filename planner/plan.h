@@ -76,6 +76,13 @@ typedef struct {
 
 /* One layer of the flattened model (repeat blocks are expanded). Only the
  * fields of its kind are meaningful; the rest are zero. */
+/* A MoE router's scores of its logits (Layer.score). ORDER sema.c's
+ * SCORE_NAMES; the program's gate flags are PRT_MOE_SIGMOID (prt_ops.h). */
+typedef enum {
+    MOE_SCORE_SOFTMAX,   /* softmax over the E logits (Mixtral, Qwen-MoE) */
+    MOE_SCORE_SIGMOID,   /* each logit's sigmoid on its own (DeepSeek-V3) */
+} MoeScore;
+
 typedef struct {
     LayerKind kind;
     int       line, col;    /* where the layer was written (0 if built in C) */
@@ -96,10 +103,16 @@ typedef struct {
     int64_t   hidden;       /* MLP inner size (per branch for swiglu); MoE: each expert's */
     ActKind   act;
     /* LAYER_MOE: a router (linear dim -> experts, no bias) picks top_k
-     * experts per token, softmax over the top_k logits (Mixtral's order);
-     * the token's output is their weighted sum plus the shared experts' */
+     * experts per token by logit and weighs them by their scores (softmax
+     * or sigmoid), renormalised over the top_k unless norm_topk_prob false (the
+     * softmax over the top_k logits: Mixtral's order); the token's output
+     * is their weighted sum plus the shared experts' */
     int64_t   experts;      /* routed experts E */
     int64_t   top_k;        /* experts per token, 1 <= top_k <= experts */
+    MoeScore  score;        /* the router's scores (`score`), default softmax */
+    bool      topk_unnormalised; /* `norm_topk_prob false`: the top_k weights are the scores
+                               themselves, not divided by their sum (Qwen2-MoE); default
+                               false (renormalised: Mixtral, Qwen3-MoE, DeepSeek-V3) */
     int64_t   shared;       /* shared experts every token passes (same width), default 0 */
     double    aux_loss;     /* load-balancing loss coefficient (Switch), default 0 */
     double    capacity_factor; /* tokens an expert takes = factor x tokens x top_k /

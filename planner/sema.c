@@ -425,6 +425,7 @@ static const char *const NORM_NAMES[] = { "layernorm", "rmsnorm" };            /
  * LayerNorm; OLMo-2's RMSNorm over the whole projection is another op) */
 static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "layernorm" };
 static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
+static const char *const SCORE_NAMES[] = { "softmax", "sigmoid" };               /* ORDER MoeScore */
 static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
 
 /* Layers under construction (grown in the arena). */
@@ -652,16 +653,21 @@ static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 }
 
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
- * capacity_factor }: a mixture of experts in place of an MLP. hidden
- * defaults to 4 x dim as the MLP's, act to swiglu (Mixtral), shared to 0,
- * aux_loss to 0, capacity_factor to none (dropless). */
+ * capacity_factor; score; norm_topk_prob }: a mixture of experts in place
+ * of an MLP. hidden defaults to 4 x dim as the MLP's, act to swiglu
+ * (Mixtral), shared to 0, aux_loss to 0, capacity_factor to none
+ * (dropless), score to softmax, norm_topk_prob to true (Mixtral's gate). */
 static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
-                                        "aux_loss", "capacity_factor" };
+                                        "aux_loss", "capacity_factor", "score", "norm_topk_prob" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *s, *es, *ks;
+    int x;
     if (!sema_ffn(S, st, l, LAYER_MOE, ACT_SWIGLU, dim, &F)) return;
+    if ((s = field(&F, "score")) && get_enum(S, s, SCORE_NAMES, N_ELEMS(SCORE_NAMES), false, &x))
+        l->score = (MoeScore)x;
+    if ((s = field(&F, "norm_topk_prob")) && get_bool(S, s, false, &x)) l->topk_unnormalised = x == 0;
     if ((s = field(&F, "shared"))) get_int(S, s, 0, MAX_EXPERTS, false, &l->shared);
     if ((s = field(&F, "aux_loss"))) get_real(S, s, 0, false, 1e6, false, &l->aux_loss);
     if ((s = field(&F, "capacity_factor"))) get_real(S, s, 0, true, 1e6, false, &l->capacity_factor);

@@ -1126,7 +1126,7 @@ static void test_moe(void **state)
         "\"layers.8.block_sparse_moe.experts.3.w1.weight\"",
         /* tp 2: 16 of each expert's 32, [gate | up] 32 wide; router, stride 3,
          * E 4, k 2, one shared, aux 0.01, dropless */
-        "ACT_SWIGLU, 32, 16, ", ", 3, ", ", 4, 2, 1, 0.01f, 0.0f }, /* layer 2: moe */",
+        "ACT_SWIGLU, 32, 16, ", ", 3, ", ", 4, 2, 1, 0.01f, 0.0f, PRT_MOE_NORM }, /* layer 2: moe */",
         "MOE_LAYERS = 4;", "static void moe_fwd(", "prt_moe_router_fwd(", "prt_moe_aux_loss(",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -1134,6 +1134,31 @@ static void test_moe(void **state)
     assert_null(strstr(text, "mlp_fwd("));   /* no MLP left: no MLP code */
     assert_null(strstr(text, "MAX_SHARED"));  /* full recomputation's alone */
     free(text);
+    /* the gates (issue 29): the score and norm_topk_prob as the row's flags,
+     * the same top-k, route and combine calls */
+    static const struct { MoeScore score; bool raw; const char *row; } gates[] = {
+        { MOE_SCORE_SIGMOID, false, "0.01f, 0.0f, PRT_MOE_SIGMOID | PRT_MOE_NORM }, /* layer 2: moe */" },
+        { MOE_SCORE_SIGMOID, true, "0.01f, 0.0f, PRT_MOE_SIGMOID }, /* layer 2: moe */" },
+        { MOE_SCORE_SOFTMAX, true, "0.01f, 0.0f, 0 }, /* layer 2: moe */" },
+    };
+    for (size_t g = 0; g < sizeof gates / sizeof gates[0]; g++) {
+        for (int i = 0; i < p.model.n_layers; i++)
+            if (p.model.layers[i].kind == LAYER_MOE) {
+                p.model.layers[i].score = gates[g].score;
+                p.model.layers[i].topk_unnormalised = gates[g].raw;
+            }
+        text = emit_text(&p, why, sizeof why, &n);
+        if (!text) fail_msg("gate %zu: refused: %s", g, why);
+        if (!strstr(text, gates[g].row)) fail_msg("gate %zu: the program lacks '%s'", g, gates[g].row);
+        if (!strstr(text, "prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate);"))
+            fail_msg("gate %zu: the top-k backward does not read the logits and the gate", g);
+        free(text);
+    }
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) {
+            p.model.layers[i].score = MOE_SCORE_SOFTMAX;
+            p.model.layers[i].topk_unnormalised = false;
+        }
     /* ep 2 of dp 2: the experts' own group and the exchange, EXPERT_EP
      * naming each routed expert's EP rank (experts 0-1 on 0, 2-3 on 1) */
     p.layout.dp = 2;

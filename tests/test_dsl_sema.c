@@ -869,6 +869,48 @@ static const char MOE_MODEL[] =
     "    lm_head\n"
     "}\n";
 
+/* The router's gate (issue 29): score and norm_topk_prob, their defaults
+ * (softmax, true: Mixtral's, also with the block written without them or
+ * with keys before and after), and the refusals. */
+static void test_moe_gate(void **state)
+{
+    (void)state;
+    static const struct { const char *moe; MoeScore score; bool norm; } cases[] = {
+        { "moe { experts 8; top_k 2 }", MOE_SCORE_SOFTMAX, true },
+        { "moe { experts 8; top_k 2; score sigmoid }", MOE_SCORE_SIGMOID, true },
+        { "moe { norm_topk_prob false; experts 8; top_k 2 }", MOE_SCORE_SOFTMAX, false },
+        { "moe { experts 8; top_k 2; score sigmoid; norm_topk_prob false }", MOE_SCORE_SIGMOID, false },
+        { "moe { experts 8; top_k 2; score softmax; norm_topk_prob true }", MOE_SCORE_SOFTMAX, true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char model[512];
+        snprintf(model, sizeof model, "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+                 "    attention { heads 8 }\n    %s\n    norm {}\n    lm_head\n}\n", cases[i].moe);
+        Run r;
+        char *text = cat3(CLUSTER, model, "plan { }\n");
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        const Layer *l = &r.p.model.layers[2];
+        assert_int_equal(l->kind, LAYER_MOE);
+        assert_int_equal(l->score, cases[i].score);
+        assert_int_equal(!l->topk_unnormalised, cases[i].norm);
+        done(&r);
+        free(text);
+    }
+    static const struct { const char *moe, *msg; } bad[] = {
+        { "moe { experts 8; top_k 2; score tanh }", "unknown score tanh (expected softmax or sigmoid)" },
+        { "moe { experts 8; top_k 2; norm_topk_prob 1 }", "'norm_topk_prob' expects true or false, got 1" },
+        { "moe { experts 8; top_k 2; scores sigmoid }", "did you mean 'score'?" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char model[512];
+        snprintf(model, sizeof model, "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+                 "    attention { heads 8 }\n    %s\n    norm {}\n    lm_head\n}\n", bad[i].moe);
+        expect_one_error(CLUSTER, model, "plan { }\n", bad[i].msg, i);
+    }
+}
+
 static void test_moe_keys(void **state)
 {
     (void)state;
@@ -1313,6 +1355,7 @@ int main(void)
         cmocka_unit_test(test_software_stack),
         cmocka_unit_test(test_recompute_keys),
         cmocka_unit_test(test_moe_keys),
+        cmocka_unit_test(test_moe_gate),
         cmocka_unit_test(test_cp_keys),
         cmocka_unit_test(test_grad_accum_key),
         cmocka_unit_test(test_dropout_key),

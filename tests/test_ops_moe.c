@@ -45,7 +45,7 @@ static void test_topk_ties(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int32_t idx[3];
         float w[3], sum = 0.0f;
-        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k);
+        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k, PRT_MOE_NORM);
         double den = 0.0;
         for (size_t j = 0; j < cases[c].k; j++)
             den += exp(cases[c].logits[cases[c].idx[j]]);
@@ -55,6 +55,40 @@ static void test_topk_ties(void **state)
             sum += w[j];
         }
         assert_float_equal(sum, 1.0f, 1e-6);
+    }
+}
+
+/* Each gate's weights against a double reading of its rule: scores
+ * softmax or sigmoid, divided by the selected ones' sum (norm), else by
+ * the sum over all E (softmax) or 1 (sigmoid); the selection is the same. */
+static void test_gate_weights(void **state)
+{
+    (void)state;
+    enum { E = 6, K = 3 };
+    const float l[E] = {0.3f, -1.2f, 2.1f, 0.9f, 2.1f, -0.4f};
+    const int32_t want[K] = {2, 4, 3};
+    const int gates[] = {0, PRT_MOE_NORM, PRT_MOE_SIGMOID, PRT_MOE_SIGMOID | PRT_MOE_NORM};
+    for (size_t g = 0; g < sizeof gates / sizeof *gates; g++) {
+        int gate = gates[g];
+        int32_t idx[K];
+        float w[K];
+        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate);
+        double sc[E], all = 0.0, sel = 0.0;
+        for (size_t e = 0; e < E; e++)
+            all += sc[e] = (gate & PRT_MOE_SIGMOID) ? 1.0 / (1.0 + exp(-(double)l[e])) : exp((double)l[e]);
+        for (size_t j = 0; j < K; j++)
+            sel += sc[want[j]];
+        double den = (gate & PRT_MOE_NORM) ? sel : (gate & PRT_MOE_SIGMOID) ? 1.0 : all;
+        double sum = 0.0;
+        for (size_t j = 0; j < K; j++) {
+            assert_int_equal(idx[j], want[j]);
+            assert_float_equal(w[j], sc[want[j]] / den, 1e-6);
+            sum += w[j];
+        }
+        if (gate & PRT_MOE_NORM)
+            assert_float_equal(sum, 1.0, 1e-6);
+        else   /* without the norm the k weights sum to less than 1 (softmax) or to 3 sigmoids */
+            assert_true(fabs(sum - 1.0) > 0.05);
     }
 }
 
@@ -75,7 +109,7 @@ static void test_route_capacity(void **state)
         size_t cap = prt_moe_capacity(cases[c].factor, T, k, E);
         assert_int_equal(cap, cases[c].factor > 0
                          ? (size_t)ceil(cases[c].factor * (double)(T * k) / (double)E) : 0);
-        prt_moe_topk_fwd(idx, w, logits, N, E, k);
+        prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM);
         prt_moe_route(row, counts, idx, B, T, E, k, cap);
         int32_t next = 0;
         for (size_t e = 0; e < E; e++) {
@@ -134,8 +168,8 @@ static void test_aux_loss(void **state)
     const size_t B = 2, T = 6, E = 4, k = 2, N = B * T;
     float *logits = rnd(N * E, 2), w[N * k], loss[B];
     int32_t idx[N * k];
-    prt_moe_topk_fwd(idx, w, logits, N, E, k);
-    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f);
+    prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM);
+    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f, PRT_MOE_NORM);
     for (size_t b = 0; b < B; b++) {
         double f[4] = {0}, P[4] = {0};
         for (size_t t = b * T; t < (b + 1) * T; t++) {
@@ -159,7 +193,7 @@ static void test_aux_loss(void **state)
     for (size_t t = 0; t < N; t++)
         for (size_t j = 0; j < k; j++)
             idx[t * k + j] = (int32_t)((t + j) % E);
-    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.5f);
+    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.5f, PRT_MOE_NORM);
     assert_float_equal(loss[0], 0.5f, 1e-6);
     free(logits);
 }
@@ -171,6 +205,7 @@ typedef struct {
     size_t B, T, C, E, k, F, shared;
     double factor;   /* capacity factor, 0 dropless */
     float aux;       /* load-balancing coefficient, 0 off */
+    int gate;        /* PRT_MOE_SIGMOID, PRT_MOE_NORM flags */
 } MoeCase;
 
 typedef struct {
@@ -208,7 +243,7 @@ static void moe_fwd(void *p)
     const MoeCase *m = L->mc;
     size_t N = L->N, C = m->C, E = m->E, k = m->k, F = m->F;
     prt_moe_router_fwd(L->logits, L->x, L->wr, N, C, E);
-    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k);
+    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k, m->gate);
     prt_moe_route(L->row, L->counts, L->idx, m->B, m->T, E, k, L->cap);
     prt_moe_dispatch(L->xe, L->x, L->row, N, C, k);
     for (size_t e = 0, off = 0; e < E; off += (size_t)L->counts[e], e++)
@@ -223,7 +258,7 @@ static void moe_fwd(void *p)
     }
     float aux = 0.0f;
     if (m->aux > 0) {
-        prt_moe_aux_loss(L->auxb, L->logits, L->idx, m->B, m->T, E, k, m->aux);
+        prt_moe_aux_loss(L->auxb, L->logits, L->idx, m->B, m->T, E, k, m->aux, m->gate);
         for (size_t b = 0; b < m->B; b++)
             aux += L->auxb[b];
     }
@@ -326,9 +361,9 @@ static void check_moe_layer(const MoeCase *m)
                     L.w2 + e * C * F, (size_t)L.counts[e], C, F);
     prt_moe_dispatch_bwd(dxs, dxe, L.row, N, C, k);
     prt_add_inplace(dx, dxs, N * C);
-    prt_moe_topk_bwd(dlogits, dw, L.w, L.idx, N, E, k);
+    prt_moe_topk_bwd(dlogits, dw, L.w, L.idx, L.logits, N, E, k, m->gate);
     if (m->aux > 0)
-        prt_moe_aux_bwd(dlogits, L.logits, L.idx, m->B, m->T, E, k, m->aux, 1.0f);
+        prt_moe_aux_bwd(dlogits, L.logits, L.idx, m->B, m->T, E, k, m->aux, 1.0f, m->gate);
     prt_moe_router_bwd(dx, dwr, dlogits, L.x, L.wr, N, C, E);
 
     FdTensor ts[] = {
@@ -340,11 +375,12 @@ static void check_moe_layer(const MoeCase *m)
     print_message("  %s: %zu rows, %zu dropped\n", m->name, R, dropped);
     assert_int_equal(fd_moe(&L, r, nout, ts, S ? 6 : 4, 1e-2, 2e-3, 5e-3, &skipped, &probes), 0);
     assert_true(skipped * 10 <= probes);   /* routing changes are rare probes */
-    /* the router gradient is not zero when the router matters */
+    /* the router gradient is not zero when the router matters: top-1 with
+     * norm has weight 1 exactly, any other gate weighs by the score */
     double gsum = 0;
     for (size_t i = 0; i < E * C; i++)
         gsum += fabs(dwr[i]);
-    assert_true(k > 1 || m->aux > 0 ? gsum > 0 : gsum == 0);
+    assert_true(k > 1 || m->aux > 0 || m->gate != PRT_MOE_NORM ? gsum > 0 : gsum == 0);
 
     free(r); free(dx); free(dxs); free(dwr); free(dw1); free(dw2); free(ds1); free(ds2);
     free(dye); free(dxe); free(dw); free(dlogits);
@@ -355,10 +391,17 @@ static void check_moe_layer(const MoeCase *m)
 }
 
 static const MoeCase moe_cases[] = {
-    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f},
-    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f},
-    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f},
-    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f},
+    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f, PRT_MOE_NORM},
+    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f, PRT_MOE_NORM},
+    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f, PRT_MOE_NORM},
+    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f, PRT_MOE_NORM},
+    /* the other gates: Qwen2-MoE's full softmax without renormalising (top-1
+     * too: its weight is not 1), DeepSeek-V3's sigmoid renormalised, the
+     * sigmoid alone; with the aux loss over their scores */
+    {"softmax, no norm, aux", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.05f, 0},
+    {"softmax top-1, no norm", 2, 6, 8, 4, 1, 5, 0, 0.0, 0.0f, 0},
+    {"sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 0, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM},
+    {"sigmoid, no norm, capacity", 2, 8, 8, 4, 2, 5, 1, 1.0, 0.0f, PRT_MOE_SIGMOID},
 };
 
 static void test_moe_layer(void **state)
@@ -372,6 +415,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_ties),
+        cmocka_unit_test(test_gate_weights),
         cmocka_unit_test(test_route_capacity),
         cmocka_unit_test(test_recv_order),
         cmocka_unit_test(test_aux_loss),

@@ -49,6 +49,8 @@ typedef struct {
     bool    rope_scaling, ffn_bias, tied, moe;
     bool    embed_scale, norm_plus_one;   /* Gemma's sqrt(dim) normalizer and x*(1+w) RMSNorm */
     bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
+    char    score[16];                    /* a mixture's router scores: softmax | sigmoid */
+    bool    norm_topk;                    /* its top-k weights renormalised (norm_topk_prob) */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
 } HfModel;
@@ -114,6 +116,10 @@ static prt_status parse_model(const char *config, HfModel *m)
     if (!st && qk && strcmp(qk, "none") && strcmp(qk, "rmsnorm"))
         st = ckpt_fail(PRT_ERR_FORMAT, "model_config: qk_norm \"%s\" is neither none nor rmsnorm", qk);
     m->qk_norm = qk && !strcmp(qk, "rmsnorm");
+    const char *sc = js_s(&d, js_get(&d, 0, "score"));   /* absent: softmax, normalised (Mixtral's) */
+    snprintf(m->score, sizeof m->score, "%s", sc ? sc : "softmax");
+    int nt = js_get(&d, 0, "norm_topk_prob");
+    m->norm_topk = nt < 0 || (d.n[nt].kind == JS_BOOL && d.n[nt].count != 0);
     js_free(&d);
     return st;
 }
@@ -191,6 +197,9 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
     if (m->moe) {
         if (m->shared) REFUSE("shared experts (%lld): Mixtral has none (Qwen2-MoE and DeepSeek are not written)", (long long)m->shared);
         if (m->cap > 0) REFUSE("capacity_factor %g: Mixtral drops no tokens", m->cap);
+        if (strcmp(m->score, "softmax") || !m->norm_topk)
+            REFUSE("score %s, norm_topk_prob %s: Mixtral's router renormalises the softmax over its top-k",
+                   m->score, m->norm_topk ? "true" : "false");
         if (strcmp(m->attn_bias, "none") || m->ffn_bias) REFUSE("biases in a mixture-of-experts model: Mixtral has none");
         *arch = ARCH_MIXTRAL;
         return PRT_OK;

@@ -1,7 +1,8 @@
 /*
  * moe.c: the mixture-of-experts pieces of the CPU build (issue 17): the
- * router, top-k with the softmax over the selected logits (Mixtral, Jiang
- * et al. 2024), the routing plan with per-sequence capacity (GShard,
+ * router, top-k and its gate (the softmax over the selected logits of
+ * Mixtral, Jiang et al. 2024; the full softmax's top-k of Qwen2-MoE; the
+ * sigmoid scores of DeepSeek-V3, normalised or not), the routing plan with per-sequence capacity (GShard,
  * Lepikhin et al. 2020), dispatch (tokens -> expert-sorted rows), combine
  * (rows -> tokens, weighted), the load-balancing loss (Switch Transformer,
  * Fedus et al. 2021, eq. 4) and every backward.
@@ -53,48 +54,101 @@ static int ranks_before(float a, size_t ia, float b, size_t ib)
     return a > b || (a == b && ia < ib);
 }
 
+/* The router's score of one logit under gate (PRT_MOE_SIGMOID or softmax's
+ * unnormalised exp(l - mx)); both rise with the logit, so the top-k by
+ * logit is the top-k by score. */
+static float gate_score(float l, float mx, int gate)
+{
+    return (gate & PRT_MOE_SIGMOID) ? 1.0f / (1.0f + expf(-l)) : expf(l - mx);
+}
+
+/* The k largest logits of one token, ties to the lower index, into id. */
+static void select_topk(int32_t *id, const float *l, size_t E, size_t k)
+{
+    /* k passes of selection: k is small (1-8), E at most a few hundred */
+    for (size_t j = 0; j < k; j++) {
+        size_t best = E;
+        for (size_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (size_t i = 0; i < j && !taken; i++)
+                taken = (size_t)id[i] == e;
+            if (!taken && (best == E || ranks_before(l[e], e, l[best], best)))
+                best = e;
+        }
+        id[j] = (int32_t)best;
+    }
+}
+
+/* The denominator of one token's weights: the selected scores' sum under
+ * PRT_MOE_NORM (Mixtral, Qwen3-MoE, DeepSeek-V3), else softmax's sum over
+ * all E (Qwen2-MoE: the full softmax's top-k probabilities) or 1 for
+ * sigmoid (each score on its own). mx is the largest logit. */
+static float gate_denominator(const float *l, const int32_t *id, size_t E, size_t k, float mx,
+                              int gate)
+{
+    float s = 0.0f;
+    if (gate & PRT_MOE_NORM) {
+        for (size_t j = 0; j < k; j++)
+            s += gate_score(l[id[j]], mx, gate);
+    } else if (gate & PRT_MOE_SIGMOID) {
+        s = 1.0f;
+    } else {
+        for (size_t e = 0; e < E; e++)
+            s += gate_score(l[e], mx, gate);
+    }
+    return s;
+}
+
 void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                      size_t k)
+                      size_t k, int gate)
 {
     PRT_OP_ENTER("prt_moe_topk_fwd");
     for (size_t t = 0; t < N; t++) {
         const float *l = logits + t * E;
         int32_t *id = idx + t * k;
-        /* k passes of selection: k is small (1-8), E at most a few hundred */
-        for (size_t j = 0; j < k; j++) {
-            size_t best = E;
-            for (size_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (size_t i = 0; i < j && !taken; i++)
-                    taken = (size_t)id[i] == e;
-                if (!taken && (best == E || ranks_before(l[e], e, l[best], best)))
-                    best = e;
-            }
-            id[j] = (int32_t)best;
-        }
-        /* softmax over the selected: the first is the maximum */
-        float mx = l[id[0]], s = 0.0f;
+        select_topk(id, l, E, k);
+        float mx = l[id[0]];   /* the first selected is the largest logit */
+        float s = gate_denominator(l, id, E, k, mx, gate);
         for (size_t j = 0; j < k; j++)
-            s += w[t * k + j] = expf(l[id[j]] - mx);
-        for (size_t j = 0; j < k; j++)
-            w[t * k + j] /= s;
+            w[t * k + j] = gate_score(l[id[j]], mx, gate) / s;
     }
 }
 
-/* dlogits (N, E) = 0 off the selected; on them the softmax backward
- * dl_j = w_j (dw_j - sum_i w_i dw_i). Overwrites. */
+/* dlogits (N, E) overwritten with the gate's backward, dot = sum_j w_j dw_j:
+ *   softmax, norm:    dl_e = w_j (dw_j - dot) on the selected, 0 elsewhere
+ *   softmax, no norm: dl_e = p_e (g_e - dot) on all E (p the full softmax,
+ *                     g_e = dw_j where e = idx_j, else 0)
+ *   sigmoid, norm:    dl_e = s_e (1 - s_e) (dw_j - dot) / sum_sel s
+ *   sigmoid, no norm: dl_e = s_e (1 - s_e) dw_j. */
 void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                      size_t N, size_t E, size_t k)
+                      const float *logits, size_t N, size_t E, size_t k, int gate)
 {
     PRT_OP_ENTER("prt_moe_topk_bwd");
     memset(dlogits, 0, N * E * sizeof *dlogits);
     for (size_t t = 0; t < N; t++) {
-        const float *wt = w + t * k, *dwt = dw + t * k;
+        const float *wt = w + t * k, *dwt = dw + t * k, *l = logits + t * E;
+        const int32_t *id = idx + t * k;
+        float *dl = dlogits + t * E;
         float dot = 0.0f;
         for (size_t j = 0; j < k; j++)
             dot += wt[j] * dwt[j];
-        for (size_t j = 0; j < k; j++)
-            dlogits[t * E + (size_t)idx[t * k + j]] = wt[j] * (dwt[j] - dot);
+        if (gate & PRT_MOE_SIGMOID) {
+            float mx = l[id[0]], s = gate_denominator(l, id, E, k, mx, gate);
+            for (size_t j = 0; j < k; j++) {
+                float sj = gate_score(l[id[j]], mx, gate);
+                float g = (gate & PRT_MOE_NORM) ? (dwt[j] - dot) / s : dwt[j];
+                dl[id[j]] = sj * (1.0f - sj) * g;
+            }
+        } else if (gate & PRT_MOE_NORM) {
+            for (size_t j = 0; j < k; j++)
+                dl[id[j]] = wt[j] * (dwt[j] - dot);
+        } else {
+            float mx = l[id[0]], s = gate_denominator(l, id, E, k, mx, gate);
+            for (size_t e = 0; e < E; e++)
+                dl[e] = -gate_score(l[e], mx, gate) / s * dot;
+            for (size_t j = 0; j < k; j++)
+                dl[id[j]] += wt[j] * dwt[j];   /* p_e g_e: w_j is p of the selected */
+        }
     }
 }
 
@@ -192,16 +246,24 @@ void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout, const prt
     }
 }
 
-/* The full softmax over E logits of one token into p (E). */
-static void softmax_row(float *p, const float *l, size_t E)
+/* The aux loss's distribution over E of one token into p (E): the full
+ * softmax, or under PRT_MOE_SIGMOID the sigmoids normalised to sum 1
+ * (Megatron-Core's scores for the aux loss with score sigmoid). dp[e]
+ * (optional) gets the factor of d/dl_e: the gradient through p of a sum
+ * sum_e g_e p_e is dp_e (g_e - sum_i g_i p_i), dp_e = p_e (softmax) or
+ * s_e (1 - s_e) / sum s (sigmoid). */
+static void score_row(float *p, float *dp, const float *l, size_t E, int gate)
 {
     float mx = l[0], s = 0.0f;
     for (size_t e = 1; e < E; e++)
         mx = l[e] > mx ? l[e] : mx;
     for (size_t e = 0; e < E; e++)
-        s += p[e] = expf(l[e] - mx);
-    for (size_t e = 0; e < E; e++)
+        s += p[e] = gate_score(l[e], mx, gate);
+    for (size_t e = 0; e < E; e++) {
+        if (dp)
+            dp[e] = (gate & PRT_MOE_SIGMOID) ? p[e] * (1.0f - p[e]) / s : p[e] / s;
         p[e] /= s;
+    }
 }
 
 /* f (E): the fraction of sequence b's T*k top-k assignments going to e. */
@@ -216,7 +278,7 @@ static void seq_fractions(float *f, const int32_t *idx, size_t b, size_t T, size
 }
 
 void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B,
-                      size_t T, size_t E, size_t k, float coeff)
+                      size_t T, size_t E, size_t k, float coeff, int gate)
 {
     PRT_OP_ENTER("prt_moe_aux_loss");
     float f[E], P[E], p[E];
@@ -224,7 +286,7 @@ void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size
         seq_fractions(f, idx, b, T, E, k);
         memset(P, 0, sizeof P);
         for (size_t t = b * T; t < (b + 1) * T; t++) {
-            softmax_row(p, logits + t * E, E);
+            score_row(p, NULL, logits + t * E, E, gate);
             for (size_t e = 0; e < E; e++)
                 P[e] += p[e] / (float)T;
         }
@@ -235,23 +297,24 @@ void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size
     }
 }
 
-/* d(loss_b)/d l_{t,i} = coeff E / T * p_i (f_i - sum_e f_e p_e); f is a
- * count, so it has no gradient (Switch). Accumulates scale times that. */
+/* d(loss_b)/d l_{t,i} = coeff E / T * dp_i (f_i - sum_e f_e p_e) (score_row's
+ * dp: p_i under softmax); f is a count, so it has no gradient (Switch).
+ * Accumulates scale times that. */
 void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
-                     size_t T, size_t E, size_t k, float coeff, float scale)
+                     size_t T, size_t E, size_t k, float coeff, float scale, int gate)
 {
     PRT_OP_ENTER("prt_moe_aux_bwd");
-    float f[E], p[E];
+    float f[E], p[E], dp[E];
     const float g = scale * coeff * (float)E / (float)T;
     for (size_t b = 0; b < B; b++) {
         seq_fractions(f, idx, b, T, E, k);
         for (size_t t = b * T; t < (b + 1) * T; t++) {
-            softmax_row(p, logits + t * E, E);
+            score_row(p, dp, logits + t * E, E, gate);
             float fp = 0.0f;
             for (size_t e = 0; e < E; e++)
                 fp += f[e] * p[e];
             for (size_t e = 0; e < E; e++)
-                dlogits[t * E + e] += g * p[e] * (f[e] - fp);
+                dlogits[t * E + e] += g * dp[e] * (f[e] - fp);
         }
     }
 }

@@ -72,6 +72,8 @@ EOF
         model llama | sed -e 's/tinyllama/tinygeglu/' -e 's/act swiglu/act geglu/' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
+    sigmoid) # DeepSeek-V3's sigmoid gate: no Mixtral
+        model mixtral | sed -e 's/tinymixtral/tinysigmoid/' -e 's/top_k 2;/top_k 2; score sigmoid;/' ;;
     esac
 }
 
@@ -183,12 +185,14 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared; do
+for m in geglu shared sigmoid; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
 expect_fail export-geglu 2 "act geglu without embedding { scale sqrt_dim }" "$ckpt" export-hf geglu.ck geglu.out
 expect_fail export-shared-experts 2 "shared experts (1): Mixtral has none" "$ckpt" export-hf shared.ck shared.out
+expect_fail export-sigmoid-gate 2 "score sigmoid, norm_topk_prob true: Mixtral's router renormalises the softmax" \
+    "$ckpt" export-hf sigmoid.ck sigmoid.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out
