@@ -382,7 +382,11 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
     arg_int(o, first, "--num-experts", e->experts);
     arg_int(o, first, "--moe-router-topk", e->top_k);
     arg_int(o, first, "--moe-ffn-hidden-size", e->hidden);
-    if (e->shared > 0) arg_int(o, first, "--moe-shared-expert-intermediate-size", e->shared * e->hidden);
+    if (e->shared > 0)
+        arg_int(o, first, "--moe-shared-expert-intermediate-size", e->shared * plan_shared_hidden(e));
+    if (e->shared_gate)
+        note(x, "moe shared_gate (Qwen2-MoE's sigmoid gate on the shared experts): no flag of Megatron-LM's "
+                "arguments sets it; not written");
     if (e->aux_loss > 0) {
         arg(o, first, "--moe-router-load-balancing-type");
         fprintf(o, " aux_loss");

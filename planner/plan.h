@@ -113,7 +113,11 @@ typedef struct {
     bool      topk_unnormalised; /* `norm_topk_prob false`: the top_k weights are the scores
                                themselves, not divided by their sum (Qwen2-MoE); default
                                false (renormalised: Mixtral, Qwen3-MoE, DeepSeek-V3) */
-    int64_t   shared;       /* shared experts every token passes (same width), default 0 */
+    int64_t   shared;       /* shared experts every token passes, default 0 */
+    int64_t   shared_hidden; /* each shared expert's width (`shared_hidden`, Qwen2-MoE's
+                               shared_expert_intermediate_size); 0: hidden (plan_shared_hidden) */
+    bool      shared_gate;  /* the shared experts' sum times sigmoid(x . g), g a (1 x dim)
+                               weight replicated over TP (Qwen2-MoE's shared_expert_gate) */
     double    aux_loss;     /* load-balancing loss coefficient (Switch), default 0 */
     double    capacity_factor; /* tokens an expert takes = factor x tokens x top_k /
                                experts, the rest dropped (GShard); 0 = dropless */

@@ -653,14 +653,16 @@ static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 }
 
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
- * capacity_factor; score; norm_topk_prob }: a mixture of experts in place
- * of an MLP. hidden defaults to 4 x dim as the MLP's, act to swiglu
- * (Mixtral), shared to 0, aux_loss to 0, capacity_factor to none
- * (dropless), score to softmax, norm_topk_prob to true (Mixtral's gate). */
+ * capacity_factor; score; norm_topk_prob; shared_hidden; shared_gate }: a
+ * mixture of experts in place of an MLP. hidden defaults to 4 x dim as the
+ * MLP's, act to swiglu (Mixtral), shared to 0, aux_loss to 0,
+ * capacity_factor to none (dropless), score to softmax, norm_topk_prob to
+ * true (Mixtral's gate), shared_hidden to hidden, shared_gate to false. */
 static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
-                                        "aux_loss", "capacity_factor", "score", "norm_topk_prob" };
+                                        "aux_loss", "capacity_factor", "score", "norm_topk_prob",
+                                        "shared_hidden", "shared_gate" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *s, *es, *ks;
     int x;
@@ -669,6 +671,13 @@ static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
         l->score = (MoeScore)x;
     if ((s = field(&F, "norm_topk_prob")) && get_bool(S, s, false, &x)) l->topk_unnormalised = x == 0;
     if ((s = field(&F, "shared"))) get_int(S, s, 0, MAX_EXPERTS, false, &l->shared);
+    if ((s = field(&F, "shared_hidden"))) get_int(S, s, 1, MAX_HIDDEN, false, &l->shared_hidden);
+    if ((s = field(&F, "shared_gate")) && get_bool(S, s, false, &x)) l->shared_gate = x != 0;
+    /* the shared experts' own keys mean nothing without shared experts */
+    const DslStmt *own[] = { field(&F, "shared_hidden"), field(&F, "shared_gate") };
+    for (size_t i = 0; i < N_ELEMS(own); i++)
+        if (own[i] && l->shared == 0)
+            dsl_error(S->d, own[i]->key_loc, "%s without shared experts (give shared N, N >= 1)", own[i]->key);
     if ((s = field(&F, "aux_loss"))) get_real(S, s, 0, false, 1e6, false, &l->aux_loss);
     if ((s = field(&F, "capacity_factor"))) get_real(S, s, 0, true, 1e6, false, &l->capacity_factor);
     es = field(&F, "experts");

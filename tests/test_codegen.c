@@ -409,6 +409,8 @@ static void test_template_compiles(void **state)
         { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DUSES_GATHER_PARAMS=1", "-DUSES_SYNC_PARAMS=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DSP=1", NULL },
+        { "-DHAS_MOE=1", "-DMOE_SHARED_GATE=1", "-DRECOMPUTE_FULL=1", "-DEXPERT_PARALLEL=1", NULL },
+        { "-DHAS_MOE=1", "-DMOE_SHARED_GATE=1", "-DSP=1", "-DRECOMPUTE_LN=1", "-DRECOMPUTE_SELECTIVE=1", NULL },
         /* context parallelism (issue 26): the CP attention, positions and the loss over SEQ */
         { "-DCONTEXT_PARALLEL=1", "-DSP=1", "-DPIPELINE=1", NULL },
         { "-DCONTEXT_PARALLEL=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
@@ -1100,6 +1102,21 @@ static void test_cp(void **state)
  * global expert indices, w1 and w3 adjacent so one GEMM does both, the moe
  * columns of LAYERS, the aux loss averaged over the MoE layers), and with
  * ep 2 the expert-parallel program (the experts' own parameter group). */
+/* The MoE program with every mixture's shared experts shared_hidden wide
+ * (0: hidden) and gated or not; *text is the program (refusal: a failure). */
+static char *text_of_gate(Plan *p, int64_t shared_hidden, bool gate, char *why, size_t len, size_t *n,
+                          char **text)
+{
+    for (int i = 0; i < p->model.n_layers; i++)
+        if (p->model.layers[i].kind == LAYER_MOE) {
+            p->model.layers[i].shared_hidden = shared_hidden;
+            p->model.layers[i].shared_gate = gate;
+        }
+    *text = emit_text(p, why, len, n);
+    if (!*text) fail_msg("shared_hidden %lld, gate %d: refused: %s", (long long)shared_hidden, gate, why);
+    return *text;
+}
+
 static void test_moe(void **state)
 {
     (void)state;
@@ -1126,7 +1143,7 @@ static void test_moe(void **state)
         "\"layers.8.block_sparse_moe.experts.3.w1.weight\"",
         /* tp 2: 16 of each expert's 32, [gate | up] 32 wide; router, stride 3,
          * E 4, k 2, one shared, aux 0.01, dropless */
-        "ACT_SWIGLU, 32, 16, ", ", 3, ", ", 4, 2, 1, 0.01f, 0.0f, PRT_MOE_NORM }, /* layer 2: moe */",
+        "ACT_SWIGLU, 32, 16, ", ", 3, ", ", 4, 2, 1, 0.01f, 0.0f, PRT_MOE_NORM, -1, 16, 32, 16 }, /* layer 2: moe */",
         "MOE_LAYERS = 4;", "static void moe_fwd(", "prt_moe_router_fwd(", "prt_moe_aux_loss(",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -1137,9 +1154,9 @@ static void test_moe(void **state)
     /* the gates (issue 29): the score and norm_topk_prob as the row's flags,
      * the same top-k, route and combine calls */
     static const struct { MoeScore score; bool raw; const char *row; } gates[] = {
-        { MOE_SCORE_SIGMOID, false, "0.01f, 0.0f, PRT_MOE_SIGMOID | PRT_MOE_NORM }, /* layer 2: moe */" },
-        { MOE_SCORE_SIGMOID, true, "0.01f, 0.0f, PRT_MOE_SIGMOID }, /* layer 2: moe */" },
-        { MOE_SCORE_SOFTMAX, true, "0.01f, 0.0f, 0 }, /* layer 2: moe */" },
+        { MOE_SCORE_SIGMOID, false, "0.01f, 0.0f, PRT_MOE_SIGMOID | PRT_MOE_NORM, -1, 16, 32, 16 }, /* layer 2" },
+        { MOE_SCORE_SIGMOID, true, "0.01f, 0.0f, PRT_MOE_SIGMOID, -1, 16, 32, 16 }, /* layer 2: moe */" },
+        { MOE_SCORE_SOFTMAX, true, "0.01f, 0.0f, 0, -1, 16, 32, 16 }, /* layer 2: moe */" },
     };
     for (size_t g = 0; g < sizeof gates / sizeof gates[0]; g++) {
         for (int i = 0; i < p.model.n_layers; i++)
@@ -1159,6 +1176,24 @@ static void test_moe(void **state)
             p.model.layers[i].score = MOE_SCORE_SOFTMAX;
             p.model.layers[i].topk_unnormalised = false;
         }
+    /* Qwen2-MoE's shared expert (issue 29): its own width (48: 24 a TP rank,
+     * [gate | up] 48), the gate's (1, C) weight after it (id 26: the shared
+     * expert at 23-25), replicated, and the gate's code; none without it */
+    assert_null(strstr(text_of_gate(&p, 0, 0, why, sizeof why, &n, &text), "prt_moe_shared_gate_fwd("));
+    free(text);
+    static const char *const want_sg[] = {
+        "\"layers.2.block_sparse_moe.shared_experts.0.w1.weight\", 2, 0, 48, 64, PRT_SPLIT_ROWS",
+        "\"layers.2.block_sparse_moe.shared_expert_gate.weight\", 2, 0, 1, 64, PRT_REPLICATED",
+        "0.01f, 0.0f, PRT_MOE_NORM, 26, 24, 48, 24 }, /* layer 2: moe */",
+        "prt_moe_shared_gate_fwd(a->sg, p, a->ysum, S.dz, N, C);", "prt_moe_shared_gate_bwd(",
+        "CHECK(prt_all_reduce(R.c->tp, S.dz, S.dz, N, PRT_FP32, PRT_SUM));",
+    };
+    text_of_gate(&p, 48, 1, why, sizeof why, &n, &text);
+    for (size_t i = 0; i < sizeof want_sg / sizeof want_sg[0]; i++)
+        if (!strstr(text, want_sg[i])) fail_msg("the gated shared expert's program lacks '%s'", want_sg[i]);
+    free(text);
+    text_of_gate(&p, 0, 0, why, sizeof why, &n, &text);
+    free(text);
     /* ep 2 of dp 2: the experts' own group and the exchange, EXPERT_EP
      * naming each routed expert's EP rank (experts 0-1 on 0, 2-3 on 1) */
     p.layout.dp = 2;

@@ -21,6 +21,7 @@
 
 #include "dsl/dsl.h"
 #include "planner/model.h"
+#include "planner/layout.h"
 #include "planner/sema.h"
 #include "planner/stacks.h"
 
@@ -898,10 +899,39 @@ static void test_moe_gate(void **state)
         done(&r);
         free(text);
     }
+    /* a shared expert of its own width behind the gate (Qwen2-MoE): its
+     * keys, its exact parameters (norm 2h, router 8h, 8 experts of 3 h 64,
+     * the shared one 3 h 90, the gate h; h = 256) and tp's rule on it */
+    static const char SG[] = "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+        "    attention { heads 8 }\n    moe { experts 8; top_k 2; hidden 64; bias false; shared 1; shared_hidden 90; "
+        "shared_gate true }\n    norm {}\n    lm_head\n}\n";
+    Run r;
+    char *text = cat3(CLUSTER, SG, "plan { }\n");
+    run(&r, text);
+    if (r.errors) fprintf(stderr, "shared gate:\n%s", r.diag);
+    assert_int_equal(r.errors, 0);
+    const Layer *l = &r.p.model.layers[2];
+    assert_int_equal(l->shared_hidden, 90);
+    assert_true(l->shared_gate);
+    bool ovf = false;
+    assert_int_equal(plan_layer_params(&r.p.model, l, 1, &ovf),
+                     2 * 256 + 8 * 256 + 8 * 3 * 256 * 64 + 3 * 256 * 90 + 256);
+    assert_int_equal(plan_layer_params(&r.p.model, l, 2, &ovf),
+                     2 * 256 + 8 * 256 + 8 * 3 * 256 * 32 + 3 * 256 * 45 + 256);   /* gate, router replicated */
+    assert_int_equal(plan_shared_hidden(l), 90);
+    char why[160];
+    assert_true(plan_rule_tp_split(&r.p.model, 2, why, sizeof why));
+    assert_false(plan_rule_tp_split(&r.p.model, 4, why, sizeof why));
+    assert_non_null(strstr(why, "tp 4 does not divide moe shared_hidden 90"));
+    done(&r);
+    free(text);
     static const struct { const char *moe, *msg; } bad[] = {
         { "moe { experts 8; top_k 2; score tanh }", "unknown score tanh (expected softmax or sigmoid)" },
         { "moe { experts 8; top_k 2; norm_topk_prob 1 }", "'norm_topk_prob' expects true or false, got 1" },
         { "moe { experts 8; top_k 2; scores sigmoid }", "did you mean 'score'?" },
+        { "moe { experts 8; top_k 2; shared_gate true }", "shared_gate without shared experts (give shared N" },
+        { "moe { experts 8; top_k 2; shared_hidden 64 }", "shared_hidden without shared experts" },
+        { "moe { experts 8; top_k 2; shared 1; shared_hidden 0 }", "shared_hidden" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char model[512];

@@ -608,6 +608,32 @@ static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double f
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) prt_free(d[i]);
 }
 
+/* The shared experts' gate (Qwen2-MoE): sigmoid of the fp32 logits, the
+ * gated sum added to the output, and the backward's two outputs. */
+static void check_shared_gate(size_t N, size_t C)
+{
+    float *z = hrand(N, 2), *ys = hrand(N * C, 1), *out = hrand(N * C, 1), *dy = hrand(N * C, 1);
+    float *g = hzeros(N), *dz = hzeros(N), *dys = hzeros(N * C);
+    for (size_t i = 0; i < N * C; i++) {
+        ys[i] = bf2f(f2bf(ys[i])); out[i] = bf2f(f2bf(out[i])); dy[i] = bf2f(f2bf(dy[i]));
+    }
+    prt_act *ys_d = dact(ys, N * C), *out_d = dact(out, N * C), *dy_d = dact(dy, N * C);
+    prt_act *dys_d = prt_alloc(N * C * 2);
+    float *z_d = dfloat(z, N), *g_d = prt_alloc(N * 4), *dz_d = prt_alloc(N * 4);
+    ref_prt_moe_shared_gate_fwd(g, out, ys, z, N, C);
+    ref_prt_moe_shared_gate_bwd(dz, dys, dy, ys, g, N, C);
+    prt_moe_shared_gate_fwd(g_d, out_d, ys_d, z_d, N, C);
+    validate("moe shared gate sigmoid (fp32)", g_d, false, g, N, 1e-6, 1e-5);
+    validate("moe shared gate fwd", out_d, true, out, N * C, ATOL, RTOL);
+    prt_moe_shared_gate_bwd(dz_d, dys_d, dy_d, ys_d, g_d, N, C);
+    validate("moe shared gate bwd rows", dys_d, true, dys, N * C, ATOL, RTOL);
+    validate("moe shared gate bwd logit (fp32)", dz_d, false, dz, N, 1e-3 * sqrt((double)C), 1e-3);
+    void *h[] = {z, ys, out, dy, g, dz, dys};
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) free(h[i]);
+    void *d[] = {ys_d, out_d, dy_d, dys_d, z_d, g_d, dz_d};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) prt_free(d[i]);
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -713,6 +739,7 @@ int main(int argc, char **argv)
     check_moe(4, 64, 96, 60, 4, 0.0, 0);               /* Qwen2-MoE's gate: the full softmax's top-k */
     check_moe(2, 64, 64, 64, 8, 0.0, PRT_MOE_SIGMOID | PRT_MOE_NORM);  /* DeepSeek-V3's sigmoid gate */
     check_moe(2, 64, 64, 16, 2, 1.0, PRT_MOE_SIGMOID); /* the sigmoid alone */
+    check_shared_gate(256, 96);                         /* Qwen2-MoE's shared expert gate */
     st = prt_ops_sync();
     if (st != PRT_OK) {
         printf("CUDA error: %s\n", prt_ops_last_error());

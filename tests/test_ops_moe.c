@@ -206,12 +206,17 @@ typedef struct {
     double factor;   /* capacity factor, 0 dropless */
     float aux;       /* load-balancing coefficient, 0 off */
     int gate;        /* PRT_MOE_SIGMOID, PRT_MOE_NORM flags */
+    size_t SF;       /* the shared experts' width (0: F) */
+    bool sgate;      /* the shared experts' sigmoid gate (Qwen2-MoE) */
 } MoeCase;
 
 typedef struct {
     const MoeCase *mc;
     size_t N, R, cap;
-    float *x, *wr, *w1, *w2, *s1, *s2;  /* w1 (E, 2F, C), w2 (E, C, F); s* per shared */
+    size_t SF;                          /* the shared experts' width */
+    float *x, *wr, *w1, *w2, *s1, *s2;  /* w1 (E, 2F, C), w2 (E, C, F); s* per shared (2SF, C), (C, SF) */
+    float *gw, *z, *g, *ysum;           /* the shared gate: weight (1, C), logits, sigmoids (N) and the
+                                           shared experts' sum (N, C) */
     float *logits, *w, *xe, *he, *ae, *ye, *out, *hs, *as, *ys, *auxb;
     int32_t *idx, *row, *counts;
 } MoeLayer;
@@ -251,10 +256,17 @@ static void moe_fwd(void *p)
             mlp_fwd(L->ye + off * C, L->he + off * 2 * F, L->ae + off * F, L->xe + off * C,
                     L->w1 + e * 2 * F * C, L->w2 + e * C * F, (size_t)L->counts[e], C, F);
     prt_moe_combine(L->out, L->ye, L->row, L->w, N, C, k);
+    size_t SF = L->SF;
+    float *into = m->sgate ? L->ysum : L->out;   /* gated: the shared sum first */
+    if (m->sgate) memset(L->ysum, 0, N * C * sizeof *L->ysum);
     for (size_t s = 0; s < m->shared; s++) {
-        mlp_fwd(L->ys, L->hs + s * N * 2 * F, L->as + s * N * F, L->x, L->s1 + s * 2 * F * C,
-                L->s2 + s * C * F, N, C, F);
-        prt_add_inplace(L->out, L->ys, N * C);
+        mlp_fwd(L->ys, L->hs + s * N * 2 * SF, L->as + s * N * SF, L->x, L->s1 + s * 2 * SF * C,
+                L->s2 + s * C * SF, N, C, SF);
+        prt_add_inplace(into, L->ys, N * C);
+    }
+    if (m->sgate) {
+        prt_moe_router_fwd(L->z, L->x, L->gw, N, C, 1);
+        prt_moe_shared_gate_fwd(L->g, L->out, L->ysum, L->z, N, C);
     }
     float aux = 0.0f;
     if (m->aux > 0) {
@@ -316,14 +328,16 @@ static void check_moe_layer(const MoeCase *m)
 {
     MoeLayer L = {.mc = m};
     size_t N = L.N = m->B * m->T, C = m->C, E = m->E, k = m->k, F = m->F, S = m->shared;
+    size_t SF = L.SF = m->SF ? m->SF : F;
     L.cap = prt_moe_capacity(m->factor, m->T, k, E);
     L.x = rnd(N * C, 1); L.wr = rnd(E * C, 1);
     L.w1 = rnd(E * 2 * F * C, 0.5f); L.w2 = rnd(E * C * F, 0.5f);
-    L.s1 = rnd(S * 2 * F * C + 1, 0.5f); L.s2 = rnd(S * C * F + 1, 0.5f);
+    L.s1 = rnd(S * 2 * SF * C + 1, 0.5f); L.s2 = rnd(S * C * SF + 1, 0.5f);
+    L.gw = rnd(C, 1); L.z = zeros(N); L.g = zeros(N); L.ysum = zeros(N * C);
     L.logits = zeros(N * E); L.w = zeros(N * k); L.auxb = zeros(m->B);
     L.xe = zeros(N * k * C); L.he = zeros(N * k * 2 * F); L.ae = zeros(N * k * F);
     L.ye = zeros(N * k * C); L.out = zeros(N * C + 1);
-    L.hs = zeros(S * N * 2 * F); L.as = zeros(S * N * F); L.ys = zeros(N * C);
+    L.hs = zeros(S * N * 2 * SF); L.as = zeros(S * N * SF); L.ys = zeros(N * C);
     L.idx = malloc(N * k * sizeof *L.idx); L.row = malloc(N * k * sizeof *L.row);
     L.counts = malloc(E * sizeof *L.counts);
     moe_fwd(&L);
@@ -344,13 +358,21 @@ static void check_moe_layer(const MoeCase *m)
     r[N * C] = 1.0f;
     float *dx = zeros(N * C), *dxs = zeros(N * C), *dwr = zeros(E * C);
     float *dw1 = zeros(E * 2 * F * C), *dw2 = zeros(E * C * F);
-    float *ds1 = zeros(S * 2 * F * C + 1), *ds2 = zeros(S * C * F + 1);
+    float *ds1 = zeros(S * 2 * SF * C + 1), *ds2 = zeros(S * C * SF + 1);
+    float *dgw = zeros(C), *dz = zeros(N), *dys = zeros(N * C);
+    const float *dshared = r;   /* the shared experts' output gradient */
+    if (m->sgate) {
+        moe_fwd(&L);
+        prt_moe_shared_gate_bwd(dz, dys, r, L.ysum, L.g, N, C);
+        prt_moe_router_bwd(dx, dgw, dz, L.x, L.gw, N, C, 1);
+        dshared = dys;
+    }
     float *dye = zeros(R * C + 1), *dxe = zeros(R * C + 1), *dw = zeros(N * k);
     float *dlogits = zeros(N * E);
     for (size_t s = 0; s < S; s++) {
         moe_fwd(&L);   /* hs/as hold every shared expert; ys is scratch */
-        mlp_bwd(dxs, ds1 + s * 2 * F * C, ds2 + s * C * F, r, L.x, L.hs + s * N * 2 * F,
-                L.as + s * N * F, L.s1 + s * 2 * F * C, L.s2 + s * C * F, N, C, F);
+        mlp_bwd(dxs, ds1 + s * 2 * SF * C, ds2 + s * C * SF, dshared, L.x, L.hs + s * N * 2 * SF,
+                L.as + s * N * SF, L.s1 + s * 2 * SF * C, L.s2 + s * C * SF, N, C, SF);
         prt_add_inplace(dx, dxs, N * C);
     }
     prt_moe_combine_bwd(dye, dw, r, L.ye, L.row, L.w, N, C, k);
@@ -369,11 +391,12 @@ static void check_moe_layer(const MoeCase *m)
     FdTensor ts[] = {
         {"dx", L.x, dx, N * C}, {"dWr", L.wr, dwr, E * C},
         {"dW1", L.w1, dw1, E * 2 * F * C}, {"dW2", L.w2, dw2, E * C * F},
-        {"dS1", L.s1, ds1, S * 2 * F * C}, {"dS2", L.s2, ds2, S * C * F},
+        {"dS1", L.s1, ds1, S * 2 * SF * C}, {"dS2", L.s2, ds2, S * C * SF},
+        {"dGs", L.gw, dgw, C},
     };
     int skipped = 0, probes = 0;
     print_message("  %s: %zu rows, %zu dropped\n", m->name, R, dropped);
-    assert_int_equal(fd_moe(&L, r, nout, ts, S ? 6 : 4, 1e-2, 2e-3, 5e-3, &skipped, &probes), 0);
+    assert_int_equal(fd_moe(&L, r, nout, ts, m->sgate ? 7 : S ? 6 : 4, 1e-2, 2e-3, 5e-3, &skipped, &probes), 0);
     assert_true(skipped * 10 <= probes);   /* routing changes are rare probes */
     /* the router gradient is not zero when the router matters: top-1 with
      * norm has weight 1 exactly, any other gate weighs by the score */
@@ -383,7 +406,8 @@ static void check_moe_layer(const MoeCase *m)
     assert_true(k > 1 || m->aux > 0 || m->gate != PRT_MOE_NORM ? gsum > 0 : gsum == 0);
 
     free(r); free(dx); free(dxs); free(dwr); free(dw1); free(dw2); free(ds1); free(ds2);
-    free(dye); free(dxe); free(dw); free(dlogits);
+    free(dye); free(dxe); free(dw); free(dlogits); free(dgw); free(dz); free(dys);
+    free(L.gw); free(L.z); free(L.g); free(L.ysum);
     free(L.x); free(L.wr); free(L.w1); free(L.w2); free(L.s1); free(L.s2);
     free(L.logits); free(L.w); free(L.auxb); free(L.xe); free(L.he); free(L.ae);
     free(L.ye); free(L.out); free(L.hs); free(L.as); free(L.ys);
@@ -391,17 +415,21 @@ static void check_moe_layer(const MoeCase *m)
 }
 
 static const MoeCase moe_cases[] = {
-    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f, PRT_MOE_NORM},
-    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f, PRT_MOE_NORM},
-    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f, PRT_MOE_NORM},
-    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f, PRT_MOE_NORM},
+    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f, PRT_MOE_NORM, 0, false},
+    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f, PRT_MOE_NORM, 0, false},
+    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f, PRT_MOE_NORM, 0, false},
+    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f, PRT_MOE_NORM, 0, false},
     /* the other gates: Qwen2-MoE's full softmax without renormalising (top-1
      * too: its weight is not 1), DeepSeek-V3's sigmoid renormalised, the
      * sigmoid alone; with the aux loss over their scores */
-    {"softmax, no norm, aux", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.05f, 0},
-    {"softmax top-1, no norm", 2, 6, 8, 4, 1, 5, 0, 0.0, 0.0f, 0},
-    {"sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 0, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM},
-    {"sigmoid, no norm, capacity", 2, 8, 8, 4, 2, 5, 1, 1.0, 0.0f, PRT_MOE_SIGMOID},
+    {"softmax, no norm, aux", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.05f, 0, 0, false},
+    {"softmax top-1, no norm", 2, 6, 8, 4, 1, 5, 0, 0.0, 0.0f, 0, 0, false},
+    {"sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 0, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false},
+    {"sigmoid, no norm, capacity", 2, 8, 8, 4, 2, 5, 1, 1.0, 0.0f, PRT_MOE_SIGMOID, 0, false},
+    /* shared experts of their own width (DeepSeek: S x its width; Qwen2-MoE:
+     * one wider, behind a sigmoid gate per token) */
+    {"2 shared of width 3", 2, 6, 8, 4, 2, 5, 2, 0.0, 0.0f, PRT_MOE_NORM, 3, false},
+    {"Qwen2-MoE: gated shared of width 9, no norm", 2, 6, 8, 6, 2, 5, 1, 0.0, 0.05f, 0, 9, true},
 };
 
 static void test_moe_layer(void **state)

@@ -367,6 +367,55 @@ extern "C" void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32
     PRT_LAUNCH("prt_moe_aux_bwd", grid_for(B * T), 0, k_aux_bwd, dlogits, logits, idx, B, T, E, k, g, gate);
 }
 
+/* ---- the shared experts' gate ---------------------------------------------- */
+
+__global__ static void k_shared_gate_sigmoid(float *g, const float *z, size_t N)
+{
+    size_t t = gtid();
+    if (t < N) g[t] = 1.0f / (1.0f + expf(-z[t]));
+}
+
+__global__ static void k_shared_gate_fwd(bf *out, const bf *ys, const float *g, size_t N, size_t C)
+{
+    size_t i = gtid();
+    if (i < N * C) out[i] = to_bf(ld(out, i) + g[i / C] * ld(ys, i));
+}
+
+__global__ static void k_shared_gate_bwd_rows(bf *dys, const bf *dy, const float *g, size_t N, size_t C)
+{
+    size_t i = gtid();
+    if (i < N * C) dys[i] = to_bf(g[i / C] * ld(dy, i));
+}
+
+/* one thread per token: the dot in c order, as the CPU */
+__global__ static void k_shared_gate_bwd_logit(float *dz, const bf *dy, const bf *ys, const float *g, size_t N,
+                                               size_t C)
+{
+    size_t t = gtid();
+    if (t >= N) return;
+    float dot = 0.0f;
+    for (size_t c = 0; c < C; c++) dot += ld(dy, t * C + c) * ld(ys, t * C + c);
+    dz[t] = g[t] * (1.0f - g[t]) * dot;
+}
+
+extern "C" void prt_moe_shared_gate_fwd(float *g, prt_act *out, const prt_act *ys, const float *z, size_t N,
+                                        size_t C)
+{
+    PRT_OP_ENTER("prt_moe_shared_gate_fwd");
+    if (!N) return;
+    PRT_LAUNCH("prt_moe_shared_gate_fwd", grid_for(N), 0, k_shared_gate_sigmoid, g, z, N);
+    PRT_LAUNCH("prt_moe_shared_gate_fwd", grid_for(N * C), 0, k_shared_gate_fwd, BF(out), CBF(ys), g, N, C);
+}
+
+extern "C" void prt_moe_shared_gate_bwd(float *dz, prt_act *dys, const prt_act *dy, const prt_act *ys,
+                                        const float *g, size_t N, size_t C)
+{
+    PRT_OP_ENTER("prt_moe_shared_gate_bwd");
+    if (!N) return;
+    PRT_LAUNCH("prt_moe_shared_gate_bwd", grid_for(N * C), 0, k_shared_gate_bwd_rows, BF(dys), CBF(dy), g, N, C);
+    PRT_LAUNCH("prt_moe_shared_gate_bwd", grid_for(N), 0, k_shared_gate_bwd_logit, dz, CBF(dy), CBF(ys), g, N, C);
+}
+
 /* ---- the receiver's order -------------------------------------------------------- */
 
 __global__ static void k_sort_rows(bf *out, const bf *in, const int32_t *perm, size_t R, size_t C,

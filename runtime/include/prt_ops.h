@@ -485,6 +485,15 @@ void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size
                       size_t T, size_t E, size_t k, float coeff, int gate);
 void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
                      size_t T, size_t E, size_t k, float coeff, float scale, int gate);
+/* The shared experts' gate (Qwen2-MoE's shared_expert_gate): z (N) fp32
+ * the gate's logits (prt_moe_router_fwd with E = 1), g (N) = sigmoid(z),
+ * out (N, C) += g_t ys_t with ys the shared experts' sum. Backward: dys
+ * (N, C) = g_t dy_t and dz (N) = g (1 - g) sum_c dy ys, both overwritten;
+ * with ys a partial sum over TP so is dz (the caller sums it over TP). */
+void prt_moe_shared_gate_fwd(float *g, prt_act *out, const prt_act *ys, const float *z, size_t N,
+                             size_t C);
+void prt_moe_shared_gate_bwd(float *dz, prt_act *dys, const prt_act *dy, const prt_act *ys,
+                             const float *g, size_t N, size_t C);
 /* out (R, C): out[i] = in[perm[i]]; unsort: out[perm[i]] = in[i]. */
 void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
                        size_t C);

@@ -319,6 +319,31 @@ void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, si
     }
 }
 
+void prt_moe_shared_gate_fwd(float *g, prt_act *out, const prt_act *ys, const float *z, size_t N,
+                             size_t C)
+{
+    PRT_OP_ENTER("prt_moe_shared_gate_fwd");
+    for (size_t t = 0; t < N; t++) {
+        g[t] = 1.0f / (1.0f + expf(-z[t]));
+        for (size_t c = 0; c < C; c++)
+            out[t * C + c] += g[t] * ys[t * C + c];
+    }
+}
+
+void prt_moe_shared_gate_bwd(float *dz, prt_act *dys, const prt_act *dy, const prt_act *ys,
+                             const float *g, size_t N, size_t C)
+{
+    PRT_OP_ENTER("prt_moe_shared_gate_bwd");
+    for (size_t t = 0; t < N; t++) {
+        float dot = 0.0f;
+        for (size_t c = 0; c < C; c++) {
+            dys[t * C + c] = g[t] * dy[t * C + c];
+            dot += dy[t * C + c] * ys[t * C + c];
+        }
+        dz[t] = g[t] * (1.0f - g[t]) * dot;
+    }
+}
+
 void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
                        size_t C)
 {

@@ -112,16 +112,20 @@ case "$body" in *qknorm\;*) body=${body//qknorm;/}; llama=true
 # every token to the same experts as one rank and train alike
 # `moesig;` (issue 29): DeepSeek-V3's gate, sigmoid scores renormalised over
 # the top-k, with the aux loss over the normalised sigmoids; `moeraw;`
-# Qwen2-MoE's, the full softmax's top-k probabilities not renormalised
+# Qwen2-MoE's, the full softmax's top-k probabilities not renormalised;
+# `moeqwen;` all of Qwen2-MoE's layer: that gate and one shared expert of
+# its own width (48, the routed 32) behind a sigmoid gate per token
 moe_extra=
 case "$body" in *moecap\;*) moe_extra=capacity; body=${body//moecap;/} ;; esac
 case "$body" in *moesig\;*) moe_extra=sigmoid; body=${body//moesig;/} ;; esac
 case "$body" in *moeraw\;*) moe_extra=raw; body=${body//moeraw;/} ;; esac
+case "$body" in *moeqwen\;*) moe_extra=qwen; body=${body//moeqwen;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
 moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != capacity ] || moe_keys='capacity_factor 1.0; aux_loss 0.01'
 [ "$moe_extra" != sigmoid ] || moe_keys='score sigmoid; aux_loss 0.01'
 [ "$moe_extra" != raw ] || moe_keys='norm_topk_prob false; shared 1'
+[ "$moe_extra" != qwen ] || moe_keys='norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
     embedding { dim 32 }

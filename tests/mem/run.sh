@@ -91,9 +91,11 @@ while read -r name np checks body; do
     python3 "$here/check.py" report "$dir/$name.check.json" "$dir/$name.mem.jsonl" || fail "$name" "(a)"
     # (e) a dropout case: its masks and dropped probabilities, as planned,
     # against the same layout without dropout (its body less `dropout;`);
-    # a `qknorm;` case likewise: the q/k norm's kept input and rstd
+    # a `qknorm;` case likewise: the q/k norm's kept input and rstd; a
+    # `sgate;` one the gated shared expert's against the plain `moe;` one
     case "$checks" in *e*)
         feat=dropout; case "$body" in *qknorm\;*) feat=qknorm ;; esac
+        case "$body" in *sgate\;*) feat=sgate ;; esac
         base=$name-no$feat
         if build "$base" "$np" 384 6 "${body//$feat;/}" && train "$base" "$np"; then
             echo "$name (e) $feat's items, allocated vs planned:"
