@@ -120,6 +120,9 @@ case "$body" in *moecap\;*) moe_extra=capacity; body=${body//moecap;/} ;; esac
 case "$body" in *moesig\;*) moe_extra=sigmoid; body=${body//moesig;/} ;; esac
 case "$body" in *moeraw\;*) moe_extra=raw; body=${body//moeraw;/} ;; esac
 case "$body" in *moeqwen\;*) moe_extra=qwen; body=${body//moeqwen;/} ;; esac
+# `moedense;` (issue 29): a dense first block, then mixtures (DeepSeek's
+# first_k_dense_replace, Qwen's mlp_only_layers): two consecutive repeats
+case "$body" in *moedense\;*) moe_extra=dense; body=${body//moedense;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
 moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != capacity ] || moe_keys='capacity_factor 1.0; aux_loss 0.01'
@@ -132,6 +135,20 @@ moe_model="model tinymoe {
     repeat 2 {
         attention { heads 4 }
         moe       { experts 4; top_k 2; hidden 32; act swiglu; $moe_keys }
+    }
+    norm    { kind layernorm }
+    lm_head { tied false }
+}"
+[ "$moe_extra" != dense ] || moe_model="model tinymoedense {
+    vocab 256;  seq 64;  dtype fp32;
+    embedding { dim 32 }
+    repeat 1 {
+        attention { heads 4 }
+        mlp       { hidden 64; act swiglu }
+    }
+    repeat 3 {
+        attention { heads 4 }
+        moe       { experts 4; top_k 2; hidden 32; act swiglu; shared 1; aux_loss 0.01 }
     }
     norm    { kind layernorm }
     lm_head { tied false }
