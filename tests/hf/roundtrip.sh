@@ -70,6 +70,11 @@ EOF
             -e 's/position rope/position rope; scale sqrt_dim/' ;;
     geglu)   # GeGLU without Gemma's normalizer and norm: refused on export
         model llama | sed -e 's/tinyllama/tinygeglu/' -e 's/act swiglu/act geglu/' ;;
+    qwen3_moe)   # Qwen3-MoE: Qwen3's attention (q/k norm), Mixtral's experts
+        model mixtral | sed -e 's/tinymixtral/tinyqwen3moe/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm }/' \
+            -e 's/; rope_theta 1e6//' ;;
+    qwen3_moe_raw)   # the same with norm_topk_prob false (the full softmax's top-k)
+        model qwen3_moe | sed -e 's/tinyqwen3moe/tinyqwen3moeraw/' -e 's/top_k 2;/top_k 2; norm_topk_prob false;/' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
     sigmoid) # DeepSeek-V3's sigmoid gate: no Mixtral
@@ -93,7 +98,7 @@ plan() {
 trip() {
     local name=$1 arch=$2 np=$3 body=$4 opts=$5 dt=${6:-fp32}
     plan "$name" "$arch" "$np" "$body" || { bad "$name: planc build"; return; }
-    $hfdir make "$arch" "$work/$name.src" $opts || { bad "$name: hfdir.py make"; return; }
+    $hfdir make "${arch%_raw}" "$work/$name.src" $opts || { bad "$name: hfdir.py make"; return; }
     if ! (cd "$work" && $mpirun -np "$np" "./$name.exe" --steps 0 --init-from "$name.src" --save "$name.ck" \
             --export-hf "$name.out" --export-hf-dtype "$dt" > "$name.log" 2>&1); then
         bad "$name: the run failed:"; sed 's/^/    /' "$work/$name.log" | head -20; return
@@ -128,6 +133,8 @@ trip gpt2-dp2tp2-zero1 gpt2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4
 trip gpt2-pp2 gpt2 2 "pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16 --set n_inner=null" bf16
 trip mixtral-dp2ep2 mixtral 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
 trip mixtral-tp2 mixtral 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
+trip qwen3moe-dp2ep2 qwen3_moe 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 2"
+trip qwen3moe-raw-tp2 qwen3_moe_raw 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype f32 --set norm_topk_prob=false --unset mlp_only_layers"
 trip gemma-dp2tp2-zero1 gemma 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma-pp2-zero3 gemma 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32"
 
@@ -180,6 +187,12 @@ expect_fail config-architecture nonzero "architectures is \[\"MistralForCausalLM
 $hfdir make llama "$work/eps.src" --unset rms_norm_eps
 expect_fail config-default nonzero "rms_norm_eps is 1e-06 (left out: transformers' default), the plan's model has 1e-05" \
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from eps.src
+$hfdir make qwen3_moe "$work/q3raw.src" --set norm_topk_prob=false
+expect_fail qwen3moe-gate nonzero "norm_topk_prob is false, the plan's model has true" \
+    $mpirun -np 2 ./qwen3moe-dp2ep2.exe --steps 0 --init-from q3raw.src
+$hfdir make qwen3_moe "$work/q3dense.src" --set 'mlp_only_layers=[0]'
+expect_fail qwen3moe-dense-block nonzero "mlp_only_layers is an array, the plan's model has null" \
+    $mpirun -np 2 ./qwen3moe-dp2ep2.exe --steps 0 --init-from q3dense.src
 $hfdir make llama "$work/drop.src" --drop model.layers.1.mlp.up_proj.weight
 expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight" \
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
