@@ -51,6 +51,8 @@ typedef struct {
     bool    embed_scale, norm_plus_one;   /* Gemma's sqrt(dim) normalizer and x*(1+w) RMSNorm */
     bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
     char    score[16];                    /* a mixture's router scores: softmax | sigmoid */
+    int64_t shared_hidden;                /* its shared experts' width (absent: hidden) */
+    bool    shared_gate;                  /* their sigmoid gate (Qwen2-MoE's shared_expert_gate) */
     bool    norm_topk;                    /* its top-k weights renormalised (norm_topk_prob) */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
@@ -121,6 +123,10 @@ static prt_status parse_model(const char *config, HfModel *m)
     snprintf(m->score, sizeof m->score, "%s", sc ? sc : "softmax");
     int nt = js_get(&d, 0, "norm_topk_prob");
     m->norm_topk = nt < 0 || (d.n[nt].kind == JS_BOOL && d.n[nt].count != 0);
+    double sh = 0;   /* absent (written before issue 29): the experts' width, no gate */
+    m->shared_hidden = num_of(&d, "shared_hidden", &sh) ? (int64_t)sh : m->hidden;
+    int sg = js_get(&d, 0, "shared_gate");
+    m->shared_gate = sg >= 0 && d.n[sg].kind == JS_BOOL && d.n[sg].count != 0;
     js_free(&d);
     return st;
 }
@@ -129,12 +135,12 @@ static prt_status parse_model(const char *config, HfModel *m)
 
 /* ORDER HfArch */
 typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_GEMMA, ARCH_QWEN3,
-               ARCH_QWEN3_MOE } HfArch;
+               ARCH_QWEN3_MOE, ARCH_QWEN2_MOE } HfArch;
 static const char *const ARCH_CLASS[] = { "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                           "MixtralForCausalLM", "GPT2LMHeadModel", "GemmaForCausalLM",
-                                          "Qwen3ForCausalLM", "Qwen3MoeForCausalLM" };
+                                          "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM" };
 static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral", "gpt2", "gemma", "qwen3",
-                                         "qwen3_moe" };
+                                         "qwen3_moe", "qwen2_moe" };
 
 #define REFUSE(...) return ckpt_fail(PRT_ERR_UNSUPPORTED, __VA_ARGS__)
 
@@ -205,8 +211,20 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
         REFUSE("layernorm with RoPE: Llama, Mistral, Qwen2 and Mixtral use RMSNorm");
     if (strcmp(m->act, "swiglu")) REFUSE("act %s with RoPE: Llama, Mistral, Qwen2 and Mixtral use SwiGLU", m->act);
     if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
+    if (m->moe && m->shared) {   /* Qwen2-MoE: one gated shared expert, biases on Q, K, V */
+        if (m->shared != 1 || !m->shared_gate)
+            REFUSE("shared experts (%lld)%s: Mixtral has none and Qwen2-MoE has one behind shared_gate (DeepSeek "
+                   "is not written)", (long long)m->shared, m->shared_gate ? "" : " without shared_gate");
+        if (strcmp(m->attn_bias, "qkv") || m->ffn_bias)
+            REFUSE("a gated shared expert with attention bias %s%s: Qwen2-MoE has biases on Q, K, V alone",
+                   m->attn_bias, m->ffn_bias ? " and MLP biases" : "");
+        if (m->cap > 0) REFUSE("capacity_factor %g: Qwen2-MoE drops no tokens", m->cap);
+        if (strcmp(m->score, "softmax")) REFUSE("score %s: Qwen2-MoE's router is a softmax", m->score);
+        *arch = ARCH_QWEN2_MOE;
+        return PRT_OK;
+    }
     if (m->moe) {
-        if (m->shared) REFUSE("shared experts (%lld): Mixtral has none (Qwen2-MoE and DeepSeek are not written)", (long long)m->shared);
+        if (m->shared) REFUSE("shared experts (%lld): Mixtral has none (DeepSeek is not written)", (long long)m->shared);
         if (m->cap > 0) REFUSE("capacity_factor %g: Mixtral drops no tokens", m->cap);
         if (strcmp(m->score, "softmax") || !m->norm_topk)
             REFUSE("score %s, norm_topk_prob %s: Mixtral's router renormalises the softmax over its top-k",
@@ -297,9 +315,7 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
     if (a == ARCH_GEMMA) {
         out[n++] = REQ("vocab_size", VI(m->vocab));
         out[n++] = REQ("hidden_size", VI(m->dim));
-        /* Qwen3-MoE: intermediate_size is its dense blocks' width; every block
-       is a mixture here, so it is written (the experts' width) and not read */
-    out[n++] = a == ARCH_QWEN3_MOE ? INFO("intermediate_size", VI(m->hidden)) : REQ("intermediate_size", VI(m->hidden));
+        out[n++] = REQ("intermediate_size", VI(m->hidden));
         out[n++] = REQ("num_hidden_layers", VI(m->blocks));
         out[n++] = REQ("num_attention_heads", VI(m->heads));
         out[n++] = REQ("num_key_value_heads", VI(m->kv));
@@ -319,7 +335,10 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
     }
     out[n++] = REQ("vocab_size", VI(m->vocab));
     out[n++] = REQ("hidden_size", VI(m->dim));
-    out[n++] = REQ("intermediate_size", VI(m->hidden));
+    /* Qwen-MoE: intermediate_size is the dense blocks' width; every block is
+       a mixture here, so it is written (the experts' width) and not read */
+    bool qmoe = a == ARCH_QWEN3_MOE || a == ARCH_QWEN2_MOE;
+    out[n++] = qmoe ? INFO("intermediate_size", VI(m->hidden)) : REQ("intermediate_size", VI(m->hidden));
     out[n++] = REQ("num_hidden_layers", VI(m->blocks));
     out[n++] = REQ("num_attention_heads", VI(m->heads));
     out[n++] = m->kv == m->heads ? OPT("num_key_value_heads", VI(m->kv), VI(m->heads))
@@ -341,7 +360,7 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         out[n++] = OPT("attention_bias", VB(!strcmp(m->attn_bias, "all")), VB(false));
     if (a == ARCH_MISTRAL) out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
     if (a == ARCH_MIXTRAL) out[n++] = m->window ? REQ("sliding_window", VI(m->window)) : OPT("sliding_window", VN, VN);
-    if (a == ARCH_QWEN2 || a == ARCH_QWEN3 || a == ARCH_QWEN3_MOE) {   /* Qwen3Config keeps Qwen2's window fields */
+    if (a == ARCH_QWEN2 || a == ARCH_QWEN3 || qmoe) {   /* Qwen3Config and the MoE ones keep Qwen2's window fields */
         out[n++] = OPT("use_sliding_window", VB(m->window > 0), VB(false));
         if (m->window) {
             out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
@@ -359,8 +378,9 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         out[n++] = INFO("router_aux_loss_coef", VF(m->aux));
         out[n++] = INFO("output_router_logits", VB(false));
     }
-    if (a == ARCH_QWEN3_MOE) {   /* Qwen3MoeConfig: every block a mixture of moe_intermediate_size experts */
+    if (qmoe) {   /* Qwen3MoeConfig, Qwen2MoeConfig: every block a mixture of moe_intermediate_size experts */
         out[n++] = REQ("moe_intermediate_size", VI(m->hidden));
+        if (a == ARCH_QWEN2_MOE) out[n++] = REQ("shared_expert_intermediate_size", VI(m->shared_hidden));
         out[n++] = REQ("num_experts", VI(m->experts));
         out[n++] = REQ("num_experts_per_tok", VI(m->top_k));
         out[n++] = OPT("norm_topk_prob", VB(m->norm_topk), VB(false));
@@ -562,7 +582,7 @@ static void map_llama_block(Map *mp, const HfModel *m, HfArch a, int b, int la)
     }
     if (m->moe) {
         ONE(P("layers.%d.moe_norm.weight", lf), C, 1, H("model.layers.%d.post_attention_layernorm.weight", b), false);
-        bool q3 = a == ARCH_QWEN3_MOE;
+        bool q3 = a == ARCH_QWEN3_MOE || a == ARCH_QWEN2_MOE;   /* the Qwen MoE names */
         ONE(P("layers.%d.block_sparse_moe.gate.weight", lf), (size_t)m->experts, C,
             H(q3 ? "model.layers.%d.mlp.gate.weight" : "model.layers.%d.block_sparse_moe.gate.weight", b), false);
         static const char *const w[3] = { "w1", "w3", "w2" };   /* gate, up, down */
@@ -573,6 +593,15 @@ static void map_llama_block(Map *mp, const HfModel *m, HfArch a, int b, int la)
                     k < 2 ? F : C, k < 2 ? C : F, 2, 0, k < 2 ? F : C,
                     q3 ? H("model.layers.%d.mlp.experts.%lld.%s.weight", b, (long long)e, q3w[k])
                        : H("model.layers.%d.block_sparse_moe.experts.%lld.%s.weight", b, (long long)e, w[k]), 0, false);
+        if (a == ARCH_QWEN2_MOE) {   /* the shared expert (shared_hidden wide) and its (1, C) gate */
+            size_t S = (size_t)m->shared_hidden;
+            for (int k = 0; k < 3; k++)
+                add(mp, P("layers.%d.block_sparse_moe.shared_experts.0.%s.weight", lf, w[k]),
+                    k < 2 ? S : C, k < 2 ? C : S, 2, 0, k < 2 ? S : C,
+                    H("model.layers.%d.mlp.shared_expert.%s.weight", b, q3w[k]), 0, false);
+            ONE(P("layers.%d.block_sparse_moe.shared_expert_gate.weight", lf), 1, C,
+                H("model.layers.%d.mlp.shared_expert_gate.weight", b), false);
+        }
         return;
     }
     ONE(P("layers.%d.mlp_norm.weight", lf), C, 1, H("model.layers.%d.post_attention_layernorm.weight", b), false);

@@ -73,6 +73,9 @@ EOF
     qwen3_moe)   # Qwen3-MoE: Qwen3's attention (q/k norm), Mixtral's experts
         model mixtral | sed -e 's/tinymixtral/tinyqwen3moe/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm }/' \
             -e 's/; rope_theta 1e6//' ;;
+    qwen2_moe)   # Qwen2-MoE: biases on Q, K, V, the full softmax's top-k, a gated shared expert 48 wide
+        model mixtral | sed -e 's/tinymixtral/tinyqwen2moe/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias qkv }/' -e 's/; rope_theta 1e6//' \
+            -e 's/top_k 2;/top_k 2; norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true;/' ;;
     qwen3_moe_raw)   # the same with norm_topk_prob false (the full softmax's top-k)
         model qwen3_moe | sed -e 's/tinyqwen3moe/tinyqwen3moeraw/' -e 's/top_k 2;/top_k 2; norm_topk_prob false;/' ;;
     shared)  # a shared expert: no Mixtral
@@ -134,7 +137,9 @@ trip gpt2-pp2 gpt2 2 "pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dt
 trip mixtral-dp2ep2 mixtral 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
 trip mixtral-tp2 mixtral 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip qwen3moe-dp2ep2 qwen3_moe 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 2"
-trip qwen3moe-raw-tp2 qwen3_moe_raw 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype f32 --set norm_topk_prob=false --unset mlp_only_layers"
+trip qwen3moe-raw-tp2 qwen3_moe_raw 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype f32 --set norm_topk_prob=false --unset mlp_only_layers --set intermediate_size=96"
+trip qwen2moe-dp2ep2 qwen2_moe 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 3"
+trip qwen2moe-tp2 qwen2_moe 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma-dp2tp2-zero1 gemma 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma-pp2-zero3 gemma 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32"
 
@@ -203,7 +208,7 @@ for m in geglu shared sigmoid; do
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
 expect_fail export-geglu 2 "act geglu without embedding { scale sqrt_dim }" "$ckpt" export-hf geglu.ck geglu.out
-expect_fail export-shared-experts 2 "shared experts (1): Mixtral has none" "$ckpt" export-hf shared.ck shared.out
+expect_fail export-shared-experts 2 "shared experts (1) without shared_gate: Mixtral has none and Qwen2-MoE has one behind shared_gate" "$ckpt" export-hf shared.ck shared.out
 expect_fail export-sigmoid-gate 2 "score sigmoid, norm_topk_prob true: Mixtral's router renormalises the softmax" \
     "$ckpt" export-hf sigmoid.ck sigmoid.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
