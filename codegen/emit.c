@@ -499,7 +499,8 @@ static void model_uniform(const Model *m, char *why, size_t cap)
             f->bias != f0->bias || f->experts != f0->experts || f->top_k != f0->top_k ||
             f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss ||
             f->score != f0->score || f->topk_unnormalised != f0->topk_unnormalised ||
-            f->shared_hidden != f0->shared_hidden || f->shared_gate != f0->shared_gate) {
+            f->shared_hidden != f0->shared_hidden || f->shared_gate != f0->shared_gate ||
+            f->route_groups != f0->route_groups || f->route_top_groups != f0->route_top_groups) {
             snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
             return;
         }
@@ -552,9 +553,10 @@ static void emit_model_config(Cg *g)
             (long long)F->experts, (long long)F->top_k, (long long)F->shared, F->capacity_factor, F->aux_loss);
     if (F && F->kind == LAYER_MOE)   /* the router's gate (absent: softmax, normalised: Mixtral's) */
         k += snprintf(j + k, sizeof j - (size_t)k, "\"score\": \"%s\", \"norm_topk_prob\": %s, "
-                      "\"shared_hidden\": %lld, \"shared_gate\": %s, ",
+                      "\"shared_hidden\": %lld, \"shared_gate\": %s, \"route_groups\": %lld, ",
                       F->score == MOE_SCORE_SIGMOID ? "sigmoid" : "softmax", F->topk_unnormalised ? "false" : "true",
-                      (long long)plan_shared_hidden(F), F->shared_gate ? "true" : "false");
+                      (long long)plan_shared_hidden(F), F->shared_gate ? "true" : "false",
+                      (long long)(F->route_groups > 1 && F->route_top_groups < F->route_groups ? F->route_groups : 1));
     char w[240];
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
@@ -1091,12 +1093,14 @@ static void emit_layers(Cg *g)
         static const char *kinds[] = { "EMBEDDING", "ATTENTION", "MLP", "NORM", "LM_HEAD", "MOE" }; /* ORDER LayerKind */
         static const char *acts[] = { "ACT_GELU", "ACT_RELU", "ACT_SWIGLU", "ACT_GEGLU" }; /* ORDER ActKind */
         bool ffn = L->kind == LAYER_MLP || L->kind == LAYER_MOE;
-        char moe[224] = "";
-        if (feature(g, "HAS_MOE", 7) == 1) {   /* the moe columns (router .. sinner) */
+        char moe[256] = "";
+        if (feature(g, "HAS_MOE", 7) == 1) {   /* the moe columns (router .. top_groups) */
             char aux[48], capf[48];
-            snprintf(moe, sizeof moe, ", %d, %d, %d, %lld, %lld, %lld, %s, %s, %s, %d, %d, %lld, %d", router,
-                     stride, shared0, (long long)L->experts, (long long)L->top_k, (long long)L->shared,
-                     flt(aux, L->aux_loss), flt(capf, L->capacity_factor), moe_gate(L), sgate, sf, swidth, sf);
+            bool grouped = L->kind == LAYER_MOE && L->route_groups > 1;
+            snprintf(moe, sizeof moe, ", %d, %d, %d, %lld, %lld, %lld, %s, %s, %s, %d, %d, %lld, %d, %lld, %lld",
+                     router, stride, shared0, (long long)L->experts, (long long)L->top_k, (long long)L->shared,
+                     flt(aux, L->aux_loss), flt(capf, L->capacity_factor), moe_gate(L), sgate, sf, swidth, sf,
+                     grouped ? (long long)L->route_groups : 1LL, grouped ? (long long)L->route_top_groups : 1LL);
         }
         out(g, "    { %-9s, %2d, %2d, %2d, %2d, %2d, %2d, %s, %d, %d, %d, %lld, %d, %s, %lld, %lld%s }, /* layer %d: %s */\n",
             kinds[L->kind], w1, b1, w2, b2, lw, lb,

@@ -210,6 +210,8 @@ typedef struct {
     int sgate;         /* the shared experts' gate weight (1, C), replicated over TP; -1: none */
     int sf;            /* the shared experts' width here (their own: shared_hidden / TP) */
     size_t swidth, sinner;   /* their first linear's columns and second's rows here */
+    size_t groups, top_groups;   /* grouped routing: the experts of a token's top_groups best of
+                                    groups (DeepSeek-V3's n_group, topk_group); 1, 1: none */
 #endif
 } LayerSpec;
 #if HAS_MOE
@@ -219,11 +221,11 @@ typedef struct {
 //@@ check-tables
 #if HAS_MOE
 static const LayerSpec LAYERS[N_LAYERS] = {
-    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0 },
-    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0 },
-    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0, PRT_MOE_NORM, 0, 16, 16, 16 },
-    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0 },
-    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0 },
+    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
+    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
+    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0, PRT_MOE_NORM, 0, 16, 16, 16, 2, 1 },
+    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
+    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
 };
 #else
 static const LayerSpec LAYERS[N_LAYERS] = {
@@ -1615,7 +1617,7 @@ static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
     const prt_act *in = all_rows(a);
     prt_moe_router_fwd(a->rl, in, W(L->router), N, C, E);              /* fp32 logits, replicated router */
-    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate);          /* ties to the lower expert */
+    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups); /* ties to the lower */
     prt_moe_route(a->row, a->cnt, a->idx, B, T, E, K, prt_moe_capacity(L->capf, T, K, E));
     prt_moe_dispatch(a->xe, in, a->row, N, C, K);                      /* rows sorted by expert */
     expert_rows(L, a);

@@ -409,6 +409,10 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
     } else if (e->topk_unnormalised) {
         arg(o, first, "--moe-router-pre-softmax");
     }
+    if (e->route_groups > 1 && e->route_top_groups < e->route_groups) {   /* grouped routing */
+        arg_int(o, first, "--moe-router-num-groups", e->route_groups);
+        arg_int(o, first, "--moe-router-group-topk", e->route_top_groups);
+    }
     const Software *w = &x->p->software;
     arg(o, first, "--moe-token-dispatcher-type");
     fprintf(o, w->moe_dispatcher == PLAN_MOE_DEEPEP ? " flex" : " alltoall");

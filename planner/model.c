@@ -97,6 +97,7 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
            a->aux_loss == b->aux_loss && a->capacity_factor == b->capacity_factor &&
            a->score == b->score && a->topk_unnormalised == b->topk_unnormalised &&
            a->shared_hidden == b->shared_hidden && a->shared_gate == b->shared_gate &&
+           a->route_groups == b->route_groups && a->route_top_groups == b->route_top_groups &&
            a->fp8_exempt == b->fp8_exempt;
 }
 

@@ -110,6 +110,9 @@ typedef struct {
     int64_t   experts;      /* routed experts E */
     int64_t   top_k;        /* experts per token, 1 <= top_k <= experts */
     MoeScore  score;        /* the router's scores (`score`), default softmax */
+    int64_t   route_groups; /* grouped routing: the experts in G groups (DeepSeek-V3's n_group);
+                               0 or 1: none */
+    int64_t   route_top_groups; /* a token's experts come from its Kg best groups (topk_group) */
     bool      topk_unnormalised; /* `norm_topk_prob false`: the top_k weights are the scores
                                themselves, not divided by their sum (Qwen2-MoE); default
                                false (renormalised: Mixtral, Qwen3-MoE, DeepSeek-V3) */

@@ -652,6 +652,30 @@ static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     sema_ffn(S, st, l, LAYER_MLP, ACT_GELU, dim, &F);
 }
 
+/* Grouped routing (DeepSeek-V3's n_group and topk_group): route_groups G
+ * divides the experts, route_top_groups Kg (default G: every group) is 1
+ * .. G, and the Kg groups hold at least top_k experts. */
+static void sema_route_groups(Sema *S, const Fields *F, Layer *l)
+{
+    const DslStmt *gs = field(F, "route_groups"), *ks = field(F, "route_top_groups");
+    if (!gs && ks) {
+        dsl_error(S->d, ks->key_loc, "route_top_groups without route_groups (give route_groups G)");
+        return;
+    }
+    if (!gs || !get_int(S, gs, 1, MAX_EXPERTS, false, &l->route_groups)) return;
+    if (l->experts % l->route_groups) {
+        dsl_error(S->d, gs->args->loc, "route_groups %" PRId64 " does not divide experts %" PRId64,
+                  l->route_groups, l->experts);
+        return;
+    }
+    l->route_top_groups = l->route_groups;
+    if (ks && !get_int(S, ks, 1, l->route_groups, false, &l->route_top_groups)) return;
+    if (l->route_top_groups * (l->experts / l->route_groups) < l->top_k)
+        dsl_error(S->d, (ks ? ks : gs)->args->loc, "route_top_groups %" PRId64 " of %" PRId64 " experts each "
+                  "hold fewer than top_k %" PRId64 " experts", l->route_top_groups, l->experts / l->route_groups,
+                  l->top_k);
+}
+
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
  * capacity_factor; score; norm_topk_prob; shared_hidden; shared_gate }: a
  * mixture of experts in place of an MLP. hidden defaults to 4 x dim as the
@@ -662,7 +686,7 @@ static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
                                         "aux_loss", "capacity_factor", "score", "norm_topk_prob",
-                                        "shared_hidden", "shared_gate" };
+                                        "shared_hidden", "shared_gate", "route_groups", "route_top_groups" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *s, *es, *ks;
     int x;
@@ -689,6 +713,7 @@ static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     if (ok_e && ok_k && l->top_k > l->experts)
         dsl_error(S->d, ks->args->loc, "top_k %" PRId64 " > experts %" PRId64
                   " (each token picks top_k distinct experts)", l->top_k, l->experts);
+    if (ok_e && ok_k) sema_route_groups(S, &F, l);
 }
 
 /* norm { kind }: the final norm before the head. */

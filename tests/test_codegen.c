@@ -1143,7 +1143,7 @@ static void test_moe(void **state)
         "\"layers.8.block_sparse_moe.experts.3.w1.weight\"",
         /* tp 2: 16 of each expert's 32, [gate | up] 32 wide; router, stride 3,
          * E 4, k 2, one shared, aux 0.01, dropless */
-        "ACT_SWIGLU, 32, 16, ", ", 3, ", ", 4, 2, 1, 0.01f, 0.0f, PRT_MOE_NORM, -1, 16, 32, 16 }, /* layer 2: moe */",
+        "ACT_SWIGLU, 32, 16, ", ", 3, ", ", 4, 2, 1, 0.01f, 0.0f, PRT_MOE_NORM, -1, 16, 32, 16, 1, 1 }, /* layer 2: moe */",
         "MOE_LAYERS = 4;", "static void moe_fwd(", "prt_moe_router_fwd(", "prt_moe_aux_loss(",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -1154,9 +1154,9 @@ static void test_moe(void **state)
     /* the gates (issue 29): the score and norm_topk_prob as the row's flags,
      * the same top-k, route and combine calls */
     static const struct { MoeScore score; bool raw; const char *row; } gates[] = {
-        { MOE_SCORE_SIGMOID, false, "0.01f, 0.0f, PRT_MOE_SIGMOID | PRT_MOE_NORM, -1, 16, 32, 16 }, /* layer 2" },
-        { MOE_SCORE_SIGMOID, true, "0.01f, 0.0f, PRT_MOE_SIGMOID, -1, 16, 32, 16 }, /* layer 2: moe */" },
-        { MOE_SCORE_SOFTMAX, true, "0.01f, 0.0f, 0, -1, 16, 32, 16 }, /* layer 2: moe */" },
+        { MOE_SCORE_SIGMOID, false, "0.01f, 0.0f, PRT_MOE_SIGMOID | PRT_MOE_NORM, -1, 16, 32, 16, 1, 1 }, /* layer 2" },
+        { MOE_SCORE_SIGMOID, true, "0.01f, 0.0f, PRT_MOE_SIGMOID, -1, 16, 32, 16, 1, 1 }, /* layer 2: moe */" },
+        { MOE_SCORE_SOFTMAX, true, "0.01f, 0.0f, 0, -1, 16, 32, 16, 1, 1 }, /* layer 2: moe */" },
     };
     for (size_t g = 0; g < sizeof gates / sizeof gates[0]; g++) {
         for (int i = 0; i < p.model.n_layers; i++)
@@ -1184,7 +1184,7 @@ static void test_moe(void **state)
     static const char *const want_sg[] = {
         "\"layers.2.block_sparse_moe.shared_experts.0.w1.weight\", 2, 0, 48, 64, PRT_SPLIT_ROWS",
         "\"layers.2.block_sparse_moe.shared_expert_gate.weight\", 2, 0, 1, 64, PRT_REPLICATED",
-        "0.01f, 0.0f, PRT_MOE_NORM, 26, 24, 48, 24 }, /* layer 2: moe */",
+        "0.01f, 0.0f, PRT_MOE_NORM, 26, 24, 48, 24, 1, 1 }, /* layer 2: moe */",
         "prt_moe_shared_gate_fwd(a->sg, p, a->ysum, S.dz, N, C);", "prt_moe_shared_gate_bwd(",
         "CHECK(prt_all_reduce(R.c->tp, S.dz, S.dz, N, PRT_FP32, PRT_SUM));",
     };
@@ -1194,6 +1194,17 @@ static void test_moe(void **state)
     free(text);
     text_of_gate(&p, 0, 0, why, sizeof why, &n, &text);
     free(text);
+    /* grouped routing (issue 29): the groups in the row, the top-k call reads them */
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) { p.model.layers[i].route_groups = 2; p.model.layers[i].route_top_groups = 1; }
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("groups: refused: %s", why);
+    if (!strstr(text, "PRT_MOE_NORM, -1, 16, 32, 16, 2, 1 }, /* layer 2: moe */") ||
+        !strstr(text, "prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups);"))
+        fail_msg("the grouped program lacks its groups");
+    free(text);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) { p.model.layers[i].route_groups = 0; p.model.layers[i].route_top_groups = 0; }
     /* ep 2 of dp 2: the experts' own group and the exchange, EXPERT_EP
      * naming each routed expert's EP rank (experts 0-1 on 0, 2-3 on 1) */
     p.layout.dp = 2;

@@ -919,6 +919,7 @@ static void test_moe_gate(void **state)
     assert_int_equal(plan_layer_params(&r.p.model, l, 2, &ovf),
                      2 * 256 + 8 * 256 + 8 * 3 * 256 * 32 + 3 * 256 * 45 + 256);   /* gate, router replicated */
     assert_int_equal(plan_shared_hidden(l), 90);
+    assert_int_equal(l->route_groups, 0);   /* none unless written */
     char why[160];
     assert_true(plan_rule_tp_split(&r.p.model, 2, why, sizeof why));
     assert_false(plan_rule_tp_split(&r.p.model, 4, why, sizeof why));
@@ -932,6 +933,11 @@ static void test_moe_gate(void **state)
         { "moe { experts 8; top_k 2; shared_gate true }", "shared_gate without shared experts (give shared N" },
         { "moe { experts 8; top_k 2; shared_hidden 64 }", "shared_hidden without shared experts" },
         { "moe { experts 8; top_k 2; shared 1; shared_hidden 0 }", "shared_hidden" },
+        { "moe { experts 8; top_k 2; route_groups 3 }", "route_groups 3 does not divide experts 8" },
+        { "moe { experts 8; top_k 2; route_top_groups 1 }", "route_top_groups without route_groups" },
+        { "moe { experts 8; top_k 2; route_groups 4; route_top_groups 5 }", "route_top_groups" },
+        { "moe { experts 8; top_k 4; route_groups 4; route_top_groups 1 }",
+          "route_top_groups 1 of 2 experts each hold fewer than top_k 4 experts" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char model[512];

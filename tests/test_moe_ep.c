@@ -112,7 +112,7 @@ static bool layer(const Moe *m, size_t B, const float *x, const float *dy, prt_c
     float *logits = zeros(N * E), *w = zeros(N * k), *dw = zeros(N * k), *dl = zeros(N * E);
     int32_t *idx = malloc(N * k * 4 + 4), *row = malloc(N * k * 4 + 4), *cnt = malloc(E * 4);
     prt_moe_router_fwd(logits, x, m->wr, N, C, E);
-    prt_moe_topk_fwd(idx, w, logits, N, E, k, m->gate);
+    prt_moe_topk_fwd(idx, w, logits, N, E, k, m->gate, 1, 1);
     prt_moe_route(row, cnt, idx, B, m->T, E, k, m->cap);
     size_t R = 0;
     for (size_t e = 0; e < E; e++) R += (size_t)cnt[e];

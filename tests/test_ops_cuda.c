@@ -545,7 +545,8 @@ static void check_int(const char *name, const void *dev, const int32_t *ref, siz
     free(got);
 }
 
-static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double factor, int gate)
+static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double factor, int gate, size_t groups,
+                      size_t top_groups)
 {
     size_t N = B * T, cap = ref_prt_moe_capacity(factor, T, k, E);
     float *x = hrand(N * C, 1), *wr = hrand(E * C, 0.5f), *g = hrand(N * C, 1);
@@ -556,7 +557,7 @@ static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double f
     for (size_t i = 0; i < N * C; i++) { x[i] = bf2f(f2bf(x[i])); g[i] = bf2f(f2bf(g[i])); }
     for (size_t i = 0; i < E * C; i++) wr[i] = bf2f(f2bf(wr[i]));
     ref_prt_moe_router_fwd(logits, x, wr, N, C, E);
-    ref_prt_moe_topk_fwd(idx, w, logits, N, E, k, gate);
+    ref_prt_moe_topk_fwd(idx, w, logits, N, E, k, gate, groups, top_groups);
     ref_prt_moe_route(row, cnt, idx, B, T, E, k, cap);
     ref_prt_moe_dispatch(xe, x, row, N, C, k);
     ref_prt_moe_combine(out, xe, row, w, N, C, k);   /* the experts as identities */
@@ -577,7 +578,7 @@ static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double f
     int32_t *idx_d = prt_alloc(N * k * 4), *row_d = prt_alloc(N * k * 4), *cnt_d = prt_alloc(E * 4);
     prt_moe_router_fwd(lg_d, x_d, wr_d, N, C, E);
     validate("moe router fwd (fp32)", lg_d, false, logits, N * E, 1e-3 * sqrt((double)C), 1e-3);
-    prt_moe_topk_fwd(idx_d, w_d, cpu_lg, N, E, k, gate);
+    prt_moe_topk_fwd(idx_d, w_d, cpu_lg, N, E, k, gate, groups, top_groups);
     check_int("moe top-k experts", idx_d, idx, N * k);
     validate("moe top-k weights (fp32)", w_d, false, w, N * k, 1e-6, 1e-5);
     prt_moe_route(row_d, cnt_d, idx_d, B, T, E, k, cap);
@@ -733,12 +734,12 @@ int main(int argc, char **argv)
     check_xent(64, 1000, 0);
     check_xent(64, 1000, 24);   /* a padded vocabulary: 24 masked columns */
     check_adamw_init(100003);
-    check_moe(4, 64, 96, 8, 2, 0.0, PRT_MOE_NORM);     /* dropless, Mixtral's 8 experts top-2 */
-    check_moe(4, 64, 96, 8, 2, 1.0, PRT_MOE_NORM);     /* capacity 1: tokens dropped */
-    check_moe(2, 128, 64, 64, 6, 1.25, PRT_MOE_NORM);  /* DeepSeek-like: many small experts */
-    check_moe(4, 64, 96, 60, 4, 0.0, 0);               /* Qwen2-MoE's gate: the full softmax's top-k */
-    check_moe(2, 64, 64, 64, 8, 0.0, PRT_MOE_SIGMOID | PRT_MOE_NORM);  /* DeepSeek-V3's sigmoid gate */
-    check_moe(2, 64, 64, 16, 2, 1.0, PRT_MOE_SIGMOID); /* the sigmoid alone */
+    check_moe(4, 64, 96, 8, 2, 0.0, PRT_MOE_NORM, 1, 1);     /* dropless, Mixtral's 8 experts top-2 */
+    check_moe(4, 64, 96, 8, 2, 1.0, PRT_MOE_NORM, 1, 1);     /* capacity 1: tokens dropped */
+    check_moe(2, 128, 64, 64, 6, 1.25, PRT_MOE_NORM, 1, 1);  /* DeepSeek-like: many small experts */
+    check_moe(4, 64, 96, 60, 4, 0.0, 0, 1, 1);               /* Qwen2-MoE's gate: the full softmax's top-k */
+    check_moe(2, 64, 64, 64, 8, 0.0, PRT_MOE_SIGMOID | PRT_MOE_NORM, 8, 4);  /* DeepSeek-V3: grouped sigmoid */
+    check_moe(2, 64, 64, 16, 2, 1.0, PRT_MOE_SIGMOID, 1, 1); /* the sigmoid alone */
     check_shared_gate(256, 96);                         /* Qwen2-MoE's shared expert gate */
     st = prt_ops_sync();
     if (st != PRT_OK) {

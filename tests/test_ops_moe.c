@@ -45,7 +45,7 @@ static void test_topk_ties(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int32_t idx[3];
         float w[3], sum = 0.0f;
-        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k, PRT_MOE_NORM);
+        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k, PRT_MOE_NORM, 1, 1);
         double den = 0.0;
         for (size_t j = 0; j < cases[c].k; j++)
             den += exp(cases[c].logits[cases[c].idx[j]]);
@@ -72,7 +72,7 @@ static void test_gate_weights(void **state)
         int gate = gates[g];
         int32_t idx[K];
         float w[K];
-        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate);
+        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate, 1, 1);
         double sc[E], all = 0.0, sel = 0.0;
         for (size_t e = 0; e < E; e++)
             all += sc[e] = (gate & PRT_MOE_SIGMOID) ? 1.0 / (1.0 + exp(-(double)l[e])) : exp((double)l[e]);
@@ -92,6 +92,73 @@ static void test_gate_weights(void **state)
     }
 }
 
+/* Grouped routing against a double reading of the rule: each group's
+ * score is the sum of its k/Kg largest scores, the Kg best groups (ties to
+ * the lower) hold the top-k, the weights are the gate's over those; and a
+ * case whose global top-k spans three groups is confined to two. */
+static void test_grouped_routing(void **state)
+{
+    (void)state;
+    enum { E = 8, K = 4, G = 4, KG = 2 };
+    /* groups {0,1} {2,3} {4,5} {6,7}: the top-4 logits 7, 6, 5, 4 lie in
+     * groups 3, 0, 2, 3. The sigmoids' group sums pick groups 3 and 1
+     * (1.98, 1.22 over 1.05, 1.01: two middling scores beat one high), the
+     * softmax's groups 3 and 0 */
+    static const int32_t by_hand[2][K] = { {6, 7, 2, 3}, {6, 0, 7, 1} };
+    const float l[E] = {6.0f, -3.0f, 0.5f, 0.4f, 5.0f, -4.0f, 7.0f, 4.0f};
+    const int gates[] = {PRT_MOE_SIGMOID | PRT_MOE_NORM, 0};
+    for (size_t gi = 0; gi < 2; gi++) {
+        int gate = gates[gi];
+        int32_t idx[K];
+        float w[K];
+        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate, G, KG);
+        double sc[E], gs[G], mx = 7.0;
+        for (int e = 0; e < E; e++)
+            sc[e] = (gate & PRT_MOE_SIGMOID) ? 1.0 / (1.0 + exp(-(double)l[e])) : exp((double)l[e] - mx);
+        for (int g = 0; g < G; g++) {   /* groups of 2, k/Kg = 2: both members */
+            gs[g] = sc[2 * g] + sc[2 * g + 1];
+        }
+        int best[KG], nb = 0;
+        for (int j = 0; j < KG; j++) {
+            int b = -1;
+            for (int g = 0; g < G; g++) {
+                bool taken = false;
+                for (int i = 0; i < nb; i++) taken = taken || best[i] == g;
+                if (!taken && (b < 0 || gs[g] > gs[b])) b = g;
+            }
+            best[nb++] = b;
+        }
+        /* the allowed experts by logit, descending */
+        int want[K], nw = 0;
+        for (int j = 0; j < K; j++) {
+            int b = -1;
+            for (int e = 0; e < E; e++) {
+                bool ok = e / 2 == best[0] || e / 2 == best[1], taken = false;
+                for (int i = 0; i < nw; i++) taken = taken || want[i] == e;
+                if (ok && !taken && (b < 0 || l[e] > l[b])) b = e;
+            }
+            want[nw++] = b;
+        }
+        for (int j = 0; j < K; j++)
+            assert_int_equal(want[j], by_hand[gi][j]);
+        double den = 0.0, all = 0.0;
+        for (int e = 0; e < E; e++) all += sc[e];
+        for (int j = 0; j < K; j++) den += sc[want[j]];
+        if (!(gate & PRT_MOE_NORM)) den = (gate & PRT_MOE_SIGMOID) ? 1.0 : all;
+        for (int j = 0; j < K; j++) {
+            assert_int_equal(idx[j], want[j]);
+            assert_float_equal(w[j], sc[want[j]] / den, 1e-6);
+        }
+    }
+    /* one group of all, or every group allowed: the plain top-k */
+    int32_t a[K], b[K];
+    float wa[K], wb[K];
+    prt_moe_topk_fwd(a, wa, l, 1, E, K, PRT_MOE_NORM, 1, 1);
+    prt_moe_topk_fwd(b, wb, l, 1, E, K, PRT_MOE_NORM, G, G);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(a[2], 4);   /* 7, 6, 5, 4: expert 4 in group 2, outside the grouped pick */
+}
+
 /* prt_moe_route against a naive reading of the rule: expert by expert,
  * sequence by sequence, the first cap assignments in token order. */
 static void test_route_capacity(void **state)
@@ -109,7 +176,7 @@ static void test_route_capacity(void **state)
         size_t cap = prt_moe_capacity(cases[c].factor, T, k, E);
         assert_int_equal(cap, cases[c].factor > 0
                          ? (size_t)ceil(cases[c].factor * (double)(T * k) / (double)E) : 0);
-        prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM);
+        prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM, 1, 1);
         prt_moe_route(row, counts, idx, B, T, E, k, cap);
         int32_t next = 0;
         for (size_t e = 0; e < E; e++) {
@@ -168,7 +235,7 @@ static void test_aux_loss(void **state)
     const size_t B = 2, T = 6, E = 4, k = 2, N = B * T;
     float *logits = rnd(N * E, 2), w[N * k], loss[B];
     int32_t idx[N * k];
-    prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM);
+    prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM, 1, 1);
     prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f, PRT_MOE_NORM);
     for (size_t b = 0; b < B; b++) {
         double f[4] = {0}, P[4] = {0};
@@ -208,6 +275,7 @@ typedef struct {
     int gate;        /* PRT_MOE_SIGMOID, PRT_MOE_NORM flags */
     size_t SF;       /* the shared experts' width (0: F) */
     bool sgate;      /* the shared experts' sigmoid gate (Qwen2-MoE) */
+    size_t groups, top_groups;   /* grouped routing (0: none) */
 } MoeCase;
 
 typedef struct {
@@ -248,7 +316,7 @@ static void moe_fwd(void *p)
     const MoeCase *m = L->mc;
     size_t N = L->N, C = m->C, E = m->E, k = m->k, F = m->F;
     prt_moe_router_fwd(L->logits, L->x, L->wr, N, C, E);
-    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k, m->gate);
+    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k, m->gate, m->groups ? m->groups : 1, m->top_groups ? m->top_groups : 1);
     prt_moe_route(L->row, L->counts, L->idx, m->B, m->T, E, k, L->cap);
     prt_moe_dispatch(L->xe, L->x, L->row, N, C, k);
     for (size_t e = 0, off = 0; e < E; off += (size_t)L->counts[e], e++)
@@ -415,21 +483,25 @@ static void check_moe_layer(const MoeCase *m)
 }
 
 static const MoeCase moe_cases[] = {
-    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f, PRT_MOE_NORM, 0, false},
-    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f, PRT_MOE_NORM, 0, false},
-    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f, PRT_MOE_NORM, 0, false},
-    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f, PRT_MOE_NORM, 0, false},
+    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f, PRT_MOE_NORM, 0, false, 0, 0},
+    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f, PRT_MOE_NORM, 0, false, 0, 0},
+    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f, PRT_MOE_NORM, 0, false, 0, 0},
+    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f, PRT_MOE_NORM, 0, false, 0, 0},
     /* the other gates: Qwen2-MoE's full softmax without renormalising (top-1
      * too: its weight is not 1), DeepSeek-V3's sigmoid renormalised, the
      * sigmoid alone; with the aux loss over their scores */
-    {"softmax, no norm, aux", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.05f, 0, 0, false},
-    {"softmax top-1, no norm", 2, 6, 8, 4, 1, 5, 0, 0.0, 0.0f, 0, 0, false},
-    {"sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 0, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false},
-    {"sigmoid, no norm, capacity", 2, 8, 8, 4, 2, 5, 1, 1.0, 0.0f, PRT_MOE_SIGMOID, 0, false},
+    {"softmax, no norm, aux", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.05f, 0, 0, false, 0, 0},
+    {"softmax top-1, no norm", 2, 6, 8, 4, 1, 5, 0, 0.0, 0.0f, 0, 0, false, 0, 0},
+    {"sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 0, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false, 0, 0},
+    {"sigmoid, no norm, capacity", 2, 8, 8, 4, 2, 5, 1, 1.0, 0.0f, PRT_MOE_SIGMOID, 0, false, 0, 0},
     /* shared experts of their own width (DeepSeek: S x its width; Qwen2-MoE:
      * one wider, behind a sigmoid gate per token) */
-    {"2 shared of width 3", 2, 6, 8, 4, 2, 5, 2, 0.0, 0.0f, PRT_MOE_NORM, 3, false},
-    {"Qwen2-MoE: gated shared of width 9, no norm", 2, 6, 8, 6, 2, 5, 1, 0.0, 0.05f, 0, 9, true},
+    {"2 shared of width 3", 2, 6, 8, 4, 2, 5, 2, 0.0, 0.0f, PRT_MOE_NORM, 3, false, 0, 0},
+    {"Qwen2-MoE: gated shared of width 9, no norm", 2, 6, 8, 6, 2, 5, 1, 0.0, 0.05f, 0, 9, true, 0, 0},
+    /* grouped routing (DeepSeek-V3: sigmoid, renormalised, 2 of 4 groups) */
+    {"grouped: sigmoid, 2 of 4 groups, top-4", 2, 6, 8, 8, 4, 5, 1, 0.0, 0.05f,
+     PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false, 4, 2},
+    {"grouped: softmax without norm, 1 of 2 groups", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.0f, 0, 0, false, 2, 1},
 };
 
 static void test_moe_layer(void **state)
@@ -444,6 +516,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_ties),
         cmocka_unit_test(test_gate_weights),
+        cmocka_unit_test(test_grouped_routing),
         cmocka_unit_test(test_route_capacity),
         cmocka_unit_test(test_recv_order),
         cmocka_unit_test(test_aux_loss),

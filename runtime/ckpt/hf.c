@@ -53,6 +53,7 @@ typedef struct {
     char    score[16];                    /* a mixture's router scores: softmax | sigmoid */
     int64_t shared_hidden;                /* its shared experts' width (absent: hidden) */
     bool    shared_gate;                  /* their sigmoid gate (Qwen2-MoE's shared_expert_gate) */
+    int64_t route_groups;                 /* grouped routing's groups (absent or 1: none) */
     bool    norm_topk;                    /* its top-k weights renormalised (norm_topk_prob) */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
@@ -125,6 +126,8 @@ static prt_status parse_model(const char *config, HfModel *m)
     m->norm_topk = nt < 0 || (d.n[nt].kind == JS_BOOL && d.n[nt].count != 0);
     double sh = 0;   /* absent (written before issue 29): the experts' width, no gate */
     m->shared_hidden = num_of(&d, "shared_hidden", &sh) ? (int64_t)sh : m->hidden;
+    double rg = 1;
+    m->route_groups = num_of(&d, "route_groups", &rg) ? (int64_t)rg : 1;
     int sg = js_get(&d, 0, "shared_gate");
     m->shared_gate = sg >= 0 && d.n[sg].kind == JS_BOOL && d.n[sg].count != 0;
     js_free(&d);
@@ -211,6 +214,9 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
         REFUSE("layernorm with RoPE: Llama, Mistral, Qwen2 and Mixtral use RMSNorm");
     if (strcmp(m->act, "swiglu")) REFUSE("act %s with RoPE: Llama, Mistral, Qwen2 and Mixtral use SwiGLU", m->act);
     if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
+    if (m->moe && m->route_groups > 1)
+        REFUSE("route_groups %lld: grouped routing is DeepSeek-V3's (not written); Mixtral and the Qwen MoE "
+               "models route over every expert", (long long)m->route_groups);
     if (m->moe && m->shared) {   /* Qwen2-MoE: one gated shared expert, biases on Q, K, V */
         if (m->shared != 1 || !m->shared_gate)
             REFUSE("shared experts (%lld)%s: Mixtral has none and Qwen2-MoE has one behind shared_gate (DeepSeek "

@@ -97,23 +97,65 @@ static __device__ float gate_denominator(const float *l, const int32_t *id, size
     return s;
 }
 
+/* moe.c's row_max. */
+static __device__ float row_max(const float *l, size_t E)
+{
+    float mx = l[0];
+    for (size_t e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
+    return mx;
+}
+
+/* moe.c's allowed_groups: whether group g of E/G experts is among the Kg
+ * best, each ranked by the sum of its k/Kg (at least 1) largest scores in
+ * descending order; chosen[G] (G <= MOE_MAX_E). */
+static __device__ void allowed_groups(bool *chosen, const float *l, size_t E, size_t k, size_t G, size_t Kg,
+                                      float mx, int gate)
+{
+    size_t per = E / G, m = k / Kg ? k / Kg : 1;
+    float gs[MOE_MAX_E], top[MOE_MAX_E];
+    for (size_t g = 0; g < G; g++) {
+        size_t n = 0;
+        for (size_t e = g * per; e < (g + 1) * per; e++) {
+            float v = gate_score(l[e], mx, gate);
+            size_t at = n < m ? n++ : m;
+            while (at > 0 && top[at - 1] < v) {
+                if (at < m) top[at] = top[at - 1];
+                at--;
+            }
+            if (at < m) top[at] = v;
+        }
+        gs[g] = 0.0f;
+        for (size_t i = 0; i < n; i++) gs[g] += top[i];
+        chosen[g] = false;
+    }
+    for (size_t j = 0; j < Kg; j++) {
+        size_t best = G;
+        for (size_t g = 0; g < G; g++)
+            if (!chosen[g] && (best == G || ranks_before(gs[g], g, gs[best], best))) best = g;
+        chosen[best] = true;
+    }
+}
+
 __global__ static void k_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                                  size_t k, int gate)
+                                  size_t k, int gate, size_t G, size_t Kg)
 {
     size_t t = gtid();
     if (t >= N) return;
     const float *l = logits + t * E;
     int32_t *id = idx + t * k;
+    float mx = row_max(l, E);
+    bool grouped = G > 1 && Kg < G, chosen[MOE_MAX_E];
+    if (grouped) allowed_groups(chosen, l, E, k, G, Kg, mx, gate);
     for (size_t j = 0; j < k; j++) {
         size_t best = E;
         for (size_t e = 0; e < E; e++) {
-            bool taken = false;
+            bool taken = grouped && !chosen[e / (E / G)];
             for (size_t i = 0; i < j && !taken; i++) taken = (size_t)id[i] == e;
             if (!taken && (best == E || ranks_before(l[e], e, l[best], best))) best = e;
         }
         id[j] = (int32_t)best;
     }
-    float mx = l[id[0]], s = gate_denominator(l, id, E, k, mx, gate);
+    float s = gate_denominator(l, id, E, k, mx, gate);
     for (size_t j = 0; j < k; j++) w[t * k + j] = gate_score(l[id[j]], mx, gate) / s;
 }
 
@@ -130,7 +172,7 @@ __global__ static void k_topk_bwd(float *dlogits, const float *dw, const float *
     for (size_t j = 0; j < k; j++) dot += wt[j] * dwt[j];
     for (size_t e = 0; e < E; e++) dl[e] = 0.0f;
     if (gate & PRT_MOE_SIGMOID) {
-        float mx = l[id[0]], s = gate_denominator(l, id, E, k, mx, gate);
+        float mx = row_max(l, E), s = gate_denominator(l, id, E, k, mx, gate);
         for (size_t j = 0; j < k; j++) {
             float sj = gate_score(l[id[j]], mx, gate);
             float g = (gate & PRT_MOE_NORM) ? (dwt[j] - dot) / s : dwt[j];
@@ -139,17 +181,18 @@ __global__ static void k_topk_bwd(float *dlogits, const float *dw, const float *
     } else if (gate & PRT_MOE_NORM) {
         for (size_t j = 0; j < k; j++) dl[id[j]] = wt[j] * (dwt[j] - dot);
     } else {
-        float mx = l[id[0]], s = gate_denominator(l, id, E, k, mx, gate);
+        float mx = row_max(l, E), s = gate_denominator(l, id, E, k, mx, gate);
         for (size_t e = 0; e < E; e++) dl[e] = -gate_score(l[e], mx, gate) / s * dot;
         for (size_t j = 0; j < k; j++) dl[id[j]] += wt[j] * dwt[j];
     }
 }
 
 extern "C" void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                                 size_t k, int gate)
+                                 size_t k, int gate, size_t groups, size_t top_groups)
 {
     PRT_OP_ENTER("prt_moe_topk_fwd");
-    PRT_LAUNCH("prt_moe_topk_fwd", grid_for(N), 0, k_topk_fwd, idx, w, logits, N, E, k, gate);
+    if (groups > MOE_MAX_E) { prt_op_fail(PRT_ERR_ARG, "prt_moe_topk_fwd", "more than 256 groups"); return; }
+    PRT_LAUNCH("prt_moe_topk_fwd", grid_for(N), 0, k_topk_fwd, idx, w, logits, N, E, k, gate, groups, top_groups);
 }
 
 extern "C" void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,

@@ -435,7 +435,11 @@ static inline size_t prt_xent_real_cols(size_t Vl, size_t v0, size_t V)
  *      softmax (exp) or sigmoid of the selected logits, divided under
  *      PRT_MOE_NORM by their sum (softmax|norm: the softmax over those k,
  *      Mixtral's order), else softmax's by the sum over all E (Qwen2-MoE)
- *      and sigmoid's by 1.
+ *      and sigmoid's by 1. With groups G > 1 (grouped routing, DeepSeek-V3's
+ *      n_group / topk_group) only the experts of the top_groups best of G
+ *      groups of E/G compete, a group ranked by the sum of its k/top_groups
+ *      (at least 1) largest scores, ties to the lower group; the weights
+ *      and the backward are the gate's as without groups.
  *   3. prt_moe_route: row (N, k) = the token's row in the expert-sorted
  *      buffer (experts in order, each expert's rows in (token, k) order), or
  *      -1 when capacity dropped it; counts (E) = rows per expert. Capacity
@@ -468,7 +472,7 @@ void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr,
 void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits, const prt_act *x,
                         const prt_act *wr, size_t N, size_t C, size_t E);
 void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                      size_t k, int gate);
+                      size_t k, int gate, size_t groups, size_t top_groups);
 void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
                       const float *logits, size_t N, size_t E, size_t k, int gate);
 void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, size_t T,

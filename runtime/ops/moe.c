@@ -23,6 +23,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 #include "ops_err.h"
 
@@ -62,14 +63,62 @@ static float gate_score(float l, float mx, int gate)
     return (gate & PRT_MOE_SIGMOID) ? 1.0f / (1.0f + expf(-l)) : expf(l - mx);
 }
 
-/* The k largest logits of one token, ties to the lower index, into id. */
-static void select_topk(int32_t *id, const float *l, size_t E, size_t k)
+/* The largest of one token's E logits. */
+static float row_max(const float *l, size_t E)
+{
+    float mx = l[0];
+    for (size_t e = 1; e < E; e++)
+        mx = l[e] > mx ? l[e] : mx;
+    return mx;
+}
+
+/* Grouped routing (DeepSeek-V3's n_group / topk_group, Megatron-Core's
+ * group-limited top-k): the E experts in G groups of E/G; each group's
+ * score is the sum of its k/Kg largest scores (at least one); ok[e] marks
+ * the experts of the Kg best groups (ties to the lower group). */
+static void allowed_groups(unsigned char *ok, const float *l, size_t E, size_t k, size_t G, size_t Kg,
+                           float mx, int gate)
+{
+    size_t per = E / G, m = k / Kg ? k / Kg : 1;
+    float gs[G];
+    unsigned char chosen[G];
+    for (size_t g = 0; g < G; g++) {
+        float top[m];   /* the group's m largest scores, descending: summed in that order */
+        size_t n = 0;
+        for (size_t e = g * per; e < (g + 1) * per; e++) {
+            float v = gate_score(l[e], mx, gate);
+            size_t at = n < m ? n++ : m;
+            while (at > 0 && top[at - 1] < v) {
+                if (at < m) top[at] = top[at - 1];
+                at--;
+            }
+            if (at < m) top[at] = v;
+        }
+        gs[g] = 0.0f;
+        for (size_t i = 0; i < n; i++)
+            gs[g] += top[i];
+        chosen[g] = 0;
+    }
+    for (size_t j = 0; j < Kg; j++) {
+        size_t best = G;
+        for (size_t g = 0; g < G; g++)
+            if (!chosen[g] && (best == G || ranks_before(gs[g], g, gs[best], best)))
+                best = g;
+        chosen[best] = 1;
+    }
+    for (size_t e = 0; e < E; e++)
+        ok[e] = chosen[e / per];
+}
+
+/* The k largest logits of one token among the experts ok marks (NULL:
+ * all), ties to the lower index, into id. */
+static void select_topk(int32_t *id, const float *l, const unsigned char *ok, size_t E, size_t k)
 {
     /* k passes of selection: k is small (1-8), E at most a few hundred */
     for (size_t j = 0; j < k; j++) {
         size_t best = E;
         for (size_t e = 0; e < E; e++) {
-            int taken = 0;
+            int taken = ok && !ok[e];
             for (size_t i = 0; i < j && !taken; i++)
                 taken = (size_t)id[i] == e;
             if (!taken && (best == E || ranks_before(l[e], e, l[best], best)))
@@ -100,14 +149,18 @@ static float gate_denominator(const float *l, const int32_t *id, size_t E, size_
 }
 
 void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                      size_t k, int gate)
+                      size_t k, int gate, size_t groups, size_t top_groups)
 {
     PRT_OP_ENTER("prt_moe_topk_fwd");
+    bool grouped = groups > 1 && top_groups < groups;
+    unsigned char ok[grouped ? E : 1];
     for (size_t t = 0; t < N; t++) {
         const float *l = logits + t * E;
         int32_t *id = idx + t * k;
-        select_topk(id, l, E, k);
-        float mx = l[id[0]];   /* the first selected is the largest logit */
+        float mx = row_max(l, E);
+        if (grouped)
+            allowed_groups(ok, l, E, k, groups, top_groups, mx, gate);
+        select_topk(id, l, grouped ? ok : NULL, E, k);
         float s = gate_denominator(l, id, E, k, mx, gate);
         for (size_t j = 0; j < k; j++)
             w[t * k + j] = gate_score(l[id[j]], mx, gate) / s;
@@ -133,7 +186,7 @@ void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int
         for (size_t j = 0; j < k; j++)
             dot += wt[j] * dwt[j];
         if (gate & PRT_MOE_SIGMOID) {
-            float mx = l[id[0]], s = gate_denominator(l, id, E, k, mx, gate);
+            float mx = row_max(l, E), s = gate_denominator(l, id, E, k, mx, gate);
             for (size_t j = 0; j < k; j++) {
                 float sj = gate_score(l[id[j]], mx, gate);
                 float g = (gate & PRT_MOE_NORM) ? (dwt[j] - dot) / s : dwt[j];
@@ -143,7 +196,7 @@ void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int
             for (size_t j = 0; j < k; j++)
                 dl[id[j]] = wt[j] * (dwt[j] - dot);
         } else {
-            float mx = l[id[0]], s = gate_denominator(l, id, E, k, mx, gate);
+            float mx = row_max(l, E), s = gate_denominator(l, id, E, k, mx, gate);
             for (size_t e = 0; e < E; e++)
                 dl[e] = -gate_score(l[e], mx, gate) / s * dot;
             for (size_t j = 0; j < k; j++)

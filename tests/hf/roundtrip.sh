@@ -80,6 +80,8 @@ EOF
         model qwen3_moe | sed -e 's/tinyqwen3moe/tinyqwen3moeraw/' -e 's/top_k 2;/top_k 2; norm_topk_prob false;/' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
+    grouped) # grouped routing (DeepSeek-V3's n_group): no Mixtral
+        model mixtral | sed -e 's/tinymixtral/tinygrouped/' -e 's/top_k 2;/top_k 2; route_groups 2; route_top_groups 1;/' ;;
     sigmoid) # DeepSeek-V3's sigmoid gate: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinysigmoid/' -e 's/top_k 2;/top_k 2; score sigmoid;/' ;;
     esac
@@ -203,7 +205,7 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared sigmoid; do
+for m in geglu shared sigmoid grouped; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
@@ -211,6 +213,8 @@ expect_fail export-geglu 2 "act geglu without embedding { scale sqrt_dim }" "$ck
 expect_fail export-shared-experts 2 "shared experts (1) without shared_gate: Mixtral has none and Qwen2-MoE has one behind shared_gate" "$ckpt" export-hf shared.ck shared.out
 expect_fail export-sigmoid-gate 2 "score sigmoid, norm_topk_prob true: Mixtral's router renormalises the softmax" \
     "$ckpt" export-hf sigmoid.ck sigmoid.out
+expect_fail export-grouped-routing 2 "route_groups 2: grouped routing is DeepSeek-V3's (not written)" \
+    "$ckpt" export-hf grouped.ck grouped.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out

@@ -123,11 +123,15 @@ case "$body" in *moeqwen\;*) moe_extra=qwen; body=${body//moeqwen;/} ;; esac
 # `moedense;` (issue 29): a dense first block, then mixtures (DeepSeek's
 # first_k_dense_replace, Qwen's mlp_only_layers): two consecutive repeats
 case "$body" in *moedense\;*) moe_extra=dense; body=${body//moedense;/} ;; esac
+# `moegrp;` (issue 29): DeepSeek-V3's grouped routing, sigmoid scores, a
+# token's 2 experts from the better of 2 groups of 2
+case "$body" in *moegrp\;*) moe_extra=grouped; body=${body//moegrp;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
 moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != capacity ] || moe_keys='capacity_factor 1.0; aux_loss 0.01'
 [ "$moe_extra" != sigmoid ] || moe_keys='score sigmoid; aux_loss 0.01'
 [ "$moe_extra" != raw ] || moe_keys='norm_topk_prob false; shared 1'
+[ "$moe_extra" != grouped ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01'
 [ "$moe_extra" != qwen ] || moe_keys='norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
