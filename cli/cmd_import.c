@@ -20,11 +20,14 @@
  * `architectures` must be the model_type's causal LM; torch_dtype is how
  * the checkpoint is stored, not the training dtype (bf16, said in a note).
  * It never guesses a shape: a family it does not know is exit 2, and the
- * families the language cannot write yet (Gemma 2, OLMo 2, ...) are
- * refused naming what they need; DeepSeek-V2/V3's attention is imported
- * as `kind mla`, and the first key of their mixture (or of their YaRN)
- * that planc cannot express is refused naming it. A Mixtral becomes `moe { }` blocks
- * (issue 17's mixtures of experts).
+ * families the language cannot write yet (Gemma 3, ...) are refused
+ * naming what they need; DeepSeek-V2/V3's attention is imported as `kind
+ * mla`, and the first key of their mixture (or of their YaRN) that planc
+ * cannot express is refused naming it. A Mixtral becomes `moe { }` blocks
+ * (issue 17's mixtures of experts); Qwen2-MoE and Qwen3-MoE too, with
+ * their gate (norm_topk_prob), experts of moe_intermediate_size, Qwen2-
+ * MoE's gated shared expert, and their dense blocks (mlp_only_layers,
+ * decoder_sparse_step) as repeats of their own.
  *
  * Sources of the key names and defaults: the transformers configuration
  * classes (LlamaConfig, MistralConfig, Qwen2Config, GemmaConfig,
@@ -47,7 +50,8 @@ static const char IMPORT_HELP[] =
     "Read a Hugging Face config.json and print a `model NAME { ... }` block in\n"
     "canonical form (or write it to OUT.plan). Architectures (model_type):\n"
     "llama (Llama 1-3.x, rope_scaling included), mistral, mixtral (its sparse\n"
-    "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), olmo2 (norm_position\n"
+    "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), qwen2_moe, qwen3_moe\n"
+    "(their dense blocks as repeats of their own), olmo2 (norm_position\n"
     "post, qk_norm rmsnorm_projection: counted, not emitted), gemma, gemma2\n"
     "(softcap, sliding_window W every 2, norm_position sandwich), gpt2, phi3,\n"
     "deepseek_v2 and deepseek_v3 (multi-head latent attention as `kind mla`;\n"
@@ -102,7 +106,12 @@ typedef struct {
     const char *norm_position;      /* NULL (pre), or post (OLMo-2) */
     bool        mla;                /* DeepSeek-V2/V3: multi-head latent attention (kind mla) */
     int64_t     q_lora, kv_lora, qk_rope, qk_nope, v_head;   /* its widths; q_lora 0: no query latent */
-    int64_t     moe_hidden;         /* the experts' width when it is not the dense MLP's; 0: hidden */
+    int64_t     moe_hidden;         /* the experts' width when it is not the dense MLP's; 0: hidden
+                                       (Qwen-MoE's and DeepSeek's moe_intermediate_size) */
+    bool        topk_raw;           /* norm_topk_prob false: the top-k weights not renormalised */
+    int64_t     shared_hidden;      /* Qwen2-MoE's shared expert's width, 0: no gated shared expert */
+    int64_t     sparse_step;        /* Qwen-MoE: block i is a mixture when (i + 1) % step == 0 ... */
+    const json_t *mlp_only;         /* ... and i is not in mlp_only_layers (an array; NULL: none) */
     int64_t     shared;             /* shared experts of the mixture (moe_hidden each) */
     int64_t     dense_first;        /* blocks with a dense MLP before the first mixture (DeepSeek's
                                        first_k_dense_replace); the rest are mixtures */
@@ -514,6 +523,7 @@ static void read_mixtral(HfConfig *c, ImportModel *m)
     m->experts = hf_int(c, "num_local_experts", 0, "the experts of each MoE layer");
     m->top_k = hf_int(c, "num_experts_per_tok", 0, "the experts each token is routed to");
     m->aux_loss = hf_num0(c, "router_aux_loss_coef", 0.001, "the load-balancing loss coefficient");
+    m->moe_hidden = m->hidden;
     if (!c->failed && m->top_k > m->experts) {
         dsl_error(c->d, key_loc(c, "num_experts_per_tok"),
                   "'num_experts_per_tok': expected at most num_local_experts %lld", (long long)m->experts);
@@ -554,6 +564,93 @@ static void read_qwen3(HfConfig *c, ImportModel *m)
     m->qk_norm = "rmsnorm";
     read_qwen_window(c, m);
 }
+
+/* The indices of mlp_only_layers: an array of distinct block indices
+ * 0 .. layers-1 (Qwen2MoeConfig, Qwen3MoeConfig; absent or null: none). */
+static void read_mlp_only(HfConfig *c, ImportModel *m)
+{
+    json_t *v = hf_get(c, "mlp_only_layers");
+    m->mlp_only = NULL;
+    if (!v || json_is_null(v)) return;
+    if (!json_is_array(v)) {
+        wrong_type(c, "mlp_only_layers", "a list of block indices", v);
+        return;
+    }
+    size_t i, j;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= m->layers) {
+            dsl_error(c->d, key_loc(c, "mlp_only_layers"), "'mlp_only_layers': expected block indices 0 .. %lld, "
+                      "got %s at position %zu", (long long)(m->layers - 1), json_kind(x), i);
+            c->failed = true;
+            return;
+        }
+        for (j = 0; j < i; j++)
+            if (json_integer_value(json_array_get(v, j)) == json_integer_value(x)) {
+                dsl_error(c->d, key_loc(c, "mlp_only_layers"), "'mlp_only_layers': block %lld twice",
+                          (long long)json_integer_value(x));
+                c->failed = true;
+                return;
+            }
+    }
+    m->mlp_only = v;
+}
+
+/* Whether block i is a mixture (Qwen2MoeDecoderLayer, Qwen3MoeDecoderLayer:
+ * not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0; the others
+ * a dense MLP of intermediate_size); DeepSeek's first first_k_dense_replace
+ * blocks are dense. Mixtral's blocks are all mixtures. */
+static bool block_sparse(const ImportModel *m, int64_t i)
+{
+    if (m->experts <= 0 || i < m->dense_first) return false;
+    if (m->sparse_step > 1 && (i + 1) % m->sparse_step) return false;
+    size_t k;
+    json_t *x;
+    if (m->mlp_only)
+        json_array_foreach(m->mlp_only, k, x) if (json_integer_value(x) == i) return false;
+    return true;
+}
+
+/* The keys Qwen2-MoE and Qwen3-MoE share: num_experts routed experts of
+ * moe_intermediate_size, the top num_experts_per_tok, the full softmax's
+ * top-k renormalised only under norm_topk_prob (default false, as both
+ * config classes), the balance loss, and which blocks are mixtures
+ * (decoder_sparse_step, mlp_only_layers). */
+static void read_qwen_moe(HfConfig *c, ImportModel *m)
+{
+    m->experts = hf_int(c, "num_experts", 0, "the routed experts of each MoE layer");
+    m->top_k = hf_int(c, "num_experts_per_tok", 0, "the experts each token is routed to");
+    m->moe_hidden = hf_int(c, "moe_intermediate_size", 0, "each routed expert's inner size");
+    m->topk_raw = !hf_bool(c, "norm_topk_prob", false);
+    m->aux_loss = hf_num0(c, "router_aux_loss_coef", 0.001, "the load-balancing loss coefficient");
+    m->sparse_step = hf_int(c, "decoder_sparse_step", 1, "every how many blocks a mixture stands");
+    read_mlp_only(c, m);
+    if (!c->failed && m->top_k > m->experts) {
+        dsl_error(c->d, key_loc(c, "num_experts_per_tok"),
+                  "'num_experts_per_tok': expected at most num_experts %lld", (long long)m->experts);
+        c->failed = true;
+    }
+}
+
+/* Qwen2-MoE (Qwen2MoeConfig, Qwen2MoeSparseMoeBlock): Qwen2's attention
+ * (biases on Q, K, V), Qwen's mixtures, and in each one a shared expert of
+ * shared_expert_intermediate_size behind a sigmoid gate per token
+ * (shared_expert_gate): `shared 1; shared_hidden N; shared_gate true`. */
+static void read_qwen2_moe(HfConfig *c, ImportModel *m)
+{
+    read_qwen2(c, m);
+    read_qwen_moe(c, m);
+    m->shared_hidden = hf_int(c, "shared_expert_intermediate_size", 0, "the shared expert's inner size");
+}
+
+/* Qwen3-MoE (Qwen3MoeConfig, Qwen3MoeSparseMoeBlock): Qwen3's attention
+ * (q/k norm, head_dim 128 by default), Qwen's mixtures, no shared expert. */
+static void read_qwen3_moe(HfConfig *c, ImportModel *m)
+{
+    read_qwen3(c, m);
+    read_qwen_moe(c, m);
+}
+
 
 /* OLMo-2 (Olmo2Config, transformers' modeling_olmo2): Llama's keys and
  * SwiGLU MLP, biases on all four projections only with attention_bias,
@@ -916,6 +1013,8 @@ static const ImportFamily FAMILIES[] = {
     { "mixtral", read_mixtral, "MixtralForCausalLM" },
     { "qwen2",   read_qwen2,   "Qwen2ForCausalLM" },
     { "qwen3",   read_qwen3,   "Qwen3ForCausalLM" },
+    { "qwen2_moe", read_qwen2_moe, "Qwen2MoeForCausalLM" },
+    { "qwen3_moe", read_qwen3_moe, "Qwen3MoeForCausalLM" },
     { "olmo2",   read_olmo2,   "Olmo2ForCausalLM" },
     { "gemma",   read_gemma,   "GemmaForCausalLM" },
     { "gemma2",  read_gemma2,  "Gemma2ForCausalLM" },
@@ -926,15 +1025,6 @@ static const ImportFamily FAMILIES[] = {
     { "deepseek_v3", read_deepseek_v3, "DeepseekV3ForCausalLM" },
 };
 #define N_FAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
-
-/* Architectures planc's language cannot write yet, with what they need:
- * refused naming it, never imported as a near relative. */
-static const struct { const char *model_type, *needs; } NOT_YET[] = {
-    { "qwen3_moe", "RMSNorm of each query and key head (q_norm, k_norm), experts of their own width "
-                   "(moe_intermediate_size) and renormalised top-k weights (norm_topk_prob)" },
-    { "qwen2_moe", "shared experts of their own width behind a sigmoid gate (shared_expert_intermediate_size) "
-                   "and experts of their own width (moe_intermediate_size)" },
-};
 
 /* Top-level keys that change nothing planc models or trains, for every
  * family: token ids, the tokenizer's and the hub's bookkeeping, what the
@@ -1018,22 +1108,44 @@ static void put_attention(FILE *o, const ImportModel *m, bool window)
     fprintf(o, "; norm %s; bias %s }\n", m->norm, bias[m->attn_bias]);
 }
 
-/* One `repeat N { attention; mlp }` of the blocks [from, to) (a mixture
- * in place of the MLP when `moe`). */
-static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, bool window, bool moe)
+/* One `repeat N { attention; mlp | moe }` of the blocks [from, to), all
+ * mixtures (sparse) or all dense. */
+static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, bool window, bool sparse)
 {
     if (to <= from) return;
     fprintf(o, "    repeat %lld {\n", (long long)(to - from));
     put_attention(o, m, window);
-    if (moe)
-        fprintf(o, "        moe { experts %lld; top_k %lld; hidden %lld; shared %lld; act %s; norm %s; bias %s; "
-                "aux_loss %.17g }\n    }\n", (long long)m->experts, (long long)m->top_k,
-                (long long)(m->moe_hidden ? m->moe_hidden : m->hidden), (long long)m->shared, m->act, m->norm,
-                m->mlp_bias ? "true" : "false", m->aux_loss);
-    else
+    if (sparse) {
+        fprintf(o, "        moe { experts %lld; top_k %lld; hidden %lld; act %s; norm %s; bias %s; aux_loss %.17g",
+                (long long)m->experts, (long long)m->top_k, (long long)(m->moe_hidden ? m->moe_hidden : m->hidden),
+                m->act, m->norm, m->mlp_bias ? "true" : "false", m->aux_loss);
+        if (m->shared > 0) fprintf(o, "; shared %lld", (long long)m->shared);   /* DeepSeek's, moe_hidden each */
+        if (m->topk_raw) fprintf(o, "; norm_topk_prob false");
+        if (m->shared_hidden > 0)
+            fprintf(o, "; shared 1; shared_hidden %lld; shared_gate true", (long long)m->shared_hidden);
+        fprintf(o, " }\n    }\n");
+    } else {
         fprintf(o, "        mlp { hidden %lld; act %s; norm %s; bias %s%s%s }\n    }\n", (long long)m->hidden,
                 m->act, m->norm, m->mlp_bias ? "true" : "false", m->norm_position ? "; norm_position " : "",
                 m->norm_position ? m->norm_position : "");
+    }
+}
+
+/* The blocks as runs of alike ones: a run ends where the window starts
+ * (Qwen's max_window_layers) or a mixture follows a dense block or the
+ * reverse (Qwen-MoE's mlp_only_layers, decoder_sparse_step; DeepSeek's
+ * first_k_dense_replace): consecutive repeats, the language's way to write
+ * blocks that differ. */
+static void put_all_blocks(FILE *o, const ImportModel *m)
+{
+    int64_t slide_from = m->window ? m->window_from : m->layers, first = 0;
+    for (int64_t i = 1; i <= m->layers; i++) {
+        bool same = i < m->layers && (i >= slide_from) == (first >= slide_from) &&
+                    block_sparse(m, i) == block_sparse(m, first);
+        if (same) continue;
+        put_blocks(o, m, first, i, first >= slide_from, block_sparse(m, first));
+        first = i;
+    }
 }
 
 static void put_rope_scaling(FILE *o, const RopeScaling *r)
@@ -1088,14 +1200,7 @@ static void put_model(FILE *o, const ImportModel *m, const char *name, const cha
     }
     put_rope_scaling(o, &m->rope_scaling);
     fprintf(o, " }\n");
-    int64_t from = m->window ? m->window_from : m->layers;
-    if (m->dense_first > 0) {   /* DeepSeek: dense blocks, then mixtures (no window) */
-        put_blocks(o, m, 0, m->dense_first, false, false);
-        put_blocks(o, m, m->dense_first, m->layers, false, true);
-    } else {
-        put_blocks(o, m, 0, from, false, m->experts > 0);
-        put_blocks(o, m, from, m->layers, true, m->experts > 0);
-    }
+    put_all_blocks(o, m);
     fprintf(o, "    norm { kind %s }\n    lm_head { tied %s", m->norm, m->tied ? "true" : "false");
     if (m->logit_softcap > 0) {
         fprintf(o, "; softcap ");
@@ -1278,16 +1383,10 @@ static int import_config(const char *path, const char *out_path, const char *nam
     for (int i = 0; i < N_FAMILIES; i++)
         if (strcmp(family, FAMILIES[i].model_type) == 0) fam = &FAMILIES[i];
     if (!fam) {
-        for (size_t i = 0; i < sizeof NOT_YET / sizeof *NOT_YET; i++)
-            if (strcmp(family, NOT_YET[i].model_type) == 0) {
-                dsl_error(&diag, key_loc(&c, "model_type"), "model_type \"%s\" needs %s, which planc's language "
-                          "cannot write yet", family, NOT_YET[i].needs);
-                goto done;
-            }
         dsl_error(&diag, key_loc(&c, "model_type"),
-                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, olmo2, gemma, "
-                  "gemma2, gpt2, phi3, deepseek_v2 or deepseek_v3 (gemma3_text is read, then refused naming what it "
-                  "needs)",
+                  "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, "
+                  "qwen3_moe, olmo2, gemma, gemma2, gpt2, phi3, deepseek_v2 or deepseek_v3 (gemma3_text is read, "
+                  "then refused naming what it needs)",
                   family);
         goto done;
     }

@@ -100,7 +100,7 @@ typedef struct {
     bool on;
 } CgFeature;
 
-#define CG_MAX_FEATURES 56
+#define CG_MAX_FEATURES 64
 
 typedef struct {
     FILE       *f;
@@ -424,7 +424,7 @@ static void set_features(Cg *g)
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
-        bias = 0, window = 0, qk_norm = 0, scores = 0, logit_cap = 0, post_norm = 0, pre_norms = 0;
+        bias = 0, window = 0, qk_norm = 0, scores = 0, logit_cap = 0, post_norm = 0, pre_norms = 0, moe_gated = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         qk_norm += plan_layer_qk_norm_params(m, L) > 0;
@@ -438,6 +438,7 @@ static void set_features(Cg *g)
         if (ffn) act[L->act]++;
         if (L->kind == LAYER_MLP) mlp++;
         if (L->kind == LAYER_MOE) moe++;
+        if (L->kind == LAYER_MOE && L->shared_gate) moe_gated++;
         if (L->kind == LAYER_NORM) final_norm++;
         if ((L->kind == LAYER_ATTENTION || ffn) && L->bias) bias++;
         /* a window no shorter than the sequence masks nothing: full causal */
@@ -472,6 +473,7 @@ static void set_features(Cg *g)
     set_feature(g, "HAS_MLP", mlp > 0);
     set_feature(g, "HAS_MOE", moe > 0);
     set_feature(g, "EXPERT_PARALLEL", moe > 0 && plan_ep(l) > 1);
+    set_feature(g, "MOE_SHARED_GATE", moe_gated > 0);   /* Qwen2-MoE's gate on the shared experts */
     set_feature(g, "HAS_FINAL_NORM", final_norm > 0);
     set_feature(g, "HAS_BIAS", bias > 0);
     set_feature(g, "PIPELINE", l->pp > 1);
@@ -631,7 +633,10 @@ static void model_uniform(const Model *m, char *why, size_t cap)
         if (f->kind != f0->kind || f->hidden != f0->hidden || f->act != f0->act || f->norm != f0->norm ||
             f->bias != f0->bias || f->experts != f0->experts || f->top_k != f0->top_k ||
             f->shared != f0->shared || f->capacity_factor != f0->capacity_factor || f->aux_loss != f0->aux_loss ||
-            f->norm_pos != f0->norm_pos) {
+            f->norm_pos != f0->norm_pos ||
+            f->score != f0->score || f->topk_unnormalised != f0->topk_unnormalised ||
+            f->shared_hidden != f0->shared_hidden || f->shared_gate != f0->shared_gate ||
+            f->route_groups != f0->route_groups || f->route_top_groups != f0->route_top_groups) {
             snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
             return;
         }
@@ -688,6 +693,12 @@ static void emit_model_config(Cg *g)
     if ((A && A->norm_pos != NORM_POS_PRE) || (F && F->norm_pos != NORM_POS_PRE))
         k += snprintf(j + k, sizeof j - (size_t)k, "\"attn_norm_position\": \"%s\", \"ffn_norm_position\": \"%s\", ",
                       npos[A ? A->norm_pos : NORM_POS_PRE], npos[F ? F->norm_pos : NORM_POS_PRE]);
+    if (F && F->kind == LAYER_MOE)   /* the router's gate (absent: softmax, normalised: Mixtral's) */
+        k += snprintf(j + k, sizeof j - (size_t)k, "\"score\": \"%s\", \"norm_topk_prob\": %s, "
+                      "\"shared_hidden\": %lld, \"shared_gate\": %s, \"route_groups\": %lld, ",
+                      F->score == MOE_SCORE_SIGMOID ? "sigmoid" : "softmax", F->topk_unnormalised ? "false" : "true",
+                      (long long)plan_shared_hidden(F), F->shared_gate ? "true" : "false",
+                      (long long)(F->route_groups > 1 && F->route_top_groups < F->route_groups ? F->route_groups : 1));
     char w[240];
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
@@ -898,11 +909,11 @@ static void emit_shards(Cg *g)
  * order is the template's (expert_ids): w1 and w3 adjacent, so this rank's
  * slices of both are one (2F/tp, C) matrix, [gate | up] as prt_swiglu_fwd
  * reads it; then their biases, likewise; then w2 and its bias. */
-static void moe_expert_rows(Cg *g, int *id, const char *who, int layer, const Layer *L, double s,
-                            double sr, int owner)
+static void moe_expert_rows(Cg *g, int *id, const char *who, int layer, const Layer *L, int64_t width,
+                            double s, double sr, int owner)
 {
     int first = *id;
-    size_t C = (size_t)g->p->model.dim, f = (size_t)L->hidden, one[3] = { f, 0, 0 };
+    size_t C = (size_t)g->p->model.dim, f = (size_t)width, one[3] = { f, 0, 0 };
     bool gated = plan_act_gated(L->act);
     char nm[160];
     snprintf(nm, sizeof nm, "%s.w1.weight", who);
@@ -920,6 +931,16 @@ static void moe_expert_rows(Cg *g, int *id, const char *who, int layer, const La
     if (L->bias) { snprintf(nm, sizeof nm, "%s.w2.bias", who);
                    param_row(g, id, nm, layer, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
     for (int i = first; g->param_ep && i < *id; i++) g->param_ep[i] = owner;
+}
+
+/* The router's gate as the program's PRT_MOE_* flags (prt_ops.h): the
+ * score and norm_topk_prob; "0" for a layer that is no mixture. */
+static const char *moe_gate(const Layer *L)
+{
+    if (L->kind != LAYER_MOE) return "0";
+    bool sig = L->score == MOE_SCORE_SIGMOID;
+    return !L->topk_unnormalised ? (sig ? "PRT_MOE_SIGMOID | PRT_MOE_NORM" : "PRT_MOE_NORM")
+                                 : (sig ? "PRT_MOE_SIGMOID" : "0");
 }
 
 /* Parameter ids per expert, in moe_expert_rows' order. */
@@ -1009,9 +1030,14 @@ static int emit_params(Cg *g, bool write)
                 if (e < L->experts) snprintf(who, sizeof who, "layers.%d.block_sparse_moe.experts.%lld", i, (long long)e);
                 else snprintf(who, sizeof who, "layers.%d.block_sparse_moe.shared_experts.%lld", i,
                               (long long)(e - L->experts));
-                /* EP rank r holds routed experts [r E/ep, (r+1) E/ep); shared ones are dense */
+                /* EP rank r holds routed experts [r E/ep, (r+1) E/ep); shared ones are dense,
+                   of their own width */
                 int owner = e < L->experts ? (int)(e / (L->experts / plan_ep(&g->l))) : -1;
-                moe_expert_rows(g, &id, who, i, L, s, sr, owner);
+                moe_expert_rows(g, &id, who, i, L, e < L->experts ? L->hidden : plan_shared_hidden(L), s, sr, owner);
+            }
+            if (L->shared_gate) {   /* Qwen2-MoE's shared_expert_gate: (1, C), replicated as the router */
+                snprintf(nm, sizeof nm, "layers.%d.block_sparse_moe.shared_expert_gate.weight", i);
+                param_row(g, &id, nm, i, 1, C, "PRT_REPLICATED", 0, one, "PRT_INIT_NORMAL", s);
             }
             if (plan_layer_post_norm(L)) norm_rows(g, &id, i, "moe_post_norm", ln);   /* the layer's last */
             break;
@@ -1227,7 +1253,8 @@ static void emit_layers(Cg *g)
         long long window = 0;
         long long width = 0, inner = 0;
         bool ln = L->norm == NORM_LAYERNORM;
-        int router = -1, stride = 0, shared0 = -1;
+        int router = -1, stride = 0, shared0 = -1, sgate = -1, sf = 0;
+        long long swidth = 0;
         switch (L->kind) {
         case LAYER_EMBEDDING:
             w1 = wte = p;
@@ -1246,6 +1273,9 @@ static void emit_layers(Cg *g)
             w2 = p + up + (L->bias ? up : 0);
             if (L->bias) b2 = w2 + 1;
             shared0 = p + (int)L->experts * stride;
+            if (L->shared_gate) sgate = shared0 + (int)L->shared * stride;
+            sf = (int)(plan_shared_hidden(L) / tp);
+            swidth = plan_act_gated(L->act) ? 2LL * sf : sf;
             f = (int)(L->hidden / tp);
             width = plan_act_gated(L->act) ? 2LL * f : f;
             inner = f;
@@ -1286,7 +1316,7 @@ static void emit_layers(Cg *g)
         static const char *kinds[] = { "EMBEDDING", "ATTENTION", "MLP", "NORM", "LM_HEAD", "MOE" }; /* ORDER LayerKind */
         static const char *acts[] = { "ACT_GELU", "ACT_RELU", "ACT_SWIGLU", "ACT_GEGLU" }; /* ORDER ActKind */
         const char *norm = L->norm == NORM_RMSNORM ? "NORM_RMSNORM" : "NORM_LAYERNORM";
-        char row[512], title[64];
+        char row[768], title[64];
         int at = snprintf(row, sizeof row, ".kind = %s", kinds[L->kind]);
 #define ROW(...) (at += snprintf(row + at, sizeof row - (size_t)at, __VA_ARGS__))
         /* the fields its kind reads, in LayerSpec's order (C++ wants that
@@ -1308,9 +1338,14 @@ static void emit_layers(Cg *g)
             ROW(", .width = %lld, .inner = %lld", width, inner);
             if (L->kind == LAYER_MOE) {
                 char aux[48], capf[48];
+                bool grouped = L->route_groups > 1;
                 ROW(", .router = %d, .ex_stride = %d, .shared0 = %d, .experts = %lld, .top_k = %lld, "
                     ".shared = %lld, .aux = %s, .capf = %s", router, stride, shared0, (long long)L->experts,
                     (long long)L->top_k, (long long)L->shared, flt(aux, L->aux_loss), flt(capf, L->capacity_factor));
+                /* the router's gate, the shared experts' gate and width, grouped routing (1, 1: none) */
+                ROW(", .gate = %s, .sgate = %d, .sf = %d, .swidth = %lld, .sinner = %d, .groups = %lld, "
+                    ".top_groups = %lld", moe_gate(L), sgate, sf, swidth, sf,
+                    grouped ? (long long)L->route_groups : 1LL, grouped ? (long long)L->route_top_groups : 1LL);
             }
             break;
         case LAYER_NORM:

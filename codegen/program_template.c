@@ -13,7 +13,7 @@
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM,
- * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
+ * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, MOE_SHARED_GATE, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
  * is copied as it is. @KEY@ (in comments only, so this file stays C) is
@@ -82,6 +82,9 @@
 #endif
 #ifndef EXPERT_PARALLEL
 #define EXPERT_PARALLEL 0
+#endif
+#ifndef MOE_SHARED_GATE
+#define MOE_SHARED_GATE 0
 #endif
 #ifndef HAS_FINAL_NORM
 #define HAS_FINAL_NORM 1
@@ -215,6 +218,13 @@ typedef struct {
     int experts, top_k, shared;   /* routed experts E (all on this rank: ep 1), k, shared experts */
     float aux;         /* load-balancing loss coefficient (Switch), 0: off */
     float capf;        /* capacity factor (GShard, per sequence), 0: dropless */
+    int gate;          /* the router's gate: PRT_MOE_SIGMOID (else softmax), PRT_MOE_NORM
+                          (the top-k weights renormalised: norm_topk_prob) */
+    int sgate;         /* the shared experts' gate weight (1, C), replicated over TP; -1: none */
+    int sf;            /* the shared experts' width here (their own: shared_hidden / TP) */
+    size_t swidth, sinner;   /* their first linear's columns and second's rows here */
+    size_t groups, top_groups;   /* grouped routing: the experts of a token's top_groups best of
+                                    groups (DeepSeek-V3's n_group, topk_group); 1, 1: none */
 #endif
 } LayerSpec;
 #if HAS_MOE
@@ -224,11 +234,11 @@ typedef struct {
 //@@ check-tables
 #if HAS_MOE
 static const LayerSpec LAYERS[N_LAYERS] = {
-    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
-    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0 },
-    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0 },
-    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
-    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0 },
+    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
+    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
+    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0, PRT_MOE_NORM, 0, 16, 16, 16, 2, 1 },
+    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
+    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
 };
 #else
 static const LayerSpec LAYERS[N_LAYERS] = {
@@ -309,7 +319,12 @@ typedef struct {
                                          dropped); (E) rows per expert */
     prt_act *xe, *he, *ae, *ye;       /* moe: (N k, C), (N k, width), (N k, inner), (N k, C):
                                          the dispatched rows through their experts */
-    prt_act *hs, *as;                 /* moe: (shared N, width), (shared N, inner): the shared experts' */
+    prt_act *hs, *as;                 /* moe: (shared N, swidth), (shared N, sinner): the shared experts' */
+#if MOE_SHARED_GATE
+    float   *sg;                      /* moe: (N) fp32 the shared gate's sigmoid */
+    prt_act *ysum;                    /* moe: (N, C) the shared experts' sum before the gate (a partial
+                                         sum over TP: the gate's backward dots it with dy) */
+#endif
 #endif
 #if EXPERT_PARALLEL
     prt_moe_ep ep;                    /* moe: this micro-batch's exchange (counts, order) */
@@ -367,6 +382,10 @@ static struct {
 #endif
 #if HAS_MOE
     prt_act *dye, *dxe, *ys;   /* (N k, C) expert output / input gradients; (N, C) a shared expert's */
+#if MOE_SHARED_GATE
+    prt_act *dys;              /* (N, C) the gated shared sum's gradient g dy */
+    float   *dz;               /* (N) fp32 the shared gate's logits, then their gradient */
+#endif
 #if EXPERT_PARALLEL
     prt_act *xs;               /* (N k, C) the rows a forward sends out: read by no backward */
 #endif
@@ -1661,7 +1680,7 @@ static void expert_rows(const LayerSpec *L, const LayerActs *a)
  * once per forward (not again in full recomputation's), on TP rank 0. */
 static void moe_aux_fwd(const LayerSpec *L, LayerActs *a)
 {
-    prt_moe_aux_loss(S.auxb, a->rl, a->idx, B, T, (size_t)L->experts, (size_t)L->top_k, L->aux);
+    prt_moe_aux_loss(S.auxb, a->rl, a->idx, B, T, (size_t)L->experts, (size_t)L->top_k, L->aux, L->gate);
     if (S.recomputing || R.c->coord.tp != 0) return;
     CHECK(prt_copy_to_host(S.aux_host, S.auxb, B * sizeof(float)));
     for (size_t b = 0; b < B; b++) R.loss_sum += (double)S.aux_host[b] * (double)T / (double)MOE_LAYERS;
@@ -1752,6 +1771,66 @@ static void experts_bwd(const LayerSpec *L, LayerActs *a)
 }
 #endif
 
+/* The shared experts' shape: the layer's, with their own width. */
+static LayerSpec shared_spec(const LayerSpec *L)
+{
+    LayerSpec sh = *L;
+    sh.f = L->sf;
+    sh.width = L->swidth;
+    sh.inner = L->sinner;
+    return sh;
+}
+
+/* The shared experts on every token, added to p (a partial sum over TP).
+ * Behind a gate (Qwen2-MoE) their sum is kept in ysum and p gets
+ * sigmoid(x . g) times it: a per-token scale, so the partial sums stay
+ * partial and the TP sum is the gated whole. */
+static void shared_fwd(const LayerSpec *L, LayerActs *a, const prt_act *in, prt_act *p)
+{
+    LayerSpec sh = shared_spec(L);
+    prt_act *sum = p;
+#if MOE_SHARED_GATE
+    if (L->sgate >= 0) sum = a->ysum;
+#endif
+    for (int s = 0; s < L->shared; s++) {
+        prt_act *y = sum == p || s > 0 ? S.ys : sum;   /* a gate's sum starts as the first's output */
+        expert_fwd(&sh, L->shared0 + s * L->ex_stride, y, a->hs + (size_t)s * N * sh.width,
+                   a->as + (size_t)s * N * sh.inner, in, N);
+        if (y != sum) prt_add_inplace(sum, y, N * C);
+    }
+#if MOE_SHARED_GATE
+    if (L->sgate >= 0) {
+        prt_moe_router_fwd(S.dz, in, W(L->sgate), N, C, 1);              /* the gate's logits, fp32 */
+        prt_moe_shared_gate_fwd(a->sg, p, a->ysum, S.dz, N, C);           /* p += sigmoid(z) sum */
+    }
+#endif
+}
+
+/* Their backward: dy the layer's output gradient; the input gradient's
+ * partial sums add to S.dlnf. The gate's logit gradient dots dy with the
+ * partial sum ysum, so it is summed over TP before it reaches the gate's
+ * weight (replicated: every TP rank then computes the same gradient) and,
+ * on TP rank 0 only, the input. */
+static void shared_bwd(const LayerSpec *L, LayerActs *a, const prt_act *in, const prt_act *dy)
+{
+    LayerSpec sh = shared_spec(L);
+    const prt_act *ds = dy;
+#if MOE_SHARED_GATE
+    if (L->sgate >= 0) {
+        prt_moe_shared_gate_bwd(S.dz, S.dys, dy, a->ysum, a->sg, N, C);
+        CHECK(prt_all_reduce(R.c->tp, S.dz, S.dz, N, PRT_FP32, PRT_SUM)); /* TP: ysum was a partial sum */
+        prt_moe_router_bwd(R.c->coord.tp == 0 ? S.dlnf : NULL, G(L->sgate), S.dz, in, W(L->sgate),
+                           N, C, 1);
+        ds = S.dys;
+    }
+#endif
+    for (int s = 0; s < L->shared; s++) {
+        expert_bwd(&sh, L->shared0 + s * L->ex_stride, S.ys, ds, in, a->hs + (size_t)s * N * sh.width,
+                   a->as + (size_t)s * N * sh.inner, N, S.da, S.dh);
+        prt_add_inplace(S.dlnf, S.ys, N * C);
+    }
+}
+
 static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
     size_t E = (size_t)L->experts, K = (size_t)L->top_k;
@@ -1765,17 +1844,13 @@ static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #endif
     const prt_act *in = all_rows(a);
     prt_moe_router_fwd(a->rl, in, W(L->router), N, C, E);              /* fp32 logits, replicated router */
-    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K);                   /* ties to the lower expert */
+    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups); /* ties to the lower */
     prt_moe_route(a->row, a->cnt, a->idx, B, T, E, K, prt_moe_capacity(L->capf, T, K, E));
     prt_moe_dispatch(a->xe, in, a->row, N, C, K);                      /* rows sorted by expert */
     expert_rows(L, a);
     experts_fwd(L, a);
     prt_moe_combine(p, a->ye, a->row, a->wk, N, C, K);                 /* weighted, in k order */
-    for (int s = 0; s < L->shared; s++) {                               /* shared experts: every token */
-        expert_fwd(L, L->shared0 + s * L->ex_stride, S.ys, a->hs + (size_t)s * N * L->width,
-                   a->as + (size_t)s * N * L->inner, in, N);
-        prt_add_inplace(p, S.ys, N * C);
-    }
+    shared_fwd(L, a, in, p);                                            /* shared experts: every token */
 #if POST_NORM
     sum_partials(p, o);
     post_norm_fwd(L, a, y);                                             /* post-norm (post, sandwich) */
@@ -1817,15 +1892,11 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     expert_rows(L, a);
     experts_bwd(L, a);
     prt_moe_dispatch_bwd(S.dlnf, S.dxe, a->row, N, C, K);              /* a partial sum over TP */
-    for (int s = 0; s < L->shared; s++) {
-        expert_bwd(L, L->shared0 + s * L->ex_stride, S.ys, dy, in, a->hs + (size_t)s * N * L->width,
-                   a->as + (size_t)s * N * L->inner, N, S.da, S.dh);
-        prt_add_inplace(S.dlnf, S.ys, N * C);
-    }
-    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, N, E, K);        /* through the top-k softmax */
+    shared_bwd(L, a, in, dy);
+    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate); /* through the gate */
     if (L->aux > 0)
         prt_moe_aux_bwd(S.dlogits, a->rl, a->idx, B, T, E, K, L->aux,
-                        1.0f / ((float)GLOBAL_BATCH * (float)MOE_LAYERS));
+                        1.0f / ((float)GLOBAL_BATCH * (float)MOE_LAYERS), L->gate);
     prt_moe_router_bwd(R.c->coord.tp == 0 ? S.dlnf : NULL, G(L->router), S.dlogits, in,
                        W(L->router), N, C, E);                          /* dx: once over TP */
     sum_input_grad(S.dlnf, S.dln);
@@ -2113,7 +2184,10 @@ static void moe_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     a->xe = KEEP_ACT(N * K * C); a->he = KEEP_ACT(N * K * L->width);
     a->ae = KEEP_ACT(N * K * L->inner); a->ye = KEEP_ACT(N * K * C);
 #endif
-    if (S_) { a->hs = KEEP_ACT(S_ * N * L->width); a->as = KEEP_ACT(S_ * N * L->inner); }
+    if (S_) { a->hs = KEEP_ACT(S_ * N * L->swidth); a->as = KEEP_ACT(S_ * N * L->sinner); }
+#if MOE_SHARED_GATE
+    if (L->sgate >= 0) { a->sg = KEEP_F32(N); a->ysum = KEEP_ACT(N * C); }
+#endif
 #endif
 }
 #endif
@@ -2288,6 +2362,9 @@ static void moe_scratch_alloc(void)
 #if EXPERT_PARALLEL
     S.xs = act_alloc(N * MAX_TOPK * C);
 #endif
+#if MOE_SHARED_GATE
+    S.dys = act_alloc(N * C); S.dz = f32_alloc(N);
+#endif
     S.aux_host = (float *)prt_host_alloc(B * sizeof(float));
     S.cnt_host = (int32_t *)prt_host_alloc(MAX_EXPERTS * sizeof(int32_t));
 #if RECOMPUTE_FULL
@@ -2302,6 +2379,9 @@ static void moe_scratch_alloc(void)
 #endif
     S.rc.hs = MAX_SHARED ? act_alloc(MAX_SHARED * N * MAX_WIDTH) : NULL;
     S.rc.as = MAX_SHARED ? act_alloc(MAX_SHARED * N * MAX_INNER) : NULL;
+#if MOE_SHARED_GATE
+    S.rc.sg = f32_alloc(N); S.rc.ysum = act_alloc(N * C);
+#endif
 #endif
 }
 

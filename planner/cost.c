@@ -558,7 +558,7 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         double n = rows * (double)ly->hidden / cut->tp;
         if (ly->kind == LAYER_MOE) {   /* the expert rows (f / etp wide) and the shared experts' */
             n = plan_moe_rows(&p->model, ly, cut->micro_batch) * tokens / (double)p->model.seq / cut->tp *
-                    (double)ly->hidden + n * (double)ly->shared;
+                    (double)ly->hidden + rows * (double)plan_shared_hidden(ly) / cut->tp * (double)ly->shared;
         }
         t->fwd += n * d->act_fwd;
         t->bwd_in += n * d->act_bwd;

@@ -221,7 +221,8 @@ static void check_uniform(const Ex *x)
                               a->qk_nope_dim == b->qk_nope_dim && a->v_head_dim == b->v_head_dim
                         : a->hidden == b->hidden && a->act == b->act && a->bias == b->bias && a->norm == b->norm &&
                               a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
-                              a->norm_pos == b->norm_pos;
+                              a->norm_pos == b->norm_pos &&
+                              a->score == b->score && a->topk_unnormalised == b->topk_unnormalised;
         if (!same) {
             note(x, "layer %d differs from the first block; the framework builds every block alike, "
                     "as the first", i + 1);
@@ -399,7 +400,11 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
     arg_int(o, first, "--num-experts", e->experts);
     arg_int(o, first, "--moe-router-topk", e->top_k);
     arg_int(o, first, "--moe-ffn-hidden-size", e->hidden);
-    if (e->shared > 0) arg_int(o, first, "--moe-shared-expert-intermediate-size", e->shared * e->hidden);
+    if (e->shared > 0)
+        arg_int(o, first, "--moe-shared-expert-intermediate-size", e->shared * plan_shared_hidden(e));
+    if (e->shared_gate)
+        note(x, "moe shared_gate (Qwen2-MoE's sigmoid gate on the shared experts): no flag of Megatron-LM's "
+                "arguments sets it; not written");
     if (e->aux_loss > 0) {
         arg(o, first, "--moe-router-load-balancing-type");
         fprintf(o, " aux_loss");
@@ -409,6 +414,23 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
         fprintf(o, " none");
     }
     if (e->capacity_factor > 0) arg_num(o, first, "--moe-expert-capacity-factor", e->capacity_factor);
+    /* the gate (issue 29): Megatron-Core's router.py renormalises sigmoid
+       scores over the top-k when k > 1, and --moe-router-pre-softmax is the
+       full softmax's top-k without renormalising (Qwen2-MoE) */
+    if (e->score == MOE_SCORE_SIGMOID) {
+        arg(o, first, "--moe-router-score-function");
+        fprintf(o, " sigmoid");
+        if (e->topk_unnormalised == (e->top_k > 1))
+            note(x, "moe norm_topk_prob %s with score sigmoid and top_k %lld: Megatron-Core renormalises "
+                    "the sigmoid scores exactly when top_k > 1; not written",
+                 e->topk_unnormalised ? "false" : "true", (long long)e->top_k);
+    } else if (e->topk_unnormalised) {
+        arg(o, first, "--moe-router-pre-softmax");
+    }
+    if (e->route_groups > 1 && e->route_top_groups < e->route_groups) {   /* grouped routing */
+        arg_int(o, first, "--moe-router-num-groups", e->route_groups);
+        arg_int(o, first, "--moe-router-group-topk", e->route_top_groups);
+    }
     const Software *w = &x->p->software;
     arg(o, first, "--moe-token-dispatcher-type");
     fprintf(o, w->moe_dispatcher == PLAN_MOE_DEEPEP ? " flex" : " alltoall");

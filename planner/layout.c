@@ -279,6 +279,8 @@ bool plan_rule_tp_split(const Model *m, int tp, char *why, size_t len)
         else if (l->kind == LAYER_ATTENTION && l->kv_heads % tp) what = "kv_heads", n = l->kv_heads;
         else if (l->kind == LAYER_MLP && l->hidden % tp) what = "mlp hidden", n = l->hidden;
         else if (l->kind == LAYER_MOE && l->hidden % tp) what = "moe hidden", n = l->hidden;
+        else if (l->kind == LAYER_MOE && l->shared > 0 && plan_shared_hidden(l) % tp)
+            what = "moe shared_hidden", n = plan_shared_hidden(l);   /* shared experts split over tp */
         if (what) {
             char at[48];
             return plan_refuse(why, len, "tp %d does not divide %s %lld (%s)", tp, what, (long long)n,

@@ -99,6 +99,9 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
            a->position == b->position && a->rope_theta == b->rope_theta &&
            a->experts == b->experts && a->top_k == b->top_k && a->shared == b->shared &&
            a->aux_loss == b->aux_loss && a->capacity_factor == b->capacity_factor &&
+           a->score == b->score && a->topk_unnormalised == b->topk_unnormalised &&
+           a->shared_hidden == b->shared_hidden && a->shared_gate == b->shared_gate &&
+           a->route_groups == b->route_groups && a->route_top_groups == b->route_top_groups &&
            a->fp8_exempt == b->fp8_exempt;
 }
 
@@ -205,15 +208,26 @@ static uint64_t sublayer_norm_params(const Model *m, const Layer *l)
     return sublayer_norms(l) * norm_params(m, l->norm);
 }
 
-/* One MLP's weights (and biases) without its norm, on one of tp ranks: an
- * MLP layer's, or one expert's of a mixture. */
-static uint64_t expert_params(const Model *m, const Layer *l, int tp, bool *ovf)
+int64_t plan_shared_hidden(const Layer *l)
 {
-    uint64_t h = (uint64_t)m->dim, f = (uint64_t)l->hidden;
+    return l->shared_hidden > 0 ? l->shared_hidden : l->hidden;
+}
+
+/* One MLP's weights (and biases) f wide without its norm, on one of tp
+ * ranks: an MLP layer's, or one expert's of a mixture. */
+static uint64_t ffn_params(const Model *m, const Layer *l, uint64_t f, int tp, bool *ovf)
+{
+    uint64_t h = (uint64_t)m->dim;
     uint64_t mats = plan_act_gated(l->act) ? 3u : 2u;             /* (gate,) up, down */
     uint64_t n = split(mul(mats, mul(h, f, ovf), ovf), tp);
     if (l->bias) n = add(n, add(split(mul(mats - 1u, f, ovf), tp), h, ovf), ovf);
     return n;
+}
+
+/* An MLP layer's or one routed expert's (hidden wide). */
+static uint64_t expert_params(const Model *m, const Layer *l, int tp, bool *ovf)
+{
+    return ffn_params(m, l, (uint64_t)l->hidden, tp, ovf);
 }
 
 /* MLA's down projections, their biases (`bias true`: DeepSeek's
@@ -293,11 +307,14 @@ static uint64_t layer_params(const Model *m, const Layer *l, int tp, uint64_t V,
     case LAYER_MLP:
         return add(sublayer_norm_params(m, l), expert_params(m, l, tp, ovf), ovf);
     case LAYER_MOE: {
-        /* the norm, the router h x E (replicated, no bias), E routed and S
-         * shared experts of an MLP's shape each (Mixtral, DeepSeek-MoE) */
+        /* the norm(s), the router h x E (replicated, no bias), E routed
+         * experts of an MLP's shape each (Mixtral) and S shared ones
+         * shared_hidden wide (DeepSeek-MoE; Qwen2-MoE's one of its own
+         * width), with the shared gate's h (replicated, no bias) */
         uint64_t n = add(sublayer_norm_params(m, l), mul(h, (uint64_t)l->experts, ovf), ovf);
-        uint64_t ne = add((uint64_t)l->experts, (uint64_t)l->shared, ovf);
-        return add(n, mul(ne, expert_params(m, l, tp, ovf), ovf), ovf);
+        n = add(n, mul((uint64_t)l->experts, expert_params(m, l, tp, ovf), ovf), ovf);
+        n = add(n, mul((uint64_t)l->shared, ffn_params(m, l, (uint64_t)plan_shared_hidden(l), tp, ovf), ovf), ovf);
+        return add(n, l->shared_gate ? h : 0, ovf);
     }
     case LAYER_NORM:
         return norm_params(m, l->norm);
@@ -1005,6 +1022,7 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     double t = c->tp, e = plan_dtype_bytes(m->dtype), ep = c->ep > 1 ? c->ep : 1;
     double f = (double)l->hidden, T = b * s, r = c->sp ? 1.0 / t : 1.0;
     double E = (double)l->experts, k = (double)l->top_k, S = (double)l->shared;
+    double fs = (double)plan_shared_hidden(l), G = l->shared_gate ? 1 : 0;   /* shared width, gate */
     /* expert TP (issue 25): each routed expert split over et ranks. At et
      * = t every TP rank routes the whole micro-batch (issue 17's
      * semantics); with et < t each rank routes its own T/t rows (sequence
@@ -1037,9 +1055,10 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     gemm(w, Rb * ep / E, up * f / et, h, E / ep, false);
     gemm(w, Rb * ep / E, h, f / et, E / ep, false);
     if (S > 0) {
-        gemm(w, T, up * f / t, h, S, false);
-        gemm(w, T, h, f / t, S, false);
+        gemm(w, T, up * fs / t, h, S, false);
+        gemm(w, T, h, fs / t, S, false);
     }
+    if (G > 0) gemm(w, T, 1, h, 1, false);   /* the shared gate's logit (fp32), replicated */
     w->flops_fwd -= 2.0 * (Rb - Ru) * (up + 1) * f / et * h;
 
     double norm_out;   /* the pre-norm's output, kept (0 under norm_position post) */
@@ -1052,8 +1071,12 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * back: each reads one side and writes the other, e R h + e T h */
     ew(w, e * (R + Tr) * h, e * (R + Tr) * h, false);
     ew(w, e * (R + Tr) * h + 4 * Tr * k, 2 * e * (R + Tr) * h, false);
-    /* the activation: the routed rows f/et wide, the shared f/t */
-    double act_el = Rb * f / et + T * S * f / t;
+    /* the shared gate: reads the shared sum and the output, writes the
+     * output; backward reads the output gradient and the sum, writes the
+     * shared sum's gradient and the logit's (prt_moe_shared_gate_*) */
+    if (G > 0) ew(w, 3 * e * T * h + 8 * T, 3 * e * T * h + 12 * T, false);
+    /* the activation: the routed rows f/et wide, the shared fs/t */
+    double act_el = Rb * f / et + T * S * fs / t;
     eager += act_work(w, c, up > 1, act_el, e);
     residual_work(w, T * h, e, r, dropout);
 
@@ -1068,10 +1091,12 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * arrived, R under uniform routing, Rb on the busiest rank — the
      * runtime keeps the rows it received) and their output combined back,
      * e T k h on every rank (the top-k weights' gradient reads it); T the
-     * rank's routed tokens Tr. */
+     * rank's routed tokens Tr. The shared gate keeps its fp32 sigmoid 4 T
+     * and the shared experts' sum before it e T h (a partial sum over TP:
+     * its backward's dot). */
     double repl = (e + (dropout ? 1 : 0)) * T * h * r + norm_out + eager;
-    double tpart = (up + 1) * e * (Ra * f / et + T * S * f / t);
-    double inner = 4 * Tr * E + 12 * Tr * k + e * (Ra + Ru) * h;
+    double tpart = (up + 1) * e * (Ra * f / et + T * S * fs / t);
+    double inner = 4 * Tr * E + 12 * Tr * k + e * (Ra + Ru) * h + G * (4 * T + e * T * h);
     w->act_none = repl + tpart + inner;
     /* recompute_modules: moe drops all the mixture keeps inside (from its
      * input, the norm's output) and re-runs its forward, all-to-alls
@@ -1087,7 +1112,7 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     } else if (!(mods & moe_mods)) {
         w->act_selective = w->act_none;
     } else {
-        double routed = (up + 1) * e * Ra * f / et, shared = (up + 1) * e * T * S * f / t;
+        double routed = (up + 1) * e * Ra * f / et, shared = (up + 1) * e * T * S * fs / t;
         if (mods & PLAN_RC_BIT(PLAN_RC_MOE_ACT)) routed = up * e * Ra * f / et;
         if (mods & PLAN_RC_BIT(PLAN_RC_SHARED_EXPERTS)) shared = 0;
         w->act_selective = repl + routed + shared + inner;
@@ -1102,8 +1127,8 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
     if (S > 0) {
         PlanRedo *se = &w->module[PLAN_RC_SHARED_EXPERTS];
         se->gemm[3] = se->gemm[4] = 1;
-        se->flops = 2.0 * T * (up + 1) * f / t * h * S;
-        se->ew = (up > 1 ? 3 : 2) * e * T * S * f / t;
+        se->flops = 2.0 * T * (up + 1) * fs / t * h * S;
+        se->ew = (up > 1 ? 3 : 2) * e * T * S * fs / t;
         se->kernels = 1;
         se->act_rows = T * S;
     }
@@ -1119,8 +1144,9 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * under ep > 1 the forward's rows sent out e T k h and the experts'
      * side of the backward, sized by the Rb rows that arrived: their output
      * and input gradients 2 e Rb h, the up and activation gradients
-     * e Rb (up + 1) f / et */
-    w->act_scratch = e * (2 * Tr * k + T) * h + 4 * Tr * k + 4 * Tr * E;
+     * e Rb (up + 1) f / et; with the shared gate the shared sum's
+     * gradient e T h and the gate logit's fp32 4 T */
+    w->act_scratch = e * (2 * Tr * k + T) * h + 4 * Tr * k + 4 * Tr * E + G * (e * T * h + 4 * T);
     if (ep > 1) w->act_scratch += e * Tr * k * h + e * Rb * (2 * h + (up + 1) * f / et);
     /* dispatch and combine (forward), their gradients (backward): each an
      * all-to-all of the busiest rank's Rb rows of h, e Rb h bytes; the
@@ -1294,6 +1320,12 @@ void plan_widest_add(const Model *m, const Layer *l, int tp, PlanWidest *w)
         int64_t f = l->hidden / tp, wu = plan_act_gated(l->act) ? 2 * f : f;
         if (wu > w->width) w->width = wu;
         if (f > w->inner) w->inner = f;
+        if (l->kind == LAYER_MOE && l->shared > 0) {   /* the shared experts' width */
+            f = plan_shared_hidden(l) / tp;
+            wu = plan_act_gated(l->act) ? 2 * f : f;
+            if (wu > w->width) w->width = wu;
+            if (f > w->inner) w->inner = f;
+        }
     }
 }
 
@@ -1386,8 +1418,10 @@ void plan_layer_shape(const Model *m, const Layer *l, char *buf, int len)
                  (long long)l->hidden, acts[l->act], norms[l->norm], l->bias ? ", bias" : "");
         break;
     case LAYER_MOE: {
-        char sh[40] = "";
-        if (l->shared > 0) snprintf(sh, sizeof sh, " + %lld shared", (long long)l->shared);
+        char sh[64] = "";
+        if (l->shared > 0)
+            snprintf(sh, sizeof sh, " + %lld shared%s%s", (long long)l->shared,
+                     plan_shared_hidden(l) != l->hidden ? " of their own width" : "", l->shared_gate ? ", gated" : "");
         snprintf(buf, (size_t)len, "%lld experts top %lld%s, %lld -> %lld %s, %s%s", (long long)l->experts,
                  (long long)l->top_k, sh, (long long)m->dim, (long long)l->hidden, acts[l->act],
                  norms[l->norm], l->bias ? ", bias" : "");
@@ -1476,7 +1510,7 @@ int plan_layer_tensors(const Model *m, const Layer *l)
         return norm + mats + (l->bias ? 2 : 0);
     case LAYER_MOE: {                                   /* router, grouped experts, shared */
         int per = plan_act_gated(l->act) ? 3 : 2;
-        return norm + 1 + per + (l->shared > 0 ? per : 0);
+        return norm + 1 + per + (l->shared > 0 ? per : 0) + (l->shared_gate ? 1 : 0);
     }
     }
     return 0;

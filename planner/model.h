@@ -181,6 +181,8 @@ double plan_norm_eps(const Model *m);
 /* Whether an MLP activation is gated (SwiGLU, GeGLU): a gate and an up
  * projection, 2 x hidden columns, then the down projection. */
 bool plan_act_gated(ActKind a);
+/* A mixture's shared experts' width: shared_hidden, or the routed hidden. */
+int64_t plan_shared_hidden(const Layer *l);
 
 /* Whether two layers have the same shape, every field that changes a
  * count, a cost or the generated code (their source position aside): the

@@ -103,6 +103,13 @@ typedef struct {
 
 /* One layer of the flattened model (repeat blocks are expanded). Only the
  * fields of its kind are meaningful; the rest are zero. */
+/* A MoE router's scores of its logits (Layer.score). ORDER sema.c's
+ * SCORE_NAMES; the program's gate flags are PRT_MOE_SIGMOID (prt_ops.h). */
+typedef enum {
+    MOE_SCORE_SOFTMAX,   /* softmax over the E logits (Mixtral, Qwen-MoE) */
+    MOE_SCORE_SIGMOID,   /* each logit's sigmoid on its own (DeepSeek-V3) */
+} MoeScore;
+
 typedef struct {
     LayerKind kind;
     int       line, col;    /* where the layer was written (0 if built in C) */
@@ -142,11 +149,24 @@ typedef struct {
     int64_t   hidden;       /* MLP inner size (per branch for swiglu); MoE: each expert's */
     ActKind   act;
     /* LAYER_MOE: a router (linear dim -> experts, no bias) picks top_k
-     * experts per token, softmax over the top_k logits (Mixtral's order);
-     * the token's output is their weighted sum plus the shared experts' */
+     * experts per token by logit and weighs them by their scores (softmax
+     * or sigmoid), renormalised over the top_k unless norm_topk_prob false (the
+     * softmax over the top_k logits: Mixtral's order); the token's output
+     * is their weighted sum plus the shared experts' */
     int64_t   experts;      /* routed experts E */
     int64_t   top_k;        /* experts per token, 1 <= top_k <= experts */
-    int64_t   shared;       /* shared experts every token passes (same width), default 0 */
+    MoeScore  score;        /* the router's scores (`score`), default softmax */
+    int64_t   route_groups; /* grouped routing: the experts in G groups (DeepSeek-V3's n_group);
+                               0 or 1: none */
+    int64_t   route_top_groups; /* a token's experts come from its Kg best groups (topk_group) */
+    bool      topk_unnormalised; /* `norm_topk_prob false`: the top_k weights are the scores
+                               themselves, not divided by their sum (Qwen2-MoE); default
+                               false (renormalised: Mixtral, Qwen3-MoE, DeepSeek-V3) */
+    int64_t   shared;       /* shared experts every token passes, default 0 */
+    int64_t   shared_hidden; /* each shared expert's width (`shared_hidden`, Qwen2-MoE's
+                               shared_expert_intermediate_size); 0: hidden (plan_shared_hidden) */
+    bool      shared_gate;  /* the shared experts' sum times sigmoid(x . g), g a (1 x dim)
+                               weight replicated over TP (Qwen2-MoE's shared_expert_gate) */
     double    aux_loss;     /* load-balancing loss coefficient (Switch), default 0 */
     double    capacity_factor; /* tokens an expert takes = factor x tokens x top_k /
                                experts, the rest dropped (GShard); 0 = dropless */

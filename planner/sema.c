@@ -431,6 +431,7 @@ static const char *const NORM_POSITION_NAMES[] = { "pre", "post", "sandwich" }; 
 static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "rmsnorm_projection", "layernorm" };
 static const char *const ATTN_KIND_NAMES[] = { "mha", "mla" };                 /* ORDER AttnKind */
 static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
+static const char *const SCORE_NAMES[] = { "softmax", "sigmoid" };               /* ORDER MoeScore */
 static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
 
 /* Layers under construction (grown in the arena). */
@@ -762,18 +763,58 @@ static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     sema_ffn(S, st, l, LAYER_MLP, ACT_GELU, dim, &F);
 }
 
+/* Grouped routing (DeepSeek-V3's n_group and topk_group): route_groups G
+ * divides the experts, route_top_groups Kg (default G: every group) is 1
+ * .. G, and the Kg groups hold at least top_k experts. */
+static void sema_route_groups(Sema *S, const Fields *F, Layer *l)
+{
+    const DslStmt *gs = field(F, "route_groups"), *ks = field(F, "route_top_groups");
+    if (!gs && ks) {
+        dsl_error(S->d, ks->key_loc, "route_top_groups without route_groups (give route_groups G)");
+        return;
+    }
+    if (!gs || !get_int(S, gs, 1, MAX_EXPERTS, false, &l->route_groups)) return;
+    if (l->experts % l->route_groups) {
+        dsl_error(S->d, gs->args->loc, "route_groups %" PRId64 " does not divide experts %" PRId64,
+                  l->route_groups, l->experts);
+        return;
+    }
+    l->route_top_groups = l->route_groups;
+    if (ks && !get_int(S, ks, 1, l->route_groups, false, &l->route_top_groups)) return;
+    if (l->route_top_groups * (l->experts / l->route_groups) < l->top_k)
+        dsl_error(S->d, (ks ? ks : gs)->args->loc, "route_top_groups %" PRId64 " of %" PRId64 " experts each "
+                  "hold fewer than top_k %" PRId64 " experts", l->route_top_groups, l->experts / l->route_groups,
+                  l->top_k);
+}
+
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
- * capacity_factor; norm_position }: a mixture of experts in place of an MLP. hidden
- * defaults to 4 x dim as the MLP's, act to swiglu (Mixtral), shared to 0,
- * aux_loss to 0, capacity_factor to none (dropless). */
+ * capacity_factor; score; norm_topk_prob; shared_hidden; shared_gate;
+ * route_groups; route_top_groups; norm_position }: a mixture of experts
+ * in place of an MLP. hidden defaults to 4 x dim as the MLP's, act to
+ * swiglu (Mixtral), shared to 0, aux_loss to 0, capacity_factor to none
+ * (dropless), score to softmax, norm_topk_prob to true (Mixtral's gate),
+ * shared_hidden to hidden, shared_gate to false. */
 static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
-                                        "aux_loss", "capacity_factor", "norm_position" };
+                                        "aux_loss", "capacity_factor", "score", "norm_topk_prob",
+                                        "shared_hidden", "shared_gate", "route_groups", "route_top_groups",
+                                        "norm_position" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *s, *es, *ks;
+    int x;
     if (!sema_ffn(S, st, l, LAYER_MOE, ACT_SWIGLU, dim, &F)) return;
+    if ((s = field(&F, "score")) && get_enum(S, s, SCORE_NAMES, N_ELEMS(SCORE_NAMES), false, &x))
+        l->score = (MoeScore)x;
+    if ((s = field(&F, "norm_topk_prob")) && get_bool(S, s, false, &x)) l->topk_unnormalised = x == 0;
     if ((s = field(&F, "shared"))) get_int(S, s, 0, MAX_EXPERTS, false, &l->shared);
+    if ((s = field(&F, "shared_hidden"))) get_int(S, s, 1, MAX_HIDDEN, false, &l->shared_hidden);
+    if ((s = field(&F, "shared_gate")) && get_bool(S, s, false, &x)) l->shared_gate = x != 0;
+    /* the shared experts' own keys mean nothing without shared experts */
+    const DslStmt *own[] = { field(&F, "shared_hidden"), field(&F, "shared_gate") };
+    for (size_t i = 0; i < N_ELEMS(own); i++)
+        if (own[i] && l->shared == 0)
+            dsl_error(S->d, own[i]->key_loc, "%s without shared experts (give shared N, N >= 1)", own[i]->key);
     if ((s = field(&F, "aux_loss"))) get_real(S, s, 0, false, 1e6, false, &l->aux_loss);
     if ((s = field(&F, "capacity_factor"))) get_real(S, s, 0, true, 1e6, false, &l->capacity_factor);
     es = field(&F, "experts");
@@ -785,6 +826,7 @@ static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
     if (ok_e && ok_k && l->top_k > l->experts)
         dsl_error(S->d, ks->args->loc, "top_k %" PRId64 " > experts %" PRId64
                   " (each token picks top_k distinct experts)", l->top_k, l->experts);
+    if (ok_e && ok_k) sema_route_groups(S, &F, l);
 }
 
 /* norm { kind }: the final norm before the head. */

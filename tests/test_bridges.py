@@ -77,6 +77,27 @@ COUNTS = [
     # allenai/OLMo-2-1124-7B (the 13B's config with the 7B's shapes: hidden 4096, 32 layers and heads,
     # intermediate 11008): 32 blocks of 202,391,552, the final norm 4096, two tables of 411,041,792
     ("olmo2-7b.json", 7_298_617_344),
+    # issue 29: the Qwen MoE configs, written by hand from the published
+    # config.json files (Qwen/Qwen1.5-MoE-A2.7B, Qwen/Qwen3-30B-A3B). By hand:
+    # Qwen1.5-MoE-A2.7B (card: "14.3B total, 2.7B activated"): 24 blocks of
+    # 570,560,512 (attention 16,783,360 with its Q, K, V biases; the router
+    # 60 x 2048; 60 experts of 3 x 2048 x 1408; the shared expert 3 x 2048 x
+    # 5632 and its gate 2048; two norms 2048 each), the final norm 2048, two
+    # tables of 311,164,928: 14,315,784,192
+    ("qwen1.5-moe-a2.7b.json", 14_315_784_192),
+    # Qwen3-30B-A3B (card: "30.5B total, 3.3B activated"): 48 blocks of
+    # 623,120,640 (attention 18,874,368 + q/k norms 256; the router 128 x 2048;
+    # 128 experts of 3 x 2048 x 768; two norms 2048 each), the final norm
+    # 2048, two tables of 311,164,928: 30,532,122,624
+    ("qwen3-30b-a3b.json", 30_532_122_624),
+]
+# active parameters (issue 29): the total less each mixture's skipped
+# routed experts — Qwen1.5-MoE 56 x 8,650,752 x 24 skipped, Qwen3-30B-A3B
+# 120 x 4,718,592 x 48
+ACTIVE = [
+    ("mixtral-8x7b.json", 12_879_925_248),
+    ("qwen1.5-moe-a2.7b.json", 2_689_173_504),
+    ("qwen3-30b-a3b.json", 3_353_032_704),
 ]
 
 CLUSTER = os.path.join(ROOT, "examples", "clusters", "dgx-h100.plan")
@@ -95,6 +116,15 @@ for cfg, want in COUNTS:
         params = f"no params ({e}; {err3.strip()[:200]})"
     check(f"import {cfg}: params {want}", params == want, f"got {params}")
 
+for cfg, want in ACTIVE:
+    rc, out, err = run("import", os.path.join(DATA, cfg))
+    rc3, js, err3 = run("check", "--json", write(cfg + ".active.plan", f'include "{CLUSTER}"\n' + out))
+    try:
+        active = json.loads(js)["active_params"]
+    except (ValueError, KeyError) as e:
+        active = f"no active_params ({e}; {err3.strip()[:200]})"
+    check(f"import {cfg}: active params {want}", active == want, f"got {active}")
+
 # what each family must write (the knobs the issue names)
 SHAPES = [
     ("llama-3.1-8b.json", ["rope_theta 500000", "kv_heads 8", "act swiglu", "lm_head { tied false }",
@@ -111,6 +141,11 @@ SHAPES = [
     ("olmo2-7b.json", ["qk_norm rmsnorm_projection", "norm_position post", "norm_eps 1e-06", "rope_theta 500000",
                        "act swiglu", "bias false", "lm_head { tied false }"]),
     ("gpt2.json", ["position learned", "bias true", "vocab 50257", "seq 1024"]),
+    ("qwen1.5-moe-a2.7b.json", ["repeat 24 {", "bias qkv", "experts 60", "top_k 4", "hidden 1408",
+                                "norm_topk_prob false", "shared 1", "shared_hidden 5632", "shared_gate true",
+                                "aux_loss 0.001"]),
+    ("qwen3-30b-a3b.json", ["repeat 48 {", "qk_norm rmsnorm", "kv_heads 4", "experts 128", "top_k 8",
+                            "hidden 768", "bias false"]),
 ]
 for cfg, needles in SHAPES:
     rc, out, _ = run("import", os.path.join(DATA, cfg))
@@ -118,6 +153,10 @@ for cfg, needles in SHAPES:
         check(f"import {cfg}: writes '{n}'", n in out)
 check("llama 2: no rope_theta (the default 10000)",
       "rope_theta" not in run("import", os.path.join(DATA, "llama-2-7b.json"))[1])
+check("qwen3_moe with norm_topk_prob true: Mixtral's gate (no norm_topk_prob key written)",
+      "norm_topk_prob" not in run("import", os.path.join(DATA, "qwen3-30b-a3b.json"))[1])
+check("qwen3_moe: no shared expert",
+      "shared" not in run("import", os.path.join(DATA, "qwen3-30b-a3b.json"))[1])
 check("qwen2 without use_sliding_window: no window",
       "sliding_window" not in run("import", os.path.join(DATA, "qwen2-7b.json"))[1])
 
@@ -156,8 +195,7 @@ rc, out, err = variant("gpt2-drop.json", "gpt2.json", attn_pdrop=0.0)
 check("import: GPT-2 dropouts that differ are refused", rc == 2 and "'resid_pdrop' 0.1 differs from" in err, err)
 rc, out, err = variant("eps.json", "llama-2-7b.json", rms_norm_eps=1e-6)
 check("import: rms_norm_eps 1e-6 imported as norm_eps", rc == 0 and "norm_eps 1e-06" in out, err)
-for mt, needle in [("qwen3_moe", "moe_intermediate_size"),
-                   ("deepseek_v3", "multi-head latent attention"), ("qwen2_moe", "shared experts")]:
+for mt, needle in [("deepseek_v3", "multi-head latent attention")]:
     rc, out, err = variant(mt + ".json", "llama-3.1-8b.json", model_type=mt, architectures=None)
     check(f"import: model_type {mt} refused naming what it needs", rc == 2 and needle in err and out == "", err)
 # Gemma 2 and Gemma 3 (issue 29): every key read exactly (google/gemma-2-9b's
@@ -256,6 +294,36 @@ check("mixtral router_aux_loss_coef 0 (no balance loss) imports as aux_loss 0",
 rc, out, err = variant("mixtral-negaux.json", "mixtral-8x7b.json", router_aux_loss_coef=-0.5)
 check("mixtral router_aux_loss_coef -0.5: exit 2 saying the value",
       rc == 2 and "router_aux_loss_coef" in err and "got -0.5" in err, err)
+
+# Qwen-MoE's dense blocks (issue 29): mlp_only_layers and decoder_sparse_step
+# become consecutive repeats, the dense ones an MLP of intermediate_size;
+# the count is the mixture's less what each dense block saves
+rc, out, err = variant("q3moe-dense.json", "qwen3-30b-a3b.json", mlp_only_layers=[0, 1, 47])
+runs = re.findall(r"repeat (\d+) \{\s*attention \{[^}]*\}\s*(mlp|moe)", out)
+check("qwen3_moe mlp_only_layers [0, 1, 47]: repeat 2 mlp, repeat 45 moe, repeat 1 mlp",
+      rc == 0 and runs == [("2", "mlp"), ("45", "moe"), ("1", "mlp")] and "hidden 6144" in out, out + err)
+rc3, js, err3 = run("check", "--json", write("q3moe-dense.plan", f'include "{CLUSTER}"\n' + out))
+dense_block = 3 * 2048 * 6144 + 2048                      # the MLP and its norm
+moe_block = 128 * 2048 + 128 * 3 * 2048 * 768 + 2048      # router, experts, norm
+try:
+    params = json.loads(js)["params"]
+except (ValueError, KeyError) as e:
+    params = f"no params ({e})"
+check("qwen3_moe with 3 dense blocks: 3 x (moe - mlp) fewer parameters",
+      params == 30_532_122_624 - 3 * (moe_block - dense_block), f"got {params}")
+rc, out, err = variant("q2moe-step.json", "qwen1.5-moe-a2.7b.json", decoder_sparse_step=2)
+runs = re.findall(r"repeat (\d+) \{\s*attention \{[^}]*\}\s*(mlp|moe)", out)
+check("qwen2_moe decoder_sparse_step 2: dense and mixture blocks alternate (24 repeats of 1)",
+      rc == 0 and len(runs) == 24 and runs[0] == ("1", "mlp") and runs[1] == ("1", "moe"), out[:600] + err)
+for bad_val, needle in [([24], "expected block indices 0 .. 23"), ([3, 3], "block 3 twice"),
+                        ("0", "'mlp_only_layers': expected a list of block indices")]:
+    rc, out, err = variant("q2moe-bad.json", "qwen1.5-moe-a2.7b.json", mlp_only_layers=bad_val)
+    check(f"qwen2_moe mlp_only_layers {bad_val!r}: exit 2 naming the key", rc == 2 and needle in err and out == "", err)
+rc, out, err = variant("q2moe-topk.json", "qwen1.5-moe-a2.7b.json", num_experts_per_tok=61)
+check("qwen2_moe num_experts_per_tok 61 > 60: exit 2", rc == 2 and "at most num_experts 60" in err, err)
+rc, out, err = variant("q2moe-unknown.json", "qwen1.5-moe-a2.7b.json", first_k_dense_replace=1)
+check("qwen2_moe: DeepSeek's first_k_dense_replace is not a Qwen key: refused naming it",
+      rc == 2 and "'first_k_dense_replace' is not a key" in err, err)
 
 # Qwen2 with the window on from block 20: two repeat groups, 8 blocks slide
 q = json.load(open(os.path.join(DATA, "qwen2-7b.json")))

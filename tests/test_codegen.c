@@ -511,6 +511,8 @@ static void test_template_compiles(void **state)
         { "-DHAS_MOE=1", "-DHAS_MLP=0", "-DSP=1", "-DRECOMPUTE_FULL=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DUSES_GATHER_PARAMS=1", "-DUSES_SYNC_PARAMS=1", "-DSPLIT_BWD=1", NULL },
         { "-DHAS_MOE=1", "-DEXPERT_PARALLEL=1", "-DRECOMPUTE_FULL=1", "-DSP=1", NULL },
+        { "-DHAS_MOE=1", "-DMOE_SHARED_GATE=1", "-DRECOMPUTE_FULL=1", "-DEXPERT_PARALLEL=1", NULL },
+        { "-DHAS_MOE=1", "-DMOE_SHARED_GATE=1", "-DSP=1", "-DRECOMPUTE_LN=1", "-DRECOMPUTE_SELECTIVE=1", NULL },
         /* context parallelism (issue 26): the CP attention, positions and the loss over SEQ */
         { "-DCONTEXT_PARALLEL=1", "-DSP=1", "-DPIPELINE=1", NULL },
         { "-DCONTEXT_PARALLEL=1", "-DRECOMPUTE_SELECTIVE=1", "-DSPLIT_BWD=1", "-DROPE=1", "-DLEARNED_POS=0", NULL },
@@ -1424,6 +1426,21 @@ static void test_cp(void **state)
  * global expert indices, w1 and w3 adjacent so one GEMM does both, the moe
  * columns of LAYERS, the aux loss averaged over the MoE layers), and with
  * ep 2 the expert-parallel program (the experts' own parameter group). */
+/* The MoE program with every mixture's shared experts shared_hidden wide
+ * (0: hidden) and gated or not; *text is the program (refusal: a failure). */
+static char *text_of_gate(Plan *p, int64_t shared_hidden, bool gate, char *why, size_t len, size_t *n,
+                          char **text)
+{
+    for (int i = 0; i < p->model.n_layers; i++)
+        if (p->model.layers[i].kind == LAYER_MOE) {
+            p->model.layers[i].shared_hidden = shared_hidden;
+            p->model.layers[i].shared_gate = gate;
+        }
+    *text = emit_text(p, why, len, n);
+    if (!*text) fail_msg("shared_hidden %lld, gate %d: refused: %s", (long long)shared_hidden, gate, why);
+    return *text;
+}
+
 static void test_moe(void **state)
 {
     (void)state;
@@ -1451,7 +1468,8 @@ static void test_moe(void **state)
         /* tp 2: 16 of each expert's 32, [gate | up] 32 wide; router, stride 3,
          * E 4, k 2, one shared, aux 0.01, dropless */
         ".f = 16, .act = ACT_SWIGLU, .width = 32, .inner = 16, ", ".ex_stride = 3, ",
-        ".experts = 4, .top_k = 2, .shared = 1, .aux = 0.01f, .capf = 0.0f }, /* layer 2: block 0 moe */",
+        ".experts = 4, .top_k = 2, .shared = 1, .aux = 0.01f, .capf = 0.0f, .gate = PRT_MOE_NORM, .sgate = -1, "
+        ".sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1 }, /* layer 2: block 0 moe */",
         "MOE_LAYERS = 4;", "static void moe_fwd(", "prt_moe_router_fwd(", "prt_moe_aux_loss(",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -1459,6 +1477,60 @@ static void test_moe(void **state)
     assert_null(strstr(text, "mlp_fwd("));   /* no MLP left: no MLP code */
     assert_null(strstr(text, "MAX_SHARED"));  /* full recomputation's alone */
     free(text);
+    /* the gates (issue 29): the score and norm_topk_prob as the row's flags,
+     * the same top-k, route and combine calls */
+    static const struct { MoeScore score; bool raw; const char *row; } gates[] = {
+        { MOE_SCORE_SIGMOID, false, ".capf = 0.0f, .gate = PRT_MOE_SIGMOID | PRT_MOE_NORM, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1 }, /* layer 2" },
+        { MOE_SCORE_SIGMOID, true, ".capf = 0.0f, .gate = PRT_MOE_SIGMOID, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1 }, /* layer 2: block 0 moe */" },
+        { MOE_SCORE_SOFTMAX, true, ".capf = 0.0f, .gate = 0, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1 }, /* layer 2: block 0 moe */" },
+    };
+    for (size_t g = 0; g < sizeof gates / sizeof gates[0]; g++) {
+        for (int i = 0; i < p.model.n_layers; i++)
+            if (p.model.layers[i].kind == LAYER_MOE) {
+                p.model.layers[i].score = gates[g].score;
+                p.model.layers[i].topk_unnormalised = gates[g].raw;
+            }
+        text = emit_text(&p, why, sizeof why, &n);
+        if (!text) fail_msg("gate %zu: refused: %s", g, why);
+        if (!strstr(text, gates[g].row)) fail_msg("gate %zu: the program lacks '%s'", g, gates[g].row);
+        if (!strstr(text, "prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate);"))
+            fail_msg("gate %zu: the top-k backward does not read the logits and the gate", g);
+        free(text);
+    }
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) {
+            p.model.layers[i].score = MOE_SCORE_SOFTMAX;
+            p.model.layers[i].topk_unnormalised = false;
+        }
+    /* Qwen2-MoE's shared expert (issue 29): its own width (48: 24 a TP rank,
+     * [gate | up] 48), the gate's (1, C) weight after it (id 26: the shared
+     * expert at 23-25), replicated, and the gate's code; none without it */
+    assert_null(strstr(text_of_gate(&p, 0, 0, why, sizeof why, &n, &text), "prt_moe_shared_gate_fwd("));
+    free(text);
+    static const char *const want_sg[] = {
+        "\"layers.2.block_sparse_moe.shared_experts.0.w1.weight\", 2, 0, 48, 64, PRT_SPLIT_ROWS",
+        "\"layers.2.block_sparse_moe.shared_expert_gate.weight\", 2, 0, 1, 64, PRT_REPLICATED",
+        ".capf = 0.0f, .gate = PRT_MOE_NORM, .sgate = 26, .sf = 24, .swidth = 48, .sinner = 24, .groups = 1, .top_groups = 1 }, /* layer 2: block 0 moe */",
+        "prt_moe_shared_gate_fwd(a->sg, p, a->ysum, S.dz, N, C);", "prt_moe_shared_gate_bwd(",
+        "CHECK(prt_all_reduce(R.c->tp, S.dz, S.dz, N, PRT_FP32, PRT_SUM));",
+    };
+    text_of_gate(&p, 48, 1, why, sizeof why, &n, &text);
+    for (size_t i = 0; i < sizeof want_sg / sizeof want_sg[0]; i++)
+        if (!strstr(text, want_sg[i])) fail_msg("the gated shared expert's program lacks '%s'", want_sg[i]);
+    free(text);
+    text_of_gate(&p, 0, 0, why, sizeof why, &n, &text);
+    free(text);
+    /* grouped routing (issue 29): the groups in the row, the top-k call reads them */
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) { p.model.layers[i].route_groups = 2; p.model.layers[i].route_top_groups = 1; }
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("groups: refused: %s", why);
+    if (!strstr(text, ".gate = PRT_MOE_NORM, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 2, .top_groups = 1 }, /* layer 2: block 0 moe */") ||
+        !strstr(text, "prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups);"))
+        fail_msg("the grouped program lacks its groups");
+    free(text);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) { p.model.layers[i].route_groups = 0; p.model.layers[i].route_top_groups = 0; }
     /* ep 2 of dp 2: the experts' own group and the exchange, EXPERT_EP
      * naming each routed expert's EP rank (experts 0-1 on 0, 2-3 on 1) */
     p.layout.dp = 2;

@@ -21,6 +21,7 @@
 
 #include "dsl/dsl.h"
 #include "planner/model.h"
+#include "planner/layout.h"
 #include "planner/sema.h"
 #include "planner/stacks.h"
 
@@ -1009,6 +1010,83 @@ static const char MOE_MODEL[] =
     "    lm_head\n"
     "}\n";
 
+/* The router's gate (issue 29): score and norm_topk_prob, their defaults
+ * (softmax, true: Mixtral's, also with the block written without them or
+ * with keys before and after), and the refusals. */
+static void test_moe_gate(void **state)
+{
+    (void)state;
+    static const struct { const char *moe; MoeScore score; bool norm; } cases[] = {
+        { "moe { experts 8; top_k 2 }", MOE_SCORE_SOFTMAX, true },
+        { "moe { experts 8; top_k 2; score sigmoid }", MOE_SCORE_SIGMOID, true },
+        { "moe { norm_topk_prob false; experts 8; top_k 2 }", MOE_SCORE_SOFTMAX, false },
+        { "moe { experts 8; top_k 2; score sigmoid; norm_topk_prob false }", MOE_SCORE_SIGMOID, false },
+        { "moe { experts 8; top_k 2; score softmax; norm_topk_prob true }", MOE_SCORE_SOFTMAX, true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char model[512];
+        snprintf(model, sizeof model, "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+                 "    attention { heads 8 }\n    %s\n    norm {}\n    lm_head\n}\n", cases[i].moe);
+        Run r;
+        char *text = cat3(CLUSTER, model, "plan { }\n");
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "case %zu:\n%s", i, r.diag);
+        assert_int_equal(r.errors, 0);
+        const Layer *l = &r.p.model.layers[2];
+        assert_int_equal(l->kind, LAYER_MOE);
+        assert_int_equal(l->score, cases[i].score);
+        assert_int_equal(!l->topk_unnormalised, cases[i].norm);
+        done(&r);
+        free(text);
+    }
+    /* a shared expert of its own width behind the gate (Qwen2-MoE): its
+     * keys, its exact parameters (norm 2h, router 8h, 8 experts of 3 h 64,
+     * the shared one 3 h 90, the gate h; h = 256) and tp's rule on it */
+    static const char SG[] = "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+        "    attention { heads 8 }\n    moe { experts 8; top_k 2; hidden 64; bias false; shared 1; shared_hidden 90; "
+        "shared_gate true }\n    norm {}\n    lm_head\n}\n";
+    Run r;
+    char *text = cat3(CLUSTER, SG, "plan { }\n");
+    run(&r, text);
+    if (r.errors) fprintf(stderr, "shared gate:\n%s", r.diag);
+    assert_int_equal(r.errors, 0);
+    const Layer *l = &r.p.model.layers[2];
+    assert_int_equal(l->shared_hidden, 90);
+    assert_true(l->shared_gate);
+    bool ovf = false;
+    assert_int_equal(plan_layer_params(&r.p.model, l, 1, &ovf),
+                     2 * 256 + 8 * 256 + 8 * 3 * 256 * 64 + 3 * 256 * 90 + 256);
+    assert_int_equal(plan_layer_params(&r.p.model, l, 2, &ovf),
+                     2 * 256 + 8 * 256 + 8 * 3 * 256 * 32 + 3 * 256 * 45 + 256);   /* gate, router replicated */
+    assert_int_equal(plan_shared_hidden(l), 90);
+    assert_int_equal(l->route_groups, 0);   /* none unless written */
+    char why[160];
+    assert_true(plan_rule_tp_split(&r.p.model, 2, why, sizeof why));
+    assert_false(plan_rule_tp_split(&r.p.model, 4, why, sizeof why));
+    assert_non_null(strstr(why, "tp 4 does not divide moe shared_hidden 90"));
+    done(&r);
+    free(text);
+    static const struct { const char *moe, *msg; } bad[] = {
+        { "moe { experts 8; top_k 2; score tanh }", "unknown score tanh (expected softmax or sigmoid)" },
+        { "moe { experts 8; top_k 2; norm_topk_prob 1 }", "'norm_topk_prob' expects true or false, got 1" },
+        { "moe { experts 8; top_k 2; scores sigmoid }", "did you mean 'score'?" },
+        { "moe { experts 8; top_k 2; shared_gate true }", "shared_gate without shared experts (give shared N" },
+        { "moe { experts 8; top_k 2; shared_hidden 64 }", "shared_hidden without shared experts" },
+        { "moe { experts 8; top_k 2; shared 1; shared_hidden 0 }", "shared_hidden" },
+        { "moe { experts 8; top_k 2; route_groups 3 }", "route_groups 3 does not divide experts 8" },
+        { "moe { experts 8; top_k 2; route_top_groups 1 }", "route_top_groups without route_groups" },
+        { "moe { experts 8; top_k 2; route_groups 4; route_top_groups 5 }", "route_top_groups" },
+        { "moe { experts 8; top_k 4; route_groups 4; route_top_groups 1 }",
+          "route_top_groups 1 of 2 experts each hold fewer than top_k 4 experts" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char model[512];
+        snprintf(model, sizeof model, "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+                 "    attention { heads 8 }\n    %s\n    norm {}\n    lm_head\n}\n", bad[i].moe);
+        expect_one_error(CLUSTER, model, "plan { }\n", bad[i].msg, i);
+    }
+}
+
 static void test_moe_keys(void **state)
 {
     (void)state;
@@ -1530,6 +1608,7 @@ int main(void)
         cmocka_unit_test(test_recompute_keys),
         cmocka_unit_test(test_mla_keys),
         cmocka_unit_test(test_moe_keys),
+        cmocka_unit_test(test_moe_gate),
         cmocka_unit_test(test_cp_keys),
         cmocka_unit_test(test_grad_accum_key),
         cmocka_unit_test(test_dropout_key),

@@ -15,8 +15,8 @@
  * gradients the reference's for those experts, and the router gradient
  * summed over ranks the reference's: within 1e-5 relative (the rows of an
  * expert arrive in the one-rank order, so in practice they are equal).
- * Cases: dropless top-2, capacity 1 (tokens dropped), top-1, and a rank
- * that receives nothing for an expert. Exit status 1 on any failure.
+ * Cases: dropless top-2, capacity 1 (tokens dropped), top-1, a rank that
+ * receives nothing for an expert, and the gates without norm and sigmoid. Exit status 1 on any failure.
  */
 #include <math.h>
 #include <stdio.h>
@@ -63,10 +63,11 @@ static void record(bool ok, const char *what, const char *name)
     if (world_rank == 0) printf("%s %s: %s\n", any ? "FAIL" : "ok  ", name, what);
 }
 
-typedef struct { const char *name; size_t k; double factor; bool skew; } Case;
+typedef struct { const char *name; size_t k; double factor; bool skew; int gate; } Case;
 
 typedef struct {
     size_t B, T, C, E, F, k, cap;
+    int gate;                        /* PRT_MOE_* flags */
     const float *wr, *w1, *w2;       /* router (E, C); per expert (2F, C), (C, F) */
 } Moe;
 
@@ -111,7 +112,7 @@ static bool layer(const Moe *m, size_t B, const float *x, const float *dy, prt_c
     float *logits = zeros(N * E), *w = zeros(N * k), *dw = zeros(N * k), *dl = zeros(N * E);
     int32_t *idx = malloc(N * k * 4 + 4), *row = malloc(N * k * 4 + 4), *cnt = malloc(E * 4);
     prt_moe_router_fwd(logits, x, m->wr, N, C, E);
-    prt_moe_topk_fwd(idx, w, logits, N, E, k);
+    prt_moe_topk_fwd(idx, w, logits, N, E, k, m->gate, 1, 1);
     prt_moe_route(row, cnt, idx, B, m->T, E, k, m->cap);
     size_t R = 0;
     for (size_t e = 0; e < E; e++) R += (size_t)cnt[e];
@@ -148,7 +149,7 @@ static bool layer(const Moe *m, size_t B, const float *x, const float *dy, prt_c
                        ae + off * F, (size_t)local[le]);
     if (ep && ok) ok = prt_moe_ep_to_sources(&x_ep, dxe, dxs) == PRT_OK;
     prt_moe_dispatch_bwd(res->dx, dxs, row, N, C, k);
-    prt_moe_topk_bwd(dl, dw, w, idx, N, E, k);
+    prt_moe_topk_bwd(dl, dw, w, idx, logits, N, E, k, m->gate);
     prt_moe_router_bwd(res->dx, res->dwr, dl, x, m->wr, N, C, E);
     if (ep) {
         prt_moe_ep_free(&x_ep);
@@ -162,7 +163,7 @@ static bool layer(const Moe *m, size_t B, const float *x, const float *dy, prt_c
 static void check_case(prt_ctx *c, const Case *cs)
 {
     const size_t Bg = 4, P = (size_t)world_size;
-    Moe m = { .B = Bg, .T = 16, .C = 16, .E = 8, .F = 8, .k = cs->k };
+    Moe m = { .B = Bg, .T = 16, .C = 16, .E = 8, .F = 8, .k = cs->k, .gate = cs->gate };
     m.cap = prt_moe_capacity(cs->factor, m.T, m.k, m.E);
     size_t N = Bg * m.T, C = m.C;
     float *x = rnd(N * C, 1), *dy = rnd(N * C, 1), *wr = rnd(m.E * C, 1);
@@ -203,10 +204,12 @@ int main(int argc, char **argv)
         return 1;
     }
     static const Case cases[] = {
-        { "dropless top-2", 2, 0.0, false },
-        { "capacity 1.0 top-2", 2, 1.0, false },
-        { "top-1", 1, 0.0, false },
-        { "an expert no token picks", 2, 0.0, true },
+        { "dropless top-2", 2, 0.0, false, PRT_MOE_NORM },
+        { "capacity 1.0 top-2", 2, 1.0, false, PRT_MOE_NORM },
+        { "top-1", 1, 0.0, false, PRT_MOE_NORM },
+        { "an expert no token picks", 2, 0.0, true, PRT_MOE_NORM },
+        { "softmax without norm (Qwen2-MoE) top-2", 2, 0.0, false, 0 },
+        { "sigmoid with norm (DeepSeek-V3) top-2", 2, 0.0, false, PRT_MOE_SIGMOID | PRT_MOE_NORM },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(c, &cases[i]);
     if (world_rank == 0) printf("test_moe_ep on %d ranks (ep %d): %d passed, %d failed\n", world_size,

@@ -45,7 +45,7 @@ static void test_topk_ties(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int32_t idx[3];
         float w[3], sum = 0.0f;
-        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k);
+        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k, PRT_MOE_NORM, 1, 1);
         double den = 0.0;
         for (size_t j = 0; j < cases[c].k; j++)
             den += exp(cases[c].logits[cases[c].idx[j]]);
@@ -56,6 +56,107 @@ static void test_topk_ties(void **state)
         }
         assert_float_equal(sum, 1.0f, 1e-6);
     }
+}
+
+/* Each gate's weights against a double reading of its rule: scores
+ * softmax or sigmoid, divided by the selected ones' sum (norm), else by
+ * the sum over all E (softmax) or 1 (sigmoid); the selection is the same. */
+static void test_gate_weights(void **state)
+{
+    (void)state;
+    enum { E = 6, K = 3 };
+    const float l[E] = {0.3f, -1.2f, 2.1f, 0.9f, 2.1f, -0.4f};
+    const int32_t want[K] = {2, 4, 3};
+    const int gates[] = {0, PRT_MOE_NORM, PRT_MOE_SIGMOID, PRT_MOE_SIGMOID | PRT_MOE_NORM};
+    for (size_t g = 0; g < sizeof gates / sizeof *gates; g++) {
+        int gate = gates[g];
+        int32_t idx[K];
+        float w[K];
+        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate, 1, 1);
+        double sc[E], all = 0.0, sel = 0.0;
+        for (size_t e = 0; e < E; e++)
+            all += sc[e] = (gate & PRT_MOE_SIGMOID) ? 1.0 / (1.0 + exp(-(double)l[e])) : exp((double)l[e]);
+        for (size_t j = 0; j < K; j++)
+            sel += sc[want[j]];
+        double den = (gate & PRT_MOE_NORM) ? sel : (gate & PRT_MOE_SIGMOID) ? 1.0 : all;
+        double sum = 0.0;
+        for (size_t j = 0; j < K; j++) {
+            assert_int_equal(idx[j], want[j]);
+            assert_float_equal(w[j], sc[want[j]] / den, 1e-6);
+            sum += w[j];
+        }
+        if (gate & PRT_MOE_NORM)
+            assert_float_equal(sum, 1.0, 1e-6);
+        else   /* without the norm the k weights sum to less than 1 (softmax) or to 3 sigmoids */
+            assert_true(fabs(sum - 1.0) > 0.05);
+    }
+}
+
+/* Grouped routing against a double reading of the rule: each group's
+ * score is the sum of its k/Kg largest scores, the Kg best groups (ties to
+ * the lower) hold the top-k, the weights are the gate's over those; and a
+ * case whose global top-k spans three groups is confined to two. */
+static void test_grouped_routing(void **state)
+{
+    (void)state;
+    enum { E = 8, K = 4, G = 4, KG = 2 };
+    /* groups {0,1} {2,3} {4,5} {6,7}: the top-4 logits 7, 6, 5, 4 lie in
+     * groups 3, 0, 2, 3. The sigmoids' group sums pick groups 3 and 1
+     * (1.98, 1.22 over 1.05, 1.01: two middling scores beat one high), the
+     * softmax's groups 3 and 0 */
+    static const int32_t by_hand[2][K] = { {6, 7, 2, 3}, {6, 0, 7, 1} };
+    const float l[E] = {6.0f, -3.0f, 0.5f, 0.4f, 5.0f, -4.0f, 7.0f, 4.0f};
+    const int gates[] = {PRT_MOE_SIGMOID | PRT_MOE_NORM, 0};
+    for (size_t gi = 0; gi < 2; gi++) {
+        int gate = gates[gi];
+        int32_t idx[K];
+        float w[K];
+        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate, G, KG);
+        double sc[E], gs[G], mx = 7.0;
+        for (int e = 0; e < E; e++)
+            sc[e] = (gate & PRT_MOE_SIGMOID) ? 1.0 / (1.0 + exp(-(double)l[e])) : exp((double)l[e] - mx);
+        for (int g = 0; g < G; g++) {   /* groups of 2, k/Kg = 2: both members */
+            gs[g] = sc[2 * g] + sc[2 * g + 1];
+        }
+        int best[KG], nb = 0;
+        for (int j = 0; j < KG; j++) {
+            int b = -1;
+            for (int g = 0; g < G; g++) {
+                bool taken = false;
+                for (int i = 0; i < nb; i++) taken = taken || best[i] == g;
+                if (!taken && (b < 0 || gs[g] > gs[b])) b = g;
+            }
+            best[nb++] = b;
+        }
+        /* the allowed experts by logit, descending */
+        int want[K], nw = 0;
+        for (int j = 0; j < K; j++) {
+            int b = -1;
+            for (int e = 0; e < E; e++) {
+                bool ok = e / 2 == best[0] || e / 2 == best[1], taken = false;
+                for (int i = 0; i < nw; i++) taken = taken || want[i] == e;
+                if (ok && !taken && (b < 0 || l[e] > l[b])) b = e;
+            }
+            want[nw++] = b;
+        }
+        for (int j = 0; j < K; j++)
+            assert_int_equal(want[j], by_hand[gi][j]);
+        double den = 0.0, all = 0.0;
+        for (int e = 0; e < E; e++) all += sc[e];
+        for (int j = 0; j < K; j++) den += sc[want[j]];
+        if (!(gate & PRT_MOE_NORM)) den = (gate & PRT_MOE_SIGMOID) ? 1.0 : all;
+        for (int j = 0; j < K; j++) {
+            assert_int_equal(idx[j], want[j]);
+            assert_float_equal(w[j], sc[want[j]] / den, 1e-6);
+        }
+    }
+    /* one group of all, or every group allowed: the plain top-k */
+    int32_t a[K], b[K];
+    float wa[K], wb[K];
+    prt_moe_topk_fwd(a, wa, l, 1, E, K, PRT_MOE_NORM, 1, 1);
+    prt_moe_topk_fwd(b, wb, l, 1, E, K, PRT_MOE_NORM, G, G);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(a[2], 4);   /* 7, 6, 5, 4: expert 4 in group 2, outside the grouped pick */
 }
 
 /* prt_moe_route against a naive reading of the rule: expert by expert,
@@ -75,7 +176,7 @@ static void test_route_capacity(void **state)
         size_t cap = prt_moe_capacity(cases[c].factor, T, k, E);
         assert_int_equal(cap, cases[c].factor > 0
                          ? (size_t)ceil(cases[c].factor * (double)(T * k) / (double)E) : 0);
-        prt_moe_topk_fwd(idx, w, logits, N, E, k);
+        prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM, 1, 1);
         prt_moe_route(row, counts, idx, B, T, E, k, cap);
         int32_t next = 0;
         for (size_t e = 0; e < E; e++) {
@@ -134,8 +235,8 @@ static void test_aux_loss(void **state)
     const size_t B = 2, T = 6, E = 4, k = 2, N = B * T;
     float *logits = rnd(N * E, 2), w[N * k], loss[B];
     int32_t idx[N * k];
-    prt_moe_topk_fwd(idx, w, logits, N, E, k);
-    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f);
+    prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM, 1, 1);
+    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f, PRT_MOE_NORM);
     for (size_t b = 0; b < B; b++) {
         double f[4] = {0}, P[4] = {0};
         for (size_t t = b * T; t < (b + 1) * T; t++) {
@@ -159,7 +260,7 @@ static void test_aux_loss(void **state)
     for (size_t t = 0; t < N; t++)
         for (size_t j = 0; j < k; j++)
             idx[t * k + j] = (int32_t)((t + j) % E);
-    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.5f);
+    prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.5f, PRT_MOE_NORM);
     assert_float_equal(loss[0], 0.5f, 1e-6);
     free(logits);
 }
@@ -171,12 +272,19 @@ typedef struct {
     size_t B, T, C, E, k, F, shared;
     double factor;   /* capacity factor, 0 dropless */
     float aux;       /* load-balancing coefficient, 0 off */
+    int gate;        /* PRT_MOE_SIGMOID, PRT_MOE_NORM flags */
+    size_t SF;       /* the shared experts' width (0: F) */
+    bool sgate;      /* the shared experts' sigmoid gate (Qwen2-MoE) */
+    size_t groups, top_groups;   /* grouped routing (0: none) */
 } MoeCase;
 
 typedef struct {
     const MoeCase *mc;
     size_t N, R, cap;
-    float *x, *wr, *w1, *w2, *s1, *s2;  /* w1 (E, 2F, C), w2 (E, C, F); s* per shared */
+    size_t SF;                          /* the shared experts' width */
+    float *x, *wr, *w1, *w2, *s1, *s2;  /* w1 (E, 2F, C), w2 (E, C, F); s* per shared (2SF, C), (C, SF) */
+    float *gw, *z, *g, *ysum;           /* the shared gate: weight (1, C), logits, sigmoids (N) and the
+                                           shared experts' sum (N, C) */
     float *logits, *w, *xe, *he, *ae, *ye, *out, *hs, *as, *ys, *auxb;
     int32_t *idx, *row, *counts;
 } MoeLayer;
@@ -208,7 +316,7 @@ static void moe_fwd(void *p)
     const MoeCase *m = L->mc;
     size_t N = L->N, C = m->C, E = m->E, k = m->k, F = m->F;
     prt_moe_router_fwd(L->logits, L->x, L->wr, N, C, E);
-    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k);
+    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k, m->gate, m->groups ? m->groups : 1, m->top_groups ? m->top_groups : 1);
     prt_moe_route(L->row, L->counts, L->idx, m->B, m->T, E, k, L->cap);
     prt_moe_dispatch(L->xe, L->x, L->row, N, C, k);
     for (size_t e = 0, off = 0; e < E; off += (size_t)L->counts[e], e++)
@@ -216,14 +324,21 @@ static void moe_fwd(void *p)
             mlp_fwd(L->ye + off * C, L->he + off * 2 * F, L->ae + off * F, L->xe + off * C,
                     L->w1 + e * 2 * F * C, L->w2 + e * C * F, (size_t)L->counts[e], C, F);
     prt_moe_combine(L->out, L->ye, L->row, L->w, N, C, k);
+    size_t SF = L->SF;
+    float *into = m->sgate ? L->ysum : L->out;   /* gated: the shared sum first */
+    if (m->sgate) memset(L->ysum, 0, N * C * sizeof *L->ysum);
     for (size_t s = 0; s < m->shared; s++) {
-        mlp_fwd(L->ys, L->hs + s * N * 2 * F, L->as + s * N * F, L->x, L->s1 + s * 2 * F * C,
-                L->s2 + s * C * F, N, C, F);
-        prt_add_inplace(L->out, L->ys, N * C);
+        mlp_fwd(L->ys, L->hs + s * N * 2 * SF, L->as + s * N * SF, L->x, L->s1 + s * 2 * SF * C,
+                L->s2 + s * C * SF, N, C, SF);
+        prt_add_inplace(into, L->ys, N * C);
+    }
+    if (m->sgate) {
+        prt_moe_router_fwd(L->z, L->x, L->gw, N, C, 1);
+        prt_moe_shared_gate_fwd(L->g, L->out, L->ysum, L->z, N, C);
     }
     float aux = 0.0f;
     if (m->aux > 0) {
-        prt_moe_aux_loss(L->auxb, L->logits, L->idx, m->B, m->T, E, k, m->aux);
+        prt_moe_aux_loss(L->auxb, L->logits, L->idx, m->B, m->T, E, k, m->aux, m->gate);
         for (size_t b = 0; b < m->B; b++)
             aux += L->auxb[b];
     }
@@ -281,14 +396,16 @@ static void check_moe_layer(const MoeCase *m)
 {
     MoeLayer L = {.mc = m};
     size_t N = L.N = m->B * m->T, C = m->C, E = m->E, k = m->k, F = m->F, S = m->shared;
+    size_t SF = L.SF = m->SF ? m->SF : F;
     L.cap = prt_moe_capacity(m->factor, m->T, k, E);
     L.x = rnd(N * C, 1); L.wr = rnd(E * C, 1);
     L.w1 = rnd(E * 2 * F * C, 0.5f); L.w2 = rnd(E * C * F, 0.5f);
-    L.s1 = rnd(S * 2 * F * C + 1, 0.5f); L.s2 = rnd(S * C * F + 1, 0.5f);
+    L.s1 = rnd(S * 2 * SF * C + 1, 0.5f); L.s2 = rnd(S * C * SF + 1, 0.5f);
+    L.gw = rnd(C, 1); L.z = zeros(N); L.g = zeros(N); L.ysum = zeros(N * C);
     L.logits = zeros(N * E); L.w = zeros(N * k); L.auxb = zeros(m->B);
     L.xe = zeros(N * k * C); L.he = zeros(N * k * 2 * F); L.ae = zeros(N * k * F);
     L.ye = zeros(N * k * C); L.out = zeros(N * C + 1);
-    L.hs = zeros(S * N * 2 * F); L.as = zeros(S * N * F); L.ys = zeros(N * C);
+    L.hs = zeros(S * N * 2 * SF); L.as = zeros(S * N * SF); L.ys = zeros(N * C);
     L.idx = malloc(N * k * sizeof *L.idx); L.row = malloc(N * k * sizeof *L.row);
     L.counts = malloc(E * sizeof *L.counts);
     moe_fwd(&L);
@@ -309,13 +426,21 @@ static void check_moe_layer(const MoeCase *m)
     r[N * C] = 1.0f;
     float *dx = zeros(N * C), *dxs = zeros(N * C), *dwr = zeros(E * C);
     float *dw1 = zeros(E * 2 * F * C), *dw2 = zeros(E * C * F);
-    float *ds1 = zeros(S * 2 * F * C + 1), *ds2 = zeros(S * C * F + 1);
+    float *ds1 = zeros(S * 2 * SF * C + 1), *ds2 = zeros(S * C * SF + 1);
+    float *dgw = zeros(C), *dz = zeros(N), *dys = zeros(N * C);
+    const float *dshared = r;   /* the shared experts' output gradient */
+    if (m->sgate) {
+        moe_fwd(&L);
+        prt_moe_shared_gate_bwd(dz, dys, r, L.ysum, L.g, N, C);
+        prt_moe_router_bwd(dx, dgw, dz, L.x, L.gw, N, C, 1);
+        dshared = dys;
+    }
     float *dye = zeros(R * C + 1), *dxe = zeros(R * C + 1), *dw = zeros(N * k);
     float *dlogits = zeros(N * E);
     for (size_t s = 0; s < S; s++) {
         moe_fwd(&L);   /* hs/as hold every shared expert; ys is scratch */
-        mlp_bwd(dxs, ds1 + s * 2 * F * C, ds2 + s * C * F, r, L.x, L.hs + s * N * 2 * F,
-                L.as + s * N * F, L.s1 + s * 2 * F * C, L.s2 + s * C * F, N, C, F);
+        mlp_bwd(dxs, ds1 + s * 2 * SF * C, ds2 + s * C * SF, dshared, L.x, L.hs + s * N * 2 * SF,
+                L.as + s * N * SF, L.s1 + s * 2 * SF * C, L.s2 + s * C * SF, N, C, SF);
         prt_add_inplace(dx, dxs, N * C);
     }
     prt_moe_combine_bwd(dye, dw, r, L.ye, L.row, L.w, N, C, k);
@@ -326,28 +451,31 @@ static void check_moe_layer(const MoeCase *m)
                     L.w2 + e * C * F, (size_t)L.counts[e], C, F);
     prt_moe_dispatch_bwd(dxs, dxe, L.row, N, C, k);
     prt_add_inplace(dx, dxs, N * C);
-    prt_moe_topk_bwd(dlogits, dw, L.w, L.idx, N, E, k);
+    prt_moe_topk_bwd(dlogits, dw, L.w, L.idx, L.logits, N, E, k, m->gate);
     if (m->aux > 0)
-        prt_moe_aux_bwd(dlogits, L.logits, L.idx, m->B, m->T, E, k, m->aux, 1.0f);
+        prt_moe_aux_bwd(dlogits, L.logits, L.idx, m->B, m->T, E, k, m->aux, 1.0f, m->gate);
     prt_moe_router_bwd(dx, dwr, dlogits, L.x, L.wr, N, C, E);
 
     FdTensor ts[] = {
         {"dx", L.x, dx, N * C}, {"dWr", L.wr, dwr, E * C},
         {"dW1", L.w1, dw1, E * 2 * F * C}, {"dW2", L.w2, dw2, E * C * F},
-        {"dS1", L.s1, ds1, S * 2 * F * C}, {"dS2", L.s2, ds2, S * C * F},
+        {"dS1", L.s1, ds1, S * 2 * SF * C}, {"dS2", L.s2, ds2, S * C * SF},
+        {"dGs", L.gw, dgw, C},
     };
     int skipped = 0, probes = 0;
     print_message("  %s: %zu rows, %zu dropped\n", m->name, R, dropped);
-    assert_int_equal(fd_moe(&L, r, nout, ts, S ? 6 : 4, 1e-2, 2e-3, 5e-3, &skipped, &probes), 0);
+    assert_int_equal(fd_moe(&L, r, nout, ts, m->sgate ? 7 : S ? 6 : 4, 1e-2, 2e-3, 5e-3, &skipped, &probes), 0);
     assert_true(skipped * 10 <= probes);   /* routing changes are rare probes */
-    /* the router gradient is not zero when the router matters */
+    /* the router gradient is not zero when the router matters: top-1 with
+     * norm has weight 1 exactly, any other gate weighs by the score */
     double gsum = 0;
     for (size_t i = 0; i < E * C; i++)
         gsum += fabs(dwr[i]);
-    assert_true(k > 1 || m->aux > 0 ? gsum > 0 : gsum == 0);
+    assert_true(k > 1 || m->aux > 0 || m->gate != PRT_MOE_NORM ? gsum > 0 : gsum == 0);
 
     free(r); free(dx); free(dxs); free(dwr); free(dw1); free(dw2); free(ds1); free(ds2);
-    free(dye); free(dxe); free(dw); free(dlogits);
+    free(dye); free(dxe); free(dw); free(dlogits); free(dgw); free(dz); free(dys);
+    free(L.gw); free(L.z); free(L.g); free(L.ysum);
     free(L.x); free(L.wr); free(L.w1); free(L.w2); free(L.s1); free(L.s2);
     free(L.logits); free(L.w); free(L.auxb); free(L.xe); free(L.he); free(L.ae);
     free(L.ye); free(L.out); free(L.hs); free(L.as); free(L.ys);
@@ -355,10 +483,25 @@ static void check_moe_layer(const MoeCase *m)
 }
 
 static const MoeCase moe_cases[] = {
-    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f},
-    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f},
-    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f},
-    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f},
+    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f, PRT_MOE_NORM, 0, false, 0, 0},
+    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f, PRT_MOE_NORM, 0, false, 0, 0},
+    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f, PRT_MOE_NORM, 0, false, 0, 0},
+    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f, PRT_MOE_NORM, 0, false, 0, 0},
+    /* the other gates: Qwen2-MoE's full softmax without renormalising (top-1
+     * too: its weight is not 1), DeepSeek-V3's sigmoid renormalised, the
+     * sigmoid alone; with the aux loss over their scores */
+    {"softmax, no norm, aux", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.05f, 0, 0, false, 0, 0},
+    {"softmax top-1, no norm", 2, 6, 8, 4, 1, 5, 0, 0.0, 0.0f, 0, 0, false, 0, 0},
+    {"sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 0, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false, 0, 0},
+    {"sigmoid, no norm, capacity", 2, 8, 8, 4, 2, 5, 1, 1.0, 0.0f, PRT_MOE_SIGMOID, 0, false, 0, 0},
+    /* shared experts of their own width (DeepSeek: S x its width; Qwen2-MoE:
+     * one wider, behind a sigmoid gate per token) */
+    {"2 shared of width 3", 2, 6, 8, 4, 2, 5, 2, 0.0, 0.0f, PRT_MOE_NORM, 3, false, 0, 0},
+    {"Qwen2-MoE: gated shared of width 9, no norm", 2, 6, 8, 6, 2, 5, 1, 0.0, 0.05f, 0, 9, true, 0, 0},
+    /* grouped routing (DeepSeek-V3: sigmoid, renormalised, 2 of 4 groups) */
+    {"grouped: sigmoid, 2 of 4 groups, top-4", 2, 6, 8, 8, 4, 5, 1, 0.0, 0.05f,
+     PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false, 4, 2},
+    {"grouped: softmax without norm, 1 of 2 groups", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.0f, 0, 0, false, 2, 1},
 };
 
 static void test_moe_layer(void **state)
@@ -372,6 +515,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_ties),
+        cmocka_unit_test(test_gate_weights),
+        cmocka_unit_test(test_grouped_routing),
         cmocka_unit_test(test_route_capacity),
         cmocka_unit_test(test_recv_order),
         cmocka_unit_test(test_aux_loss),

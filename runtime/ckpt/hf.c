@@ -9,7 +9,8 @@
  * such a model onto one Hugging Face architecture, exactly or not at all:
  *
  *   - which architecture (hf_arch): Llama, Mistral (sliding window), Qwen2
- *     (biases on Q, K, V), Qwen3 (q/k norm), Mixtral (routed experts) or GPT-2 (learned
+ *     (biases on Q, K, V), Qwen3 (q/k norm), Mixtral (routed experts), Qwen3-MoE (q/k
+ *     norm and routed experts, renormalised or not) or GPT-2 (learned
  *     positions, LayerNorm, GELU, biases); anything else is refused with
  *     the feature named (Gemma: its sqrt(hidden) embedding scale and
  *     x*(1+w) RMSNorm are not what planc's runtime computes);
@@ -51,6 +52,11 @@ typedef struct {
     bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
     double  attn_softcap, query_scalar, logit_softcap;   /* Gemma 2's; 0: none (absent before them) */
     char    norm_pos[2][16];              /* attention's and the MLP's norm_position ("pre" when absent) */
+    char    score[16];                    /* a mixture's router scores: softmax | sigmoid */
+    int64_t shared_hidden;                /* its shared experts' width (absent: hidden) */
+    bool    shared_gate;                  /* their sigmoid gate (Qwen2-MoE's shared_expert_gate) */
+    int64_t route_groups;                 /* grouped routing's groups (absent or 1: none) */
+    bool    norm_topk;                    /* its top-k weights renormalised (norm_topk_prob) */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
 } HfModel;
@@ -125,6 +131,16 @@ static prt_status parse_model(const char *config, HfModel *m)
         const char *s = js_s(&d, js_get(&d, 0, pk[i]));
         snprintf(m->norm_pos[i], sizeof m->norm_pos[i], "%s", s ? s : "pre");
     }
+    const char *sc = js_s(&d, js_get(&d, 0, "score"));   /* absent: softmax, normalised (Mixtral's) */
+    snprintf(m->score, sizeof m->score, "%s", sc ? sc : "softmax");
+    int nt = js_get(&d, 0, "norm_topk_prob");
+    m->norm_topk = nt < 0 || (d.n[nt].kind == JS_BOOL && d.n[nt].count != 0);
+    double sh = 0;   /* absent (written before issue 29): the experts' width, no gate */
+    m->shared_hidden = num_of(&d, "shared_hidden", &sh) ? (int64_t)sh : m->hidden;
+    double rg = 1;
+    m->route_groups = num_of(&d, "route_groups", &rg) ? (int64_t)rg : 1;
+    int sg = js_get(&d, 0, "shared_gate");
+    m->shared_gate = sg >= 0 && d.n[sg].kind == JS_BOOL && d.n[sg].count != 0;
     js_free(&d);
     return st;
 }
@@ -132,11 +148,13 @@ static prt_status parse_model(const char *config, HfModel *m)
 /* ---- the architecture ------------------------------------------------------- */
 
 /* ORDER HfArch */
-typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_GEMMA, ARCH_QWEN3 } HfArch;
+typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_GEMMA, ARCH_QWEN3,
+               ARCH_QWEN3_MOE, ARCH_QWEN2_MOE } HfArch;
 static const char *const ARCH_CLASS[] = { "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                           "MixtralForCausalLM", "GPT2LMHeadModel", "GemmaForCausalLM",
-                                          "Qwen3ForCausalLM" };
-static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral", "gpt2", "gemma", "qwen3" };
+                                          "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM" };
+static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral", "gpt2", "gemma", "qwen3",
+                                         "qwen3_moe", "qwen2_moe" };
 
 #define REFUSE(...) return ckpt_fail(PRT_ERR_UNSUPPORTED, __VA_ARGS__)
 
@@ -182,12 +200,20 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
         if (m->embed_scale || m->norm_plus_one)
             REFUSE("qk_norm rmsnorm with Gemma's embedding scale or x*(1+w) RMSNorm: Qwen3 has neither "
                    "(Gemma 3 is not written)");
-        if (m->moe) REFUSE("qk_norm rmsnorm with moe: Qwen3-MoE is not written");
         if (!strcmp(m->attn_bias, "qkv"))
             REFUSE("qk_norm rmsnorm with bias qkv: Qwen3's attention_bias puts biases on Q, K, V and the output");
         if (m->ffn_bias) REFUSE("qk_norm rmsnorm with MLP biases: Qwen3's MLP has none");
         if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
         *arch = ARCH_QWEN3;
+        if (m->moe) {   /* Qwen3-MoE: Qwen3's attention, softmax top-k experts, norm_topk_prob either way */
+            if (m->shared)
+                REFUSE("shared experts (%lld) with qk_norm: Qwen3-MoE has none (Qwen2-MoE is not written)",
+                       (long long)m->shared);
+            if (m->cap > 0) REFUSE("capacity_factor %g: Qwen3-MoE drops no tokens", m->cap);
+            if (strcmp(m->score, "softmax")) REFUSE("score %s: Qwen3-MoE's router is a softmax", m->score);
+            if (strcmp(m->attn_bias, "none")) REFUSE("attention biases with moe: Qwen3-MoE has none");
+            *arch = ARCH_QWEN3_MOE;
+        }
         return PRT_OK;
     }
     if (m->embed_scale) REFUSE("embedding { scale sqrt_dim } without act geglu: only Gemma scales the embedding");
@@ -209,9 +235,27 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
         REFUSE("layernorm with RoPE: Llama, Mistral, Qwen2 and Mixtral use RMSNorm");
     if (strcmp(m->act, "swiglu")) REFUSE("act %s with RoPE: Llama, Mistral, Qwen2 and Mixtral use SwiGLU", m->act);
     if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
+    if (m->moe && m->route_groups > 1)
+        REFUSE("route_groups %lld: grouped routing is DeepSeek-V3's (not written); Mixtral and the Qwen MoE "
+               "models route over every expert", (long long)m->route_groups);
+    if (m->moe && m->shared) {   /* Qwen2-MoE: one gated shared expert, biases on Q, K, V */
+        if (m->shared != 1 || !m->shared_gate)
+            REFUSE("shared experts (%lld)%s: Mixtral has none and Qwen2-MoE has one behind shared_gate (DeepSeek "
+                   "is not written)", (long long)m->shared, m->shared_gate ? "" : " without shared_gate");
+        if (strcmp(m->attn_bias, "qkv") || m->ffn_bias)
+            REFUSE("a gated shared expert with attention bias %s%s: Qwen2-MoE has biases on Q, K, V alone",
+                   m->attn_bias, m->ffn_bias ? " and MLP biases" : "");
+        if (m->cap > 0) REFUSE("capacity_factor %g: Qwen2-MoE drops no tokens", m->cap);
+        if (strcmp(m->score, "softmax")) REFUSE("score %s: Qwen2-MoE's router is a softmax", m->score);
+        *arch = ARCH_QWEN2_MOE;
+        return PRT_OK;
+    }
     if (m->moe) {
-        if (m->shared) REFUSE("shared experts (%lld): Mixtral has none (Qwen2-MoE and DeepSeek are not written)", (long long)m->shared);
+        if (m->shared) REFUSE("shared experts (%lld): Mixtral has none (DeepSeek is not written)", (long long)m->shared);
         if (m->cap > 0) REFUSE("capacity_factor %g: Mixtral drops no tokens", m->cap);
+        if (strcmp(m->score, "softmax") || !m->norm_topk)
+            REFUSE("score %s, norm_topk_prob %s: Mixtral's router renormalises the softmax over its top-k",
+                   m->score, m->norm_topk ? "true" : "false");
         if (strcmp(m->attn_bias, "none") || m->ffn_bias) REFUSE("biases in a mixture-of-experts model: Mixtral has none");
         *arch = ARCH_MIXTRAL;
         return PRT_OK;
@@ -318,12 +362,16 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
     }
     out[n++] = REQ("vocab_size", VI(m->vocab));
     out[n++] = REQ("hidden_size", VI(m->dim));
-    out[n++] = REQ("intermediate_size", VI(m->hidden));
+    /* Qwen-MoE: intermediate_size is the dense blocks' width; every block is
+       a mixture here, so it is written (the experts' width) and not read */
+    bool qmoe = a == ARCH_QWEN3_MOE || a == ARCH_QWEN2_MOE;
+    out[n++] = qmoe ? INFO("intermediate_size", VI(m->hidden)) : REQ("intermediate_size", VI(m->hidden));
     out[n++] = REQ("num_hidden_layers", VI(m->blocks));
     out[n++] = REQ("num_attention_heads", VI(m->heads));
     out[n++] = m->kv == m->heads ? OPT("num_key_value_heads", VI(m->kv), VI(m->heads))
                                  : REQ("num_key_value_heads", VI(m->kv));
-    if (a == ARCH_QWEN3) out[n++] = OPT("head_dim", VI(m->hd), VI(128));   /* Qwen3Config's default */
+    if (a == ARCH_QWEN3 || a == ARCH_QWEN3_MOE)
+        out[n++] = OPT("head_dim", VI(m->hd), VI(128));   /* Qwen3Config's and Qwen3MoeConfig's default */
     else out[n++] = m->hd * m->heads == m->dim ? OPT("head_dim", VI(m->hd), VI(m->hd)) : REQ("head_dim", VI(m->hd));
     out[n++] = OPT("hidden_act", VS("silu"), VS("silu"));
     out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq), false };
@@ -335,10 +383,11 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         out[n++] = OPT("attention_bias", VB(!strcmp(m->attn_bias, "all")), VB(false));
         out[n++] = OPT("mlp_bias", VB(m->ffn_bias), VB(false));
     }
-    if (a == ARCH_QWEN3) out[n++] = OPT("attention_bias", VB(!strcmp(m->attn_bias, "all")), VB(false));
+    if (a == ARCH_QWEN3 || a == ARCH_QWEN3_MOE)
+        out[n++] = OPT("attention_bias", VB(!strcmp(m->attn_bias, "all")), VB(false));
     if (a == ARCH_MISTRAL) out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
     if (a == ARCH_MIXTRAL) out[n++] = m->window ? REQ("sliding_window", VI(m->window)) : OPT("sliding_window", VN, VN);
-    if (a == ARCH_QWEN2 || a == ARCH_QWEN3) {   /* Qwen3Config keeps Qwen2's window fields */
+    if (a == ARCH_QWEN2 || a == ARCH_QWEN3 || qmoe) {   /* Qwen3Config and the MoE ones keep Qwen2's window fields */
         out[n++] = OPT("use_sliding_window", VB(m->window > 0), VB(false));
         if (m->window) {
             out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
@@ -353,6 +402,17 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
     if (a == ARCH_MIXTRAL) {
         out[n++] = REQ("num_local_experts", VI(m->experts));
         out[n++] = REQ("num_experts_per_tok", VI(m->top_k));
+        out[n++] = INFO("router_aux_loss_coef", VF(m->aux));
+        out[n++] = INFO("output_router_logits", VB(false));
+    }
+    if (qmoe) {   /* Qwen3MoeConfig, Qwen2MoeConfig: every block a mixture of moe_intermediate_size experts */
+        out[n++] = REQ("moe_intermediate_size", VI(m->hidden));
+        if (a == ARCH_QWEN2_MOE) out[n++] = REQ("shared_expert_intermediate_size", VI(m->shared_hidden));
+        out[n++] = REQ("num_experts", VI(m->experts));
+        out[n++] = REQ("num_experts_per_tok", VI(m->top_k));
+        out[n++] = OPT("norm_topk_prob", VB(m->norm_topk), VB(false));
+        out[n++] = OPT("decoder_sparse_step", VI(1), VI(1));
+        out[n++] = OPT("mlp_only_layers", VN, VN);   /* none ([] reads as none) */
         out[n++] = INFO("router_aux_loss_coef", VF(m->aux));
         out[n++] = INFO("output_router_logits", VB(false));
     }
@@ -419,7 +479,7 @@ static bool val_matches(const js_doc *d, int i, const HfField *f, char *got, siz
     case V_FLT:  return x->kind == JS_NUM && fabs(v - f->v.f) <= 1e-6 * fabs(f->v.f);
     case V_BOOL: return x->kind == JS_BOOL && (x->count != 0) == f->v.b;
     case V_STR:  return x->kind == JS_STR && !strcmp(x->str, f->v.s);
-    case V_NULL: return x->kind == JS_NULL;
+    case V_NULL: return x->kind == JS_NULL || (x->kind == JS_ARR && x->count == 0);   /* [] is none */
     }
     return false;
 }
@@ -520,8 +580,10 @@ static void add(Map *mp, const char *pname, size_t R, size_t C, int nd, size_t p
 /* A whole vector or matrix, one to one. */
 #define ONE(pn, R, C, hn, T) add(mp, pn, R, C, (C) == 1 ? 1 : 2, 0, R, hn, 0, T)
 
-/* Llama, Mistral, Qwen2, Qwen3, Mixtral: one decoder block b (planc layers la, la+1). */
-static void map_llama_block(Map *mp, const HfModel *m, int b, int la)
+/* Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE: one decoder block b
+ * (planc layers la, la+1). Qwen3-MoE names Mixtral's router and experts
+ * mlp.gate and mlp.experts.E.{gate,up,down}_proj. */
+static void map_llama_block(Map *mp, const HfModel *m, HfArch a, int b, int la)
 {
     size_t C = (size_t)m->dim, D = (size_t)m->hd, Q = (size_t)m->heads * D, K = (size_t)m->kv * D,
            F = (size_t)m->hidden, QKV = Q + 2 * K;
@@ -547,14 +609,26 @@ static void map_llama_block(Map *mp, const HfModel *m, int b, int la)
     }
     if (m->moe) {
         ONE(P("layers.%d.moe_norm.weight", lf), C, 1, H("model.layers.%d.post_attention_layernorm.weight", b), false);
+        bool q3 = a == ARCH_QWEN3_MOE || a == ARCH_QWEN2_MOE;   /* the Qwen MoE names */
         ONE(P("layers.%d.block_sparse_moe.gate.weight", lf), (size_t)m->experts, C,
-            H("model.layers.%d.block_sparse_moe.gate.weight", b), false);
+            H(q3 ? "model.layers.%d.mlp.gate.weight" : "model.layers.%d.block_sparse_moe.gate.weight", b), false);
         static const char *const w[3] = { "w1", "w3", "w2" };   /* gate, up, down */
+        static const char *const q3w[3] = { "gate_proj", "up_proj", "down_proj" };
         for (int64_t e = 0; e < m->experts; e++)
             for (int k = 0; k < 3; k++)
                 add(mp, P("layers.%d.block_sparse_moe.experts.%lld.%s.weight", lf, (long long)e, w[k]),
                     k < 2 ? F : C, k < 2 ? C : F, 2, 0, k < 2 ? F : C,
-                    H("model.layers.%d.block_sparse_moe.experts.%lld.%s.weight", b, (long long)e, w[k]), 0, false);
+                    q3 ? H("model.layers.%d.mlp.experts.%lld.%s.weight", b, (long long)e, q3w[k])
+                       : H("model.layers.%d.block_sparse_moe.experts.%lld.%s.weight", b, (long long)e, w[k]), 0, false);
+        if (a == ARCH_QWEN2_MOE) {   /* the shared expert (shared_hidden wide) and its (1, C) gate */
+            size_t S = (size_t)m->shared_hidden;
+            for (int k = 0; k < 3; k++)
+                add(mp, P("layers.%d.block_sparse_moe.shared_experts.0.%s.weight", lf, w[k]),
+                    k < 2 ? S : C, k < 2 ? C : S, 2, 0, k < 2 ? S : C,
+                    H("model.layers.%d.mlp.shared_expert.%s.weight", b, q3w[k]), 0, false);
+            ONE(P("layers.%d.block_sparse_moe.shared_expert_gate.weight", lf), 1, C,
+                H("model.layers.%d.mlp.shared_expert_gate.weight", b), false);
+        }
         return;
     }
     ONE(P("layers.%d.mlp_norm.weight", lf), C, 1, H("model.layers.%d.post_attention_layernorm.weight", b), false);
@@ -600,7 +674,7 @@ static prt_status hf_map(const HfModel *m, HfArch a, Map *mp)
     if (g) ONE("wpe.weight", (size_t)m->seq, C, "transformer.wpe.weight", false);
     for (int b = 0; b < (int)m->blocks; b++) {
         if (g) map_gpt2_block(mp, m, b, 1 + 2 * b);
-        else map_llama_block(mp, m, b, 1 + 2 * b);
+        else map_llama_block(mp, m, a, b, 1 + 2 * b);
     }
     ONE("norm.weight", C, 1, g ? "transformer.ln_f.weight" : "model.norm.weight", false);
     if (g) ONE("norm.bias", C, 1, "transformer.ln_f.bias", false);

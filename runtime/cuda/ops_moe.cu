@@ -71,7 +71,7 @@ extern "C" void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits
                dwr, dlogits, CBF(x), N, C, E);
 }
 
-/* ---- top-k and its softmax ------------------------------------------------ */
+/* ---- top-k and its gate ------------------------------------------------ */
 
 /* Larger first, ties to the lower index: moe.c's ranks_before. */
 static __device__ __forceinline__ bool ranks_before(float a, size_t ia, float b, size_t ib)
@@ -79,51 +79,127 @@ static __device__ __forceinline__ bool ranks_before(float a, size_t ia, float b,
     return a > b || (a == b && ia < ib);
 }
 
+/* moe.c's gate_score: sigmoid, or softmax's unnormalised exp(l - mx). */
+static __device__ __forceinline__ float gate_score(float l, float mx, int gate)
+{
+    return (gate & PRT_MOE_SIGMOID) ? 1.0f / (1.0f + expf(-l)) : expf(l - mx);
+}
+
+/* moe.c's gate_denominator: the selected scores' sum under PRT_MOE_NORM,
+ * else softmax's sum over all E, or 1 for sigmoid. */
+static __device__ float gate_denominator(const float *l, const int32_t *id, size_t E, size_t k, float mx,
+                                         int gate)
+{
+    float s = 0.0f;
+    if (gate & PRT_MOE_NORM) { for (size_t j = 0; j < k; j++) s += gate_score(l[id[j]], mx, gate); }
+    else if (gate & PRT_MOE_SIGMOID) s = 1.0f;
+    else for (size_t e = 0; e < E; e++) s += gate_score(l[e], mx, gate);
+    return s;
+}
+
+/* moe.c's row_max. */
+static __device__ float row_max(const float *l, size_t E)
+{
+    float mx = l[0];
+    for (size_t e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
+    return mx;
+}
+
+/* moe.c's allowed_groups: whether group g of E/G experts is among the Kg
+ * best, each ranked by the sum of its k/Kg (at least 1) largest scores in
+ * descending order; chosen[G] (G <= MOE_MAX_E). */
+static __device__ void allowed_groups(bool *chosen, const float *l, size_t E, size_t k, size_t G, size_t Kg,
+                                      float mx, int gate)
+{
+    size_t per = E / G, m = k / Kg ? k / Kg : 1;
+    float gs[MOE_MAX_E], top[MOE_MAX_E];
+    for (size_t g = 0; g < G; g++) {
+        size_t n = 0;
+        for (size_t e = g * per; e < (g + 1) * per; e++) {
+            float v = gate_score(l[e], mx, gate);
+            size_t at = n < m ? n++ : m;
+            while (at > 0 && top[at - 1] < v) {
+                if (at < m) top[at] = top[at - 1];
+                at--;
+            }
+            if (at < m) top[at] = v;
+        }
+        gs[g] = 0.0f;
+        for (size_t i = 0; i < n; i++) gs[g] += top[i];
+        chosen[g] = false;
+    }
+    for (size_t j = 0; j < Kg; j++) {
+        size_t best = G;
+        for (size_t g = 0; g < G; g++)
+            if (!chosen[g] && (best == G || ranks_before(gs[g], g, gs[best], best))) best = g;
+        chosen[best] = true;
+    }
+}
+
 __global__ static void k_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                                  size_t k)
+                                  size_t k, int gate, size_t G, size_t Kg)
 {
     size_t t = gtid();
     if (t >= N) return;
     const float *l = logits + t * E;
     int32_t *id = idx + t * k;
+    float mx = row_max(l, E);
+    bool grouped = G > 1 && Kg < G, chosen[MOE_MAX_E];
+    if (grouped) allowed_groups(chosen, l, E, k, G, Kg, mx, gate);
     for (size_t j = 0; j < k; j++) {
         size_t best = E;
         for (size_t e = 0; e < E; e++) {
-            bool taken = false;
+            bool taken = grouped && !chosen[e / (E / G)];
             for (size_t i = 0; i < j && !taken; i++) taken = (size_t)id[i] == e;
             if (!taken && (best == E || ranks_before(l[e], e, l[best], best))) best = e;
         }
         id[j] = (int32_t)best;
     }
-    float mx = l[id[0]], s = 0.0f;
-    for (size_t j = 0; j < k; j++) s += w[t * k + j] = expf(l[id[j]] - mx);
-    for (size_t j = 0; j < k; j++) w[t * k + j] /= s;
+    float s = gate_denominator(l, id, E, k, mx, gate);
+    for (size_t j = 0; j < k; j++) w[t * k + j] = gate_score(l[id[j]], mx, gate) / s;
 }
 
+/* moe.c's prt_moe_topk_bwd, one thread per token. */
 __global__ static void k_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                                  size_t N, size_t E, size_t k)
+                                  const float *logits, size_t N, size_t E, size_t k, int gate)
 {
     size_t t = gtid();
     if (t >= N) return;
-    const float *wt = w + t * k, *dwt = dw + t * k;
+    const float *wt = w + t * k, *dwt = dw + t * k, *l = logits + t * E;
+    const int32_t *id = idx + t * k;
+    float *dl = dlogits + t * E;
     float dot = 0.0f;
     for (size_t j = 0; j < k; j++) dot += wt[j] * dwt[j];
-    for (size_t e = 0; e < E; e++) dlogits[t * E + e] = 0.0f;
-    for (size_t j = 0; j < k; j++) dlogits[t * E + (size_t)idx[t * k + j]] = wt[j] * (dwt[j] - dot);
+    for (size_t e = 0; e < E; e++) dl[e] = 0.0f;
+    if (gate & PRT_MOE_SIGMOID) {
+        float mx = row_max(l, E), s = gate_denominator(l, id, E, k, mx, gate);
+        for (size_t j = 0; j < k; j++) {
+            float sj = gate_score(l[id[j]], mx, gate);
+            float g = (gate & PRT_MOE_NORM) ? (dwt[j] - dot) / s : dwt[j];
+            dl[id[j]] = sj * (1.0f - sj) * g;
+        }
+    } else if (gate & PRT_MOE_NORM) {
+        for (size_t j = 0; j < k; j++) dl[id[j]] = wt[j] * (dwt[j] - dot);
+    } else {
+        float mx = row_max(l, E), s = gate_denominator(l, id, E, k, mx, gate);
+        for (size_t e = 0; e < E; e++) dl[e] = -gate_score(l[e], mx, gate) / s * dot;
+        for (size_t j = 0; j < k; j++) dl[id[j]] += wt[j] * dwt[j];
+    }
 }
 
 extern "C" void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                                 size_t k)
+                                 size_t k, int gate, size_t groups, size_t top_groups)
 {
     PRT_OP_ENTER("prt_moe_topk_fwd");
-    PRT_LAUNCH("prt_moe_topk_fwd", grid_for(N), 0, k_topk_fwd, idx, w, logits, N, E, k);
+    if (groups > MOE_MAX_E) { prt_op_fail(PRT_ERR_ARG, "prt_moe_topk_fwd", "more than 256 groups"); return; }
+    PRT_LAUNCH("prt_moe_topk_fwd", grid_for(N), 0, k_topk_fwd, idx, w, logits, N, E, k, gate, groups, top_groups);
 }
 
 extern "C" void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                                 size_t N, size_t E, size_t k)
+                                 const float *logits, size_t N, size_t E, size_t k, int gate)
 {
     PRT_OP_ENTER("prt_moe_topk_bwd");
-    PRT_LAUNCH("prt_moe_topk_bwd", grid_for(N), 0, k_topk_bwd, dlogits, dw, w, idx, N, E, k);
+    PRT_LAUNCH("prt_moe_topk_bwd", grid_for(N), 0, k_topk_bwd, dlogits, dw, w, idx, logits, N, E, k, gate);
 }
 
 /* ---- routing ---------------------------------------------------------------
@@ -265,13 +341,18 @@ extern "C" void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout
 
 /* ---- the load-balancing loss -------------------------------------------------- */
 
-/* The softmax over E logits of one token into p. */
-static __device__ void softmax_row(float *p, const float *l, size_t E)
+/* moe.c's score_row: the aux loss's distribution p (E) of one token (the
+ * softmax, or the sigmoids normalised to sum 1) and, when dp is given, the
+ * factor of its backward (p_e, or s_e (1 - s_e) / sum s). */
+static __device__ void score_row(float *p, float *dp, const float *l, size_t E, int gate)
 {
     float mx = l[0], s = 0.0f;
     for (size_t e = 1; e < E; e++) mx = fmaxf(mx, l[e]);
-    for (size_t e = 0; e < E; e++) s += p[e] = expf(l[e] - mx);
-    for (size_t e = 0; e < E; e++) p[e] /= s;
+    for (size_t e = 0; e < E; e++) s += p[e] = gate_score(l[e], mx, gate);
+    for (size_t e = 0; e < E; e++) {
+        if (dp) dp[e] = (gate & PRT_MOE_SIGMOID) ? p[e] * (1.0f - p[e]) / s : p[e] / s;
+        p[e] /= s;
+    }
 }
 
 /* f (E): sequence b's fraction of its T k assignments per expert. */
@@ -283,7 +364,7 @@ static __device__ void seq_fractions(float *f, const int32_t *idx, size_t b, siz
 }
 
 __global__ static void k_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B, size_t T,
-                                  size_t E, size_t k, float coeff)
+                                  size_t E, size_t k, float coeff, int gate)
 {
     size_t b = gtid();
     if (b >= B) return;
@@ -291,7 +372,7 @@ __global__ static void k_aux_loss(float *loss, const float *logits, const int32_
     seq_fractions(f, idx, b, T, E, k);
     for (size_t e = 0; e < E; e++) P[e] = 0.0f;
     for (size_t t = b * T; t < (b + 1) * T; t++) {
-        softmax_row(p, logits + t * E, E);
+        score_row(p, NULL, logits + t * E, E, gate);
         for (size_t e = 0; e < E; e++) P[e] += p[e] / (float)T;
     }
     float s = 0.0f;
@@ -300,33 +381,82 @@ __global__ static void k_aux_loss(float *loss, const float *logits, const int32_
 }
 
 __global__ static void k_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
-                                 size_t T, size_t E, size_t k, float g)
+                                 size_t T, size_t E, size_t k, float g, int gate)
 {
     size_t t = gtid();
     if (t >= B * T) return;
-    float f[MOE_MAX_E], p[MOE_MAX_E];
+    float f[MOE_MAX_E], p[MOE_MAX_E], dp[MOE_MAX_E];
     seq_fractions(f, idx, t / T, T, E, k);
-    softmax_row(p, logits + t * E, E);
+    score_row(p, dp, logits + t * E, E, gate);
     float fp = 0.0f;
     for (size_t e = 0; e < E; e++) fp += f[e] * p[e];
-    for (size_t e = 0; e < E; e++) dlogits[t * E + e] += g * p[e] * (f[e] - fp);
+    for (size_t e = 0; e < E; e++) dlogits[t * E + e] += g * dp[e] * (f[e] - fp);
 }
 
 extern "C" void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B, size_t T,
-                                 size_t E, size_t k, float coeff)
+                                 size_t E, size_t k, float coeff, int gate)
 {
     PRT_OP_ENTER("prt_moe_aux_loss");
     if (E > MOE_MAX_E) { prt_op_fail(PRT_ERR_ARG, "prt_moe_aux_loss", "more than 256 experts"); return; }
-    PRT_LAUNCH("prt_moe_aux_loss", grid_for(B), 0, k_aux_loss, loss, logits, idx, B, T, E, k, coeff);
+    PRT_LAUNCH("prt_moe_aux_loss", grid_for(B), 0, k_aux_loss, loss, logits, idx, B, T, E, k, coeff, gate);
 }
 
 extern "C" void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
-                                size_t T, size_t E, size_t k, float coeff, float scale)
+                                size_t T, size_t E, size_t k, float coeff, float scale, int gate)
 {
     PRT_OP_ENTER("prt_moe_aux_bwd");
     if (E > MOE_MAX_E) { prt_op_fail(PRT_ERR_ARG, "prt_moe_aux_bwd", "more than 256 experts"); return; }
     float g = scale * coeff * (float)E / (float)T;   /* moe.c's factor */
-    PRT_LAUNCH("prt_moe_aux_bwd", grid_for(B * T), 0, k_aux_bwd, dlogits, logits, idx, B, T, E, k, g);
+    PRT_LAUNCH("prt_moe_aux_bwd", grid_for(B * T), 0, k_aux_bwd, dlogits, logits, idx, B, T, E, k, g, gate);
+}
+
+/* ---- the shared experts' gate ---------------------------------------------- */
+
+__global__ static void k_shared_gate_sigmoid(float *g, const float *z, size_t N)
+{
+    size_t t = gtid();
+    if (t < N) g[t] = 1.0f / (1.0f + expf(-z[t]));
+}
+
+__global__ static void k_shared_gate_fwd(bf *out, const bf *ys, const float *g, size_t N, size_t C)
+{
+    size_t i = gtid();
+    if (i < N * C) out[i] = to_bf(ld(out, i) + g[i / C] * ld(ys, i));
+}
+
+__global__ static void k_shared_gate_bwd_rows(bf *dys, const bf *dy, const float *g, size_t N, size_t C)
+{
+    size_t i = gtid();
+    if (i < N * C) dys[i] = to_bf(g[i / C] * ld(dy, i));
+}
+
+/* one thread per token: the dot in c order, as the CPU */
+__global__ static void k_shared_gate_bwd_logit(float *dz, const bf *dy, const bf *ys, const float *g, size_t N,
+                                               size_t C)
+{
+    size_t t = gtid();
+    if (t >= N) return;
+    float dot = 0.0f;
+    for (size_t c = 0; c < C; c++) dot += ld(dy, t * C + c) * ld(ys, t * C + c);
+    dz[t] = g[t] * (1.0f - g[t]) * dot;
+}
+
+extern "C" void prt_moe_shared_gate_fwd(float *g, prt_act *out, const prt_act *ys, const float *z, size_t N,
+                                        size_t C)
+{
+    PRT_OP_ENTER("prt_moe_shared_gate_fwd");
+    if (!N) return;
+    PRT_LAUNCH("prt_moe_shared_gate_fwd", grid_for(N), 0, k_shared_gate_sigmoid, g, z, N);
+    PRT_LAUNCH("prt_moe_shared_gate_fwd", grid_for(N * C), 0, k_shared_gate_fwd, BF(out), CBF(ys), g, N, C);
+}
+
+extern "C" void prt_moe_shared_gate_bwd(float *dz, prt_act *dys, const prt_act *dy, const prt_act *ys,
+                                        const float *g, size_t N, size_t C)
+{
+    PRT_OP_ENTER("prt_moe_shared_gate_bwd");
+    if (!N) return;
+    PRT_LAUNCH("prt_moe_shared_gate_bwd", grid_for(N * C), 0, k_shared_gate_bwd_rows, BF(dys), CBF(dy), g, N, C);
+    PRT_LAUNCH("prt_moe_shared_gate_bwd", grid_for(N), 0, k_shared_gate_bwd_logit, dz, CBF(dy), CBF(ys), g, N, C);
 }
 
 /* ---- the receiver's order -------------------------------------------------------- */

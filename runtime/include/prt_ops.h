@@ -523,7 +523,15 @@ static inline size_t prt_xent_real_cols(size_t Vl, size_t v0, size_t V)
  * A MoE layer on N = B*T tokens (B whole sequences of T), E experts, top-k:
  *   1. prt_moe_router_fwd: logits (N, E) fp32 = x Wr^T, Wr (E, C), no bias.
  *   2. prt_moe_topk_fwd: idx, w (N, k): the k largest logits, ties to the
- *      lower expert index, w the softmax over those k (Mixtral's order).
+ *      lower expert index; w by gate (PRT_MOE_* flags): the scores s =
+ *      softmax (exp) or sigmoid of the selected logits, divided under
+ *      PRT_MOE_NORM by their sum (softmax|norm: the softmax over those k,
+ *      Mixtral's order), else softmax's by the sum over all E (Qwen2-MoE)
+ *      and sigmoid's by 1. With groups G > 1 (grouped routing, DeepSeek-V3's
+ *      n_group / topk_group) only the experts of the top_groups best of G
+ *      groups of E/G compete, a group ranked by the sum of its k/top_groups
+ *      (at least 1) largest scores, ties to the lower group; the weights
+ *      and the backward are the gate's as without groups.
  *   3. prt_moe_route: row (N, k) = the token's row in the expert-sorted
  *      buffer (experts in order, each expert's rows in (token, k) order), or
  *      -1 when capacity dropped it; counts (E) = rows per expert. Capacity
@@ -540,21 +548,25 @@ static inline size_t prt_xent_real_cols(size_t Vl, size_t v0, size_t V)
  *   7. prt_moe_aux_loss: loss (B) per sequence = coeff * E * sum_e f_e P_e
  *      (Switch Transformer eq. 4): f_e the fraction of the sequence's T*k
  *      top-k assignments (before capacity) to e, P_e the mean over its
- *      tokens of the full softmax over E.
+ *      tokens of the full softmax over E (PRT_MOE_SIGMOID: of the E
+ *      sigmoids normalised to sum 1, as Megatron-Core).
  * Backward in reverse; dx of dispatch and dye/dw of combine and dlogits of
  * topk overwrite; prt_moe_aux_bwd adds scale * d(sum_b loss_b)/dlogits;
  * prt_moe_router_bwd accumulates into dx (a branch of the layer input) and
  * dWr. logits, w, dw, dlogits, loss are fp32; idx, row, counts int32; all
  * device arrays on CUDA. Every sum over a token's k rows runs in k order,
  * so the result does not depend on which rank holds which expert. */
+/* The gate's flags (plan keys score and norm_topk_prob): softmax unless
+ * PRT_MOE_SIGMOID; PRT_MOE_NORM divides the top-k scores by their sum. */
+enum { PRT_MOE_SIGMOID = 1, PRT_MOE_NORM = 2 };
 void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr,
                         size_t N, size_t C, size_t E);
 void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits, const prt_act *x,
                         const prt_act *wr, size_t N, size_t C, size_t E);
 void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                      size_t k);
+                      size_t k, int gate, size_t groups, size_t top_groups);
 void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                      size_t N, size_t E, size_t k);
+                      const float *logits, size_t N, size_t E, size_t k, int gate);
 void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, size_t T,
                    size_t E, size_t k, size_t cap);
 void prt_moe_dispatch(prt_act *xe, const prt_act *x, const int32_t *row, size_t N,
@@ -566,9 +578,18 @@ void prt_moe_combine(prt_act *out, const prt_act *ye, const int32_t *row, const 
 void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout, const prt_act *ye,
                          const int32_t *row, const float *w, size_t N, size_t C, size_t k);
 void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B,
-                      size_t T, size_t E, size_t k, float coeff);
+                      size_t T, size_t E, size_t k, float coeff, int gate);
 void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
-                     size_t T, size_t E, size_t k, float coeff, float scale);
+                     size_t T, size_t E, size_t k, float coeff, float scale, int gate);
+/* The shared experts' gate (Qwen2-MoE's shared_expert_gate): z (N) fp32
+ * the gate's logits (prt_moe_router_fwd with E = 1), g (N) = sigmoid(z),
+ * out (N, C) += g_t ys_t with ys the shared experts' sum. Backward: dys
+ * (N, C) = g_t dy_t and dz (N) = g (1 - g) sum_c dy ys, both overwritten;
+ * with ys a partial sum over TP so is dz (the caller sums it over TP). */
+void prt_moe_shared_gate_fwd(float *g, prt_act *out, const prt_act *ys, const float *z, size_t N,
+                             size_t C);
+void prt_moe_shared_gate_bwd(float *dz, prt_act *dys, const prt_act *dy, const prt_act *ys,
+                             const float *g, size_t N, size_t C);
 /* out (R, C): out[i] = in[perm[i]]; unsort: out[perm[i]] = in[i]. */
 void prt_moe_sort_rows(prt_act *out, const prt_act *in, const int32_t *perm, size_t R,
                        size_t C);

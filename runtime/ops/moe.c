@@ -1,7 +1,8 @@
 /*
  * moe.c: the mixture-of-experts pieces of the CPU build (issue 17): the
- * router, top-k with the softmax over the selected logits (Mixtral, Jiang
- * et al. 2024), the routing plan with per-sequence capacity (GShard,
+ * router, top-k and its gate (the softmax over the selected logits of
+ * Mixtral, Jiang et al. 2024; the full softmax's top-k of Qwen2-MoE; the
+ * sigmoid scores of DeepSeek-V3, normalised or not), the routing plan with per-sequence capacity (GShard,
  * Lepikhin et al. 2020), dispatch (tokens -> expert-sorted rows), combine
  * (rows -> tokens, weighted), the load-balancing loss (Switch Transformer,
  * Fedus et al. 2021, eq. 4) and every backward.
@@ -22,6 +23,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 #include "ops_err.h"
 
@@ -53,48 +55,153 @@ static int ranks_before(float a, size_t ia, float b, size_t ib)
     return a > b || (a == b && ia < ib);
 }
 
-void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                      size_t k)
+/* The router's score of one logit under gate (PRT_MOE_SIGMOID or softmax's
+ * unnormalised exp(l - mx)); both rise with the logit, so the top-k by
+ * logit is the top-k by score. */
+static float gate_score(float l, float mx, int gate)
 {
-    PRT_OP_ENTER("prt_moe_topk_fwd");
-    for (size_t t = 0; t < N; t++) {
-        const float *l = logits + t * E;
-        int32_t *id = idx + t * k;
-        /* k passes of selection: k is small (1-8), E at most a few hundred */
-        for (size_t j = 0; j < k; j++) {
-            size_t best = E;
-            for (size_t e = 0; e < E; e++) {
-                int taken = 0;
-                for (size_t i = 0; i < j && !taken; i++)
-                    taken = (size_t)id[i] == e;
-                if (!taken && (best == E || ranks_before(l[e], e, l[best], best)))
-                    best = e;
+    return (gate & PRT_MOE_SIGMOID) ? 1.0f / (1.0f + expf(-l)) : expf(l - mx);
+}
+
+/* The largest of one token's E logits. */
+static float row_max(const float *l, size_t E)
+{
+    float mx = l[0];
+    for (size_t e = 1; e < E; e++)
+        mx = l[e] > mx ? l[e] : mx;
+    return mx;
+}
+
+/* Grouped routing (DeepSeek-V3's n_group / topk_group, Megatron-Core's
+ * group-limited top-k): the E experts in G groups of E/G; each group's
+ * score is the sum of its k/Kg largest scores (at least one); ok[e] marks
+ * the experts of the Kg best groups (ties to the lower group). */
+static void allowed_groups(unsigned char *ok, const float *l, size_t E, size_t k, size_t G, size_t Kg,
+                           float mx, int gate)
+{
+    size_t per = E / G, m = k / Kg ? k / Kg : 1;
+    float gs[G];
+    unsigned char chosen[G];
+    for (size_t g = 0; g < G; g++) {
+        float top[m];   /* the group's m largest scores, descending: summed in that order */
+        size_t n = 0;
+        for (size_t e = g * per; e < (g + 1) * per; e++) {
+            float v = gate_score(l[e], mx, gate);
+            size_t at = n < m ? n++ : m;
+            while (at > 0 && top[at - 1] < v) {
+                if (at < m) top[at] = top[at - 1];
+                at--;
             }
-            id[j] = (int32_t)best;
+            if (at < m) top[at] = v;
         }
-        /* softmax over the selected: the first is the maximum */
-        float mx = l[id[0]], s = 0.0f;
-        for (size_t j = 0; j < k; j++)
-            s += w[t * k + j] = expf(l[id[j]] - mx);
-        for (size_t j = 0; j < k; j++)
-            w[t * k + j] /= s;
+        gs[g] = 0.0f;
+        for (size_t i = 0; i < n; i++)
+            gs[g] += top[i];
+        chosen[g] = 0;
+    }
+    for (size_t j = 0; j < Kg; j++) {
+        size_t best = G;
+        for (size_t g = 0; g < G; g++)
+            if (!chosen[g] && (best == G || ranks_before(gs[g], g, gs[best], best)))
+                best = g;
+        chosen[best] = 1;
+    }
+    for (size_t e = 0; e < E; e++)
+        ok[e] = chosen[e / per];
+}
+
+/* The k largest logits of one token among the experts ok marks (NULL:
+ * all), ties to the lower index, into id. */
+static void select_topk(int32_t *id, const float *l, const unsigned char *ok, size_t E, size_t k)
+{
+    /* k passes of selection: k is small (1-8), E at most a few hundred */
+    for (size_t j = 0; j < k; j++) {
+        size_t best = E;
+        for (size_t e = 0; e < E; e++) {
+            int taken = ok && !ok[e];
+            for (size_t i = 0; i < j && !taken; i++)
+                taken = (size_t)id[i] == e;
+            if (!taken && (best == E || ranks_before(l[e], e, l[best], best)))
+                best = e;
+        }
+        id[j] = (int32_t)best;
     }
 }
 
-/* dlogits (N, E) = 0 off the selected; on them the softmax backward
- * dl_j = w_j (dw_j - sum_i w_i dw_i). Overwrites. */
+/* The denominator of one token's weights: the selected scores' sum under
+ * PRT_MOE_NORM (Mixtral, Qwen3-MoE, DeepSeek-V3), else softmax's sum over
+ * all E (Qwen2-MoE: the full softmax's top-k probabilities) or 1 for
+ * sigmoid (each score on its own). mx is the largest logit. */
+static float gate_denominator(const float *l, const int32_t *id, size_t E, size_t k, float mx,
+                              int gate)
+{
+    float s = 0.0f;
+    if (gate & PRT_MOE_NORM) {
+        for (size_t j = 0; j < k; j++)
+            s += gate_score(l[id[j]], mx, gate);
+    } else if (gate & PRT_MOE_SIGMOID) {
+        s = 1.0f;
+    } else {
+        for (size_t e = 0; e < E; e++)
+            s += gate_score(l[e], mx, gate);
+    }
+    return s;
+}
+
+void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
+                      size_t k, int gate, size_t groups, size_t top_groups)
+{
+    PRT_OP_ENTER("prt_moe_topk_fwd");
+    bool grouped = groups > 1 && top_groups < groups;
+    unsigned char ok[grouped ? E : 1];
+    for (size_t t = 0; t < N; t++) {
+        const float *l = logits + t * E;
+        int32_t *id = idx + t * k;
+        float mx = row_max(l, E);
+        if (grouped)
+            allowed_groups(ok, l, E, k, groups, top_groups, mx, gate);
+        select_topk(id, l, grouped ? ok : NULL, E, k);
+        float s = gate_denominator(l, id, E, k, mx, gate);
+        for (size_t j = 0; j < k; j++)
+            w[t * k + j] = gate_score(l[id[j]], mx, gate) / s;
+    }
+}
+
+/* dlogits (N, E) overwritten with the gate's backward, dot = sum_j w_j dw_j:
+ *   softmax, norm:    dl_e = w_j (dw_j - dot) on the selected, 0 elsewhere
+ *   softmax, no norm: dl_e = p_e (g_e - dot) on all E (p the full softmax,
+ *                     g_e = dw_j where e = idx_j, else 0)
+ *   sigmoid, norm:    dl_e = s_e (1 - s_e) (dw_j - dot) / sum_sel s
+ *   sigmoid, no norm: dl_e = s_e (1 - s_e) dw_j. */
 void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                      size_t N, size_t E, size_t k)
+                      const float *logits, size_t N, size_t E, size_t k, int gate)
 {
     PRT_OP_ENTER("prt_moe_topk_bwd");
     memset(dlogits, 0, N * E * sizeof *dlogits);
     for (size_t t = 0; t < N; t++) {
-        const float *wt = w + t * k, *dwt = dw + t * k;
+        const float *wt = w + t * k, *dwt = dw + t * k, *l = logits + t * E;
+        const int32_t *id = idx + t * k;
+        float *dl = dlogits + t * E;
         float dot = 0.0f;
         for (size_t j = 0; j < k; j++)
             dot += wt[j] * dwt[j];
-        for (size_t j = 0; j < k; j++)
-            dlogits[t * E + (size_t)idx[t * k + j]] = wt[j] * (dwt[j] - dot);
+        if (gate & PRT_MOE_SIGMOID) {
+            float mx = row_max(l, E), s = gate_denominator(l, id, E, k, mx, gate);
+            for (size_t j = 0; j < k; j++) {
+                float sj = gate_score(l[id[j]], mx, gate);
+                float g = (gate & PRT_MOE_NORM) ? (dwt[j] - dot) / s : dwt[j];
+                dl[id[j]] = sj * (1.0f - sj) * g;
+            }
+        } else if (gate & PRT_MOE_NORM) {
+            for (size_t j = 0; j < k; j++)
+                dl[id[j]] = wt[j] * (dwt[j] - dot);
+        } else {
+            float mx = row_max(l, E), s = gate_denominator(l, id, E, k, mx, gate);
+            for (size_t e = 0; e < E; e++)
+                dl[e] = -gate_score(l[e], mx, gate) / s * dot;
+            for (size_t j = 0; j < k; j++)
+                dl[id[j]] += wt[j] * dwt[j];   /* p_e g_e: w_j is p of the selected */
+        }
     }
 }
 
@@ -192,16 +299,24 @@ void prt_moe_combine_bwd(prt_act *dye, float *dw, const prt_act *dout, const prt
     }
 }
 
-/* The full softmax over E logits of one token into p (E). */
-static void softmax_row(float *p, const float *l, size_t E)
+/* The aux loss's distribution over E of one token into p (E): the full
+ * softmax, or under PRT_MOE_SIGMOID the sigmoids normalised to sum 1
+ * (Megatron-Core's scores for the aux loss with score sigmoid). dp[e]
+ * (optional) gets the factor of d/dl_e: the gradient through p of a sum
+ * sum_e g_e p_e is dp_e (g_e - sum_i g_i p_i), dp_e = p_e (softmax) or
+ * s_e (1 - s_e) / sum s (sigmoid). */
+static void score_row(float *p, float *dp, const float *l, size_t E, int gate)
 {
     float mx = l[0], s = 0.0f;
     for (size_t e = 1; e < E; e++)
         mx = l[e] > mx ? l[e] : mx;
     for (size_t e = 0; e < E; e++)
-        s += p[e] = expf(l[e] - mx);
-    for (size_t e = 0; e < E; e++)
+        s += p[e] = gate_score(l[e], mx, gate);
+    for (size_t e = 0; e < E; e++) {
+        if (dp)
+            dp[e] = (gate & PRT_MOE_SIGMOID) ? p[e] * (1.0f - p[e]) / s : p[e] / s;
         p[e] /= s;
+    }
 }
 
 /* f (E): the fraction of sequence b's T*k top-k assignments going to e. */
@@ -216,7 +331,7 @@ static void seq_fractions(float *f, const int32_t *idx, size_t b, size_t T, size
 }
 
 void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size_t B,
-                      size_t T, size_t E, size_t k, float coeff)
+                      size_t T, size_t E, size_t k, float coeff, int gate)
 {
     PRT_OP_ENTER("prt_moe_aux_loss");
     float f[E], P[E], p[E];
@@ -224,7 +339,7 @@ void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size
         seq_fractions(f, idx, b, T, E, k);
         memset(P, 0, sizeof P);
         for (size_t t = b * T; t < (b + 1) * T; t++) {
-            softmax_row(p, logits + t * E, E);
+            score_row(p, NULL, logits + t * E, E, gate);
             for (size_t e = 0; e < E; e++)
                 P[e] += p[e] / (float)T;
         }
@@ -235,24 +350,50 @@ void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size
     }
 }
 
-/* d(loss_b)/d l_{t,i} = coeff E / T * p_i (f_i - sum_e f_e p_e); f is a
- * count, so it has no gradient (Switch). Accumulates scale times that. */
+/* d(loss_b)/d l_{t,i} = coeff E / T * dp_i (f_i - sum_e f_e p_e) (score_row's
+ * dp: p_i under softmax); f is a count, so it has no gradient (Switch).
+ * Accumulates scale times that. */
 void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
-                     size_t T, size_t E, size_t k, float coeff, float scale)
+                     size_t T, size_t E, size_t k, float coeff, float scale, int gate)
 {
     PRT_OP_ENTER("prt_moe_aux_bwd");
-    float f[E], p[E];
+    float f[E], p[E], dp[E];
     const float g = scale * coeff * (float)E / (float)T;
     for (size_t b = 0; b < B; b++) {
         seq_fractions(f, idx, b, T, E, k);
         for (size_t t = b * T; t < (b + 1) * T; t++) {
-            softmax_row(p, logits + t * E, E);
+            score_row(p, dp, logits + t * E, E, gate);
             float fp = 0.0f;
             for (size_t e = 0; e < E; e++)
                 fp += f[e] * p[e];
             for (size_t e = 0; e < E; e++)
-                dlogits[t * E + e] += g * p[e] * (f[e] - fp);
+                dlogits[t * E + e] += g * dp[e] * (f[e] - fp);
         }
+    }
+}
+
+void prt_moe_shared_gate_fwd(float *g, prt_act *out, const prt_act *ys, const float *z, size_t N,
+                             size_t C)
+{
+    PRT_OP_ENTER("prt_moe_shared_gate_fwd");
+    for (size_t t = 0; t < N; t++) {
+        g[t] = 1.0f / (1.0f + expf(-z[t]));
+        for (size_t c = 0; c < C; c++)
+            out[t * C + c] += g[t] * ys[t * C + c];
+    }
+}
+
+void prt_moe_shared_gate_bwd(float *dz, prt_act *dys, const prt_act *dy, const prt_act *ys,
+                             const float *g, size_t N, size_t C)
+{
+    PRT_OP_ENTER("prt_moe_shared_gate_bwd");
+    for (size_t t = 0; t < N; t++) {
+        float dot = 0.0f;
+        for (size_t c = 0; c < C; c++) {
+            dys[t * C + c] = g[t] * dy[t * C + c];
+            dot += dy[t * C + c] * ys[t * C + c];
+        }
+        dz[t] = g[t] * (1.0f - g[t]) * dot;
     }
 }
 

@@ -4,7 +4,7 @@ with the standard library alone (no torch, no safetensors package).
 
   hfdir.py make ARCH OUT_DIR [--dtype f32|bf16] [--shards N] [--vocab V] [--drop NAME]
                               [--set KEY=JSON] [--unset KEY]
-      a config.json of ARCH (llama, mistral, qwen2, qwen3, mixtral, gpt2, gemma) for the
+      a config.json of ARCH (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, gpt2, gemma) for the
       tiny models of tests/hf/roundtrip.sh and random weights under
       transformers' names: model.safetensors, or N shards with
       model.safetensors.index.json. --drop leaves a tensor out, --set
@@ -26,6 +26,7 @@ import sys
 # The tiny models: dim 32, 2 blocks, 4 heads of 8 (kv 2), MLP 64 (GPT-2: 4 x 32 = 128 as
 # n_inner), seq 16. ORDER tests/hf/*.model
 DIM, BLOCKS, HEADS, KV, HD, FFN, SEQ, EXPERTS = 32, 2, 4, 2, 8, 64, 16, 4
+SHARED = 48   # Qwen2-MoE's shared expert: a width of its own
 
 
 def config(arch, vocab, dtype):
@@ -43,7 +44,8 @@ def config(arch, vocab, dtype):
                 "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
                 "tie_word_embeddings": True, "torch_dtype": torch_dtype}
     cls = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-           "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM"}[arch]
+           "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+           "qwen2_moe": "Qwen2MoeForCausalLM"}[arch]
     c = {"architectures": [cls], "model_type": arch, "vocab_size": vocab, "hidden_size": DIM,
          "intermediate_size": FFN, "num_hidden_layers": BLOCKS, "num_attention_heads": HEADS,
          "num_key_value_heads": KV, "head_dim": HD, "hidden_act": "silu",
@@ -56,6 +58,15 @@ def config(arch, vocab, dtype):
     if arch == "mixtral":
         c.update({"num_local_experts": EXPERTS, "num_experts_per_tok": 2, "sliding_window": None,
                   "rope_theta": 1e6})
+    if arch == "qwen3_moe":   # Qwen3's attention; every block a mixture of FFN-wide experts
+        c.update({"attention_bias": False, "use_sliding_window": False, "sliding_window": None,
+                  "num_experts": EXPERTS, "num_experts_per_tok": 2, "moe_intermediate_size": FFN,
+                  "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []})
+    if arch == "qwen2_moe":   # Qwen2's attention; experts, and a gated shared expert SHARED wide
+        c.update({"use_sliding_window": False, "sliding_window": None, "num_experts": EXPERTS,
+                  "num_experts_per_tok": 2, "moe_intermediate_size": FFN, "shared_expert_intermediate_size": SHARED,
+                  "norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": []})
+        del c["head_dim"]   # Qwen2MoeConfig has none: hidden_size / heads
     return c
 
 
@@ -80,11 +91,11 @@ def tensors(arch, vocab):
               (h + "self_attn.q_proj.weight", [HEADS * HD, DIM]),
               (h + "self_attn.k_proj.weight", [KV * HD, DIM]),
               (h + "self_attn.v_proj.weight", [KV * HD, DIM])]
-        if arch == "qwen2":
+        if arch in ("qwen2", "qwen2_moe"):
             t += [(h + "self_attn.q_proj.bias", [HEADS * HD]), (h + "self_attn.k_proj.bias", [KV * HD]),
                   (h + "self_attn.v_proj.bias", [KV * HD])]
         t.append((h + "self_attn.o_proj.weight", [DIM, HEADS * HD]))
-        if arch == "qwen3":   # the gains over one head's HD values, shared by the heads
+        if arch in ("qwen3", "qwen3_moe"):   # the gains over one head's HD values, shared by the heads
             t += [(h + "self_attn.q_norm.weight", [HD]), (h + "self_attn.k_norm.weight", [HD])]
         t.append((h + "post_attention_layernorm.weight", [DIM]))
         if arch == "mixtral":
@@ -92,6 +103,16 @@ def tensors(arch, vocab):
             for e in range(EXPERTS):
                 x = h + "block_sparse_moe.experts.%d." % e
                 t += [(x + "w1.weight", [FFN, DIM]), (x + "w3.weight", [FFN, DIM]), (x + "w2.weight", [DIM, FFN])]
+        elif arch in ("qwen3_moe", "qwen2_moe"):
+            t.append((h + "mlp.gate.weight", [EXPERTS, DIM]))
+            for e in range(EXPERTS):
+                x = h + "mlp.experts.%d." % e
+                t += [(x + "gate_proj.weight", [FFN, DIM]), (x + "up_proj.weight", [FFN, DIM]),
+                      (x + "down_proj.weight", [DIM, FFN])]
+            if arch == "qwen2_moe":
+                x = h + "mlp.shared_expert."
+                t += [(x + "gate_proj.weight", [SHARED, DIM]), (x + "up_proj.weight", [SHARED, DIM]),
+                      (x + "down_proj.weight", [DIM, SHARED]), (h + "mlp.shared_expert_gate.weight", [1, DIM])]
         else:
             t += [(h + "mlp.gate_proj.weight", [FFN, DIM]), (h + "mlp.up_proj.weight", [FFN, DIM]),
                   (h + "mlp.down_proj.weight", [DIM, FFN])]

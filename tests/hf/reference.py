@@ -14,8 +14,11 @@ grouped-query heads (query head h reads key/value head h // (H / Hkv)), the
 order of gate and up, GPT-2's Conv1D (x @ W), Gemma's sqrt(hidden) embedding
 and x*(1+w) RMSNorm, Mixtral's routing (softmax over all experts, top k,
 renormalised), Qwen3's q_norm and k_norm (an RMSNorm of each query and key
-head before RoPE). Architectures: llama, mistral, qwen2, qwen3, mixtral,
-gemma, gpt2.
+head before RoPE), Qwen3-MoE's (Qwen3's attention, Mixtral's routing but
+renormalised only under norm_topk_prob), Qwen2-MoE's (Qwen2's attention,
+those experts, and a shared expert scaled by sigmoid(shared_expert_gate .
+h)). Architectures: llama, mistral, qwen2, qwen3, mixtral, qwen3_moe,
+qwen2_moe, gemma, gpt2.
 """
 import math
 import os
@@ -155,7 +158,8 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
         bias = {k: t(p + "self_attn.%s_proj.bias" % k) if (p + "self_attn.%s_proj.bias" % k) in raw else None
                 for k in "qkv"}
         ln1, ln2 = t(p + "input_layernorm.weight"), t(p + "post_attention_layernorm.weight")
-        qn = (t(p + "self_attn.q_norm.weight"), t(p + "self_attn.k_norm.weight")) if arch == "qwen3" else None
+        qn = (t(p + "self_attn.q_norm.weight"), t(p + "self_attn.k_norm.weight")) \
+            if arch in ("qwen3", "qwen3_moe") else None
         qs, ks, vs = [], [], []
         for pos, x in enumerate(xs):
             h = rmsnorm(x, ln1, eps, gemma)
@@ -170,10 +174,17 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
             vs.append(v)
         att = attention(qs, ks, vs, H, Hkv, D, window)
         xs = [add(x, matvec(W["self_attn.o_proj.weight"], a)) for x, a in zip(xs, att)]
-        if arch == "mixtral":
-            gate = t(p + "block_sparse_moe.gate.weight")
-            ex = [{w: t(p + "block_sparse_moe.experts.%d.%s.weight" % (e, w)) for w in ("w1", "w2", "w3")}
-                  for e in range(c["num_local_experts"])]
+        if arch in ("mixtral", "qwen3_moe", "qwen2_moe"):
+            if arch == "mixtral":
+                gate = t(p + "block_sparse_moe.gate.weight")
+                ex = [{w: t(p + "block_sparse_moe.experts.%d.%s.weight" % (e, w)) for w in ("w1", "w2", "w3")}
+                      for e in range(c["num_local_experts"])]
+                renorm = True
+            else:   # Qwen3MoeSparseMoeBlock, Qwen2MoeSparseMoeBlock: the same weights under other names
+                gate = t(p + "mlp.gate.weight")
+                ex = [{w: t(p + "mlp.experts.%d.%s_proj.weight" % (e, n)) for w, n in
+                       (("w1", "gate"), ("w2", "down"), ("w3", "up"))} for e in range(c["num_experts"])]
+                renorm = c.get("norm_topk_prob", False)
             k_top = c["num_experts_per_tok"]
             nxs = []
             for x in xs:
@@ -182,11 +193,17 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
                 m = max(lg)
                 pr = [math.exp(v - m) for v in lg]
                 top = sorted(range(len(pr)), key=lambda i: -pr[i])[:k_top]
-                z = sum(pr[i] for i in top)
+                z = sum(pr[i] for i in top) if renorm else sum(pr)   # else the full softmax's top-k
                 y = [0.0] * C
                 for i in top:
                     u = [silu(a) * bb for a, bb in zip(matvec(ex[i]["w1"], h), matvec(ex[i]["w3"], h))]
                     y = add(y, [pr[i] / z * v for v in matvec(ex[i]["w2"], u)])
+                if arch == "qwen2_moe":   # + sigmoid(g . h) shared_expert(h)
+                    sx = p + "mlp.shared_expert."
+                    u = [silu(a) * bb for a, bb in zip(matvec(t(sx + "gate_proj.weight"), h),
+                                                       matvec(t(sx + "up_proj.weight"), h))]
+                    g = 1.0 / (1.0 + math.exp(-matvec(t(p + "mlp.shared_expert_gate.weight"), h)[0]))
+                    y = add(y, [g * v for v in matvec(t(sx + "down_proj.weight"), u)])
                 nxs.append(add(x, y))
             xs = nxs
         else:

@@ -74,8 +74,20 @@ EOF
         model gemma | sed -e 's/tinygemma/tinycapped/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; softcap 50 }/' ;;
     postnorm)   # OLMo-2's post-norms without its whole-projection q/k norm: no architecture (issue 29)
         model llama | sed -e 's/tinyllama/tinypostnorm/' -e 's/bias false }/bias false; norm_position post }/g' ;;
+    qwen3_moe)   # Qwen3-MoE: Qwen3's attention (q/k norm), Mixtral's experts
+        model mixtral | sed -e 's/tinymixtral/tinyqwen3moe/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm }/' \
+            -e 's/; rope_theta 1e6//' ;;
+    qwen2_moe)   # Qwen2-MoE: biases on Q, K, V, the full softmax's top-k, a gated shared expert 48 wide
+        model mixtral | sed -e 's/tinymixtral/tinyqwen2moe/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias qkv }/' -e 's/; rope_theta 1e6//' \
+            -e 's/top_k 2;/top_k 2; norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true;/' ;;
+    qwen3_moe_raw)   # the same with norm_topk_prob false (the full softmax's top-k)
+        model qwen3_moe | sed -e 's/tinyqwen3moe/tinyqwen3moeraw/' -e 's/top_k 2;/top_k 2; norm_topk_prob false;/' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
+    grouped) # grouped routing (DeepSeek-V3's n_group): no Mixtral
+        model mixtral | sed -e 's/tinymixtral/tinygrouped/' -e 's/top_k 2;/top_k 2; route_groups 2; route_top_groups 1;/' ;;
+    sigmoid) # DeepSeek-V3's sigmoid gate: no Mixtral
+        model mixtral | sed -e 's/tinymixtral/tinysigmoid/' -e 's/top_k 2;/top_k 2; score sigmoid;/' ;;
     esac
 }
 
@@ -95,7 +107,7 @@ plan() {
 trip() {
     local name=$1 arch=$2 np=$3 body=$4 opts=$5 dt=${6:-fp32}
     plan "$name" "$arch" "$np" "$body" || { bad "$name: planc build"; return; }
-    $hfdir make "$arch" "$work/$name.src" $opts || { bad "$name: hfdir.py make"; return; }
+    $hfdir make "${arch%_raw}" "$work/$name.src" $opts || { bad "$name: hfdir.py make"; return; }
     if ! (cd "$work" && $mpirun -np "$np" "./$name.exe" --steps 0 --init-from "$name.src" --save "$name.ck" \
             --export-hf "$name.out" --export-hf-dtype "$dt" > "$name.log" 2>&1); then
         bad "$name: the run failed:"; sed 's/^/    /' "$work/$name.log" | head -20; return
@@ -130,6 +142,10 @@ trip gpt2-dp2tp2-zero1 gpt2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4
 trip gpt2-pp2 gpt2 2 "pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16 --set n_inner=null" bf16
 trip mixtral-dp2ep2 mixtral 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32"
 trip mixtral-tp2 mixtral 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
+trip qwen3moe-dp2ep2 qwen3_moe 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 2"
+trip qwen3moe-raw-tp2 qwen3_moe_raw 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype f32 --set norm_topk_prob=false --unset mlp_only_layers --set intermediate_size=96"
+trip qwen2moe-dp2ep2 qwen2_moe 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 3"
+trip qwen2moe-tp2 qwen2_moe 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma-dp2tp2-zero1 gemma 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma-pp2-zero3 gemma 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32"
 
@@ -182,21 +198,31 @@ expect_fail config-architecture nonzero "architectures is \[\"MistralForCausalLM
 $hfdir make llama "$work/eps.src" --unset rms_norm_eps
 expect_fail config-default nonzero "rms_norm_eps is 1e-06 (left out: transformers' default), the plan's model has 1e-05" \
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from eps.src
+$hfdir make qwen3_moe "$work/q3raw.src" --set norm_topk_prob=false
+expect_fail qwen3moe-gate nonzero "norm_topk_prob is false, the plan's model has true" \
+    $mpirun -np 2 ./qwen3moe-dp2ep2.exe --steps 0 --init-from q3raw.src
+$hfdir make qwen3_moe "$work/q3dense.src" --set 'mlp_only_layers=[0]'
+expect_fail qwen3moe-dense-block nonzero "mlp_only_layers is an array, the plan's model has null" \
+    $mpirun -np 2 ./qwen3moe-dp2ep2.exe --steps 0 --init-from q3dense.src
 $hfdir make llama "$work/drop.src" --drop model.layers.1.mlp.up_proj.weight
 expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight" \
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared capped postnorm; do
+for m in geglu shared capped postnorm sigmoid grouped; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
 expect_fail export-geglu 2 "act geglu without embedding { scale sqrt_dim }" "$ckpt" export-hf geglu.ck geglu.out
-expect_fail export-shared-experts 2 "shared experts (1): Mixtral has none" "$ckpt" export-hf shared.ck shared.out
+expect_fail export-shared-experts 2 "shared experts (1) without shared_gate: Mixtral has none and Qwen2-MoE has one behind shared_gate" "$ckpt" export-hf shared.ck shared.out
 expect_fail export-softcap 2 "attention softcap (Gemma 2): no architecture written here has it" \
     "$ckpt" export-hf capped.ck capped.out
 expect_fail export-postnorm 2 "norm_position post on attention: OLMo-2 (post-norms) also normalises q and k" \
     "$ckpt" export-hf postnorm.ck postnorm.out
+expect_fail export-sigmoid-gate 2 "score sigmoid, norm_topk_prob true: Mixtral's router renormalises the softmax" \
+    "$ckpt" export-hf sigmoid.ck sigmoid.out
+expect_fail export-grouped-routing 2 "route_groups 2: grouped routing is DeepSeek-V3's (not written)" \
+    "$ckpt" export-hf grouped.ck grouped.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out

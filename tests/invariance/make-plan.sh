@@ -122,8 +122,22 @@ sandwich=false
 case "$body" in *sandwich\;*) sandwich=true; body=${body//sandwich;/} ;; esac
 # `moe;`, `moecap;` (issue 17): routed experts; the layouts must route
 # every token to the same experts as one rank and train alike
+# `moesig;` (issue 29): DeepSeek-V3's gate, sigmoid scores renormalised over
+# the top-k, with the aux loss over the normalised sigmoids; `moeraw;`
+# Qwen2-MoE's, the full softmax's top-k probabilities not renormalised;
+# `moeqwen;` all of Qwen2-MoE's layer: that gate and one shared expert of
+# its own width (48, the routed 32) behind a sigmoid gate per token
 moe_extra=
 case "$body" in *moecap\;*) moe_extra=capacity; body=${body//moecap;/} ;; esac
+case "$body" in *moesig\;*) moe_extra=sigmoid; body=${body//moesig;/} ;; esac
+case "$body" in *moeraw\;*) moe_extra=raw; body=${body//moeraw;/} ;; esac
+case "$body" in *moeqwen\;*) moe_extra=qwen; body=${body//moeqwen;/} ;; esac
+# `moedense;` (issue 29): a dense first block, then mixtures (DeepSeek's
+# first_k_dense_replace, Qwen's mlp_only_layers): two consecutive repeats
+case "$body" in *moedense\;*) moe_extra=dense; body=${body//moedense;/} ;; esac
+# `moegrp;` (issue 29): DeepSeek-V3's grouped routing, sigmoid scores, a
+# token's 2 experts from the better of 2 groups of 2
+case "$body" in *moegrp\;*) moe_extra=grouped; body=${body//moegrp;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
 # `moepost;` beside `moe;`: the attention with norm_position post and the
 # mixture with sandwich (issue 29), so a MoE layer's post-norm is trained too
@@ -132,12 +146,30 @@ case "$body" in *moepost\;*) body=${body//moepost;/}; moe_att='attention { heads
     moe_sand='; norm_position sandwich' ;; esac
 moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != capacity ] || moe_keys='capacity_factor 1.0; aux_loss 0.01'
+[ "$moe_extra" != sigmoid ] || moe_keys='score sigmoid; aux_loss 0.01'
+[ "$moe_extra" != raw ] || moe_keys='norm_topk_prob false; shared 1'
+[ "$moe_extra" != grouped ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01'
+[ "$moe_extra" != qwen ] || moe_keys='norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
     embedding { dim 32 }
     repeat 2 {
         $moe_att
         moe       { experts 4; top_k 2; hidden 32; act swiglu; $moe_keys${moe_sand:-} }
+    }
+    norm    { kind layernorm }
+    lm_head { tied false }
+}"
+[ "$moe_extra" != dense ] || moe_model="model tinymoedense {
+    vocab 256;  seq 64;  dtype fp32;
+    embedding { dim 32 }
+    repeat 1 {
+        attention { heads 4 }
+        mlp       { hidden 64; act swiglu }
+    }
+    repeat 3 {
+        attention { heads 4 }
+        moe       { experts 4; top_k 2; hidden 32; act swiglu; shared 1; aux_loss 0.01 }
     }
     norm    { kind layernorm }
     lm_head { tied false }

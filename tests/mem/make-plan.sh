@@ -20,8 +20,13 @@ ffn="mlp       { hidden $((4 * dim)); act gelu }"
 # buffers keep a place for every routed row)
 cap=
 case "$body" in *cap\;*) cap="capacity_factor 0.5;"; body=${body//cap;/} ;; esac
+# (`sgate;` beside it, issue 29: Qwen2-MoE's shared expert, its own width
+# 6 DIM and a sigmoid gate per token: the gate's fp32 sigmoid and the
+# shared sum kept, its gradient and logits as scratch)
+sgate=
+case "$body" in *sgate\;*) sgate="shared_hidden $((6 * dim)); shared_gate true;"; body=${body//sgate;/} ;; esac
 case "$body" in *moe\;*)
-    ffn="moe       { experts 4; top_k 2; shared 1; hidden $((4 * dim)); act gelu; $cap }"
+    ffn="moe       { experts 4; top_k 2; shared 1; hidden $((4 * dim)); act gelu; $cap $sgate }"
     body=${body//moe;/} ;; esac
 # a body containing `wide;` trains on sequences of 512 tokens, not 64: the
 # backward scratch every layer shares (score gradients b h s^2 / t, the

@@ -112,11 +112,12 @@ while read -r name np checks body; do
     # against the same layout without dropout (its body less `dropout;`);
     # a `qknorm;` case likewise: the q/k norm's kept input and rstd; a
     # `gemma2;` case: Gemma 2's soft-caps, which keep nothing; a `window;`
-    # case: a sliding window, masked inside the whole score buffers
+    # case: a sliding window, masked inside the whole score buffers; an
+    # `sgate;` one the gated shared expert's against the plain `moe;` one
     case "$checks" in *e*)
         feat=dropout
         case "$body" in *qknorm\;*) feat=qknorm ;; *gemma2\;*) feat=gemma2 ;; *window\;*) feat=window ;;
-                        *postnorm\;*) feat=postnorm ;; *sandwich\;*) feat=sandwich ;; esac
+                        *postnorm\;*) feat=postnorm ;; *sandwich\;*) feat=sandwich ;; *sgate\;*) feat=sgate ;; esac
         base=$name-no$feat
         if build "$base" "$np" 384 6 "${body//$feat;/}" && train "$base" "$np"; then
             echo "$name (e) $feat's items, allocated vs planned:"

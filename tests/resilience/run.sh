@@ -61,10 +61,12 @@ sed -i 's|^include "clusters/laptop.plan"|include "'"$root"'/examples/clusters/l
 "$inv" "$dir/moe-ep.plan" 4 "moe; dp 4; ep 2; tp 1; pp 1; zero 3; micro_batch 2; schedule 1f1b;"
 "$inv" "$dir/moe-one.plan" 1 "moe; dp 1; tp 1; pp 1; zero 0; micro_batch 16; schedule 1f1b;"
 "$inv" "$dir/moe-pp2.plan" 4 "moe; dp 2; ep 2; tp 1; pp 2; zero 1; micro_batch 2; schedule 1f1b;"
-printf '%s\n' tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2 |
+"$inv" "$dir/md-ep.plan" 4 "moedense; dp 2; ep 2; tp 1; pp 2; zero 3; micro_batch 2; schedule 1f1b;"
+"$inv" "$dir/md-tp2.plan" 4 "moedense; dp 1; tp 2; pp 2; zero 0; micro_batch 4; schedule interleaved; chunks 2;"
+printf '%s\n' tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2 md-ep md-tp2 |
     xargs -P 2 -I{} sh -c '"$1" build "$2/$3.plan" -o "$2/$3" --launch slurm > "$2/$3.build.log" 2>&1 || touch "$2/$3.build-failed"' \
         sh "$planc" "$dir" {}
-for b in tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2; do
+for b in tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2 md-ep md-tp2; do
     if [ -e "$dir/$b.build-failed" ]; then fail "planc build $b" "$dir/$b.build.log"; echo "resilience: cannot go on"; exit 1; fi
 done
 steps=12
@@ -265,6 +267,19 @@ for c in "moe-one 1" "moe-pp2 4"; do
         fail "MoE: resume on $1: $out"
     fi
 done
+# a dense first block then mixtures (issue 29, two consecutive repeats): the
+# pipeline cut between them, saved at ep 2 ZeRO-3, resumed at tp 2 interleaved
+run 4 "$dir/md-ep" --steps 6 --save "$dir/ckmd" --save-every 3 --log-json "$dir/md-ep.jsonl" \
+    --dump-params "$dir/md-ep.dump" > "$dir/md-ep.log" 2>&1 || fail "MoE dense-first: the ep 2 run" "$dir/md-ep.log"
+sed -n '4,$p' "$dir/md-ep.jsonl" > "$dir/md-after3.jsonl"
+if ! run 4 "$dir/md-tp2" --steps 6 --resume "$dir/ckmd/step-00000003" --log-json "$dir/md-tp2.jsonl" \
+        --dump-params "$dir/md-tp2.dump" > "$dir/md-tp2.log" 2>&1; then
+    fail "MoE dense-first: resume on tp 2" "$dir/md-tp2.log"
+elif out=$("$compare" "$dir/md-after3.jsonl" "$dir/md-ep.dump" "$dir/md-tp2.jsonl" "$dir/md-tp2.dump"); then
+    ok "MoE dense-first: dp 2 ep 2 pp 2 checkpoint resumed on tp 2 pp 2 interleaved: $(echo "$out" | tail -n 1 | sed 's/^ *//')"
+else
+    fail "MoE dense-first: resume on tp 2: $out"
+fi
 tail -c +9 "$dir/moe-ep.dump" > "$dir/moe-ep.expected"
 if out=$(python3 "$root/runtime/ckpt/check_consolidated.py" "$dir/moe-ep.safetensors" "$dir/moe-ep.expected" 2>&1); then
     ok "MoE: --export of the ep 2 run: $(echo "$out" | tail -n 1)"
