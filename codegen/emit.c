@@ -962,7 +962,8 @@ static void emit_fp8(Cg *g)
         plan_fp8_recipe_names[f->recipe], f->format == PLAN_FP8_HYBRID ? "hybrid (E4M3 forward, E5M2 gradients)"
                                                                       : "E4M3 everywhere",
         f->first_last_bf16 ? ", not the first and last block's" : "");
-    out(g, "enum { FP8_HYBRID = %d };\n", f->format == PLAN_FP8_HYBRID);
+    out(g, "/* the FP8 weights' copies kept for the step: the layouts the plan's device's GEMMs take */\n"
+           "enum { FP8_HYBRID = %d, FP8_LAYOUTS = %d };\n", f->format == PLAN_FP8_HYBRID, plan_fp8_layouts(g->p));
     out(g, "static const prt_fp8_recipe FP8_RECIPE = %s;\n", prt_recipes[f->recipe]);
     out(g, "static const bool FP8_LINEAR[N_LAYERS] = {");
     for (int i = 0; i < m->n_layers; i++)

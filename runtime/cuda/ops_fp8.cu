@@ -111,9 +111,10 @@ static void fp8_cast(prt_fp8_tensor *t, const T *x, const float *scale, prt_fp8_
 {
     const prt_fp8_grid *g = &t->g;
     size_t n = g->rows * g->cols, nb = prt_fp8_nblocks(g);
-    PRT_LAUNCH("prt_fp8_cast", grid_for(nb), 0, k_fp8_inv, t->scale_inv, scale, nb);
+    /* the codes first, so scale may be t->scale_inv (one stream: in order) */
     PRT_LAUNCH("prt_fp8_cast", grid_for(n), 0, k_fp8_cast<T>, t->q, x, scale, n, g->cols, g->br,
                g->bc, g->nbc, t->fmt, mode);
+    PRT_LAUNCH("prt_fp8_cast", grid_for(nb), 0, k_fp8_inv, t->scale_inv, scale, nb);
 }
 
 extern "C" void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale,
@@ -127,3 +128,4 @@ extern "C" void prt_fp8_cast_f32(prt_fp8_tensor *t, const float *x, const float 
 {
     fp8_cast(t, x, scale, mode);
 }
+

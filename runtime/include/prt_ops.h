@@ -792,7 +792,8 @@ typedef struct {
 } prt_fp8_tensor;
 
 /* q = encode(x * scale of its block), scale_inv = 1 / scale (exact for
- * powers of two); the tensor's grid must be set (prt_fp8_grid_of). */
+ * powers of two); the tensor's grid must be set (prt_fp8_grid_of). scale
+ * may be t->scale_inv (the scales replaced by their inverses in place). */
 void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_fp8_mode mode);
 /* The same on an fp32 tensor (fp32 master weights cast for an FP8
  * all-gather, TE's fp8 parameter gather); on the CPU build, where prt_act

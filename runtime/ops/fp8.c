@@ -53,13 +53,14 @@ void prt_fp8_scales(float *scale, const float *amax, size_t n, const prt_fp8_cfg
 void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_fp8_mode mode)
 {
     const prt_fp8_grid *g = &t->g;
-    for (size_t b = 0; b < prt_fp8_nblocks(g); b++)
-        t->scale_inv[b] = 1.0f / scale[b];
     for (size_t r = 0; r < g->rows; r++) {
         const float *s = scale + (r / g->br) * g->nbc;
         for (size_t c = 0; c < g->cols; c++)
             t->q[r * g->cols + c] = prt_fp8_encode(x[r * g->cols + c] * s[c / g->bc], t->fmt, mode);
     }
+    /* after the codes, so scale may be t->scale_inv itself (cast in place) */
+    for (size_t b = 0; b < prt_fp8_nblocks(g); b++)
+        t->scale_inv[b] = 1.0f / scale[b];
 }
 
 void prt_fp8_amax_f32(float *amax, const float *x, const prt_fp8_grid *g)

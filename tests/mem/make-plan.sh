@@ -32,12 +32,20 @@ case "$body" in *wide\;*) seq=512; body=${body//wide;/} ;; esac
 # (`qk_norm rmsnorm`: the pre-norm q and k and an fp32 rstd per head kept)
 att="attention { heads 8 }"
 case "$body" in *qknorm\;*) att="attention { heads 8; qk_norm rmsnorm }"; body=${body//qknorm;/} ;; esac
+# a body with an `fp8 { ... }` block (issue 27), or `bf16;` (the same layout
+# without it): the FP8 rule wants a 16-bit model on a device with FP8 tensor
+# cores, so the model says dtype bf16 (the CPU target computes in fp32 all
+# the same), the device gets an FP8 rate (a figure for the planner only)
+# and the gradients accumulate in fp32 (the CPU target's only way)
+fp8dev=
+case "$body" in *fp8\ \{*|*bf16\;*)
+    dtype=bf16; fp8dev="flops_fp8 25 GFLOPS;"; body="${body//bf16;/} grad_accum_dtype fp32;" ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
     nodes 1
     gpus_per_node $np
-    device cpu { memory 8 GiB; flops 12.5 GFLOPS; flops_fp32 12.5 GFLOPS; hbm 2.5 GB/s }
+    device cpu { memory 8 GiB; flops 12.5 GFLOPS; flops_fp32 12.5 GFLOPS; hbm 2.5 GB/s; $fp8dev }
     link intra { bandwidth 2 GB/s; latency 5 us }
 }
 model mem$dim {

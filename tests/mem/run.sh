@@ -17,6 +17,14 @@
 #      feature equals the plan's difference within 1 % + 64 KiB (dropout's
 #      masks and dropped probabilities, the q/k norm's kept input and rstd,
 #      item by item);
+#  (f) the cases marked f (an fp8 block): FP8's copies — the weights kept
+#      for the step, a GEMM's quantised operands, their scales, the amax
+#      histories, planrt's allocator's kind fp8 — at their high-water mark
+#      equal the stage's fp8_bytes to the byte, and nothing else differs
+#      from the same layout without fp8, in the program or in the plan
+#      (check.py fp8). Not (a): an fp8 plan's model is bf16 (the FP8 rule)
+#      while the CPU program computes in fp32, so its totals are the
+#      CUDA program's, not this one's;
 #  (x) the cases marked x: the CPU executable's --dry-run allocates, at its
 #      peak, exactly the buffers `planc check` counts for its stage (the
 #      pipeline's transfer buffers, freed once sent: memory.c
@@ -82,6 +90,17 @@ while read -r name np checks body; do
             python3 "$here/check.py" buffers "$dir/$name-x.check.json" "$dir/$name-x.mem.jsonl" || fail "$name" "(x)"
         else
             fail "$name" "the --dry-run did not run (see $dir/$name-x.log)"
+        fi ;; esac
+    # (f) an fp8 case: its copies, against the same layout without fp8
+    case "$checks" in *f*)
+        base=$name-nofp8
+        if build "$name" "$np" 384 6 "$body" && train "$name" "$np" &&
+           build "$base" "$np" 384 6 "$(echo "$body" | sed -e 's/fp8 {[^}]*}/bf16;/')" && train "$base" "$np"; then
+            echo "$name (f) FP8's copies, allocated vs planned (fp8_bytes):"
+            python3 "$here/check.py" fp8 "$dir/$name.check.json" "$dir/$name.mem.jsonl" \
+                "$dir/$base.check.json" "$dir/$base.mem.jsonl" || fail "$name" "(f)"
+        else
+            fail "$name" "build or run failed (see $dir/$name.log, $dir/$base.log)"
         fi ;; esac
     case "$checks" in *a*) ;; *) continue ;; esac
     if ! build "$name" "$np" 384 6 "$body" || ! train "$name" "$np"; then
