@@ -208,7 +208,10 @@ static bool directive(const char *s, const char *e, const char *d, const char **
 /* Write section `name` of the template: its #if/#elif/#else/#endif lines
  * resolved against the plan's features (the lines of the branches the
  * plan takes are copied, the directives themselves are not, and never two
- * blank lines in a row), @KEY@ replaced from keys/vals. A condition on an unknown name sets g->bad. */
+ * blank lines in a row), @KEY@ replaced from keys/vals. A condition on an unknown name sets g->bad.
+ * #ifdef / #ifndef blocks (the build target's: PRT_CUDA, which the
+ * compiler defines, not the plan) are copied with their #else and #endif,
+ * so one program source serves both targets. */
 static void section(Cg *g, const char *name, const char *const *keys, const char *const *vals,
                     int nk)
 {
@@ -219,7 +222,7 @@ static void section(Cg *g, const char *name, const char *const *keys, const char
     s += strlen(mark);
     const char *e = strstr(s, "\n//@@ ");
     e = e ? e + 1 : s + strlen(s);
-    struct { bool taking, taken; } st[16];   /* one per open #if */
+    struct { bool taking, taken, pass; } st[16];   /* one per open #if; pass: an #ifdef copied */
     int depth = 0, off = 0;                  /* off: open levels not taken */
     bool blank_prev = false;
     while (s < e) {
@@ -227,9 +230,17 @@ static void section(Cg *g, const char *name, const char *const *keys, const char
         const char *le = nl ? nl + 1 : e, *c;
         const char *ce = nl ? nl : e;
         int v = 0;
-        if (directive(s, ce, "#if", &c)) {
+        bool pass_end = depth && st[depth - 1].pass &&
+                        (directive(s, ce, "#else", &c) || directive(s, ce, "#endif", &c));
+        if (directive(s, ce, "#ifdef", &c) || directive(s, ce, "#ifndef", &c) || pass_end) {
+            if (depth == 16) goto bad;
+            if (!pass_end) st[depth++] = (typeof(st[0])){ .taking = true, .taken = true, .pass = true };
+            else if (directive(s, ce, "#endif", &c)) depth--;
+            if (!off) { template_line(g, s, le, keys, vals, nk); blank_prev = false; }
+        } else if (directive(s, ce, "#if", &c)) {
             if (depth == 16 || (v = condition(g, c, ce)) < 0) goto bad;
             st[depth].taking = st[depth].taken = v;
+            st[depth].pass = false;
             off += !v;
             depth++;
         } else if (directive(s, ce, "#elif", &c)) {

@@ -829,11 +829,17 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
  * amax history instead and records the amax of its shard; the step's
  * amaxes are MAX-reduced over every rank at the end of the step (below),
  * so its scales are the whole global batch's on every layout.
- * The CPU target's alone: `planc build --target cuda` refuses an fp8 plan
- * (planrt's CUDA build has the casts but no FP8 GEMM yet). Every FP8 copy
+ * The CUDA build (PRT_CUDA; `build --target cuda` takes recipe tensorwise
+ * alone) runs the GEMMs through cuBLASLt (prt_fp8_gemm_tn), whose FP8
+ * kernels take K-major operands only: the weight's second copy is the
+ * transpose of its first (TE's fp8 weight and transpose, kept even where
+ * the plan's device would read either major), and dW's operands, dY and x
+ * quantised along the tokens, are transposed before their GEMM; the bias
+ * and its gradient are kernels of their own (prt_bias_add, _grad). Every FP8 copy
  * (the kept weights, a GEMM's operands, their scales, the histories) is
  * planrt's allocator's kind fp8, as the planner counts it (fp8_bytes). */
 #include <stdlib.h>
+#include <string.h>
 
 /* How TP splits one GEMM operand, relative to that GEMM's K. */
 typedef enum {
@@ -937,7 +943,7 @@ static void fp8_history_step(void)
  * scales and, by the cast, into their inverses, in place; recipe delayed
  * casts with h's scale and records its shard's amax in h (reduced at the
  * step's end). */
-static void fp8_quantize(prt_fp8_tensor *t, const float *x, const prt_fp8_cfg *cfg, prt_fp8_kdim k,
+static void fp8_quantize(prt_fp8_tensor *t, const prt_act *x, const prt_fp8_cfg *cfg, prt_fp8_kdim k,
                          size_t rows, size_t cols, Fp8Split split, prt_fp8_history *h)
 {
     CHECK(prt_fp8_grid_of(&t->g, cfg, rows, cols, k));
@@ -964,6 +970,18 @@ static void fp8_free(prt_fp8_tensor *t)
     t->q = NULL, t->scale_inv = NULL;
 }
 
+#ifdef PRT_CUDA
+/* dst = src transposed (one scale), in planrt's allocator (kind fp8): the
+ * K-major operand cuBLASLt's FP8 GEMM takes. */
+static void fp8_transposed(prt_fp8_tensor *dst, const prt_fp8_tensor *src)
+{
+    dst->q = (uint8_t *)prt_mem_alloc(PRT_MEM_FP8, src->g.rows * src->g.cols);
+    dst->scale_inv = (float *)prt_mem_alloc(PRT_MEM_FP8, sizeof(float));
+    if (!dst->q || !dst->scale_inv) prt_run_fail(R.c, "prt_mem_alloc (fp8 transpose)", PRT_ERR_NOMEM);
+    CHECK(prt_fp8_transpose(dst, src));
+}
+#endif
+
 /* Whether L's linear with weight w (its first: column-parallel; else its
  * second: row-parallel) runs in FP8, and which it is. */
 static bool fp8_col(const LayerSpec *L, const prt_act *w) { return w == W(L->w1); }
@@ -984,6 +1002,11 @@ static bool fp8_col(const LayerSpec *L, const prt_act *w) { return w == W(L->w1)
  * gathered weight it uses and frees it. The planner counts these bytes
  * (planc_memory: the copies kept, one GEMM's operands, the histories). */
 enum { FP8_KEEP_W = !(ZERO >= 3 && DP > 1) };
+#ifdef PRT_CUDA
+enum { FP8_W_COPIES = 2 };             /* cuBLASLt's FP8 GEMM: K-major operands, so W and W^T */
+#else
+enum { FP8_W_COPIES = FP8_LAYOUTS };
+#endif
 typedef struct {
     prt_fp8_tensor t[2];   /* along k (forward), along o (dX) */
     long step;             /* R.step + 1 when made; 0: never */
@@ -1000,19 +1023,34 @@ static const prt_fp8_tensor *fp8_weight(const LayerSpec *L, bool col, const prt_
     Fp8Split split[2] = { col ? FP8_SPLIT_MN : FP8_SPLIT_K, col ? FP8_SPLIT_K : FP8_SPLIT_MN };
     prt_fp8_kdim kds[2] = { PRT_FP8_K_COLS, PRT_FP8_K_ROWS };
     int j = kd == PRT_FP8_K_COLS ? 0 : 1;
+#ifdef PRT_CUDA
+    if (!FP8_KEEP_W) {   /* W along k; dX's W^T: W quantised, then transposed */
+        fp8_quantize(tmp, w, &cfg.weight, PRT_FP8_K_COLS, o, k, split[0], fp8_hist(L, col, FP8_ROLE_W));
+        if (j == 1) {
+            prt_fp8_tensor q = *tmp;
+            fp8_transposed(tmp, &q);
+            fp8_free(&q);
+        }
+        return tmp;
+    }
+#else
     if (!FP8_KEEP_W) {
         fp8_quantize(tmp, w, &cfg.weight, kd, o, k, split[j], fp8_hist(L, col, FP8_ROLE_W));
         return tmp;
     }
+#endif
     Fp8Weight *c = &FP8_W[L - LAYERS][col ? 0 : 1];
     if (c->step != R.step + 1) {   /* stale: the weights changed since (or never made) */
-        for (int i = 0; i < FP8_LAYOUTS; i++) {
+        for (int i = 0; i < FP8_W_COPIES; i++) {
             fp8_free(&c->t[i]);
+#ifdef PRT_CUDA
+            if (i == 1) { fp8_transposed(&c->t[1], &c->t[0]); continue; }   /* (k, o): W^T */
+#endif
             fp8_quantize(&c->t[i], w, &cfg.weight, kds[i], o, k, split[i], fp8_hist(L, col, FP8_ROLE_W));
         }
         c->step = R.step + 1;
     }
-    if (j < FP8_LAYOUTS) return &c->t[j];
+    if (j < FP8_W_COPIES) return &c->t[j];
     *tmp = c->t[0];   /* one layout: the same codes and scale, read along o */
     CHECK(prt_fp8_grid_of(&tmp->g, &cfg.weight, o, k, kd));
     return tmp;
@@ -1032,15 +1070,18 @@ static void fp8_linear_fwd(const LayerSpec *L, prt_act *out, const prt_act *x, c
     if (!FP8_LINEAR[L - LAYERS]) { prt_linear_fwd(out, x, w, b, n, k, o); return; }
     bool col = fp8_col(L, w);
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
-    prt_fp8_tensor A, tmp = { 0 };
+    prt_fp8_tensor A, tmp;
+    memset(&tmp, 0, sizeof tmp);   /* fp8_weight fills it only when no copy is kept */
     fp8_quantize(&A, x, &cfg.act, PRT_FP8_K_COLS, n, k, col ? FP8_WHOLE : FP8_SPLIT_K, fp8_hist(L, col, FP8_ROLE_X));
     const prt_fp8_tensor *Bw = fp8_weight(L, col, w, o, k, PRT_FP8_K_COLS, &tmp);
+#ifdef PRT_CUDA
+    CHECK(prt_fp8_gemm_tn(out, false, &A, Bw, n, o, k, 0.0f));
+#else
     CHECK(prt_fp8_gemm(out, &A, false, Bw, true, n, o, k, 0.0f));
+#endif
     fp8_free(&A);
     if (!FP8_KEEP_W) fp8_free(&tmp);
-    if (b)   /* the bias in fp32 after the GEMM (TE's epilogue) */
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < o; j++) out[i * o + j] += b[j];
+    if (b) prt_bias_add(out, b, n, o);   /* the bias in fp32 after the GEMM (TE's epilogue) */
 }
 
 /* dx (n, k) = dout (n, o) w (o, k): this GEMM's K is o. */
@@ -1050,11 +1091,16 @@ static void fp8_linear_bwd_input(const LayerSpec *L, prt_act *dx, const prt_act 
     if (!FP8_LINEAR[L - LAYERS]) { prt_linear_bwd_input(dx, dout, w, n, k, o); return; }
     bool col = fp8_col(L, w);
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
-    prt_fp8_tensor A, tmp = { 0 };
+    prt_fp8_tensor A, tmp;
+    memset(&tmp, 0, sizeof tmp);   /* fp8_weight fills it only when no copy is kept */
     fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_COLS, n, o, col ? FP8_SPLIT_K : FP8_WHOLE,
                  fp8_hist(L, col, FP8_ROLE_DY));
     const prt_fp8_tensor *Bw = fp8_weight(L, col, w, o, k, PRT_FP8_K_ROWS, &tmp);
+#ifdef PRT_CUDA
+    CHECK(prt_fp8_gemm_tn(dx, false, &A, Bw, n, k, o, 0.0f));   /* Bw: W^T (k, o) */
+#else
     CHECK(prt_fp8_gemm(dx, &A, false, Bw, false, n, k, o, 0.0f));
+#endif
     fp8_free(&A);
     if (!FP8_KEEP_W) fp8_free(&tmp);
 }
@@ -1069,13 +1115,23 @@ static void fp8_dw(const LayerSpec *L, bool col, float *dw, float *db, const prt
     (void)L;   /* its histories alone (recipe delayed) */
     fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_ROWS, n, o, col ? FP8_SPLIT_MN : FP8_WHOLE,
                  fp8_hist(L, col, FP8_ROLE_DY));
+#ifdef PRT_CUDA
+    prt_fp8_tensor At, Bt;   /* dY^T (o, n), x^T (k, n): K-major along the tokens */
+    fp8_transposed(&At, &A);
+    fp8_free(&A);
+    fp8_quantize(&Bx, x, &cfg.act, PRT_FP8_K_ROWS, n, k, col ? FP8_WHOLE : FP8_SPLIT_MN,
+                 fp8_hist(L, col, FP8_ROLE_X));
+    fp8_transposed(&Bt, &Bx);
+    fp8_free(&Bx);
+    CHECK(prt_fp8_gemm_tn(dw, true, &At, &Bt, o, k, n, 1.0f));
+    fp8_free(&At), fp8_free(&Bt);
+#else
     fp8_quantize(&Bx, x, &cfg.act, PRT_FP8_K_ROWS, n, k, col ? FP8_WHOLE : FP8_SPLIT_MN,
                  fp8_hist(L, col, FP8_ROLE_X));
     CHECK(prt_fp8_gemm(dw, &A, true, &Bx, false, o, k, n, 1.0f));
     fp8_free(&A), fp8_free(&Bx);
-    if (db)
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < o; j++) db[j] += dout[i * o + j];
+#endif
+    if (db) prt_bias_grad(db, dout, n, o);
 }
 
 #if SPLIT_BWD
@@ -2674,6 +2730,12 @@ int main(int argc, char **argv)
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
 #endif
     if (R.args.dry_run) return dry_run();
+#if FP8
+    {   /* the CUDA build's FP8 GEMMs need FP8 tensor cores (compute capability 8.9): say so now */
+        char why[320];
+        if (prt_fp8_device_check(why, sizeof why) != PRT_OK) prt_run_fail(R.c, "fp8", PRT_ERR_CUDA);
+    }
+#endif
     if (R.args.export_hf && prt_model_check_hf(MODEL_CONFIG))   /* refused before the first step, not after the last */
         prt_run_stop(R.c);
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));

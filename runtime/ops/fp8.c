@@ -63,6 +63,12 @@ void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_f
         t->scale_inv[b] = 1.0f / scale[b];
 }
 
+prt_status prt_fp8_device_check(char *buf, size_t len)
+{
+    if (len) buf[0] = '\0';   /* the CPU build emulates FP8: any host runs it */
+    return PRT_OK;
+}
+
 void prt_fp8_amax_f32(float *amax, const float *x, const prt_fp8_grid *g)
 {
     prt_fp8_amax(amax, x, g);
@@ -239,15 +245,6 @@ prt_status prt_fp8_gemm(float *C, const prt_fp8_tensor *A, bool ta, const prt_fp
 
 /* ---- linear layers ------------------------------------------------------------ */
 
-prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid)
-{
-    /* TE Format.HYBRID: e4m3 forward, e5m2 for the backward's gradients. */
-    return (prt_fp8_linear_cfg){
-        .act = prt_fp8_cfg_default(r, PRT_FP8_E4M3, false),
-        .weight = prt_fp8_cfg_default(r, PRT_FP8_E4M3, true),
-        .grad = prt_fp8_cfg_default(r, hybrid ? PRT_FP8_E5M2 : PRT_FP8_E4M3, false),
-    };
-}
 
 
 /* Quantise two operands into one allocation, run the GEMM, free. */
