@@ -1566,7 +1566,8 @@ static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, con
 }
 
 /* FP8 (issue 27) as the program runs it: every recipe (delayed with its
- * amax histories, one scale per tensor as tensorwise), and
+ * amax histories, one scale per tensor as tensorwise), weights gathered
+ * in the compute dtype (all_gather false), and
  * blockwise / mxfp8 tiles that never straddle a TP split (a tile cut by
  * the split would take its scale over part of itself on each rank, and
  * layouts would scale apart): each TP shard's width, a QKV piece (q, k
@@ -1577,6 +1578,11 @@ static void fp8_runtime_key(const Plan *p, const Layout *l, const char **key, co
 {
     const PlanFp8 *f = &p->software.fp8;
     if (!plan_fp8_on(&p->software)) return;
+    if (f->all_gather) {   /* the planner would time and count gathers of 1-byte weights */
+        *key = "fp8 all_gather";
+        *what = "its ZeRO gathers move the weights in the compute dtype (no FP8 parameter all-gather)";
+        return;
+    }
     long long tile = f->recipe == PLAN_FP8_BLOCKWISE ? 128 : f->recipe == PLAN_FP8_MXFP8 ? 32 : 0;
     if (!tile || l->tp == 1) return;
     const Model *m = &p->model;

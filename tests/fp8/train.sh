@@ -40,6 +40,8 @@ refuse() {
 }
 refuse blockwise-tp2 2 "tp 2; micro_batch 8; fp8 { recipe blockwise }" \
     "fp8 blockwise with tp 2: .*layer 1 (attention) has a TP shard 32 wide, not a multiple of the 128-element tile"
+refuse all-gather 2 "dp 2; zero 3; micro_batch 8; fp8 { recipe tensorwise; all_gather true }" \
+    "fp8 all_gather: .*no FP8 parameter all-gather"
 # recipe delayed: emitted, with its history length and the histories' step update
 "$mkplan" "$dir/delayed-emit.plan" 1 "micro_batch 8; fp8 { recipe delayed; amax_history 16 }"
 rc=0; "$planc" emit "$dir/delayed-emit.plan" -o "$dir/delayed-emit.c" 2> "$dir/delayed-emit.err" || rc=$?
