@@ -67,7 +67,7 @@ LDLIBS       += $(JSON_LIBS)
 NVCC_ARCH    := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 NVCCFLAGS    ?= -O2 -g -MMD -MP $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Iruntime/include \
                 $(shell $(MPICC) --showme:compile 2>/dev/null)
-CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
+CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
 
 # Open MPI refuses root and more ranks than cores unless told; tests and
 # demos run as root on a 2-core machine. One BLAS thread per rank.

@@ -124,7 +124,7 @@ int cg_build(const char *src, const char *exe, CgTarget t, const CgRuntime *rt,
             add(&a, rpath);
         }
         /* no OpenBLAS: the CUDA runtime's GEMMs are cuBLAS's */
-        add_words(&a, "-lcublas -lnccl -lcudart");
+        add_words(&a, "-lcublasLt -lcublas -lnccl -lcudart");
         add_words(&a, CG_MPI_LIBS);
         add(&a, "-lm");
     }

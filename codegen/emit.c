@@ -217,7 +217,10 @@ static bool directive(const char *s, const char *e, const char *d, const char **
 /* Write section `name` of the template: its #if/#elif/#else/#endif lines
  * resolved against the plan's features (the lines of the branches the
  * plan takes are copied, the directives themselves are not, and never two
- * blank lines in a row), @KEY@ replaced from keys/vals. A condition on an unknown name sets g->bad. */
+ * blank lines in a row), @KEY@ replaced from keys/vals. A condition on an unknown name sets g->bad.
+ * #ifdef / #ifndef blocks (the build target's: PRT_CUDA, which the
+ * compiler defines, not the plan) are copied with their #else and #endif,
+ * so one program source serves both targets. */
 static void section(Cg *g, const char *name, const char *const *keys, const char *const *vals,
                     int nk)
 {
@@ -228,7 +231,7 @@ static void section(Cg *g, const char *name, const char *const *keys, const char
     s += strlen(mark);
     const char *e = strstr(s, "\n//@@ ");
     e = e ? e + 1 : s + strlen(s);
-    struct { bool taking, taken; } st[16];   /* one per open #if */
+    struct { bool taking, taken, pass; } st[16];   /* one per open #if; pass: an #ifdef copied */
     int depth = 0, off = 0;                  /* off: open levels not taken */
     bool blank_prev = false;
     while (s < e) {
@@ -236,9 +239,17 @@ static void section(Cg *g, const char *name, const char *const *keys, const char
         const char *le = nl ? nl + 1 : e, *c;
         const char *ce = nl ? nl : e;
         int v = 0;
-        if (directive(s, ce, "#if", &c)) {
+        bool pass_end = depth && st[depth - 1].pass &&
+                        (directive(s, ce, "#else", &c) || directive(s, ce, "#endif", &c));
+        if (directive(s, ce, "#ifdef", &c) || directive(s, ce, "#ifndef", &c) || pass_end) {
+            if (depth == 16) goto bad;
+            if (!pass_end) st[depth++] = (typeof(st[0])){ .taking = true, .taken = true, .pass = true };
+            else if (directive(s, ce, "#endif", &c)) depth--;
+            if (!off) { template_line(g, s, le, keys, vals, nk); blank_prev = false; }
+        } else if (directive(s, ce, "#if", &c)) {
             if (depth == 16 || (v = condition(g, c, ce)) < 0) goto bad;
             st[depth].taking = st[depth].taken = v;
+            st[depth].pass = false;
             off += !v;
             depth++;
         } else if (directive(s, ce, "#elif", &c)) {
@@ -1152,7 +1163,8 @@ static void emit_fp8(Cg *g)
         plan_fp8_recipe_names[f->recipe], f->format == PLAN_FP8_HYBRID ? "hybrid (E4M3 forward, E5M2 gradients)"
                                                                       : "E4M3 everywhere",
         f->first_last_bf16 ? ", not the first and last block's" : "");
-    out(g, "enum { FP8_HYBRID = %d };\n", f->format == PLAN_FP8_HYBRID);
+    out(g, "/* the FP8 weights' copies kept for the step: the layouts the plan's device's GEMMs take */\n"
+           "enum { FP8_HYBRID = %d, FP8_LAYOUTS = %d };\n", f->format == PLAN_FP8_HYBRID, plan_fp8_layouts(g->p));
     out(g, "static const prt_fp8_recipe FP8_RECIPE = %s;\n", prt_recipes[f->recipe]);
     out(g, "static const bool FP8_LINEAR[N_LAYERS] = {");
     for (int i = 0; i < m->n_layers; i++)
@@ -1866,7 +1878,8 @@ static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, con
 }
 
 /* FP8 (issue 27) as the program runs it: every recipe (delayed with its
- * amax histories, one scale per tensor as tensorwise), and
+ * amax histories, one scale per tensor as tensorwise), weights gathered
+ * in the compute dtype (all_gather false), and
  * blockwise / mxfp8 tiles that never straddle a TP split (a tile cut by
  * the split would take its scale over part of itself on each rank, and
  * layouts would scale apart): each TP shard's width, a QKV piece (q, k
@@ -1877,6 +1890,11 @@ static void fp8_runtime_key(const Plan *p, const Layout *l, const char **key, co
 {
     const PlanFp8 *f = &p->software.fp8;
     if (!plan_fp8_on(&p->software)) return;
+    if (f->all_gather) {   /* the planner would time and count gathers of 1-byte weights */
+        *key = "fp8 all_gather";
+        *what = "its ZeRO gathers move the weights in the compute dtype (no FP8 parameter all-gather)";
+        return;
+    }
     long long tile = f->recipe == PLAN_FP8_BLOCKWISE ? 128 : f->recipe == PLAN_FP8_MXFP8 ? 32 : 0;
     if (!tile || l->tp == 1) return;
     const Model *m = &p->model;

@@ -255,7 +255,7 @@ static const int VSTAGE_END[1] = { 5 };
 static const bool REBUILT[N_LAYERS] = { false, true, true, false, false };
 #endif
 #if FP8
-enum { FP8_HYBRID = 1 };
+enum { FP8_HYBRID = 1, FP8_LAYOUTS = 2 };
 static const prt_fp8_recipe FP8_RECIPE = PRT_FP8_TENSORWISE;
 static const bool FP8_LINEAR[N_LAYERS] = { false, true, true, false, false };
 #if FP8_DELAYED
@@ -1004,9 +1004,17 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
  * amax history instead and records the amax of its shard; the step's
  * amaxes are MAX-reduced over every rank at the end of the step (below),
  * so its scales are the whole global batch's on every layout.
- * The CPU target's alone: `planc build --target cuda` refuses an fp8 plan
- * (planrt's CUDA build has the casts but no FP8 GEMM yet). */
+ * The CUDA build (PRT_CUDA; `build --target cuda` takes recipe tensorwise
+ * alone) runs the GEMMs through cuBLASLt (prt_fp8_gemm_tn), whose FP8
+ * kernels take K-major operands only: the weight's second copy is the
+ * transpose of its first (TE's fp8 weight and transpose, kept even where
+ * the plan's device would read either major), and dW's operands, dY and x
+ * quantised along the tokens, are transposed before their GEMM; the bias
+ * and its gradient are kernels of their own (prt_bias_add, _grad). Every FP8 copy
+ * (the kept weights, a GEMM's operands, their scales, the histories) is
+ * planrt's allocator's kind fp8, as the planner counts it (fp8_bytes). */
 #include <stdlib.h>
+#include <string.h>
 
 /* How TP splits one GEMM operand, relative to that GEMM's K. */
 typedef enum {
@@ -1050,33 +1058,50 @@ static bool fp8_block_spans(const prt_fp8_cfg *cfg, Fp8Split split)
  * (prt_fp8_state_save). Per-step, not per-micro-batch, updates are what
  * makes the micro-batch count of a layout leave the scales unchanged. */
 enum { FP8_ROLE_X, FP8_ROLE_W, FP8_ROLE_DY, FP8_ROLES };
-enum { FP8_N_HIST = N_LAYERS * 2 * FP8_ROLES };   /* [layer][first or second linear][role] */
-static float FP8_AMAX_HISTORY[FP8_N_HIST][FP8_AMAX_HISTORY_LEN];
-static prt_fp8_history FP8_HISTORY[FP8_N_HIST];
+/* The histories of the FP8 linears alone, [FP8 layer][first or second
+ * linear][role]; their windows from planrt's allocator (kind fp8: the
+ * planner's fp8_bytes counts them on every rank). */
+static prt_fp8_history FP8_HISTORY[N_LAYERS * 2 * FP8_ROLES];
+static int FP8_HIST_AT[N_LAYERS];   /* a layer's first history, -1: not an FP8 layer */
+static size_t FP8_N_HIST;           /* in use: 2 linears x 3 roles per FP8 layer */
 
 /* The history of role of L's first (col) or second linear. */
 static prt_fp8_history *fp8_hist(const LayerSpec *L, bool col, int role)
 {
-    return &FP8_HISTORY[((L - LAYERS) * 2 + (col ? 0 : 1)) * FP8_ROLES + role];
+    return &FP8_HISTORY[FP8_HIST_AT[L - LAYERS] + (col ? 0 : 1) * FP8_ROLES + role];
 }
 
 /* Empty windows and scale 1, TE's initial amax_history and scale. */
 static void fp8_history_init(void)
 {
-    for (int i = 0; i < FP8_N_HIST; i++)
-        CHECK(prt_fp8_history_init(&FP8_HISTORY[i], FP8_AMAX_HISTORY[i], FP8_AMAX_HISTORY_LEN));
+    FP8_N_HIST = 0;
+    for (int l = 0; l < N_LAYERS; l++) {
+        FP8_HIST_AT[l] = FP8_LINEAR[l] ? (int)FP8_N_HIST : -1;
+        for (int i = 0; FP8_LINEAR[l] && i < 2 * FP8_ROLES; i++, FP8_N_HIST++) {
+            float *w = (float *)prt_mem_alloc(PRT_MEM_FP8, FP8_AMAX_HISTORY_LEN * sizeof(float));
+            if (!w) prt_run_fail(R.c, "prt_mem_alloc (fp8 amax history)", PRT_ERR_NOMEM);
+            CHECK(prt_fp8_history_init(&FP8_HISTORY[FP8_N_HIST], w, FP8_AMAX_HISTORY_LEN));
+        }
+    }
+}
+
+static void fp8_history_free(void)
+{
+    for (size_t i = 0; i < FP8_N_HIST; i++) prt_mem_free(FP8_HISTORY[i].amax);
+    FP8_N_HIST = 0;
 }
 
 /* The end of a step: every role's amax over the world, pushed, and the
  * next step's scale in its format (the gradient's E5M2 under hybrid). */
 static void fp8_history_step(void)
 {
-    static float amax[FP8_N_HIST];
-    for (int i = 0; i < FP8_N_HIST; i++) amax[i] = FP8_HISTORY[i].pending;
+    static float amax[N_LAYERS * 2 * FP8_ROLES];
+    if (!FP8_N_HIST) return;   /* first_last_bf16 on a model of two blocks */
+    for (size_t i = 0; i < FP8_N_HIST; i++) amax[i] = FP8_HISTORY[i].pending;
     CHECK(prt_all_reduce(R.c->world, amax, amax, FP8_N_HIST, PRT_FP32, PRT_MAX));
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
-    for (int i = 0; i < FP8_N_HIST; i++) {
-        int role = i % FP8_ROLES;
+    for (size_t i = 0; i < FP8_N_HIST; i++) {
+        int role = (int)(i % FP8_ROLES);
         FP8_HISTORY[i].pending = amax[i];
         prt_fp8_history_update(&FP8_HISTORY[i], role == FP8_ROLE_X ? &cfg.act : role == FP8_ROLE_W ? &cfg.weight
                                                                                                    : &cfg.grad);
@@ -1087,37 +1112,131 @@ static void fp8_history_step(void)
 #endif
 
 /* t = x (rows, cols) quantised with blocks along k; t's codes and scales
- * are malloc'd (fp8_free). The amaxes are reduced over TP where a block
- * spans the split, so each rank casts its slice with the whole block's
- * scale; recipe delayed casts with h's scale and records its shard's amax
- * in h (reduced at the step's end). */
-static void fp8_quantize(prt_fp8_tensor *t, const float *x, const prt_fp8_cfg *cfg, prt_fp8_kdim k,
+ * come from planrt's allocator (kind fp8; fp8_free). The amaxes are taken
+ * into t's scale array, reduced over TP where a block spans the split (so
+ * each rank casts its slice with the whole block's scale), turned into
+ * scales and, by the cast, into their inverses, in place; recipe delayed
+ * casts with h's scale and records its shard's amax in h (reduced at the
+ * step's end). */
+static void fp8_quantize(prt_fp8_tensor *t, const prt_act *x, const prt_fp8_cfg *cfg, prt_fp8_kdim k,
                          size_t rows, size_t cols, Fp8Split split, prt_fp8_history *h)
 {
     CHECK(prt_fp8_grid_of(&t->g, cfg, rows, cols, k));
     t->fmt = cfg->fmt;
     size_t nb = prt_fp8_nblocks(&t->g);
-    t->q = (uint8_t *)malloc(rows * cols);
-    t->scale_inv = (float *)malloc(nb * sizeof(float));
-    float *amax = (float *)malloc(2 * nb * sizeof(float)), *scale = amax ? amax + nb : NULL;
-    if (!t->q || !t->scale_inv || !amax) prt_run_fail(R.c, "malloc (fp8 operand)", PRT_ERR_NOMEM);
-    prt_fp8_amax(amax, x, &t->g);
+    t->q = (uint8_t *)prt_mem_alloc(PRT_MEM_FP8, rows * cols);
+    t->scale_inv = (float *)prt_mem_alloc(PRT_MEM_FP8, nb * sizeof(float));
+    if (!t->q || !t->scale_inv) prt_run_fail(R.c, "prt_mem_alloc (fp8 operand)", PRT_ERR_NOMEM);
+    float *s = t->scale_inv;   /* amaxes, then scales, then (the cast) their inverses */
+    prt_fp8_amax(s, x, &t->g);
     if (cfg->recipe == PRT_FP8_DELAYED) {   /* one block: the tensor */
-        prt_fp8_history_record(h, amax[0]);
-        scale[0] = h->scale;
+        prt_fp8_history_record(h, s[0]);
+        s[0] = h->scale;
     } else {
-        if (fp8_block_spans(cfg, split)) CHECK(prt_all_reduce(R.c->tp, amax, amax, nb, PRT_FP32, PRT_MAX));
-        prt_fp8_scales(scale, amax, nb, cfg);
+        if (fp8_block_spans(cfg, split)) CHECK(prt_all_reduce(R.c->tp, s, s, nb, PRT_FP32, PRT_MAX));
+        prt_fp8_scales(s, s, nb, cfg);
     }
-    prt_fp8_cast(t, x, scale, cfg->mode);
-    free(amax);
+    prt_fp8_cast(t, x, s, cfg->mode);
 }
 
-static void fp8_free(prt_fp8_tensor *t) { free(t->q); free(t->scale_inv); }
+static void fp8_free(prt_fp8_tensor *t)
+{
+    prt_mem_free(t->q), prt_mem_free(t->scale_inv);
+    t->q = NULL, t->scale_inv = NULL;
+}
+
+#ifdef PRT_CUDA
+/* dst = src transposed (one scale), in planrt's allocator (kind fp8): the
+ * K-major operand cuBLASLt's FP8 GEMM takes. */
+static void fp8_transposed(prt_fp8_tensor *dst, const prt_fp8_tensor *src)
+{
+    dst->q = (uint8_t *)prt_mem_alloc(PRT_MEM_FP8, src->g.rows * src->g.cols);
+    dst->scale_inv = (float *)prt_mem_alloc(PRT_MEM_FP8, sizeof(float));
+    if (!dst->q || !dst->scale_inv) prt_run_fail(R.c, "prt_mem_alloc (fp8 transpose)", PRT_ERR_NOMEM);
+    CHECK(prt_fp8_transpose(dst, src));
+}
+#endif
 
 /* Whether L's linear with weight w (its first: column-parallel; else its
  * second: row-parallel) runs in FP8, and which it is. */
 static bool fp8_col(const LayerSpec *L, const prt_act *w) { return w == W(L->w1); }
+
+/* ---- the FP8 weights kept for the step ------------------------------------
+ * Transformer Engine quantises each module's weight once a step (its
+ * first forward) into the layouts its GEMMs take — on Hopper the weight
+ * and its transpose, cuBLASLt's FP8 GEMM being TN only; per-block scales
+ * run along K, so those recipes need both on any device — and keeps them
+ * until the weights change. So does the program: FP8_LAYOUTS copies
+ * (planner/fp8_cost.c plan_fp8_layouts: the plan's device), the forward's
+ * along k (K_COLS) and dX's along o (K_ROWS), made at the linear's first
+ * use in a step (the optimizer has run since the last: R.step moved) and
+ * kept, in planrt's allocator (kind fp8). With one layout (tensorwise or
+ * delayed on Blackwell) the one copy serves both: a per-tensor scale does
+ * not depend on the axis. Under ZeRO-3 over dp > 1 nothing is kept (a
+ * layer's weights exist only while gathered): each GEMM quantises the
+ * gathered weight it uses and frees it. The planner counts these bytes
+ * (planc_memory: the copies kept, one GEMM's operands, the histories). */
+enum { FP8_KEEP_W = !(ZERO >= 3 && DP > 1) };
+#ifdef PRT_CUDA
+enum { FP8_W_COPIES = 2 };             /* cuBLASLt's FP8 GEMM: K-major operands, so W and W^T */
+#else
+enum { FP8_W_COPIES = FP8_LAYOUTS };
+#endif
+typedef struct {
+    prt_fp8_tensor t[2];   /* along k (forward), along o (dX) */
+    long step;             /* R.step + 1 when made; 0: never */
+} Fp8Weight;
+static Fp8Weight FP8_W[N_LAYERS][2];   /* [layer][first or second linear] */
+
+/* The weight w (o, k) of L's first (col) or second linear quantised along
+ * kd: the kept copy (made now if stale), or into *tmp (ZeRO-3: free it). */
+static const prt_fp8_tensor *fp8_weight(const LayerSpec *L, bool col, const prt_act *w, size_t o, size_t k,
+                                        prt_fp8_kdim kd, prt_fp8_tensor *tmp)
+{
+    prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
+    /* the TP split of each layout relative to its GEMM's K (fp8_block_spans) */
+    Fp8Split split[2] = { col ? FP8_SPLIT_MN : FP8_SPLIT_K, col ? FP8_SPLIT_K : FP8_SPLIT_MN };
+    prt_fp8_kdim kds[2] = { PRT_FP8_K_COLS, PRT_FP8_K_ROWS };
+    int j = kd == PRT_FP8_K_COLS ? 0 : 1;
+#ifdef PRT_CUDA
+    if (!FP8_KEEP_W) {   /* W along k; dX's W^T: W quantised, then transposed */
+        fp8_quantize(tmp, w, &cfg.weight, PRT_FP8_K_COLS, o, k, split[0], fp8_hist(L, col, FP8_ROLE_W));
+        if (j == 1) {
+            prt_fp8_tensor q = *tmp;
+            fp8_transposed(tmp, &q);
+            fp8_free(&q);
+        }
+        return tmp;
+    }
+#else
+    if (!FP8_KEEP_W) {
+        fp8_quantize(tmp, w, &cfg.weight, kd, o, k, split[j], fp8_hist(L, col, FP8_ROLE_W));
+        return tmp;
+    }
+#endif
+    Fp8Weight *c = &FP8_W[L - LAYERS][col ? 0 : 1];
+    if (c->step != R.step + 1) {   /* stale: the weights changed since (or never made) */
+        for (int i = 0; i < FP8_W_COPIES; i++) {
+            fp8_free(&c->t[i]);
+#ifdef PRT_CUDA
+            if (i == 1) { fp8_transposed(&c->t[1], &c->t[0]); continue; }   /* (k, o): W^T */
+#endif
+            fp8_quantize(&c->t[i], w, &cfg.weight, kds[i], o, k, split[i], fp8_hist(L, col, FP8_ROLE_W));
+        }
+        c->step = R.step + 1;
+    }
+    if (j < FP8_W_COPIES) return &c->t[j];
+    *tmp = c->t[0];   /* one layout: the same codes and scale, read along o */
+    CHECK(prt_fp8_grid_of(&tmp->g, &cfg.weight, o, k, kd));
+    return tmp;
+}
+
+static void fp8_weights_free(void)
+{
+    for (int l = 0; l < N_LAYERS; l++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) fp8_free(&FP8_W[l][i].t[j]);
+}
 
 /* out (n, o) = x (n, k) w^T + b, as prt_linear_fwd. */
 static void fp8_linear_fwd(const LayerSpec *L, prt_act *out, const prt_act *x, const prt_act *w,
@@ -1126,15 +1245,18 @@ static void fp8_linear_fwd(const LayerSpec *L, prt_act *out, const prt_act *x, c
     if (!FP8_LINEAR[L - LAYERS]) { prt_linear_fwd(out, x, w, b, n, k, o); return; }
     bool col = fp8_col(L, w);
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
-    prt_fp8_tensor A, Bw;
+    prt_fp8_tensor A, tmp;
+    memset(&tmp, 0, sizeof tmp);   /* fp8_weight fills it only when no copy is kept */
     fp8_quantize(&A, x, &cfg.act, PRT_FP8_K_COLS, n, k, col ? FP8_WHOLE : FP8_SPLIT_K, fp8_hist(L, col, FP8_ROLE_X));
-    fp8_quantize(&Bw, w, &cfg.weight, PRT_FP8_K_COLS, o, k, col ? FP8_SPLIT_MN : FP8_SPLIT_K,
-                 fp8_hist(L, col, FP8_ROLE_W));
-    CHECK(prt_fp8_gemm(out, &A, false, &Bw, true, n, o, k, 0.0f));
-    fp8_free(&A), fp8_free(&Bw);
-    if (b)   /* the bias in fp32 after the GEMM (TE's epilogue) */
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < o; j++) out[i * o + j] += b[j];
+    const prt_fp8_tensor *Bw = fp8_weight(L, col, w, o, k, PRT_FP8_K_COLS, &tmp);
+#ifdef PRT_CUDA
+    CHECK(prt_fp8_gemm_tn(out, false, &A, Bw, n, o, k, 0.0f));
+#else
+    CHECK(prt_fp8_gemm(out, &A, false, Bw, true, n, o, k, 0.0f));
+#endif
+    fp8_free(&A);
+    if (!FP8_KEEP_W) fp8_free(&tmp);
+    if (b) prt_bias_add(out, b, n, o);   /* the bias in fp32 after the GEMM (TE's epilogue) */
 }
 
 /* dx (n, k) = dout (n, o) w (o, k): this GEMM's K is o. */
@@ -1144,13 +1266,18 @@ static void fp8_linear_bwd_input(const LayerSpec *L, prt_act *dx, const prt_act 
     if (!FP8_LINEAR[L - LAYERS]) { prt_linear_bwd_input(dx, dout, w, n, k, o); return; }
     bool col = fp8_col(L, w);
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
-    prt_fp8_tensor A, Bw;
+    prt_fp8_tensor A, tmp;
+    memset(&tmp, 0, sizeof tmp);   /* fp8_weight fills it only when no copy is kept */
     fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_COLS, n, o, col ? FP8_SPLIT_K : FP8_WHOLE,
                  fp8_hist(L, col, FP8_ROLE_DY));
-    fp8_quantize(&Bw, w, &cfg.weight, PRT_FP8_K_ROWS, o, k, col ? FP8_SPLIT_K : FP8_SPLIT_MN,
-                 fp8_hist(L, col, FP8_ROLE_W));
-    CHECK(prt_fp8_gemm(dx, &A, false, &Bw, false, n, k, o, 0.0f));
-    fp8_free(&A), fp8_free(&Bw);
+    const prt_fp8_tensor *Bw = fp8_weight(L, col, w, o, k, PRT_FP8_K_ROWS, &tmp);
+#ifdef PRT_CUDA
+    CHECK(prt_fp8_gemm_tn(dx, false, &A, Bw, n, k, o, 0.0f));   /* Bw: W^T (k, o) */
+#else
+    CHECK(prt_fp8_gemm(dx, &A, false, Bw, false, n, k, o, 0.0f));
+#endif
+    fp8_free(&A);
+    if (!FP8_KEEP_W) fp8_free(&tmp);
 }
 
 /* dw (o, k) += dout^T x: this GEMM's K is n, the tokens; db += the
@@ -1163,13 +1290,23 @@ static void fp8_dw(const LayerSpec *L, bool col, float *dw, float *db, const prt
     (void)L;   /* its histories alone (recipe delayed) */
     fp8_quantize(&A, dout, &cfg.grad, PRT_FP8_K_ROWS, n, o, col ? FP8_SPLIT_MN : FP8_WHOLE,
                  fp8_hist(L, col, FP8_ROLE_DY));
+#ifdef PRT_CUDA
+    prt_fp8_tensor At, Bt;   /* dY^T (o, n), x^T (k, n): K-major along the tokens */
+    fp8_transposed(&At, &A);
+    fp8_free(&A);
+    fp8_quantize(&Bx, x, &cfg.act, PRT_FP8_K_ROWS, n, k, col ? FP8_WHOLE : FP8_SPLIT_MN,
+                 fp8_hist(L, col, FP8_ROLE_X));
+    fp8_transposed(&Bt, &Bx);
+    fp8_free(&Bx);
+    CHECK(prt_fp8_gemm_tn(dw, true, &At, &Bt, o, k, n, 1.0f));
+    fp8_free(&At), fp8_free(&Bt);
+#else
     fp8_quantize(&Bx, x, &cfg.act, PRT_FP8_K_ROWS, n, k, col ? FP8_WHOLE : FP8_SPLIT_MN,
                  fp8_hist(L, col, FP8_ROLE_X));
     CHECK(prt_fp8_gemm(dw, &A, true, &Bx, false, o, k, n, 1.0f));
     fp8_free(&A), fp8_free(&Bx);
-    if (db)
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < o; j++) db[j] += dout[i * o + j];
+#endif
+    if (db) prt_bias_grad(db, dout, n, o);
 }
 
 #if SPLIT_BWD
@@ -2992,6 +3129,12 @@ int main(int argc, char **argv)
     CHECK(prt_model_new(R.c, PARAMS, N_PARAMS, N_LAYERS, CHUNKS, ZERO, SEED, &R.m));
 #endif
     if (R.args.dry_run) return dry_run();
+#if FP8
+    {   /* the CUDA build's FP8 GEMMs need FP8 tensor cores (compute capability 8.9): say so now */
+        char why[320];
+        if (prt_fp8_device_check(why, sizeof why) != PRT_OK) prt_run_fail(R.c, "fp8", PRT_ERR_CUDA);
+    }
+#endif
     if (R.args.export_hf && prt_model_check_hf(MODEL_CONFIG))   /* refused before the first step, not after the last */
         prt_run_stop(R.c);
     CHECK(prt_log_open(R.c, R.args.log_json, &R.log));
@@ -3051,6 +3194,12 @@ int main(int argc, char **argv)
     if (R.args.dump_params) CHECK(prt_model_dump(R.m, R.args.dump_params));
 #endif
     if (R.args.mem_report) CHECK(prt_mem_report(R.c, R.args.mem_report));   /* the allocator's peak */
+#if FP8
+    fp8_weights_free();
+#endif
+#if FP8_DELAYED
+    fp8_history_free();
+#endif
     prt_pipe_free(R.pipe);
     scratch_free();
     prt_log_close(R.log);

@@ -30,6 +30,11 @@ bool plan_fp8_torchao(const Software *w)
     return strcmp(plan_stack_row(w->stack)->name, "torchtitan") == 0;
 }
 
+bool plan_fp8_planc(const Software *w)
+{
+    return strcmp(plan_stack_row(w->stack)->name, "planc") == 0;
+}
+
 bool plan_rule_fp8(const Plan *p, const PlanFp8 *f, char *why, size_t len)
 {
     if (f->recipe <= PLAN_FP8_OFF || f->recipe >= PLAN_N_FP8_RECIPES) return true;

@@ -129,6 +129,10 @@ void plan_fp8_params(const Plan *p, int first, int end, int tp, PlanFp8Params *o
  * fp8 input of each linear for the weight gradient, not the bf16 one). */
 typedef struct {
     double params, buffers, act_per_mb;
+    double copies;      /* of buffers: the FP8 copies themselves (weights, their scales, histories,
+                           operands), reported as a stage's fp8_bytes */
+    double transient;   /* planc's program: its largest GEMM's quantised operands (a max over
+                           chunks, not a sum; plan_fp8_stage_memory adds it) */
 } PlanFp8Mem;
 
 void plan_fp8_memory(const Plan *p, const Layout *l, int first, int end, PlanFp8Mem *out);
@@ -144,6 +148,17 @@ double plan_fp8_gather_bytes(const Plan *p, double params, double fp8_params);
 
 /* Whether the software is torchao's (software torchtitan). */
 bool plan_fp8_torchao(const Software *w);
+
+/* Whether the software is planc's own program (software planc): its FP8
+ * memory is what the generated program allocates (fp8_cost.c's essay),
+ * not Transformer Engine's. */
+bool plan_fp8_planc(const Software *w);
+
+/* Layouts each FP8 tensor is quantised into on the plan's device: 2 on
+ * Hopper and for per-block scales (TN-only FP8 GEMMs; scales along K), 1
+ * for tensorwise and delayed on Blackwell (fp8_cost.c's essay). The
+ * generated program keeps this many copies of each FP8 weight. */
+int plan_fp8_layouts(const Plan *p);
 
 /* One line for check: "fp8 tensorwise, hybrid (E4M3 forward, E5M2 gradients), ..." */
 void plan_fp8_describe(const Plan *p, char *buf, size_t len);

@@ -40,7 +40,20 @@
  *    of the weights' amaxes under precompute_float8_dynamic_scale_for_fsdp
  *    is one collective a step, not counted.
  * Memory: plan_fp8_memory. Master weights, optimizer state, gradients and
- * checkpoints are unchanged.
+ * checkpoints are unchanged. Under software planc it is what the generated
+ * program allocates (codegen/program_template.c's FP8 section, planrt's
+ * allocator kind fp8), not TE's: each FP8 linear's weight quantised once a
+ * step into plan_fp8_layouts layouts and kept for the step (TE's fp8
+ * weight and transpose; under ZeRO-3 over dp > 1 none are kept: each GEMM
+ * quantises the gathered weight it uses), with one fp32 scale_inv per
+ * scale block (planrt's prt_fp8_grid_of blocks); the activations' and
+ * gradients' operands quantised per GEMM and freed after it (the program
+ * keeps its inputs in the compute dtype and quantises x again for dW, so
+ * nothing is saved in fp8: its largest GEMM's operands are the transient
+ * item); recipe delayed's amax windows for every FP8 linear of the model
+ * on every rank (each rank holds all histories: they are MAX-reduced over
+ * the world and checkpointed by rank 0), amax_history fp32 each for x, W
+ * and dY.
  */
 #include "planner/fp8.h"
 
@@ -79,8 +92,7 @@ double plan_fp8_gemm_time(const Device *d, int pass, double m, double n, double 
     return plan_gemm_pass_time(d, peak, 1.0, pass, m, n, k, batch);
 }
 
-/* Layouts each tensor is quantized into (the essay). */
-static int layouts(const Plan *p)
+int plan_fp8_layouts(const Plan *p)
 {
     int r = p->software.fp8.recipe;
     bool per_tensor = r == PLAN_FP8_TENSORWISE || r == PLAN_FP8_DELAYED;
@@ -112,7 +124,7 @@ void plan_fp8_casts(const Plan *p, double m, double n, double k, int tp, int dp,
     const PlanFp8 *f = &p->software.fp8;
     double e = plan_dtype_bytes(p->model.dtype);
     bool amax = f->recipe == PLAN_FP8_TENSORWISE;
-    int lay = layouts(p);
+    int lay = plan_fp8_layouts(p);
     double X = m * k, W = k * n, dY = m * n;
     double sx = scale_per_elem(p, k, false), sw = scale_per_elem(p, k, true), sy = scale_per_elem(p, n, false);
     /* the weight: cast on its shard before an fp8 all-gather (ZeRO-3), its
@@ -192,15 +204,93 @@ static double linear_inputs(const Plan *p, const Layer *ly, const Layout *l)
     return T * h * r + T * (double)ly->hidden / t;
 }
 
+/* fp32 scale_inv blocks of a (olen x klen) operand quantised with blocks
+ * along its GEMM's K (klen), as planrt's prt_fp8_grid_of cuts it: one for
+ * tensorwise and delayed, one per K-vector rowwise, 1 x 128 (weights 128 x
+ * 128) blockwise, 1 x 32 mxfp8; edge blocks cut short. */
+static double grid_blocks(const Plan *p, bool weight, double klen, double olen)
+{
+    switch (p->software.fp8.recipe) {
+    case PLAN_FP8_ROWWISE:   return olen;
+    case PLAN_FP8_BLOCKWISE: return ceil(klen / 128) * (weight ? ceil(olen / 128) : olen);
+    case PLAN_FP8_MXFP8:     return ceil(klen / 32) * olen;
+    default:                 return 1;
+    }
+}
+
+/* Bytes of one quantised operand: a code a byte, a 4-byte scale_inv a block. */
+static double operand_bytes(const Plan *p, bool weight, double klen, double olen)
+{
+    return klen * olen + 4 * grid_blocks(p, weight, klen, olen);
+}
+
+/* planc's program, one FP8 linear of forward GEMM x (n x k) W^T (k x o):
+ * *kept, its weight's copies for the step (0 when each GEMM quantises the
+ * weight itself, `cached` false); *transient, the most bytes of quantised
+ * operands alive at once in one of its GEMMs (the template's fp8_linear_*:
+ * forward x along k; dX dY along o and W along o; dW dY and x along n). */
+static void planc_linear(const Plan *p, bool cached, double n, double k, double o, double *kept,
+                         double *transient)
+{
+    double wf = operand_bytes(p, true, k, o), wr = operand_bytes(p, true, o, k);   /* W along k; along o */
+    double xf = operand_bytes(p, false, k, n), xr = operand_bytes(p, false, n, k);
+    double yf = operand_bytes(p, false, o, n), yr = operand_bytes(p, false, n, o);
+    if (plan_fp8_layouts(p) == 1) wr = wf;   /* one copy serves both */
+    *kept = cached ? (plan_fp8_layouts(p) == 1 ? wf : wf + wr) : 0;
+    double fwd = xf + (cached ? 0 : wf), dx = yf + (cached ? 0 : wr), dw = yr + xr;
+    *transient = fmax(fwd, fmax(dx, dw));
+}
+
+/* planc's program over layers [first, end): the kept weight copies into
+ * out->buffers, the largest GEMM's transient operands into out->transient. */
+static void planc_memory(const Plan *p, const Layout *l, int first, int end, PlanFp8Mem *out)
+{
+    const Model *m = &p->model;
+    bool cached = !(l->zero >= 3 && l->dp > 1);   /* ZeRO-3: the gathered weight quantised per GEMM */
+    PlanCut cut = { .micro_batch = l->micro_batch, .tp = l->tp, .sp = l->sequence_parallel == 1,
+                    .recompute = RECOMPUTE_NONE, .flash = plan_flash(&p->software) };
+    for (int i = first; i < end && i < m->n_layers; i++) {
+        const Layer *ly = &m->layers[i];
+        if (!plan_fp8_layer(p, ly)) continue;
+        PlanLayerWork w;
+        plan_layer_work(m, ly, i ? &m->layers[i - 1] : NULL, &cut, &w);
+        for (int j = 0; j < w.n_gemm; j++) {
+            const PlanGemm *g = &w.gemm[j];
+            if (!plan_fp8_gemm(p, ly, g)) continue;
+            double kept, tr;
+            planc_linear(p, cached, g->m, g->k, g->n, &kept, &tr);
+            out->buffers += kept;
+            out->copies += kept;
+            out->transient = fmax(out->transient, tr);
+        }
+    }
+}
+
+/* planc's program: recipe delayed's amax windows, x, W and dY of each
+ * FP8 linear of the whole model (two a block: QKV and output projection,
+ * up and down), amax_history fp32 each; 0 for the other recipes. */
+static double planc_histories(const Plan *p)
+{
+    const PlanFp8 *f = &p->software.fp8;
+    if (f->recipe != PLAN_FP8_DELAYED) return 0;
+    int n = 0;
+    for (int i = 0; i < p->model.n_layers; i++) n += plan_fp8_layer(p, &p->model.layers[i]);
+    return 2.0 * 3 * n * 4 * (double)f->amax_history;
+}
+
 void plan_fp8_memory(const Plan *p, const Layout *l, int first, int end, PlanFp8Mem *out)
 {
     memset(out, 0, sizeof *out);
     if (!plan_fp8_on(&p->software)) return;
+    if (plan_fp8_planc(&p->software)) {
+        planc_memory(p, l, first, end, out);
+        return;
+    }
     const PlanFp8 *f = &p->software.fp8;
     PlanFp8Params q;
     plan_fp8_params(p, first, end, l->tp, &q);
     double e = plan_dtype_bytes(p->model.dtype);
-    int lay = layouts(p);
+    int lay = plan_fp8_layouts(p);
     bool te = !plan_fp8_torchao(&p->software), zero3 = l->zero >= 3 && l->dp > 1;
     if (zero3) {
         /* the two gathered layers (computing, prefetched) arrive in fp8 under
@@ -228,6 +318,7 @@ void plan_fp8_memory(const Plan *p, const Layout *l, int first, int end, PlanFp8
      * their amax histories too */
     double per_tensor = 8 + (f->recipe == PLAN_FP8_DELAYED ? 4.0 * (double)f->amax_history : 0);
     out->buffers += 3.0 * q.linears * per_tensor;
+    out->copies = out->buffers;   /* every buffer item above is an FP8 copy or its scales */
     /* TE saves the fp8 input of each linear (its columnwise copy, for dW)
      * instead of the bf16 one; counted where every activation is kept
      * (recompute none): the recomputed layouts keep what model.c says */
@@ -252,6 +343,14 @@ void plan_fp8_stage_memory(const Plan *p, const Layout *l, const PlanChunk *chun
         out->params += x.params;
         out->buffers += x.buffers;
         out->act_per_mb += x.act_per_mb;
+        out->copies += x.copies;
+        out->transient = fmax(out->transient, x.transient);
+    }
+    if (plan_fp8_on(&p->software) && plan_fp8_planc(&p->software)) {
+        /* planc's program: one GEMM's operands at a time; every rank's histories */
+        double h = planc_histories(p);
+        out->buffers += out->transient + h;
+        out->copies += out->transient + h;
     }
 }
 

@@ -242,6 +242,7 @@ static void plan_memory_fp8(const Plan *p, const PlanCosts *c, int s, PlanStageM
     /* each item stays >= 0: a saving never exceeds what the item holds */
     m->params_bytes = plan_bytes(fmax(0, (double)m->params_bytes + sum.params));
     m->buffers_bytes = plan_bytes(fmax(0, (double)m->buffers_bytes + sum.buffers));
+    m->fp8_bytes = plan_bytes(sum.copies);
     m->activations_bytes = plan_bytes(fmax(0, (double)m->activations_bytes + m->in_flight * sum.act_per_mb));
 }
 
@@ -275,6 +276,7 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
          * that runs */
         double xfers = plan_pipe_xfer_bufs(l->schedule, l->pp, s, c->n_micro, l->chunks, l->zero, plan_dp_cp(l));
         double early = plan_pipe_early_recvs(l->schedule, l->pp) * p2p;   /* receives posted early */
+        m->fp8_bytes = 0;
         m->buffers_bytes = plan_bytes_add(plan_memory_buffers(xfers, l->zero, p2p, layer_max, p->model.dtype,
                                                               plan_grad_dtype(p)),
                                           plan_bytes_add(plan_bytes(a2a + early),

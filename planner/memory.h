@@ -18,6 +18,7 @@ typedef struct {
     uint64_t optimizer_bytes;   /* AdamW state (ZeRO >= 1: shard) */
     uint64_t activations_bytes; /* kept activations x micro-batches in flight (+ recompute buffer) */
     uint64_t buffers_bytes;     /* p2p, ZeRO-3 gathered layers, communication buckets */
+    uint64_t fp8_bytes;         /* of buffers_bytes: the FP8 copies (planner/fp8.h PlanFp8Mem.copies) */
     uint64_t reserve_bytes;     /* CUDA context, NCCL, workspace, fragmentation */
     uint64_t total_bytes;       /* sum of the above */
     uint64_t capacity;          /* device memory */

@@ -460,12 +460,16 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
         fprintf(out, "\"params_bytes\": %llu, \"grads_bytes\": %llu, \"optimizer_bytes\": %llu, "
                      "\"activations_bytes\": %llu, \"buffers_bytes\": %llu, \"reserve_bytes\": %llu, "
                      "\"total_bytes\": %llu, \"capacity_bytes\": %llu, \"headroom_bytes\": %lld, "
-                     "\"in_flight\": %.4g, \"fits\": %s}",
+                     "\"in_flight\": %.4g, \"fits\": %s",
                 (unsigned long long)m->params_bytes, (unsigned long long)m->grads_bytes,
                 (unsigned long long)m->optimizer_bytes, (unsigned long long)m->activations_bytes,
                 (unsigned long long)m->buffers_bytes, (unsigned long long)m->reserve_bytes,
                 (unsigned long long)m->total_bytes, (unsigned long long)m->capacity,
                 (long long)m->headroom, m->in_flight, m->headroom < 0 ? "false" : "true");
+        /* of buffers_bytes, the FP8 copies (tests/mem's f check holds the
+         * program's fp8 allocations to it) */
+        if (plan_fp8_on(&p->software)) fprintf(out, ", \"fp8_bytes\": %llu", (unsigned long long)m->fp8_bytes);
+        fprintf(out, "}");
     }
     fprintf(out, "%s]%s}", compact ? "" : "\n  ", compact ? "" : "\n");
     free(ch);

@@ -55,7 +55,7 @@ OPS_CUDA_BIN := $(BUILD)/tests/test_ops_cuda
 $(BUILD)/gen/prt_ops_ref.h: runtime/include/prt_ops.h runtime/ops.mk
 	@mkdir -p $(@D)
 	sed -e 's/\bprt_/ref_prt_/g' -e 's/ref_prt_status/prt_status/g' -e 's/PRT_DATA_/REF_DATA_/g' -e 's/PRT_DROPOUT_/REF_DROPOUT_/g' -e 's/PRT_FP8_/REF_FP8_/g' -e 's/PRT_ROPE_/REF_ROPE_/g' -e 's/PRT_MOE_/REF_MOE_/g' \
-	    -e 's/PRT_OPS_H/REF_OPS_H/g' -e 's/^#ifdef PRT_CUDA/#if 0/' $< > $@
+	    -e 's/PRT_OPS_H/REF_OPS_H/g' -e 's/^#ifdef PRT_CUDA/#if 0/' -e 's/^#ifndef PRT_CUDA/#if 1/' $< > $@
 
 $(OPS_REF_LIB): $(OPS_REF_OBJS)
 	@mkdir -p $(@D) $(BUILD)/ops-ref

@@ -5,7 +5,7 @@
 # OpenBLAS, Jansson, flex or bison. So everything its checks run is built
 # here, into one ignored folder, $(GPU_BUNDLE) (build/gpu-bundle), that the
 # machine gets beside the working tree: planc, the CUDA test programs
-# (test_ops_cuda with OpenBLAS linked statically and gzipped, test_comm_cuda, test_cp_cuda,
+# (test_ops_cuda with OpenBLAS linked statically and gzipped, test_comm_cuda, test_cp_cuda, test_fp8_cuda,
 # planrt-bench-cuda, planrt-calib-cuda), the CUDA programs of the train, mem
 # and calib checks (`planc build --target cuda`), the CPU losses the train
 # check compares with (computed here), the data, the shared libraries a bare
@@ -54,8 +54,15 @@ $(GB_LINK)/test_cp_cuda: $(BUILD)/obj-cuda/tests/test_cp_cuda.c.o $(LIBPRT_CUDA)
 	@mkdir -p $(@D)
 	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(CUDA_LIBS) $(GB_RPATH) -lstdc++ $(LDLIBS)
 
+# the FP8 casts and GEMM against the CPU build's (check-fp8), OpenBLAS linked
+# in as test_ops_cuda's (the CPU reference's prt_fp8_gemm)
+$(GB_LINK)/test_fp8_cuda: $(BUILD)/obj-cuda/tests/test_fp8_cuda.c.o $(LIBPRT_CUDA) $(OPS_REF_LIB)
+	@mkdir -p $(@D)
+	$(MPICC) $(LDFLAGS) $< -o $@ $(LIBPRT_CUDA) $(OPS_REF_LIB) $(BLAS_STATIC) -lgfortran \
+	    $(CUDA_LIBS) $(GB_RPATH) -lstdc++ $(LDLIBS)
+
 GB_PROGS := $(addprefix $(GB_LINK)/,planc planrt-calib-cuda planrt-bench-cuda test_comm_cuda test_ops_cuda \
-                                     test_cp_cuda)
+                                     test_cp_cuda test_fp8_cuda)
 
 gpu-bundle: $(GB_PROGS) $(PLANC) $(LIBPRT) $(LIBPRT_CUDA) $(CG_DATA)
 	@GPU_BUNDLE=$(GPU_BUNDLE) MPIRUN="$(MPIRUN)" NVCC_BIN=$(NVCC) tests/gpu/bundle.sh $(GB_LINK) $(PLANC) $(BUILD)/gpu-bundle-work

@@ -4,6 +4,13 @@
  * libplanrt_ref.a), byte for byte: per-block amax, scales and codes of
  * bf16 and fp32 tensors under each recipe and format. Both builds take the same
  * inline rules, so any difference is a bug, not a tolerance.
+ * Then the FP8 GEMM (cuBLASLt, prt_fp8_gemm_tn) against the CPU build's
+ * prt_fp8_gemm on the same codes and scales: a linear's forward (E4M3 x
+ * E4M3 into bf16), dX (E5M2 x the weight's transpose, prt_fp8_transpose)
+ * and dW (both operands transposed, accumulated into fp32 with beta 1),
+ * within the bf16 output's rounding (8e-3 relative + 1e-3 of the largest
+ * |C|; fp32 output 1e-4); the refusals of a per-block tensor, two E5M2
+ * operands and K not a multiple of 16.
  *
  * Without a GPU it stops at start with a message and status 77 (the CUDA
  * casts linked); `make test-fp8-cuda-link` counts that as passed.
@@ -156,6 +163,128 @@ static size_t run_case(const cast_case *c)
     return bad;
 }
 
+/* ---- the FP8 GEMM ------------------------------------------------------------ */
+
+/* A (rows, cols) tensor of values in six decades quantised on the CPU
+ * (tensorwise, fmt, blocks along k) into t's host codes and scale. */
+static void host_quantize(ref_prt_fp8_tensor *t, prt_fp8_format fmt, prt_fp8_kdim k, size_t rows, size_t cols,
+                          float spread)
+{
+    float *x = malloc(rows * cols * sizeof *x);
+    for (size_t i = 0; i < rows * cols; i++) x[i] = frand() * ldexpf(1.0f, (int)(spread * frand()));
+    ref_prt_fp8_cfg cfg = ref_prt_fp8_cfg_default(REF_FP8_TENSORWISE, (ref_prt_fp8_format)fmt, false);
+    t->q = malloc(rows * cols);
+    t->scale_inv = malloc(sizeof(float));
+    if (ref_prt_fp8_quantize(t, x, &cfg, (ref_prt_fp8_kdim)k, rows, cols, NULL, NULL) != PRT_OK)
+        printf("  host quantise refused\n");
+    free(x);
+}
+
+/* The device copy of a host-quantised tensor (prt_alloc'd; dev_free). */
+static prt_fp8_tensor to_device(const ref_prt_fp8_tensor *h)
+{
+    size_t n = h->g.rows * h->g.cols;
+    prt_fp8_tensor d = { .q = prt_alloc(n), .scale_inv = prt_alloc(sizeof(float)), .fmt = (prt_fp8_format)h->fmt };
+    memcpy(&d.g, &h->g, sizeof d.g);   /* the same layout of fields (the header renamed) */
+    if (d.q && d.scale_inv) {
+        prt_copy_to_device(d.q, h->q, n);
+        prt_copy_to_device(d.scale_inv, h->scale_inv, sizeof(float));
+    }
+    return d;
+}
+
+static void dev_free(prt_fp8_tensor *d) { prt_free(d->q), prt_free(d->scale_inv); }
+
+/* |g - r| > rtol |r| + atol max|r| over n values: the count, the first printed. */
+static size_t near(const char *what, const float *g, const float *r, size_t n, float rtol, float atol)
+{
+    float big = 0;
+    for (size_t i = 0; i < n; i++) big = fmaxf(big, fabsf(r[i]));
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)g[i] - r[i]);
+        worst = fmax(worst, e / (fabs((double)r[i]) + atol * big));
+        if (e > rtol * fabsf(r[i]) + atol * big && bad++ < 3)
+            printf("    %s[%zu]: gpu %.8g cpu %.8g\n", what, i, g[i], r[i]);
+    }
+    printf("  %-32s %7zu values, largest |gpu - cpu| / (|cpu| + %g max|cpu|) %.2e, %zu beyond %g\n", what, n, atol,
+           worst, bad, rtol);
+    return bad;
+}
+
+/* The three GEMMs of a linear (x (T, Kx), W (O, Kx), dY (T, O)) on the GPU
+ * against the CPU: forward out = x W^T, dX = dY W, dW += dY^T x. */
+static size_t run_gemms(size_t T, size_t Kx, size_t O)
+{
+    ref_prt_fp8_tensor x, w, wr, dy, dyr, xr;
+    host_quantize(&x, PRT_FP8_E4M3, PRT_FP8_K_COLS, T, Kx, 8);
+    host_quantize(&w, PRT_FP8_E4M3, PRT_FP8_K_COLS, O, Kx, 4);
+    host_quantize(&wr, PRT_FP8_E4M3, PRT_FP8_K_ROWS, O, Kx, 4);     /* W along O: dX's */
+    host_quantize(&dy, PRT_FP8_E5M2, PRT_FP8_K_COLS, T, O, 12);
+    host_quantize(&dyr, PRT_FP8_E5M2, PRT_FP8_K_ROWS, T, O, 12);    /* dY along T: dW's */
+    host_quantize(&xr, PRT_FP8_E4M3, PRT_FP8_K_ROWS, T, Kx, 8);     /* x along T: dW's */
+    size_t nf = T * O, nx = T * Kx, nw = O * Kx, bad = 0;
+    float *rf = calloc(nf, sizeof(float)), *rx = calloc(nx, sizeof(float)), *rw = malloc(nw * sizeof(float));
+    float *gf = malloc(nf * sizeof(float)), *gx = malloc(nx * sizeof(float)), *gw = malloc(nw * sizeof(float));
+    uint16_t *hb = malloc((nf > nx ? nf : nx) * sizeof *hb);
+    for (size_t i = 0; i < nw; i++) rw[i] = frand();   /* dW accumulates onto these */
+    prt_fp8_tensor X = to_device(&x), Wd = to_device(&w), Wr = to_device(&wr), DY = to_device(&dy),
+                   DYr = to_device(&dyr), Xr = to_device(&xr);
+    prt_fp8_tensor Wt = { .q = prt_alloc(nw), .scale_inv = prt_alloc(4) }, DYt = { .q = prt_alloc(nf), .scale_inv = prt_alloc(4) },
+                   Xt = { .q = prt_alloc(nx), .scale_inv = prt_alloc(4) };
+    void *dout = prt_alloc(nf * sizeof(prt_act)), *ddx = prt_alloc(nx * sizeof(prt_act));
+    float *ddw = prt_alloc(nw * sizeof(float));
+    prt_copy_to_device(ddw, rw, nw * sizeof(float));
+    prt_status st[6] = {
+        prt_fp8_gemm_tn(dout, false, &X, &Wd, T, O, Kx, 0.0f),
+        prt_fp8_transpose(&Wt, &Wr),                               /* (Kx, O): dX's B */
+        prt_fp8_gemm_tn(ddx, false, &DY, &Wt, T, Kx, O, 0.0f),
+        prt_fp8_transpose(&DYt, &DYr),                             /* (O, T) */
+        prt_fp8_transpose(&Xt, &Xr),                               /* (Kx, T) */
+        prt_fp8_gemm_tn(ddw, true, &DYt, &Xt, O, Kx, T, 1.0f),
+    };
+    prt_status sync = prt_ops_sync();
+    for (int i = 0; i < 6; i++)
+        if (st[i] != PRT_OK) { printf("  call %d: %s\n", i, prt_status_str(st[i])); bad++; }
+    if (sync != PRT_OK) { printf("  %s: %s\n", prt_status_str(sync), prt_ops_last_error()); bad++; }
+    if (!bad && prt_copy_to_host(hb, dout, nf * sizeof *hb) == PRT_OK) {
+        for (size_t i = 0; i < nf; i++) gf[i] = bf2f(hb[i]);
+        ref_prt_fp8_gemm(rf, &x, false, &w, true, T, O, Kx, 0.0f);
+        bad += near("forward e4m3 x e4m3 -> bf16", gf, rf, nf, 8e-3f, 1e-3f);
+    }
+    if (!bad && prt_copy_to_host(hb, ddx, nx * sizeof *hb) == PRT_OK) {
+        for (size_t i = 0; i < nx; i++) gx[i] = bf2f(hb[i]);
+        ref_prt_fp8_gemm(rx, &dy, false, &wr, false, T, Kx, O, 0.0f);
+        bad += near("dX e5m2 x e4m3^T -> bf16", gx, rx, nx, 8e-3f, 1e-3f);
+    }
+    if (!bad && prt_copy_to_host(gw, ddw, nw * sizeof(float)) == PRT_OK) {
+        ref_prt_fp8_gemm(rw, &dyr, true, &xr, false, O, Kx, T, 1.0f);
+        bad += near("dW e5m2^T x e4m3^T += fp32", gw, rw, nw, 1e-4f, 1e-5f);
+    }
+    /* refusals: a per-row tensor, two E5M2 operands, K not a multiple of 16 */
+    prt_fp8_tensor rowwise = X;
+    rowwise.g.nbr = T;   /* one scale per row */
+    ref_prt_fp8_tensor x2, w2;   /* K = 200: not a multiple of 16 */
+    host_quantize(&x2, PRT_FP8_E4M3, PRT_FP8_K_COLS, T, 200, 8);
+    host_quantize(&w2, PRT_FP8_E4M3, PRT_FP8_K_COLS, O, 200, 4);
+    prt_fp8_tensor X2 = to_device(&x2), W2 = to_device(&w2);
+    bool refused = prt_fp8_gemm_tn(dout, false, &rowwise, &Wd, T, O, Kx, 0.0f) == PRT_ERR_ARG &&
+                   prt_fp8_gemm_tn(dout, false, &DY, &DY, T, T, O, 0.0f) == PRT_ERR_ARG &&
+                   prt_fp8_gemm_tn(dout, false, &X2, &W2, T, O, 200, 0.0f) == PRT_ERR_ARG;
+    dev_free(&X2), dev_free(&W2);
+    free(x2.q), free(x2.scale_inv), free(w2.q), free(w2.scale_inv);
+    printf("  refusals (rowwise, e5m2 x e5m2, K %% 16): %s\n", refused ? "ok" : "MISSING");
+    bad += !refused;
+    dev_free(&X), dev_free(&Wd), dev_free(&Wr), dev_free(&DY), dev_free(&DYr), dev_free(&Xr);
+    dev_free(&Wt), dev_free(&DYt), dev_free(&Xt);
+    prt_free(dout), prt_free(ddx), prt_free(ddw);
+    ref_prt_fp8_tensor *h[] = { &x, &w, &wr, &dy, &dyr, &xr };
+    for (int i = 0; i < 6; i++) free(h[i]->q), free(h[i]->scale_inv);
+    free(rf), free(rx), free(rw), free(gf), free(gx), free(gw), free(hb);
+    return bad;
+}
+
 int main(void)
 {
     prt_status st = prt_ops_init(0);
@@ -168,7 +297,14 @@ int main(void)
     size_t bad = 0;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         bad += run_case(&CASES[i]);
+    char why[320];
+    if (prt_fp8_device_check(why, sizeof why) != PRT_OK) {
+        printf("# the FP8 GEMM: not on this device (%s); skipped\n", why);
+    } else {
+        printf("# CUDA FP8 GEMM (cuBLASLt) vs CPU prt_fp8_gemm, the same codes and scales\n");
+        bad += run_gemms(256, 192, 320) + run_gemms(64, 768, 2304);
+    }
     prt_ops_finalize();
-    printf("test_fp8_cuda: %s\n", bad ? "FAILED" : "every byte equal");
+    printf("test_fp8_cuda: %s\n", bad ? "FAILED" : "every byte equal, every GEMM within tolerance");
     return bad ? 1 : 0;
 }

@@ -152,6 +152,7 @@ static void test_memory_items(void **state)
     Layer buf[PLAN_PRESET_LAYERS(2)];
     Plan p = tiny(buf, 8, 1);
     PlanStageMem base, f;
+    p.software = plan_stack_software(plan_stack_find("megatron-core", "0.19"));   /* Transformer Engine */
     mem(&p, &base);
     /* TE, tensorwise: an fp8 weight and its transpose per FP8 weight, two
      * fp32 scales per tensor (X, W, dY); the saved inputs of QKV (T h),
@@ -191,6 +192,37 @@ static void test_memory_items(void **state)
     mem(&p, &f);
     assert_int_equal(f.activations_bytes, base.activations_bytes);
     assert_true((double)f.buffers_bytes - (double)base.buffers_bytes == 393216 + 3 * TINY_LINEARS * 8);
+}
+
+/* planc's own program (software planc), by hand on the tiny model (n =
+ * 128 tokens; per block QKV o 768 k 256, output 256 x 256, SwiGLU's up o
+ * 1024 k 256, down 256 x 512): each FP8 linear's weight kept in two
+ * layouts with one fp32 scale each (8 linears), one GEMM's operands at a
+ * time (the largest: up's dW, dY n x 1024 and x n x 256, one scale each),
+ * delayed's windows for x, W, dY of every linear; nothing saved in fp8
+ * (activations unchanged); under ZeRO-3 no weight kept, the largest GEMM
+ * then up's dX (dY n x 1024 and W 1024 x 256). The fp8 bytes are buffers'. */
+static void test_memory_planc(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(2)];
+    Plan p = tiny(buf, 8, 1);
+    PlanStageMem base, f;
+    mem(&p, &base);
+    p.software.fp8 = plan_fp8_defaults(PLAN_FP8_TENSORWISE);
+    mem(&p, &f);
+    double n = 128, kept = 2 * TINY_P8 + 8 * 2 * 4, tr = n * (1024 + 256) + 8;
+    assert_int_equal(f.activations_bytes, base.activations_bytes);
+    assert_int_equal(f.params_bytes, base.params_bytes);
+    assert_true((double)f.buffers_bytes - (double)base.buffers_bytes == kept + tr);
+    assert_true((double)f.fp8_bytes == kept + tr);
+    p.software.fp8 = plan_fp8_defaults(PLAN_FP8_DELAYED);
+    mem(&p, &f);
+    assert_true((double)f.fp8_bytes == kept + tr + 8 * 3 * 1024 * 4);
+    p = tiny(buf, 8, 3);
+    p.software.fp8 = plan_fp8_defaults(PLAN_FP8_TENSORWISE);
+    mem(&p, &f);
+    assert_true((double)f.fp8_bytes == n * 1024 + 1024 * 256 + 8);
 }
 
 /* ZeRO-3's all-gathers move the FP8 linears' weights at one byte under
@@ -258,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_gemm_rates),
         cmocka_unit_test(test_cast_bytes),
         cmocka_unit_test(test_memory_items),
+        cmocka_unit_test(test_memory_planc),
         cmocka_unit_test(test_all_gather_bytes),
         cmocka_unit_test(test_step),
     };

@@ -38,6 +38,10 @@ void prt_cuda_gemm(const char *op, cublasOperation_t ta, cublasOperation_t tb, s
                    size_t ldb, long long sb, float beta, void *C, cudaDataType ct, size_t ldc,
                    long long sc, size_t batch);
 
+/* Destroy the FP8 GEMM's cuBLASLt handle and workspace, if made
+ * (runtime/cuda/ops_fp8.cu; prt_ops_finalize). */
+void prt_cuda_fp8_finalize(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -87,6 +87,19 @@ extern "C" void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout,
     }
 }
 
+extern "C" void prt_bias_add(prt_act *out, const prt_act *b, size_t N, size_t O)
+{
+    PRT_OP_ENTER("prt_bias_add");
+    PRT_LAUNCH("prt_bias_add", grid_for(N * O), 0, k_add_bias, BF(out), CBF(b), N, O);
+}
+
+extern "C" void prt_bias_grad(float *db, const prt_act *dout, size_t N, size_t O)
+{
+    PRT_OP_ENTER("prt_bias_grad");
+    dim3 grid(grid_for(O), (unsigned)((N + 255) / 256));
+    PRT_LAUNCH("prt_bias_grad", grid, 0, k_bias_grad, db, CBF(dout), N, O);
+}
+
 extern "C" void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
                                const prt_act *x, const prt_act *w, size_t N, size_t K, size_t O)
 {

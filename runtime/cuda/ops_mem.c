@@ -93,6 +93,7 @@ prt_status prt_ops_init(int device)
 
 void prt_ops_finalize(void)
 {
+    prt_cuda_fp8_finalize();
     if (blas)
         prt_cublas_ok(cublasDestroy(blas), "prt_ops_finalize", "cublasDestroy");
     if (blas_workspace)

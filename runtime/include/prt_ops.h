@@ -236,6 +236,11 @@ void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout, const prt_
                            size_t N, size_t K, size_t O);
 void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
                     const prt_act *x, const prt_act *w, size_t N, size_t K, size_t O);
+/* A linear's bias apart from its GEMM (the FP8 linears': the GEMM's
+ * output is the scaled product alone): out (N, O) += b in every row;
+ * db (O) += the column sums of dout (N, O), in fp32. */
+void prt_bias_add(prt_act *out, const prt_act *b, size_t N, size_t O);
+void prt_bias_grad(float *db, const prt_act *dout, size_t N, size_t O);
 
 /* ---- attention ----------------------------------------------------------
  * Causal multi-head / grouped-query attention on the local heads: H query
@@ -905,7 +910,8 @@ typedef struct {
 } prt_fp8_tensor;
 
 /* q = encode(x * scale of its block), scale_inv = 1 / scale (exact for
- * powers of two); the tensor's grid must be set (prt_fp8_grid_of). */
+ * powers of two); the tensor's grid must be set (prt_fp8_grid_of). scale
+ * may be t->scale_inv (the scales replaced by their inverses in place). */
 void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_fp8_mode mode);
 /* The same on an fp32 tensor (fp32 master weights cast for an FP8
  * all-gather, TE's fp8 parameter gather); on the CPU build, where prt_act
@@ -913,9 +919,53 @@ void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_f
 void prt_fp8_amax_f32(float *amax, const float *x, const prt_fp8_grid *g);
 void prt_fp8_cast_f32(prt_fp8_tensor *t, const float *x, const float *scale, prt_fp8_mode mode);
 
+/* How a linear layer's three FP8 GEMMs quantise their operands (both
+ * builds): x and W in the forward format, the backward's gradient dout in
+ * E5M2 under TE's HYBRID (else E4M3); weights use cfg.weight (128 x 128
+ * under BLOCKWISE, so W and W^T share it). */
+typedef struct {
+    prt_fp8_cfg act;     /* x */
+    prt_fp8_cfg weight;  /* W */
+    prt_fp8_cfg grad;    /* dout */
+} prt_fp8_linear_cfg;
+
+prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid);
+
+#ifdef PRT_CUDA
+/* The CUDA build's FP8 GEMM (runtime/cuda/ops_fp8.cu), cuBLASLt's:
+ * C (M, N) = beta C + A B^T, A (M, K) and B (N, K) both stored K-major
+ * (K_COLS grids: Hopper's FP8 tensor cores take only this "TN" layout, so a
+ * GEMM along another axis is given a transposed copy, prt_fp8_transpose),
+ * each with one scale (tensorwise or delayed) applied through cuBLASLt's
+ * A/B scale pointers (their scale_inv), fp32 accumulation
+ * (CUBLAS_COMPUTE_32F, no fast accumulation); C bf16 (c_fp32 false, beta
+ * 0: a forward or dX output) or fp32 (beta 0 or 1: dW accumulates). E4M3
+ * operands, or one E5M2 (hybrid's gradient; two E5M2 have no cuBLASLt
+ * kernel). PRT_ERR_ARG for a per-block scale (rowwise, blockwise and mxfp8
+ * are not on the CUDA build yet), two E5M2 operands, a grid that is not
+ * K_COLS, or K not a multiple of 16 (cuBLASLt's FP8 alignment: leading
+ * dimensions of 16 bytes); PRT_ERR_CUDA on a device without FP8 tensor
+ * cores (compute capability below 8.9), naming it. A failed CUDA or
+ * cuBLASLt call is recorded as every op's (prt_ops_sync reports it). */
+prt_status prt_fp8_gemm_tn(void *C, bool c_fp32, const prt_fp8_tensor *A, const prt_fp8_tensor *B,
+                           size_t M, size_t N, size_t K, float beta);
+/* dst = src transposed: codes (cols, rows), the same one scale (a
+ * per-tensor tensor only; PRT_ERR_ARG else), as the K_COLS operand of a
+ * TN GEMM whose K is src's rows (the weight's copy for dX, dY and x for
+ * dW); dst's q and scale_inv are device memory of the caller's (TE's
+ * cast-transpose, as a second kernel). */
+prt_status prt_fp8_transpose(prt_fp8_tensor *dst, const prt_fp8_tensor *src);
+#endif
+/* PRT_OK when this device runs FP8 GEMMs: on the CUDA build compute
+ * capability >= 8.9 (Ada, Hopper, Blackwell), else PRT_ERR_CUDA with why
+ * (the device's name and capability) in buf, recorded as an op's failure
+ * (prt_ops_last_error); the CPU build emulates them and always says
+ * PRT_OK. A program with FP8 linears checks it at start. */
+prt_status prt_fp8_device_check(char *buf, size_t len);
+
 /* What follows is the CPU build's alone (runtime/ops/fp8.c; the CUDA
- * build has the amax, scales and cast above, runtime/cuda/ops_fp8.cu, and
- * no FP8 GEMM yet). */
+ * build has the amax, scales and cast above and the TN GEMM,
+ * runtime/cuda/ops_fp8.cu). */
 #ifndef PRT_CUDA
 /* amax, scales and cast in one, for every recipe: DELAYED casts with
  * h->scale and records its amax in h (h required then); the others
@@ -942,19 +992,10 @@ prt_status prt_fp8_gemm(float *C, const prt_fp8_tensor *A, bool ta, const prt_fp
                         bool tb, size_t M, size_t N, size_t K, float beta);
 
 /* A linear layer's three GEMMs in FP8 (prt_linear_*'s shapes): forward
- * x (N, K), W (O, K) in the forward format; the backward's gradient dout
- * (N, O) in fmt_grad (E5M2 under TE's HYBRID, else E4M3). Every operand
+ * x (N, K), W (O, K); the backward's gradient dout (N, O). Every operand
  * is quantised from its fp32 value with blocks along the GEMM's own K
- * (TE: "both versions are computed from the high precision input"), and
- * weights use cfg_w (128 x 128 under BLOCKWISE, so W and W^T share it).
+ * (TE: "both versions are computed from the high precision input").
  * h_a, h_b are DELAYED's histories of the two operands (else NULL). */
-typedef struct {
-    prt_fp8_cfg act;     /* x */
-    prt_fp8_cfg weight;  /* W */
-    prt_fp8_cfg grad;    /* dout */
-} prt_fp8_linear_cfg;
-
-prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid);
 prt_status prt_fp8_linear_fwd(float *out, const float *x, const float *w, const float *b,
                               size_t N, size_t K, size_t O, const prt_fp8_linear_cfg *cfg,
                               prt_fp8_history *h_x, prt_fp8_history *h_w);

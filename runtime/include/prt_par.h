@@ -479,6 +479,9 @@ typedef enum {
     PRT_MEM_OPTIMIZER,    /* AdamW moments (and the fp32 master on 16-bit targets) */
     PRT_MEM_ACTIVATIONS,  /* what forwards keep for backwards, and the backward scratch */
     PRT_MEM_BUFFERS,      /* p2p slots, staging and communication buffers */
+    PRT_MEM_FP8,          /* FP8 copies: quantised weights kept for the step, a GEMM's quantised
+                             operands, their scales, amax histories (the planner counts them
+                             within buffers: a stage's fp8_bytes) */
     PRT_MEM_KINDS
 } prt_mem_kind;
 
@@ -500,7 +503,7 @@ void  prt_mem_set_dry(bool on);
 bool  prt_mem_dry(void);
 /* Collective over the world: rank 0 writes one JSON line per rank to path,
  * {"rank", "stage", "peak_bytes", "by_kind": {"params", "grads",
- * "optimizer", "activations", "buffers"}, "kind_peak": {...}}. */
+ * "optimizer", "activations", "buffers", "fp8"}, "kind_peak": {...}}. */
 prt_status prt_mem_report(const prt_ctx *c, const char *path);
 
 /* ---- the executable --------------------------------------------------- */

@@ -25,6 +25,7 @@ static const char *const FAULT_OPS[] = {
     "prt_rope_cp_fwd", "prt_rope_cp_bwd",
     "prt_layernorm_fwd", "prt_layernorm_bwd", "prt_rmsnorm_fwd", "prt_rmsnorm_bwd",
     "prt_linear_fwd", "prt_linear_bwd_input", "prt_linear_bwd_weight", "prt_linear_bwd",
+    "prt_bias_add", "prt_bias_grad",
     "prt_attention_fwd", "prt_attention_bwd", "prt_attention_probs_fwd",
     "prt_attention_context_fwd", "prt_attention_dropout_bwd",
     "prt_attention_scores_fwd", "prt_attention_scores_bwd",

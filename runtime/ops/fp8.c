@@ -53,13 +53,20 @@ void prt_fp8_scales(float *scale, const float *amax, size_t n, const prt_fp8_cfg
 void prt_fp8_cast(prt_fp8_tensor *t, const prt_act *x, const float *scale, prt_fp8_mode mode)
 {
     const prt_fp8_grid *g = &t->g;
-    for (size_t b = 0; b < prt_fp8_nblocks(g); b++)
-        t->scale_inv[b] = 1.0f / scale[b];
     for (size_t r = 0; r < g->rows; r++) {
         const float *s = scale + (r / g->br) * g->nbc;
         for (size_t c = 0; c < g->cols; c++)
             t->q[r * g->cols + c] = prt_fp8_encode(x[r * g->cols + c] * s[c / g->bc], t->fmt, mode);
     }
+    /* after the codes, so scale may be t->scale_inv itself (cast in place) */
+    for (size_t b = 0; b < prt_fp8_nblocks(g); b++)
+        t->scale_inv[b] = 1.0f / scale[b];
+}
+
+prt_status prt_fp8_device_check(char *buf, size_t len)
+{
+    if (len) buf[0] = '\0';   /* the CPU build emulates FP8: any host runs it */
+    return PRT_OK;
 }
 
 void prt_fp8_amax_f32(float *amax, const float *x, const prt_fp8_grid *g)
@@ -238,15 +245,6 @@ prt_status prt_fp8_gemm(float *C, const prt_fp8_tensor *A, bool ta, const prt_fp
 
 /* ---- linear layers ------------------------------------------------------------ */
 
-prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid)
-{
-    /* TE Format.HYBRID: e4m3 forward, e5m2 for the backward's gradients. */
-    return (prt_fp8_linear_cfg){
-        .act = prt_fp8_cfg_default(r, PRT_FP8_E4M3, false),
-        .weight = prt_fp8_cfg_default(r, PRT_FP8_E4M3, true),
-        .grad = prt_fp8_cfg_default(r, hybrid ? PRT_FP8_E5M2 : PRT_FP8_E4M3, false),
-    };
-}
 
 
 /* Quantise two operands into one allocation, run the GEMM, free. */

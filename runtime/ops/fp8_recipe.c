@@ -138,3 +138,13 @@ float prt_fp8_history_update(prt_fp8_history *h, const prt_fp8_cfg *cfg)
     return h->scale;
 }
 
+/* A linear's three operands, both builds (the generated program's FP8 linears). */
+prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid)
+{
+    /* TE Format.HYBRID: e4m3 forward, e5m2 for the backward's gradients. */
+    return (prt_fp8_linear_cfg){
+        .act = prt_fp8_cfg_default(r, PRT_FP8_E4M3, false),
+        .weight = prt_fp8_cfg_default(r, PRT_FP8_E4M3, true),
+        .grad = prt_fp8_cfg_default(r, hybrid ? PRT_FP8_E5M2 : PRT_FP8_E4M3, false),
+    };
+}

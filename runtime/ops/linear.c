@@ -48,6 +48,22 @@ void prt_linear_bwd_weight(float *dw, float *db, const prt_act *dout, const prt_
                 db[o] += dout[i * O + o];
 }
 
+void prt_bias_add(prt_act *out, const prt_act *b, size_t N, size_t O)
+{
+    PRT_OP_ENTER("prt_bias_add");
+    for (size_t i = 0; i < N; i++)
+        for (size_t o = 0; o < O; o++)
+            out[i * O + o] += b[o];
+}
+
+void prt_bias_grad(float *db, const prt_act *dout, size_t N, size_t O)
+{
+    PRT_OP_ENTER("prt_bias_grad");
+    for (size_t i = 0; i < N; i++)
+        for (size_t o = 0; o < O; o++)
+            db[o] += dout[i * O + o];
+}
+
 void prt_linear_bwd(prt_act *dx, float *dw, float *db, const prt_act *dout,
                     const prt_act *x, const prt_act *w, size_t N, size_t K, size_t O)
 {

@@ -37,7 +37,7 @@ static bool      dry;
 static uintptr_t dry_next = 1u << 20;
 
 static const char *const KIND_NAME[PRT_MEM_KINDS] = {
-    "params", "grads", "optimizer", "activations", "buffers",
+    "params", "grads", "optimizer", "activations", "buffers", "fp8",
 };
 
 static size_t slot_of(const void *p, size_t n)

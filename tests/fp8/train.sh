@@ -3,9 +3,10 @@
 #
 # 1. Refusals: emit names what the program cannot run in FP8 — blockwise
 #    tiles a TP split would cut (tiny's attention shards are 32 wide, its
-#    tiles 128) — and `build --target cuda` refuses an fp8 plan (no
-#    cuBLASLt FP8 GEMM). Recipe delayed is emitted (its `emit` output holds
-#    the amax histories: checked below).
+#    tiles 128); `build --target cuda` of tensorwise compiles and links
+#    (cuBLASLt's FP8 GEMM; it cannot run here) and of rowwise is refused by
+#    name. Recipe delayed is emitted (its `emit` output holds the amax
+#    histories: checked below).
 # 2. Training: tiny's model (examples/tiny.plan, dtype fp32, make-plan.sh:
 #    the CPU target's one dtype) trains STEPS steps on one rank in fp32 and with
 #    each recipe the program runs (tensorwise, rowwise, blockwise, mxfp8,
@@ -26,6 +27,7 @@ mkplan=$root/tests/invariance/make-plan.sh
 mpirun=${MPIRUN:-mpirun --oversubscribe --bind-to none}
 steps=50; margin=3e-3
 mkdir -p "$dir"
+rm -f "$dir"/*.failed   # a previous run's markers
 fails=0
 
 # refuse NAME RANKS BODY PATTERN: `planc emit` exits 1 with PATTERN in its message.
@@ -38,6 +40,8 @@ refuse() {
 }
 refuse blockwise-tp2 2 "tp 2; micro_batch 8; fp8 { recipe blockwise }" \
     "fp8 blockwise with tp 2: .*layer 1 (attention) has a TP shard 32 wide, not a multiple of the 128-element tile"
+refuse all-gather 2 "dp 2; zero 3; micro_batch 8; fp8 { recipe tensorwise; all_gather true }" \
+    "fp8 all_gather: .*no FP8 parameter all-gather"
 # recipe delayed: emitted, with its history length and the histories' step update
 "$mkplan" "$dir/delayed-emit.plan" 1 "micro_batch 8; fp8 { recipe delayed; amax_history 16 }"
 rc=0; "$planc" emit "$dir/delayed-emit.plan" -o "$dir/delayed-emit.c" 2> "$dir/delayed-emit.err" || rc=$?
@@ -48,10 +52,19 @@ if [ $rc = 0 ] && grep -q "FP8_RECIPE = PRT_FP8_DELAYED" "$dir/delayed-emit.c" &
 else echo "FAIL delayed: emit exit $rc or the program lacks the histories:"; cat "$dir/delayed-emit.err"; fails=$((fails + 1)); fi
 # the CUDA library beside this planc (a SAN=1 tree builds none: no nvcc there)
 if [ -e "$(dirname "$planc")/../lib/libplanrt_cuda.a" ]; then
+    # tensorwise: the CUDA program (cuBLASLt's FP8 GEMM, the casts as kernels) compiles and
+    # links with -Werror; it cannot run here (no GPU)
     "$mkplan" "$dir/cuda.plan" 1 "micro_batch 8; fp8 { recipe tensorwise }"
-    rc=0; "$planc" build "$dir/cuda.plan" -o "$dir/cuda" --target cuda 2> "$dir/cuda.err" || rc=$?
-    if [ $rc = 1 ] && grep -q "fp8: the CUDA target's FP8 GEMMs" "$dir/cuda.err"; then echo "ok   cuda: build --target cuda refused"
+    rc=0; "$planc" build "$dir/cuda.plan" -o "$dir/cuda" --target cuda > "$dir/cuda.err" 2>&1 || rc=$?
+    if [ $rc = 0 ] && [ -x "$dir/cuda" ] && grep -q "prt_fp8_gemm_tn" "$dir/cuda.cu"; then
+        echo "ok   cuda: build --target cuda of fp8 tensorwise compiled and linked (prt_fp8_gemm_tn)"
     else echo "FAIL cuda: exit $rc:"; cat "$dir/cuda.err"; fails=$((fails + 1)); fi
+    # the other recipes are refused by name on the CUDA target
+    "$mkplan" "$dir/cuda-rw.plan" 1 "micro_batch 8; fp8 { recipe rowwise }"
+    rc=0; "$planc" build "$dir/cuda-rw.plan" -o "$dir/cuda-rw" --target cuda 2> "$dir/cuda-rw.err" || rc=$?
+    if [ $rc = 1 ] && grep -q "fp8 rowwise with --target cuda: the CUDA build runs recipe tensorwise alone" "$dir/cuda-rw.err"
+    then echo "ok   cuda: fp8 rowwise refused: $(head -n 1 "$dir/cuda-rw.err" | sed 's/.*cuda: //')"
+    else echo "FAIL cuda-rw: exit $rc:"; cat "$dir/cuda-rw.err"; fails=$((fails + 1)); fi
 else
     echo "skip cuda: no libplanrt_cuda.a beside $planc (no nvcc, or a SAN=1 tree)"
 fi

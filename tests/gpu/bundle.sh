@@ -4,7 +4,7 @@
 # tests/gpu.mk, which calls it after linking the programs into LINKDIR).
 #
 #   bin/    planc, planrt-calib-cuda, planrt-bench-cuda, test_comm_cuda,
-#           test_cp_cuda, test_ops_cuda.gz (run.sh unpacks it), mpirun
+#           test_cp_cuda, test_ops_cuda.gz and test_fp8_cuda.gz (unpacked where run), mpirun
 #           (tests/gpu/mpirun.sh)
 #   lib/    the shared libraries of those programs that a bare machine may
 #           lack (all but glibc's, libstdc++/libgcc_s, zlib, udev, the CUDA
@@ -34,7 +34,7 @@ export NVCC_APPEND_FLAGS='-Xlinker=-rpath,$ORIGIN/../lib'
 
 rm -rf "$B" "$work"
 mkdir -p "$B"/{bin,lib,data,train,mem,calib} "$work" || die "cannot create $B"
-cp "$link"/{planc,planrt-calib-cuda,planrt-bench-cuda,test_comm_cuda,test_ops_cuda,test_cp_cuda} "$B/bin/" || die "programs missing in $link"
+cp "$link"/{planc,planrt-calib-cuda,planrt-bench-cuda,test_comm_cuda,test_ops_cuda,test_cp_cuda,test_fp8_cuda} "$B/bin/" || die "programs missing in $link"
 cp tests/gpu/mpirun.sh "$B/bin/mpirun" && chmod +x "$B/bin/mpirun"
 scripts/make-data.sh examples/data/sample.txt >/dev/null && cp examples/data/sample.txt "$B/data/" || die "no data"
 data=$(cd "$B/data" && pwd)/sample.txt
@@ -115,7 +115,7 @@ for p in "$pkglib"/mca_*.so; do   # the plugins that need nothing more
     ldd "$p" | awk '$2 == "=>" { print $1 }' | grep -qvE "$mbase" || cp "$p" "$B/mpi/${pkglib#"$prefix"/}/"
 done
 
-gzip -9 "$B/bin/test_ops_cuda" || die "gzip failed"
+gzip -9 "$B/bin/test_ops_cuda" "$B/bin/test_fp8_cuda" || die "gzip failed"
 
 # every file a check reads is here (tests/gpu/lib.sh's lists)
 for c in common $(for e in $GPU_CHECKS; do echo "${e%%:*}"; done); do

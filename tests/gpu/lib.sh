@@ -11,7 +11,7 @@ GPU_OUT=${GPU_OUT:-build/gpu}                # logs and gpu-summary.json
 # The checks in the order they run, each NAME:DEADLINE_S; with the probe's
 # GPU_PROBE_S they make the overall deadline (GPU_DEADLINE_S, 480 s: a
 # borrowed machine runs one command for at most 10 minutes).
-GPU_CHECKS="ops:90 cp:40 train:60 mem:75 comm:65 calib:140"
+GPU_CHECKS="ops:90 cp:40 fp8:15 train:60 mem:75 comm:65 calib:125"
 GPU_PROBE_S=10
 GPU_DEADLINE_S=480
 
@@ -31,6 +31,7 @@ gpu_check_files() {
                      MANIFEST ;;
         ops)    echo bin/test_ops_cuda.gz ;;
         cp)     echo bin/test_cp_cuda ;;
+        fp8)    echo bin/test_fp8_cuda.gz ;;
         train)  echo data/sample.txt train/tiny1.plan train/tiny_cuda train/cpu.jsonl ;;
         mem)    local n f; for n in m1 z0 z1 z2 z3; do for f in "$n" "$n.plan" "$n.check.json"; do
                     echo "mem/$f"; done; done; echo data/sample.txt ;;
@@ -81,20 +82,22 @@ gpu_env() {
     export PLANC_GPU_ENV=1
 }
 
-# test_ops_cuda travels gzipped (26 MiB with OpenBLAS, 7 packed): unpack it
-# beside the .gz, or where the bundle is read-only into a temporary bin/
-# whose ../lib points at the bundle's; GPU_OPS_EXE names the program.
+# test_ops_cuda and test_fp8_cuda travel gzipped (26 MiB with OpenBLAS, 7
+# packed): unpack NAME (default test_ops_cuda) beside the .gz, or where the
+# bundle is read-only into a temporary bin/ whose ../lib points at the
+# bundle's; GPU_OPS_EXE names the program.
 gpu_unpack() {
-    local z=$GPU_BUNDLE/bin/test_ops_cuda.gz t
-    GPU_OPS_EXE=$GPU_BUNDLE/bin/test_ops_cuda
+    local name=${1:-test_ops_cuda} t
+    local z=$GPU_BUNDLE/bin/$name.gz
+    GPU_OPS_EXE=$GPU_BUNDLE/bin/$name
     if [ -x "$GPU_OPS_EXE" ] && ! [ "$z" -nt "$GPU_OPS_EXE" ]; then return 0; fi
     if gzip -dc "$z" > "$GPU_OPS_EXE.tmp" 2>/dev/null && chmod +x "$GPU_OPS_EXE.tmp" &&
        mv "$GPU_OPS_EXE.tmp" "$GPU_OPS_EXE"; then return 0; fi
     rm -f "$GPU_OPS_EXE.tmp"
     t=$(mktemp -d) || return 1
-    mkdir "$t/bin" && ln -s "$GPU_BUNDLE/lib" "$t/lib" && gzip -dc "$z" > "$t/bin/test_ops_cuda" &&
-        chmod +x "$t/bin/test_ops_cuda" || return 1
-    GPU_OPS_EXE=$t/bin/test_ops_cuda
+    mkdir "$t/bin" && ln -s "$GPU_BUNDLE/lib" "$t/lib" && gzip -dc "$z" > "$t/bin/$name" &&
+        chmod +x "$t/bin/$name" || return 1
+    GPU_OPS_EXE=$t/bin/$name
 }
 
 # Where a library resolves for a bundle program ("missing" if nowhere).

@@ -12,7 +12,7 @@
 #   2. uses the bundle; builds it only where it is missing and the tools
 #      exist (the build counts against the overall deadline), else says
 #      what is missing;
-#   3. runs tests/gpu/check-{ops,cp,train,mem,comm,calib}.sh in that order (the
+#   3. runs tests/gpu/check-{ops,cp,fp8,train,mem,comm,calib}.sh in that order (the
 #      most telling first), each under its own deadline (lib.sh's
 #      GPU_CHECKS), all within GPU_DEADLINE_S (480 s) of the start, with
 #      PLANRT_TIMEOUT_S=60 and NCCL_DEBUG=WARN;
@@ -146,7 +146,7 @@ echo "run.sh: bundle: $(head -1 "$GPU_BUNDLE/MANIFEST" | sed 's/^# //')"
 echo "run.sh: Open MPI: $([ "$PLANC_GPU_MPI" = system ] && echo "the machine's ($PLANC_REAL_MPIRUN)" || echo "the bundle's (one rank, as a singleton)")" | tee -a "$GPU_OUT/probe.txt"
 gpu_unpack >/dev/null || skip_all "cannot unpack bin/test_ops_cuda.gz"
 libs_missing=""
-for p in "$GPU_BUNDLE"/bin/{test_ops_cuda,test_comm_cuda,planrt-bench-cuda,planrt-calib-cuda,planc} "$GPU_BUNDLE/train/tiny_cuda"; do
+for p in "$GPU_BUNDLE"/bin/{test_ops_cuda,test_comm_cuda,test_fp8_cuda,planrt-bench-cuda,planrt-calib-cuda,planc} "$GPU_BUNDLE/train/tiny_cuda"; do
     [ -e "$p" ] || continue
     libs_missing="$libs_missing $(ldd "$p" 2>/dev/null | awk '/not found/ { print $1 }')"
 done

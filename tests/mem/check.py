@@ -24,6 +24,13 @@
       a --dry-run's report against a real run's of the same executable:
       every rank's peak and each kind's peak within 5 % + 4 MiB
       (tests/gpu/check-mem.sh: what the GPU-less CI check stands for)
+  check.py fp8 CHECK.json MEM.jsonl BASE.json BASEMEM.jsonl
+      FP8's copies (issue 27): every rank's fp8 kind high-water mark (the
+      kept weights, a GEMM's quantised operands, their scales, the amax
+      histories) equals its stage's fp8_bytes to the byte; every other
+      kind's peak equals the same rank's in the same layout without fp8,
+      and the plan's items other than buffers are the same without fp8,
+      its buffers fp8_bytes more (FP8 adds its copies and nothing else)
   check.py savings Z0.json Z1.json Z2.json Z3.json RSS0 RSS1 RSS2 RSS3
       measured (max RSS, worst rank) each ZeRO stage saves >= 60 % of what
       it shards on dp 4: 3/4 of ZeRO-0's optimizer state, gradients, weights
@@ -171,6 +178,29 @@ def check_delta(check, mem, base, bmem, none=""):
     return bad
 
 
+def check_fp8(check, mem, base, bmem):
+    st, bst, bad, seen = stages(check), stages(base), 0, 0
+    for s in sorted(st):
+        p, b = st[s], bst[s]
+        same = all(p[k + "_bytes"] == b[k + "_bytes"] for k in KINDS if k != "buffers")
+        ok = same and p["buffers_bytes"] - b["buffers_bytes"] == p["fp8_bytes"]
+        bad += not ok
+        if not ok:
+            print("  stage %d: the plan's items besides the FP8 copies differ without fp8  MISS" % s)
+    by_rank = {r["rank"]: r for r in reports(bmem)}
+    for r in reports(mem):
+        seen += 1
+        want, got = st[r["stage"]]["fp8_bytes"], r["kind_peak"].get("fp8", 0)
+        b = by_rank.get(r["rank"])
+        other = [k for k in KINDS if b is None or r["kind_peak"][k] != b["kind_peak"][k]]
+        ok = got == want and not other
+        bad += not ok
+        print("  rank %d stage %d: fp8 copies planned %d B, allocated %d B%s%s"
+              % (r["rank"], r["stage"], want, got, "" if got == want else "  MISS (to the byte)",
+                 "  MISS (without fp8 these differ: %s)" % ", ".join(other) if other else ""))
+    return bad + (seen == 0)
+
+
 def check_savings(checks, rdirs):
     z0 = stages(checks[0])[0]
     shard = [3 * z0["optimizer_bytes"] / 4, 3 * z0["grads_bytes"] / 4, 3 * z0["params_bytes"] / 4]
@@ -199,6 +229,8 @@ def main(argv):
         bad = check_same(argv[2], argv[3])
     elif mode == "buffers":
         bad = check_buffers(argv[2], argv[3])
+    elif mode == "fp8":
+        bad = check_fp8(*argv[2:6])
     elif mode == "rss":
         bad = check_rss(*argv[2:7])
     else:

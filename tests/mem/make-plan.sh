@@ -59,12 +59,19 @@ for pos in postnorm sandwich; do
     case "$body" in *$pos\;*) w=${pos/postnorm/post}; body=${body//$pos;/}
         att="${att% \}}; norm_position $w }"; ffn="${ffn% \}}; norm_position $w }" ;; esac
 done
+# a body with an `fp8 { ... }` block (issue 27), or `nofp8;` (the same
+# layout without it): the device gets an FP8 rate (a figure for the planner
+# only); the model stays fp32, the CPU target's one dtype (fp8 under
+# software planc takes an fp32 model: planner/fp8.c)
+fp8dev=
+case "$body" in *fp8\ \{*|*nofp8\;*)
+    fp8dev="flops_fp8 25 GFLOPS;"; body="${body//nofp8;/}" ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cat > "$out" <<P
 cluster cpu$np {
     nodes 1
     gpus_per_node $np
-    device cpu { memory 8 GiB; flops 12.5 GFLOPS; flops_fp32 12.5 GFLOPS; hbm 2.5 GB/s }
+    device cpu { memory 8 GiB; flops 12.5 GFLOPS; flops_fp32 12.5 GFLOPS; hbm 2.5 GB/s; $fp8dev }
     link intra { bandwidth 2 GB/s; latency 5 us }
 }
 model mem$dim {

@@ -17,6 +17,13 @@
 #      feature equals the plan's difference within 1 % + 64 KiB (dropout's
 #      masks and dropped probabilities, the q/k norm's kept input and rstd,
 #      the post-norm's kept input and statistics, item by item);
+#  (f) the cases marked f (an fp8 block): FP8's copies — the weights kept
+#      for the step, a GEMM's quantised operands, their scales, the amax
+#      histories, planrt's allocator's kind fp8 — at their high-water mark
+#      equal the stage's fp8_bytes to the byte, and nothing else differs
+#      from the same layout without fp8, in the program or in the plan
+#      (check.py fp8); an fp8 plan's model is fp32 here (the CPU target's
+#      dtype), so (a) holds its totals too where marked;
 #  (x) the cases marked x: the CPU executable's --dry-run allocates, at its
 #      peak, exactly the buffers `planc check` counts for its stage (the
 #      pipeline's transfer buffers, freed once sent: memory.c
@@ -28,7 +35,7 @@
 #      grads, optimizer, activations, buffers), within 5 % + 4 MiB of
 #      `planc check` of the bf16 plan (fp32 gradients, a bf16 model's
 #      default: planner/layout.c plan_grad_dtype).
-#  (f) bf16-cpu (no row of cases.txt; runs with every case, or named): a
+#  (g) bf16-cpu (no row of cases.txt; runs with every case, or named): a
 #      bf16 plan built for the CPU is refused at its dtype key, exit 1, no
 #      executable: the CPU target computes in fp32, so its --mem-report
 #      would count fp32 where `planc check` counts bf16 (issue 29's report:
@@ -75,7 +82,7 @@ cuda() {
     fi
 }
 
-# (f) a bf16 plan is not built for the CPU
+# (g) a bf16 plan is not built for the CPU
 if [ "$only" = "  " ] || [[ "$only" == *" bf16-cpu "* ]]; then
     n=bf16-cpu; rc=0
     MEM_DTYPE=bf16 "$here/make-plan.sh" "$dir/$n.plan" 4 384 6 "dp 2; tp 2; zero 1; micro_batch 2; global_batch 16; schedule 1f1b; recompute none;"
@@ -101,6 +108,17 @@ while read -r name np checks body; do
             python3 "$here/check.py" buffers "$dir/$name-x.check.json" "$dir/$name-x.mem.jsonl" || fail "$name" "(x)"
         else
             fail "$name" "the --dry-run did not run (see $dir/$name-x.log)"
+        fi ;; esac
+    # (f) an fp8 case: its copies, against the same layout without fp8
+    case "$checks" in *f*)
+        base=$name-nofp8
+        if build "$name" "$np" 384 6 "$body" && train "$name" "$np" &&
+           build "$base" "$np" 384 6 "$(echo "$body" | sed -e 's/fp8 {[^}]*}/nofp8;/')" && train "$base" "$np"; then
+            echo "$name (f) FP8's copies, allocated vs planned (fp8_bytes):"
+            python3 "$here/check.py" fp8 "$dir/$name.check.json" "$dir/$name.mem.jsonl" \
+                "$dir/$base.check.json" "$dir/$base.mem.jsonl" || fail "$name" "(f)"
+        else
+            fail "$name" "build or run failed (see $dir/$name.log, $dir/$base.log)"
         fi ;; esac
     case "$checks" in *a*) ;; *) continue ;; esac
     if ! build "$name" "$np" 384 6 "$body" || ! train "$name" "$np"; then
