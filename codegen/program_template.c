@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM,
+ * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM, MLA,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -116,6 +116,9 @@
 #ifndef POST_NORM
 #define POST_NORM 0
 #endif
+#ifndef MLA
+#define MLA 0
+#endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
 #define USES_BWD_WEIGHT SPLIT_BWD
@@ -217,6 +220,17 @@ typedef struct {
     float capf;        /* capacity factor (GShard, per sequence), 0: dropless */
 #endif
 } LayerSpec;
+#if MLA
+/* Multi-head latent attention (the model's `attention { kind mla }`): each
+ * attention layer's parameter ids (-1: none) and widths, global */
+typedef struct {
+    int wqa, bqa, gqa;        /* q_a_proj (q_lora, C), its bias, q_a_layernorm (q_lora) */
+    int wqb;                  /* q_b_proj (H (nope + rope), q_lora) or q_proj (H (nope + rope), C), by heads */
+    int wkva, bkva, gkva;     /* kv_a_proj_with_mqa (kv_lora + rope, C), its bias, kv_a_layernorm (kv_lora) */
+    int wkvb;                 /* kv_b_proj (H (nope + v), kv_lora), by heads */
+    size_t q_lora, kv_lora, rope, nope, v;
+} MlaSpec;
+#endif
 #if HAS_MOE
 #define MOE ((LayerKind)(LM_HEAD + 1))   /* LayerKind's sixth (ORDER LayerKind): a mixture-of-experts sublayer */
 #endif
@@ -264,6 +278,10 @@ static const float LOGIT_CAP = 30.0f;
 #if POST_NORM
 static const int POST_NORM_W[N_LAYERS] = { -1, 0, 0, -1, -1 };
 #endif
+#if MLA
+static const MlaSpec MLA_OF[N_LAYERS] = { { -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0 },
+                                          { -1, -1, -1, 0, 0, -1, 0, 0, 0, 4, 2, 2, 2 } };
+#endif
 
 //@@ runtime
 /* ---- what a micro-batch keeps -------------------------------------------- */
@@ -280,6 +298,10 @@ typedef struct {
     prt_act *att;                     /* (B, h, T, T) softmax probabilities */
 #endif
     prt_act *a;                       /* (N, inner) second linear's input */
+#if MLA
+    float   *mr;                      /* (2N) MLA: the latent norms' fp32 rstd (q's, kv's); its other
+                                         kept tensors lie in h (mla_kept) */
+#endif
 #if QK_NORM
     prt_act *qkin; float *qkr;        /* (N, (h + hkv) d), (N, h + hkv): the q/k norm's input and
                                          fp32 rstd (attention with qk_norm; else NULL) */
@@ -1198,6 +1220,120 @@ static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
     prt_attention_scores_bwd(dqkv, datt, dout, qkv, att, rc, b, t, h, hkv, d, w, ATTN_SCORES_OF[L - LAYERS])
 #endif
 
+#if MLA
+/* ---- multi-head latent attention (DeepSeek-V2; the model's `attention {
+ * kind mla }`): prt_mla_fwd / prt_mla_bwd (runtime/ops/mla.c) between the
+ * pre-norm and o_proj. TP as the planner's rule (planner/model.c,
+ * mla_work): the up projections q_b (or q_proj) and kv_b are split by
+ * heads, o_proj by its input columns (row-parallel, summed over TP as the
+ * MHA's output); the down projections q_a and kv_a, their biases and the
+ * latent norms are whole on every rank, which back-propagates only its
+ * heads' share of the latents: PARAMS marks them tp_sum and the step's
+ * SP_NORM_REDUCE sums their gradients over TP. The layer's kept tensors
+ * (prt_mla_kept) lie in a->h, L->width elements a row (mla_kept's order;
+ * planner/model.c counts the same), the o_proj input in a->a, the
+ * probabilities in a->att, the latent norms' rstd in a->mr; the op's
+ * workspace is the backward scratch S.dh (MAX_WIDTH a row: plan_widest
+ * counts prt_mla_ws_elems' per row). */
+
+/* The op's shapes for layer L on this rank. */
+static prt_mla_dims mla_dims(const LayerSpec *L)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    prt_mla_dims d = { B, T, (size_t)L->h, C, M->q_lora, M->kv_lora, M->rope, M->nope, M->v,
+                       window_of(L), NORM_EPS, &ROPE_PARAMS };
+    return d;
+}
+
+/* Layer L's weights (this rank's slices). */
+static prt_mla_w mla_weights(const LayerSpec *L)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    prt_mla_w w = { W(M->wqa), W(M->bqa), W(M->gqa), W(M->wqb), W(M->wkva), W(M->bkva), W(M->gkva), W(M->wkvb) };
+    return w;
+}
+
+/* Their fp32 gradients. */
+static prt_mla_grad mla_grads(const LayerSpec *L)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    prt_mla_grad g = { G(M->wqa), G(M->bqa), G(M->gqa), G(M->wqb), G(M->wkva), G(M->bkva), G(M->gkva), G(M->wkvb) };
+    return g;
+}
+
+/* The kept tensors in a->h, N rows each: qa, qn (q_lora), kva (kv_lora +
+ * rope), kvl, kvn (kv_lora), qkv (3 h D), opad (h D), D = max(nope +
+ * rope, v): emit.c's width for the layer is their sum. att: the
+ * probabilities (a->att, or the shared S.att under selective
+ * recomputation). */
+static prt_mla_kept mla_kept(const LayerSpec *L, const LayerActs *a, prt_act *att)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    size_t H = (size_t)L->h, D = M->nope + M->rope > M->v ? M->nope + M->rope : M->v;
+    prt_mla_kept k;
+    prt_act *p = a->h;
+    k.qa = p; p += N * M->q_lora;
+    k.qn = p; p += N * M->q_lora;
+    k.kva = p; p += N * (M->kv_lora + M->rope);
+    k.kvl = p; p += N * M->kv_lora;
+    k.kvn = p; p += N * M->kv_lora;
+    k.qkv = p; p += N * 3 * H * D;
+    k.opad = p;
+    k.qr = a->mr; k.kvr = a->mr + N;
+    k.att = att;
+    return k;
+}
+
+static void mla_attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
+{
+    enter(L, "attention (mla) forward");
+#if RECOMPUTE_SELECTIVE
+    prt_act *att = S.att;      /* selective recomputation: the backward rebuilds the probabilities */
+#else
+    prt_act *att = a->att;
+#endif
+    prt_act *p = partials(y);
+    norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
+    const prt_act *in = all_rows(a);
+    prt_mla_kept k = mla_kept(L, a, att);
+    prt_mla_w w = mla_weights(L);
+    prt_mla_dims d = mla_dims(L);
+    prt_mla_fwd(a->a, &k, S.dh, in, &w, &d);                            /* latents, up projections, core */
+    prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* o_proj:
+                                                                           row-parallel partial sums */
+    sum_partials(p, y);
+    prt_residual_add(y, a->x, y, NL * C);
+}
+
+/* The whole backward (zb-h1 is refused with kind mla: emit.c). */
+static void mla_attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    enter(L, "attention (mla) backward");
+#if SP
+    const prt_act *dy = grad_rows(d, S.dyf);
+#else
+    const prt_act *dy = d;
+#endif
+    prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* o_proj: no comm */
+#if RECOMPUTE_SELECTIVE
+    prt_mla_kept k = mla_kept(L, a, S.att);
+    prt_attention_fwd(k.opad, S.att, k.qkv, B, T, (size_t)L->h, (size_t)L->h, (size_t)L->d,
+                      window_of(L));                                    /* the core again: its probabilities */
+#else
+    prt_mla_kept k = mla_kept(L, a, a->att);
+#endif
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
+    prt_mla_w w = mla_weights(L);
+    prt_mla_grad g = mla_grads(L);
+    prt_mla_dims dm = mla_dims(L);
+    prt_mla_bwd(S.dlnf, &g, S.dh, S.da, rows_in(a), &k, &w, &dm);       /* replicated weights: partial over TP */
+    sum_input_grad(S.dlnf, S.dln);     /* this rank's heads' share of the input gradient: summed over TP */
+    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+}
+#endif
+
 /* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
  * 2019): QKV is column-parallel (this rank computes its L->h query and
  * L->hkv key/value heads without communication), the output projection is
@@ -1208,6 +1344,10 @@ static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
  */
 static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+#if MLA
+    mla_attention_fwd(L, a, y);   /* every attention layer of the model is MLA (emit.c) */
+    return;
+#endif
     enter(L, "attention forward");
 #if CONTEXT_PARALLEL && RECOMPUTE_SELECTIVE
     prt_act *att = S.att;      /* selective recomputation: the backward runs the CP attention again */
@@ -1324,6 +1464,10 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
 #elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
+#endif
+#if MLA
+    mla_attention_bwd(L, a, d);
+    return;
 #endif
     enter(L, "attention backward");
 #if POST_NORM && DROPOUT
@@ -2139,6 +2283,9 @@ static void rebuilt_slot(LayerActs *a)
 #if QK_NORM
     a->qkin = S.rc.qkin; a->qkr = S.rc.qkr;
 #endif
+#if MLA
+    a->mr = S.rc.mr;
+#endif
 #if DROPOUT
     a->mask = S.rc.mask; a->attd = S.rc.attd; a->att_mask = S.rc.att_mask;
 #endif
@@ -2158,6 +2305,9 @@ static void kept_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));    /* the CP attention's saved */
 #else
     if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#if MLA
+    if (L->kind == ATTENTION) a->mr = KEEP_F32(2 * N);   /* the latent norms' rstd */
 #endif
 #if QK_NORM
     qk_slot(sa, L, a);
@@ -2210,6 +2360,9 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #if QK_NORM
             a->qkin = S.rc.qkin; a->qkr = S.rc.qkr;
 #endif
+#if MLA
+            a->mr = S.rc.mr;
+#endif
 #if POST_NORM
             norm_rebuilt_slot(L, a);
 #endif
@@ -2228,6 +2381,9 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));   /* the CP attention's saved */
 #elif !RECOMPUTE_SELECTIVE
             if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#if MLA
+            if (L->kind == ATTENTION) a->mr = KEEP_F32(2 * N);   /* the latent norms' rstd */
 #endif
 #if QK_NORM
             qk_slot(sa, L, a);
@@ -2371,6 +2527,9 @@ static void scratch_alloc(void)
 #if RECOMPUTE_FULL && POST_NORM
     S.rc.po = act_alloc(NL * C); S.rc.pmean = f32_alloc(NL); S.rc.prstd = f32_alloc(NL);   /* the post-norm's, rebuilt */
 #endif
+#if RECOMPUTE_FULL && MLA
+    S.rc.mr = f32_alloc(2 * N);   /* MLA's latent norms' rstd, rebuilt */
+#endif
 #if RECOMPUTE_FULL && QK_NORM
     S.rc.qkin = act_alloc(qk_numel_max(false));   /* the q/k norm's input and rstd, rebuilt */
     S.rc.qkr = f32_alloc(qk_numel_max(true));
@@ -2413,6 +2572,9 @@ static void scratch_free(void)
     prt_mem_free(S.rc.po);
     prt_mem_free(S.rc.pmean);
     prt_mem_free(S.rc.prstd);
+#endif
+#if RECOMPUTE_FULL && MLA
+    prt_mem_free(S.rc.mr);
 #endif
 #if RECOMPUTE_FULL && QK_NORM
     prt_mem_free(S.rc.qkin);
