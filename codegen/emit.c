@@ -2012,13 +2012,13 @@ bool cg_model_has_mla(const Model *m) { return model_attention_of(m, true) > 0; 
  * does not do yet, by key: a model mixing MLA and MHA layers (the program's
  * MLA feature makes every attention layer MLA), LayerNorm latents (the op's
  * latent norms are RMSNorms), dropout (the op has no dropped
- * probabilities), a post or sandwich norm, Gemma 2's score transform, and
- * zb-h1's split backward (the op computes the input and weight gradients
- * in one pass). */
+ * probabilities), a post or sandwich norm, Gemma 2's score transform, FP8
+ * (the op's linears are prt_linear_*). */
 static void mla_runtime_key(const Plan *p, const Layout *l, const char **key, const char **what, char *buf,
                             size_t len)
 {
     const Model *m = &p->model;
+    (void)l;   /* no layout key is refused with it: cp > 1 is the language's */
     if (!cg_model_has_mla(m)) return;
     const Layer *L = NULL;
     for (int i = 0; !L && i < m->n_layers; i++)
@@ -2039,9 +2039,6 @@ static void mla_runtime_key(const Plan *p, const Layout *l, const char **key, co
     } else if (attn_scored(L)) {
         *key = "softcap or query_pre_attn_scalar with kind mla";
         *what = "prt_mla_fwd scales the scores by 1/sqrt(qk_nope_head_dim + qk_rope_head_dim), uncapped";
-    } else if (l->schedule == SCHED_ZB_H1) {
-        *key = "schedule zb-h1 with kind mla";
-        *what = "prt_mla_bwd computes the input and weight gradients in one pass, no B/W split";
     } else if (plan_fp8_on(&p->software)) {
         *key = "fp8 with kind mla";
         *what = "prt_mla_fwd's linears are prt_linear_*, not the FP8 GEMMs";

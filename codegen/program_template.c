@@ -302,6 +302,11 @@ typedef struct {
     float   *mr;                      /* (2N) MLA: the latent norms' fp32 rstd (q's, kv's); its other
                                          kept tensors lie in h (mla_kept) */
 #endif
+#if MLA && SPLIT_BWD
+    float   *gml;                     /* zb-h1, MLA: the B pass's gradients of the layer's weights but
+                                         o_proj's (mla_grad_numel), fp32, kept aside until W adds
+                                         them: the bucket stays closed from B to W */
+#endif
 #if QK_NORM
     prt_act *qkin; float *qkr;        /* (N, (h + hkv) d), (N, h + hkv): the q/k norm's input and
                                          fp32 rstd (attention with qk_norm; else NULL) */
@@ -1253,6 +1258,7 @@ static prt_mla_w mla_weights(const LayerSpec *L)
     return w;
 }
 
+#if USES_BWD
 /* Their fp32 gradients. */
 static prt_mla_grad mla_grads(const LayerSpec *L)
 {
@@ -1260,6 +1266,7 @@ static prt_mla_grad mla_grads(const LayerSpec *L)
     prt_mla_grad g = { G(M->wqa), G(M->bqa), G(M->gqa), G(M->wqb), G(M->wkva), G(M->bkva), G(M->gkva), G(M->wkvb) };
     return g;
 }
+#endif
 
 /* The kept tensors in a->h, N rows each: qa, qn (q_lora), kva (kv_lora +
  * rope), kvl, kvn (kv_lora), qkv (3 h D), opad (h D), D = max(nope +
@@ -1305,7 +1312,23 @@ static void mla_attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
     prt_residual_add(y, a->x, y, NL * C);
 }
 
-/* The whole backward (zb-h1 is refused with kind mla: emit.c). */
+/* The op's kept tensors, for its backward: under selective recomputation
+ * the attention core runs again on the kept padded q, k, v first (its
+ * probabilities into the shared S.att; opad again, bit for bit). */
+static prt_mla_kept mla_kept_bwd(const LayerSpec *L, const LayerActs *a)
+{
+#if RECOMPUTE_SELECTIVE
+    prt_mla_kept k = mla_kept(L, a, S.att);
+    prt_attention_fwd(k.opad, S.att, k.qkv, B, T, (size_t)L->h, (size_t)L->h, (size_t)L->d,
+                      window_of(L));                                    /* the core again: its probabilities */
+#else
+    prt_mla_kept k = mla_kept(L, a, a->att);
+#endif
+    return k;
+}
+
+#if USES_BWD
+/* The whole backward. */
 static void mla_attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 {
     enter(L, "attention (mla) backward");
@@ -1315,13 +1338,7 @@ static void mla_attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     const prt_act *dy = d;
 #endif
     prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* o_proj: no comm */
-#if RECOMPUTE_SELECTIVE
-    prt_mla_kept k = mla_kept(L, a, S.att);
-    prt_attention_fwd(k.opad, S.att, k.qkv, B, T, (size_t)L->h, (size_t)L->h, (size_t)L->d,
-                      window_of(L));                                    /* the core again: its probabilities */
-#else
-    prt_mla_kept k = mla_kept(L, a, a->att);
-#endif
+    prt_mla_kept k = mla_kept_bwd(L, a);
 #if RECOMPUTE_LN
     norm_rebuilt(L, a);                                                 /* layernorm: its output again */
 #endif
@@ -1332,6 +1349,73 @@ static void mla_attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     sum_input_grad(S.dlnf, S.dln);     /* this rank's heads' share of the input gradient: summed over TP */
     norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
 }
+#endif
+
+#if SPLIT_BWD
+/* zb-h1 with MLA: the op computes its input and weight gradients in one
+ * pass, so B runs all of it but o_proj's weight gradient, the weights'
+ * gradients into the slot's a->gml (not the bucket, which stays closed
+ * until W); W computes o_proj's from the kept output gradient a->dy and
+ * adds a->gml and the pre-norm's gln. planner/model.c's act_split counts
+ * a->dy, a->gml and gln. */
+
+/* Elements of a->gml: this rank's slices of the layer's MLA tensors. */
+static size_t mla_grad_numel(const LayerSpec *L)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    const int id[] = { M->wqa, M->bqa, M->gqa, M->wqb, M->wkva, M->bkva, M->gkva, M->wkvb };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof id / sizeof id[0]; i++)
+        if (id[i] >= 0) n += prt_param_rows(R.m, id[i]) * prt_param_cols(R.m, id[i]);
+    return n;
+}
+
+/* Walk a->gml in MLA_OF's order: with add false point g into it, with
+ * add true add each part into its tensor's gradient. */
+static void mla_grads_aside(const LayerSpec *L, const LayerActs *a, prt_mla_grad *g, bool add)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    const int id[] = { M->wqa, M->bqa, M->gqa, M->wqb, M->wkva, M->bkva, M->gkva, M->wkvb };
+    float **at[] = { &g->wqa, &g->bqa, &g->gqa, &g->wqb, &g->wkva, &g->bkva, &g->gkva, &g->wkvb };
+    float *p = a->gml;
+    for (size_t i = 0; i < sizeof id / sizeof id[0]; i++) {
+        *at[i] = NULL;
+        if (id[i] < 0) continue;
+        size_t n = prt_param_rows(R.m, id[i]) * prt_param_cols(R.m, id[i]);
+        if (add) prt_grad_add(G(id[i]), p, n);
+        else *at[i] = p;
+        p += n;
+    }
+}
+
+static void mla_attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    enter(L, "attention (mla) backward, input half");
+    grad_rows(d, a->dy);                                                /* kept for o_proj's weight pass */
+    prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
+    prt_mla_kept k = mla_kept_bwd(L, a);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
+    prt_mla_w w = mla_weights(L);
+    prt_mla_grad g;
+    mla_grads_aside(L, a, &g, false);
+    CHECK(prt_zero(a->gml, mla_grad_numel(L) * sizeof(float)));
+    prt_mla_dims dm = mla_dims(L);
+    prt_mla_bwd(S.dlnf, &g, S.dh, S.da, rows_in(a), &k, &w, &dm);       /* weights' gradients aside */
+    sum_input_grad(S.dlnf, S.dln);     /* this rank's heads' share of the input gradient: summed over TP */
+    norm_bwd_kept(L, a, d, S.dln);
+}
+
+static void mla_attention_bwd_weight(const LayerSpec *L, LayerActs *a)
+{
+    enter(L, "attention (mla) backward, weight half");
+    prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
+    prt_mla_grad g;
+    mla_grads_aside(L, a, &g, true);
+    norm_grads_add(L, a);
+}
+#endif
 #endif
 
 /* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
@@ -1530,6 +1614,10 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 #elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
+#if MLA
+    mla_attention_bwd_input(L, a, d);
+    return;
+#endif
     enter(L, "attention backward, input half");
 #if POST_NORM && DROPOUT
     grad_rows(post_norm_bwd_kept(L, a, drop_output_bwd(d, a->mask), S.dln), a->dy);   /* kept for W */
@@ -1570,6 +1658,10 @@ static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
     if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
 #elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
+#endif
+#if MLA
+    mla_attention_bwd_weight(L, a);
+    return;
 #endif
     enter(L, "attention backward, weight half");
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
@@ -2407,11 +2499,22 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #elif DROPOUT
         if (L->kind == EMBEDDING || L->kind == ATTENTION || L->kind == MLP) a->mask = KEEP_MASK(NL * C);
 #endif
-#if SPLIT_BWD
+#if SPLIT_BWD && MLA
+        if (L->kind == ATTENTION) {   /* zb-h1, MLA: o_proj's output gradient and the op's weight gradients */
+            a->dy = KEEP_ACT(N * C);
+            a->gml = KEEP_F32(mla_grad_numel(L));
+        }
+        if (L->kind == MLP) {
+            a->dh = KEEP_ACT(N * L->width);
+            a->dy = KEEP_ACT(N * C);
+        }
+#elif SPLIT_BWD
         if (L->kind == ATTENTION || L->kind == MLP) {   /* zb-h1: kept for the weight pass */
             a->dh = KEEP_ACT(N * L->width);
             a->dy = KEEP_ACT(N * C);
         }
+#endif
+#if SPLIT_BWD
         if (L->kind == ATTENTION || L->kind == MLP || L->kind == NORM)
             a->gln = KEEP_F32(gln_numel(L));   /* zb-h1: the B pass's norm (and q/k norm) gradients */
 #endif

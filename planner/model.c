@@ -904,10 +904,15 @@ static void mla_work(const Model *m, const Layer *l, const PlanCut *c, bool drop
     w->act_op = e * T * h * r;
     w->op.whole = true;
     w->op.flops = w->flops_fwd;
-    /* zb-h1 keeps, from B to W, each linear's output gradient (the W
-       pass's GEMM inputs) and the norms' fp32 gain gradients */
-    w->act_split = e * T * ((cq > 0 ? cq : 0) + qo + ckv + rd + kvo + h) +
-                   4.0 * (double)(norm_params(m, l->norm) + (l->norm == NORM_LAYERNORM ? 2 : 1) * lat);
+    /* zb-h1 keeps from B to W, as planc's program splits it (its MLA op
+       computes the input and weight gradients in one pass, so B runs all
+       of it but o_proj's weight GEMM): o_proj's output gradient, e T h,
+       the pre-norm's fp32 gain gradients and the fp32 gradients of this
+       rank's MLA weights but o_proj's (codegen's a->dy, gln, a->gml) */
+    bool ovf = false;   /* widths <= 2^20 each (sema): no product wraps */
+    double aside = (double)(mla_params(m, l, c->tp, &ovf) - norm_params(m, l->norm)) -
+                   a * dv * h / t - (l->bias ? h : 0);
+    w->act_split = e * T * h + 4.0 * ((double)norm_params(m, l->norm) + aside);
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }

@@ -536,6 +536,7 @@ static void test_template_compiles(void **state)
         { "-DMLA=1", "-DROPE=1", "-DRECOMPUTE_FULL=1", "-DSP=1", "-DHAS_BIAS=1", NULL },
         { "-DMLA=1", "-DROPE=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DSLIDING_WINDOW=1", NULL },
         { "-DMLA=1", "-DROPE=1", "-DRECOMPUTE_SELECTIVE=1", "-DRECOMPUTE_LN=1", "-DSP=1", NULL },
+        { "-DMLA=1", "-DROPE=1", "-DSPLIT_BWD=1", "-DRECOMPUTE_FULL=1", "-DSP=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -681,8 +682,8 @@ static void mlaify_plan(Plan *p, int64_t q_lora, bool all)
  * (the down projections and latent norms whole and tp_sum, the up
  * projections split by heads), MLA_OF, the op's calls, the TP all-reduce
  * of the partial gradients, the #error that stops nvcc; without a query
- * latent q_proj; refused by key: LayerNorm latents, MLA beside MHA, zb-h1,
- * dropout. */
+ * latent q_proj; zb-h1's split (the op's weight gradients aside in B);
+ * refused by key: LayerNorm latents, MLA beside MHA, dropout. */
 static void test_mla(void **state)
 {
     (void)state;
@@ -715,6 +716,17 @@ static void test_mla(void **state)
     free(text);
     dsl_arena_free(&a);
 
+    static const Case zb = { "mla", 1, 1, 2, 0, SCHED_ZB_H1, 1, RECOMPUTE_NONE, 8 };
+    load_case(&zb, &a, &p);
+    mlaify_plan(&p, 32, true);
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("kind mla under zb-h1 refused: %s", why);
+    if (!strstr(text, "mla_attention_bwd_input(L, a, d);") || !strstr(text, "a->gml = KEEP_F32(mla_grad_numel(L));") ||
+        !strstr(text, "mla_grads_aside(L, a, &g, true);"))
+        fail_msg("kind mla under zb-h1: the B/W split of the MLA backward is missing");
+    free(text);
+    dsl_arena_free(&a);
+
     load_case(&c, &a, &p);   /* V2-Lite's form: q_proj, no query latent */
     mlaify_plan(&p, 0, true);
     text = emit_text(&p, why, sizeof why, &n);
@@ -728,7 +740,6 @@ static void test_mla(void **state)
     static const struct { Case c; int how; const char *key; } bad[] = {
         { { "mla", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, "kind mla with norm layernorm" },
         { { "mla", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 1, "kind mla beside kind mha" },
-        { { "mla", 1, 1, 2, 0, SCHED_ZB_H1, 1, RECOMPUTE_NONE, 16 }, 2, "schedule zb-h1 with kind mla" },
         { { "mla", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 8 }, 3, "dropout 0.1 with kind mla" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
