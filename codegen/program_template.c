@@ -2584,6 +2584,19 @@ static void moe_scratch_free(void)
 }
 #endif
 
+#if MLA && RECOMPUTE_FULL
+/* The widest a->h of a layer (L->width a row): the rebuilt layer's. With
+ * MLA, MAX_WIDTH is the op's workspace (plan_widest_add), wider than what
+ * the op keeps, which is all a rebuilt layer needs in S.rc.h. */
+static size_t kept_width_max(void)
+{
+    size_t w = 1;
+    for (int i = 0; i < N_LAYERS; i++)
+        if ((LAYERS[i].kind == ATTENTION || LAYERS[i].kind == MLP) && LAYERS[i].width > w) w = LAYERS[i].width;
+    return w;
+}
+#endif
+
 /* The scratch every layer shares, sized for the widest layer. */
 static void scratch_alloc(void)
 {
@@ -2620,7 +2633,11 @@ static void scratch_alloc(void)
     S.loss_host = (float *)prt_host_alloc(N * sizeof(float));
 #if RECOMPUTE_FULL
     S.rc.ln = act_alloc(NL * C); S.rc.mean = f32_alloc(NL); S.rc.rstd = f32_alloc(NL);
+#if MLA
+    S.rc.h = act_alloc(N * kept_width_max()); S.rc.a = act_alloc(N * MAX_INNER);
+#else
     S.rc.h = act_alloc(N * MAX_WIDTH); S.rc.a = act_alloc(N * MAX_INNER);
+#endif
 #if CONTEXT_PARALLEL
     S.rc.att = act_alloc(cp_saved_max());   /* the CP attention's saved tensors, rebuilt */
 #else
