@@ -1292,8 +1292,9 @@ void plan_widest_add(const Model *m, const Layer *l, int tp, PlanWidest *w)
         /* planc's op's workspace (prt_mla_ws_elems, its backward's: the
            padded heads' output, q, k, v and score gradients, the up and
            rope parts' gradients, the latents', the query side's input
-           gradient), a row of N = b s; or its kept tensors a row (the
-           program's rebuilt a->h under full recomputation), the larger */
+           gradient), a row of N = b s; never narrower than its kept
+           tensors a row (a->h: the program's S.rc.h is as wide as the
+           widest of those, kept_width_max) */
         int64_t a = l->heads / tp, n = l->qk_nope_dim, r = l->qk_rope_dim, v = l->v_head_dim, dq = n + r;
         int64_t D = dq > v ? dq : v, lat = l->q_lora_rank > l->kv_lora_rank ? l->q_lora_rank : l->kv_lora_rank;
         int64_t ws = 4 * a * D + a * m->seq + a * dq + a * (n + v) + (a + 2) * r + 2 * lat + l->kv_lora_rank + r +
