@@ -55,6 +55,11 @@ bool cg_target_dtype(const Plan *p, CgTarget t, char *why, size_t len);
 /* What to write instead (a note after cg_target_dtype's reason). */
 extern const char cg_target_dtype_hint[];
 
+/* Whether model m has an attention layer of kind mla: the CPU runtime
+ * trains it (prt_mla_*), the CUDA one has no such op, so build --target
+ * cuda refuses it and its program stops nvcc with an #error. */
+bool cg_model_has_mla(const Model *m);
+
 /* Where the runtime lives: its header directory and library directory. */
 typedef struct {
     const char *include_dir;   /* holds planrt.h */

@@ -497,6 +497,7 @@ static void set_features(Cg *g)
     set_feature(g, "ATTN_SCORES", scores > 0);   /* Gemma 2's scale or soft-cap: ATTN_SCORES_OF[] */
     set_feature(g, "LOGIT_SOFTCAP", logit_cap > 0);   /* Gemma 2's final-logit cap: LOGIT_CAP */
     set_feature(g, "POST_NORM", post_norm > 0);   /* norm_position post|sandwich somewhere: POST_NORM_W[] */
+    set_feature(g, "MLA", cg_model_has_mla(m));   /* every attention layer MLA (mla_runtime_key): MLA_OF[] */
     for (int k = 0; k < PLAN_N_OPKINDS; k++) {
         char n[32];
         snprintf(n, sizeof n, "USES_%s", plan_op_name((PlanOpKind)k));
@@ -588,6 +589,9 @@ static void emit_header(Cg *g)
         cg_string_literal(msg, lit, sizeof lit);
         out(g, "#ifndef PRT_CUDA\n#error \"%s\"\n#endif\n\n", lit);
     }
+    if (cg_model_has_mla(&p->model))   /* build --target cuda refuses it first (cli/cmd_emit.c) */
+        out(g, "#ifdef PRT_CUDA\n#error \"kind mla: the CUDA runtime has no multi-head latent attention "
+               "(prt_mla_*); build --target cpu\"\n#endif\n\n");
 }
 
 const char cg_target_dtype_hint[] = "write `dtype fp32` in the model block to build for the CPU, or build "
@@ -631,6 +635,11 @@ static void model_uniform(const Model *m, char *why, size_t cap)
         if (f->kind != LAYER_MLP && f->kind != LAYER_MOE) {
             snprintf(why, cap, "layer %d (%s) follows an attention layer: blocks must be attention + mlp or moe",
                      i + 1, kind_name(f->kind));
+            return;
+        }
+        if (a->attn == ATTN_MLA) {   /* its rows are DeepseekV2Attention's (mla_rows), not yet mapped */
+            snprintf(why, cap, "attention layer %d is kind mla, whose DeepseekV2Attention tensors export-hf and "
+                     "--init-from do not map yet", i);
             return;
         }
         if (!a0) { a0 = a; f0 = f; continue; }
@@ -862,6 +871,9 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
     /* under SP a norm's gain and bias see this rank's rows only; a q/k
      * norm's gains this rank's heads only, under any TP */
     bool qk = strstr(name, ".q_norm.") != NULL || strstr(name, ".k_norm.") != NULL;
+    /* MLA's down projections, their biases and latent norms: every rank
+     * back-propagates its heads' share of the latents (plan_layer_tp_partial_params) */
+    qk = qk || strstr(name, ".q_a_") != NULL || strstr(name, ".kv_a_") != NULL;
     bool tp_sum = g->l.tp > 1 && (qk || (g->l.sequence_parallel == 1 && strstr(name, "norm.") != NULL));
     int tp = g->l.tp;
     char shard[64];
@@ -976,6 +988,73 @@ static void norm_rows(Cg *g, int *id, int i, const char *who, bool ln)
               param_row(g, id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
 }
 
+/* An MLA layer's rows, as transformers' DeepseekV2Attention names them
+ * (self_attn.*, so export-hf can map them): the pre-norm; q_a_proj (and
+ * its bias), q_a_layernorm and q_b_proj, or q_proj without q_lora_rank;
+ * kv_a_proj_with_mqa (and its bias), kv_a_layernorm, kv_b_proj; o_proj
+ * (and its bias). The up projections are split by heads (head-major rows,
+ * DeepSeek's view(heads, ...)), o_proj by input columns; the down
+ * projections and latent norms are whole (tp_sum: param_row). Emitted in
+ * this order: mla_ids counts the same. */
+static void mla_rows(Cg *g, int *id, int i, const Layer *L, double s, double sr)
+{
+    size_t C = (size_t)g->p->model.dim, a = (size_t)L->heads, dq = (size_t)(L->qk_nope_dim + L->qk_rope_dim);
+    size_t cq = (size_t)L->q_lora_rank, ckv = (size_t)L->kv_lora_rank, r = (size_t)L->qk_rope_dim;
+    size_t kvb = a * (size_t)(L->qk_nope_dim + L->v_head_dim), one[3] = { 0, 0, 0 };
+    char nm[128];
+    norm_rows(g, id, i, "attn_norm", false);
+#define MLA_ROW(who, rows, cols, split, init, std) \
+    (snprintf(nm, sizeof nm, "layers.%d.self_attn.%s", i, who), \
+     param_row(g, id, nm, i, rows, cols, split, 0, one, init, std))
+    if (cq) {
+        MLA_ROW("q_a_proj.weight", cq, C, "PRT_REPLICATED", "PRT_INIT_NORMAL", s);
+        if (L->bias) MLA_ROW("q_a_proj.bias", cq, 1, "PRT_REPLICATED", "PRT_INIT_ZEROS", 0);
+        MLA_ROW("q_a_layernorm.weight", cq, 1, "PRT_REPLICATED", NORM_INIT(&g->p->model), 0);
+        MLA_ROW("q_b_proj.weight", a * dq, cq, "PRT_SPLIT_ROWS", "PRT_INIT_NORMAL", s);
+    } else {
+        MLA_ROW("q_proj.weight", a * dq, C, "PRT_SPLIT_ROWS", "PRT_INIT_NORMAL", s);
+    }
+    MLA_ROW("kv_a_proj_with_mqa.weight", ckv + r, C, "PRT_REPLICATED", "PRT_INIT_NORMAL", s);
+    if (L->bias) MLA_ROW("kv_a_proj_with_mqa.bias", ckv + r, 1, "PRT_REPLICATED", "PRT_INIT_ZEROS", 0);
+    MLA_ROW("kv_a_layernorm.weight", ckv, 1, "PRT_REPLICATED", NORM_INIT(&g->p->model), 0);
+    MLA_ROW("kv_b_proj.weight", kvb, ckv, "PRT_SPLIT_ROWS", "PRT_INIT_NORMAL", s);
+    MLA_ROW("o_proj.weight", C, a * (size_t)L->v_head_dim, "PRT_SPLIT_COLS", "PRT_INIT_NORMAL", sr);
+    if (L->bias) MLA_ROW("o_proj.bias", C, 1, "PRT_REPLICATED", "PRT_INIT_ZEROS", 0);
+#undef MLA_ROW
+}
+
+/* The ids mla_rows gave layer i's tensors (-1: none): into M, o_proj's
+ * and its bias's into *wo, *bo. */
+typedef struct { int wqa, bqa, gqa, wqb, wkva, bkva, gkva, wkvb; } MlaIds;
+static MlaIds mla_ids(const Cg *g, int i, int *wo, int *bo)
+{
+    const Layer *L = &g->p->model.layers[i];
+    int p = g->pfirst[i] + 1;   /* after the RMSNorm pre-norm's gain */
+    MlaIds M = { -1, -1, -1, -1, -1, -1, -1, -1 };
+    if (L->q_lora_rank) {
+        M.wqa = p++;
+        if (L->bias) M.bqa = p++;
+        M.gqa = p++;
+    }
+    M.wqb = p++;
+    M.wkva = p++;
+    if (L->bias) M.bkva = p++;
+    M.gkva = p++;
+    M.wkvb = p++;
+    *wo = p++;
+    *bo = L->bias ? p : -1;
+    return M;
+}
+
+/* Elements a row of what the MLA op keeps (the program's a->h; mla_kept's
+ * order in the template): qa, qn, kva, kvl, kvn, the padded q, k, v and
+ * the padded output, on tp ranks. planner/model.c counts the same. */
+static long long mla_kept_row(const Layer *L, int tp)
+{
+    long long h = L->heads / tp, dq = L->qk_nope_dim + L->qk_rope_dim, D = dq > L->v_head_dim ? dq : L->v_head_dim;
+    return 2LL * L->q_lora_rank + 3LL * L->kv_lora_rank + L->qk_rope_dim + 4 * h * D;
+}
+
 /* Walk the model's tensors in order; with write false only count them. */
 static int emit_params(Cg *g, bool write)
 {
@@ -1054,6 +1133,10 @@ static int emit_params(Cg *g, bool write)
             break;
         }
         case LAYER_ATTENTION: {
+            if (L->attn == ATTN_MLA) {
+                mla_rows(g, &id, i, L, s, sr);
+                break;
+            }
             size_t d = (size_t)plan_head_dim(m, L), q = (size_t)L->heads * d, kv = (size_t)L->kv_heads * d;
             size_t parts[3] = { q, kv, kv };
             if (plan_layer_pre_norm(L)) norm_rows(g, &id, i, "attn_norm", ln);
@@ -1174,6 +1257,28 @@ static void emit_fp8(Cg *g)
         out(g, "/* recipe delayed: each linear's x, W and dY keep their last amax_history amaxes */\n"
                "enum { FP8_AMAX_HISTORY_LEN = %lld };\n", (long long)f->amax_history);
     out(g, "\n");
+}
+
+/* MLA_OF: each MLA layer's parameter ids (mla_ids) and global widths. */
+static void emit_mla(Cg *g)
+{
+    const Model *m = &g->p->model;
+    out(g, "/* Each MLA layer's tensors (ids, -1: none) and widths: q_a, its bias, q_a_layernorm, q_b (or\n"
+           " * q_proj), kv_a, its bias, kv_a_layernorm, kv_b; q_lora, kv_lora, rope, nope, v */\n"
+           "static const MlaSpec MLA_OF[N_LAYERS] = {\n");
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        if (L->kind != LAYER_ATTENTION || L->attn != ATTN_MLA) {
+            out(g, "    { -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0 },\n");
+            continue;
+        }
+        int wo, bo;
+        MlaIds M = mla_ids(g, i, &wo, &bo);
+        out(g, "    { %d, %d, %d, %d, %d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld }, /* layer %d */\n", M.wqa, M.bqa,
+            M.gqa, M.wqb, M.wkva, M.bkva, M.gkva, M.wkvb, (long long)L->q_lora_rank, (long long)L->kv_lora_rank,
+            (long long)L->qk_rope_dim, (long long)L->qk_nope_dim, (long long)L->v_head_dim, i);
+    }
+    out(g, "};\n\n");
 }
 
 /* The q/k norm (`qk_norm rmsnorm`): each layer's q gain id, its k gain
@@ -1303,7 +1408,21 @@ static void emit_layers(Cg *g)
             w2 = p++;
             /* `bias qkv` (Qwen2): no output-projection bias */
             if (L->bias && !(L->kind == LAYER_ATTENTION && L->qkv_bias_only)) b2 = p++;
-            if (L->kind == LAYER_ATTENTION) {
+            if (L->kind == LAYER_ATTENTION && L->attn == ATTN_MLA) {
+                /* mla_attention_*: w1 the query's up projection (its ids: MLA_OF), w2, b2 o_proj's; h
+                   heads of the padded size d; width the op's kept elements a row (a->h), inner o_proj's
+                   input */
+                MlaIds M = mla_ids(g, i, &w2, &b2);
+                lw = g->pfirst[i];
+                w1 = M.wqb;
+                b1 = -1;
+                h = hkv = local_heads(L, tp);
+                int dq = (int)(L->qk_nope_dim + L->qk_rope_dim);
+                d = dq > L->v_head_dim ? dq : (int)L->v_head_dim;
+                window = plan_attention_keys(m, L) < m->seq ? (long long)L->window : 0;
+                width = mla_kept_row(L, tp);
+                inner = (long long)h * L->v_head_dim;
+            } else if (L->kind == LAYER_ATTENTION) {
                 h = local_heads(L, tp);
                 hkv = (int)(L->kv_heads / tp);
                 d = (int)plan_head_dim(m, L);
@@ -1383,6 +1502,7 @@ static void emit_layers(Cg *g)
     if (feature(g, "ATTN_SCORES", 11) == 1) emit_attn_scores(g);
     if (feature(g, "LOGIT_SOFTCAP", 13) == 1) emit_logit_cap(g);
     if (feature(g, "POST_NORM", 9) == 1) emit_post_norm(g);
+    if (feature(g, "MLA", 3) == 1) emit_mla(g);
 }
 
 /* ---- chunks ------------------------------------------------------------------ */
@@ -1930,19 +2050,62 @@ static bool rope_scaling_honoured(RopeScaling r)
     return true;
 }
 
+/* Attention layers of kind mla, and of kind mha (all others). */
+static int model_attention_of(const Model *m, bool mla)
+{
+    int n = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        n += m->layers[i].kind == LAYER_ATTENTION && (m->layers[i].attn == ATTN_MLA) == mla;
+    return n;
+}
+
+bool cg_model_has_mla(const Model *m) { return model_attention_of(m, true) > 0; }
+
+/* What the program's MLA (prt_mla_fwd / prt_mla_bwd through mla_attention_*)
+ * does not do yet, by key: a model mixing MLA and MHA layers (the program's
+ * MLA feature makes every attention layer MLA), LayerNorm latents (the op's
+ * latent norms are RMSNorms), dropout (the op has no dropped
+ * probabilities), a post or sandwich norm, Gemma 2's score transform, FP8
+ * (the op's linears are prt_linear_*). */
+static void mla_runtime_key(const Plan *p, const Layout *l, const char **key, const char **what, char *buf,
+                            size_t len)
+{
+    const Model *m = &p->model;
+    (void)l;   /* no layout key is refused with it: cp > 1 is the language's */
+    if (!cg_model_has_mla(m)) return;
+    const Layer *L = NULL;
+    for (int i = 0; !L && i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_ATTENTION && m->layers[i].attn == ATTN_MLA) L = &m->layers[i];
+    if (model_attention_of(m, false) > 0) {
+        *key = "kind mla beside kind mha";
+        *what = "its MLA program makes every attention layer of the model MLA";
+    } else if (L->norm != NORM_RMSNORM) {
+        *key = "kind mla with norm layernorm";
+        *what = "prt_mla_fwd's latent norms (q_a_layernorm, kv_a_layernorm) are RMSNorms";
+    } else if (plan_model_dropout(m)) {
+        snprintf(buf, len, "dropout %g with kind mla", m->dropout);
+        *key = buf;
+        *what = "prt_mla_fwd's attention core drops no probabilities";
+    } else if (plan_layer_post_norm(L)) {
+        *key = "norm_position post|sandwich with kind mla";
+        *what = "its MLA layer is pre-norm only";
+    } else if (attn_scored(L)) {
+        *key = "softcap or query_pre_attn_scalar with kind mla";
+        *what = "prt_mla_fwd scales the scores by 1/sqrt(qk_nope_head_dim + qk_rope_head_dim), uncapped";
+    } else if (plan_fp8_on(&p->software)) {
+        *key = "fp8 with kind mla";
+        *what = "prt_mla_fwd's linears are prt_linear_*, not the FP8 GEMMs";
+    }
+}
+
 static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t len)
 {
     const Software *w = &p->software;
     const char *key = NULL, *what = NULL;
     char keybuf[160];   /* a key written out (the attention kernel's, a recompute module's) */
-    for (int i = 0; !key && i < p->model.n_layers; i++)
-        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].attn == ATTN_MLA) {
-            key = "kind mla";
-            what = "its attention projects q, k and v from the pre-norm's output by one QKV GEMM, with no latent "
-                   "down projections, latent norms or decoupled RoPE, and one head size for q, k and v";
-        }
+    mla_runtime_key(p, l, &key, &what, keybuf, sizeof keybuf);
     if (key) {
-        /* kind mla, named above */
+        /* kind mla's, named above */
     } else if (!w->overlap_p2p && l->pp > 1) {
         key = "overlap_p2p false";
         what = "its pipeline sends are asynchronous (runtime/par/pipe.c)";

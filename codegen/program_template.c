@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM,
+ * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM, MLA,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, MOE_SHARED_GATE, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -118,6 +118,9 @@
 #endif
 #ifndef POST_NORM
 #define POST_NORM 0
+#endif
+#ifndef MLA
+#define MLA 0
 #endif
 #define USES_BWD (!SPLIT_BWD)
 #define USES_BWD_INPUT SPLIT_BWD
@@ -227,6 +230,17 @@ typedef struct {
                                     groups (DeepSeek-V3's n_group, topk_group); 1, 1: none */
 #endif
 } LayerSpec;
+#if MLA
+/* Multi-head latent attention (the model's `attention { kind mla }`): each
+ * attention layer's parameter ids (-1: none) and widths, global */
+typedef struct {
+    int wqa, bqa, gqa;        /* q_a_proj (q_lora, C), its bias, q_a_layernorm (q_lora) */
+    int wqb;                  /* q_b_proj (H (nope + rope), q_lora) or q_proj (H (nope + rope), C), by heads */
+    int wkva, bkva, gkva;     /* kv_a_proj_with_mqa (kv_lora + rope, C), its bias, kv_a_layernorm (kv_lora) */
+    int wkvb;                 /* kv_b_proj (H (nope + v), kv_lora), by heads */
+    size_t q_lora, kv_lora, rope, nope, v;
+} MlaSpec;
+#endif
 #if HAS_MOE
 #define MOE ((LayerKind)(LM_HEAD + 1))   /* LayerKind's sixth (ORDER LayerKind): a mixture-of-experts sublayer */
 #endif
@@ -274,6 +288,10 @@ static const float LOGIT_CAP = 30.0f;
 #if POST_NORM
 static const int POST_NORM_W[N_LAYERS] = { -1, 0, 0, -1, -1 };
 #endif
+#if MLA
+static const MlaSpec MLA_OF[N_LAYERS] = { { -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0 },
+                                          { -1, -1, -1, 0, 0, -1, 0, 0, 0, 4, 2, 2, 2 } };
+#endif
 
 //@@ runtime
 /* ---- what a micro-batch keeps -------------------------------------------- */
@@ -290,6 +308,15 @@ typedef struct {
     prt_act *att;                     /* (B, h, T, T) softmax probabilities */
 #endif
     prt_act *a;                       /* (N, inner) second linear's input */
+#if MLA
+    float   *mr;                      /* (2N) MLA: the latent norms' fp32 rstd (q's, kv's); its other
+                                         kept tensors lie in h (mla_kept) */
+#endif
+#if MLA && SPLIT_BWD
+    float   *gml;                     /* zb-h1, MLA: the B pass's gradients of the layer's weights but
+                                         o_proj's (mla_grad_numel), fp32, kept aside until W adds
+                                         them: the bucket stays closed from B to W */
+#endif
 #if QK_NORM
     prt_act *qkin; float *qkr;        /* (N, (h + hkv) d), (N, h + hkv): the q/k norm's input and
                                          fp32 rstd (attention with qk_norm; else NULL) */
@@ -1354,6 +1381,199 @@ static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
     prt_attention_scores_bwd(dqkv, datt, dout, qkv, att, rc, b, t, h, hkv, d, w, ATTN_SCORES_OF[L - LAYERS])
 #endif
 
+#if MLA
+/* ---- multi-head latent attention (DeepSeek-V2; the model's `attention {
+ * kind mla }`): prt_mla_fwd / prt_mla_bwd (runtime/ops/mla.c) between the
+ * pre-norm and o_proj. TP as the planner's rule (planner/model.c,
+ * mla_work): the up projections q_b (or q_proj) and kv_b are split by
+ * heads, o_proj by its input columns (row-parallel, summed over TP as the
+ * MHA's output); the down projections q_a and kv_a, their biases and the
+ * latent norms are whole on every rank, which back-propagates only its
+ * heads' share of the latents: PARAMS marks them tp_sum and the step's
+ * SP_NORM_REDUCE sums their gradients over TP. The layer's kept tensors
+ * (prt_mla_kept) lie in a->h, L->width elements a row (mla_kept's order;
+ * planner/model.c counts the same), the o_proj input in a->a, the
+ * probabilities in a->att, the latent norms' rstd in a->mr; the op's
+ * workspace is the backward scratch S.dh (MAX_WIDTH a row: plan_widest
+ * counts prt_mla_ws_elems' per row). */
+
+/* The op's shapes for layer L on this rank. */
+static prt_mla_dims mla_dims(const LayerSpec *L)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    prt_mla_dims d = { B, T, (size_t)L->h, C, M->q_lora, M->kv_lora, M->rope, M->nope, M->v,
+                       window_of(L), NORM_EPS, &ROPE_PARAMS };
+    return d;
+}
+
+/* Layer L's weights (this rank's slices). */
+static prt_mla_w mla_weights(const LayerSpec *L)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    prt_mla_w w = { W(M->wqa), W(M->bqa), W(M->gqa), W(M->wqb), W(M->wkva), W(M->bkva), W(M->gkva), W(M->wkvb) };
+    return w;
+}
+
+#if USES_BWD
+/* Their fp32 gradients. */
+static prt_mla_grad mla_grads(const LayerSpec *L)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    prt_mla_grad g = { G(M->wqa), G(M->bqa), G(M->gqa), G(M->wqb), G(M->wkva), G(M->bkva), G(M->gkva), G(M->wkvb) };
+    return g;
+}
+#endif
+
+/* The kept tensors in a->h, N rows each: qa, qn (q_lora), kva (kv_lora +
+ * rope), kvl, kvn (kv_lora), qkv (3 h D), opad (h D), D = max(nope +
+ * rope, v): emit.c's width for the layer is their sum. att: the
+ * probabilities (a->att, or the shared S.att under selective
+ * recomputation). */
+static prt_mla_kept mla_kept(const LayerSpec *L, const LayerActs *a, prt_act *att)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    size_t H = (size_t)L->h, D = M->nope + M->rope > M->v ? M->nope + M->rope : M->v;
+    prt_mla_kept k;
+    prt_act *p = a->h;
+    k.qa = p; p += N * M->q_lora;
+    k.qn = p; p += N * M->q_lora;
+    k.kva = p; p += N * (M->kv_lora + M->rope);
+    k.kvl = p; p += N * M->kv_lora;
+    k.kvn = p; p += N * M->kv_lora;
+    k.qkv = p; p += N * 3 * H * D;
+    k.opad = p;
+    k.qr = a->mr; k.kvr = a->mr + N;
+    k.att = att;
+    return k;
+}
+
+static void mla_attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
+{
+    enter(L, "attention (mla) forward");
+#if RECOMPUTE_SELECTIVE
+    prt_act *att = S.att;      /* selective recomputation: the backward rebuilds the probabilities */
+#else
+    prt_act *att = a->att;
+#endif
+    prt_act *p = partials(y);
+    norm_fwd(L, a->ln, a->mean, a->rstd, a->x);
+    const prt_act *in = all_rows(a);
+    prt_mla_kept k = mla_kept(L, a, att);
+    prt_mla_w w = mla_weights(L);
+    prt_mla_dims d = mla_dims(L);
+    prt_mla_fwd(a->a, &k, S.dh, in, &w, &d);                            /* latents, up projections, core */
+    prt_linear_fwd(p, a->a, W(L->w2), R.c->coord.tp == 0 ? W(L->b2) : NULL, N, L->inner, C); /* o_proj:
+                                                                           row-parallel partial sums */
+    sum_partials(p, y);
+    prt_residual_add(y, a->x, y, NL * C);
+}
+
+/* The op's kept tensors, for its backward: under selective recomputation
+ * the attention core runs again on the kept padded q, k, v first (its
+ * probabilities into the shared S.att; opad again, bit for bit). */
+static prt_mla_kept mla_kept_bwd(const LayerSpec *L, const LayerActs *a)
+{
+#if RECOMPUTE_SELECTIVE
+    prt_mla_kept k = mla_kept(L, a, S.att);
+    prt_attention_fwd(k.opad, S.att, k.qkv, B, T, (size_t)L->h, (size_t)L->h, (size_t)L->d,
+                      window_of(L));                                    /* the core again: its probabilities */
+#else
+    prt_mla_kept k = mla_kept(L, a, a->att);
+#endif
+    return k;
+}
+
+#if USES_BWD
+/* The whole backward. */
+static void mla_attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    enter(L, "attention (mla) backward");
+#if SP
+    const prt_act *dy = grad_rows(d, S.dyf);
+#else
+    const prt_act *dy = d;
+#endif
+    prt_linear_bwd(S.da, G(L->w2), G(L->b2), dy, a->a, W(L->w2), N, L->inner, C); /* o_proj: no comm */
+    prt_mla_kept k = mla_kept_bwd(L, a);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
+    prt_mla_w w = mla_weights(L);
+    prt_mla_grad g = mla_grads(L);
+    prt_mla_dims dm = mla_dims(L);
+    prt_mla_bwd(S.dlnf, &g, S.dh, S.da, rows_in(a), &k, &w, &dm);       /* replicated weights: partial over TP */
+    sum_input_grad(S.dlnf, S.dln);     /* this rank's heads' share of the input gradient: summed over TP */
+    norm_bwd(L, d, S.dln, a->x, a->mean, a->rstd);
+}
+#endif
+
+#if SPLIT_BWD
+/* zb-h1 with MLA: the op computes its input and weight gradients in one
+ * pass, so B runs all of it but o_proj's weight gradient, the weights'
+ * gradients into the slot's a->gml (not the bucket, which stays closed
+ * until W); W computes o_proj's from the kept output gradient a->dy and
+ * adds a->gml and the pre-norm's gln. planner/model.c's act_split counts
+ * a->dy, a->gml and gln. */
+
+/* Elements of a->gml: this rank's slices of the layer's MLA tensors. */
+static size_t mla_grad_numel(const LayerSpec *L)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    const int id[] = { M->wqa, M->bqa, M->gqa, M->wqb, M->wkva, M->bkva, M->gkva, M->wkvb };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof id / sizeof id[0]; i++)
+        if (id[i] >= 0) n += prt_param_rows(R.m, id[i]) * prt_param_cols(R.m, id[i]);
+    return n;
+}
+
+/* Walk a->gml in MLA_OF's order: with add false point g into it, with
+ * add true add each part into its tensor's gradient. */
+static void mla_grads_aside(const LayerSpec *L, const LayerActs *a, prt_mla_grad *g, bool add)
+{
+    const MlaSpec *M = &MLA_OF[L - LAYERS];
+    const int id[] = { M->wqa, M->bqa, M->gqa, M->wqb, M->wkva, M->bkva, M->gkva, M->wkvb };
+    float **at[] = { &g->wqa, &g->bqa, &g->gqa, &g->wqb, &g->wkva, &g->bkva, &g->gkva, &g->wkvb };
+    float *p = a->gml;
+    for (size_t i = 0; i < sizeof id / sizeof id[0]; i++) {
+        *at[i] = NULL;
+        if (id[i] < 0) continue;
+        size_t n = prt_param_rows(R.m, id[i]) * prt_param_cols(R.m, id[i]);
+        if (add) prt_grad_add(G(id[i]), p, n);
+        else *at[i] = p;
+        p += n;
+    }
+}
+
+static void mla_attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
+{
+    enter(L, "attention (mla) backward, input half");
+    grad_rows(d, a->dy);                                                /* kept for o_proj's weight pass */
+    prt_linear_bwd_input(S.da, a->dy, W(L->w2), N, L->inner, C);
+    prt_mla_kept k = mla_kept_bwd(L, a);
+#if RECOMPUTE_LN
+    norm_rebuilt(L, a);                                                 /* layernorm: its output again */
+#endif
+    prt_mla_w w = mla_weights(L);
+    prt_mla_grad g;
+    mla_grads_aside(L, a, &g, false);
+    CHECK(prt_zero(a->gml, mla_grad_numel(L) * sizeof(float)));
+    prt_mla_dims dm = mla_dims(L);
+    prt_mla_bwd(S.dlnf, &g, S.dh, S.da, rows_in(a), &k, &w, &dm);       /* weights' gradients aside */
+    sum_input_grad(S.dlnf, S.dln);     /* this rank's heads' share of the input gradient: summed over TP */
+    norm_bwd_kept(L, a, d, S.dln);
+}
+
+static void mla_attention_bwd_weight(const LayerSpec *L, LayerActs *a)
+{
+    enter(L, "attention (mla) backward, weight half");
+    prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
+    prt_mla_grad g;
+    mla_grads_aside(L, a, &g, true);
+    norm_grads_add(L, a);
+}
+#endif
+#endif
+
 /* Attention sublayer, tensor-parallel as Megatron-LM (Shoeybi et al.
  * 2019): QKV is column-parallel (this rank computes its L->h query and
  * L->hkv key/value heads without communication), the output projection is
@@ -1364,6 +1584,10 @@ static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
  */
 static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 {
+#if MLA
+    mla_attention_fwd(L, a, y);   /* every attention layer of the model is MLA (emit.c) */
+    return;
+#endif
     enter(L, "attention forward");
 #if CONTEXT_PARALLEL && RECOMPUTE_SELECTIVE
     prt_act *att = S.att;      /* selective recomputation: the backward runs the CP attention again */
@@ -1481,6 +1705,10 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
 #elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
+#if MLA
+    mla_attention_bwd(L, a, d);
+    return;
+#endif
     enter(L, "attention backward");
 #if POST_NORM && DROPOUT
     const prt_act *g = post_norm_bwd(L, a, drop_output_bwd(d, a->mask), S.dln);   /* through the post-norm */
@@ -1542,6 +1770,10 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
 #elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
 #endif
+#if MLA
+    mla_attention_bwd_input(L, a, d);
+    return;
+#endif
     enter(L, "attention backward, input half");
 #if POST_NORM && DROPOUT
     grad_rows(post_norm_bwd_kept(L, a, drop_output_bwd(d, a->mask), S.dln), a->dy);   /* kept for W */
@@ -1582,6 +1814,10 @@ static void attention_bwd_weight(const LayerSpec *L, LayerActs *a)
     if (REBUILT[L - LAYERS]) attention_fwd(L, a, S.tmp);   /* full recomputation of this block: rebuild from x */
 #elif RECOMPUTE_FULL
     attention_fwd(L, a, S.tmp);                                         /* full recomputation: rebuild from x */
+#endif
+#if MLA
+    mla_attention_bwd_weight(L, a);
+    return;
 #endif
     enter(L, "attention backward, weight half");
     prt_linear_bwd_weight(G(L->w2), G(L->b2), a->dy, a->a, N, L->inner, C);
@@ -2350,6 +2586,9 @@ static void rebuilt_slot(LayerActs *a)
 #if QK_NORM
     a->qkin = S.rc.qkin; a->qkr = S.rc.qkr;
 #endif
+#if MLA
+    a->mr = S.rc.mr;
+#endif
 #if DROPOUT
     a->mask = S.rc.mask; a->attd = S.rc.attd; a->att_mask = S.rc.att_mask;
 #endif
@@ -2369,6 +2608,9 @@ static void kept_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
     if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));    /* the CP attention's saved */
 #else
     if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#if MLA
+    if (L->kind == ATTENTION) a->mr = KEEP_F32(2 * N);   /* the latent norms' rstd */
 #endif
 #if QK_NORM
     qk_slot(sa, L, a);
@@ -2421,6 +2663,9 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #if QK_NORM
             a->qkin = S.rc.qkin; a->qkr = S.rc.qkr;
 #endif
+#if MLA
+            a->mr = S.rc.mr;
+#endif
 #if POST_NORM
             norm_rebuilt_slot(L, a);
 #endif
@@ -2439,6 +2684,9 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
             if (L->kind == ATTENTION) a->att = KEEP_ACT(cp_saved_numel(L));   /* the CP attention's saved */
 #elif !RECOMPUTE_SELECTIVE
             if (L->kind == ATTENTION) a->att = KEEP_ACT(B * (size_t)L->h * T * T);
+#endif
+#if MLA
+            if (L->kind == ATTENTION) a->mr = KEEP_F32(2 * N);   /* the latent norms' rstd */
 #endif
 #if QK_NORM
             qk_slot(sa, L, a);
@@ -2462,11 +2710,22 @@ static prt_status slot_alloc(prt_slot *s, int chunk, void *user)
 #elif DROPOUT
         if (L->kind == EMBEDDING || L->kind == ATTENTION || L->kind == MLP) a->mask = KEEP_MASK(NL * C);
 #endif
-#if SPLIT_BWD
+#if SPLIT_BWD && MLA
+        if (L->kind == ATTENTION) {   /* zb-h1, MLA: o_proj's output gradient and the op's weight gradients */
+            a->dy = KEEP_ACT(N * C);
+            a->gml = KEEP_F32(mla_grad_numel(L));
+        }
+        if (L->kind == MLP) {
+            a->dh = KEEP_ACT(N * L->width);
+            a->dy = KEEP_ACT(N * C);
+        }
+#elif SPLIT_BWD
         if (L->kind == ATTENTION || L->kind == MLP) {   /* zb-h1: kept for the weight pass */
             a->dh = KEEP_ACT(N * L->width);
             a->dy = KEEP_ACT(N * C);
         }
+#endif
+#if SPLIT_BWD
         if (L->kind == ATTENTION || L->kind == MLP || L->kind == NORM)
             a->gln = KEEP_F32(gln_numel(L));   /* zb-h1: the B pass's norm (and q/k norm) gradients */
 #endif
@@ -2542,6 +2801,19 @@ static void moe_scratch_free(void)
 }
 #endif
 
+#if MLA && RECOMPUTE_FULL
+/* The widest a->h of a layer (L->width a row): the rebuilt layer's. With
+ * MLA, MAX_WIDTH is the op's workspace (plan_widest_add), wider than what
+ * the op keeps, which is all a rebuilt layer needs in S.rc.h. */
+static size_t kept_width_max(void)
+{
+    size_t w = 1;
+    for (int i = 0; i < N_LAYERS; i++)
+        if ((LAYERS[i].kind == ATTENTION || LAYERS[i].kind == MLP) && LAYERS[i].width > w) w = LAYERS[i].width;
+    return w;
+}
+#endif
+
 /* The scratch every layer shares, sized for the widest layer. */
 static void scratch_alloc(void)
 {
@@ -2578,7 +2850,11 @@ static void scratch_alloc(void)
     S.loss_host = (float *)prt_host_alloc(N * sizeof(float));
 #if RECOMPUTE_FULL
     S.rc.ln = act_alloc(NL * C); S.rc.mean = f32_alloc(NL); S.rc.rstd = f32_alloc(NL);
+#if MLA
+    S.rc.h = act_alloc(N * kept_width_max()); S.rc.a = act_alloc(N * MAX_INNER);
+#else
     S.rc.h = act_alloc(N * MAX_WIDTH); S.rc.a = act_alloc(N * MAX_INNER);
+#endif
 #if CONTEXT_PARALLEL
     S.rc.att = act_alloc(cp_saved_max());   /* the CP attention's saved tensors, rebuilt */
 #else
@@ -2587,6 +2863,9 @@ static void scratch_alloc(void)
 #endif
 #if RECOMPUTE_FULL && POST_NORM
     S.rc.po = act_alloc(NL * C); S.rc.pmean = f32_alloc(NL); S.rc.prstd = f32_alloc(NL);   /* the post-norm's, rebuilt */
+#endif
+#if RECOMPUTE_FULL && MLA
+    S.rc.mr = f32_alloc(2 * N);   /* MLA's latent norms' rstd, rebuilt */
 #endif
 #if RECOMPUTE_FULL && QK_NORM
     S.rc.qkin = act_alloc(qk_numel_max(false));   /* the q/k norm's input and rstd, rebuilt */
@@ -2630,6 +2909,9 @@ static void scratch_free(void)
     prt_mem_free(S.rc.po);
     prt_mem_free(S.rc.pmean);
     prt_mem_free(S.rc.prstd);
+#endif
+#if RECOMPUTE_FULL && MLA
+    prt_mem_free(S.rc.mr);
 #endif
 #if RECOMPUTE_FULL && QK_NORM
     prt_mem_free(S.rc.qkin);

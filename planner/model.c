@@ -871,19 +871,25 @@ static void mla_work(const Model *m, const Layer *l, const PlanCut *c, bool drop
     residual_work(w, T * h, e, r, dropout);
 
     /* Stored activations, the MHA inventory (Korthikanti et al. 2022 Sec.
-     * 4.1) with MLA's tensors: replicated unless SP — the pre-norm's input
-     * and output (the down projections' and q_proj's input), the residual
-     * dropout mask; on every rank whole — the down projections' outputs
-     * (the latent norms' inputs, and kv_a's rotated key part, RoPE's
-     * input), the normalised latents (the up projections' inputs), e T
-     * (c_q + c_kv) each, e T r the key part; split over t — Q and K,
-     * e T a d_q / t each, V and the o_proj input, e T a d_v / t each; the
-     * core as the MHA's with d_q, d_v. */
+     * 4.1) with MLA's tensors as planc's op keeps them (prt_mla_kept,
+     * runtime/ops/mla.c; the program's a->h, a->a, a->att, a->mr):
+     * replicated unless SP — the pre-norm's input and output (the down
+     * projections' and q_proj's input), the residual dropout mask; on
+     * every rank whole — the down projections' outputs, e T (c_q + c_kv +
+     * r), the kv latent again apart from its key part and both latents
+     * normalised, e T (c_q + 2 c_kv), and the latent norms' fp32 rstd, 4 T
+     * each (both kept with or without c_q); split over t — each head's q,
+     * k and v zero-padded to D = max(d_q, d_v) (the attention op's one head
+     * size), e T a 3D / t, the padded output, e T a D / t, and the o_proj
+     * input, e T a d_v / t; the core as the MHA's, T x T scores (a math
+     * attention runs the whole square: attention_work). */
+    double D = fmax(dq, dv);
     double repl = (2 * e + (dropout ? 1 : 0)) * T * h * r + eager;
-    double latent = e * T * (2 * lat + rd);
-    double up = e * T * a * (2 * dq + dv) / t;         /* Q, K, V: what mla_up_proj drops */
-    double tpart = up + e * T * a * dv / t;
-    double core = (e + (dropout ? 1 + e : 0)) * bat * s * sk;
+    double latent = e * T * (2 * cq + 3 * ckv + rd) + 4 * 2 * T;
+    double up = e * T * a * 3 * D / t;                 /* Q, K, V: what mla_up_proj drops */
+    double tpart = up + e * T * a * (D + dv) / t;
+    double skr = c->flash ? sk : (double)m->seq;
+    double core = (e + (dropout ? 1 + e : 0)) * bat * s * skr;
     if (c->flash) core = 4 * bat * s;
     w->act_none = repl + latent + tpart + core;
     w->act_full = e * T * h * r;
@@ -915,10 +921,15 @@ static void mla_work(const Model *m, const Layer *l, const PlanCut *c, bool drop
     w->act_op = e * T * h * r;
     w->op.whole = true;
     w->op.flops = w->flops_fwd;
-    /* zb-h1 keeps, from B to W, each linear's output gradient (the W
-       pass's GEMM inputs) and the norms' fp32 gain gradients */
-    w->act_split = e * T * ((cq > 0 ? cq : 0) + qo + ckv + rd + kvo + h) +
-                   4.0 * (double)(norm_params(m, l->norm) + (l->norm == NORM_LAYERNORM ? 2 : 1) * lat);
+    /* zb-h1 keeps from B to W, as planc's program splits it (its MLA op
+       computes the input and weight gradients in one pass, so B runs all
+       of it but o_proj's weight GEMM): o_proj's output gradient, e T h,
+       the pre-norm's fp32 gain gradients and the fp32 gradients of this
+       rank's MLA weights but o_proj's (codegen's a->dy, gln, a->gml) */
+    bool ovf = false;   /* widths <= 2^20 each (sema): no product wraps */
+    double aside = (double)(mla_params(m, l, c->tp, &ovf) - norm_params(m, l->norm)) -
+                   a * dv * h / t - (l->bias ? h : 0);
+    w->act_split = e * T * h + 4.0 * ((double)norm_params(m, l->norm) + aside);
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }
@@ -1304,10 +1315,18 @@ void plan_layer_work(const Model *m, const Layer *l, const Layer *prev,
 void plan_widest_add(const Model *m, const Layer *l, int tp, PlanWidest *w)
 {
     if (l->kind == LAYER_ATTENTION && l->attn == ATTN_MLA) {
-        /* the gradients of the linears' outputs side by side (q's up and
-           latent, kv's up and latent with the key part), the o_proj input's */
-        int64_t a = l->heads / tp, wq = a * (l->qk_nope_dim + l->qk_rope_dim + l->qk_nope_dim + l->v_head_dim) +
-                                        l->q_lora_rank + l->kv_lora_rank + l->qk_rope_dim;
+        /* planc's op's workspace (prt_mla_ws_elems, its backward's: the
+           padded heads' output, q, k, v and score gradients, the up and
+           rope parts' gradients, the latents', the query side's input
+           gradient), a row of N = b s; never narrower than its kept
+           tensors a row (a->h: the program's S.rc.h is as wide as the
+           widest of those, kept_width_max) */
+        int64_t a = l->heads / tp, n = l->qk_nope_dim, r = l->qk_rope_dim, v = l->v_head_dim, dq = n + r;
+        int64_t D = dq > v ? dq : v, lat = l->q_lora_rank > l->kv_lora_rank ? l->q_lora_rank : l->kv_lora_rank;
+        int64_t ws = 4 * a * D + a * m->seq + a * dq + a * (n + v) + (a + 2) * r + 2 * lat + l->kv_lora_rank + r +
+                     m->dim;
+        int64_t kept = 2 * l->q_lora_rank + 3 * l->kv_lora_rank + r + 4 * a * D;
+        int64_t wq = ws > kept ? ws : kept;
         if (wq > w->width) w->width = wq;
         if (a * l->v_head_dim > w->inner) w->inner = a * l->v_head_dim;
         if (a > w->heads) w->heads = a;

@@ -1185,6 +1185,22 @@ for cfg, kv, want in DEEPSEEK:
     check(f"import {cfg}: kind mla and its widths written",
           all(w in out for w in ["kind mla", "kv_lora_rank 512", "qk_rope_head_dim 64", "qk_nope_head_dim 128",
                                  "v_head_dim 128", "factor 40"]), out[:600])
+# emit writes DeepSeek-V3's dense form (kind mla, a query latent) at tp 8 x pp 4:
+# DeepseekV2Attention's rows, the down projections and latent norms whole
+# and tp_sum, the up projections split by heads, the op's calls
+rc, model, err = ds_variant("ds-v3-emit.json", "deepseek-v3.json", first_k_dense_replace=61,
+                            num_nextn_predict_layers=0, rope_scaling=YARN)
+plan = write("ds-v3.emit.plan", f'include "{CLUSTER}"\n{model}\n'
+             "plan { dp 4; tp 8; pp 4; zero 1; micro_batch 1; global_batch 32 }\n")
+rc, out, err = run("emit", plan)
+check("emit writes DeepSeek-V3's MLA: 61 q_a/kv_a rows whole and tp_sum, q_b and kv_b split by heads, prt_mla_*",
+      rc == 0 and out.count('self_attn.q_a_proj.weight", ') == 61
+      and '"layers.1.self_attn.kv_a_proj_with_mqa.weight", 1, 0, 576, 7168, PRT_REPLICATED, 0, { 0, 0, 0 }, '
+          'PRT_INIT_NORMAL, 0.02f, true, true,' in out
+      and '"layers.1.self_attn.q_b_proj.weight", 1, 0, 24576, 1536, PRT_SPLIT_ROWS,' in out
+      and "prt_mla_fwd(a->a, &k, S.dh, in, &w, &d);" in out and "op(SP_NORM_REDUCE, -1, -1, -1);" in out,
+      (err or out)[:300])
+
 rc, out, err = ds_variant("ds-lite-moe.json", "deepseek-v2-lite.json", norm_topk_prob=True, aux_loss_alpha=0,
                        rope_scaling=YARN)
 check("import V2-Lite's mixture: 1 dense block, then 26 of 64 experts top 6, 2 shared of 1408",

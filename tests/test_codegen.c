@@ -533,6 +533,12 @@ static void test_template_compiles(void **state)
         { "-DPOST_NORM=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DNORM_PLUS_ONE=1", "-DNORM_RMS=1", NULL },
         { "-DPOST_NORM=1", "-DRECOMPUTE_LN=1", "-DRECOMPUTE_SELECTIVE=1", "-DHAS_MOE=1", "-DNORM_MIXED=1", NULL },
         { "-DPOST_NORM=1", "-DHAS_MOE=1", "-DRECOMPUTE_FULL=1", "-DSP=1", "-DSPLIT_BWD=1", NULL },
+        /* issue 29's multi-head latent attention: kept, rebuilt (all blocks, some), selective, SP */
+        { "-DMLA=1", "-DNORM_RMS=1", "-DROPE=1", "-DLEARNED_POS=0", "-DMLP_SWIGLU=1", NULL },
+        { "-DMLA=1", "-DROPE=1", "-DRECOMPUTE_FULL=1", "-DSP=1", "-DHAS_BIAS=1", NULL },
+        { "-DMLA=1", "-DROPE=1", "-DRECOMPUTE_FULL=1", "-DRECOMPUTE_SOME=1", "-DSLIDING_WINDOW=1", NULL },
+        { "-DMLA=1", "-DROPE=1", "-DRECOMPUTE_SELECTIVE=1", "-DRECOMPUTE_LN=1", "-DSP=1", NULL },
+        { "-DMLA=1", "-DROPE=1", "-DSPLIT_BWD=1", "-DRECOMPUTE_FULL=1", "-DSP=1", NULL },
     };
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         char *argv[24] = { "mpicc", "-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
@@ -657,28 +663,101 @@ static void test_refusals(void **state)
     }
 }
 
-/* kind mla (issue 29): `check` counts it, the runtime has no MLA yet, so
- * emit refuses naming the key, whatever else the plan says. */
-static void test_mla_refused(void **state)
+/* Turn p's attention layers (all, or the first only) into kind mla (a
+ * query latent of q_lora), RMSNorm everywhere, RoPE positions. */
+static void mlaify_plan(Plan *p, int64_t q_lora, bool all)
+{
+    bool done = false;
+    for (int i = 0; i < p->model.n_layers; i++) {
+        Layer *l = &p->model.layers[i];
+        if (l->kind == LAYER_EMBEDDING) l->position = POS_ROPE;
+        if (l->kind != LAYER_EMBEDDING && l->kind != LAYER_LM_HEAD) l->norm = NORM_RMSNORM;
+        if (l->kind != LAYER_ATTENTION || (done && !all)) continue;
+        *l = (Layer){ .kind = LAYER_ATTENTION, .line = l->line, .col = l->col, .heads = l->heads,
+                      .kv_heads = l->heads, .attn = ATTN_MLA, .q_lora_rank = q_lora, .kv_lora_rank = 16,
+                      .qk_rope_dim = 8, .qk_nope_dim = 16, .v_head_dim = 16, .norm = NORM_RMSNORM };
+        done = true;
+    }
+}
+
+/* kind mla (issue 29) on tp 2 x pp 2 with SP: DeepseekV2Attention's rows
+ * (the down projections and latent norms whole and tp_sum, the up
+ * projections split by heads), MLA_OF, the op's calls, the TP all-reduce
+ * of the partial gradients, the #error that stops nvcc; without a query
+ * latent q_proj; zb-h1's split (the op's weight gradients aside in B);
+ * refused by key: LayerNorm latents, MLA beside MHA, dropout. */
+static void test_mla(void **state)
 {
     (void)state;
-    static const Case c = { "mla", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 };
+    static const Case c = { "mla-sp", 1, 2, 2, 0, SCHED_1F1B, 1, RECOMPUTE_FULL, 16 };
     DslArena a;
     Plan p;
     char why[512] = "";
     size_t n;
     load_case(&c, &a, &p);
-    for (int i = 0; i < p.model.n_layers; i++) {
-        Layer *l = &p.model.layers[i];
-        if (l->kind != LAYER_ATTENTION) continue;
-        *l = (Layer){ .kind = LAYER_ATTENTION, .line = l->line, .col = l->col, .heads = l->heads,
-                      .kv_heads = l->heads, .attn = ATTN_MLA, .q_lora_rank = 32, .kv_lora_rank = 16,
-                      .qk_rope_dim = 8, .qk_nope_dim = 16, .v_head_dim = 16, .norm = l->norm };
-    }
+    mlaify_plan(&p, 32, true);
     char *text = emit_text(&p, why, sizeof why, &n);
-    if (text) fail_msg("kind mla: emitted, expected a refusal");
-    if (!strstr(why, "kind mla: planc's runtime cannot honour it")) fail_msg("the refusal does not name the key: %s", why);
+    if (!text) fail_msg("kind mla refused: %s", why);
+    static const char *const want[] = {
+        "\"layers.1.self_attn.q_a_proj.weight\", 1, 0, 32, 64, PRT_REPLICATED, 0, { 0, 0, 0 }, "
+        "PRT_INIT_NORMAL, 0.02f, true, true,",
+        "\"layers.1.self_attn.q_a_layernorm.weight\", 1, 0, 32, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, "
+        "PRT_INIT_ONES, 0.0f, false, true,",
+        "\"layers.1.self_attn.q_b_proj.weight\", 1, 0, 96, 32, PRT_SPLIT_ROWS,",
+        "\"layers.1.self_attn.kv_a_proj_with_mqa.weight\", 1, 0, 24, 64, PRT_REPLICATED, 0, { 0, 0, 0 }, "
+        "PRT_INIT_NORMAL, 0.02f, true, true,",
+        "\"layers.1.self_attn.kv_a_layernorm.weight\"", "\"layers.1.self_attn.kv_b_proj.weight\", 1, 0, 128, 16, "
+        "PRT_SPLIT_ROWS,",
+        "\"layers.1.self_attn.o_proj.weight\", 1, 0, 64, 64, PRT_SPLIT_COLS,",
+        "static const MlaSpec MLA_OF[N_LAYERS] = {", "mla_attention_fwd(L, a, y);", "prt_mla_bwd(S.dlnf, &g, S.dh,",
+        "a->mr = S.rc.mr;", "prt_zero_sp_norm_reduce", "#ifdef PRT_CUDA\n#error \"kind mla",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("kind mla: the program lacks %s", want[i]);
+    if (strstr(text, "attn.qkv.weight")) fail_msg("kind mla: an MHA QKV row");
+    free(text);
     dsl_arena_free(&a);
+
+    static const Case zb = { "mla", 1, 1, 2, 0, SCHED_ZB_H1, 1, RECOMPUTE_NONE, 8 };
+    load_case(&zb, &a, &p);
+    mlaify_plan(&p, 32, true);
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("kind mla under zb-h1 refused: %s", why);
+    if (!strstr(text, "mla_attention_bwd_input(L, a, d);") || !strstr(text, "a->gml = KEEP_F32(mla_grad_numel(L));") ||
+        !strstr(text, "mla_grads_aside(L, a, &g, true);"))
+        fail_msg("kind mla under zb-h1: the B/W split of the MLA backward is missing");
+    free(text);
+    dsl_arena_free(&a);
+
+    load_case(&c, &a, &p);   /* V2-Lite's form: q_proj, no query latent */
+    mlaify_plan(&p, 0, true);
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("kind mla without q_lora_rank refused: %s", why);
+    if (!strstr(text, "\"layers.1.self_attn.q_proj.weight\", 1, 0, 96, 64, PRT_SPLIT_ROWS,") ||
+        strstr(text, "self_attn.q_a_proj"))
+        fail_msg("kind mla without q_lora_rank: q_proj expected, no q_a_proj");
+    free(text);
+    dsl_arena_free(&a);
+
+    static const struct { Case c; int how; const char *key; } bad[] = {
+        { { "mla", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 0, "kind mla with norm layernorm" },
+        { { "mla", 1, 2, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 16 }, 1, "kind mla beside kind mha" },
+        { { "mla", 2, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 8 }, 3, "dropout 0.1 with kind mla" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        load_case(&bad[i].c, &a, &p);
+        mlaify_plan(&p, 32, bad[i].how != 1);
+        if (bad[i].how == 0)
+            for (int k = 0; k < p.model.n_layers; k++)
+                if (p.model.layers[k].kind == LAYER_ATTENTION) p.model.layers[k].norm = NORM_LAYERNORM;
+        if (bad[i].how == 3) p.model.dropout = 0.1;
+        text = emit_text(&p, why, sizeof why, &n);
+        if (text) fail_msg("%s: emitted, expected a refusal", bad[i].key);
+        char need[160];
+        snprintf(need, sizeof need, "%s: planc's runtime cannot honour it", bad[i].key);
+        if (!strstr(why, need)) fail_msg("the refusal does not name %s: %s", bad[i].key, why);
+        dsl_arena_free(&a);
+    }
 }
 
 /* Recomputation: the runtime runs core_attn (today's selective) and full
@@ -1588,7 +1667,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_software_refusals),
         cmocka_unit_test(test_recompute_refusals),
-        cmocka_unit_test(test_mla_refused),
+        cmocka_unit_test(test_mla),
         cmocka_unit_test(test_padded_vocab),
         cmocka_unit_test(test_sbatch),
         cmocka_unit_test(test_compiles_with_werror),

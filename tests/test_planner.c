@@ -264,7 +264,8 @@ static void test_mla_work(void **state)
         assert_int_equal(w.n_gemm, 7);
         assert_close(w.flops_fwd, want, 0, 1e-12);
         assert_close(w.flops_core, 2 * b * a / t * s * s * (dq + dv), 0, 1e-12);
-        double kept = 2 * e * T * h + e * T * (2 * (cq + ckv) + r) + e * T * a * (2 * dq + 2 * dv) / t +
+        double D = dq;   /* the heads padded to max(d_q, d_v) (prt_mla_kept) */
+        double kept = 2 * e * T * h + e * T * (2 * cq + 3 * ckv + r) + 4 * 2 * T + e * T * a * (4 * D + dv) / t +
                       e * b * a / t * s * s;
         assert_close(w.act_none, kept, 0, 1e-12);
         assert_int_equal(w.tp_fwd.ar, tp > 1);
@@ -272,7 +273,7 @@ static void test_mla_work(void **state)
         c.recompute = RECOMPUTE_SELECTIVE;
         c.modules = PLAN_RC_BIT(PLAN_RC_MLA_UP_PROJ);
         plan_layer_work(&m, l, l - 1, &c, &w);
-        assert_close(w.act_kept, kept - e * T * a * (2 * dq + dv) / t, 0, 1e-12);
+        assert_close(w.act_kept, kept - e * T * a * 3 * D / t, 0, 1e-12);
         assert_close(w.redo.flops, 2 * T * (cq * a * dq + ckv * a * (n + dv)) / t, 0, 1e-12);
         assert_close(w.redo.gemm[1] + w.redo.gemm[3], 2, 0, 0);
         assert_close(w.redo.gemm[0] + w.redo.gemm[2] + w.redo.gemm[6], 0, 0, 0);

@@ -2,8 +2,8 @@
 # run.sh: issue 29's end-to-end gradient check of the generated program
 # (tests/fd/program_fd.py says how): for each model below, a single-rank
 # CPU program is built and its gradients of the norms' gains (pre and post),
-# of a linear after a post-norm and of the embedding are held to central
-# finite differences of its own logged loss.
+# of a linear after a post-norm and of the embedding (and every MLA tensor
+# of fd-mla) are held to central finite differences of its own logged loss.
 #   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
 set -u
 planc=$1; dir=$2; shift 2
@@ -56,13 +56,20 @@ plan fd-sandwich-gemma "attention { heads 2; kv_heads 1; norm rmsnorm; bias fals
         mlp       { hidden 64; act geglu; norm rmsnorm; bias false; norm_position sandwich }" rmsnorm \
     "norm_plus_one true;" "position rope; scale sqrt_dim"
 
-for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma; do
+# DeepSeek's multi-head latent attention (kind mla, a query latent, biases,
+# v 8 padded to 12 by the op): every MLA tensor of the program's wiring
+plan fd-mla "attention { kind mla; heads 2; q_lora_rank 16; kv_lora_rank 12; qk_rope_head_dim 4; qk_nope_head_dim 8; v_head_dim 8; norm rmsnorm; bias true }
+        mlp       { hidden 64; act swiglu; norm rmsnorm; bias false }" rmsnorm "" "position rope"
+
+for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma fd-mla; do
     if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
     if ! "$planc" build "$dir/$name.plan" -o "$dir/$name" > "$dir/$name.build.log" 2>&1; then
         echo "FAIL $name: planc build failed (see $dir/$name.build.log)"; fails=$((fails + 1)); continue
     fi
     echo "$name:"
-    python3 "$here/program_fd.py" "$dir/$name" "$dir/$name.work" norm. attn.qkv mlp.up wte || fails=$((fails + 1))
+    tensors="norm. attn.qkv mlp.up wte"
+    [ "$name" != fd-mla ] || tensors="norm. self_attn. wte"   # every MLA tensor, its norms among them
+    python3 "$here/program_fd.py" "$dir/$name" "$dir/$name.work" $tensors || fails=$((fails + 1))
 done
 echo "test-program-fd: $fails failures in $(( $(date +%s) - t0 )) s"
 [ "$fails" = 0 ]

@@ -111,6 +111,15 @@ case "$body" in *ropeyarn\;*) body=${body//ropeyarn;/}
 # query heads and one for the key heads, replicated over TP)
 case "$body" in *qknorm\;*) body=${body//qknorm;/}; llama=true
     llama_model=${llama_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm} ;; esac
+# `mla;` (issue 29): the `llama;` model with DeepSeek-V2's multi-head
+# latent attention, no query latent (V2-Lite's q_proj): 4 heads of 16
+# (nope 8 + rope 8) keys and values of 12 (the op pads them to 16), a kv
+# latent of 24; `mlaq;` the same with a query latent of 32 (q_a_proj,
+# q_a_layernorm, q_b_proj) and DeepSeek's attention_bias (q_a, kv_a, o)
+case "$body" in *mlaq\;*) body=${body//mlaq;/}; llama=true
+    llama_model=${llama_model/heads 4; kv_heads 2; norm rmsnorm; bias false/kind mla; heads 4; q_lora_rank 32; kv_lora_rank 24; qk_rope_head_dim 8; qk_nope_head_dim 8; v_head_dim 12; norm rmsnorm; bias true} ;; esac
+case "$body" in *mla\;*) body=${body//mla;/}; llama=true
+    llama_model=${llama_model/heads 4; kv_heads 2; norm rmsnorm; bias false/kind mla; heads 4; kv_lora_rank 24; qk_rope_head_dim 8; qk_nope_head_dim 8; v_head_dim 12; norm rmsnorm; bias false} ;; esac
 # `postnorm;` (issue 29): the `llama;` model with OLMo-2's post-norms
 # (norm_position post on attention and MLP: x + norm(f(x)), no input norm)
 case "$body" in *postnorm\;*) body=${body//postnorm;/}; llama=true

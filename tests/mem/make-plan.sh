@@ -37,6 +37,15 @@ case "$body" in *wide\;*) seq=512; body=${body//wide;/} ;; esac
 # (`qk_norm rmsnorm`: the pre-norm q and k and an fp32 rstd per head kept)
 att="attention { heads 8 }"
 case "$body" in *qknorm\;*) att="attention { heads 8; qk_norm rmsnorm }"; body=${body//qknorm;/} ;; esac
+# a body containing `mla;` gives the attention DeepSeek-V2's multi-head
+# latent attention (issue 29: 8 heads of nope 32 + rope 16, values of 32
+# padded to 48 by the op, latents of 96 (q) and 64 (kv), RMSNorm; RoPE
+# positions): its kept latents, padded heads and rstd, and the op's
+# workspace in the backward scratch (planner/model.c mla_work, plan_widest_add)
+emb="embedding { dim $dim }"
+case "$body" in *mla\;*)
+    att="attention { kind mla; heads 8; q_lora_rank 96; kv_lora_rank 64; qk_rope_head_dim 16; qk_nope_head_dim 32; v_head_dim 32; norm rmsnorm }"
+    emb="embedding { dim $dim; position rope }"; body=${body//mla;/} ;; esac
 # a body containing `gemma2;` gives the attention Gemma 2's score scale and
 # soft-cap, and the head a soft-cap: the runtime keeps nothing more for
 # them (the capped backward recomputes the raw scores into the spent
@@ -76,7 +85,7 @@ cluster cpu$np {
 }
 model mem$dim {
     vocab 256;  seq $seq;  dtype $dtype; $dropout
-    embedding { dim $dim }
+    $emb
     repeat $layers {
         $att
         $ffn
