@@ -12,8 +12,8 @@ test-hf-roundtrip: $(PLANC) $(LIBPRT) $(PLANRT_CKPT)
 	timeout 600 tests/hf/roundtrip.sh $(BUILD)
 
 # tests/hf.mk: `make test-hf` (issue 28, item 4): planc's runs checked by the
-# real transformers library for a tiny model of each of six architectures
-# (llama mistral qwen2 gemma mixtral gpt2), trained on 4 CPU ranks (dp 2 x
+# real transformers library for a tiny model of each of seven architectures
+# (llama mistral qwen2 gemma gemma2 mixtral gpt2), trained on 4 CPU ranks (dp 2 x
 # tp 2, ZeRO-1; Mixtral ep 2): planc's forward against transformers', the
 # exported directory loaded strictly (any missing or unexpected key is an
 # error), the reverse from save_pretrained (tests/hf/run.sh says each check).
@@ -25,7 +25,7 @@ test-hf-roundtrip: $(PLANC) $(LIBPRT) $(PLANRT_CKPT)
 # PyPI or Debian's mirror the target fails and says so.
 # `make test-hf HF_ARCHS="llama gpt2"` runs some of the architectures.
 HF_VENV  := $(patsubst %/san,%,$(BUILD))/venv-hf
-HF_ARCHS ?= llama mistral qwen2 gemma mixtral gpt2
+HF_ARCHS ?= llama mistral qwen2 gemma gemma2 mixtral gpt2
 HF_CKPT  := $(PLANRT_CKPT)
 
 .PHONY: test-hf hf-env

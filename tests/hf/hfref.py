@@ -41,6 +41,13 @@ from transformers import AutoConfig, AutoModelForCausalLM
 # fails (a dataclass with a mutable default), and generate() imports it only
 # to ask whether the model is FSDP-wrapped. One process here: it is not.
 transformers.generation.utils.is_fsdp_managed_module = lambda module: False
+# Debian's torch 1.13 has no torch._dynamo. Gemma 2's HybridCache (every
+# forward with use_cache, and generate()) calls torch._dynamo.mark_static_address
+# only to tell torch.compile that a cache tensor keeps its address, which
+# eager execution never asks: a no-op here.
+if not hasattr(torch, "_dynamo"):
+    import types
+    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
 
 VOCAB = 251        # odd: with tp 2 planc pads it to 252 rows, the export drops the pad
 SEQ = 32           # tokens per sequence, the plans' seq (max_position_embeddings)
@@ -48,7 +55,7 @@ DATA_TOKENS = 4096  # tokens in the shard (uniform over the vocabulary, fixed se
 DATA_SEED = 1234
 REL_TOL = 1e-4     # issue 28: fp32 relative error
 
-# The six architectures, tiny: GQA (4 heads, 2 KV heads: tp 2 splits both),
+# The seven architectures, tiny: GQA (4 heads, 2 KV heads: tp 2 splits both),
 # widths even for tp 2, Mistral's window shorter than seq, Qwen2's QKV bias
 # (its config has no switch: always on), tied embeddings where the family
 # ties by default (Gemma, GPT-2), Mixtral's 4 experts for ep 2.
@@ -67,6 +74,15 @@ CONFIGS = {
     "gemma": dict(COMMON, model_type="gemma", architectures=["GemmaForCausalLM"],
                   head_dim=16, hidden_act="gelu_pytorch_tanh",
                   hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True),
+    # Gemma 2: every other layer slides (layer 0 over 8 tokens of 32), the
+    # scores scaled by 24^-1/2, not head_dim's 16; caps small enough to bite
+    # on the tiny model's scores (~0.1) and logits (~1): Gemma2Config's 50
+    # and 30 would leave tanh linear here and test nothing
+    "gemma2": dict(COMMON, model_type="gemma2", architectures=["Gemma2ForCausalLM"],
+                   head_dim=16, hidden_act="gelu_pytorch_tanh",
+                   hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                   rms_norm_eps=1e-6, sliding_window=8, query_pre_attn_scalar=24,
+                   attn_logit_softcapping=0.05, final_logit_softcapping=0.5),
     # planc's logged loss adds its Switch loss (per sequence, then the mean
     # over layers), not transformers' (over the whole batch): planc_aux_loss
     "mixtral": dict(COMMON, model_type="mixtral", architectures=["MixtralForCausalLM"],
@@ -150,7 +166,7 @@ def load_strict(path):
     transformers.utils.logging.set_verbosity_warning()
     try:
         model, info = AutoModelForCausalLM.from_pretrained(
-            path, torch_dtype=torch.float32, output_loading_info=True)
+            path, torch_dtype=torch.float32, output_loading_info=True, **attn_impl(path))
     finally:
         tlog.removeHandler(handler)
     log = buf.getvalue()
@@ -168,6 +184,14 @@ def load_strict(path):
         print(f"  note: transformers said while loading {path}: {log.strip()}")
     model.eval()
     return model
+
+
+def attn_impl(path):
+    """Gemma 2's attention soft-cap is applied by transformers' eager
+    attention alone (4.49's SDPA path takes no softcap): load it eager."""
+    with open(os.path.join(path, "config.json")) as f:
+        gemma2 = json.load(f).get("model_type") == "gemma2"
+    return {"attn_implementation": "eager"} if gemma2 else {}
 
 
 def planc_aux_loss(router_logits, coef, E, k, B, T):
@@ -219,7 +243,8 @@ def cmd_config(a):
 
 def cmd_init(a):
     torch.manual_seed(a.seed)
-    model = AutoModelForCausalLM.from_config(make_config(a.arch), torch_dtype=torch.float32)
+    kw = {"attn_implementation": "eager"} if a.arch == "gemma2" else {}
+    model = AutoModelForCausalLM.from_config(make_config(a.arch), torch_dtype=torch.float32, **kw)
     model.save_pretrained(a.out, safe_serialization=True)
 
 
@@ -313,9 +338,14 @@ GEN_PROMPT, GEN_NEW = 8, 16
 def greedy(model, prompt, n):
     """n greedy tokens after prompt, by generate() (its KV cache); the same
     by an argmax loop of full forwards, or fail."""
+    # Gemma 2: transformers 4.49's HybridCache under eager attention (which its
+    # soft-cap needs) gives a sliding layer one key more than its mask once the
+    # sequence passes the window (a RuntimeError in eager_attention_forward), so
+    # its generate() runs without the cache: a full forward for each token
+    kw = {"use_cache": False} if model.config.model_type == "gemma2" else {}
     with torch.no_grad():
         out = model.generate(prompt, max_new_tokens=n, do_sample=False, min_new_tokens=n,
-                             pad_token_id=0, eos_token_id=None)
+                             pad_token_id=0, eos_token_id=None, **kw)
         seq = prompt
         for _ in range(n):   # no cache: each step a full forward over the whole prefix
             nxt = model(input_ids=seq, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)

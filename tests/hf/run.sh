@@ -1,8 +1,8 @@
 #!/bin/bash
 # run.sh: `make test-hf` (issue 28, item 4): planc's runs checked by the real
-# transformers library, for a tiny model of each of six architectures.
+# transformers library, for a tiny model of each of seven architectures.
 #
-# For each ARCH (llama mistral qwen2 gemma mixtral gpt2):
+# For each ARCH (llama mistral qwen2 gemma gemma2 mixtral gpt2):
 #  0. hfref.py writes the tiny config.json; `planc import` makes it a model
 #     block; the plan adds dtype fp32, dp 2 x tp 2, ZeRO-1 (Mixtral: ep 2) on
 #     tests/hf/cpu4.plan's 4 CPU ranks, and `planc build` compiles it.
@@ -32,7 +32,7 @@
 #   usage: run.sh PLANC PLANRT_CKPT VENV OUTDIR [ARCH ...]   (MPIRUN from the environment)
 set -u
 planc=$1; ckpt_tool=$2; venv=$3; dir=$4; shift 4
-archs=${*:-llama mistral qwen2 gemma mixtral gpt2}
+archs=${*:-llama mistral qwen2 gemma gemma2 mixtral gpt2}
 here=$(cd "$(dirname "$0")" && pwd)
 py="$venv/bin/python"
 hfref="$here/hfref.py"
