@@ -19,6 +19,11 @@ transformers 4.49.0). Subcommands, each for one architecture's tiny model:
   check-generate HF_DIR PREFIX  planc's argmax after each prefix of it (its
                                 logits, --dump-logits PREFIX) is transformers' token
   same DIR_A DIR_B              two Hugging Face directories hold the same tensors
+  check-reference HF_DIR BYTES  transformers' loss of HF_DIR on the batch
+                                tests/hf/reference.py draws from the file BYTES
+                                (its bytes are the tokens) == reference.py's
+                                (relative 1e-5): the plain-Python forward that
+                                test-hf-roundtrip holds planc to is transformers'
 
 Loading is strict: any missing, unexpected or mismatched key, or any weight
 transformers initialises anew, is an error (its loading info and its log
@@ -412,6 +417,29 @@ def cmd_same(a):
     print(f"✓ {a.what}: {len(x)} tensors equal, bit for bit, to {os.path.basename(a.dir_b)}'s")
 
 
+def cmd_check_reference(a):
+    import subprocess
+    model = load_strict(a.hf_dir)
+    text = open(a.bytes, "rb").read()
+    inp, tgt = [], []
+    for s in range(a.batch):   # reference.py's batch: step 0 of planc's draw over the bytes
+        at = start_of(len(text), a.seq, a.seed, 0, s)
+        inp.append(list(text[at:at + a.seq]))
+        tgt.append(list(text[at + 1:at + a.seq + 1]))
+    ref = planc_loss(model, torch.tensor(inp), torch.tensor(tgt))
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, os.path.join(here, "reference.py"), a.hf_dir, a.bytes, str(a.seed),
+                          str(a.batch), str(a.seq)], capture_output=True, text=True)
+    if out.returncode:
+        fail(f"{a.what}: reference.py failed: {out.stderr.strip()}")
+    got = float(out.stdout)
+    rel = abs(got - ref) / abs(ref)
+    line = f"{a.what}: reference.py {got:.9g}, transformers {ref:.9g}, relative error {rel:.2e}"
+    if not rel <= 1e-5:
+        fail(f"{line} > 1e-05")
+    print(f"✓ {line}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -437,6 +465,10 @@ def main():
     s.add_argument("--data", required=True); s.add_argument("--batch", type=int, required=True)
     s.add_argument("--seq", type=int, default=SEQ); s.add_argument("--what", default="generate")
     s.set_defaults(fn=cmd_check_generate)
+    s = sub.add_parser("check-reference"); s.add_argument("hf_dir"); s.add_argument("bytes")
+    s.add_argument("--seed", type=int, default=7); s.add_argument("--batch", type=int, default=4)
+    s.add_argument("--seq", type=int, default=16); s.add_argument("--what", default="reference.py")
+    s.set_defaults(fn=cmd_check_reference)
     s = sub.add_parser("same"); s.add_argument("dir_a"); s.add_argument("dir_b")
     s.add_argument("--what", default="same"); s.set_defaults(fn=cmd_same)
     a = p.parse_args()
