@@ -19,8 +19,8 @@
  *     model_config, and prt_hf_read_flat (what --init-from reads with) gives
  *     back every tensor bit for bit, a TP rank's half of q_norm too;
  *   - the refusals: post norms without the projection q/k norm, the
- *     projection q/k norm with pre norms, a config.json whose q_norm has the
- *     per-head shape (Qwen3's).
+ *     projection q/k norm with pre norms, a logit soft-cap (Gemma 2's) on
+ *     it, a directory whose q_norm has the per-head shape (Qwen3's).
  *
  * The export is left in $HF_MAP_DIR/olmo2-hf for test-hf (transformers loads
  * it strictly and computes reference.py's loss).
@@ -279,6 +279,11 @@ static void test_olmo2_refusals(void **state)
     at = strstr(cfg, "\"ffn_norm_position\"");
     memcpy(at, "\"xfn_norm_position\"", 19);
     expect_error(prt_hf_check(cfg, NULL), "qk_norm rmsnorm_projection with norm_position pre on attention");
+    /* OLMo-2's norms with Gemma 2's logit cap: no architecture has both */
+    snprintf(cfg, sizeof cfg, "%s", CONFIG);
+    at = strstr(cfg, "\"logit_softcap\": 0");
+    memcpy(at, "\"logit_softcap\": 9", 18);
+    expect_error(prt_hf_check(cfg, NULL), "lm_head softcap with norm_position post: OLMo-2 neither soft-caps");
     /* a directory whose q_norm is one head's (Qwen3's per-head norm) */
     char out[600], bad[600], cmd[3000];
     path(out, sizeof out, "olmo2-hf");

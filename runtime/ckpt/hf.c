@@ -210,6 +210,10 @@ static prt_status olmo2_check(const HfModel *m)
     if (m->window) REFUSE("sliding_window with norm_position post: OLMo-2 attends to every earlier token");
     if (!strcmp(m->attn_bias, "qkv")) REFUSE("bias qkv with norm_position post: OLMo-2's attention_bias puts biases on Q, K, V and the output");
     if (m->ffn_bias) REFUSE("MLP biases with norm_position post: OLMo-2's MLP has none");
+    if (m->attn_softcap > 0 || m->logit_softcap > 0 || m->query_scalar > 0)
+        REFUSE("%s with norm_position post: OLMo-2 neither soft-caps nor rescales its scores (Gemma 2 does, with "
+               "norm_position sandwich)", m->attn_softcap > 0 ? "attention softcap" : m->logit_softcap > 0
+               ? "lm_head softcap" : "query_pre_attn_scalar");
     if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
     return PRT_OK;
 }
