@@ -643,8 +643,14 @@ static void model_uniform(const Model *m, char *why, size_t cap)
             return;
         }
         if (!a0) { a0 = a; f0 = f; continue; }
+        /* `sliding_window W every K` (Gemma 2): block (i - 1) / 2 slides over the first
+           block's W unless it is a K-th one (sema's resolve_window_every); such a
+           pattern is one block's description in Hugging Face's configs */
+        int block = (i - 1) / 2;
+        int64_t want_window = a0->window_every && (block + 1) % a0->window_every == 0 ? 0 : a0->window;
         if (a->heads != a0->heads || a->kv_heads != a0->kv_heads || a->head_dim != a0->head_dim ||
-            a->window != a0->window || a->norm != a0->norm || a->bias != a0->bias ||
+            a->window != want_window || a->window_every != a0->window_every || a->norm != a0->norm ||
+            a->bias != a0->bias ||
             a->qkv_bias_only != a0->qkv_bias_only || a->qk_norm != a0->qk_norm || a->softcap != a0->softcap ||
             a->query_scalar != a0->query_scalar || a->norm_pos != a0->norm_pos) {
             snprintf(why, cap, "attention layer %d differs from the first block's", i);
@@ -700,7 +706,12 @@ static void emit_model_config(Cg *g)
             "\"attn_bias\": \"%s\", \"qk_norm\": \"%s\", ",
             (long long)A->heads, (long long)A->kv_heads, (long long)plan_head_dim(m, A), (long long)A->window,
             norm[A->norm], !A->bias ? "none" : A->qkv_bias_only ? "qkv" : "all",
-            A->qk_norm == QK_NORM_RMSNORM ? "rmsnorm" : "none");
+            A->qk_norm == QK_NORM_RMSNORM ? "rmsnorm" : A->qk_norm == QK_NORM_RMSNORM_PROJ ? "rmsnorm_projection"
+                                                                                          : "none");
+    /* `sliding_window W every K`: "window" is block 0's W (a local block), every K-th
+       block global; written only where set (absent: every block alike) */
+    if (A && A->window_every)
+        k += snprintf(j + k, sizeof j - (size_t)k, "\"window_every\": %lld, ", (long long)A->window_every);
     if (F)
         k += snprintf(j + k, sizeof j - (size_t)k,
             "\"ffn\": \"%s\", \"hidden\": %lld, \"act\": \"%s\", \"ffn_norm\": \"%s\", \"ffn_bias\": %s, "

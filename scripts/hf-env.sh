@@ -25,7 +25,7 @@ probe() {
 import sys
 import torch, transformers
 from transformers import (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-                          GemmaForCausalLM, MixtralForCausalLM, GPT2LMHeadModel)
+                          GemmaForCausalLM, Gemma2ForCausalLM, MixtralForCausalLM, GPT2LMHeadModel)
 if transformers.__version__ != sys.argv[1]:
     sys.exit(f"transformers {transformers.__version__}, expected {sys.argv[1]}")
 print(f"torch {torch.__version__}, transformers {transformers.__version__}")

@@ -9,11 +9,14 @@
  * such a model onto one Hugging Face architecture, exactly or not at all:
  *
  *   - which architecture (hf_arch): Llama, Mistral (sliding window), Qwen2
- *     (biases on Q, K, V), Qwen3 (q/k norm), Mixtral (routed experts), Qwen3-MoE (q/k
- *     norm and routed experts, renormalised or not) or GPT-2 (learned
- *     positions, LayerNorm, GELU, biases); anything else is refused with
- *     the feature named (Gemma: its sqrt(hidden) embedding scale and
- *     x*(1+w) RMSNorm are not what planc's runtime computes);
+ *     (biases on Q, K, V), Qwen3 (q/k norm), Mixtral (routed experts), Qwen3-MoE and
+ *     Qwen2-MoE (q/k norm or Q, K, V biases, routed experts, renormalised or
+ *     not, Qwen2-MoE's gated shared expert), GPT-2 (learned
+ *     positions, LayerNorm, GELU, biases), Gemma (GeGLU, sqrt(hidden)
+ *     embedding, x*(1+w) RMSNorm), Gemma 2 (Gemma's with sandwich norms,
+ *     soft-caps, query_pre_attn_scalar, every other block sliding) or
+ *     OLMo-2 (post-norms, q/k norm over the whole projections); anything
+ *     else is refused with the feature named;
  *   - config.json (hf_fields): every field the model uses, with
  *     transformers' default for a field a config may leave out, so that
  *     one table writes the file and checks one;
@@ -50,6 +53,8 @@ typedef struct {
     bool    rope_scaling, ffn_bias, tied, moe;
     bool    embed_scale, norm_plus_one;   /* Gemma's sqrt(dim) normalizer and x*(1+w) RMSNorm */
     bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
+    bool    qk_proj;                      /* OLMo-2's, over the whole projections ("rmsnorm_projection") */
+    int64_t window_every;                 /* `sliding_window W every K`: K (0: every block alike) */
     double  attn_softcap, query_scalar, logit_softcap;   /* Gemma 2's; 0: none (absent before them) */
     char    norm_pos[2][16];              /* attention's and the MLP's norm_position ("pre" when absent) */
     char    score[16];                    /* a mixture's router scores: softmax | sigmoid */
@@ -119,9 +124,11 @@ static prt_status parse_model(const char *config, HfModel *m)
         *ov[i] = n >= 0 && d.n[n].kind == JS_BOOL && d.n[n].count != 0;
     }
     const char *qk = js_s(&d, js_get(&d, 0, "qk_norm"));   /* absent: none (written since Qwen3) */
-    if (!st && qk && strcmp(qk, "none") && strcmp(qk, "rmsnorm"))
-        st = ckpt_fail(PRT_ERR_FORMAT, "model_config: qk_norm \"%s\" is neither none nor rmsnorm", qk);
+    if (!st && qk && strcmp(qk, "none") && strcmp(qk, "rmsnorm") && strcmp(qk, "rmsnorm_projection"))
+        st = ckpt_fail(PRT_ERR_FORMAT, "model_config: qk_norm \"%s\" is none, rmsnorm or rmsnorm_projection", qk);
     m->qk_norm = qk && !strcmp(qk, "rmsnorm");
+    m->qk_proj = qk && !strcmp(qk, "rmsnorm_projection");
+    if (num_of(&d, "window_every", &v)) m->window_every = (int64_t)v;   /* absent: 0 (written since Gemma 2's export) */
     const char *g2[] = {"attn_softcap", "query_scalar", "logit_softcap"};   /* absent: 0 (written since Gemma 2) */
     double *g2v[] = {&m->attn_softcap, &m->query_scalar, &m->logit_softcap};
     for (int i = 0; i < 3; i++)
@@ -149,32 +156,117 @@ static prt_status parse_model(const char *config, HfModel *m)
 
 /* ORDER HfArch */
 typedef enum { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_MIXTRAL, ARCH_GPT2, ARCH_GEMMA, ARCH_QWEN3,
-               ARCH_QWEN3_MOE, ARCH_QWEN2_MOE } HfArch;
+               ARCH_QWEN3_MOE, ARCH_QWEN2_MOE, ARCH_GEMMA2, ARCH_OLMO2 } HfArch;
 static const char *const ARCH_CLASS[] = { "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                           "MixtralForCausalLM", "GPT2LMHeadModel", "GemmaForCausalLM",
-                                          "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM" };
+                                          "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM",
+                                          "Gemma2ForCausalLM", "Olmo2ForCausalLM" };
 static const char *const ARCH_TYPE[] = { "llama", "mistral", "qwen2", "mixtral", "gpt2", "gemma", "qwen3",
-                                         "qwen3_moe", "qwen2_moe" };
+                                         "qwen3_moe", "qwen2_moe", "gemma2", "olmo2" };
 
 #define REFUSE(...) return ckpt_fail(PRT_ERR_UNSUPPORTED, __VA_ARGS__)
+
+/* Both sub-blocks' norms stand at pos (norm_position pre, post or sandwich). */
+static bool norms_at(const HfModel *m, const char *pos)
+{
+    return !strcmp(m->norm_pos[0], pos) && !strcmp(m->norm_pos[1], pos);
+}
+
+/* Gemma 2 (Gemma2ForCausalLM, transformers' modeling_gemma2): Gemma's
+ * layers (GeGLU, the sqrt(hidden) embedding, x*(1+w) RMSNorm, tied head)
+ * with an RMSNorm before and after each sub-block (norm_position sandwich),
+ * the attention scores soft-capped (attn_logit_softcapping, or null),
+ * scaled by query_pre_attn_scalar^-1/2, and the logits soft-capped
+ * (final_logit_softcapping, or null). Its layer i slides over
+ * sliding_window tokens when i % 2 == 0 and attends to every earlier token
+ * otherwise: planc's `sliding_window W every 2` (block i global when
+ * (i + 1) % 2 == 0). A model without a window is written with
+ * sliding_window = seq, which no context of the model reaches. */
+static prt_status gemma2_check(const HfModel *m)
+{
+    if (!m->embed_scale)
+        REFUSE("norm_position sandwich with act geglu but without embedding { scale sqrt_dim }: Gemma 2, the "
+               "sandwich-norm architecture, multiplies the embedding by sqrt(hidden_size)");
+    if (!m->norm_plus_one)
+        REFUSE("norm_position sandwich with act geglu but without norm_plus_one true: Gemma 2, the sandwich-norm "
+               "architecture, computes RMSNorm as x*(1+w)");
+    if (strcmp(m->position, "rope") || strcmp(m->attn_norm, "rmsnorm") || strcmp(m->ffn_norm, "rmsnorm") ||
+        strcmp(m->final_norm, "rmsnorm"))
+        REFUSE("norm_position sandwich with %s positions or layernorm: Gemma 2 has RoPE and RMSNorm", m->position);
+    if (m->moe) REFUSE("moe with norm_position sandwich: Gemma 2 has no experts");
+    if (m->qk_norm || m->qk_proj) REFUSE("qk_norm with norm_position sandwich: Gemma 2 has no q/k norm (Gemma 3 is not written)");
+    if (strcmp(m->attn_bias, "none") || m->ffn_bias) REFUSE("biases with norm_position sandwich: Gemma 2 has none");
+    if (m->window_every && m->window_every != 2)
+        REFUSE("sliding_window %lld every %lld: Gemma2ForCausalLM slides on blocks 0, 2, 4, ... and attends to "
+               "every earlier token on the others (every 2)", (long long)m->window, (long long)m->window_every);
+    if (m->window && !m->window_every)
+        REFUSE("sliding_window %lld on every block: Gemma2ForCausalLM's blocks 1, 3, 5, ... attend to every earlier "
+               "token (sliding_window %lld every 2)", (long long)m->window, (long long)m->window);
+    if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
+    return PRT_OK;
+}
+
+/* OLMo-2 (Olmo2ForCausalLM, transformers' modeling_olmo2): Llama's block
+ * with the RMSNorm of each sub-block after it, on its output
+ * (norm_position post), and q_norm / k_norm over the whole q and k
+ * projections, before the heads are split and RoPE (qk_norm
+ * rmsnorm_projection). attention_bias puts biases on all four projections. */
+static prt_status olmo2_check(const HfModel *m)
+{
+    if (!norms_at(m, "post"))
+        REFUSE("qk_norm rmsnorm_projection with norm_position %s on attention and %s on the MLP: Olmo2ForCausalLM, "
+               "the whole-projection q/k norm architecture, has norm_position post on both", m->norm_pos[0], m->norm_pos[1]);
+    if (!m->qk_proj)
+        REFUSE("norm_position post without qk_norm rmsnorm_projection: Olmo2ForCausalLM, the post-norm "
+               "architecture, also normalises q and k over the whole projection");
+    if (strcmp(m->position, "rope") || strcmp(m->attn_norm, "rmsnorm") || strcmp(m->ffn_norm, "rmsnorm") ||
+        strcmp(m->final_norm, "rmsnorm") || strcmp(m->act, "swiglu"))
+        REFUSE("norm_position post with %s positions, layernorm or act %s: OLMo-2 has RoPE, RMSNorm and SwiGLU",
+               m->position, m->act);
+    if (m->embed_scale || m->norm_plus_one) REFUSE("norm_position post with Gemma's embedding scale or x*(1+w) RMSNorm: OLMo-2 has neither");
+    if (m->moe) REFUSE("norm_position post with moe: OLMoE is not written");
+    if (m->window) REFUSE("sliding_window with norm_position post: OLMo-2 attends to every earlier token");
+    if (!strcmp(m->attn_bias, "qkv")) REFUSE("bias qkv with norm_position post: OLMo-2's attention_bias puts biases on Q, K, V and the output");
+    if (m->ffn_bias) REFUSE("MLP biases with norm_position post: OLMo-2's MLP has none");
+    if (m->attn_softcap > 0 || m->logit_softcap > 0 || m->query_scalar > 0)
+        REFUSE("%s with norm_position post: OLMo-2 neither soft-caps nor rescales its scores (Gemma 2 does, with "
+               "norm_position sandwich)", m->attn_softcap > 0 ? "attention softcap" : m->logit_softcap > 0
+               ? "lm_head softcap" : "query_pre_attn_scalar");
+    if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
+    return PRT_OK;
+}
 
 /* The one architecture that computes exactly what planc's runtime does
  * with this model, or PRT_ERR_UNSUPPORTED naming what has none. */
 static prt_status hf_arch(const HfModel *m, HfArch *arch)
 {
     if (m->uniform[0]) REFUSE("not one repeated block (%s): a Hugging Face config describes every block alike", m->uniform);
-    if (m->attn_softcap > 0 || m->logit_softcap > 0 || m->query_scalar > 0)
-        REFUSE("%s (Gemma 2): no architecture written here has it (Gemma2ForCausalLM also needs the norms after "
-               "each sub-block)", m->attn_softcap > 0 ? "attention softcap" : m->logit_softcap > 0 ? "lm_head softcap"
-               : "query_pre_attn_scalar");
     if (m->rope_scaling) REFUSE("rope_scaling: not written to config.json yet, and an export without it would change the model");
     if (!strcmp(m->final_norm, "none")) REFUSE("no final norm: every architecture written here has one");
-    for (int i = 0; i < 2; i++)   /* issue 29: the runtime trains them; no architecture here is written */
-        if (strcmp(m->norm_pos[i], "pre"))
-            REFUSE("norm_position %s on %s: OLMo-2 (post-norms) also normalises q and k over the whole projection "
-                   "and Gemma 2 (sandwich norms) also soft-caps its logits and alternates sliding windows, which "
-                   "planc does not; Olmo2ForCausalLM and Gemma2ForCausalLM are not written",
-                   m->norm_pos[i], i ? "the MLP" : "attention");
+    if (!strcmp(m->act, "geglu") && norms_at(m, "sandwich")) {
+        prt_status st = gemma2_check(m);
+        if (!st) *arch = ARCH_GEMMA2;
+        return st;
+    }
+    if (norms_at(m, "post") || m->qk_proj) {
+        prt_status st = olmo2_check(m);
+        if (!st) *arch = ARCH_OLMO2;
+        return st;
+    }
+    if (strcmp(m->norm_pos[0], "pre") || strcmp(m->norm_pos[1], "pre")) {
+        if (norms_at(m, "sandwich"))
+            REFUSE("norm_position sandwich with act %s: Gemma2ForCausalLM, the sandwich-norm architecture, is GeGLU "
+                   "(with Gemma's embedding scale and x*(1+w) RMSNorm)", m->act);
+        REFUSE("norm_position %s on attention and %s on the MLP: Olmo2ForCausalLM has post on both, "
+               "Gemma2ForCausalLM sandwich on both", m->norm_pos[0], m->norm_pos[1]);
+    }
+    if (m->attn_softcap > 0 || m->logit_softcap > 0 || m->query_scalar > 0)
+        REFUSE("%s (Gemma 2) without norm_position sandwich: Gemma2ForCausalLM, the one architecture written here "
+               "that has it, normalises before and after each sub-block", m->attn_softcap > 0 ? "attention softcap"
+               : m->logit_softcap > 0 ? "lm_head softcap" : "query_pre_attn_scalar");
+    if (m->window_every)
+        REFUSE("sliding_window %lld every %lld without Gemma 2's sandwich norms: no other architecture written here "
+               "alternates local and global blocks", (long long)m->window, (long long)m->window_every);
     if (!strcmp(m->act, "geglu")) {   /* Gemma: GeGLU (tanh GELU), sqrt(dim) embedding, x*(1+w) RMSNorm */
         if (!m->embed_scale)
             REFUSE("act geglu without embedding { scale sqrt_dim }: Gemma, the GeGLU architecture, multiplies "
@@ -185,7 +277,7 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
             strcmp(m->final_norm, "rmsnorm"))
             REFUSE("act geglu with %s positions or layernorm: Gemma has RoPE and RMSNorm", m->position);
         if (m->moe) REFUSE("moe with act geglu: Gemma has no experts");
-        if (m->qk_norm) REFUSE("qk_norm rmsnorm with act geglu: Gemma (1) has no q/k norm (Gemma 3 is not written)");
+        if (m->qk_norm || m->qk_proj) REFUSE("qk_norm with act geglu: Gemma (1) has no q/k norm (Gemma 3 is not written)");
         if (strcmp(m->attn_bias, "none") || m->ffn_bias) REFUSE("biases with act geglu: Gemma has none");
         if (m->window) REFUSE("sliding_window with act geglu: Gemma (1) attends to every earlier token");
         if (m->hd % 2) REFUSE("head_dim %lld is odd: RoPE rotates pairs", (long long)m->hd);
@@ -316,6 +408,47 @@ typedef struct {
 #define OPT(k, v, d)    (HfField){ k, v, CK_EQ, true, d, false }
 #define INFO(k, v)      (HfField){ k, v, CK_NO, true, VN, false }
 
+/* A number as JSON writes it: an integer where it is one (Gemma2Config's
+ * query_pre_attn_scalar is 256, 144, ...). */
+static HfVal num_val(double x)
+{
+    return x == floor(x) && fabs(x) < 1e15 ? VI((int64_t)x) : VF(x);
+}
+
+/* Gemma2ForCausalLM's fields after model_type (gemma2_check's model).
+ * The caps absent from a config are Gemma2Config's 50 and 30, and null is
+ * none; query_pre_attn_scalar is head_dim where planc's model scales by
+ * 1/sqrt(head_dim) (query_scalar 0). */
+static int gemma2_fields(const HfModel *m, const char *torch_dtype, HfField *out)
+{
+    int n = 0;
+    out[n++] = REQ("vocab_size", VI(m->vocab));
+    out[n++] = REQ("hidden_size", VI(m->dim));
+    out[n++] = REQ("intermediate_size", VI(m->hidden));
+    out[n++] = REQ("num_hidden_layers", VI(m->blocks));
+    out[n++] = REQ("num_attention_heads", VI(m->heads));
+    out[n++] = REQ("num_key_value_heads", VI(m->kv));
+    out[n++] = OPT("head_dim", VI(m->hd), VI(256));
+    out[n++] = INFO("hidden_act", VS("gelu_pytorch_tanh"));   /* transformers reads hidden_activation */
+    out[n++] = OPT("hidden_activation", VS("gelu_pytorch_tanh"), VS("gelu_pytorch_tanh"));
+    out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq), false };
+    out[n++] = OPT("rms_norm_eps", VF(m->eps), VF(1e-6));
+    out[n++] = OPT("rope_theta", VF(m->rope_theta), VF(10000.0));
+    out[n++] = OPT("rope_scaling", VN, VN);
+    out[n++] = OPT("tie_word_embeddings", VB(m->tied), VB(true));
+    out[n++] = OPT("attention_bias", VB(false), VB(false));
+    out[n++] = OPT("query_pre_attn_scalar", num_val(m->query_scalar > 0 ? m->query_scalar : (double)m->hd), VI(256));
+    out[n++] = OPT("attn_logit_softcapping", m->attn_softcap > 0 ? VF(m->attn_softcap) : VN, VF(50.0));
+    out[n++] = OPT("final_logit_softcapping", m->logit_softcap > 0 ? VF(m->logit_softcap) : VN, VF(30.0));
+    if (m->window) out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
+    else   /* no window: local blocks over seq tokens attend to every earlier one */
+        out[n++] = (HfField){ "sliding_window", VI(m->seq), CK_GE, false, VN, false };
+    out[n++] = INFO("cache_implementation", VS("hybrid"));
+    out[n++] = INFO("attention_dropout", VF(m->dropout));
+    out[n++] = INFO("torch_dtype", VS(torch_dtype));
+    return n;
+}
+
 /* Every config.json field of the model under arch, in the order written;
  * returns how many (out holds 40). torch_dtype is the caller's. */
 static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfField *out)
@@ -339,6 +472,7 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         out[n++] = INFO("torch_dtype", VS(torch_dtype));
         return n;
     }
+    if (a == ARCH_GEMMA2) return n + gemma2_fields(m, torch_dtype, out + n);
     if (a == ARCH_GEMMA) {
         out[n++] = REQ("vocab_size", VI(m->vocab));
         out[n++] = REQ("hidden_size", VI(m->dim));
@@ -375,7 +509,7 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
     else out[n++] = m->hd * m->heads == m->dim ? OPT("head_dim", VI(m->hd), VI(m->hd)) : REQ("head_dim", VI(m->hd));
     out[n++] = OPT("hidden_act", VS("silu"), VS("silu"));
     out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq), false };
-    out[n++] = OPT("rms_norm_eps", VF(m->eps), VF(a == ARCH_MIXTRAL ? 1e-5 : 1e-6));
+    out[n++] = OPT("rms_norm_eps", VF(m->eps), VF(a == ARCH_MIXTRAL || a == ARCH_OLMO2 ? 1e-5 : 1e-6));
     out[n++] = OPT("rope_theta", VF(m->rope_theta), VF(a == ARCH_MIXTRAL ? 1e6 : 10000.0));
     out[n++] = OPT("rope_scaling", VN, VN);
     out[n++] = OPT("tie_word_embeddings", VB(m->tied), VB(false));
@@ -383,7 +517,7 @@ static int hf_fields(const HfModel *m, HfArch a, const char *torch_dtype, HfFiel
         out[n++] = OPT("attention_bias", VB(!strcmp(m->attn_bias, "all")), VB(false));
         out[n++] = OPT("mlp_bias", VB(m->ffn_bias), VB(false));
     }
-    if (a == ARCH_QWEN3 || a == ARCH_QWEN3_MOE)
+    if (a == ARCH_QWEN3 || a == ARCH_QWEN3_MOE || a == ARCH_OLMO2)
         out[n++] = OPT("attention_bias", VB(!strcmp(m->attn_bias, "all")), VB(false));
     if (a == ARCH_MISTRAL) out[n++] = OPT("sliding_window", VI(m->window), VI(4096));
     if (a == ARCH_MIXTRAL) out[n++] = m->window ? REQ("sliding_window", VI(m->window)) : OPT("sliding_window", VN, VN);
@@ -580,9 +714,15 @@ static void add(Map *mp, const char *pname, size_t R, size_t C, int nd, size_t p
 /* A whole vector or matrix, one to one. */
 #define ONE(pn, R, C, hn, T) add(mp, pn, R, C, (C) == 1 ? 1 : 2, 0, R, hn, 0, T)
 
-/* Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE: one decoder block b
- * (planc layers la, la+1). Qwen3-MoE names Mixtral's router and experts
- * mlp.gate and mlp.experts.E.{gate,up,down}_proj. */
+/* Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen3-MoE, Qwen2-MoE, Gemma,
+ * Gemma 2, OLMo-2: one decoder block b (planc layers la, la+1). Qwen3-MoE
+ * names Mixtral's router and experts mlp.gate and
+ * mlp.experts.E.{gate,up,down}_proj. The norms: planc's pre-norms
+ * (attn_norm, mlp_norm) are input_layernorm and post_attention_layernorm,
+ * except in Gemma 2, whose four are input_layernorm, post_attention_layernorm
+ * (attn_post_norm), pre_feedforward_layernorm (mlp_norm) and
+ * post_feedforward_layernorm (mlp_post_norm); OLMo-2 has only the two after
+ * (post_attention_layernorm, post_feedforward_layernorm). */
 static void map_llama_block(Map *mp, const HfModel *m, HfArch a, int b, int la)
 {
     size_t C = (size_t)m->dim, D = (size_t)m->hd, Q = (size_t)m->heads * D, K = (size_t)m->kv * D,
@@ -591,7 +731,12 @@ static void map_llama_block(Map *mp, const HfModel *m, HfArch a, int b, int la)
     int lf = la + 1;
 #define P(...) (snprintf(p, sizeof p, __VA_ARGS__), p)
 #define H(...) (snprintf(h, sizeof h, __VA_ARGS__), h)
-    ONE(P("layers.%d.attn_norm.weight", la), C, 1, H("model.layers.%d.input_layernorm.weight", b), false);
+    bool pre[2], post[2];   /* attention's and the MLP's norms before and after the sub-block */
+    for (int i = 0; i < 2; i++) {
+        pre[i] = strcmp(m->norm_pos[i], "post") != 0;
+        post[i] = strcmp(m->norm_pos[i], "pre") != 0;
+    }
+    if (pre[0]) ONE(P("layers.%d.attn_norm.weight", la), C, 1, H("model.layers.%d.input_layernorm.weight", b), false);
     const char *wb[2] = { "weight", "bias" };
     for (int k = 0; k < (strcmp(m->attn_bias, "none") ? 2 : 1); k++) {
         size_t cols = k ? 1 : C;
@@ -607,6 +752,11 @@ static void map_llama_block(Map *mp, const HfModel *m, HfArch a, int b, int la)
         add(mp, P("layers.%d.attn.q_norm.weight", la), D, 1, 1, 0, D, H("model.layers.%d.self_attn.q_norm.weight", b), D, false);
         add(mp, P("layers.%d.attn.k_norm.weight", la), D, 1, 1, 0, D, H("model.layers.%d.self_attn.k_norm.weight", b), D, false);
     }
+    if (m->qk_proj) {   /* OLMo-2: gains over the whole q (H x D) and k (Hkv x D), permuted per head as their rows */
+        add(mp, P("layers.%d.attn.q_norm.weight", la), Q, 1, 1, 0, Q, H("model.layers.%d.self_attn.q_norm.weight", b), D, false);
+        add(mp, P("layers.%d.attn.k_norm.weight", la), K, 1, 1, 0, K, H("model.layers.%d.self_attn.k_norm.weight", b), D, false);
+    }
+    if (post[0]) ONE(P("layers.%d.attn_post_norm.weight", la), C, 1, H("model.layers.%d.post_attention_layernorm.weight", b), false);
     if (m->moe) {
         ONE(P("layers.%d.moe_norm.weight", lf), C, 1, H("model.layers.%d.post_attention_layernorm.weight", b), false);
         bool q3 = a == ARCH_QWEN3_MOE || a == ARCH_QWEN2_MOE;   /* the Qwen MoE names */
@@ -631,7 +781,10 @@ static void map_llama_block(Map *mp, const HfModel *m, HfArch a, int b, int la)
         }
         return;
     }
-    ONE(P("layers.%d.mlp_norm.weight", lf), C, 1, H("model.layers.%d.post_attention_layernorm.weight", b), false);
+    if (pre[1])
+        ONE(P("layers.%d.mlp_norm.weight", lf), C, 1,
+            H(post[0] ? "model.layers.%d.pre_feedforward_layernorm.weight" : "model.layers.%d.post_attention_layernorm.weight", b),
+            false);
     for (int k = 0; k < (m->ffn_bias ? 2 : 1); k++) {
         size_t cols = k ? 1 : C;
         int nd = k ? 1 : 2;
@@ -640,6 +793,7 @@ static void map_llama_block(Map *mp, const HfModel *m, HfArch a, int b, int la)
     }
     add(mp, P("layers.%d.mlp.down.weight", lf), C, F, 2, 0, C, H("model.layers.%d.mlp.down_proj.weight", b), 0, false);
     if (m->ffn_bias) ONE(P("layers.%d.mlp.down.bias", lf), C, 1, H("model.layers.%d.mlp.down_proj.bias", b), false);
+    if (post[1]) ONE(P("layers.%d.mlp_post_norm.weight", lf), C, 1, H("model.layers.%d.post_feedforward_layernorm.weight", b), false);
 }
 
 /* GPT-2: one block b; Conv1D weights are (in, out), the transpose of planc's. */

@@ -4,7 +4,8 @@ with the standard library alone (no torch, no safetensors package).
 
   hfdir.py make ARCH OUT_DIR [--dtype f32|bf16] [--shards N] [--vocab V] [--drop NAME]
                               [--set KEY=JSON] [--unset KEY]
-      a config.json of ARCH (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, gpt2, gemma) for the
+      a config.json of ARCH (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, gpt2, gemma,
+      gemma2, olmo2) for the
       tiny models of tests/hf/roundtrip.sh and random weights under
       transformers' names: model.safetensors, or N shards with
       model.safetensors.index.json. --drop leaves a tensor out, --set
@@ -43,9 +44,15 @@ def config(arch, vocab, dtype):
                 "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
                 "max_position_embeddings": 128, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
                 "tie_word_embeddings": True, "torch_dtype": torch_dtype}
+    if arch == "gemma2":   # Gemma 2: caps and a query scalar that bite at these sizes, a window < seq
+        c = config("gemma", vocab, dtype)
+        c.update({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "query_pre_attn_scalar": 12,
+                  "attn_logit_softcapping": 20.0, "final_logit_softcapping": 15.0, "sliding_window": 8,
+                  "cache_implementation": "hybrid"})
+        return c
     cls = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
            "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
-           "qwen2_moe": "Qwen2MoeForCausalLM"}[arch]
+           "qwen2_moe": "Qwen2MoeForCausalLM", "olmo2": "Olmo2ForCausalLM"}[arch]
     c = {"architectures": [cls], "model_type": arch, "vocab_size": vocab, "hidden_size": DIM,
          "intermediate_size": FFN, "num_hidden_layers": BLOCKS, "num_attention_heads": HEADS,
          "num_key_value_heads": KV, "head_dim": HD, "hidden_act": "silu",
@@ -53,6 +60,8 @@ def config(arch, vocab, dtype):
          "tie_word_embeddings": False, "torch_dtype": torch_dtype}
     if arch == "mistral":
         c["sliding_window"] = 8
+    if arch == "olmo2":   # OLMo-2: attention_bias false (its default)
+        c["attention_bias"] = False
     if arch == "qwen3":   # Qwen3: q/k norm, attention_bias false, no window
         c.update({"attention_bias": False, "use_sliding_window": False, "sliding_window": None})
     if arch == "mixtral":
@@ -87,8 +96,9 @@ def tensors(arch, vocab):
     t.append(("model.embed_tokens.weight", [vocab, DIM]))
     for b in range(BLOCKS):
         h = "model.layers.%d." % b
-        t += [(h + "input_layernorm.weight", [DIM]),
-              (h + "self_attn.q_proj.weight", [HEADS * HD, DIM]),
+        if arch != "olmo2":   # OLMo-2 normalises after each sub-block only
+            t.append((h + "input_layernorm.weight", [DIM]))
+        t += [(h + "self_attn.q_proj.weight", [HEADS * HD, DIM]),
               (h + "self_attn.k_proj.weight", [KV * HD, DIM]),
               (h + "self_attn.v_proj.weight", [KV * HD, DIM])]
         if arch in ("qwen2", "qwen2_moe"):
@@ -97,7 +107,11 @@ def tensors(arch, vocab):
         t.append((h + "self_attn.o_proj.weight", [DIM, HEADS * HD]))
         if arch in ("qwen3", "qwen3_moe"):   # the gains over one head's HD values, shared by the heads
             t += [(h + "self_attn.q_norm.weight", [HD]), (h + "self_attn.k_norm.weight", [HD])]
+        if arch == "olmo2":   # the gains over the whole q and k projections
+            t += [(h + "self_attn.q_norm.weight", [HEADS * HD]), (h + "self_attn.k_norm.weight", [KV * HD])]
         t.append((h + "post_attention_layernorm.weight", [DIM]))
+        if arch == "gemma2":
+            t.append((h + "pre_feedforward_layernorm.weight", [DIM]))
         if arch == "mixtral":
             t.append((h + "block_sparse_moe.gate.weight", [EXPERTS, DIM]))
             for e in range(EXPERTS):
@@ -116,8 +130,10 @@ def tensors(arch, vocab):
         else:
             t += [(h + "mlp.gate_proj.weight", [FFN, DIM]), (h + "mlp.up_proj.weight", [FFN, DIM]),
                   (h + "mlp.down_proj.weight", [DIM, FFN])]
+        if arch in ("gemma2", "olmo2"):
+            t.append((h + "post_feedforward_layernorm.weight", [DIM]))
     t.append(("model.norm.weight", [DIM]))
-    return t if arch == "gemma" else t + [("lm_head.weight", [vocab, DIM])]   # Gemma: tied
+    return t if arch in ("gemma", "gemma2") else t + [("lm_head.weight", [vocab, DIM])]   # Gemma: tied
 
 
 def numel(shape):

@@ -19,6 +19,11 @@ transformers 4.49.0). Subcommands, each for one architecture's tiny model:
   check-generate HF_DIR PREFIX  planc's argmax after each prefix of it (its
                                 logits, --dump-logits PREFIX) is transformers' token
   same DIR_A DIR_B              two Hugging Face directories hold the same tensors
+  check-reference HF_DIR BYTES  transformers' loss of HF_DIR on the batch
+                                tests/hf/reference.py draws from the file BYTES
+                                (its bytes are the tokens) == reference.py's
+                                (relative 1e-5): the plain-Python forward that
+                                test-hf-roundtrip holds planc to is transformers'
 
 Loading is strict: any missing, unexpected or mismatched key, or any weight
 transformers initialises anew, is an error (its loading info and its log
@@ -41,6 +46,13 @@ from transformers import AutoConfig, AutoModelForCausalLM
 # fails (a dataclass with a mutable default), and generate() imports it only
 # to ask whether the model is FSDP-wrapped. One process here: it is not.
 transformers.generation.utils.is_fsdp_managed_module = lambda module: False
+# Debian's torch 1.13 has no torch._dynamo. Gemma 2's HybridCache (every
+# forward with use_cache, and generate()) calls torch._dynamo.mark_static_address
+# only to tell torch.compile that a cache tensor keeps its address, which
+# eager execution never asks: a no-op here.
+if not hasattr(torch, "_dynamo"):
+    import types
+    torch._dynamo = types.SimpleNamespace(mark_static_address=lambda tensor: None)
 
 VOCAB = 251        # odd: with tp 2 planc pads it to 252 rows, the export drops the pad
 SEQ = 32           # tokens per sequence, the plans' seq (max_position_embeddings)
@@ -48,7 +60,7 @@ DATA_TOKENS = 4096  # tokens in the shard (uniform over the vocabulary, fixed se
 DATA_SEED = 1234
 REL_TOL = 1e-4     # issue 28: fp32 relative error
 
-# The six architectures, tiny: GQA (4 heads, 2 KV heads: tp 2 splits both),
+# The seven architectures, tiny: GQA (4 heads, 2 KV heads: tp 2 splits both),
 # widths even for tp 2, Mistral's window shorter than seq, Qwen2's QKV bias
 # (its config has no switch: always on), tied embeddings where the family
 # ties by default (Gemma, GPT-2), Mixtral's 4 experts for ep 2.
@@ -67,6 +79,15 @@ CONFIGS = {
     "gemma": dict(COMMON, model_type="gemma", architectures=["GemmaForCausalLM"],
                   head_dim=16, hidden_act="gelu_pytorch_tanh",
                   hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True),
+    # Gemma 2: every other layer slides (layer 0 over 8 tokens of 32), the
+    # scores scaled by 24^-1/2, not head_dim's 16; caps small enough to bite
+    # on the tiny model's scores (~0.1) and logits (~1): Gemma2Config's 50
+    # and 30 would leave tanh linear here and test nothing
+    "gemma2": dict(COMMON, model_type="gemma2", architectures=["Gemma2ForCausalLM"],
+                   head_dim=16, hidden_act="gelu_pytorch_tanh",
+                   hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                   rms_norm_eps=1e-6, sliding_window=8, query_pre_attn_scalar=24,
+                   attn_logit_softcapping=0.05, final_logit_softcapping=0.5),
     # planc's logged loss adds its Switch loss (per sequence, then the mean
     # over layers), not transformers' (over the whole batch): planc_aux_loss
     "mixtral": dict(COMMON, model_type="mixtral", architectures=["MixtralForCausalLM"],
@@ -150,7 +171,7 @@ def load_strict(path):
     transformers.utils.logging.set_verbosity_warning()
     try:
         model, info = AutoModelForCausalLM.from_pretrained(
-            path, torch_dtype=torch.float32, output_loading_info=True)
+            path, torch_dtype=torch.float32, output_loading_info=True, **attn_impl(path))
     finally:
         tlog.removeHandler(handler)
     log = buf.getvalue()
@@ -168,6 +189,14 @@ def load_strict(path):
         print(f"  note: transformers said while loading {path}: {log.strip()}")
     model.eval()
     return model
+
+
+def attn_impl(path):
+    """Gemma 2's attention soft-cap is applied by transformers' eager
+    attention alone (4.49's SDPA path takes no softcap): load it eager."""
+    with open(os.path.join(path, "config.json")) as f:
+        gemma2 = json.load(f).get("model_type") == "gemma2"
+    return {"attn_implementation": "eager"} if gemma2 else {}
 
 
 def planc_aux_loss(router_logits, coef, E, k, B, T):
@@ -219,7 +248,8 @@ def cmd_config(a):
 
 def cmd_init(a):
     torch.manual_seed(a.seed)
-    model = AutoModelForCausalLM.from_config(make_config(a.arch), torch_dtype=torch.float32)
+    kw = {"attn_implementation": "eager"} if a.arch == "gemma2" else {}
+    model = AutoModelForCausalLM.from_config(make_config(a.arch), torch_dtype=torch.float32, **kw)
     model.save_pretrained(a.out, safe_serialization=True)
 
 
@@ -313,9 +343,14 @@ GEN_PROMPT, GEN_NEW = 8, 16
 def greedy(model, prompt, n):
     """n greedy tokens after prompt, by generate() (its KV cache); the same
     by an argmax loop of full forwards, or fail."""
+    # Gemma 2: transformers 4.49's HybridCache under eager attention (which its
+    # soft-cap needs) gives a sliding layer one key more than its mask once the
+    # sequence passes the window (a RuntimeError in eager_attention_forward), so
+    # its generate() runs without the cache: a full forward for each token
+    kw = {"use_cache": False} if model.config.model_type == "gemma2" else {}
     with torch.no_grad():
         out = model.generate(prompt, max_new_tokens=n, do_sample=False, min_new_tokens=n,
-                             pad_token_id=0, eos_token_id=None)
+                             pad_token_id=0, eos_token_id=None, **kw)
         seq = prompt
         for _ in range(n):   # no cache: each step a full forward over the whole prefix
             nxt = model(input_ids=seq, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)
@@ -382,6 +417,29 @@ def cmd_same(a):
     print(f"✓ {a.what}: {len(x)} tensors equal, bit for bit, to {os.path.basename(a.dir_b)}'s")
 
 
+def cmd_check_reference(a):
+    import subprocess
+    model = load_strict(a.hf_dir)
+    text = open(a.bytes, "rb").read()
+    inp, tgt = [], []
+    for s in range(a.batch):   # reference.py's batch: step 0 of planc's draw over the bytes
+        at = start_of(len(text), a.seq, a.seed, 0, s)
+        inp.append(list(text[at:at + a.seq]))
+        tgt.append(list(text[at + 1:at + a.seq + 1]))
+    ref = planc_loss(model, torch.tensor(inp), torch.tensor(tgt))
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, os.path.join(here, "reference.py"), a.hf_dir, a.bytes, str(a.seed),
+                          str(a.batch), str(a.seq)], capture_output=True, text=True)
+    if out.returncode:
+        fail(f"{a.what}: reference.py failed: {out.stderr.strip()}")
+    got = float(out.stdout)
+    rel = abs(got - ref) / abs(ref)
+    line = f"{a.what}: reference.py {got:.9g}, transformers {ref:.9g}, relative error {rel:.2e}"
+    if not rel <= 1e-5:
+        fail(f"{line} > 1e-05")
+    print(f"✓ {line}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -407,6 +465,10 @@ def main():
     s.add_argument("--data", required=True); s.add_argument("--batch", type=int, required=True)
     s.add_argument("--seq", type=int, default=SEQ); s.add_argument("--what", default="generate")
     s.set_defaults(fn=cmd_check_generate)
+    s = sub.add_parser("check-reference"); s.add_argument("hf_dir"); s.add_argument("bytes")
+    s.add_argument("--seed", type=int, default=7); s.add_argument("--batch", type=int, default=4)
+    s.add_argument("--seq", type=int, default=16); s.add_argument("--what", default="reference.py")
+    s.set_defaults(fn=cmd_check_reference)
     s = sub.add_parser("same"); s.add_argument("dir_a"); s.add_argument("dir_b")
     s.add_argument("--what", default="same"); s.set_defaults(fn=cmd_same)
     a = p.parse_args()

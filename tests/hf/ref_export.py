@@ -81,6 +81,22 @@ def export_gemma(p, cfg):
     return export_llama(p, cfg)
 
 
+def export_gemma2(p, cfg):
+    """Gemma 2 (`norm_position sandwich`, what `planc import` writes for a
+    gemma2 config): Gemma's mapping, and the four norms of a block are
+    planc's attention pre- and post-norm and the MLP's: input_layernorm,
+    post_attention_layernorm, pre_feedforward_layernorm,
+    post_feedforward_layernorm. The soft-caps, query_pre_attn_scalar and
+    window are config.json's alone (no weights)."""
+    out = export_llama(p, cfg)
+    for b in range(cfg["num_hidden_layers"]):
+        a, m, hf = f"layers.{2 * b + 1}", f"layers.{2 * b + 2}", f"model.layers.{b}"
+        out[f"{hf}.post_attention_layernorm.weight"] = p[f"{a}.attn_post_norm.weight"]
+        out[f"{hf}.pre_feedforward_layernorm.weight"] = p[f"{m}.mlp_norm.weight"]
+        out[f"{hf}.post_feedforward_layernorm.weight"] = p[f"{m}.mlp_post_norm.weight"]
+    return out
+
+
 def export_mixtral(p, cfg):
     H, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     D = cfg.get("head_dim") or cfg["hidden_size"] // H
@@ -115,7 +131,7 @@ def export_gpt2(p, cfg):
 
 
 EXPORTERS = {"llama": export_llama, "mistral": export_llama, "qwen2": export_llama,
-             "gemma": export_gemma, "mixtral": export_mixtral, "gpt2": export_gpt2}
+             "gemma": export_gemma, "gemma2": export_gemma2, "mixtral": export_mixtral, "gpt2": export_gpt2}
 
 
 def main():

@@ -17,8 +17,13 @@ renormalised), Qwen3's q_norm and k_norm (an RMSNorm of each query and key
 head before RoPE), Qwen3-MoE's (Qwen3's attention, Mixtral's routing but
 renormalised only under norm_topk_prob), Qwen2-MoE's (Qwen2's attention,
 those experts, and a shared expert scaled by sigmoid(shared_expert_gate .
-h)). Architectures: llama, mistral, qwen2, qwen3, mixtral, qwen3_moe,
-qwen2_moe, gemma, gpt2.
+h)), Gemma 2 (modeling_gemma2: the norms before and after each
+sub-block, the scores scaled by query_pre_attn_scalar^-1/2 and soft-capped
+before the mask, layer i sliding when i % 2 == 0, the logits soft-capped)
+and OLMo-2 (modeling_olmo2: the norms after each sub-block alone, q_norm and
+k_norm over the whole q and k projections before RoPE). Architectures:
+llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, gemma, gemma2,
+olmo2, gpt2.
 """
 import math
 import os
@@ -105,17 +110,22 @@ def rope(x, pos, D, theta):  # transformers' rotate_half on one head
     return out
 
 
-def attention(qs, ks, vs, H, Hkv, D, window):
-    """qs (T, H*D), ks/vs (T, Hkv*D) -> (T, H*D), causal (and sliding)."""
+def attention(qs, ks, vs, H, Hkv, D, window, scale=None, softcap=None):
+    """qs (T, H*D), ks/vs (T, Hkv*D) -> (T, H*D), causal (and sliding over
+    window tokens, the token itself included). The scores are scaled by
+    scale (default D^-1/2), then soft-capped: cap * tanh(score / cap)."""
     T, g, out = len(qs), H // Hkv, []
+    scale = D ** -0.5 if scale is None else scale
     for t in range(T):
         row = []
         for h in range(H):
             kvh = h // g
             q = qs[t][h * D:(h + 1) * D]
             lo = max(0, t - window + 1) if window else 0
-            sc = [sum(a * b for a, b in zip(q, ks[j][kvh * D:(kvh + 1) * D])) / math.sqrt(D)
+            sc = [sum(a * b for a, b in zip(q, ks[j][kvh * D:(kvh + 1) * D])) * scale
                   for j in range(lo, t + 1)]
+            if softcap:
+                sc = [softcap * math.tanh(v / softcap) for v in sc]
             m = max(sc)
             e = [math.exp(v - m) for v in sc]
             z = sum(e)
@@ -129,10 +139,12 @@ def attention(qs, ks, vs, H, Hkv, D, window):
     return out
 
 
-def logits_loss(xs, W, targets):
+def logits_loss(xs, W, targets, softcap=None):
     loss = 0.0
     for x, y in zip(xs, targets):
         lg = matvec(W, x)
+        if softcap:   # Gemma 2's final_logit_softcapping
+            lg = [softcap * math.tanh(v / softcap) for v in lg]
         m = max(lg)
         loss += m + math.log(sum(math.exp(v - m) for v in lg)) - lg[y]
     return loss
@@ -145,7 +157,12 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
     D = c.get("head_dim") or C // H
     eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
     window = c.get("sliding_window") if arch in ("mistral", "mixtral") or c.get("use_sliding_window") else None
-    gemma = arch == "gemma"
+    gemma = arch in ("gemma", "gemma2")
+    gemma2, olmo2 = arch == "gemma2", arch == "olmo2"
+    # Gemma 2: Gemma2Config's defaults where the config leaves them out; null is no cap
+    scale = c.get("query_pre_attn_scalar", 256) ** -0.5 if gemma2 else None
+    attn_cap = c.get("attn_logit_softcapping", 50.0) if gemma2 else None
+    logit_cap = c.get("final_logit_softcapping", 30.0) if gemma2 else None
     E = t("model.embed_tokens.weight")
     xs = [list(E[k]) for k in tokens]
     if gemma:
@@ -157,23 +174,33 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
                                    "self_attn.v_proj.weight", "self_attn.o_proj.weight")}
         bias = {k: t(p + "self_attn.%s_proj.bias" % k) if (p + "self_attn.%s_proj.bias" % k) in raw else None
                 for k in "qkv"}
-        ln1, ln2 = t(p + "input_layernorm.weight"), t(p + "post_attention_layernorm.weight")
-        qn = (t(p + "self_attn.q_norm.weight"), t(p + "self_attn.k_norm.weight")) \
-            if arch in ("qwen3", "qwen3_moe") else None
+        # the sub-blocks' norms: before (pre) and after (post) attention and the MLP
+        ln1 = None if olmo2 else t(p + "input_layernorm.weight")
+        ln2 = None if olmo2 else t(p + ("pre_feedforward_layernorm.weight" if gemma2 else "post_attention_layernorm.weight"))
+        post1 = t(p + "post_attention_layernorm.weight") if gemma2 or olmo2 else None
+        post2 = t(p + "post_feedforward_layernorm.weight") if gemma2 or olmo2 else None
+        qn = (t(p + "self_attn.q_norm.weight"), t(p + "self_attn.k_norm.weight")) if arch in ("qwen3", "qwen3_moe", "olmo2") else None
         qs, ks, vs = [], [], []
         for pos, x in enumerate(xs):
-            h = rmsnorm(x, ln1, eps, gemma)
+            h = rmsnorm(x, ln1, eps, gemma) if ln1 else x
             q, k, v = (matvec(W["self_attn.%s_proj.weight" % n], h) for n in "qkv")
             if bias["q"]:
                 q, k, v = add(q, bias["q"]), add(k, bias["k"]), add(v, bias["v"])
-            if qn:   # Qwen3: each head's D values normalised, then rotated
+            if qn and olmo2:   # OLMo-2: the whole q and k projections normalised, then rotated
+                q, k = rmsnorm(q, qn[0], eps), rmsnorm(k, qn[1], eps)
+            elif qn:   # Qwen3: each head's D values normalised, then rotated
                 q = sum((rmsnorm(q[i * D:(i + 1) * D], qn[0], eps) for i in range(H)), [])
                 k = sum((rmsnorm(k[i * D:(i + 1) * D], qn[1], eps) for i in range(Hkv)), [])
             qs.append(sum((rope(q[i * D:(i + 1) * D], pos, D, theta) for i in range(H)), []))
             ks.append(sum((rope(k[i * D:(i + 1) * D], pos, D, theta) for i in range(Hkv)), []))
             vs.append(v)
-        att = attention(qs, ks, vs, H, Hkv, D, window)
-        xs = [add(x, matvec(W["self_attn.o_proj.weight"], a)) for x, a in zip(xs, att)]
+        # Gemma 2: layer b slides when b % 2 == 0 (Gemma2Attention's sliding_window), else global
+        win = (c.get("sliding_window", 4096) if b % 2 == 0 else None) if gemma2 else window
+        att = attention(qs, ks, vs, H, Hkv, D, win, scale, attn_cap)
+        outs = [matvec(W["self_attn.o_proj.weight"], a) for a in att]
+        if post1:
+            outs = [rmsnorm(o, post1, eps, gemma) for o in outs]
+        xs = [add(x, o) for x, o in zip(xs, outs)]
         if arch in ("mixtral", "qwen3_moe", "qwen2_moe"):
             if arch == "mixtral":
                 gate = t(p + "block_sparse_moe.gate.weight")
@@ -211,14 +238,15 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
             act = gelu_tanh if gemma else silu
             nxs = []
             for x in xs:
-                h = rmsnorm(x, ln2, eps, gemma)
+                h = rmsnorm(x, ln2, eps, gemma) if ln2 else x
                 u = [act(a) * bb for a, bb in zip(matvec(G, h), matvec(U, h))]
-                nxs.append(add(x, matvec(Dn, u)))
+                o = matvec(Dn, u)
+                nxs.append(add(x, rmsnorm(o, post2, eps, gemma) if post2 else o))
             xs = nxs
     nw = t("model.norm.weight")
     xs = [rmsnorm(x, nw, eps, gemma) for x in xs]
     head = t("lm_head.weight") if "lm_head.weight" in raw and not c.get("tie_word_embeddings", gemma) else E
-    return logits_loss(xs, head, targets)
+    return logits_loss(xs, head, targets, logit_cap)
 
 
 def seq_loss_gpt2(c, raw, tokens, targets):

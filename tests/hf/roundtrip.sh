@@ -68,6 +68,18 @@ EOF
         model llama | sed -e 's/tinyllama/tinygemma/' -e 's/act swiglu/act geglu/' -e 's/tied false/tied true/' \
             -e 's/dtype fp32;/dtype fp32; norm_eps 1e-6; norm_plus_one true;/' \
             -e 's/position rope/position rope; scale sqrt_dim/' ;;
+    gemma2)  # Gemma 2: Gemma's layers with norms before and after each sub-block, the soft-caps,
+             # query_pre_attn_scalar and every other block sliding (hfdir.py's gemma2 config)
+        model gemma | sed -e 's/tinygemma/tinygemma2/' \
+            -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; sliding_window 8 every 2; softcap 20; query_pre_attn_scalar 12; norm_position sandwich }/' \
+            -e 's/act geglu; norm rmsnorm; bias false }/act geglu; norm rmsnorm; bias false; norm_position sandwich }/' \
+            -e 's/tied true }/tied true; softcap 15 }/' ;;
+    gemma2every3)   # Gemma 2 but a global block every third: transformers' Gemma 2 alternates
+        model gemma2 | sed -e 's/tinygemma2/tinygemma2every3/' -e 's/every 2/every 3/' ;;
+    everyllama)   # Llama with every other block sliding: Mistral slides on every block
+        model llama | sed -e 's/tinyllama/tinyeveryllama/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; sliding_window 8 every 2 }/' ;;
+    sandwichswiglu)   # sandwich norms on Llama's block: Gemma 2 is GeGLU
+        model llama | sed -e 's/tinyllama/tinysandwichswiglu/' -e 's/bias false }/bias false; norm_position sandwich }/g' ;;
     geglu)   # GeGLU without Gemma's normalizer and norm: refused on export
         model llama | sed -e 's/tinyllama/tinygeglu/' -e 's/act swiglu/act geglu/' ;;
     capped)  # Gemma's layers with Gemma 2's attention soft-cap: no architecture written has it
@@ -148,6 +160,9 @@ trip qwen2moe-dp2ep2 qwen2_moe 2 "dp 2; ep 2; zero 1; micro_batch 1; global_batc
 trip qwen2moe-tp2 qwen2_moe 2 "tp 2; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma-dp2tp2-zero1 gemma 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma-pp2-zero3 gemma 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32"
+trip gemma2-dp2tp2-zero1 gemma2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
+trip gemma2-pp2-zero3 gemma2 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32 --shards 2"
+trip gemma2-tp2pp2 gemma2 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32"
 
 # train { init "DIR" }: the plan's default of --init-from (relative to the working directory)
 if plan llama-init llama 2 "tp 2; micro_batch 1; global_batch 4;" 'init "llama-dp2-zero3.src";' &&
@@ -209,20 +224,26 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared capped postnorm sigmoid grouped; do
+for m in geglu shared capped postnorm sigmoid grouped gemma2every3 sandwichswiglu everyllama; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
 expect_fail export-geglu 2 "act geglu without embedding { scale sqrt_dim }" "$ckpt" export-hf geglu.ck geglu.out
 expect_fail export-shared-experts 2 "shared experts (1) without shared_gate: Mixtral has none and Qwen2-MoE has one behind shared_gate" "$ckpt" export-hf shared.ck shared.out
-expect_fail export-softcap 2 "attention softcap (Gemma 2): no architecture written here has it" \
+expect_fail export-softcap 2 "attention softcap (Gemma 2) without norm_position sandwich" \
     "$ckpt" export-hf capped.ck capped.out
-expect_fail export-postnorm 2 "norm_position post on attention: OLMo-2 (post-norms) also normalises q and k" \
+expect_fail export-postnorm 2 "norm_position post without qk_norm rmsnorm_projection: Olmo2ForCausalLM" \
     "$ckpt" export-hf postnorm.ck postnorm.out
 expect_fail export-sigmoid-gate 2 "score sigmoid, norm_topk_prob true: Mixtral's router renormalises the softmax" \
     "$ckpt" export-hf sigmoid.ck sigmoid.out
 expect_fail export-grouped-routing 2 "route_groups 2: grouped routing is DeepSeek-V3's (not written)" \
     "$ckpt" export-hf grouped.ck grouped.out
+expect_fail export-gemma2-every3 2 "sliding_window 8 every 3: Gemma2ForCausalLM slides on blocks 0, 2, 4" \
+    "$ckpt" export-hf gemma2every3.ck gemma2every3.out
+expect_fail export-sandwich-swiglu 2 "norm_position sandwich with act swiglu: Gemma2ForCausalLM" \
+    "$ckpt" export-hf sandwichswiglu.ck sandwichswiglu.out
+expect_fail export-every-llama 2 "sliding_window 8 every 2 without Gemma 2's sandwich norms" \
+    "$ckpt" export-hf everyllama.ck everyllama.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out
