@@ -101,6 +101,8 @@ typedef struct {
                                    whatever is recomputed (memory.c adds it for that schedule) */
     double      tp_bytes;       /* bytes of one TP collective (b*s*h*e) */
     PlanTpColls tp_fwd, tp_bwd; /* TP collectives in forward / backward */
+    double      tp_stat_bytes;  /* one all-reduce over TP of per-row fp32 statistics, once each way
+                                   (OLMo-2's q/k norm of the projection: 8 b s; 0: none) */
     bool        recomputed;     /* full recompute re-runs this layer's forward */
     /* a mixture of experts under ep > 1: all-to-alls inside the EP group */
     double      ep_bytes;       /* bytes one rank sends in one dispatch or combine (e R h) */

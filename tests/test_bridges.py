@@ -208,13 +208,15 @@ rc, out, err = variant("g2-win.json", "gemma-2-9b.json", sliding_window_size=204
 check("import gemma2: sliding_window_size that differs refused", rc == 2 and "'sliding_window_size' 2048 differs" in err,
       err)
 # OLMo-2: both of its norms are imported exactly (the MLP's post-norm too), its q/k norm over the
-# whole projection is counted by `check` and refused by `emit` naming it (issue 29)
+# whole projection is counted by `check` and written by `emit` (issue 29: prt_qk_proj_*, its sums
+# all-reduced over TP): the program of OLMo-2 7B on tp 8 x pp 4 x dp 4 is emitted
 rc, out, err = run("import", os.path.join(DATA, "olmo2-7b.json"))
 check("import olmo2: the MLP's norm is a post-norm too", out.count("norm_position post") == 2, out)
 olmo = write("olmo2-7b.emit.plan", f'include "{CLUSTER}"\n' + out + "plan { tp 8; pp 4; dp 4; zero 1; micro_batch 1; global_batch 32 }\n")
-rc, _, err = run("emit", olmo)
-check("emit olmo2: qk_norm rmsnorm_projection refused by name",
-      rc != 0 and "qk_norm rmsnorm_projection: planc's runtime cannot honour it" in err, err)
+rc, prog, err = run("emit", olmo)
+check("emit olmo2: the program of OLMo-2's q/k norm of the projection and post-norms",
+      rc == 0 and "static const bool QK_PROJ_OF[N_LAYERS]" in prog and "prt_qk_proj_norm_fwd(" in prog
+      and "POST_NORM_W" in prog and '"layers.1.attn.q_norm.weight", 1, 0, 4096, 1, PRT_SPLIT_ROWS' in prog, err)
 rc, out, err = variant("olmo2-bias.json", "olmo2-7b.json", attention_bias=True)
 check("import olmo2: attention_bias true puts biases on the four projections", rc == 0 and "bias true" in out, err)
 # Phi-3-mini-4k-instruct's config.json (microsoft/Phi-3-mini-4k-instruct): 3,821,079,552 parameters

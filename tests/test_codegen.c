@@ -1168,8 +1168,11 @@ static void test_qk_norm(void **state)
  * recomputation: the post-norms' rows are each layer's last (the
  * attention's pre-norm rows gone), tp_sum under SP, POST_NORM_W points at
  * them, the forward, zb-h1's kept gains and the rebuilt buffers are
- * emitted and the program compiles; tiny's own program has none of it;
- * qk_norm rmsnorm_projection is refused by name. */
+ * emitted and the program compiles; tiny's own program has none of it.
+ * With qk_norm rmsnorm_projection as well (OLMo-2's block) the q and k
+ * gains are split over TP and not summed, QK_PROJ_OF marks the layers,
+ * the row sums are all-reduced over TP each way and the program
+ * compiles. */
 static void test_norm_position(void **state)
 {
     (void)state;
@@ -1207,9 +1210,22 @@ static void test_norm_position(void **state)
     for (int i = 0; i < p.model.n_layers; i++)
         if (p.model.layers[i].kind == LAYER_ATTENTION) p.model.layers[i].qk_norm = QK_NORM_RMSNORM_PROJ;
     text = emit_text(&p, why, sizeof why, &n);
-    if (text) fail_msg("qk_norm rmsnorm_projection: emitted, expected a refusal");
-    if (!strstr(why, "qk_norm rmsnorm_projection: planc's runtime cannot honour it"))
-        fail_msg("the refusal does not name the key: %s", why);
+    if (!text) fail_msg("qk_norm rmsnorm_projection refused: %s", why);
+    static const char *const olmo2[] = {   /* OLMo-2's block: post-norms and the q/k norm of the projection */
+        /* a gain per element of q (4 heads x 16) and of k, split over TP with the heads, not summed */
+        "{ \"layers.1.attn.q_norm.weight\", 1, 0, 64, 1, PRT_SPLIT_ROWS, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, false,",
+        "{ \"layers.1.attn.k_norm.weight\", 1, 0, 64, 1, PRT_SPLIT_ROWS, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, false,",
+        /* attention: qkv w, b, out w, b (ids 2-5), the gains 6, 7, then the post-norm's 8 */
+        "static const int QK_NORM_W[N_LAYERS] = { -1, 6, -1, ", "static const int POST_NORM_W[N_LAYERS] = { -1, 8, ",
+        "static const bool QK_PROJ_OF[N_LAYERS] = { false, true, false, ",
+        "prt_qk_proj_sumsq(a->qkr, a->h,", "prt_all_reduce(R.c->tp, a->qkr, a->qkr, 2 * N, PRT_FP32, PRT_SUM)",
+        "prt_all_reduce(R.c->tp, S.qkdot, S.qkdot, 2 * N, PRT_FP32, PRT_SUM)", "S.qkdot = f32_alloc(2 * N);",
+        "qk_norm_bwd_kept(L, a, a->dh);", "S.rc.qkin = act_alloc(",
+    };
+    for (size_t k = 0; k < sizeof olmo2 / sizeof olmo2[0]; k++)
+        if (!strstr(text, olmo2[k])) fail_msg("OLMo-2's program lacks '%s'", olmo2[k]);
+    if (build_case(&p, "olmo2-tp2-pp2-sp", NULL) != 0) fail_msg("OLMo-2's program does not compile");
+    free(text);
     free(plain);
     dsl_arena_free(&a);
 }

@@ -17,6 +17,7 @@
 # shared expert (tokens dropped).
 # `ropellama3;`, `ropeyarn;` give the `llama;` model RoPE scaling (below),
 # `qknorm;` the `llama;` model with `qk_norm rmsnorm` (Qwen3's q/k norm).
+# `qkproj;` the `llama;` model with `qk_norm rmsnorm_projection` (OLMo-2's).
 # `postnorm;` the `llama;` model with norm_position post (OLMo-2),
 # `sandwich;` tiny's GPT with norm_position sandwich (Gemma 2).
 # `cpnodeK;` is run.sh's (PLANRT_CP_NODE_RANKS=K: the hierarchical CP form's
@@ -111,6 +112,12 @@ case "$body" in *ropeyarn\;*) body=${body//ropeyarn;/}
 # query heads and one for the key heads, replicated over TP)
 case "$body" in *qknorm\;*) body=${body//qknorm;/}; llama=true
     llama_model=${llama_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm} ;; esac
+# `qkproj;` (issue 29): the `llama;` model with OLMo-2's q/k norm (an
+# RMSNorm of each token's whole q projection, 64 values, and whole k
+# projection, 32, a gain per element, split over TP with the heads: the
+# sums of squares span the TP ranks); with `postnorm;` it is OLMo-2's block
+case "$body" in *qkproj\;*) body=${body//qkproj;/}; llama=true
+    llama_model=${llama_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm_projection} ;; esac
 # `postnorm;` (issue 29): the `llama;` model with OLMo-2's post-norms
 # (norm_position post on attention and MLP: x + norm(f(x)), no input norm)
 case "$body" in *postnorm\;*) body=${body//postnorm;/}; llama=true

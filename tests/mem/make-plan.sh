@@ -32,6 +32,10 @@ case "$body" in *wide\;*) seq=512; body=${body//wide;/} ;; esac
 # (`qk_norm rmsnorm`: the pre-norm q and k and an fp32 rstd per head kept)
 att="attention { heads 8 }"
 case "$body" in *qknorm\;*) att="attention { heads 8; qk_norm rmsnorm }"; body=${body//qknorm;/} ;; esac
+# a body containing `qkproj;` gives it OLMo-2's q/k norm of the whole
+# projection (`qk_norm rmsnorm_projection`: the pre-norm q and k and two
+# fp32 rstd per token kept, its gains split over TP)
+case "$body" in *qkproj\;*) att="attention { heads 8; qk_norm rmsnorm_projection }"; body=${body//qkproj;/} ;; esac
 # a body containing `gemma2;` gives the attention Gemma 2's score scale and
 # soft-cap, and the head a soft-cap: the runtime keeps nothing more for
 # them (the capped backward recomputes the raw scores into the spent
