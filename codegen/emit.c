@@ -302,6 +302,11 @@ static void emit_rope(Cg *g, const Model *m)
     out(g, "static const prt_rope ROPE_PARAMS = { %s, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g };\n",
         kinds[r.kind], plan_rope_theta(m), r.factor, r.low_freq_factor, r.high_freq_factor,
         r.beta_fast, r.beta_slow, (double)r.original_max_position);
+    if (feature(g, "ROPE_LOCAL", 10) != 1) return;
+    out(g, "/* The local (sliding-window) layers' RoPE (embedding rope_local_theta, Gemma 3's\n"
+           " * rope_local_base_freq): that base, unscaled (rope_of) */\n");
+    out(g, "static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, %.17g, 1, 1, 4, 32, 1, 0 };\n",
+        plan_rope_local_theta(m));
 }
 
 static const char *kind_name(LayerKind k)
@@ -475,6 +480,7 @@ static void set_features(Cg *g)
     set_feature(g, "MLP_GEGLU", kinds == 1 && act[ACT_GEGLU] > 0);
     set_feature(g, "SLIDING_WINDOW", window > 0);
     set_feature(g, "ROPE", pos == POS_ROPE);
+    set_feature(g, "ROPE_LOCAL", pos == POS_ROPE && plan_rope_local_theta(m) > 0);   /* ROPE_LOCAL_PARAMS */
     set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
     set_feature(g, "EMBED_SCALE", m->n_layers > 0 && m->layers[0].embed_scale);   /* Gemma: x sqrt(dim) */
     set_feature(g, "NORM_PLUS_ONE", m->norm_plus_one);   /* Gemma: RMSNorm's gain 1 + w */
@@ -679,6 +685,8 @@ static void emit_model_config(Cg *g)
         (long long)m->vocab, (long long)m->seq, (long long)m->dim,
         (unsigned)m->dtype < 4 ? dt[m->dtype] : "?", m->n_blocks, pos[E->position],
         plan_rope_theta(m), E->rope_scaling.kind != ROPE_SCALING_NONE ? "true" : "false");
+    if (plan_rope_local_theta(m) > 0)   /* Gemma 3's local RoPE base (written only where set) */
+        k += snprintf(j + k, sizeof j - (size_t)k, "\"rope_local_theta\": %.17g, ", plan_rope_local_theta(m));
     if (A)
         k += snprintf(j + k, sizeof j - (size_t)k,
             "\"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"window\": %lld, \"attn_norm\": \"%s\", "

@@ -12,7 +12,7 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, QK_PROJ, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM,
+ * SLIDING_WINDOW, ROPE, ROPE_LOCAL, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, QK_PROJ, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM,
  * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
@@ -110,6 +110,9 @@
 #ifndef QK_PROJ
 #define QK_PROJ 0
 #endif
+#ifndef ROPE_LOCAL
+#define ROPE_LOCAL 0
+#endif
 #ifndef ATTN_SCORES
 #define ATTN_SCORES 0
 #endif
@@ -151,6 +154,9 @@ static const size_t MAX_HEADS = 1;   /* the score buffers' heads (CP: its own sa
 #endif
 #if ROPE
 static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0 };
+#endif
+#if ROPE && ROPE_LOCAL
+static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, 100, 1, 1, 4, 32, 1, 0 };
 #endif
 #if DROPOUT
 static const float DROPOUT_P = 0.1f;
@@ -1250,6 +1256,16 @@ static size_t window_of(const LayerSpec *L) { return L->window; }
 static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
 #endif
 
+#if ROPE && ROPE_LOCAL
+/* Gemma 3's rule (embedding rope_local_theta): a layer with a sliding
+ * window (a local block) rotates by ROPE_LOCAL_PARAMS, unscaled; the
+ * global ones by ROPE_PARAMS, with rope_scaling. */
+static const prt_rope *rope_of(const LayerSpec *L) { return L->window > 0 ? &ROPE_LOCAL_PARAMS : &ROPE_PARAMS; }
+#elif ROPE
+/* Every layer rotates by ROPE_PARAMS. */
+static const prt_rope *rope_of(const LayerSpec *L) { (void)L; return &ROPE_PARAMS; }
+#endif
+
 #if ATTN_SCORES
 /* Gemma 2's scores (ATTN_SCORES_OF: scale 1/sqrt(query_pre_attn_scalar),
  * soft-cap cap tanh(s / cap) before the mask): every attention call below
@@ -1300,11 +1316,11 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #endif
 #if ROPE && CONTEXT_PARALLEL
     /* rotary on q and k at global positions, interleaved pairs (2i, 2i+1): ROPE_PARAMS says more */
-    prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS, SEQ, CP,
+    prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L), SEQ, CP,
                     R.c->coord.cp);
 #elif ROPE
     /* rotary positions on q and k, interleaved pairs (2i, 2i+1): ROPE_PARAMS says why not HF's halves */
-    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS);
+    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L));
 #endif
 #if CONTEXT_PARALLEL
     /* CP: this rank's queries against the whole sequence's keys, from the CP group (cp_comm) */
@@ -1417,9 +1433,9 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
 #if ROPE && CONTEXT_PARALLEL
-    prt_rope_cp_bwd(S.dh, B, T, h, hkv, hs, &ROPE_PARAMS, SEQ, CP, R.c->coord.cp);
+    prt_rope_cp_bwd(S.dh, B, T, h, hkv, hs, rope_of(L), SEQ, CP, R.c->coord.cp);
 #elif ROPE
-    prt_rope_bwd(S.dh, B, T, h, hkv, hs, &ROPE_PARAMS);
+    prt_rope_bwd(S.dh, B, T, h, hkv, hs, rope_of(L));
 #endif
 #if QK_NORM
     qk_norm_bwd(L, a, S.dh);                                            /* q/k norm: gains partial over TP */
@@ -1469,9 +1485,9 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_attention_bwd(a->dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
 #if ROPE && CONTEXT_PARALLEL
-    prt_rope_cp_bwd(a->dh, B, T, h, hkv, hs, &ROPE_PARAMS, SEQ, CP, R.c->coord.cp);
+    prt_rope_cp_bwd(a->dh, B, T, h, hkv, hs, rope_of(L), SEQ, CP, R.c->coord.cp);
 #elif ROPE
-    prt_rope_bwd(a->dh, B, T, h, hkv, hs, &ROPE_PARAMS);
+    prt_rope_bwd(a->dh, B, T, h, hkv, hs, rope_of(L));
 #endif
 #if QK_NORM
     qk_norm_bwd_kept(L, a, a->dh);                                      /* q/k norm: its gains' gradients aside */

@@ -70,6 +70,18 @@ double plan_rope_theta(const Model *m)
     return PLAN_ROPE_THETA_DEFAULT;
 }
 
+double plan_rope_local_theta(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_EMBEDDING) return m->layers[i].rope_local_theta;
+    return 0;
+}
+
+bool plan_layer_rope_local(const Model *m, const Layer *l)
+{
+    return l->kind == LAYER_ATTENTION && l->window > 0 && plan_rope_local_theta(m) > 0;
+}
+
 RopeScaling plan_rope_scaling(const Model *m)
 {
     for (int i = 0; i < m->n_layers; i++)

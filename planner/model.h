@@ -175,6 +175,14 @@ double plan_rope_theta(const Model *m);
 /* RoPE's frequency scaling: the embedding's rope_scaling (kind NONE when
  * the model has none). */
 RopeScaling plan_rope_scaling(const Model *m);
+/* The windowed (local) attention layers' own RoPE base, unscaled: the
+ * embedding's rope_local_theta (Gemma 3's rope_local_base_freq); 0: none,
+ * every layer rotates by plan_rope_theta and plan_rope_scaling. */
+double plan_rope_local_theta(const Model *m);
+/* Whether attention layer l rotates by plan_rope_local_theta, unscaled
+ * (Gemma 3's rule: a local block, one with a sliding window, where the
+ * model has a local base), not by rope_theta with rope_scaling. */
+bool plan_layer_rope_local(const Model *m, const Layer *l);
 /* The norms' epsilon: the model's norm_eps, or PLAN_NORM_EPS_DEFAULT
  * (Megatron's --norm-epsilon default and planc's runtime before the key). */
 #define PLAN_NORM_EPS_DEFAULT 1e-5

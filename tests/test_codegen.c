@@ -1103,7 +1103,9 @@ static void test_rope_scaling(void **state)
         if (good) {
             if (!text) fail_msg("rope scaling %zu refused: %s", k, why);
             if (!strstr(text, ok[k].want)) fail_msg("rope scaling %zu: the program lacks '%s'", k, ok[k].want);
-            if (!strstr(text, "prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS);"))
+            if (!strstr(text, "prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L));") ||
+                !strstr(text, "static const prt_rope *rope_of(const LayerSpec *L) { (void)L; return &ROPE_PARAMS; }") ||
+                strstr(text, "ROPE_LOCAL_PARAMS"))
                 fail_msg("rope scaling %zu: the forward does not rotate with ROPE_PARAMS", k);
             if (k == 0 && build_case(&p, c.name, NULL) != 0) fail_msg("the llama3 program does not compile");
         } else {
@@ -1114,6 +1116,47 @@ static void test_rope_scaling(void **state)
         free(text);
         dsl_arena_free(&a);
     }
+}
+
+/* Gemma 3's local RoPE base (issue 29, embedding rope_local_theta): the
+ * program carries ROPE_LOCAL_PARAMS, that base unscaled, beside
+ * ROPE_PARAMS (rope_theta with its rope_scaling), rotates a layer with a
+ * sliding window by the first and the others by the second, forward and
+ * backward, records rope_local_theta in model_config (export-hf refuses
+ * it there), and compiles. */
+static void test_rope_local(void **state)
+{
+    (void)state;
+    static const Case c = { "rope-local", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 1 };
+    DslArena a;
+    Plan p;
+    char why[512] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    for (int i = 0; i < p.model.n_layers; i++) {
+        Layer *l = &p.model.layers[i];
+        if (l->kind == LAYER_EMBEDDING) {
+            l->position = POS_ROPE;
+            l->rope_theta = 1000000;
+            l->rope_local_theta = 10000;
+            l->rope_scaling = (RopeScaling){ ROPE_SCALING_LINEAR, 8, 1, 4, 32, 1, 0 };
+        }
+        if (l->kind == LAYER_ATTENTION) l->window = 16;
+    }
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("refused: %s", why);
+    static const char *const want[] = {
+        "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LINEAR, 1000000, 8, 1, 4, 32, 1, 0 };",
+        "static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0 };",
+        "return L->window > 0 ? &ROPE_LOCAL_PARAMS : &ROPE_PARAMS;",
+        "prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L));",
+        "prt_rope_bwd(S.dh, B, T, h, hkv, hs, rope_of(L));", "\\\"rope_local_theta\\\": 10000, ",
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(text, want[k])) fail_msg("the local RoPE's program lacks '%s'", want[k]);
+    if (build_case(&p, c.name, NULL) != 0) fail_msg("the local RoPE's program does not compile");
+    free(text);
+    dsl_arena_free(&a);
 }
 
 /* Issue 29's q/k norm (`qk_norm rmsnorm`, Qwen3): on tp 2 x pp 2 under
@@ -1539,6 +1582,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_target_dtype),
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_rope_scaling),
+        cmocka_unit_test(test_rope_local),
         cmocka_unit_test(test_qk_norm),
         cmocka_unit_test(test_gemma2_scores),
         cmocka_unit_test(test_norm_position),

@@ -106,6 +106,16 @@ case "$body" in *ropellama3\;*) body=${body//ropellama3;/}
     rope_scaling='rope_scaling { type llama3; factor 8; low_freq_factor 1; high_freq_factor 4; original_max_position 32 }' ;; esac
 case "$body" in *ropeyarn\;*) body=${body//ropeyarn;/}
     rope_scaling='rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 }' ;; esac
+# `ropewin;` (issue 29): the `llama;` model with Gemma 3's pattern of local
+# and global blocks, a window of 24 on blocks 0 and 2 (`every 2`) and RoPE
+# scaled linearly by 4; `ropelocal;` the same with Gemma 3's rule: the local
+# blocks turn at their own base, rope_local_theta 100, unscaled (the
+# global ones at rope_theta 10000, scaled)
+case "$body" in *ropewin\;*|*ropelocal\;*) llama=true
+    rope_scaling='rope_scaling { type linear; factor 4 }'
+    case "$body" in *ropelocal\;*) rope_scaling="rope_local_theta 100; $rope_scaling" ;; esac
+    body=${body//ropewin;/}; body=${body//ropelocal;/}
+    llama_model=${llama_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; sliding_window 24 every 2; norm rmsnorm; bias false} ;; esac
 [ -z "$rope_scaling" ] || llama_model=${llama_model/position rope \}/position rope; $rope_scaling \}}
 # `qknorm;` (issue 29): the `llama;` model with Qwen3's q/k norm (an
 # RMSNorm of each query and key head before RoPE, a gain of 16 for the
