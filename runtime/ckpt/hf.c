@@ -49,6 +49,8 @@ typedef struct {
     bool    rope_scaling, ffn_bias, tied, moe;
     bool    embed_scale, norm_plus_one;   /* Gemma's sqrt(dim) normalizer and x*(1+w) RMSNorm */
     bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
+    bool    qk_proj;                      /* OLMo-2's, of the whole projections ("rmsnorm_projection") */
+    double  rope_local;                   /* Gemma 3's local blocks' RoPE base; 0: none */
     double  attn_softcap, query_scalar, logit_softcap;   /* Gemma 2's; 0: none (absent before them) */
     char    norm_pos[2][16];              /* attention's and the MLP's norm_position ("pre" when absent) */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
@@ -113,9 +115,11 @@ static prt_status parse_model(const char *config, HfModel *m)
         *ov[i] = n >= 0 && d.n[n].kind == JS_BOOL && d.n[n].count != 0;
     }
     const char *qk = js_s(&d, js_get(&d, 0, "qk_norm"));   /* absent: none (written since Qwen3) */
-    if (!st && qk && strcmp(qk, "none") && strcmp(qk, "rmsnorm"))
-        st = ckpt_fail(PRT_ERR_FORMAT, "model_config: qk_norm \"%s\" is neither none nor rmsnorm", qk);
+    if (!st && qk && strcmp(qk, "none") && strcmp(qk, "rmsnorm") && strcmp(qk, "rmsnorm_projection"))
+        st = ckpt_fail(PRT_ERR_FORMAT, "model_config: qk_norm \"%s\" is none, rmsnorm or rmsnorm_projection", qk);
     m->qk_norm = qk && !strcmp(qk, "rmsnorm");
+    m->qk_proj = qk && !strcmp(qk, "rmsnorm_projection");
+    if (!num_of(&d, "rope_local_theta", &m->rope_local)) m->rope_local = 0;   /* absent: none (issue 29) */
     const char *g2[] = {"attn_softcap", "query_scalar", "logit_softcap"};   /* absent: 0 (written since Gemma 2) */
     double *g2v[] = {&m->attn_softcap, &m->query_scalar, &m->logit_softcap};
     for (int i = 0; i < 3; i++)
@@ -151,11 +155,17 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
                : "query_pre_attn_scalar");
     if (m->rope_scaling) REFUSE("rope_scaling: not written to config.json yet, and an export without it would change the model");
     if (!strcmp(m->final_norm, "none")) REFUSE("no final norm: every architecture written here has one");
+    if (m->rope_local > 0)   /* issue 29: the runtime trains it; Gemma3ForCausalLM is not written */
+        REFUSE("rope_local_theta %g: Gemma 3's RoPE base of the local blocks; Gemma3ForCausalLM is not written, "
+               "and an export without it would change the model", m->rope_local);
+    if (m->qk_proj)   /* issue 29: the runtime trains it; Olmo2ForCausalLM is not written */
+        REFUSE("qk_norm rmsnorm_projection: OLMo-2's q/k norm of the whole projections; Olmo2ForCausalLM is not "
+               "written, and no architecture written here has it");
     for (int i = 0; i < 2; i++)   /* issue 29: the runtime trains them; no architecture here is written */
         if (strcmp(m->norm_pos[i], "pre"))
             REFUSE("norm_position %s on %s: OLMo-2 (post-norms) also normalises q and k over the whole projection "
-                   "and Gemma 2 (sandwich norms) also soft-caps its logits and alternates sliding windows, which "
-                   "planc does not; Olmo2ForCausalLM and Gemma2ForCausalLM are not written",
+                   "and Gemma 2 (sandwich norms) also soft-caps its logits and alternates sliding windows; "
+                   "Olmo2ForCausalLM and Gemma2ForCausalLM are not written",
                    m->norm_pos[i], i ? "the MLP" : "attention");
     if (!strcmp(m->act, "geglu")) {   /* Gemma: GeGLU (tanh GELU), sqrt(dim) embedding, x*(1+w) RMSNorm */
         if (!m->embed_scale)

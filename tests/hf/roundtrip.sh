@@ -74,6 +74,11 @@ EOF
         model gemma | sed -e 's/tinygemma/tinycapped/' -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; softcap 50 }/' ;;
     postnorm)   # OLMo-2's post-norms without its whole-projection q/k norm: no architecture (issue 29)
         model llama | sed -e 's/tinyllama/tinypostnorm/' -e 's/bias false }/bias false; norm_position post }/g' ;;
+    olmo2)   # OLMo-2's block: post-norms and the q/k norm of the whole projection (issue 29)
+        model postnorm | sed -e 's/tinypostnorm/tinyolmo2/' \
+            -e 's/kv_heads 2; norm rmsnorm; bias false; norm_position post }/kv_heads 2; norm rmsnorm; bias false; norm_position post; qk_norm rmsnorm_projection }/' ;;
+    ropelocal)   # Gemma 3's local blocks' RoPE base on Mistral's window (issue 29): no architecture written
+        model mistral | sed -e 's/tinymistral/tinyropelocal/' -e 's/position rope/position rope; rope_local_theta 100/' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
     esac
@@ -187,7 +192,7 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared capped postnorm; do
+for m in geglu shared capped postnorm olmo2 ropelocal; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
@@ -197,6 +202,10 @@ expect_fail export-softcap 2 "attention softcap (Gemma 2): no architecture writt
     "$ckpt" export-hf capped.ck capped.out
 expect_fail export-postnorm 2 "norm_position post on attention: OLMo-2 (post-norms) also normalises q and k" \
     "$ckpt" export-hf postnorm.ck postnorm.out
+expect_fail export-olmo2 2 "qk_norm rmsnorm_projection: OLMo-2's q/k norm of the whole projections; Olmo2ForCausalLM is not written" \
+    "$ckpt" export-hf olmo2.ck olmo2.out
+expect_fail export-ropelocal 2 "rope_local_theta 100: Gemma 3's RoPE base of the local blocks; Gemma3ForCausalLM is not written" \
+    "$ckpt" export-hf ropelocal.ck ropelocal.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out
