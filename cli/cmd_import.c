@@ -52,8 +52,9 @@ static const char IMPORT_HELP[] =
     "llama (Llama 1-3.x, rope_scaling included), mistral, mixtral (its sparse\n"
     "MoE as `moe { }`), qwen2, qwen3 (qk_norm rmsnorm), qwen2_moe, qwen3_moe\n"
     "(their dense blocks as repeats of their own), olmo2 (norm_position\n"
-    "post, qk_norm rmsnorm_projection: counted, not emitted), gemma, gemma2\n"
-    "(softcap, sliding_window W every 2, norm_position sandwich), gpt2, phi3,\n"
+    "post, qk_norm rmsnorm_projection), gemma, gemma2 (softcap, sliding_window\n"
+    "W every 2, norm_position sandwich), gemma3_text (rope_local_theta; counted,\n"
+    "not emitted: its q/k norm by 1 + w), gpt2, phi3,\n"
     "deepseek_v2 and deepseek_v3 (multi-head latent attention as `kind mla`;\n"
     "their mixture where `moe { }` expresses it, else refused naming the key).\n"
     "seq is the config's max_position_embeddings (n_positions for GPT-2):\n"
@@ -89,6 +90,7 @@ typedef struct {
     const char *dtype;              /* fp32 | bf16 | fp16 */
     const char *position;           /* learned | rope */
     double      rope_theta;         /* 0: the language's default */
+    double      rope_local_theta;   /* Gemma 3's local blocks' base (rope_local_theta); 0: none */
     const char *norm;               /* layernorm | rmsnorm */
     const char *act;                /* gelu | swiglu | geglu */
     ImportBias  attn_bias;
@@ -774,8 +776,8 @@ static void read_gemma2(HfConfig *c, ImportModel *m)
  * 1 + w as every Gemma norm), five local blocks to a global one
  * (sliding_window_pattern 6 or layer_types) whose RoPE base is
  * rope_local_base_freq on the local blocks and rope_theta (and
- * rope_scaling) on the global ones; its sandwich norms as Gemma 2's;
- * refused naming the local blocks' own RoPE base where it differs. */
+ * rope_scaling) on the global ones (`rope_local_theta`, written where it
+ * differs from the global rotation); its sandwich norms as Gemma 2's. */
 static void read_gemma3(HfConfig *c, ImportModel *m)
 {
     read_gemma(c, m);
@@ -786,9 +788,9 @@ static void read_gemma3(HfConfig *c, ImportModel *m)
     m->norm_position = "sandwich";
     read_gemma_window(c, m, 6, true);
     double local = hf_num(c, "rope_local_base_freq", 10000, "the local blocks' RoPE base");
-    if (local != m->rope_theta || m->rope_scaling.kind != ROPE_SCALING_NONE)
-        m->needs = "a RoPE base of the local blocks' own (rope_local_base_freq; rope_scaling on the global "
-                   "blocks only)";
+    bool same = local == (m->rope_theta > 0 ? m->rope_theta : PLAN_ROPE_THETA_DEFAULT) &&
+                m->rope_scaling.kind == ROPE_SCALING_NONE;
+    if (m->window > 0 && !same) m->rope_local_theta = local;   /* some block is local, and it turns otherwise */
 }
 
 /* An integer key of DeepSeek's whose null means "none" (0) and whose
@@ -1198,6 +1200,10 @@ static void put_model(FILE *o, const ImportModel *m, const char *name, const cha
         else
             fprintf(o, "; rope_theta %.17g", m->rope_theta);
     }
+    if (m->rope_local_theta > 0) {
+        fprintf(o, "; rope_local_theta ");
+        put_num(o, m->rope_local_theta);
+    }
     put_rope_scaling(o, &m->rope_scaling);
     fprintf(o, " }\n");
     put_all_blocks(o, m);
@@ -1385,8 +1391,7 @@ static int import_config(const char *path, const char *out_path, const char *nam
     if (!fam) {
         dsl_error(&diag, key_loc(&c, "model_type"),
                   "model_type \"%s\" is not supported: expected llama, mistral, mixtral, qwen2, qwen3, qwen2_moe, "
-                  "qwen3_moe, olmo2, gemma, gemma2, gpt2, phi3, deepseek_v2 or deepseek_v3 (gemma3_text is read, "
-                  "then refused naming what it needs)",
+                  "qwen3_moe, olmo2, gemma, gemma2, gemma3_text, gpt2, phi3, deepseek_v2 or deepseek_v3",
                   family);
         goto done;
     }

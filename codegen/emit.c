@@ -313,6 +313,11 @@ static void emit_rope(Cg *g, const Model *m)
     out(g, "static const prt_rope ROPE_PARAMS = { %s, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g };\n",
         kinds[r.kind], plan_rope_theta(m), r.factor, r.low_freq_factor, r.high_freq_factor,
         r.beta_fast, r.beta_slow, (double)r.original_max_position);
+    if (feature(g, "ROPE_LOCAL", 10) != 1) return;
+    out(g, "/* The local (sliding-window) layers' RoPE (embedding rope_local_theta, Gemma 3's\n"
+           " * rope_local_base_freq): that base, unscaled (rope_of) */\n");
+    out(g, "static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, %.17g, 1, 1, 4, 32, 1, 0 };\n",
+        plan_rope_local_theta(m));
 }
 
 static const char *kind_name(LayerKind k)
@@ -430,15 +435,25 @@ static bool program_uses(const Cg *g, PlanOpKind k)
 
 /* The features the template's #if lines test, from the layout, the model's
  * layers and the Program's op kinds (USES_<kind>). */
+/* Whether attention layer L has a q/k norm of either kind: `rmsnorm`
+ * (Qwen3, each head) or `rmsnorm_projection` (OLMo-2, the whole q and k
+ * projections). */
+static bool layer_qk_norm(const Layer *L)
+{
+    return L->kind == LAYER_ATTENTION && L->attn != ATTN_MLA && L->qk_norm != QK_NORM_NONE;
+}
+
 static void set_features(Cg *g)
 {
     const Model *m = &g->p->model;
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
-        bias = 0, window = 0, qk_norm = 0, scores = 0, logit_cap = 0, post_norm = 0, pre_norms = 0, moe_gated = 0;
+        bias = 0, window = 0, qk_norm = 0, qk_proj = 0, scores = 0, logit_cap = 0, post_norm = 0, pre_norms = 0,
+        moe_gated = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
-        qk_norm += plan_layer_qk_norm_params(m, L) > 0;
+        qk_norm += layer_qk_norm(L);
+        qk_proj += layer_qk_norm(L) && L->qk_norm == QK_NORM_RMSNORM_PROJ;
         bool sub = L->kind == LAYER_ATTENTION || L->kind == LAYER_MLP || L->kind == LAYER_MOE;
         post_norm += sub && plan_layer_post_norm(L);
         pre_norms += sub && plan_layer_pre_norm(L);
@@ -478,6 +493,7 @@ static void set_features(Cg *g)
     set_feature(g, "MLP_GEGLU", kinds == 1 && act[ACT_GEGLU] > 0);
     set_feature(g, "SLIDING_WINDOW", window > 0);
     set_feature(g, "ROPE", pos == POS_ROPE);
+    set_feature(g, "ROPE_LOCAL", pos == POS_ROPE && plan_rope_local_theta(m) > 0);   /* ROPE_LOCAL_PARAMS */
     set_feature(g, "LEARNED_POS", pos == POS_LEARNED);
     set_feature(g, "EMBED_SCALE", m->n_layers > 0 && m->layers[0].embed_scale);   /* Gemma: x sqrt(dim) */
     set_feature(g, "NORM_PLUS_ONE", m->norm_plus_one);   /* Gemma: RMSNorm's gain 1 + w */
@@ -494,6 +510,7 @@ static void set_features(Cg *g)
     set_feature(g, "FP8_DELAYED", plan_fp8_on(&g->p->software) &&   /* amax histories (FP8_HISTORY[]) */
                 g->p->software.fp8.recipe == PLAN_FP8_DELAYED);
     set_feature(g, "QK_NORM", qk_norm > 0);   /* some attention's q/k norm: QK_NORM_W[] */
+    set_feature(g, "QK_PROJ", qk_proj > 0);   /* ... of the whole projection (OLMo-2): QK_PROJ_OF[] */
     set_feature(g, "ATTN_SCORES", scores > 0);   /* Gemma 2's scale or soft-cap: ATTN_SCORES_OF[] */
     set_feature(g, "LOGIT_SOFTCAP", logit_cap > 0);   /* Gemma 2's final-logit cap: LOGIT_CAP */
     set_feature(g, "POST_NORM", post_norm > 0);   /* norm_position post|sandwich somewhere: POST_NORM_W[] */
@@ -700,6 +717,8 @@ static void emit_model_config(Cg *g)
         (long long)m->vocab, (long long)m->seq, (long long)m->dim,
         (unsigned)m->dtype < 4 ? dt[m->dtype] : "?", m->n_blocks, pos[E->position],
         plan_rope_theta(m), E->rope_scaling.kind != ROPE_SCALING_NONE ? "true" : "false");
+    if (plan_rope_local_theta(m) > 0)   /* Gemma 3's local RoPE base (written only where set) */
+        k += snprintf(j + k, sizeof j - (size_t)k, "\"rope_local_theta\": %.17g, ", plan_rope_local_theta(m));
     if (A)
         k += snprintf(j + k, sizeof j - (size_t)k,
             "\"heads\": %lld, \"kv_heads\": %lld, \"head_dim\": %lld, \"window\": %lld, \"attn_norm\": \"%s\", "
@@ -880,12 +899,15 @@ static void param_row(Cg *g, int *id, const char *name, int layer, size_t rows, 
                       double std)
 {
     /* under SP a norm's gain and bias see this rank's rows only; a q/k
-     * norm's gains this rank's heads only, under any TP */
+     * norm's replicated gains (Qwen3's) this rank's heads only, under any
+     * TP; split gains (OLMo-2's q/k norm of the projection) are this
+     * rank's own slice, whole */
     bool qk = strstr(name, ".q_norm.") != NULL || strstr(name, ".k_norm.") != NULL;
     /* MLA's down projections, their biases and latent norms: every rank
      * back-propagates its heads' share of the latents (plan_layer_tp_partial_params) */
     qk = qk || strstr(name, ".q_a_") != NULL || strstr(name, ".kv_a_") != NULL;
-    bool tp_sum = g->l.tp > 1 && (qk || (g->l.sequence_parallel == 1 && strstr(name, "norm.") != NULL));
+    bool repl = !strcmp(split, "PRT_REPLICATED");
+    bool tp_sum = g->l.tp > 1 && repl && (qk || (g->l.sequence_parallel == 1 && strstr(name, "norm.") != NULL));
     int tp = g->l.tp;
     char shard[64];
     uint64_t local = (uint64_t)rows * cols / (strcmp(split, "PRT_REPLICATED") ? (uint64_t)tp : 1);
@@ -1164,6 +1186,13 @@ static int emit_params(Cg *g, bool write)
                 param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
                 snprintf(nm, sizeof nm, "layers.%d.attn.k_norm.weight", i);
                 param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+            } else if (L->qk_norm == QK_NORM_RMSNORM_PROJ) {
+                /* OLMo-2's q_norm (heads d), k_norm (kv_heads d): a gain per
+                 * element, start at 1, split over TP with the heads */
+                snprintf(nm, sizeof nm, "layers.%d.attn.q_norm.weight", i);
+                param_row(g, &id, nm, i, q, 1, "PRT_SPLIT_ROWS", 0, one, "PRT_INIT_ONES", 0);
+                snprintf(nm, sizeof nm, "layers.%d.attn.k_norm.weight", i);
+                param_row(g, &id, nm, i, kv, 1, "PRT_SPLIT_ROWS", 0, one, "PRT_INIT_ONES", 0);
             }
             if (plan_layer_post_norm(L)) norm_rows(g, &id, i, "attn_post_norm", ln);   /* the layer's last */
             break;
@@ -1292,9 +1321,11 @@ static void emit_mla(Cg *g)
     out(g, "};\n\n");
 }
 
-/* The q/k norm (`qk_norm rmsnorm`): each layer's q gain id, its k gain
- * the next (emit_params' order: after the output projection's weight and
- * bias); -1 where the layer has none. */
+/* The q/k norm (`qk_norm rmsnorm` or `rmsnorm_projection`): each layer's
+ * q gain id, its k gain the next (emit_params' order: after the output
+ * projection's weight and bias); -1 where the layer has none. With some
+ * `rmsnorm_projection`, QK_PROJ_OF[] says which layers norm the whole
+ * projection (OLMo-2) rather than each head (Qwen3). */
 static void emit_qk_norm(Cg *g)
 {
     const Model *m = &g->p->model;
@@ -1303,11 +1334,19 @@ static void emit_qk_norm(Cg *g)
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         int id = -1;
-        if (plan_layer_qk_norm_params(m, L) > 0) {
+        if (layer_qk_norm(L)) {
             int pre = plan_layer_pre_norm(L) ? 1 + (L->norm == NORM_LAYERNORM) : 0;   /* the pre-norm's rows */
             id = g->pfirst[i] + pre + 1 + (L->bias ? 1 : 0) + 1 + (L->bias && !L->qkv_bias_only ? 1 : 0);
         }
         out(g, "%s%d", i ? ", " : " ", id);
+    }
+    out(g, " };\n\n");
+    if (feature(g, "QK_PROJ", 7) != 1) return;
+    out(g, "/* Whether each layer's q/k norm is of the whole q and k projections (OLMo-2) */\n"
+           "static const bool QK_PROJ_OF[N_LAYERS] = {");
+    for (int i = 0; i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        out(g, "%s%s", i ? ", " : " ", layer_qk_norm(L) && L->qk_norm == QK_NORM_RMSNORM_PROJ ? "true" : "false");
     }
     out(g, " };\n\n");
 }
@@ -2163,14 +2202,8 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         what = "prt_rope_inv_freq wants factor >= 1, low_freq_factor > 0, high_freq_factor > "
                "low_freq_factor, beta_fast > beta_slow > 0 and original_max_position > 0";
     }
-    for (int i = 0; !key && i < p->model.n_layers; i++)
-        if (p->model.layers[i].kind == LAYER_ATTENTION && p->model.layers[i].qk_norm == QK_NORM_RMSNORM_PROJ) {
-            key = "qk_norm rmsnorm_projection";
-            what = "its q/k norm normalises each head (prt_qk_norm_*); OLMo-2's norm of the whole projection, "
-                   "whose sums of squares span the TP shards, is not written";
-        }
     for (int i = 0; !key && p->model.norm_plus_one && i < p->model.n_layers; i++)
-        if (plan_layer_qk_norm_params(&p->model, &p->model.layers[i]) > 0) {
+        if (layer_qk_norm(&p->model.layers[i])) {
             key = "qk_norm rmsnorm with norm_plus_one";
             what = "its q/k norm scales by the gain w itself (Qwen3), not by 1 + w (Gemma 3)";
         }

@@ -12,8 +12,9 @@
  * `#if NAME`, `#elif NAME`, `#else` and `#endif` lines whose NAME is one
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
- * SLIDING_WINDOW, ROPE, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, ATTN_SCORES, LOGIT_SOFTCAP, POST_NORM, MLA,
- * LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, MOE_SHARED_GATE, HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
+ * SLIDING_WINDOW, ROPE, ROPE_LOCAL, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, QK_PROJ, ATTN_SCORES,
+ * LOGIT_SOFTCAP, POST_NORM, MLA, LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, MOE_SHARED_GATE, HAS_FINAL_NORM,
+ * HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
  * is copied as it is. @KEY@ (in comments only, so this file stays C) is
@@ -110,6 +111,12 @@
 #ifndef QK_NORM
 #define QK_NORM 0
 #endif
+#ifndef QK_PROJ
+#define QK_PROJ 0
+#endif
+#ifndef ROPE_LOCAL
+#define ROPE_LOCAL 0
+#endif
 #ifndef ATTN_SCORES
 #define ATTN_SCORES 0
 #endif
@@ -154,6 +161,9 @@ static const size_t MAX_HEADS = 1;   /* the score buffers' heads (CP: its own sa
 #endif
 #if ROPE
 static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0 };
+#endif
+#if ROPE && ROPE_LOCAL
+static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, 100, 1, 1, 4, 32, 1, 0 };
 #endif
 #if DROPOUT
 static const float DROPOUT_P = 0.1f;
@@ -279,6 +289,9 @@ enum { FP8_AMAX_HISTORY_LEN = 16 };
 #if QK_NORM
 static const int QK_NORM_W[N_LAYERS] = { -1, 0, -1, -1, -1 };
 #endif
+#if QK_PROJ
+static const bool QK_PROJ_OF[N_LAYERS] = { false, true, false, false, false };
+#endif
 #if ATTN_SCORES
 static const prt_attn_scores ATTN_SCORES_OF[N_LAYERS] = { { 0, 0 }, { 0.25f, 50.0f }, { 0, 0 }, { 0, 0 }, { 0, 0 } };
 #endif
@@ -319,7 +332,8 @@ typedef struct {
 #endif
 #if QK_NORM
     prt_act *qkin; float *qkr;        /* (N, (h + hkv) d), (N, h + hkv): the q/k norm's input and
-                                         fp32 rstd (attention with qk_norm; else NULL) */
+                                         fp32 rstd (attention with qk_norm; else NULL); OLMo-2's
+                                         norm of the whole projection: rstd (N, 2), q's and k's */
 #endif
 #if POST_NORM
     prt_act *po; float *pmean, *prstd; /* (NL, C), (NL), (NL): the post-norm's input, the branch
@@ -386,6 +400,9 @@ static struct {
     prt_act *dln, *dlnf, *da, *dh, *datt, *tmp;
 #if NORM_PLUS_ONE
     prt_act *gain;         /* (C) an RMSNorm's gain 1 + w (Gemma), made before each use */
+#endif
+#if QK_PROJ
+    float   *qkdot;        /* (N, 2) the q/k norm of the projection's backward dots, summed over TP */
 #endif
 #if SP
     prt_act *full, *dyf;   /* all-rows partial sums of a row-parallel linear; the gathered output gradient */
@@ -660,9 +677,45 @@ static void pre_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *dx, const pr
  * both gains whole and normalises its own heads only, so its gain
  * gradients are partial sums over TP: PARAMS marks them tp_sum and the
  * step's SP_NORM_REDUCE sums them (as sequence parallelism's norms). */
+/* OLMo-2's (`qk_norm rmsnorm_projection`) normalises each row's whole q
+ * projection and, apart, its whole k projection, a gain per element split
+ * over TP with the heads: each rank's gain gradients are whole for its
+ * slice, but the mean of squares (forward) and the backward's dot(dy w,
+ * x rstd) span the TP ranks, so the program all-reduces each row's two
+ * partial sums over TP, 8 bytes a row each way (planner/model.c
+ * tp_stat_bytes). */
 
 /* The id of layer L's q gain (its k gain's is the next), -1: no q/k norm. */
 static int qk_gain(const LayerSpec *L) { return QK_NORM_W[L - LAYERS]; }
+
+#if QK_PROJ
+/* Whether layer L's q/k norm is OLMo-2's, of the whole q projection and
+ * the whole k projection (`qk_norm rmsnorm_projection`): a gain per
+ * element, this rank's heads' slice of it (split over TP with the heads),
+ * one rstd per row for q and one for k, whose sums of squares span the
+ * TP ranks. */
+static bool qk_proj(const LayerSpec *L) { return QK_PROJ_OF[L - LAYERS]; }
+#else
+static bool qk_proj(const LayerSpec *L) { (void)L; return false; }
+#endif
+
+#if SPLIT_BWD
+/* Elements of layer L's q gain (k: its k gain) on this rank: d (Qwen3's,
+ * shared by the heads) or this rank's heads' h d (hkv d) (OLMo-2's). */
+static size_t qk_gain_numel(const LayerSpec *L, bool k)
+{
+    return qk_proj(L) ? (size_t)(k ? L->hkv : L->h) * (size_t)L->d : (size_t)L->d;
+}
+
+/* Both gains' gradients: what zb-h1 keeps aside in a->gln. */
+static size_t qk_grad_numel(const LayerSpec *L)
+{
+    return qk_gain(L) >= 0 ? qk_gain_numel(L, false) + qk_gain_numel(L, true) : 0;
+}
+#endif
+
+/* The rstd a row keeps: one per head (Qwen3), or q's and k's (OLMo-2). */
+static size_t qk_stats(const LayerSpec *L) { return qk_proj(L) ? 2 : (size_t)(L->h + L->hkv); }
 
 /* Elements of the pre-norm q and k layer L keeps: N rows of (h + hkv) d. */
 static size_t qk_numel(const LayerSpec *L)
@@ -671,15 +724,15 @@ static size_t qk_numel(const LayerSpec *L)
 }
 
 #if RECOMPUTE_FULL
-/* The largest of them, or (stats) of their rstd, one per head and row:
- * the buffers a rebuilt layer shares (1: none). */
+/* The largest of them, or (stats) of their rstd, N qk_stats: the
+ * buffers a rebuilt layer shares (1: none). */
 static size_t qk_numel_max(bool stats)
 {
     size_t n = 1;
     for (int i = 0; i < N_LAYERS; i++) {
         const LayerSpec *L = &LAYERS[i];
         size_t k = L->kind == ATTENTION ? qk_numel(L) : 0;
-        if (stats && k) k /= (size_t)L->d;
+        if (stats && k) k = N * qk_stats(L);
         if (k > n) n = k;
     }
     return n;
@@ -692,8 +745,15 @@ static void qk_norm_fwd(const LayerSpec *L, LayerActs *a)
 {
     int q = qk_gain(L);
     if (q < 0) return;
-    prt_qk_norm_fwd(a->h, a->qkin, a->qkr, W(q), W(q + 1), N, (size_t)L->h, (size_t)L->hkv, (size_t)L->d,
-                    NORM_EPS);                                          /* q/k norm, per head */
+    size_t h = (size_t)L->h, hkv = (size_t)L->hkv, d = (size_t)L->d;
+    if (!qk_proj(L)) {
+        prt_qk_norm_fwd(a->h, a->qkin, a->qkr, W(q), W(q + 1), N, h, hkv, d, NORM_EPS);   /* q/k norm, per head */
+        return;
+    }
+    prt_qk_proj_sumsq(a->qkr, a->h, N, h, hkv, d);                      /* this rank's heads' sums of squares */
+    if (TP > 1) CHECK(prt_all_reduce(R.c->tp, a->qkr, a->qkr, 2 * N, PRT_FP32, PRT_SUM));   /* TP: the whole's */
+    prt_qk_proj_norm_fwd(a->h, a->qkin, a->qkr, a->qkr, W(q), W(q + 1), N, h, hkv, d, h * d * TP, hkv * d * TP,
+                         NORM_EPS);                                     /* q/k norm, whole projection */
 }
 
 /* In place on dqkv's q and k parts (after RoPE's backward); the gains'
@@ -701,8 +761,17 @@ static void qk_norm_fwd(const LayerSpec *L, LayerActs *a)
 static void qk_norm_bwd_to(const LayerSpec *L, const LayerActs *a, prt_act *dqkv, float *dwq, float *dwk)
 {
     int q = qk_gain(L);
-    prt_qk_norm_bwd(dqkv, dwq, dwk, a->qkin, W(q), W(q + 1), a->qkr, N, (size_t)L->h, (size_t)L->hkv,
-                    (size_t)L->d);
+    size_t h = (size_t)L->h, hkv = (size_t)L->hkv, d = (size_t)L->d;
+    if (!qk_proj(L)) {
+        prt_qk_norm_bwd(dqkv, dwq, dwk, a->qkin, W(q), W(q + 1), a->qkr, N, h, hkv, d);
+        return;
+    }
+#if QK_PROJ
+    prt_qk_proj_dot(S.qkdot, dqkv, a->qkin, W(q), W(q + 1), a->qkr, N, h, hkv, d);
+    if (TP > 1) CHECK(prt_all_reduce(R.c->tp, S.qkdot, S.qkdot, 2 * N, PRT_FP32, PRT_SUM));   /* TP: the whole's */
+    prt_qk_proj_norm_bwd(dqkv, dwq, dwk, a->qkin, W(q), W(q + 1), a->qkr, S.qkdot, N, h, hkv, d, h * d * TP,
+                         hkv * d * TP);                                 /* gains: this rank's slices, whole */
+#endif
 }
 
 #if USES_BWD
@@ -722,7 +791,7 @@ static size_t norm_grad_numel(const LayerSpec *L) { return L->ln_w < 0 ? 0 : L->
 #if QK_NORM && POST_NORM
 /* ... and a->gln's whole: the q and k gains' d each after them, then the
  * post-norm's (post_grad_at). */
-static size_t post_grad_at(const LayerSpec *L) { return norm_grad_numel(L) + (qk_gain(L) >= 0 ? 2 * (size_t)L->d : 0); }
+static size_t post_grad_at(const LayerSpec *L) { return norm_grad_numel(L) + qk_grad_numel(L); }
 #elif POST_NORM
 /* ... and a->gln's whole: the post-norm's gain and bias after them. */
 static size_t post_grad_at(const LayerSpec *L) { return norm_grad_numel(L); }
@@ -745,8 +814,8 @@ static const prt_act *post_norm_bwd_kept(const LayerSpec *L, LayerActs *a, const
 
 #if QK_NORM
 #if !POST_NORM
-/* ... and a->gln's whole: the q and k gains' d each after them. */
-static size_t gln_numel(const LayerSpec *L) { return norm_grad_numel(L) + (qk_gain(L) >= 0 ? 2 * (size_t)L->d : 0); }
+/* ... and a->gln's whole: the q and k gains' after them (qk_grad_numel). */
+static size_t gln_numel(const LayerSpec *L) { return norm_grad_numel(L) + qk_grad_numel(L); }
 #endif
 
 /* zb-h1's B: the q/k norm's backward, its gain gradients into a->gln
@@ -755,8 +824,8 @@ static void qk_norm_bwd_kept(const LayerSpec *L, LayerActs *a, prt_act *dqkv)
 {
     if (qk_gain(L) < 0) return;
     float *g = a->gln + norm_grad_numel(L);
-    CHECK(prt_zero(g, 2 * (size_t)L->d * sizeof(float)));
-    qk_norm_bwd_to(L, a, dqkv, g, g + L->d);
+    CHECK(prt_zero(g, qk_grad_numel(L) * sizeof(float)));
+    qk_norm_bwd_to(L, a, dqkv, g, g + qk_gain_numel(L, false));
 }
 #elif !POST_NORM
 static size_t gln_numel(const LayerSpec *L) { return norm_grad_numel(L); }
@@ -794,8 +863,8 @@ static void norm_grads_add(const LayerSpec *L, const LayerActs *a)
 #if QK_NORM
     if (L->kind == ATTENTION && qk_gain(L) >= 0) {   /* the q and k gains' */
         const float *g = a->gln + norm_grad_numel(L);
-        prt_grad_add(G(qk_gain(L)), g, (size_t)L->d);
-        prt_grad_add(G(qk_gain(L) + 1), g + L->d, (size_t)L->d);
+        prt_grad_add(G(qk_gain(L)), g, qk_gain_numel(L, false));
+        prt_grad_add(G(qk_gain(L) + 1), g + qk_gain_numel(L, false), qk_gain_numel(L, true));
     }
 #endif
 }
@@ -1371,6 +1440,16 @@ static size_t window_of(const LayerSpec *L) { return L->window; }
 static size_t window_of(const LayerSpec *L) { (void)L; return 0; }
 #endif
 
+#if ROPE && ROPE_LOCAL
+/* Gemma 3's rule (embedding rope_local_theta): a layer with a sliding
+ * window (a local block) rotates by ROPE_LOCAL_PARAMS, unscaled; the
+ * global ones by ROPE_PARAMS, with rope_scaling. */
+static const prt_rope *rope_of(const LayerSpec *L) { return L->window > 0 ? &ROPE_LOCAL_PARAMS : &ROPE_PARAMS; }
+#elif ROPE
+/* Every layer rotates by ROPE_PARAMS. */
+static const prt_rope *rope_of(const LayerSpec *L) { (void)L; return &ROPE_PARAMS; }
+#endif
+
 #if ATTN_SCORES
 /* Gemma 2's scores (ATTN_SCORES_OF: scale 1/sqrt(query_pre_attn_scalar),
  * soft-cap cap tanh(s / cap) before the mask): every attention call below
@@ -1618,11 +1697,11 @@ static void attention_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #endif
 #if ROPE && CONTEXT_PARALLEL
     /* rotary on q and k at global positions, interleaved pairs (2i, 2i+1): ROPE_PARAMS says more */
-    prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS, SEQ, CP,
+    prt_rope_cp_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L), SEQ, CP,
                     R.c->coord.cp);
 #elif ROPE
     /* rotary positions on q and k, interleaved pairs (2i, 2i+1): ROPE_PARAMS says why not HF's halves */
-    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS);
+    prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L));
 #endif
 #if CONTEXT_PARALLEL
     /* CP: this rank's queries against the whole sequence's keys, from the CP group (cp_comm) */
@@ -1739,9 +1818,9 @@ static void attention_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_attention_bwd(S.dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
 #if ROPE && CONTEXT_PARALLEL
-    prt_rope_cp_bwd(S.dh, B, T, h, hkv, hs, &ROPE_PARAMS, SEQ, CP, R.c->coord.cp);
+    prt_rope_cp_bwd(S.dh, B, T, h, hkv, hs, rope_of(L), SEQ, CP, R.c->coord.cp);
 #elif ROPE
-    prt_rope_bwd(S.dh, B, T, h, hkv, hs, &ROPE_PARAMS);
+    prt_rope_bwd(S.dh, B, T, h, hkv, hs, rope_of(L));
 #endif
 #if QK_NORM
     qk_norm_bwd(L, a, S.dh);                                            /* q/k norm: gains partial over TP */
@@ -1795,9 +1874,9 @@ static void attention_bwd_input(const LayerSpec *L, LayerActs *a, prt_act *d)
     prt_attention_bwd(a->dh, S.datt, S.da, a->h, a->att, false, B, T, h, hkv, hs, window_of(L));
 #endif
 #if ROPE && CONTEXT_PARALLEL
-    prt_rope_cp_bwd(a->dh, B, T, h, hkv, hs, &ROPE_PARAMS, SEQ, CP, R.c->coord.cp);
+    prt_rope_cp_bwd(a->dh, B, T, h, hkv, hs, rope_of(L), SEQ, CP, R.c->coord.cp);
 #elif ROPE
-    prt_rope_bwd(a->dh, B, T, h, hkv, hs, &ROPE_PARAMS);
+    prt_rope_bwd(a->dh, B, T, h, hkv, hs, rope_of(L));
 #endif
 #if QK_NORM
     qk_norm_bwd_kept(L, a, a->dh);                                      /* q/k norm: its gains' gradients aside */
@@ -2572,7 +2651,7 @@ static void qk_slot(SlotActs *sa, const LayerSpec *L, LayerActs *a)
 {
     if (L->kind != ATTENTION || qk_gain(L) < 0) return;
     a->qkin = KEEP_ACT(qk_numel(L));
-    a->qkr = KEEP_F32(N * (size_t)(L->h + L->hkv));
+    a->qkr = KEEP_F32(N * qk_stats(L));
 }
 #endif
 
@@ -2830,6 +2909,9 @@ static void scratch_alloc(void)
 #if NORM_PLUS_ONE
     S.gain = act_alloc(C);
 #endif
+#if QK_PROJ
+    S.qkdot = f32_alloc(2 * N);   /* planner/model.c plan_bwd_scratch_bytes: 8 N */
+#endif
     S.da = act_alloc(N * MAX_INNER);
     S.dh = act_alloc(N * MAX_WIDTH);
 #if CONTEXT_PARALLEL && RECOMPUTE_SELECTIVE
@@ -2916,6 +2998,9 @@ static void scratch_free(void)
 #if RECOMPUTE_FULL && QK_NORM
     prt_mem_free(S.rc.qkin);
     prt_mem_free(S.rc.qkr);
+#endif
+#if QK_PROJ
+    prt_mem_free(S.qkdot);
 #endif
 #if RECOMPUTE_SELECTIVE && DROPOUT
     prt_mem_free(S.attd);

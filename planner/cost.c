@@ -576,6 +576,11 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
     t->tp_f = tp_time(&p->cluster, tpg, &w.tp_fwd, w.tp_bytes);
     t->tp_b = tp_time(&p->cluster, tpg, &w.tp_bwd, w.tp_bytes) + fp8_arb;
     t->tp_f += fp8_arf;
+    if (w.tp_stat_bytes > 0 && tpg.size > 1) {   /* the q/k norm of the projection's row sums */
+        double ar = plan_comm_cost(&p->cluster, COLL_ALL_REDUCE, ALGO_AUTO, tpg, w.tp_stat_bytes).time;
+        t->tp_f += ar;
+        t->tp_b += ar;
+    }
     t->ep_f = ep_time(p, ly, epg, w.ep_fwd, &w, w.ep_count_bytes);
     t->ep_b = ep_time(p, ly, epg, w.ep_bwd, &w, 0);
     t->a2a_bytes = w.a2a_bytes;

@@ -656,6 +656,9 @@ static void write_megatron(const Ex *x, FILE *o)
                   "--apply-layernorm-1p for RMSNorm");
     if (m->n_layers > 0 && m->layers[0].embed_scale)
         refuse(x, "embedding scale sqrt_dim (Gemma): Megatron-LM has no flag for it");
+    if (plan_rope_local_theta(m) > 0)   /* issue 29: Gemma 3's local blocks' base */
+        refuse(x, "rope_local_theta %g (Gemma 3's rope_local_base_freq): Megatron-LM rotates every layer by one "
+                  "--rotary-base", plan_rope_local_theta(m));
     if (x->att && x->att->window > 0)
         refuse(x, "sliding_window %lld: arguments.py (core_v0.14.0) has no flag for it (TransformerConfig.window_size "
                   "is set in code only)", (long long)x->att->window);
@@ -916,6 +919,9 @@ static void torchtitan_model_rules(const Ex *x)
         refuse(x, "act %s: torchtitan 0.2's llama3 has a SwiGLU MLP only", ACT_NAMES[x->mlp->act]);
     if (x->att && (x->att->bias || (x->mlp && x->mlp->bias)))
         refuse(x, "bias: torchtitan 0.2's llama3 has no biases");
+    if (plan_rope_local_theta(m) > 0)
+        refuse(x, "rope_local_theta %g (Gemma 3's rope_local_base_freq): torchtitan 0.2's llama3 rotates every "
+                  "layer by one rope_theta", plan_rope_local_theta(m));
     if (x->att && x->att->window > 0)
         refuse(x, "sliding_window %lld: torchtitan 0.2's llama3 has no sliding window", (long long)x->att->window);
     if (m->dropout > 0)

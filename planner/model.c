@@ -70,6 +70,18 @@ double plan_rope_theta(const Model *m)
     return PLAN_ROPE_THETA_DEFAULT;
 }
 
+double plan_rope_local_theta(const Model *m)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_EMBEDDING) return m->layers[i].rope_local_theta;
+    return 0;
+}
+
+bool plan_layer_rope_local(const Model *m, const Layer *l)
+{
+    return l->kind == LAYER_ATTENTION && l->window > 0 && plan_rope_local_theta(m) > 0;
+}
+
 RopeScaling plan_rope_scaling(const Model *m)
 {
     for (int i = 0; i < m->n_layers; i++)
@@ -737,9 +749,14 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
     double qk = l->qk_norm != QK_NORM_NONE ? T * (hq + hkv) / t : 0;
     double qk_kept = l->qk_norm == QK_NORM_RMSNORM ? e * qk + 4 * T * (a + (double)l->kv_heads) / t : 0;
     /* rmsnorm_projection (OLMo-2): the same copy, and an rstd per token for
-     * q and one for k, 8 T, on every TP rank (their sums of squares are
-     * all-reduced over TP, 8 T bytes forward and backward: not timed) */
-    if (l->qk_norm == QK_NORM_RMSNORM_PROJ) qk_kept = e * qk + 8 * T;
+     * q and one for k, 8 T, on every TP rank; their sums of squares, and
+     * the backward's dots, span the TP shards: the program all-reduces a
+     * row's two fp32 partial sums over TP, 8 T bytes, once each way (and
+     * again in a rebuilt forward): tp_stat_bytes, timed by cost.c */
+    if (l->qk_norm == QK_NORM_RMSNORM_PROJ) {
+        qk_kept = e * qk + 8 * T;
+        w->tp_stat_bytes = 8 * T;
+    }
     if (qk > 0) ew(w, 3 * e * qk, 3 * e * qk, false);
     if (model_position(m) == POS_ROPE) rope_work(w, c, T * hq / t, T * hkv / t, e);
     residual_work(w, T * h, e, r, dropout);
@@ -801,8 +818,9 @@ static void attention_work(const Model *m, const Layer *l, const PlanCut *c,
      * and the pre-norm's fp32 gain (+ bias) gradients, kept aside from
      * B to W so B opens no gradient bucket (codegen's gln), the q/k
      * norm gains' with them */
+    double qk_proj_gains = l->qk_norm == QK_NORM_RMSNORM_PROJ ? (hq + hkv) / t : 0;   /* OLMo-2's: split */
     w->act_split = e * T * ((hq + 2 * hkv) / t + h) +
-                   4.0 * (double)(plan_layer_norm_params(m, l) + plan_layer_qk_norm_params(m, l));
+                   4.0 * ((double)(plan_layer_norm_params(m, l) + plan_layer_qk_norm_params(m, l)) + qk_proj_gains);
     w->recomputed = true;
     w->tp_bytes = e * T * h;
 }
@@ -1363,7 +1381,12 @@ double plan_bwd_scratch_bytes(const Model *m, const PlanCut *c, const PlanWidest
      * (plan_cp_attention_numel): no shared score gradients */
     double scores = c->flash || (c->cp > 1) ? 0 : b * (double)w->heads * s * s;
     double gain = m->norm_plus_one ? C : 0;   /* Gemma's 1 + w, made before each norm (S.gain) */
-    return e * (rows + N * (double)w->width + N * (double)w->inner + scores + gain);
+    /* OLMo-2's q/k norm of the projection: its backward's two fp32 dots a
+     * row, summed over TP (S.qkdot), where any layer has it */
+    double qkdot = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_ATTENTION && m->layers[i].qk_norm == QK_NORM_RMSNORM_PROJ) qkdot = 8 * N;
+    return e * (rows + N * (double)w->width + N * (double)w->inner + scores + gain) + qkdot;
 }
 
 /* ---- step totals ------------------------------------------------------ */

@@ -101,6 +101,8 @@ typedef struct {
                                    whatever is recomputed (memory.c adds it for that schedule) */
     double      tp_bytes;       /* bytes of one TP collective (b*s*h*e) */
     PlanTpColls tp_fwd, tp_bwd; /* TP collectives in forward / backward */
+    double      tp_stat_bytes;  /* one all-reduce over TP of per-row fp32 statistics, once each way
+                                   (OLMo-2's q/k norm of the projection: 8 b s; 0: none) */
     bool        recomputed;     /* full recompute re-runs this layer's forward */
     /* a mixture of experts under ep > 1: all-to-alls inside the EP group */
     double      ep_bytes;       /* bytes one rank sends in one dispatch or combine (e R h) */
@@ -173,6 +175,14 @@ double plan_rope_theta(const Model *m);
 /* RoPE's frequency scaling: the embedding's rope_scaling (kind NONE when
  * the model has none). */
 RopeScaling plan_rope_scaling(const Model *m);
+/* The windowed (local) attention layers' own RoPE base, unscaled: the
+ * embedding's rope_local_theta (Gemma 3's rope_local_base_freq); 0: none,
+ * every layer rotates by plan_rope_theta and plan_rope_scaling. */
+double plan_rope_local_theta(const Model *m);
+/* Whether attention layer l rotates by plan_rope_local_theta, unscaled
+ * (Gemma 3's rule: a local block, one with a sliding window, where the
+ * model has a local base), not by rope_theta with rope_scaling. */
+bool plan_layer_rope_local(const Model *m, const Layer *l);
 /* The norms' epsilon: the model's norm_eps, or PLAN_NORM_EPS_DEFAULT
  * (Megatron's --norm-epsilon default and planc's runtime before the key). */
 #define PLAN_NORM_EPS_DEFAULT 1e-5

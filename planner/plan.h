@@ -116,6 +116,9 @@ typedef struct {
     /* LAYER_EMBEDDING */
     PosKind   position;
     double    rope_theta;   /* RoPE base; 0 = the default 10000 (plan_rope_theta) */
+    double    rope_local_theta; /* RoPE base of the windowed (local) attention layers, which
+                               rotate unscaled (Gemma 3's rope_local_base_freq); 0: they
+                               rotate as the others (plan_layer_rope_local) */
     RopeScaling rope_scaling; /* kind NONE: none */
     bool      embed_scale;  /* `scale sqrt_dim`: the output times sqrt(dim), forward and
                                backward (Gemma's normalizer; issue 28) */

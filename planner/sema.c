@@ -511,12 +511,14 @@ static void sema_rope_scaling(Sema *S, const DslStmt *st, RopeScaling *r)
         dsl_error(S->d, s->key_loc, "beta_fast %g must exceed beta_slow %g", r->beta_fast, r->beta_slow);
 }
 
-/* embedding { dim; position; rope_theta; rope_scaling { } }: the model
- * width comes from here; rope_theta is RoPE's base (default 10000, Llama 3:
- * 500000) and, with rope_scaling, needs `position rope`. */
+/* embedding { dim; position; rope_theta; rope_local_theta; rope_scaling { } }:
+ * the model width comes from here; rope_theta is RoPE's base (default
+ * 10000, Llama 3: 500000) and, with rope_scaling, needs `position rope`;
+ * rope_local_theta is the base of the windowed (local) attention layers,
+ * unscaled (Gemma 3: 10000 beside rope_theta 1000000). */
 static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
 {
-    static const char *const keys[] = { "dim", "position", "rope_theta", "rope_scaling", "scale" };
+    static const char *const keys[] = { "dim", "position", "rope_theta", "rope_local_theta", "rope_scaling", "scale" };
     static const char *const scales[] = { "none", "sqrt_dim" };
     Fields F = { "embedding", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body;
@@ -535,6 +537,10 @@ static void sema_embedding(Sema *S, const DslStmt *st, Layer *l, int64_t *dim)
     if ((s = field(&F, "rope_theta")) && get_real(S, s, 1, false, MAX_ROPE_THETA, false, &l->rope_theta) &&
         l->position != POS_ROPE)
         dsl_error(S->d, s->key_loc, "rope_theta needs position rope (the model's positions are %s)",
+                  POS_NAMES[l->position]);
+    if ((s = field(&F, "rope_local_theta")) &&
+        get_real(S, s, 1, false, MAX_ROPE_THETA, false, &l->rope_local_theta) && l->position != POS_ROPE)
+        dsl_error(S->d, s->key_loc, "rope_local_theta needs position rope (the model's positions are %s)",
                   POS_NAMES[l->position]);
     l->rope_scaling = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1 };
     if ((s = field(&F, "rope_scaling"))) {
@@ -620,6 +626,23 @@ static void resolve_window_every(Layer *v, int n)
         if (v[i].window_every > 0 && (block + 1) % v[i].window_every == 0) v[i].window = 0;
         block++;
     }
+}
+
+/* rope_local_theta (Gemma 3's local RoPE base) applies to the windowed
+ * attention layers: a model with none has no local block to apply it to
+ * (every window cleared by `every 1`, or none written), which is an error,
+ * not a key silently ignored. */
+static void check_rope_local(Sema *S, const DslStmt *m, const Layer *v, int n)
+{
+    const Layer *emb = NULL;
+    bool local = false;
+    for (int i = 0; i < n; i++) {
+        if (v[i].kind == LAYER_EMBEDDING) emb = &v[i];
+        if (v[i].kind == LAYER_ATTENTION && v[i].window > 0) local = true;
+    }
+    if (emb && emb->rope_local_theta > 0 && !local)
+        dsl_error(S->d, m->key_loc, "rope_local_theta (the embedding at line %d) is the RoPE base of the "
+                  "attention layers with a sliding window, and no attention layer has one", emb->line);
 }
 
 /* kind mla's keys (MLA, DeepSeek-V2): q_lora_rank (0 or absent: no query
@@ -1052,6 +1075,7 @@ static void sema_model(Sema *S, const DslStmt *m, Model *M)
     if (!embed) missing(S, m, "embedding", "embedding { dim 768 }");
     if (!head) missing(S, m, "lm_head", "lm_head { tied true }");
     resolve_window_every(L.v, L.n);
+    check_rope_local(S, m, L.v, L.n);
     M->layers = L.v;
     M->n_layers = L.n;
     for (int i = 0; i < L.n; i++) M->n_blocks += L.v[i].kind == LAYER_ATTENTION;

@@ -27,9 +27,8 @@ test-hf-map: $(BUILD)/tests/test_hf_map
 	HF_MAP_DIR=$(BUILD)/tests/hf-map.tmp timeout 120 $(BUILD)/tests/test_hf_map
 
 # tests/hf.mk: `make test-hf` (issue 28, item 4): planc's runs checked by the
-# real transformers library for a tiny model of each of seven architectures
-# (llama mistral qwen2 gemma gemma2 mixtral gpt2; olmo2's mapping alone,
-# tests/test_hf_map.c), trained on 4 CPU ranks (dp 2 x
+# real transformers library for a tiny model of each of eight architectures
+# (llama mistral qwen2 gemma gemma2 mixtral gpt2 olmo2), trained on 4 CPU ranks (dp 2 x
 # tp 2, ZeRO-1; Mixtral ep 2): planc's forward against transformers', the
 # exported directory loaded strictly (any missing or unexpected key is an
 # error), the reverse from save_pretrained (tests/hf/run.sh says each check).

@@ -217,22 +217,51 @@ except (ValueError, KeyError) as e:
     params = f"no params ({e}; {err3.strip()[:200]})"
 check("import gemma2: params 9,241,705,984 (Gemma-2-9B's published total)", params == 9241705984, f"got {params}")
 rc, out, err = run("import", os.path.join(DATA, "gemma-3-1b.json"))
-check("import gemma3_text: refused naming the local blocks' RoPE base",
-      rc == 2 and out == "" and "rope_local_base_freq" in err and "sandwich" not in err.split("the rest is read")[0], err)
+flat = " ".join(out.split())
+check("import gemma3_text: the local blocks' RoPE base (rope_local_base_freq) beside rope_theta",
+      rc == 0 and "rope_theta 1000000 rope_local_theta 10000 }" in flat, err)
 check("import gemma3_text: 5 local blocks to 1 global, q/k norm, sandwich norms, no soft-caps (null)",
-      "the rest is read: attention { heads 4; kv_heads 1; head_dim 256; sliding_window 512 every 6; qk_norm rmsnorm; "
-      "query_pre_attn_scalar 256; norm_position sandwich; norm rmsnorm; bias false } lm_head { tied true }" in err, err)
+      "attention { heads 4 kv_heads 1 head_dim 256 sliding_window 512 every 6 qk_norm rmsnorm "
+      "query_pre_attn_scalar 256 norm_position sandwich norm rmsnorm bias false } mlp { hidden 6912 act geglu "
+      "norm rmsnorm bias false norm_position sandwich } } norm { kind rmsnorm } lm_head { tied true }" in flat, out)
+# google/gemma-3-1b-pt by hand: embedding 262144 x 1152 = 301,989,888; a block's attention q, o 1152 x 1024
+# each, k, v 1152 x 256 each (2,949,120), its GeGLU 3 x 1152 x 6912 (23,887,872), four norms of 1152 and the
+# q/k norm's two of 256 (5,120): 26,842,112, 26 of them 697,894,912; the final norm 1152; tied head
+plan = write("gemma-3-1b.check.plan", f'include "{CLUSTER}"\n' + out)
+rc3, js, err3 = run("check", "--json", plan)
+try:
+    params = json.loads(js)["params"]
+except (ValueError, KeyError) as e:
+    params = f"no params ({e}; {err3.strip()[:200]})"
+check("import gemma3_text: params 999,885,952 (by hand, and Gemma-3-1B's published total)", params == 999885952,
+      f"got {params}")
+rc, prog, err = run("emit", write("gemma-3-1b.emit.plan", f'include "{CLUSTER}"\n' + out +
+                                  "plan { tp 1; pp 1; dp 128; zero 1; micro_batch 1; global_batch 128 }\n"))
+check("emit gemma3_text: refused at its q/k norm by 1 + w (Gemma's), the next piece the runtime lacks",
+      rc != 0 and "qk_norm rmsnorm with norm_plus_one: planc's runtime cannot honour it" in err, err)
+rc, out, err = variant("g3-scaled.json", "gemma-3-1b.json", rope_scaling={"rope_type": "linear", "factor": 8.0})
+flat = " ".join(out.split())
+check("import gemma3_text: rope_scaling (Gemma 3 4B+) on the global blocks, the local base unscaled",
+      rc == 0 and "rope_theta 1000000 rope_local_theta 10000 rope_scaling { type linear; factor 8 } }" in flat,
+      out + err)
+rc, out, err = variant("g3-same.json", "gemma-3-1b.json", rope_local_base_freq=1000000)
+check("import gemma3_text: a local base equal to rope_theta, unscaled, needs no rope_local_theta",
+      rc == 0 and "rope_theta 1000000" in out and "rope_local_theta" not in out, out + err)
 G3_TYPES = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(26)]
 rc, out, err = variant("g3-types.json", "gemma-3-1b.json", layer_types=G3_TYPES, sliding_window_pattern=None)
 check("import gemma3_text: layer_types (transformers 4.53) read as the same pattern",
-      rc == 2 and "sliding_window 512 every 6;" in err, err)
+      rc == 0 and "sliding_window 512 every 6" in out, err)
 bad = list(G3_TYPES); bad[7] = "full_attention"
 rc, out, err = variant("g3-types-bad.json", "gemma-3-1b.json", layer_types=bad)
 check("import gemma3_text: layer_types off the pattern refused naming the block",
       rc == 2 and "'layer_types': block 5 breaks the pattern of a global block every 6" not in err
       and "'layer_types': block 7 breaks the pattern" in err, err)
 rc, out, err = variant("g3-all-local.json", "gemma-3-1b.json", layer_types=["sliding_attention"] * 26)
-check("import gemma3_text: all sliding_attention is a plain window", rc == 2 and "sliding_window 512;" in err, err)
+check("import gemma3_text: all sliding_attention is a plain window, every block at the local base",
+      rc == 0 and "sliding_window 512\n" in out and "rope_local_theta 10000" in out, out + err)
+rc, out, err = variant("g3-all-global.json", "gemma-3-1b.json", layer_types=["full_attention"] * 26)
+check("import gemma3_text: no local block, no rope_local_theta", rc == 0 and "rope_local_theta" not in out
+      and "sliding_window" not in out, out + err)
 g2 = json.load(open(os.path.join(DATA, "gemma-2-9b.json")))
 g2.update(attn_logit_softcapping=None, final_logit_softcapping=None, query_pre_attn_scalar=144)
 rc, out, err = run("import", write("g2-nocap.json", json.dumps(g2)))
@@ -246,13 +275,15 @@ rc, out, err = variant("g2-win.json", "gemma-2-9b.json", sliding_window_size=204
 check("import gemma2: sliding_window_size that differs refused", rc == 2 and "'sliding_window_size' 2048 differs" in err,
       err)
 # OLMo-2: both of its norms are imported exactly (the MLP's post-norm too), its q/k norm over the
-# whole projection is counted by `check` and refused by `emit` naming it (issue 29)
+# whole projection is counted by `check` and written by `emit` (issue 29: prt_qk_proj_*, its sums
+# all-reduced over TP): the program of OLMo-2 7B on tp 8 x pp 4 x dp 4 is emitted
 rc, out, err = run("import", os.path.join(DATA, "olmo2-7b.json"))
 check("import olmo2: the MLP's norm is a post-norm too", out.count("norm_position post") == 2, out)
 olmo = write("olmo2-7b.emit.plan", f'include "{CLUSTER}"\n' + out + "plan { tp 8; pp 4; dp 4; zero 1; micro_batch 1; global_batch 32 }\n")
-rc, _, err = run("emit", olmo)
-check("emit olmo2: qk_norm rmsnorm_projection refused by name",
-      rc != 0 and "qk_norm rmsnorm_projection: planc's runtime cannot honour it" in err, err)
+rc, prog, err = run("emit", olmo)
+check("emit olmo2: the program of OLMo-2's q/k norm of the projection and post-norms",
+      rc == 0 and "static const bool QK_PROJ_OF[N_LAYERS]" in prog and "prt_qk_proj_norm_fwd(" in prog
+      and "POST_NORM_W" in prog and '"layers.1.attn.q_norm.weight", 1, 0, 4096, 1, PRT_SPLIT_ROWS' in prog, err)
 rc, out, err = variant("olmo2-bias.json", "olmo2-7b.json", attention_bias=True)
 check("import olmo2: attention_bias true puts biases on the four projections", rc == 0 and "bias true" in out, err)
 # Phi-3-mini-4k-instruct's config.json (microsoft/Phi-3-mini-4k-instruct): 3,821,079,552 parameters
@@ -946,6 +977,19 @@ for key, text, words in [
     refused(f"megatron: {key} refused naming it", rc, out, err, *words, "arguments.py (core_v0.14.0) has no flag")
     rc, out, err = export("g2.plan", text, "torchtitan")
     refused(f"torchtitan: {key} refused naming it", rc, out, err, *words, "caps nothing")
+
+# Gemma 3's local RoPE base (issue 29): one base for every layer in both model exports: refused
+# naming rope_local_theta (before the window it needs); DeepSpeed's ds_config names no model
+p4l = p4g.replace("position rope }", "position rope; rope_theta 1000000; rope_local_theta 10000 }").replace(
+    "bias false }\n        mlp", "bias false; sliding_window 512 every 6 }\n        mlp", 1)
+check("rope_local_theta: the test's model has it", "rope_local_theta 10000" in p4l and "every 6" in p4l)
+rc, out, err = export("g3.plan", p4l, "megatron")
+refused("megatron: rope_local_theta refused naming it", rc, out, err, "rope_local_theta 10000 (Gemma 3's "
+        "rope_local_base_freq)", "one --rotary-base")
+rc, out, err = export("g3.plan", p4l, "torchtitan")
+refused("torchtitan: rope_local_theta refused naming it", rc, out, err, "rope_local_theta 10000", "one rope_theta")
+rc, out, err = export("g3.plan", p4l, "deepspeed")
+check("deepspeed: rope_local_theta written (the model is the user's code)", rc == 0, err[-300:])
 
 # versions: NAME@VERSION, a default per framework; torchtitan 0.3 has no TOML
 p4 = BASE + "plan { dp 16; tp 1; pp 1; zero 3; micro_batch 1; global_batch 64 }\n"

@@ -1184,7 +1184,9 @@ static void test_rope_scaling(void **state)
         if (good) {
             if (!text) fail_msg("rope scaling %zu refused: %s", k, why);
             if (!strstr(text, ok[k].want)) fail_msg("rope scaling %zu: the program lacks '%s'", k, ok[k].want);
-            if (!strstr(text, "prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, &ROPE_PARAMS);"))
+            if (!strstr(text, "prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L));") ||
+                !strstr(text, "static const prt_rope *rope_of(const LayerSpec *L) { (void)L; return &ROPE_PARAMS; }") ||
+                strstr(text, "ROPE_LOCAL_PARAMS"))
                 fail_msg("rope scaling %zu: the forward does not rotate with ROPE_PARAMS", k);
             if (k == 0 && build_case(&p, c.name, NULL) != 0) fail_msg("the llama3 program does not compile");
         } else {
@@ -1195,6 +1197,47 @@ static void test_rope_scaling(void **state)
         free(text);
         dsl_arena_free(&a);
     }
+}
+
+/* Gemma 3's local RoPE base (issue 29, embedding rope_local_theta): the
+ * program carries ROPE_LOCAL_PARAMS, that base unscaled, beside
+ * ROPE_PARAMS (rope_theta with its rope_scaling), rotates a layer with a
+ * sliding window by the first and the others by the second, forward and
+ * backward, records rope_local_theta in model_config (export-hf refuses
+ * it there), and compiles. */
+static void test_rope_local(void **state)
+{
+    (void)state;
+    static const Case c = { "rope-local", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 1 };
+    DslArena a;
+    Plan p;
+    char why[512] = "";
+    size_t n;
+    load_case(&c, &a, &p);
+    for (int i = 0; i < p.model.n_layers; i++) {
+        Layer *l = &p.model.layers[i];
+        if (l->kind == LAYER_EMBEDDING) {
+            l->position = POS_ROPE;
+            l->rope_theta = 1000000;
+            l->rope_local_theta = 10000;
+            l->rope_scaling = (RopeScaling){ ROPE_SCALING_LINEAR, 8, 1, 4, 32, 1, 0 };
+        }
+        if (l->kind == LAYER_ATTENTION) l->window = 16;
+    }
+    char *text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("refused: %s", why);
+    static const char *const want[] = {
+        "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LINEAR, 1000000, 8, 1, 4, 32, 1, 0 };",
+        "static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0 };",
+        "return L->window > 0 ? &ROPE_LOCAL_PARAMS : &ROPE_PARAMS;",
+        "prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L));",
+        "prt_rope_bwd(S.dh, B, T, h, hkv, hs, rope_of(L));", "\\\"rope_local_theta\\\": 10000, ",
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        if (!strstr(text, want[k])) fail_msg("the local RoPE's program lacks '%s'", want[k]);
+    if (build_case(&p, c.name, NULL) != 0) fail_msg("the local RoPE's program does not compile");
+    free(text);
+    dsl_arena_free(&a);
 }
 
 /* Issue 29's q/k norm (`qk_norm rmsnorm`, Qwen3): on tp 2 x pp 2 under
@@ -1249,8 +1292,11 @@ static void test_qk_norm(void **state)
  * recomputation: the post-norms' rows are each layer's last (the
  * attention's pre-norm rows gone), tp_sum under SP, POST_NORM_W points at
  * them, the forward, zb-h1's kept gains and the rebuilt buffers are
- * emitted and the program compiles; tiny's own program has none of it;
- * qk_norm rmsnorm_projection is refused by name. */
+ * emitted and the program compiles; tiny's own program has none of it.
+ * With qk_norm rmsnorm_projection as well (OLMo-2's block) the q and k
+ * gains are split over TP and not summed, QK_PROJ_OF marks the layers,
+ * the row sums are all-reduced over TP each way and the program
+ * compiles. */
 static void test_norm_position(void **state)
 {
     (void)state;
@@ -1288,9 +1334,22 @@ static void test_norm_position(void **state)
     for (int i = 0; i < p.model.n_layers; i++)
         if (p.model.layers[i].kind == LAYER_ATTENTION) p.model.layers[i].qk_norm = QK_NORM_RMSNORM_PROJ;
     text = emit_text(&p, why, sizeof why, &n);
-    if (text) fail_msg("qk_norm rmsnorm_projection: emitted, expected a refusal");
-    if (!strstr(why, "qk_norm rmsnorm_projection: planc's runtime cannot honour it"))
-        fail_msg("the refusal does not name the key: %s", why);
+    if (!text) fail_msg("qk_norm rmsnorm_projection refused: %s", why);
+    static const char *const olmo2[] = {   /* OLMo-2's block: post-norms and the q/k norm of the projection */
+        /* a gain per element of q (4 heads x 16) and of k, split over TP with the heads, not summed */
+        "{ \"layers.1.attn.q_norm.weight\", 1, 0, 64, 1, PRT_SPLIT_ROWS, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, false,",
+        "{ \"layers.1.attn.k_norm.weight\", 1, 0, 64, 1, PRT_SPLIT_ROWS, 0, { 0, 0, 0 }, PRT_INIT_ONES, 0.0f, false, false,",
+        /* attention: qkv w, b, out w, b (ids 2-5), the gains 6, 7, then the post-norm's 8 */
+        "static const int QK_NORM_W[N_LAYERS] = { -1, 6, -1, ", "static const int POST_NORM_W[N_LAYERS] = { -1, 8, ",
+        "static const bool QK_PROJ_OF[N_LAYERS] = { false, true, false, ",
+        "prt_qk_proj_sumsq(a->qkr, a->h,", "prt_all_reduce(R.c->tp, a->qkr, a->qkr, 2 * N, PRT_FP32, PRT_SUM)",
+        "prt_all_reduce(R.c->tp, S.qkdot, S.qkdot, 2 * N, PRT_FP32, PRT_SUM)", "S.qkdot = f32_alloc(2 * N);",
+        "qk_norm_bwd_kept(L, a, a->dh);", "S.rc.qkin = act_alloc(",
+    };
+    for (size_t k = 0; k < sizeof olmo2 / sizeof olmo2[0]; k++)
+        if (!strstr(text, olmo2[k])) fail_msg("OLMo-2's program lacks '%s'", olmo2[k]);
+    if (build_case(&p, "olmo2-tp2-pp2-sp", NULL) != 0) fail_msg("OLMo-2's program does not compile");
+    free(text);
     free(plain);
     dsl_arena_free(&a);
 }
@@ -1674,6 +1733,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_target_dtype),
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_rope_scaling),
+        cmocka_unit_test(test_rope_local),
         cmocka_unit_test(test_qk_norm),
         cmocka_unit_test(test_gemma2_scores),
         cmocka_unit_test(test_norm_position),

@@ -471,6 +471,128 @@ static void test_qk_norm(void **state)
     free(c.in); free(c.qkv); free(c.xin); free(c.rstd); free(c.wq); free(c.wk);
 }
 
+/* OLMo-2's q/k norm of the whole projection: the forward against an
+ * RMSNorm over each row's whole q and whole k written out in double
+ * (values untouched), the backward (dx in place, dwq, dwk) against finite
+ * differences; GQA 4/2 heads of 6. */
+typedef struct { float *qkv, *in, *xin, *rstd, *wq, *wk; size_t N, H, Hkv, D; } QkProjCtx;
+static void qk_proj_fwd(void *p)
+{
+    QkProjCtx *c = p;
+    memcpy(c->qkv, c->in, c->N * (c->H + 2 * c->Hkv) * c->D * sizeof *c->qkv);
+    prt_qk_proj_sumsq(c->rstd, c->qkv, c->N, c->H, c->Hkv, c->D);   /* rstd aliases ss */
+    prt_qk_proj_norm_fwd(c->qkv, c->xin, c->rstd, c->rstd, c->wq, c->wk, c->N, c->H, c->Hkv, c->D, c->H * c->D,
+                         c->Hkv * c->D, 1e-5f);
+}
+
+static void qk_proj_bwd(float *d, float *dwq, float *dwk, const QkProjCtx *c)
+{
+    float *dot = zeros(2 * c->N);
+    prt_qk_proj_dot(dot, d, c->xin, c->wq, c->wk, c->rstd, c->N, c->H, c->Hkv, c->D);
+    prt_qk_proj_norm_bwd(d, dwq, dwk, c->xin, c->wq, c->wk, c->rstd, dot, c->N, c->H, c->Hkv, c->D, c->H * c->D,
+                         c->Hkv * c->D);
+    free(dot);
+}
+
+static void test_qk_proj_norm(void **state)
+{
+    (void)state;
+    QkProjCtx c = {.N = 5, .H = 4, .Hkv = 2, .D = 6};
+    size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.N * R, Cq = c.H * c.D, Ck = c.Hkv * c.D;
+    c.in = rnd(n, 1); c.qkv = zeros(n); c.xin = zeros(c.N * (Cq + Ck)); c.rstd = zeros(2 * c.N);
+    c.wq = rnd(Cq, 1); c.wk = rnd(Ck, 1);
+    qk_proj_fwd(&c);
+    double *ref = malloc(n * sizeof *ref);
+    for (size_t i = 0; i < c.N; i++) {
+        const float *x = c.in + i * R;
+        double sq = 0, sk = 0;
+        for (size_t k = 0; k < Cq; k++) sq += (double)x[k] * x[k];
+        for (size_t k = Cq; k < Cq + Ck; k++) sk += (double)x[k] * x[k];
+        sq = 1 / sqrt(sq / (double)Cq + 1e-5); sk = 1 / sqrt(sk / (double)Ck + 1e-5);
+        for (size_t k = 0; k < R; k++)
+            ref[i * R + k] = k < Cq ? x[k] * sq * c.wq[k] : k < Cq + Ck ? x[k] * sk * c.wk[k - Cq] : x[k];
+    }
+    assert_int_equal(validate("qk_proj fwd", c.qkv, ref, n, 1e-6, 1e-5), 0);
+    float *r = rnd(n, 1), *d = malloc(n * sizeof *d), *dwq = zeros(Cq), *dwk = zeros(Ck);
+    memcpy(d, r, n * sizeof *d);
+    qk_proj_bwd(d, dwq, dwk, &c);
+    FdTensor ts[] = {{"qk_proj dx", c.in, d, n}, {"qk_proj dwq", c.wq, dwq, Cq}, {"qk_proj dwk", c.wk, dwk, Ck}};
+    assert_int_equal(fd_check(qk_proj_fwd, &c, c.qkv, r, n, ts, 3, 1e-2, 1e-4, 1e-3), 0);
+    free(ref); free(r); free(d); free(dwq); free(dwk);
+    free(c.in); free(c.qkv); free(c.xin); free(c.rstd); free(c.wq); free(c.wk);
+}
+
+/* The same norm split over 2 TP ranks as the program runs it: each rank
+ * holds half the query and half the key heads (and their gain slices);
+ * its sums of squares and backward dots, summed over the two ranks (the
+ * program's all-reduce over TP), give exactly the whole's outputs, dx
+ * and gain gradients; the rank's own sums alone (no all-reduce) do not. */
+static void qk_proj_shard(float *dst, const float *src, size_t N, size_t H, size_t Hkv, size_t D, int r)
+{
+    size_t R = (H + 2 * Hkv) * D, Rl = (H / 2 + Hkv) * D;   /* whole and shard rows */
+    for (size_t i = 0; i < N; i++) {
+        memcpy(dst + i * Rl, src + i * R + r * H / 2 * D, H / 2 * D * sizeof *dst);
+        for (size_t p = 0; p < 2; p++)   /* k then v: this rank's half of each */
+            memcpy(dst + i * Rl + (H / 2 + p * Hkv / 2) * D, src + i * R + (H + p * Hkv + r * Hkv / 2) * D,
+                   Hkv / 2 * D * sizeof *dst);
+    }
+}
+
+static int qk_proj_tp2(const QkProjCtx *w, const float *dy, const float *dx, const float *dwq, const float *dwk,
+                       bool reduce)
+{
+    size_t N = w->N, H = w->H, Hkv = w->Hkv, D = w->D, Rl = (H / 2 + Hkv) * D;
+    size_t hq = H / 2 * D, hk = Hkv / 2 * D, Cq = H * D, Ck = Hkv * D;
+    float *y[2], *g[2], *xin[2], *ss[2], *dot[2], *gq[2], *gk[2], *sub[2];
+    for (int r = 0; r < 2; r++) {
+        y[r] = zeros(N * Rl); g[r] = zeros(N * Rl); sub[r] = zeros(N * Rl);
+        xin[r] = zeros(N * (hq + hk)); ss[r] = zeros(2 * N); dot[r] = zeros(2 * N);
+        gq[r] = zeros(hq); gk[r] = zeros(hk);
+        qk_proj_shard(y[r], w->in, N, H, Hkv, D, r);
+        qk_proj_shard(g[r], dy, N, H, Hkv, D, r);
+        prt_qk_proj_sumsq(ss[r], y[r], N, H / 2, Hkv / 2, D);
+    }
+    for (size_t k = 0; reduce && k < 2 * N; k++) ss[0][k] = ss[1][k] = ss[0][k] + ss[1][k];   /* all-reduce */
+    for (int r = 0; r < 2; r++) {
+        prt_qk_proj_norm_fwd(y[r], xin[r], ss[r], ss[r], w->wq + r * hq, w->wk + r * hk, N, H / 2, Hkv / 2, D, Cq,
+                             Ck, 1e-5f);
+        prt_qk_proj_dot(dot[r], g[r], xin[r], w->wq + r * hq, w->wk + r * hk, ss[r], N, H / 2, Hkv / 2, D);
+    }
+    for (size_t k = 0; reduce && k < 2 * N; k++) dot[0][k] = dot[1][k] = dot[0][k] + dot[1][k];
+    int bad = 0;
+    for (int r = 0; r < 2; r++) {
+        prt_qk_proj_norm_bwd(g[r], gq[r], gk[r], xin[r], w->wq + r * hq, w->wk + r * hk, ss[r], dot[r], N, H / 2,
+                             Hkv / 2, D, Cq, Ck);
+        qk_proj_shard(sub[r], w->qkv, N, H, Hkv, D, r);   /* the whole's outputs, this rank's part */
+        bad += validate_f("qk_proj tp2 y", y[r], sub[r], N * Rl, 1e-6, 1e-5) != 0;
+        qk_proj_shard(sub[r], dx, N, H, Hkv, D, r);
+        bad += validate_f("qk_proj tp2 dx", g[r], sub[r], N * Rl, 1e-6, 1e-5) != 0;
+        bad += validate_f("qk_proj tp2 dwq", gq[r], dwq + r * hq, hq, 1e-6, 1e-5) != 0;
+        bad += validate_f("qk_proj tp2 dwk", gk[r], dwk + r * hk, hk, 1e-6, 1e-5) != 0;
+        void *f[] = {y[r], g[r], xin[r], ss[r], dot[r], gq[r], gk[r], sub[r]};
+        for (size_t i = 0; i < 8; i++) free(f[i]);
+    }
+    return bad;
+}
+
+static void test_qk_proj_norm_tp2(void **state)
+{
+    (void)state;
+    QkProjCtx c = {.N = 5, .H = 4, .Hkv = 2, .D = 6};
+    size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.N * R, Cq = c.H * c.D, Ck = c.Hkv * c.D;
+    c.in = rnd(n, 1); c.qkv = zeros(n); c.xin = zeros(c.N * (Cq + Ck)); c.rstd = zeros(2 * c.N);
+    c.wq = rnd(Cq, 1); c.wk = rnd(Ck, 1);
+    qk_proj_fwd(&c);
+    float *dy = rnd(n, 1), *dx = malloc(n * sizeof *dx), *dwq = zeros(Cq), *dwk = zeros(Ck);
+    memcpy(dx, dy, n * sizeof *dx);
+    qk_proj_bwd(dx, dwq, dwk, &c);
+    assert_int_equal(qk_proj_tp2(&c, dy, dx, dwq, dwk, true), 0);
+    fprintf(stderr, "(the same without the all-reduce must differ:)\n");
+    assert_true(qk_proj_tp2(&c, dy, dx, dwq, dwk, false) > 0);
+    free(dy); free(dx); free(dwq); free(dwk);
+    free(c.in); free(c.qkv); free(c.xin); free(c.rstd); free(c.wq); free(c.wk);
+}
+
 /* Context parallelism (issue 26): CP rank r of cp holds, of each sequence
  * of T tokens, chunks r and 2cp-1-r of 2cp (prt_cp_pos). The position and
  * RoPE ops on its T/cp local rows must give exactly the whole-sequence
@@ -1309,6 +1431,8 @@ int main(void)
         cmocka_unit_test(test_rope_inv_freq),
         cmocka_unit_test(test_rope_scaled),
         cmocka_unit_test(test_qk_norm),
+        cmocka_unit_test(test_qk_proj_norm),
+        cmocka_unit_test(test_qk_proj_norm_tp2),
         cmocka_unit_test(test_attention_mha),
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_mqa_recompute),

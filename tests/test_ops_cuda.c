@@ -218,6 +218,39 @@ static void check_qk_norm(size_t N, size_t H, size_t Hkv, size_t D)
     for (size_t i = 0; i < 8; i++) prt_free(d[i]);
 }
 
+/* OLMo-2's q/k norm of the whole projection against the CPU build (one
+ * rank: the sums are whole, no all-reduce between the kernels). */
+static void check_qk_proj_norm(size_t N, size_t H, size_t Hkv, size_t D)
+{
+    size_t n = N * (H + 2 * Hkv) * D, Cq = H * D, Ck = Hkv * D, nx = N * (Cq + Ck);
+    float *x = hrand(n, 2), *wq = hrand(Cq, 1), *wk = hrand(Ck, 1), *g = hrand(n, 1);
+    float *xin = hzeros(nx), *rstd = hzeros(2 * N), *dot = hzeros(2 * N), *dwq = hzeros(Cq), *dwk = hzeros(Ck);
+    prt_act *x_d = dact(x, n), *wq_d = dact(wq, Cq), *wk_d = dact(wk, Ck), *g_d = dact(g, n);
+    prt_act *xin_d = prt_alloc(nx * 2);
+    float *rstd_d = prt_alloc(2 * N * 4), *dot_d = prt_alloc(2 * N * 4), *dwq_d = prt_alloc(Cq * 4),
+          *dwk_d = prt_alloc(Ck * 4);
+    prt_zero(dwq_d, Cq * 4);
+    prt_zero(dwk_d, Ck * 4);
+    ref_prt_qk_proj_sumsq(rstd, x, N, H, Hkv, D);
+    ref_prt_qk_proj_norm_fwd(x, xin, rstd, rstd, wq, wk, N, H, Hkv, D, Cq, Ck, 1e-6f);
+    prt_qk_proj_sumsq(rstd_d, x_d, N, H, Hkv, D);
+    prt_qk_proj_norm_fwd(x_d, xin_d, rstd_d, rstd_d, wq_d, wk_d, N, H, Hkv, D, Cq, Ck, 1e-6f);
+    validate("qk_proj fwd", x_d, true, x, n, ATOL, RTOL);
+    validate("qk_proj saved q, k", xin_d, true, xin, nx, ATOL, RTOL);
+    validate("qk_proj rstd", rstd_d, false, rstd, 2 * N, 1e-3, 1e-3);
+    ref_prt_qk_proj_dot(dot, g, xin, wq, wk, rstd, N, H, Hkv, D);
+    ref_prt_qk_proj_norm_bwd(g, dwq, dwk, xin, wq, wk, rstd, dot, N, H, Hkv, D, Cq, Ck);
+    prt_qk_proj_dot(dot_d, g_d, xin_d, wq_d, wk_d, rstd_d, N, H, Hkv, D);
+    validate("qk_proj dot", dot_d, false, dot, 2 * N, 2e-2 * sqrt((double)Cq), 2e-2);
+    prt_qk_proj_norm_bwd(g_d, dwq_d, dwk_d, xin_d, wq_d, wk_d, rstd_d, dot_d, N, H, Hkv, D, Cq, Ck);
+    validate("qk_proj dx", g_d, true, g, n, 2e-2, 2e-2);
+    validate("qk_proj dwq", dwq_d, false, dwq, Cq, 1e-2 * N, 1e-2);
+    validate("qk_proj dwk", dwk_d, false, dwk, Ck, 1e-2 * N, 1e-2);
+    free(x); free(wq); free(wk); free(g); free(xin); free(rstd); free(dot); free(dwq); free(dwk);
+    void *d[] = {x_d, wq_d, wk_d, g_d, xin_d, rstd_d, dot_d, dwq_d, dwk_d};
+    for (size_t i = 0; i < 9; i++) prt_free(d[i]);
+}
+
 static void check_norm(bool rms, size_t N, size_t C)
 {
     float *x = hrand(N * C, 2), *w = hrand(C, 1), *b = hrand(C, 1), *g = hrand(N * C, 1);
@@ -759,6 +792,7 @@ int main(int argc, char **argv)
     check_norm(false, 64, 768);
     check_norm(true, 64, 768);
     check_qk_norm(64, 4, 2, 128);   /* Qwen3's head_dim */
+    check_qk_proj_norm(64, 4, 2, 128);   /* OLMo-2: the whole projection */
     check_pointwise(64, 384);
     check_embedding(4, 32, 64, 1000);
     check_rope(2, 16, 4, 2, 64);

@@ -167,7 +167,43 @@ static void test_norm_position_params(void **state)
     att->qk_norm = QK_NORM_RMSNORM_PROJ;
     assert_int_equal(plan_layer_params(&m, att, 8, &ovf), a8 + 4096 + (4096 + 1024) / 8);
     assert_int_equal(plan_layer_qk_norm_params(&m, att), 0);   /* split over TP: not a TP sum */
+    /* its rows' two fp32 sums, all-reduced over TP each way (8 T bytes);
+     * zb-h1 keeps this rank's gain slices' gradients, 4 (h_q + h_kv) / t */
+    PlanLayerWork w_qk;
+    c.tp = 8;
+    plan_layer_work(&m, att, NULL, &c, &w_qk);
+    assert_true(fabs(w_qk.tp_stat_bytes - 8 * T) < 1e-6);
+    PlanLayerWork w_sand8;
+    att->qk_norm = QK_NORM_NONE;
+    plan_layer_work(&m, att, NULL, &c, &w_sand8);
+    assert_true(fabs(w_qk.act_split - w_sand8.act_split - 4.0 * (4096 + 1024) / 8) < 1e-6);
+    assert_true(w_sand8.tp_stat_bytes == 0);
     assert_false(ovf);
+}
+
+/* OLMo-2's q/k norm of the projection under TP: the step's exposed TP time
+ * grows by the program's all-reduces of each row's two sums (forward and
+ * backward) against Qwen3's per-head norm, whose gains' TP sum is booked
+ * apart (sp_norm); without TP neither has any. */
+static void test_qk_proj_tp_time(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    PlanEval head, proj;
+    for (int tp = 1; tp <= 2; tp++) {
+        Plan p = gpt_plan(buf, 8, 2048, 16, 1, 8 / tp, tp, 1, 0, 1, 64, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+        for (int i = 0; i < p.model.n_layers; i++)
+            if (p.model.layers[i].kind == LAYER_ATTENTION) p.model.layers[i].qk_norm = QK_NORM_RMSNORM;
+        plan_evaluate(&p, &head);
+        for (int i = 0; i < p.model.n_layers; i++)
+            if (p.model.layers[i].kind == LAYER_ATTENTION) p.model.layers[i].qk_norm = QK_NORM_RMSNORM_PROJ;
+        plan_evaluate(&p, &proj);
+        if (!head.valid || !proj.valid) fail_msg("invalid: %s / %s", head.why, proj.why);
+        if (tp == 1) assert_true(proj.times.tp == 0 && head.times.tp == 0);
+        else assert_true(proj.times.tp > head.times.tp);
+        plan_eval_free(&head);
+        plan_eval_free(&proj);
+    }
 }
 
 /* Turn every attention layer of m into MLA (kind mla) of these widths. */
@@ -3100,6 +3136,7 @@ int main(void)
         cmocka_unit_test(test_moe_params),
         cmocka_unit_test(test_qk_norm_params),
         cmocka_unit_test(test_norm_position_params),
+        cmocka_unit_test(test_qk_proj_tp_time),
         cmocka_unit_test(test_mla_params),
         cmocka_unit_test(test_mla_work),
         cmocka_unit_test(test_mla_fp8),

@@ -55,6 +55,7 @@ typedef struct {
     bool    qk_norm;                      /* Qwen3's q_norm, k_norm ("qk_norm": "rmsnorm") */
     bool    qk_proj;                      /* OLMo-2's, over the whole projections ("rmsnorm_projection") */
     int64_t window_every;                 /* `sliding_window W every K`: K (0: every block alike) */
+    double  rope_local;                   /* Gemma 3's local blocks' RoPE base; 0: none */
     double  attn_softcap, query_scalar, logit_softcap;   /* Gemma 2's; 0: none (absent before them) */
     char    norm_pos[2][16];              /* attention's and the MLP's norm_position ("pre" when absent) */
     char    score[16];                    /* a mixture's router scores: softmax | sigmoid */
@@ -129,6 +130,7 @@ static prt_status parse_model(const char *config, HfModel *m)
     m->qk_norm = qk && !strcmp(qk, "rmsnorm");
     m->qk_proj = qk && !strcmp(qk, "rmsnorm_projection");
     if (num_of(&d, "window_every", &v)) m->window_every = (int64_t)v;   /* absent: 0 (written since Gemma 2's export) */
+    if (!num_of(&d, "rope_local_theta", &m->rope_local)) m->rope_local = 0;   /* absent: none (issue 29) */
     const char *g2[] = {"attn_softcap", "query_scalar", "logit_softcap"};   /* absent: 0 (written since Gemma 2) */
     double *g2v[] = {&m->attn_softcap, &m->query_scalar, &m->logit_softcap};
     for (int i = 0; i < 3; i++)
@@ -243,6 +245,9 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
     if (m->uniform[0]) REFUSE("not one repeated block (%s): a Hugging Face config describes every block alike", m->uniform);
     if (m->rope_scaling) REFUSE("rope_scaling: not written to config.json yet, and an export without it would change the model");
     if (!strcmp(m->final_norm, "none")) REFUSE("no final norm: every architecture written here has one");
+    if (m->rope_local > 0)   /* issue 29: the runtime trains it; Gemma3ForCausalLM is not written */
+        REFUSE("rope_local_theta %g: Gemma 3's RoPE base of the local blocks; Gemma3ForCausalLM is not written, "
+               "and an export without it would change the model", m->rope_local);
     if (!strcmp(m->act, "geglu") && norms_at(m, "sandwich")) {
         prt_status st = gemma2_check(m);
         if (!st) *arch = ARCH_GEMMA2;

@@ -335,6 +335,105 @@ extern "C" void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt
                BF(dqkv), dwq, dwk, CBF(xin), CBF(wq), CBF(wk), rstd, N, H, Hkv, D);
 }
 
+/* q/k norm of the whole projection (OLMo-2): one warp per (row, part),
+ * part 0 the row's q (H D values), 1 its k (Hkv D after them), as the CPU
+ * build's prt_qk_proj_*; the caller all-reduces ss and dot over TP
+ * between the two kernels of each pass. */
+__device__ static size_t qkp_len(size_t j, size_t H, size_t Hkv, size_t D) { return (j ? Hkv : H) * D; }
+
+__global__ static void k_qk_proj_sumsq(float *ss, const bf *qkv, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    size_t idx = gwarp(), i = idx / 2, j = idx % 2;
+    int lane = threadIdx.x % 32;
+    if (idx >= 2 * N) return;
+    const bf *x = qkv + i * (H + 2 * Hkv) * D + j * H * D;
+    float s = 0.0f;
+    for (size_t c = lane; c < qkp_len(j, H, Hkv, D); c += 32) s += ld(x, c) * ld(x, c);
+    s = warp_sum(s);
+    if (lane == 0) ss[idx] = s;
+}
+
+__global__ static void k_qk_proj_norm_fwd(bf *qkv, bf *xin, float *rstd, const float *ss, const bf *wq,
+                                          const bf *wk, size_t N, size_t H, size_t Hkv, size_t D, size_t Cq,
+                                          size_t Ck, float eps)
+{
+    size_t idx = gwarp(), i = idx / 2, j = idx % 2;
+    int lane = threadIdx.x % 32;
+    if (idx >= 2 * N) return;
+    bf *y = qkv + i * (H + 2 * Hkv) * D + j * H * D, *x = xin + i * (H + Hkv) * D + j * H * D;
+    const bf *w = j ? wk : wq;
+    float r = rsqrtf(ss[idx] / (float)(j ? Ck : Cq) + eps);
+    __syncwarp();   /* every lane has read ss before lane 0 writes rstd (which may be ss) */
+    for (size_t c = lane; c < qkp_len(j, H, Hkv, D); c += 32) {
+        x[c] = y[c];
+        y[c] = to_bf(ld(x, c) * r * ld(w, c));
+    }
+    if (lane == 0) rstd[idx] = r;
+}
+
+__global__ static void k_qk_proj_dot(float *dot, const bf *dqkv, const bf *xin, const bf *wq, const bf *wk,
+                                     const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    size_t idx = gwarp(), i = idx / 2, j = idx % 2;
+    int lane = threadIdx.x % 32;
+    if (idx >= 2 * N) return;
+    const bf *g = dqkv + i * (H + 2 * Hkv) * D + j * H * D, *x = xin + i * (H + Hkv) * D + j * H * D;
+    const bf *w = j ? wk : wq;
+    float s = rstd[idx], t = 0.0f;
+    for (size_t c = lane; c < qkp_len(j, H, Hkv, D); c += 32) t += ld(g, c) * ld(w, c) * ld(x, c) * s;
+    t = warp_sum(t);
+    if (lane == 0) dot[idx] = t;
+}
+
+__global__ static void k_qk_proj_norm_bwd(bf *dqkv, float *dwq, float *dwk, const bf *xin, const bf *wq,
+                                          const bf *wk, const float *rstd, const float *dot, size_t N, size_t H,
+                                          size_t Hkv, size_t D, size_t Cq, size_t Ck)
+{
+    size_t idx = gwarp(), i = idx / 2, j = idx % 2;
+    int lane = threadIdx.x % 32;
+    if (idx >= 2 * N) return;
+    bf *g = dqkv + i * (H + 2 * Hkv) * D + j * H * D;
+    const bf *x = xin + i * (H + Hkv) * D + j * H * D, *w = j ? wk : wq;
+    float *dw = j ? dwk : dwq, s = rstd[idx], m = dot[idx] / (float)(j ? Ck : Cq);
+    for (size_t c = lane; c < qkp_len(j, H, Hkv, D); c += 32) {
+        float n = ld(x, c) * s, gc = ld(g, c);
+        atomicAdd(&dw[c], gc * n);
+        g[c] = to_bf(s * (gc * ld(w, c) - n * m));
+    }
+}
+
+extern "C" void prt_qk_proj_sumsq(float *ss, const prt_act *qkv, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    PRT_OP_ENTER("prt_qk_proj_sumsq");
+    PRT_LAUNCH("prt_qk_proj_sumsq", grid_rows(2 * N), 0, k_qk_proj_sumsq, ss, CBF(qkv), N, H, Hkv, D);
+}
+
+extern "C" void prt_qk_proj_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const float *ss, const prt_act *wq,
+                                     const prt_act *wk, size_t N, size_t H, size_t Hkv, size_t D, size_t Cq,
+                                     size_t Ck, float eps)
+{
+    PRT_OP_ENTER("prt_qk_proj_norm_fwd");
+    PRT_LAUNCH("prt_qk_proj_norm_fwd", grid_rows(2 * N), 0, k_qk_proj_norm_fwd,
+               BF(qkv), BF(xin), rstd, ss, CBF(wq), CBF(wk), N, H, Hkv, D, Cq, Ck, eps);
+}
+
+extern "C" void prt_qk_proj_dot(float *dot, const prt_act *dqkv, const prt_act *xin, const prt_act *wq,
+                                const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    PRT_OP_ENTER("prt_qk_proj_dot");
+    PRT_LAUNCH("prt_qk_proj_dot", grid_rows(2 * N), 0, k_qk_proj_dot,
+               dot, CBF(dqkv), CBF(xin), CBF(wq), CBF(wk), rstd, N, H, Hkv, D);
+}
+
+extern "C" void prt_qk_proj_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
+                                     const prt_act *wk, const float *rstd, const float *dot, size_t N, size_t H,
+                                     size_t Hkv, size_t D, size_t Cq, size_t Ck)
+{
+    PRT_OP_ENTER("prt_qk_proj_norm_bwd");
+    PRT_LAUNCH("prt_qk_proj_norm_bwd", grid_rows(2 * N), 0, k_qk_proj_norm_bwd,
+               BF(dqkv), dwq, dwk, CBF(xin), CBF(wq), CBF(wk), rstd, dot, N, H, Hkv, D, Cq, Ck);
+}
+
 extern "C" void prt_rmsnorm_fwd(prt_act *out, float *rstd, const prt_act *x, const prt_act *w,
                                 size_t N, size_t C, float eps)
 {

@@ -210,6 +210,37 @@ void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq,
 void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
                      const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D);
 
+/* OLMo-2's q/k norm (Olmo2Attention's q_norm, k_norm; the model's `qk_norm
+ * rmsnorm_projection`): an RMSNorm over each row's whole q projection
+ * (heads d values) and, apart, its whole k projection (kv_heads d), one
+ * gain per element. Under TP a rank holds H query and Hkv key heads of
+ * Cq / D and Ck / D, so the mean of squares spans the ranks: the op comes
+ * in two parts each way with the caller's all-reduce (sum) over TP of
+ * N x 2 fp32 between (without TP the same calls, no all-reduce).
+ * qkv: N rows of (H + 2 Hkv) D, in place on the q and k parts (the values
+ * untouched); wq (H D), wk (Hkv D): this rank's slices of the gains.
+ * prt_qk_proj_sumsq: ss (N, 2) <- each row's sum of squares of its q
+ * part, [2i], and of its k part, [2i + 1], over this rank's heads.
+ * prt_qk_proj_norm_fwd, once ss is summed over TP: rstd (N, 2) = 1 /
+ * sqrt(ss / Cq + eps) (k: / Ck; rstd may be ss itself), xin (N, (H + Hkv)
+ * D) <- the pre-norm q and k, q and k <- x rstd w. xin and rstd are kept
+ * for backward. */
+void prt_qk_proj_sumsq(float *ss, const prt_act *qkv, size_t N, size_t H, size_t Hkv, size_t D);
+void prt_qk_proj_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const float *ss, const prt_act *wq,
+                          const prt_act *wk, size_t N, size_t H, size_t Hkv, size_t D, size_t Cq, size_t Ck,
+                          float eps);
+/* Backward. prt_qk_proj_dot: dot (N, 2) <- each row's sum over this
+ * rank's q (k) elements of dy w x rstd (dqkv's q and k parts hold dy).
+ * prt_qk_proj_norm_bwd, once dot is summed over TP: in place dy -> dx =
+ * rstd (dy w - n dot / Cq), n = x rstd (k: / Ck); dwq (H D), dwk (Hkv D)
+ * fp32 accumulate sum over rows of dy n: this rank's own gain slices,
+ * whole sums (no reduction over TP). */
+void prt_qk_proj_dot(float *dot, const prt_act *dqkv, const prt_act *xin, const prt_act *wq, const prt_act *wk,
+                     const float *rstd, size_t N, size_t H, size_t Hkv, size_t D);
+void prt_qk_proj_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
+                          const prt_act *wk, const float *rstd, const float *dot, size_t N, size_t H, size_t Hkv,
+                          size_t D, size_t Cq, size_t Ck);
+
 /* ---- norms --------------------------------------------------------------
  * mean, rstd (N) are fp32 and kept for backward. dx, dw, db accumulate. */
 void prt_layernorm_fwd(prt_act *out, float *mean, float *rstd, const prt_act *x,

@@ -299,6 +299,76 @@ void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, 
                         h < H ? wq : wk, rstd[i * heads + h], D);
 }
 
+/* ---- q/k norm of the whole projection (OLMo-2) -------------------------------- */
+
+/* Row i's q part (j = 0: H D values from the row's start) or k part (j =
+ * 1: Hkv D values after the q part) in qkv, and the same in xin. */
+static size_t qkp_len(size_t j, size_t H, size_t Hkv, size_t D) { return (j ? Hkv : H) * D; }
+
+void prt_qk_proj_sumsq(float *ss, const prt_act *qkv, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    PRT_OP_ENTER("prt_qk_proj_sumsq");
+    size_t row = (H + 2 * Hkv) * D;
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < 2; j++) {
+            const float *x = qkv + i * row + j * H * D;
+            float s = 0.0f;
+            for (size_t c = 0; c < qkp_len(j, H, Hkv, D); c++) s += x[c] * x[c];
+            ss[2 * i + j] = s;
+        }
+}
+
+void prt_qk_proj_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const float *ss, const prt_act *wq,
+                          const prt_act *wk, size_t N, size_t H, size_t Hkv, size_t D, size_t Cq, size_t Ck,
+                          float eps)
+{
+    PRT_OP_ENTER("prt_qk_proj_norm_fwd");
+    size_t row = (H + 2 * Hkv) * D, xrow = (H + Hkv) * D;
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < 2; j++) {
+            size_t n = qkp_len(j, H, Hkv, D);
+            float *y = qkv + i * row + j * H * D, *x = xin + i * xrow + j * H * D;
+            const float *w = j ? wk : wq;
+            float s = 1.0f / sqrtf(ss[2 * i + j] / (float)(j ? Ck : Cq) + eps);
+            memcpy(x, y, n * sizeof *x);
+            for (size_t c = 0; c < n; c++) y[c] = x[c] * s * w[c];
+            rstd[2 * i + j] = s;   /* after ss's read: rstd may be ss */
+        }
+}
+
+void prt_qk_proj_dot(float *dot, const prt_act *dqkv, const prt_act *xin, const prt_act *wq, const prt_act *wk,
+                     const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+{
+    PRT_OP_ENTER("prt_qk_proj_dot");
+    size_t row = (H + 2 * Hkv) * D, xrow = (H + Hkv) * D;
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < 2; j++) {
+            const float *g = dqkv + i * row + j * H * D, *x = xin + i * xrow + j * H * D, *w = j ? wk : wq;
+            float s = rstd[2 * i + j], t = 0.0f;
+            for (size_t c = 0; c < qkp_len(j, H, Hkv, D); c++) t += g[c] * w[c] * x[c] * s;
+            dot[2 * i + j] = t;
+        }
+}
+
+void prt_qk_proj_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
+                          const prt_act *wk, const float *rstd, const float *dot, size_t N, size_t H, size_t Hkv,
+                          size_t D, size_t Cq, size_t Ck)
+{
+    PRT_OP_ENTER("prt_qk_proj_norm_bwd");
+    size_t row = (H + 2 * Hkv) * D, xrow = (H + Hkv) * D;
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < 2; j++) {
+            float *g = dqkv + i * row + j * H * D, *dw = j ? dwk : dwq;
+            const float *x = xin + i * xrow + j * H * D, *w = j ? wk : wq;
+            float s = rstd[2 * i + j], m = dot[2 * i + j] / (float)(j ? Ck : Cq);
+            for (size_t c = 0; c < qkp_len(j, H, Hkv, D); c++) {
+                float n = x[c] * s;
+                dw[c] += g[c] * n;
+                g[c] = s * (g[c] * w[c] - n * m);
+            }
+        }
+}
+
 /* ---- activations ----------------------------------------------------------- */
 
 #define GELU_K 0.7978845608028654f   /* sqrt(2/pi), Hendrycks & Gimpel 2016 */

@@ -61,7 +61,16 @@ plan fd-sandwich-gemma "attention { heads 2; kv_heads 1; norm rmsnorm; bias fals
 plan fd-mla "attention { kind mla; heads 2; q_lora_rank 16; kv_lora_rank 12; qk_rope_head_dim 4; qk_nope_head_dim 8; v_head_dim 8; norm rmsnorm; bias true }
         mlp       { hidden 64; act swiglu; norm rmsnorm; bias false }" rmsnorm "" "position rope"
 
-for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma fd-mla; do
+# OLMo-2's block: post-norms and the RMSNorm of the whole q and k projections
+plan fd-olmo2 "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; norm_position post; qk_norm rmsnorm_projection }
+        mlp       { hidden 64; act swiglu; norm rmsnorm; bias false; norm_position post }" rmsnorm "" "position rope"
+# Gemma 3's rotation: block 0 local (a window of 8, rope_local_theta 100,
+# unscaled), block 1 global (rope_theta 10000 scaled linearly by 4)
+plan fd-rope-local "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; sliding_window 8 every 2 }
+        mlp       { hidden 64; act swiglu; norm rmsnorm; bias false }" rmsnorm "" \
+    "position rope; rope_local_theta 100; rope_scaling { type linear; factor 4 }"
+
+for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma fd-mla fd-olmo2 fd-rope-local; do
     if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
     if ! "$planc" build "$dir/$name.plan" -o "$dir/$name" > "$dir/$name.build.log" 2>&1; then
         echo "FAIL $name: planc build failed (see $dir/$name.build.log)"; fails=$((fails + 1)); continue

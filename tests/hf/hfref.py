@@ -60,7 +60,7 @@ DATA_TOKENS = 4096  # tokens in the shard (uniform over the vocabulary, fixed se
 DATA_SEED = 1234
 REL_TOL = 1e-4     # issue 28: fp32 relative error
 
-# The seven architectures, tiny: GQA (4 heads, 2 KV heads: tp 2 splits both),
+# The eight architectures, tiny: GQA (4 heads, 2 KV heads: tp 2 splits both),
 # widths even for tp 2, Mistral's window shorter than seq, Qwen2's QKV bias
 # (its config has no switch: always on), tied embeddings where the family
 # ties by default (Gemma, GPT-2), Mixtral's 4 experts for ep 2.
@@ -88,6 +88,10 @@ CONFIGS = {
                    hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
                    rms_norm_eps=1e-6, sliding_window=8, query_pre_attn_scalar=24,
                    attn_logit_softcapping=0.05, final_logit_softcapping=0.5),
+    # OLMo-2: norms after each sub-block only, q_norm/k_norm over the whole
+    # q (64) and k (32) projections
+    "olmo2": dict(COMMON, model_type="olmo2", architectures=["Olmo2ForCausalLM"],
+                  rope_theta=500000.0, tie_word_embeddings=False, attention_bias=False),
     # planc's logged loss adds its Switch loss (per sequence, then the mean
     # over layers), not transformers' (over the whole batch): planc_aux_loss
     "mixtral": dict(COMMON, model_type="mixtral", architectures=["MixtralForCausalLM"],

@@ -94,6 +94,11 @@ EOF
             -e 's/top_k 2;/top_k 2; norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true;/' ;;
     qwen3_moe_raw)   # the same with norm_topk_prob false (the full softmax's top-k)
         model qwen3_moe | sed -e 's/tinyqwen3moe/tinyqwen3moeraw/' -e 's/top_k 2;/top_k 2; norm_topk_prob false;/' ;;
+    olmo2)   # OLMo-2's block: post-norms and the q/k norm of the whole projection (issue 29)
+        model postnorm | sed -e 's/tinypostnorm/tinyolmo2/' \
+            -e 's/kv_heads 2; norm rmsnorm; bias false; norm_position post }/kv_heads 2; norm rmsnorm; bias false; norm_position post; qk_norm rmsnorm_projection }/' ;;
+    ropelocal)   # Gemma 3's local blocks' RoPE base on Mistral's window (issue 29): no architecture written
+        model mistral | sed -e 's/tinymistral/tinyropelocal/' -e 's/position rope/position rope; rope_local_theta 100/' ;;
     shared)  # a shared expert: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinyshared/' -e 's/top_k 2;/top_k 2; shared 1;/' ;;
     grouped) # grouped routing (DeepSeek-V3's n_group): no Mixtral
@@ -163,6 +168,9 @@ trip gemma-pp2-zero3 gemma 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4;
 trip gemma2-dp2tp2-zero1 gemma2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma2-pp2-zero3 gemma2 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32 --shards 2"
 trip gemma2-tp2pp2 gemma2 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32"
+# OLMo-2 (issue 29): its q/k norm of the whole projections split over TP with the heads
+trip olmo2-dp2tp2-zero1 olmo2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 2"
+trip olmo2-tp2pp2 olmo2 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16" bf16
 
 # train { init "DIR" }: the plan's default of --init-from (relative to the working directory)
 if plan llama-init llama 2 "tp 2; micro_batch 1; global_batch 4;" 'init "llama-dp2-zero3.src";' &&
@@ -224,7 +232,7 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared capped postnorm sigmoid grouped gemma2every3 sandwichswiglu everyllama; do
+for m in geglu shared capped postnorm sigmoid grouped gemma2every3 sandwichswiglu everyllama ropelocal; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
@@ -244,6 +252,8 @@ expect_fail export-sandwich-swiglu 2 "norm_position sandwich with act swiglu: Ge
     "$ckpt" export-hf sandwichswiglu.ck sandwichswiglu.out
 expect_fail export-every-llama 2 "sliding_window 8 every 2 without Gemma 2's sandwich norms" \
     "$ckpt" export-hf everyllama.ck everyllama.out
+expect_fail export-ropelocal 2 "rope_local_theta 100: Gemma 3's RoPE base of the local blocks; Gemma3ForCausalLM is not written" \
+    "$ckpt" export-hf ropelocal.ck ropelocal.out
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out

@@ -17,6 +17,7 @@
 # shared expert (tokens dropped).
 # `ropellama3;`, `ropeyarn;` give the `llama;` model RoPE scaling (below),
 # `qknorm;` the `llama;` model with `qk_norm rmsnorm` (Qwen3's q/k norm).
+# `qkproj;` the `llama;` model with `qk_norm rmsnorm_projection` (OLMo-2's).
 # `postnorm;` the `llama;` model with norm_position post (OLMo-2),
 # `sandwich;` tiny's GPT with norm_position sandwich (Gemma 2).
 # `cpnodeK;` is run.sh's (PLANRT_CP_NODE_RANKS=K: the hierarchical CP form's
@@ -105,6 +106,16 @@ case "$body" in *ropellama3\;*) body=${body//ropellama3;/}
     rope_scaling='rope_scaling { type llama3; factor 8; low_freq_factor 1; high_freq_factor 4; original_max_position 32 }' ;; esac
 case "$body" in *ropeyarn\;*) body=${body//ropeyarn;/}
     rope_scaling='rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 }' ;; esac
+# `ropewin;` (issue 29): the `llama;` model with Gemma 3's pattern of local
+# and global blocks, a window of 24 on blocks 0 and 2 (`every 2`) and RoPE
+# scaled linearly by 4; `ropelocal;` the same with Gemma 3's rule: the local
+# blocks turn at their own base, rope_local_theta 100, unscaled (the
+# global ones at rope_theta 10000, scaled)
+case "$body" in *ropewin\;*|*ropelocal\;*) llama=true
+    rope_scaling='rope_scaling { type linear; factor 4 }'
+    case "$body" in *ropelocal\;*) rope_scaling="rope_local_theta 100; $rope_scaling" ;; esac
+    body=${body//ropewin;/}; body=${body//ropelocal;/}
+    llama_model=${llama_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; sliding_window 24 every 2; norm rmsnorm; bias false} ;; esac
 [ -z "$rope_scaling" ] || llama_model=${llama_model/position rope \}/position rope; $rope_scaling \}}
 # `qknorm;` (issue 29): the `llama;` model with Qwen3's q/k norm (an
 # RMSNorm of each query and key head before RoPE, a gain of 16 for the
@@ -120,6 +131,12 @@ case "$body" in *mlaq\;*) body=${body//mlaq;/}; llama=true
     llama_model=${llama_model/heads 4; kv_heads 2; norm rmsnorm; bias false/kind mla; heads 4; q_lora_rank 32; kv_lora_rank 24; qk_rope_head_dim 8; qk_nope_head_dim 8; v_head_dim 12; norm rmsnorm; bias true} ;; esac
 case "$body" in *mla\;*) body=${body//mla;/}; llama=true
     llama_model=${llama_model/heads 4; kv_heads 2; norm rmsnorm; bias false/kind mla; heads 4; kv_lora_rank 24; qk_rope_head_dim 8; qk_nope_head_dim 8; v_head_dim 12; norm rmsnorm; bias false} ;; esac
+# `qkproj;` (issue 29): the `llama;` model with OLMo-2's q/k norm (an
+# RMSNorm of each token's whole q projection, 64 values, and whole k
+# projection, 32, a gain per element, split over TP with the heads: the
+# sums of squares span the TP ranks); with `postnorm;` it is OLMo-2's block
+case "$body" in *qkproj\;*) body=${body//qkproj;/}; llama=true
+    llama_model=${llama_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; norm rmsnorm; bias false; qk_norm rmsnorm_projection} ;; esac
 # `postnorm;` (issue 29): the `llama;` model with OLMo-2's post-norms
 # (norm_position post on attention and MLP: x + norm(f(x)), no input norm)
 case "$body" in *postnorm\;*) body=${body//postnorm;/}; llama=true

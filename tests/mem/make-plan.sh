@@ -46,6 +46,10 @@ emb="embedding { dim $dim }"
 case "$body" in *mla\;*)
     att="attention { kind mla; heads 8; q_lora_rank 96; kv_lora_rank 64; qk_rope_head_dim 16; qk_nope_head_dim 32; v_head_dim 32; norm rmsnorm }"
     emb="embedding { dim $dim; position rope }"; body=${body//mla;/} ;; esac
+# a body containing `qkproj;` gives it OLMo-2's q/k norm of the whole
+# projection (`qk_norm rmsnorm_projection`: the pre-norm q and k and two
+# fp32 rstd per token kept, its gains split over TP)
+case "$body" in *qkproj\;*) att="attention { heads 8; qk_norm rmsnorm_projection }"; body=${body//qkproj;/} ;; esac
 # a body containing `gemma2;` gives the attention Gemma 2's score scale and
 # soft-cap, and the head a soft-cap: the runtime keeps nothing more for
 # them (the capped backward recomputes the raw scores into the spent

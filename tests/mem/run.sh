@@ -12,7 +12,7 @@
 #      quarantine keeps freed blocks and its shadow memory grows with the
 #      heap, so RSS then measures the sanitizer, not the program; (a) still
 #      holds, it counts planrt's allocator);
-#  (e) the cases marked e (dropout, qknorm, postnorm, sandwich or mla): each stage's activations
+#  (e) the cases marked e (dropout, qknorm, qkproj, postnorm, sandwich or mla): each stage's activations
 #      peak (its highest rank's) less that of the same layout without the
 #      feature equals the plan's difference within 1 % + 64 KiB (dropout's
 #      masks and dropped probabilities, the q/k norm's kept input and rstd,
@@ -128,16 +128,16 @@ while read -r name np checks body; do
     python3 "$here/check.py" report "$dir/$name.check.json" "$dir/$name.mem.jsonl" || fail "$name" "(a)"
     # (e) a dropout case: its masks and dropped probabilities, as planned,
     # against the same layout without dropout (its body less `dropout;`);
-    # a `qknorm;` case likewise: the q/k norm's kept input and rstd; a
+    # a `qknorm;` or `qkproj;` case likewise: the q/k norm's kept input and rstd; a
     # `gemma2;` case: Gemma 2's soft-caps, which keep nothing; a `window;`
     # case: a sliding window, masked inside the whole score buffers; an
     # `sgate;` one the gated shared expert's against the plain `moe;` one; a
     # `mla;` case: MLA's kept tensors and workspace against MHA's
     case "$checks" in *e*)
         feat=dropout
-        case "$body" in *qknorm\;*) feat=qknorm ;; *gemma2\;*) feat=gemma2 ;; *window\;*) feat=window ;;
-                        *postnorm\;*) feat=postnorm ;; *sandwich\;*) feat=sandwich ;; *sgate\;*) feat=sgate ;;
-                        *mla\;*) feat=mla ;; esac
+        case "$body" in *qknorm\;*) feat=qknorm ;; *qkproj\;*) feat=qkproj ;; *gemma2\;*) feat=gemma2 ;;
+                        *window\;*) feat=window ;; *postnorm\;*) feat=postnorm ;; *sandwich\;*) feat=sandwich ;;
+                        *sgate\;*) feat=sgate ;; *mla\;*) feat=mla ;; esac
         base=$name-no$feat
         if build "$base" "$np" 384 6 "${body//$feat;/}" && train "$base" "$np"; then
             echo "$name (e) $feat's items, allocated vs planned:"
