@@ -111,6 +111,7 @@ typedef struct {
     int64_t     moe_hidden;         /* the experts' width when it is not the dense MLP's; 0: hidden
                                        (Qwen-MoE's and DeepSeek's moe_intermediate_size) */
     bool        topk_raw;           /* norm_topk_prob false: the top-k weights not renormalised */
+    bool        sigmoid;            /* DeepSeek-V3's scoring_func sigmoid (`score sigmoid`) */
     int64_t     shared_hidden;      /* Qwen2-MoE's shared expert's width, 0: no gated shared expert */
     int64_t     sparse_step;        /* Qwen-MoE: block i is a mixture when (i + 1) % step == 0 ... */
     const json_t *mlp_only;         /* ... and i is not in mlp_only_layers (an array; NULL: none) */
@@ -878,22 +879,31 @@ static void read_deepseek_moe(HfConfig *c, ImportModel *m, bool v3)
     else if (scale != 1) {
         snprintf(buf, sizeof buf, "the routed experts' output times %g: planc adds them unscaled", scale);
         key = "routed_scaling_factor", why = buf;
-    } else if (!scoring || strcmp(scoring, "softmax"))
-        key = "scoring_func", why = "sigmoid scores: planc's router is a softmax";
-    else if (!norm_topk && m->top_k > 1)
-        key = "norm_topk_prob", why = "false: the top-k weights unnormalised; planc's router renormalises them "
-                                      "(Mixtral's softmax over the top-k logits)";
-    else if (alpha > 0)
-        key = "aux_loss_alpha", why = seq_aux ? "DeepSeek's balance loss per sequence (seq_aux), not planc's "
-                                                "Switch aux_loss over the batch"
-                                              : "DeepSeek's balance loss (f_i scaled by E / top_k), not planc's "
-                                                "Switch aux_loss";
+    } else if (!scoring || (strcmp(scoring, "softmax") && strcmp(scoring, "sigmoid")))
+        key = "scoring_func", why = "expected softmax or sigmoid (planc's `score`)";
+    else if (alpha > 0 && !seq_aux)
+        key = "seq_aux", why = "false: DeepSeek's balance loss over the whole batch (one f_i and P_i of all "
+                               "its tokens); planc's aux_loss is taken per sequence (seq_aux true)";
     if (key) {
         dsl_error(c->d, key_loc(c, key), "'%s': %s; planc's language cannot express DeepSeek's mixture yet", key, why);
         c->failed = true;
         return;
     }
     m->experts = experts;
+    m->sigmoid = strcmp(scoring, "sigmoid") == 0;
+    m->topk_raw = !norm_topk && m->top_k > 1;   /* softmax: over all E (MoEGate); sigmoid: raw */
+    /* DeepSeek's seq_aux loss (MoEGate.forward): per sequence b and layer,
+     * alpha sum_e (count_e / (T k / E)) P_e = alpha E sum_e f_e P_e, the
+     * mean over sequences, each layer's added to the loss (AddAuxiliaryLoss).
+     * planc's aux_loss C is the same per-sequence term averaged over the
+     * mixtures too (moe_aux_fwd), so C = alpha x the number of mixtures. */
+    char num[32];   /* to 15 digits: 0.001 x 26 is 0.026, not the product's last bit */
+    snprintf(num, sizeof num, "%.15g", alpha * (double)(m->layers - m->dense_first));
+    m->aux_loss = strtod(num, NULL);
+    if (alpha > 0)
+        dsl_note(c->d, key_loc(c, "aux_loss_alpha"), "import: aux_loss %s is aux_loss_alpha %g times the %lld "
+                 "mixtures: DeepSeek adds each mixture's balance loss, planc's aux_loss is their mean", num, alpha,
+                 (long long)(m->layers - m->dense_first));
     if (m->top_k > experts) {
         dsl_error(c->d, key_loc(c, "num_experts_per_tok"), "'num_experts_per_tok': expected at most n_routed_experts "
                   "%lld", (long long)experts);
@@ -1118,10 +1128,12 @@ static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, 
     fprintf(o, "    repeat %lld {\n", (long long)(to - from));
     put_attention(o, m, window);
     if (sparse) {
-        fprintf(o, "        moe { experts %lld; top_k %lld; hidden %lld; act %s; norm %s; bias %s; aux_loss %.17g",
+        fprintf(o, "        moe { experts %lld; top_k %lld; hidden %lld; act %s; norm %s; bias %s; aux_loss ",
                 (long long)m->experts, (long long)m->top_k, (long long)(m->moe_hidden ? m->moe_hidden : m->hidden),
-                m->act, m->norm, m->mlp_bias ? "true" : "false", m->aux_loss);
+                m->act, m->norm, m->mlp_bias ? "true" : "false");
+        put_num(o, m->aux_loss);
         if (m->shared > 0) fprintf(o, "; shared %lld", (long long)m->shared);   /* DeepSeek's, moe_hidden each */
+        if (m->sigmoid) fprintf(o, "; score sigmoid");
         if (m->topk_raw) fprintf(o, "; norm_topk_prob false");
         if (m->shared_hidden > 0)
             fprintf(o, "; shared 1; shared_hidden %lld; shared_gate true", (long long)m->shared_hidden);

@@ -1251,16 +1251,35 @@ check("import V2-Lite's mixture: 1 dense block, then 26 of 64 experts top 6, 2 s
       "repeat 1 {" in out and "repeat 26 {" in out and "experts 64" in out and "shared 2" in out and "hidden 1408" in out,
       out[-800:])
 rc, out, err = run("import", os.path.join(DATA, "deepseek-v2-lite.json"))
-check("import DeepSeek-V2-Lite as published: refused (exit 2), naming mscale and norm_topk_prob",
+check("import DeepSeek-V2-Lite as published: refused (exit 2), naming mscale only",
       rc == 2 and out == "" and "rope_scaling mscale 0.707, mscale_all_dim 0.707" in err and
-      "'norm_topk_prob': false" in err, err[-600:])
+      "'norm_topk_prob'" not in err and "'aux_loss_alpha':" not in err, err[-600:])
+# V2-Lite's own mixture (norm_topk_prob false, seq_aux with aux_loss_alpha
+# 0.001): the top-6 softmax weights over all 64 unnormalised (MoEGate), the
+# per-sequence balance loss summed over the 26 mixtures = planc's aux_loss
+# (their mean) of 26 x 0.001; the count is the published 15.7B
+rc, out, err = ds_variant("ds-lite-own.json", "deepseek-v2-lite.json", rope_scaling=YARN)
+check("import V2-Lite's own mixture: norm_topk_prob false, aux_loss 0.026 (0.001 x 26 mixtures), a note says so",
+      rc == 0 and "norm_topk_prob false" in out and "aux_loss 0.026\n" in out and "score sigmoid" not in out
+      and "aux_loss 0.026 is aux_loss_alpha 0.001 times the 26 mixtures" in err, (err or out)[-600:])
+rc3, js, err3 = run("check", "--json", write("ds-lite-own.plan", f'include "{CLUSTER}"\n' + out))
+check("import V2-Lite's own mixture: params 15,706,484,224 (check --json; it does not fit one GPU)",
+      js and json.loads(js).get("params") == 15_706_484_224, (err3 or js)[-300:])
+rc, out, err = ds_variant("ds-lite-batchaux.json", "deepseek-v2-lite.json", rope_scaling=YARN, seq_aux=False)
+check("import V2-Lite with seq_aux false: refused naming it (a balance loss over the batch)",
+      rc == 2 and "'seq_aux': false" in err, err[-400:])
 rc, out, err = run("import", os.path.join(DATA, "deepseek-v3.json"))
 check("import DeepSeek-V3 as published: refused (exit 2), naming mscale_all_dim, topk_method and the MTP layers",
       rc == 2 and out == "" and "mscale_all_dim 1" in err and "'topk_method': grouped top-k routing" in err and
       "'num_nextn_predict_layers'" in err, err[-600:])
+rc, out, err = ds_variant("ds-v3-sig.json", "deepseek-v3.json", num_nextn_predict_layers=0, rope_scaling=YARN,
+                          topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0)
+check("import V3 with greedy routing unscaled: its sigmoid scores written (score sigmoid), 3 dense blocks, 58 mixtures",
+      rc == 0 and "score sigmoid" in out and "repeat 3 {" in out and "repeat 58 {" in out
+      and "norm_topk_prob false" not in out, (err or out)[-600:])
 for kv, words in [
-        (dict(scoring_func="sigmoid", topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0),
-         "'scoring_func': sigmoid scores"),
+        (dict(scoring_func="sqrtsoftplus", topk_method="greedy", routed_scaling_factor=1.0),
+         "'scoring_func': expected softmax or sigmoid"),
         (dict(topk_method="greedy", routed_scaling_factor=2.5), "'routed_scaling_factor': the routed experts' output times 2.5"),
         (dict(num_key_value_heads=8), "'num_key_value_heads' 8: multi-head latent attention"),
         (dict(rope_scaling=dict(YARN, mscale=1.0, mscale_all_dim=0)), None),
