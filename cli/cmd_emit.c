@@ -274,14 +274,6 @@ int planc_cmd_build(int argc, char **argv)
                 plan_fp8_recipe_names[plan.software.fp8.recipe]);
         rc = 1;
     }
-    if (!rc && t == CG_TARGET_CUDA && cg_model_has_mla(&plan.model)) {
-        /* issue 29: the CPU target trains MLA (prt_mla_fwd / prt_mla_bwd, runtime/ops/mla.c); the
-         * CUDA runtime has no MLA op (its padded-head copies would be device kernels) */
-        fprintf(stderr, "planc build: %s: kind mla: the CUDA target's multi-head latent attention "
-                        "(prt_mla_* on the device) is not written yet\n  hint: --target cpu trains it (fp32); "
-                        "`check` and `search` still predict the plan on the GPU\n", file);
-        rc = 1;
-    }
     if (!rc) rc = emit_to(&plan, src);
     char why[512] = "";
     if (!rc && !strcmp(launch, "slurm")) rc = write_sbatch(&plan, exe, t);

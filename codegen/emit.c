@@ -606,9 +606,6 @@ static void emit_header(Cg *g)
         cg_string_literal(msg, lit, sizeof lit);
         out(g, "#ifndef PRT_CUDA\n#error \"%s\"\n#endif\n\n", lit);
     }
-    if (cg_model_has_mla(&p->model))   /* build --target cuda refuses it first (cli/cmd_emit.c) */
-        out(g, "#ifdef PRT_CUDA\n#error \"kind mla: the CUDA runtime has no multi-head latent attention "
-               "(prt_mla_*); build --target cpu\"\n#endif\n\n");
 }
 
 const char cg_target_dtype_hint[] = "write `dtype fp32` in the model block to build for the CPU, or build "

@@ -1,8 +1,9 @@
 # runtime/ops.mk: the compute half of libplanrt (layers, AdamW, init, data),
 # its tests and its benchmark.
 PRT_OPS_CPU := runtime/ops/mem.c runtime/ops/layers.c runtime/ops/linear.c runtime/ops/dropout.c \
-               runtime/ops/attention.c runtime/ops/adamw.c runtime/ops/moe.c runtime/ops/fp8.c runtime/ops/mla.c
-PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c runtime/ops/errors.c runtime/ops/fp8_recipe.c
+               runtime/ops/attention.c runtime/ops/adamw.c runtime/ops/moe.c runtime/ops/fp8.c
+PRT_OPS_BOTH := runtime/ops/init.c runtime/ops/data.c runtime/ops/errors.c runtime/ops/fp8_recipe.c \
+                runtime/ops/mla.c
 PRT_SRCS     += $(PRT_OPS_CPU) $(PRT_OPS_BOTH)
 PRT_CUDA_SRCS += $(PRT_OPS_BOTH) runtime/ops/adamw.c
 

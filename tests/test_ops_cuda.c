@@ -397,6 +397,84 @@ static void check_rope_scaled(size_t B, size_t T, size_t H, size_t Hkv, size_t D
     free(x); free(ref); prt_free(x_d);
 }
 
+/* prt_copy_blocks, the layout moves of composed ops: a strided copy with
+ * a scale, and a sum over j into one block (dj 0) on top of dst. */
+static void check_copy_blocks(size_t n, size_t m, size_t len)
+{
+    size_t sn = m * (len + 3), sj = len + 3, ns = n * sn, nd = n * (m * len + 5);
+    float *src = hrand(ns, 1), *dst = hrand(nd, 1);
+    prt_act *src_d = dact(src, ns), *dst_d = dact(dst, nd);
+    ref_prt_copy_blocks(dst, m * len + 5, len, src + 1, sn, sj, n, m, len, 0.5f, false);
+    prt_copy_blocks(dst_d, m * len + 5, len, src_d + 1, sn, sj, n, m, len, 0.5f, false);
+    validate("copy_blocks strided", dst_d, true, dst, nd, 1e-2, 1e-2);
+    ref_prt_copy_blocks(dst + 2, m * len + 5, 0, src, sn, sj, n, m, len, 1.0f, true);
+    prt_copy_blocks(dst_d + 2, m * len + 5, 0, src_d, sn, sj, n, m, len, 1.0f, true);
+    validate("copy_blocks sum over j", dst_d, true, dst, nd, 3e-2, 3e-2);
+    free(src); free(dst); prt_free(src_d); prt_free(dst_d);
+}
+
+/* Multi-head latent attention (runtime/ops/mla.c, one source for both
+ * builds) on the device against the CPU build: o, dx and every weight's
+ * gradient, with a query latent (q_lora > 0, V3) or q_proj (V2-Lite). */
+static void check_mla(size_t B, size_t T, size_t H, size_t C, size_t q_lora, size_t kv_lora, size_t rope,
+                      size_t nope, size_t v)
+{
+    size_t N = B * T, dq = nope + rope, D = dq > v ? dq : v, R = kv_lora + rope, KV = nope + v;
+    size_t qin = q_lora ? q_lora : C;
+    const prt_rope rg = PRT_ROPE_PLAIN(10000.0);
+    const ref_prt_rope rc = REF_ROPE_PLAIN(10000.0);
+    prt_mla_dims dg = { B, T, H, C, q_lora, kv_lora, rope, nope, v, 0, 1e-6f, &rg };
+    ref_prt_mla_dims dc = { B, T, H, C, q_lora, kv_lora, rope, nope, v, 0, 1e-6f, &rc };
+    /* weights: q_a, its norm, q_b (or q_proj), kv_a, its norm, kv_b */
+    size_t wn[6] = { q_lora * C, q_lora, H * dq * qin, R * C, kv_lora, H * KV * kv_lora };
+    float *wh[6], *gh[6];
+    prt_act *wd[6];
+    float *gd[6];
+    for (int i = 0; i < 6; i++) {
+        wh[i] = hrand(wn[i] ? wn[i] : 1, i == 1 || i == 4 ? 1.0f : 0.2f);
+        wd[i] = dact(wh[i], wn[i] ? wn[i] : 1);
+        gh[i] = hzeros(wn[i]);
+        gd[i] = dfloat(gh[i], wn[i] ? wn[i] : 1);
+    }
+    /* kept: qa, qn, qr, kva, kvl, kvn, kvr, qkv, att, opad */
+    size_t kn[10] = { N * q_lora, N * q_lora, N, N * R, N * kv_lora, N * kv_lora, N, N * 3 * H * D,
+                      B * H * T * T, N * H * D };
+    float *kh[10];
+    void *kd[10];
+    for (int i = 0; i < 10; i++) {
+        kh[i] = hzeros(kn[i] ? kn[i] : 1);
+        kd[i] = prt_alloc((kn[i] ? kn[i] : 1) * (i == 2 || i == 6 ? 4 : 2));
+    }
+    ref_prt_mla_kept kc = { kh[0], kh[1], kh[2], kh[3], kh[4], kh[5], kh[6], kh[7], kh[8], kh[9] };
+    prt_mla_kept kg = { kd[0], kd[1], kd[2], kd[3], kd[4], kd[5], kd[6], kd[7], kd[8], kd[9] };
+    ref_prt_mla_w wc = { wh[0], NULL, wh[1], wh[2], wh[3], NULL, wh[4], wh[5] };
+    prt_mla_w wg = { wd[0], NULL, wd[1], wd[2], wd[3], NULL, wd[4], wd[5] };
+    if (!q_lora) { wc.wqa = wc.gqa = NULL; wg.wqa = wg.gqa = NULL; }
+    size_t nw = ref_prt_mla_ws_elems(&dc);
+    float *x = hrand(N * C, 1), *dout = hrand(N * H * v, 1), *o = hzeros(N * H * v), *dx = hzeros(N * C);
+    float *ws = hzeros(nw);
+    prt_act *x_d = dact(x, N * C), *dout_d = dact(dout, N * H * v), *o_d = prt_alloc(N * H * v * 2);
+    prt_act *dx_d = prt_alloc(N * C * 2), *ws_d = prt_alloc(prt_mla_ws_elems(&dg) * 2);
+    ref_prt_mla_fwd(o, &kc, ws, x, &wc, &dc);
+    prt_mla_fwd(o_d, &kg, ws_d, x_d, &wg, &dg);
+    validate("mla fwd", o_d, true, o, N * H * v, ATOL, 5e-2);
+    ref_prt_mla_grad gc = { gh[0], NULL, gh[1], gh[2], gh[3], NULL, gh[4], gh[5] };
+    prt_mla_grad gg = { gd[0], NULL, gd[1], gd[2], gd[3], NULL, gd[4], gd[5] };
+    if (!q_lora) { gc.wqa = gc.gqa = NULL; gg.wqa = gg.gqa = NULL; }
+    ref_prt_mla_bwd(dx, &gc, ws, dout, x, &kc, &wc, &dc);
+    prt_mla_bwd(dx_d, &gg, ws_d, dout_d, x_d, &kg, &wg, &dg);
+    validate("mla bwd dx", dx_d, true, dx, N * C, 5e-2, 5e-2);
+    static const char *const gname[6] = { "mla bwd d q_a (fp32)", "mla bwd d q_a norm (fp32)",
+                                          "mla bwd d q_b (fp32)", "mla bwd d kv_a (fp32)",
+                                          "mla bwd d kv_a norm (fp32)", "mla bwd d kv_b (fp32)" };
+    for (int i = 0; i < 6; i++)
+        if (wn[i]) validate(gname[i], gd[i], false, gh[i], wn[i], 2e-2 * sqrt((double)N), 5e-2);
+    free(x); free(dout); free(o); free(dx); free(ws);
+    prt_free(x_d); prt_free(dout_d); prt_free(o_d); prt_free(dx_d); prt_free(ws_d);
+    for (int i = 0; i < 6; i++) { free(wh[i]); free(gh[i]); prt_free(wd[i]); prt_free(gd[i]); }
+    for (int i = 0; i < 10; i++) { free(kh[i]); prt_free(kd[i]); }
+}
+
 /* Context parallelism: the position and RoPE kernels on CP rank r's T/cp
  * rows (its chunks r and 2cp-1-r, prt_cp_pos) against the CPU ops. */
 static void check_cp_positions(size_t B, size_t T, size_t C, size_t H, size_t Hkv, size_t D, int cp, int r)
@@ -806,6 +884,9 @@ int main(int argc, char **argv)
     check_attention_softcap(2, 64, 8, 2, 32, false, 16, 0.0625f, 2.0f);   /* Gemma 2: scale, cap, window */
     check_attention_softcap(2, 100, 4, 1, 64, true, 0, 0.125f, 50.0f);
     check_rope_theta(2, 16, 4, 2, 64, 500000.0f);  /* Llama 3's base */
+    check_copy_blocks(37, 5, 24);
+    check_mla(2, 16, 4, 64, 32, 24, 16, 32, 24);   /* a query latent (DeepSeek-V3's form) */
+    check_mla(2, 16, 4, 64, 0, 24, 16, 32, 64);    /* q_proj, v wider than q (D = v) */
     for (int kind = PRT_ROPE_LINEAR; kind <= PRT_ROPE_YARN; kind++) {
         check_rope_scaled(2, 16, 4, 2, 64, kind, 1, 0);
         check_rope_scaled(2, 16, 4, 2, 64, kind, 2, 1);

@@ -596,6 +596,35 @@ __global__ static void k_affine(bf *out, const bf *x, float a, float b, size_t n
     if (i < n) out[i] = to_bf(a * ld(x, i) + b);
 }
 
+/* One thread per (i, c) walks j in order (prt_copy_blocks): no two
+ * threads write one element, and a sum over j (dj 0) runs in the CPU's
+ * order in fp32, rounded to bf16 once. */
+__global__ static void k_copy_blocks(bf *dst, size_t dn, size_t dj, const bf *src, size_t sn, size_t sj,
+                                     size_t n, size_t m, size_t len, float scale, bool acc)
+{
+    size_t t = gtid();
+    if (t >= n * len) return;
+    size_t i = t / len, c = t % len;
+    if (dj == 0) {
+        float s = acc ? ld(dst, i * dn + c) : 0.0f;
+        for (size_t j = 0; j < m; j++) s += scale * ld(src, i * sn + j * sj + c);
+        dst[i * dn + c] = to_bf(s);
+        return;
+    }
+    for (size_t j = 0; j < m; j++) {
+        size_t d = i * dn + j * dj + c;
+        dst[d] = to_bf((acc ? ld(dst, d) : 0.0f) + scale * ld(src, i * sn + j * sj + c));
+    }
+}
+
+extern "C" void prt_copy_blocks(prt_act *dst, size_t dn, size_t dj, const prt_act *src, size_t sn,
+                                size_t sj, size_t n, size_t m, size_t len, float scale, bool acc)
+{
+    PRT_OP_ENTER("prt_copy_blocks");
+    PRT_LAUNCH("prt_copy_blocks", grid_for(n * len), 0, k_copy_blocks, BF(dst), dn, dj, CBF(src), sn, sj,
+               n, m, len, scale, acc);
+}
+
 extern "C" void prt_affine(prt_act *out, const prt_act *x, float a, float b, size_t n)
 {
     PRT_OP_ENTER("prt_affine");

@@ -325,13 +325,13 @@ void prt_attention_dropout_bwd(prt_act *dqkv, prt_act *datt, const prt_act *dout
                                const prt_act *att, const prt_act *attd, const uint8_t *mask, float p,
                                size_t B, size_t T, size_t H, size_t Hkv, size_t D, size_t W);
 
-/* ---- multi-head latent attention (CPU build only) -----------------------
+/* ---- multi-head latent attention ---------------------------------------
  * DeepSeek-V2's MLA (the model's `attention { kind mla }`) on one TP rank,
  * composed from the linear, RMSNorm, RoPE and attention ops above
  * (runtime/ops/mla.c): from x (N = B T rows of C, the pre-norm's output)
  * to o (N, H v), the o_proj's input. Weights are (O, K) row-major as the
- * linear op's; H the rank's heads. The CUDA build has no MLA yet (its
- * padded-head copies would be device kernels). */
+ * linear op's; H the rank's heads. One source for both builds: the
+ * layout moves are prt_copy_blocks, the rest the build's own ops. */
 typedef struct {
     size_t B, T, H, C;          /* sequences, tokens each, this rank's heads, model width */
     size_t q_lora, kv_lora;     /* latent widths; q_lora 0: q_proj, no query latent */
@@ -507,6 +507,15 @@ void prt_dropout_bwd(prt_act *dx, const prt_act *dy, const uint8_t *mask, float 
 void prt_residual_add(prt_act *out, const prt_act *a, const prt_act *b, size_t n);
 /* dst += src, for gradients that meet (e.g. tied embeddings, branches). */
 void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n);
+/* Strided blocks, the layout moves of an op composed from others (MLA's
+ * heads padded into the attention op's layout and back): for i < n and
+ * c < len, over j < m in order,
+ *   dst[i dn + j dj + c] = (acc ? itself : 0) + scale src[i sn + j sj + c]
+ * with dj 0 the sum over j lands in one block (in j order, fp32, stored
+ * once: both builds round alike), and sj 0 one source block goes to m.
+ * Blocks of different (i, j) must not overlap unless dj is 0. */
+void prt_copy_blocks(prt_act *dst, size_t dn, size_t dj, const prt_act *src, size_t sn, size_t sj,
+                     size_t n, size_t m, size_t len, float scale, bool acc);
 /* out = a * x + b, n elements; out may alias x. Gemma's embedding scale
  * (a = sqrt(C), b = 0, forward and backward alike) and its norm gain
  * 1 + w (a = 1, b = 1), both exact in their roles. */

@@ -32,7 +32,7 @@ static const char *const FAULT_OPS[] = {
     "prt_gelu_fwd", "prt_gelu_bwd", "prt_relu_fwd", "prt_relu_bwd",
     "prt_swiglu_fwd", "prt_swiglu_bwd", "prt_geglu_fwd", "prt_geglu_bwd",
     "prt_dropout_fwd", "prt_dropout_probs_fwd", "prt_dropout_bwd",
-    "prt_residual_add", "prt_add_inplace", "prt_grad_add", "prt_affine",
+    "prt_residual_add", "prt_add_inplace", "prt_grad_add", "prt_affine", "prt_copy_blocks",
     "prt_xent_max", "prt_xent_sumexp", "prt_xent_loss", "prt_xent_bwd",
     "prt_xent_softcap_bwd", "prt_softcap_fwd",
     "prt_moe_router_fwd", "prt_moe_router_bwd", "prt_moe_topk_fwd", "prt_moe_topk_bwd",

@@ -504,6 +504,26 @@ void prt_add_inplace(prt_act *dst, const prt_act *src, size_t n)
         dst[i] += src[i];
 }
 
+void prt_copy_blocks(prt_act *dst, size_t dn, size_t dj, const prt_act *src, size_t sn, size_t sj,
+                     size_t n, size_t m, size_t len, float scale, bool acc)
+{
+    PRT_OP_ENTER("prt_copy_blocks");
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = 0; c < len; c++) {
+            if (dj == 0) {   /* the sum over j, in j order, stored once */
+                float s = acc ? (float)dst[i * dn + c] : 0.0f;
+                for (size_t j = 0; j < m; j++)
+                    s += scale * (float)src[i * sn + j * sj + c];
+                dst[i * dn + c] = s;
+                continue;
+            }
+            for (size_t j = 0; j < m; j++) {
+                prt_act *d = dst + i * dn + j * dj + c;
+                *d = (acc ? (float)*d : 0.0f) + scale * (float)src[i * sn + j * sj + c];
+            }
+        }
+}
+
 void prt_affine(prt_act *out, const prt_act *x, float a, float b, size_t n)
 {
     PRT_OP_ENTER("prt_affine");

@@ -1,8 +1,10 @@
 /*
  * mla.c: multi-head latent attention (DeepSeek-V2, Liu et al. 2024 Sec.
- * 2.1; transformers' DeepseekV2Attention) of the CPU build, composed from
- * the runtime's own ops: prt_linear_*, prt_rmsnorm_*, prt_rope_* and
- * prt_attention_*. It adds only the copies between their layouts.
+ * 2.1; transformers' DeepseekV2Attention), composed from the runtime's own
+ * ops: prt_linear_*, prt_rmsnorm_*, prt_rope_* and prt_attention_*, and
+ * the moves between their layouts (prt_copy_blocks, prt_zero). It calls
+ * nothing else, so one source serves both builds: on CUDA every call is a
+ * device op on device buffers (ops.mk compiles it into both libraries).
  *
  * On one TP rank of H local heads (n nope, r rope, d_q = n + r, d_v v):
  *   q   = q_b(rmsnorm(q_a(x)))   or q_proj(x)          (N, H d_q)
@@ -25,7 +27,6 @@
  * replicated weights' gradients, as the planner's rule says).
  */
 #include <math.h>
-#include <string.h>
 #include "ops_err.h"
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
@@ -65,35 +66,27 @@ void prt_mla_fwd(prt_act *o, prt_mla_kept *k, prt_act *ws, const prt_act *x, con
         prt_linear_fwd(q, x, w->wqb, NULL, N, d->C, H * dq);
     }
     prt_linear_fwd(k->kva, x, w->wkva, w->bkva, N, d->C, R);
-    for (size_t i = 0; i < N; i++)
-        memcpy(k->kvl + i * d->kv_lora, k->kva + i * R, d->kv_lora * sizeof *k->kvl);
+    prt_copy_blocks(k->kvl, d->kv_lora, 0, k->kva, R, 0, N, 1, d->kv_lora, 1.0f, false);
     prt_rmsnorm_fwd(k->kvn, k->kvr, k->kvl, w->gkva, N, d->kv_lora, d->eps);
     prt_linear_fwd(kv, k->kvn, w->wkvb, NULL, N, d->kv_lora, H * KV);
-    /* the rotated parts into the rope buffer, rotated there */
-    memset(rp, 0, N * RR * sizeof *rp);
-    for (size_t i = 0; i < N; i++) {
-        for (size_t h = 0; h < H; h++)
-            memcpy(rp + i * RR + h * r, q + i * H * dq + h * dq + n, r * sizeof *rp);
-        memcpy(rp + i * RR + H * r, k->kva + i * R + d->kv_lora, r * sizeof *rp);
-    }
+    /* the rotated parts into the rope buffer (its value head stays 0),
+       rotated there */
+    (void)prt_zero(rp, N * RR * sizeof *rp);
+    prt_copy_blocks(rp, RR, r, q + n, H * dq, dq, N, H, r, 1.0f, false);
+    prt_copy_blocks(rp + H * r, RR, 0, k->kva + d->kv_lora, R, 0, N, 1, r, 1.0f, false);
     prt_rope_fwd(rp, d->B, d->T, H, 1, r, d->rope_params);
-    /* each head's q, k, v, zero-padded to D, in the attention op's layout */
+    /* each head's q, k, v, zero-padded to D, in the attention op's layout:
+       q = [q_nope, q_pe] s, k = [k_nope, the shared k_pe], v */
     float s = q_scale(d);
-    memset(k->qkv, 0, N * 3 * H * D * sizeof *k->qkv);
-    for (size_t i = 0; i < N; i++)
-        for (size_t h = 0; h < H; h++) {
-            prt_act *Q = k->qkv + i * 3 * H * D + h * D, *K = Q + H * D, *V = K + H * D;
-            const prt_act *qh = q + i * H * dq + h * dq, *kvh = kv + i * H * KV + h * KV;
-            for (size_t c = 0; c < n; c++) Q[c] = qh[c] * s;
-            for (size_t c = 0; c < r; c++) Q[n + c] = rp[i * RR + h * r + c] * s;
-            memcpy(K, kvh, n * sizeof *K);
-            memcpy(K + n, rp + i * RR + H * r, r * sizeof *K);
-            memcpy(V, kvh + n, v * sizeof *V);
-        }
+    size_t HD = H * D, Q3 = 3 * HD;
+    (void)prt_zero(k->qkv, N * Q3 * sizeof *k->qkv);
+    prt_copy_blocks(k->qkv, Q3, D, q, H * dq, dq, N, H, n, s, false);
+    prt_copy_blocks(k->qkv + n, Q3, D, rp, RR, r, N, H, r, s, false);
+    prt_copy_blocks(k->qkv + HD, Q3, D, kv, H * KV, KV, N, H, n, 1.0f, false);
+    prt_copy_blocks(k->qkv + HD + n, Q3, D, rp + H * r, RR, 0, N, H, r, 1.0f, false);
+    prt_copy_blocks(k->qkv + 2 * HD, Q3, D, kv + n, H * KV, KV, N, H, v, 1.0f, false);
     prt_attention_fwd(k->opad, k->att, k->qkv, d->B, d->T, H, H, D, d->W);
-    for (size_t i = 0; i < N; i++)
-        for (size_t h = 0; h < H; h++)
-            memcpy(o + i * H * v + h * v, k->opad + i * H * D + h * D, v * sizeof *o);
+    prt_copy_blocks(o, H * v, v, k->opad, HD, D, N, H, v, 1.0f, false);
 }
 
 void prt_mla_bwd(prt_act *dx, prt_mla_grad *g, prt_act *ws, const prt_act *dout, const prt_act *x,
@@ -105,42 +98,32 @@ void prt_mla_bwd(prt_act *dx, prt_mla_grad *g, prt_act *ws, const prt_act *dout,
     prt_act *dop = ws, *dqkv = dop + N * H * D, *datt = dqkv + N * 3 * H * D;
     prt_act *dq = datt + d->B * H * d->T * d->T, *dkv = dq + N * H * Dq, *drp = dkv + N * H * KV;
     prt_act *dl = drp + N * RR, *dn = dl + N * lat, *dkva = dn + N * lat, *dxq = dkva + N * R;
-    memset(dop, 0, N * H * D * sizeof *dop);
-    for (size_t i = 0; i < N; i++)
-        for (size_t h = 0; h < H; h++)
-            memcpy(dop + i * H * D + h * D, dout + i * H * v + h * v, v * sizeof *dop);
+    size_t HD = H * D, Q3 = 3 * HD;
+    (void)prt_zero(dop, N * HD * sizeof *dop);
+    prt_copy_blocks(dop, HD, D, dout, H * v, v, N, H, v, 1.0f, false);
     prt_attention_bwd(dqkv, datt, dop, k->qkv, k->att, false, d->B, d->T, H, H, D, d->W);
     /* split each head's dQ, dK, dV into the parts; the shared key part's
-       gradient is the sum over the heads */
+       gradient is the sum over the heads (in head order) */
     float s = q_scale(d);
-    memset(drp, 0, N * RR * sizeof *drp);
-    for (size_t i = 0; i < N; i++)
-        for (size_t h = 0; h < H; h++) {
-            const prt_act *Q = dqkv + i * 3 * H * D + h * D, *K = Q + H * D, *V = K + H * D;
-            prt_act *qh = dq + i * H * Dq + h * Dq, *kvh = dkv + i * H * KV + h * KV;
-            for (size_t c = 0; c < n; c++) qh[c] = Q[c] * s;
-            for (size_t c = 0; c < r; c++) drp[i * RR + h * r + c] = Q[n + c] * s;
-            memcpy(kvh, K, n * sizeof *kvh);
-            for (size_t c = 0; c < r; c++) drp[i * RR + H * r + c] += K[n + c];
-            memcpy(kvh + n, V, v * sizeof *kvh);
-        }
+    (void)prt_zero(drp, N * RR * sizeof *drp);
+    prt_copy_blocks(dq, H * Dq, Dq, dqkv, Q3, D, N, H, n, s, false);
+    prt_copy_blocks(drp, RR, r, dqkv + n, Q3, D, N, H, r, s, false);
+    prt_copy_blocks(dkv, H * KV, KV, dqkv + HD, Q3, D, N, H, n, 1.0f, false);
+    prt_copy_blocks(drp + H * r, RR, 0, dqkv + HD + n, Q3, D, N, H, r, 1.0f, false);
+    prt_copy_blocks(dkv + n, H * KV, KV, dqkv + 2 * HD, Q3, D, N, H, v, 1.0f, false);
     prt_rope_bwd(drp, d->B, d->T, H, 1, r, d->rope_params);
-    for (size_t i = 0; i < N; i++)
-        for (size_t h = 0; h < H; h++)
-            memcpy(dq + i * H * Dq + h * Dq + n, drp + i * RR + h * r, r * sizeof *dq);
+    prt_copy_blocks(dq + n, H * Dq, Dq, drp, RR, r, N, H, r, 1.0f, false);
     /* key/value side: kv_b, the latent norm, kv_a (dx written here) */
     prt_linear_bwd(dn, g->wkvb, NULL, dkv, k->kvn, w->wkvb, N, d->kv_lora, H * KV);
-    memset(dl, 0, N * d->kv_lora * sizeof *dl);
+    (void)prt_zero(dl, N * d->kv_lora * sizeof *dl);
     prt_rmsnorm_bwd(dl, g->gkva, dn, k->kvl, w->gkva, k->kvr, N, d->kv_lora);
-    for (size_t i = 0; i < N; i++) {
-        memcpy(dkva + i * R, dl + i * d->kv_lora, d->kv_lora * sizeof *dkva);
-        memcpy(dkva + i * R + d->kv_lora, drp + i * RR + H * r, r * sizeof *dkva);
-    }
+    prt_copy_blocks(dkva, R, 0, dl, d->kv_lora, 0, N, 1, d->kv_lora, 1.0f, false);
+    prt_copy_blocks(dkva + d->kv_lora, R, 0, drp + H * r, RR, 0, N, 1, r, 1.0f, false);
     prt_linear_bwd(dx, g->wkva, g->bkva, dkva, x, w->wkva, N, d->C, R);
     /* query side: q_b, the latent norm, q_a (or q_proj), added into dx */
     if (d->q_lora) {
         prt_linear_bwd(dn, g->wqb, NULL, dq, k->qn, w->wqb, N, d->q_lora, H * Dq);
-        memset(dl, 0, N * d->q_lora * sizeof *dl);
+        (void)prt_zero(dl, N * d->q_lora * sizeof *dl);
         prt_rmsnorm_bwd(dl, g->gqa, dn, k->qa, w->gqa, k->qr, N, d->q_lora);
         prt_linear_bwd(dxq, g->wqa, g->bqa, dl, x, w->wqa, N, d->C, d->q_lora);
     } else {
