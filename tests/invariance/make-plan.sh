@@ -260,6 +260,46 @@ sandwich_model='model tinysandwich {
     norm    { kind layernorm }
     lm_head { tied false }
 }'
+# `allin;` (issue 29's done-when: every new feature in one tiny model): a
+# dense first block, then three mixtures; every block Gemma 2/3's
+# attention (grouped-query, Qwen3's q/k norm, a window of 16 on the even
+# blocks, soft-capped scores scaled by query_pre_attn_scalar, sandwich
+# norms), Gemma 3's embedding (sqrt(dim) scale, local blocks at their own
+# RoPE base, the global ones YaRN-scaled), a padded vocabulary of 259 and
+# a tied, soft-capped head; the mixtures DeepSeek-V3's sigmoid gate with
+# grouped routing, Qwen2-MoE's unnormalised top-k and gated shared expert
+# of its own width, the aux loss. (No dropout: emit refuses it beside
+# soft-capped scores.)
+# `allinds;`: the same frame with DeepSeek-V3's attention (MLA with a
+# query latent and DeepSeek's biases) and mixture (dense first, sigmoid,
+# grouped routing, two shared experts), RoPE YaRN-scaled.
+all_att='attention { heads 4; kv_heads 2; qk_norm rmsnorm; sliding_window 16 every 2; softcap 1; query_pre_attn_scalar 24; norm rmsnorm; bias false; norm_position sandwich }'
+all_moe='moe { experts 4; top_k 2; hidden 32; act swiglu; norm rmsnorm; score sigmoid; route_groups 2; route_top_groups 1; norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01; norm_position sandwich }'
+all_emb='embedding { dim 64; position rope; scale sqrt_dim; rope_local_theta 100; rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 } }'
+case "$body" in *allinds\;*) body=${body//allinds;/}; llama=true
+    all_att='attention { kind mla; heads 4; q_lora_rank 32; kv_lora_rank 24; qk_rope_head_dim 8; qk_nope_head_dim 8; v_head_dim 12; norm rmsnorm; bias true }'
+    all_moe='moe { experts 4; top_k 2; hidden 32; act swiglu; norm rmsnorm; score sigmoid; route_groups 2; route_top_groups 1; shared 2; aux_loss 0.01 }'
+    all_emb='embedding { dim 64; position rope; rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 } }'
+    body="allin; $body" ;; esac
+case "$body" in *allin\;*) body=${body//allin;/}; llama=true
+    case "$all_att" in *mla*) all_mlp='mlp { hidden 128; act swiglu; norm rmsnorm; bias false }' ;;
+    *) all_mlp='mlp { hidden 128; act geglu; norm rmsnorm; bias false; norm_position sandwich }' ;; esac
+    llama_model="model tinyall {
+    vocab 259;  seq 64;  dtype fp32;  norm_eps 1e-6;
+    $all_emb
+    repeat 1 {
+        $all_att
+        $all_mlp
+    }
+    repeat 3 {
+        $all_att
+        $all_moe
+    }
+    norm    { kind rmsnorm }
+    lm_head { tied TIED }
+}"
+    case "$all_att" in *mla*) llama_model=${llama_model/TIED/false} ;;
+    *) llama_model=${llama_model/TIED/true; softcap 0.5} ;; esac ;; esac
 if [ "$wide" = true ]; then llama=true; llama_model=$wide_model; fi
 gemma=false
 case "$body" in *gemma\;*) gemma=true; body=${body//gemma;/} ;; esac
