@@ -806,34 +806,58 @@ static int64_t hf_int_or_null(HfConfig *c, const char *key, int64_t def, const c
     return hf_int(c, key, def, what);
 }
 
-/* DeepSeek's YaRN (modeling_deepseek.py's DeepseekV2YarnRotaryEmbedding,
- * transformers' DeepseekV3Attention): cos and sin times
- * m(factor, mscale) / m(factor, mscale_all_dim), m(f, x) = 0.1 x ln f + 1,
- * and the softmax scale times m(factor, mscale_all_dim)^2 when
- * mscale_all_dim is not 0. At the defaults (mscale 1, mscale_all_dim 0)
- * that is planc's YaRN (cos and sin times 0.1 ln f + 1, the scale
- * untouched); any other pair scales the scores otherwise: refused naming
- * it. The two keys are taken out of rope_scaling before the common reader
- * sees it. */
+/* DeepSeek's YaRN pair, rope_scaling's mscale and mscale_all_dim,
+ * imported as written into yarn's mscale and mscale_all_dim. Three
+ * readings of it exist: transformers' _compute_yarn_parameters
+ * (modeling_rope_utils.py) puts m(factor, mscale) / m(factor,
+ * mscale_all_dim) on cos and sin only when both keys are non-zero, else
+ * m(factor, 1) (m(f, x) = 0.1 x ln f + 1); DeepSeek's own
+ * DeepseekV2YarnRotaryEmbedding (modeling_deepseek.py, defaults mscale 1,
+ * mscale_all_dim 0) and Megatron-Core always put the quotient; all three
+ * multiply MLA's softmax scale by m(factor, mscale_all_dim)^2 when
+ * mscale_all_dim is non-zero (DeepseekV3Attention). planc's language
+ * takes the pairs on which they agree (sema_yarn_mscale): mscale_all_dim
+ * > 0 beside mscale > 0 (V2-Lite's 0.707 / 0.707, V3's 1 / 1), or
+ * mscale_all_dim 0 (or left out) beside mscale 1 (or left out). Any other
+ * pair is refused naming it. The two keys are taken out of rope_scaling
+ * before the common reader sees it. */
 static void read_deepseek_yarn(HfConfig *c, ImportModel *m)
 {
     json_t *rs = json_object_get(c->root, "rope_scaling");
+    double x = 1, y = 0;   /* DeepSeek's defaults */
     if (rs && json_is_object(rs)) {
         json_t *ms = json_object_get(rs, "mscale"), *all = json_object_get(rs, "mscale_all_dim");
         bool num = (!ms || json_is_number(ms)) && (!all || json_is_number(all));
-        double x = ms && json_is_number(ms) ? json_number_value(ms) : 1;
-        double y = all && json_is_number(all) ? json_number_value(all) : 0;
-        if (!num || x != 1 || y != 0) {
-            dsl_error(c->d, key_loc(c, "rope_scaling"), "rope_scaling mscale %g, mscale_all_dim %g: DeepSeek's YaRN "
-                      "then scales the rotated parts by m(factor, mscale) / m(factor, mscale_all_dim) and the whole "
-                      "softmax by m(factor, mscale_all_dim)^2 (m(f, x) = 0.1 x ln f + 1); planc's YaRN scales cos "
-                      "and sin by 0.1 ln(factor) + 1 only (mscale 1, mscale_all_dim 0: numbers)", x, y);
+        x = ms && json_is_number(ms) ? json_number_value(ms) : 1;
+        y = all && json_is_number(all) ? json_number_value(all) : 0;
+        const char *why = NULL;
+        if (!num)
+            why = "expected numbers";
+        else if (x < 0 || y < 0)
+            why = "m(f, x) = 0.1 x ln f + 1 of a negative x is no scale DeepSeek's YaRN defines";
+        else if (y > 0 && (!ms || x == 0))
+            why = "without a non-zero mscale transformers' YaRN puts 0.1 ln(factor) + 1 on cos and sin, DeepSeek's "
+                  "and Megatron-Core's m(factor, mscale) / m(factor, mscale_all_dim) (m(f, x) = 0.1 x ln f + 1)";
+        else if (y == 0 && x != 1)
+            why = "without a non-zero mscale_all_dim transformers' YaRN leaves mscale unread and puts "
+                  "0.1 ln(factor) + 1 on cos and sin, DeepSeek's and Megatron-Core's m(factor, mscale) "
+                  "(m(f, x) = 0.1 x ln f + 1)";
+        if (why) {
+            char ms_text[32] = "left out", all_text[32] = "left out";
+            if (ms) snprintf(ms_text, sizeof ms_text, json_is_number(ms) ? "%g" : "not a number", x);
+            if (all) snprintf(all_text, sizeof all_text, json_is_number(all) ? "%g" : "not a number", y);
+            dsl_error(c->d, key_loc(c, "rope_scaling"), "rope_scaling mscale %s, mscale_all_dim %s: %s", ms_text,
+                      all_text, why);
             c->failed = true;
         }
         json_object_del(rs, "mscale");
         json_object_del(rs, "mscale_all_dim");
     }
     hf_rope_scaling(c, m);
+    if (m->rope_scaling.kind == ROPE_SCALING_YARN) {
+        m->rope_scaling.mscale = x;
+        m->rope_scaling.mscale_all_dim = y;
+    }
 }
 
 /* DeepSeek's mixture against planc's `moe { }` (DeepseekV2MoE, MoEGate;
@@ -1178,6 +1202,12 @@ static void put_rope_scaling(FILE *o, const RopeScaling *r)
         put_num(o, r->beta_fast);
         fprintf(o, "; beta_slow ");
         put_num(o, r->beta_slow);
+        if (r->mscale_all_dim != 0) {   /* DeepSeek's pair (read_deepseek_yarn); else sema's 1, 0 */
+            fprintf(o, "; mscale ");
+            put_num(o, r->mscale);
+            fprintf(o, "; mscale_all_dim ");
+            put_num(o, r->mscale_all_dim);
+        }
     }
     if (r->original_max_position) fprintf(o, "; original_max_position %lld", (long long)r->original_max_position);
     fprintf(o, " }");

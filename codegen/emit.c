@@ -302,21 +302,23 @@ static void emit_rope(Cg *g, const Model *m)
     RopeScaling r = plan_rope_scaling(m);
     if (r.kind == ROPE_SCALING_NONE)   /* sema's defaults; prt_rope_inv_freq reads none of them */
         r = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1, .low_freq_factor = 1, .high_freq_factor = 4,
-                           .beta_fast = 32, .beta_slow = 1 };
+                           .beta_fast = 32, .beta_slow = 1, .mscale = 1 };
     out(g, "/* RoPE (embedding rope_theta, rope_scaling): kind, base, factor, low_freq_factor,\n"
-           " * high_freq_factor, beta_fast, beta_slow, original_max_position (tokens).\n"
+           " * high_freq_factor, beta_fast, beta_slow, original_max_position (tokens), yarn's\n"
+           " * mscale and mscale_all_dim (DeepSeek's pair: prt_rope_mscale on cos and sin,\n"
+           " * prt_rope_mla_softmax_mscale on kind mla's softmax scale).\n"
            " * Convention: planc rotates interleaved pairs (2i, 2i+1) of each q and k head,\n"
            " * as Meta's Llama; Hugging Face rotates halves (i, i + d/2) (rotate_half), so\n"
            " * export-hf and --init-from permute q and k's rows within each head between\n"
            " * the two (runtime/ckpt/hf.c). At token t pair i turns by t times\n"
            " * prt_rope_inv_freq(&ROPE_PARAMS, i, d) radians (base^(-2i/d) unscaled). */\n");
-    out(g, "static const prt_rope ROPE_PARAMS = { %s, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g };\n",
-        kinds[r.kind], plan_rope_theta(m), r.factor, r.low_freq_factor, r.high_freq_factor,
-        r.beta_fast, r.beta_slow, (double)r.original_max_position);
+    out(g, "static const prt_rope ROPE_PARAMS = { %s, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, %.17g, "
+           "%.17g, %.17g };\n", kinds[r.kind], plan_rope_theta(m), r.factor, r.low_freq_factor,
+        r.high_freq_factor, r.beta_fast, r.beta_slow, (double)r.original_max_position, r.mscale, r.mscale_all_dim);
     if (feature(g, "ROPE_LOCAL", 10) != 1) return;
     out(g, "/* The local (sliding-window) layers' RoPE (embedding rope_local_theta, Gemma 3's\n"
            " * rope_local_base_freq): that base, unscaled (rope_of) */\n");
-    out(g, "static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, %.17g, 1, 1, 4, 32, 1, 0 };\n",
+    out(g, "static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, %.17g, 1, 1, 4, 32, 1, 0, 1, 0 };\n",
         plan_rope_local_theta(m));
 }
 
@@ -2092,8 +2094,9 @@ static bool rope_scaling_honoured(RopeScaling r)
     if (!(r.factor >= 1 && isfinite(r.factor))) return false;
     if (r.kind == ROPE_SCALING_LLAMA3)
         return r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor && r.original_max_position > 0;
-    if (r.kind == ROPE_SCALING_YARN)
-        return r.beta_slow > 0 && r.beta_fast > r.beta_slow && r.original_max_position > 0;
+    if (r.kind == ROPE_SCALING_YARN)   /* the mscale pair: 0 or above (0 is transformers' None) */
+        return r.beta_slow > 0 && r.beta_fast > r.beta_slow && r.original_max_position > 0 &&
+               r.mscale >= 0 && isfinite(r.mscale) && r.mscale_all_dim >= 0 && isfinite(r.mscale_all_dim);
     return true;
 }
 
@@ -2197,7 +2200,8 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
         !rope_scaling_honoured(plan_rope_scaling(&p->model))) {
         key = "rope_scaling";
         what = "prt_rope_inv_freq wants factor >= 1, low_freq_factor > 0, high_freq_factor > "
-               "low_freq_factor, beta_fast > beta_slow > 0 and original_max_position > 0";
+               "low_freq_factor, beta_fast > beta_slow > 0, original_max_position > 0 and "
+               "mscale, mscale_all_dim >= 0";
     }
     for (int i = 0; !key && p->model.norm_plus_one && i < p->model.n_layers; i++)
         if (layer_qk_norm(&p->model.layers[i])) {

@@ -160,10 +160,10 @@ static const size_t B = 1, T = 8, N = 8, NL = 8, C = 8, V = 16, VL = 16, GLOBAL_
 static const size_t MAX_HEADS = 1;   /* the score buffers' heads (CP: its own saved sizes) */
 #endif
 #if ROPE
-static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0 };
+static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0, 1, 0 };
 #endif
 #if ROPE && ROPE_LOCAL
-static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, 100, 1, 1, 4, 32, 1, 0 };
+static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, 100, 1, 1, 4, 32, 1, 0, 1, 0 };
 #endif
 #if DROPOUT
 static const float DROPOUT_P = 0.1f;

@@ -490,11 +490,16 @@ static void megatron_rope_scaling(const Ex *x, FILE *o, bool *first)
  * multi_latent_attention.py): --multi-latent-attention with the widths
  * (--q-lora-rank only with a query latent: without it, linear_q_proj),
  * the latent norms of the --normalization kind; --rope-type rope, or yarn
- * with --rotary-scaling-factor and the config's other YaRN fields at their
- * defaults (original_max_position_embeddings 4096, beta_fast 32,
- * beta_slow 1, mscale 1, mscale_all_dim 0: planc's YaRN). Its down
- * projections have no bias (bias=False in MLASelfAttention), so planc's
- * `bias true` on q_a and kv_a is refused. */
+ * with --rotary-scaling-factor, DeepSeek's pair as --mscale and
+ * --mscale-all-dim (megatron/training/arguments.py _add_mla_args, main at
+ * d98e8a6, defaults 1 and 0; MLASelfAttention's softmax_scale
+ * m(f, mscale_all_dim)^2 / sqrt(q_head_dim) and YarnRotaryEmbedding's
+ * m(f, mscale) / m(f, mscale_all_dim) on cos and sin: planc's rule on
+ * every pair sema takes)
+ * and the config's other YaRN fields at their defaults
+ * (original_max_position_embeddings 4096, beta_fast 32, beta_slow 1: no
+ * flag sets them). Its down projections have no bias (bias=False in
+ * MLASelfAttention), so planc's `bias true` on q_a and kv_a is refused. */
 static void megatron_mla(const Ex *x, FILE *o, bool *first)
 {
     const Layer *a = x->att;
@@ -509,6 +514,13 @@ static void megatron_mla(const Ex *x, FILE *o, bool *first)
     fputs(r.kind == ROPE_SCALING_YARN ? " yarn" : " rope", o);
     if (r.kind == ROPE_SCALING_YARN) {
         arg_num(o, first, "--rotary-scaling-factor", r.factor);
+        if (r.mscale_all_dim != 0) {   /* else sema's mscale 1 beside 0: Megatron's defaults */
+            arg_num(o, first, "--mscale", r.mscale);
+            arg_num(o, first, "--mscale-all-dim", r.mscale_all_dim);
+            if (r.mscale == 0)   /* a Plan built in C: transformers' None, which Megatron cannot say */
+                refuse(x, "kind mla with rope_scaling yarn mscale 0: Megatron-Core's YaRN divides m(f, 0) = 1 by "
+                          "m(f, mscale_all_dim), planc's (transformers') reads 0 as no mscale");
+        }
         if (r.original_max_position != 4096 || r.beta_fast != 32 || r.beta_slow != 1)
             refuse(x, "kind mla with rope_scaling yarn original_max_position %lld, beta_fast %g, beta_slow %g: "
                       "Megatron-LM has no flags for MLATransformerConfig's original_max_position_embeddings, "

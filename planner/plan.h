@@ -89,7 +89,8 @@ typedef enum {
                              between (transformers modeling_rope_utils.py,
                              _compute_llama3_parameters) */
     ROPE_SCALING_YARN,    /* YaRN (Peng et al. 2023): ramp between beta_fast and
-                             beta_slow rotations, attention scaled by 0.1 ln(factor) + 1 */
+                             beta_slow rotations, cos and sin scaled by 0.1 ln(factor) + 1,
+                             or DeepSeek's m(factor, mscale) / m(factor, mscale_all_dim) */
 } RopeScalingKind;
 
 typedef struct {
@@ -99,6 +100,15 @@ typedef struct {
     double  high_freq_factor;       /* llama3 (Llama 3.1: 4) */
     double  beta_fast, beta_slow;   /* yarn (defaults 32, 1) */
     int64_t original_max_position;  /* llama3, yarn: the pre-training context (8192 for Llama 3.1) */
+    /* yarn: DeepSeek-V2/V3's pair (transformers' rope_scaling mscale,
+     * mscale_all_dim; m(f, x) = 0.1 x ln f + 1). With mscale_all_dim > 0
+     * cos and sin are times m(factor, mscale) / m(factor, mscale_all_dim)
+     * and kind mla's softmax scale times m(factor, mscale_all_dim)^2
+     * (DeepseekV3Attention; standard attention has no such factor, as
+     * LlamaAttention); with mscale_all_dim 0 cos and sin are times
+     * m(factor, 1). sema's defaults 1, 0; a RopeScaling built in C with
+     * both 0 rotates the same (prt_rope_mscale). */
+    double  mscale, mscale_all_dim;
 } RopeScaling;
 
 /* One layer of the flattened model (repeat blocks are expanded). Only the

@@ -463,6 +463,25 @@ static void layer_at(Layer *l, LayerKind kind, const DslStmt *st)
 
 static const char *const ROPE_SCALING_NAMES[] = { "none", "linear", "llama3", "yarn" };   /* ORDER RopeScalingKind */
 
+/* yarn's mscale and mscale_all_dim (DeepSeek-V2/V3). Three readings of
+ * the pair exist: transformers' _compute_yarn_parameters multiplies cos
+ * and sin by m(f, mscale) / m(f, mscale_all_dim) only when both are
+ * non-zero, else by m(f, 1); DeepSeek's own YaRN (and Megatron-Core's
+ * _yarn_get_concentration_factor) always by the quotient. They agree
+ * when mscale_all_dim > 0, or when it is 0 and mscale is 1: the language
+ * takes those pairs only, so a .plan means the same to all three. */
+static void sema_yarn_mscale(Sema *S, Fields *F, RopeScaling *r)
+{
+    const DslStmt *ms = field(F, "mscale"), *all = field(F, "mscale_all_dim");
+    bool ok = true;
+    if (ms) ok &= get_real(S, ms, 0, true, 1e6, false, &r->mscale);
+    if (all) ok &= get_real(S, all, 0, false, 1e6, false, &r->mscale_all_dim);
+    if (ok && ms && r->mscale != 1 && r->mscale_all_dim == 0)
+        dsl_error(S->d, ms->key_loc, "mscale %g is read only beside a non-zero mscale_all_dim (transformers' "
+                  "YaRN then scales cos and sin by 0.1 ln(factor) + 1, DeepSeek's by 0.1 mscale ln(factor) + 1); "
+                  "give mscale_all_dim, or leave mscale at 1", r->mscale);
+}
+
 /* rope_scaling { type llama3; factor 8; low_freq_factor 1; high_freq_factor 4;
  * original_max_position 8192 } (transformers' config.rope_scaling, its
  * rope_type and key names; modeling_rope_utils.py). Each type takes its own
@@ -470,14 +489,15 @@ static const char *const ROPE_SCALING_NAMES[] = { "none", "linear", "llama3", "y
 static void sema_rope_scaling(Sema *S, const DslStmt *st, RopeScaling *r)
 {
     static const char *const keys[] = { "type", "factor", "low_freq_factor", "high_freq_factor",
-                                        "original_max_position", "beta_fast", "beta_slow" };
+                                        "original_max_position", "beta_fast", "beta_slow", "mscale",
+                                        "mscale_all_dim" };
     /* which types read each key (bit per RopeScalingKind) */
     enum { LIN = 1 << ROPE_SCALING_LINEAR, L3 = 1 << ROPE_SCALING_LLAMA3, YA = 1 << ROPE_SCALING_YARN };
-    static const int takes[] = { LIN | L3 | YA, LIN | L3 | YA, L3, L3, L3 | YA, YA, YA };   /* ORDER keys */
+    static const int takes[] = { LIN | L3 | YA, LIN | L3 | YA, L3, L3, L3 | YA, YA, YA, YA, YA };   /* ORDER keys */
     Fields F = { "rope_scaling", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *body, *s;
     *r = (RopeScaling){ .kind = ROPE_SCALING_NONE, .factor = 1, .low_freq_factor = 1, .high_freq_factor = 4,
-                        .beta_fast = 32, .beta_slow = 1 };
+                        .beta_fast = 32, .beta_slow = 1, .mscale = 1, .mscale_all_dim = 0 };
     if (!block_body(S, st, 0, &body)) return;
     if (st->kind != DSL_STMT_BLOCK) {
         dsl_error(S->d, st->key_loc, "rope_scaling needs a block: rope_scaling { type llama3; factor 8; "
@@ -509,6 +529,7 @@ static void sema_rope_scaling(Sema *S, const DslStmt *st, RopeScaling *r)
                   "original_max_position / high and / low are interpolated)", r->high_freq_factor, r->low_freq_factor);
     if (r->kind == ROPE_SCALING_YARN && r->beta_fast <= r->beta_slow && (s = field(&F, "beta_fast")))
         dsl_error(S->d, s->key_loc, "beta_fast %g must exceed beta_slow %g", r->beta_fast, r->beta_slow);
+    if (r->kind == ROPE_SCALING_YARN) sema_yarn_mscale(S, &F, r);
 }
 
 /* embedding { dim; position; rope_theta; rope_local_theta; rope_scaling { } }:

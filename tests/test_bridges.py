@@ -537,7 +537,7 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
                 "--moe-router-load-balancing-type", "--moe-aux-loss-coeff", "--moe-expert-capacity-factor",
                 "--moe-token-dispatcher-type", "--expert-model-parallel-size", "--norm-epsilon",
-                "--rotary-scaling-factor", "--rotary-seq-len-interpolation-factor",
+                "--rotary-scaling-factor", "--mscale", "--mscale-all-dim", "--rotary-seq-len-interpolation-factor",
                 "--context-parallel-size", "--cp-comm-type", "--lr-decay-style", "--lr-decay-iters", "--min-lr",
                 "--data-parallel-sharding-strategy", "--ckpt-format", "--q-lora-rank", "--kv-lora-rank",
                 "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", "--rope-type"}
@@ -1251,46 +1251,68 @@ check("import V2-Lite's mixture: 1 dense block, then 26 of 64 experts top 6, 2 s
       "repeat 1 {" in out and "repeat 26 {" in out and "experts 64" in out and "shared 2" in out and "hidden 1408" in out,
       out[-800:])
 rc, out, err = run("import", os.path.join(DATA, "deepseek-v2-lite.json"))
-check("import DeepSeek-V2-Lite as published: refused (exit 2), naming mscale only",
-      rc == 2 and out == "" and "rope_scaling mscale 0.707, mscale_all_dim 0.707" in err and
-      "'norm_topk_prob'" not in err and "'aux_loss_alpha':" not in err, err[-600:])
-# V2-Lite's own mixture (norm_topk_prob false, seq_aux with aux_loss_alpha
-# 0.001): the top-6 softmax weights over all 64 unnormalised (MoEGate), the
-# per-sequence balance loss summed over the 26 mixtures = planc's aux_loss
-# (their mean) of 26 x 0.001; the count is the published 15.7B
-rc, out, err = ds_variant("ds-lite-own.json", "deepseek-v2-lite.json", rope_scaling=YARN)
-check("import V2-Lite's own mixture: norm_topk_prob false, aux_loss 0.026 (0.001 x 26 mixtures), a note says so",
+# V2-Lite as published (its YaRN pair 0.707 / 0.707, norm_topk_prob false,
+# seq_aux with aux_loss_alpha 0.001) imports: the top-6 softmax weights over
+# all 64 unnormalised (MoEGate), the per-sequence balance loss summed over
+# the 26 mixtures = planc's aux_loss (their mean) of 26 x 0.001; the count
+# is the published 15.7B
+check("import DeepSeek-V2-Lite as published: exit 0; norm_topk_prob false, aux_loss 0.026 (0.001 x 26 mixtures, a "
+      "note says so), the YaRN pair written",
       rc == 0 and "norm_topk_prob false" in out and "aux_loss 0.026\n" in out and "score sigmoid" not in out
+      and "mscale 0.707" in out and "mscale_all_dim 0.707" in out
       and "aux_loss 0.026 is aux_loss_alpha 0.001 times the 26 mixtures" in err, (err or out)[-600:])
 rc3, js, err3 = run("check", "--json", write("ds-lite-own.plan", f'include "{CLUSTER}"\n' + out))
-check("import V2-Lite's own mixture: params 15,706,484,224 (check --json; it does not fit one GPU)",
+check("import DeepSeek-V2-Lite as published: params 15,706,484,224 (check --json; it does not fit one GPU)",
       js and json.loads(js).get("params") == 15_706_484_224, (err3 or js)[-300:])
-rc, out, err = ds_variant("ds-lite-batchaux.json", "deepseek-v2-lite.json", rope_scaling=YARN, seq_aux=False)
+rc, out, err = ds_variant("ds-lite-batchaux.json", "deepseek-v2-lite.json", seq_aux=False)
 check("import V2-Lite with seq_aux false: refused naming it (a balance loss over the batch)",
       rc == 2 and "'seq_aux': false" in err, err[-400:])
 rc, out, err = run("import", os.path.join(DATA, "deepseek-v3.json"))
-check("import DeepSeek-V3 as published: refused (exit 2), naming mscale_all_dim, topk_method and the MTP layers",
-      rc == 2 and out == "" and "mscale_all_dim 1" in err and "'topk_method': grouped top-k routing" in err and
+check("import DeepSeek-V3 as published: refused (exit 2), naming topk_method and the MTP layers, not mscale",
+      rc == 2 and out == "" and "mscale" not in err and "'topk_method': grouped top-k routing" in err and
       "'num_nextn_predict_layers'" in err, err[-600:])
 rc, out, err = ds_variant("ds-v3-sig.json", "deepseek-v3.json", num_nextn_predict_layers=0, rope_scaling=YARN,
                           topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0)
 check("import V3 with greedy routing unscaled: its sigmoid scores written (score sigmoid), 3 dense blocks, 58 mixtures",
       rc == 0 and "score sigmoid" in out and "repeat 3 {" in out and "repeat 58 {" in out
       and "norm_topk_prob false" not in out, (err or out)[-600:])
+# DeepSeek's YaRN pair (issue 29): imported as written where transformers'
+# _compute_yarn_parameters and DeepSeek's / Megatron-Core's YaRN agree
+# (V2-Lite's 0.707 / 0.707, V3's 1 / 1, the defaults 1 / 0), refused naming
+# the pair where they do not (mscale without mscale_all_dim, mscale_all_dim
+# without mscale or beside mscale 0, a negative value)
+for cfg, pair, words in [
+        ("deepseek-v2-lite.json", dict(mscale=0.707, mscale_all_dim=0.707), "mscale 0.707 mscale_all_dim 0.707"),
+        ("deepseek-v3.json", dict(mscale=1.0, mscale_all_dim=1.0), "mscale 1 mscale_all_dim 1"),
+        ("deepseek-v3.json", dict(mscale=1.0, mscale_all_dim=0), None),
+        ("deepseek-v3.json", dict(), None),
+        ("deepseek-v3.json", dict(mscale=0.707), "rope_scaling mscale 0.707, mscale_all_dim left out"),
+        ("deepseek-v3.json", dict(mscale_all_dim=1.0), "rope_scaling mscale left out, mscale_all_dim 1"),
+        ("deepseek-v3.json", dict(mscale=0, mscale_all_dim=1.0), "rope_scaling mscale 0, mscale_all_dim 1"),
+        ("deepseek-v3.json", dict(mscale=-1, mscale_all_dim=1.0), "rope_scaling mscale -1, mscale_all_dim 1"),
+]:
+    kv = dict(rope_scaling=dict(YARN, **pair)) | (dict(n_routed_experts=None) if "lite" in cfg else
+                                                 dict(first_k_dense_replace=61, num_nextn_predict_layers=0))
+    rc, out, err = ds_variant("ds-yarn.json", cfg, **kv)
+    refusal = words is not None and words.startswith("rope_scaling")
+    if refusal:
+        check(f"import {cfg} rope_scaling {pair}: refused naming the pair", rc == 2 and words in err, err[-600:])
+        continue
+    rc2, fmt, _ = run("fmt", write("ds-yarn.plan", out))
+    written = " ".join(out.split())
+    check(f"import {cfg} rope_scaling {pair}: the pair written ({words or 'the defaults: not written'}), canonical",
+          rc == 0 and rc2 == 0 and fmt == out and (words in written if words else "mscale" not in out),
+          (err or out)[-600:])
 for kv, words in [
         (dict(scoring_func="sqrtsoftplus", topk_method="greedy", routed_scaling_factor=1.0),
          "'scoring_func': expected softmax or sigmoid"),
         (dict(topk_method="greedy", routed_scaling_factor=2.5), "'routed_scaling_factor': the routed experts' output times 2.5"),
         (dict(num_key_value_heads=8), "'num_key_value_heads' 8: multi-head latent attention"),
-        (dict(rope_scaling=dict(YARN, mscale=1.0, mscale_all_dim=0)), None),
 ]:
     rc, out, err = ds_variant("ds-v3-var.json", "deepseek-v3.json", first_k_dense_replace=61 if words is None else 3,
                            num_nextn_predict_layers=0,
                            **({"rope_scaling": YARN} | kv))
-    if words is None:
-        check("import V3: mscale 1 and mscale_all_dim 0 are planc's YaRN: accepted", rc == 0, err[-400:])
-    else:
-        check(f"import V3 variant refused naming {words}", rc == 2 and words in err, err[-600:])
+    check(f"import V3 variant refused naming {words}", rc == 2 and words in err, err[-600:])
 
 # export of kind mla (issue 29): Megatron-Core's MLA flags (Megatron-LM
 # arguments.py: --multi-latent-attention, --q-lora-rank, --kv-lora-rank,
@@ -1318,6 +1340,17 @@ rc, out, err = export("mla-yarn.plan", yarn + MLA_PLAN, "megatron")
 flags = megatron_flags(out.strip()) if rc == 0 else {}
 check("export mla with yarn -> megatron: --rope-type yarn --rotary-scaling-factor 40",
       rc == 0 and flags.get("--rope-type") == "yarn" and flags.get("--rotary-scaling-factor") == "40", err[-300:])
+check("export mla with yarn at mscale 1, mscale_all_dim 0 -> megatron: no --mscale flags (Megatron's defaults)",
+      rc == 0 and "--mscale" not in flags and "--mscale-all-dim" not in flags, out[:400])
+# DeepSeek's pair (issue 29): MLATransformerConfig's mscale, mscale_all_dim
+# (Megatron-LM arguments.py _add_mla_args --mscale, --mscale-all-dim)
+for pair, want in [("mscale 0.707; mscale_all_dim 0.707", ("0.707", "0.707")), ("mscale_all_dim 1", ("1", "1"))]:
+    rc, out, err = export("mla-yarn-ms.plan", yarn.replace("original_max_position 4096", "original_max_position 4096; "
+                                                          + pair) + MLA_PLAN, "megatron")
+    flags = megatron_flags(out.strip()) if rc == 0 else {}
+    check(f"export mla with yarn {pair} -> megatron: --mscale {want[0]} --mscale-all-dim {want[1]}",
+          rc == 0 and flags.get("--mscale") == want[0] and flags.get("--mscale-all-dim") == want[1],
+          f"exit {rc}: {out[:400]} {err[-300:]}")
 rc, out, err = export("mla-yarn2.plan", yarn.replace("4096", "8192") + MLA_PLAN, "megatron")
 refused("export mla with yarn original_max_position 8192 -> megatron: refused", rc, out, err,
         "original_max_position 8192", "no flags for MLATransformerConfig")

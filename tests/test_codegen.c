@@ -1146,7 +1146,8 @@ static void test_target_dtype(void **state)
 }
 
 /* RoPE scaling (issue 29) reaches the program as ROPE_PARAMS with the
- * plan's values, exactly (Llama 3.1's llama3 and a YaRN of factor 40); the
+ * plan's values, exactly (Llama 3.1's llama3 and a YaRN of factor 40, with
+ * DeepSeek-V2-Lite's mscale pair and with the pair left out); the
  * program compiles; values the formulas cannot take (set in C, past
  * sema) are refused naming rope_scaling. */
 static void test_rope_scaling(void **state)
@@ -1154,18 +1155,26 @@ static void test_rope_scaling(void **state)
     (void)state;
     static const Case c = { "rope-scaling", 1, 1, 1, 0, SCHED_1F1B, 1, RECOMPUTE_NONE, 1 };
     static const struct { RopeScaling r; double theta; const char *want; } ok[] = {
-        { { ROPE_SCALING_LLAMA3, 8, 1, 4, 32, 1, 8192 }, 500000,
-          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LLAMA3, 500000, 8, 1, 4, 32, 1, 8192 };" },
-        { { ROPE_SCALING_YARN, 40, 1, 4, 32, 1, 4096 }, 10000,
-          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_YARN, 10000, 40, 1, 4, 32, 1, 4096 };" },
-        { { ROPE_SCALING_LINEAR, 2.5, 1, 4, 32, 1, 0 }, 10000,
-          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LINEAR, 10000, 2.5, 1, 4, 32, 1, 0 };" },
+        { { ROPE_SCALING_LLAMA3, 8, 1, 4, 32, 1, 8192, 1, 0 }, 500000,
+          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LLAMA3, 500000, 8, 1, 4, 32, 1, 8192, 1, 0 };" },
+        { { ROPE_SCALING_YARN, 40, 1, 4, 32, 1, 4096, 1, 0 }, 10000,
+          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_YARN, 10000, 40, 1, 4, 32, 1, 4096, 1, 0 };" },
+        { { ROPE_SCALING_LINEAR, 2.5, 1, 4, 32, 1, 0, 1, 0 }, 10000,
+          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LINEAR, 10000, 2.5, 1, 4, 32, 1, 0, 1, 0 };" },
+        /* DeepSeek-V2-Lite's pair, and one a Plan built in C leaves out (0, 0) */
+        { { ROPE_SCALING_YARN, 40, 1, 4, 32, 1, 4096, 0.707, 0.707 }, 10000,
+          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_YARN, 10000, 40, 1, 4, 32, 1, 4096, "
+          "0.70699999999999996, 0.70699999999999996 };" },
+        { { ROPE_SCALING_YARN, 40, 1, 4, 32, 1, 4096, 0, 0 }, 10000,
+          "static const prt_rope ROPE_PARAMS = { PRT_ROPE_YARN, 10000, 40, 1, 4, 32, 1, 4096, 0, 0 };" },
     };
     static const RopeScaling bad[] = {
-        { ROPE_SCALING_LLAMA3, 8, 4, 4, 32, 1, 8192 },   /* high_freq_factor not above low */
-        { ROPE_SCALING_YARN, 4, 1, 4, 1, 32, 4096 },     /* beta_fast below beta_slow */
-        { ROPE_SCALING_YARN, 0.5, 1, 4, 32, 1, 4096 },   /* factor below 1 */
-        { ROPE_SCALING_LLAMA3, 8, 1, 4, 32, 1, 0 },      /* no original context */
+        { ROPE_SCALING_LLAMA3, 8, 4, 4, 32, 1, 8192, 1, 0 },   /* high_freq_factor not above low */
+        { ROPE_SCALING_YARN, 4, 1, 4, 1, 32, 4096, 1, 0 },     /* beta_fast below beta_slow */
+        { ROPE_SCALING_YARN, 0.5, 1, 4, 32, 1, 4096, 1, 0 },   /* factor below 1 */
+        { ROPE_SCALING_LLAMA3, 8, 1, 4, 32, 1, 0, 1, 0 },      /* no original context */
+        { ROPE_SCALING_YARN, 40, 1, 4, 32, 1, 4096, -1, 1 },   /* mscale below 0 */
+        { ROPE_SCALING_YARN, 40, 1, 4, 32, 1, 4096, 1, -0.5 }, /* mscale_all_dim below 0 */
     };
     for (size_t k = 0; k < sizeof ok / sizeof ok[0] + sizeof bad / sizeof bad[0]; k++) {
         DslArena a;
@@ -1221,15 +1230,15 @@ static void test_rope_local(void **state)
             l->position = POS_ROPE;
             l->rope_theta = 1000000;
             l->rope_local_theta = 10000;
-            l->rope_scaling = (RopeScaling){ ROPE_SCALING_LINEAR, 8, 1, 4, 32, 1, 0 };
+            l->rope_scaling = (RopeScaling){ ROPE_SCALING_LINEAR, 8, 1, 4, 32, 1, 0, 1, 0 };
         }
         if (l->kind == LAYER_ATTENTION) l->window = 16;
     }
     char *text = emit_text(&p, why, sizeof why, &n);
     if (!text) fail_msg("refused: %s", why);
     static const char *const want[] = {
-        "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LINEAR, 1000000, 8, 1, 4, 32, 1, 0 };",
-        "static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0 };",
+        "static const prt_rope ROPE_PARAMS = { PRT_ROPE_LINEAR, 1000000, 8, 1, 4, 32, 1, 0, 1, 0 };",
+        "static const prt_rope ROPE_LOCAL_PARAMS = { PRT_ROPE_DEFAULT, 10000, 1, 1, 4, 32, 1, 0, 1, 0 };",
         "return L->window > 0 ? &ROPE_LOCAL_PARAMS : &ROPE_PARAMS;",
         "prt_rope_fwd(a->h, B, T, (size_t)L->h, (size_t)L->hkv, (size_t)L->d, rope_of(L));",
         "prt_rope_bwd(S.dh, B, T, h, hkv, hs, rope_of(L));", "\\\"rope_local_theta\\\": 10000, ",
@@ -1461,7 +1470,7 @@ static void test_knobs(void **state)
     char *text = emit_text(&p, why, sizeof why, &n);
     if (!text) fail_msg("refused: %s", why);
     static const char *const want[] = {
-        "static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 500000, 1, 1, 4, 32, 1, 0 };",
+        "static const prt_rope ROPE_PARAMS = { PRT_ROPE_DEFAULT, 500000, 1, 1, 4, 32, 1, 0, 1, 0 };",
         "prt_geglu_fwd(out, h, n, (size_t)L->f);", "prt_geglu_bwd(dh, h, da, n, (size_t)L->f);",
         "static size_t window_of(const LayerSpec *L) { return L->window; }",
         /* tp 2: 2 of 4 query heads and 1 of 2 kv heads, head size 24, window 24;

@@ -612,6 +612,22 @@ static void test_knob_errors(void **state)
           "attention { heads 4 }; lm_head }\n", "rope_scaling needs 'original_max_position'" },
         { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type linear; factor 4; "
           "beta_fast 32 } }; attention { heads 4 }; lm_head }\n", "'beta_fast' is not a key of rope_scaling type linear" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type llama3; factor 8; "
+          "original_max_position 8; mscale_all_dim 1 } }; attention { heads 4 }; lm_head }\n",
+          "'mscale_all_dim' is not a key of rope_scaling type llama3" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type yarn; factor 40; "
+          "original_max_position 8; mscale 0.707 } }; attention { heads 4 }; lm_head }\n",
+          "mscale 0.707 is read only beside a non-zero mscale_all_dim (transformers' YaRN then scales cos and sin "
+          "by 0.1 ln(factor) + 1, DeepSeek's by 0.1 mscale ln(factor) + 1); give mscale_all_dim, or leave mscale at 1" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type yarn; factor 40; "
+          "original_max_position 8; mscale 0.707; mscale_all_dim 0 } }; attention { heads 4 }; lm_head }\n",
+          "mscale 0.707 is read only beside a non-zero mscale_all_dim" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type yarn; factor 40; "
+          "original_max_position 8; mscale 0; mscale_all_dim 1 } }; attention { heads 4 }; lm_head }\n",
+          "'mscale' must be in (0, 1e+06], got 0" },
+        { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type yarn; factor 40; "
+          "original_max_position 8; mscale_all_dim -1 } }; attention { heads 4 }; lm_head }\n",
+          "'mscale_all_dim' must be in [0, 1e+06], got -1" },
         { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type llama4; factor 4 } }; "
           "attention { heads 4 }; lm_head }\n", "unknown type llama4 (expected none, linear, llama3 or yarn); did you mean 'llama3'?" },
         { "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type llama3; factor 8; "
@@ -642,7 +658,7 @@ static void test_knob_errors(void **state)
     }
 }
 
-/* norm_eps and rope_scaling are read into the model as written. */
+/* norm_eps and rope_scaling (yarn's mscale pair too) are read into the model as written. */
 static void test_norm_eps_rope_scaling(void **state)
 {
     (void)state;
@@ -660,6 +676,22 @@ static void test_norm_eps_rope_scaling(void **state)
     assert_int_equal(rs.original_max_position, 8192);
     done(&r);
     free(text);
+    /* yarn: DeepSeek's mscale pair as written; left out, 1 and 0 */
+    static const struct { const char *keys; double ms, all; } yarn[] = {
+        { "mscale 0.707; mscale_all_dim 0.707", 0.707, 0.707 }, { "mscale_all_dim 1", 1, 1 }, { "", 1, 0 } };
+    for (size_t k = 0; k < sizeof yarn / sizeof yarn[0]; k++) {
+        char m[400];
+        snprintf(m, sizeof m, "model m { vocab 10; seq 8; embedding { dim 64; position rope; rope_scaling { type yarn; "
+                 "factor 40; original_max_position 4096; %s } }; attention { heads 4 }; lm_head }\n", yarn[k].keys);
+        text = cat3(CLUSTER, m, "");
+        run(&r, text);
+        if (r.errors) fprintf(stderr, "%s", r.diag);
+        assert_int_equal(r.errors, 0);
+        rs = plan_rope_scaling(&r.p.model);
+        assert_true(rs.kind == ROPE_SCALING_YARN && rs.mscale == yarn[k].ms && rs.mscale_all_dim == yarn[k].all);
+        done(&r);
+        free(text);
+    }
     text = cat3(CLUSTER, "model m { vocab 10; seq 8; embedding { dim 64 }; attention { heads 4 }; lm_head }\n", "");
     run(&r, text);
     assert_int_equal(r.errors, 0);

@@ -356,9 +356,9 @@ static void test_rope_inv_freq(void **state)
     static const Row ya[] = { {0, 1}, {5, 0.23713737056616555}, {10, 0.056234132519034905},
                               {11, 0.039006926567143857}, {15, 0.0083345089510207769},
                               {20, 0.00079056941504209452}, {31, 3.3338035804083101e-06} };
-    const prt_rope rl = { PRT_ROPE_LINEAR, 10000, 4, 1, 4, 32, 1, 0 };
-    const prt_rope r3 = { PRT_ROPE_LLAMA3, 500000, 8, 1, 4, 32, 1, 8192 };
-    const prt_rope ry = { PRT_ROPE_YARN, 10000, 40, 1, 4, 32, 1, 4096 };
+    const prt_rope rl = { PRT_ROPE_LINEAR, 10000, 4, 1, 4, 32, 1, 0, 1, 0 };
+    const prt_rope r3 = { PRT_ROPE_LLAMA3, 500000, 8, 1, 4, 32, 1, 8192, 1, 0 };
+    const prt_rope ry = { PRT_ROPE_YARN, 10000, 40, 1, 4, 32, 1, 4096, 1, 0 };
     struct { const prt_rope *r; size_t D; const Row *rows; size_t n; } sets[] = {
         { &rl, 128, lin, N_ELEMS(lin) }, { &r3, 128, l3, N_ELEMS(l3) }, { &ry, 64, ya, N_ELEMS(ya) } };
     for (size_t s = 0; s < N_ELEMS(sets); s++)
@@ -375,9 +375,46 @@ static void test_rope_inv_freq(void **state)
     assert_true(fabs(prt_rope_inv_freq(&PRT_ROPE_PLAIN(10000), 17, 128) - 4 * 0.021649108084001636) < 1e-15);
 }
 
+/* YaRN's attention factors with DeepSeek's mscale pair against numbers
+ * computed apart from the runtime: tests/rope/mscale_ref.py (transformers'
+ * _compute_yarn_parameters and DeepseekV3Attention's softmax scale written
+ * again in Python's stdlib) printed them. Cases: V2-Lite's 0.707 / 0.707
+ * and V3's 1 / 1 at factor 40 (cos and sin 1, the softmax m^2), planc's
+ * defaults 1 / 0 (0.1 ln 40 + 1 on cos and sin, none on the softmax), a
+ * pair that differs at factor 4, factor 1 (no scaling at all), mscale
+ * left out (0, transformers' None) beside mscale_all_dim 1. Each factor
+ * is also checked apart from the kind: 1 for a non-yarn rope. */
+static void test_rope_yarn_mscale(void **state)
+{
+    (void)state;
+    static const struct { double factor, mscale, all, cos_sin, softmax; } cases[] = {
+        { 40, 0.707, 0.707, 1, 1.5896261651208736 },
+        { 40, 1.0, 1.0, 1, 1.8738542070926265 },
+        { 40, 1.0, 0, 1.3688879454113936, 1 },
+        { 4, 0.8, 0.5, 1.0388929752217428, 1.143433966251171 },
+        { 1, 0.707, 0.707, 1, 1 },
+        { 40, 0, 1.0, 1.3688879454113936, 1.8738542070926265 },
+    };
+    for (size_t k = 0; k < N_ELEMS(cases); k++) {
+        prt_rope r = { PRT_ROPE_YARN, 10000, cases[k].factor, 1, 4, 32, 1, 4096, cases[k].mscale, cases[k].all };
+        double m = prt_rope_mscale(&r), s = prt_rope_mla_softmax_mscale(&r);
+        if (fabs(m - cases[k].cos_sin) > 1e-15 * cases[k].cos_sin || fabs(s - cases[k].softmax) > 1e-15 * cases[k].softmax)
+            fail_msg("yarn factor %g mscale %g mscale_all_dim %g: cos/sin %.17g (want %.17g), softmax %.17g "
+                     "(want %.17g)", cases[k].factor, cases[k].mscale, cases[k].all, m, cases[k].cos_sin, s,
+                     cases[k].softmax);
+        r.kind = PRT_ROPE_LINEAR;
+        assert_true(prt_rope_mscale(&r) == 1.0 && prt_rope_mla_softmax_mscale(&r) == 1.0);
+    }
+    /* a prt_rope that leaves the pair out (0, 0) is YaRN without it */
+    const prt_rope old = { .kind = PRT_ROPE_YARN, .theta = 10000, .factor = 40, .beta_fast = 32, .beta_slow = 1,
+                           .original_max_position = 4096 };
+    assert_true(prt_rope_mscale(&old) == 0.1 * log(40.0) + 1.0 && prt_rope_mla_softmax_mscale(&old) == 1.0);
+}
+
 /* Forward and backward of the scaled kinds on GQA shapes: the forward
  * against the rotation written out at prt_rope_inv_freq's angles times
- * prt_rope_mscale (YaRN: 1.1386 for factor 4), the backward against
+ * prt_rope_mscale (YaRN: 1.1386 for factor 4; 1.0389 with DeepSeek's
+ * mscale 0.8, mscale_all_dim 0.5), the backward against
  * finite differences. yarn: theta 100, D 8, factor 4, 16 tokens (pair 0
  * kept, 1-3 divided by 4); llama3: theta 100, D 8, 16 tokens, low 1,
  * high 4 (pair 0, wavelength 2 pi, smooth; 1-3 divided by 4). */
@@ -393,16 +430,18 @@ static void rope_scaled_fwd(void *p)
 static void test_rope_scaled(void **state)
 {
     (void)state;
-    const prt_rope kinds[] = { { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16 },
-                               { PRT_ROPE_LLAMA3, 100, 4, 1, 4, 32, 1, 16 },
-                               { PRT_ROPE_LINEAR, 100, 2, 1, 4, 32, 1, 0 } };
+    const prt_rope kinds[] = { { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16, 1, 0 },
+                               { PRT_ROPE_LLAMA3, 100, 4, 1, 4, 32, 1, 16, 1, 0 },
+                               { PRT_ROPE_LINEAR, 100, 2, 1, 4, 32, 1, 0, 1, 0 },
+                               { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16, 0.8, 0.5 } };
     for (size_t k = 0; k < N_ELEMS(kinds); k++) {
         RopeScaledCtx c = {.B = 2, .T = 5, .H = 4, .Hkv = 2, .D = 8, .rope = kinds[k]};
         size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.B * c.T * R;
         c.in = rnd(n, 1); c.qkv = zeros(n);
         rope_scaled_fwd(&c);
         double m = prt_rope_mscale(&c.rope), *ref = malloc(n * sizeof *ref);
-        if (c.rope.kind == PRT_ROPE_YARN) assert_true(fabs(m - 1.138629436111989) < 1e-12);
+        if (c.rope.kind == PRT_ROPE_YARN)   /* 0.1 ln 4 + 1; with DeepSeek's pair m(4, 0.8) / m(4, 0.5) */
+            assert_true(fabs(m - (c.rope.mscale_all_dim == 0 ? 1.138629436111989 : 1.0388929752217428)) < 1e-12);
         for (size_t row = 0; row < c.B * c.T; row++)
             for (size_t j = 0; j < R; j++) {
                 size_t head = j / c.D, d = j % c.D, i = d / 2;
@@ -732,13 +771,18 @@ static void ref_rope(double *p, size_t r, size_t t, const prt_rope *rope)
 }
 
 /* MLA as DeepseekV2Attention computes it, in double, with no padding:
- * scores q.k / sqrt(nope + rope), causal softmax, values of v. */
+ * scores q.k / sqrt(nope + rope) (times DeepSeek's YaRN softmax factor),
+ * causal softmax, values of v. */
 static void mla_ref(double *out, const MlaCtx *c)
 {
     const prt_mla_dims *d = &c->d;
     size_t N = d->B * d->T, H = d->H, n = d->nope, r = d->rope, dq = n + r, KV = n + d->v, R = d->kv_lora + r;
     double *q = malloc(N * H * dq * sizeof *q), *k = malloc(N * H * dq * sizeof *k), *v = malloc(N * H * d->v * sizeof *v);
     double xs[64], a[64], kva[64], kvh[256], pe[16], p[16];
+    /* DeepseekV3Attention: the scale times (0.1 mscale_all_dim ln factor + 1)^2 */
+    const prt_rope *ro = &c->rope;
+    double mall = ro->kind == PRT_ROPE_YARN && ro->mscale_all_dim != 0 && ro->factor > 1
+                      ? 0.1 * ro->mscale_all_dim * log(ro->factor) + 1 : 1, soft = mall * mall;
     for (size_t i = 0; i < N; i++) {
         size_t t = i % d->T;
         for (size_t j = 0; j < d->C; j++) xs[j] = c->x[i * d->C + j];
@@ -769,7 +813,7 @@ static void mla_ref(double *out, const MlaCtx *c)
                 for (size_t u = 0; u <= t; u++) {
                     double dot = 0;
                     for (size_t j = 0; j < dq; j++) dot += q[i * H * dq + h * dq + j] * k[(b * d->T + u) * H * dq + h * dq + j];
-                    p[u] = dot / sqrt((double)dq);
+                    p[u] = dot * soft / sqrt((double)dq);
                     m = fmax(m, p[u]);
                 }
                 for (size_t u = 0; u <= t; u++) sum += p[u] = exp(p[u] - m);
@@ -785,15 +829,21 @@ static void mla_ref(double *out, const MlaCtx *c)
 /* MLA's forward against the reference and its backward against finite
  * differences of every input: DeepSeek-V3's form (a query latent, d_v <
  * d_q: V padded) with biases and YaRN, and V2-Lite's (q_proj) with d_v >
- * d_q (q, k padded, the queries rescaled). */
+ * d_q (q, k padded, the queries rescaled); each again with DeepSeek's
+ * mscale pair (0.8, 0.5 at factor 4: cos and sin times 1.0389, the
+ * softmax scale times 1.1434). */
 static void test_mla(void **state)
 {
     (void)state;
     const struct { prt_mla_dims d; bool bias; prt_rope rope; } cases[] = {
         { { .B = 2, .T = 5, .H = 2, .C = 12, .q_lora = 10, .kv_lora = 8, .rope = 4, .nope = 6, .v = 5, .eps = 1e-6f },
-          true, { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16 } },
+          true, { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16, 1, 0 } },
         { { .B = 2, .T = 5, .H = 3, .C = 12, .q_lora = 0, .kv_lora = 6, .rope = 2, .nope = 3, .v = 7, .eps = 1e-6f },
-          false, { PRT_ROPE_DEFAULT, 100, 1, 1, 4, 32, 1, 0 } },
+          false, { PRT_ROPE_DEFAULT, 100, 1, 1, 4, 32, 1, 0, 1, 0 } },
+        { { .B = 2, .T = 5, .H = 2, .C = 12, .q_lora = 10, .kv_lora = 8, .rope = 4, .nope = 6, .v = 5, .eps = 1e-6f },
+          true, { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16, 0.8, 0.5 } },
+        { { .B = 2, .T = 5, .H = 3, .C = 12, .q_lora = 0, .kv_lora = 6, .rope = 2, .nope = 3, .v = 7, .eps = 1e-6f },
+          false, { PRT_ROPE_YARN, 100, 4, 1, 4, 32, 1, 16, 0.8, 0.5 } },
     };
     for (size_t k = 0; k < N_ELEMS(cases); k++) {
         MlaCtx c;
@@ -1429,6 +1479,7 @@ int main(void)
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_rope_inv_freq),
+        cmocka_unit_test(test_rope_yarn_mscale),
         cmocka_unit_test(test_rope_scaled),
         cmocka_unit_test(test_qk_norm),
         cmocka_unit_test(test_qk_proj_norm),

@@ -371,11 +371,13 @@ static void check_rope(size_t B, size_t T, size_t H, size_t Hkv, size_t D)
 
 /* The scaled RoPE kinds (prt_rope_inv_freq, YaRN's mscale: the same inline
  * function on both sides), whole sequences and CP rank r of cp, forward and
- * backward, against the CPU build. kind: PRT_ROPE_LINEAR, _LLAMA3, _YARN. */
-static void check_rope_scaled(size_t B, size_t T, size_t H, size_t Hkv, size_t D, int kind, int cp, int r)
+ * backward, against the CPU build. kind: PRT_ROPE_LINEAR, _LLAMA3, _YARN;
+ * mscale, mscale_all_dim: YaRN's DeepSeek pair (1, 0: none). */
+static void check_rope_scaled(size_t B, size_t T, size_t H, size_t Hkv, size_t D, int kind, int cp, int r,
+                              double mscale, double mscale_all_dim)
 {
-    const prt_rope g = { (prt_rope_kind)kind, 10000, 4, 1, 4, 32, 1, 16 };
-    const ref_prt_rope c = { (ref_prt_rope_kind)kind, 10000, 4, 1, 4, 32, 1, 16 };
+    const prt_rope g = { (prt_rope_kind)kind, 10000, 4, 1, 4, 32, 1, 16, mscale, mscale_all_dim };
+    const ref_prt_rope c = { (ref_prt_rope_kind)kind, 10000, 4, 1, 4, 32, 1, 16, mscale, mscale_all_dim };
     size_t Tl = T / (size_t)cp, n = B * Tl * (H + 2 * Hkv) * D;
     float *x = hrand(n, 1), *ref = malloc(n * 4);
     memcpy(ref, x, n * 4);
@@ -888,9 +890,10 @@ int main(int argc, char **argv)
     check_mla(2, 16, 4, 64, 32, 24, 16, 32, 24);   /* a query latent (DeepSeek-V3's form) */
     check_mla(2, 16, 4, 64, 0, 24, 16, 32, 64);    /* q_proj, v wider than q (D = v) */
     for (int kind = PRT_ROPE_LINEAR; kind <= PRT_ROPE_YARN; kind++) {
-        check_rope_scaled(2, 16, 4, 2, 64, kind, 1, 0);
-        check_rope_scaled(2, 16, 4, 2, 64, kind, 2, 1);
+        check_rope_scaled(2, 16, 4, 2, 64, kind, 1, 0, 1, 0);
+        check_rope_scaled(2, 16, 4, 2, 64, kind, 2, 1, 1, 0);
     }
+    check_rope_scaled(2, 16, 4, 2, 64, PRT_ROPE_YARN, 2, 1, 0.8, 0.5);   /* DeepSeek's pair */
     check_dropout(2, 64, 4, 2, 32, 384);
     check_xent(64, 1000, 0);
     check_xent(64, 1000, 24);   /* a padded vocabulary: 24 masked columns */

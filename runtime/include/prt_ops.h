@@ -116,6 +116,8 @@ typedef struct {
     double high_freq_factor;        /* llama3 (> low_freq_factor) */
     double beta_fast, beta_slow;    /* yarn: rotations bounding the ramp (32, 1) */
     double original_max_position;   /* llama3, yarn: the pre-training context, tokens */
+    double mscale, mscale_all_dim;  /* yarn: DeepSeek's pair (transformers' rope_scaling mscale,
+                                       mscale_all_dim; 0 as None: prt_rope_mscale) */
 } prt_rope;
 /* Unscaled RoPE of base theta. */
 #define PRT_ROPE_PLAIN(th) ((prt_rope){ .kind = PRT_ROPE_DEFAULT, .theta = (th), .factor = 1 })
@@ -165,12 +167,37 @@ static inline PRT_HOST_DEVICE double prt_rope_inv_freq(const prt_rope *r, size_t
     }
     return f;
 }
-/* YaRN's attention scaling (transformers' attention_factor, get_mscale):
- * cos and sin are multiplied by 0.1 ln(factor) + 1 (factor > 1), so q.k
- * by its square; 1 for the other kinds. */
+/* YaRN's get_mscale(f, m) = 0.1 m ln f + 1, 1 for f <= 1 (transformers'
+ * modeling_rope_utils.py _compute_yarn_parameters, DeepseekV3Attention's
+ * yarn_get_mscale). */
+static inline PRT_HOST_DEVICE double prt_rope_yarn_get_mscale(double f, double m)
+{
+    return f <= 1 ? 1.0 : 0.1 * m * log(f) + 1.0;
+}
+/* YaRN's attention factor on cos and sin (so q.k by its square), as
+ * transformers' _compute_yarn_parameters (main; v4.46 knew only the
+ * second form): get_mscale(factor, mscale) / get_mscale(factor,
+ * mscale_all_dim) when both are non-zero (DeepSeek-V2-Lite's 0.707 and
+ * 0.707 give 1), else get_mscale(factor) = 0.1 ln(factor) + 1; 1 for the
+ * other kinds. */
 static inline PRT_HOST_DEVICE double prt_rope_mscale(const prt_rope *r)
 {
-    return r->kind == PRT_ROPE_YARN && r->factor > 1 ? 0.1 * log(r->factor) + 1.0 : 1.0;
+    if (r->kind != PRT_ROPE_YARN) return 1.0;
+    if (r->mscale != 0 && r->mscale_all_dim != 0)
+        return prt_rope_yarn_get_mscale(r->factor, r->mscale) / prt_rope_yarn_get_mscale(r->factor, r->mscale_all_dim);
+    return prt_rope_yarn_get_mscale(r->factor, 1.0);
+}
+/* DeepSeek's attention's factor on its softmax scale qk_head_dim^-0.5
+ * (transformers' DeepseekV3Attention.__init__: times
+ * yarn_get_mscale(factor, mscale_all_dim)^2 when mscale_all_dim is
+ * non-zero; Megatron-Core's MLASelfAttention softmax_scale likewise).
+ * Multi-head latent attention applies it (prt_mla_*); standard attention
+ * does not (LlamaAttention has no such factor). 1 for the other kinds. */
+static inline PRT_HOST_DEVICE double prt_rope_mla_softmax_mscale(const prt_rope *r)
+{
+    if (r->kind != PRT_ROPE_YARN || r->mscale_all_dim == 0) return 1.0;
+    double m = prt_rope_yarn_get_mscale(r->factor, r->mscale_all_dim);
+    return m * m;
 }
 
 /* RoPE, interleaved pairs (2i, 2i+1) as Meta's Llama, in place on the

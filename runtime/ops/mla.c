@@ -17,7 +17,11 @@
  * zero-padded to D = max(d_q, d_v) (zero columns add nothing to q.k and
  * give zero output columns; Megatron-Core pads V so for its THD kernels),
  * and where D > d_q the queries are scaled by sqrt(D / d_q) so that the
- * op's 1/sqrt(D) is MLA's 1/sqrt(d_q). RoPE runs on a buffer laid out as
+ * op's 1/sqrt(D) is MLA's 1/sqrt(d_q). DeepSeek's YaRN with mscale_all_dim
+ * multiplies that softmax scale by m(factor, mscale_all_dim)^2
+ * (prt_rope_mla_softmax_mscale, DeepseekV3Attention's self.scaling): the
+ * queries carry it too, so the op's scores are DeepSeek's, forward and
+ * backward. RoPE runs on a buffer laid out as
  * the op's qkv with head size r: the H rotated query parts, the shared key
  * part as one key head, and a value head it leaves alone, so the rotation
  * (interleaved pairs, YaRN's mscale on cos and sin) is prt_rope's own.
@@ -31,11 +35,14 @@
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-/* The padded head size and the queries' scale. */
+/* The padded head size, and the queries' scale: with the attention op's
+ * 1/sqrt(D) it makes MLA's softmax scale m^2 / sqrt(d_q) (m^2 is 1 but
+ * under DeepSeek's YaRN with mscale_all_dim). */
 static size_t pad_dim(const prt_mla_dims *d) { return max_sz(d->nope + d->rope, d->v); }
 static float q_scale(const prt_mla_dims *d)
 {
-    return sqrtf((float)pad_dim(d) / (float)(d->nope + d->rope));
+    float s = sqrtf((float)pad_dim(d) / (float)(d->nope + d->rope));
+    return d->rope_params ? s * (float)prt_rope_mla_softmax_mscale(d->rope_params) : s;
 }
 
 size_t prt_mla_ws_elems(const prt_mla_dims *d)

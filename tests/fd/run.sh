@@ -3,7 +3,8 @@
 # (tests/fd/program_fd.py says how): for each model below, a single-rank
 # CPU program is built and its gradients of the norms' gains (pre and post),
 # of a linear after a post-norm and of the embedding (and every MLA tensor
-# of fd-mla) are held to central finite differences of its own logged loss.
+# of fd-mla and fd-mla-yarnms) are held to central finite differences of its
+# own logged loss.
 #   usage: run.sh PLANC OUTDIR [NAME...]   (MPIRUN from the environment)
 set -u
 planc=$1; dir=$2; shift 2
@@ -60,6 +61,12 @@ plan fd-sandwich-gemma "attention { heads 2; kv_heads 1; norm rmsnorm; bias fals
 # v 8 padded to 12 by the op): every MLA tensor of the program's wiring
 plan fd-mla "attention { kind mla; heads 2; q_lora_rank 16; kv_lora_rank 12; qk_rope_head_dim 4; qk_nope_head_dim 8; v_head_dim 8; norm rmsnorm; bias true }
         mlp       { hidden 64; act swiglu; norm rmsnorm; bias false }" rmsnorm "" "position rope"
+# ... under DeepSeek's YaRN with its mscale pair (factor 4 on an 8-token
+# original context: cos and sin times m(4, 0.8) / m(4, 0.5), the softmax
+# scale times m(4, 0.5)^2, m(f, x) = 0.1 x ln f + 1)
+plan fd-mla-yarnms "attention { kind mla; heads 2; q_lora_rank 16; kv_lora_rank 12; qk_rope_head_dim 4; qk_nope_head_dim 8; v_head_dim 8; norm rmsnorm; bias true }
+        mlp       { hidden 64; act swiglu; norm rmsnorm; bias false }" rmsnorm "" \
+    "position rope; rope_scaling { type yarn; factor 4; original_max_position 8; mscale 0.8; mscale_all_dim 0.5 }"
 
 # OLMo-2's block: post-norms and the RMSNorm of the whole q and k projections
 plan fd-olmo2 "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; norm_position post; qk_norm rmsnorm_projection }
@@ -70,14 +77,15 @@ plan fd-rope-local "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; s
         mlp       { hidden 64; act swiglu; norm rmsnorm; bias false }" rmsnorm "" \
     "position rope; rope_local_theta 100; rope_scaling { type linear; factor 4 }"
 
-for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma fd-mla fd-olmo2 fd-rope-local; do
+for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma fd-mla fd-mla-yarnms fd-olmo2 \
+        fd-rope-local; do
     if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
     if ! "$planc" build "$dir/$name.plan" -o "$dir/$name" > "$dir/$name.build.log" 2>&1; then
         echo "FAIL $name: planc build failed (see $dir/$name.build.log)"; fails=$((fails + 1)); continue
     fi
     echo "$name:"
     tensors="norm. attn.qkv mlp.up wte"
-    [ "$name" != fd-mla ] || tensors="norm. self_attn. wte"   # every MLA tensor, its norms among them
+    case "$name" in fd-mla*) tensors="norm. self_attn. wte" ;; esac   # every MLA tensor, its norms among them
     python3 "$here/program_fd.py" "$dir/$name" "$dir/$name.work" $tensors || fails=$((fails + 1))
 done
 echo "test-program-fd: $fails failures in $(( $(date +%s) - t0 )) s"

@@ -15,7 +15,7 @@
 # 32, 2 blocks of attention + moe: 4 SwiGLU experts, top_k 2, one shared
 # expert, aux loss 0.01), `moecap;` the same with capacity factor 1 and no
 # shared expert (tokens dropped).
-# `ropellama3;`, `ropeyarn;` give the `llama;` model RoPE scaling (below),
+# `ropellama3;`, `ropeyarn;`, `ropeyarnms;` give the `llama;` model RoPE scaling (below),
 # `qknorm;` the `llama;` model with `qk_norm rmsnorm` (Qwen3's q/k norm).
 # `qkproj;` the `llama;` model with `qk_norm rmsnorm_projection` (OLMo-2's).
 # `postnorm;` the `llama;` model with norm_position post (OLMo-2),
@@ -106,6 +106,12 @@ case "$body" in *ropellama3\;*) body=${body//ropellama3;/}
     rope_scaling='rope_scaling { type llama3; factor 8; low_freq_factor 1; high_freq_factor 4; original_max_position 32 }' ;; esac
 case "$body" in *ropeyarn\;*) body=${body//ropeyarn;/}
     rope_scaling='rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 }' ;; esac
+# `ropeyarnms;` (issue 29): the same YaRN with DeepSeek's mscale pair, 0.8
+# and 0.5: cos and sin times m(4, 0.8) / m(4, 0.5) = 1.0389 (m(f, x) =
+# 0.1 x ln f + 1), and with `mla;` the softmax scale times m(4, 0.5)^2 =
+# 1.1434 (DeepseekV3Attention; standard attention has no such factor)
+case "$body" in *ropeyarnms\;*) body=${body//ropeyarnms;/}
+    rope_scaling='rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32; mscale 0.8; mscale_all_dim 0.5 }' ;; esac
 # `ropewin;` (issue 29): the `llama;` model with Gemma 3's pattern of local
 # and global blocks, a window of 24 on blocks 0 and 2 (`every 2`) and RoPE
 # scaled linearly by 4; `ropelocal;` the same with Gemma 3's rule: the local
@@ -272,14 +278,15 @@ sandwich_model='model tinysandwich {
 # soft-capped scores.)
 # `allinds;`: the same frame with DeepSeek-V3's attention (MLA with a
 # query latent and DeepSeek's biases) and mixture (dense first, sigmoid,
-# grouped routing, two shared experts), RoPE YaRN-scaled.
+# grouped routing, two shared experts), RoPE YaRN-scaled with DeepSeek's
+# mscale pair.
 all_att='attention { heads 4; kv_heads 2; qk_norm rmsnorm; sliding_window 16 every 2; softcap 1; query_pre_attn_scalar 24; norm rmsnorm; bias false; norm_position sandwich }'
 all_moe='moe { experts 4; top_k 2; hidden 32; act swiglu; norm rmsnorm; score sigmoid; route_groups 2; route_top_groups 1; norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01; norm_position sandwich }'
 all_emb='embedding { dim 64; position rope; scale sqrt_dim; rope_local_theta 100; rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 } }'
 case "$body" in *allinds\;*) body=${body//allinds;/}; llama=true
     all_att='attention { kind mla; heads 4; q_lora_rank 32; kv_lora_rank 24; qk_rope_head_dim 8; qk_nope_head_dim 8; v_head_dim 12; norm rmsnorm; bias true }'
     all_moe='moe { experts 4; top_k 2; hidden 32; act swiglu; norm rmsnorm; score sigmoid; route_groups 2; route_top_groups 1; shared 2; aux_loss 0.01 }'
-    all_emb='embedding { dim 64; position rope; rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 } }'
+    all_emb='embedding { dim 64; position rope; rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32; mscale 0.8; mscale_all_dim 0.5 } }'
     body="allin; $body" ;; esac
 case "$body" in *allin\;*) body=${body//allin;/}; llama=true
     case "$all_att" in *mla*) all_mlp='mlp { hidden 128; act swiglu; norm rmsnorm; bias false }' ;;
