@@ -5,6 +5,10 @@ standard library alone: no torch), for make test-hf-roundtrip.
 
   reference.py HF_DIR DATA SEED GLOBAL_BATCH SEQ
 
+REFERENCE_QK_GAIN=w in the environment computes Gemma 3's q_norm and
+k_norm by the gain w instead of 1 + w (Qwen3's form): roundtrip.sh shows
+that planc's loss is not that model's.
+
 It prints the mean cross-entropy of step 1's global batch, drawn as planc's
 runtime draws it (runtime/ops/data.c: sequence s of step k starts at a
 SplitMix64 hash of (seed, k, s) modulo the number of windows), so a planc
@@ -162,6 +166,7 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
     eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
     window = c.get("sliding_window") if arch in ("mistral", "mixtral") or c.get("use_sliding_window") else None
     gemma3 = arch == "gemma3_text"
+    qk_plus_one = gemma3 and os.environ.get("REFERENCE_QK_GAIN", "1+w") != "w"
     gemma = arch in ("gemma", "gemma2") or gemma3
     gemma2, olmo2 = arch == "gemma2", arch == "olmo2"
     sandwich = gemma2 or gemma3   # norms before and after each sub-block
@@ -203,8 +208,8 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
             if qn and olmo2:   # OLMo-2: the whole q and k projections normalised, then rotated
                 q, k = rmsnorm(q, qn[0], eps), rmsnorm(k, qn[1], eps)
             elif qn:   # Qwen3, Gemma 3 (gain 1 + w): each head's D values normalised, then rotated
-                q = sum((rmsnorm(q[i * D:(i + 1) * D], qn[0], eps, gemma3) for i in range(H)), [])
-                k = sum((rmsnorm(k[i * D:(i + 1) * D], qn[1], eps, gemma3) for i in range(Hkv)), [])
+                q = sum((rmsnorm(q[i * D:(i + 1) * D], qn[0], eps, qk_plus_one) for i in range(H)), [])
+                k = sum((rmsnorm(k[i * D:(i + 1) * D], qn[1], eps, qk_plus_one) for i in range(Hkv)), [])
             qs.append(sum((rope(q[i * D:(i + 1) * D], pos, D, th) for i in range(H)), []))
             ks.append(sum((rope(k[i * D:(i + 1) * D], pos, D, th) for i in range(Hkv)), []))
             vs.append(v)

@@ -183,6 +183,14 @@ trip gemma2-tp2pp2 gemma2 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule
 trip gemma3-dp2tp2-zero1 gemma3 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma3-pp2-zero3 gemma3 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32 --shards 2"
 trip gemma3-tp2pp2 gemma3 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32 --unset sliding_window_pattern --set layer_types=[\"sliding_attention\",\"full_attention\"]"
+# ... and the q/k norm's gain taken as w (Qwen3's form) in Gemma 3's block is another model: its loss must differ
+if got=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["loss"])' "$work/gemma3-tp2pp2.l1") &&
+   plain=$(REFERENCE_QK_GAIN=w python3 "$root/tests/hf/reference.py" "$work/gemma3-tp2pp2.src" "$root/examples/data/sample.txt" 7 4 16) &&
+   python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) <= 1e-5 * abs(b))' "$got" "$plain"; then
+    ok "gemma3-tp2pp2: first loss $got is not reference.py's with the q/k gains as w ($plain)"
+else
+    bad "gemma3-tp2pp2: first loss ${got:-?} matches reference.py's with the q/k gains as w (${plain:-?})"
+fi
 # OLMo-2 (issue 29): its q/k norm of the whole projections split over TP with the heads
 trip olmo2-dp2tp2-zero1 olmo2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 2"
 trip olmo2-tp2pp2 olmo2 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16" bf16
