@@ -32,7 +32,8 @@
  * pattern as sliding_window_pattern and as layer_types, the local RoPE
  * base, the null caps), its names (four norms a block, q_norm and k_norm
  * of one head's D gains permuted within the head) and --init-from's read
- * bit for bit.
+ * bit for bit; google/gemma-3-1b-pt's published config.json is taken for
+ * the program of its import.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -477,6 +478,47 @@ static const char *g3_edit(char *cfg, size_t cap, const char *from, const char *
     return cfg;
 }
 
+/* The model_config emit writes for `planc import tests/bridges/gemma-3-1b.json`
+ * (google/gemma-3-1b-pt) with seq 32768. */
+static const char G3_1B_CONFIG[] =
+    "{\"format\": 1, \"vocab\": 262144, \"seq\": 32768, \"dim\": 1152, \"dtype\": \"bf16\", "
+    "\"blocks\": 26, \"position\": \"rope\", \"rope_theta\": 1000000, \"rope_scaling\": false, "
+    "\"rope_local_theta\": 10000, \"heads\": 4, \"kv_heads\": 1, \"head_dim\": 256, "
+    "\"window\": 512, \"attn_norm\": \"rmsnorm\", \"attn_bias\": \"none\", "
+    "\"qk_norm\": \"rmsnorm\", \"window_every\": 6, \"ffn\": \"mlp\", \"hidden\": 6912, "
+    "\"act\": \"geglu\", \"ffn_norm\": \"rmsnorm\", \"ffn_bias\": false, \"experts\": 0, "
+    "\"top_k\": 0, \"shared\": 0, \"capacity_factor\": 0, \"aux_loss\": 0, "
+    "\"attn_norm_position\": \"sandwich\", \"ffn_norm_position\": \"sandwich\", "
+    "\"final_norm\": \"rmsnorm\", \"tied\": true, \"norm_eps\": 9.9999999999999995e-07, "
+    "\"dropout\": 0, \"embed_scale\": true, \"norm_plus_one\": true, \"attn_softcap\": 0, "
+    "\"query_scalar\": 256, \"logit_softcap\": 0, \"uniform\": \"\"}";
+
+/* google/gemma-3-1b-pt's own config.json (tests/bridges/gemma-3-1b.json, as
+ * published: no tie_word_embeddings, null caps, sliding_window_pattern 6)
+ * is what --init-from takes for the program of its import: prt_hf_open
+ * gets past config.json to the weights, which this directory lacks; with
+ * rope_local_base_freq changed it stops at config.json, naming the field. */
+static void test_gemma3_published_config(void **state)
+{
+    (void)state;
+    char dir[600], cmd[2000];
+    path(dir, sizeof dir, "gemma-3-1b");
+    const char *arch = NULL;
+    assert_int_equal(prt_hf_check(G3_1B_CONFIG, &arch), PRT_OK);
+    assert_string_equal(arch, "Gemma3ForCausalLM");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp tests/bridges/gemma-3-1b.json '%s/config.json'", dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    prt_hf *hf = NULL;
+    prt_status st = prt_hf_open(dir, G3_1B_CONFIG, &hf);
+    const char *e = prt_ckpt_last_error();
+    if (st == PRT_OK || strstr(e, "config.json") || !strstr(e, "model.safetensors"))
+        fail_msg("the published config.json was not taken (status %d): %s", (int)st, e);
+    printf("    config.json taken; then, as expected: %s\n", e);
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"rope_local_base_freq\": 10000/\"rope_local_base_freq\": 20000/' '%s/config.json'", dir);
+    assert_int_equal(system(cmd), 0);
+    expect_error(prt_hf_open(dir, G3_1B_CONFIG, &hf), "rope_local_base_freq is 20000, the plan's model has 10000.0");
+}
+
 /* What Gemma3ForCausalLM cannot say is refused, naming it. */
 static void test_gemma3_refusals(void **state)
 {
@@ -508,6 +550,7 @@ int main(void)
         cmocka_unit_test(test_gemma3_export),
         cmocka_unit_test(test_gemma3_init_from),
         cmocka_unit_test(test_gemma3_refusals),
+        cmocka_unit_test(test_gemma3_published_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
