@@ -19,11 +19,11 @@
  * exit 2, naming it — an unknown key too, since it may change the model.
  * `architectures` must be the model_type's causal LM; torch_dtype is how
  * the checkpoint is stored, not the training dtype (bf16, said in a note).
- * It never guesses a shape: a family it does not know is exit 2, and the
- * families the language cannot write yet (Gemma 3, ...) are refused
- * naming what they need; DeepSeek-V2/V3's attention is imported as `kind
- * mla`, and the first key of their mixture (or of their YaRN) that planc
- * cannot express is refused naming it. A Mixtral becomes `moe { }` blocks
+ * It never guesses a shape: a family it does not know is exit 2, and a
+ * key the language cannot write yet is refused naming it; DeepSeek-V2/V3's
+ * attention is imported as `kind mla`, and the first key of their mixture
+ * (or of their YaRN, or V3's multi-token prediction) that planc cannot
+ * express is refused naming it. A Mixtral becomes `moe { }` blocks
  * (issue 17's mixtures of experts); Qwen2-MoE and Qwen3-MoE too, with
  * their gate (norm_topk_prob), experts of moe_intermediate_size, Qwen2-
  * MoE's gated shared expert, and their dense blocks (mlp_only_layers,

@@ -1180,11 +1180,13 @@ static int emit_params(Cg *g, bool write)
             param_row(g, &id, nm, i, C, q, "PRT_SPLIT_COLS", 0, one, "PRT_INIT_NORMAL", sr);
             if (L->bias && !L->qkv_bias_only) { snprintf(nm, sizeof nm, "layers.%d.attn.out.bias", i);
                            param_row(g, &id, nm, i, C, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ZEROS", 0); }
-            if (L->qk_norm == QK_NORM_RMSNORM) {   /* Qwen3's q_norm, k_norm: (d) gains, start at 1 */
+            if (L->qk_norm == QK_NORM_RMSNORM) {
+                /* Qwen3's q_norm, k_norm: (d) gains, start at 1; Gemma 3's
+                 * (norm_plus_one) at 0, its gain being 1 + w */
                 snprintf(nm, sizeof nm, "layers.%d.attn.q_norm.weight", i);
-                param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+                param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
                 snprintf(nm, sizeof nm, "layers.%d.attn.k_norm.weight", i);
-                param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, "PRT_INIT_ONES", 0);
+                param_row(g, &id, nm, i, d, 1, "PRT_REPLICATED", 0, one, NORM_INIT(m), 0);
             } else if (L->qk_norm == QK_NORM_RMSNORM_PROJ) {
                 /* OLMo-2's q_norm (heads d), k_norm (kv_heads d): a gain per
                  * element, start at 1, split over TP with the heads */
@@ -2204,9 +2206,10 @@ static bool runtime_honours(const Plan *p, const Layout *l, char *why, size_t le
                "mscale, mscale_all_dim >= 0";
     }
     for (int i = 0; !key && p->model.norm_plus_one && i < p->model.n_layers; i++)
-        if (layer_qk_norm(&p->model.layers[i])) {
-            key = "qk_norm rmsnorm with norm_plus_one";
-            what = "its q/k norm scales by the gain w itself (Qwen3), not by 1 + w (Gemma 3)";
+        if (layer_qk_norm(&p->model.layers[i]) && p->model.layers[i].qk_norm == QK_NORM_RMSNORM_PROJ) {
+            key = "qk_norm rmsnorm_projection with norm_plus_one";
+            what = "its q/k norm of the whole projection scales by the gain w itself (OLMo-2); only the "
+                   "per-head one (qk_norm rmsnorm: Qwen3, Gemma 3) takes 1 + w";
         }
     if (!key && plan_model_dropout(&p->model) && model_attn_scored(&p->model)) {
         snprintf(keybuf, sizeof keybuf, "softcap or query_pre_attn_scalar with dropout %g", p->model.dropout);

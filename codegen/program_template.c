@@ -688,6 +688,15 @@ static void pre_norm_bwd(const LayerSpec *L, LayerActs *a, prt_act *dx, const pr
 /* The id of layer L's q gain (its k gain's is the next), -1: no q/k norm. */
 static int qk_gain(const LayerSpec *L) { return QK_NORM_W[L - LAYERS]; }
 
+/* What the runtime adds to a per-head q/k gain: Gemma 3's q_norm and
+ * k_norm scale by 1 + w (Gemma3RMSNorm, in fp32; w starts at 0), Qwen3's
+ * by w. */
+#if NORM_PLUS_ONE
+#define QK_W0 1.0f
+#else
+#define QK_W0 0.0f
+#endif
+
 #if QK_PROJ
 /* Whether layer L's q/k norm is OLMo-2's, of the whole q projection and
  * the whole k projection (`qk_norm rmsnorm_projection`): a gain per
@@ -747,7 +756,7 @@ static void qk_norm_fwd(const LayerSpec *L, LayerActs *a)
     if (q < 0) return;
     size_t h = (size_t)L->h, hkv = (size_t)L->hkv, d = (size_t)L->d;
     if (!qk_proj(L)) {
-        prt_qk_norm_fwd(a->h, a->qkin, a->qkr, W(q), W(q + 1), N, h, hkv, d, NORM_EPS);   /* q/k norm, per head */
+        prt_qk_norm_fwd(a->h, a->qkin, a->qkr, W(q), W(q + 1), QK_W0, N, h, hkv, d, NORM_EPS);   /* per head */
         return;
     }
     prt_qk_proj_sumsq(a->qkr, a->h, N, h, hkv, d);                      /* this rank's heads' sums of squares */
@@ -763,7 +772,7 @@ static void qk_norm_bwd_to(const LayerSpec *L, const LayerActs *a, prt_act *dqkv
     int q = qk_gain(L);
     size_t h = (size_t)L->h, hkv = (size_t)L->hkv, d = (size_t)L->d;
     if (!qk_proj(L)) {
-        prt_qk_norm_bwd(dqkv, dwq, dwk, a->qkin, W(q), W(q + 1), a->qkr, N, h, hkv, d);
+        prt_qk_norm_bwd(dqkv, dwq, dwk, a->qkin, W(q), W(q + 1), QK_W0, a->qkr, N, h, hkv, d);
         return;
     }
 #if QK_PROJ

@@ -4,19 +4,22 @@
 # on several layouts with --steps 0 and come back bit for bit through
 # --export-hf and planrt-ckpt export-hf, and a one-step run from each logs
 # the loss tests/hf/reference.py computes with transformers' formulas in
-# plain Python; the refusals are named. About 50 s on 2 cores.
+# plain Python (Gemma 3 among them); the refusals are named. About 2 min 20 s
+# on 2 cores.
 .PHONY: test-hf-roundtrip
 TEST_TARGETS += test-hf-roundtrip
 test-hf-roundtrip: $(PLANC) $(LIBPRT) $(PLANRT_CKPT) test-hf-map
 	@./scripts/make-data.sh
 	timeout 600 tests/hf/roundtrip.sh $(BUILD)
 
-# test-hf-map (tests/test_hf_map.c): the mapping of OLMo-2 (post norms, the
-# whole-projection q/k norm), whose program emit cannot build yet: a
-# checkpoint written as the program writes one, exported (Olmo2ForCausalLM's
-# config, names, per-head permutation of the q/k norm gains), read back bit
-# for bit by --init-from's reader, the refusals named. Its export stays in
-# $(BUILD)/tests/hf-map.tmp/olmo2-hf for test-hf (transformers loads it).
+# test-hf-map (tests/test_hf_map.c): the mappings of OLMo-2 (post norms, the
+# whole-projection q/k norm) and Gemma 3 (Gemma3ForCausalLM, which test-hf's
+# transformers 4.49 lacks): a checkpoint written as the program writes one,
+# exported (the config's fields, Gemma 3's window pattern both as
+# sliding_window_pattern and layer_types, the names, the per-head permutation
+# of the q/k norm gains), read back bit for bit by --init-from's reader, the
+# refusals named. OLMo-2's export stays in $(BUILD)/tests/hf-map.tmp/olmo2-hf
+# for test-hf (transformers loads it).
 .PHONY: test-hf-map
 TEST_TARGETS += test-hf-map
 $(BUILD)/tests/test_hf_map: $(BUILD)/obj-rt/tests/test_hf_map.o $(LIBPRT)

@@ -201,8 +201,9 @@ for mt, needle in [("deepseek_v3", "multi-head latent attention")]:
 # Gemma 2 and Gemma 3 (issue 29): every key read exactly (google/gemma-2-9b's
 # and google/gemma-3-1b-pt's config.json): Gemma 2 imports whole, its
 # sandwich norms as norm_position sandwich, with Gemma-2-9B's published
-# total, 9,241,705,984 parameters; Gemma 3 is refused naming its local
-# blocks' own RoPE base (the note shows the attention and head it makes)
+# total, 9,241,705,984 parameters; Gemma 3 imports whole too (its local
+# blocks' own RoPE base, q/k norm, every 6th block global) and its program
+# is emitted
 rc, out, err = run("import", os.path.join(DATA, "gemma-2-9b.json"))
 check("import gemma2: exit 0, the sandwich norms on both sub-blocks",
       rc == 0 and out.count("norm_position sandwich") == 2, err)
@@ -237,8 +238,10 @@ check("import gemma3_text: params 999,885,952 (by hand, and Gemma-3-1B's publish
       f"got {params}")
 rc, prog, err = run("emit", write("gemma-3-1b.emit.plan", f'include "{CLUSTER}"\n' + out +
                                   "plan { tp 1; pp 1; dp 128; zero 1; micro_batch 1; global_batch 128 }\n"))
-check("emit gemma3_text: refused at its q/k norm by 1 + w (Gemma's), the next piece the runtime lacks",
-      rc != 0 and "qk_norm rmsnorm with norm_plus_one: planc's runtime cannot honour it" in err, err)
+check("emit gemma3_text: the program of Gemma 3's q/k norms by 1 + w (gains of 256 from 0), its local RoPE base",
+      rc == 0 and "#define QK_W0 1.0f" in prog and "prt_qk_norm_fwd(" in prog and "ROPE_LOCAL_PARAMS" in prog
+      and '"layers.1.attn.q_norm.weight", 1, 0, 256, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ZEROS' in prog
+      and '"layers.51.attn.k_norm.weight", 51, 0, 256, 1, PRT_REPLICATED' in prog, err)
 rc, out, err = variant("g3-scaled.json", "gemma-3-1b.json", rope_scaling={"rope_type": "linear", "factor": 8.0})
 flat = " ".join(out.split())
 check("import gemma3_text: rope_scaling (Gemma 3 4B+) on the global blocks, the local base unscaled",

@@ -1256,8 +1256,10 @@ static void test_rope_local(void **state)
  * SP), their ids in QK_NORM_W, the norm between QKV and RoPE and its
  * zb-h1 backward, and the step's TP all-reduce of them (the Program's
  * SP_NORM_REDUCE without sequence parallelism); the program compiles.
- * Without it tiny's program has none of this; with Gemma's norm_plus_one
- * it is refused, naming the key. */
+ * Without it tiny's program has none of this. With Gemma's norm_plus_one
+ * (Gemma 3's q/k norm) the gains start at 0 and the program compiles;
+ * OLMo-2's norm of the whole projection with it is refused, naming the
+ * key. */
 static void test_qk_norm(void **state)
 {
     (void)state;
@@ -1288,10 +1290,27 @@ static void test_qk_norm(void **state)
         if (!strstr(text, want[k])) fail_msg("the q/k norm's program lacks '%s'", want[k]);
     if (build_case(&p, c.name, NULL) != 0) fail_msg("the q/k norm's program does not compile");
     free(text);
+    /* Gemma 3's: every norm an RMSNorm by 1 + w (norm_plus_one), the q and
+     * k gains start at 0 and the runtime adds 1 to them (QK_W0) */
     p.model.norm_plus_one = true;
+    for (int i = 0; i < p.model.n_layers; i++) p.model.layers[i].norm = NORM_RMSNORM;
     text = emit_text(&p, why, sizeof why, &n);
-    if (text) fail_msg("qk_norm with norm_plus_one: emitted, expected a refusal");
-    if (!strstr(why, "qk_norm rmsnorm with norm_plus_one: planc's runtime cannot honour it"))
+    if (!text) fail_msg("qk_norm with norm_plus_one refused: %s", why);
+    static const char *const gemma3[] = {
+        "{ \"layers.1.attn.q_norm.weight\", 1, 0, 16, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ZEROS, 0.0f, false, true,",
+        "{ \"layers.1.attn.k_norm.weight\", 1, 0, 16, 1, PRT_REPLICATED, 0, { 0, 0, 0 }, PRT_INIT_ZEROS, 0.0f, false, true,",
+        "#define QK_W0 1.0f", "qk_norm_fwd(L, a);", "qk_norm_bwd_kept(L, a, a->dh);",
+    };
+    for (size_t k = 0; k < sizeof gemma3 / sizeof gemma3[0]; k++)
+        if (!strstr(text, gemma3[k])) fail_msg("Gemma 3's q/k norm program lacks '%s'", gemma3[k]);
+    if (build_case(&p, "qknorm-plus1-tp2-pp2", NULL) != 0) fail_msg("Gemma 3's q/k norm program does not compile");
+    free(text);
+    /* OLMo-2's norm of the whole projection has no 1 + w form in the runtime */
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_ATTENTION) p.model.layers[i].qk_norm = QK_NORM_RMSNORM_PROJ;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (text) fail_msg("qk_norm rmsnorm_projection with norm_plus_one: emitted, expected a refusal");
+    if (!strstr(why, "qk_norm rmsnorm_projection with norm_plus_one: planc's runtime cannot honour it"))
         fail_msg("the refusal does not name the key: %s", why);
     free(plain);
     dsl_arena_free(&a);

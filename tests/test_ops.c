@@ -470,22 +470,21 @@ static void test_rope_scaled(void **state)
     assert_true(fabs(prt_rope_inv_freq(&kinds[1], 0, 8) - ((1 - s0) / 4 + s0)) < 1e-15);
 }
 
-/* q/k norm (Qwen3): the forward against the RMSNorm of each head written
- * out in double (queries by wq, keys by wk, values untouched), the
- * backward (dx in place, dwq and dwk) against finite differences; GQA 4/2
- * heads of 6. */
-typedef struct { float *qkv, *in, *xin, *rstd, *wq, *wk; size_t N, H, Hkv, D; } QkNormCtx;
+/* q/k norm (Qwen3: the gain w, w0 0; Gemma 3: 1 + w, w0 1): the forward
+ * against the RMSNorm of each head written out in double (queries by w0 +
+ * wq, keys by w0 + wk, values untouched), the backward (dx in place, dwq
+ * and dwk) against finite differences; GQA 4/2 heads of 6. */
+typedef struct { float *qkv, *in, *xin, *rstd, *wq, *wk, w0; size_t N, H, Hkv, D; } QkNormCtx;
 static void qk_norm_fwd(void *p)
 {
     QkNormCtx *c = p;
     memcpy(c->qkv, c->in, c->N * (c->H + 2 * c->Hkv) * c->D * sizeof *c->qkv);
-    prt_qk_norm_fwd(c->qkv, c->xin, c->rstd, c->wq, c->wk, c->N, c->H, c->Hkv, c->D, 1e-5f);
+    prt_qk_norm_fwd(c->qkv, c->xin, c->rstd, c->wq, c->wk, c->w0, c->N, c->H, c->Hkv, c->D, 1e-5f);
 }
 
-static void test_qk_norm(void **state)
+static void qk_norm_case(float w0)
 {
-    (void)state;
-    QkNormCtx c = {.N = 6, .H = 4, .Hkv = 2, .D = 6};
+    QkNormCtx c = {.N = 6, .H = 4, .Hkv = 2, .D = 6, .w0 = w0};
     size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.N * R, heads = c.H + c.Hkv;
     c.in = rnd(n, 1); c.qkv = zeros(n); c.xin = zeros(c.N * heads * c.D); c.rstd = zeros(c.N * heads);
     c.wq = rnd(c.D, 1); c.wk = rnd(c.D, 1);
@@ -498,16 +497,23 @@ static void test_qk_norm(void **state)
             for (size_t k = 0; k < c.D; k++) ss += (double)x[k] * x[k];
             double s = 1 / sqrt(ss / (double)c.D + 1e-5);
             for (size_t k = 0; k < c.D; k++)
-                ref[i * R + h * c.D + k] = h < heads ? x[k] * s * w[k] : x[k];
+                ref[i * R + h * c.D + k] = h < heads ? x[k] * s * ((double)w0 + w[k]) : x[k];
         }
     assert_int_equal(validate("qk_norm fwd", c.qkv, ref, n, 1e-6, 1e-5), 0);
     float *r = rnd(n, 1), *d = malloc(n * sizeof *d), *dwq = zeros(c.D), *dwk = zeros(c.D);
     memcpy(d, r, n * sizeof *d);
-    prt_qk_norm_bwd(d, dwq, dwk, c.xin, c.wq, c.wk, c.rstd, c.N, c.H, c.Hkv, c.D);
+    prt_qk_norm_bwd(d, dwq, dwk, c.xin, c.wq, c.wk, c.w0, c.rstd, c.N, c.H, c.Hkv, c.D);
     FdTensor ts[] = {{"qk_norm dx", c.in, d, n}, {"qk_norm dwq", c.wq, dwq, c.D}, {"qk_norm dwk", c.wk, dwk, c.D}};
     assert_int_equal(fd_check(qk_norm_fwd, &c, c.qkv, r, n, ts, 3, 1e-2, 1e-4, 1e-3), 0);
     free(ref); free(r); free(d); free(dwq); free(dwk);
     free(c.in); free(c.qkv); free(c.xin); free(c.rstd); free(c.wq); free(c.wk);
+}
+
+static void test_qk_norm(void **state)
+{
+    (void)state;
+    qk_norm_case(0.0f);   /* Qwen3 */
+    qk_norm_case(1.0f);   /* Gemma 3 */
 }
 
 /* OLMo-2's q/k norm of the whole projection: the forward against an

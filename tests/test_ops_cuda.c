@@ -190,10 +190,10 @@ static void check_linear(size_t N, size_t K, size_t O)
     for (size_t i = 0; i < 8; i++) prt_free(d[i]);
 }
 
-/* q/k norm (Qwen3) against the CPU build: the normalised q and k heads
- * (values untouched), the saved pre-norm heads and scales, dx in place
- * and the two gains' gradients. */
-static void check_qk_norm(size_t N, size_t H, size_t Hkv, size_t D)
+/* q/k norm (Qwen3: w0 0; Gemma 3: w0 1, the gain 1 + w) against the CPU
+ * build: the normalised q and k heads (values untouched), the saved
+ * pre-norm heads and scales, dx in place and the two gains' gradients. */
+static void check_qk_norm(size_t N, size_t H, size_t Hkv, size_t D, float w0)
 {
     size_t n = N * (H + 2 * Hkv) * D, nx = N * (H + Hkv) * D, nr = N * (H + Hkv);
     float *x = hrand(n, 2), *wq = hrand(D, 1), *wk = hrand(D, 1), *g = hrand(n, 1);
@@ -203,13 +203,13 @@ static void check_qk_norm(size_t N, size_t H, size_t Hkv, size_t D)
     float *rstd_d = prt_alloc(nr * 4), *dwq_d = prt_alloc(D * 4), *dwk_d = prt_alloc(D * 4);
     prt_zero(dwq_d, D * 4);
     prt_zero(dwk_d, D * 4);
-    ref_prt_qk_norm_fwd(x, xin, rstd, wq, wk, N, H, Hkv, D, 1e-6f);
-    prt_qk_norm_fwd(x_d, xin_d, rstd_d, wq_d, wk_d, N, H, Hkv, D, 1e-6f);
+    ref_prt_qk_norm_fwd(x, xin, rstd, wq, wk, w0, N, H, Hkv, D, 1e-6f);
+    prt_qk_norm_fwd(x_d, xin_d, rstd_d, wq_d, wk_d, w0, N, H, Hkv, D, 1e-6f);
     validate("qk_norm fwd", x_d, true, x, n, ATOL, RTOL);
     validate("qk_norm saved heads", xin_d, true, xin, nx, ATOL, RTOL);
     validate("qk_norm rstd", rstd_d, false, rstd, nr, 1e-3, 1e-3);
-    ref_prt_qk_norm_bwd(g, dwq, dwk, xin, wq, wk, rstd, N, H, Hkv, D);
-    prt_qk_norm_bwd(g_d, dwq_d, dwk_d, xin_d, wq_d, wk_d, rstd_d, N, H, Hkv, D);
+    ref_prt_qk_norm_bwd(g, dwq, dwk, xin, wq, wk, w0, rstd, N, H, Hkv, D);
+    prt_qk_norm_bwd(g_d, dwq_d, dwk_d, xin_d, wq_d, wk_d, w0, rstd_d, N, H, Hkv, D);
     validate("qk_norm dx", g_d, true, g, n, 2e-2, 2e-2);
     validate("qk_norm dwq", dwq_d, false, dwq, D, 1e-2 * N, 1e-2);
     validate("qk_norm dwk", dwk_d, false, dwk, D, 1e-2 * N, 1e-2);
@@ -871,7 +871,8 @@ int main(int argc, char **argv)
     check_linear(256, 768, 2304);
     check_norm(false, 64, 768);
     check_norm(true, 64, 768);
-    check_qk_norm(64, 4, 2, 128);   /* Qwen3's head_dim */
+    check_qk_norm(64, 4, 2, 128, 0.0f);   /* Qwen3's head_dim */
+    check_qk_norm(64, 4, 1, 256, 1.0f);   /* Gemma 3's: 1 + w, head_dim 256, one kv head */
     check_qk_proj_norm(64, 4, 2, 128);   /* OLMo-2: the whole projection */
     check_pointwise(64, 384);
     check_embedding(4, 32, 64, 1000);

@@ -280,8 +280,8 @@ extern "C" void prt_layernorm_bwd(prt_act *dx, float *dw, float *db, const prt_a
 /* q/k norm: one warp per (row, head) of the query and key heads, the
  * RMSNorm over the head's D values (as the CPU build's qk_head_fwd); the
  * backward's gains accumulate by atomicAdd, one per element and head. */
-__global__ static void k_qk_norm_fwd(bf *qkv, bf *xin, float *rstd, const bf *wq, const bf *wk, size_t N,
-                                     size_t H, size_t Hkv, size_t D, float eps)
+__global__ static void k_qk_norm_fwd(bf *qkv, bf *xin, float *rstd, const bf *wq, const bf *wk, float w0,
+                                     size_t N, size_t H, size_t Hkv, size_t D, float eps)
 {
     size_t heads = H + Hkv, idx = gwarp();
     int lane = threadIdx.x % 32;
@@ -296,12 +296,13 @@ __global__ static void k_qk_norm_fwd(bf *qkv, bf *xin, float *rstd, const bf *wq
     }
     float r = rsqrtf(warp_sum(ss) / (float)D + eps);
     for (size_t c = lane; c < D; c += 32)
-        y[c] = to_bf(ld(x, c) * r * ld(w, c));
+        y[c] = to_bf(ld(x, c) * r * (w0 + ld(w, c)));   /* the gain w0 + w in fp32 */
     if (lane == 0) rstd[idx] = r;
 }
 
 __global__ static void k_qk_norm_bwd(bf *dqkv, float *dwq, float *dwk, const bf *xin, const bf *wq,
-                                     const bf *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+                                     const bf *wk, float w0, const float *rstd, size_t N, size_t H, size_t Hkv,
+                                     size_t D)
 {
     size_t heads = H + Hkv, idx = gwarp();
     int lane = threadIdx.x % 32;
@@ -310,29 +311,30 @@ __global__ static void k_qk_norm_bwd(bf *dqkv, float *dwq, float *dwk, const bf 
     bf *g = dqkv + row * (H + 2 * Hkv) * D + h * D;
     const bf *x = xin + idx * D, *w = h < H ? wq : wk;
     float *dw = h < H ? dwq : dwk, s = rstd[idx], dot = 0.0f;
-    for (size_t c = lane; c < D; c += 32) dot += ld(g, c) * ld(w, c) * ld(x, c) * s;
+    for (size_t c = lane; c < D; c += 32) dot += ld(g, c) * (w0 + ld(w, c)) * ld(x, c) * s;
     dot = warp_sum(dot) / (float)D;
     for (size_t c = lane; c < D; c += 32) {
         float n = ld(x, c) * s, gc = ld(g, c);
         atomicAdd(&dw[c], gc * n);
-        g[c] = to_bf(s * (gc * ld(w, c) - n * dot));
+        g[c] = to_bf(s * (gc * (w0 + ld(w, c)) - n * dot));
     }
 }
 
 extern "C" void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk,
-                                size_t N, size_t H, size_t Hkv, size_t D, float eps)
+                                float w0, size_t N, size_t H, size_t Hkv, size_t D, float eps)
 {
     PRT_OP_ENTER("prt_qk_norm_fwd");
     PRT_LAUNCH("prt_qk_norm_fwd", grid_rows(N * (H + Hkv)), 0, k_qk_norm_fwd,
-               BF(qkv), BF(xin), rstd, CBF(wq), CBF(wk), N, H, Hkv, D, eps);
+               BF(qkv), BF(xin), rstd, CBF(wq), CBF(wk), w0, N, H, Hkv, D, eps);
 }
 
 extern "C" void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
-                                const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+                                const prt_act *wk, float w0, const float *rstd, size_t N, size_t H, size_t Hkv,
+                                size_t D)
 {
     PRT_OP_ENTER("prt_qk_norm_bwd");
     PRT_LAUNCH("prt_qk_norm_bwd", grid_rows(N * (H + Hkv)), 0, k_qk_norm_bwd,
-               BF(dqkv), dwq, dwk, CBF(xin), CBF(wq), CBF(wk), rstd, N, H, Hkv, D);
+               BF(dqkv), dwq, dwk, CBF(xin), CBF(wq), CBF(wk), w0, rstd, N, H, Hkv, D);
 }
 
 /* q/k norm of the whole projection (OLMo-2): one warp per (row, part),

@@ -183,7 +183,7 @@ uint32_t   prt_crc32c(uint32_t crc, const void *buf, size_t n);
  * config.json of the architecture the checkpoint's "model_config" maps to
  * (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
  * MixtralForCausalLM, GPT2LMHeadModel, GemmaForCausalLM, Gemma2ForCausalLM,
- * Olmo2ForCausalLM), generation_config.json, and the
+ * Gemma3ForCausalLM, Olmo2ForCausalLM), generation_config.json, and the
  * weights under Hugging Face's names, split and row-permuted as
  * transformers reads them, in dtype "fp32" or "bf16" (NULL: fp32), as
  * model.safetensors or, past max_shard bytes (0: 5 GB, transformers'

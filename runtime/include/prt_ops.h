@@ -223,19 +223,22 @@ void prt_rope_cp_fwd(prt_act *qkv, size_t B, size_t Tl, size_t H, size_t Hkv, si
 void prt_rope_cp_bwd(prt_act *dqkv, size_t B, size_t Tl, size_t H, size_t Hkv, size_t D,
                      const prt_rope *rope, size_t T, int cp, int r);
 
-/* q/k norm (Qwen3's q_norm, k_norm; the model's `qk_norm rmsnorm`): in
- * place on the query and key heads of qkv (N rows of (H + 2 Hkv) D; the
- * values untouched), each head's D values x <- x rstd w, rstd =
- * 1/sqrt(mean(x^2) + eps), w = wq (D) for the query heads and wk (D) for
- * the key heads. xin (N, (H + Hkv) D) receives the pre-norm q and k and
- * rstd (N, H + Hkv) the fp32 scales, both kept for backward. */
-void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk,
+/* q/k norm (Qwen3's q_norm, k_norm; Gemma 3's; the model's `qk_norm
+ * rmsnorm`): in place on the query and key heads of qkv (N rows of (H +
+ * 2 Hkv) D; the values untouched), each head's D values x <- x rstd (w0 +
+ * w), rstd = 1/sqrt(mean(x^2) + eps), w = wq (D) for the query heads and
+ * wk (D) for the key heads; w0 is 0 (Qwen3: the gain is w) or 1 (Gemma
+ * 3's Gemma3RMSNorm: 1 + w, formed in fp32). xin (N, (H + Hkv) D)
+ * receives the pre-norm q and k and rstd (N, H + Hkv) the fp32 scales,
+ * both kept for backward. */
+void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk, float w0,
                      size_t N, size_t H, size_t Hkv, size_t D, float eps);
 /* In place on dqkv's query and key parts: dy in, dx out; dwq, dwk (D,
- * fp32) accumulate (under TP each rank's sum over its own heads: the
- * caller all-reduces them over TP). */
+ * fp32) accumulate the gradients of w (those of w0 + w: the same) (under
+ * TP each rank's sum over its own heads: the caller all-reduces them over
+ * TP); w0 as the forward's. */
 void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
-                     const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D);
+                     const prt_act *wk, float w0, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D);
 
 /* OLMo-2's q/k norm (Olmo2Attention's q_norm, k_norm; the model's `qk_norm
  * rmsnorm_projection`): an RMSNorm over each row's whole q projection

@@ -250,32 +250,33 @@ void prt_rmsnorm_bwd(prt_act *dx, float *dw, const prt_act *dout, const prt_act 
 
 /* ---- q/k norm ---------------------------------------------------------------- */
 
-/* One head: y = x s w over D values, s = 1/sqrt(mean(x^2) + eps). */
-static float qk_head_fwd(float *y, const float *x, const float *w, size_t D, float eps)
+/* One head: y = x s (w0 + w) over D values, s = 1/sqrt(mean(x^2) + eps);
+ * the gain w0 + w is formed in fp32 (w0 1: Gemma 3's 1 + w). */
+static float qk_head_fwd(float *y, const float *x, const float *w, float w0, size_t D, float eps)
 {
     float ss = 0.0f;
     for (size_t c = 0; c < D; c++) ss += x[c] * x[c];
     float s = 1.0f / sqrtf(ss / (float)D + eps);
-    for (size_t c = 0; c < D; c++) y[c] = x[c] * s * w[c];
+    for (size_t c = 0; c < D; c++) y[c] = x[c] * s * (w0 + w[c]);
     return s;
 }
 
-/* One head's backward, in place: g holds dy and receives dx = s (dy w -
- * n mean(dy w n)), n = x s; dw += dy n (RMSNorm's Jacobian, as
- * prt_rmsnorm_bwd). */
-static void qk_head_bwd(float *g, float *dw, const float *x, const float *w, float s, size_t D)
+/* One head's backward, in place: g holds dy and receives dx = s (dy a -
+ * n mean(dy a n)), n = x s, a = w0 + w; dw += dy n (RMSNorm's Jacobian,
+ * as prt_rmsnorm_bwd; d(w0 + w)/dw = 1). */
+static void qk_head_bwd(float *g, float *dw, const float *x, const float *w, float w0, float s, size_t D)
 {
     float dot = 0.0f;
-    for (size_t c = 0; c < D; c++) dot += g[c] * w[c] * x[c] * s;
+    for (size_t c = 0; c < D; c++) dot += g[c] * (w0 + w[c]) * x[c] * s;
     dot /= (float)D;
     for (size_t c = 0; c < D; c++) {
         float n = x[c] * s;
         dw[c] += g[c] * n;
-        g[c] = s * (g[c] * w[c] - n * dot);
+        g[c] = s * (g[c] * (w0 + w[c]) - n * dot);
     }
 }
 
-void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk,
+void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq, const prt_act *wk, float w0,
                      size_t N, size_t H, size_t Hkv, size_t D, float eps)
 {
     PRT_OP_ENTER("prt_qk_norm_fwd");
@@ -284,19 +285,19 @@ void prt_qk_norm_fwd(prt_act *qkv, prt_act *xin, float *rstd, const prt_act *wq,
         for (size_t h = 0; h < heads; h++) {   /* q heads then k heads */
             float *y = qkv + i * row + h * D, *x = xin + (i * heads + h) * D;
             memcpy(x, y, D * sizeof *x);
-            rstd[i * heads + h] = qk_head_fwd(y, x, h < H ? wq : wk, D, eps);
+            rstd[i * heads + h] = qk_head_fwd(y, x, h < H ? wq : wk, w0, D, eps);
         }
 }
 
 void prt_qk_norm_bwd(prt_act *dqkv, float *dwq, float *dwk, const prt_act *xin, const prt_act *wq,
-                     const prt_act *wk, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
+                     const prt_act *wk, float w0, const float *rstd, size_t N, size_t H, size_t Hkv, size_t D)
 {
     PRT_OP_ENTER("prt_qk_norm_bwd");
     size_t heads = H + Hkv, row = (H + 2 * Hkv) * D;
     for (size_t i = 0; i < N; i++)
         for (size_t h = 0; h < heads; h++)
             qk_head_bwd(dqkv + i * row + h * D, h < H ? dwq : dwk, xin + (i * heads + h) * D,
-                        h < H ? wq : wk, rstd[i * heads + h], D);
+                        h < H ? wq : wk, w0, rstd[i * heads + h], D);
 }
 
 /* ---- q/k norm of the whole projection (OLMo-2) -------------------------------- */

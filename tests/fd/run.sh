@@ -77,8 +77,16 @@ plan fd-rope-local "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; s
         mlp       { hidden 64; act swiglu; norm rmsnorm; bias false }" rmsnorm "" \
     "position rope; rope_local_theta 100; rope_scaling { type linear; factor 4 }"
 
+# Gemma 3's block: q/k norms by 1 + w (their gains start at 0), sandwich
+# norms by 1 + w, block 0 local (a window of 8 at rope_local_theta 100),
+# block 1 global (rope_theta 10000 scaled by 4), scores by
+# 1/sqrt(query_pre_attn_scalar 12), GeGLU, the sqrt(dim) embedding scale
+plan fd-gemma3 "attention { heads 2; kv_heads 1; norm rmsnorm; bias false; sliding_window 8 every 2; qk_norm rmsnorm; query_pre_attn_scalar 12; norm_position sandwich }
+        mlp       { hidden 64; act geglu; norm rmsnorm; bias false; norm_position sandwich }" rmsnorm \
+    "norm_eps 1e-6; norm_plus_one true;" "position rope; scale sqrt_dim; rope_local_theta 100; rope_scaling { type linear; factor 4 }"
+
 for name in fd-post-rms fd-sandwich-ln fd-sandwich-ln-drop fd-sandwich-gemma fd-mla fd-mla-yarnms fd-olmo2 \
-        fd-rope-local; do
+        fd-rope-local fd-gemma3; do
     if [ "$only" != "  " ] && [[ "$only" != *" $name "* ]]; then continue; fi
     if ! "$planc" build "$dir/$name.plan" -o "$dir/$name" > "$dir/$name.build.log" 2>&1; then
         echo "FAIL $name: planc build failed (see $dir/$name.build.log)"; fails=$((fails + 1)); continue

@@ -5,7 +5,7 @@ with the standard library alone (no torch, no safetensors package).
   hfdir.py make ARCH OUT_DIR [--dtype f32|bf16] [--shards N] [--vocab V] [--drop NAME]
                               [--set KEY=JSON] [--unset KEY]
       a config.json of ARCH (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, gpt2, gemma,
-      gemma2, olmo2) for the
+      gemma2, gemma3, olmo2) for the
       tiny models of tests/hf/roundtrip.sh and random weights under
       transformers' names: model.safetensors, or N shards with
       model.safetensors.index.json. --drop leaves a tensor out, --set
@@ -48,6 +48,15 @@ def config(arch, vocab, dtype):
         c = config("gemma", vocab, dtype)
         c.update({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "query_pre_attn_scalar": 12,
                   "attn_logit_softcapping": 20.0, "final_logit_softcapping": 15.0, "sliding_window": 8,
+                  "cache_implementation": "hybrid"})
+        return c
+    if arch == "gemma3":   # Gemma 3 (gemma3_text): no caps, a query scalar that bites, block 0 local
+        # (window 8 < seq, its own RoPE base 100), block 1 global (rope_theta 10000): pattern 2
+        c = config("gemma", vocab, dtype)
+        del c["hidden_act"]   # Gemma3TextConfig reads hidden_activation alone
+        c.update({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "query_pre_attn_scalar": 12,
+                  "attn_logit_softcapping": None, "final_logit_softcapping": None, "sliding_window": 8,
+                  "sliding_window_pattern": 2, "rope_local_base_freq": 100.0, "rope_scaling": None,
                   "cache_implementation": "hybrid"})
         return c
     cls = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
@@ -105,12 +114,12 @@ def tensors(arch, vocab):
             t += [(h + "self_attn.q_proj.bias", [HEADS * HD]), (h + "self_attn.k_proj.bias", [KV * HD]),
                   (h + "self_attn.v_proj.bias", [KV * HD])]
         t.append((h + "self_attn.o_proj.weight", [DIM, HEADS * HD]))
-        if arch in ("qwen3", "qwen3_moe"):   # the gains over one head's HD values, shared by the heads
+        if arch in ("qwen3", "qwen3_moe", "gemma3"):   # the gains over one head's HD values, shared by the heads
             t += [(h + "self_attn.q_norm.weight", [HD]), (h + "self_attn.k_norm.weight", [HD])]
         if arch == "olmo2":   # the gains over the whole q and k projections
             t += [(h + "self_attn.q_norm.weight", [HEADS * HD]), (h + "self_attn.k_norm.weight", [KV * HD])]
         t.append((h + "post_attention_layernorm.weight", [DIM]))
-        if arch == "gemma2":
+        if arch in ("gemma2", "gemma3"):
             t.append((h + "pre_feedforward_layernorm.weight", [DIM]))
         if arch == "mixtral":
             t.append((h + "block_sparse_moe.gate.weight", [EXPERTS, DIM]))
@@ -130,10 +139,10 @@ def tensors(arch, vocab):
         else:
             t += [(h + "mlp.gate_proj.weight", [FFN, DIM]), (h + "mlp.up_proj.weight", [FFN, DIM]),
                   (h + "mlp.down_proj.weight", [DIM, FFN])]
-        if arch in ("gemma2", "olmo2"):
+        if arch in ("gemma2", "gemma3", "olmo2"):
             t.append((h + "post_feedforward_layernorm.weight", [DIM]))
     t.append(("model.norm.weight", [DIM]))
-    return t if arch in ("gemma", "gemma2") else t + [("lm_head.weight", [vocab, DIM])]   # Gemma: tied
+    return t if arch in ("gemma", "gemma2", "gemma3") else t + [("lm_head.weight", [vocab, DIM])]   # Gemma: tied
 
 
 def numel(shape):

@@ -5,6 +5,10 @@ standard library alone: no torch), for make test-hf-roundtrip.
 
   reference.py HF_DIR DATA SEED GLOBAL_BATCH SEQ
 
+REFERENCE_QK_GAIN=w in the environment computes Gemma 3's q_norm and
+k_norm by the gain w instead of 1 + w (Qwen3's form): roundtrip.sh shows
+that planc's loss is not that model's.
+
 It prints the mean cross-entropy of step 1's global batch, drawn as planc's
 runtime draws it (runtime/ops/data.c: sequence s of step k starts at a
 SplitMix64 hash of (seed, k, s) modulo the number of windows), so a planc
@@ -19,11 +23,15 @@ renormalised only under norm_topk_prob), Qwen2-MoE's (Qwen2's attention,
 those experts, and a shared expert scaled by sigmoid(shared_expert_gate .
 h)), Gemma 2 (modeling_gemma2: the norms before and after each
 sub-block, the scores scaled by query_pre_attn_scalar^-1/2 and soft-capped
-before the mask, layer i sliding when i % 2 == 0, the logits soft-capped)
-and OLMo-2 (modeling_olmo2: the norms after each sub-block alone, q_norm and
-k_norm over the whole q and k projections before RoPE). Architectures:
-llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, gemma, gemma2,
-olmo2, gpt2.
+before the mask, layer i sliding when i % 2 == 0, the logits soft-capped),
+Gemma 3 (modeling_gemma3, transformers 4.50 on: Gemma 2's block, q_norm and
+k_norm of each head by 1 + w before RoPE, layer i global when (i + 1) %
+sliding_window_pattern == 0 (or by layer_types), the local layers rotating
+at rope_local_base_freq, the caps None unless set) and OLMo-2
+(modeling_olmo2: the norms after each sub-block alone, q_norm and k_norm
+over the whole q and k projections before RoPE). Architectures: llama,
+mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, gemma, gemma2,
+gemma3_text, olmo2, gpt2.
 """
 import math
 import os
@@ -157,12 +165,20 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
     D = c.get("head_dim") or C // H
     eps, theta = c.get("rms_norm_eps", 1e-6), c.get("rope_theta", 10000.0)
     window = c.get("sliding_window") if arch in ("mistral", "mixtral") or c.get("use_sliding_window") else None
-    gemma = arch in ("gemma", "gemma2")
+    gemma3 = arch == "gemma3_text"
+    qk_plus_one = gemma3 and os.environ.get("REFERENCE_QK_GAIN", "1+w") != "w"
+    gemma = arch in ("gemma", "gemma2") or gemma3
     gemma2, olmo2 = arch == "gemma2", arch == "olmo2"
-    # Gemma 2: Gemma2Config's defaults where the config leaves them out; null is no cap
-    scale = c.get("query_pre_attn_scalar", 256) ** -0.5 if gemma2 else None
-    attn_cap = c.get("attn_logit_softcapping", 50.0) if gemma2 else None
-    logit_cap = c.get("final_logit_softcapping", 30.0) if gemma2 else None
+    sandwich = gemma2 or gemma3   # norms before and after each sub-block
+    # Gemma 2, 3: their configs' defaults where a config leaves them out; null is no cap
+    scale = c.get("query_pre_attn_scalar", 256) ** -0.5 if sandwich else None
+    attn_cap = c.get("attn_logit_softcapping", None if gemma3 else 50.0) if sandwich else None
+    logit_cap = c.get("final_logit_softcapping", None if gemma3 else 30.0) if sandwich else None
+    if gemma3:   # Gemma3TextConfig's defaults; layer_types (4.53 on) before the pattern
+        theta = c.get("rope_theta", 1e6)
+        pattern = c.get("sliding_window_pattern", 6)
+        types = c.get("layer_types") or ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                                         for i in range(L)]
     E = t("model.embed_tokens.weight")
     xs = [list(E[k]) for k in tokens]
     if gemma:
@@ -176,10 +192,13 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
                 for k in "qkv"}
         # the sub-blocks' norms: before (pre) and after (post) attention and the MLP
         ln1 = None if olmo2 else t(p + "input_layernorm.weight")
-        ln2 = None if olmo2 else t(p + ("pre_feedforward_layernorm.weight" if gemma2 else "post_attention_layernorm.weight"))
-        post1 = t(p + "post_attention_layernorm.weight") if gemma2 or olmo2 else None
-        post2 = t(p + "post_feedforward_layernorm.weight") if gemma2 or olmo2 else None
-        qn = (t(p + "self_attn.q_norm.weight"), t(p + "self_attn.k_norm.weight")) if arch in ("qwen3", "qwen3_moe", "olmo2") else None
+        ln2 = None if olmo2 else t(p + ("pre_feedforward_layernorm.weight" if sandwich else "post_attention_layernorm.weight"))
+        post1 = t(p + "post_attention_layernorm.weight") if sandwich or olmo2 else None
+        post2 = t(p + "post_feedforward_layernorm.weight") if sandwich or olmo2 else None
+        qn = (t(p + "self_attn.q_norm.weight"), t(p + "self_attn.k_norm.weight")) if arch in ("qwen3", "qwen3_moe", "olmo2", "gemma3_text") else None
+        # Gemma 3: a sliding layer turns at rope_local_base_freq (unscaled), a full one at rope_theta
+        local = gemma3 and types[b] == "sliding_attention"
+        th = c.get("rope_local_base_freq", 10000.0) if local else theta
         qs, ks, vs = [], [], []
         for pos, x in enumerate(xs):
             h = rmsnorm(x, ln1, eps, gemma) if ln1 else x
@@ -188,14 +207,16 @@ def seq_loss_decoder(c, raw, arch, tokens, targets):
                 q, k, v = add(q, bias["q"]), add(k, bias["k"]), add(v, bias["v"])
             if qn and olmo2:   # OLMo-2: the whole q and k projections normalised, then rotated
                 q, k = rmsnorm(q, qn[0], eps), rmsnorm(k, qn[1], eps)
-            elif qn:   # Qwen3: each head's D values normalised, then rotated
-                q = sum((rmsnorm(q[i * D:(i + 1) * D], qn[0], eps) for i in range(H)), [])
-                k = sum((rmsnorm(k[i * D:(i + 1) * D], qn[1], eps) for i in range(Hkv)), [])
-            qs.append(sum((rope(q[i * D:(i + 1) * D], pos, D, theta) for i in range(H)), []))
-            ks.append(sum((rope(k[i * D:(i + 1) * D], pos, D, theta) for i in range(Hkv)), []))
+            elif qn:   # Qwen3, Gemma 3 (gain 1 + w): each head's D values normalised, then rotated
+                q = sum((rmsnorm(q[i * D:(i + 1) * D], qn[0], eps, qk_plus_one) for i in range(H)), [])
+                k = sum((rmsnorm(k[i * D:(i + 1) * D], qn[1], eps, qk_plus_one) for i in range(Hkv)), [])
+            qs.append(sum((rope(q[i * D:(i + 1) * D], pos, D, th) for i in range(H)), []))
+            ks.append(sum((rope(k[i * D:(i + 1) * D], pos, D, th) for i in range(Hkv)), []))
             vs.append(v)
         # Gemma 2: layer b slides when b % 2 == 0 (Gemma2Attention's sliding_window), else global
         win = (c.get("sliding_window", 4096) if b % 2 == 0 else None) if gemma2 else window
+        if gemma3:
+            win = c.get("sliding_window", 4096) if local else None
         att = attention(qs, ks, vs, H, Hkv, D, win, scale, attn_cap)
         outs = [matvec(W["self_attn.o_proj.weight"], a) for a in att]
         if post1:

@@ -74,6 +74,17 @@ EOF
             -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; sliding_window 8 every 2; softcap 20; query_pre_attn_scalar 12; norm_position sandwich }/' \
             -e 's/act geglu; norm rmsnorm; bias false }/act geglu; norm rmsnorm; bias false; norm_position sandwich }/' \
             -e 's/tied true }/tied true; softcap 15 }/' ;;
+    gemma3)  # Gemma 3: Gemma 2's block without caps, q/k norms by 1 + w, block 0 local at its own
+             # RoPE base, block 1 global (hfdir.py's gemma3 config: sliding_window_pattern 2)
+        model gemma | sed -e 's/tinygemma/tinygemma3/' \
+            -e 's/kv_heads 2; norm rmsnorm; bias false }/kv_heads 2; norm rmsnorm; bias false; sliding_window 8 every 2; qk_norm rmsnorm; query_pre_attn_scalar 12; norm_position sandwich }/' \
+            -e 's/act geglu; norm rmsnorm; bias false }/act geglu; norm rmsnorm; bias false; norm_position sandwich }/' \
+            -e 's/position rope;/position rope; rope_local_theta 100;/' ;;
+    gemma3nolocal)   # Gemma 3's block without the window (every block global at rope_theta)
+        model gemma3 | sed -e 's/tinygemma3/tinygemma3nolocal/' -e 's/ sliding_window 8 every 2;//' \
+            -e 's/ rope_local_theta 100;//' ;;
+    gemma3allslide)   # Gemma 3's block sliding on every block: its every K-th block is global
+        model gemma3 | sed -e 's/tinygemma3/tinygemma3allslide/' -e 's/sliding_window 8 every 2;/sliding_window 8;/' ;;
     gemma2every3)   # Gemma 2 but a global block every third: transformers' Gemma 2 alternates
         model gemma2 | sed -e 's/tinygemma2/tinygemma2every3/' -e 's/every 2/every 3/' ;;
     everyllama)   # Llama with every other block sliding: Mistral slides on every block
@@ -168,6 +179,18 @@ trip gemma-pp2-zero3 gemma 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4;
 trip gemma2-dp2tp2-zero1 gemma2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
 trip gemma2-pp2-zero3 gemma2 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32 --shards 2"
 trip gemma2-tp2pp2 gemma2 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32"
+# Gemma 3 (issue 29): q/k norms by 1 + w replicated over TP, a local block at its own RoPE base
+trip gemma3-dp2tp2-zero1 gemma3 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype bf16" bf16
+trip gemma3-pp2-zero3 gemma3 4 "dp 2; pp 2; zero 3; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32 --shards 2"
+trip gemma3-tp2pp2 gemma3 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype f32 --unset sliding_window_pattern --set layer_types=[\"sliding_attention\",\"full_attention\"]"
+# ... and the q/k norm's gain taken as w (Qwen3's form) in Gemma 3's block is another model: its loss must differ
+if got=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["loss"])' "$work/gemma3-tp2pp2.l1") &&
+   plain=$(REFERENCE_QK_GAIN=w python3 "$root/tests/hf/reference.py" "$work/gemma3-tp2pp2.src" "$root/examples/data/sample.txt" 7 4 16) &&
+   python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) <= 1e-5 * abs(b))' "$got" "$plain"; then
+    ok "gemma3-tp2pp2: first loss $got is not reference.py's with the q/k gains as w ($plain)"
+else
+    bad "gemma3-tp2pp2: first loss ${got:-?} matches reference.py's with the q/k gains as w (${plain:-?})"
+fi
 # OLMo-2 (issue 29): its q/k norm of the whole projections split over TP with the heads
 trip olmo2-dp2tp2-zero1 olmo2 4 "dp 2; tp 2; zero 1; micro_batch 1; global_batch 4;" "--dtype f32 --shards 2"
 trip olmo2-tp2pp2 olmo2 4 "tp 2; pp 2; micro_batch 1; global_batch 4; schedule 1f1b;" "--dtype bf16" bf16
@@ -225,6 +248,15 @@ $hfdir make qwen3_moe "$work/q3raw.src" --set norm_topk_prob=false
 expect_fail qwen3moe-gate nonzero "norm_topk_prob is false, the plan's model has true" \
     $mpirun -np 2 ./qwen3moe-dp2ep2.exe --steps 0 --init-from q3raw.src
 $hfdir make qwen3_moe "$work/q3dense.src" --set 'mlp_only_layers=[0]'
+$hfdir make gemma3 "$work/g3pattern.src" --set sliding_window_pattern=3
+expect_fail gemma3-pattern nonzero "sliding_window_pattern is 3, the plan's model has 2" \
+    $mpirun -np 4 ./gemma3-tp2pp2.exe --steps 0 --init-from g3pattern.src
+$hfdir make gemma3 "$work/g3types.src" --set 'layer_types=["full_attention","full_attention"]'
+expect_fail gemma3-layer-types nonzero "layer_types is \"full_attention\" at block 0, the plan's model has" \
+    $mpirun -np 4 ./gemma3-tp2pp2.exe --steps 0 --init-from g3types.src
+$hfdir make gemma3 "$work/g3local.src" --unset rope_local_base_freq
+expect_fail gemma3-local-base nonzero "rope_local_base_freq is 10000.0 (left out: transformers' default), the plan's model has 100.0" \
+    $mpirun -np 4 ./gemma3-tp2pp2.exe --steps 0 --init-from g3local.src
 expect_fail qwen3moe-dense-block nonzero "mlp_only_layers is an array, the plan's model has null" \
     $mpirun -np 2 ./qwen3moe-dp2ep2.exe --steps 0 --init-from q3dense.src
 $hfdir make llama "$work/drop.src" --drop model.layers.1.mlp.up_proj.weight
@@ -232,7 +264,7 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared capped postnorm sigmoid grouped gemma2every3 sandwichswiglu everyllama ropelocal; do
+for m in geglu shared capped postnorm sigmoid grouped gemma2every3 sandwichswiglu everyllama ropelocal gemma3nolocal gemma3allslide; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
@@ -252,8 +284,27 @@ expect_fail export-sandwich-swiglu 2 "norm_position sandwich with act swiglu: Ge
     "$ckpt" export-hf sandwichswiglu.ck sandwichswiglu.out
 expect_fail export-every-llama 2 "sliding_window 8 every 2 without Gemma 2's sandwich norms" \
     "$ckpt" export-hf everyllama.ck everyllama.out
-expect_fail export-ropelocal 2 "rope_local_theta 100: Gemma 3's RoPE base of the local blocks; Gemma3ForCausalLM is not written" \
+expect_fail export-ropelocal 2 "rope_local_theta 100 without Gemma 3's block (GeGLU, sandwich norms, qk_norm rmsnorm)" \
     "$ckpt" export-hf ropelocal.ck ropelocal.out
+expect_fail export-gemma3-every-block 2 "sliding_window 8 on every block: Gemma3ForCausalLM's every sliding_window_pattern-th block" \
+    "$ckpt" export-hf gemma3allslide.ck gemma3allslide.out
+# Gemma 3 without a window: every block global at rope_theta, written with sliding_window = seq and the
+# local base = rope_theta, so transformers' local blocks compute the same; its first loss is reference.py's
+if (cd "$work" && "$ckpt" export-hf gemma3nolocal.ck gemma3nolocal.out > gemma3nolocal.exp 2>&1) &&
+   python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); sys.exit(not (c["model_type"] == "gemma3_text" and c["sliding_window"] == 16 and c["rope_local_base_freq"] == c["rope_theta"] == 10000.0))' \
+       "$work/gemma3nolocal.out/config.json"; then
+    ref=$(python3 "$root/tests/hf/reference.py" "$work/gemma3nolocal.out" "$root/examples/data/sample.txt" 7 4 16)
+    if (cd "$work" && $mpirun -np 1 ./gemma3nolocal.exe --steps 1 --init-from gemma3nolocal.out --log-json gemma3nolocal.l1 \
+            > gemma3nolocal.l1.log 2>&1) &&
+       got=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["loss"])' "$work/gemma3nolocal.l1") &&
+       python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-5 * abs(b))' "$got" "$ref"; then
+        ok "gemma3nolocal: export without a window (sliding_window 16 = seq, local base = rope_theta); first loss $got, reference.py $ref"
+    else
+        bad "gemma3nolocal: first loss ${got:-?}, reference.py $ref"
+    fi
+else
+    bad "gemma3nolocal: export"; sed 's/^/    /' "$work/gemma3nolocal.exp"
+fi
 [ -e "$work/geglu.out/config.json" ] && bad "export-geglu: a refused export wrote config.json"
 expect_fail export-hf-before-training 1 "act geglu without embedding" \
     $mpirun -np 1 ./geglu.exe --steps 2 --save geglu2.ck --export-hf geglu2.out

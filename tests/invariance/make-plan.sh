@@ -243,6 +243,24 @@ case "$body" in *gemma2\;*) body=${body//gemma2;/gemma;}
 # attention's cap and scale with cp)
 case "$body" in *logitcap\;*) body=${body//logitcap;/gemma;}
     gemma_model=${gemma_model/tied true/tied true; softcap LCAP} ;; esac
+# `gemma3;` (issue 29): the `gemma;` model with Gemma 3's attention and
+# blocks: q/k norms by 1 + w (qk_norm rmsnorm under norm_plus_one: gains
+# of 16 starting at 0, replicated over TP), sandwich norms on attention
+# and MLP, a window of 16 on blocks 0, 1 and 3 and global block 2
+# (`sliding_window 16 every 3`, Gemma 3's five local to one global at
+# tiny's depth), the local blocks turning at rope_local_theta 100
+# unscaled, the global one at 10000 scaled linearly by 4 (Gemma 3 4B's),
+# scores scaled by 1/sqrt(query_pre_attn_scalar 24); no soft-caps (Gemma
+# 3 has none). `noqk;` beside it: the same model without the q/k norm
+# (a `differs;` row's).
+case "$body" in *gemma3\;*)
+    qk='; qk_norm rmsnorm'
+    case "$body" in *noqk\;*) qk=; body=${body//noqk;/} ;; esac
+    body=${body//gemma3;/gemma;}
+    rope='position rope; rope_local_theta 100; rope_scaling { type linear; factor 4 }'
+    gemma_model=${gemma_model/position rope;/$rope;}
+    gemma_model=${gemma_model/kv_heads 2; norm rmsnorm; bias false/kv_heads 2; sliding_window 16 every 3$qk; query_pre_attn_scalar 24; norm_position sandwich; norm rmsnorm; bias false}
+    gemma_model=${gemma_model/act geglu; norm rmsnorm; bias false/act geglu; norm rmsnorm; bias false; norm_position sandwich} ;; esac
 gemma_model=${gemma_model/SCAP/${GEMMA2_SCORE_CAP:-0.02}}
 gemma_model=${gemma_model/LCAP/${GEMMA2_LOGIT_CAP:-0.5}}
 
@@ -268,7 +286,7 @@ sandwich_model='model tinysandwich {
 }'
 # `allin;` (issue 29's done-when: every new feature in one tiny model): a
 # dense first block, then three mixtures; every block Gemma 2/3's
-# attention (grouped-query, Qwen3's q/k norm, a window of 16 on the even
+# attention (grouped-query, Gemma 3's q/k norm by 1 + w, a window of 16 on the even
 # blocks, soft-capped scores scaled by query_pre_attn_scalar, sandwich
 # norms), Gemma 3's embedding (sqrt(dim) scale, local blocks at their own
 # RoPE base, the global ones YaRN-scaled), a padded vocabulary of 259 and
@@ -291,8 +309,10 @@ case "$body" in *allinds\;*) body=${body//allinds;/}; llama=true
 case "$body" in *allin\;*) body=${body//allin;/}; llama=true
     case "$all_att" in *mla*) all_mlp='mlp { hidden 128; act swiglu; norm rmsnorm; bias false }' ;;
     *) all_mlp='mlp { hidden 128; act geglu; norm rmsnorm; bias false; norm_position sandwich }' ;; esac
+    all_top=' norm_plus_one true;'   # Gemma's RMSNorms (and Gemma 3's q/k norms) by 1 + w
+    case "$all_att" in *mla*) all_top= ;; esac
     llama_model="model tinyall {
-    vocab 259;  seq 64;  dtype fp32;  norm_eps 1e-6;
+    vocab 259;  seq 64;  dtype fp32;  norm_eps 1e-6;$all_top
     $all_emb
     repeat 1 {
         $all_att

@@ -59,6 +59,20 @@ head="lm_head { tied false }"
 case "$body" in *gemma2\;*)
     att="attention { heads 8; softcap 50; query_pre_attn_scalar 48 }"
     head="lm_head { tied false; softcap 30 }"; body=${body//gemma2;/} ;; esac
+# a body containing `gemma3;` trains Gemma 3's block (issue 29): RMSNorms by
+# 1 + w (norm_plus_one), sandwich norms on attention and MLP, GQA 8/4, a
+# window of 16 on every block but every 3rd with rope_local_theta 100
+# there, query_pre_attn_scalar, GeGLU, the sqrt(dim) embedding scale, a
+# tied head; with `qknorm;` its q/k norms (by 1 + w too), so (e) holds the
+# q/k norm's kept items beside sandwich norms (zb-h1's kept gains after
+# the pre-norm's, before the post-norm's) against the block without them
+final=layernorm; plus1=
+case "$body" in *gemma3\;*) body=${body//gemma3;/}
+    qk=; case "$att" in *qk_norm\ rmsnorm*) qk="; qk_norm rmsnorm" ;; esac
+    att="attention { heads 8; kv_heads 4; norm rmsnorm; bias false; sliding_window 16 every 3; query_pre_attn_scalar 48; norm_position sandwich$qk }"
+    ffn="mlp       { hidden $((4 * dim)); act geglu; norm rmsnorm; bias false; norm_position sandwich }"
+    emb="embedding { dim $dim; position rope; scale sqrt_dim; rope_local_theta 100 }"
+    final=rmsnorm; plus1="norm_eps 1e-6; norm_plus_one true;"; head="lm_head { tied true }" ;; esac
 # a body containing `window;` gives every attention but every 2nd a sliding
 # window of 16 of the 64 tokens (Gemma 2's pattern): planc's math attention
 # masks the band inside its whole T x T buffers, so it keeps exactly what
@@ -88,13 +102,13 @@ cluster cpu$np {
     link intra { bandwidth 2 GB/s; latency 5 us }
 }
 model mem$dim {
-    vocab 256;  seq $seq;  dtype $dtype; $dropout
+    vocab 256;  seq $seq;  dtype $dtype; $dropout $plus1
     $emb
     repeat $layers {
         $att
         $ffn
     }
-    norm    { kind layernorm }
+    norm    { kind $final }
     $head
 }
 plan { $body }

@@ -12,7 +12,7 @@
 #      quarantine keeps freed blocks and its shadow memory grows with the
 #      heap, so RSS then measures the sanitizer, not the program; (a) still
 #      holds, it counts planrt's allocator);
-#  (e) the cases marked e (dropout, qknorm, qkproj, postnorm, sandwich or mla): each stage's activations
+#  (e) the cases marked e (dropout, qknorm (with gemma3: Gemma 3's), qkproj, postnorm, sandwich or mla): each stage's activations
 #      peak (its highest rank's) less that of the same layout without the
 #      feature equals the plan's difference within 1 % + 64 KiB (dropout's
 #      masks and dropped probabilities, the q/k norm's kept input and rstd,
