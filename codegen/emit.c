@@ -679,7 +679,8 @@ static void model_uniform(const Model *m, char *why, size_t cap)
             f->norm_pos != f0->norm_pos ||
             f->score != f0->score || f->topk_unnormalised != f0->topk_unnormalised ||
             f->shared_hidden != f0->shared_hidden || f->shared_gate != f0->shared_gate ||
-            f->route_groups != f0->route_groups || f->route_top_groups != f0->route_top_groups) {
+            f->route_groups != f0->route_groups || f->route_top_groups != f0->route_top_groups ||
+            plan_routed_scale(f) != plan_routed_scale(f0)) {
             snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
             return;
         }
@@ -745,10 +746,11 @@ static void emit_model_config(Cg *g)
                       npos[A ? A->norm_pos : NORM_POS_PRE], npos[F ? F->norm_pos : NORM_POS_PRE]);
     if (F && F->kind == LAYER_MOE)   /* the router's gate (absent: softmax, normalised: Mixtral's) */
         k += snprintf(j + k, sizeof j - (size_t)k, "\"score\": \"%s\", \"norm_topk_prob\": %s, "
-                      "\"shared_hidden\": %lld, \"shared_gate\": %s, \"route_groups\": %lld, ",
+                      "\"shared_hidden\": %lld, \"shared_gate\": %s, \"route_groups\": %lld, \"routed_scale\": %.17g, ",
                       F->score == MOE_SCORE_SIGMOID ? "sigmoid" : "softmax", F->topk_unnormalised ? "false" : "true",
                       (long long)plan_shared_hidden(F), F->shared_gate ? "true" : "false",
-                      (long long)(F->route_groups > 1 && F->route_top_groups < F->route_groups ? F->route_groups : 1));
+                      (long long)(F->route_groups > 1 && F->route_top_groups < F->route_groups ? F->route_groups : 1),
+                      plan_routed_scale(F));
     char w[240];
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
@@ -1518,7 +1520,7 @@ static void emit_layers(Cg *g)
             }
             ROW(", .width = %lld, .inner = %lld", width, inner);
             if (L->kind == LAYER_MOE) {
-                char aux[48], capf[48];
+                char aux[48], capf[48], rs[48];
                 bool grouped = L->route_groups > 1;
                 ROW(", .router = %d, .ex_stride = %d, .shared0 = %d, .experts = %lld, .top_k = %lld, "
                     ".shared = %lld, .aux = %s, .capf = %s", router, stride, shared0, (long long)L->experts,
@@ -1527,6 +1529,7 @@ static void emit_layers(Cg *g)
                 ROW(", .gate = %s, .sgate = %d, .sf = %d, .swidth = %lld, .sinner = %d, .groups = %lld, "
                     ".top_groups = %lld", moe_gate(L), sgate, sf, swidth, sf,
                     grouped ? (long long)L->route_groups : 1LL, grouped ? (long long)L->route_top_groups : 1LL);
+                ROW(", .rscale = %s", flt(rs, plan_routed_scale(L)));   /* routed_scale (1: none) */
             }
             break;
         case LAYER_NORM:

@@ -238,6 +238,8 @@ typedef struct {
     size_t swidth, sinner;   /* their first linear's columns and second's rows here */
     size_t groups, top_groups;   /* grouped routing: the experts of a token's top_groups best of
                                     groups (DeepSeek-V3's n_group, topk_group); 1, 1: none */
+    float rscale;      /* the routed experts' weights times this (routed_scale: DeepSeek's
+                          routed_scaling_factor); 1: none */
 #endif
 } LayerSpec;
 #if MLA
@@ -258,11 +260,11 @@ typedef struct {
 //@@ check-tables
 #if HAS_MOE
 static const LayerSpec LAYERS[N_LAYERS] = {
-    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
-    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
-    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0, PRT_MOE_NORM, 0, 16, 16, 16, 2, 1 },
-    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
-    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
+    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1, 1.0f },
+    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1, 1.0f },
+    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0, PRT_MOE_NORM, 0, 16, 16, 16, 2, 1, 1.0f },
+    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1, 1.0f },
+    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1, 1.0f },
 };
 #else
 static const LayerSpec LAYERS[N_LAYERS] = {
@@ -2296,7 +2298,8 @@ static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #endif
     const prt_act *in = all_rows(a);
     prt_moe_router_fwd(a->rl, in, W(L->router), N, C, E);              /* fp32 logits, replicated router */
-    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups); /* ties to the lower */
+    /* ties to the lower expert; the weights times routed_scale */
+    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups, NULL, L->rscale);
     prt_moe_route(a->row, a->cnt, a->idx, B, T, E, K, prt_moe_capacity(L->capf, T, K, E));
     prt_moe_dispatch(a->xe, in, a->row, N, C, K);                      /* rows sorted by expert */
     expert_rows(L, a);
@@ -2345,7 +2348,7 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     experts_bwd(L, a);
     prt_moe_dispatch_bwd(S.dlnf, S.dxe, a->row, N, C, K);              /* a partial sum over TP */
     shared_bwd(L, a, in, dy);
-    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate); /* through the gate */
+    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate, L->rscale); /* the gate */
     if (L->aux > 0)
         prt_moe_aux_bwd(S.dlogits, a->rl, a->idx, B, T, E, K, L->aux,
                         1.0f / ((float)GLOBAL_BATCH * (float)MOE_LAYERS), L->gate);

@@ -431,6 +431,9 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
         arg_int(o, first, "--moe-router-num-groups", e->route_groups);
         arg_int(o, first, "--moe-router-group-topk", e->route_top_groups);
     }
+    /* routed_scale: moe_utils.py's topk_softmax_with_capacity multiplies the
+       routed probabilities by scaling_factor after the gate's normalisation */
+    if (plan_routed_scale(e) != 1) arg_num(o, first, "--moe-router-topk-scaling-factor", plan_routed_scale(e));
     const Software *w = &x->p->software;
     arg(o, first, "--moe-token-dispatcher-type");
     fprintf(o, w->moe_dispatcher == PLAN_MOE_DEEPEP ? " flex" : " alltoall");

@@ -114,6 +114,7 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
            a->score == b->score && a->topk_unnormalised == b->topk_unnormalised &&
            a->shared_hidden == b->shared_hidden && a->shared_gate == b->shared_gate &&
            a->route_groups == b->route_groups && a->route_top_groups == b->route_top_groups &&
+           plan_routed_scale(a) == plan_routed_scale(b) &&
            a->fp8_exempt == b->fp8_exempt;
 }
 
@@ -223,6 +224,11 @@ static uint64_t sublayer_norm_params(const Model *m, const Layer *l)
 int64_t plan_shared_hidden(const Layer *l)
 {
     return l->shared_hidden > 0 ? l->shared_hidden : l->hidden;
+}
+
+double plan_routed_scale(const Layer *l)
+{
+    return l->routed_scale > 0 ? l->routed_scale : 1.0;
 }
 
 /* One MLP's weights (and biases) f wide without its norm, on one of tp

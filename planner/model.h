@@ -193,6 +193,8 @@ double plan_norm_eps(const Model *m);
 bool plan_act_gated(ActKind a);
 /* A mixture's shared experts' width: shared_hidden, or the routed hidden. */
 int64_t plan_shared_hidden(const Layer *l);
+/* A mixture's routed_scale: 1 where none is written. */
+double plan_routed_scale(const Layer *l);
 
 /* Whether two layers have the same shape, every field that changes a
  * count, a cost or the generated code (their source position aside): the

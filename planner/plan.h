@@ -162,6 +162,10 @@ typedef struct {
     int64_t   route_groups; /* grouped routing: the experts in G groups (DeepSeek-V3's n_group);
                                0 or 1: none */
     int64_t   route_top_groups; /* a token's experts come from its Kg best groups (topk_group) */
+    double    routed_scale; /* the routed experts' weights times this after the gate
+                               (`routed_scale`: DeepSeek's routed_scaling_factor,
+                               Megatron-Core's --moe-router-topk-scaling-factor);
+                               0: 1 (plan_routed_scale) */
     bool      topk_unnormalised; /* `norm_topk_prob false`: the top_k weights are the scores
                                themselves, not divided by their sum (Qwen2-MoE); default
                                false (renormalised: Mixtral, Qwen3-MoE, DeepSeek-V3) */

@@ -812,17 +812,17 @@ static void sema_route_groups(Sema *S, const Fields *F, Layer *l)
 
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
  * capacity_factor; score; norm_topk_prob; shared_hidden; shared_gate;
- * route_groups; route_top_groups; norm_position }: a mixture of experts
+ * route_groups; route_top_groups; norm_position; routed_scale }: a mixture of experts
  * in place of an MLP. hidden defaults to 4 x dim as the MLP's, act to
  * swiglu (Mixtral), shared to 0, aux_loss to 0, capacity_factor to none
  * (dropless), score to softmax, norm_topk_prob to true (Mixtral's gate),
- * shared_hidden to hidden, shared_gate to false. */
+ * shared_hidden to hidden, shared_gate to false, routed_scale to 1. */
 static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
                                         "aux_loss", "capacity_factor", "score", "norm_topk_prob",
                                         "shared_hidden", "shared_gate", "route_groups", "route_top_groups",
-                                        "norm_position" };
+                                        "norm_position", "routed_scale" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *s, *es, *ks;
     int x;
@@ -840,6 +840,7 @@ static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
             dsl_error(S->d, own[i]->key_loc, "%s without shared experts (give shared N, N >= 1)", own[i]->key);
     if ((s = field(&F, "aux_loss"))) get_real(S, s, 0, false, 1e6, false, &l->aux_loss);
     if ((s = field(&F, "capacity_factor"))) get_real(S, s, 0, true, 1e6, false, &l->capacity_factor);
+    if ((s = field(&F, "routed_scale"))) get_real(S, s, 0, true, 1e6, false, &l->routed_scale);
     es = field(&F, "experts");
     ks = field(&F, "top_k");
     if (!es) missing(S, st, "experts", "moe { experts 8; top_k 2 }");

@@ -540,7 +540,9 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--rotary-scaling-factor", "--rotary-seq-len-interpolation-factor",
                 "--context-parallel-size", "--cp-comm-type", "--lr-decay-style", "--lr-decay-iters", "--min-lr",
                 "--data-parallel-sharding-strategy", "--ckpt-format", "--q-lora-rank", "--kv-lora-rank",
-                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", "--rope-type"}
+                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", "--rope-type",
+                "--moe-router-score-function", "--moe-router-num-groups", "--moe-router-group-topk",
+                "--moe-router-topk-scaling-factor"}
 
 
 def megatron_flags(line):
@@ -728,6 +730,19 @@ want = {"--num-experts": "8", "--moe-router-topk": "2", "--moe-ffn-hidden-size":
         "--expert-model-parallel-size": "8", "--moe-token-dispatcher-type": "alltoall", "--swiglu": True}
 check("export megatron of Mixtral ep 8: the MoE flags", rc == 0 and all(f.get(k) == v for k, v in want.items()),
       f"exit {rc}: {[(k, f.get(k)) for k in want]} {err[:300]}")
+# DeepSeek's router keys (issue 29) as Megatron-Core's router flags
+# (moe_utils.py's topk_softmax_with_capacity: scaling_factor after the norm)
+dsr = write("mixtral-dsrouter.plan", mix.replace("14336; act swiglu; norm rmsnorm; bias false }", "14336; act swiglu; norm rmsnorm; bias false; score sigmoid; route_groups 2; "
+                                                  "route_top_groups 1; routed_scale 2.5 }"))
+rc, out, err = run("export", dsr, "--to", "megatron")
+f = megatron_flags(out) if rc == 0 else {}
+want = {"--moe-router-score-function": "sigmoid", "--moe-router-num-groups": "2", "--moe-router-group-topk": "1",
+        "--moe-router-topk-scaling-factor": "2.5"}
+check("export megatron of DeepSeek's router: score, groups, routed_scale as Megatron-Core's flags",
+      rc == 0 and all(f.get(k) == v for k, v in want.items()), f"exit {rc}: {[(k, f.get(k)) for k in want]} {err[:300]}")
+rc, out, err = run("export", mixp, "--to", "megatron")
+check("export megatron of Mixtral: no scaling factor at routed_scale 1",
+      rc == 0 and "--moe-router-topk-scaling-factor" not in out, out[:300])
 rc, out, err = run("export", mixp, "--to", "torchtitan")
 check("export torchtitan of Mixtral: refused (exit 2), never a dense llama3",
       rc == 2 and out == "" and "moe (experts 8, top_k 2)" in err and "not written as a dense model" in err, err[-300:])

@@ -164,6 +164,9 @@ case "$body" in *moedense\;*) moe_extra=dense; body=${body//moedense;/} ;; esac
 # `moegrp;` (issue 29): DeepSeek-V3's grouped routing, sigmoid scores, a
 # token's 2 experts from the better of 2 groups of 2
 case "$body" in *moegrp\;*) moe_extra=grouped; body=${body//moegrp;/} ;; esac
+# `moeds;` (issue 29): `moegrp;` with DeepSeek's routed_scaling_factor
+# (routed_scale 2.5: the routed weights times 2.5 after the renormalisation)
+case "$body" in *moeds\;*) moe_extra=deepseek; body=${body//moeds;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
 # `moepost;` beside `moe;`: the attention with norm_position post and the
 # mixture with sandwich (issue 29), so a MoE layer's post-norm is trained too
@@ -175,6 +178,8 @@ moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != sigmoid ] || moe_keys='score sigmoid; aux_loss 0.01'
 [ "$moe_extra" != raw ] || moe_keys='norm_topk_prob false; shared 1'
 [ "$moe_extra" != grouped ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01'
+[ "$moe_extra" != deepseek ] ||
+    moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01; routed_scale 2.5'
 [ "$moe_extra" != qwen ] || moe_keys='norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
