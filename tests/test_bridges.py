@@ -542,7 +542,7 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--data-parallel-sharding-strategy", "--ckpt-format", "--q-lora-rank", "--kv-lora-rank",
                 "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", "--rope-type",
                 "--moe-router-score-function", "--moe-router-num-groups", "--moe-router-group-topk",
-                "--moe-router-topk-scaling-factor"}
+                "--moe-router-topk-scaling-factor", "--moe-router-bias-update-rate"}
 
 
 def megatron_flags(line):
@@ -733,13 +733,20 @@ check("export megatron of Mixtral ep 8: the MoE flags", rc == 0 and all(f.get(k)
 # DeepSeek's router keys (issue 29) as Megatron-Core's router flags
 # (moe_utils.py's topk_softmax_with_capacity: scaling_factor after the norm)
 dsr = write("mixtral-dsrouter.plan", mix.replace("14336; act swiglu; norm rmsnorm; bias false }", "14336; act swiglu; norm rmsnorm; bias false; score sigmoid; route_groups 2; "
-                                                  "route_top_groups 1; routed_scale 2.5 }"))
+                                                  "route_top_groups 1; routed_scale 2.5; expert_bias true; "
+                                                  "bias_update_rate 0.002 }"))
 rc, out, err = run("export", dsr, "--to", "megatron")
 f = megatron_flags(out) if rc == 0 else {}
 want = {"--moe-router-score-function": "sigmoid", "--moe-router-num-groups": "2", "--moe-router-group-topk": "1",
-        "--moe-router-topk-scaling-factor": "2.5"}
-check("export megatron of DeepSeek's router: score, groups, routed_scale as Megatron-Core's flags",
+        "--moe-router-topk-scaling-factor": "2.5", "--moe-router-enable-expert-bias": True,
+        "--moe-router-bias-update-rate": "0.002"}
+check("export megatron of DeepSeek's router: score, groups, routed_scale, expert bias as Megatron-Core's flags",
       rc == 0 and all(f.get(k) == v for k, v in want.items()), f"exit {rc}: {[(k, f.get(k)) for k in want]} {err[:300]}")
+rc, out, err = run("export", write("mixtral-gmax.plan", mix.replace(
+    "14336; act swiglu; norm rmsnorm; bias false }", "14336; act swiglu; norm rmsnorm; bias false; route_groups 2; "
+    "route_top_groups 1; route_group_score max }")), "--to", "megatron")
+check("export megatron of route_group_score max: refused (exit 2) naming it, Megatron-Core ranks groups by sums",
+      rc == 2 and out == "" and "moe route_group_score max (DeepSeek-V2's group_limited_greedy)" in err, err[-300:])
 rc, out, err = run("export", mixp, "--to", "megatron")
 check("export megatron of Mixtral: no scaling factor at routed_scale 1",
       rc == 0 and "--moe-router-topk-scaling-factor" not in out, out[:300])

@@ -690,6 +690,29 @@ static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double f
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) prt_free(d[i]);
 }
 
+/* Aux-loss-free balancing's counts and bias step against the CPU's (exact:
+ * whole-number counts, sums of them, +-rate). */
+static void check_bias_update(size_t E)
+{
+    int32_t *cnt = malloc(E * 4);
+    float *acc = hzeros(E), *bias = hrand(E, 0.1f);
+    for (size_t e = 0; e < E; e++) cnt[e] = (int32_t)((e * 7919) % 13);
+    int32_t *cnt_d = prt_alloc(E * 4);
+    prt_copy_to_device(cnt_d, cnt, E * 4);
+    float *acc_d = dfloat(acc, E), *bias_d = dfloat(bias, E);
+    ref_prt_moe_count_add(acc, cnt, E);
+    ref_prt_moe_count_add(acc, cnt, E);
+    prt_moe_count_add(acc_d, cnt_d, E);
+    prt_moe_count_add(acc_d, cnt_d, E);
+    validate("moe expert counts (fp32)", acc_d, false, acc, E, 0, 0);
+    ref_prt_moe_bias_update(bias, acc, E, 1e-3f);
+    prt_moe_bias_update(bias_d, acc_d, E, 1e-3f);
+    validate("moe expert bias step (fp32)", bias_d, false, bias, E, 0, 0);
+    validate("moe expert counts zeroed", acc_d, false, acc, E, 0, 0);
+    free(cnt); free(acc); free(bias);
+    prt_free(cnt_d); prt_free(acc_d); prt_free(bias_d);
+}
+
 /* The shared experts' gate (Qwen2-MoE): sigmoid of the fp32 logits, the
  * gated sum added to the output, and the backward's two outputs. */
 static void check_shared_gate(size_t N, size_t C)
@@ -828,6 +851,7 @@ int main(int argc, char **argv)
                                                                                          and routed_scaling_factor */
     check_moe(2, 64, 64, 32, 6, 0.0, PRT_MOE_GROUP_MAX, 8, 3, false, 16.0f);  /* DeepSeek-V2: groups by max, x 16 */
     check_shared_gate(256, 96);                         /* Qwen2-MoE's shared expert gate */
+    check_bias_update(256);                             /* DeepSeek-V3's aux-loss-free balancing */
     st = prt_ops_sync();
     if (st != PRT_OK) {
         printf("CUDA error: %s\n", prt_ops_last_error());

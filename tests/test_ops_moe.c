@@ -245,6 +245,26 @@ static void test_group_max(void **state)
     assert_int_equal(idx[0], 0);
 }
 
+/* Aux-loss-free balancing's step (Megatron-Core's get_updated_expert_bias):
+ * counts summed over micro-batches, then each bias moved by the rate's sign
+ * of (mean - count), 0 at the mean; the counts zeroed for the next step. */
+static void test_bias_update(void **state)
+{
+    (void)state;
+    enum { E = 4 };
+    const int32_t mb1[E] = {3, 0, 1, 4}, mb2[E] = {1, 2, 1, 4};   /* loads 4, 2, 2, 8: mean 4 */
+    float acc[E] = {0}, bias[E] = {0.5f, 0.0f, -0.25f, 0.0f};
+    prt_moe_count_add(acc, mb1, E);
+    prt_moe_count_add(acc, mb2, E);
+    assert_float_equal(acc[3], 8.0f, 0);
+    prt_moe_bias_update(bias, acc, E, 0.125f);
+    const float want[E] = {0.5f, 0.125f, -0.125f, -0.125f};   /* at, below, below, above the mean */
+    for (size_t e = 0; e < E; e++) {
+        assert_float_equal(bias[e], want[e], 0);
+        assert_float_equal(acc[e], 0.0f, 0);
+    }
+}
+
 /* prt_moe_route against a naive reading of the rule: expert by expert,
  * sequence by sequence, the first cap assignments in token order. */
 static void test_route_capacity(void **state)
@@ -622,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_routed_scale),
         cmocka_unit_test(test_expert_bias),
         cmocka_unit_test(test_group_max),
+        cmocka_unit_test(test_bias_update),
         cmocka_unit_test(test_route_capacity),
         cmocka_unit_test(test_recv_order),
         cmocka_unit_test(test_aux_loss),

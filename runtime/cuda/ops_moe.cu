@@ -500,3 +500,38 @@ extern "C" void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32
     PRT_LAUNCH("prt_moe_unsort_rows", grid_for(R * C), 0, k_sort_rows,
                BF(out), CBF(in), perm, R, C, true);
 }
+
+/* ---- aux-loss-free balancing: moe.c's prt_moe_count_add / _bias_update ---- */
+
+__global__ static void k_count_add(float *acc, const int32_t *counts, size_t E)
+{
+    size_t e = gtid();
+    if (e < E) acc[e] += (float)counts[e];
+}
+
+/* One thread: E is a few hundred, once a step; the sum in expert order as
+ * the CPU's (whole numbers, exact either way). */
+__global__ static void k_bias_update(float *bias, float *counts, size_t E, float rate)
+{
+    if (gtid() != 0) return;
+    double sum = 0.0;
+    for (size_t e = 0; e < E; e++) sum += counts[e];
+    double mean = sum / (double)E;
+    for (size_t e = 0; e < E; e++) {
+        double off = mean - (double)counts[e];
+        bias[e] += off > 0 ? rate : off < 0 ? -rate : 0.0f;
+        counts[e] = 0.0f;
+    }
+}
+
+extern "C" void prt_moe_count_add(float *acc, const int32_t *counts, size_t E)
+{
+    PRT_OP_ENTER("prt_moe_count_add");
+    PRT_LAUNCH("prt_moe_count_add", grid_for(E), 0, k_count_add, acc, counts, E);
+}
+
+extern "C" void prt_moe_bias_update(float *bias, float *counts, size_t E, float rate)
+{
+    PRT_OP_ENTER("prt_moe_bias_update");
+    PRT_LAUNCH("prt_moe_bias_update", 1, 0, k_bias_update, bias, counts, E, rate);
+}

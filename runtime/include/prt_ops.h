@@ -626,6 +626,16 @@ void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size
                       size_t T, size_t E, size_t k, float coeff, int gate);
 void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
                      size_t T, size_t E, size_t k, float coeff, float scale, int gate);
+/* Aux-loss-free balancing (expert_bias; DeepSeek-V3's e_score_correction_bias,
+ * Megatron-Core's --moe-router-enable-expert-bias): the bias (E, fp32) that
+ * prt_moe_topk_fwd adds for the choice only is no parameter. Each forward
+ * adds its rows per expert to an fp32 accumulator (prt_moe_count_add: acc
+ * += counts); after the step the caller sums the accumulators over every
+ * rank that routed other tokens, and prt_moe_bias_update moves each bias by
+ * rate * sign(mean(c) - c_e) (Megatron-Core's get_updated_expert_bias) and
+ * zeroes c. Device arrays on CUDA. */
+void prt_moe_count_add(float *acc, const int32_t *counts, size_t E);
+void prt_moe_bias_update(float *bias, float *counts, size_t E, float rate);
 /* The shared experts' gate (Qwen2-MoE's shared_expert_gate): z (N) fp32
  * the gate's logits (prt_moe_router_fwd with E = 1), g (N) = sigmoid(z),
  * out (N, C) += g_t ys_t with ys the shared experts' sum. Backward: dys

@@ -433,3 +433,31 @@ void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32_t *perm, s
     for (size_t i = 0; i < R; i++)
         memcpy(out + (size_t)perm[i] * C, in + i * C, C * sizeof *out);
 }
+
+/* Aux-loss-free balancing (Wang et al. 2024, arXiv 2408.15664; DeepSeek-V3
+ * sec. 2.1.2): acc (E, fp32) += counts (E, int32), a micro-batch's rows per
+ * expert, summed over the step before the update reads them. */
+void prt_moe_count_add(float *acc, const int32_t *counts, size_t E)
+{
+    PRT_OP_ENTER("prt_moe_count_add");
+    for (size_t e = 0; e < E; e++)
+        acc[e] += (float)counts[e];
+}
+
+/* bias_e += rate * sign(mean(c) - c_e) on the step's global counts c (E),
+ * Megatron-Core's moe_utils.py get_updated_expert_bias: an expert below the
+ * mean load gains, one above loses, one at it stays; c is then zeroed for
+ * the next step. */
+void prt_moe_bias_update(float *bias, float *counts, size_t E, float rate)
+{
+    PRT_OP_ENTER("prt_moe_bias_update");
+    double sum = 0.0;   /* counts are whole numbers < 2^24: the sum is exact */
+    for (size_t e = 0; e < E; e++)
+        sum += counts[e];
+    double mean = sum / (double)E;
+    for (size_t e = 0; e < E; e++) {
+        double off = mean - (double)counts[e];
+        bias[e] += off > 0 ? rate : off < 0 ? -rate : 0.0f;
+        counts[e] = 0.0f;
+    }
+}

@@ -167,6 +167,12 @@ case "$body" in *moegrp\;*) moe_extra=grouped; body=${body//moegrp;/} ;; esac
 # `moeds;` (issue 29): `moegrp;` with DeepSeek's routed_scaling_factor
 # (routed_scale 2.5: the routed weights times 2.5 after the renormalisation)
 case "$body" in *moeds\;*) moe_extra=deepseek; body=${body//moeds;/} ;; esac
+# `moebias;`: `moeds;` with aux-loss-free balancing (expert_bias, a rate of
+# 0.01 so that 5 steps move the choice of this tiny model's experts)
+case "$body" in *moebias\;*) moe_extra=bias; body=${body//moebias;/} ;; esac
+# `moegmax;`: `moegrp;` with the groups ranked by their largest score
+# (route_group_score max, DeepSeek-V2's group_limited_greedy)
+case "$body" in *moegmax\;*) moe_extra=groupmax; body=${body//moegmax;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
 # `moepost;` beside `moe;`: the attention with norm_position post and the
 # mixture with sandwich (issue 29), so a MoE layer's post-norm is trained too
@@ -180,6 +186,10 @@ moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != grouped ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01'
 [ "$moe_extra" != deepseek ] ||
     moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01; routed_scale 2.5'
+[ "$moe_extra" != groupmax ] ||
+    moe_keys='score sigmoid; route_groups 2; route_top_groups 1; route_group_score max; shared 1; aux_loss 0.01'
+[ "$moe_extra" != bias ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01;
+    routed_scale 2.5; expert_bias true; bias_update_rate 0.01'
 [ "$moe_extra" != qwen ] || moe_keys='norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
