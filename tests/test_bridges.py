@@ -1272,18 +1272,38 @@ rc, out, err = ds_variant("ds-lite-moe.json", "deepseek-v2-lite.json", norm_topk
 check("import V2-Lite's mixture: 1 dense block, then 26 of 64 experts top 6, 2 shared of 1408",
       "repeat 1 {" in out and "repeat 26 {" in out and "experts 64" in out and "shared 2" in out and "hidden 1408" in out,
       out[-800:])
+# DeepSeek's router keys (issue 29): V2's group_limited_greedy as groups
+# ranked by their largest score, its routed_scaling_factor where V2's gate
+# applies it (top_k 1 or no renormalising; read and unused otherwise), the
+# parameters unchanged (the router's keys add none)
+rc, out, err = ds_variant("ds-lite-glg.json", "deepseek-v2-lite.json", norm_topk_prob=True, aux_loss_alpha=0,
+                          rope_scaling=YARN, topk_method="group_limited_greedy", n_group=8, topk_group=3,
+                          routed_scaling_factor=16.0)
+rc3, js, err3 = run("check", "--json", write("ds-glg.check.plan", f'include "{CLUSTER}"\n' + out))
+check("import V2 group_limited_greedy: route_groups 8, route_top_groups 3, route_group_score max; 16 unused "
+      "under norm_topk_prob; 15,706,484,224 parameters",
+      rc == 0 and all(w in out for w in ["route_groups 8", "route_top_groups 3", "route_group_score max"]) and
+      "routed_scale" not in out and json.loads(js or "{}").get("params") == 15_706_484_224, (err + err3)[-400:])
+rc, out, err = ds_variant("ds-lite-top1.json", "deepseek-v2-lite.json", norm_topk_prob=True, aux_loss_alpha=0,
+                          rope_scaling=YARN, num_experts_per_tok=1, routed_scaling_factor=16.0)
+check("import V2 with top_k 1: routed_scaling_factor 16 applied, routed_scale 16",
+      rc == 0 and "routed_scale 16" in out and "route_groups" not in out, err[-400:])
+rc, out, err = ds_variant("ds-lite-noaux.json", "deepseek-v2-lite.json", norm_topk_prob=True, aux_loss_alpha=0,
+                          rope_scaling=YARN, topk_method="noaux_tc")
+check("import V2 with noaux_tc: refused naming topk_method (V3's method)",
+      rc == 2 and "'topk_method': noaux_tc: DeepSeek-V2's gate knows greedy and group_limited_greedy" in err, err[-400:])
 rc, out, err = run("import", os.path.join(DATA, "deepseek-v2-lite.json"))
 check("import DeepSeek-V2-Lite as published: refused (exit 2), naming mscale and norm_topk_prob",
       rc == 2 and out == "" and "rope_scaling mscale 0.707, mscale_all_dim 0.707" in err and
       "'norm_topk_prob': false" in err, err[-600:])
 rc, out, err = run("import", os.path.join(DATA, "deepseek-v3.json"))
-check("import DeepSeek-V3 as published: refused (exit 2), naming mscale_all_dim, topk_method and the MTP layers",
-      rc == 2 and out == "" and "mscale_all_dim 1" in err and "'topk_method': grouped top-k routing" in err and
+check("import DeepSeek-V3 as published: refused (exit 2), naming mscale_all_dim, scoring_func and the MTP layers",
+      rc == 2 and out == "" and "mscale_all_dim 1" in err and "'scoring_func': sigmoid scores" in err and
       "'num_nextn_predict_layers'" in err, err[-600:])
 for kv, words in [
-        (dict(scoring_func="sigmoid", topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0),
-         "'scoring_func': sigmoid scores"),
-        (dict(topk_method="greedy", routed_scaling_factor=2.5), "'routed_scaling_factor': the routed experts' output times 2.5"),
+        (dict(), "'scoring_func': sigmoid scores"),   # noaux_tc, n_group, routed_scaling_factor 2.5 read
+        (dict(topk_method="greedy"), "'topk_method': greedy: DeepSeek-V3's gate knows noaux_tc"),
+        (dict(topk_group=2), "'topk_group': 2 with num_experts_per_tok 8: noaux_tc ranks a group by its 2 largest"),
         (dict(num_key_value_heads=8), "'num_key_value_heads' 8: multi-head latent attention"),
         (dict(rope_scaling=dict(YARN, mscale=1.0, mscale_all_dim=0)), None),
 ]:
