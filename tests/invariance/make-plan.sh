@@ -167,8 +167,13 @@ case "$body" in *moegrp\;*) moe_extra=grouped; body=${body//moegrp;/} ;; esac
 # `moeds;` (issue 29): `moegrp;` with DeepSeek's routed_scaling_factor
 # (routed_scale 2.5: the routed weights times 2.5 after the renormalisation)
 case "$body" in *moeds\;*) moe_extra=deepseek; body=${body//moeds;/} ;; esac
-# `moebias;`: `moeds;` with aux-loss-free balancing (expert_bias, a rate of
-# 0.01 so that 5 steps move the choice of this tiny model's experts)
+# `moebias;`: `moesig;` with aux-loss-free balancing (expert_bias). Without
+# groups the loads of this router's 4 experts lie near their mean, so a
+# part of the batch (one micro-batch, one rank) often ranks them otherwise
+# than the whole, and a rate of 0.002 moves the choice of tokens whose 2nd
+# and 3rd scores lie that close within 5 steps: counting less than the
+# global batch shows (a rate large against the scores' spread moves every
+# token together, and any part of the batch then agrees with the whole)
 case "$body" in *moebias\;*) moe_extra=bias; body=${body//moebias;/} ;; esac
 # `moegmax;`: `moegrp;` with the groups ranked by their largest score
 # (route_group_score max, DeepSeek-V2's group_limited_greedy)
@@ -188,8 +193,7 @@ moe_keys='shared 1; aux_loss 0.01'
     moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01; routed_scale 2.5'
 [ "$moe_extra" != groupmax ] ||
     moe_keys='score sigmoid; route_groups 2; route_top_groups 1; route_group_score max; shared 1; aux_loss 0.01'
-[ "$moe_extra" != bias ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01;
-    routed_scale 2.5; expert_bias true; bias_update_rate 0.01'
+[ "$moe_extra" != bias ] || moe_keys='score sigmoid; aux_loss 0.01; expert_bias true; bias_update_rate 0.002'
 [ "$moe_extra" != qwen ] || moe_keys='norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
