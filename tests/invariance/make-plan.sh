@@ -178,6 +178,9 @@ case "$body" in *moebias\;*) moe_extra=bias; body=${body//moebias;/} ;; esac
 # `moegmax;`: `moegrp;` with the groups ranked by their largest score
 # (route_group_score max, DeepSeek-V2's group_limited_greedy)
 case "$body" in *moegmax\;*) moe_extra=groupmax; body=${body//moegmax;/} ;; esac
+# `moev3;`: DeepSeek-V3's whole router, `moeds;` (groups, routed_scale)
+# with the expert bias in the group ranking and the choice
+case "$body" in *moev3\;*) moe_extra=v3; body=${body//moev3;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
 # `moepost;` beside `moe;`: the attention with norm_position post and the
 # mixture with sandwich (issue 29), so a MoE layer's post-norm is trained too
@@ -191,6 +194,8 @@ moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != grouped ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01'
 [ "$moe_extra" != deepseek ] ||
     moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01; routed_scale 2.5'
+[ "$moe_extra" != v3 ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01;
+    routed_scale 2.5; expert_bias true; bias_update_rate 0.002'
 [ "$moe_extra" != groupmax ] ||
     moe_keys='score sigmoid; route_groups 2; route_top_groups 1; route_group_score max; shared 1; aux_loss 0.01'
 [ "$moe_extra" != bias ] || moe_keys='score sigmoid; aux_loss 0.01; expert_bias true; bias_update_rate 0.002'
