@@ -14,8 +14,7 @@
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, ROPE_LOCAL, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, QK_PROJ, ATTN_SCORES,
  * LOGIT_SOFTCAP, POST_NORM, MLA, LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, MOE_SHARED_GATE, EXPERT_BIAS,
- * HAS_FINAL_NORM,
- * HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
+ * HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
  * is copied as it is. @KEY@ (in comments only, so this file stays C) is
