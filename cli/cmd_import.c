@@ -116,6 +116,12 @@ typedef struct {
     int64_t     sparse_step;        /* Qwen-MoE: block i is a mixture when (i + 1) % step == 0 ... */
     const json_t *mlp_only;         /* ... and i is not in mlp_only_layers (an array; NULL: none) */
     int64_t     shared;             /* shared experts of the mixture (moe_hidden each) */
+    int64_t     route_groups;       /* DeepSeek's n_group when it narrows the choice (topk_group <
+                                       n_group); 0: every expert competes */
+    int64_t     route_top_groups;   /* its topk_group */
+    bool        group_max;          /* groups ranked by their largest score (V2's group_limited_greedy) */
+    bool        expert_bias;        /* V3's noaux_tc: e_score_correction_bias in the choice */
+    double      routed_scale;       /* routed_scaling_factor where DeepSeek's gate applies it; 0: none */
     int64_t     dense_first;        /* blocks with a dense MLP before the first mixture (DeepSeek's
                                        first_k_dense_replace); the rest are mixtures */
     bool        gemma;              /* Gemma's (1 + w) RMSNorm and sqrt(hidden) embedding scale
@@ -866,6 +872,60 @@ static void read_deepseek_yarn(HfConfig *c, ImportModel *m)
  * (n_shared_experts x moe_intermediate_size, one MLP: the sum of
  * n_shared_experts MLPs of moe_intermediate_size) and the dense first
  * blocks are written as they are. v3: DeepseekV3Config's defaults. */
+/* DeepSeek's topk_method (modeling_deepseek.py's MoEGate): V2's greedy
+ * (the top_k of all experts) and group_limited_greedy (the experts of the
+ * topk_group best of n_group groups, each ranked by its largest score:
+ * route_group_score max), V3's noaux_tc (groups ranked by the sum of their
+ * two largest scores plus e_score_correction_bias, the choice by score +
+ * bias, the weights the unbiased scores': route_groups, expert_bias).
+ * NULL, or the key to refuse with its reason in why. */
+static const char *read_deepseek_routing(ImportModel *m, bool v3, const char *method, int64_t n_group,
+                                         int64_t topk_group, int64_t experts, char *why, size_t cap)
+{
+    bool greedy = method && !strcmp(method, "greedy"), limited = method && !strcmp(method, "group_limited_greedy"),
+         noaux = method && !strcmp(method, "noaux_tc");
+    if (greedy && !v3) return NULL;
+    if (!(limited && !v3) && !(noaux && v3)) {   /* V3's MoEGate raises NotImplementedError on the others */
+        snprintf(why, cap, "%s: DeepSeek-%s's gate knows %s", method ? method : "null", v3 ? "V3" : "V2",
+                 v3 ? "noaux_tc" : "greedy and group_limited_greedy");
+        return "topk_method";
+    }
+    if (n_group < 1 || experts % n_group) {
+        snprintf(why, cap, "%lld: the groups must divide n_routed_experts %lld", (long long)n_group,
+                 (long long)experts);
+        return "n_group";
+    }
+    if (topk_group < 1 || topk_group > n_group || topk_group * (experts / n_group) < m->top_k) {
+        snprintf(why, cap, "%lld: 1 .. n_group %lld groups holding at least num_experts_per_tok %lld experts",
+                 (long long)topk_group, (long long)n_group, (long long)m->top_k);
+        return "topk_group";
+    }
+    /* V3 ranks a group by its two largest (topk(2)); planc by its
+       top_k / topk_group largest: the same where that is 2 */
+    if (noaux && topk_group < n_group && m->top_k / topk_group != 2) {
+        snprintf(why, cap, "%lld with num_experts_per_tok %lld: noaux_tc ranks a group by its 2 largest scores, "
+                 "planc by its top_k / topk_group = %lld largest", (long long)topk_group, (long long)m->top_k,
+                 (long long)(m->top_k / topk_group));
+        return "topk_group";
+    }
+    if (topk_group < n_group) {   /* else every group is open: no narrowing to write */
+        m->route_groups = n_group;
+        m->route_top_groups = topk_group;
+        m->group_max = limited;
+    }
+    m->expert_bias = noaux;
+    return NULL;
+}
+
+/* routed_scaling_factor (hf_num: a positive number) where DeepSeek's gate
+ * applies it: V3 always (after the norm); V2 only when it does not
+ * renormalise (top_k 1 or norm_topk_prob false), else read and unused. */
+static void read_deepseek_scale(ImportModel *m, bool v3, double scale, bool norm_topk)
+{
+    bool applied = v3 || !(m->top_k > 1 && norm_topk);
+    if (applied && scale != 1) m->routed_scale = scale;
+}
+
 static void read_deepseek_moe(HfConfig *c, ImportModel *m, bool v3)
 {
     bool failed_before = c->failed;
@@ -876,8 +936,8 @@ static void read_deepseek_moe(HfConfig *c, ImportModel *m, bool v3)
     m->moe_hidden = hf_int(c, "moe_intermediate_size", v3 ? 2048 : 1407, "each expert's inner size");
     m->top_k = hf_int_or_null(c, "num_experts_per_tok", v3 ? 8 : 0, "the experts each token is routed to");
     const char *method = hf_str(c, "topk_method", v3 ? "noaux_tc" : "greedy", "the routing method");
-    hf_int_or_null(c, "n_group", v3 ? 8 : 0, "the expert groups of grouped routing");
-    hf_int_or_null(c, "topk_group", v3 ? 4 : 0, "the groups a token may pick");
+    int64_t n_group = hf_int_or_null(c, "n_group", v3 ? 8 : 0, "the expert groups of grouped routing");
+    int64_t topk_group = hf_int_or_null(c, "topk_group", v3 ? 4 : 0, "the groups a token may pick");
     double scale = hf_num(c, "routed_scaling_factor", v3 ? 2.5 : 1.0, "the routed experts' output scale");
     const char *scoring = hf_str(c, "scoring_func", v3 ? "sigmoid" : "softmax", "the router's scores");
     bool norm_topk = hf_bool(c, "norm_topk_prob", v3);
@@ -893,17 +953,14 @@ static void read_deepseek_moe(HfConfig *c, ImportModel *m, bool v3)
         m->top_k = 0;
         return;
     }
+    read_deepseek_scale(m, v3, scale, norm_topk);   /* routed_scaling_factor: routed_scale */
     const char *key = NULL, *why = NULL;
-    char buf[160];
+    char buf[320];
     if (freq != 1)
         key = "moe_layer_freq", why = "a mixture every moe_layer_freq blocks (planc writes every block after the dense ones)";
-    else if (!method || strcmp(method, "greedy"))
-        key = "topk_method", why = "grouped top-k routing (n_group, topk_group) or the bias-corrected noaux_tc: "
-                                   "planc's router takes the top_k of all experts";
-    else if (scale != 1) {
-        snprintf(buf, sizeof buf, "the routed experts' output times %g: planc adds them unscaled", scale);
-        key = "routed_scaling_factor", why = buf;
-    } else if (!scoring || (strcmp(scoring, "softmax") && strcmp(scoring, "sigmoid")))
+    else if ((key = read_deepseek_routing(m, v3, method, n_group, topk_group, experts, buf, sizeof buf)))
+        why = buf;
+    else if (!scoring || (strcmp(scoring, "softmax") && strcmp(scoring, "sigmoid")))
         key = "scoring_func", why = "expected softmax or sigmoid (planc's `score`)";
     else if (alpha > 0 && !seq_aux)
         key = "seq_aux", why = "false: DeepSeek's balance loss over the whole batch (one f_i and P_i of all "
@@ -1159,6 +1216,11 @@ static void put_blocks(FILE *o, const ImportModel *m, int64_t from, int64_t to, 
         if (m->shared > 0) fprintf(o, "; shared %lld", (long long)m->shared);   /* DeepSeek's, moe_hidden each */
         if (m->sigmoid) fprintf(o, "; score sigmoid");
         if (m->topk_raw) fprintf(o, "; norm_topk_prob false");
+        if (m->route_groups > 0)   /* DeepSeek's n_group / topk_group, V2's groups by their largest score */
+            fprintf(o, "; route_groups %lld; route_top_groups %lld%s", (long long)m->route_groups,
+                    (long long)m->route_top_groups, m->group_max ? "; route_group_score max" : "");
+        if (m->routed_scale > 0) fprintf(o, "; routed_scale %.17g", m->routed_scale);   /* routed_scaling_factor */
+        if (m->expert_bias) fprintf(o, "; expert_bias true");   /* V3's noaux_tc: e_score_correction_bias */
         if (m->shared_hidden > 0)
             fprintf(o, "; shared 1; shared_hidden %lld; shared_gate true", (long long)m->shared_hidden);
         fprintf(o, " }\n    }\n");

@@ -100,7 +100,7 @@ typedef struct {
     bool on;
 } CgFeature;
 
-#define CG_MAX_FEATURES 64
+#define CG_MAX_FEATURES 80
 
 typedef struct {
     FILE       *f;
@@ -451,7 +451,7 @@ static void set_features(Cg *g)
     const Layout *l = &g->l;
     int rms = 0, ln = 0, act[ACT_GEGLU + 1] = { 0 }, mlp = 0, moe = 0, final_norm = 0, pos = POS_NONE,
         bias = 0, window = 0, qk_norm = 0, qk_proj = 0, scores = 0, logit_cap = 0, post_norm = 0, pre_norms = 0,
-        moe_gated = 0;
+        moe_gated = 0, moe_biased = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         qk_norm += layer_qk_norm(L);
@@ -467,6 +467,7 @@ static void set_features(Cg *g)
         if (L->kind == LAYER_MLP) mlp++;
         if (L->kind == LAYER_MOE) moe++;
         if (L->kind == LAYER_MOE && L->shared_gate) moe_gated++;
+        if (L->kind == LAYER_MOE && L->expert_bias) moe_biased++;
         if (L->kind == LAYER_NORM) final_norm++;
         if ((L->kind == LAYER_ATTENTION || ffn) && L->bias) bias++;
         /* a window no shorter than the sequence masks nothing: full causal */
@@ -503,6 +504,7 @@ static void set_features(Cg *g)
     set_feature(g, "HAS_MOE", moe > 0);
     set_feature(g, "EXPERT_PARALLEL", moe > 0 && plan_ep(l) > 1);
     set_feature(g, "MOE_SHARED_GATE", moe_gated > 0);   /* Qwen2-MoE's gate on the shared experts */
+    set_feature(g, "EXPERT_BIAS", moe_biased > 0);       /* aux-loss-free balancing: BIAS[], its step */
     set_feature(g, "HAS_FINAL_NORM", final_norm > 0);
     set_feature(g, "HAS_BIAS", bias > 0);
     set_feature(g, "PIPELINE", l->pp > 1);
@@ -678,7 +680,10 @@ static void model_uniform(const Model *m, char *why, size_t cap)
             f->norm_pos != f0->norm_pos ||
             f->score != f0->score || f->topk_unnormalised != f0->topk_unnormalised ||
             f->shared_hidden != f0->shared_hidden || f->shared_gate != f0->shared_gate ||
-            f->route_groups != f0->route_groups || f->route_top_groups != f0->route_top_groups) {
+            f->route_groups != f0->route_groups || f->route_top_groups != f0->route_top_groups ||
+            plan_routed_scale(f) != plan_routed_scale(f0) || f->expert_bias != f0->expert_bias ||
+            f->route_group_score != f0->route_group_score ||
+            f->bias_update_rate != f0->bias_update_rate) {
             snprintf(why, cap, "%s layer %d differs from the first block's", kind_name(f->kind), i + 1);
             return;
         }
@@ -744,10 +749,12 @@ static void emit_model_config(Cg *g)
                       npos[A ? A->norm_pos : NORM_POS_PRE], npos[F ? F->norm_pos : NORM_POS_PRE]);
     if (F && F->kind == LAYER_MOE)   /* the router's gate (absent: softmax, normalised: Mixtral's) */
         k += snprintf(j + k, sizeof j - (size_t)k, "\"score\": \"%s\", \"norm_topk_prob\": %s, "
-                      "\"shared_hidden\": %lld, \"shared_gate\": %s, \"route_groups\": %lld, ",
+                      "\"shared_hidden\": %lld, \"shared_gate\": %s, \"route_groups\": %lld, \"routed_scale\": %.17g, "
+                      "\"expert_bias\": %s, ",
                       F->score == MOE_SCORE_SIGMOID ? "sigmoid" : "softmax", F->topk_unnormalised ? "false" : "true",
                       (long long)plan_shared_hidden(F), F->shared_gate ? "true" : "false",
-                      (long long)(F->route_groups > 1 && F->route_top_groups < F->route_groups ? F->route_groups : 1));
+                      (long long)(F->route_groups > 1 && F->route_top_groups < F->route_groups ? F->route_groups : 1),
+                      plan_routed_scale(F), F->expert_bias ? "true" : "false");
     char w[240];
     cg_string_literal(why, w, sizeof w);   /* a reason holds no quote; escaped all the same */
     k += snprintf(j + k, sizeof j - (size_t)k,
@@ -989,13 +996,18 @@ static void moe_expert_rows(Cg *g, int *id, const char *who, int layer, const La
 }
 
 /* The router's gate as the program's PRT_MOE_* flags (prt_ops.h): the
- * score and norm_topk_prob; "0" for a layer that is no mixture. */
+ * score, norm_topk_prob and, under grouped routing, route_group_score max;
+ * "0" for a layer that is no mixture. */
 static const char *moe_gate(const Layer *L)
 {
     if (L->kind != LAYER_MOE) return "0";
-    bool sig = L->score == MOE_SCORE_SIGMOID;
-    return !L->topk_unnormalised ? (sig ? "PRT_MOE_SIGMOID | PRT_MOE_NORM" : "PRT_MOE_NORM")
-                                 : (sig ? "PRT_MOE_SIGMOID" : "0");
+    static const char *const flags[2][2][2] = {   /* [sigmoid][norm][group max] */
+        { { "0", "PRT_MOE_GROUP_MAX" }, { "PRT_MOE_NORM", "PRT_MOE_NORM | PRT_MOE_GROUP_MAX" } },
+        { { "PRT_MOE_SIGMOID", "PRT_MOE_SIGMOID | PRT_MOE_GROUP_MAX" },
+          { "PRT_MOE_SIGMOID | PRT_MOE_NORM", "PRT_MOE_SIGMOID | PRT_MOE_NORM | PRT_MOE_GROUP_MAX" } },
+    };
+    bool max = L->route_groups > 1 && L->route_group_score == MOE_GROUP_MAX;
+    return flags[L->score == MOE_SCORE_SIGMOID][!L->topk_unnormalised][max];
 }
 
 /* Parameter ids per expert, in moe_expert_rows' order. */
@@ -1519,7 +1531,7 @@ static void emit_layers(Cg *g)
             }
             ROW(", .width = %lld, .inner = %lld", width, inner);
             if (L->kind == LAYER_MOE) {
-                char aux[48], capf[48];
+                char aux[48], capf[48], rs[48], br[48];
                 bool grouped = L->route_groups > 1;
                 ROW(", .router = %d, .ex_stride = %d, .shared0 = %d, .experts = %lld, .top_k = %lld, "
                     ".shared = %lld, .aux = %s, .capf = %s", router, stride, shared0, (long long)L->experts,
@@ -1528,6 +1540,8 @@ static void emit_layers(Cg *g)
                 ROW(", .gate = %s, .sgate = %d, .sf = %d, .swidth = %lld, .sinner = %d, .groups = %lld, "
                     ".top_groups = %lld", moe_gate(L), sgate, sf, swidth, sf,
                     grouped ? (long long)L->route_groups : 1LL, grouped ? (long long)L->route_top_groups : 1LL);
+                ROW(", .rscale = %s, .brate = %s", flt(rs, plan_routed_scale(L)),   /* routed_scale (1: none), */
+                    flt(br, L->expert_bias ? L->bias_update_rate : 0));      /* expert_bias's rate (0: none) */
             }
             break;
         case LAYER_NORM:

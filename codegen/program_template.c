@@ -13,8 +13,8 @@
  * of emit.c's features (SP, RECOMPUTE_SELECTIVE, RECOMPUTE_LN, RECOMPUTE_FULL, RECOMPUTE_SOME, SPLIT_BWD,
  * NORM_MIXED, NORM_RMS, NORM_PLUS_ONE, EMBED_SCALE, MLP_ACTS_MIXED, MLP_SWIGLU, MLP_RELU, MLP_GEGLU,
  * SLIDING_WINDOW, ROPE, ROPE_LOCAL, DROPOUT, CONTEXT_PARALLEL, FP8, FP8_DELAYED, QK_NORM, QK_PROJ, ATTN_SCORES,
- * LOGIT_SOFTCAP, POST_NORM, MLA, LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, MOE_SHARED_GATE, HAS_FINAL_NORM,
- * HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
+ * LOGIT_SOFTCAP, POST_NORM, MLA, LEARNED_POS, HAS_MLP, HAS_MOE, EXPERT_PARALLEL, MOE_SHARED_GATE, EXPERT_BIAS,
+ * HAS_FINAL_NORM, HAS_BIAS, PIPELINE, USES_<op kind>; `!`, `&&` and `||`
  * allowed, no parentheses) keep or drop the lines between them, and the
  * program holds only the code of its plan. Every other preprocessor line
  * is copied as it is. @KEY@ (in comments only, so this file stays C) is
@@ -107,6 +107,9 @@
 #endif
 #ifndef FP8_DELAYED
 #define FP8_DELAYED 0
+#endif
+#ifndef EXPERT_BIAS
+#define EXPERT_BIAS 0
 #endif
 #ifndef QK_NORM
 #define QK_NORM 0
@@ -238,6 +241,9 @@ typedef struct {
     size_t swidth, sinner;   /* their first linear's columns and second's rows here */
     size_t groups, top_groups;   /* grouped routing: the experts of a token's top_groups best of
                                     groups (DeepSeek-V3's n_group, topk_group); 1, 1: none */
+    float rscale;      /* the routed experts' weights times this (routed_scale: DeepSeek's
+                          routed_scaling_factor); 1: none */
+    float brate;       /* expert_bias: its bias's step per training step (bias_update_rate); 0: none */
 #endif
 } LayerSpec;
 #if MLA
@@ -258,11 +264,11 @@ typedef struct {
 //@@ check-tables
 #if HAS_MOE
 static const LayerSpec LAYERS[N_LAYERS] = {
-    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
-    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
-    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0, PRT_MOE_NORM, 0, 16, 16, 16, 2, 1 },
-    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
-    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1 },
+    { EMBEDDING, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1, 1.0f, 0 },
+    { ATTENTION, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 1, 1, 8, 0, 0, ACT_GELU, 24, 8, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1, 1.0f, 0 },
+    { MOE, 0, -1, 0, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 32, ACT_GELU, 32, 32, 0, 2, 0, 4, 2, 1, 0.01f, 0, PRT_MOE_NORM, 0, 16, 16, 16, 2, 1, 1.0f, 0 },
+    { NORM, -1, -1, -1, -1, 0, 0, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1, 1.0f, 0 },
+    { LM_HEAD, 0, -1, -1, -1, -1, -1, NORM_LAYERNORM, 0, 0, 0, 0, 0, ACT_GELU, 0, 0, -1, 0, -1, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, 1, 1, 1.0f, 0 },
 };
 #else
 static const LayerSpec LAYERS[N_LAYERS] = {
@@ -2147,6 +2153,101 @@ static void moe_aux_fwd(const LayerSpec *L, LayerActs *a)
     for (size_t b = 0; b < B; b++) R.loss_sum += (double)S.aux_host[b] * (double)T / (double)MOE_LAYERS;
 }
 
+#if EXPERT_BIAS
+/* Aux-loss-free balancing (moe { expert_bias true }; DeepSeek-V3's
+ * e_score_correction_bias, Wang et al. 2024): each mixture's bias (E,
+ * fp32) picks the experts beside the scores (prt_moe_topk_fwd) and is
+ * state, not a parameter. Every rank holds every mixture's (BIAS, row i for
+ * the i-th mixture of the model) and its step's counts (COUNTS): a forward
+ * adds its rows per expert, once per micro-batch (not again in a full
+ * recomputation's forward) and on TP rank 0 only (the TP ranks route the
+ * same tokens); after the step bias_step sums COUNTS over the world (every
+ * DP, EP and CP rank routed other tokens; stages without a mixture add 0)
+ * and moves each bias by brate * sign(mean - count) (prt_moe_bias_update,
+ * Megatron-Core's get_updated_expert_bias): the same counts, so the same
+ * biases, on every layout. Both from planrt's allocator (kind buffers:
+ * the planner counts 2 MOE_LAYERS E fp32 on every rank); checkpoints hold
+ * the biases by their tensor names (prt_moe_bias_save). */
+static float *BIAS, *COUNTS;   /* (MOE_LAYERS, MAX_EXPERTS) each */
+
+/* The mixture's row in BIAS and COUNTS: its place among the model's. */
+static size_t moe_row(const LayerSpec *L)
+{
+    size_t i = 0;
+    for (const LayerSpec *x = LAYERS; x < L; x++) i += x->kind == MOE;
+    return i * MAX_EXPERTS;
+}
+
+static void bias_init(void)
+{
+    size_t bytes = MOE_LAYERS * MAX_EXPERTS * sizeof(float);
+    BIAS = (float *)prt_mem_alloc(PRT_MEM_BUFFERS, bytes);
+    COUNTS = (float *)prt_mem_alloc(PRT_MEM_BUFFERS, bytes);
+    if (!BIAS || !COUNTS) prt_run_fail(R.c, "prt_mem_alloc (expert biases)", PRT_ERR_NOMEM);
+    if (R.args.dry_run) return;   /* addresses only */
+    CHECK(prt_zero(BIAS, bytes));
+    CHECK(prt_zero(COUNTS, bytes));
+}
+
+static void bias_free(void)
+{
+    prt_mem_free(BIAS);
+    prt_mem_free(COUNTS);
+    BIAS = COUNTS = NULL;
+}
+
+/* A forward's rows per expert into the step's counts. */
+static void bias_count(const LayerSpec *L, const LayerActs *a)
+{
+    if (S.recomputing || R.c->coord.tp != 0) return;
+    prt_moe_count_add(COUNTS + moe_row(L), a->cnt, (size_t)L->experts);
+}
+
+/* The end of a step: the global batch's counts everywhere, each bias moved. */
+static void bias_step(void)
+{
+    CHECK(prt_all_reduce(R.c->world, COUNTS, COUNTS, MOE_LAYERS * MAX_EXPERTS, PRT_FP32, PRT_SUM));
+    for (int l = 0; l < N_LAYERS; l++)
+        if (LAYERS[l].kind == MOE && LAYERS[l].brate > 0)
+            prt_moe_bias_update(BIAS + moe_row(&LAYERS[l]), COUNTS + moe_row(&LAYERS[l]),
+                                (size_t)LAYERS[l].experts, LAYERS[l].brate);
+}
+
+/* Each mixture's router weight name: the checkpoint names its bias after
+ * it (prt_moe_bias_save: gate.e_score_correction_bias, Hugging Face's). */
+static const char *BIAS_NAMES[N_LAYERS];   /* the first MOE_LAYERS in use */
+
+static void bias_names(void)
+{
+    for (int l = 0; l < N_LAYERS; l++)
+        if (LAYERS[l].kind == MOE) BIAS_NAMES[moe_row(&LAYERS[l]) / MAX_EXPERTS] = PARAMS[LAYERS[l].router].name;
+}
+
+/* Checkpoints: the biases by name, world rank 0 writing a host copy. */
+static void bias_save(const char *dir)
+{
+    size_t bytes = MOE_LAYERS * MAX_EXPERTS * sizeof(float);
+    float *host = (float *)prt_host_alloc(bytes);
+    if (!host) prt_run_fail(R.c, "prt_host_alloc (expert biases)", PRT_ERR_NOMEM);
+    bias_names();
+    CHECK(prt_copy_to_host(host, BIAS, bytes));
+    CHECK(prt_moe_bias_save(R.c, dir, host, MOE_LAYERS, MAX_EXPERTS, BIAS_NAMES));
+    prt_host_free(host);
+}
+
+static void bias_load(const char *dir)
+{
+    size_t bytes = MOE_LAYERS * MAX_EXPERTS * sizeof(float);
+    float *host = (float *)prt_host_alloc(bytes);
+    if (!host) prt_run_fail(R.c, "prt_host_alloc (expert biases)", PRT_ERR_NOMEM);
+    bias_names();
+    if (prt_moe_bias_load(R.c, dir, host, MOE_LAYERS, MAX_EXPERTS, BIAS_NAMES))   /* refused without them */
+        prt_run_stop(R.c);
+    CHECK(prt_copy_to_device(BIAS, host, bytes));
+    prt_host_free(host);
+}
+#endif
+
 #if EXPERT_PARALLEL
 /* Expert parallelism (issue 17): EP rank r holds experts [r el, (r+1) el)
  * (el = E / EP); the rows sorted by expert go to their EP ranks and back
@@ -2305,8 +2406,17 @@ static void moe_fwd(const LayerSpec *L, LayerActs *a, prt_act *y)
 #endif
     const prt_act *in = all_rows(a);
     prt_moe_router_fwd(a->rl, in, W(L->router), N, C, E);              /* fp32 logits, replicated router */
-    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups); /* ties to the lower */
+    /* ties to the lower expert; the weights times routed_scale */
+#if EXPERT_BIAS
+    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups,
+                     L->brate > 0 ? BIAS + moe_row(L) : NULL, L->rscale);   /* the bias: the choice only */
+#else
+    prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups, NULL, L->rscale);
+#endif
     prt_moe_route(a->row, a->cnt, a->idx, B, T, E, K, prt_moe_capacity(L->capf, T, K, E));
+#if EXPERT_BIAS
+    if (L->brate > 0) bias_count(L, a);                                 /* the step's load per expert */
+#endif
     prt_moe_dispatch(a->xe, in, a->row, N, C, K);                      /* rows sorted by expert */
     expert_rows(L, a);
     experts_fwd(L, a);
@@ -2354,7 +2464,7 @@ static void moe_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
     experts_bwd(L, a);
     prt_moe_dispatch_bwd(S.dlnf, S.dxe, a->row, N, C, K);              /* a partial sum over TP */
     shared_bwd(L, a, in, dy);
-    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate); /* through the gate */
+    prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate, L->rscale); /* the gate */
     if (L->aux > 0)
         prt_moe_aux_bwd(S.dlogits, a->rl, a->idx, B, T, E, K, L->aux,
                         1.0f / ((float)GLOBAL_BATCH * (float)MOE_LAYERS), L->gate);
@@ -3417,6 +3527,9 @@ static void save(void)
 #if FP8_DELAYED
     CHECK(prt_fp8_state_save(R.c, dir, FP8_HISTORY, FP8_N_HIST));   /* the amax histories, beside the weights */
 #endif
+#if EXPERT_BIAS
+    bias_save(dir);   /* the experts' routing biases, beside the weights */
+#endif
     prt_log_note(R.log, "saved %s\n", dir);
 }
 
@@ -3436,6 +3549,9 @@ static void resume(void)
 #if FP8_DELAYED
     if (prt_fp8_state_load(R.c, dir, FP8_HISTORY, FP8_N_HIST))   /* refused without them: other scales */
         prt_run_stop(R.c);
+#endif
+#if EXPERT_BIAS
+    bias_load(dir);
 #endif
     prt_log_note(R.log, "resumed from %s: %ld steps done\n", dir, R.step);
 }
@@ -3471,11 +3587,17 @@ static const bool PIPE_TP_SPLIT = TP > 1 && N * C % TP == 0;
  * the allocator's peak reported (--mem-report PATH, else stdout). */
 static int dry_run(void)
 {
+#if EXPERT_BIAS
+    bias_init();   /* their bytes, as a run holds them */
+#endif
     scratch_alloc();
     CHECK(prt_pipe_new(R.c, N_MICRO, CHUNKS, NL * C, PIPE_TP_SPLIT, EARLY_RECVS, slot_alloc, slot_free, NULL, &R.pipe));
     train_step();
     CHECK(prt_pipe_flush(R.pipe));
     CHECK(prt_mem_report(R.c, R.args.mem_report ? R.args.mem_report : "/dev/stdout"));
+#if EXPERT_BIAS
+    bias_free();
+#endif
     prt_pipe_free(R.pipe);
     scratch_free();
     prt_model_free(R.m);
@@ -3517,6 +3639,9 @@ int main(int argc, char **argv)
 #if FP8_DELAYED
     fp8_history_init();
 #endif
+#if EXPERT_BIAS
+    bias_init();
+#endif
     if (R.args.resume) resume();
     if (!R.args.init_from && !R.args.resume) R.args.init_from = INIT_FROM;   /* train.init, if any */
     if (R.args.init_from) init_from();
@@ -3544,6 +3669,9 @@ int main(int argc, char **argv)
         CHECK(prt_ops_sync());   /* the step's one device sync: a failed op ends the run here, naming it */
 #if FP8_DELAYED
         fp8_history_step();   /* the step's amaxes over the world into the histories: next step's scales */
+#endif
+#if EXPERT_BIAS
+        bias_step();          /* the step's loads over the world: each expert's bias moved */
 #endif
         R.step++;   /* steps done: the data of step k is a function of (SEED, k - 1) */
 #if CONTEXT_PARALLEL
@@ -3575,6 +3703,9 @@ int main(int argc, char **argv)
 #endif
 #if FP8_DELAYED
     fp8_history_free();
+#endif
+#if EXPERT_BIAS
+    bias_free();
 #endif
     prt_pipe_free(R.pipe);
     scratch_free();

@@ -1051,6 +1051,14 @@ static void step_collectives(const Plan *p, const Layout *l, int emb_chunk, int 
     PlanGroup all = plan_layout_group(cl, plan_dp_cp(l), l->tp, l->pp, GROUP_ALL);
     out->norm_bytes = 4;
     out->norm = plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, all, out->norm_bytes).time;
+    /* expert_bias: the step's expert counts (E fp32 a mixture) all-reduced
+       over the same group at the same point, after the last backward; timed
+       with the norm's all-reduce as a second one */
+    double counts = (double)plan_expert_bias_bytes(mo) / 2;
+    if (counts > 0) {
+        out->norm_bytes += counts;
+        out->norm += plan_comm_cost(cl, COLL_ALL_REDUCE, ALGO_AUTO, all, counts).time;
+    }
 }
 
 /* A run of consecutive segments [first, end) of one cost. */

@@ -131,7 +131,8 @@ typedef struct PlanCosts {
     double        *embed, *embed_bytes;     /* [pp] s, bytes: tied word-embedding gradient
                                                all-reduce, first and last stage (pp > 1), else 0 */
     double         norm, norm_bytes;        /* s, bytes: all-ranks all-reduce of the squared
-                                               gradient norm (one fp32), every stage */
+                                               gradient norm (one fp32), every stage; with
+                                               expert_bias also the step's expert counts' */
     double         peak_flops;/* dense peak of the model dtype */
     uint64_t       params_total; /* parameters of the whole model, exact */
     bool           reduce_after_flush; /* !Plan.software.overlap_grad_reduce */

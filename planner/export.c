@@ -430,6 +430,18 @@ static void write_megatron_moe(const Ex *x, FILE *o, bool *first)
     if (e->route_groups > 1 && e->route_top_groups < e->route_groups) {   /* grouped routing */
         arg_int(o, first, "--moe-router-num-groups", e->route_groups);
         arg_int(o, first, "--moe-router-group-topk", e->route_top_groups);
+        if (e->route_group_score == MOE_GROUP_MAX)   /* moe_utils.py group_limited_topk: topk(k / groups).sum */
+            refuse(x, "moe route_group_score max (DeepSeek-V2's group_limited_greedy): Megatron-Core's "
+                      "group_limited_topk ranks a group by the sum of its top_k / group_topk largest scores");
+    }
+    /* routed_scale: moe_utils.py's topk_softmax_with_capacity multiplies the
+       routed probabilities by scaling_factor after the gate's normalisation */
+    if (plan_routed_scale(e) != 1) arg_num(o, first, "--moe-router-topk-scaling-factor", plan_routed_scale(e));
+    /* expert_bias: router.py's expert_bias, moved after each step by
+       moe_utils.py's get_updated_expert_bias at the update rate */
+    if (e->expert_bias) {
+        arg(o, first, "--moe-router-enable-expert-bias");
+        arg_num(o, first, "--moe-router-bias-update-rate", e->bias_update_rate);
     }
     const Software *w = &x->p->software;
     arg(o, first, "--moe-token-dispatcher-type");

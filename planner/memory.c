@@ -281,6 +281,8 @@ void plan_memory(const Plan *p, const PlanCosts *c, PlanStageMem *out)
                                                               plan_grad_dtype(p)),
                                           plan_bytes_add(plan_bytes(a2a + early),
                                                          plan_memory_grad_transient(p, layer_max)));
+        /* + expert_bias's biases and counts of every mixture, on every rank */
+        m->buffers_bytes = plan_bytes_add(m->buffers_bytes, plan_expert_bias_bytes(&p->model));
         plan_memory_fp8(p, c, s, m);
         m->reserve_bytes = plan_memory_reserve(cap);
         m->total_bytes = plan_bytes_add(plan_bytes_add(plan_bytes_add(m->params_bytes, m->grads_bytes),

@@ -114,6 +114,9 @@ bool plan_layer_same_shape(const Layer *a, const Layer *b)
            a->score == b->score && a->topk_unnormalised == b->topk_unnormalised &&
            a->shared_hidden == b->shared_hidden && a->shared_gate == b->shared_gate &&
            a->route_groups == b->route_groups && a->route_top_groups == b->route_top_groups &&
+           plan_routed_scale(a) == plan_routed_scale(b) && a->expert_bias == b->expert_bias &&
+           a->route_group_score == b->route_group_score &&
+           a->bias_update_rate == b->bias_update_rate &&
            a->fp8_exempt == b->fp8_exempt;
 }
 
@@ -223,6 +226,24 @@ static uint64_t sublayer_norm_params(const Model *m, const Layer *l)
 int64_t plan_shared_hidden(const Layer *l)
 {
     return l->shared_hidden > 0 ? l->shared_hidden : l->hidden;
+}
+
+double plan_routed_scale(const Layer *l)
+{
+    return l->routed_scale > 0 ? l->routed_scale : 1.0;
+}
+
+uint64_t plan_expert_bias_bytes(const Model *m)
+{
+    uint64_t n = 0, e = 0;
+    bool on = false;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].kind == LAYER_MOE) {
+            n++;
+            e = (uint64_t)m->layers[i].experts > e ? (uint64_t)m->layers[i].experts : e;
+            on = on || m->layers[i].expert_bias;
+        }
+    return on ? 2 * n * e * sizeof(float) : 0;   /* the program's BIAS and COUNTS, (MOE_LAYERS, MAX_EXPERTS) */
 }
 
 /* One MLP's weights (and biases) f wide without its norm, on one of tp

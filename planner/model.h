@@ -193,6 +193,12 @@ double plan_norm_eps(const Model *m);
 bool plan_act_gated(ActKind a);
 /* A mixture's shared experts' width: shared_hidden, or the routed hidden. */
 int64_t plan_shared_hidden(const Layer *l);
+/* A mixture's routed_scale: 1 where none is written. */
+double plan_routed_scale(const Layer *l);
+/* Aux-loss-free balancing's state on every rank (expert_bias on some
+ * mixture): each mixture's bias and its step's counts, E fp32 each, as the
+ * program allocates them (kind buffers); 0 without it. Bytes. */
+uint64_t plan_expert_bias_bytes(const Model *m);
 
 /* Whether two layers have the same shape, every field that changes a
  * count, a cost or the generated code (their source position aside): the

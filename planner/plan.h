@@ -120,6 +120,14 @@ typedef enum {
     MOE_SCORE_SIGMOID,   /* each logit's sigmoid on its own (DeepSeek-V3) */
 } MoeScore;
 
+/* How grouped routing ranks a group (Layer.route_group_score). ORDER
+ * sema.c's GROUP_SCORE_NAMES; the program's gate flag PRT_MOE_GROUP_MAX. */
+typedef enum {
+    MOE_GROUP_TOP_SUM,   /* the sum of its top_k / route_top_groups largest scores (DeepSeek-V3,
+                            Megatron-Core's group_limited_topk) */
+    MOE_GROUP_MAX,       /* its largest score (DeepSeek-V2's group_limited_greedy) */
+} MoeGroupScore;
+
 typedef struct {
     LayerKind kind;
     int       line, col;    /* where the layer was written (0 if built in C) */
@@ -172,6 +180,18 @@ typedef struct {
     int64_t   route_groups; /* grouped routing: the experts in G groups (DeepSeek-V3's n_group);
                                0 or 1: none */
     int64_t   route_top_groups; /* a token's experts come from its Kg best groups (topk_group) */
+    MoeGroupScore route_group_score; /* how a group is ranked (`route_group_score`), default top_sum */
+    double    routed_scale; /* the routed experts' weights times this after the gate
+                               (`routed_scale`: DeepSeek's routed_scaling_factor,
+                               Megatron-Core's --moe-router-topk-scaling-factor);
+                               0: 1 (plan_routed_scale) */
+    bool      expert_bias;  /* aux-loss-free balancing (`expert_bias`: DeepSeek-V3's
+                               e_score_correction_bias, Megatron-Core's
+                               --moe-router-enable-expert-bias): a per-expert fp32 bias
+                               added to the scores for the choice only, moved after each
+                               step by bias_update_rate * sign(mean load - load) */
+    double    bias_update_rate; /* that step (`bias_update_rate`, default 1e-3:
+                               Megatron-Core's --moe-router-bias-update-rate) */
     bool      topk_unnormalised; /* `norm_topk_prob false`: the top_k weights are the scores
                                themselves, not divided by their sum (Qwen2-MoE); default
                                false (renormalised: Mixtral, Qwen3-MoE, DeepSeek-V3) */

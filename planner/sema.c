@@ -432,6 +432,7 @@ static const char *const QK_NORM_WORDS[] = { "none", "rmsnorm", "rmsnorm_project
 static const char *const ATTN_KIND_NAMES[] = { "mha", "mla" };                 /* ORDER AttnKind */
 static const char *const ACT_NAMES[] = { "gelu", "relu", "swiglu", "geglu" };  /* ORDER ActKind */
 static const char *const SCORE_NAMES[] = { "softmax", "sigmoid" };               /* ORDER MoeScore */
+static const char *const GROUP_SCORE_NAMES[] = { "top_sum", "max" };            /* ORDER MoeGroupScore */
 static const char *const DTYPE_NAMES[] = { "fp32", "bf16", "fp16" };           /* ORDER PlanDtype */
 
 /* Layers under construction (grown in the arena). */
@@ -809,14 +810,20 @@ static void sema_mlp(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 
 /* Grouped routing (DeepSeek-V3's n_group and topk_group): route_groups G
  * divides the experts, route_top_groups Kg (default G: every group) is 1
- * .. G, and the Kg groups hold at least top_k experts. */
+ * .. G, and the Kg groups hold at least top_k experts; route_group_score
+ * top_sum (V3's) or max (V2's group_limited_greedy) only with them. */
 static void sema_route_groups(Sema *S, const Fields *F, Layer *l)
 {
-    const DslStmt *gs = field(F, "route_groups"), *ks = field(F, "route_top_groups");
-    if (!gs && ks) {
-        dsl_error(S->d, ks->key_loc, "route_top_groups without route_groups (give route_groups G)");
+    const DslStmt *gs = field(F, "route_groups"), *ks = field(F, "route_top_groups"),
+                  *ss = field(F, "route_group_score");
+    int x;
+    if (!gs && (ks || ss)) {
+        dsl_error(S->d, (ks ? ks : ss)->key_loc, "%s without route_groups (give route_groups G)",
+                  (ks ? ks : ss)->key);
         return;
     }
+    if (ss && get_enum(S, ss, GROUP_SCORE_NAMES, N_ELEMS(GROUP_SCORE_NAMES), false, &x))
+        l->route_group_score = (MoeGroupScore)x;
     if (!gs || !get_int(S, gs, 1, MAX_EXPERTS, false, &l->route_groups)) return;
     if (l->experts % l->route_groups) {
         dsl_error(S->d, gs->args->loc, "route_groups %" PRId64 " does not divide experts %" PRId64,
@@ -831,19 +838,42 @@ static void sema_route_groups(Sema *S, const Fields *F, Layer *l)
                   l->top_k);
 }
 
+/* Aux-loss-free balancing (DeepSeek-V3): expert_bias true on sigmoid
+ * scores only (Megatron-Core's TransformerConfig refuses an expert bias
+ * with any other score function: a bias beside softmax probabilities is
+ * not DeepSeek's rule), bias_update_rate R > 0 (default 1e-3) only with it. */
+static void sema_expert_bias(Sema *S, const Fields *F, Layer *l)
+{
+    const DslStmt *bs = field(F, "expert_bias"), *rs = field(F, "bias_update_rate");
+    int x;
+    if (bs && get_bool(S, bs, false, &x)) l->expert_bias = x != 0;
+    if (rs && !l->expert_bias) {
+        dsl_error(S->d, rs->key_loc, "bias_update_rate without expert_bias true (the bias it moves)");
+        return;
+    }
+    if (!l->expert_bias) return;
+    l->bias_update_rate = 1e-3;
+    if (rs) get_real(S, rs, 0, true, 1, false, &l->bias_update_rate);
+    if (l->score != MOE_SCORE_SIGMOID)
+        dsl_error(S->d, bs->args->loc, "expert_bias true with score softmax: the aux-loss-free bias is added "
+                  "to sigmoid scores (DeepSeek-V3; Megatron-Core refuses it otherwise); give score sigmoid");
+}
+
 /* moe { experts; top_k; hidden; act; shared; norm; bias; aux_loss;
  * capacity_factor; score; norm_topk_prob; shared_hidden; shared_gate;
- * route_groups; route_top_groups; norm_position }: a mixture of experts
+ * route_groups; route_top_groups; route_group_score; norm_position;
+ * routed_scale; expert_bias; bias_update_rate }: a mixture of experts
  * in place of an MLP. hidden defaults to 4 x dim as the MLP's, act to
  * swiglu (Mixtral), shared to 0, aux_loss to 0, capacity_factor to none
  * (dropless), score to softmax, norm_topk_prob to true (Mixtral's gate),
- * shared_hidden to hidden, shared_gate to false. */
+ * shared_hidden to hidden, shared_gate to false, routed_scale to 1. */
 static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
 {
     static const char *const keys[] = { "experts", "top_k", "hidden", "act", "shared", "norm", "bias",
                                         "aux_loss", "capacity_factor", "score", "norm_topk_prob",
                                         "shared_hidden", "shared_gate", "route_groups", "route_top_groups",
-                                        "norm_position" };
+                                        "norm_position", "routed_scale", "expert_bias", "bias_update_rate",
+                                        "route_group_score" };
     Fields F = { "moe", keys, N_ELEMS(keys), { 0 } };
     const DslStmt *s, *es, *ks;
     int x;
@@ -861,6 +891,8 @@ static void sema_moe(Sema *S, const DslStmt *st, Layer *l, int64_t dim)
             dsl_error(S->d, own[i]->key_loc, "%s without shared experts (give shared N, N >= 1)", own[i]->key);
     if ((s = field(&F, "aux_loss"))) get_real(S, s, 0, false, 1e6, false, &l->aux_loss);
     if ((s = field(&F, "capacity_factor"))) get_real(S, s, 0, true, 1e6, false, &l->capacity_factor);
+    if ((s = field(&F, "routed_scale"))) get_real(S, s, 0, true, 1e6, false, &l->routed_scale);
+    sema_expert_bias(S, &F, l);
     es = field(&F, "experts");
     ks = field(&F, "top_k");
     if (!es) missing(S, st, "experts", "moe { experts 8; top_k 2 }");

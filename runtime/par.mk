@@ -3,7 +3,7 @@
 # and log). The same C sources build into both libraries.
 PRT_PAR_SRCS  := runtime/par/model.c runtime/par/pipe.c runtime/par/run.c runtime/par/save.c \
                  runtime/par/mem.c runtime/par/moe_ep.c runtime/par/cp.c \
-                 runtime/par/fp8_state.c
+                 runtime/par/fp8_state.c runtime/par/moe_bias.c
 # cp.c's per-block compute: cp_cpu.c (OpenBLAS) here, runtime/cuda/ops_cp.cu there
 PRT_SRCS      += $(PRT_PAR_SRCS) runtime/par/cp_cpu.c
 PRT_CUDA_SRCS += $(PRT_PAR_SRCS)

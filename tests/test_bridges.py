@@ -543,7 +543,9 @@ FLAGS_VALUED = {"--num-layers", "--hidden-size", "--num-attention-heads", "--num
                 "--rotary-scaling-factor", "--mscale", "--mscale-all-dim", "--rotary-seq-len-interpolation-factor",
                 "--context-parallel-size", "--cp-comm-type", "--lr-decay-style", "--lr-decay-iters", "--min-lr",
                 "--data-parallel-sharding-strategy", "--ckpt-format", "--q-lora-rank", "--kv-lora-rank",
-                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", "--rope-type"}
+                "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", "--rope-type",
+                "--moe-router-score-function", "--moe-router-num-groups", "--moe-router-group-topk",
+                "--moe-router-topk-scaling-factor", "--moe-router-bias-update-rate"}
 
 
 def megatron_flags(line):
@@ -731,6 +733,26 @@ want = {"--num-experts": "8", "--moe-router-topk": "2", "--moe-ffn-hidden-size":
         "--expert-model-parallel-size": "8", "--moe-token-dispatcher-type": "alltoall", "--swiglu": True}
 check("export megatron of Mixtral ep 8: the MoE flags", rc == 0 and all(f.get(k) == v for k, v in want.items()),
       f"exit {rc}: {[(k, f.get(k)) for k in want]} {err[:300]}")
+# DeepSeek's router keys (issue 29) as Megatron-Core's router flags
+# (moe_utils.py's topk_softmax_with_capacity: scaling_factor after the norm)
+dsr = write("mixtral-dsrouter.plan", mix.replace("14336; act swiglu; norm rmsnorm; bias false }", "14336; act swiglu; norm rmsnorm; bias false; score sigmoid; route_groups 2; "
+                                                  "route_top_groups 1; routed_scale 2.5; expert_bias true; "
+                                                  "bias_update_rate 0.002 }"))
+rc, out, err = run("export", dsr, "--to", "megatron")
+f = megatron_flags(out) if rc == 0 else {}
+want = {"--moe-router-score-function": "sigmoid", "--moe-router-num-groups": "2", "--moe-router-group-topk": "1",
+        "--moe-router-topk-scaling-factor": "2.5", "--moe-router-enable-expert-bias": True,
+        "--moe-router-bias-update-rate": "0.002"}
+check("export megatron of DeepSeek's router: score, groups, routed_scale, expert bias as Megatron-Core's flags",
+      rc == 0 and all(f.get(k) == v for k, v in want.items()), f"exit {rc}: {[(k, f.get(k)) for k in want]} {err[:300]}")
+rc, out, err = run("export", write("mixtral-gmax.plan", mix.replace(
+    "14336; act swiglu; norm rmsnorm; bias false }", "14336; act swiglu; norm rmsnorm; bias false; route_groups 2; "
+    "route_top_groups 1; route_group_score max }")), "--to", "megatron")
+check("export megatron of route_group_score max: refused (exit 2) naming it, Megatron-Core ranks groups by sums",
+      rc == 2 and out == "" and "moe route_group_score max (DeepSeek-V2's group_limited_greedy)" in err, err[-300:])
+rc, out, err = run("export", mixp, "--to", "megatron")
+check("export megatron of Mixtral: no scaling factor at routed_scale 1",
+      rc == 0 and "--moe-router-topk-scaling-factor" not in out, out[:300])
 rc, out, err = run("export", mixp, "--to", "torchtitan")
 check("export torchtitan of Mixtral: refused (exit 2), never a dense llama3",
       rc == 2 and out == "" and "moe (experts 8, top_k 2)" in err and "not written as a dense model" in err, err[-300:])
@@ -1253,6 +1275,26 @@ rc, out, err = ds_variant("ds-lite-moe.json", "deepseek-v2-lite.json", norm_topk
 check("import V2-Lite's mixture: 1 dense block, then 26 of 64 experts top 6, 2 shared of 1408",
       "repeat 1 {" in out and "repeat 26 {" in out and "experts 64" in out and "shared 2" in out and "hidden 1408" in out,
       out[-800:])
+# DeepSeek's router keys (issue 29): V2's group_limited_greedy as groups
+# ranked by their largest score, its routed_scaling_factor where V2's gate
+# applies it (top_k 1 or no renormalising; read and unused otherwise), the
+# parameters unchanged (the router's keys add none)
+rc, out, err = ds_variant("ds-lite-glg.json", "deepseek-v2-lite.json", norm_topk_prob=True, aux_loss_alpha=0,
+                          rope_scaling=YARN, topk_method="group_limited_greedy", n_group=8, topk_group=3,
+                          routed_scaling_factor=16.0)
+rc3, js, err3 = run("check", "--json", write("ds-glg.check.plan", f'include "{CLUSTER}"\n' + out))
+check("import V2 group_limited_greedy: route_groups 8, route_top_groups 3, route_group_score max; 16 unused "
+      "under norm_topk_prob; 15,706,484,224 parameters",
+      rc == 0 and all(w in out for w in ["route_groups 8", "route_top_groups 3", "route_group_score max"]) and
+      "routed_scale" not in out and json.loads(js or "{}").get("params") == 15_706_484_224, (err + err3)[-400:])
+rc, out, err = ds_variant("ds-lite-top1.json", "deepseek-v2-lite.json", norm_topk_prob=True, aux_loss_alpha=0,
+                          rope_scaling=YARN, num_experts_per_tok=1, routed_scaling_factor=16.0)
+check("import V2 with top_k 1: routed_scaling_factor 16 applied, routed_scale 16",
+      rc == 0 and "routed_scale 16" in out and "route_groups" not in out, err[-400:])
+rc, out, err = ds_variant("ds-lite-noaux.json", "deepseek-v2-lite.json", norm_topk_prob=True, aux_loss_alpha=0,
+                          rope_scaling=YARN, topk_method="noaux_tc")
+check("import V2 with noaux_tc: refused naming topk_method (V3's method)",
+      rc == 2 and "'topk_method': noaux_tc: DeepSeek-V2's gate knows greedy and group_limited_greedy" in err, err[-400:])
 rc, out, err = run("import", os.path.join(DATA, "deepseek-v2-lite.json"))
 # V2-Lite as published (its YaRN pair 0.707 / 0.707, norm_topk_prob false,
 # seq_aux with aux_loss_alpha 0.001) imports: the top-6 softmax weights over
@@ -1267,18 +1309,42 @@ check("import DeepSeek-V2-Lite as published: exit 0; norm_topk_prob false, aux_l
 rc3, js, err3 = run("check", "--json", write("ds-lite-own.plan", f'include "{CLUSTER}"\n' + out))
 check("import DeepSeek-V2-Lite as published: params 15,706,484,224 (check --json; it does not fit one GPU)",
       js and json.loads(js).get("params") == 15_706_484_224, (err3 or js)[-300:])
+# active: the total less 26 mixtures x 58 unchosen experts of 3 x 2048 x
+# 1408; DeepSeek's "2.4B activated" leaves out the input embedding
+# (2,661,150,208 - 102400 x 2048 = 2,451,435,008)
+check("import DeepSeek-V2-Lite as published: active params 2,661,150,208",
+      js and json.loads(js).get("active_params") == 15_706_484_224 - 26 * 58 * 3 * 2048 * 1408 == 2_661_150_208,
+      (err3 or js)[-300:])
 rc, out, err = ds_variant("ds-lite-batchaux.json", "deepseek-v2-lite.json", seq_aux=False)
 check("import V2-Lite with seq_aux false: refused naming it (a balance loss over the batch)",
       rc == 2 and "'seq_aux': false" in err, err[-400:])
 rc, out, err = run("import", os.path.join(DATA, "deepseek-v3.json"))
-check("import DeepSeek-V3 as published: refused (exit 2), naming topk_method and the MTP layers, not mscale",
-      rc == 2 and out == "" and "mscale" not in err and "'topk_method': grouped top-k routing" in err and
-      "'num_nextn_predict_layers'" in err, err[-600:])
-rc, out, err = ds_variant("ds-v3-sig.json", "deepseek-v3.json", num_nextn_predict_layers=0, rope_scaling=YARN,
-                          topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0)
-check("import V3 with greedy routing unscaled: its sigmoid scores written (score sigmoid), 3 dense blocks, 58 mixtures",
-      rc == 0 and "score sigmoid" in out and "repeat 3 {" in out and "repeat 58 {" in out
-      and "norm_topk_prob false" not in out, (err or out)[-600:])
+check("import DeepSeek-V3 as published: refused (exit 2) at the MTP layers alone (its YaRN pair, noaux_tc routing, "
+      "sigmoid scores and routed scale are imported)",
+      rc == 2 and out == "" and "mscale" not in err and "'topk_method'" not in err and "'scoring_func'" not in err
+      and "'routed_scaling_factor'" not in err and "'num_nextn_predict_layers'" in err, err[-600:])
+# DeepSeek-V3 without the multi-token prediction module (the model
+# transformers' DeepseekV3ForCausalLM builds, the published 671B total and
+# 37B activated: hand counts below, the planner's count leaves out the 58 x
+# 256 fp32 expert biases, which are state, not trained parameters)
+rc, out, err = ds_variant("ds-v3-nomtp.json", "deepseek-v3.json", num_nextn_predict_layers=0)
+words = ["kind mla", "q_lora_rank 1536", "mscale 1", "mscale_all_dim 1", "repeat 3 {", "repeat 58 {", "experts 256",
+         "top_k 8", "hidden 2048", "shared 1", "score sigmoid", "route_groups 8", "route_top_groups 4",
+         "routed_scale 2.5", "expert_bias true", "aux_loss 0.058"]
+written = " ".join(out.split())
+check("import DeepSeek-V3 (num_nextn_predict_layers 0): exit 0, its router written (" + ", ".join(words[5:]) + ")",
+      rc == 0 and all(w in written for w in words) and "route_group_score" not in out and "norm_topk_prob" not in out,
+      (err or out)[-800:] + " missing: " + ", ".join(w for w in words if w not in written))
+rc3, js, err3 = run("check", "--json", write("ds-v3-nomtp.plan", f'include "{CLUSTER}"\n' + out))
+V3_TOTAL = 2 * 129280 * 7168 + 61 * V3_ATT + 3 * (7168 + 3 * 7168 * 18432) + 7168 + \
+    58 * (7168 + 257 * 3 * 7168 * 2048 + 7168 * 256)
+check("import DeepSeek-V3: params by hand 671,026,404,352 (the published 671B)",
+      V3_TOTAL == 671_026_404_352 and js and json.loads(js).get("params") == V3_TOTAL, (err3 or js)[-300:])
+# active: the total less 58 mixtures x 248 unchosen experts of 3 x 7168 x
+# 2048 (the published "37B activated")
+check("import DeepSeek-V3: active params 37,552,282,624",
+      js and json.loads(js).get("active_params") == V3_TOTAL - 58 * 248 * 3 * 7168 * 2048 == 37_552_282_624,
+      (err3 or js)[-300:])
 # DeepSeek's YaRN pair (issue 29): imported as written where transformers'
 # _compute_yarn_parameters and DeepSeek's / Megatron-Core's YaRN agree
 # (V2-Lite's 0.707 / 0.707, V3's 1 / 1, the defaults 1 / 0), refused naming
@@ -1307,9 +1373,9 @@ for cfg, pair, words in [
           rc == 0 and rc2 == 0 and fmt == out and (words in written if words else "mscale" not in out),
           (err or out)[-600:])
 for kv, words in [
-        (dict(scoring_func="sqrtsoftplus", topk_method="greedy", routed_scaling_factor=1.0),
-         "'scoring_func': expected softmax or sigmoid"),
-        (dict(topk_method="greedy", routed_scaling_factor=2.5), "'routed_scaling_factor': the routed experts' output times 2.5"),
+        (dict(scoring_func="sqrtsoftplus"), "'scoring_func': expected softmax or sigmoid"),
+        (dict(topk_method="greedy"), "'topk_method': greedy: DeepSeek-V3's gate knows noaux_tc"),
+        (dict(topk_group=2), "'topk_group': 2 with num_experts_per_tok 8: noaux_tc ranks a group by its 2 largest"),
         (dict(num_key_value_heads=8), "'num_key_value_heads' 8: multi-head latent attention"),
 ]:
     rc, out, err = ds_variant("ds-v3-var.json", "deepseek-v3.json", first_k_dense_replace=61 if words is None else 3,

@@ -1636,7 +1636,7 @@ static void test_moe(void **state)
          * E 4, k 2, one shared, aux 0.01, dropless */
         ".f = 16, .act = ACT_SWIGLU, .width = 32, .inner = 16, ", ".ex_stride = 3, ",
         ".experts = 4, .top_k = 2, .shared = 1, .aux = 0.01f, .capf = 0.0f, .gate = PRT_MOE_NORM, .sgate = -1, "
-        ".sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1 }, /* layer 2: block 0 moe */",
+        ".sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1, .rscale = 1.0f, .brate = 0.0f }, /* layer 2: block 0 moe */",
         "MOE_LAYERS = 4;", "static void moe_fwd(", "prt_moe_router_fwd(", "prt_moe_aux_loss(",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -1647,9 +1647,9 @@ static void test_moe(void **state)
     /* the gates (issue 29): the score and norm_topk_prob as the row's flags,
      * the same top-k, route and combine calls */
     static const struct { MoeScore score; bool raw; const char *row; } gates[] = {
-        { MOE_SCORE_SIGMOID, false, ".capf = 0.0f, .gate = PRT_MOE_SIGMOID | PRT_MOE_NORM, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1 }, /* layer 2" },
-        { MOE_SCORE_SIGMOID, true, ".capf = 0.0f, .gate = PRT_MOE_SIGMOID, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1 }, /* layer 2: block 0 moe */" },
-        { MOE_SCORE_SOFTMAX, true, ".capf = 0.0f, .gate = 0, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1 }, /* layer 2: block 0 moe */" },
+        { MOE_SCORE_SIGMOID, false, ".capf = 0.0f, .gate = PRT_MOE_SIGMOID | PRT_MOE_NORM, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1, .rscale = 1.0f, .brate = 0.0f }, /* layer 2" },
+        { MOE_SCORE_SIGMOID, true, ".capf = 0.0f, .gate = PRT_MOE_SIGMOID, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1, .rscale = 1.0f, .brate = 0.0f }, /* layer 2: block 0 moe */" },
+        { MOE_SCORE_SOFTMAX, true, ".capf = 0.0f, .gate = 0, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 1, .top_groups = 1, .rscale = 1.0f, .brate = 0.0f }, /* layer 2: block 0 moe */" },
     };
     for (size_t g = 0; g < sizeof gates / sizeof gates[0]; g++) {
         for (int i = 0; i < p.model.n_layers; i++)
@@ -1660,7 +1660,7 @@ static void test_moe(void **state)
         text = emit_text(&p, why, sizeof why, &n);
         if (!text) fail_msg("gate %zu: refused: %s", g, why);
         if (!strstr(text, gates[g].row)) fail_msg("gate %zu: the program lacks '%s'", g, gates[g].row);
-        if (!strstr(text, "prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate);"))
+        if (!strstr(text, "prt_moe_topk_bwd(S.dlogits, S.dwk, a->wk, a->idx, a->rl, N, E, K, L->gate, L->rscale);"))
             fail_msg("gate %zu: the top-k backward does not read the logits and the gate", g);
         free(text);
     }
@@ -1677,7 +1677,7 @@ static void test_moe(void **state)
     static const char *const want_sg[] = {
         "\"layers.2.block_sparse_moe.shared_experts.0.w1.weight\", 2, 0, 48, 64, PRT_SPLIT_ROWS",
         "\"layers.2.block_sparse_moe.shared_expert_gate.weight\", 2, 0, 1, 64, PRT_REPLICATED",
-        ".capf = 0.0f, .gate = PRT_MOE_NORM, .sgate = 26, .sf = 24, .swidth = 48, .sinner = 24, .groups = 1, .top_groups = 1 }, /* layer 2: block 0 moe */",
+        ".capf = 0.0f, .gate = PRT_MOE_NORM, .sgate = 26, .sf = 24, .swidth = 48, .sinner = 24, .groups = 1, .top_groups = 1, .rscale = 1.0f, .brate = 0.0f }, /* layer 2: block 0 moe */",
         "prt_moe_shared_gate_fwd(a->sg, p, a->ysum, S.dz, N, C);", "prt_moe_shared_gate_bwd(",
         "CHECK(prt_all_reduce(R.c->tp, S.dz, S.dz, N, PRT_FP32, PRT_SUM));",
     };
@@ -1692,12 +1692,59 @@ static void test_moe(void **state)
         if (p.model.layers[i].kind == LAYER_MOE) { p.model.layers[i].route_groups = 2; p.model.layers[i].route_top_groups = 1; }
     text = emit_text(&p, why, sizeof why, &n);
     if (!text) fail_msg("groups: refused: %s", why);
-    if (!strstr(text, ".gate = PRT_MOE_NORM, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 2, .top_groups = 1 }, /* layer 2: block 0 moe */") ||
-        !strstr(text, "prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups);"))
+    if (!strstr(text, ".gate = PRT_MOE_NORM, .sgate = -1, .sf = 16, .swidth = 32, .sinner = 16, .groups = 2, .top_groups = 1, .rscale = 1.0f, .brate = 0.0f }, /* layer 2: block 0 moe */") ||
+        !strstr(text, "prt_moe_topk_fwd(a->idx, a->wk, a->rl, N, E, K, L->gate, L->groups, L->top_groups, NULL, L->rscale);"))
         fail_msg("the grouped program lacks its groups");
     free(text);
+    for (int i = 0; i < p.model.n_layers; i++)   /* DeepSeek-V2's groups by their largest score */
+        if (p.model.layers[i].kind == LAYER_MOE) p.model.layers[i].route_group_score = MOE_GROUP_MAX;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text || !strstr(text, ".gate = PRT_MOE_NORM | PRT_MOE_GROUP_MAX, .sgate = -1"))
+        fail_msg("the program of route_group_score max lacks PRT_MOE_GROUP_MAX");
+    free(text);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) p.model.layers[i].route_group_score = MOE_GROUP_TOP_SUM;
     for (int i = 0; i < p.model.n_layers; i++)
         if (p.model.layers[i].kind == LAYER_MOE) { p.model.layers[i].route_groups = 0; p.model.layers[i].route_top_groups = 0; }
+    /* routed_scale (issue 29): the row's scale, and model_config records it
+       (export-hf refuses it by name) */
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) p.model.layers[i].routed_scale = 2.5;
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("routed_scale: refused: %s", why);
+    if (!strstr(text, ".groups = 1, .top_groups = 1, .rscale = 2.5f, .brate = 0.0f }, /* layer 2: block 0 moe */") ||
+        !strstr(text, "\\\"routed_scale\\\": 2.5, "))
+        fail_msg("the scaled program lacks its routed_scale");
+    free(text);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) p.model.layers[i].routed_scale = 0;
+    /* expert_bias (issue 29): the rate in the row, the biases read by the
+       choice, counted per forward and stepped after the flush, saved by
+       name; a program without it has none of that */
+    if (strstr(text = emit_text(&p, why, sizeof why, &n), "bias_step") || strstr(text, "prt_moe_count_add"))
+        fail_msg("a program without expert_bias carries its step");
+    free(text);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) {
+            p.model.layers[i].score = MOE_SCORE_SIGMOID;
+            p.model.layers[i].expert_bias = true;
+            p.model.layers[i].bias_update_rate = 1e-3;
+        }
+    text = emit_text(&p, why, sizeof why, &n);
+    if (!text) fail_msg("expert_bias: refused: %s", why);
+    if (!strstr(text, ".rscale = 1.0f, .brate = 0.001f }, /* layer 2: block 0 moe */") ||
+        !strstr(text, "L->brate > 0 ? BIAS + moe_row(L) : NULL, L->rscale);") ||
+        !strstr(text, "prt_moe_count_add(COUNTS + moe_row(L), a->cnt, (size_t)L->experts);") ||
+        !strstr(text, "        bias_step();") || !strstr(text, "    bias_save(dir);") ||
+        !strstr(text, "\\\"expert_bias\\\": true, "))
+        fail_msg("the expert_bias program lacks its bias, counts, step or checkpoint");
+    free(text);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) {
+            p.model.layers[i].score = MOE_SCORE_SOFTMAX;
+            p.model.layers[i].expert_bias = false;
+            p.model.layers[i].bias_update_rate = 0;
+        }
     /* ep 2 of dp 2: the experts' own group and the exchange, EXPERT_EP
      * naming each routed expert's EP rank (experts 0-1 on 0, 2-3 on 1) */
     p.layout.dp = 2;

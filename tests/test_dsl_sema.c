@@ -1092,10 +1092,42 @@ static void test_moe_gate(void **state)
                      2 * 256 + 8 * 256 + 8 * 3 * 256 * 32 + 3 * 256 * 45 + 256);   /* gate, router replicated */
     assert_int_equal(plan_shared_hidden(l), 90);
     assert_int_equal(l->route_groups, 0);   /* none unless written */
+    assert_int_equal(l->route_group_score, MOE_GROUP_TOP_SUM);
+    assert_true(plan_routed_scale(l) == 1.0);   /* routed_scale 1 unless written */
     char why[160];
     assert_true(plan_rule_tp_split(&r.p.model, 2, why, sizeof why));
     assert_false(plan_rule_tp_split(&r.p.model, 4, why, sizeof why));
     assert_non_null(strstr(why, "tp 4 does not divide moe shared_hidden 90"));
+    done(&r);
+    free(text);
+    /* aux-loss-free balancing: on, Megatron-Core's default rate; no
+     * parameters (the bias is state: plan_expert_bias_bytes, 2 E fp32) */
+    static const char EB[] = "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+        "    attention { heads 8 }\n    moe { experts 8; top_k 2; hidden 64; bias false; score sigmoid; "
+        "expert_bias true }\n    norm {}\n    lm_head\n}\n";
+    text = cat3(CLUSTER, EB, "plan { }\n");
+    run(&r, text);
+    assert_int_equal(r.errors, 0);
+    assert_true(r.p.model.layers[2].expert_bias);
+    assert_true(r.p.model.layers[2].bias_update_rate == 1e-3);
+    assert_int_equal(plan_layer_params(&r.p.model, &r.p.model.layers[2], 1, &ovf),
+                     2 * 256 + 8 * 256 + 8 * 3 * 256 * 64);
+    assert_int_equal(plan_expert_bias_bytes(&r.p.model), 2 * 8 * 4);
+    done(&r);
+    free(text);
+    /* DeepSeek's routed_scaling_factor: read as written, no parameters */
+    static const char RS[] = "model m {\n    vocab 1000; seq 128\n    embedding { dim 256 }\n"
+        "    attention { heads 8 }\n    moe { experts 8; top_k 2; hidden 64; bias false; score sigmoid; "
+        "routed_scale 2.5; route_groups 4; route_top_groups 2; route_group_score max }\n    norm {}\n"
+        "    lm_head\n}\n";
+    text = cat3(CLUSTER, RS, "plan { }\n");
+    run(&r, text);
+    assert_int_equal(r.errors, 0);
+    assert_true(plan_routed_scale(&r.p.model.layers[2]) == 2.5);
+    assert_false(r.p.model.layers[2].expert_bias);
+    assert_int_equal(r.p.model.layers[2].route_group_score, MOE_GROUP_MAX);
+    assert_int_equal(plan_layer_params(&r.p.model, &r.p.model.layers[2], 1, &ovf),
+                     2 * 256 + 8 * 256 + 8 * 3 * 256 * 64);
     done(&r);
     free(text);
     static const struct { const char *moe, *msg; } bad[] = {
@@ -1110,6 +1142,15 @@ static void test_moe_gate(void **state)
         { "moe { experts 8; top_k 2; route_groups 4; route_top_groups 5 }", "route_top_groups" },
         { "moe { experts 8; top_k 4; route_groups 4; route_top_groups 1 }",
           "route_top_groups 1 of 2 experts each hold fewer than top_k 4 experts" },
+        { "moe { experts 8; top_k 2; routed_scale 0 }", "routed_scale" },
+        { "moe { experts 8; top_k 2; routed_scale true }", "'routed_scale' expects a number" },
+        { "moe { experts 8; top_k 2; expert_bias true }", "expert_bias true with score softmax" },
+        { "moe { experts 8; top_k 2; route_group_score max }", "route_group_score without route_groups" },
+        { "moe { experts 8; top_k 2; route_groups 4; route_top_groups 2; route_group_score mean }",
+          "unknown route_group_score mean (expected top_sum or max)" },
+        { "moe { experts 8; top_k 2; score sigmoid; bias_update_rate 0.01 }",
+          "bias_update_rate without expert_bias true" },
+        { "moe { experts 8; top_k 2; score sigmoid; expert_bias true; bias_update_rate 0 }", "bias_update_rate" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char model[512];

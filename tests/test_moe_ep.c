@@ -112,7 +112,7 @@ static bool layer(const Moe *m, size_t B, const float *x, const float *dy, prt_c
     float *logits = zeros(N * E), *w = zeros(N * k), *dw = zeros(N * k), *dl = zeros(N * E);
     int32_t *idx = malloc(N * k * 4 + 4), *row = malloc(N * k * 4 + 4), *cnt = malloc(E * 4);
     prt_moe_router_fwd(logits, x, m->wr, N, C, E);
-    prt_moe_topk_fwd(idx, w, logits, N, E, k, m->gate, 1, 1);
+    prt_moe_topk_fwd(idx, w, logits, N, E, k, m->gate, 1, 1, NULL, 1.0f);
     prt_moe_route(row, cnt, idx, B, m->T, E, k, m->cap);
     size_t R = 0;
     for (size_t e = 0; e < E; e++) R += (size_t)cnt[e];
@@ -149,7 +149,7 @@ static bool layer(const Moe *m, size_t B, const float *x, const float *dy, prt_c
                        ae + off * F, (size_t)local[le]);
     if (ep && ok) ok = prt_moe_ep_to_sources(&x_ep, dxe, dxs) == PRT_OK;
     prt_moe_dispatch_bwd(res->dx, dxs, row, N, C, k);
-    prt_moe_topk_bwd(dl, dw, w, idx, logits, N, E, k, m->gate);
+    prt_moe_topk_bwd(dl, dw, w, idx, logits, N, E, k, m->gate, 1.0f);
     prt_moe_router_bwd(res->dx, res->dwr, dl, x, m->wr, N, C, E);
     if (ep) {
         prt_moe_ep_free(&x_ep);

@@ -703,7 +703,7 @@ static void check_int(const char *name, const void *dev, const int32_t *ref, siz
 }
 
 static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double factor, int gate, size_t groups,
-                      size_t top_groups)
+                      size_t top_groups, bool biased, float scale)
 {
     size_t N = B * T, cap = ref_prt_moe_capacity(factor, T, k, E);
     float *x = hrand(N * C, 1), *wr = hrand(E * C, 0.5f), *g = hrand(N * C, 1);
@@ -714,13 +714,15 @@ static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double f
     for (size_t i = 0; i < N * C; i++) { x[i] = bf2f(f2bf(x[i])); g[i] = bf2f(f2bf(g[i])); }
     for (size_t i = 0; i < E * C; i++) wr[i] = bf2f(f2bf(wr[i]));
     ref_prt_moe_router_fwd(logits, x, wr, N, C, E);
-    ref_prt_moe_topk_fwd(idx, w, logits, N, E, k, gate, groups, top_groups);
+    float *bias = hrand(E, 0.1f);   /* the expert bias (aux-loss-free balancing): small against the scores */
+    float *bias_d = biased ? dfloat(bias, E) : NULL;
+    ref_prt_moe_topk_fwd(idx, w, logits, N, E, k, gate, groups, top_groups, biased ? bias : NULL, scale);
     ref_prt_moe_route(row, cnt, idx, B, T, E, k, cap);
     ref_prt_moe_dispatch(xe, x, row, N, C, k);
     ref_prt_moe_combine(out, xe, row, w, N, C, k);   /* the experts as identities */
     ref_prt_moe_combine_bwd(dye, dw, g, xe, row, w, N, C, k);
     ref_prt_moe_dispatch_bwd(dx, dye, row, N, C, k);
-    ref_prt_moe_topk_bwd(dl, dw, w, idx, logits, N, E, k, gate);
+    ref_prt_moe_topk_bwd(dl, dw, w, idx, logits, N, E, k, gate, scale);
     ref_prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f, gate);
     ref_prt_moe_aux_bwd(dl, logits, idx, B, T, E, k, 0.01f, 0.5f, gate);
     ref_prt_moe_router_bwd(dx, dwr, dl, x, wr, N, C, E);
@@ -735,7 +737,7 @@ static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double f
     int32_t *idx_d = prt_alloc(N * k * 4), *row_d = prt_alloc(N * k * 4), *cnt_d = prt_alloc(E * 4);
     prt_moe_router_fwd(lg_d, x_d, wr_d, N, C, E);
     validate("moe router fwd (fp32)", lg_d, false, logits, N * E, 1e-3 * sqrt((double)C), 1e-3);
-    prt_moe_topk_fwd(idx_d, w_d, cpu_lg, N, E, k, gate, groups, top_groups);
+    prt_moe_topk_fwd(idx_d, w_d, cpu_lg, N, E, k, gate, groups, top_groups, bias_d, scale);
     check_int("moe top-k experts", idx_d, idx, N * k);
     validate("moe top-k weights (fp32)", w_d, false, w, N * k, 1e-6, 1e-5);
     prt_moe_route(row_d, cnt_d, idx_d, B, T, E, k, cap);
@@ -754,16 +756,41 @@ static void check_moe(size_t B, size_t T, size_t C, size_t E, size_t k, double f
     prt_moe_router_bwd(dx_d, dwr_d, dl_cpu_d, x_d, wr_d, N, C, E);
     validate("moe dispatch+router bwd dx", dx_d, true, dx, N * C, ATOL, RTOL);
     validate("moe router bwd dWr (fp32)", dwr_d, false, dwr, E * C, 1e-2 * sqrt((double)N), RTOL);
-    prt_moe_topk_bwd(dl_d, dw_d, w_d, idx_d, cpu_lg, N, E, k, gate);
+    prt_moe_topk_bwd(dl_d, dw_d, w_d, idx_d, cpu_lg, N, E, k, gate, scale);
     prt_moe_aux_loss(loss_d, cpu_lg, idx_d, B, T, E, k, 0.01f, gate);
     validate("moe aux loss (fp32)", loss_d, false, loss, B, 1e-6, 1e-4);
     prt_moe_aux_bwd(dl_d, cpu_lg, idx_d, B, T, E, k, 0.01f, 0.5f, gate);
     validate("moe top-k+aux bwd (fp32)", dl_d, false, dl, N * E, 1e-2, RTOL);
+    free(bias);
+    if (bias_d) prt_free(bias_d);
     void *h[] = {x, wr, g, logits, w, dw, dl, xe, out, dye, dx, dwr, loss, idx, row, cnt};
     for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) free(h[i]);
     void *d[] = {x_d, wr_d, g_d, xe_d, out_d, dye_d, dx_d, lg_d, cpu_lg, w_d, dw_d, dl_d, dwr_d,
                  loss_d, idx_d, row_d, cnt_d, dl_cpu_d};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) prt_free(d[i]);
+}
+
+/* Aux-loss-free balancing's counts and bias step against the CPU's (exact:
+ * whole-number counts, sums of them, +-rate). */
+static void check_bias_update(size_t E)
+{
+    int32_t *cnt = malloc(E * 4);
+    float *acc = hzeros(E), *bias = hrand(E, 0.1f);
+    for (size_t e = 0; e < E; e++) cnt[e] = (int32_t)((e * 7919) % 13);
+    int32_t *cnt_d = prt_alloc(E * 4);
+    prt_copy_to_device(cnt_d, cnt, E * 4);
+    float *acc_d = dfloat(acc, E), *bias_d = dfloat(bias, E);
+    ref_prt_moe_count_add(acc, cnt, E);
+    ref_prt_moe_count_add(acc, cnt, E);
+    prt_moe_count_add(acc_d, cnt_d, E);
+    prt_moe_count_add(acc_d, cnt_d, E);
+    validate("moe expert counts (fp32)", acc_d, false, acc, E, 0, 0);
+    ref_prt_moe_bias_update(bias, acc, E, 1e-3f);
+    prt_moe_bias_update(bias_d, acc_d, E, 1e-3f);
+    validate("moe expert bias step (fp32)", bias_d, false, bias, E, 0, 0);
+    validate("moe expert counts zeroed", acc_d, false, acc, E, 0, 0);
+    free(cnt); free(acc); free(bias);
+    prt_free(cnt_d); prt_free(acc_d); prt_free(bias_d);
 }
 
 /* The shared experts' gate (Qwen2-MoE): sigmoid of the fp32 logits, the
@@ -899,13 +926,17 @@ int main(int argc, char **argv)
     check_xent(64, 1000, 0);
     check_xent(64, 1000, 24);   /* a padded vocabulary: 24 masked columns */
     check_adamw_init(100003);
-    check_moe(4, 64, 96, 8, 2, 0.0, PRT_MOE_NORM, 1, 1);     /* dropless, Mixtral's 8 experts top-2 */
-    check_moe(4, 64, 96, 8, 2, 1.0, PRT_MOE_NORM, 1, 1);     /* capacity 1: tokens dropped */
-    check_moe(2, 128, 64, 64, 6, 1.25, PRT_MOE_NORM, 1, 1);  /* DeepSeek-like: many small experts */
-    check_moe(4, 64, 96, 60, 4, 0.0, 0, 1, 1);               /* Qwen2-MoE's gate: the full softmax's top-k */
-    check_moe(2, 64, 64, 64, 8, 0.0, PRT_MOE_SIGMOID | PRT_MOE_NORM, 8, 4);  /* DeepSeek-V3: grouped sigmoid */
-    check_moe(2, 64, 64, 16, 2, 1.0, PRT_MOE_SIGMOID, 1, 1); /* the sigmoid alone */
+    check_moe(4, 64, 96, 8, 2, 0.0, PRT_MOE_NORM, 1, 1, false, 1.0f);     /* dropless, Mixtral's 8 experts top-2 */
+    check_moe(4, 64, 96, 8, 2, 1.0, PRT_MOE_NORM, 1, 1, false, 1.0f);     /* capacity 1: tokens dropped */
+    check_moe(2, 128, 64, 64, 6, 1.25, PRT_MOE_NORM, 1, 1, false, 1.0f);  /* DeepSeek-like: many small experts */
+    check_moe(4, 64, 96, 60, 4, 0.0, 0, 1, 1, false, 1.0f);               /* Qwen2-MoE's gate: the full softmax's top-k */
+    check_moe(2, 64, 64, 64, 8, 0.0, PRT_MOE_SIGMOID | PRT_MOE_NORM, 8, 4, false, 1.0f);  /* DeepSeek-V3: grouped sigmoid */
+    check_moe(2, 64, 64, 16, 2, 1.0, PRT_MOE_SIGMOID, 1, 1, false, 1.0f); /* the sigmoid alone */
+    check_moe(2, 64, 64, 64, 8, 0.0, PRT_MOE_SIGMOID | PRT_MOE_NORM, 8, 4, true, 2.5f);  /* DeepSeek-V3's noaux_tc
+                                                                                         and routed_scaling_factor */
+    check_moe(2, 64, 64, 32, 6, 0.0, PRT_MOE_GROUP_MAX, 8, 3, false, 16.0f);  /* DeepSeek-V2: groups by max, x 16 */
     check_shared_gate(256, 96);                         /* Qwen2-MoE's shared expert gate */
+    check_bias_update(256);                             /* DeepSeek-V3's aux-loss-free balancing */
     st = prt_ops_sync();
     if (st != PRT_OK) {
         printf("CUDA error: %s\n", prt_ops_last_error());

@@ -45,7 +45,7 @@ static void test_topk_ties(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int32_t idx[3];
         float w[3], sum = 0.0f;
-        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k, PRT_MOE_NORM, 1, 1);
+        prt_moe_topk_fwd(idx, w, cases[c].logits, 1, 5, cases[c].k, PRT_MOE_NORM, 1, 1, NULL, 1.0f);
         double den = 0.0;
         for (size_t j = 0; j < cases[c].k; j++)
             den += exp(cases[c].logits[cases[c].idx[j]]);
@@ -72,7 +72,7 @@ static void test_gate_weights(void **state)
         int gate = gates[g];
         int32_t idx[K];
         float w[K];
-        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate, 1, 1);
+        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate, 1, 1, NULL, 1.0f);
         double sc[E], all = 0.0, sel = 0.0;
         for (size_t e = 0; e < E; e++)
             all += sc[e] = (gate & PRT_MOE_SIGMOID) ? 1.0 / (1.0 + exp(-(double)l[e])) : exp((double)l[e]);
@@ -111,7 +111,7 @@ static void test_grouped_routing(void **state)
         int gate = gates[gi];
         int32_t idx[K];
         float w[K];
-        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate, G, KG);
+        prt_moe_topk_fwd(idx, w, l, 1, E, K, gate, G, KG, NULL, 1.0f);
         double sc[E], gs[G], mx = 7.0;
         for (int e = 0; e < E; e++)
             sc[e] = (gate & PRT_MOE_SIGMOID) ? 1.0 / (1.0 + exp(-(double)l[e])) : exp((double)l[e] - mx);
@@ -153,10 +153,116 @@ static void test_grouped_routing(void **state)
     /* one group of all, or every group allowed: the plain top-k */
     int32_t a[K], b[K];
     float wa[K], wb[K];
-    prt_moe_topk_fwd(a, wa, l, 1, E, K, PRT_MOE_NORM, 1, 1);
-    prt_moe_topk_fwd(b, wb, l, 1, E, K, PRT_MOE_NORM, G, G);
+    prt_moe_topk_fwd(a, wa, l, 1, E, K, PRT_MOE_NORM, 1, 1, NULL, 1.0f);
+    prt_moe_topk_fwd(b, wb, l, 1, E, K, PRT_MOE_NORM, G, G, NULL, 1.0f);
     assert_memory_equal(a, b, sizeof a);
     assert_int_equal(a[2], 4);   /* 7, 6, 5, 4: expert 4 in group 2, outside the grouped pick */
+}
+
+/* routed_scale: the same experts, every weight times the scale, for
+ * each gate; the backward of the scaled weights equals the unscaled one's
+ * with dw times the scale (w = S u: dL/du = S dL/dw). */
+static void test_routed_scale(void **state)
+{
+    (void)state;
+    enum { E = 6, K = 3 };
+    const float l[E] = {0.3f, -1.2f, 2.1f, 0.9f, 1.7f, -0.4f}, dw[K] = {0.7f, -0.3f, 1.1f};
+    const int gates[] = {0, PRT_MOE_NORM, PRT_MOE_SIGMOID, PRT_MOE_SIGMOID | PRT_MOE_NORM};
+    for (size_t g = 0; g < sizeof gates / sizeof *gates; g++) {
+        int32_t a[K], b[K];
+        float wa[K], wb[K], dsw[K], da[E], db[E];
+        prt_moe_topk_fwd(a, wa, l, 1, E, K, gates[g], 1, 1, NULL, 1.0f);
+        prt_moe_topk_fwd(b, wb, l, 1, E, K, gates[g], 1, 1, NULL, 2.5f);
+        assert_memory_equal(a, b, sizeof a);
+        for (size_t j = 0; j < K; j++) {
+            assert_float_equal(wb[j], 2.5f * wa[j], 1e-6);
+            dsw[j] = 2.5f * dw[j];
+        }
+        prt_moe_topk_bwd(da, dsw, wa, a, l, 1, E, K, gates[g], 1.0f);
+        prt_moe_topk_bwd(db, dw, wb, b, l, 1, E, K, gates[g], 2.5f);
+        for (size_t e = 0; e < E; e++)
+            assert_float_equal(db[e], da[e], 1e-6);
+    }
+}
+
+/* The expert bias (aux-loss-free balancing) picks by score + bias and
+ * ranks the groups by it, but the weights are the unbiased scores': a
+ * hand-worked case where the bias moves both choices. */
+static void test_expert_bias(void **state)
+{
+    (void)state;
+    enum { E = 6, K = 2 };
+    const float l[E] = {2.0f, 1.0f, 0.0f, -1.0f, 0.5f, 1.5f};
+    /* sigmoids .881 .731 .5 .269 .622 .818; +bias: .881 .731 .9 .269 .622 .818:
+     * top-2 by score 0, 5; by score + bias 2, 0 */
+    const float bias[E] = {0.0f, 0.0f, 0.4f, 0.0f, 0.0f, 0.0f};
+    int32_t idx[K];
+    float w[K];
+    prt_moe_topk_fwd(idx, w, l, 1, E, K, PRT_MOE_SIGMOID | PRT_MOE_NORM, 1, 1, NULL, 1.0f);
+    assert_int_equal(idx[0], 0);
+    assert_int_equal(idx[1], 5);
+    prt_moe_topk_fwd(idx, w, l, 1, E, K, PRT_MOE_SIGMOID | PRT_MOE_NORM, 1, 1, bias, 1.0f);
+    assert_int_equal(idx[0], 2);
+    assert_int_equal(idx[1], 0);
+    double s2 = 1.0 / (1.0 + exp(-0.0)), s0 = 1.0 / (1.0 + exp(-2.0));
+    assert_float_equal(w[0], s2 / (s2 + s0), 1e-6);   /* the unbiased scores, renormalised */
+    assert_float_equal(w[1], s0 / (s2 + s0), 1e-6);
+    /* groups {0,1} {2,3} {4,5}, one of three, k/Kg = 2: sums 1.612, .769,
+     * 1.440 pick group 0; a bias of .9 on expert 3 (.769 + .9 = 1.669) picks
+     * group 1, whose experts are then 3 (1.169) and 2 */
+    const float gbias[E] = {0.0f, 0.0f, 0.0f, 0.9f, 0.0f, 0.0f};
+    prt_moe_topk_fwd(idx, w, l, 1, E, K, PRT_MOE_SIGMOID | PRT_MOE_NORM, 3, 1, NULL, 1.0f);
+    assert_int_equal(idx[0], 0);
+    assert_int_equal(idx[1], 1);
+    prt_moe_topk_fwd(idx, w, l, 1, E, K, PRT_MOE_SIGMOID | PRT_MOE_NORM, 3, 1, gbias, 1.0f);
+    assert_int_equal(idx[0], 3);
+    assert_int_equal(idx[1], 2);
+    double s3 = 1.0 / (1.0 + exp(1.0));
+    assert_float_equal(w[0], s3 / (s3 + s2), 1e-6);
+}
+
+/* PRT_MOE_GROUP_MAX (DeepSeek-V2's group_limited_greedy): a group ranked
+ * by its largest score, where the sum of its two largest picks another. */
+static void test_group_max(void **state)
+{
+    (void)state;
+    enum { E = 6, K = 2 };
+    /* groups {0,1,2} {3,4,5}: group 0 holds the single largest logit (3),
+     * group 1 the two next (2.5, 2.4): top-2 sums rank group 1 first, the
+     * max ranks group 0 */
+    const float l[E] = {3.0f, -2.0f, -2.0f, 2.5f, 2.4f, 0.0f};
+    int32_t idx[K];
+    float w[K];
+    prt_moe_topk_fwd(idx, w, l, 1, E, K, PRT_MOE_SIGMOID, 2, 1, NULL, 1.0f);
+    assert_int_equal(idx[0], 3);
+    assert_int_equal(idx[1], 4);
+    prt_moe_topk_fwd(idx, w, l, 1, E, K, PRT_MOE_SIGMOID | PRT_MOE_GROUP_MAX, 2, 1, NULL, 1.0f);
+    assert_int_equal(idx[0], 0);
+    assert_int_equal(idx[1], 1);
+    assert_float_equal(w[0], 1.0 / (1.0 + exp(-3.0)), 1e-6);
+    /* softmax: the same groups (the scores rise with the logits) */
+    prt_moe_topk_fwd(idx, w, l, 1, E, K, PRT_MOE_GROUP_MAX, 2, 1, NULL, 1.0f);
+    assert_int_equal(idx[0], 0);
+}
+
+/* Aux-loss-free balancing's step (Megatron-Core's get_updated_expert_bias):
+ * counts summed over micro-batches, then each bias moved by the rate's sign
+ * of (mean - count), 0 at the mean; the counts zeroed for the next step. */
+static void test_bias_update(void **state)
+{
+    (void)state;
+    enum { E = 4 };
+    const int32_t mb1[E] = {3, 0, 1, 4}, mb2[E] = {1, 2, 1, 4};   /* loads 4, 2, 2, 8: mean 4 */
+    float acc[E] = {0}, bias[E] = {0.5f, 0.0f, -0.25f, 0.0f};
+    prt_moe_count_add(acc, mb1, E);
+    prt_moe_count_add(acc, mb2, E);
+    assert_float_equal(acc[3], 8.0f, 0);
+    prt_moe_bias_update(bias, acc, E, 0.125f);
+    const float want[E] = {0.5f, 0.125f, -0.125f, -0.125f};   /* at, below, below, above the mean */
+    for (size_t e = 0; e < E; e++) {
+        assert_float_equal(bias[e], want[e], 0);
+        assert_float_equal(acc[e], 0.0f, 0);
+    }
 }
 
 /* prt_moe_route against a naive reading of the rule: expert by expert,
@@ -176,7 +282,7 @@ static void test_route_capacity(void **state)
         size_t cap = prt_moe_capacity(cases[c].factor, T, k, E);
         assert_int_equal(cap, cases[c].factor > 0
                          ? (size_t)ceil(cases[c].factor * (double)(T * k) / (double)E) : 0);
-        prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM, 1, 1);
+        prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM, 1, 1, NULL, 1.0f);
         prt_moe_route(row, counts, idx, B, T, E, k, cap);
         int32_t next = 0;
         for (size_t e = 0; e < E; e++) {
@@ -235,7 +341,7 @@ static void test_aux_loss(void **state)
     const size_t B = 2, T = 6, E = 4, k = 2, N = B * T;
     float *logits = rnd(N * E, 2), w[N * k], loss[B];
     int32_t idx[N * k];
-    prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM, 1, 1);
+    prt_moe_topk_fwd(idx, w, logits, N, E, k, PRT_MOE_NORM, 1, 1, NULL, 1.0f);
     prt_moe_aux_loss(loss, logits, idx, B, T, E, k, 0.01f, PRT_MOE_NORM);
     for (size_t b = 0; b < B; b++) {
         double f[4] = {0}, P[4] = {0};
@@ -276,7 +382,12 @@ typedef struct {
     size_t SF;       /* the shared experts' width (0: F) */
     bool sgate;      /* the shared experts' sigmoid gate (Qwen2-MoE) */
     size_t groups, top_groups;   /* grouped routing (0: none) */
+    float scale;                 /* routed_scale (0: 1) */
+    const float *bias;           /* the experts' choice bias (E; NULL: none) */
 } MoeCase;
+
+/* A case's routed_scale: 1 where it gives none. */
+static float case_scale(const MoeCase *m) { return m->scale > 0 ? m->scale : 1.0f; }
 
 typedef struct {
     const MoeCase *mc;
@@ -316,7 +427,8 @@ static void moe_fwd(void *p)
     const MoeCase *m = L->mc;
     size_t N = L->N, C = m->C, E = m->E, k = m->k, F = m->F;
     prt_moe_router_fwd(L->logits, L->x, L->wr, N, C, E);
-    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k, m->gate, m->groups ? m->groups : 1, m->top_groups ? m->top_groups : 1);
+    prt_moe_topk_fwd(L->idx, L->w, L->logits, N, E, k, m->gate, m->groups ? m->groups : 1,
+                     m->top_groups ? m->top_groups : 1, m->bias, case_scale(m));
     prt_moe_route(L->row, L->counts, L->idx, m->B, m->T, E, k, L->cap);
     prt_moe_dispatch(L->xe, L->x, L->row, N, C, k);
     for (size_t e = 0, off = 0; e < E; off += (size_t)L->counts[e], e++)
@@ -451,7 +563,7 @@ static void check_moe_layer(const MoeCase *m)
                     L.w2 + e * C * F, (size_t)L.counts[e], C, F);
     prt_moe_dispatch_bwd(dxs, dxe, L.row, N, C, k);
     prt_add_inplace(dx, dxs, N * C);
-    prt_moe_topk_bwd(dlogits, dw, L.w, L.idx, L.logits, N, E, k, m->gate);
+    prt_moe_topk_bwd(dlogits, dw, L.w, L.idx, L.logits, N, E, k, m->gate, case_scale(m));
     if (m->aux > 0)
         prt_moe_aux_bwd(dlogits, L.logits, L.idx, m->B, m->T, E, k, m->aux, 1.0f, m->gate);
     prt_moe_router_bwd(dx, dwr, dlogits, L.x, L.wr, N, C, E);
@@ -483,25 +595,35 @@ static void check_moe_layer(const MoeCase *m)
 }
 
 static const MoeCase moe_cases[] = {
-    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f, PRT_MOE_NORM, 0, false, 0, 0},
-    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f, PRT_MOE_NORM, 0, false, 0, 0},
-    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f, PRT_MOE_NORM, 0, false, 0, 0},
-    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f, PRT_MOE_NORM, 0, false, 0, 0},
+    {"dropless top-2", 2, 6, 8, 4, 2, 5, 0, 0.0, 0.0f, PRT_MOE_NORM, 0, false, 0, 0, 0.0f, NULL},
+    {"shared + aux", 2, 6, 8, 4, 2, 5, 1, 0.0, 0.05f, PRT_MOE_NORM, 0, false, 0, 0, 0.0f, NULL},
+    {"capacity 0.5", 2, 8, 8, 4, 2, 5, 0, 0.5, 0.0f, PRT_MOE_NORM, 0, false, 0, 0, 0.0f, NULL},
+    {"top-1 switch, capacity, aux, 2 shared", 2, 8, 6, 4, 1, 4, 2, 1.0, 0.1f, PRT_MOE_NORM, 0, false, 0, 0, 0.0f, NULL},
     /* the other gates: Qwen2-MoE's full softmax without renormalising (top-1
      * too: its weight is not 1), DeepSeek-V3's sigmoid renormalised, the
      * sigmoid alone; with the aux loss over their scores */
-    {"softmax, no norm, aux", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.05f, 0, 0, false, 0, 0},
-    {"softmax top-1, no norm", 2, 6, 8, 4, 1, 5, 0, 0.0, 0.0f, 0, 0, false, 0, 0},
-    {"sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 0, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false, 0, 0},
-    {"sigmoid, no norm, capacity", 2, 8, 8, 4, 2, 5, 1, 1.0, 0.0f, PRT_MOE_SIGMOID, 0, false, 0, 0},
+    {"softmax, no norm, aux", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.05f, 0, 0, false, 0, 0, 0.0f, NULL},
+    {"softmax top-1, no norm", 2, 6, 8, 4, 1, 5, 0, 0.0, 0.0f, 0, 0, false, 0, 0, 0.0f, NULL},
+    {"sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 0, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false, 0, 0, 0.0f, NULL},
+    {"sigmoid, no norm, capacity", 2, 8, 8, 4, 2, 5, 1, 1.0, 0.0f, PRT_MOE_SIGMOID, 0, false, 0, 0, 0.0f, NULL},
     /* shared experts of their own width (DeepSeek: S x its width; Qwen2-MoE:
      * one wider, behind a sigmoid gate per token) */
-    {"2 shared of width 3", 2, 6, 8, 4, 2, 5, 2, 0.0, 0.0f, PRT_MOE_NORM, 3, false, 0, 0},
-    {"Qwen2-MoE: gated shared of width 9, no norm", 2, 6, 8, 6, 2, 5, 1, 0.0, 0.05f, 0, 9, true, 0, 0},
+    {"2 shared of width 3", 2, 6, 8, 4, 2, 5, 2, 0.0, 0.0f, PRT_MOE_NORM, 3, false, 0, 0, 0.0f, NULL},
+    {"Qwen2-MoE: gated shared of width 9, no norm", 2, 6, 8, 6, 2, 5, 1, 0.0, 0.05f, 0, 9, true, 0, 0, 0.0f, NULL},
     /* grouped routing (DeepSeek-V3: sigmoid, renormalised, 2 of 4 groups) */
     {"grouped: sigmoid, 2 of 4 groups, top-4", 2, 6, 8, 8, 4, 5, 1, 0.0, 0.05f,
-     PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false, 4, 2},
-    {"grouped: softmax without norm, 1 of 2 groups", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.0f, 0, 0, false, 2, 1},
+     PRT_MOE_SIGMOID | PRT_MOE_NORM, 0, false, 4, 2, 0.0f, NULL},
+    {"grouped: softmax without norm, 1 of 2 groups", 2, 6, 8, 6, 2, 5, 0, 0.0, 0.0f, 0, 0, false, 2, 1, 0.0f, NULL},
+    /* DeepSeek's routed_scaling_factor on the routed weights (V3: 2.5 after
+     * the norm; V2: 16 on the raw softmax), its expert bias in the choice
+     * only (V3's noaux_tc, grouped), V2's groups ranked by their largest */
+    {"routed_scale 2.5: sigmoid, norm, aux", 2, 6, 8, 6, 3, 5, 1, 0.0, 0.05f, PRT_MOE_SIGMOID | PRT_MOE_NORM,
+     0, false, 0, 0, 2.5f, NULL},
+    {"routed_scale 16: softmax, no norm, capacity", 2, 8, 8, 4, 2, 5, 0, 1.0, 0.0f, 0, 0, false, 0, 0, 16.0f, NULL},
+    {"bias, grouped 2 of 4, routed_scale 2.5", 2, 6, 8, 8, 4, 5, 1, 0.0, 0.0f, PRT_MOE_SIGMOID | PRT_MOE_NORM,
+     0, false, 4, 2, 2.5f, (const float[8]){0.3f, -0.2f, 0.1f, 0.0f, -0.4f, 0.25f, -0.1f, 0.05f}},
+    {"groups by their max: softmax, no norm, 2 of 3", 2, 6, 8, 6, 4, 5, 0, 0.0, 0.0f, PRT_MOE_GROUP_MAX, 0, false,
+     3, 2, 0.0f, NULL},
 };
 
 static void test_moe_layer(void **state)
@@ -517,6 +639,10 @@ int main(void)
         cmocka_unit_test(test_topk_ties),
         cmocka_unit_test(test_gate_weights),
         cmocka_unit_test(test_grouped_routing),
+        cmocka_unit_test(test_routed_scale),
+        cmocka_unit_test(test_expert_bias),
+        cmocka_unit_test(test_group_max),
+        cmocka_unit_test(test_bias_update),
         cmocka_unit_test(test_route_capacity),
         cmocka_unit_test(test_recv_order),
         cmocka_unit_test(test_aux_loss),

@@ -2623,6 +2623,60 @@ static void test_overlap_tp_terms(void **state)
     plan_costs_free(&b);
 }
 
+/* expert_bias (issue 29) adds exactly its state and its all-reduce: every
+ * stage's buffers grow by each mixture's bias and counts (2 E fp32 a
+ * mixture, on every rank: the program holds all of them), the step's
+ * all-ranks all-reduce carries the counts (E fp32 a mixture) beside the
+ * norm's fp32, timed as a second all-reduce; the parameters, activations,
+ * gradients and the compute stay. */
+static void test_expert_bias_terms(void **state)
+{
+    (void)state;
+    Layer buf[PLAN_PRESET_LAYERS(8)];
+    Plan p = gpt_plan(buf, 8, 1024, 16, 2, 2, 2, 2, 0, 1, 16, SCHED_1F1B, 1, RECOMPUTE_NONE, 0);
+    int moe = 0;
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MLP) {
+            Layer *L = &p.model.layers[i];
+            L->kind = LAYER_MOE;
+            L->experts = 8;
+            L->top_k = 2;
+            L->score = MOE_SCORE_SIGMOID;
+            moe++;
+        }
+    assert_int_equal(moe, 8);
+    Layout l = plan_layout_defaults(&p);
+    PlanCosts a, b;
+    PlanStageMem ma[2], mb[2];
+    assert_true(l.pp == 2);
+    assert_true(plan_costs(&p, &l, &a));
+    plan_memory(&p, &a, ma);
+    for (int i = 0; i < p.model.n_layers; i++)
+        if (p.model.layers[i].kind == LAYER_MOE) {
+            p.model.layers[i].expert_bias = true;
+            p.model.layers[i].bias_update_rate = 1e-3;
+        }
+    assert_true(plan_costs(&p, &l, &b));
+    plan_memory(&p, &b, mb);
+    double counts = 4.0 * 8 * moe;
+    assert_int_equal(plan_expert_bias_bytes(&p.model), 2 * 4 * 8 * moe);
+    PlanGroup all = plan_layout_group(&p.cluster, l.dp, l.tp, l.pp, GROUP_ALL);
+    assert_true(a.norm_bytes == 4 && b.norm_bytes == 4 + counts);
+    assert_true(fabs(b.norm - a.norm - plan_comm_cost(&p.cluster, COLL_ALL_REDUCE, ALGO_AUTO, all, counts).time)
+                <= 1e-15);
+    for (int s = 0; s < l.pp; s++) {
+        assert_true(mb[s].buffers_bytes == ma[s].buffers_bytes + (uint64_t)(2 * counts));
+        assert_true(mb[s].params_bytes == ma[s].params_bytes && mb[s].grads_bytes == ma[s].grads_bytes);
+        assert_true(mb[s].activations_bytes == ma[s].activations_bytes &&
+                    mb[s].optimizer_bytes == ma[s].optimizer_bytes);
+    }
+    for (int k = 0; k < a.n_chunks; k++)
+        assert_true(a.cost[k].fwd == b.cost[k].fwd && a.cost[k].bwd == b.cost[k].bwd &&
+                    a.cost[k].params == b.cost[k].params);
+    plan_costs_free(&a);
+    plan_costs_free(&b);
+}
+
 /* grad_accum_fusion false changes exactly the weight-gradient term: each
  * chunk's backward and its W part grow by one streaming pass a micro-batch
  * over its gradients — the fresh gradient read (e bytes a parameter), the
@@ -3197,6 +3251,7 @@ int main(void)
         cmocka_unit_test(test_wave_sms),
         cmocka_unit_test(test_tied_embedding_allreduce),
         cmocka_unit_test(test_step_collectives_contract),
+        cmocka_unit_test(test_expert_bias_terms),
         cmocka_unit_test(test_bubble_definition),
         cmocka_unit_test(test_megatron_2021_switches),
         cmocka_unit_test(test_shape_memo),

@@ -64,6 +64,8 @@ typedef struct {
     int64_t shared_hidden;                /* its shared experts' width (absent: hidden) */
     bool    shared_gate;                  /* their sigmoid gate (Qwen2-MoE's shared_expert_gate) */
     int64_t route_groups;                 /* grouped routing's groups (absent or 1: none) */
+    double  routed_scale;                 /* the routed weights' scale (absent: 1) */
+    bool    expert_bias;                  /* aux-loss-free balancing's routing bias (absent: none) */
     bool    norm_topk;                    /* its top-k weights renormalised (norm_topk_prob) */
     char    position[16], attn_norm[16], attn_bias[8], act[16], ffn_norm[16], final_norm[16];
     char    uniform[256];
@@ -150,6 +152,10 @@ static prt_status parse_model(const char *config, HfModel *m)
     m->shared_hidden = num_of(&d, "shared_hidden", &sh) ? (int64_t)sh : m->hidden;
     double rg = 1;
     m->route_groups = num_of(&d, "route_groups", &rg) ? (int64_t)rg : 1;
+    double rs = 1;
+    m->routed_scale = num_of(&d, "routed_scale", &rs) ? rs : 1;
+    int eb = js_get(&d, 0, "expert_bias");
+    m->expert_bias = eb >= 0 && d.n[eb].kind == JS_BOOL && d.n[eb].count != 0;
     int sg = js_get(&d, 0, "shared_gate");
     m->shared_gate = sg >= 0 && d.n[sg].kind == JS_BOOL && d.n[sg].count != 0;
     js_free(&d);
@@ -379,6 +385,12 @@ static prt_status hf_arch(const HfModel *m, HfArch *arch)
     if (m->moe && m->route_groups > 1)
         REFUSE("route_groups %lld: grouped routing is DeepSeek-V3's (not written); Mixtral and the Qwen MoE "
                "models route over every expert", (long long)m->route_groups);
+    if (m->moe && m->routed_scale != 1)
+        REFUSE("routed_scale %g: DeepSeek's routed_scaling_factor (not written); Mixtral and the Qwen MoE "
+               "models weigh their experts by the gate alone", m->routed_scale);
+    if (m->moe && m->expert_bias)
+        REFUSE("expert_bias true: DeepSeek-V3's e_score_correction_bias (not written); Mixtral and the Qwen MoE "
+               "models pick their experts by the scores alone");
     if (m->moe && m->shared) {   /* Qwen2-MoE: one gated shared expert, biases on Q, K, V */
         if (m->shared != 1 || !m->shared_gate)
             REFUSE("shared experts (%lld)%s: Mixtral has none and Qwen2-MoE has one behind shared_gate (DeepSeek "

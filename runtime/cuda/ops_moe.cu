@@ -106,23 +106,23 @@ static __device__ float row_max(const float *l, size_t E)
 }
 
 /* moe.c's allowed_groups: whether group g of E/G experts is among the Kg
- * best, each ranked by the sum of its k/Kg (at least 1) largest scores in
- * descending order; chosen[G] (G <= MOE_MAX_E). */
-static __device__ void allowed_groups(bool *chosen, const float *l, size_t E, size_t k, size_t G, size_t Kg,
-                                      float mx, int gate)
+ * best, each ranked by the sum of its k/Kg (at least 1) largest choice
+ * scores v in descending order, or its largest under PRT_MOE_GROUP_MAX;
+ * chosen[G] (G <= MOE_MAX_E). */
+static __device__ void allowed_groups(bool *chosen, const float *v, size_t E, size_t k, size_t G, size_t Kg,
+                                      int gate)
 {
-    size_t per = E / G, m = k / Kg ? k / Kg : 1;
+    size_t per = E / G, m = (gate & PRT_MOE_GROUP_MAX) ? 1 : k / Kg ? k / Kg : 1;
     float gs[MOE_MAX_E], top[MOE_MAX_E];
     for (size_t g = 0; g < G; g++) {
         size_t n = 0;
         for (size_t e = g * per; e < (g + 1) * per; e++) {
-            float v = gate_score(l[e], mx, gate);
             size_t at = n < m ? n++ : m;
-            while (at > 0 && top[at - 1] < v) {
+            while (at > 0 && top[at - 1] < v[e]) {
                 if (at < m) top[at] = top[at - 1];
                 at--;
             }
-            if (at < m) top[at] = v;
+            if (at < m) top[at] = v[e];
         }
         gs[g] = 0.0f;
         for (size_t i = 0; i < n; i++) gs[g] += top[i];
@@ -136,38 +136,46 @@ static __device__ void allowed_groups(bool *chosen, const float *l, size_t E, si
     }
 }
 
+/* moe.c's prt_moe_topk_fwd, one thread per token: the choice scores v
+ * (score + bias) pick the experts and rank the groups, the weights are the
+ * unbiased scores' times scale. */
 __global__ static void k_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                                  size_t k, int gate, size_t G, size_t Kg)
+                                  size_t k, int gate, size_t G, size_t Kg, const float *bias, float scale)
 {
     size_t t = gtid();
     if (t >= N) return;
     const float *l = logits + t * E;
     int32_t *id = idx + t * k;
-    float mx = row_max(l, E);
+    float mx = row_max(l, E), v[MOE_MAX_E];
     bool grouped = G > 1 && Kg < G, chosen[MOE_MAX_E];
-    if (grouped) allowed_groups(chosen, l, E, k, G, Kg, mx, gate);
+    if (grouped || bias)
+        for (size_t e = 0; e < E; e++) v[e] = gate_score(l[e], mx, gate) + (bias ? bias[e] : 0.0f);
+    if (grouped) allowed_groups(chosen, v, E, k, G, Kg, gate);
+    const float *c = bias ? v : l;   /* without a bias the logits order as the scores do */
     for (size_t j = 0; j < k; j++) {
         size_t best = E;
         for (size_t e = 0; e < E; e++) {
             bool taken = grouped && !chosen[e / (E / G)];
             for (size_t i = 0; i < j && !taken; i++) taken = (size_t)id[i] == e;
-            if (!taken && (best == E || ranks_before(l[e], e, l[best], best))) best = e;
+            if (!taken && (best == E || ranks_before(c[e], e, c[best], best))) best = e;
         }
         id[j] = (int32_t)best;
     }
     float s = gate_denominator(l, id, E, k, mx, gate);
-    for (size_t j = 0; j < k; j++) w[t * k + j] = gate_score(l[id[j]], mx, gate) / s;
+    for (size_t j = 0; j < k; j++) w[t * k + j] = gate_score(l[id[j]], mx, gate) / s * scale;
 }
 
 /* moe.c's prt_moe_topk_bwd, one thread per token. */
 __global__ static void k_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                                  const float *logits, size_t N, size_t E, size_t k, int gate)
+                                  const float *logits, size_t N, size_t E, size_t k, int gate, float scale)
 {
     size_t t = gtid();
     if (t >= N) return;
-    const float *wt = w + t * k, *dwt = dw + t * k, *l = logits + t * E;
+    const float *l = logits + t * E;
     const int32_t *id = idx + t * k;
     float *dl = dlogits + t * E;
+    float wt[MOE_MAX_E], dwt[MOE_MAX_E];   /* the unscaled weights and their gradient (k <= E) */
+    for (size_t j = 0; j < k; j++) { wt[j] = w[t * k + j] / scale; dwt[j] = dw[t * k + j] * scale; }
     float dot = 0.0f;
     for (size_t j = 0; j < k; j++) dot += wt[j] * dwt[j];
     for (size_t e = 0; e < E; e++) dl[e] = 0.0f;
@@ -188,18 +196,24 @@ __global__ static void k_topk_bwd(float *dlogits, const float *dw, const float *
 }
 
 extern "C" void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                                 size_t k, int gate, size_t groups, size_t top_groups)
+                                 size_t k, int gate, size_t groups, size_t top_groups, const float *bias,
+                                 float scale)
 {
     PRT_OP_ENTER("prt_moe_topk_fwd");
-    if (groups > MOE_MAX_E) { prt_op_fail(PRT_ERR_ARG, "prt_moe_topk_fwd", "more than 256 groups"); return; }
-    PRT_LAUNCH("prt_moe_topk_fwd", grid_for(N), 0, k_topk_fwd, idx, w, logits, N, E, k, gate, groups, top_groups);
+    if (E > MOE_MAX_E && (bias || (groups > 1 && top_groups < groups))) {   /* the choice scores' array */
+        prt_op_fail(PRT_ERR_ARG, "prt_moe_topk_fwd", "more than 256 experts with groups or a bias");
+        return;
+    }
+    PRT_LAUNCH("prt_moe_topk_fwd", grid_for(N), 0, k_topk_fwd, idx, w, logits, N, E, k, gate, groups, top_groups,
+               bias, scale);
 }
 
 extern "C" void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                                 const float *logits, size_t N, size_t E, size_t k, int gate)
+                                 const float *logits, size_t N, size_t E, size_t k, int gate, float scale)
 {
     PRT_OP_ENTER("prt_moe_topk_bwd");
-    PRT_LAUNCH("prt_moe_topk_bwd", grid_for(N), 0, k_topk_bwd, dlogits, dw, w, idx, logits, N, E, k, gate);
+    if (k > MOE_MAX_E) { prt_op_fail(PRT_ERR_ARG, "prt_moe_topk_bwd", "top_k over 256"); return; }
+    PRT_LAUNCH("prt_moe_topk_bwd", grid_for(N), 0, k_topk_bwd, dlogits, dw, w, idx, logits, N, E, k, gate, scale);
 }
 
 /* ---- routing ---------------------------------------------------------------
@@ -485,4 +499,39 @@ extern "C" void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32
     if (!R || !C) return;
     PRT_LAUNCH("prt_moe_unsort_rows", grid_for(R * C), 0, k_sort_rows,
                BF(out), CBF(in), perm, R, C, true);
+}
+
+/* ---- aux-loss-free balancing: moe.c's prt_moe_count_add / _bias_update ---- */
+
+__global__ static void k_count_add(float *acc, const int32_t *counts, size_t E)
+{
+    size_t e = gtid();
+    if (e < E) acc[e] += (float)counts[e];
+}
+
+/* One thread: E is a few hundred, once a step; the sum in expert order as
+ * the CPU's (whole numbers, exact either way). */
+__global__ static void k_bias_update(float *bias, float *counts, size_t E, float rate)
+{
+    if (gtid() != 0) return;
+    double sum = 0.0;
+    for (size_t e = 0; e < E; e++) sum += counts[e];
+    double mean = sum / (double)E;
+    for (size_t e = 0; e < E; e++) {
+        double off = mean - (double)counts[e];
+        bias[e] += off > 0 ? rate : off < 0 ? -rate : 0.0f;
+        counts[e] = 0.0f;
+    }
+}
+
+extern "C" void prt_moe_count_add(float *acc, const int32_t *counts, size_t E)
+{
+    PRT_OP_ENTER("prt_moe_count_add");
+    PRT_LAUNCH("prt_moe_count_add", grid_for(E), 0, k_count_add, acc, counts, E);
+}
+
+extern "C" void prt_moe_bias_update(float *bias, float *counts, size_t E, float rate)
+{
+    PRT_OP_ENTER("prt_moe_bias_update");
+    PRT_LAUNCH("prt_moe_bias_update", 1, 0, k_bias_update, bias, counts, E, rate);
 }

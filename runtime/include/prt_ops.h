@@ -605,8 +605,15 @@ static inline size_t prt_xent_real_cols(size_t Vl, size_t v0, size_t V)
  *      and sigmoid's by 1. With groups G > 1 (grouped routing, DeepSeek-V3's
  *      n_group / topk_group) only the experts of the top_groups best of G
  *      groups of E/G compete, a group ranked by the sum of its k/top_groups
- *      (at least 1) largest scores, ties to the lower group; the weights
- *      and the backward are the gate's as without groups.
+ *      (at least 1) largest scores (PRT_MOE_GROUP_MAX: by its largest, as
+ *      DeepSeek-V2's group_limited_greedy), ties to the lower group; the
+ *      weights and the backward are the gate's as without groups. A bias
+ *      (E, fp32; NULL: none; aux-loss-free balancing, DeepSeek-V3's
+ *      e_score_correction_bias) is added to the scores for the choice of
+ *      experts and the ranking of groups only, never to the weights. Every
+ *      weight is then times scale (routed_scale: DeepSeek's
+ *      routed_scaling_factor; 1: none); prt_moe_topk_bwd takes the same
+ *      scale and the scaled w.
  *   3. prt_moe_route: row (N, k) = the token's row in the expert-sorted
  *      buffer (experts in order, each expert's rows in (token, k) order), or
  *      -1 when capacity dropped it; counts (E) = rows per expert. Capacity
@@ -631,17 +638,19 @@ static inline size_t prt_xent_real_cols(size_t Vl, size_t v0, size_t V)
  * dWr. logits, w, dw, dlogits, loss are fp32; idx, row, counts int32; all
  * device arrays on CUDA. Every sum over a token's k rows runs in k order,
  * so the result does not depend on which rank holds which expert. */
-/* The gate's flags (plan keys score and norm_topk_prob): softmax unless
- * PRT_MOE_SIGMOID; PRT_MOE_NORM divides the top-k scores by their sum. */
-enum { PRT_MOE_SIGMOID = 1, PRT_MOE_NORM = 2 };
+/* The gate's flags (plan keys score, norm_topk_prob, route_group_score):
+ * softmax unless PRT_MOE_SIGMOID; PRT_MOE_NORM divides the top-k scores by
+ * their sum; PRT_MOE_GROUP_MAX ranks a group by its largest score. */
+enum { PRT_MOE_SIGMOID = 1, PRT_MOE_NORM = 2, PRT_MOE_GROUP_MAX = 4 };
 void prt_moe_router_fwd(float *logits, const prt_act *x, const prt_act *wr,
                         size_t N, size_t C, size_t E);
 void prt_moe_router_bwd(prt_act *dx, float *dwr, const float *dlogits, const prt_act *x,
                         const prt_act *wr, size_t N, size_t C, size_t E);
 void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                      size_t k, int gate, size_t groups, size_t top_groups);
+                      size_t k, int gate, size_t groups, size_t top_groups, const float *bias,
+                      float scale);
 void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                      const float *logits, size_t N, size_t E, size_t k, int gate);
+                      const float *logits, size_t N, size_t E, size_t k, int gate, float scale);
 void prt_moe_route(int32_t *row, int32_t *counts, const int32_t *idx, size_t B, size_t T,
                    size_t E, size_t k, size_t cap);
 void prt_moe_dispatch(prt_act *xe, const prt_act *x, const int32_t *row, size_t N,
@@ -656,6 +665,16 @@ void prt_moe_aux_loss(float *loss, const float *logits, const int32_t *idx, size
                       size_t T, size_t E, size_t k, float coeff, int gate);
 void prt_moe_aux_bwd(float *dlogits, const float *logits, const int32_t *idx, size_t B,
                      size_t T, size_t E, size_t k, float coeff, float scale, int gate);
+/* Aux-loss-free balancing (expert_bias; DeepSeek-V3's e_score_correction_bias,
+ * Megatron-Core's --moe-router-enable-expert-bias): the bias (E, fp32) that
+ * prt_moe_topk_fwd adds for the choice only is no parameter. Each forward
+ * adds its rows per expert to an fp32 accumulator (prt_moe_count_add: acc
+ * += counts); after the step the caller sums the accumulators over every
+ * rank that routed other tokens, and prt_moe_bias_update moves each bias by
+ * rate * sign(mean(c) - c_e) (Megatron-Core's get_updated_expert_bias) and
+ * zeroes c. Device arrays on CUDA. */
+void prt_moe_count_add(float *acc, const int32_t *counts, size_t E);
+void prt_moe_bias_update(float *bias, float *counts, size_t E, float rate);
 /* The shared experts' gate (Qwen2-MoE's shared_expert_gate): z (N) fp32
  * the gate's logits (prt_moe_router_fwd with E = 1), g (N) = sigmoid(z),
  * out (N, C) += g_t ys_t with ys the shared experts' sum. Backward: dys

@@ -233,6 +233,20 @@ prt_status prt_model_load_pair(prt_model *m, prt_model *peer, const char *path,
 prt_status prt_fp8_state_save(prt_ctx *c, const char *dir, const prt_fp8_history *h, size_t n);
 prt_status prt_fp8_state_load(prt_ctx *c, const char *dir, prt_fp8_history *h, size_t n);
 
+/* Aux-loss-free balancing's state (issue 29, moe { expert_bias true }): the
+ * n mixtures' biases of E experts each (host arrays, n x E fp32; every rank
+ * holds the same), named after each mixture's router weight (names: its
+ * global name; the bias is ...gate.e_score_correction_bias for
+ * ...gate.weight), as DIR/moe_expert_bias.txt of
+ * the step directory prt_model_save wrote, by world rank 0; loading reads
+ * them back exactly on every rank and refuses (PRT_ERR_FORMAT, naming the
+ * checkpoint) one without the file or with other names or E. Collective
+ * over the world (runtime/par/moe_bias.c). */
+prt_status prt_moe_bias_save(prt_ctx *c, const char *dir, const float *bias, size_t n, size_t E,
+                             const char *const *names);
+prt_status prt_moe_bias_load(prt_ctx *c, const char *dir, float *bias, size_t n, size_t E,
+                             const char *const *names);
+
 /* World rank 0 writes the checkpoint ROOT/step-<step> consolidated into one
  * safetensors file at path, without the optimizer state ("opt." tensors):
  * the model alone, whole tensors under their global names. Collective. */

@@ -39,7 +39,7 @@ static const char *const FAULT_OPS[] = {
     "prt_moe_route", "prt_moe_dispatch", "prt_moe_dispatch_bwd", "prt_moe_combine",
     "prt_moe_combine_bwd", "prt_moe_aux_loss", "prt_moe_aux_bwd",
     "prt_moe_shared_gate_fwd", "prt_moe_shared_gate_bwd",
-    "prt_moe_sort_rows", "prt_moe_unsort_rows",
+    "prt_moe_sort_rows", "prt_moe_unsort_rows", "prt_moe_count_add", "prt_moe_bias_update",
     "prt_adamw_step", "prt_grad_sq_norm", "prt_to_act", "prt_from_act",
 };
 enum { N_FAULT_OPS = sizeof FAULT_OPS / sizeof FAULT_OPS[0] };

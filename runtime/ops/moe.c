@@ -74,25 +74,25 @@ static float row_max(const float *l, size_t E)
 
 /* Grouped routing (DeepSeek-V3's n_group / topk_group, Megatron-Core's
  * group-limited top-k): the E experts in G groups of E/G; each group's
- * score is the sum of its k/Kg largest scores (at least one); ok[e] marks
- * the experts of the Kg best groups (ties to the lower group). */
-static void allowed_groups(unsigned char *ok, const float *l, size_t E, size_t k, size_t G, size_t Kg,
-                           float mx, int gate)
+ * score is the sum of its k/Kg largest choice scores v (at least one), or
+ * under PRT_MOE_GROUP_MAX its largest (DeepSeek-V2's group_limited_greedy);
+ * ok[e] marks the experts of the Kg best groups (ties to the lower group). */
+static void allowed_groups(unsigned char *ok, const float *v, size_t E, size_t k, size_t G, size_t Kg,
+                           int gate)
 {
-    size_t per = E / G, m = k / Kg ? k / Kg : 1;
+    size_t per = E / G, m = (gate & PRT_MOE_GROUP_MAX) ? 1 : k / Kg ? k / Kg : 1;
     float gs[G];
     unsigned char chosen[G];
     for (size_t g = 0; g < G; g++) {
         float top[m];   /* the group's m largest scores, descending: summed in that order */
         size_t n = 0;
         for (size_t e = g * per; e < (g + 1) * per; e++) {
-            float v = gate_score(l[e], mx, gate);
             size_t at = n < m ? n++ : m;
-            while (at > 0 && top[at - 1] < v) {
+            while (at > 0 && top[at - 1] < v[e]) {
                 if (at < m) top[at] = top[at - 1];
                 at--;
             }
-            if (at < m) top[at] = v;
+            if (at < m) top[at] = v[e];
         }
         gs[g] = 0.0f;
         for (size_t i = 0; i < n; i++)
@@ -148,40 +148,61 @@ static float gate_denominator(const float *l, const int32_t *id, size_t E, size_
     return s;
 }
 
+/* One token's choice scores v (E): the gate's score plus the expert's
+ * bias (aux-loss-free balancing, DeepSeek-V3's e_score_correction_bias;
+ * NULL: none). They pick the experts and rank the groups; the weights are
+ * the unbiased scores'. */
+static void choice_scores(float *v, const float *l, const float *bias, size_t E, float mx, int gate)
+{
+    for (size_t e = 0; e < E; e++)
+        v[e] = gate_score(l[e], mx, gate) + (bias ? bias[e] : 0.0f);
+}
+
 void prt_moe_topk_fwd(int32_t *idx, float *w, const float *logits, size_t N, size_t E,
-                      size_t k, int gate, size_t groups, size_t top_groups)
+                      size_t k, int gate, size_t groups, size_t top_groups, const float *bias,
+                      float scale)
 {
     PRT_OP_ENTER("prt_moe_topk_fwd");
-    bool grouped = groups > 1 && top_groups < groups;
+    bool grouped = groups > 1 && top_groups < groups, scored = grouped || bias;
     unsigned char ok[grouped ? E : 1];
+    float v[scored ? E : 1];
     for (size_t t = 0; t < N; t++) {
         const float *l = logits + t * E;
         int32_t *id = idx + t * k;
         float mx = row_max(l, E);
+        if (scored)
+            choice_scores(v, l, bias, E, mx, gate);
         if (grouped)
-            allowed_groups(ok, l, E, k, groups, top_groups, mx, gate);
-        select_topk(id, l, grouped ? ok : NULL, E, k);
+            allowed_groups(ok, v, E, k, groups, top_groups, gate);
+        /* without a bias the logits order as the scores do (and tie as they do) */
+        select_topk(id, bias ? v : l, grouped ? ok : NULL, E, k);
         float s = gate_denominator(l, id, E, k, mx, gate);
         for (size_t j = 0; j < k; j++)
-            w[t * k + j] = gate_score(l[id[j]], mx, gate) / s;
+            w[t * k + j] = gate_score(l[id[j]], mx, gate) / s * scale;
     }
 }
 
-/* dlogits (N, E) overwritten with the gate's backward, dot = sum_j w_j dw_j:
+/* dlogits (N, E) overwritten with the gate's backward, dot = sum_j w_j dw_j
+ * (w here the unscaled weights w / scale, dw the gradient times scale):
  *   softmax, norm:    dl_e = w_j (dw_j - dot) on the selected, 0 elsewhere
  *   softmax, no norm: dl_e = p_e (g_e - dot) on all E (p the full softmax,
  *                     g_e = dw_j where e = idx_j, else 0)
  *   sigmoid, norm:    dl_e = s_e (1 - s_e) (dw_j - dot) / sum_sel s
  *   sigmoid, no norm: dl_e = s_e (1 - s_e) dw_j. */
 void prt_moe_topk_bwd(float *dlogits, const float *dw, const float *w, const int32_t *idx,
-                      const float *logits, size_t N, size_t E, size_t k, int gate)
+                      const float *logits, size_t N, size_t E, size_t k, int gate, float scale)
 {
     PRT_OP_ENTER("prt_moe_topk_bwd");
     memset(dlogits, 0, N * E * sizeof *dlogits);
+    float wt[k ? k : 1], dwt[k ? k : 1];
     for (size_t t = 0; t < N; t++) {
-        const float *wt = w + t * k, *dwt = dw + t * k, *l = logits + t * E;
+        const float *l = logits + t * E;
         const int32_t *id = idx + t * k;
         float *dl = dlogits + t * E;
+        for (size_t j = 0; j < k; j++) {   /* routed_scale: w = scale u, so dL/du = scale dw */
+            wt[j] = w[t * k + j] / scale;
+            dwt[j] = dw[t * k + j] * scale;
+        }
         float dot = 0.0f;
         for (size_t j = 0; j < k; j++)
             dot += wt[j] * dwt[j];
@@ -411,4 +432,32 @@ void prt_moe_unsort_rows(prt_act *out, const prt_act *in, const int32_t *perm, s
     PRT_OP_ENTER("prt_moe_unsort_rows");
     for (size_t i = 0; i < R; i++)
         memcpy(out + (size_t)perm[i] * C, in + i * C, C * sizeof *out);
+}
+
+/* Aux-loss-free balancing (Wang et al. 2024, arXiv 2408.15664; DeepSeek-V3
+ * sec. 2.1.2): acc (E, fp32) += counts (E, int32), a micro-batch's rows per
+ * expert, summed over the step before the update reads them. */
+void prt_moe_count_add(float *acc, const int32_t *counts, size_t E)
+{
+    PRT_OP_ENTER("prt_moe_count_add");
+    for (size_t e = 0; e < E; e++)
+        acc[e] += (float)counts[e];
+}
+
+/* bias_e += rate * sign(mean(c) - c_e) on the step's global counts c (E),
+ * Megatron-Core's moe_utils.py get_updated_expert_bias: an expert below the
+ * mean load gains, one above loses, one at it stays; c is then zeroed for
+ * the next step. */
+void prt_moe_bias_update(float *bias, float *counts, size_t E, float rate)
+{
+    PRT_OP_ENTER("prt_moe_bias_update");
+    double sum = 0.0;   /* counts are whole numbers < 2^24: the sum is exact */
+    for (size_t e = 0; e < E; e++)
+        sum += counts[e];
+    double mean = sum / (double)E;
+    for (size_t e = 0; e < E; e++) {
+        double off = mean - (double)counts[e];
+        bias[e] += off > 0 ? rate : off < 0 ? -rate : 0.0f;
+        counts[e] = 0.0f;
+    }
 }

@@ -116,6 +116,10 @@ EOF
         model mixtral | sed -e 's/tinymixtral/tinygrouped/' -e 's/top_k 2;/top_k 2; route_groups 2; route_top_groups 1;/' ;;
     sigmoid) # DeepSeek-V3's sigmoid gate: no Mixtral
         model mixtral | sed -e 's/tinymixtral/tinysigmoid/' -e 's/top_k 2;/top_k 2; score sigmoid;/' ;;
+    scaled)  # DeepSeek's routed_scaling_factor: no Mixtral
+        model mixtral | sed -e 's/tinymixtral/tinyscaled/' -e 's/top_k 2;/top_k 2; routed_scale 2.5;/' ;;
+    ebias)   # DeepSeek-V3's aux-loss-free balancing: no Mixtral
+        model mixtral | sed -e 's/tinymixtral/tinyebias/' -e 's/top_k 2;/top_k 2; score sigmoid; expert_bias true;/' ;;
     esac
 }
 
@@ -264,7 +268,8 @@ expect_fail missing-tensor nonzero "no tensor model.layers.1.mlp.up_proj.weight"
     $mpirun -np 2 ./llama-dp2-zero3.exe --steps 0 --init-from drop.src
 
 # export refusals: a trained (2-step) checkpoint of a model no architecture computes exactly
-for m in geglu shared capped postnorm sigmoid grouped gemma2every3 sandwichswiglu everyllama ropelocal gemma3nolocal gemma3allslide; do
+for m in geglu shared capped postnorm sigmoid grouped scaled ebias gemma2every3 sandwichswiglu everyllama ropelocal \
+        gemma3nolocal gemma3allslide; do
     plan "$m" "$m" 1 "micro_batch 2; global_batch 4;" || { bad "$m: planc build"; continue; }
     (cd "$work" && $mpirun -np 1 "./$m.exe" --steps 1 --save "$m.ck" > "$m.log" 2>&1) || { bad "$m: the run failed"; continue; }
 done
@@ -278,6 +283,10 @@ expect_fail export-sigmoid-gate 2 "score sigmoid, norm_topk_prob true: Mixtral's
     "$ckpt" export-hf sigmoid.ck sigmoid.out
 expect_fail export-grouped-routing 2 "route_groups 2: grouped routing is DeepSeek-V3's (not written)" \
     "$ckpt" export-hf grouped.ck grouped.out
+expect_fail export-routed-scale 2 "routed_scale 2.5: DeepSeek's routed_scaling_factor (not written)" \
+    "$ckpt" export-hf scaled.ck scaled.out
+expect_fail export-expert-bias 2 "expert_bias true: DeepSeek-V3's e_score_correction_bias (not written)" \
+    "$ckpt" export-hf ebias.ck ebias.out
 expect_fail export-gemma2-every3 2 "sliding_window 8 every 3: Gemma2ForCausalLM slides on blocks 0, 2, 4" \
     "$ckpt" export-hf gemma2every3.ck gemma2every3.out
 expect_fail export-sandwich-swiglu 2 "norm_position sandwich with act swiglu: Gemma2ForCausalLM" \

@@ -170,6 +170,23 @@ case "$body" in *moedense\;*) moe_extra=dense; body=${body//moedense;/} ;; esac
 # `moegrp;` (issue 29): DeepSeek-V3's grouped routing, sigmoid scores, a
 # token's 2 experts from the better of 2 groups of 2
 case "$body" in *moegrp\;*) moe_extra=grouped; body=${body//moegrp;/} ;; esac
+# `moeds;` (issue 29): `moegrp;` with DeepSeek's routed_scaling_factor
+# (routed_scale 2.5: the routed weights times 2.5 after the renormalisation)
+case "$body" in *moeds\;*) moe_extra=deepseek; body=${body//moeds;/} ;; esac
+# `moebias;`: `moesig;` with aux-loss-free balancing (expert_bias). Without
+# groups the loads of this router's 4 experts lie near their mean, so a
+# part of the batch (one micro-batch, one rank) often ranks them otherwise
+# than the whole, and a rate of 0.002 moves the choice of tokens whose 2nd
+# and 3rd scores lie that close within 5 steps: counting less than the
+# global batch shows (a rate large against the scores' spread moves every
+# token together, and any part of the batch then agrees with the whole)
+case "$body" in *moebias\;*) moe_extra=bias; body=${body//moebias;/} ;; esac
+# `moegmax;`: `moegrp;` with the groups ranked by their largest score
+# (route_group_score max, DeepSeek-V2's group_limited_greedy)
+case "$body" in *moegmax\;*) moe_extra=groupmax; body=${body//moegmax;/} ;; esac
+# `moev3;`: DeepSeek-V3's whole router, `moeds;` (groups, routed_scale)
+# with the expert bias in the group ranking and the choice
+case "$body" in *moev3\;*) moe_extra=v3; body=${body//moev3;/} ;; esac
 case "$body" in *moe\;*) moe_extra=${moe_extra:-shared}; body=${body//moe;/} ;; esac
 # `moepost;` beside `moe;`: the attention with norm_position post and the
 # mixture with sandwich (issue 29), so a MoE layer's post-norm is trained too
@@ -181,6 +198,13 @@ moe_keys='shared 1; aux_loss 0.01'
 [ "$moe_extra" != sigmoid ] || moe_keys='score sigmoid; aux_loss 0.01'
 [ "$moe_extra" != raw ] || moe_keys='norm_topk_prob false; shared 1'
 [ "$moe_extra" != grouped ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01'
+[ "$moe_extra" != deepseek ] ||
+    moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01; routed_scale 2.5'
+[ "$moe_extra" != v3 ] || moe_keys='score sigmoid; route_groups 2; route_top_groups 1; shared 1; aux_loss 0.01;
+    routed_scale 2.5; expert_bias true; bias_update_rate 0.002'
+[ "$moe_extra" != groupmax ] ||
+    moe_keys='score sigmoid; route_groups 2; route_top_groups 1; route_group_score max; shared 1; aux_loss 0.01'
+[ "$moe_extra" != bias ] || moe_keys='score sigmoid; aux_loss 0.01; expert_bias true; bias_update_rate 0.002'
 [ "$moe_extra" != qwen ] || moe_keys='norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01'
 moe_model="model tinymoe {
     vocab 256;  seq 64;  dtype fp32;
@@ -291,19 +315,20 @@ sandwich_model='model tinysandwich {
 # norms), Gemma 3's embedding (sqrt(dim) scale, local blocks at their own
 # RoPE base, the global ones YaRN-scaled), a padded vocabulary of 259 and
 # a tied, soft-capped head; the mixtures DeepSeek-V3's sigmoid gate with
-# grouped routing, Qwen2-MoE's unnormalised top-k and gated shared expert
-# of its own width, the aux loss. (No dropout: emit refuses it beside
+# grouped routing (groups ranked by their largest score, V2's), a routed
+# scale, Qwen2-MoE's unnormalised top-k and gated shared expert of its own
+# width, the aux loss. (No dropout: emit refuses it beside
 # soft-capped scores.)
 # `allinds;`: the same frame with DeepSeek-V3's attention (MLA with a
 # query latent and DeepSeek's biases) and mixture (dense first, sigmoid,
-# grouped routing, two shared experts), RoPE YaRN-scaled with DeepSeek's
-# mscale pair.
+# grouped routing, routed scale 2.5, the aux-loss-free expert bias, two
+# shared experts), RoPE YaRN-scaled with DeepSeek's mscale pair.
 all_att='attention { heads 4; kv_heads 2; qk_norm rmsnorm; sliding_window 16 every 2; softcap 1; query_pre_attn_scalar 24; norm rmsnorm; bias false; norm_position sandwich }'
-all_moe='moe { experts 4; top_k 2; hidden 32; act swiglu; norm rmsnorm; score sigmoid; route_groups 2; route_top_groups 1; norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01; norm_position sandwich }'
+all_moe='moe { experts 4; top_k 2; hidden 32; act swiglu; norm rmsnorm; score sigmoid; route_groups 2; route_top_groups 1; route_group_score max; routed_scale 1.5; norm_topk_prob false; shared 1; shared_hidden 48; shared_gate true; aux_loss 0.01; norm_position sandwich }'
 all_emb='embedding { dim 64; position rope; scale sqrt_dim; rope_local_theta 100; rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32 } }'
 case "$body" in *allinds\;*) body=${body//allinds;/}; llama=true
     all_att='attention { kind mla; heads 4; q_lora_rank 32; kv_lora_rank 24; qk_rope_head_dim 8; qk_nope_head_dim 8; v_head_dim 12; norm rmsnorm; bias true }'
-    all_moe='moe { experts 4; top_k 2; hidden 32; act swiglu; norm rmsnorm; score sigmoid; route_groups 2; route_top_groups 1; shared 2; aux_loss 0.01 }'
+    all_moe='moe { experts 4; top_k 2; hidden 32; act swiglu; norm rmsnorm; score sigmoid; route_groups 2; route_top_groups 1; routed_scale 2.5; expert_bias true; bias_update_rate 0.002; shared 2; aux_loss 0.01 }'
     all_emb='embedding { dim 64; position rope; rope_scaling { type yarn; factor 4; beta_fast 32; beta_slow 1; original_max_position 32; mscale 0.8; mscale_all_dim 0.5 } }'
     body="allin; $body" ;; esac
 case "$body" in *allin\;*) body=${body//allin;/}; llama=true

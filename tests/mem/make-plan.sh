@@ -25,8 +25,13 @@ case "$body" in *cap\;*) cap="capacity_factor 0.5;"; body=${body//cap;/} ;; esac
 # shared sum kept, its gradient and logits as scratch)
 sgate=
 case "$body" in *sgate\;*) sgate="shared_hidden $((6 * dim)); shared_gate true;"; body=${body//sgate;/} ;; esac
+# (`ebias;` beside it, issue 29: DeepSeek-V3's aux-loss-free balancing on
+# sigmoid scores: every rank's biases and step counts, E fp32 each per
+# mixture, allocated as buffers for the whole run)
+ebias=
+case "$body" in *ebias\;*) ebias="score sigmoid; expert_bias true;"; body=${body//ebias;/} ;; esac
 case "$body" in *moe\;*)
-    ffn="moe       { experts 4; top_k 2; shared 1; hidden $((4 * dim)); act gelu; $cap $sgate }"
+    ffn="moe       { experts 4; top_k 2; shared 1; hidden $((4 * dim)); act gelu; $cap $sgate $ebias }"
     body=${body//moe;/} ;; esac
 # a body containing `wide;` trains on sequences of 512 tokens, not 64: the
 # backward scratch every layer shares (score gradients b h s^2 / t, the

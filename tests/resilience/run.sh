@@ -63,10 +63,12 @@ sed -i 's|^include "clusters/laptop.plan"|include "'"$root"'/examples/clusters/l
 "$inv" "$dir/moe-pp2.plan" 4 "moe; dp 2; ep 2; tp 1; pp 2; zero 1; micro_batch 2; schedule 1f1b;"
 "$inv" "$dir/md-ep.plan" 4 "moedense; dp 2; ep 2; tp 1; pp 2; zero 3; micro_batch 2; schedule 1f1b;"
 "$inv" "$dir/md-tp2.plan" 4 "moedense; dp 1; tp 2; pp 2; zero 0; micro_batch 4; schedule interleaved; chunks 2;"
-printf '%s\n' tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2 md-ep md-tp2 |
+"$inv" "$dir/eb-ep.plan" 4 "moebias; dp 2; ep 2; tp 1; pp 2; zero 1; micro_batch 2; schedule 1f1b;"
+"$inv" "$dir/eb-tp2.plan" 2 "moebias; dp 1; tp 2; pp 1; zero 0; micro_batch 4; schedule 1f1b;"
+printf '%s\n' tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2 md-ep md-tp2 eb-ep eb-tp2 |
     xargs -P 2 -I{} sh -c '"$1" build "$2/$3.plan" -o "$2/$3" --launch slurm > "$2/$3.build.log" 2>&1 || touch "$2/$3.build-failed"' \
         sh "$planc" "$dir" {}
-for b in tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2 md-ep md-tp2; do
+for b in tiny tp4 z3 one llama v257 v257-tp4 v257-one moe-ep moe-one moe-pp2 md-ep md-tp2 eb-ep eb-tp2; do
     if [ -e "$dir/$b.build-failed" ]; then fail "planc build $b" "$dir/$b.build.log"; echo "resilience: cannot go on"; exit 1; fi
 done
 steps=12
@@ -279,6 +281,30 @@ elif out=$("$compare" "$dir/md-after3.jsonl" "$dir/md-ep.dump" "$dir/md-tp2.json
     ok "MoE dense-first: dp 2 ep 2 pp 2 checkpoint resumed on tp 2 pp 2 interleaved: $(echo "$out" | tail -n 1 | sed 's/^ *//')"
 else
     fail "MoE dense-first: resume on tp 2: $out"
+fi
+# aux-loss-free balancing (issue 29): the experts' biases are state beside
+# the weights (moe_expert_bias.txt, by name); a checkpoint of dp 2 ep 2 pp 2
+# resumed on tp 2 routes as the uninterrupted run, and the same checkpoint
+# without the file is refused naming it (zero biases would route otherwise)
+run 4 "$dir/eb-ep" --steps 6 --save "$dir/ckeb" --save-every 3 --log-json "$dir/eb-ep.jsonl" \
+    --dump-params "$dir/eb-ep.dump" > "$dir/eb-ep.log" 2>&1 || fail "MoE expert bias: the ep 2 run" "$dir/eb-ep.log"
+sed -n '4,$p' "$dir/eb-ep.jsonl" > "$dir/eb-after3.jsonl"
+if ! grep -q '^layers.2.block_sparse_moe.gate.e_score_correction_bias ' "$dir/ckeb/step-00000003/moe_expert_bias.txt"; then
+    fail "MoE expert bias: the checkpoint names the biases" "$dir/ckeb/step-00000003/moe_expert_bias.txt"
+elif ! run 2 "$dir/eb-tp2" --steps 6 --resume "$dir/ckeb/step-00000003" --log-json "$dir/eb-tp2.jsonl" \
+        --dump-params "$dir/eb-tp2.dump" > "$dir/eb-tp2.log" 2>&1; then
+    fail "MoE expert bias: resume on tp 2" "$dir/eb-tp2.log"
+elif out=$("$compare" "$dir/eb-after3.jsonl" "$dir/eb-ep.dump" "$dir/eb-tp2.jsonl" "$dir/eb-tp2.dump"); then
+    ok "MoE expert bias: dp 2 ep 2 pp 2 checkpoint resumed on tp 2 with its biases: $(echo "$out" | tail -n 1 | sed 's/^ *//')"
+else
+    fail "MoE expert bias: resume on tp 2: $out"
+fi
+rm "$dir/ckeb/step-00000003/moe_expert_bias.txt"
+if ! run 2 "$dir/eb-tp2" --steps 6 --resume "$dir/ckeb/step-00000003" > "$dir/eb-nofile.log" 2>&1 &&
+   grep -q "has no moe_expert_bias.txt, the experts' routing biases of expert_bias true" "$dir/eb-nofile.log"; then
+    ok "MoE expert bias: a checkpoint without the biases is refused, naming them"
+else
+    fail "MoE expert bias: a checkpoint without the biases" "$dir/eb-nofile.log"
 fi
 tail -c +9 "$dir/moe-ep.dump" > "$dir/moe-ep.expected"
 if out=$(python3 "$root/runtime/ckpt/check_consolidated.py" "$dir/moe-ep.safetensors" "$dir/moe-ep.expected" 2>&1); then
