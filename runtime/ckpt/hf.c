@@ -487,11 +487,10 @@ static HfVal num_val(double x)
     return x == floor(x) && fabs(x) < 1e15 ? VI((int64_t)x) : VF(x);
 }
 
-/* Gemma2ForCausalLM's fields after model_type (gemma2_check's model).
- * The caps absent from a config are Gemma2Config's 50 and 30, and null is
- * none; query_pre_attn_scalar is head_dim where planc's model scales by
- * 1/sqrt(head_dim) (query_scalar 0). */
-static int gemma2_fields(const HfModel *m, const char *torch_dtype, HfField *out)
+/* The shape fields Gemma 2's and Gemma 3's configs share, in their
+ * order (head_dim 256 where a config leaves it out, as both classes'
+ * defaults); the count written. */
+static int gemma_shape_fields(const HfModel *m, HfField *out)
 {
     int n = 0;
     out[n++] = REQ("vocab_size", VI(m->vocab));
@@ -501,6 +500,16 @@ static int gemma2_fields(const HfModel *m, const char *torch_dtype, HfField *out
     out[n++] = REQ("num_attention_heads", VI(m->heads));
     out[n++] = REQ("num_key_value_heads", VI(m->kv));
     out[n++] = OPT("head_dim", VI(m->hd), VI(256));
+    return n;
+}
+
+/* Gemma2ForCausalLM's fields after model_type (gemma2_check's model).
+ * The caps absent from a config are Gemma2Config's 50 and 30, and null is
+ * none; query_pre_attn_scalar is head_dim where planc's model scales by
+ * 1/sqrt(head_dim) (query_scalar 0). */
+static int gemma2_fields(const HfModel *m, const char *torch_dtype, HfField *out)
+{
+    int n = gemma_shape_fields(m, out);
     out[n++] = INFO("hidden_act", VS("gelu_pytorch_tanh"));   /* transformers reads hidden_activation */
     out[n++] = OPT("hidden_activation", VS("gelu_pytorch_tanh"), VS("gelu_pytorch_tanh"));
     out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq), false };
@@ -530,14 +539,7 @@ static int gemma2_fields(const HfModel *m, const char *torch_dtype, HfField *out
  * local ones too (rope_local_base_freq = rope_theta). */
 static int gemma3_fields(const HfModel *m, const char *torch_dtype, HfField *out)
 {
-    int n = 0;
-    out[n++] = REQ("vocab_size", VI(m->vocab));
-    out[n++] = REQ("hidden_size", VI(m->dim));
-    out[n++] = REQ("intermediate_size", VI(m->hidden));
-    out[n++] = REQ("num_hidden_layers", VI(m->blocks));
-    out[n++] = REQ("num_attention_heads", VI(m->heads));
-    out[n++] = REQ("num_key_value_heads", VI(m->kv));
-    out[n++] = OPT("head_dim", VI(m->hd), VI(256));
+    int n = gemma_shape_fields(m, out);
     out[n++] = OPT("hidden_activation", VS("gelu_pytorch_tanh"), VS("gelu_pytorch_tanh"));
     out[n++] = (HfField){ "max_position_embeddings", VI(m->seq), CK_GE, true, VI(m->seq), false };
     out[n++] = OPT("rms_norm_eps", VF(m->eps), VF(1e-6));
