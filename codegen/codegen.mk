@@ -58,7 +58,7 @@ update-codegen-golden: $(PLANC)
 
 # Under SAN=1 (the whole matrix takes 10 min there: 594 s for 200 layouts
 # on 2026-12-07) the first two layouts of each family (a case name's first
-# word: tp2, moesig, mla, ...), 70 of them: the sanitizers look at the code
+# word: tp2, moesig, mla, ...), 84 of the 237: the sanitizers look at the code
 # each feature's program runs, and `make test` has run the whole matrix
 # without them. CASES still picks any.
 INV_SAN_CASES := $(shell awk '!/^\#/ && $$1 != "reference" && NF { f = $$1; sub(/-.*/, "", f); \
