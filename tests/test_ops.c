@@ -539,14 +539,21 @@ static void qk_proj_bwd(float *d, float *dwq, float *dwk, const QkProjCtx *c)
     free(dot);
 }
 
+/* c's random input and gains, its buffers, and the forward over them. */
+static void qk_proj_start(QkProjCtx *c)
+{
+    size_t n = c->N * (c->H + 2 * c->Hkv) * c->D, Cq = c->H * c->D, Ck = c->Hkv * c->D;
+    c->in = rnd(n, 1); c->qkv = zeros(n); c->xin = zeros(c->N * (Cq + Ck)); c->rstd = zeros(2 * c->N);
+    c->wq = rnd(Cq, 1); c->wk = rnd(Ck, 1);
+    qk_proj_fwd(c);
+}
+
 static void test_qk_proj_norm(void **state)
 {
     (void)state;
     QkProjCtx c = {.N = 5, .H = 4, .Hkv = 2, .D = 6};
     size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.N * R, Cq = c.H * c.D, Ck = c.Hkv * c.D;
-    c.in = rnd(n, 1); c.qkv = zeros(n); c.xin = zeros(c.N * (Cq + Ck)); c.rstd = zeros(2 * c.N);
-    c.wq = rnd(Cq, 1); c.wk = rnd(Ck, 1);
-    qk_proj_fwd(&c);
+    qk_proj_start(&c);
     double *ref = malloc(n * sizeof *ref);
     for (size_t i = 0; i < c.N; i++) {
         const float *x = c.in + i * R;
@@ -625,9 +632,7 @@ static void test_qk_proj_norm_tp2(void **state)
     (void)state;
     QkProjCtx c = {.N = 5, .H = 4, .Hkv = 2, .D = 6};
     size_t R = (c.H + 2 * c.Hkv) * c.D, n = c.N * R, Cq = c.H * c.D, Ck = c.Hkv * c.D;
-    c.in = rnd(n, 1); c.qkv = zeros(n); c.xin = zeros(c.N * (Cq + Ck)); c.rstd = zeros(2 * c.N);
-    c.wq = rnd(Cq, 1); c.wk = rnd(Ck, 1);
-    qk_proj_fwd(&c);
+    qk_proj_start(&c);
     float *dy = rnd(n, 1), *dx = malloc(n * sizeof *dx), *dwq = zeros(Cq), *dwk = zeros(Ck);
     memcpy(dx, dy, n * sizeof *dx);
     qk_proj_bwd(dx, dwq, dwk, &c);

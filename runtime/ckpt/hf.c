@@ -84,6 +84,14 @@ static bool num_of(const js_doc *d, const char *k, double *v)
     return true;
 }
 
+/* Key k of object 0 as a boolean; def if absent or not one (the keys
+ * model_config gained later, absent from older checkpoints). */
+static bool bool_of(const js_doc *d, const char *k, bool def)
+{
+    int i = js_get(d, 0, k);
+    return i >= 0 && d->n[i].kind == JS_BOOL ? d->n[i].count != 0 : def;
+}
+
 static prt_status parse_model(const char *config, HfModel *m)
 {
     js_doc d = {0};
@@ -122,12 +130,8 @@ static prt_status parse_model(const char *config, HfModel *m)
         if (n < 0 || d.n[n].kind != JS_BOOL) st = ckpt_fail(PRT_ERR_FORMAT, "model_config: no boolean \"%s\"", bk[i]);
         else *bv[i] = d.n[n].count != 0;
     }
-    const char *ok[] = {"embed_scale", "norm_plus_one"};   /* absent: false (written since Gemma) */
-    bool *ov[] = {&m->embed_scale, &m->norm_plus_one};
-    for (int i = 0; !st && i < 2; i++) {
-        int n = js_get(&d, 0, ok[i]);
-        *ov[i] = n >= 0 && d.n[n].kind == JS_BOOL && d.n[n].count != 0;
-    }
+    m->embed_scale = bool_of(&d, "embed_scale", false);       /* absent: false (written since Gemma) */
+    m->norm_plus_one = bool_of(&d, "norm_plus_one", false);
     const char *qk = js_s(&d, js_get(&d, 0, "qk_norm"));   /* absent: none (written since Qwen3) */
     if (!st && qk && strcmp(qk, "none") && strcmp(qk, "rmsnorm") && strcmp(qk, "rmsnorm_projection"))
         st = ckpt_fail(PRT_ERR_FORMAT, "model_config: qk_norm \"%s\" is none, rmsnorm or rmsnorm_projection", qk);
@@ -146,18 +150,15 @@ static prt_status parse_model(const char *config, HfModel *m)
     }
     const char *sc = js_s(&d, js_get(&d, 0, "score"));   /* absent: softmax, normalised (Mixtral's) */
     snprintf(m->score, sizeof m->score, "%s", sc ? sc : "softmax");
-    int nt = js_get(&d, 0, "norm_topk_prob");
-    m->norm_topk = nt < 0 || (d.n[nt].kind == JS_BOOL && d.n[nt].count != 0);
+    m->norm_topk = bool_of(&d, "norm_topk_prob", true);
     double sh = 0;   /* absent (written before issue 29): the experts' width, no gate */
     m->shared_hidden = num_of(&d, "shared_hidden", &sh) ? (int64_t)sh : m->hidden;
     double rg = 1;
     m->route_groups = num_of(&d, "route_groups", &rg) ? (int64_t)rg : 1;
     double rs = 1;
     m->routed_scale = num_of(&d, "routed_scale", &rs) ? rs : 1;
-    int eb = js_get(&d, 0, "expert_bias");
-    m->expert_bias = eb >= 0 && d.n[eb].kind == JS_BOOL && d.n[eb].count != 0;
-    int sg = js_get(&d, 0, "shared_gate");
-    m->shared_gate = sg >= 0 && d.n[sg].kind == JS_BOOL && d.n[sg].count != 0;
+    m->expert_bias = bool_of(&d, "expert_bias", false);
+    m->shared_gate = bool_of(&d, "shared_gate", false);
     js_free(&d);
     return st;
 }
