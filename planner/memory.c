@@ -10,10 +10,9 @@
  *    paper's 2 + 2 + 12 = 16) and 12 of optimizer state (fp32 master copy,
  *    momentum, variance) per parameter; fp32 training keeps 4 + 4 + 8.
  *    ZeRO-1 divides the optimizer state by the DP degree, ZeRO-2 also the
- *    gradients, ZeRO-3 also the parameters; ZeRO-1 also holds the gradient
- *    shard its reduce-scatter writes (gradient bytes per parameter / dp)
- *    beside the full gradients; runtime/par/model.c allocates each of
- *    these. The parameters are those of the stage's chunks after the
+ *    gradients, ZeRO-3 also the parameters (ZeRO-1 reduces its
+ *    gradients in place: no shard beside them); runtime/par/model.c
+ *    allocates each of these. The parameters are those of the stage's chunks after the
  *    tensor-parallel split (the first stage holds the embedding, the last
  *    the head; a tied head on another stage than the embedding keeps a
  *    copy, as Megatron does).
@@ -115,10 +114,11 @@ void plan_model_states(uint64_t psi, PlanDtype dtype, PlanDtype gdtype, int zero
     *grads = sat_mul(ge, psi);
     *opt = sat_mul(k, psi);
     if (zero >= 1) *opt = ceil_div(*opt, d);
-    /* ZeRO-1 keeps the full gradients, and the reduce-scatter writes this
-     * rank's part into a shard beside them (runtime/par/model.c's gshard:
-     * ge bytes per parameter / dp) */
-    if (zero == 1) *grads = plan_bytes_add(*grads, ceil_div(sat_mul(ge, psi), d));
+    /* ZeRO-1 keeps the full gradients only: its reduce-scatter writes this
+     * rank's part in place (runtime/par/model.c's launch_bucket), as
+     * Megatron's distributed optimizer does (its api-guide
+     * dist_optimizer.md: 6 + 12/d bytes per parameter with bf16 weights
+     * and fp32 gradients) */
     if (zero >= 2) *grads = ceil_div(*grads, d);
     if (zero >= 3) *params = ceil_div(*params, d);
 }

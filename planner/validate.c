@@ -296,8 +296,8 @@ static void validate_zero(void)
         printf("%-10s %9.1f GB %9.1f GB %+8.1f\n", stage[z], pub[z], gb,
                100 * (gb - pub[z]) / pub[z]);
     }
-    printf("# ZeRO-1: planc's runtime keeps a shard of the reduced gradients (2 bytes / parameter / dp)\n"
-           "# beside the full 16-bit gradients, which the paper's accounting has not\n");
+    printf("# ZeRO-1: the reduce-scatter writes each rank's part of the gradients in place, so\n"
+           "# no shard beside them, as the paper counts and Megatron's distributed optimizer runs\n");
 }
 
 /* The published-runs.md rows (files[0 .. n_cal)), the ZeRO table, then the

@@ -1199,18 +1199,17 @@ static void test_comm_costs(void **state)
 
 /* ZeRO paper Fig. 1's model (7.5B parameters, DP 64, 2 + 2 + 12 bytes per
  * parameter: fp16 gradients, the default of an fp16 model): 120 GB,
- * ZeRO-1 30 + 90/64 GB (the paper's 31.4) plus the 16-bit gradient shard
- * the reduce-scatter writes, 15/64 GB; ZeRO-2 15 + 105/64 GB (16.6),
+ * ZeRO-1 30 + 90/64 GB (the paper's 31.4: the reduce-scatter writes in
+ * place, no shard beside the gradients), ZeRO-2 15 + 105/64 GB (16.6),
  * ZeRO-3 120/64 GB (1.9). With grad_accum_dtype fp32, Megatron-LM's
  * distributed-optimizer table (2 + 4 + 12 = 18 bytes, distributed
- * 6 + 12/dp): 135 GB, 45 + 90/64 (+ the fp32 shard 30/64), 15 + 120/64,
- * 135/64 GB. */
+ * 6 + 12/dp): 135 GB, 45 + 90/64, 15 + 120/64, 135/64 GB. */
 static void test_zero_paper(void **state)
 {
     (void)state;
     uint64_t p, g, o;
-    const double want16[] = { 120, 30 + 90.0 / 64 + 15.0 / 64, 15 + 105.0 / 64, 120.0 / 64 };
-    const double want32[] = { 135, 45 + 90.0 / 64 + 30.0 / 64, 15 + 120.0 / 64, 135.0 / 64 };
+    const double want16[] = { 120, 30 + 90.0 / 64, 15 + 105.0 / 64, 120.0 / 64 };
+    const double want32[] = { 135, 45 + 90.0 / 64, 15 + 120.0 / 64, 135.0 / 64 };
     for (int z = 0; z <= 3; z++) {
         plan_model_states(7500000000ull, DTYPE_FP16, DTYPE_FP16, z, 64, &p, &g, &o);
         assert_close((double)(p + g + o) / 1e9, want16[z], 1e-9, 0);
@@ -1274,8 +1273,8 @@ static void test_bytes_saturate(void **state)
     (void)state;
     uint64_t p, g, o;
     plan_model_states(2000000000000000000ull, DTYPE_BF16, DTYPE_FP32, 1, 64, &p, &g, &o);
-    /* ZeRO-1: the full fp32 gradients and the fp32 shard, 4 psi / 64 */
-    assert_true(p == 4000000000000000000ull && g == 2 * p + 125000000000000000ull);
+    /* ZeRO-1: the full fp32 gradients, reduced in place */
+    assert_true(p == 4000000000000000000ull && g == 2 * p);
     assert_true(o == UINT64_MAX);
     plan_model_states(UINT64_MAX / 2 + 1, DTYPE_BF16, DTYPE_FP32, 3, 7, &p, &g, &o);   /* 2 x 2^63 */
     assert_true(p == UINT64_MAX && g == UINT64_MAX && o == UINT64_MAX);

@@ -413,14 +413,16 @@ prt_status prt_model_new(prt_ctx *c, const prt_param *tab, int n_params, int n_l
     if (!st) {
         m->mom = (float *)zalloc(PRT_MEM_OPTIMIZER, state * sizeof(float));
         m->var = (float *)zalloc(PRT_MEM_OPTIMIZER, state * sizeof(float));
-        if (m->zero >= 1) m->gshard = (float *)zalloc(PRT_MEM_GRADS, m->sc * sizeof(float));
+        /* ZeRO-2/3: the reduced gradients' only home; ZeRO-1 reduces in
+         * place into its whole gradients (g_at) */
+        if (m->zero >= 2) m->gshard = (float *)zalloc(PRT_MEM_GRADS, m->sc * sizeof(float));
         if (m->mshard) m->pshard = (float *)zalloc(MASTER_KIND, m->sc * sizeof(float));
 #ifdef PRT_CUDA
         if (m->zero == 3) m->wshard = (prt_act *)zalloc(PRT_MEM_PARAMS, m->sc * sizeof(prt_act));
 #else
         m->wshard = (prt_act *)m->pshard;
 #endif
-        if (!m->mom || !m->var || (m->zero >= 1 && !m->gshard) || (m->mshard && !m->pshard) ||
+        if (!m->mom || !m->var || (m->zero >= 2 && !m->gshard) || (m->mshard && !m->pshard) ||
             (m->zero == 3 && !m->wshard))
             st = prtp_fail(PRT_ERR_NOMEM, "optimizer state: out of memory");
     }
@@ -696,15 +698,8 @@ prt_status prt_zero_grads(prt_model *m, int ch)
     prtp_clear();
     prt_status st = drain(m, ch);
     m->bwd = true;   /* ZeRO-3: the gathers go down the layers now */
-    if (st || m->grad[ch] || m->zero >= 2) return st;   /* ZeRO >= 2: buckets, on first write */
-    size_t n = m->c1[ch] - m->c0[ch];
-    m->grad[ch] = (float *)zalloc(PRT_MEM_GRADS, n * sizeof(float));
-    if (!m->grad[ch]) return prtp_fail(PRT_ERR_NOMEM, "gradients of chunk %d: out of memory", ch);
-    /* seed this rank's block with the shard so far: the reduce-scatter adds to it */
-    size_t lo = prtp_max(m->c0[ch], m->so), hi = prtp_min(m->c1[ch], m->so + m->sc);
-    if (hi > lo)
-        st = prt_copy(m->grad[ch] + (lo - m->c0[ch]), m->gshard + (lo - m->so),
-                      (hi - lo) * sizeof(float));
+    /* ZeRO <= 1 keeps its whole gradients from prt_model_new to the end;
+     * ZeRO >= 2 opens its buckets on first write */
     return st;
 }
 
@@ -747,9 +742,14 @@ static prt_status launch_bucket(prt_model *m, int ch, int l)
         return prtp_check(prt_all_reduce_async(m->grads, g, g, b - a, PRT_FP32, PRT_SUM,
                                                &s->req[s->n_req++]),
                           "ZeRO-0 gradient all-reduce");
-    range_counts(m, a, b, &at);
+    size_t mine = range_counts(m, a, b, &at);
     if (m->zero >= 2) return launch_layer_bucket(m, l);
-    return prtp_check(prt_reduce_scatter_v_async(m->grads, g, m->gshard + at, m->counts,
+    /* ZeRO-1 in place, as Megatron's distributed optimizer reduces into
+     * its grad buffer's views: this rank's block of the bucket receives the
+     * sum (NCCL's in-place form); the other blocks are left as scratch,
+     * zeroed with the rest at the step's end */
+    float *own = mine ? g + (m->so + at - a) : g;
+    return prtp_check(prt_reduce_scatter_v_async(m->grads, g, own, m->counts,
                                                  PRT_FP32, PRT_SUM, &s->req[s->n_req++]),
                       "ZeRO gradient reduce-scatter");
 }
@@ -797,7 +797,7 @@ static float *p_at(prt_model *m, int ch, size_t e)
 }
 static float *g_at(prt_model *m, int ch, size_t e)
 {
-    return m->zero == 0 ? m->grad[ch] + (e - m->c0[ch]) : m->gshard + (e - m->so);
+    return m->zero <= 1 ? m->grad[ch] + (e - m->c0[ch]) : m->gshard + (e - m->so);
 }
 
 /* This rank's part of the squared global gradient norm: its DP shard of
@@ -860,8 +860,10 @@ static prt_status full_grad(prt_model *m, int t, float *buf)
     int ch = chunk_of(m, t);
     if (m->zero == 0) return prt_copy(buf, m->grad[ch] + (m->off[t] - m->c0[ch]), n * sizeof(float));
     size_t mine = range_counts(m, m->off[t], m->off[t] + n, &at);
-    return prtp_check(prt_all_gather_v(m->grads, mine ? m->gshard + at : m->gshard, buf, m->counts,
-                                       PRT_FP32), "tied gradient all-gather over DP");
+    /* this rank's reduced part (none: a valid pointer that sends nothing) */
+    const float *part = mine ? g_at(m, ch, m->so + at) : g_at(m, ch, m->zero <= 1 ? m->off[t] : m->so);
+    return prtp_check(prt_all_gather_v(m->grads, part, buf, m->counts, PRT_FP32),
+                      "tied gradient all-gather over DP");
 }
 
 /* Write back the part of buf this rank updates. */
@@ -872,7 +874,7 @@ static prt_status own_grad(prt_model *m, int t, const float *buf)
     if (m->zero == 0) return prt_copy(m->grad[ch] + (m->off[t] - m->c0[ch]), buf, n * sizeof(float));
     size_t lo = prtp_max(m->off[t], m->so), hi = prtp_min(m->off[t] + n, m->so + m->sc);
     if (hi <= lo) return PRT_OK;
-    return prt_copy(m->gshard + (lo - m->so), buf + (lo - m->off[t]), (hi - lo) * sizeof(float));
+    return prt_copy(g_at(m, ch, lo), buf + (lo - m->off[t]), (hi - lo) * sizeof(float));
 }
 
 /* A tied lm_head on another stage than the embedding is a copy: both get
@@ -968,7 +970,7 @@ prt_status prt_zero_opt_step(prt_model *m, const prt_adamw_cfg *cfg, long step)
         if (m->zero <= 1) st = prt_zero(m->grad[ch], (m->c1[ch] - m->c0[ch]) * sizeof(float));
         if (m->zero == 0) refresh_act(m, ch);   /* ZeRO 1-2: prt_zero_sync all-gathers them */
     }
-    if (m->zero >= 1) st = prt_zero(m->gshard, m->sc * sizeof(float));
+    if (m->zero >= 2) st = prt_zero(m->gshard, m->sc * sizeof(float));
     refresh_shard(m);
     if (m->zero == 3 && !st) st = drop_layers(m, -1);   /* gathered before the update: stale */
     m->settled = m->norm_ready = false;   /* the next step reduces afresh */

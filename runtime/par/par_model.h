@@ -51,7 +51,8 @@ struct prt_model {
     bool             mshard;             /* the fp32 weights live only as this rank's DP shard
                                             (pshard): ZeRO-3, and on CUDA ZeRO >= 1 (the master
                                             copy, beside the whole bf16 weights of w under 1-2) */
-    float           *pshard, *gshard;    /* mshard: fp32 weights, ZeRO >= 1: gradients: (sc) */
+    float           *pshard, *gshard;    /* mshard: fp32 weights; ZeRO >= 2: the reduced
+                                            gradients (sc); ZeRO-1 reduces in place in grad */
     prt_act         *wshard;             /* ZeRO-3: the compute weights' shard that the gathers
                                             read (sc; aliases pshard on the CPU) */
     float           *mom, *var;          /* AdamW state: (P) or (sc) */
