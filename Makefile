@@ -64,7 +64,10 @@ JSON_CFLAGS  := $(shell pkg-config --cflags jansson 2>/dev/null)
 JSON_LIBS    := $(shell pkg-config --libs jansson 2>/dev/null || echo -ljansson)
 LDLIBS       += $(JSON_LIBS)
 
-NVCC_ARCH    := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# sm_80 and sm_90 machine code, and compute_90 PTX that the driver compiles
+# for a newer part at load (Blackwell: mxfp8's GEMMs run there alone)
+NVCC_ARCH    := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
 NVCCFLAGS    ?= -O2 -g -MMD -MP $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Werror -Iruntime/include \
                 $(shell $(MPICC) --showme:compile 2>/dev/null)
 CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart

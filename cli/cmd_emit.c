@@ -260,18 +260,11 @@ int planc_cmd_build(int argc, char **argv)
     if (!rc) rc = refuse_target_dtype(tree, &plan, t, &diag);
     char src[PATH_MAX + 8];
     snprintf(src, sizeof src, "%s%s", exe, cg_source_ext(t));
-    if (!rc && t == CG_TARGET_CUDA && plan_fp8_on(&plan.software) &&
-        plan.software.fp8.recipe != PLAN_FP8_TENSORWISE) {
-        /* issue 27: the CUDA build's FP8 GEMM (prt_fp8_gemm_tn, cuBLASLt) takes one scale per
-         * tensor, computed by the step's own casts; delayed scaling's histories are read on
-         * the host, and the per-block recipes need cuBLASLt's block-scaled GEMMs */
-        fprintf(stderr, "planc build: %s: fp8 %s with --target cuda: the CUDA build runs recipe tensorwise "
-                        "alone (cuBLASLt with per-tensor scale pointers; %s)\n  hint: --target cpu runs "
-                        "fp8 %s; `check` and `search` still predict the plan on the GPU\n",
-                file, plan_fp8_recipe_names[plan.software.fp8.recipe],
-                plan.software.fp8.recipe == PLAN_FP8_DELAYED ? "the amax histories are not on the device"
-                                                             : "its per-block scales need block-scaled GEMMs",
-                plan_fp8_recipe_names[plan.software.fp8.recipe]);
+    char fp8why[400];
+    if (!rc && !cg_target_fp8(&plan, t, fp8why, sizeof fp8why)) {
+        /* issue 27: the CUDA build's FP8 GEMMs are cuBLASLt's, with the recipe's scale mode */
+        fprintf(stderr, "planc build: %s: %s\n  hint: --target cpu runs every fp8 recipe at any shape; "
+                        "`check` and `search` still predict the plan on the GPU\n", file, fp8why);
         rc = 1;
     }
     if (!rc) rc = emit_to(&plan, src);

@@ -108,8 +108,11 @@ int cg_build(const char *src, const char *exe, CgTarget t, const CgRuntime *rt,
         if (rt->cuda_home) snprintf(nvcc, sizeof nvcc, "%s/bin/nvcc", rt->cuda_home);
         else snprintf(nvcc, sizeof nvcc, "nvcc");
         add(&a, nvcc);
+        /* the runtime's architectures (Makefile NVCC_ARCH): sm_80, sm_90, and
+         * compute_90 PTX for a newer part, compiled by the driver at load */
         add_words(&a, "-O2 -g -gencode arch=compute_80,code=sm_80 "
-                      "-gencode arch=compute_90,code=sm_90 -Xcompiler -Wall,-Wextra,-Werror -DPRT_CUDA");
+                      "-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 "
+                      "-Xcompiler -Wall,-Wextra,-Werror -DPRT_CUDA");
         add(&a, inc);
         add_words(&a, CG_MPI_CFLAGS);
         add(&a, src);

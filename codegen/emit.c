@@ -610,6 +610,13 @@ static void emit_header(Cg *g)
         cg_string_literal(msg, lit, sizeof lit);
         out(g, "#ifndef PRT_CUDA\n#error \"%s\"\n#endif\n\n", lit);
     }
+    /* and an FP8 recipe or shape the CUDA build's GEMMs do not take stops
+     * nvcc (build --target cuda refuses it first, cg_target_fp8) */
+    if (!cg_target_fp8(p, CG_TARGET_CUDA, why, sizeof why)) {
+        char lit[900];
+        cg_string_literal(why, lit, sizeof lit);
+        out(g, "#ifdef PRT_CUDA\n#error \"%s\"\n#endif\n\n", lit);
+    }
 }
 
 const char cg_target_dtype_hint[] = "write `dtype fp32` in the model block to build for the CPU, or build "
@@ -623,6 +630,61 @@ bool cg_target_dtype(const Plan *p, CgTarget t, char *why, size_t len)
     const char *dn = (unsigned)d < 3 ? names[d] : "16-bit";
     snprintf(why, len, "the CPU target computes in fp32 (libplanrt.a holds activations and weights as float), "
              "so its program would train in fp32 while planc predicts %s memory", dn);
+    return false;
+}
+
+/* The element multiple cuBLASLt's FP8 GEMMs want of every dimension under
+ * recipe r: 16 (the FP8 kernels' 16-byte leading dimensions), 128 for
+ * blockwise's 128-element scale blocks, 32 for mxfp8's. */
+static long long fp8_cuda_multiple(PlanFp8Recipe r)
+{
+    return r == PLAN_FP8_BLOCKWISE ? 128 : r == PLAN_FP8_MXFP8 ? 32 : 16;
+}
+
+/* The first FP8 linear dimension of layer L that is not a multiple of q:
+ * its input and output widths on this TP rank (QKV, the attention output,
+ * the MLP's up and down projections), 0 when all are. */
+static long long fp8_bad_width(const Model *m, const Layer *L, int tp, long long q)
+{
+    long long w[3] = { (long long)m->dim, 0, 0 };
+    if (L->kind == LAYER_ATTENTION) {
+        long long d = (long long)plan_head_dim(m, L);
+        w[1] = (long long)(L->heads / tp) * d;                          /* attention output's input */
+        w[2] = (long long)((L->heads + 2 * L->kv_heads) / tp) * d;      /* QKV's output */
+    } else {
+        w[1] = w[2] = (long long)(L->hidden / tp);                      /* each half of a gated one */
+    }
+    for (int j = 0; j < 3; j++)
+        if (w[j] % q) return w[j];
+    return 0;
+}
+
+bool cg_target_fp8(const Plan *p, CgTarget t, char *why, size_t len)
+{
+    const PlanFp8 *f = &p->software.fp8;
+    if (t != CG_TARGET_CUDA || !plan_fp8_on(&p->software)) return true;
+    if (f->recipe == PLAN_FP8_DELAYED) {
+        snprintf(why, len, "fp8 delayed with --target cuda: the CUDA build runs tensorwise, rowwise, blockwise "
+                 "and mxfp8 (cuBLASLt's scale modes); delayed scaling's amax histories are kept and "
+                 "updated on the host");
+        return false;
+    }
+    PlanEval ev;
+    plan_evaluate(p, &ev);
+    const Layout *l = &ev.layout;
+    long long q = fp8_cuda_multiple(f->recipe), bad = 0, tokens = (long long)l->micro_batch * p->model.seq / plan_cp(l);
+    const char *what = "the tokens of a micro-batch (dW's K)";
+    if (ev.valid && tokens % q) bad = tokens;
+    for (int i = 0; ev.valid && !bad && i < p->model.n_layers; i++) {
+        const Layer *L = &p->model.layers[i];
+        if (!plan_fp8_layer(p, L)) continue;
+        bad = fp8_bad_width(&p->model, L, l->tp, q);
+        what = L->kind == LAYER_ATTENTION ? "an attention linear's width on a TP rank" : "an MLP linear's width on a TP rank";
+    }
+    plan_eval_free(&ev);
+    if (!bad) return true;
+    snprintf(why, len, "fp8 %s with --target cuda: %s is %lld, not a multiple of %lld, which cuBLASLt's FP8 "
+             "GEMMs want of every dimension under this recipe", plan_fp8_recipe_names[f->recipe], what, bad, q);
     return false;
 }
 

@@ -1115,12 +1115,16 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
  * amax history instead and records the amax of its shard; the step's
  * amaxes are MAX-reduced over every rank at the end of the step (below),
  * so its scales are the whole global batch's on every layout.
- * The CUDA build (PRT_CUDA; `build --target cuda` takes recipe tensorwise
- * alone) runs the GEMMs through cuBLASLt (prt_fp8_gemm_tn), whose FP8
- * kernels take K-major operands only: the weight's second copy is the
- * transpose of its first (TE's fp8 weight and transpose, kept even where
- * the plan's device would read either major), and dW's operands, dY and x
- * quantised along the tokens, are transposed before their GEMM; the bias
+ * The CUDA build (PRT_CUDA; `build --target cuda` takes every recipe but
+ * delayed, whose histories live on the host) runs the GEMMs through
+ * cuBLASLt (prt_fp8_gemm_tn, each recipe's scales as a cuBLASLt scale
+ * mode), whose FP8 kernels take K-major operands only: the weight's second
+ * copy is the transpose of its first under one scale (TE's fp8 weight and
+ * transpose, kept even where the plan's device would read either major)
+ * and, with per-block scales, the transpose of W quantised along o (the
+ * blocks run along each GEMM's K, as the CPU's second copy), and dW's
+ * operands, dY and x quantised along the tokens, are transposed, scales
+ * and all, before their GEMM; the bias
  * and its gradient are kernels of their own (prt_bias_add, _grad). Every FP8 copy
  * (the kept weights, a GEMM's operands, their scales, the histories) is
  * planrt's allocator's kind fp8, as the planner counts it (fp8_bytes). */
@@ -1257,12 +1261,12 @@ static void fp8_free(prt_fp8_tensor *t)
 }
 
 #ifdef PRT_CUDA
-/* dst = src transposed (one scale), in planrt's allocator (kind fp8): the
- * K-major operand cuBLASLt's FP8 GEMM takes. */
+/* dst = src transposed, codes and scales, in planrt's allocator (kind
+ * fp8): the K-major operand cuBLASLt's FP8 GEMM takes. */
 static void fp8_transposed(prt_fp8_tensor *dst, const prt_fp8_tensor *src)
 {
     dst->q = (uint8_t *)prt_mem_alloc(PRT_MEM_FP8, src->g.rows * src->g.cols);
-    dst->scale_inv = (float *)prt_mem_alloc(PRT_MEM_FP8, sizeof(float));
+    dst->scale_inv = (float *)prt_mem_alloc(PRT_MEM_FP8, prt_fp8_nblocks(&src->g) * sizeof(float));
     if (!dst->q || !dst->scale_inv) prt_run_fail(R.c, "prt_mem_alloc (fp8 transpose)", PRT_ERR_NOMEM);
     CHECK(prt_fp8_transpose(dst, src));
 }
@@ -1310,8 +1314,8 @@ static const prt_fp8_tensor *fp8_weight(const LayerSpec *L, bool col, const prt_
     prt_fp8_kdim kds[2] = { PRT_FP8_K_COLS, PRT_FP8_K_ROWS };
     int j = kd == PRT_FP8_K_COLS ? 0 : 1;
 #ifdef PRT_CUDA
-    if (!FP8_KEEP_W) {   /* W along k; dX's W^T: W quantised, then transposed */
-        fp8_quantize(tmp, w, &cfg.weight, PRT_FP8_K_COLS, o, k, split[0], fp8_hist(L, col, FP8_ROLE_W));
+    if (!FP8_KEEP_W) {   /* W along k; dX's W^T: W quantised along o, then transposed */
+        fp8_quantize(tmp, w, &cfg.weight, kds[j], o, k, split[j], fp8_hist(L, col, FP8_ROLE_W));
         if (j == 1) {
             prt_fp8_tensor q = *tmp;
             fp8_transposed(tmp, &q);
@@ -1330,7 +1334,17 @@ static const prt_fp8_tensor *fp8_weight(const LayerSpec *L, bool col, const prt_
         for (int i = 0; i < FP8_W_COPIES; i++) {
             fp8_free(&c->t[i]);
 #ifdef PRT_CUDA
-            if (i == 1) { fp8_transposed(&c->t[1], &c->t[0]); continue; }   /* (k, o): W^T */
+            if (i == 1 && prt_fp8_nblocks(&c->t[0].g) == 1) {   /* (k, o): W^T, the same one scale */
+                fp8_transposed(&c->t[1], &c->t[0]);
+                continue;
+            }
+            if (i == 1) {   /* per-block scales run along K: W quantised along o, then transposed */
+                prt_fp8_tensor q;
+                fp8_quantize(&q, w, &cfg.weight, kds[1], o, k, split[1], fp8_hist(L, col, FP8_ROLE_W));
+                fp8_transposed(&c->t[1], &q);
+                fp8_free(&q);
+                continue;
+            }
 #endif
             fp8_quantize(&c->t[i], w, &cfg.weight, kds[i], o, k, split[i], fp8_hist(L, col, FP8_ROLE_W));
         }
@@ -3628,9 +3642,10 @@ int main(int argc, char **argv)
 #endif
     if (R.args.dry_run) return dry_run();
 #if FP8
-    {   /* the CUDA build's FP8 GEMMs need FP8 tensor cores (compute capability 8.9): say so now */
+    {   /* the CUDA build's FP8 GEMMs need FP8 tensor cores (compute capability 8.9), and the
+         * recipe's scale modes theirs (prt_fp8_device_check): say so now */
         char why[320];
-        if (prt_fp8_device_check(why, sizeof why) != PRT_OK) prt_run_fail(R.c, "fp8", PRT_ERR_CUDA);
+        if (prt_fp8_device_check(FP8_RECIPE, why, sizeof why) != PRT_OK) prt_run_fail(R.c, "fp8", PRT_ERR_CUDA);
     }
 #endif
     if (R.args.export_hf && prt_model_check_hf(MODEL_CONFIG))   /* refused before the first step, not after the last */

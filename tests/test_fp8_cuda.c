@@ -5,12 +5,15 @@
  * bf16 and fp32 tensors under each recipe and format. Both builds take the same
  * inline rules, so any difference is a bug, not a tolerance.
  * Then the FP8 GEMM (cuBLASLt, prt_fp8_gemm_tn) against the CPU build's
- * prt_fp8_gemm on the same codes and scales: a linear's forward (E4M3 x
- * E4M3 into bf16), dX (E5M2 x the weight's transpose, prt_fp8_transpose)
- * and dW (both operands transposed, accumulated into fp32 with beta 1),
- * within the bf16 output's rounding (8e-3 relative + 1e-3 of the largest
- * |C|; fp32 output 1e-4); the refusals of a per-block tensor, two E5M2
- * operands and K not a multiple of 16.
+ * prt_fp8_gemm on the same codes and scales, for each recipe the device
+ * runs (prt_fp8_device_check: tensorwise, rowwise's outer-vector scales,
+ * blockwise's 1 x 128 and 128 x 128 blocks on Hopper, mxfp8's E8M0 blocks
+ * on Blackwell): a linear's forward (E4M3 x E4M3 into bf16), dX (E5M2 x
+ * the weight's transpose, prt_fp8_transpose, scales and all) and dW (both
+ * operands transposed, accumulated into fp32 with beta 1), within the bf16
+ * output's rounding (8e-3 relative + 1e-3 of the largest |C|; fp32 output
+ * 1e-4); the refusals of a per-row tensor beside a per-tensor one, two
+ * E5M2 operands and K not a multiple of 16.
  *
  * Without a GPU it stops at start with a message and status 77 (the CUDA
  * casts linked); `make test-fp8-cuda-link` counts that as passed.
@@ -166,15 +169,18 @@ static size_t run_case(const cast_case *c)
 /* ---- the FP8 GEMM ------------------------------------------------------------ */
 
 /* A (rows, cols) tensor of values in six decades quantised on the CPU
- * (tensorwise, fmt, blocks along k) into t's host codes and scale. */
-static void host_quantize(ref_prt_fp8_tensor *t, prt_fp8_format fmt, prt_fp8_kdim k, size_t rows, size_t cols,
-                          float spread)
+ * (recipe r, a weight's blocks when weight, fmt, blocks along k) into t's
+ * host codes and scales. */
+static void host_quantize(ref_prt_fp8_tensor *t, prt_fp8_recipe r, bool weight, prt_fp8_format fmt,
+                          prt_fp8_kdim k, size_t rows, size_t cols, float spread)
 {
     float *x = malloc(rows * cols * sizeof *x);
     for (size_t i = 0; i < rows * cols; i++) x[i] = frand() * ldexpf(1.0f, (int)(spread * frand()));
-    ref_prt_fp8_cfg cfg = ref_prt_fp8_cfg_default(REF_FP8_TENSORWISE, (ref_prt_fp8_format)fmt, false);
+    ref_prt_fp8_cfg cfg = ref_prt_fp8_cfg_default((ref_prt_fp8_recipe)r, (ref_prt_fp8_format)fmt, weight);
+    ref_prt_fp8_grid g;
+    ref_prt_fp8_grid_of(&g, &cfg, rows, cols, (ref_prt_fp8_kdim)k);
     t->q = malloc(rows * cols);
-    t->scale_inv = malloc(sizeof(float));
+    t->scale_inv = malloc(ref_prt_fp8_nblocks(&g) * sizeof(float));
     if (ref_prt_fp8_quantize(t, x, &cfg, (ref_prt_fp8_kdim)k, rows, cols, NULL, NULL) != PRT_OK)
         printf("  host quantise refused\n");
     free(x);
@@ -183,14 +189,21 @@ static void host_quantize(ref_prt_fp8_tensor *t, prt_fp8_format fmt, prt_fp8_kdi
 /* The device copy of a host-quantised tensor (prt_alloc'd; dev_free). */
 static prt_fp8_tensor to_device(const ref_prt_fp8_tensor *h)
 {
-    size_t n = h->g.rows * h->g.cols;
-    prt_fp8_tensor d = { .q = prt_alloc(n), .scale_inv = prt_alloc(sizeof(float)), .fmt = (prt_fp8_format)h->fmt };
+    size_t n = h->g.rows * h->g.cols, sb = ref_prt_fp8_nblocks(&h->g) * sizeof(float);
+    prt_fp8_tensor d = { .q = prt_alloc(n), .scale_inv = prt_alloc(sb), .fmt = (prt_fp8_format)h->fmt };
     memcpy(&d.g, &h->g, sizeof d.g);   /* the same layout of fields (the header renamed) */
     if (d.q && d.scale_inv) {
         prt_copy_to_device(d.q, h->q, n);
-        prt_copy_to_device(d.scale_inv, h->scale_inv, sizeof(float));
+        prt_copy_to_device(d.scale_inv, h->scale_inv, sb);
     }
     return d;
+}
+
+/* Device room for the transpose of h (codes and its scales). */
+static prt_fp8_tensor dev_like(const ref_prt_fp8_tensor *h)
+{
+    return (prt_fp8_tensor){ .q = prt_alloc(h->g.rows * h->g.cols),
+                             .scale_inv = prt_alloc(ref_prt_fp8_nblocks(&h->g) * sizeof(float)) };
 }
 
 static void dev_free(prt_fp8_tensor *d) { prt_free(d->q), prt_free(d->scale_inv); }
@@ -213,17 +226,19 @@ static size_t near(const char *what, const float *g, const float *r, size_t n, f
     return bad;
 }
 
-/* The three GEMMs of a linear (x (T, Kx), W (O, Kx), dY (T, O)) on the GPU
- * against the CPU: forward out = x W^T, dX = dY W, dW += dY^T x. */
-static size_t run_gemms(size_t T, size_t Kx, size_t O)
+/* The three GEMMs of a linear (x (T, Kx), W (O, Kx), dY (T, O)) under
+ * recipe r on the GPU against the CPU: forward out = x W^T, dX = dY W,
+ * dW += dY^T x. */
+static size_t run_gemms(prt_fp8_recipe r, size_t T, size_t Kx, size_t O)
 {
     ref_prt_fp8_tensor x, w, wr, dy, dyr, xr;
-    host_quantize(&x, PRT_FP8_E4M3, PRT_FP8_K_COLS, T, Kx, 8);
-    host_quantize(&w, PRT_FP8_E4M3, PRT_FP8_K_COLS, O, Kx, 4);
-    host_quantize(&wr, PRT_FP8_E4M3, PRT_FP8_K_ROWS, O, Kx, 4);     /* W along O: dX's */
-    host_quantize(&dy, PRT_FP8_E5M2, PRT_FP8_K_COLS, T, O, 12);
-    host_quantize(&dyr, PRT_FP8_E5M2, PRT_FP8_K_ROWS, T, O, 12);    /* dY along T: dW's */
-    host_quantize(&xr, PRT_FP8_E4M3, PRT_FP8_K_ROWS, T, Kx, 8);     /* x along T: dW's */
+    printf("  %s, T %zu, K %zu, O %zu\n", prt_fp8_recipe_name(r), T, Kx, O);
+    host_quantize(&x, r, false, PRT_FP8_E4M3, PRT_FP8_K_COLS, T, Kx, 8);
+    host_quantize(&w, r, true, PRT_FP8_E4M3, PRT_FP8_K_COLS, O, Kx, 4);
+    host_quantize(&wr, r, true, PRT_FP8_E4M3, PRT_FP8_K_ROWS, O, Kx, 4);     /* W along O: dX's */
+    host_quantize(&dy, r, false, PRT_FP8_E5M2, PRT_FP8_K_COLS, T, O, 12);
+    host_quantize(&dyr, r, false, PRT_FP8_E5M2, PRT_FP8_K_ROWS, T, O, 12);   /* dY along T: dW's */
+    host_quantize(&xr, r, false, PRT_FP8_E4M3, PRT_FP8_K_ROWS, T, Kx, 8);    /* x along T: dW's */
     size_t nf = T * O, nx = T * Kx, nw = O * Kx, bad = 0;
     float *rf = calloc(nf, sizeof(float)), *rx = calloc(nx, sizeof(float)), *rw = malloc(nw * sizeof(float));
     float *gf = malloc(nf * sizeof(float)), *gx = malloc(nx * sizeof(float)), *gw = malloc(nw * sizeof(float));
@@ -231,8 +246,7 @@ static size_t run_gemms(size_t T, size_t Kx, size_t O)
     for (size_t i = 0; i < nw; i++) rw[i] = frand();   /* dW accumulates onto these */
     prt_fp8_tensor X = to_device(&x), Wd = to_device(&w), Wr = to_device(&wr), DY = to_device(&dy),
                    DYr = to_device(&dyr), Xr = to_device(&xr);
-    prt_fp8_tensor Wt = { .q = prt_alloc(nw), .scale_inv = prt_alloc(4) }, DYt = { .q = prt_alloc(nf), .scale_inv = prt_alloc(4) },
-                   Xt = { .q = prt_alloc(nx), .scale_inv = prt_alloc(4) };
+    prt_fp8_tensor Wt = dev_like(&wr), DYt = dev_like(&dyr), Xt = dev_like(&xr);
     void *dout = prt_alloc(nf * sizeof(prt_act)), *ddx = prt_alloc(nx * sizeof(prt_act));
     float *ddw = prt_alloc(nw * sizeof(float));
     prt_copy_to_device(ddw, rw, nw * sizeof(float));
@@ -262,20 +276,22 @@ static size_t run_gemms(size_t T, size_t Kx, size_t O)
         ref_prt_fp8_gemm(rw, &dyr, true, &xr, false, O, Kx, T, 1.0f);
         bad += near("dW e5m2^T x e4m3^T += fp32", gw, rw, nw, 1e-4f, 1e-5f);
     }
-    /* refusals: a per-row tensor, two E5M2 operands, K not a multiple of 16 */
-    prt_fp8_tensor rowwise = X;
-    rowwise.g.nbr = T;   /* one scale per row */
-    ref_prt_fp8_tensor x2, w2;   /* K = 200: not a multiple of 16 */
-    host_quantize(&x2, PRT_FP8_E4M3, PRT_FP8_K_COLS, T, 200, 8);
-    host_quantize(&w2, PRT_FP8_E4M3, PRT_FP8_K_COLS, O, 200, 4);
-    prt_fp8_tensor X2 = to_device(&x2), W2 = to_device(&w2);
-    bool refused = prt_fp8_gemm_tn(dout, false, &rowwise, &Wd, T, O, Kx, 0.0f) == PRT_ERR_ARG &&
-                   prt_fp8_gemm_tn(dout, false, &DY, &DY, T, T, O, 0.0f) == PRT_ERR_ARG &&
-                   prt_fp8_gemm_tn(dout, false, &X2, &W2, T, O, 200, 0.0f) == PRT_ERR_ARG;
-    dev_free(&X2), dev_free(&W2);
-    free(x2.q), free(x2.scale_inv), free(w2.q), free(w2.scale_inv);
-    printf("  refusals (rowwise, e5m2 x e5m2, K %% 16): %s\n", refused ? "ok" : "MISSING");
-    bad += !refused;
+    if (r == PRT_FP8_TENSORWISE) {   /* refusals: a per-row tensor beside a per-tensor one, two
+                                      * E5M2 operands, K not a multiple of 16 */
+        prt_fp8_tensor rowwise = X;
+        rowwise.g.nbr = T;   /* T scales, but its blocks still whole rows of T: no mode takes it */
+        ref_prt_fp8_tensor x2, w2;   /* K = 200: not a multiple of 16 */
+        host_quantize(&x2, r, false, PRT_FP8_E4M3, PRT_FP8_K_COLS, T, 200, 8);
+        host_quantize(&w2, r, true, PRT_FP8_E4M3, PRT_FP8_K_COLS, O, 200, 4);
+        prt_fp8_tensor X2 = to_device(&x2), W2 = to_device(&w2);
+        bool refused = prt_fp8_gemm_tn(dout, false, &rowwise, &Wd, T, O, Kx, 0.0f) == PRT_ERR_ARG &&
+                       prt_fp8_gemm_tn(dout, false, &DY, &DY, T, T, O, 0.0f) == PRT_ERR_ARG &&
+                       prt_fp8_gemm_tn(dout, false, &X2, &W2, T, O, 200, 0.0f) == PRT_ERR_ARG;
+        dev_free(&X2), dev_free(&W2);
+        free(x2.q), free(x2.scale_inv), free(w2.q), free(w2.scale_inv);
+        printf("  refusals (mixed scales, e5m2 x e5m2, K %% 16): %s\n", refused ? "ok" : "MISSING");
+        bad += !refused;
+    }
     dev_free(&X), dev_free(&Wd), dev_free(&Wr), dev_free(&DY), dev_free(&DYr), dev_free(&Xr);
     dev_free(&Wt), dev_free(&DYt), dev_free(&Xt);
     prt_free(dout), prt_free(ddx), prt_free(ddw);
@@ -297,12 +313,22 @@ int main(void)
     size_t bad = 0;
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
         bad += run_case(&CASES[i]);
-    char why[320];
-    if (prt_fp8_device_check(why, sizeof why) != PRT_OK) {
-        printf("# the FP8 GEMM: not on this device (%s); skipped\n", why);
-    } else {
-        printf("# CUDA FP8 GEMM (cuBLASLt) vs CPU prt_fp8_gemm, the same codes and scales\n");
-        bad += run_gemms(256, 192, 320) + run_gemms(64, 768, 2304);
+    /* each recipe's shapes: its dimensions multiples of its blocks (cg_target_fp8's rule) */
+    static const struct { prt_fp8_recipe r; size_t d[2][3]; } GEMMS[] = {
+        { PRT_FP8_TENSORWISE, { { 256, 192, 320 }, { 64, 768, 2304 } } },
+        { PRT_FP8_ROWWISE, { { 256, 192, 320 }, { 64, 768, 2304 } } },
+        { PRT_FP8_BLOCKWISE, { { 256, 384, 640 }, { 128, 768, 2304 } } },
+        { PRT_FP8_MXFP8, { { 256, 192, 320 }, { 64, 768, 2304 } } },
+    };
+    printf("# CUDA FP8 GEMM (cuBLASLt) vs CPU prt_fp8_gemm, the same codes and scales\n");
+    for (size_t i = 0; i < sizeof GEMMS / sizeof GEMMS[0]; i++) {
+        char why[320];
+        if (prt_fp8_device_check(GEMMS[i].r, why, sizeof why) != PRT_OK) {
+            printf("  %s: not on this device (%s); skipped\n", prt_fp8_recipe_name(GEMMS[i].r), why);
+            (void)prt_ops_sync();   /* the check recorded its refusal: not the next GEMM's failure */
+            continue;
+        }
+        for (int j = 0; j < 2; j++) bad += run_gemms(GEMMS[i].r, GEMMS[i].d[j][0], GEMMS[i].d[j][1], GEMMS[i].d[j][2]);
     }
     prt_ops_finalize();
     printf("test_fp8_cuda: %s\n", bad ? "FAILED" : "every byte equal, every GEMM within tolerance");

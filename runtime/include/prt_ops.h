@@ -1025,32 +1025,38 @@ prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid);
  * C (M, N) = beta C + A B^T, A (M, K) and B (N, K) both stored K-major
  * (K_COLS grids: Hopper's FP8 tensor cores take only this "TN" layout, so a
  * GEMM along another axis is given a transposed copy, prt_fp8_transpose),
- * each with one scale (tensorwise or delayed) applied through cuBLASLt's
- * A/B scale pointers (their scale_inv), fp32 accumulation
+ * their scale_inv applied by cuBLASLt's scale modes: one scale each
+ * (tensorwise, delayed), one per row each (rowwise), 1 x 128 blocks with
+ * at most one operand of 128 x 128 (blockwise; K a multiple of 128), or
+ * 1 x 32 blocks as E8M0 (mxfp8; K a multiple of 32); fp32 accumulation
  * (CUBLAS_COMPUTE_32F, no fast accumulation); C bf16 (c_fp32 false, beta
  * 0: a forward or dX output) or fp32 (beta 0 or 1: dW accumulates). E4M3
  * operands, or one E5M2 (hybrid's gradient; two E5M2 have no cuBLASLt
- * kernel). PRT_ERR_ARG for a per-block scale (rowwise, blockwise and mxfp8
- * are not on the CUDA build yet), two E5M2 operands, a grid that is not
- * K_COLS, or K not a multiple of 16 (cuBLASLt's FP8 alignment: leading
- * dimensions of 16 bytes); PRT_ERR_CUDA on a device without FP8 tensor
- * cores (compute capability below 8.9), naming it. A failed CUDA or
- * cuBLASLt call is recorded as every op's (prt_ops_sync reports it). */
+ * kernel). PRT_ERR_ARG for grids that are none of those pairs, two E5M2
+ * operands, a per-block grid that is not K_COLS, or K not a multiple of 16
+ * (cuBLASLt's FP8 alignment: leading dimensions of 16 bytes). A device
+ * that lacks the recipe's kernels (prt_fp8_device_check), or any failed
+ * CUDA or cuBLASLt call, is recorded as every op's failure (prt_ops_sync
+ * reports it). */
 prt_status prt_fp8_gemm_tn(void *C, bool c_fp32, const prt_fp8_tensor *A, const prt_fp8_tensor *B,
                            size_t M, size_t N, size_t K, float beta);
-/* dst = src transposed: codes (cols, rows), the same one scale (a
- * per-tensor tensor only; PRT_ERR_ARG else), as the K_COLS operand of a
- * TN GEMM whose K is src's rows (the weight's copy for dX, dY and x for
- * dW); dst's q and scale_inv are device memory of the caller's (TE's
- * cast-transpose, as a second kernel). */
+/* dst = src transposed: codes (cols, rows) and the scale grid with them
+ * (block (i, j) becomes (j, i), so blocks along src's rows lie along dst's
+ * columns: the K_COLS operand of a TN GEMM whose K is src's rows, as the
+ * weight's copy for dX and dY and x for dW); dst's q and scale_inv
+ * (nblocks floats, not src's own when there are several) are device memory
+ * of the caller's (TE's cast-transpose, as a second kernel). */
 prt_status prt_fp8_transpose(prt_fp8_tensor *dst, const prt_fp8_tensor *src);
 #endif
-/* PRT_OK when this device runs FP8 GEMMs: on the CUDA build compute
- * capability >= 8.9 (Ada, Hopper, Blackwell), else PRT_ERR_CUDA with why
- * (the device's name and capability) in buf, recorded as an op's failure
- * (prt_ops_last_error); the CPU build emulates them and always says
- * PRT_OK. A program with FP8 linears checks it at start. */
-prt_status prt_fp8_device_check(char *buf, size_t len);
+/* PRT_OK when this device runs recipe r's FP8 GEMMs: on the CUDA build
+ * compute capability >= 8.9 (Ada, Hopper, Blackwell) for tensorwise and
+ * delayed, >= 9.0 for rowwise, 9.0 alone for blockwise (cuBLASLt's
+ * 128-element block scales are Hopper's), >= 10.0 for mxfp8; else
+ * PRT_ERR_CUDA with why (the device's name and capability) in buf,
+ * recorded as an op's failure (prt_ops_last_error); the CPU build
+ * emulates them and always says PRT_OK. A program with FP8 linears checks
+ * it at start. */
+prt_status prt_fp8_device_check(prt_fp8_recipe r, char *buf, size_t len);
 
 /* What follows is the CPU build's alone (runtime/ops/fp8.c; the CUDA
  * build has the amax, scales and cast above and the TN GEMM,

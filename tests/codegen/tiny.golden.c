@@ -6,8 +6,8 @@
  *           4 micro-batches of 2 sequences per DP rank, global batch 16,
  *           recompute none, sequence parallel off
  * predicted by planc for cluster laptop:
- *   stage 0: 258.6 MiB per rank (params 0.2, grads 0.4, optimizer 0.2, activations 1.8)
- *   stage 1: 257.9 MiB per rank (params 0.2, grads 0.3, optimizer 0.2, activations 1.1)
+ *   stage 0: 258.5 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 1.8)
+ *   stage 1: 257.8 MiB per rank (params 0.2, grads 0.2, optimizer 0.2, activations 1.1)
  *   step 34.276 ms, pipeline bubble 37.1 %, 29875 tokens/s (the simulated Program below)
  *
  * How to read it: the parameter table (every tensor, its global shape and

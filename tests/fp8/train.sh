@@ -3,10 +3,12 @@
 #
 # 1. Refusals: emit names what the program cannot run in FP8 — blockwise
 #    tiles a TP split would cut (tiny's attention shards are 32 wide, its
-#    tiles 128); `build --target cuda` of tensorwise compiles and links
-#    (cuBLASLt's FP8 GEMM; it cannot run here) and of rowwise is refused by
-#    name. Recipe delayed is emitted (its `emit` output holds the amax
-#    histories: checked below).
+#    tiles 128); `build --target cuda` of mxfp8 compiles and links
+#    (cuBLASLt's FP8 GEMM with the recipe's scale mode, one program text for
+#    every recipe; it cannot run here), of blockwise is refused for tiny's
+#    64-wide linears (cuBLASLt's 128-element blocks) and of delayed by name
+#    (its histories live on the host). Recipe delayed is emitted (its
+#    `emit` output holds the amax histories: checked below).
 # 2. Training: tiny's model (examples/tiny.plan, dtype fp32, make-plan.sh:
 #    the CPU target's one dtype) trains STEPS steps on one rank in fp32 and with
 #    each recipe the program runs (tensorwise, rowwise, blockwise, mxfp8,
@@ -52,19 +54,27 @@ if [ $rc = 0 ] && grep -q "FP8_RECIPE = PRT_FP8_DELAYED" "$dir/delayed-emit.c" &
 else echo "FAIL delayed: emit exit $rc or the program lacks the histories:"; cat "$dir/delayed-emit.err"; fails=$((fails + 1)); fi
 # the CUDA library beside this planc (a SAN=1 tree builds none: no nvcc there)
 if [ -e "$(dirname "$planc")/../lib/libplanrt_cuda.a" ]; then
-    # tensorwise: the CUDA program (cuBLASLt's FP8 GEMM, the casts as kernels) compiles and
-    # links with -Werror; it cannot run here (no GPU)
-    "$mkplan" "$dir/cuda.plan" 1 "micro_batch 8; fp8 { recipe tensorwise }"
+    # mxfp8: the CUDA program (cuBLASLt's FP8 GEMM with E8M0 block scales, the casts as
+    # kernels) compiles and links with -Werror; it cannot run here (no GPU)
+    "$mkplan" "$dir/cuda.plan" 1 "micro_batch 8; fp8 { recipe mxfp8 }"
     rc=0; "$planc" build "$dir/cuda.plan" -o "$dir/cuda" --target cuda > "$dir/cuda.err" 2>&1 || rc=$?
-    if [ $rc = 0 ] && [ -x "$dir/cuda" ] && grep -q "prt_fp8_gemm_tn" "$dir/cuda.cu"; then
-        echo "ok   cuda: build --target cuda of fp8 tensorwise compiled and linked (prt_fp8_gemm_tn)"
+    if [ $rc = 0 ] && [ -x "$dir/cuda" ] && grep -q "prt_fp8_gemm_tn" "$dir/cuda.cu" &&
+       grep -q "FP8_RECIPE = PRT_FP8_MXFP8" "$dir/cuda.cu"; then
+        echo "ok   cuda: build --target cuda of fp8 mxfp8 compiled and linked (prt_fp8_gemm_tn)"
     else echo "FAIL cuda: exit $rc:"; cat "$dir/cuda.err"; fails=$((fails + 1)); fi
-    # the other recipes are refused by name on the CUDA target
-    "$mkplan" "$dir/cuda-rw.plan" 1 "micro_batch 8; fp8 { recipe rowwise }"
-    rc=0; "$planc" build "$dir/cuda-rw.plan" -o "$dir/cuda-rw" --target cuda 2> "$dir/cuda-rw.err" || rc=$?
-    if [ $rc = 1 ] && grep -q "fp8 rowwise with --target cuda: the CUDA build runs recipe tensorwise alone" "$dir/cuda-rw.err"
-    then echo "ok   cuda: fp8 rowwise refused: $(head -n 1 "$dir/cuda-rw.err" | sed 's/.*cuda: //')"
-    else echo "FAIL cuda-rw: exit $rc:"; cat "$dir/cuda-rw.err"; fails=$((fails + 1)); fi
+    # cuda_refuse NAME BODY PATTERN: `build --target cuda` exits 1 naming why, before nvcc
+    cuda_refuse() {
+        "$mkplan" "$dir/$1.plan" 1 "$2"
+        local rc=0
+        "$planc" build "$dir/$1.plan" -o "$dir/$1" --target cuda 2> "$dir/$1.err" || rc=$?
+        if [ $rc = 1 ] && grep -q "$3" "$dir/$1.err" && [ ! -e "$dir/$1" ]
+        then echo "ok   $1: refused: $(head -n 1 "$dir/$1.err" | sed 's/.*cuda: //')"
+        else echo "FAIL $1: exit $rc, expected 1 and '$3':"; cat "$dir/$1.err"; fails=$((fails + 1)); fi
+    }
+    cuda_refuse cuda-bw "micro_batch 8; fp8 { recipe blockwise }" \
+        "fp8 blockwise with --target cuda: an attention linear's width on a TP rank is 64, not a multiple of 128"
+    cuda_refuse cuda-dl "micro_batch 8; fp8 { recipe delayed }" \
+        "fp8 delayed with --target cuda: .*amax histories are kept and updated on the host"
 else
     echo "skip cuda: no libplanrt_cuda.a beside $planc (no nvcc, or a SAN=1 tree)"
 fi

@@ -11,7 +11,7 @@ GPU_OUT=${GPU_OUT:-build/gpu}                # logs and gpu-summary.json
 # The checks in the order they run, each NAME:DEADLINE_S; with the probe's
 # GPU_PROBE_S they make the overall deadline (GPU_DEADLINE_S, 480 s: a
 # borrowed machine runs one command for at most 10 minutes).
-GPU_CHECKS="ops:90 cp:40 fp8:15 train:60 mem:75 comm:65 calib:125"
+GPU_CHECKS="ops:90 cp:40 fp8:25 train:60 mem:75 comm:65 calib:115"
 GPU_PROBE_S=10
 GPU_DEADLINE_S=480
 
