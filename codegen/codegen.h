@@ -55,11 +55,10 @@ bool cg_target_dtype(const Plan *p, CgTarget t, char *why, size_t len);
 /* What to write instead (a note after cg_target_dtype's reason). */
 extern const char cg_target_dtype_hint[];
 
-/* Whether target t's runtime runs the plan's FP8 recipe, the reason in why
- * if not: the CUDA build takes every recipe but delayed (its amax
- * histories live on the host), with every FP8 GEMM dimension (the
- * micro-batch's tokens, each FP8 linear's widths on a TP rank) a multiple
- * of 16, 32 under mxfp8 and 128 under blockwise (cuBLASLt's). build
+/* Whether target t's runtime runs the plan's FP8 GEMMs, the reason in why
+ * if not: the CUDA build takes every recipe with every FP8 GEMM dimension
+ * (the micro-batch's tokens, each FP8 linear's widths on a TP rank) a
+ * multiple of 16, 32 under mxfp8 and 128 under blockwise (cuBLASLt's). build
  * --target cuda asks this before it emits; cg_emit writes the refusal as
  * an #error for a compile with PRT_CUDA. */
 bool cg_target_fp8(const Plan *p, CgTarget t, char *why, size_t len);

@@ -663,12 +663,6 @@ bool cg_target_fp8(const Plan *p, CgTarget t, char *why, size_t len)
 {
     const PlanFp8 *f = &p->software.fp8;
     if (t != CG_TARGET_CUDA || !plan_fp8_on(&p->software)) return true;
-    if (f->recipe == PLAN_FP8_DELAYED) {
-        snprintf(why, len, "fp8 delayed with --target cuda: the CUDA build runs tensorwise, rowwise, blockwise "
-                 "and mxfp8 (cuBLASLt's scale modes); delayed scaling's amax histories are kept and "
-                 "updated on the host");
-        return false;
-    }
     PlanEval ev;
     plan_evaluate(p, &ev);
     const Layout *l = &ev.layout;

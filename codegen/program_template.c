@@ -1115,8 +1115,8 @@ static void embedding_bwd(const LayerSpec *L, LayerActs *a, prt_act *d)
  * amax history instead and records the amax of its shard; the step's
  * amaxes are MAX-reduced over every rank at the end of the step (below),
  * so its scales are the whole global batch's on every layout.
- * The CUDA build (PRT_CUDA; `build --target cuda` takes every recipe but
- * delayed, whose histories live on the host) runs the GEMMs through
+ * The CUDA build (PRT_CUDA; `build --target cuda` takes every recipe;
+ * delayed's histories are updated on the host, fp8_delayed_scale) runs the GEMMs through
  * cuBLASLt (prt_fp8_gemm_tn, each recipe's scales as a cuBLASLt scale
  * mode), whose FP8 kernels take K-major operands only: the weight's second
  * copy is the transpose of its first under one scale (TE's fp8 weight and
@@ -1186,6 +1186,30 @@ static prt_fp8_history *fp8_hist(const LayerSpec *L, bool col, int role)
     return &FP8_HISTORY[FP8_HIST_AT[L - LAYERS] + (col ? 0 : 1) * FP8_ROLES + role];
 }
 
+#ifdef PRT_CUDA
+/* The CUDA build casts on the device and updates the histories on the host
+ * once a step (their windows, counts and heads as the CPU build's, in host
+ * memory, as prt_fp8_state_save reads them): a cast's amax and its scale
+ * meet on the device, in FP8_PENDING[i] (history i's amax this step so
+ * far) and FP8_SCALE[i] (its scale this step), planrt's kind fp8
+ * (prt_fp8_delayed_scale); the step's end all-reduces the pending amaxes,
+ * copies them back once and the new scales out. */
+static float *FP8_PENDING, *FP8_SCALE;
+
+/* Every history's scale to the device (after an update or a resume). */
+static void fp8_scales_out(void)
+{
+    static float scale[N_LAYERS * 2 * FP8_ROLES];
+    for (size_t i = 0; i < FP8_N_HIST; i++) scale[i] = FP8_HISTORY[i].scale;
+    CHECK(prt_copy_to_device(FP8_SCALE, scale, FP8_N_HIST * sizeof(float)));
+}
+#define fp8_window_alloc(bytes) malloc(bytes)
+#define fp8_window_free(p) free(p)
+#else
+#define fp8_window_alloc(bytes) prt_mem_alloc(PRT_MEM_FP8, bytes)
+#define fp8_window_free(p) prt_mem_free(p)
+#endif
+
 /* Empty windows and scale 1, TE's initial amax_history and scale. */
 static void fp8_history_init(void)
 {
@@ -1193,17 +1217,42 @@ static void fp8_history_init(void)
     for (int l = 0; l < N_LAYERS; l++) {
         FP8_HIST_AT[l] = FP8_LINEAR[l] ? (int)FP8_N_HIST : -1;
         for (int i = 0; FP8_LINEAR[l] && i < 2 * FP8_ROLES; i++, FP8_N_HIST++) {
-            float *w = (float *)prt_mem_alloc(PRT_MEM_FP8, FP8_AMAX_HISTORY_LEN * sizeof(float));
-            if (!w) prt_run_fail(R.c, "prt_mem_alloc (fp8 amax history)", PRT_ERR_NOMEM);
+            float *w = (float *)fp8_window_alloc(FP8_AMAX_HISTORY_LEN * sizeof(float));
+            if (!w) prt_run_fail(R.c, "fp8 amax history", PRT_ERR_NOMEM);
             CHECK(prt_fp8_history_init(&FP8_HISTORY[FP8_N_HIST], w, FP8_AMAX_HISTORY_LEN));
         }
     }
+#ifdef PRT_CUDA
+    if (!FP8_N_HIST) return;
+    FP8_PENDING = (float *)prt_mem_alloc(PRT_MEM_FP8, FP8_N_HIST * sizeof(float));
+    FP8_SCALE = (float *)prt_mem_alloc(PRT_MEM_FP8, FP8_N_HIST * sizeof(float));
+    if (!FP8_PENDING || !FP8_SCALE) prt_run_fail(R.c, "prt_mem_alloc (fp8 amaxes and scales)", PRT_ERR_NOMEM);
+    CHECK(prt_zero(FP8_PENDING, FP8_N_HIST * sizeof(float)));
+    fp8_scales_out();
+#endif
 }
 
 static void fp8_history_free(void)
 {
-    for (size_t i = 0; i < FP8_N_HIST; i++) prt_mem_free(FP8_HISTORY[i].amax);
+    for (size_t i = 0; i < FP8_N_HIST; i++) fp8_window_free(FP8_HISTORY[i].amax);
+#ifdef PRT_CUDA
+    prt_mem_free(FP8_PENDING), prt_mem_free(FP8_SCALE);
+    FP8_PENDING = FP8_SCALE = NULL;
+#endif
     FP8_N_HIST = 0;
+}
+
+/* A delayed cast's scale into s[0], where prt_fp8_amax left the amax of
+ * its shard, which history h records (reduced at the step's end). */
+static void fp8_delayed_scale(prt_fp8_history *h, float *s)
+{
+#ifdef PRT_CUDA
+    size_t i = (size_t)(h - FP8_HISTORY);
+    prt_fp8_delayed_scale(s, FP8_PENDING + i, FP8_SCALE + i);
+#else
+    prt_fp8_history_record(h, s[0]);
+    s[0] = h->scale;
+#endif
 }
 
 /* The end of a step: every role's amax over the world, pushed, and the
@@ -1212,8 +1261,14 @@ static void fp8_history_step(void)
 {
     static float amax[N_LAYERS * 2 * FP8_ROLES];
     if (!FP8_N_HIST) return;   /* first_last_bf16 on a model of two blocks */
+#ifdef PRT_CUDA
+    CHECK(prt_all_reduce(R.c->world, FP8_PENDING, FP8_PENDING, FP8_N_HIST, PRT_FP32, PRT_MAX));
+    CHECK(prt_copy_to_host(amax, FP8_PENDING, FP8_N_HIST * sizeof(float)));
+    CHECK(prt_zero(FP8_PENDING, FP8_N_HIST * sizeof(float)));
+#else
     for (size_t i = 0; i < FP8_N_HIST; i++) amax[i] = FP8_HISTORY[i].pending;
     CHECK(prt_all_reduce(R.c->world, amax, amax, FP8_N_HIST, PRT_FP32, PRT_MAX));
+#endif
     prt_fp8_linear_cfg cfg = prt_fp8_linear_default(FP8_RECIPE, FP8_HYBRID);
     for (size_t i = 0; i < FP8_N_HIST; i++) {
         int role = (int)(i % FP8_ROLES);
@@ -1221,6 +1276,9 @@ static void fp8_history_step(void)
         prt_fp8_history_update(&FP8_HISTORY[i], role == FP8_ROLE_X ? &cfg.act : role == FP8_ROLE_W ? &cfg.weight
                                                                                                    : &cfg.grad);
     }
+#ifdef PRT_CUDA
+    fp8_scales_out();
+#endif
 }
 #else
 #define fp8_hist(L, col, role) NULL   /* current scaling: no history */
@@ -1244,10 +1302,13 @@ static void fp8_quantize(prt_fp8_tensor *t, const prt_act *x, const prt_fp8_cfg 
     if (!t->q || !t->scale_inv) prt_run_fail(R.c, "prt_mem_alloc (fp8 operand)", PRT_ERR_NOMEM);
     float *s = t->scale_inv;   /* amaxes, then scales, then (the cast) their inverses */
     prt_fp8_amax(s, x, &t->g);
-    if (cfg->recipe == PRT_FP8_DELAYED) {   /* one block: the tensor */
-        prt_fp8_history_record(h, s[0]);
-        s[0] = h->scale;
-    } else {
+#if FP8_DELAYED
+    if (cfg->recipe == PRT_FP8_DELAYED)   /* one block: the tensor */
+        fp8_delayed_scale(h, s);
+    else
+#endif
+    {
+        (void)h;
         if (fp8_block_spans(cfg, split)) CHECK(prt_all_reduce(R.c->tp, s, s, nb, PRT_FP32, PRT_MAX));
         prt_fp8_scales(s, s, nb, cfg);
     }
@@ -3563,6 +3624,9 @@ static void resume(void)
 #if FP8_DELAYED
     if (prt_fp8_state_load(R.c, dir, FP8_HISTORY, FP8_N_HIST))   /* refused without them: other scales */
         prt_run_stop(R.c);
+#ifdef PRT_CUDA
+    fp8_scales_out();   /* the resumed scales, where the casts read them */
+#endif
 #endif
 #if EXPERT_BIAS
     bias_load(dir);

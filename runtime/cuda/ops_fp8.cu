@@ -129,6 +129,21 @@ extern "C" void prt_fp8_cast_f32(prt_fp8_tensor *t, const float *x, const float 
     fp8_cast(t, x, scale, mode);
 }
 
+/* Recipe delayed's cast scale on the device: the step's amax so far takes
+ * this cast's (fmaxf, as prt_fp8_history_record: a NaN is skipped), then
+ * the cast's scale slot holds the history's scale for this step. One
+ * thread: two floats. */
+__global__ static void k_fp8_delayed_scale(float *s, float *pending, const float *scale)
+{
+    *pending = fmaxf(*pending, s[0]);
+    s[0] = *scale;
+}
+
+extern "C" void prt_fp8_delayed_scale(float *s, float *pending, const float *scale)
+{
+    PRT_LAUNCH("prt_fp8_delayed_scale", 1, 0, k_fp8_delayed_scale, s, pending, scale);
+}
+
 /* ---- the FP8 GEMM: cuBLASLt (prt_fp8_gemm_tn) --------------------------------
  * As NVIDIA's CUDALibrarySamples cuBLASLt/LtFp8Matmul: a matmul descriptor
  * of compute type CUBLAS_COMPUTE_32F and scale type CUDA_R_32F, TRANSA T

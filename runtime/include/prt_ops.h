@@ -1040,6 +1040,12 @@ prt_fp8_linear_cfg prt_fp8_linear_default(prt_fp8_recipe r, bool hybrid);
  * reports it). */
 prt_status prt_fp8_gemm_tn(void *C, bool c_fp32, const prt_fp8_tensor *A, const prt_fp8_tensor *B,
                            size_t M, size_t N, size_t K, float beta);
+/* Recipe delayed on the CUDA build, whose histories are updated on the
+ * host once a step: *pending = fmaxf(*pending, s[0]) (the step's amax of
+ * the history so far takes the one prt_fp8_amax left in s[0]), then s[0]
+ * = *scale (its scale this step), so the cast that follows takes it. All
+ * three device pointers; one kernel of one thread. */
+void prt_fp8_delayed_scale(float *s, float *pending, const float *scale);
 /* dst = src transposed: codes (cols, rows) and the scale grid with them
  * (block (i, j) becomes (j, i), so blocks along src's rows lie along dst's
  * columns: the K_COLS operand of a TN GEMM whose K is src's rows, as the
