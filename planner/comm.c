@@ -180,6 +180,11 @@ PlanGroup plan_ep_group(const Cluster *cl, int etp, int ep)
     return cluster_group(cl, etp > 0 ? etp : 1, ep > 0 ? ep : 1);
 }
 
+PlanGroup plan_etp_group(const Cluster *cl, int etp)
+{
+    return cluster_group(cl, 1, etp > 0 ? etp : 1);
+}
+
 PlanGroup plan_expert_dp_group(const Cluster *cl, int etp, int ep, int edp)
 {
     return cluster_group(cl, (int64_t)(etp > 0 ? etp : 1) * (ep > 0 ? ep : 1), edp > 0 ? edp : 1);

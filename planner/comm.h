@@ -137,6 +137,9 @@ PlanGroup plan_pp_pair(const Cluster *cl, int dp, int tp, int pp, int s);
  * laid out etp x ep x expert-DP, Megatron-Core's expert rank generator;
  * at etp = tp: ep consecutive DP ranks of one TP rank), with its pods. */
 PlanGroup plan_ep_group(const Cluster *cl, int etp, int ep);
+/* The expert-TP group: etp consecutive ranks (Megatron-Core's expert rank
+ * order, tp-ep-dp-pp with etp in tp's place). */
+PlanGroup plan_etp_group(const Cluster *cl, int etp);
 /* The expert-DP group: the edp ranks holding the same experts, etp x ep
  * apart. */
 PlanGroup plan_expert_dp_group(const Cluster *cl, int etp, int ep, int edp);

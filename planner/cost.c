@@ -581,6 +581,13 @@ static void layer_time(const Plan *p, const Layer *ly, const Layer *prev, const 
         t->tp_f += ar;
         t->tp_b += ar;
     }
+    if (w.etp_bytes > 0) {   /* expert TP below tp: the experts' rows over the expert-TP group */
+        PlanGroup etg = plan_etp_group(&p->cluster, cut->etp);
+        double g = plan_comm_cost(&p->cluster, COLL_ALL_GATHER, ALGO_AUTO, etg, w.etp_bytes).time +
+                   plan_comm_cost(&p->cluster, COLL_REDUCE_SCATTER, ALGO_AUTO, etg, w.etp_bytes).time;
+        t->tp_f += g;
+        t->tp_b += g;
+    }
     t->ep_f = ep_time(p, ly, epg, w.ep_fwd, &w, w.ep_count_bytes);
     t->ep_b = ep_time(p, ly, epg, w.ep_bwd, &w, 0);
     t->a2a_bytes = w.a2a_bytes;

@@ -1202,6 +1202,13 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * all-to-all of the busiest rank's Rb rows of h, e Rb h bytes; the
      * token counts (E int32) go first in the forward; the send and receive
      * buffers are alive during the layer only */
+    /* expert TP below tp: the rows the experts run are gathered over the
+     * et expert-TP ranks before them and reduce-scattered back after
+     * (Megatron-Core's token dispatchers gather over the expert-TP group,
+     * gather_from_sequence_parallel_region, once the all-to-all is done),
+     * and the gradients the other way in the backward; at et = 1 each rank
+     * runs its own rows, at et = t the TP collectives do it */
+    if (et > 1 && et < t) w->etp_bytes = e * Rb * h;
     if (ep > 1) {
         w->ep_bytes = e * Rb * h;
         w->ep_token_bytes = e * Tr * h * imb;

@@ -106,6 +106,9 @@ typedef struct {
     bool        recomputed;     /* full recompute re-runs this layer's forward */
     /* a mixture of experts under ep > 1: all-to-alls inside the EP group */
     double      ep_bytes;       /* bytes one rank sends in one dispatch or combine (e R h) */
+    double      etp_bytes;      /* 1 < etp < tp: the rows the experts run, gathered over the
+                                   etp expert-TP ranks, e R h (one all-gather and one
+                                   reduce-scatter of it each way); 0 otherwise */
     double      ep_count_bytes; /* the token counts exchanged before the dispatch (E int32) */
     int         ep_fwd, ep_bwd; /* all-to-alls of ep_bytes in forward / backward */
     double      a2a_bytes;      /* transient send + receive buffers during the layer */

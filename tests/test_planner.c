@@ -719,7 +719,8 @@ static void test_moe_deepep_bytes(void **state)
 /* Expert TP (issue 25): the routed experts split over etp, the rest over
  * tp; at etp 1 < tp 2 each rank routes its own T/2 rows, and its expert
  * GEMMs are whole experts of those rows, the same FLOPs per GPU as etp =
- * tp. The expert-DP group is tp dp / (etp ep). */
+ * tp; at 1 < etp < tp the rows are gathered over the expert-TP ranks.
+ * The expert-DP group is tp dp / (etp ep). */
 static void test_moe_etp(void **state)
 {
     (void)state;
@@ -751,6 +752,16 @@ static void test_moe_etp(void **state)
     double gb = 2 * wb.gemm[1].m * wb.gemm[1].n * wb.gemm[1].k * wb.gemm[1].batch;
     assert_close(ga, gb, 0, 1e-12);
     assert_close(wb.ep_bytes, wa.ep_bytes / 2, 0, 1e-12);
+    /* 1 < etp 2 < tp 4: the rows the experts run gathered over the two
+     * expert-TP ranks (all-gather and reduce-scatter of e R h each way);
+     * none at etp = tp or etp 1 */
+    PlanCut c = a;
+    c.tp = 4;
+    PlanLayerWork wc;
+    plan_layer_work(&m, l, l - 1, &c, &wc);
+    assert_close(wc.etp_bytes, 2.0 * wc.gemm[1].m * wc.gemm[1].batch * 1024, 0, 1e-12);
+    assert_close(wc.gemm[1].m, R / 4 * 2 * 4 / 16, 0, 0);    /* its own T/4, gathered over 2 */
+    assert_true(wa.etp_bytes == 0 && wb.etp_bytes == 0);
     Layout L = { .dp = 8, .tp = 2, .ep = 16, .etp = 1 };
     assert_int_equal(plan_expert_dp(&L), 1);
     L.ep = 4;
