@@ -76,6 +76,14 @@ static bool value_equal(const DslValue *a, const DslValue *b)
     return false;
 }
 
+bool dsl_is_top_keyword(const char *word)
+{
+    static const char *const top[] = { "model", "cluster", "plan", "train" };
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (strcmp(word, top[i]) == 0) return true;
+    return false;
+}
+
 bool dsl_ast_equal(const DslStmt *a, const DslStmt *b)
 {
     for (; a && b; a = a->next, b = b->next) {

@@ -103,6 +103,10 @@ typedef struct {
 /* Structural equality, ignoring locations and comments: same statements,
  * keys, values (kind, number, unit, text) and nesting. */
 bool dsl_ast_equal(const DslStmt *a, const DslStmt *b);
+/* Whether word starts a top-level block (model, cluster, plan, train):
+ * the scanner takes one met first on a line inside a block for a missing
+ * '}' before it, so `planc fmt` never writes such a key first on a line. */
+bool dsl_is_top_keyword(const char *word);
 /* A canonical dump of the tree (one node per line) for tests and debugging. */
 void dsl_ast_dump(FILE *out, const DslStmt *s, int indent);
 

@@ -3,7 +3,9 @@
  *
  * Rules (they depend only on the tree and the comments' places, which is
  * what makes formatting idempotent):
- *   - one statement per line, no ';', four spaces per nesting level;
+ *   - one statement per line, no ';', four spaces per nesting level (but a
+ *     key model, cluster, plan or train inside a block follows a ';', as
+ *     first on its line it would read as a missing '}');
  *   - a block whose body is at most four entries (no nested blocks) and no
  *     comments is printed on one line if that line fits in 80 columns:
  *     `attention { heads 12; bias true }`; an empty block is `key {}`;
@@ -145,6 +147,10 @@ static void print_stmt(Fmt *f, const DslStmt *s, int indent, bool first, int nex
     flush_comments(f, s->loc.line, s->loc.col, indent, !first && f->last_line > 0);
     if (!first && f->last_line > 0 && s->loc.line > f->last_line + 1) fputc('\n', f->out);
     fprintf(f->out, "%*s", indent * 4, "");
+    /* a block keyword as a key inside a block (always an unknown key, but
+     * one that parses after other code on its line) after an empty
+     * statement, so that the scanner does not take it for a missing '}' */
+    if (indent > 0 && dsl_is_top_keyword(s->key)) fputs("; ", f->out);
     if (s->kind != DSL_STMT_BLOCK) {
         print_head(f->out, s);
         take_trailing(f, s->loc.end_line, next_line);
