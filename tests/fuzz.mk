@@ -1,31 +1,33 @@
 # tests/fuzz.mk: fuzzing the front end (libFuzzer) and replaying what it
 # found (tests/fuzz/).
 #
-#   make fuzz [FUZZ_TIME=60]   build both libFuzzer targets with clang
+#   make fuzz [FUZZ_TIME=60]   build the three libFuzzer targets with clang
 #                              (-fsanitize=fuzzer,address,undefined) and run
 #                              each for FUZZ_TIME seconds; a crash, leak or an
 #                              input slower than 1 s fails, its input is left
 #                              in $(BUILD)/fuzz/artifacts/
 #   make test-fuzz-regress     (part of `make test`, gcc only) replay the kept
 #                              inputs tests/fuzz/regress/ and the seed corpus
-#                              through both targets, and the kept inputs
+#                              through the targets, and the kept inputs
 #                              through `planc check` and `planc fmt`
 #
-# The targets: fuzz_check (scanner + parser + sema) and fuzz_fmt (parse ->
-# format -> parse gives an equal tree, and format is idempotent).
+# The targets: fuzz_check (scanner + parser + sema), fuzz_fmt (parse ->
+# format -> parse gives an equal tree, and format is idempotent) and
+# fuzz_plan (all of `planc check`: sema, then the planner's report, text
+# and JSON, of every plan sema accepts).
 
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
 FUZZ_DIR   := $(BUILD)/fuzz
 FUZZ_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_FLAGS := -g -O1 -std=gnu11 $(WARN) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
-# the front end and what sema asks (planner/sema.mk's SEMA_OBJS, which the
-# replay programs link: keep the two lists alike)
+# the front end, sema and the planner (planner/planner.mk's PLANNER_SRCS:
+# fuzz_plan runs all of `planc check`)
 FUZZ_SRCS  := dsl/arena.c dsl/diag.c dsl/ast.c dsl/parse.c dsl/format.c planner/sema.c \
-              planner/layout.c planner/presets.c planner/stacks.c planner/fp8.c planner/model.c
+              $(PLANNER_SRCS)
 FUZZ_OBJS  := $(FUZZ_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) \
               $(FUZZ_DIR)/obj/gen/parser.gen.o $(FUZZ_DIR)/obj/gen/lexer.gen.o
-FUZZ_BINS  := $(FUZZ_DIR)/fuzz_check $(FUZZ_DIR)/fuzz_fmt
+FUZZ_BINS  := $(FUZZ_DIR)/fuzz_check $(FUZZ_DIR)/fuzz_fmt $(FUZZ_DIR)/fuzz_plan
 
 $(FUZZ_DIR)/obj/%.o: %.c | $(DSL_GEN)/parser.gen.h $(DSL_GEN)/lexer.gen.h
 	@mkdir -p $(@D)
@@ -41,14 +43,23 @@ $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
 
 # The replay programs: the same targets with an ordinary main, built like
 # every test (so SAN=1 sanitizes them too).
-FUZZ_REPLAY := $(BUILD)/tests/fuzz_check_replay $(BUILD)/tests/fuzz_fmt_replay
+FUZZ_REPLAY := $(BUILD)/tests/fuzz_check_replay $(BUILD)/tests/fuzz_fmt_replay $(BUILD)/tests/fuzz_plan_replay
 
 $(BUILD)/tests/fuzz_%_replay: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(DSL_OBJS) $(SEMA_OBJS) \
                               | $(DSL_GEN)/parser.gen.h $(DSL_GEN)/lexer.gen.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
+# fuzz_plan runs the planner too (SEMA_OBJS are among PLANNER_OBJS but sema.o)
+$(BUILD)/tests/fuzz_plan_replay: tests/fuzz/fuzz_plan.c tests/fuzz/replay.c $(DSL_OBJS) \
+                                 $(BUILD)/obj/planner/sema.o $(PLANNER_OBJS) \
+                                 | $(DSL_GEN)/parser.gen.h $(DSL_GEN)/lexer.gen.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(LDLIBS)
 
-FUZZ_SEEDS := examples/*.plan examples/clusters/*.plan tests/bad/*.plan tests/fuzz/regress
+# seeds: the examples (most include their cluster, which the targets do not
+# follow), the published rows (whole files: fuzz_plan's way into the planner)
+FUZZ_SEEDS := examples/*.plan examples/clusters/*.plan validation/*.plan validation/other/*.plan \
+              tests/bad/*.plan tests/fuzz/regress
 
 .PHONY: fuzz fuzz-build test-fuzz-regress
 TEST_TARGETS += test-fuzz-regress
@@ -63,6 +74,7 @@ fuzz: $(FUZZ_BINS)
 test-fuzz-regress: $(FUZZ_REPLAY) $(PLANC)
 	$(BUILD)/tests/fuzz_check_replay $(FUZZ_SEEDS)
 	$(BUILD)/tests/fuzz_fmt_replay $(FUZZ_SEEDS)
+	$(BUILD)/tests/fuzz_plan_replay $(FUZZ_SEEDS)
 	tests/fuzz/regress.sh $(PLANC)
 
 # ---- hostile input (tests/hostile/) ------------------------------------------------

@@ -22,7 +22,7 @@ for s in "$@"; do
     done
 done
 status=0
-for t in check fmt; do
+for t in check fmt plan; do
     corpus=$dir/corpus-$t
     log=$dir/fuzz_$t.log
     mkdir -p "$corpus"
