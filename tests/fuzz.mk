@@ -4,7 +4,7 @@
 #   make fuzz [FUZZ_TIME=60]   build the three libFuzzer targets with clang
 #                              (-fsanitize=fuzzer,address,undefined) and run
 #                              each for FUZZ_TIME seconds; a crash, leak or an
-#                              input slower than 1 s fails, its input is left
+#                              input slower than 1 s (fuzz_plan: 20 s) fails, its input is left
 #                              in $(BUILD)/fuzz/artifacts/
 #   make test-fuzz-regress     (part of `make test`, gcc only) replay the kept
 #                              inputs tests/fuzz/regress/ and the seed corpus
