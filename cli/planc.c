@@ -105,7 +105,7 @@ static int cmd_check(int argc, char **argv)
         if (rc == 0) rc = 2;
     } else {
         fflush(stdout);
-        rc = plan_check_report(stdout, &plan, json);
+        rc = plan_check_report(stdout, stderr, &plan, json);
     }
     dsl_arena_free(&arena);
     return rc;

@@ -7,7 +7,7 @@
  * the fast path (plan_evaluate), the step time and bubble from lowering the
  * plan into its Program and simulating it (plan_lower, plan_simulate). When
  * a stage does not fit, the report still prints, names the stage and the
- * largest item on stderr, and returns 1.
+ * largest item on the error stream (stderr in planc check), and returns 1.
  */
 #include "planner/fp8.h"
 #include "planner/report.h"
@@ -475,7 +475,7 @@ void plan_report_json(FILE *out, const Plan *p, const PlanEval *ev, double step,
     free(ch);
 }
 
-int plan_check_report(FILE *out, const Plan *p, bool json)
+int plan_check_report(FILE *out, FILE *err, const Plan *p, bool json)
 {
     PlanEval ev;
     plan_evaluate(p, &ev);
@@ -487,7 +487,7 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
         print_layout(out, p, &ev.layout, plan_micro_batches(&ev.layout));
     }
     if (!ev.valid) {
-        fprintf(stderr, "%s: error: %s\n", file, ev.why);
+        fprintf(err, "%s: error: %s\n", file, ev.why);
         if (json) { plan_report_json(out, p, &ev, 0, 0, ev.why, NULL, false); fputc('\n', out); }
         plan_eval_free(&ev);
         return 1;
@@ -504,7 +504,7 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
     }
     PlanChunk *chunks = calloc((size_t)ev.layout.pp * (size_t)ev.layout.chunks, sizeof *chunks);
     if (!chunks || !plan_split(&p->model, ev.layout.pp, ev.layout.chunks, chunks)) {
-        fprintf(stderr, "%s: error: out of memory\n", file);
+        fprintf(err, "%s: error: out of memory\n", file);
         if (simulated) plan_sim_free(&sim);
         if (lowered) plan_program_free(&prog);
         free(chunks);
@@ -531,7 +531,7 @@ int plan_check_report(FILE *out, const Plan *p, bool json)
         else
             fprintf(out, "fits: no — %s\n", ev.why);
     }
-    if (!ev.feasible) fprintf(stderr, "%s: error: %s\n", file, ev.why);
+    if (!ev.feasible) fprintf(err, "%s: error: %s\n", file, ev.why);
     int rc = ev.feasible ? 0 : 1;
     if (simulated) plan_sim_free(&sim);
     if (lowered) plan_program_free(&prog);

@@ -11,9 +11,11 @@
 
 /* Print the model, cluster and layout tables (and, as the planner grows,
  * memory per stage and the predicted step) of a checked plan, as text or as
- * one JSON object. Returns the exit status of `planc check`: 0 when the plan
- * fits, 1 when a stage does not fit or the layout is invalid for the cluster. */
-int plan_check_report(FILE *out, const Plan *p, bool json);
+ * one JSON object, on out; why a stage does not fit or the layout is invalid
+ * (`FILE: error: ...`) on err (`planc check`: stderr). Returns the exit
+ * status of `planc check`: 0 when the plan fits, 1 when a stage does not fit
+ * or the layout is invalid for the cluster. */
+int plan_check_report(FILE *out, FILE *err, const Plan *p, bool json);
 
 /* One layout's JSON object, the keys of DESIGN.md's `check --json`: the
  * figures of ev with the rates taken at the simulated step time `step`

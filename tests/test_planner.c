@@ -3112,7 +3112,7 @@ static char *report(const Plan *p, bool json, int *rc)
     fflush(stderr);
     int saved = dup(2), null = open("/dev/null", O_WRONLY);
     dup2(null, 2);
-    *rc = plan_check_report(f, p, json);
+    *rc = plan_check_report(f, stderr, p, json);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);

@@ -508,7 +508,7 @@ static void test_report_params_padded(void **state)
         char *text = NULL;
         size_t n = 0;
         FILE *f = open_memstream(&text, &n);
-        assert_int_equal(plan_check_report(f, &p, true), 0);
+        assert_int_equal(plan_check_report(f, stderr, &p, true), 0);
         fclose(f);
         assert_non_null(strstr(text, "\"params\": 124439808,"));
         if (cases[i].want) assert_non_null(strstr(text, cases[i].want));

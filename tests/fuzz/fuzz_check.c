@@ -15,31 +15,14 @@
  * with tests/fuzz/replay.c as an ordinary program that replays the kept
  * inputs (tests/fuzz/regress/) in `make test-fuzz-regress`.
  */
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-
-#include "dsl/dsl.h"
 #include "planner/sema.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Where diagnostics go: opened once, so each input costs no system call. */
-static FILE *sink(void)
-{
-    static FILE *null;
-    if (!null) null = fopen("/dev/null", "w");
-    return null ? null : stderr;
-}
+#include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > DSL_MAX_FILE_SIZE) return 0;   /* dsl_source_read refuses these */
     DslArena a = { 0 };
     DslDiag d;
-    dsl_diag_init(&d, sink());
-    DslSource *src = dsl_source_from_string(&a, "fuzz.plan", (const char *)data, size);
-    DslFile *f = dsl_parse_source(&a, &d, src);
+    DslFile *f = fuzz_parse(&a, &d, data, size);
     if (f) {
         Plan plan;
         plan_sema(f, &d, &a, &plan);

@@ -15,16 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsl/dsl.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static FILE *sink(void)
-{
-    static FILE *null;
-    if (!null) null = fopen("/dev/null", "w");
-    return null ? null : stderr;
-}
+#include "tests/fuzz/fuzz.h"
 
 /* The canonical form of f, malloc'ed (the caller frees it). */
 static char *format_to_string(const DslFile *f, size_t *len)
@@ -47,12 +38,9 @@ static void fail(const char *what, const char *in, size_t in_len, const char *a,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > DSL_MAX_FILE_SIZE) return 0;
     DslArena a = { 0 };
     DslDiag d;
-    dsl_diag_init(&d, sink());
-    DslSource *src = dsl_source_from_string(&a, "fuzz.plan", (const char *)data, size);
-    DslFile *f = dsl_parse_source(&a, &d, src);
+    DslFile *f = fuzz_parse(&a, &d, data, size);
     if (!f) {
         dsl_arena_free(&a);
         return 0;

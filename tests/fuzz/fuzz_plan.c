@@ -15,37 +15,19 @@
  * with tests/fuzz/replay.c as an ordinary program that replays the kept
  * inputs and the examples in `make test-fuzz-regress`.
  */
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-
-#include "dsl/dsl.h"
 #include "planner/report.h"
 #include "planner/sema.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Where diagnostics and reports go: opened once, so each input costs no
- * system call. */
-static FILE *sink(void)
-{
-    static FILE *null;
-    if (!null) null = fopen("/dev/null", "w");
-    return null ? null : stderr;
-}
+#include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > DSL_MAX_FILE_SIZE) return 0;   /* dsl_source_read refuses these */
     DslArena a = { 0 };
     DslDiag d;
-    dsl_diag_init(&d, sink());
-    DslSource *src = dsl_source_from_string(&a, "fuzz.plan", (const char *)data, size);
-    DslFile *f = dsl_parse_source(&a, &d, src);
+    DslFile *f = fuzz_parse(&a, &d, data, size);
     Plan plan;
     if (f && plan_sema(f, &d, &a, &plan) == 0) {
-        (void)plan_check_report(sink(), &plan, false);
-        (void)plan_check_report(sink(), &plan, true);
+        (void)plan_check_report(fuzz_sink(), fuzz_sink(), &plan, false);
+        (void)plan_check_report(fuzz_sink(), fuzz_sink(), &plan, true);
     }
     (void)dsl_diag_exit_code(&d);
     dsl_arena_free(&a);
