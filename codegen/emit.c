@@ -633,55 +633,6 @@ bool cg_target_dtype(const Plan *p, CgTarget t, char *why, size_t len)
     return false;
 }
 
-/* The element multiple cuBLASLt's FP8 GEMMs want of every dimension under
- * recipe r: 16 (the FP8 kernels' 16-byte leading dimensions), 128 for
- * blockwise's 128-element scale blocks, 32 for mxfp8's. */
-static long long fp8_cuda_multiple(PlanFp8Recipe r)
-{
-    return r == PLAN_FP8_BLOCKWISE ? 128 : r == PLAN_FP8_MXFP8 ? 32 : 16;
-}
-
-/* The first FP8 linear dimension of layer L that is not a multiple of q:
- * its input and output widths on this TP rank (QKV, the attention output,
- * the MLP's up and down projections), 0 when all are. */
-static long long fp8_bad_width(const Model *m, const Layer *L, int tp, long long q)
-{
-    long long w[3] = { (long long)m->dim, 0, 0 };
-    if (L->kind == LAYER_ATTENTION) {
-        long long d = (long long)plan_head_dim(m, L);
-        w[1] = (long long)(L->heads / tp) * d;                          /* attention output's input */
-        w[2] = (long long)((L->heads + 2 * L->kv_heads) / tp) * d;      /* QKV's output */
-    } else {
-        w[1] = w[2] = (long long)(L->hidden / tp);                      /* each half of a gated one */
-    }
-    for (int j = 0; j < 3; j++)
-        if (w[j] % q) return w[j];
-    return 0;
-}
-
-bool cg_target_fp8(const Plan *p, CgTarget t, char *why, size_t len)
-{
-    const PlanFp8 *f = &p->software.fp8;
-    if (t != CG_TARGET_CUDA || !plan_fp8_on(&p->software)) return true;
-    PlanEval ev;
-    plan_evaluate(p, &ev);
-    const Layout *l = &ev.layout;
-    long long q = fp8_cuda_multiple(f->recipe), bad = 0, tokens = (long long)l->micro_batch * p->model.seq / plan_cp(l);
-    const char *what = "the tokens of a micro-batch (dW's K)";
-    if (ev.valid && tokens % q) bad = tokens;
-    for (int i = 0; ev.valid && !bad && i < p->model.n_layers; i++) {
-        const Layer *L = &p->model.layers[i];
-        if (!plan_fp8_layer(p, L)) continue;
-        bad = fp8_bad_width(&p->model, L, l->tp, q);
-        what = L->kind == LAYER_ATTENTION ? "an attention linear's width on a TP rank" : "an MLP linear's width on a TP rank";
-    }
-    plan_eval_free(&ev);
-    if (!bad) return true;
-    snprintf(why, len, "fp8 %s with --target cuda: %s is %lld, not a multiple of %lld, which cuBLASLt's FP8 "
-             "GEMMs want of every dimension under this recipe", plan_fp8_recipe_names[f->recipe], what, bad, q);
-    return false;
-}
-
 /* ---- constants and tables ----------------------------------------------------- */
 
 static int local_heads(const Layer *L, int tp) { return (int)(L->heads / tp); }
@@ -2118,6 +2069,20 @@ static void cp_runtime_key(const Plan *p, const Layout *l, const char **key, con
     }
 }
 
+/* The first width of layer L's FP8 linears on one of tp ranks that is not
+ * a multiple of q: the query heads' and the kv heads' pieces of QKV (heads
+ * times head size), or the MLP slice (each half of a gated one); 0 when
+ * all are. */
+static long long fp8_shard_width_off(const Model *m, const Layer *L, int tp, long long q)
+{
+    long long d = L->kind == LAYER_ATTENTION ? (long long)plan_head_dim(m, L) : 1;
+    long long w[2] = { L->kind == LAYER_ATTENTION ? local_heads(L, tp) * d : (long long)(L->hidden / tp),
+                       L->kind == LAYER_ATTENTION ? (long long)(L->kv_heads / tp) * d : q };
+    for (int j = 0; j < 2; j++)
+        if (w[j] % q) return w[j];
+    return 0;
+}
+
 /* FP8 (issue 27) as the program runs it: every recipe (delayed with its
  * amax histories, one scale per tensor as tensorwise), weights gathered
  * in the compute dtype (all_gather false), and
@@ -2142,21 +2107,52 @@ static void fp8_runtime_key(const Plan *p, const Layout *l, const char **key, co
     for (int i = 0; i < m->n_layers; i++) {
         const Layer *L = &m->layers[i];
         if (!plan_fp8_layer(p, L)) continue;
-        long long d = L->kind == LAYER_ATTENTION ? (long long)plan_head_dim(m, L) : 1;
-        long long w[3] = { L->kind == LAYER_ATTENTION ? local_heads(L, l->tp) * d : (long long)(L->hidden / l->tp),
-                           L->kind == LAYER_ATTENTION ? (long long)(L->kv_heads / l->tp) * d : tile, tile };
-        for (int j = 0; j < 3; j++)
-            if (w[j] % tile) {
-                snprintf(keybuf, len, "fp8 %s with tp %d", plan_fp8_recipe_names[f->recipe], l->tp);
-                *key = keybuf;
-                static char why[200];
-                snprintf(why, sizeof why, "layer %d (%s) has a TP shard %lld wide, not a multiple of the "
-                         "%lld-element tile, so a tile would straddle the split", i,
-                         L->kind == LAYER_ATTENTION ? "attention" : "mlp", w[j], tile);
-                *what = why;
-                return;
-            }
+        long long w = fp8_shard_width_off(m, L, l->tp, tile);
+        if (w) {
+            snprintf(keybuf, len, "fp8 %s with tp %d", plan_fp8_recipe_names[f->recipe], l->tp);
+            *key = keybuf;
+            static char why[200];
+            snprintf(why, sizeof why, "layer %d (%s) has a TP shard %lld wide, not a multiple of the "
+                     "%lld-element tile, so a tile would straddle the split", i,
+                     L->kind == LAYER_ATTENTION ? "attention" : "mlp", w, tile);
+            *what = why;
+            return;
+        }
     }
+}
+
+/* The element multiple cuBLASLt's FP8 GEMMs want of every dimension under
+ * recipe r: 16 (the FP8 kernels' 16-byte leading dimensions), 128 for
+ * blockwise's 128-element scale blocks, 32 for mxfp8's. */
+static long long fp8_cuda_multiple(PlanFp8Recipe r)
+{
+    return r == PLAN_FP8_BLOCKWISE ? 128 : r == PLAN_FP8_MXFP8 ? 32 : 16;
+}
+
+bool cg_target_fp8(const Plan *p, CgTarget t, char *why, size_t len)
+{
+    const PlanFp8 *f = &p->software.fp8;
+    if (t != CG_TARGET_CUDA || !plan_fp8_on(&p->software)) return true;
+    PlanEval ev;
+    plan_evaluate(p, &ev);
+    const Layout *l = &ev.layout;
+    const Model *m = &p->model;
+    long long q = fp8_cuda_multiple(f->recipe), bad = 0, tokens = (long long)l->micro_batch * m->seq / plan_cp(l);
+    const char *what = "the tokens of a micro-batch (dW's K)";
+    if (ev.valid && tokens % q) bad = tokens;
+    for (int i = 0; ev.valid && !bad && i < m->n_layers; i++) {
+        const Layer *L = &m->layers[i];
+        if (!plan_fp8_layer(p, L)) continue;
+        /* every FP8 linear reads or writes the model's width, and its TP
+         * shards' widths (QKV's pieces add up to its output) */
+        bad = m->dim % q ? (long long)m->dim : fp8_shard_width_off(m, L, l->tp, q);
+        what = L->kind == LAYER_ATTENTION ? "an attention linear's width on a TP rank" : "an MLP linear's width on a TP rank";
+    }
+    plan_eval_free(&ev);
+    if (!bad) return true;
+    snprintf(why, len, "fp8 %s with --target cuda: %s is %lld, not a multiple of %lld, which cuBLASLt's FP8 "
+             "GEMMs want of every dimension under this recipe", plan_fp8_recipe_names[f->recipe], what, bad, q);
+    return false;
 }
 
 /* The values prt_rope_inv_freq divides and takes logarithms by (sema

@@ -1395,15 +1395,16 @@ static const prt_fp8_tensor *fp8_weight(const LayerSpec *L, bool col, const prt_
         for (int i = 0; i < FP8_W_COPIES; i++) {
             fp8_free(&c->t[i]);
 #ifdef PRT_CUDA
-            if (i == 1 && prt_fp8_nblocks(&c->t[0].g) == 1) {   /* (k, o): W^T, the same one scale */
-                fp8_transposed(&c->t[1], &c->t[0]);
-                continue;
-            }
-            if (i == 1) {   /* per-block scales run along K: W quantised along o, then transposed */
-                prt_fp8_tensor q;
-                fp8_quantize(&q, w, &cfg.weight, kds[1], o, k, split[1], fp8_hist(L, col, FP8_ROLE_W));
-                fp8_transposed(&c->t[1], &q);
-                fp8_free(&q);
+            if (i == 1) {   /* (k, o): W^T — of the first copy under one scale; per-block
+                             * scales run along K, so of W quantised along o */
+                if (prt_fp8_nblocks(&c->t[0].g) == 1) {
+                    fp8_transposed(&c->t[1], &c->t[0]);
+                } else {
+                    prt_fp8_tensor q;
+                    fp8_quantize(&q, w, &cfg.weight, kds[1], o, k, split[1], fp8_hist(L, col, FP8_ROLE_W));
+                    fp8_transposed(&c->t[1], &q);
+                    fp8_free(&q);
+                }
                 continue;
             }
 #endif

@@ -12,10 +12,10 @@
  *    ZeRO-1 divides the optimizer state by the DP degree, ZeRO-2 also the
  *    gradients, ZeRO-3 also the parameters (ZeRO-1 reduces its
  *    gradients in place: no shard beside them); runtime/par/model.c
- *    allocates each of these. The parameters are those of the stage's chunks after the
- *    tensor-parallel split (the first stage holds the embedding, the last
- *    the head; a tied head on another stage than the embedding keeps a
- *    copy, as Megatron does).
+ *    allocates each of these. The parameters are those of the stage's
+ *    chunks after the tensor-parallel split (the first stage holds the
+ *    embedding, the last the head; a tied head on another stage than the
+ *    embedding keeps a copy, as Megatron does).
  *  - activations (Korthikanti et al. 2022, Sec. 4): each chunk's kept bytes
  *    per micro-batch (model.c; ZB-H1 adds the output gradients its B pass
  *    keeps for W and the fp32 norm gradients it keeps aside so that only W

@@ -1198,10 +1198,6 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * gradient e T h and the gate logit's fp32 4 T */
     w->act_scratch = e * (2 * Tr * k + T) * h + 4 * Tr * k + 4 * Tr * E + G * (e * T * h + 4 * T);
     if (ep > 1) w->act_scratch += e * Tr * k * h + e * Rb * (2 * h + (up + 1) * f / et);
-    /* dispatch and combine (forward), their gradients (backward): each an
-     * all-to-all of the busiest rank's Rb rows of h, e Rb h bytes; the
-     * token counts (E int32) go first in the forward; the send and receive
-     * buffers are alive during the layer only */
     /* expert TP below tp: the rows the experts run are gathered over the
      * et expert-TP ranks before them and reduce-scattered back after
      * (Megatron-Core's token dispatchers gather over the expert-TP group,
@@ -1209,6 +1205,10 @@ static void moe_work(const Model *m, const Layer *l, const Layer *prev, const Pl
      * and the gradients the other way in the backward; at et = 1 each rank
      * runs its own rows, at et = t the TP collectives do it */
     if (et > 1 && et < t) w->etp_bytes = e * Rb * h;
+    /* dispatch and combine (forward), their gradients (backward): each an
+     * all-to-all of the busiest rank's Rb rows of h, e Rb h bytes; the
+     * token counts (E int32) go first in the forward; the send and receive
+     * buffers are alive during the layer only */
     if (ep > 1) {
         w->ep_bytes = e * Rb * h;
         w->ep_token_bytes = e * Tr * h * imb;

@@ -286,15 +286,24 @@ static void fp8_modes(const prt_fp8_grid *a, const prt_fp8_grid *b, size_t K, fp
 
 static size_t pad_to(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-/* Bytes of an operand's GEMM-ready scales (0: its own scale_inv serves). */
-static size_t fp8_sc_size(fp8_scaling m, const prt_fp8_grid *g)
+/* An operand's GEMM-ready scales: rows x cols of elem bytes, row-major
+ * (elem 0: its own scale_inv serves). */
+typedef struct { size_t rows, cols, elem; } fp8_sc_shape;
+
+static fp8_sc_shape fp8_sc_shape_of(fp8_scaling m, const prt_fp8_grid *g)
 {
     switch (m) {
-    case SC_VEC128: return g->nbc * pad_to(g->rows, 4) * sizeof(float);
-    case SC_BLK128: return g->nbr * pad_to(g->nbc, 4) * sizeof(float);
-    case SC_MX32:   return pad_to(g->rows, 128) * pad_to(g->nbc, 4);
-    default:        return 0;
+    case SC_VEC128: return (fp8_sc_shape){ g->nbc, pad_to(g->rows, 4), sizeof(float) };   /* (K/128, pad4(rows)) */
+    case SC_BLK128: return (fp8_sc_shape){ g->nbr, pad_to(g->nbc, 4), sizeof(float) };    /* (rows/128, pad4(K/128)) */
+    case SC_MX32:   return (fp8_sc_shape){ pad_to(g->rows, 128), pad_to(g->nbc, 4), 1 };  /* E8M0 bytes in tiles */
+    default:        return (fp8_sc_shape){ 0, 0, 0 };
     }
+}
+
+static size_t fp8_sc_size(fp8_scaling m, const prt_fp8_grid *g)
+{
+    fp8_sc_shape s = fp8_sc_shape_of(m, g);
+    return s.rows * s.cols * s.elem;
 }
 
 /* VEC128: out (nkb, ld) from in (rows, nkb); pads 1. */
@@ -341,22 +350,18 @@ __global__ static void k_fp8_sc_mx32(uint8_t *out, const float *in, size_t rows,
 static const void *fp8_gemm_scales(const char *op, fp8_scaling m, const prt_fp8_tensor *t, void *dst)
 {
     const prt_fp8_grid *g = &t->g;
-    size_t n;
+    fp8_sc_shape s = fp8_sc_shape_of(m, g);
+    size_t n = s.rows * s.cols;
     switch (m) {
     case SC_VEC128:
-        n = g->nbc * pad_to(g->rows, 4);
-        PRT_LAUNCH(op, grid_for(n), 0, k_fp8_sc_vec128, (float *)dst, t->scale_inv, g->rows, g->nbc,
-                   pad_to(g->rows, 4));
+        PRT_LAUNCH(op, grid_for(n), 0, k_fp8_sc_vec128, (float *)dst, t->scale_inv, g->rows, g->nbc, s.cols);
         return dst;
     case SC_BLK128:
-        n = g->nbr * pad_to(g->nbc, 4);
-        PRT_LAUNCH(op, grid_for(n), 0, k_fp8_sc_blk128, (float *)dst, t->scale_inv, g->nbr, g->nbc,
-                   pad_to(g->nbc, 4));
+        PRT_LAUNCH(op, grid_for(n), 0, k_fp8_sc_blk128, (float *)dst, t->scale_inv, g->nbr, g->nbc, s.cols);
         return dst;
     case SC_MX32:
-        n = pad_to(g->rows, 128) * pad_to(g->nbc, 4);
-        PRT_LAUNCH(op, grid_for(n), 0, k_fp8_sc_mx32, (uint8_t *)dst, t->scale_inv, g->rows, g->nbc,
-                   pad_to(g->rows, 128), pad_to(g->nbc, 4));
+        PRT_LAUNCH(op, grid_for(n), 0, k_fp8_sc_mx32, (uint8_t *)dst, t->scale_inv, g->rows, g->nbc, s.rows,
+                   s.cols);
         return dst;
     default:
         return t->scale_inv;
